@@ -1,0 +1,92 @@
+"""The contract between the SessionManager and an agent backend.
+
+A backend object drives ONE agent session (one Copilot SDK session, one ACP agent process,
+one scripted demo conversation). It reports everything that happens through the event
+sink it was built with, in the engine's vocabulary (:mod:`polypilot_tui.core.events`), on
+the asyncio loop that created it. It never touches session state itself: the manager owns
+turns, statuses and the watchdog; the backend only talks to the agent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.core.watchdog import Probes
+
+EventSink = Callable[[AgentEvent], None]
+"""Called by a backend, on the loop, for every agent event (including ``connection.lost``)."""
+
+
+class BackendError(Exception):
+    """A backend operation failed; the message is shown to the user as is."""
+
+
+@dataclass(frozen=True)
+class ConnectResult:
+    """What :meth:`AgentBackend.connect` found.
+
+    ``how`` says in words how the session was attached ("new session", "resumed",
+    "loaded (history replayed)", "new session (resume failed: …)") and is shown to the user.
+    """
+
+    agent_session_id: str
+    how: str
+    resumed: bool = False
+    interrupted_tool: bool = False
+    """The agent's own log ends inside a tool call (#393): abort before the next send."""
+    still_processing: bool = False
+    """The agent's own log says a turn is still running (restore hint)."""
+    lost_turn: bool = False
+    """The log shows a turn that started and never ended, and the agent is not running it."""
+    history: tuple[AgentEvent, ...] = field(default_factory=tuple)
+    """Past conversation replayed by the agent (ACP ``session/load``), oldest first."""
+
+
+class AgentBackend(Protocol):
+    """One live connection to one agent session."""
+
+    kind: str
+    """"demo", "copilot", "acp" or "replay"."""
+
+    async def connect(self, resume_id: str | None) -> ConnectResult:
+        """Start the agent (or attach to it) and open or resume the session.
+
+        The event handler must be registered before any resume call, so nothing the agent
+        says during the resume is lost (PolyPilot #373/#559). Returns the id the agent
+        chose, which the manager adopts (#382).
+        """
+        ...
+
+    async def send(self, prompt: str) -> None:
+        """Hand a prompt to the agent; returns once it is accepted, events follow."""
+        ...
+
+    async def abort(self) -> None:
+        """Ask the agent to stop the current turn; the session stays usable."""
+        ...
+
+    async def kill(self) -> None:
+        """Stop the agent hard (process kill) when abort did not work."""
+        ...
+
+    async def close(self) -> None:
+        """Detach and release everything; never raises."""
+        ...
+
+    async def answer_permission(self, request_id: str, option_id: str) -> None:
+        """Answer a ``permission.requested`` event with one of its option ids."""
+        ...
+
+    def probe(self) -> Probes | None:
+        """Cheap liveness facts for the watchdog (process alive, agent log age), or None."""
+        ...
+
+
+#: The option ids every backend offers in ``permission.requested`` (ACP agents may add
+#: their own; those are passed through by id).
+ALLOW_ONCE = "allow_once"
+ALLOW_ALWAYS = "allow_always"
+REJECT_ONCE = "reject_once"
+CANCELLED = "cancelled"

@@ -1,0 +1,81 @@
+"""Pinned agent CLIs installed from npm into an ignored cache folder of the checkout.
+
+The real-agent tests install the Copilot CLI, opencode and codex-acp here, and the app
+falls back to these installs when the command is not on PATH.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+#: <repo>/.cache/npm — ignored by git, survives between test runs of one clone.
+CACHE_ROOT = Path(os.environ.get("POLYPILOT_NPM_CACHE", Path(__file__).resolve().parents[2] / ".cache" / "npm"))
+
+
+@dataclass(frozen=True)
+class NpmAgent:
+    """A pinned npm package and the native binary inside it."""
+
+    package: str
+    version: str
+    binary: str
+    """Path of the executable relative to node_modules."""
+
+    @property
+    def prefix(self) -> Path:
+        safe = self.package.replace("/", "__").replace("@", "")
+        return CACHE_ROOT / f"{safe}-{self.version}"
+
+    @property
+    def path(self) -> Path:
+        return self.prefix / "node_modules" / self.binary
+
+    def installed(self) -> bool:
+        return self.path.is_file() and os.access(self.path, os.X_OK)
+
+
+COPILOT_CLI = NpmAgent("@github/copilot", "1.0.102", "@github/copilot-linux-x64/copilot")
+OPENCODE = NpmAgent("opencode-ai", "1.18.33", "opencode-linux-x64/bin/opencode")
+CODEX_ACP = NpmAgent("@zed-industries/codex-acp", "0.16.0", "@zed-industries/codex-acp-linux-x64/bin/codex-acp")
+
+
+class NpmUnavailable(RuntimeError):
+    """npm is missing or the install failed; the message says which."""
+
+
+def ensure_installed(agent: NpmAgent, timeout: float = 900.0) -> Path:
+    """Install ``agent`` once (file-locked, safe across pytest-xdist workers); return its binary."""
+    if agent.installed():
+        return agent.path
+    npm = shutil.which("npm")
+    if npm is None:
+        raise NpmUnavailable("npm is not on PATH")
+    agent.prefix.mkdir(parents=True, exist_ok=True)
+    with open(agent.prefix / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if agent.installed():
+            return agent.path
+        result = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(agent.prefix),
+             f"{agent.package}@{agent.version}"],
+            capture_output=True, text=True, timeout=timeout,
+        )
+        if result.returncode != 0 or not agent.installed():
+            raise NpmUnavailable(f"npm install {agent.package}@{agent.version} failed: {result.stderr[-2000:]}")
+    return agent.path
+
+
+def resolve_command(command: str | None, fallback: NpmAgent) -> str | None:
+    """An explicit command, else the one on PATH, else the cached npm install, else None."""
+    if command:
+        return command
+    name = Path(fallback.binary).name
+    found = shutil.which(name)
+    if found:
+        return found
+    return str(fallback.path) if fallback.installed() else None

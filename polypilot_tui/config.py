@@ -1,0 +1,206 @@
+"""Settings (POLYPILOT_* environment, .env) and the agents file (TOML).
+
+Secrets never live here: a provider names the environment variable that holds its key
+(``api_key_env``) and the key is read only when the agent is started.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from polypilot_tui.core.watchdog import WatchdogConfig
+
+APP_NAME = "polypilot"
+DEMO_AGENT = "demo"
+
+
+class PermissionPolicy(StrEnum):
+    """What to do when an agent asks for permission."""
+
+    ASK = "ask"
+    """Show the request and wait for the user (the default)."""
+    ALLOW = "allow"
+    """Allow once, every time, without asking."""
+    DENY = "deny"
+    """Reject every request."""
+
+
+class WatchdogSettings(BaseModel):
+    """Every watchdog tier, in seconds (``POLYPILOT_WATCHDOG__INACTIVITY=120`` …)."""
+
+    inactivity: float = 120.0
+    """No events, no tools: the default tier."""
+    tool: float = 600.0
+    """A tool is running, or the turn was resumed mid-flight."""
+    tool_escalation: float = 60.0
+    """Tool tier after the first liveness reset."""
+    used_tools_idle: float = 180.0
+    """Tools were used this turn and none is running now."""
+    resume_quiescence: float = 30.0
+    """Restored mid-turn and no event since (seeded from restore time, never file time)."""
+    reconnect: float = 35.0
+    """The send went out on a freshly reconnected agent."""
+    max_turn: float = 3600.0
+    """Absolute cap per turn (0 disables it)."""
+    turn_end_fallback: float = 4.0
+    """Complete this long after assistant.turn_end when session.idle never comes."""
+    turn_end_tool_extra: float = 30.0
+    """Added to the fallback when tools were used this turn."""
+    post_completion_idle: float = 30.0
+    """Complete this long after the final reply when nothing else happens (gh-aw)."""
+    dead_send: float = 30.0
+    """The agent's log has not grown this long after a send: abort once."""
+
+    @field_validator("*")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("must be >= 0")
+        return value
+
+    def to_config(self) -> WatchdogConfig:
+        """The pure watchdog's view of these settings."""
+        return WatchdogConfig(**self.model_dump())
+
+
+class Settings(BaseSettings):
+    """Application settings from POLYPILOT_* variables and ``.env``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="POLYPILOT_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        env_ignore_empty=True,
+        extra="ignore",
+    )
+
+    watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
+    """Timeout tiers."""
+    heartbeat_seconds: float = 5.0
+    """UI heartbeat: refresh "ago" labels and catch missed redraws."""
+    permission_policy: PermissionPolicy = PermissionPolicy.ASK
+    """ask (default), allow or deny."""
+    state_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)))
+    """Registry, history database, recordings and logs."""
+    agents_file: Path | None = None
+    """TOML file of agents (POLYPILOT_AGENTS_FILE or --agents-file)."""
+    default_agent: str = DEMO_AGENT
+    """Agent used by `make run` and new sessions unless another is chosen."""
+    record: bool = True
+    """Record every session's raw event stream as a replayable trace."""
+    record_max_bytes: int = 5_000_000
+    """Size cap per recording; later events are dropped with a marker line."""
+    theme: str = "polypilot-night"
+    """Theme name (themes/*.toml or a built-in Textual theme)."""
+    stop_grace_seconds: float = 5.0
+    """Stop: how long to wait after abort before killing the agent."""
+    recovery_max_attempts: int = 2
+    """Permission-denial recoveries per session before giving up."""
+    recovery_breaker_limit: int = 5
+    """Recoveries across all sessions within the breaker window before the breaker opens."""
+    recovery_breaker_window: float = 300.0
+    """Circuit-breaker window in seconds."""
+    demo_speed: float = 1.0
+    """Speed factor of the demo agent's scripted replies (2 = twice as fast)."""
+
+    @field_validator("heartbeat_seconds")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be > 0")
+        return value
+
+
+class ProviderConfig(BaseModel):
+    """A bring-your-own-key model provider (OpenAI-compatible by default)."""
+
+    type: Literal["openai", "azure", "anthropic"] = "openai"
+    base_url: str
+    api_key_env: str | None = None
+    """Name of the environment variable that holds the key; the key itself never is config."""
+    wire_api: str | None = None
+
+    def api_key(self, environ: dict[str, str] | None = None) -> str:
+        """Read the key from the named variable ("" when unset)."""
+        env = os.environ if environ is None else environ
+        return env.get(self.api_key_env, "") if self.api_key_env else ""
+
+
+class AgentConfig(BaseModel):
+    """One configured agent (a table of the agents file)."""
+
+    name: str
+    kind: Literal["demo", "copilot", "acp"]
+    command: str | None = None
+    """Executable: the Copilot CLI path, or the ACP agent command. None = the default."""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the agent process."""
+    cwd: Path | None = None
+    model: str | None = None
+    provider: ProviderConfig | None = None
+    script: str | None = None
+    """Demo agent only: the default script name."""
+
+
+class AgentsFileError(Exception):
+    """The agents file cannot be used; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class AgentCatalog:
+    """The agents a user can start sessions with; ``demo`` is always there."""
+
+    agents: dict[str, AgentConfig] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    """Entries that were skipped, with the reason (shown once in the UI)."""
+
+    def names(self) -> list[str]:
+        return list(self.agents)
+
+    def get(self, name: str) -> AgentConfig:
+        try:
+            return self.agents[name]
+        except KeyError:
+            raise KeyError(f"no agent named {name!r}; configured: {', '.join(self.agents)}") from None
+
+
+def demo_agent() -> AgentConfig:
+    """The built-in offline agent."""
+    return AgentConfig(name=DEMO_AGENT, kind="demo")
+
+
+def load_agents(path: Path | None) -> AgentCatalog:
+    """Read the agents file. A broken file raises AgentsFileError; a bad entry is skipped."""
+    agents: dict[str, AgentConfig] = {DEMO_AGENT: demo_agent()}
+    if path is None:
+        return AgentCatalog(agents)
+    try:
+        raw: dict[str, Any] = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AgentsFileError(f"agents file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentsFileError(f"agents file {path} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise AgentsFileError(f"agents file {path} is not valid TOML: {exc}") from None
+    problems: list[str] = []
+    for name, table in raw.items():
+        if not isinstance(table, dict):
+            problems.append(f"{name}: expected a table, got {type(table).__name__}")
+            continue
+        try:
+            agents[name] = AgentConfig(name=name, **table)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or name
+            problems.append(f"{name}: {where}: {first.get('msg', 'invalid')}")
+    return AgentCatalog(agents, tuple(problems))

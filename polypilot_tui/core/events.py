@@ -1,0 +1,126 @@
+"""The normalized event vocabulary every backend emits.
+
+Names follow the GitHub Copilot SDK (``session.idle``, ``tool.execution_start`` …) and
+payloads use the camelCase field names of ``events.jsonl``. The ACP and demo backends map
+their own messages onto the same names, so the engine, the recorder and ``polypilot replay``
+speak one language. Unknown types are kept as they are and ignored safely by the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Mapping
+
+
+class EventType(StrEnum):
+    """Event types the engine understands (Copilot SDK naming)."""
+
+    SESSION_START = "session.start"
+    SESSION_RESUME = "session.resume"
+    SESSION_IDLE = "session.idle"
+    SESSION_ERROR = "session.error"
+    SESSION_SHUTDOWN = "session.shutdown"
+    SESSION_USAGE_INFO = "session.usage_info"
+    SESSION_TITLE_CHANGED = "session.title_changed"
+    SESSION_MODEL_CHANGE = "session.model_change"
+    SESSION_BACKGROUND_TASKS_CHANGED = "session.background_tasks_changed"
+    USER_MESSAGE = "user.message"
+    TURN_START = "assistant.turn_start"
+    TURN_END = "assistant.turn_end"
+    MESSAGE = "assistant.message"
+    MESSAGE_DELTA = "assistant.message_delta"
+    REASONING = "assistant.reasoning"
+    REASONING_DELTA = "assistant.reasoning_delta"
+    INTENT = "assistant.intent"
+    ASSISTANT_USAGE = "assistant.usage"
+    TOOL_START = "tool.execution_start"
+    TOOL_PROGRESS = "tool.execution_progress"
+    TOOL_PARTIAL_RESULT = "tool.execution_partial_result"
+    TOOL_COMPLETE = "tool.execution_complete"
+    PERMISSION_REQUESTED = "permission.requested"
+    PERMISSION_COMPLETED = "permission.completed"
+    ABORT = "abort"
+    SYSTEM_MESSAGE = "system.message"
+    PLAN = "plan"
+    CONNECTION_LOST = "connection.lost"
+    """Ours, not the SDK's: the agent process or its connection died (data: reason)."""
+
+
+#: Metrics-only events. They never count as progress (PolyPilot #230: a session sat
+#: "Thinking…" for 361 minutes because usage events kept resetting the timer).
+USAGE_EVENT_TYPES: frozenset[str] = frozenset(
+    {EventType.SESSION_USAGE_INFO, EventType.ASSISTANT_USAGE, "session.usage_record"}
+)
+
+#: Events that only ever exist on disk (events.jsonl), never as live callbacks.
+DISK_ONLY_TYPES: frozenset[str] = frozenset({EventType.SESSION_RESUME, EventType.SESSION_SHUTDOWN})
+
+KNOWN_TYPES: frozenset[str] = frozenset(t.value for t in EventType)
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    """One event from an agent, in Copilot SDK naming with camelCase ``data``."""
+
+    type: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def known(self) -> bool:
+        """True when the engine has a rule for this type."""
+        return self.type in KNOWN_TYPES
+
+    @property
+    def is_usage(self) -> bool:
+        """True for metrics-only events, which never count as progress."""
+        return self.type in USAGE_EVENT_TYPES
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A field of ``data`` by its camelCase name."""
+        return self.data.get(key, default)
+
+    def text(self, *keys: str) -> str:
+        """The first string field among ``keys`` ("" when none is a string)."""
+        for key in keys:
+            value = self.data.get(key)
+            if isinstance(value, str):
+                return value
+        return ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The trace form: ``{"type": ..., "data": {...}}``."""
+        return {"type": self.type, "data": dict(self.data)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> AgentEvent:
+        """Parse the trace / events.jsonl form; raises ValueError on a bad shape."""
+        kind = obj.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("event needs a non-empty string 'type'")
+        data = obj.get("data", {})
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ValueError("event 'data' must be an object")
+        return cls(kind, dict(data))
+
+
+def tool_result_text(event: AgentEvent) -> str:
+    """The human text of a ``tool.execution_complete`` result or error."""
+    error = event.get("error")
+    if isinstance(error, Mapping):
+        message = error.get("message")
+        if isinstance(message, str) and message:
+            return message
+    elif isinstance(error, str) and error:
+        return error
+    result = event.get("result")
+    if isinstance(result, Mapping):
+        for key in ("detailedContent", "content"):
+            value = result.get(key)
+            if isinstance(value, str) and value:
+                return value
+    elif isinstance(result, str):
+        return result
+    return ""

@@ -1,0 +1,50 @@
+"""Agent text is untrusted: strip terminal control sequences before it is stored or shown.
+
+Rich markup escaping happens at render time in the UI; this module only removes bytes a
+terminal would act on (CSI/OSC/DCS sequences, C0/C1 controls other than newline and tab)
+and bounds what one line may cost to draw.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ESC [ ... final byte | ESC ] ... (BEL | ESC \) | ESC P/X/^/_ ... ESC \ | two-byte ESC sequences
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b[@-Z\\-_]"
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+MAX_LINE_CHARS = 4000
+"""Longest line the UI draws; the rest is elided with a note (the stored text keeps it all)."""
+
+
+def strip_control(text: str) -> str:
+    """Remove terminal escape sequences and control characters; keep newlines and tabs."""
+    if not text:
+        return text
+    text = _ANSI.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub("", text)
+
+
+def bound_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """Cut every line longer than ``limit`` and say how much was cut."""
+    if len(text) <= limit:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if len(line) > limit:
+            line = f"{line[:limit]} … [{len(line) - limit:,} more characters]"
+        out.append(line)
+    return "\n".join(out)
+
+
+def one_line(text: str, limit: int = 80) -> str:
+    """A single-line preview of ``text`` at most ``limit`` characters long."""
+    flat = " ".join(strip_control(text).split())
+    return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "…"

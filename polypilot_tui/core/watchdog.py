@@ -1,0 +1,241 @@
+"""The watchdog: PolyPilot's timeout tiers and cases as pure functions of (turn, now, probes).
+
+Nothing here sleeps or polls. :func:`next_deadline` says when the next decision is due; the
+manager sets one timer for it, and when it fires calls :func:`decide`, which answers with
+an action and a human reason. A stuck turn is therefore caught at its deadline, not up to
+one polling period (PolyPilot: 15 s) later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from polypilot_tui.core.events import EventType
+
+if TYPE_CHECKING:
+    from polypilot_tui.core.session import Turn
+
+
+@dataclass(frozen=True)
+class WatchdogConfig:
+    """Every threshold, in seconds (PolyPilot's values by default)."""
+
+    inactivity: float = 120.0
+    tool: float = 600.0
+    tool_escalation: float = 60.0
+    used_tools_idle: float = 180.0
+    resume_quiescence: float = 30.0
+    reconnect: float = 35.0
+    max_turn: float = 3600.0
+    """Absolute cap per turn from its start; 0 disables it."""
+    turn_end_fallback: float = 4.0
+    turn_end_tool_extra: float = 30.0
+    post_completion_idle: float = 30.0
+    dead_send: float = 30.0
+    tool_alive_log_age: float = 60.0
+    used_tools_log_fresh: float = 300.0
+    case_b_max_resets: int = 40
+    case_b_freshness: float = 300.0
+    case_b_max_stale_checks: int = 2
+
+
+@dataclass(frozen=True)
+class Probes:
+    """Liveness facts a backend can supply cheaply; None means "unknown"."""
+
+    agent_alive: bool | None = None
+    """The agent process / connection is alive."""
+    log_age: float | None = None
+    """Seconds since the agent's own log (events.jsonl) was last written."""
+    log_size: int | None = None
+    """Size of that log in bytes."""
+    log_last_type: str | None = None
+    """Type of the last event in that log."""
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A timeout tier: how long a turn may go without a real event."""
+
+    name: str
+    seconds: float
+
+
+class Action(StrEnum):
+    """What the watchdog asks the manager to do."""
+
+    CONTINUE = "continue"
+    """Nothing is due."""
+    RESET = "reset"
+    """Evidence of life without an event: restart the tier window."""
+    COMPLETE = "complete"
+    """End the turn as completed (the terminal event was lost)."""
+    ABORT_ONCE = "abort"
+    """Send one abort to unwedge the agent and restart the window (dead send, case D)."""
+    KILL = "kill"
+    """End the turn as stuck (case C, or the absolute cap)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An action, the rule that chose it, and a reason a person can read."""
+
+    action: Action
+    reason: str
+    rule: str = ""
+    """"A", "B", "C", "D", "fallback", "post-completion", "cap" or "" for CONTINUE."""
+    tier: Tier | None = None
+
+
+CONTINUE = Decision(Action.CONTINUE, "")
+
+
+def seconds_text(seconds: float) -> str:
+    """'121 s' / '10 min' style durations for reasons."""
+    if seconds >= 120 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} min"
+    return f"{int(seconds)} s"
+
+
+def select_tier(turn: Turn, cfg: WatchdogConfig, probes: Probes | None = None, now: float = 0.0) -> Tier:
+    """PolyPilot's tier selection (RunProcessingWatchdogAsync), as a pure function."""
+    active = bool(turn.active_tools)
+    quiesce = turn.resumed and not turn.events_since_resume and not active and not turn.used_tools
+    tool = active or (turn.resumed and not quiesce)
+    used_tools = not tool and turn.used_tools
+    escalate = tool and turn.case_a_resets > 0
+    reconnect = turn.reconnected_send and not tool and not used_tools and not quiesce
+    if quiesce:
+        return Tier("resume-quiescence", cfg.resume_quiescence)
+    if escalate:
+        return Tier("tool-escalation", cfg.tool_escalation)
+    if tool:
+        return Tier("tool", cfg.tool)
+    if used_tools:
+        # The agent's log is still being written this turn: a tool is probably running
+        # that only the log knows about (#619).
+        if probes and probes.log_age is not None:
+            written_this_turn = probes.log_age < now - turn.started_at
+            if written_this_turn and probes.log_age < cfg.used_tools_log_fresh:
+                return Tier("tool", cfg.tool)
+        return Tier("used-tools-idle", cfg.used_tools_idle)
+    if reconnect:
+        return Tier("reconnect", cfg.reconnect)
+    return Tier("inactivity", cfg.inactivity)
+
+
+def fallback_delay(turn: Turn, cfg: WatchdogConfig) -> float:
+    """TurnEnd→Idle fallback delay: 4 s, plus 30 s when tools were used this turn (#332)."""
+    return cfg.turn_end_fallback + (cfg.turn_end_tool_extra if turn.used_tools else 0.0)
+
+
+def next_deadline(turn: Turn, cfg: WatchdogConfig, probes: Probes | None = None) -> float | None:
+    """The earliest moment a decision may be due, or None while the watchdog is paused."""
+    if turn.pending_permissions:
+        return None  # waiting for the user is not being stuck
+    candidates = [turn.watchdog_anchor + select_tier(turn, cfg, probes, turn.watchdog_anchor).seconds]
+    if cfg.max_turn > 0:
+        candidates.append(turn.started_at + cfg.max_turn)
+    if turn.turn_end_at is not None and not turn.active_tools:
+        candidates.append(max(turn.turn_end_at, turn.fallback_anchor) + fallback_delay(turn, cfg))
+    if turn.final_message_at is not None and not turn.active_tools:
+        candidates.append(turn.last_event_at + cfg.post_completion_idle)
+    return min(candidates)
+
+
+def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = None) -> Decision:
+    """What to do with ``turn`` at ``now``; every decision but CONTINUE carries a reason."""
+    if turn.pending_permissions:
+        return CONTINUE
+    last = turn.last_event_type or "none"
+    if cfg.max_turn > 0 and now - turn.started_at >= cfg.max_turn:
+        return Decision(
+            Action.KILL,
+            f"turn has run for {seconds_text(now - turn.started_at)}, past the {seconds_text(cfg.max_turn)} cap",
+            "cap",
+        )
+    if turn.turn_end_at is not None and not turn.active_tools:
+        delay = fallback_delay(turn, cfg)
+        if now >= max(turn.turn_end_at, turn.fallback_anchor) + delay:
+            if probes and probes.log_last_type == EventType.TOOL_START and probes.agent_alive:
+                return Decision(Action.RESET, "agent log ends in a tool start; waiting for it", "fallback")
+            return Decision(
+                Action.COMPLETE,
+                f"no session.idle {seconds_text(now - turn.turn_end_at)} after assistant.turn_end",
+                "fallback",
+            )
+    if turn.final_message_at is not None and not turn.active_tools:
+        if now - turn.last_event_at >= cfg.post_completion_idle:
+            return Decision(
+                Action.COMPLETE,
+                f"reply complete and no tool pending; no events for {seconds_text(now - turn.last_event_at)}",
+                "post-completion",
+            )
+    tier = select_tier(turn, cfg, probes, now)
+    elapsed = now - turn.watchdog_anchor
+    if elapsed < tier.seconds:
+        return CONTINUE
+    silent = now - turn.last_event_at
+    return _timed_out(turn, now, cfg, probes, tier, silent, last)
+
+
+def _timed_out(
+    turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None, tier: Tier, silent: float, last: str
+) -> Decision:
+    """Cases A, B, D, then C, tried in PolyPilot's order once the tier has elapsed."""
+    active = bool(turn.active_tools)
+    tool_names = ", ".join(sorted({t.name for t in turn.active_tools.values()})) or "?"
+    # Case A: a tool is running. Believe it while the agent and its log show signs of life.
+    if active and probes is not None and probes.agent_alive is not None:
+        if probes.agent_alive and probes.log_age is not None and probes.log_age < cfg.tool_alive_log_age:
+            return Decision(Action.RESET, f"tool {tool_names} still running (agent alive, log written "
+                            f"{seconds_text(probes.log_age)} ago)", "A", tier)
+        if probes.agent_alive and turn.case_a_resets < 1:
+            return Decision(Action.RESET, f"tool {tool_names} quiet for {seconds_text(silent)}; "
+                            f"one more {seconds_text(cfg.tool_escalation)} window", "A", tier)
+    # Case B: tools were used, none is running: the terminal event was probably lost.
+    if not active and turn.used_tools:
+        if probes is not None:
+            if probes.log_last_type == EventType.TOOL_START and probes.agent_alive:
+                return Decision(Action.RESET, "agent log ends in a tool start; a tool is running", "B", tier)
+            if _case_b_defers(turn, now, cfg, probes):
+                return Decision(Action.RESET, "agent log is still growing; deferring completion", "B", tier)
+        return Decision(
+            Action.COMPLETE,
+            f"tools were used and no events for {seconds_text(silent)}; completing (terminal event lost)",
+            "B", tier,
+        )
+    # Case D: the send went out and the agent's log never grew: the send is dead (#393).
+    if (
+        not active
+        and not turn.dead_send_abort_tried
+        and turn.log_size_at_send
+        and probes is not None
+        and probes.log_size is not None
+        and silent >= cfg.dead_send
+        and probes.log_size <= turn.log_size_at_send
+    ):
+        return Decision(Action.ABORT_ONCE, f"agent log has not grown in {seconds_text(silent)} since the send; "
+                        "aborting once to unwedge it", "D", tier)
+    # Case C: stuck.
+    what = f"tool {tool_names} running, " if active else ""
+    return Decision(
+        Action.KILL,
+        f"no events for {seconds_text(silent)} ({what}tier {tier.name} {seconds_text(tier.seconds)}), "
+        f"last event {last}",
+        "C", tier,
+    )
+
+
+def _case_b_defers(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes) -> bool:
+    """Case B waits (at most 40 times) while the agent's log is fresh and growing."""
+    if turn.case_b_resets >= cfg.case_b_max_resets or probes.log_age is None:
+        return False
+    if probes.log_last_type == EventType.SESSION_SHUTDOWN:
+        return False
+    written_this_turn = probes.log_age < now - turn.started_at
+    if not written_this_turn or probes.log_age >= cfg.case_b_freshness:
+        return False
+    return turn.case_b_stale_checks < cfg.case_b_max_stale_checks
