@@ -85,7 +85,7 @@ class Decision:
     action: Action
     reason: str
     rule: str = ""
-    """"A", "B", "C", "D", "fallback", "post-completion", "cap" or "" for CONTINUE."""
+    """"A-alive", "A", "B", "C", "D", "fallback", "post-completion", "cap" or "" for CONTINUE."""
     tier: Tier | None = None
 
 
@@ -94,7 +94,7 @@ CONTINUE = Decision(Action.CONTINUE, "")
 
 def seconds_text(seconds: float) -> str:
     """'121 s' / '10 min' style durations for reasons."""
-    if seconds >= 120 and seconds % 60 == 0:
+    if seconds >= 600 and seconds % 60 == 0:
         return f"{int(seconds // 60)} min"
     return f"{int(seconds)} s"
 
@@ -191,7 +191,7 @@ def _timed_out(
     if active and probes is not None and probes.agent_alive is not None:
         if probes.agent_alive and probes.log_age is not None and probes.log_age < cfg.tool_alive_log_age:
             return Decision(Action.RESET, f"tool {tool_names} still running (agent alive, log written "
-                            f"{seconds_text(probes.log_age)} ago)", "A", tier)
+                            f"{seconds_text(probes.log_age)} ago)", "A-alive", tier)
         if probes.agent_alive and turn.case_a_resets < 1:
             return Decision(Action.RESET, f"tool {tool_names} quiet for {seconds_text(silent)}; "
                             f"one more {seconds_text(cfg.tool_escalation)} window", "A", tier)

@@ -1,0 +1,34 @@
+# Two commands on a fresh machine with only python3 and make: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Tests run in parallel; real-agent tests are bounded and CI has 2 cores.
+PYTEST_ARGS ?= -n auto --dist loadgroup -q
+
+.PHONY: run test test-fast bench lint clean snapshots
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/polypilot
+
+test: $(STAMP)
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS) -m "not e2e"
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+snapshots: $(STAMP)
+	$(PY) -m pytest tests/snapshots --snapshot-update -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

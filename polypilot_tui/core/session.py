@@ -1,0 +1,408 @@
+"""Session: history, the current Turn, and the one place a turn ends.
+
+:meth:`Session.apply_event` folds one agent event into the session and returns a
+:class:`Signal` when the manager has to act (complete, fail, recover, ask the user);
+:meth:`Session.end_turn` is the single end-turn path: flush first, record, drop the Turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Mapping
+
+from polypilot_tui.core.events import AgentEvent, EventType, tool_result_text
+from polypilot_tui.core.permissions import DenialWindow
+from polypilot_tui.core.text import one_line, strip_control
+from polypilot_tui.core.turn import Outcome, PermissionPrompt, Phase, ToolCall, Turn
+
+#: Tools that only carry bookkeeping; they count as tool use but get no row (PolyPilot).
+QUIET_TOOLS = frozenset({"report_intent", "skill", "store_memory"})
+
+#: A closed turn may be re-armed by a late turn_start this long after it was cleared (#375).
+REARM_AFTER = 5.0
+
+
+class ItemKind(StrEnum):
+    """Kinds of chat history rows."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    REASONING = "reasoning"
+    TOOL = "tool"
+    SYSTEM = "system"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class ChatItem:
+    """One row of chat history. Tool rows are replaced in place as their status changes."""
+
+    kind: ItemKind
+    text: str
+    at: float
+    """Wall-clock epoch seconds."""
+    tool_call_id: str | None = None
+    tool_name: str = ""
+    tool_status: str = ""
+    """running / completed / failed / interrupted."""
+    tool_detail: str = ""
+    interrupted: bool = False
+    """An assistant reply cut short (stop, watchdog, crash); the text is kept."""
+
+
+class Signal(StrEnum):
+    """What an event asks of the manager."""
+
+    NONE = "none"
+    IDLE = "idle"
+    IDLE_ABORTED = "idle-aborted"
+    ERROR = "error"
+    PERMISSION_TRIPPED = "permission-tripped"
+    PERMISSION_REQUESTED = "permission-requested"
+    CONNECTION_LOST = "connection-lost"
+    REARMED = "rearmed"
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """How a finished turn went."""
+
+    seq: int
+    prompt: str
+    outcome: Outcome
+    reason: str
+    started_at: float
+    ended_at: float
+    tool_calls: int
+    successful_tools: int
+
+
+@dataclass
+class Session:
+    """One agent session: what was said, and the turn in flight (if any)."""
+
+    id: str
+    name: str
+    agent: str
+    created_wall: float = 0.0
+    cwd: str = ""
+    model: str = ""
+    agent_session_id: str = ""
+    title: str = ""
+    history: list[ChatItem] = field(default_factory=list)
+    turn: Turn | None = None
+    turns: list[TurnRecord] = field(default_factory=list)
+    window: DenialWindow = field(default_factory=DenialWindow)
+    permission_warning: bool = False
+    last_activity_at: float | None = None
+    last_prompt: str = ""
+    connected: bool = False
+    connecting: bool = False
+    recovering: bool = False
+    closed: bool = False
+    consecutive_stuck: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    plan: tuple[tuple[str, str], ...] = ()
+    cleared_at: float | None = None
+    allow_rearm: bool = False
+    user_aborted: bool = False
+    interrupted_tool: bool = False
+    """The agent's log ended inside a tool call: abort before the next send (#393)."""
+    lost: str = ""
+    """Why the agent connection died ("" while it is fine or not yet started)."""
+    interrupted_prompt: str = ""
+    """A turn lost to an app restart; the UI offers to resend it with one key."""
+    queue: list[str] = field(default_factory=list)
+    """Prompts typed while a turn was running; sent in order when it completes."""
+    seen_message_ids: set[str] = field(default_factory=set)
+    revision: int = 0
+    """Bumped on every change; views and listeners key off it."""
+    _turn_seq: int = 0
+
+    # ---- history -------------------------------------------------------------------
+    def add_item(self, kind: ItemKind, text: str, wall: float, **extra: Any) -> int:
+        """Append a history row; returns its index."""
+        self.history.append(ChatItem(kind, strip_control(text), wall, **extra))
+        self.revision += 1
+        return len(self.history) - 1
+
+    def system(self, text: str, wall: float) -> None:
+        self.add_item(ItemKind.SYSTEM, text, wall)
+
+    def error(self, text: str, wall: float) -> None:
+        self.add_item(ItemKind.ERROR, text, wall)
+
+    def flush(self, wall: float, interrupted: bool = False) -> None:
+        """Move the streamed text of the turn into history (#158, #224): nothing is lost."""
+        turn = self.turn
+        if turn is None:
+            return
+        if turn.reasoning:
+            self.add_item(ItemKind.REASONING, "".join(turn.reasoning), wall)
+            turn.reasoning.clear()
+        text = turn.response_text
+        if text.strip():
+            self.add_item(ItemKind.ASSISTANT, text, wall, interrupted=interrupted)
+        turn.response.clear()
+
+    # ---- turn lifecycle ------------------------------------------------------------
+    def begin_turn(self, prompt: str, now: float, *, resumed: bool = False, rearmed: bool = False) -> Turn:
+        """Start a turn (the caller has checked that none is running)."""
+        self._turn_seq += 1
+        self.turn = Turn(self._turn_seq, prompt, now, now, now, resumed=resumed, rearmed=rearmed)
+        self.window.clear()
+        self.user_aborted = False
+        self.allow_rearm = False
+        if prompt:
+            self.last_prompt = prompt
+        self.revision += 1
+        return self.turn
+
+    def end_turn(self, outcome: Outcome, reason: str, now: float, wall: float) -> TurnRecord | None:
+        """THE end-turn path: flush, close open tool rows, record, drop the Turn."""
+        turn = self.turn
+        if turn is None:
+            return None
+        self.flush(wall, interrupted=outcome is not Outcome.COMPLETED)
+        for call in list(turn.active_tools.values()):
+            self._set_tool_row(call, "interrupted", "")
+        record = TurnRecord(turn.seq, turn.prompt, outcome, reason, turn.started_at, now,
+                            turn.tool_call_count, turn.successful_tools)
+        self.turns.append(record)
+        self.turn = None
+        self.window.clear()
+        self.permission_warning = False
+        self.cleared_at = now
+        self.allow_rearm = outcome is Outcome.COMPLETED
+        self.user_aborted = outcome is Outcome.ABORTED
+        self.consecutive_stuck = self.consecutive_stuck + 1 if outcome is Outcome.STUCK else 0
+        self.revision += 1
+        return record
+
+    @property
+    def last_outcome(self) -> TurnRecord | None:
+        return self.turns[-1] if self.turns else None
+
+    # ---- events --------------------------------------------------------------------
+    def apply_event(self, event: AgentEvent, now: float, wall: float) -> Signal:
+        """Fold one agent event into the session; returns what the manager must do."""
+        kind = event.type
+        if event.is_usage:
+            self._note_usage(event.data)
+            return Signal.NONE  # metrics never count as progress (#230)
+        self.revision += 1
+        self.last_activity_at = now
+        if kind == EventType.CONNECTION_LOST:
+            self.connected = False
+            self.lost = one_line(event.text("reason") or "agent connection lost", 200)
+            return Signal.CONNECTION_LOST
+        if kind == EventType.SESSION_TITLE_CHANGED:
+            self.title = one_line(event.text("title"), 80)
+        elif kind == EventType.SESSION_MODEL_CHANGE:
+            self.model = event.text("newModel") or self.model
+        elif kind == EventType.SESSION_START:
+            self.model = self.model or event.text("selectedModel")
+        elif kind == EventType.PLAN:
+            self._note_plan(event.get("entries"))
+        turn = self.turn
+        if turn is None:
+            if kind == EventType.TURN_START and self._may_rearm(now):
+                turn = self.begin_turn("", now, rearmed=True)
+                turn.phase = Phase.THINKING
+                return Signal.REARMED
+            return Signal.NONE  # late events for a closed turn are ignored
+        tool_related = kind.startswith("tool.")
+        turn.note_event(now, kind, tool_related)
+        handler = _HANDLERS.get(kind)
+        return handler(self, turn, event, now, wall) if handler else Signal.NONE
+
+    def _may_rearm(self, now: float) -> bool:
+        if self.user_aborted or self.closed:
+            return False
+        return self.allow_rearm or (self.cleared_at is not None and now - self.cleared_at >= REARM_AFTER)
+
+    def _note_usage(self, data: Mapping[str, Any]) -> None:
+        for key in ("currentTokens", "tokenLimit", "inputTokens", "outputTokens"):
+            value = data.get(key)
+            if isinstance(value, (int, float)):
+                self.usage[key] = value
+
+    def _note_plan(self, entries: Any) -> None:
+        if isinstance(entries, list):
+            self.plan = tuple(
+                (one_line(str(e.get("content", "")), 120), str(e.get("status", "")))
+                for e in entries if isinstance(e, Mapping)
+            )
+
+    def _set_tool_row(self, call: ToolCall, status: str, output: str) -> None:
+        call.status = status
+        if 0 <= call.row < len(self.history):
+            old = self.history[call.row]
+            text = strip_control(output) if output else old.text
+            self.history[call.row] = replace(old, tool_status=status, text=text)
+            self.revision += 1
+
+
+# ---- per-event handlers (module functions keep Session small and the table explicit) ---
+def _on_delta(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    mid = e.text("messageId")
+    if mid:
+        t.delta_message_ids.add(mid)
+    text = e.text("deltaContent", "content")
+    t.response.append(text)
+    t.streamed_chars += len(text)
+    return Signal.NONE
+
+
+def _on_message(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    mid = e.text("messageId")
+    if not (mid and (mid in t.delta_message_ids or mid in s.seen_message_ids)):
+        t.response.append(e.text("content"))  # no deltas streamed for it: the whole reply
+        t.streamed_chars += len(e.text("content"))
+    if mid:
+        s.seen_message_ids.add(mid)
+    reasoning = e.text("reasoningText")
+    if reasoning and not t.reasoning:
+        t.reasoning.append(reasoning)
+    requests = e.get("toolRequests")
+    has_text = bool(e.text("content").strip()) or bool(t.response_text.strip())
+    t.final_message_at = now if (not requests and has_text) else None
+    return Signal.NONE
+
+
+def _on_reasoning(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    if e.type == EventType.REASONING and t.reasoning:
+        return Signal.NONE  # the full text after deltas repeats them
+    t.reasoning.append(e.text("deltaContent", "content"))
+    return Signal.NONE
+
+
+def _on_turn_start(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    t.phase = Phase.THINKING
+    t.turn_end_at = None
+    t.final_message_at = None
+    t.active_tools.clear()  # the CLI resets its count between rounds; used_tools remembers
+    return Signal.NONE
+
+
+def _on_turn_end(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    s.flush(wall)  # a 6 KB review was once lost on restart for want of this (#224)
+    t.turn_end_at = now
+    t.fallback_anchor = now
+    return Signal.NONE
+
+
+def _on_tool_start(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    call_id = e.text("toolCallId") or f"tool-{t.tool_call_count + len(t.tools) + 1}"
+    name = e.text("toolName") or "tool"
+    t.used_tools = True
+    t.phase = Phase.WORKING
+    t.final_message_at = None
+    if call_id in t.tools:  # duplicated start: keep the one row we have
+        return Signal.NONE
+    detail = _arguments_summary(e.get("arguments"))
+    row = -1
+    if name not in QUIET_TOOLS:
+        s.flush(wall)  # text before the tool row stays before it
+        row = s.add_item(ItemKind.TOOL, "", wall, tool_call_id=call_id, tool_name=name,
+                         tool_status="running", tool_detail=detail)
+    call = ToolCall(call_id, name, now, row, detail)
+    t.tools[call_id] = call
+    t.active_tools[call_id] = call
+    return Signal.NONE
+
+
+def _on_tool_progress(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    call = t.tools.get(e.text("toolCallId"))
+    if call is not None:
+        s._set_tool_row(call, call.status, e.text("progressMessage", "partialOutput"))
+    return Signal.NONE
+
+
+def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    call_id = e.text("toolCallId") or f"tool-{len(t.tools) + 1}"
+    call = t.tools.get(call_id)
+    if call is None:  # a result for a tool we never saw start: show it anyway
+        start = AgentEvent(EventType.TOOL_START, {"toolCallId": call_id, "toolName": e.text("toolName") or "tool"})
+        _on_tool_start(s, t, start, now, wall)
+        call = t.tools[call_id]
+    if call.status != "running":
+        return Signal.NONE  # duplicated completion
+    t.active_tools.pop(call.call_id, None)
+    success = bool(e.get("success", False))
+    text = tool_result_text(e)
+    t.tool_call_count += 1
+    if success:
+        t.successful_tools += 1
+    s._set_tool_row(call, "completed" if success else "failed", text)
+    if not t.active_tools:
+        t.phase = Phase.THINKING
+    tripped = s.window.record(success, text)
+    if s.window.tripped:
+        s.permission_warning = True
+    return Signal.PERMISSION_TRIPPED if tripped else Signal.NONE
+
+
+def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    request_id = e.text("requestId")
+    if not request_id:
+        return Signal.NONE
+    options = tuple(
+        (str(o.get("optionId", "")), one_line(str(o.get("name", o.get("optionId", ""))), 40), str(o.get("kind", "")))
+        for o in (e.get("options") or []) if isinstance(o, Mapping) and o.get("optionId")
+    )
+    t.pending_permissions[request_id] = PermissionPrompt(
+        request_id, one_line(e.text("title") or e.text("kind") or "Permission requested", 120),
+        strip_control(e.text("detail"))[:2000], e.text("kind"), e.text("toolCallId") or None, options,
+    )
+    return Signal.PERMISSION_REQUESTED
+
+
+def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    t.pending_permissions.pop(e.text("requestId"), None)
+    return Signal.NONE
+
+
+def _on_intent(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    t.intent = one_line(e.text("intent"), 80)
+    return Signal.NONE
+
+
+def _on_idle(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    return Signal.IDLE_ABORTED if e.get("aborted") else Signal.IDLE
+
+
+def _on_error(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    return Signal.ERROR
+
+
+def _arguments_summary(arguments: Any) -> str:
+    if isinstance(arguments, Mapping):
+        for key in ("command", "cmd", "path", "file_path", "url", "query", "pattern"):
+            value = arguments.get(key)
+            if isinstance(value, str) and value:
+                return one_line(value, 120)
+        return one_line(", ".join(f"{k}={v}" for k, v in arguments.items()), 120)
+    if isinstance(arguments, str):
+        return one_line(arguments, 120)
+    return ""
+
+
+_HANDLERS = {
+    EventType.MESSAGE_DELTA: _on_delta,
+    EventType.MESSAGE: _on_message,
+    EventType.REASONING_DELTA: _on_reasoning,
+    EventType.REASONING: _on_reasoning,
+    EventType.TURN_START: _on_turn_start,
+    EventType.TURN_END: _on_turn_end,
+    EventType.TOOL_START: _on_tool_start,
+    EventType.TOOL_PROGRESS: _on_tool_progress,
+    EventType.TOOL_PARTIAL_RESULT: _on_tool_progress,
+    EventType.TOOL_COMPLETE: _on_tool_complete,
+    EventType.PERMISSION_REQUESTED: _on_permission_requested,
+    EventType.PERMISSION_COMPLETED: _on_permission_completed,
+    EventType.INTENT: _on_intent,
+    EventType.SESSION_IDLE: _on_idle,
+    EventType.SESSION_ERROR: _on_error,
+}

@@ -1,0 +1,112 @@
+"""``polypilot run``: one session, one turn, same manager and watchdog — for CI jobs.
+
+A hung agent must never hang the job: the watchdog ends the turn, the exit code says how
+it ended, and the agent is shut down on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+
+from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
+from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
+from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.core.clock import SystemClock
+from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.turn import Outcome
+from polypilot_tui.manager import SessionManager
+
+EXIT_OK = 0
+EXIT_NOT_COMPLETED = 1
+EXIT_USAGE = 2
+
+
+async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *,
+                       json_mode: bool = False, allow_tools: bool = False) -> int:
+    """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
+    if agent not in catalog.agents:
+        print(f"polypilot run: no agent named {agent!r} (configured: {', '.join(catalog.agents)})", file=sys.stderr)
+        return EXIT_USAGE
+    if allow_tools:
+        settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
+    manager = SessionManager(settings, catalog, SystemClock())
+    done = asyncio.Event()
+    sid = ""
+
+    def tap(session_id: str, event: AgentEvent) -> None:
+        if json_mode:
+            print(json.dumps({"type": event.type, "data": dict(event.data)}, default=str), flush=True)
+        elif event.type == EventType.MESSAGE_DELTA:
+            print(event.text("deltaContent"), end="", flush=True)
+        elif event.type == EventType.TOOL_START:
+            print(f"\n[tool {event.text('toolName')}] {json.dumps(event.get('arguments'), default=str)}", flush=True)
+        elif event.type == EventType.TOOL_COMPLETE:
+            state = "ok" if event.get("success") else "failed"
+            print(f"[tool {state}]", flush=True)
+        if event.type == EventType.PERMISSION_REQUESTED and settings.permission_policy is PermissionPolicy.ASK:
+            asyncio.get_running_loop().create_task(_ask(manager, session_id, event))
+
+    def on_change(session_id: str) -> None:
+        if session_id in manager.ids() and manager.session(session_id).turns:
+            done.set()
+
+    manager.tap_events(tap)
+    manager.subscribe(on_change)
+    try:
+        sid = await manager.create_session(agent)
+        await manager.send(sid, prompt)
+        await done.wait()
+        record = manager.session(sid).turns[0]
+    except Exception as exc:  # noqa: BLE001 - the job gets a reason, not a traceback
+        print(f"\npolypilot run: {exc}", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
+    finally:
+        if sid:
+            await manager.close(sid)
+        await manager.shutdown()
+    if json_mode:
+        print(json.dumps({"turn_end": record.outcome.value, "reason": record.reason}), flush=True)
+    else:
+        print()
+    if record.outcome is Outcome.COMPLETED:
+        return EXIT_OK
+    print(f"polypilot run: turn {record.outcome.value}: {record.reason}", file=sys.stderr)
+    return EXIT_NOT_COMPLETED
+
+
+async def _ask(manager: SessionManager, session_id: str, event: AgentEvent) -> None:
+    """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
+    request_id = event.text("requestId")
+    title = event.text("title") or event.text("kind")
+    if sys.stdin.isatty():
+        answer = await asyncio.to_thread(input, f"\nAllow {title}? [y/N] ")
+        choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
+    else:
+        print(f"\npolypilot run: permission requested ({title}) but the policy is 'ask' and there is no "
+              "terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.", file=sys.stderr)
+        choice = REJECT_ONCE
+    await manager.answer_permission(session_id, request_id, choice)
+
+
+def print_agents(catalog: AgentCatalog) -> int:
+    """List configured agents and whether each can start on this machine."""
+    for problem in catalog.problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    fallbacks = {"copilot": COPILOT_CLI}
+    for name, agent in catalog.agents.items():
+        if agent.kind == "demo":
+            ready, where = True, "built in"
+        elif agent.kind == "copilot":
+            command = resolve_command(agent.command, fallbacks["copilot"])
+            ready, where = command is not None and shutil.which(command) is not None, command or "copilot not found"
+        else:
+            fallback = OPENCODE if "opencode" in (agent.command or "") else CODEX_ACP
+            command = agent.command or resolve_command(None, fallback)
+            found = shutil.which(command) if command else None
+            ready, where = found is not None, found or f"{command or agent.command} not found"
+        mark = "ready" if ready else "missing"
+        print(f"{name:<16} {agent.kind:<8} {mark:<8} {where}")
+    return EXIT_OK

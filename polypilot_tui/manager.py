@@ -1,0 +1,545 @@
+"""SessionManager: owns the sessions, routes backend events, schedules the watchdog.
+
+Everything runs on one asyncio loop; backends deliver events onto it, so no state is ever
+touched from another thread. Listeners get the id of each session that changed and read
+:class:`~polypilot_tui.core.view.SessionView` snapshots; nothing here blocks the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from polypilot_tui.agents.base import (ALLOW_ONCE, CANCELLED, REJECT_ONCE, AgentBackend, BackendError,
+                                       ConnectResult, EventSink)
+from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.core.clock import Clock, TimerHandle
+from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.recovery import RecoveryGate
+from polypilot_tui.core.session import ChatItem, ItemKind, Session, Signal
+from polypilot_tui.core.text import one_line
+from polypilot_tui.core.turn import Outcome, Turn
+from polypilot_tui.core.view import SessionView, make_view
+from polypilot_tui.core.watchdog import Action, Probes, WatchdogConfig, decide, next_deadline
+
+log = logging.getLogger(__name__)
+
+BackendFactory = Callable[[str, EventSink, Path], AgentBackend]
+"""(agent name, sink, session workdir) -> a new, unconnected backend."""
+Listener = Callable[[str], None]
+ActionListener = Callable[[str, str, dict[str, Any]], None]
+"""(session id, action, details): "abort", "kill", "reconnect", "resend", "send" — for replay."""
+
+SEND_TIMEOUT = 60.0
+
+#: Events after which a watchdog deadline may move EARLIER than the armed timer.
+_SHORTENING = frozenset({EventType.TURN_END, EventType.MESSAGE, EventType.TOOL_COMPLETE,
+                         EventType.PERMISSION_COMPLETED, EventType.TURN_START})
+
+
+@dataclass
+class _Managed:
+    """A session plus its live parts; nothing here outlives the manager."""
+
+    session: Session
+    backend: AgentBackend | None = None
+    timer: TimerHandle | None = None
+    armed_at: float | None = None
+    probes: Probes | None = None
+    reconnected: bool = False
+    """The next send goes out on a freshly reconnected agent (35 s tier)."""
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    connect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class SessionManager:
+    """Creates, drives, stops and reconnects agent sessions and keeps each one honest."""
+
+    def __init__(self, settings: Settings, catalog: AgentCatalog, clock: Clock,
+                 backend_factory: BackendFactory | None = None,
+                 id_factory: Callable[[], str] | None = None) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.clock = clock
+        self.cfg: WatchdogConfig = settings.watchdog.to_config()
+        self._factory = backend_factory or self._default_factory
+        self._new_id = id_factory or (lambda: uuid.uuid4().hex[:8])
+        self._sessions: dict[str, _Managed] = {}
+        self._listeners: list[Listener] = []
+        self._action_listeners: list[ActionListener] = []
+        self._event_taps: list[Callable[[str, AgentEvent], None]] = []
+        self.recovery = RecoveryGate(settings.recovery_max_attempts, settings.recovery_breaker_limit,
+                                     settings.recovery_breaker_window)
+
+    # ---- observation ---------------------------------------------------------------
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(session_id)`` after every change; returns an unsubscribe."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def on_action(self, listener: ActionListener) -> None:
+        self._action_listeners.append(listener)
+
+    def tap_events(self, tap: Callable[[str, AgentEvent], None]) -> None:
+        """See every raw backend event (recordings)."""
+        self._event_taps.append(tap)
+
+    def ids(self) -> list[str]:
+        return list(self._sessions)
+
+    def session(self, session_id: str) -> Session:
+        return self._get(session_id).session
+
+    def view(self, session_id: str) -> SessionView:
+        return make_view(self._get(session_id).session)
+
+    def views(self) -> tuple[SessionView, ...]:
+        return tuple(make_view(m.session) for m in self._sessions.values())
+
+    def history(self, session_id: str) -> tuple[ChatItem, ...]:
+        return tuple(self._get(session_id).session.history)
+
+    def streaming_text(self, session_id: str) -> str:
+        turn = self._get(session_id).session.turn
+        return turn.response_text if turn else ""
+
+    def deadline(self, session_id: str) -> float | None:
+        """When the watchdog next looks at this session (None when idle or paused)."""
+        return self._get(session_id).armed_at
+
+    # ---- lifecycle -----------------------------------------------------------------
+    def add_session(self, agent: str, name: str | None = None, cwd: str = "",
+                    session_id: str | None = None, connect: bool = True) -> str:
+        """Register a new session; it connects in the background unless ``connect`` is False."""
+        config = self.catalog.get(agent)
+        sid = session_id or self._new_id()
+        if sid in self._sessions:
+            raise ValueError(f"session {sid} already exists")
+        label = name or f"{agent}-{len(self._sessions) + 1}"
+        session = Session(sid, label, agent, created_wall=self.clock.wall(),
+                          cwd=cwd or str(config.cwd or ""), model=config.model or "")
+        self._sessions[sid] = _Managed(session)
+        self._changed(sid)
+        if connect:
+            self._spawn(sid, self._ensure_connected(sid))
+        return sid
+
+    def adopt(self, session: Session, mid_turn_prompt: str | None = None) -> None:
+        """Take over a session restored from disk (lazy: connects on first use).
+
+        A session that was mid-turn comes back processing with the 30 s resume-quiescence
+        tier seeded from now (never from file time, #148/#211) and reconnects at once.
+        """
+        self._sessions[session.id] = _Managed(session)
+        if mid_turn_prompt is not None:
+            session.begin_turn(mid_turn_prompt, self.clock.now(), resumed=True)
+            self._schedule(session.id)
+            self._spawn(session.id, self._ensure_connected(session.id))
+        self._changed(session.id)
+
+    async def create_session(self, agent: str, name: str | None = None, cwd: str = "") -> str:
+        """Add a session and wait until its agent is connected."""
+        sid = self.add_session(agent, name, cwd, connect=False)
+        await self._ensure_connected(sid)
+        return sid
+
+    async def send(self, session_id: str, prompt: str) -> str:
+        """Send a prompt; while a turn runs it is queued. Returns "sent" or "queued"."""
+        managed = self._get(session_id)
+        session = managed.session
+        prompt = prompt.strip()
+        if not prompt:
+            raise ValueError("empty prompt")
+        if session.turn is not None or session.recovering:
+            session.queue.append(prompt)
+            session.system(f"Queued (sent when the current turn ends): {one_line(prompt, 60)}", self.clock.wall())
+            self._changed(session_id)
+            return "queued"
+        await self._start_turn(session_id, prompt)
+        return "sent"
+
+    async def stop(self, session_id: str) -> None:
+        """Stop the current turn; always leaves a usable session.
+
+        Abort first; if the agent does not go idle within the grace period, kill it (the
+        next send reconnects). Pending permissions are answered "cancelled".
+        """
+        managed = self._get(session_id)
+        session = managed.session
+        session.queue.clear()
+        turn = session.turn
+        if turn is None and not session.recovering:
+            return
+        self._emit_action(session_id, "abort", {"reason": "stopped by user"})
+        backend = managed.backend
+        if turn is not None:
+            for request_id in list(turn.pending_permissions):
+                await self._safe(backend.answer_permission(request_id, CANCELLED) if backend else None)
+        session.recovering = False
+        self.recovery.finish(session_id)
+        self.recovery.reset(session_id)
+        self._end(session_id, Outcome.ABORTED, "stopped by user")
+        if backend is None:
+            return
+        try:
+            await asyncio.wait_for(backend.abort(), self.settings.stop_grace_seconds)
+        except Exception as exc:  # noqa: BLE001 - a wedged agent is exactly the case to handle
+            log.warning("abort of %s failed (%s); killing the agent", session_id, exc)
+            self._emit_action(session_id, "kill", {"reason": f"abort did not return: {exc or 'timeout'}"})
+            await self._safe(backend.kill())
+            await self._drop_backend(session_id, f"agent killed after a failed abort ({exc or 'timeout'})")
+
+    async def reconnect(self, session_id: str) -> ConnectResult:
+        """Replace the agent connection, resuming the same agent-side session."""
+        managed = self._get(session_id)
+        if managed.session.turn is not None:
+            self._end(session_id, Outcome.ABORTED, "reconnect requested during the turn")
+        self._emit_action(session_id, "reconnect", {})
+        await self._drop_backend(session_id, "")
+        return await self._ensure_connected(session_id)
+
+    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
+        """Answer a pending permission request with one of its options."""
+        managed = self._get(session_id)
+        turn = managed.session.turn
+        if turn is not None:
+            turn.pending_permissions.pop(request_id, None)
+            turn.watchdog_anchor = self.clock.now()  # the user was the bottleneck, not the agent
+        if managed.backend is not None:
+            await managed.backend.answer_permission(request_id, option_id)
+        self._schedule(session_id)
+        self._changed(session_id)
+
+    async def resend_interrupted(self, session_id: str) -> bool:
+        """Resend the prompt of a turn lost to a restart (one key in the UI)."""
+        session = self._get(session_id).session
+        prompt = session.interrupted_prompt
+        if not prompt or session.turn is not None:
+            return False
+        session.interrupted_prompt = ""
+        await self._start_turn(session_id, prompt, resend=True)
+        return True
+
+    async def close(self, session_id: str) -> None:
+        """Stop and forget a session."""
+        managed = self._sessions.get(session_id)
+        if managed is None:
+            return
+        if managed.session.turn is not None:
+            await self.stop(session_id)
+        managed.session.closed = True
+        await self._drop_backend(session_id, "")
+        for task in list(managed.tasks):
+            task.cancel()
+        del self._sessions[session_id]
+        self._changed(session_id)
+
+    async def shutdown(self) -> None:
+        """Release every backend (the app is quitting); turns in flight stay on record."""
+        for sid, managed in list(self._sessions.items()):
+            self._cancel_timer(managed)
+            for task in list(managed.tasks):
+                task.cancel()
+            if managed.backend is not None:
+                await self._safe(managed.backend.close())
+                managed.backend = None
+
+    # ---- turns ---------------------------------------------------------------------
+    async def _start_turn(self, session_id: str, prompt: str, resend: bool = False) -> None:
+        managed = self._get(session_id)
+        session = managed.session
+        session.interrupted_prompt = ""
+        if not resend:
+            session.add_item(ItemKind.USER, prompt, self.clock.wall())
+        turn = session.begin_turn(prompt, self.clock.now())
+        self._changed(session_id)
+        self._emit_action(session_id, "resend" if resend else "send", {"prompt": prompt})
+        try:
+            backend = await self._ensure_connected(session_id)
+        except Exception as exc:  # noqa: BLE001
+            self._end(session_id, Outcome.FAILED, f"could not connect: {exc}")
+            return
+        if session.turn is not turn:
+            return
+        turn.reconnected_send = managed.reconnected
+        managed.reconnected = False
+        if session.interrupted_tool:  # #393: clear the agent's wedged tool before sending
+            session.interrupted_tool = False
+            self._emit_action(session_id, "abort", {"reason": "interrupted tool on resume"})
+            await self._safe(backend.abort())
+        probes = self._probe(managed)
+        turn.log_size_at_send = probes.log_size if probes else None
+        self._schedule(session_id)
+        try:
+            await asyncio.wait_for(backend.send(prompt), SEND_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            if session.turn is turn:
+                self._end(session_id, Outcome.FAILED, f"send failed: {exc or type(exc).__name__}")
+
+    def _end(self, session_id: str, outcome: Outcome, reason: str) -> None:
+        """Route every turn end through Session.end_turn, then tell the world."""
+        managed = self._get(session_id)
+        session = managed.session
+        self._cancel_timer(managed)
+        wall = self.clock.wall()
+        restored = session.turn is not None and session.turn.resumed
+        record = session.end_turn(outcome, reason, self.clock.now(), wall)
+        if record is None:
+            return
+        log.info("turn %s/%d ended %s: %s", session_id, record.seq, outcome.value, reason)
+        if restored and outcome in (Outcome.STUCK, Outcome.FAILED) and record.prompt:
+            session.interrupted_prompt = record.prompt
+            session.error("⚠️ Your previous request was interrupted by an app restart "
+                          f"({reason}). Press ctrl+y to send it again.", wall)
+        elif outcome is Outcome.STUCK:
+            if session.consecutive_stuck >= 3:
+                session.error(f"Session failed to respond {session.consecutive_stuck} times consecutively "
+                              f"({reason}). Consider starting a new session.", wall)
+            else:
+                session.error(f"⚠️ Session appears stuck — {reason}. You can try sending your message again.",
+                              wall)
+        elif outcome is Outcome.FAILED:
+            session.error(reason, wall)
+        elif outcome is Outcome.COMPLETED:
+            self.recovery.reset(session_id)
+            if reason != "session.idle":
+                session.system(f"Turn completed by the watchdog: {reason}.", wall)
+        self._changed(session_id)
+        if outcome is Outcome.COMPLETED and session.queue:
+            self._spawn(session_id, self._start_turn(session_id, session.queue.pop(0)))
+
+    # ---- events --------------------------------------------------------------------
+    def _sink_for(self, session_id: str, backend_ref: list[AgentBackend]) -> EventSink:
+        def sink(event: AgentEvent) -> None:
+            managed = self._sessions.get(session_id)
+            # Events from a replaced backend are ignored (orphan guard, INV-14).
+            if managed is None or not backend_ref or managed.backend is not backend_ref[0]:
+                return
+            self.apply(session_id, event)
+        return sink
+
+    def apply(self, session_id: str, event: AgentEvent) -> None:
+        """Fold one agent event into a session and act on what it signals."""
+        for tap in self._event_taps:
+            tap(session_id, event)
+        managed = self._get(session_id)
+        session = managed.session
+        before = session.revision
+        signal = session.apply_event(event, self.clock.now(), self.clock.wall())
+        if signal is Signal.NONE:
+            if session.turn is not None and event.type in _SHORTENING:
+                self._schedule(session_id, only_if_earlier=True)
+        else:
+            self._on_signal(session_id, signal, event)
+        if session.revision != before:
+            self._changed(session_id)
+
+    def _on_signal(self, session_id: str, signal: Signal, event: AgentEvent) -> None:
+        managed = self._get(session_id)
+        if signal is Signal.IDLE:
+            self._end(session_id, Outcome.COMPLETED, "session.idle")
+        elif signal is Signal.IDLE_ABORTED:
+            self._end(session_id, Outcome.ABORTED, "the agent ended the turn as aborted")
+        elif signal is Signal.ERROR:
+            message = event.text("message") or event.text("errorType") or "session error"
+            self._end(session_id, Outcome.FAILED, f"agent error: {one_line(message, 300)}")
+        elif signal is Signal.CONNECTION_LOST:
+            reason = managed.session.lost or "agent connection lost"
+            self._end(session_id, Outcome.FAILED, f"agent disconnected: {reason}")
+            backend, managed.backend = managed.backend, None
+            if backend is not None:
+                self._spawn(session_id, self._safe(backend.close()))
+        elif signal is Signal.PERMISSION_REQUESTED:
+            self._schedule(session_id)  # pauses the watchdog while the user decides
+            self._apply_policy(session_id, event)
+        elif signal is Signal.PERMISSION_TRIPPED:
+            self._spawn(session_id, self._recover(session_id))
+        elif signal is Signal.REARMED:
+            self._schedule(session_id)
+
+    def _apply_policy(self, session_id: str, event: AgentEvent) -> None:
+        policy = self.settings.permission_policy
+        if policy is PermissionPolicy.ASK:
+            return
+        wanted = ALLOW_ONCE if policy is PermissionPolicy.ALLOW else REJECT_ONCE
+        options = [o for o in (event.get("options") or []) if isinstance(o, dict)]
+        choice = next((o["optionId"] for o in options if o.get("kind") == wanted), None)
+        choice = choice or next((o["optionId"] for o in options if o.get("optionId") == wanted), wanted)
+        self._spawn(session_id, self.answer_permission(session_id, event.text("requestId"), choice))
+
+    # ---- recovery ------------------------------------------------------------------
+    async def _recover(self, session_id: str) -> None:
+        """Permission binding lost (3 of 5 denials): reconnect with the configured handler."""
+        from polypilot_tui.manager_recovery import recover_permissions
+        await recover_permissions(self, session_id)
+
+    # ---- watchdog ------------------------------------------------------------------
+    def _probe(self, managed: _Managed) -> Probes | None:
+        if managed.backend is None:
+            return None
+        try:
+            managed.probes = managed.backend.probe()
+        except Exception:  # noqa: BLE001 - a probe must never break the watchdog
+            log.exception("probe failed")
+            managed.probes = None
+        return managed.probes
+
+    def _schedule(self, session_id: str, only_if_earlier: bool = False) -> None:
+        managed = self._get(session_id)
+        turn = managed.session.turn
+        if turn is None:
+            self._cancel_timer(managed)
+            return
+        deadline = next_deadline(turn, self.cfg, managed.probes)
+        if deadline is None:
+            self._cancel_timer(managed)
+            return
+        if only_if_earlier and managed.armed_at is not None and deadline >= managed.armed_at:
+            return
+        self._cancel_timer(managed)
+        managed.armed_at = deadline
+        managed.timer = self.clock.call_at(deadline, lambda: self._on_deadline(session_id, turn))
+
+    def _cancel_timer(self, managed: _Managed) -> None:
+        if managed.timer is not None:
+            managed.timer.cancel()
+        managed.timer = None
+        managed.armed_at = None
+
+    def _on_deadline(self, session_id: str, turn: Turn) -> None:
+        managed = self._sessions.get(session_id)
+        if managed is None or managed.session.turn is not turn:
+            return  # the turn this timer was armed for is gone
+        managed.timer = None
+        managed.armed_at = None
+        try:
+            self._act(session_id, turn)
+        except Exception as exc:  # noqa: BLE001 - #372: a crash must not leave "Sending…" forever
+            log.exception("watchdog failed for %s", session_id)
+            self._end(session_id, Outcome.FAILED, f"internal error in session monitoring: {exc}")
+
+    def _act(self, session_id: str, turn: Turn) -> None:
+        managed = self._get(session_id)
+        session = managed.session
+        now = self.clock.now()
+        probes = self._probe(managed)
+        decision = decide(turn, now, self.cfg, probes)
+        action = decision.action
+        if action is not Action.CONTINUE:
+            log.info("watchdog %s: %s (%s)", session_id, action.value, decision.reason)
+            turn.last_decision = decision.reason
+        if action is Action.RESET:
+            turn.note_reset(now, decision.rule, probes)
+        elif action is Action.ABORT_ONCE:
+            turn.dead_send_abort_tried = True
+            turn.note_reset(now, decision.rule, probes)
+            session.system(f"Watchdog: {decision.reason}.", self.clock.wall())
+            self._emit_action(session_id, "abort", {"reason": decision.reason})
+            if managed.backend is not None:
+                self._spawn(session_id, self._safe(managed.backend.abort()))
+        elif action is Action.COMPLETE:
+            self._end(session_id, Outcome.COMPLETED, decision.reason)
+            return
+        elif action is Action.KILL:
+            self._emit_action(session_id, "abort", {"reason": decision.reason})
+            backend = managed.backend
+            self._end(session_id, Outcome.STUCK, decision.reason)
+            if backend is not None:
+                self._spawn(session_id, self._abort_stuck(session_id, backend))
+            return
+        if action is not Action.CONTINUE:
+            session.revision += 1
+            self._changed(session_id)
+        self._schedule(session_id)
+
+    async def _abort_stuck(self, session_id: str, backend: AgentBackend) -> None:
+        """After a stuck turn: abort the agent; if even that hangs, drop it (reconnect on next send)."""
+        try:
+            await asyncio.wait_for(backend.abort(), self.settings.stop_grace_seconds)
+        except Exception as exc:  # noqa: BLE001
+            self._emit_action(session_id, "kill", {"reason": f"abort after stuck turn failed: {exc or 'timeout'}"})
+            await self._safe(backend.kill())
+            await self._drop_backend(session_id, "")
+
+    # ---- connections ---------------------------------------------------------------
+    def _default_factory(self, agent: str, sink: EventSink, workdir: Path) -> AgentBackend:
+        from polypilot_tui.agents import create_backend
+        return create_backend(self.catalog.get(agent), sink, self.clock, self.settings, workdir)
+
+    def workdir(self, session_id: str) -> Path:
+        path = Path(self.settings.state_dir) / "sessions" / session_id
+        return path
+
+    async def _ensure_connected(self, session_id: str) -> AgentBackend:
+        from polypilot_tui.manager_connect import ensure_connected
+        return await ensure_connected(self, session_id)
+
+    async def _drop_backend(self, session_id: str, lost_reason: str) -> None:
+        managed = self._sessions.get(session_id)
+        if managed is None:
+            return
+        backend, managed.backend = managed.backend, None
+        managed.session.connected = False
+        if lost_reason:
+            managed.session.lost = lost_reason
+        if backend is not None:
+            await self._safe(backend.close())
+        self._changed(session_id)
+
+    # ---- plumbing ------------------------------------------------------------------
+    def _get(self, session_id: str) -> _Managed:
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise KeyError(f"no session {session_id!r}") from None
+
+    def _changed(self, session_id: str) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(session_id)
+            except Exception:  # noqa: BLE001 - a broken listener must not break the engine
+                log.exception("session listener failed")
+
+    def _emit_action(self, session_id: str, action: str, details: dict[str, Any]) -> None:
+        for listener in list(self._action_listeners):
+            listener(session_id, action, details)
+
+    def _spawn(self, session_id: str, coro: Awaitable[Any]) -> None:
+        managed = self._sessions.get(session_id)
+
+        async def runner() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001
+                log.exception("background task of %s failed", session_id)
+
+        task = asyncio.get_running_loop().create_task(runner())
+        if managed is not None:
+            managed.tasks.add(task)
+            task.add_done_callback(managed.tasks.discard)
+
+    @staticmethod
+    async def _safe(awaitable: Awaitable[Any] | None) -> None:
+        if awaitable is None:
+            return
+        try:
+            await awaitable
+        except Exception as exc:  # noqa: BLE001
+            log.warning("ignored backend error: %s", exc)
+
+    async def idle(self) -> None:
+        """Wait for every background task (tests, `run`, replay)."""
+        while True:
+            pending = [t for m in self._sessions.values() for t in m.tasks if not t.done()]
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+__all__ = ["SessionManager", "BackendError"]

@@ -1,0 +1,69 @@
+"""Connecting a session's agent: handler first, resume, adopt the id, read restore hints."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from polypilot_tui.agents.base import AgentBackend, BackendError
+from polypilot_tui.core.events import EventType
+from polypilot_tui.core.session import ItemKind
+from polypilot_tui.core.turn import Outcome
+
+if TYPE_CHECKING:
+    from polypilot_tui.manager import SessionManager
+
+log = logging.getLogger(__name__)
+
+_HISTORY_KINDS = {EventType.USER_MESSAGE: ItemKind.USER, EventType.MESSAGE: ItemKind.ASSISTANT}
+
+
+async def ensure_connected(manager: SessionManager, session_id: str) -> AgentBackend:
+    """Return the session's live backend, connecting (or resuming) it first if needed."""
+    managed = manager._get(session_id)
+    async with managed.connect_lock:
+        if managed.backend is not None:
+            return managed.backend
+        session = managed.session
+        workdir = manager.workdir(session_id)
+        workdir.mkdir(parents=True, exist_ok=True)
+        ref: list[AgentBackend] = []
+        # The sink exists before connect() runs, so resume-time events are never lost (#559).
+        backend = manager._factory(session.agent, manager._sink_for(session_id, ref), workdir)
+        ref.append(backend)
+        managed.backend = backend
+        resume_id = session.agent_session_id or None
+        session.connecting = True
+        manager._changed(session_id)
+        try:
+            result = await backend.connect(resume_id)
+        except Exception as exc:  # noqa: BLE001
+            managed.backend = None
+            session.connecting = False
+            session.lost = f"could not start the agent: {exc}"
+            manager._changed(session_id)
+            await manager._safe(backend.close())
+            raise BackendError(session.lost) from exc
+        session.connecting = False
+        session.connected = True
+        session.lost = ""
+        session.agent_session_id = result.agent_session_id or session.agent_session_id
+        wall = manager.clock.wall()
+        if result.history and not session.history:
+            for event in result.history:
+                kind = _HISTORY_KINDS.get(event.type)  # type: ignore[call-overload]
+                if kind is not None and event.text("content"):
+                    session.add_item(kind, event.text("content"), wall)
+        if resume_id:
+            managed.reconnected = True
+            session.system(f"🔄 Session reconnected ({result.how}).", wall)
+        if result.interrupted_tool:
+            session.interrupted_tool = True  # aborted before the next send (#393)
+        turn = session.turn
+        if turn is not None and turn.resumed:
+            if result.still_processing:
+                turn.used_tools = True  # RESUME-ACTIVE: the tool tier, the agent is working
+            elif result.lost_turn:
+                manager._end(session_id, Outcome.FAILED, "the agent lost this turn in the app restart")
+        manager._changed(session_id)
+        return backend
