@@ -257,7 +257,6 @@ class SessionManager:
             session.add_item(ItemKind.USER, prompt, self.clock.wall())
         turn = session.begin_turn(prompt, self.clock.now())
         self._changed(session_id)
-        self._emit_action(session_id, "resend" if resend else "send", {"prompt": prompt})
         try:
             backend = await self._ensure_connected(session_id)
         except Exception as exc:  # noqa: BLE001
@@ -274,6 +273,7 @@ class SessionManager:
         probes = self._probe(managed)
         turn.log_size_at_send = probes.log_size if probes else None
         self._schedule(session_id)
+        self._emit_action(session_id, "resend" if resend else "send", {"prompt": prompt})
         try:
             await asyncio.wait_for(backend.send(prompt), SEND_TIMEOUT)
         except Exception as exc:  # noqa: BLE001

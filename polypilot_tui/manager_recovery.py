@@ -40,6 +40,7 @@ async def recover_permissions(manager: SessionManager, session_id: str) -> None:
     session.system(f"⚠️ Permission errors detected. Attempting to reconnect session "
                    f"(attempt {attempt} of {gate.max_attempts})...", clock.wall())
     manager._changed(session_id)
+    manager._emit_action(session_id, "reconnect", {"reason": "permission errors", "attempt": attempt})
     try:
         await manager._drop_backend(session_id, "")
         await manager._ensure_connected(session_id)

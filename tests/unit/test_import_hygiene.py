@@ -1,0 +1,49 @@
+"""core/ never imports Textual, Rich or an SDK; the demo path never loads an SDK."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import polypilot_tui
+
+CORE = Path(polypilot_tui.__file__).parent / "core"
+FORBIDDEN = ("textual", "rich", "copilot", "acp", "polypilot_tui.ui", "polypilot_tui.agents", "polypilot_tui.manager")
+
+
+def test_core_modules_load_without_ui_or_sdk() -> None:
+    modules = sorted(f"polypilot_tui.core.{p.stem}" for p in CORE.glob("*.py") if p.stem != "__init__")
+    assert len(modules) >= 10
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'copilot', 'acp') "
+        "or m.startswith(('polypilot_tui.ui', 'polypilot_tui.agents', 'polypilot_tui.manager')))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"core pulled in: {out}"
+
+
+def test_core_source_has_no_forbidden_imports() -> None:
+    offenders = []
+    for path in CORE.glob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            stripped = line.strip()
+            if stripped.startswith(("import ", "from ")):
+                target = stripped.split()[1]
+                if target.startswith(FORBIDDEN) and "TYPE_CHECKING" not in line:
+                    offenders.append(f"{path.name}:{number}: {stripped}")
+    assert offenders == []
+
+
+def test_demo_agent_needs_no_sdk() -> None:
+    code = (
+        "import sys\n"
+        "from polypilot_tui.agents import create_backend\nimport polypilot_tui.agents.demo\n"
+        "import polypilot_tui.manager\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('copilot', 'acp'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
