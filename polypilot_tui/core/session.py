@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from polypilot_tui.core.events import AgentEvent, EventType, tool_result_text
 from polypilot_tui.core.permissions import DenialWindow
@@ -118,14 +118,21 @@ class Session:
     seen_message_ids: set[str] = field(default_factory=set)
     revision: int = 0
     """Bumped on every change; views and listeners key off it."""
+    item_hook: Callable[[Session, int, ChatItem], None] | None = field(default=None, repr=False, compare=False)
+    """Called with (session, index, item) whenever a history row is added or replaced
+    (write-through persistence)."""
     _turn_seq: int = 0
 
     # ---- history -------------------------------------------------------------------
     def add_item(self, kind: ItemKind, text: str, wall: float, **extra: Any) -> int:
         """Append a history row; returns its index."""
-        self.history.append(ChatItem(kind, strip_control(text), wall, **extra))
+        item = ChatItem(kind, strip_control(text), wall, **extra)
+        self.history.append(item)
         self.revision += 1
-        return len(self.history) - 1
+        index = len(self.history) - 1
+        if self.item_hook is not None:
+            self.item_hook(self, index, item)
+        return index
 
     def system(self, text: str, wall: float) -> None:
         self.add_item(ItemKind.SYSTEM, text, wall)
@@ -240,8 +247,11 @@ class Session:
         if 0 <= call.row < len(self.history):
             old = self.history[call.row]
             text = strip_control(output) if output else old.text
-            self.history[call.row] = replace(old, tool_status=status, text=text)
+            item = replace(old, tool_status=status, text=text)
+            self.history[call.row] = item
             self.revision += 1
+            if self.item_hook is not None:
+                self.item_hook(self, call.row, item)
 
 
 # ---- per-event handlers (module functions keep Session small and the table explicit) ---
