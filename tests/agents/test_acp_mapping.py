@@ -1,0 +1,167 @@
+"""UpdateMapper: raw ACP session/update objects → engine events (pure, no process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from polypilot_tui.agents.acp_mapping import UpdateMapper, raw_output_text, summarize_input, tool_content_text
+from polypilot_tui.core.events import AgentEvent
+
+
+def mapper(replay: bool = False) -> tuple[UpdateMapper, list[AgentEvent]]:
+    events: list[AgentEvent] = []
+    return UpdateMapper(events.append, replay=replay), events
+
+
+def chunk(text: str, kind: str = "agent_message_chunk", **extra: Any) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}, **extra}
+
+
+def types(events: list[AgentEvent]) -> list[str]:
+    return [e.type for e in events]
+
+
+def test_partial_tool_updates_merge_by_id() -> None:
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "bash", "kind": "execute",
+              "status": "pending"})
+    m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "in_progress",
+              "rawInput": {"command": "ls -la"}})
+    m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "title": "List files"})
+    m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+              "rawOutput": {"output": "a\nb\n", "exit": 0}})
+    assert types(ev) == ["tool.execution_start", "tool.execution_progress", "tool.execution_complete"]
+    assert ev[1].data == {"toolCallId": "t1", "progressMessage": "ls -la", "arguments": {"command": "ls -la"}}
+    done = ev[2].data
+    assert done["toolName"] == "bash" and done["success"] is True and done["result"] == {"content": "a\nb\n"}
+    assert m.tools["t1"]["title"] == "List files" and m.open_tools() == []
+
+
+def test_failed_tool_carries_an_error_and_late_updates_are_ignored() -> None:
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "edit", "status": "failed",
+              "content": [{"type": "diff", "path": "/w/a.py", "newText": "x"}]})
+    m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
+    assert types(ev) == ["tool.execution_start", "tool.execution_complete"]
+    assert ev[1].get("success") is False and ev[1].get("error") == {"message": "edited /w/a.py"}
+
+
+def test_text_before_a_tool_is_flushed_with_its_tool_request() -> None:
+    m, ev = mapper()
+    m.handle(chunk("Let me look. "))
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read", "status": "pending"})
+    message = [e for e in ev if e.type == "assistant.message"][0]
+    assert message.get("content") == "Let me look. "
+    assert message.get("toolRequests") == [{"toolCallId": "t1", "name": "read"}]
+    m.handle(chunk("Done."))
+    m.finish()
+    last = [e for e in ev if e.type == "assistant.message"][-1]
+    assert last.get("content") == "Done." and "toolRequests" not in last.data
+    assert last.get("messageId") != message.get("messageId")
+
+
+def test_agent_message_ids_split_messages() -> None:
+    m, ev = mapper()
+    m.handle(chunk("one", messageId="m1"))
+    m.handle(chunk("two", messageId="m2"))
+    m.finish()
+    assert [(e.get("messageId"), e.get("content")) for e in ev if e.type == "assistant.message"] == [
+        ("m1", "one"), ("m2", "two")]
+
+
+def test_close_open_tools_marks_them_cancelled() -> None:
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "sleep", "status": "in_progress"})
+    m.close_open_tools("cancelled", status="cancelled")
+    assert ev[-1].data["status"] == "cancelled" and ev[-1].data["error"] == {"message": "cancelled"}
+    m.close_open_tools("again")
+    assert len(ev) == 2
+
+
+def test_permission_tool_info_is_kept_for_a_later_start() -> None:
+    m, ev = mapper()
+    state = m.note_permission_tool({"toolCallId": "early", "title": "rm x", "rawInput": {"cmd": ["rm", "x"]}})
+    assert state["title"] == "rm x" and ev == []
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "early", "status": "in_progress"})
+    assert ev[0].get("detail") == "rm x" and ev[0].get("arguments") == {"cmd": ["rm", "x"]}
+
+
+def test_usage_plan_and_pass_through() -> None:
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "usage_update", "used": None, "size": 200000})
+    m.handle({"sessionUpdate": "plan", "entries": [{"content": "a", "priority": "high", "status": "pending"}]})
+    m.handle({"sessionUpdate": "current_mode_update", "currentModeId": "code"})
+    m.handle({"sessionUpdate": "session_info_update", "title": "Fix the bug"})
+    m.handle({"sessionUpdate": "something_new", "x": 1})
+    assert [(e.type, dict(e.data)) for e in ev] == [
+        ("session.usage_info", {"tokenLimit": 200000}),
+        ("plan", {"entries": [{"content": "a", "priority": "high", "status": "pending"}]}),
+        ("current_mode_update", {"currentModeId": "code"}),
+        ("session_info_update", {"title": "Fix the bug"}),
+        ("session.title_changed", {"title": "Fix the bug"}),
+        ("something_new", {"x": 1}),
+    ]
+    assert ev[0].is_usage
+
+
+def test_malformed_updates_are_skipped() -> None:
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "tool_call_update"})
+    m.handle({"sessionUpdate": "agent_message_chunk", "content": "not a block"})
+    m.handle({"sessionUpdate": "plan", "entries": None})
+    assert types(ev) == ["plan"]
+
+
+def test_live_user_chunks_are_ignored() -> None:
+    m, ev = mapper()
+    m.handle(chunk("hi", kind="user_message_chunk"))
+    assert ev == []
+
+
+def test_replay_folds_a_conversation_into_history() -> None:
+    m, ev = mapper(replay=True)
+    for update in (
+        chunk("fix ", kind="user_message_chunk"), chunk("it", kind="user_message_chunk"),
+        chunk("hmm", kind="agent_thought_chunk"),
+        chunk("Sure. "),
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "bash", "status": "pending"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+         "content": [{"type": "content", "content": {"type": "text", "text": "ok"}}]},
+        chunk("Fixed."),
+        {"sessionUpdate": "usage_update", "used": 5, "size": 10},
+        {"sessionUpdate": "available_commands_update", "availableCommands": []},
+        chunk("next", kind="user_message_chunk"),
+        {"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "sleep", "status": "in_progress"},
+    ):
+        m.handle(update)
+    m.finish()
+    m.close_open_tools("interrupted")
+    assert [(e.type, e.get("content")) for e in ev] == [
+        ("user.message", "fix it"),
+        ("assistant.reasoning", "hmm"),
+        ("assistant.message", "Sure. "),
+        ("tool.execution_start", None),
+        ("tool.execution_complete", None),
+        ("assistant.message", "Fixed."),
+        ("user.message", "next"),
+        ("tool.execution_start", None),
+        ("tool.execution_complete", None),
+    ]
+    assert ev[-1].get("success") is False
+
+
+@pytest.mark.parametrize(("raw", "text"), [
+    (None, ""), ("plain", "plain"), ({"formatted_output": "out"}, "out"), ({"exit": 1}, '{"exit": 1}'),
+])
+def test_raw_output_text(raw: Any, text: str) -> None:
+    assert raw_output_text(raw) == text
+
+
+def test_summaries() -> None:
+    assert summarize_input({"cmd": ["bash", "-lc", "ls"]}) == "bash -lc ls"
+    assert summarize_input({"filePath": "/a"}) == "/a"
+    assert summarize_input({"other": 1}) == '{"other": 1}'
+    assert tool_content_text([{"type": "terminal", "terminalId": "x"},
+                              {"type": "content", "content": {"type": "image", "data": ""}}]) == "[terminal x]\n[image]"

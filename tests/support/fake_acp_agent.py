@@ -1,0 +1,249 @@
+"""A scripted ACP agent for tests, built with the SDK's agent side.
+
+Run as ``python fake_acp_agent.py``. Keywords in the prompt pick the behaviour:
+
+- (none)     a plain three-chunk reply, usage, ``end_turn``
+- THINK      thought chunks before the reply
+- SLOW       100 chunks 0.05 s apart; ``session/cancel`` ends it with ``cancelled``
+- STUBBORN   like SLOW but ignores cancel (the client must kill it)
+- TOOL       plan, tool_call, permission, fs read of README.md, updates to ``completed``;
+             a reject ends the tool ``failed``; a cancel ends the turn ``cancelled``
+- EARLYPERM  the permission request arrives before its tool_call (codex does this)
+- GHOSTCALL  a tool_call_update for an id never announced, straight to completed
+- DANGLING   a tool call left in_progress when the turn ends
+- WRITE      fs write of out.txt;   OUTSIDE  fs read of a path outside the cwd
+- BADUPDATE  a usage_update with ``used: null`` (fails the SDK schema), then a reply
+- STDERR     2 MB on stderr before the reply (an unread PIPE would hang)
+- CRASH      one chunk then ``os._exit(3)`` mid-turn
+- EXITLATER  a reply, then the process exits 0.3 s after the turn
+- FAIL       a JSON-RPC error;  REFUSE / MAXTOKENS  those stop reasons
+
+Environment: ``FAKE_ACP_STATE`` (folder of one JSON history file per session, for
+``session/load`` and ``session/resume`` after a restart), ``FAKE_ACP_CAPS`` (comma list
+of ``load``, ``resume``; default both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp.helpers import (
+    plan_entry,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_plan,
+    update_tool_call,
+    update_user_message_text,
+)
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionResumeCapabilities,
+    ToolCallUpdate,
+    UsageUpdate,
+)
+
+OPTIONS = [
+    PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+    PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
+    PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+]
+
+
+class FakeAgent:
+    """Implements the agent side of the protocol with scripted turns."""
+
+    def __init__(self) -> None:
+        self._conn: Any = None
+        self._cancelled: dict[str, asyncio.Event] = {}
+        self._cwd: dict[str, str] = {}
+        state = os.environ.get("FAKE_ACP_STATE")
+        self._state = Path(state) if state else None
+        caps = os.environ.get("FAKE_ACP_CAPS", "load,resume")
+        self._caps = {c.strip() for c in caps.split(",") if c.strip()}
+
+    def on_connect(self, conn: Any) -> None:
+        self._conn = conn
+
+    # ---------------------------------------------------------------- lifecycle
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session="load" in self._caps,
+                session_capabilities=SessionCapabilities(
+                    resume=SessionResumeCapabilities() if "resume" in self._caps else None),
+            ),
+            agent_info=Implementation(name="fake-acp-agent", version="1.0"),
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
+        session_id = f"fake-{uuid.uuid4().hex[:12]}"
+        self._cwd[session_id] = cwd
+        self._save(session_id, [])
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                           **kwargs: Any) -> LoadSessionResponse:
+        updates = self._history(session_id)
+        self._cwd[session_id] = cwd
+        for update in updates:
+            await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": update})
+        return LoadSessionResponse()
+
+    async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                             **kwargs: Any) -> ResumeSessionResponse:
+        self._history(session_id)  # raises when unknown
+        self._cwd[session_id] = cwd
+        return ResumeSessionResponse()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self._cancelled.setdefault(session_id, asyncio.Event()).set()
+
+    # ---------------------------------------------------------------- turns
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        text = " ".join(getattr(block, "text", "") or "" for block in prompt)
+        cancelled = self._cancelled[session_id] = asyncio.Event()
+        await self._send(session_id, update_user_message_text(text))
+        sid = session_id
+        if "FAIL" in text:
+            raise RequestError.internal_error({"details": "scripted failure"})
+        if "CRASH" in text:
+            await self._say(sid, "about to crash")
+            await asyncio.sleep(0.1)
+            os._exit(3)
+        if "STDERR" in text:
+            sys.stderr.write("x" * 2_000_000 + "\n")
+            sys.stderr.flush()
+        if "BADUPDATE" in text:
+            bad = {"sessionUpdate": "usage_update", "used": None, "size": 1000}
+            await self._conn._conn.send_notification("session/update", {"sessionId": sid, "update": bad})
+        if "THINK" in text:
+            for part in ("Let me ", "think."):
+                await self._send(sid, update_agent_thought_text(part))
+        if "SLOW" in text or "STUBBORN" in text:
+            for i in range(100 if "SLOW" in text else 600):
+                if cancelled.is_set() and "STUBBORN" not in text:
+                    return PromptResponse(stop_reason="cancelled")
+                await self._say(sid, f"chunk {i} ")
+                await asyncio.sleep(0.05)
+        if "TOOL" in text or "EARLYPERM" in text:
+            stop = await self._tool_turn(sid, early="EARLYPERM" in text)
+            if stop:
+                return PromptResponse(stop_reason=stop)
+        if "GHOSTCALL" in text:
+            await self._send(sid, update_tool_call("ghost-1", title="ghost", status="completed",
+                                                   content=[tool_content(text_block("boo"))]))
+        if "DANGLING" in text:
+            await self._send(sid, start_tool_call("dangle-1", "sleep", kind="execute", status="in_progress",
+                                                  raw_input={"command": "sleep 100"}))
+        if "WRITE" in text:
+            await self._conn.write_text_file(session_id=sid, path=str(Path(self._cwd[sid]) / "out.txt"),
+                                             content="written by fake agent\n")
+        if "OUTSIDE" in text:
+            try:
+                await self._conn.read_text_file(session_id=sid, path="/etc/hostname")
+                await self._say(sid, "outside read allowed")
+            except RequestError as exc:
+                await self._say(sid, f"outside read refused: {exc}")
+        await self._say(sid, "Hello ")
+        await self._say(sid, "from the ")
+        await self._say(sid, "fake agent.")
+        await self._send(sid, UsageUpdate(session_update="usage_update", used=123, size=1000))
+        if "EXITLATER" in text:
+            asyncio.get_running_loop().call_later(0.3, os._exit, 0)
+        if "REFUSE" in text:
+            return PromptResponse(stop_reason="refusal")
+        if "MAXTOKENS" in text:
+            return PromptResponse(stop_reason="max_tokens")
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _tool_turn(self, sid: str, early: bool) -> str | None:
+        call_id = "early-1" if early else "call-1"
+        command = {"command": "cat README.md"}
+        await self._send(sid, update_plan([plan_entry("read the readme", status="in_progress")]))
+        if not early:
+            await self._send(sid, start_tool_call(call_id, "bash", kind="execute", status="pending"))
+            await self._send(sid, update_tool_call(call_id, status="in_progress", raw_input=command))
+        response = await self._conn.request_permission(
+            session_id=sid, options=OPTIONS,
+            tool_call=ToolCallUpdate(tool_call_id=call_id, title="cat README.md", kind="execute", raw_input=command),
+        )
+        outcome = response.outcome
+        if early:
+            await self._send(sid, start_tool_call(call_id, "bash", kind="execute", status="in_progress",
+                                                  raw_input=command))
+        if not isinstance(outcome, AllowedOutcome):
+            if self._cancelled[sid].is_set():
+                return "cancelled"
+            outcome = AllowedOutcome(option_id="reject", outcome="selected")
+        if outcome.option_id == "reject":
+            await self._send(sid, update_tool_call(call_id, status="failed", content=[
+                tool_content(text_block("The user rejected this tool call."))]))
+            await self._say(sid, "The tool was rejected. ")
+            return None
+        read = await self._conn.read_text_file(session_id=sid, path=str(Path(self._cwd[sid]) / "README.md"))
+        await self._send(sid, update_tool_call(call_id, status="in_progress",
+                                               content=[tool_content(text_block("reading…"))]))
+        await self._send(sid, update_tool_call(call_id, status="completed",
+                                               content=[tool_content(text_block(read.content))]))
+        await self._send(sid, update_plan([plan_entry("read the readme", status="completed")]))
+        await self._say(sid, f"done: {read.content.strip()} ")
+        return None
+
+    # ---------------------------------------------------------------- plumbing
+    async def _say(self, sid: str, text: str) -> None:
+        await self._send(sid, update_agent_message_text(text))
+
+    async def _send(self, sid: str, update: Any) -> None:
+        raw = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+        await self._conn._conn.send_notification("session/update", {"sessionId": sid, "update": raw})
+        if raw.get("sessionUpdate") != "usage_update" and sid in self._cwd:
+            self._save(sid, [*self._history(sid, missing_ok=True), raw])
+
+    def _file(self, sid: str) -> Path | None:
+        return self._state / f"{sid}.json" if self._state else None
+
+    def _history(self, sid: str, missing_ok: bool = False) -> list[dict[str, Any]]:
+        path = self._file(sid)
+        if path is None or not path.exists():
+            if missing_ok:
+                return []
+            raise RequestError.resource_not_found(f"session {sid}")
+        return json.loads(path.read_text())["updates"]
+
+    def _save(self, sid: str, updates: list[dict[str, Any]]) -> None:
+        path = self._file(sid)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"sessionId": sid, "cwd": self._cwd.get(sid), "updates": updates}))
+
+
+def main() -> None:
+    asyncio.run(run_agent(FakeAgent(), use_unstable_protocol=True))
+
+
+if __name__ == "__main__":
+    main()
