@@ -52,6 +52,7 @@ class _Managed:
     probes: Probes | None = None
     reconnected: bool = False
     """The next send goes out on a freshly reconnected agent (35 s tier)."""
+    last_connect: ConnectResult | None = None
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     connect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -200,15 +201,15 @@ class SessionManager:
             self._end(session_id, Outcome.ABORTED, "reconnect requested during the turn")
         self._emit_action(session_id, "reconnect", {})
         await self._drop_backend(session_id, "")
-        return await self._ensure_connected(session_id)
+        await self._ensure_connected(session_id)
+        return self._get(session_id).last_connect  # type: ignore[return-value]
 
     async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
         """Answer a pending permission request with one of its options."""
         managed = self._get(session_id)
         turn = managed.session.turn
-        if turn is not None:
-            turn.pending_permissions.pop(request_id, None)
-            turn.watchdog_anchor = self.clock.now()  # the user was the bottleneck, not the agent
+        if turn is not None and turn.pending_permissions.pop(request_id, None) is not None:
+            turn.resume_after_user(self.clock.now())
         if managed.backend is not None:
             await managed.backend.answer_permission(request_id, option_id)
         self._schedule(session_id)
@@ -268,6 +269,7 @@ class SessionManager:
         managed.reconnected = False
         if session.interrupted_tool:  # #393: clear the agent's wedged tool before sending
             session.interrupted_tool = False
+            turn.expect_abort_echo = True
             self._emit_action(session_id, "abort", {"reason": "interrupted tool on resume"})
             await self._safe(backend.abort())
         probes = self._probe(managed)

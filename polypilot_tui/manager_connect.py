@@ -44,6 +44,7 @@ async def ensure_connected(manager: SessionManager, session_id: str) -> AgentBac
             manager._changed(session_id)
             await manager._safe(backend.close())
             raise BackendError(session.lost) from exc
+        managed.last_connect = result
         session.connecting = False
         session.connected = True
         session.lost = ""

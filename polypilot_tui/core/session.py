@@ -289,6 +289,7 @@ def _on_reasoning(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -
 
 
 def _on_turn_start(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    t.expect_abort_echo = False  # the agent is working on our prompt now
     t.phase = Phase.THINKING
     t.turn_end_at = None
     t.final_message_at = None
@@ -366,11 +367,13 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, wal
         request_id, one_line(e.text("title") or e.text("kind") or "Permission requested", 120),
         strip_control(e.text("detail"))[:2000], e.text("kind"), e.text("toolCallId") or None, options,
     )
+    t.pause_for_user(now)
     return Signal.PERMISSION_REQUESTED
 
 
 def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
-    t.pending_permissions.pop(e.text("requestId"), None)
+    if t.pending_permissions.pop(e.text("requestId"), None) is not None:
+        t.resume_after_user(now)
     return Signal.NONE
 
 
@@ -380,6 +383,9 @@ def _on_intent(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> S
 
 
 def _on_idle(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+    if e.get("aborted") and t.expect_abort_echo:
+        t.expect_abort_echo = False
+        return Signal.NONE
     return Signal.IDLE_ABORTED if e.get("aborted") else Signal.IDLE
 
 

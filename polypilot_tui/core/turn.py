@@ -101,6 +101,12 @@ class Turn:
     reasoning: list[str] = field(default_factory=list)
     intent: str = ""
     pending_permissions: dict[str, PermissionPrompt] = field(default_factory=dict)
+    waited_for_user: float = 0.0
+    """Seconds spent waiting on permission prompts; they do not count toward the cap."""
+    paused_since: float | None = None
+    expect_abort_echo: bool = False
+    """We aborted a wedged tool just before this turn's send (#393): the agent's
+    ``session.idle {aborted}`` answer belongs to that abort, not to this turn."""
     last_decision: str = ""
     """The watchdog's last non-trivial reason (shown in the chat pane)."""
 
@@ -123,6 +129,20 @@ class Turn:
         # and gets the ordinary tiers (INV-6: clear early only when no tool is involved).
         if self.resumed and not tool_related and not self.active_tools and not self.used_tools:
             self.resumed = False
+
+    def pause_for_user(self, now: float) -> None:
+        """A permission prompt is open: the watchdog waits for the user, not the agent."""
+        if self.paused_since is None:
+            self.paused_since = now
+
+    def resume_after_user(self, now: float) -> None:
+        """The last open prompt was answered: a fresh window starts now."""
+        if self.pending_permissions:
+            return
+        if self.paused_since is not None:
+            self.waited_for_user += now - self.paused_since
+            self.paused_since = None
+        self.watchdog_anchor = now
 
     def note_reset(self, now: float, rule: str, probes: Probes | None) -> None:
         """The watchdog saw life without an event (case A/B or the fallback): new window."""

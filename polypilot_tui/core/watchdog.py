@@ -137,7 +137,7 @@ def next_deadline(turn: Turn, cfg: WatchdogConfig, probes: Probes | None = None)
         return None  # waiting for the user is not being stuck
     candidates = [turn.watchdog_anchor + select_tier(turn, cfg, probes, turn.watchdog_anchor).seconds]
     if cfg.max_turn > 0:
-        candidates.append(turn.started_at + cfg.max_turn)
+        candidates.append(turn.started_at + turn.waited_for_user + cfg.max_turn)
     if turn.turn_end_at is not None and not turn.active_tools:
         candidates.append(max(turn.turn_end_at, turn.fallback_anchor) + fallback_delay(turn, cfg))
     if turn.final_message_at is not None and not turn.active_tools:
@@ -150,10 +150,11 @@ def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = 
     if turn.pending_permissions:
         return CONTINUE
     last = turn.last_event_type or "none"
-    if cfg.max_turn > 0 and now - turn.started_at >= cfg.max_turn:
+    busy_for = now - turn.started_at - turn.waited_for_user
+    if cfg.max_turn > 0 and busy_for >= cfg.max_turn:
         return Decision(
             Action.KILL,
-            f"turn has run for {seconds_text(now - turn.started_at)}, past the {seconds_text(cfg.max_turn)} cap",
+            f"turn has run for {seconds_text(busy_for)}, past the {seconds_text(cfg.max_turn)} cap",
             "cap",
         )
     if turn.turn_end_at is not None and not turn.active_tools:
