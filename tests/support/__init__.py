@@ -1,0 +1,1 @@
+"""Test helpers shared by the unit, agent and end-to-end suites."""
