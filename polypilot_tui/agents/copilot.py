@@ -1,0 +1,420 @@
+"""The Copilot backend: ``github-copilot-sdk`` driving one real Copilot CLI per session.
+
+Each backend owns one ``CopilotClient`` and therefore one CLI process, so Stop/Kill of a
+session never touches another. The recipe (see shared/reference/copilot-sdk.md): pass the
+CLI path explicitly, pass the environment explicitly (GitHub tokens dropped unless the
+agent config sets them), and with a BYOK provider set ``COPILOT_OFFLINE`` +
+``COPILOT_PROVIDER_BASE_URL`` + ``COPILOT_MODEL`` in the env AND pass ``provider=`` on
+create and on every resume. The event handler is registered before create/resume.
+
+SDK events arrive on the loop that started the client (the SDK's reader thread uses
+``call_soon_threadsafe``); process death is noticed by a watcher thread and the JSON-RPC
+close hook, both of which hop onto the loop before touching anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from polypilot_tui.agents.base import BackendError, ConnectResult, EventSink
+from polypilot_tui.agents.copilot_events import (
+    RESULT_KINDS,
+    PromptInfo,
+    aborted_completion,
+    decision_for,
+    event_from_dict,
+    event_from_sdk,
+    is_unknown,
+    permission_fields,
+)
+from polypilot_tui.agents.copilot_runtime import (
+    build_env,
+    descendants,
+    install_hooks,
+    open_tool_ids,
+    provider_dict,
+    session_home,
+)
+from polypilot_tui.agents.npm_cache import COPILOT_CLI, resolve_command
+from polypilot_tui.config import AgentConfig, Settings
+from polypilot_tui.core import eventlog
+from polypilot_tui.core.clock import Clock
+from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.watchdog import Probes
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 60.0
+RPC_TIMEOUT = 30.0
+CLOSE_TIMEOUT = 10.0
+DEFAULT_BYOK_MODEL = "gpt-4.1"
+
+
+class CopilotBackend:
+    """One Copilot CLI process and one SDK session in it."""
+
+    kind = "copilot"
+
+    def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings,
+                 workdir: Path) -> None:
+        self._agent = agent
+        self._sink = sink
+        self.clock = clock
+        self._settings = settings
+        self._workdir = workdir
+        self._env: dict[str, str] = {}
+        self._provider: dict[str, Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+        self._session: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._session_id = ""
+        self._open_tools: dict[str, str] = {}
+        """toolCallId -> tool name, for tools started live and not completed yet."""
+        self._prompts: dict[str, PromptInfo] = {}
+        self._shown_prompts: set[str] = set()
+        self._completed_prompts: set[str] = set()
+        self._lost = False
+        self._closing = False
+
+    # -- facts ----------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def pid(self) -> int | None:
+        """The CLI's process id (for tests and diagnostics)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def log_path(self) -> Path | None:
+        """``$COPILOT_HOME/session-state/<id>/events.jsonl`` of the attached session."""
+        if not self._session_id:
+            return None
+        return session_home(self._env) / "session-state" / self._session_id / "events.jsonl"
+
+    def probe(self) -> Probes | None:
+        """Process liveness plus a stat (and 8 KiB tail) of the CLI's own event log."""
+        if self._proc is None:
+            return None
+        alive = self._proc.poll() is None and not self._lost
+        path = self.log_path
+        stat = eventlog.stat_log(path, self.clock.wall()) if path is not None else None
+        if stat is None:
+            return Probes(agent_alive=alive)
+        return Probes(agent_alive=alive, log_age=stat.age, log_size=stat.size, log_last_type=stat.last_type)
+
+    # -- connect --------------------------------------------------------------------------
+
+    async def connect(self, resume_id: str | None) -> ConnectResult:
+        """Start the CLI, then create a session or resume ``resume_id`` (handler first)."""
+        if self._client is not None:
+            raise BackendError("this Copilot backend is already connected")
+        cli = resolve_command(self._agent.command, COPILOT_CLI)
+        if not cli:
+            raise BackendError("Copilot CLI not found: install @github/copilot from npm, put `copilot` on PATH, "
+                               "or set `command` for this agent")
+        self._loop = asyncio.get_running_loop()
+        self._env = build_env(self._agent, os.environ)
+        self._provider = provider_dict(self._agent, os.environ)
+        if self._provider is not None:
+            self._env.setdefault("COPILOT_MODEL", self._model() or DEFAULT_BYOK_MODEL)
+        try:
+            await asyncio.wait_for(self._start_client(cli), START_TIMEOUT)
+            if resume_id:
+                return await self._resume(resume_id)
+            return await self._create("new session")
+        except BackendError:
+            await self._abandon()
+            raise
+        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
+            log.warning("copilot: connect failed: %s", exc, exc_info=True)
+            await self._abandon()
+            raise BackendError(f"Copilot CLI failed to start: {exc}") from exc
+
+    def _model(self) -> str | None:
+        return self._agent.model or self._env.get("COPILOT_MODEL") or None
+
+    async def _start_client(self, cli: str) -> None:
+        from copilot import CopilotClient, RuntimeConnection
+
+        cwd = str(self._agent.cwd or Path.cwd())
+        self._client = CopilotClient(
+            connection=RuntimeConnection.for_stdio(path=cli, args=tuple(self._agent.args)),
+            env=self._env, working_directory=cwd, use_logged_in_user=False,
+        )
+        await self._client.start()
+        self._proc = getattr(self._client, "_cli_process", None)
+        assert self._loop is not None
+        install_hooks(self._client, self._loop, on_raw_event=self._on_raw_event, on_closed=self._on_transport_closed)
+        if self._proc is not None:
+            threading.Thread(target=self._watch_process, args=(self._proc,), name="copilot-watch",
+                             daemon=True).start()
+        log.info("copilot: CLI %s started (pid %s)", cli, self.pid)
+
+    def _session_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "on_event": self._on_sdk_event, "on_permission_request": self._on_permission_request,
+            "streaming": True, "working_directory": str(self._agent.cwd or Path.cwd()),
+        }
+        if self._provider is not None:
+            kwargs["provider"] = self._provider
+        model = self._model()
+        if model:
+            kwargs["model"] = model
+        return kwargs
+
+    async def _create(self, how: str) -> ConnectResult:
+        session = await asyncio.wait_for(self._client.create_session(**self._session_kwargs()), START_TIMEOUT)
+        self._adopt(session)
+        return ConnectResult(agent_session_id=self._session_id, how=how)
+
+    async def _resume(self, resume_id: str) -> ConnectResult:
+        from copilot._jsonrpc import JsonRpcError
+
+        path = session_home(self._env) / "session-state" / resume_id / "events.jsonl"
+        entries = eventlog.read_tail(path)
+        stat = eventlog.stat_log(path, self.clock.wall())
+        age = stat.age if stat is not None else None
+        try:
+            session = await asyncio.wait_for(
+                self._client.resume_session(resume_id, continue_pending_work=True, **self._session_kwargs()),
+                START_TIMEOUT)
+        except JsonRpcError as exc:
+            log.warning("copilot: resume of %s refused: %s", resume_id, exc)
+            return await self._create(f"new session (resume failed: {exc})")
+        self._adopt(session)
+        pending = await self._surface_pending_permissions()
+        open_tools = open_tool_ids(entries)
+        interrupted = eventlog.has_interrupted_tool(entries) and not open_tools <= pending
+        how = "resumed"
+        if interrupted:
+            # #393: a tool that died with the old CLI must be cut off before the next send.
+            log.info("copilot: %s ended inside a tool; aborting it after resume", resume_id)
+            await self.abort()
+            how = "resumed (interrupted tool aborted)"
+        return ConnectResult(
+            agent_session_id=self._session_id, how=how, resumed=True, interrupted_tool=interrupted,
+            still_processing=eventlog.is_still_processing(entries, age),
+            lost_turn=eventlog.lost_turn(entries),
+        )
+
+    def _adopt(self, session: Any) -> None:
+        self._session = session
+        self._session_id = str(session.session_id)
+        log.info("copilot: attached to session %s", self._session_id)
+
+    async def _surface_pending_permissions(self) -> set[str]:
+        """Re-emit requests still waiting for an answer; returns their tool call ids."""
+        try:
+            result = await asyncio.wait_for(self._session.rpc.permissions.pending_requests(), RPC_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - an old CLI without the RPC is not fatal
+            log.warning("copilot: cannot list pending permissions: %s", exc)
+            return set()
+        tool_ids: set[str] = set()
+        for item in getattr(result, "items", []) or []:
+            try:
+                raw = item.to_dict()
+            except Exception:  # noqa: BLE001
+                log.debug("copilot: unreadable pending permission", exc_info=True)
+                continue
+            self._handle_event(AgentEvent(EventType.PERMISSION_REQUESTED, raw))
+            info = self._prompts.get(str(raw.get("requestId", "")))
+            if info is not None and info.tool_call_id:
+                tool_ids.add(info.tool_call_id)
+        return tool_ids
+
+    # -- turn control ---------------------------------------------------------------------
+
+    def _require_session(self) -> Any:
+        if self._session is None:
+            raise BackendError("not connected to a Copilot session")
+        if self._lost:
+            raise BackendError("the Copilot CLI is gone; reconnect the session")
+        return self._session
+
+    async def send(self, prompt: str) -> None:
+        """Queue a prompt in the session; events follow through the sink."""
+        session = self._require_session()
+        await self._call(session.send(prompt), "send")
+
+    async def abort(self) -> None:
+        """``session.abort``; then close the tool rows the CLI never completes."""
+        session = self._require_session()
+        await self._call(session.abort(), "abort")
+        self._close_open_tools()
+
+    async def answer_permission(self, request_id: str, option_id: str) -> None:
+        """Answer a pending request (also one that survived a restart) by option id."""
+        from copilot.generated.rpc import PermissionDecisionRequest
+
+        session = self._require_session()
+        info = self._prompts.get(request_id)
+        try:
+            decision = decision_for(option_id, info)
+        except ValueError as exc:
+            raise BackendError(str(exc)) from None
+        request = PermissionDecisionRequest(request_id=request_id, result=decision)
+        result = await self._call(session.rpc.permissions.handle_pending_permission_request(request), "permission")
+        self._prompts.pop(request_id, None)
+        self._handle_event(AgentEvent(EventType.PERMISSION_COMPLETED, {
+            "requestId": request_id, "toolCallId": info.tool_call_id if info else "",
+            "result": {"kind": RESULT_KINDS.get(option_id, option_id)}}))
+        if getattr(result, "success", True) is False:
+            raise BackendError("the agent was no longer waiting for that permission request")
+
+    async def _call(self, awaitable: Any, what: str) -> Any:
+        """Await an SDK call with a timeout; CLI death becomes connection.lost + BackendError."""
+        from copilot._jsonrpc import JsonRpcError, ProcessExitedError
+
+        try:
+            return await asyncio.wait_for(awaitable, RPC_TIMEOUT)
+        except ProcessExitedError as exc:
+            self._mark_lost(f"Copilot CLI exited: {exc}")
+            raise BackendError(f"{what} failed: the Copilot CLI exited") from None
+        except (JsonRpcError, asyncio.TimeoutError, OSError, RuntimeError) as exc:
+            log.warning("copilot: %s failed: %r", what, exc)
+            raise BackendError(f"{what} failed: {exc or type(exc).__name__}") from None
+
+    def _close_open_tools(self) -> None:
+        """Synthetic failed completions for tools an abort cut off (the CLI sends none)."""
+        tools, self._open_tools = self._open_tools, {}
+        for call_id, name in tools.items():
+            self._emit(aborted_completion(call_id, name))
+
+    # -- stopping -------------------------------------------------------------------------
+
+    async def kill(self) -> None:
+        """SIGKILL the CLI and its children, report connection.lost, release the client."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            for pid in [*descendants(proc.pid), proc.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        self._mark_lost("killed")
+        await self._release(graceful=False)
+
+    async def close(self) -> None:
+        """Detach the session and stop the CLI; never raises."""
+        self._closing = True
+        try:
+            if self._session is not None and not self._lost:
+                await asyncio.wait_for(self._session.disconnect(), CLOSE_TIMEOUT / 2)
+        except Exception as exc:  # noqa: BLE001 - close never raises
+            log.debug("copilot: detach failed: %r", exc)
+        await self._release(graceful=not self._lost)
+
+    async def _release(self, graceful: bool) -> None:
+        client, self._client = self._client, None
+        self._session = None
+        if client is None:
+            return
+        self._closing = True
+        try:
+            if graceful:
+                await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT)
+                return
+        except Exception as exc:  # noqa: BLE001
+            log.debug("copilot: graceful stop failed: %r", exc)
+        try:
+            await asyncio.wait_for(client.force_stop(), CLOSE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("copilot: force stop failed: %r", exc)
+
+    async def _abandon(self) -> None:
+        """Connect failed half way: stop whatever was started, quietly."""
+        await self._release(graceful=False)
+
+    # -- events (all on the loop) ---------------------------------------------------------
+
+    def _on_sdk_event(self, event: Any) -> None:
+        """SDK ``on_event`` handler: runs on the loop; nothing may escape into the SDK."""
+        try:
+            if is_unknown(event):
+                log.debug("copilot: passing through unknown event type %s", getattr(event, "raw_type", "?"))
+            self._handle_event(event_from_sdk(event))
+        except Exception:  # noqa: BLE001
+            log.exception("copilot: event handling failed")
+
+    def _on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
+        """An event the SDK could not parse (seen on resume): deliver it from the raw dict."""
+        if self._session_id and session_id and session_id != self._session_id:
+            return
+        try:
+            self._handle_event(event_from_dict(raw))
+        except Exception:  # noqa: BLE001
+            log.exception("copilot: raw event handling failed")
+
+    def _handle_event(self, event: AgentEvent) -> None:
+        kind = event.type
+        if kind == EventType.PERMISSION_REQUESTED:
+            data, info = permission_fields(event.data)
+            if info is not None:
+                if info.request_id in self._shown_prompts or info.request_id in self._completed_prompts:
+                    return
+                self._shown_prompts.add(info.request_id)
+                self._prompts[info.request_id] = info
+            event = AgentEvent(kind, data)
+        elif kind == EventType.PERMISSION_COMPLETED:
+            request_id = event.text("requestId")
+            if request_id in self._completed_prompts:
+                return  # ours went out first; the CLI's echo adds nothing
+            self._completed_prompts.add(request_id)
+            self._prompts.pop(request_id, None)
+        elif kind == EventType.TOOL_START:
+            self._open_tools[event.text("toolCallId")] = event.text("toolName")
+        elif kind == EventType.TOOL_COMPLETE:
+            self._open_tools.pop(event.text("toolCallId"), None)
+        self._emit(event)
+        if kind == EventType.ABORT:
+            self._close_open_tools()
+
+    def _emit(self, event: AgentEvent) -> None:
+        try:
+            self._sink(event)
+        except Exception:  # noqa: BLE001 - a broken sink must not kill the SDK's callbacks
+            log.exception("copilot: event sink failed on %s", event.type)
+
+    def _on_permission_request(self, request: Any, invocation: Any) -> Any:
+        """Leave every request pending: the event already reached the sink with its options."""
+        from copilot import PermissionNoResult
+
+        return PermissionNoResult()
+
+    # -- death ----------------------------------------------------------------------------
+
+    def _watch_process(self, proc: subprocess.Popen[bytes]) -> None:
+        """Watcher thread: wait for the CLI to exit, then report on the loop."""
+        try:
+            code = proc.wait()
+        except Exception:  # noqa: BLE001
+            code = None
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._mark_lost, f"Copilot CLI exited (code {code})")
+            except RuntimeError:
+                pass
+
+    def _on_transport_closed(self) -> None:
+        self._mark_lost("Copilot CLI connection closed")
+
+    def _mark_lost(self, reason: str) -> None:
+        """Emit connection.lost once, unless we are closing on purpose."""
+        if self._lost or self._closing:
+            return
+        self._lost = True
+        log.warning("copilot: session %s lost its CLI: %s", self._session_id or "?", reason)
+        self._open_tools.clear()
+        self._emit(AgentEvent(EventType.CONNECTION_LOST, {"reason": reason}))

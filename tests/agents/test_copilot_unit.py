@@ -1,0 +1,231 @@
+"""CopilotBackend logic with a fake SDK session: no CLI, no network."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from copilot._jsonrpc import ProcessExitedError
+from copilot.generated.session_events import SessionEvent
+
+from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.copilot import CopilotBackend
+from polypilot_tui.agents.copilot_runtime import (
+    build_env,
+    descendants,
+    install_hooks,
+    open_tool_ids,
+    provider_dict,
+    session_home,
+)
+from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
+from polypilot_tui.core.clock import SystemClock
+from polypilot_tui.core.events import AgentEvent
+
+
+def sdk_event(kind: str, data: dict[str, Any]) -> SessionEvent:
+    return SessionEvent.from_dict({"type": kind, "data": data, "id": str(uuid.uuid4()),
+                                   "timestamp": "2026-01-01T00:00:00Z", "parentId": None})
+
+
+class FakePermissions:
+    def __init__(self) -> None:
+        self.answers: list[Any] = []
+        self.success = True
+
+    async def handle_pending_permission_request(self, request: Any) -> Any:
+        self.answers.append(request)
+        return type("Result", (), {"success": self.success})()
+
+
+class FakeSession:
+    session_id = "sess-1"
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.aborts = 0
+        self.rpc = type("Rpc", (), {})()
+        self.rpc.permissions = FakePermissions()
+        self.fail: Exception | None = None
+
+    async def send(self, prompt: str) -> str:
+        if self.fail:
+            raise self.fail
+        self.sent.append(prompt)
+        return "m1"
+
+    async def abort(self) -> None:
+        self.aborts += 1
+
+
+AGENT = AgentConfig(name="c", kind="copilot", command="/nonexistent/copilot")
+
+
+@pytest.fixture
+def wired(tmp_path: Path) -> tuple[CopilotBackend, list[AgentEvent], FakeSession]:
+    events: list[AgentEvent] = []
+    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(), tmp_path)
+    session = FakeSession()
+    backend._adopt(session)
+    return backend, events, session
+
+
+SHELL = {"kind": "shell", "canOfferSessionApproval": False, "commands": [{"identifier": "rm x", "readOnly": False}],
+         "fullCommandText": "rm x", "hasWriteFileRedirection": False, "intention": "Remove", "possiblePaths": [],
+         "possibleUrls": [], "toolCallId": "t1"}
+
+
+async def test_permission_round_trip_emits_completed_once(wired) -> None:
+    backend, events, session = wired
+    backend._on_sdk_event(sdk_event("permission.requested", {"requestId": "r1", "permissionRequest": SHELL}))
+    backend._on_sdk_event(sdk_event("permission.requested", {"requestId": "r1", "permissionRequest": SHELL}))
+    assert [e.type for e in events] == ["permission.requested"]  # a repeat is not shown twice
+    await backend.answer_permission("r1", "allow_always")
+    [answer] = session.rpc.permissions.answers
+    assert answer.request_id == "r1" and answer.result.to_dict()["kind"] == "approve-for-session"
+    # The CLI's own permission.completed arrives later and is dropped as a duplicate.
+    backend._on_sdk_event(sdk_event("permission.completed", {"requestId": "r1", "result": {"kind": "approved"}}))
+    completed = [e for e in events if e.type == "permission.completed"]
+    assert len(completed) == 1 and completed[0].get("result") == {"kind": "approved-for-session"}
+    assert completed[0].get("toolCallId") == "t1"
+
+
+async def test_stale_permission_answer_raises_but_clears_the_prompt(wired) -> None:
+    backend, events, session = wired
+    session.rpc.permissions.success = False
+    with pytest.raises(BackendError, match="no longer waiting"):
+        await backend.answer_permission("gone", "reject_once")
+    assert events[-1].type == "permission.completed"
+    with pytest.raises(BackendError, match="unknown permission option"):
+        await backend.answer_permission("gone", "maybe")
+
+
+async def test_abort_closes_tools_the_cli_leaves_open(wired) -> None:
+    backend, events, session = wired
+    backend._on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "a", "toolName": "bash"}))
+    backend._on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "b", "toolName": "view"}))
+    backend._on_sdk_event(sdk_event("tool.execution_complete", {"toolCallId": "b", "success": True}))
+    await backend.abort()
+    assert session.aborts == 1
+    synthetic = [e for e in events if e.type == "tool.execution_complete" and e.get("synthetic")]
+    assert [(e.get("toolCallId"), e.get("success")) for e in synthetic] == [("a", False)]
+    backend._on_sdk_event(sdk_event("abort", {"reason": "user_initiated"}))
+    assert len([e for e in events if e.get("synthetic")]) == 1  # nothing left to close
+
+
+async def test_abort_event_from_elsewhere_also_closes_open_tools(wired) -> None:
+    backend, events, _ = wired
+    backend._on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "a", "toolName": "bash"}))
+    backend._on_sdk_event(sdk_event("abort", {"reason": "user_initiated"}))
+    assert [e.type for e in events][-2:] == ["abort", "tool.execution_complete"]
+
+
+async def test_cli_death_on_send_is_connection_lost_once(wired) -> None:
+    backend, events, session = wired
+    session.fail = ProcessExitedError("CLI process exited with code -9")
+    with pytest.raises(BackendError, match="exited"):
+        await backend.send("hi")
+    backend._on_transport_closed()
+    assert [e.type for e in events] == ["connection.lost"]
+    with pytest.raises(BackendError, match="gone"):
+        await backend.send("again")
+
+
+async def test_closing_on_purpose_is_not_a_loss(wired) -> None:
+    backend, events, _ = wired
+    await backend.close()
+    backend._on_transport_closed()
+    assert events == []
+
+
+async def test_sink_errors_never_escape(tmp_path: Path) -> None:
+    def broken(event: AgentEvent) -> None:
+        raise RuntimeError("sink broke")
+
+    backend = CopilotBackend(AGENT, broken, SystemClock(), Settings(), tmp_path)
+    backend._on_sdk_event(sdk_event("session.idle", {}))
+    backend._on_sdk_event(object())  # not even an event
+
+
+async def test_connect_without_cli_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("polypilot_tui.agents.copilot.resolve_command", lambda *_: None)
+    backend = CopilotBackend(AGENT, lambda e: None, SystemClock(), Settings(), tmp_path)
+    with pytest.raises(BackendError, match="Copilot CLI not found"):
+        await backend.connect(None)
+    assert backend.probe() is None
+
+
+def test_env_drops_tokens_and_adds_byok() -> None:
+    agent = AgentConfig(name="c", kind="copilot", model="gpt-4.1", env={"GH_TOKEN": "mine", "X": "1"},
+                        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY"))
+    env = build_env(agent, {"GITHUB_TOKEN": "leak", "GH_TOKEN": "leak", "PATH": "/bin", "MY_KEY": "k"})
+    assert "GITHUB_TOKEN" not in env and env["GH_TOKEN"] == "mine" and env["PATH"] == "/bin"
+    assert env["COPILOT_OFFLINE"] == "true" and env["COPILOT_PROVIDER_BASE_URL"] == "http://127.0.0.1:9/v1"
+    assert env["COPILOT_MODEL"] == "gpt-4.1"
+    assert provider_dict(agent, {"MY_KEY": "k"}) == {"type": "openai", "base_url": "http://127.0.0.1:9/v1",
+                                                      "api_key": "k"}
+    assert "api_key" not in provider_dict(agent, {})
+    assert provider_dict(AGENT, {}) is None
+    assert session_home({"COPILOT_HOME": "/x"}) == Path("/x")
+    assert session_home({}) == Path.home() / ".copilot"
+
+
+def test_open_tool_ids_from_a_log_tail() -> None:
+    entries = [{"type": "tool.execution_start", "data": {"toolCallId": "a"}},
+               {"type": "tool.execution_start", "data": {"toolCallId": "b"}},
+               {"type": "tool.execution_complete", "data": {"toolCallId": "a"}},
+               {"type": "permission.requested", "data": {"requestId": "r"}}]
+    assert open_tool_ids(entries) == {"b"}
+
+
+def test_descendants_finds_grandchildren() -> None:
+    script = "import subprocess, time; subprocess.Popen(['sleep', '5']); time.sleep(5)"
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 5
+        while not descendants(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert descendants(proc.pid)
+    finally:
+        for pid in [*descendants(proc.pid), proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()
+
+
+class FakeRpc:
+    def __init__(self, handler: Any) -> None:
+        self.notification_handler = handler
+        self.on_close = None
+
+    def set_notification_handler(self, handler: Any) -> None:
+        self.notification_handler = handler
+
+
+async def test_hooks_deliver_unparseable_events_and_close() -> None:
+    def sdk_handler(method: str, params: dict[str, Any]) -> None:
+        raise AssertionError("generated parser failed")
+
+    client = type("Client", (), {})()
+    client._client = FakeRpc(sdk_handler)
+    raw: list[tuple[str, dict[str, Any]]] = []
+    closed: list[bool] = []
+    install_hooks(client, asyncio.get_running_loop(), on_raw_event=lambda s, e: raw.append((s, e)),
+                  on_closed=lambda: closed.append(True))
+    event = {"type": "tool.execution_complete", "data": {"toolCallId": "a", "success": True}}
+    client._client.notification_handler("session.event", {"sessionId": "s", "event": event})
+    client._client.notification_handler("session.lifecycle", {})  # not an event: just logged
+    assert raw == [("s", event)]
+    client._client.on_close()
+    await asyncio.sleep(0)
+    assert closed == [True]
