@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +34,12 @@ from polypilot_tui.agents.copilot_events import (
 )
 from polypilot_tui.agents.copilot_runtime import (
     build_env,
-    descendants,
     install_hooks,
+    kill_tree,
     open_tool_ids,
     provider_dict,
     session_home,
+    watch_process,
 )
 from polypilot_tui.agents.npm_cache import COPILOT_CLI, resolve_command
 from polypilot_tui.config import AgentConfig, Settings
@@ -157,8 +156,7 @@ class CopilotBackend:
         assert self._loop is not None
         install_hooks(self._client, self._loop, on_raw_event=self._on_raw_event, on_closed=self._on_transport_closed)
         if self._proc is not None:
-            threading.Thread(target=self._watch_process, args=(self._proc,), name="copilot-watch",
-                             daemon=True).start()
+            watch_process(self._proc, self._loop, lambda code: self._mark_lost(f"Copilot CLI exited (code {code})"))
         log.info("copilot: CLI %s started (pid %s)", cli, self.pid)
 
     def _session_kwargs(self) -> dict[str, Any]:
@@ -191,7 +189,8 @@ class CopilotBackend:
                 START_TIMEOUT)
         except JsonRpcError as exc:
             log.warning("copilot: resume of %s refused: %s", resume_id, exc)
-            return await self._create(f"new session (resume failed: {exc})")
+            reason = str(exc).rsplit("message: ", 1)[-1]  # drop the JSON-RPC preamble
+            return await self._create(f"new session (resume failed: {reason})")
         self._adopt(session)
         pending = await self._surface_pending_permissions()
         open_tools = open_tool_ids(entries)
@@ -202,11 +201,24 @@ class CopilotBackend:
             log.info("copilot: %s ended inside a tool; aborting it after resume", resume_id)
             await self.abort()
             how = "resumed (interrupted tool aborted)"
+        # The log alone cannot tell a turn the CLI picked up again (a pending permission)
+        # from one it dropped (killed mid-tool): the CLI's own answer decides when it has one.
+        processing = await self._is_processing()
         return ConnectResult(
             agent_session_id=self._session_id, how=how, resumed=True, interrupted_tool=interrupted,
-            still_processing=eventlog.is_still_processing(entries, age),
-            lost_turn=eventlog.lost_turn(entries),
+            still_processing=eventlog.is_still_processing(entries, age) and processing is not False,
+            lost_turn=eventlog.lost_turn(entries) and not processing,
         )
+
+    async def _is_processing(self) -> bool | None:
+        """The CLI's view of whether the session is mid-turn; None when it cannot say."""
+        try:
+            result = await asyncio.wait_for(self._session.rpc.metadata.is_processing(), RPC_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - a hint only
+            log.debug("copilot: is_processing failed: %r", exc)
+            return None
+        value = getattr(result, "processing", None)
+        return value if isinstance(value, bool) else None
 
     def _adopt(self, session: Any) -> None:
         self._session = session
@@ -295,13 +307,10 @@ class CopilotBackend:
 
     async def kill(self) -> None:
         """SIGKILL the CLI and its children, report connection.lost, release the client."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            for pid in [*descendants(proc.pid), proc.pid]:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        if self._client is None and self._proc is None:
+            return  # never started: nothing to kill, nothing was lost
+        if self._proc is not None:
+            kill_tree(self._proc)
         self._mark_lost("killed")
         await self._release(graceful=False)
 
@@ -393,19 +402,6 @@ class CopilotBackend:
         return PermissionNoResult()
 
     # -- death ----------------------------------------------------------------------------
-
-    def _watch_process(self, proc: subprocess.Popen[bytes]) -> None:
-        """Watcher thread: wait for the CLI to exit, then report on the loop."""
-        try:
-            code = proc.wait()
-        except Exception:  # noqa: BLE001
-            code = None
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(self._mark_lost, f"Copilot CLI exited (code {code})")
-            except RuntimeError:
-                pass
 
     def _on_transport_closed(self) -> None:
         self._mark_lost("Copilot CLI connection closed")

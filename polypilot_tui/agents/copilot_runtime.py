@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import subprocess
+import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -106,6 +110,38 @@ def install_hooks(client: Any, loop: asyncio.AbstractEventLoop, *,
                     pass
 
     rpc.on_close = closed
+
+
+def watch_process(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop,
+                  on_exit: Callable[[int | None], None]) -> None:
+    """A daemon thread waits for ``proc`` to exit and reports its code on ``loop``.
+
+    A thread, not the loop's default executor: the SDK writes JSON-RPC through that
+    executor, and a few long waits there would starve it.
+    """
+    def wait() -> None:
+        try:
+            code: int | None = proc.wait()
+        except Exception:  # noqa: BLE001
+            code = None
+        if not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(on_exit, code)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    threading.Thread(target=wait, name=f"copilot-watch-{proc.pid}", daemon=True).start()
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``proc`` and its descendants (a running tool must not outlive a Kill)."""
+    if proc.poll() is not None:
+        return
+    for pid in [*descendants(proc.pid), proc.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def descendants(pid: int) -> list[int]:

@@ -163,6 +163,14 @@ async def test_connect_without_cli_is_a_clear_error(tmp_path: Path, monkeypatch)
     assert backend.probe() is None
 
 
+async def test_kill_and_close_before_connect_are_quiet(tmp_path: Path) -> None:
+    events: list[AgentEvent] = []
+    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(), tmp_path)
+    await backend.kill()
+    await backend.close()
+    assert events == []
+
+
 def test_env_drops_tokens_and_adds_byok() -> None:
     agent = AgentConfig(name="c", kind="copilot", model="gpt-4.1", env={"GH_TOKEN": "mine", "X": "1"},
                         provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY"))

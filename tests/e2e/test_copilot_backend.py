@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,7 @@ async def test_pending_permission_survives_a_restart(agent: AgentConfig, tmp_pat
     result = await second.connect(first.session_id)
     try:
         assert result.resumed and not result.interrupted_tool
+        assert result.still_processing and not result.lost_turn  # the CLI carries the turn on
         again = await sink2.wait("permission.requested", timeout=5)
         assert again.text("requestId") == asked.text("requestId") and again.get("detail") == "echo hi"
         await second.answer_permission(again.text("requestId"), ALLOW_ONCE)
@@ -167,6 +169,45 @@ async def test_pending_permission_survives_a_restart(agent: AgentConfig, tmp_pat
         assert "done: hi" in sink2.messages()
     finally:
         await second.close()
+
+
+async def test_killed_mid_tool_resume_reports_the_lost_turn(agent: AgentConfig, tmp_path: Path,
+                                                            model_server: ModelServer) -> None:
+    model_server.settings = replace(model_server.settings, sleep_cmd="sleep 30")
+    first, sink = make_backend(agent, tmp_path / "s1")
+    await first.connect(None)
+    await first.send("SLEEPTOOL")
+    call_id = await approve_next(backend=first, sink=sink, since=0)
+    await sink.wait("tool.execution_start")
+    await wait_on_disk(first.log_path, '"permission.completed"')
+    await first.kill()
+    await first.close()
+
+    second, sink2 = make_backend(agent, tmp_path / "s2")
+    result = await second.connect(first.session_id)
+    try:
+        # The CLI drops a turn whose tool died with it, and closes that tool itself.
+        assert result.resumed and result.lost_turn and not result.still_processing
+        closed = await sink2.wait("tool.execution_complete", where=lambda e: e.text("toolCallId") == call_id)
+        assert closed.get("success") is False
+        await second.send("fresh start")
+        await sink2.idle()
+        assert "echo: fresh start" in sink2.messages()
+    finally:
+        await second.close()
+
+
+async def test_resume_of_an_unknown_session_falls_back_to_a_new_one(agent: AgentConfig, tmp_path: Path) -> None:
+    backend, sink = make_backend(agent, tmp_path / "s")
+    result = await backend.connect("00000000-0000-0000-0000-000000000000")
+    try:
+        assert not result.resumed and result.how.startswith("new session (resume failed: ")
+        assert "Session not found" in result.how
+        await backend.send("hi")
+        await sink.idle()
+        assert "echo: hi" in sink.messages()
+    finally:
+        await backend.close()
 
 
 async def test_three_sessions_at_once(agent: AgentConfig, tmp_path: Path) -> None:
