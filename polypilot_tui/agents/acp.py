@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from polypilot_tui.agents.acp_client import AcpClient, PermissionDesk, Transcript
 from polypilot_tui.agents.acp_mapping import UpdateMapper
 from polypilot_tui.agents.acp_process import agent_command, agent_environment, terminate
-from polypilot_tui.agents.base import BackendError, ConnectResult, EventSink
+from polypilot_tui.agents.base import CANCELLED, BackendError, ConnectResult, EventSink
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.core.clock import Clock
 from polypilot_tui.core.events import AgentEvent, EventType
@@ -43,6 +43,9 @@ except importlib.metadata.PackageNotFoundError:
 
 #: initialize / session/new / load / resume; opencode needs ~3-5 s, a cold CI box more.
 CONNECT_TIMEOUT = 90.0
+#: close(): after stdin is closed, wait this long for a clean exit before SIGTERM (and again
+#: before SIGKILL). codex-acp never exits on EOF, so this is paid on every close.
+SHUTDOWN_GRACE = 1.0
 STDERR_LOG = "agent-stderr.log"
 TRANSCRIPT = "acp-transcript.jsonl"
 _NOTED_STOPS = {"max_tokens": "the model hit its output token limit", "refusal": "the agent refused to continue",
@@ -59,13 +62,15 @@ class AcpBackend:
     kind = "acp"
 
     def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings, workdir: Path,
-                 *, cwd: Path | None = None) -> None:
+                 *, cwd: Path | None = None, prefer_load: bool = False) -> None:
         self._agent = agent
         self._sink = sink
         self._clock = clock
         self._settings = settings
         self._workdir = Path(workdir)
         self._cwd = Path(cwd or agent.cwd or Path.cwd()).expanduser().resolve()
+        self._prefer_load = prefer_load
+        """Use session/load even when session/resume exists (to get the history back)."""
         self._stack: AsyncExitStack | None = None
         self._conn: ClientSideConnection | None = None
         self._proc: asyncio.subprocess.Process | None = None
@@ -82,6 +87,8 @@ class AcpBackend:
         self._last_inbound: float | None = None
         self._raw_stop: Any = None
         self._prompt_written = asyncio.Event()
+        self._cancel_sent: asyncio.Task[None] | None = None
+        """The prompt task a session/cancel was already sent for."""
         self._mapper = UpdateMapper(self._emit)
         self._replay: UpdateMapper | None = None
         self._desk = PermissionDesk(self._emit, self._permission_tool)
@@ -123,19 +130,27 @@ class AcpBackend:
         if not self._ready or self._conn is None or task is None or task.done():
             self._desk.cancel_all()
             return
-        gen = self._gen
-        try:
-            # Cancel first, then answer open prompts: the agent must not read "cancelled"
-            # as a plain rejection and carry on with the turn.
-            await self._conn.cancel(session_id=self._session_id)
-        except ConnectionError:
-            await self._connection_failed(gen)
+        if not await self._send_cancel(task):
             return
         self._desk.cancel_all()
         self._mapper.close_open_tools("cancelled", status="cancelled")
         if not await self._wait(task, self._settings.stop_grace_seconds):
             logger.warning("ACP agent did not stop within %.1f s; killing it", self._settings.stop_grace_seconds)
             await self.kill()
+
+    async def _send_cancel(self, task: asyncio.Task[None]) -> bool:
+        """``session/cancel`` once per turn; False when the connection is gone."""
+        if self._cancel_sent is task:
+            return True
+        gen = self._gen
+        try:
+            assert self._conn is not None
+            await self._conn.cancel(session_id=self._session_id)
+        except ConnectionError:
+            await self._connection_failed(gen)
+            return False
+        self._cancel_sent = task
+        return True
 
     async def kill(self) -> None:
         proc, gen = self._proc, self._gen
@@ -155,6 +170,11 @@ class AcpBackend:
             logger.exception("closing the ACP backend failed")
 
     async def answer_permission(self, request_id: str, option_id: str) -> None:
+        task = self._prompt_task
+        if option_id == CANCELLED and task is not None and not task.done():
+            # In ACP a "cancelled" outcome belongs to a cancelled turn, and session/cancel
+            # must reach the agent first, or it reads a plain rejection and carries on.
+            await self._send_cancel(task)
         self._desk.answer(request_id, option_id)
 
     def probe(self) -> Probes | None:
@@ -179,7 +199,7 @@ class AcpBackend:
         try:
             conn, proc = await stack.enter_async_context(spawn_agent_process(
                 client, argv[0], *argv[1:], env=agent_environment(self._agent), cwd=self._cwd,
-                transport_kwargs={"stderr": stderr}, observers=[lambda ev: self._observe(gen, ev)],
+                transport_kwargs={"stderr": stderr, "shutdown_timeout": SHUTDOWN_GRACE}, observers=[lambda ev: self._observe(gen, ev)],
             ))
         except OSError as exc:
             await stack.aclose()
@@ -204,7 +224,7 @@ class AcpBackend:
         self._stack = self._conn = None
         if stack is not None:
             try:
-                # The SDK closes stdin and waits 2 s + 2 s before escalating to kill.
+                # The SDK closes stdin and waits SHUTDOWN_GRACE twice before escalating to kill.
                 await asyncio.wait_for(stack.aclose(), timeout=10.0)
             except Exception:
                 logger.exception("ACP agent shutdown failed")
@@ -264,7 +284,7 @@ class AcpBackend:
         self.capabilities = caps
         can_resume = caps.session_capabilities is not None and caps.session_capabilities.resume is not None
         failures: list[str] = []
-        if resume_id and can_resume:
+        if resume_id and can_resume and not (self._prefer_load and caps.load_session):
             try:
                 self._session_id = resume_id
                 await self._call(conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=[]),

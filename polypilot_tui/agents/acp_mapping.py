@@ -28,6 +28,7 @@ MAX_TOOL_TEXT = 20_000
 _TOOL_FIELDS = ("title", "kind", "status", "content", "locations", "rawInput", "rawOutput")
 _FINAL_STATUSES = ("completed", "failed")
 #: Updates forwarded under their own ACP name: unknown to the engine, useful to the UI.
+_NOISE_KEYS = frozenset({"cwd", "call_id", "turn_id", "started_at_ms", "description"})
 _PASS_THROUGH = ("available_commands_update", "current_mode_update", "config_option_update", "session_info_update")
 
 
@@ -98,6 +99,10 @@ def summarize_input(raw: Any, limit: int = 300) -> str:
                 value = " ".join(str(v) for v in value)
             if isinstance(value, str) and value:
                 return value[:limit]
+        # Bookkeeping fields alone (opencode starts a bash call with only its cwd) say nothing.
+        raw = {k: v for k, v in raw.items() if k not in _NOISE_KEYS}
+        if not raw:
+            return ""
     text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
     return text[:limit]
 
@@ -118,6 +123,8 @@ class UpdateMapper:
         self._started: set[str] = set()
         self._done: set[str] = set()
         self._names: dict[str, str] = {}
+        self._summaries: dict[str, str] = {}
+        """The last input summary shown per tool (agents often fill rawInput in later)."""
         """The name a tool started with; later titles (often a description) do not rename it."""
         self._msg_id: str | None = None
         self._msg_parts: list[str] = []
@@ -256,11 +263,9 @@ class UpdateMapper:
         if call_id in self._done:
             return  # late updates after a cancel or completion (spec: accept, ignore)
         state = self.tools.setdefault(call_id, {"toolCallId": call_id})
-        had_input = state.get("rawInput") is not None
         self._merge(state, update)
         if call_id not in self._started:
             self._start(call_id, state)
-            had_input = True
         status = state.get("status")
         if status in _FINAL_STATUSES:
             text = _clip(tool_content_text(state.get("content")) or raw_output_text(state.get("rawOutput")))
@@ -270,8 +275,10 @@ class UpdateMapper:
         if self.replay:
             return
         progress = tool_content_text(update.get("content")) if update.get("content") else ""
-        if not progress and not had_input and state.get("rawInput") is not None:
-            progress = summarize_input(state.get("rawInput"))  # the input came after the start
+        summary = summarize_input(state.get("rawInput"))
+        if summary != self._summaries.get(call_id):
+            self._summaries[call_id] = summary
+            progress = progress or summary  # the input came (or changed) after the start
         if progress:
             data = {"toolCallId": call_id, "progressMessage": _clip(progress)}
             if isinstance(state.get("rawInput"), Mapping):
@@ -292,6 +299,7 @@ class UpdateMapper:
         self._flush_thought()
         self._flush_message(tool_requests=[{"toolCallId": call_id, "name": name}])
         raw_input = state.get("rawInput")
+        self._summaries[call_id] = summarize_input(raw_input)
         arguments = dict(raw_input) if isinstance(raw_input, Mapping) else (
             {} if raw_input is None else {"input": raw_input})
         self._emit(AgentEvent(EventType.TOOL_START, {

@@ -337,3 +337,17 @@ async def test_connect_twice_on_one_backend_replaces_the_process(tmp_path: Path,
         assert not rec.of("connection.lost")
     finally:
         await b.close()
+
+
+async def test_cancelled_answer_before_abort_still_cancels_first(backend: AcpBackend, rec: Recorder,
+                                                                 tmp_path: Path) -> None:
+    """The manager answers open prompts "cancelled" before it calls abort()."""
+    await backend.send("TOOL please")
+    ask = await rec.wait_for("permission.requested")
+    await backend.answer_permission(ask.get("requestId"), "cancelled")
+    await backend.abort()
+    assert rec.of("session.idle")[-1].get("stopReason") == "cancelled"
+    lines = [json.loads(x) for x in (tmp_path / "w1" / TRANSCRIPT).read_text().splitlines()]
+    outgoing = [x["msg"].get("method") or "answer" for x in lines if x["dir"] == "out"]
+    assert outgoing.count("session/cancel") == 1
+    assert outgoing.index("session/cancel") < outgoing.index("answer")  # cancel reached the agent first

@@ -165,3 +165,15 @@ def test_summaries() -> None:
     assert summarize_input({"other": 1}) == '{"other": 1}'
     assert tool_content_text([{"type": "terminal", "terminalId": "x"},
                               {"type": "content", "content": {"type": "image", "data": ""}}]) == "[terminal x]\n[image]"
+
+
+def test_opencode_fills_the_command_in_after_the_start() -> None:
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "c2", "title": "bash", "kind": "execute",
+              "status": "pending", "rawInput": {"cwd": "/ws"}})
+    update = {"sessionUpdate": "tool_call_update", "toolCallId": "c2", "status": "in_progress",
+              "title": "echo hi", "rawInput": {"command": "echo hi", "description": "Run a shell command"}}
+    m.handle(update)
+    m.handle(update)  # opencode repeats it after the permission: no second progress row
+    assert ev[0].get("detail") == "" and ev[0].get("toolName") == "bash"
+    assert [(e.type, e.get("progressMessage")) for e in ev[1:]] == [("tool.execution_progress", "echo hi")]
