@@ -35,9 +35,10 @@ from polypilot_tui.agents.copilot_events import (
 from polypilot_tui.agents.copilot_runtime import (
     build_env,
     install_hooks,
+    is_processing,
     kill_tree,
-    open_tool_ids,
     provider_dict,
+    resume_hints,
     session_home,
     watch_process,
 )
@@ -132,9 +133,12 @@ class CopilotBackend:
             if resume_id:
                 return await self._resume(resume_id)
             return await self._create("new session")
-        except BackendError:
+        except (BackendError, asyncio.CancelledError):
             await self._abandon()
             raise
+        except asyncio.TimeoutError:
+            await self._abandon()
+            raise BackendError(f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s") from None
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
             log.warning("copilot: connect failed: %s", exc, exc_info=True)
             await self._abandon()
@@ -180,9 +184,8 @@ class CopilotBackend:
         from copilot._jsonrpc import JsonRpcError
 
         path = session_home(self._env) / "session-state" / resume_id / "events.jsonl"
-        entries = eventlog.read_tail(path)
+        entries = eventlog.read_tail(path)  # before the resume appends to it
         stat = eventlog.stat_log(path, self.clock.wall())
-        age = stat.age if stat is not None else None
         try:
             session = await asyncio.wait_for(
                 self._client.resume_session(resume_id, continue_pending_work=True, **self._session_kwargs()),
@@ -193,32 +196,19 @@ class CopilotBackend:
             return await self._create(f"new session (resume failed: {reason})")
         self._adopt(session)
         pending = await self._surface_pending_permissions()
-        open_tools = open_tool_ids(entries)
-        interrupted = eventlog.has_interrupted_tool(entries) and not open_tools <= pending
+        hints = resume_hints(entries, stat.age if stat else None, pending, await is_processing(session))
         how = "resumed"
-        if interrupted:
+        if hints.interrupted_tool:
             # #393: a tool that died with the old CLI must be cut off before the next send.
             log.info("copilot: %s ended inside a tool; aborting it after resume", resume_id)
-            await self.abort()
-            how = "resumed (interrupted tool aborted)"
-        # The log alone cannot tell a turn the CLI picked up again (a pending permission)
-        # from one it dropped (killed mid-tool): the CLI's own answer decides when it has one.
-        processing = await self._is_processing()
-        return ConnectResult(
-            agent_session_id=self._session_id, how=how, resumed=True, interrupted_tool=interrupted,
-            still_processing=eventlog.is_still_processing(entries, age) and processing is not False,
-            lost_turn=eventlog.lost_turn(entries) and not processing,
-        )
-
-    async def _is_processing(self) -> bool | None:
-        """The CLI's view of whether the session is mid-turn; None when it cannot say."""
-        try:
-            result = await asyncio.wait_for(self._session.rpc.metadata.is_processing(), RPC_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - a hint only
-            log.debug("copilot: is_processing failed: %r", exc)
-            return None
-        value = getattr(result, "processing", None)
-        return value if isinstance(value, bool) else None
+            try:
+                await self.abort()
+                how = "resumed (interrupted tool aborted)"
+            except BackendError as exc:  # the manager aborts again before the next send
+                log.warning("copilot: abort after resume failed: %s", exc)
+        return ConnectResult(agent_session_id=self._session_id, how=how, resumed=True,
+                             interrupted_tool=hints.interrupted_tool, still_processing=hints.still_processing,
+                             lost_turn=hints.lost_turn)
 
     def _adopt(self, session: Any) -> None:
         self._session = session
@@ -342,7 +332,11 @@ class CopilotBackend:
             log.warning("copilot: force stop failed: %r", exc)
 
     async def _abandon(self) -> None:
-        """Connect failed half way: stop whatever was started, quietly."""
+        """Connect failed or was cancelled half way: stop whatever was started, quietly."""
+        self._closing = True
+        proc = self._proc or getattr(self._client, "_cli_process", None)
+        if proc is not None:
+            kill_tree(proc)  # synchronous first: a second cancellation must not leak the CLI
         await self._release(graceful=False)
 
     # -- events (all on the loop) ---------------------------------------------------------

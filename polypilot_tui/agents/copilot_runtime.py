@@ -12,10 +12,12 @@ import os
 import signal
 import subprocess
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from polypilot_tui.config import AgentConfig
+from polypilot_tui.core import eventlog
 from polypilot_tui.core.events import EventType
 
 log = logging.getLogger(__name__)
@@ -175,3 +177,40 @@ def open_tool_ids(entries: Sequence[Mapping[str, Any]]) -> set[str]:
         elif entry.get("type") == EventType.TOOL_COMPLETE:
             started.discard(call_id)
     return started
+
+
+@dataclass(frozen=True)
+class ResumeHints:
+    """What a resumed session's log tail and the CLI say about the turn it was in."""
+
+    interrupted_tool: bool
+    still_processing: bool
+    lost_turn: bool
+
+
+def resume_hints(entries: Sequence[dict[str, Any]], age: float | None, pending_tool_ids: set[str],
+                 processing: bool | None) -> ResumeHints:
+    """Combine the log tail (read before resuming) with the resumed CLI's own view.
+
+    A tool waiting on a permission that is still pending is not interrupted: answering it
+    runs the tool. The log alone cannot tell a turn the CLI carried on (pending permission,
+    ``processing`` True) from one it dropped (killed mid-tool, ``processing`` False), so
+    the CLI's answer decides when it gave one.
+    """
+    interrupted = eventlog.has_interrupted_tool(entries) and not open_tool_ids(entries) <= pending_tool_ids
+    return ResumeHints(
+        interrupted_tool=interrupted,
+        still_processing=eventlog.is_still_processing(entries, age) and processing is not False,
+        lost_turn=eventlog.lost_turn(entries) and not processing,
+    )
+
+
+async def is_processing(session: Any, timeout: float = 30.0) -> bool | None:
+    """The CLI's view of whether ``session`` is mid-turn; None when it cannot say."""
+    try:
+        result = await asyncio.wait_for(session.rpc.metadata.is_processing(), timeout)
+    except Exception as exc:  # noqa: BLE001 - a hint only
+        log.debug("copilot: is_processing failed: %r", exc)
+        return None
+    value = getattr(result, "processing", None)
+    return value if isinstance(value, bool) else None

@@ -24,6 +24,7 @@ from polypilot_tui.agents.copilot_runtime import (
     install_hooks,
     open_tool_ids,
     provider_dict,
+    resume_hints,
     session_home,
 )
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
@@ -192,6 +193,26 @@ def test_open_tool_ids_from_a_log_tail() -> None:
                {"type": "tool.execution_complete", "data": {"toolCallId": "a"}},
                {"type": "permission.requested", "data": {"requestId": "r"}}]
     assert open_tool_ids(entries) == {"b"}
+
+
+def _log(*kinds: str) -> list[dict[str, Any]]:
+    return [{"type": k, "data": {"toolCallId": "t1"} if k.startswith("tool.") else {}} for k in kinds]
+
+
+def test_resume_hints_pending_permission_versus_dropped_turn() -> None:
+    # Killed while a permission was pending: the CLI carries the turn on.
+    asked = _log("user.message", "assistant.turn_start", "tool.execution_start", "permission.requested")
+    hints = resume_hints(asked, 5.0, {"t1"}, processing=True)
+    assert (hints.interrupted_tool, hints.still_processing, hints.lost_turn) == (False, True, False)
+    # Killed mid-tool: the CLI dropped the turn.
+    running = _log("user.message", "assistant.turn_start", "tool.execution_start")
+    hints = resume_hints(running, 5.0, set(), processing=False)
+    assert (hints.interrupted_tool, hints.still_processing, hints.lost_turn) == (True, False, True)
+    # The CLI could not say: the log decides alone.
+    hints = resume_hints(running, 5.0, set(), processing=None)
+    assert (hints.still_processing, hints.lost_turn) == (True, True)
+    # A pending permission for the open tool means it was never interrupted.
+    assert resume_hints(running, 5.0, {"t1"}, processing=True).interrupted_tool is False
 
 
 def test_descendants_finds_grandchildren() -> None:

@@ -210,6 +210,23 @@ async def test_resume_of_an_unknown_session_falls_back_to_a_new_one(agent: Agent
         await backend.close()
 
 
+async def test_cancelled_connect_leaves_no_cli_behind(agent: AgentConfig, tmp_path: Path) -> None:
+    backend, sink = make_backend(agent, tmp_path / "s")
+    task = asyncio.create_task(backend.connect(None))
+    proc = None
+    for _ in range(500):
+        proc = getattr(backend._client, "_cli_process", None)
+        if proc is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert proc is not None, "the CLI never started"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert proc.poll() is not None
+    assert "connection.lost" not in sink.types()
+
+
 async def test_three_sessions_at_once(agent: AgentConfig, tmp_path: Path) -> None:
     pairs = [make_backend(agent, tmp_path / f"s{i}") for i in range(3)]
 
