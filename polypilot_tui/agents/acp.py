@@ -97,6 +97,11 @@ class AcpBackend:
     def session_id(self) -> str | None:
         return self._session_id
 
+    @property
+    def pid(self) -> int | None:
+        """The agent process id (None before connect)."""
+        return self._proc.pid if self._proc is not None else None
+
     # ------------------------------------------------------------------ contract
 
     async def connect(self, resume_id: str | None) -> ConnectResult:
@@ -259,15 +264,17 @@ class AcpBackend:
         what = "still running" if code is None else f"exit code {code}"
         self._lost(gen, f"connection to the agent closed ({what}){self._stderr_tail()}")
 
-    def _stderr_tail(self, size: int = 600) -> str:
+    def _stderr_tail(self, size: int = 300) -> str:
+        """The last lines the agent wrote to stderr, for loss and failure reasons."""
         path = self._workdir / STDERR_LOG
         try:
             with open(path, "rb") as fh:
-                fh.seek(max(0, path.stat().st_size - size))
-                tail = fh.read().decode("utf-8", "replace").strip()
+                fh.seek(max(0, path.stat().st_size - 4096))
+                lines = [x.strip() for x in fh.read().decode("utf-8", "replace").splitlines() if x.strip()]
         except OSError:
             return ""
-        return f"; stderr: …{tail[-size:]}" if tail else ""
+        tail = " | ".join(lines[-2:])
+        return f"; stderr: {tail[-size:]}" if tail else ""
 
     # ------------------------------------------------------------------ session
 

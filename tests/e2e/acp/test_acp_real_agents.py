@@ -6,6 +6,8 @@ file, so codex (which runs read-only commands without asking) must ask too.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.agents.acp import AcpBackend
+from polypilot_tui.agents.acp_process import descendants
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from tests.agents.acp_support import Recorder
 from tests.support.model_server import ModelServer
@@ -99,24 +102,40 @@ async def test_cancel_while_a_permission_prompt_is_open(make_backend: Make, work
         await backend.close()
 
 
-async def test_kill_mid_turn_then_reconnect(make_backend: Make, model_server: ModelServer) -> None:
+async def test_crash_and_kill_mid_turn_then_reconnect(make_backend: Make) -> None:
     backend, rec, sid = await connected(make_backend)
     try:
+        # One finished turn first: codex writes its session file asynchronously, and a crash
+        # during the very first turn sometimes leaves nothing to resume (the backend then
+        # falls back to a new session and says "resume failed: … not found").
+        await backend.send("hello")
+        await rec.wait_for("session.idle", timeout=60)
+        mark = len(rec.events)
         await backend.send("tell me something SLOW")
-        await rec.wait_for("assistant.message_delta", timeout=60)
-        await backend.kill()
+        await rec.wait_for("assistant.message_delta", after=mark, timeout=60)
+        began = time.monotonic()
+        os.kill(backend.pid, signal.SIGKILL)  # a crash: nobody asked it to stop
         lost = await rec.wait_for("connection.lost", timeout=5)
-        assert "killed" in lost.get("reason")
+        assert time.monotonic() - began < 1.0
+        assert "exit code -9" in lost.get("reason")
         assert backend.probe().agent_alive is False
     finally:
         await backend.close()
     again, rec2 = make_backend("s2")
     try:
         result = await again.connect(sid)
-        assert (result.agent_session_id, result.how) == (sid, "resumed")
+        assert (result.agent_session_id, result.how) == (sid, "resumed"), result.how
         await again.send("hello after the crash")
         await rec2.wait_for("session.idle", timeout=60)
         assert "echo: hello after the crash" in rec2.text()
+        mark = len(rec2.events)
+        await again.send("tell me something SLOW")
+        await rec2.wait_for("assistant.message_delta", after=mark, timeout=60)
+        children = descendants(again.pid)
+        await again.kill()
+        lost = await rec2.wait_for("connection.lost", timeout=5)
+        assert "killed" in lost.get("reason")
+        assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # no orphans left
     finally:
         await again.close()
 
