@@ -1,0 +1,367 @@
+"""The dashboard: a sidebar of sessions and the chat of the selected one.
+
+The app is a thin view over :class:`~polypilot_tui.manager.SessionManager`. Manager
+listeners only mark sessions dirty and schedule one flush on the app's message queue, so a
+burst of deltas is one redraw and every redraw runs in order on the app's loop. A heartbeat
+(``settings.heartbeat_seconds``) runs the same flush: views equal to the last ones redraw
+nothing but the "ago" labels, which read the injected clock (never the wall time).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
+from polypilot_tui.core.clock import Clock, SystemClock
+from polypilot_tui.core.view import SessionView
+from polypilot_tui.manager import SessionManager
+from polypilot_tui.ui.attention import Alert, Attention
+from polypilot_tui.ui.keymap import keymap_path, load_keymap
+from polypilot_tui.ui.screens.new_session import NewSessionScreen
+from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, DEFAULT_THEME, load_themes, user_themes_dir
+from polypilot_tui.ui.widgets.chat_pane import ChatPane
+from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
+from polypilot_tui.ui.widgets.prompt_input import PromptInput
+from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
+
+log = logging.getLogger(__name__)
+
+
+class PolypilotApp(App[int]):
+    """Drive several agent sessions at once and see, honestly, what each one is doing."""
+
+    TITLE = "polypilot"
+    CSS_PATH = ["app.tcss", "widgets/session_sidebar.tcss", "widgets/chat_pane.tcss"]
+    BINDINGS = [
+        Binding("ctrl+n", "new_session", "New", id="new_session", priority=True),
+        Binding("ctrl+x", "stop", "Stop", id="stop", priority=True),
+        Binding("ctrl+r", "reconnect", "Reconnect", id="reconnect", priority=True),
+        Binding("ctrl+up", "previous_session", "Prev", id="previous_session", priority=True, show=False),
+        Binding("ctrl+down", "next_session", "Next", id="next_session", priority=True),
+        Binding("ctrl+j", "attention", "Attention", id="attention", priority=True),
+        Binding("ctrl+y", "resend_interrupted", "Resend", id="resend_interrupted", priority=True),
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+    ]
+
+    def __init__(self, settings: Settings, catalog: AgentCatalog, manager: SessionManager, clock: Clock, *,
+                 notes: Sequence[str] = (), theme_dirs: Sequence[Path] | None = None,
+                 keymap_file: Path | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.catalog = catalog
+        self.manager = manager
+        self.clock = clock
+        self.attention = Attention()
+        self.selected: str | None = None
+        """The session on screen."""
+        self._notes = list(notes)
+        self._theme_dirs = list(theme_dirs) if theme_dirs is not None else [BUNDLED_DIR, user_themes_dir()]
+        self._keymap_file = keymap_file if keymap_file is not None else keymap_path()
+        self._views: dict[str, SessionView] = {}
+        self._dirty: set[str] = set()
+        self._flush_scheduled = False
+        self._binding_state: tuple[object, ...] = ()
+        self._unsubscribe = lambda: None
+        self.sidebar = SessionSidebar(id="sidebar")
+        self.pane = ChatPane(id="chat-pane")
+
+    # ---- set-up --------------------------------------------------------------------
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_VARIABLES)
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="≡")
+        with Horizontal(id="main"):
+            yield self.sidebar
+            yield self.pane
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        self._load_themes()
+        self._load_keymap()
+        for note in self._notes:
+            self.notify(note, title="Configuration", severity="warning", timeout=10, markup=False)
+        self._unsubscribe = self.manager.subscribe(self._on_session_changed)
+        if not self.manager.ids():
+            agent = self.settings.default_agent
+            if agent not in self.catalog.agents:
+                self.notify(f"Default agent {agent!r} is not configured; using {DEMO_AGENT!r}.",
+                            severity="warning", markup=False)
+                agent = DEMO_AGENT if DEMO_AGENT in self.catalog.agents else next(iter(self.catalog.agents))
+            self._add_session(agent)
+        self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
+        await self.flush()
+        self.pane.input.focus()
+
+    async def on_unmount(self) -> None:
+        self._unsubscribe()
+        await self.manager.shutdown()
+
+    def _load_themes(self) -> None:
+        loaded = load_themes(*self._theme_dirs)
+        for theme in loaded.themes:
+            self.register_theme(theme)
+        if loaded.failures:
+            self.notify("\n".join(loaded.failures), title="Theme file skipped", severity="error",
+                        timeout=15, markup=False)
+        wanted = self.settings.theme
+        if wanted in self.available_themes:
+            self.theme = wanted
+        else:
+            self.notify(f"Theme {wanted!r} not found; using {DEFAULT_THEME!r}.", severity="warning", markup=False)
+            self.theme = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
+
+    def _load_keymap(self) -> None:
+        keymap, problem = load_keymap(self._keymap_file)
+        if problem:
+            self.notify(problem, title="Keymap", severity="warning", markup=False)
+        if keymap:
+            self.set_keymap(keymap)
+
+    # ---- redraws -------------------------------------------------------------------
+    def _on_session_changed(self, session_id: str) -> None:
+        """Manager listener: mark dirty, schedule one flush (a burst coalesces)."""
+        self._dirty.add(session_id)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled and self.is_running:
+            self._flush_scheduled = self.call_later(self.flush)
+
+    def heartbeat(self) -> None:
+        """Refresh "ago" labels and catch any missed change (runs the ordinary flush)."""
+        self._schedule_flush()
+
+    async def flush(self) -> None:
+        """Redraw what changed since the last flush."""
+        self._flush_scheduled = False
+        dirty, self._dirty = self._dirty, set()
+        views = self.manager.views()
+        now = self.clock.now()
+        current = {view.id: view for view in views}
+        for view in views:
+            before = self._views.get(view.id)
+            if before != view:
+                alert = self.attention.observe(before, view, on_screen=view.id == self.selected and self.app_focus)
+                if alert is not None:
+                    self._ping(alert)
+        for gone in set(self._views) - set(current):
+            self.attention.forget(gone)
+            await self.pane.forget(gone)
+        previous = self._views
+        self._views = current
+        if self.selected not in current:
+            self.selected = views[0].id if views else None
+            dirty.add(self.selected or "")
+        if self.selected is not None:
+            self.attention.seen(self.selected)
+        await self.sidebar.sync(views, now, self.attention.unread, self.selected)
+        view = current.get(self.selected) if self.selected else None
+        if view is None:
+            await self.pane.show(None, (), "", now)
+        elif self.selected in dirty or previous.get(view.id) != view or self.pane.session_id != view.id:
+            await self.pane.show(view, self.manager.history(view.id), self.manager.streaming_text(view.id), now)
+        else:
+            self.pane.tick(view, now)
+        needy = sum(1 for v in views if self.attention.wants_user(v))
+        self.sub_title = f"{len(views)} session{'' if len(views) == 1 else 's'}" + (f" · {needy} need you" if needy else "")
+        state = (self.selected, view.status if view else None, bool(view and view.interrupted_prompt))
+        if state != self._binding_state:
+            self._binding_state = state
+            self.refresh_bindings()
+
+    def _ping(self, alert: Alert) -> None:
+        self.bell()
+        self.notify(alert.message, title=alert.title, severity=alert.severity, markup=False)
+
+    # ---- selection -----------------------------------------------------------------
+    def select(self, session_id: str) -> None:
+        """Put a session on screen."""
+        if session_id == self.selected or session_id not in self.manager.ids():
+            return
+        self.selected = session_id
+        self.attention.seen(session_id)
+        self._dirty.add(session_id)
+        self._schedule_flush()
+
+    def on_session_sidebar_picked(self, event: SessionSidebar.Picked) -> None:
+        if event.session_id == self.sidebar.highlighted:  # ignore stale highlight messages
+            self.select(event.session_id)
+
+    def _step(self, delta: int) -> None:
+        ids = list(self._views)
+        if not ids:
+            return
+        index = ids.index(self.selected) if self.selected in ids else 0
+        self.select(ids[(index + delta) % len(ids)])
+
+    def action_previous_session(self) -> None:
+        """Select the session above."""
+        self._step(-1)
+
+    def action_next_session(self) -> None:
+        """Select the session below."""
+        self._step(1)
+
+    def action_attention(self) -> None:
+        """Answer the session on screen if it waits for permission, else go to the next one needing you."""
+        view = self._views.get(self.selected or "")
+        prompt = self.pane.permission
+        if view is not None and view.pending_permission is not None and not prompt.has_focus_within:
+            prompt.focus_first()
+            return
+        ids = list(self._views)
+        start = ids.index(self.selected) + 1 if self.selected in ids else 0
+        for sid in ids[start:] + ids[:start]:
+            if sid != self.selected and self.attention.wants_user(self._views[sid]):
+                self.select(sid)
+                if self._views[sid].pending_permission is not None:
+                    self.call_after_refresh(self.pane.permission.focus_first)
+                return
+        self.notify("No other session needs your attention.", timeout=3)
+
+    # ---- session actions -----------------------------------------------------------
+    def _add_session(self, agent: str) -> str | None:
+        try:
+            sid = self.manager.add_session(agent)
+        except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
+            self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
+            return None
+        self.selected = sid
+        self._dirty.add(sid)
+        self._schedule_flush()
+        return sid
+
+    def action_new_session(self) -> None:
+        """Pick an agent and start a session on it."""
+        agents = [(name, config.kind) for name, config in self.catalog.agents.items()]
+
+        def picked(agent: str | None) -> None:
+            if agent:
+                self._add_session(agent)
+            self.pane.input.focus()
+
+        self.push_screen(NewSessionScreen(agents, self.settings.default_agent), picked)
+
+    def _run(self, title: str, coro: object) -> None:
+        async def guarded() -> None:
+            try:
+                await coro  # type: ignore[misc]
+            except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
+                log.exception("%s failed", title)
+                self.notify(f"{title} failed: {exc}", severity="error", markup=False)
+        self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
+
+    def action_stop(self) -> None:
+        """Stop the selected session's turn (abort, then kill if it does not stop)."""
+        if self.selected:
+            self._run("Stop", self.manager.stop(self.selected))
+
+    def action_reconnect(self) -> None:
+        """Reconnect the selected session's agent, keeping its history."""
+        if self.selected:
+            self._run("Reconnect", self.manager.reconnect(self.selected))
+
+    def action_resend_interrupted(self) -> None:
+        """Resend the prompt of a turn lost to a restart."""
+        if self.selected:
+            self._run("Resend", self.manager.resend_interrupted(self.selected))
+
+    def action_close_session(self) -> None:
+        """Stop and forget the selected session."""
+        if self.selected:
+            self._run("Close", self.manager.close(self.selected))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        view = self._views.get(self.selected or "")
+        if action == "stop":
+            return True if view is not None and view.status.busy else None
+        if action == "reconnect":
+            return True if view is not None else None
+        if action == "resend_interrupted":
+            return view is not None and bool(view.interrupted_prompt)
+        return True
+
+    # ---- prompts and permissions ---------------------------------------------------
+    def on_input_submitted(self, event: PromptInput.Submitted) -> None:
+        if not isinstance(event.input, PromptInput):
+            return
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            return
+        sid = self.selected
+        if sid is None:
+            self.notify("No session: press ctrl+n to start one.", severity="warning")
+            return
+        event.input.remember(text)
+        event.input.clear()
+        self._run("Send", self._send(sid, text))
+
+    async def _send(self, session_id: str, text: str) -> None:
+        result = await self.manager.send(session_id, text)
+        if result == "queued":
+            name = self._views[session_id].name if session_id in self._views else session_id
+            self.notify("Queued: it is sent when the current turn ends.", title=name, timeout=4, markup=False)
+
+    def on_permission_prompt_answered(self, event: PermissionPrompt.Answered) -> None:
+        event.stop()
+        if self.selected:
+            self._run("Permission answer", self.manager.answer_permission(
+                self.selected, event.request_id, event.option_id))
+        self.pane.input.focus()
+
+    def on_permission_prompt_leave(self, event: PermissionPrompt.Leave) -> None:
+        self.pane.input.focus()
+
+    # ---- command palette -----------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield SystemCommand("New session", "Start a session on an agent (ctrl+n)", self.action_new_session)
+        yield SystemCommand("Stop session", "Stop the selected session's turn (ctrl+x)", self.action_stop)
+        yield SystemCommand("Reconnect session", "Reconnect the selected session's agent (ctrl+r)",
+                            self.action_reconnect)
+        yield SystemCommand("Next session", "Select the next session (ctrl+down)", self.action_next_session)
+        yield SystemCommand("Previous session", "Select the previous session (ctrl+up)",
+                            self.action_previous_session)
+        yield SystemCommand("Jump to attention", "Go to the next session that needs you (ctrl+j)",
+                            self.action_attention)
+        yield SystemCommand("Resend interrupted prompt", "Resend a prompt lost to a restart (ctrl+y)",
+                            self.action_resend_interrupted)
+        yield SystemCommand("Close session", "Stop and remove the selected session", self.action_close_session)
+        yield from super().get_system_commands(screen)
+
+
+def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
+    """The agents to offer, and notes for the user (a broken agents file falls back to demo)."""
+    try:
+        catalog = load_agents(settings.agents_file)
+    except AgentsFileError as exc:
+        return AgentCatalog({DEMO_AGENT: demo_agent()}), [f"{exc} — continuing with the demo agent only."]
+    return catalog, [f"Agents file entry skipped: {problem}" for problem in catalog.problems]
+
+
+def run_app(settings: Settings) -> int:
+    """Run the dashboard until the user quits; returns the exit code."""
+    if not logging.getLogger().handlers:  # keep warnings out of the terminal the app draws on
+        try:
+            Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+            handler: logging.Handler = logging.FileHandler(Path(settings.state_dir) / "polypilot.log")
+        except OSError:
+            handler = logging.NullHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
+        logging.getLogger().setLevel(logging.WARNING)
+    catalog, notes = build_catalog(settings)
+    clock = SystemClock()
+    manager = SessionManager(settings, catalog, clock)
+    app = PolypilotApp(settings, catalog, manager, clock, notes=notes)
+    result = app.run()
+    return result if isinstance(result, int) else (app.return_code or 0)

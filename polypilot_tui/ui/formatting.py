@@ -1,0 +1,152 @@
+"""Pure text for the status surfaces: icons, durations, "ago" labels, status lines.
+
+Every function takes ``now`` (the injected clock's reading) instead of reading the time, so
+the same view and the same ``now`` always give the same words (snapshots, heartbeat diffs).
+"""
+
+from __future__ import annotations
+
+from polypilot_tui.core.text import bound_lines, one_line, strip_control
+from polypilot_tui.core.view import SessionStatus, SessionView
+
+S = SessionStatus
+
+STATUS_ICONS: dict[SessionStatus, str] = {
+    S.IDLE: "○",
+    S.CONNECTING: "◌",
+    S.SENDING: "↑",
+    S.THINKING: "◐",
+    S.WORKING: "▶",
+    S.AWAITING_PERMISSION: "?",
+    S.RECOVERING: "↻",
+    S.DISCONNECTED: "⊘",
+    S.ERROR: "✕",
+    S.STUCK: "⚑",
+    S.STOPPED: "■",
+}
+"""One single-cell glyph per status (no emoji: their width differs between terminals)."""
+
+STATUS_LABELS: dict[SessionStatus, str] = {
+    S.IDLE: "Idle",
+    S.CONNECTING: "Connecting…",
+    S.SENDING: "Sending…",
+    S.THINKING: "Thinking…",
+    S.WORKING: "Working",
+    S.AWAITING_PERMISSION: "Needs permission",
+    S.RECOVERING: "Recovering…",
+    S.DISCONNECTED: "Disconnected",
+    S.ERROR: "Error",
+    S.STUCK: "Stuck",
+    S.STOPPED: "Stopped",
+}
+
+UNREAD_MARK = "●"
+"""Shown on a row whose turn finished while another session was on screen."""
+WARNING_MARK = "⚠"
+"""Shown on a row whose tools keep failing with permission errors."""
+
+ELAPSED_FROM = 5.0
+"""Elapsed turn time is shown from this many seconds (PolyPilot)."""
+SIDEBAR_AGO_FROM = 30.0
+"""The sidebar adds " · 45s ago" when the last activity is at least this old (PolyPilot)."""
+IDLE_AGO_FROM = 60.0
+"""An idle row shows its age from one minute (blank under 60 s, like PolyPilot)."""
+
+
+def compact_duration(seconds: float) -> str:
+    """``45s``, ``2m``, ``3h``, ``2d``: one unit, rounded down."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def precise_duration(seconds: float) -> str:
+    """``45s``, ``2m 5s``, ``1h 3m``: two units at most."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    return f"{s // 3600}h {(s % 3600) // 60}m"
+
+
+def plural(count: int, word: str) -> str:
+    """``1 tool``, ``8 tools``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _age(view: SessionView, now: float) -> float | None:
+    return None if view.last_activity_at is None else max(0.0, now - view.last_activity_at)
+
+
+def _elapsed(view: SessionView, now: float) -> float:
+    return 0.0 if view.turn_started_at is None else max(0.0, now - view.turn_started_at)
+
+
+def sidebar_status(view: SessionView, now: float) -> str:
+    """The compact second line of a sidebar row, e.g. ``2m · 8 tools · 45s ago``."""
+    status = view.status
+    age = _age(view, now)
+    if status.busy:
+        elapsed = _elapsed(view, now)
+        if status in (S.AWAITING_PERMISSION, S.RECOVERING):
+            parts = [STATUS_LABELS[status]]
+        elif view.tool_calls:
+            parts = [compact_duration(elapsed), plural(view.tool_calls, "tool")]
+        else:
+            parts = [STATUS_LABELS[status]] + ([compact_duration(elapsed)] if elapsed >= ELAPSED_FROM else [])
+        if age is not None and age >= SIDEBAR_AGO_FROM:
+            parts.append(f"{compact_duration(age)} ago")
+        return " · ".join(parts)
+    if status is S.IDLE:
+        parts = ["Ready" if not view.turns else "Idle"]
+    else:
+        parts = [STATUS_LABELS[status]]
+        if view.reason and status in (S.STUCK, S.ERROR, S.DISCONNECTED):
+            parts.append(one_line(view.reason, 60))
+    if age is not None and age >= IDLE_AGO_FROM and status not in (S.CONNECTING, S.RECOVERING):
+        parts.append(f"{compact_duration(age)} ago")
+    return " · ".join(parts)
+
+
+_BUSY_LABELS = {S.SENDING: "Sending", S.THINKING: "Thinking", S.WORKING: "Working",
+                S.AWAITING_PERMISSION: "Waiting for your permission", S.RECOVERING: "Recovering"}
+
+
+def chat_status(view: SessionView, now: float) -> str:
+    """The chat pane's status line, e.g. ``Working · 2m 5s · 8 tool calls… (last activity 45s ago)``."""
+    status = view.status
+    reason = one_line(view.reason, 160) if view.reason else ""
+    if status.busy:
+        elapsed = _elapsed(view, now)
+        parts = [_BUSY_LABELS.get(status, STATUS_LABELS[status])]
+        if elapsed >= ELAPSED_FROM:
+            parts.append(precise_duration(elapsed))
+        if view.tool_calls:
+            parts.append(plural(view.tool_calls, "tool call"))
+        text = " · ".join(parts) + "…"
+        age = _age(view, now)
+        if age is not None and age >= ELAPSED_FROM:
+            text += f" (last activity {compact_duration(age)} ago)"
+        return f"{text} — {reason}" if reason else text
+    if status is S.IDLE:
+        text = "Ready — type a prompt below" if not view.turns else f"Idle · {plural(view.turns, 'turn')}"
+        age = _age(view, now)
+        if view.turns and age is not None and age >= IDLE_AGO_FROM:
+            text += f" · last activity {compact_duration(age)} ago"
+        return text
+    if status is S.DISCONNECTED:
+        return f"Disconnected — {reason or 'agent not running'} · the next prompt reconnects (ctrl+r now)"
+    if status is S.CONNECTING:
+        return "Connecting to the agent…"
+    return f"{STATUS_LABELS[status]} — {reason}" if reason else STATUS_LABELS[status]
+
+
+def safe_text(text: str) -> str:
+    """Agent text made safe to draw: control sequences removed, giant lines bounded."""
+    return bound_lines(strip_control(text))

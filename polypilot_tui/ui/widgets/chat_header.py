@@ -1,0 +1,33 @@
+"""One line naming the session on screen: name, agent, model, folder, title."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from polypilot_tui.core.text import one_line
+from polypilot_tui.core.view import SessionView
+
+
+class ChatHeader(Static):
+    """The selected session's identity (plain text, never markup)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id, markup=False)
+        self._text = ""
+
+    def show(self, view: SessionView | None) -> None:
+        """Redraw for ``view``."""
+        if view is None:
+            text = "No session — press ctrl+n to start one"
+        else:
+            parts = [one_line(view.name, 40), view.agent]
+            if view.model:
+                parts.append(one_line(view.model, 30))
+            if view.title:
+                parts.append(one_line(view.title, 60))
+            if view.cwd:
+                parts.append(one_line(view.cwd, 60))
+            text = " · ".join(parts)
+        if text != self._text:
+            self._text = text
+            self.update(text)

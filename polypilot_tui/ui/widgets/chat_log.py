@@ -1,0 +1,175 @@
+"""The scrolling history of one session, kept in sync incrementally.
+
+Opening a session mounts only its last :data:`PAGE` items; older ones load a page at a time
+from a button at the top. After that each :meth:`ChatLog.sync` touches only what changed:
+rows replaced in history (a tool that completed) are redrawn in place, new rows are mounted
+at the end, and the streaming reply is one Markdown widget that grows by appends and becomes
+the history row once the engine flushes it. Nothing is ever recomposed wholesale.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Button, Static
+
+from polypilot_tui.core.session import ChatItem, ItemKind
+from polypilot_tui.ui.formatting import safe_text
+from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
+from polypilot_tui.ui.widgets.notice_message import NoticeMessage
+from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
+from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
+from polypilot_tui.ui.widgets.user_message import UserMessage
+
+PAGE = 60
+"""History rows mounted when a session is opened, and per "show earlier" press."""
+
+EMPTY_TEXT = "No messages yet. Type a prompt below (the demo agent knows !help)."
+
+
+class ItemWidget(Protocol):
+    """What every chat row widget offers."""
+
+    def show(self, item: ChatItem) -> None: ...
+
+
+def make_item_widget(item: ChatItem, previous: ChatItem | None = None) -> Widget:
+    """The widget for one history row (tool rows right after a tool row sit closer)."""
+    if item.kind is ItemKind.TOOL:
+        row = ToolCallRow(item)
+        row.set_class(previous is not None and previous.kind is ItemKind.TOOL, "-after-tool")
+        return row
+    if item.kind is ItemKind.USER:
+        return UserMessage(item)
+    if item.kind is ItemKind.ASSISTANT:
+        return AssistantMessage.from_item(item)
+    if item.kind is ItemKind.REASONING:
+        return ReasoningBlock(item)
+    return NoticeMessage(item)
+
+
+class ChatLog(VerticalScroll):
+    """History rows of one session plus its live streaming reply."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="chat-log")
+        self._known: Sequence[ChatItem] = ()
+        """The history as last synced."""
+        self._first = 0
+        """Index of the oldest mounted history row."""
+        self._rows: dict[int, Widget] = {}
+        self._stream: AssistantMessage | None = None
+        self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
+        self._empty = Static(EMPTY_TEXT, classes="chat-empty", markup=False)
+
+    @property
+    def mounted_rows(self) -> int:
+        """How many history rows are on screen (not counting the stream)."""
+        return len(self._rows)
+
+    @property
+    def streaming(self) -> str:
+        """The streaming text on screen ("" when no reply is streaming)."""
+        return self._stream.text if self._stream is not None else ""
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    async def sync(self, history: Sequence[ChatItem], streaming: str) -> None:
+        """Bring the log up to date with ``history`` and the streaming ``text``."""
+        if len(history) < len(self._known):
+            await self._reset()
+        if not self._known and not self.children:
+            await self._open(history)
+        else:
+            self._redraw_changed(history)
+            await self._append(history)
+        self._known = tuple(history)
+        await self._sync_stream(streaming)
+        await self._sync_placeholders()
+
+    async def load_earlier(self) -> None:
+        """Mount the previous page of history above what is shown."""
+        if self._first == 0:
+            return
+        start = max(0, self._first - PAGE)
+        widgets = [make_item_widget(self._known[i], self._known[i - 1] if i else None)
+                   for i in range(start, self._first)]
+        for offset, widget in enumerate(widgets):
+            self._rows[start + offset] = widget
+        anchor = self._rows.get(self._first)
+        self._first = start
+        if anchor is not None:
+            await self.mount_all(widgets, before=anchor)
+        else:
+            await self.mount_all(widgets)
+        await self._sync_placeholders()
+
+    async def _reset(self) -> None:
+        await self.remove_children()
+        self._known, self._first, self._rows, self._stream = (), 0, {}, None
+
+    async def _open(self, history: Sequence[ChatItem]) -> None:
+        self._first = max(0, len(history) - PAGE)
+        widgets: list[Widget] = [self._earlier, self._empty]
+        for index in range(self._first, len(history)):
+            widget = make_item_widget(history[index], history[index - 1] if index else None)
+            self._rows[index] = widget
+            widgets.append(widget)
+        await self.mount_all(widgets)
+
+    def _redraw_changed(self, history: Sequence[ChatItem]) -> None:
+        known = self._known
+        for index in range(self._first, len(known)):
+            if history[index] is not known[index]:
+                row = self._rows.get(index)
+                if row is not None:
+                    row.show(history[index])  # type: ignore[attr-defined]
+
+    async def _append(self, history: Sequence[ChatItem]) -> None:
+        new: list[Widget] = []
+        for index in range(len(self._known), len(history)):
+            item = history[index]
+            stream = self._stream
+            if (stream is not None and not new and item.kind is ItemKind.ASSISTANT
+                    and safe_text(item.text) == stream.text):
+                # The engine flushed the reply we were streaming: that widget becomes the row.
+                self._stream = None
+                stream.remove_class("-streaming")
+                stream.show(item)
+                self._rows[index] = stream
+                continue
+            widget = make_item_widget(item, history[index - 1] if index else None)
+            self._rows[index] = widget
+            if self._stream is not None:
+                await self.mount(widget, before=self._stream)
+            else:
+                new.append(widget)
+        if new:
+            await self.mount_all(new)
+
+    async def _sync_stream(self, streaming: str) -> None:
+        text = streaming if streaming.strip() else ""
+        if text and self._stream is None:
+            self._stream = AssistantMessage(text)
+            self._stream.add_class("-streaming")
+            await self.mount(self._stream)
+        elif text and self._stream is not None:
+            await self._stream.stream(text)
+        elif not text and self._stream is not None:
+            stream, self._stream = self._stream, None
+            await stream.remove()
+
+    async def _sync_placeholders(self) -> None:
+        hidden = self._first
+        self._earlier.display = hidden > 0
+        if hidden:
+            self._earlier.label = f"▲ Show {min(PAGE, hidden)} earlier ({hidden:,} not shown)"
+        self._empty.display = not self._rows and self._stream is None
+
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button is self._earlier:
+            event.stop()
+            await self.load_earlier()

@@ -1,0 +1,28 @@
+"""Offers to resend a prompt whose turn was lost to an app restart."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Button, Static
+
+from polypilot_tui.core.text import one_line
+
+
+class InterruptedNotice(Horizontal):
+    """The interrupted prompt and a Resend button (ctrl+y does the same)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._text = Static("", classes="notice-text", markup=False)
+        self.display = False
+
+    def compose(self) -> ComposeResult:
+        yield self._text
+        yield Button("Resend (ctrl+y)", id="resend-interrupted", action="app.resend_interrupted", compact=True)
+
+    def show(self, prompt: str) -> None:
+        """Visible while there is an interrupted prompt to resend."""
+        self.display = bool(prompt)
+        if prompt:
+            self._text.update(f"⚠ Interrupted by a restart: “{one_line(prompt, 80)}”")

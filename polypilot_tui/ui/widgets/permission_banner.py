@@ -1,0 +1,26 @@
+"""Shown while a session's tools keep failing with permission errors."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Button, Static
+
+BANNER_TEXT = ("⚠ Tools are failing with permission errors — the agent may have lost its "
+               "permission handler. Reconnecting restores it.")
+
+
+class PermissionBanner(Horizontal):
+    """A warning with a Reconnect button (runs the app's reconnect action)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.display = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(BANNER_TEXT, classes="banner-text", markup=False)
+        yield Button("Reconnect", id="banner-reconnect", action="app.reconnect", compact=True)
+
+    def show(self, warning: bool) -> None:
+        """Visible exactly while the session has the permission warning."""
+        self.display = warning

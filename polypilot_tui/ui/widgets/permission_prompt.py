@@ -1,0 +1,117 @@
+"""A pending permission request: what the agent wants, and one button per option."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import Button, Static
+
+from polypilot_tui.core.text import one_line
+from polypilot_tui.core.turn import PermissionPrompt as Prompt
+from polypilot_tui.ui.formatting import safe_text
+
+KIND_KEYS = {"allow_once": "y", "allow_always": "a", "reject_once": "n", "reject_always": "N"}
+"""Keys for the usual option kinds (ACP / Copilot naming)."""
+DETAIL_LINES = 6
+
+
+class OptionButton(Button):
+    """A button that answers with one option id."""
+
+    def __init__(self, option_id: str, label: str, kind: str, key: str) -> None:
+        text = one_line(label, 40) + (f" [{key}]" if key else "")
+        variant = "success" if kind.startswith("allow") else "error" if kind.startswith("reject") else "default"
+        super().__init__(Content(text), variant=variant, compact=True, classes="permission-option")
+        self.option_id = option_id
+        self.kind = kind
+
+
+class PermissionPrompt(Vertical):
+    """Shown while the session on screen waits for the user's permission."""
+
+    BINDINGS = [
+        Binding("y", "pick('allow_once')", "Allow once", id="permission.allow_once"),
+        Binding("a", "pick('allow_always')", "Allow always", id="permission.allow_always"),
+        Binding("n", "pick('reject')", "Reject", id="permission.reject"),
+        Binding("left", "app.focus_previous", show=False),
+        Binding("right", "app.focus_next", show=False),
+        Binding("escape", "leave", "Back to prompt", show=False),
+    ]
+
+    @dataclass
+    class Answered(Message):
+        """The user chose an option."""
+
+        request_id: str
+        option_id: str
+
+    class Leave(Message):
+        """The user wants to go back to typing."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.prompt: Prompt | None = None
+        self._title = Static("", classes="permission-title", markup=False)
+        self._detail = Static("", classes="permission-detail", markup=False)
+        self._options = Horizontal(classes="permission-options")
+        self.display = False
+        self.border_title = "Permission"
+        self.border_subtitle = "ctrl+j to answer by key"
+
+    def compose(self) -> ComposeResult:
+        yield self._title
+        yield self._detail
+        yield self._options
+
+    @property
+    def buttons(self) -> list[OptionButton]:
+        return list(self._options.query(OptionButton))
+
+    async def show(self, prompt: Prompt | None) -> None:
+        """Show ``prompt`` (None hides the widget); rebuilds only for a new request."""
+        self.display = prompt is not None
+        if prompt == self.prompt:
+            return
+        self.prompt = prompt
+        await self._options.remove_children()
+        if prompt is None:
+            return
+        self._title.update(f"Permission requested: {one_line(prompt.title, 200)}")
+        detail = safe_text(prompt.detail).strip()
+        lines = detail.split("\n")
+        if len(lines) > DETAIL_LINES:
+            detail = "\n".join(lines[:DETAIL_LINES]) + f"\n… {len(lines) - DETAIL_LINES} more lines"
+        self._detail.update(detail)
+        self._detail.display = bool(detail) and detail not in prompt.title
+        options = prompt.options or (("allow_once", "Allow once", "allow_once"),
+                                     ("reject_once", "Reject", "reject_once"))
+        await self._options.mount_all(
+            OptionButton(oid, label, kind, KIND_KEYS.get(kind, "")) for oid, label, kind in options)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if isinstance(event.button, OptionButton) and self.prompt is not None:
+            event.stop()
+            self.post_message(self.Answered(self.prompt.request_id, event.button.option_id))
+
+    def action_pick(self, kind: str) -> None:
+        """Answer with the first option of ``kind`` (``reject`` matches any reject kind)."""
+        if self.prompt is None:
+            return
+        for button in self.buttons:
+            if button.kind == kind or (kind == "reject" and button.kind.startswith("reject")):
+                self.post_message(self.Answered(self.prompt.request_id, button.option_id))
+                return
+
+    def action_leave(self) -> None:
+        self.post_message(self.Leave())
+
+    def focus_first(self) -> None:
+        """Put the keyboard on the first option."""
+        buttons = self.buttons
+        if buttons:
+            buttons[0].focus()

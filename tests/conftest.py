@@ -1,0 +1,45 @@
+"""Shared fixtures: deterministic settings, a virtual clock, no cursor blink.
+
+NO_COLOR is removed at import time: every Textual App reads it in ``__init__``, and a
+developer shell with ``NO_COLOR=1`` would otherwise change every snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.pop("NO_COLOR", None)
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from textual.widgets import Input  # noqa: E402
+
+from polypilot_tui.config import Settings  # noqa: E402
+from polypilot_tui.core.clock import FakeClock  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def no_cursor_blink(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blinking cursor makes two screenshots of the same state differ."""
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+@pytest.fixture(autouse=True)
+def no_polypilot_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's POLYPILOT_* variables never leak into a test."""
+    for key in [k for k in os.environ if k.startswith("POLYPILOT_")]:
+        monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Defaults, no ``.env``, state under the test's tmp_path."""
+    return Settings(_env_file=None, state_dir=tmp_path)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """Virtual time: nothing moves until the test advances it."""
+    return FakeClock()

@@ -1,0 +1,162 @@
+"""A replay-style fake backend and an app factory on virtual time, for snapshots and UI tests.
+
+Nothing here has timing of its own: tests put sessions into a state by feeding events with
+``manager.apply(session_id, AgentEvent(...))`` and move time with ``FakeClock.advance``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+
+from polypilot_tui.agents.base import ConnectResult, EventSink
+from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.core.clock import FakeClock
+from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.watchdog import Probes
+from polypilot_tui.manager import SessionManager
+from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.theming import BUNDLED_DIR
+
+DENIAL = "Permission denied and could not request permission from user"
+
+AGENT_MODES = {"demo": "", "hangs": "hang", "flaky": "hang-on-resume", "lost": "lost-turn"}
+"""Agent name -> how its fake backend behaves when connecting."""
+
+
+class FakeBackend:
+    """Accepts everything, says nothing: events come from the test."""
+
+    kind = "fake"
+
+    def __init__(self, sink: EventSink, mode: str = "") -> None:
+        self.sink = sink
+        self.mode = mode
+        self.sent: list[str] = []
+        self.answers: list[tuple[str, str]] = []
+
+    async def connect(self, resume_id: str | None) -> ConnectResult:
+        if self.mode == "hang" or (self.mode == "hang-on-resume" and resume_id):
+            await asyncio.get_running_loop().create_future()  # never connects
+        if self.mode == "lost-turn" and resume_id:
+            return ConnectResult(resume_id, "resumed", resumed=True, lost_turn=True)
+        return ConnectResult(resume_id or "agent-session", "resumed" if resume_id else "new session",
+                             resumed=bool(resume_id))
+
+    async def send(self, prompt: str) -> None:
+        self.sent.append(prompt)
+
+    async def abort(self) -> None:
+        return None
+
+    async def kill(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def answer_permission(self, request_id: str, option_id: str) -> None:
+        self.answers.append((request_id, option_id))
+
+    def probe(self) -> Probes | None:
+        return None
+
+
+def build_app(tmp_path: Path, *, theme: str = "polypilot-night", clock: FakeClock | None = None,
+              theme_dirs: list[Path] | None = None, **overrides: Any) -> PolypilotApp:
+    """A PolypilotApp on a FakeClock with fixed session ids (s1, s2, …) and fake agents."""
+    clock = clock or FakeClock()
+    settings = Settings(_env_file=None, state_dir=tmp_path, theme=theme, record=False,  # type: ignore[call-arg]
+                        **overrides)
+    catalog = AgentCatalog({name: AgentConfig(name=name, kind="demo") for name in AGENT_MODES})
+    ids = itertools.count(1)
+    manager = SessionManager(settings, catalog, clock,
+                             backend_factory=lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent]),
+                             id_factory=lambda: f"s{next(ids)}")
+    return PolypilotApp(settings, catalog, manager, clock, theme_dirs=theme_dirs or [BUNDLED_DIR],
+                        keymap_file=tmp_path / "no-keymap.toml")
+
+
+class Driver:
+    """Puts sessions of an app built by :func:`build_app` into states, event by event."""
+
+    def __init__(self, pilot: Pilot[Any]) -> None:
+        self.pilot = pilot
+        self.app: PolypilotApp = pilot.app  # type: ignore[assignment]
+        self.manager = self.app.manager
+        self.clock: FakeClock = self.app.clock  # type: ignore[assignment]
+        self._calls = itertools.count(1)
+
+    async def settle(self) -> None:
+        """Let background tasks run, redraw, and wait for the screen to be idle."""
+        await self.clock.settle()
+        await self.app.flush()
+        await self.pilot.pause()
+        await self.app.flush()
+        await self.pilot.pause()
+
+    async def advance(self, seconds: float) -> None:
+        """Move virtual time (firing watchdog timers) and run the heartbeat."""
+        await self.clock.advance(seconds)
+        self.app.heartbeat()
+        await self.settle()
+
+    async def add(self, name: str, agent: str = "demo") -> str:
+        sid = self.manager.add_session(agent, name=name)
+        await self.clock.settle()
+        return sid
+
+    def emit(self, sid: str, event_type: str, **data: Any) -> None:
+        self.manager.apply(sid, AgentEvent(event_type, data))
+
+    async def send(self, sid: str, prompt: str) -> None:
+        await self.manager.send(sid, prompt)
+        await self.clock.settle()
+
+    def turn_start(self, sid: str) -> None:
+        self.emit(sid, EventType.TURN_START, turnId=f"turn-{next(self._calls)}")
+
+    def say(self, sid: str, text: str, final: bool = True) -> None:
+        """A whole reply as deltas plus the final message."""
+        mid = f"msg-{next(self._calls)}"
+        for i in range(0, len(text), 40):
+            self.emit(sid, EventType.MESSAGE_DELTA, messageId=mid, deltaContent=text[i:i + 40])
+        self.emit(sid, EventType.MESSAGE, messageId=mid, content=text,
+                  toolRequests=[] if final else [{"toolCallId": "t", "name": "bash"}])
+
+    def stream(self, sid: str, text: str) -> None:
+        """Deltas only: the reply is still streaming."""
+        self.emit(sid, EventType.MESSAGE_DELTA, messageId=f"msg-{next(self._calls)}", deltaContent=text)
+
+    def tool(self, sid: str, name: str, command: str, output: str | None = None, success: bool = True,
+             error: str = "") -> str:
+        """Start a tool; complete it too unless ``output`` is None and ``error`` is empty."""
+        call = f"call-{next(self._calls)}"
+        self.emit(sid, EventType.TOOL_START, toolCallId=call, toolName=name, arguments={"command": command})
+        if output is not None or error:
+            result: dict[str, Any] = {"result": {"content": output or ""}} if success else {"error": {"message": error}}
+            self.emit(sid, EventType.TOOL_COMPLETE, toolCallId=call, toolName=name, success=success, **result)
+        return call
+
+    def idle(self, sid: str) -> None:
+        self.emit(sid, EventType.TURN_END)
+        self.emit(sid, EventType.SESSION_IDLE)
+
+    def ask_permission(self, sid: str, call: str, title: str, detail: str = "") -> None:
+        self.emit(sid, EventType.PERMISSION_REQUESTED, requestId=f"perm-{next(self._calls)}", toolCallId=call,
+                  kind="shell", title=title, detail=detail,
+                  options=[{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+                           {"optionId": "allow_always", "name": "Allow always", "kind": "allow_always"},
+                           {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}])
+
+    async def finished_turn(self, sid: str, prompt: str, reply: str) -> None:
+        """A whole ordinary turn: prompt, reasoning, reply, idle."""
+        await self.send(sid, prompt)
+        self.turn_start(sid)
+        self.emit(sid, EventType.REASONING_DELTA, reasoningId="r", deltaContent="Short answer wanted.")
+        self.say(sid, reply)
+        self.idle(sid)

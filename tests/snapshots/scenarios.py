@@ -1,0 +1,95 @@
+"""Deterministic states for snapshots, built by feeding events on virtual time."""
+
+from __future__ import annotations
+
+from polypilot_tui.core.events import EventType
+from polypilot_tui.core.session import ItemKind, Session
+from tests.snapshots.fakes import DENIAL, Driver
+
+REPLY = ("Here is the plan:\n\n1. Read `parser.py`\n2. Split `parse_line` in two\n3. Run the tests\n\n"
+         "```python\ndef parse_line(text: str) -> Token:\n    ...\n```")
+
+
+async def stuck_session(d: Driver, name: str = "stuck") -> str:
+    """A turn the watchdog ended: no events past the 120 s inactivity tier."""
+    sid = await d.add(name)
+    await d.send(sid, "summarise the build log")
+    d.turn_start(sid)
+    await d.clock.advance(125)
+    return sid
+
+
+async def streaming_session(d: Driver, name: str = "refactor") -> str:
+    """A turn in flight: earlier turn, reasoning, tools done/failed/running, reply streaming."""
+    sid = await d.add(name)
+    await d.finished_turn(sid, "what does parse_line do?", "It splits a line into **tokens**.")
+    await d.send(sid, "refactor parse_line and run the tests")
+    d.turn_start(sid)
+    d.emit(sid, EventType.REASONING_DELTA, reasoningId="r2", deltaContent="Look at the code first.")
+    d.say(sid, "Let me look at the code first.", final=False)
+    d.tool(sid, "view", "src/parser.py", output="def parse_line(text):\n    parts = text.split()\n"
+                                               "    return [Token(p) for p in parts]\n# 40 more lines\nEOF")
+    d.tool(sid, "bash", "pytest -q tests/test_parser.py", success=False,
+           error="1 failed, 12 passed: test_empty_line")
+    d.tool(sid, "bash", "pytest -q", output=None)
+    d.stream(sid, REPLY)
+    return sid
+
+
+async def all_statuses(d: Driver) -> dict[str, str]:
+    """One session in every status (s1 is the app's default session, idle)."""
+    ids = {"idle": "s1", "stuck": await stuck_session(d)}
+    ids["sending"] = sid = await d.add("sending")
+    await d.send(sid, "hello")
+    ids["thinking"] = sid = await d.add("thinking")
+    await d.send(sid, "think hard")
+    d.turn_start(sid)
+    ids["working"] = sid = await d.add("working")
+    await d.send(sid, "run the tests")
+    d.turn_start(sid)
+    for n in range(8):
+        d.tool(sid, "bash", f"pytest -q tests/test_{n}.py", output="ok")
+    d.tool(sid, "bash", "pytest -q", output=None)
+    ids["awaiting_permission"] = sid = await d.add("asks")
+    await d.send(sid, "write notes.txt")
+    d.turn_start(sid)
+    call = d.tool(sid, "bash", "echo hello > notes.txt", output=None)
+    d.ask_permission(sid, call, "Run shell command: echo hello > notes.txt", "echo hello > notes.txt")
+    ids["recovering"] = sid = await denied_session(d)
+    ids["connecting"] = await d.add("connecting", agent="hangs")
+    ids["disconnected"] = sid = await d.add("disconnected")
+    d.emit(sid, EventType.CONNECTION_LOST, reason="agent process exited with code 1")
+    ids["error"] = sid = await d.add("error")
+    await d.send(sid, "hi")
+    d.turn_start(sid)
+    d.emit(sid, EventType.SESSION_ERROR, errorType="model", message="model overloaded (HTTP 529)")
+    ids["stopped"] = sid = await d.add("stopped")
+    await d.send(sid, "long essay")
+    d.turn_start(sid)
+    d.stream(sid, "Once upon a time")
+    await d.manager.stop(sid)
+    ids["unread"] = sid = await d.add("finished-unseen")
+    await d.finished_turn(sid, "hello", "Hi!")
+    await d.advance(45)
+    return ids
+
+
+async def denied_session(d: Driver, name: str = "denied") -> str:
+    """Three permission denials trip the window; the reconnect hangs, so it stays recovering."""
+    sid = await d.add(name, agent="flaky")
+    await d.send(sid, "fix the build")
+    d.turn_start(sid)
+    for command in ("git status", "git diff", "make"):
+        d.tool(sid, "bash", command, success=False, error=DENIAL)
+    await d.clock.settle()
+    return sid
+
+
+async def interrupted_session(d: Driver) -> str:
+    """A session restored mid-turn whose agent lost the turn: the resend notice shows."""
+    session = Session("s9", "restored", "lost", created_wall=d.clock.wall(), agent_session_id="agent-9")
+    session.add_item(ItemKind.USER, "migrate the database", d.clock.wall())
+    d.manager.adopt(session, mid_turn_prompt="migrate the database")
+    await d.clock.settle()
+    return "s9"
+

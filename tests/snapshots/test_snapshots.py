@@ -1,0 +1,84 @@
+"""Snapshot tests: every state on virtual time, fixed ids, no blink, no toasts left to expire.
+
+Review SVG changes (``snapshot_report.html`` or ``rsvg-convert``) before ``--snapshot-update``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+from textual.pilot import Pilot
+
+from tests.snapshots import scenarios
+from tests.snapshots.fakes import Driver, build_app
+
+Scenario = Callable[[Driver], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One snapshot: a scenario, what to select afterwards, a terminal size and a theme."""
+
+    scenario: Scenario | None
+    size: tuple[int, int] = (120, 36)
+    theme: str = "polypilot-night"
+    select: str | None = None
+    """A status key of ``all_statuses`` or a session id to put on screen at the end."""
+    press: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+async def _nothing(d: Driver) -> None:
+    return None
+
+
+async def _stuck(d: Driver) -> str:
+    return await scenarios.stuck_session(d)
+
+
+async def _streaming(d: Driver) -> str:
+    sid = await scenarios.streaming_session(d)
+    await d.advance(12)
+    return sid
+
+
+CASES: dict[str, Case] = {
+    "empty_start": Case(_nothing, size=(100, 30)),
+    "all_statuses_wide": Case(scenarios.all_statuses, size=(160, 45), select="working"),
+    "all_statuses_narrow": Case(scenarios.all_statuses, size=(80, 24), select="working"),
+    "all_statuses_day": Case(scenarios.all_statuses, size=(160, 45), theme="polypilot-day", select="stuck"),
+    "streaming_turn": Case(_streaming, select="s2"),
+    "streaming_turn_day": Case(_streaming, theme="polypilot-day", select="s2"),
+    "streaming_turn_narrow": Case(_streaming, size=(80, 24), select="s2"),
+    "permission_warning": Case(scenarios.denied_session, select="s2"),
+    "permission_prompt": Case(scenarios.all_statuses, select="awaiting_permission"),
+    "stuck_after_watchdog": Case(_stuck, select="s2"),
+    "interrupted_restore": Case(scenarios.interrupted_session, size=(100, 30), select="s9"),
+    "new_session_modal": Case(_nothing, size=(100, 30), press=("ctrl+n",)),
+}
+
+
+def run_before_for(case: Case) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        driver = Driver(pilot)
+        await driver.settle()
+        result = await case.scenario(driver) if case.scenario else None
+        target = case.select
+        if isinstance(result, dict) and target in result:
+            target = result[target]
+        if target:
+            driver.app.select(target)
+        await driver.settle()
+        driver.app.clear_notifications()  # toasts expire on real time: never part of a snapshot
+        await driver.settle()
+    return run_before
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_snapshot(name: str, snap_compare: Any, tmp_path: Path) -> None:
+    case = CASES[name]
+    app = build_app(tmp_path, theme=case.theme, **case.options)
+    assert snap_compare(app, terminal_size=case.size, run_before=run_before_for(case), press=case.press)

@@ -1,0 +1,45 @@
+"""Pilot helpers: build the app on the real demo agent, wait on conditions (never on sleeps)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any, Callable
+
+from textual.pilot import Pilot
+
+from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.core.clock import SystemClock
+from polypilot_tui.manager import SessionManager
+from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.theming import BUNDLED_DIR
+
+
+def demo_app(tmp_path: Path, *, speed: float = 20.0, theme_dirs: list[Path] | None = None,
+             keymap_file: Path | None = None, **overrides: Any) -> PolypilotApp:
+    """The app on the embedded demo agent and the real clock, with ids s1, s2, …"""
+    settings = Settings(_env_file=None, state_dir=tmp_path, demo_speed=speed, record=False,  # type: ignore[call-arg]
+                        **overrides)
+    catalog = load_agents(None)
+    clock = SystemClock()
+    ids = itertools.count(1)
+    manager = SessionManager(settings, catalog, clock, id_factory=lambda: f"s{next(ids)}")
+    return PolypilotApp(settings, catalog, manager, clock, theme_dirs=theme_dirs or [BUNDLED_DIR],
+                        keymap_file=keymap_file or tmp_path / "no-keymap.toml")
+
+
+async def wait_for(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10.0,
+                   what: str = "condition") -> None:
+    """Poll app state (letting the app run between polls) until ``predicate()`` holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await pilot.pause(0.02)
+
+
+def notifications(app: PolypilotApp) -> list[str]:
+    """Titles and messages of the toasts currently shown."""
+    return [f"{n.title}: {n.message}" for n in app._notifications]

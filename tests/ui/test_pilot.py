@@ -1,0 +1,289 @@
+"""Pilot tests against the real demo agent: drive the keys, assert what the user would see."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Static
+
+from polypilot_tui.core.session import ItemKind
+from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.ui.screens.new_session import NewSessionScreen
+from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
+from polypilot_tui.ui.widgets.permission_prompt import OptionButton
+from polypilot_tui.ui.widgets.session_row import SessionRow
+from polypilot_tui.ui.widgets.user_message import UserMessage
+from tests.ui.helpers import demo_app, notifications, wait_for
+
+
+def replies(app, sid: str) -> list[str]:
+    log = app.pane.log_for(sid)
+    return [w.text for w in log.query(AssistantMessage)] if log else []
+
+
+def last_outcome(app, sid: str) -> str:
+    return app.manager.view(sid).last_outcome
+
+
+async def send(pilot, text: str) -> None:
+    await pilot.press(*text)
+    await pilot.press("enter")
+
+
+async def test_send_a_prompt_and_see_the_reply(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1", what="the default session")
+        await send(pilot, "hello there")
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", what="the turn to complete")
+        await wait_for(pilot, lambda: any("You said: **hello there**" in r for r in replies(app, "s1")),
+                       what="the reply on screen")
+        log = app.pane.log_for("s1")
+        assert [str(w.render()) for w in log.query(UserMessage)] == ["hello there"]
+        assert app.pane.input.value == ""
+        assert "Idle" in str(app.pane.status.render())
+
+
+async def test_ctrl_n_creates_a_session_and_selects_it(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the agent picker")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.manager.ids() == ["s1", "s2"] and app.selected == "s2",
+                       what="a second session, selected")
+        await wait_for(pilot, lambda: len(app.query(SessionRow)) == 2, what="two sidebar rows")
+        await wait_for(pilot, lambda: app.manager.view("s2").status is SessionStatus.IDLE, what="connected")
+        await send(pilot, "hi")
+        await wait_for(pilot, lambda: last_outcome(app, "s2") == "completed", what="the new session to answer")
+        assert app.manager.view("s1").turns == 0
+
+
+async def test_ctrl_n_escape_cancels(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, NewSessionScreen))
+        assert app.manager.ids() == ["s1"]
+
+
+async def test_ctrl_x_mid_turn_stops_and_the_session_stays_usable(tmp_path: Path) -> None:
+    app = demo_app(tmp_path, speed=4)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "!slow")
+        await wait_for(pilot, lambda: "word2" in app.manager.streaming_text("s1"), what="streaming")
+        await wait_for(pilot, lambda: "word2" in app.pane.log_for("s1").streaming, what="stream on screen")
+        await pilot.press("ctrl+x")
+        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED, what="stopped")
+        history = app.manager.history("s1")
+        kept = [i for i in history if i.kind is ItemKind.ASSISTANT]
+        assert kept and kept[-1].interrupted and "word0" in kept[-1].text  # nothing said is lost
+        await wait_for(pilot, lambda: "Stopped" in str(app.pane.status.render()))
+        await send(pilot, "hello again")
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", what="the next prompt to work")
+        await wait_for(pilot, lambda: any("hello again" in r for r in replies(app, "s1")))
+
+
+async def test_ctrl_r_reconnects_and_keeps_history(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "hello")
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
+        before = app.manager.history("s1")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: any("reconnected" in i.text for i in app.manager.history("s1")),
+                       what="the reconnect note")
+        after = app.manager.history("s1")
+        assert after[:len(before)] == before
+        await wait_for(pilot, lambda: any("reconnected" in str(w.render()) for w in
+                                          app.pane.log_for("s1").query(Static)), what="the note on screen")
+        await send(pilot, "hello twice")
+        await wait_for(pilot, lambda: app.manager.view("s1").turns == 2 and last_outcome(app, "s1") == "completed")
+
+
+async def test_ctrl_up_down_move_the_selection(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        for _ in range(2):
+            app.manager.add_session("demo")
+        await wait_for(pilot, lambda: len(app.query(SessionRow)) == 3)
+        assert app.selected == "s1"
+        await pilot.press("ctrl+down")
+        await wait_for(pilot, lambda: app.selected == "s2" and app.pane.session_id == "s2")
+        await pilot.press("ctrl+down", "ctrl+down")
+        await wait_for(pilot, lambda: app.selected == "s1", what="wrap around")
+        await pilot.press("ctrl+up")
+        await wait_for(pilot, lambda: app.selected == "s3" and app.pane.session_id == "s3")
+        await wait_for(pilot, lambda: app.sidebar.highlighted == "s3", what="the row follows")
+
+
+async def test_attention_jump_goes_to_the_waiting_session_and_answers_by_key(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        sid = app.manager.add_session("demo")
+        app.select("s1")
+        await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE)
+        await app.manager.send(sid, "write a file")
+        await wait_for(pilot, lambda: app.manager.view(sid).pending_permission is not None, what="the request")
+        await wait_for(pilot, lambda: any("needs permission" in n for n in notifications(app)), what="a toast")
+        assert app.selected == "s1"  # an alert never moves you
+        await pilot.press("ctrl+j")
+        await wait_for(pilot, lambda: app.selected == sid and app.pane.permission.display, what="the jump")
+        await wait_for(pilot, lambda: app.pane.permission.has_focus_within, what="the prompt focused")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: last_outcome(app, sid) == "completed", what="the tool to run")
+        await wait_for(pilot, lambda: any("notes.txt" in r and "written" in r for r in replies(app, sid)))
+        assert app.pane.input.has_focus
+        await wait_for(pilot, lambda: not app.pane.permission.display)
+
+
+async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_j(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        sid = app.manager.add_session("demo")
+        app.select("s1")
+        await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE)
+        await app.manager.send(sid, "hi")
+        await wait_for(pilot, lambda: sid in app.attention.unread, what="unread mark")
+        row = app.query_one(f"#row-{sid}", SessionRow)
+        await wait_for(pilot, lambda: row.has_class("-unread"))
+        assert sum("finished" in n for n in notifications(app)) == 1
+        await pilot.press("ctrl+j")
+        await wait_for(pilot, lambda: app.selected == sid and not row.has_class("-unread"))
+        await pilot.press("ctrl+j")
+        await wait_for(pilot, lambda: any("No other session" in n for n in notifications(app)))
+        assert app.selected == sid
+
+
+async def test_reject_permission_by_click(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "write a file")
+        await wait_for(pilot, lambda: len(app.pane.permission.buttons) == 3, what="three options")
+        labels = [str(b.label) for b in app.pane.permission.buttons]
+        assert labels == ["Allow once [y]", "Allow always [a]", "Reject [n]"]
+        reject = next(b for b in app.pane.permission.buttons if b.option_id == "reject_once")
+        await pilot.click(reject)
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
+        await wait_for(pilot, lambda: any("did not write" in r for r in replies(app, "s1")))
+
+
+async def test_sending_while_busy_says_queued(tmp_path: Path) -> None:
+    app = demo_app(tmp_path, speed=4)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "!slow")
+        await wait_for(pilot, lambda: app.manager.view("s1").status.busy)
+        await send(pilot, "next one")
+        await wait_for(pilot, lambda: any("Queued" in n for n in notifications(app)), what="the queued toast")
+        await pilot.press("ctrl+x")
+        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
+
+
+async def test_prompt_history_up_down(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "hi")
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
+        await send(pilot, "!help")
+        await wait_for(pilot, lambda: app.manager.view("s1").turns == 2)
+        await pilot.press(*"dra")
+        await pilot.press("up")
+        assert app.pane.input.value == "!help"
+        await pilot.press("up", "up")
+        assert app.pane.input.value == "hi"
+        await pilot.press("down", "down")
+        assert app.pane.input.value == "dra"
+
+
+async def test_bad_theme_file_is_one_notification_not_a_crash(tmp_path: Path) -> None:
+    themes = tmp_path / "themes"
+    themes.mkdir()
+    (themes / "broken.toml").write_text("name = 'broken'\nprimary = 'not-a-colour'\n", encoding="utf-8")
+    (themes / "garbage.toml").write_text("this is [not toml", encoding="utf-8")
+    from polypilot_tui.ui.theming import BUNDLED_DIR
+    app = demo_app(tmp_path / "state", theme_dirs=[BUNDLED_DIR, themes])
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        shown = [n for n in notifications(app) if "Theme file" in n]
+        assert len(shown) == 1
+        assert "broken.toml" in shown[0] and "garbage.toml" in shown[0]
+        assert app.theme == "polypilot-night"
+
+
+async def test_unknown_theme_falls_back_with_a_notice(tmp_path: Path) -> None:
+    app = demo_app(tmp_path, theme="no-such-theme")
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        assert app.theme == "polypilot-night"
+        assert any("no-such-theme" in n for n in notifications(app))
+
+
+async def test_agent_markup_and_escape_sequences_are_shown_literally(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        evil = "[bold red]boom[/] \x1b[2J\x1b]0;pwned\x07ok"
+        sid = app.manager.add_session("demo", name="[b]nasty[/b]")
+        await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE)
+        app.select(sid)
+        await app.manager.send(sid, evil)
+        await wait_for(pilot, lambda: last_outcome(app, sid) == "completed")
+        await wait_for(pilot, lambda: replies(app, sid))
+        user = [str(w.render()) for w in app.pane.log_for(sid).query(UserMessage)]
+        assert user == ["[bold red]boom[/] ok"]
+        assert "[bold red]boom[/]" in replies(app, sid)[0] and "\x1b" not in replies(app, sid)[0]
+        row = app.query_one(f"#row-{sid}", SessionRow)
+        assert "[b]nasty[/b]" in [str(s.render()) for s in row.query(Static)]
+        text = app.pane.log_for(sid).query(AssistantMessage).first()
+        rendered = " ".join(str(block.render()) for block in text.query("MarkdownParagraph"))
+        assert "[bold red]boom[/]" in rendered
+
+
+async def test_keymap_file_remaps_a_binding(tmp_path: Path) -> None:
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('stop = "ctrl+t"\n', encoding="utf-8")
+    app = demo_app(tmp_path, speed=4, keymap_file=keymap)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "!slow")
+        await wait_for(pilot, lambda: app.manager.view("s1").status.busy)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
+
+
+async def test_sidebar_keys_stop_and_reconnect(tmp_path: Path) -> None:
+    app = demo_app(tmp_path, speed=4)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "!slow")
+        await wait_for(pilot, lambda: app.manager.view("s1").status.busy)
+        app.sidebar.list_view.focus()
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: any("reconnected" in i.text for i in app.manager.history("s1")))
+
+
+async def test_command_palette_lists_the_session_actions(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for wanted in ("New session", "Stop session", "Reconnect session", "Jump to attention"):
+            assert wanted in titles
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "CommandPalette")
+        await pilot.press(*"new session")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the picker via palette")
