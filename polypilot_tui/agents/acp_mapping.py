@@ -264,7 +264,13 @@ class UpdateMapper:
             return  # late updates after a cancel or completion (spec: accept, ignore)
         state = self.tools.setdefault(call_id, {"toolCallId": call_id})
         self._merge(state, update)
+        # Named after its first announcement: later titles are often a description.
+        self._names.setdefault(call_id, self._tool_name(update) if update.get("title") or update.get("kind")
+                               else self._tool_name(state))
         if call_id not in self._started:
+            if (state.get("status") in (None, "pending") and not summarize_input(state.get("rawInput"))
+                    and not state.get("content")):
+                return  # announced before its input (opencode): start it once we know what it runs
             self._start(call_id, state)
         status = state.get("status")
         if status in _FINAL_STATUSES:
@@ -294,7 +300,7 @@ class UpdateMapper:
 
     def _start(self, call_id: str, state: dict[str, Any]) -> None:
         self._started.add(call_id)
-        name = self._names[call_id] = self._tool_name(state)
+        name = self._names.setdefault(call_id, self._tool_name(state))
         self._flush_user()
         self._flush_thought()
         self._flush_message(tool_requests=[{"toolCallId": call_id, "name": name}])

@@ -32,9 +32,10 @@ def test_partial_tool_updates_merge_by_id() -> None:
     m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "title": "List files"})
     m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
               "rawOutput": {"output": "a\nb\n", "exit": 0}})
-    assert types(ev) == ["tool.execution_start", "tool.execution_progress", "tool.execution_complete"]
-    assert ev[1].data == {"toolCallId": "t1", "progressMessage": "ls -la", "arguments": {"command": "ls -la"}}
-    done = ev[2].data
+    # A pending call without input is held back until its input is known.
+    assert types(ev) == ["tool.execution_start", "tool.execution_complete"]
+    assert ev[0].get("detail") == "ls -la" and ev[0].get("arguments") == {"command": "ls -la"}
+    done = ev[1].data
     assert done["toolName"] == "bash" and done["success"] is True and done["result"] == {"content": "a\nb\n"}
     assert m.tools["t1"]["title"] == "List files" and m.open_tools() == []
 
@@ -51,7 +52,8 @@ def test_failed_tool_carries_an_error_and_late_updates_are_ignored() -> None:
 def test_text_before_a_tool_is_flushed_with_its_tool_request() -> None:
     m, ev = mapper()
     m.handle(chunk("Let me look. "))
-    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read", "status": "pending"})
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read", "status": "pending",
+              "rawInput": {"path": "/w/a"}})
     message = [e for e in ev if e.type == "assistant.message"][0]
     assert message.get("content") == "Let me look. "
     assert message.get("toolRequests") == [{"toolCallId": "t1", "name": "read"}]
@@ -173,7 +175,16 @@ def test_opencode_fills_the_command_in_after_the_start() -> None:
               "status": "pending", "rawInput": {"cwd": "/ws"}})
     update = {"sessionUpdate": "tool_call_update", "toolCallId": "c2", "status": "in_progress",
               "title": "echo hi", "rawInput": {"command": "echo hi", "description": "Run a shell command"}}
+    assert ev == []  # nothing to show yet: held back until the command is known
     m.handle(update)
-    m.handle(update)  # opencode repeats it after the permission: no second progress row
-    assert ev[0].get("detail") == "" and ev[0].get("toolName") == "bash"
-    assert [(e.type, e.get("progressMessage")) for e in ev[1:]] == [("tool.execution_progress", "echo hi")]
+    m.handle(update)  # opencode repeats it after the permission: no progress row
+    assert len(ev) == 1 and ev[0].get("detail") == "echo hi" and ev[0].get("toolName") == "bash"
+    assert ev[0].get("arguments") == {"command": "echo hi", "description": "Run a shell command"}
+
+
+def test_changed_input_after_the_start_is_progress() -> None:
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "bash", "rawInput": {"command": "ls"}})
+    m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t", "rawInput": {"command": "ls -la"}})
+    assert [(e.type, e.get("progressMessage")) for e in ev] == [("tool.execution_start", None),
+                                                               ("tool.execution_progress", "ls -la")]

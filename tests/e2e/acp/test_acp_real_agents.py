@@ -49,6 +49,8 @@ async def test_tool_call_allowed(make_backend: Make, workspace: Path, agent_name
         idle = await rec.wait_for("session.idle", timeout=60)
         assert idle.get("stopReason") == "end_turn"
         assert (workspace / "out.txt").read_text().strip() == "made"
+        [start] = rec.of("tool.execution_start")
+        assert "out.txt" in start.get("detail"), start.data  # the command, even when it came late
         done = [e for e in rec.of("tool.execution_complete") if e.get("success")]
         assert done, rec.types()
         assert "done:" in rec.text() and "made" in rec.text()
