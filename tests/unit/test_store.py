@@ -1,0 +1,230 @@
+"""Registry and history store (core/store.py): atomic, private, and never a gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.core.session import ChatItem, ItemKind
+from polypilot_tui.core.store import (
+    HISTORY_FILE,
+    REGISTRY_FILE,
+    HistoryDB,
+    Registry,
+    SessionRecord,
+    Store,
+    WriteResult,
+    atomic_write,
+)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def record(sid: str = "s1", **extra: object) -> SessionRecord:
+    return SessionRecord(id=sid, name=f"name-{sid}", agent="demo", **extra)  # type: ignore[arg-type]
+
+
+def items(n: int) -> list[ChatItem]:
+    kinds = [ItemKind.USER, ItemKind.ASSISTANT, ItemKind.TOOL, ItemKind.SYSTEM]
+    out = []
+    for i in range(n):
+        kind = kinds[i % 4]
+        extra = dict(tool_call_id=f"call-{i}", tool_name="bash", tool_status="completed",
+                     tool_detail="ls -1") if kind is ItemKind.TOOL else {}
+        out.append(ChatItem(kind, f"message {i} " + "x" * (i % 50), 1_700_000_000.0 + i,
+                            interrupted=(i % 7 == 0 and kind is ItemKind.ASSISTANT), **extra))
+    return out
+
+
+# ---- files ---------------------------------------------------------------------------
+def test_store_dir_is_0700_and_files_0600(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = Store(state)
+    store.registry.save([record()], 1.0, os.getpid())
+    assert store.history.write([("s1", 0, items(1)[0])]) is WriteResult.OK
+    assert mode(state) == 0o700
+    assert mode(state / REGISTRY_FILE) == 0o600
+    for name in (HISTORY_FILE, f"{HISTORY_FILE}-wal", f"{HISTORY_FILE}-shm"):
+        if (state / name).exists():
+            assert mode(state / name) == 0o600, name
+    store.close()
+
+
+def test_atomic_write_leaves_old_file_when_the_rename_fails(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "f.json"
+    atomic_write(target, b"old")
+
+    def broken(src: str, dst: str) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError):
+        atomic_write(target, b"new" * 1000)
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]  # no temp file left behind
+
+
+def test_atomic_write_fsyncs_before_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
+    atomic_write(tmp_path / "f", b"data")
+    assert calls[:2] == ["fsync", "replace"]
+    assert mode(tmp_path / "f") == 0o600
+
+
+# ---- registry ------------------------------------------------------------------------
+def test_registry_round_trip(tmp_path: Path) -> None:
+    registry = Registry(tmp_path)
+    recs = [record("a", turn_in_flight=True, last_prompt="fix it", last_activity_at=5.0, status="thinking"),
+            record("b", agent_session_id="agent-42", interrupted_prompt="again")]
+    registry.save(recs, 123.0, os.getpid())
+    snap = registry.load()
+    assert snap.sessions == tuple(recs)
+    assert snap.saved_at == 123.0 and snap.writer_pid == os.getpid() and snap.writer_alive()
+    registry.save(recs, 124.0, None)
+    assert not registry.load().writer_alive()
+    assert registry.writes == 2
+
+
+def test_missing_registry_is_empty(tmp_path: Path) -> None:
+    snap = Registry(tmp_path).load()
+    assert snap.sessions == () and snap.problem == ""
+
+
+def test_corrupt_registry_is_moved_aside(tmp_path: Path) -> None:
+    (tmp_path / REGISTRY_FILE).write_text('{"sessions": [')
+    assert Registry(tmp_path).load(repair=False).problem.startswith("corrupt")
+    assert (tmp_path / REGISTRY_FILE).exists()  # status never changes anything
+    snap = Registry(tmp_path).load()
+    assert snap.sessions == () and snap.problem.startswith("corrupt")
+    assert not (tmp_path / REGISTRY_FILE).exists()
+    assert len(list(tmp_path.glob(f"{REGISTRY_FILE}.corrupt-*"))) == 1
+
+
+def test_registry_skips_bad_entries_and_keeps_good_ones(tmp_path: Path) -> None:
+    doc = {"sessions": [{"id": "ok", "name": "n", "agent": "demo", "future_field": 1, "created_at": "bad"},
+                        {"id": "", "name": "n", "agent": "demo"}, "junk", {"id": "ok", "name": "dup", "agent": "x"}]}
+    (tmp_path / REGISTRY_FILE).write_text(json.dumps(doc))
+    snap = Registry(tmp_path).load()
+    assert [r.id for r in snap.sessions] == ["ok"] and snap.sessions[0].created_at == 0.0
+
+
+# ---- history -------------------------------------------------------------------------
+def test_history_round_trip_of_2000_items_is_fast(tmp_path: Path) -> None:
+    db = HistoryDB(tmp_path / HISTORY_FILE)
+    rows = items(2000)
+    start = time.perf_counter()
+    assert db.write([("s1", i, item) for i, item in enumerate(rows)]) is WriteResult.OK
+    written = time.perf_counter() - start
+    db.close()
+    db = HistoryDB(tmp_path / HISTORY_FILE)
+    start = time.perf_counter()
+    loaded = db.load("s1")
+    took = time.perf_counter() - start
+    assert loaded == rows
+    assert took < 0.25, f"loading 2,000 items took {took * 1000:.0f} ms"
+    assert written < 1.0, f"writing 2,000 items took {written * 1000:.0f} ms"
+
+
+def test_rows_are_replaced_by_session_and_index(tmp_path: Path) -> None:
+    db = HistoryDB(tmp_path / HISTORY_FILE)
+    running = ChatItem(ItemKind.TOOL, "", 1.0, "c1", "bash", "running")
+    done = ChatItem(ItemKind.TOOL, "ok", 1.0, "c1", "bash", "completed")
+    db.write([("a", 0, running), ("b", 0, running)])
+    db.write([("a", 0, done)])
+    assert db.load("a") == [done] and db.load("b") == [running]
+    assert db.next_index("a") == 1 and db.next_index("nobody") == 0
+
+
+def test_drafts_and_deletions(tmp_path: Path) -> None:
+    db = HistoryDB(tmp_path / HISTORY_FILE)
+    db.write([("a", 0, items(1)[0])], {"a": ("partial", 2.0), "b": ("other", 3.0)})
+    assert db.load_drafts(["a", "b", "c"]) == {"a": ("partial", 2.0), "b": ("other", 3.0)}
+    db.write([], {"a": None}, deletions=["b"])
+    assert db.load_drafts(["a", "b"]) == {}
+    assert db.load("a") == items(1)
+
+
+def test_gaps_are_renumbered_on_load(tmp_path: Path) -> None:
+    db = HistoryDB(tmp_path / HISTORY_FILE)
+    rows = items(3)
+    db.write([("a", 0, rows[0]), ("a", 5, rows[1]), ("a", 9, rows[2])])
+    assert db.load("a") == rows
+    assert db.next_index("a") == 3  # new rows go after, never over an old one
+
+
+def test_corrupt_database_is_moved_aside_and_replaced(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    path.write_bytes(b"this is not a database" * 100)
+    db = HistoryDB(path)
+    assert db.load("a") == []  # known empty now, not "unknown"
+    assert db.resets == 1
+    assert len(list(tmp_path.glob(f"{HISTORY_FILE}.corrupt-*"))) == 1
+    assert db.write([("a", 0, items(1)[0])]) is WriteResult.OK
+    assert db.load("a") == items(1)
+    assert mode(path) == 0o600
+
+
+def test_write_to_a_corrupted_open_database_resets(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    db = HistoryDB(path)
+    db.write([("a", 0, items(1)[0])])
+    db.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"\0garbage" * 1000)
+    assert db.write([("a", 1, items(2)[1])]) is WriteResult.RESET
+    assert db.write([("a", 0, items(1)[0])]) is WriteResult.OK
+
+
+def test_locked_database_returns_retry_at_once_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    db = HistoryDB(path)
+    db.write([("a", 0, items(1)[0])])
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # a writer elsewhere holds the lock
+    start = time.perf_counter()
+    assert db.write([("a", 1, items(2)[1])]) is WriteResult.RETRY
+    assert time.perf_counter() - start < 0.1  # never waits for the lock
+    assert db.load("a") == items(1)  # WAL: reads still work
+    other.execute("ROLLBACK")
+    other.close()
+    assert db.write([("a", 1, items(2)[1])]) is WriteResult.OK
+    assert db.load("a") == items(2)
+
+
+def test_exclusively_locked_database_reads_none_not_empty(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    first = HistoryDB(path)
+    first.write([("a", 0, items(1)[0])])
+    first.close()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("PRAGMA locking_mode=EXCLUSIVE")
+    other.execute("BEGIN EXCLUSIVE")
+    other.execute("INSERT INTO drafts VALUES ('z', 't', 0)")
+    other.execute("COMMIT")  # exclusive mode keeps the lock after the commit
+    db = HistoryDB(path)
+    start = time.perf_counter()
+    assert db.load("a") is None and db.next_index("a") is None and db.load_drafts(["a"]) is None
+    assert time.perf_counter() - start < 0.2
+    other.close()
+    assert db.load("a") == items(1) and db.next_index("a") == 1
+
+
+def test_unexpected_errors_are_caught(tmp_path: Path) -> None:
+    db = HistoryDB(tmp_path / HISTORY_FILE)
+    bad = ChatItem(ItemKind.USER, object(), 1.0)  # type: ignore[arg-type]
+    assert db.write([("a", 0, bad)]) is WriteResult.DROPPED
+    assert db.resets == 0 and not list(tmp_path.glob("*.corrupt-*"))  # a bug never costs the file
+    assert db.write([("a", 0, items(1)[0])]) is WriteResult.OK
