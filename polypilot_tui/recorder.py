@@ -1,0 +1,287 @@
+"""Recordings: every session's raw agent event stream as a trace ``polypilot replay`` reads.
+
+One file per session per app run, ``state_dir/recordings/<session-id>-<start>.jsonl`` (0600):
+``{"at": seconds since the recording started, "event": {...}}`` lines, plus ``send``,
+``stop`` and ``reconnect`` lines for what the user did and a ``restore`` line first when the
+session came back from disk. Engine-initiated actions (watchdog aborts, automatic recovery)
+are written as ``#`` comments: a replay re-derives them, so replaying them would double them.
+Secrets are redacted before anything is written; a recording stops at its size cap with a
+marker line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Mapping
+
+from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.core.store import FILE_MODE, ensure_private_dir
+from polypilot_tui.core.trace import dump_entry
+from polypilot_tui.core.turn import Outcome
+
+if TYPE_CHECKING:
+    from polypilot_tui.core.clock import Clock
+    from polypilot_tui.manager import SessionManager
+
+log = logging.getLogger(__name__)
+
+REDACTED = "[redacted]"
+LOST_TURN_REASON = "the agent lost this turn"
+"""Start of the reason the engine gives a turn the agent lost in a restart (manager_connect)."""
+
+# ---- redaction ---------------------------------------------------------------------
+_SECRET_NAMES = frozenset({
+    "authorization", "proxy-authorization", "cookie", "set-cookie", "password", "passwd", "secret",
+    "token", "apikey", "api_key", "api-key", "x-api-key", "access_token", "refresh_token", "id_token",
+    "client_secret", "private_key", "bearer",
+})
+# ENV_VAR style (GITHUB_TOKEN, OPENAI_API_KEY, my-secret) and camelCase (apiKey, accessToken).
+_SECRET_SUFFIX = re.compile(r"(?:[_\-.](?:key|token|secret|password|passwd|credentials?|pat)$)", re.IGNORECASE)
+_SECRET_CAMEL = re.compile(r"[a-z0-9](?:Key|Token|Secret|Password|Credentials?)$")
+_TEXT_PATTERNS = (
+    # KEY=value in shell commands and .env text
+    (re.compile(r"\b([A-Za-z][A-Za-z0-9_]*(?:_KEY|_TOKEN|_SECRET|_PASSWORD|_PASSWD|_PAT))(\s*[=:]\s*)"
+                r"(\"[^\"]*\"|'[^']*'|[^\s\"']+)", re.IGNORECASE), rf"\1\2{REDACTED}"),
+    (re.compile(r"\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s\"',}]+", re.IGNORECASE),
+     rf"\1\2 {REDACTED}"),
+    (re.compile(r"\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), rf"\1{REDACTED}"),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|sk-[A-Za-z0-9_-]{20,}"
+                r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"), REDACTED),
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """A mapping key whose value is a credential (``GITHUB_TOKEN``, ``apiKey``, ``authorization``)."""
+    return key.lower() in _SECRET_NAMES or bool(_SECRET_SUFFIX.search(key) or _SECRET_CAMEL.search(key))
+
+
+def _env_secrets() -> re.Pattern[str] | None:
+    """Values of secret-looking environment variables: never written anywhere, verbatim or not."""
+    values = sorted({v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= 8}, key=len, reverse=True)
+    return re.compile("|".join(re.escape(v) for v in values)) if values else None
+
+
+class Redactor:
+    """Removes credentials from event data, prompts and reasons."""
+
+    def __init__(self) -> None:
+        self._env = _env_secrets()
+
+    def text(self, text: str) -> str:
+        if not text:
+            return text
+        if self._env is not None:
+            text = self._env.sub(REDACTED, text)
+        for pattern, replacement in _TEXT_PATTERNS:
+            text = pattern.sub(replacement, text)
+        return text
+
+    def value(self, value: Any) -> Any:
+        """A redacted copy of JSON-like data (mappings, lists, strings)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
+                        else self.value(v)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(v) for v in value]
+        return value
+
+
+_DEFAULT = Redactor()
+
+
+def redact_text(text: str) -> str:
+    """Module-level convenience (status output, registry reasons)."""
+    return _DEFAULT.text(text)
+
+
+# ---- recordings --------------------------------------------------------------------
+@dataclass
+class _Recording:
+    session_id: str
+    start: float
+    """Clock seconds at which ``at`` is 0."""
+    restore: dict[str, Any] | None = None
+    """The ``restore`` line still to be written first (None when written or not restored)."""
+    hints_known: bool = False
+    path: Path | None = None
+    fh: IO[bytes] | None = None
+    size: int = 0
+    stopped: bool = False
+    comments: list[str] = field(default_factory=list)
+
+
+class Recorder:
+    """Writes one trace per session; attach it to a manager with :meth:`attach`."""
+
+    def __init__(self, directory: Path, clock: Clock, max_bytes: int) -> None:
+        self.directory = Path(directory)
+        self.clock = clock
+        self.max_bytes = max(0, int(max_bytes))
+        self.redactor = Redactor()
+        self._recordings: dict[str, _Recording] = {}
+        self._manager: SessionManager | None = None
+        self._failed = False
+
+    def attach(self, manager: SessionManager) -> None:
+        """Tap the manager's events, actions and changes."""
+        self._manager = manager
+        manager.tap_events(self.on_event)
+        manager.on_action(self.on_action)
+        manager.subscribe(self.on_change)
+
+    def note_restore(self, session_id: str, mid_turn: bool, prompt: str) -> None:
+        """The session comes back from disk: its recording starts with a ``restore`` line."""
+        restore: dict[str, Any] = {"mid_turn": mid_turn}
+        if mid_turn and prompt:
+            restore["prompt"] = self.redactor.text(prompt)
+        self._recordings[session_id] = _Recording(session_id, self.clock.now(), restore)
+
+    def path(self, session_id: str) -> Path | None:
+        """Where this run's recording of a session is (None before its first line)."""
+        rec = self._recordings.get(session_id)
+        return rec.path if rec else None
+
+    # ---- taps ---------------------------------------------------------------------
+    def on_event(self, session_id: str, event: AgentEvent) -> None:
+        self._guard(self._line, session_id, "event",
+                    {"type": event.type, "data": self.redactor.value(dict(event.data))})
+
+    def on_action(self, session_id: str, action: str, details: dict[str, Any]) -> None:
+        self._guard(self._action, session_id, action, details)
+
+    def on_change(self, session_id: str) -> None:
+        self._guard(self._change, session_id)
+
+    def _guard(self, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - a recording must never break a session
+            if not self._failed:
+                self._failed = True
+                log.exception("recording failed; later failures are not logged")
+
+    def _action(self, session_id: str, action: str, details: dict[str, Any]) -> None:
+        prompt = str(details.get("prompt", ""))
+        reason = str(details.get("reason", ""))
+        if action == "send" or (action == "resend" and not self._auto_resend(session_id)):
+            self._line(session_id, "send", self.redactor.text(prompt))
+        elif action == "abort" and reason == "stopped by user":
+            self._line(session_id, "stop", {})
+        elif action == "reconnect" and not details:
+            self._line(session_id, "reconnect", {})
+        else:  # the engine did it; a replay re-derives it
+            note = f"{action}: {reason or prompt}" if (reason or prompt) else action
+            self._comment(session_id, self.redactor.text(" ".join(note.split())))
+
+    def _auto_resend(self, session_id: str) -> bool:
+        """The resend after a permission recovery: the replay's own recovery repeats it."""
+        session = self._session(session_id)
+        last = session.last_outcome if session else None
+        return last is not None and last.outcome is Outcome.RECOVERED
+
+    def _change(self, session_id: str) -> None:
+        rec = self._recordings.get(session_id)
+        if rec is None:
+            return
+        session = self._session(session_id)
+        if session is None:  # closed: its recording is complete
+            self._close(rec)
+            del self._recordings[session_id]
+            return
+        if rec.hints_known or session.connecting or not (session.connected or session.lost):
+            return
+        # First change after the resume connect: what the agent said about the lost turn.
+        # (A "connected" action from the engine would say it directly; see the report.)
+        rec.hints_known = True
+        if rec.restore is not None:
+            last = session.last_outcome
+            rec.restore.update(
+                interrupted_tool=session.interrupted_tool,
+                still_processing=bool(session.turn is not None and session.turn.resumed
+                                      and session.turn.used_tools),
+                lost_turn=bool(session.turn is None and last is not None and last.outcome is Outcome.FAILED
+                               and last.reason.startswith(LOST_TURN_REASON)))
+            if rec.restore.get("mid_turn"):
+                self._ensure_open(rec)  # the resumed turn's clock starts now, not at the first event
+
+    def _session(self, session_id: str) -> Any:
+        manager = self._manager
+        if manager is None:
+            return None
+        try:
+            return manager.session(session_id)
+        except KeyError:
+            return None
+
+    # ---- files --------------------------------------------------------------------
+    def _recording(self, session_id: str) -> _Recording:
+        rec = self._recordings.get(session_id)
+        if rec is None:
+            rec = self._recordings[session_id] = _Recording(session_id, self.clock.now())
+        return rec
+
+    def _ensure_open(self, rec: _Recording) -> bool:
+        if rec.stopped:
+            return False
+        if rec.fh is None:
+            ensure_private_dir(self.directory)
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.wall()))
+            for n in range(100):
+                path = self.directory / f"{rec.session_id}-{stamp}{'' if n == 0 else f'-{n}'}.jsonl"
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, FILE_MODE)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise OSError(f"no free recording name for {rec.session_id}")
+            os.fchmod(fd, FILE_MODE)
+            rec.fh = os.fdopen(fd, "ab", buffering=0)  # one write per line: a kill loses nothing
+            rec.path = path
+            if rec.restore is not None:
+                restore, rec.restore = rec.restore, None
+                self._write(rec, dump_entry(0.0, "restore", restore))
+        return not rec.stopped
+
+    def _line(self, session_id: str, action: str, value: Any) -> None:
+        rec = self._recording(session_id)
+        if self._ensure_open(rec):
+            self._write(rec, dump_entry(max(0.0, self.clock.now() - rec.start), action, value))
+
+    def _comment(self, session_id: str, text: str) -> None:
+        rec = self._recording(session_id)
+        if self._ensure_open(rec):
+            at = max(0.0, self.clock.now() - rec.start)
+            self._write(rec, f"# {at:.3f} {text}")
+
+    def _write(self, rec: _Recording, line: str) -> None:
+        data = (line + "\n").encode("utf-8")
+        if rec.fh is None or rec.stopped:
+            return
+        if rec.size + len(data) > self.max_bytes:
+            rec.fh.write(f"# recording stopped at {rec.size} bytes\n".encode())
+            rec.stopped = True
+            self._close(rec)
+            return
+        rec.fh.write(data)
+        rec.size += len(data)
+
+    def _close(self, rec: _Recording) -> None:
+        fh, rec.fh = rec.fh, None
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError as exc:
+                log.warning("closing a recording failed: %s", exc)
+
+    def close(self) -> None:
+        """Close every file (the app is quitting)."""
+        for rec in self._recordings.values():
+            self._close(rec)
