@@ -1,0 +1,101 @@
+"""``polypilot status [--json]``: the sessions' status from the registry, without the TUI.
+
+It reads ``sessions.json`` only: no agent starts and nothing is written. The rows use the
+names of :class:`~polypilot_tui.core.view.SessionView` (the sidebar's model) so scripts can
+treat both alike; times are epoch seconds here because they outlive the process.
+
+If the app that wrote the registry is no longer running, a session it saved mid-turn is
+not "thinking" any more: it is shown ``disconnected`` with the reason, never as busy.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from polypilot_tui.config import Settings
+from polypilot_tui.core.store import Registry, SessionRecord
+from polypilot_tui.core.text import one_line
+from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.recorder import redact_text
+
+EXIT_OK = 0
+
+NOT_RUNNING = ("the app is not running; the turn in flight resumes or is reported interrupted "
+               "at the next start")
+
+
+def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
+    """One session in the sidebar's terms (a SessionView-compatible subset)."""
+    try:
+        status = SessionStatus(record.status)
+    except ValueError:
+        status = SessionStatus.IDLE
+    reason = record.reason
+    if not app_running and (status.busy or status is SessionStatus.CONNECTING or record.turn_in_flight):
+        status, reason = SessionStatus.DISCONNECTED, NOT_RUNNING
+    elif record.interrupted_prompt and not reason:
+        reason = "a turn was interrupted by a restart; resend it from the dashboard"
+    return {
+        "id": record.id, "name": record.name, "agent": record.agent, "status": status.value,
+        "reason": redact_text(reason), "model": record.model, "cwd": record.cwd, "title": record.title,
+        "agent_session_id": record.agent_session_id, "last_activity_at": record.last_activity_at,
+        "created_at": record.created_at, "busy": status.busy, "needs_user": status.needs_user,
+        "turn_in_flight": record.turn_in_flight and app_running,
+        "interrupted": bool(record.interrupted_prompt) or (record.turn_in_flight and not app_running),
+    }
+
+
+def status_document(settings: Settings) -> dict[str, Any]:
+    """The whole ``--json`` document (prompts are never included: they may hold secrets)."""
+    snapshot = Registry(Path(settings.state_dir)).load(repair=False)
+    running = snapshot.writer_alive()
+    doc: dict[str, Any] = {
+        "state_dir": str(settings.state_dir), "app_running": running, "saved_at": snapshot.saved_at,
+        "sessions": [status_row(r, running) for r in snapshot.sessions],
+    }
+    if snapshot.problem:
+        doc["problem"] = f"sessions.json {snapshot.problem}"
+    return doc
+
+
+def _ago(then: float | None, now: float) -> str:
+    if then is None:
+        return "-"
+    seconds = max(0, int(now - then))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def format_table(doc: dict[str, Any], now: float) -> str:
+    """Human form: one line per session."""
+    sessions = doc["sessions"]
+    head = f"{len(sessions)} session(s) in {doc['state_dir']}"
+    head += "" if doc["app_running"] else " (the app is not running)"
+    if doc.get("problem"):
+        head += f"\nwarning: {doc['problem']}"
+    if not sessions:
+        return head
+    rows = [("ID", "NAME", "AGENT", "STATUS", "LAST ACTIVITY", "MODEL", "REASON")]
+    for s in sessions:
+        rows.append((s["id"], one_line(s["name"], 24), s["agent"], s["status"],
+                     _ago(s["last_activity_at"], now), s["model"] or "-", one_line(s["reason"], 70)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+    return head + "\n" + "\n".join(line.rstrip() for line in lines)
+
+
+def print_status(settings: Settings, json_mode: bool = False, out: TextIO | None = None) -> int:
+    """Print the status model; exit 0 (an empty or missing registry is not an error)."""
+    out = out or sys.stdout
+    doc = status_document(settings)
+    if json_mode:
+        out.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+    else:
+        out.write(format_table(doc, time.time()) + "\n")
+    return EXIT_OK
