@@ -204,7 +204,8 @@ class AcpBackend:
         try:
             conn, proc = await stack.enter_async_context(spawn_agent_process(
                 client, argv[0], *argv[1:], env=agent_environment(self._agent), cwd=self._cwd,
-                transport_kwargs={"stderr": stderr, "shutdown_timeout": SHUTDOWN_GRACE}, observers=[lambda ev: self._observe(gen, ev)],
+                transport_kwargs={"stderr": stderr, "shutdown_timeout": SHUTDOWN_GRACE},
+                observers=[lambda ev: self._observe(gen, ev)],
             ))
         except OSError as exc:
             await stack.aclose()
