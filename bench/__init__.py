@@ -1,0 +1,1 @@
+"""Performance scripts that print figures measured in one run (``python -m bench``)."""

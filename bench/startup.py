@@ -1,0 +1,169 @@
+"""Start-up cost of restoring sessions: time to the first frame, 200 saved sessions vs none.
+
+Both starts run in this one process, alternating, several times; the medians and their
+ratio are printed. The dashboard runs headless (``App.run_test``) with persistence attached
+in ``on_mount`` exactly as the app integration does, and the clock stops at the first frame
+Textual renders. Without a working UI it falls back to ``restore_sessions`` + ``views()``
+and says so.
+
+    python -m bench.startup [--sessions 200] [--items 50] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.core.clock import SystemClock
+from polypilot_tui.core.session import ChatItem, ItemKind
+from polypilot_tui.core.store import SessionRecord, Store
+from polypilot_tui.manager import SessionManager
+from polypilot_tui.persistence import Persistence, attach_persistence, restore_sessions
+
+
+def seed(state: Path, sessions: int, items: int) -> None:
+    """A state dir as a long-running user leaves it: idle sessions with some history each."""
+    store = Store(state)
+    now = time.time()
+    records = [SessionRecord(id=f"s{i:04d}", name=f"session {i}", agent="demo", cwd=f"/work/repo{i % 7}",
+                             agent_session_id=f"demo-{i:012d}", created_at=now - 86400, status="idle",
+                             last_activity_at=now - 60 * i) for i in range(sessions)]
+    store.registry.save(records, now, None)
+    kinds = (ItemKind.USER, ItemKind.ASSISTANT, ItemKind.TOOL, ItemKind.ASSISTANT)
+    rows = [(r.id, j, ChatItem(kinds[j % 4], f"message {j} of {r.id} " + "lorem ipsum " * 20, now - 3600 + j,
+                               tool_call_id=f"c{j}" if kinds[j % 4] is ItemKind.TOOL else None,
+                               tool_name="bash" if kinds[j % 4] is ItemKind.TOOL else "",
+                               tool_status="completed" if kinds[j % 4] is ItemKind.TOOL else ""))
+            for r in records for j in range(items)]
+    store.history.write(rows)
+    store.close()
+
+
+def settings_for(state: Path) -> Settings:
+    return Settings(_env_file=None, state_dir=state, record=False)  # type: ignore[call-arg]
+
+
+async def first_frame_ui(state: Path) -> tuple[float, float, int]:
+    """Seconds from nothing to the dashboard's first frame, and to the first frame that lists
+    every session in the sidebar; and how many sessions it lists."""
+    from polypilot_tui.ui import app as ui_app
+    from polypilot_tui.ui.app import PolypilotApp
+
+    loop = asyncio.get_running_loop()
+    first, listed = loop.create_future(), loop.create_future()
+    css_dir = Path(ui_app.__file__).parent
+
+    class Measured(PolypilotApp):
+        # Textual resolves CSS paths next to the subclass's module: point them back at the app's.
+        CSS_PATH = [str(css_dir / path) for path in PolypilotApp.CSS_PATH]  # type: ignore[union-attr]
+        persistence: Persistence | None = None
+
+        async def on_mount(self) -> None:  # the integration: attach before the first flush
+            self.persistence = attach_persistence(self.manager, self.settings)
+            await super().on_mount()
+
+        def _display(self, screen: Any, renderable: Any) -> None:
+            if renderable is not None:
+                now = time.perf_counter()
+                if not first.done():
+                    first.set_result(now)
+                rows = len(self.sidebar.list_view.children)
+                if not listed.done() and self.manager.ids() and rows >= len(self.manager.ids()):
+                    listed.set_result(now)
+            super()._display(screen, renderable)
+
+    start = time.perf_counter()
+    settings = settings_for(state)
+    catalog = load_agents(None)
+    clock = SystemClock()
+    app = Measured(settings, catalog, SessionManager(settings, catalog, clock), clock,
+                   keymap_file=state / "no-keymap.toml")
+    async with app.run_test(size=(160, 48)) as pilot:
+        shown = await asyncio.wait_for(first, 120)
+        all_rows = await asyncio.wait_for(listed, 120)
+        count = len(app.sidebar.list_view.children)
+        await pilot.pause()
+        if app.persistence is not None:
+            await app.persistence.close()
+    return shown - start, all_rows - start, count
+
+
+async def first_views(state: Path) -> tuple[float, float, int]:
+    """Fallback: restore + one views() snapshot (what the sidebar needs for its first frame)."""
+    start = time.perf_counter()
+    settings = settings_for(state)
+    manager = SessionManager(settings, load_agents(None), SystemClock())
+    store = Store(state)
+    restore_sessions(manager, store)
+    views = manager.views()
+    took = time.perf_counter() - start
+    store.close()
+    return took, took, len(views)
+
+
+def ui_works() -> str:
+    """"" when the headless dashboard can be used, else why not."""
+    try:
+        import polypilot_tui.ui.app  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any failure means: measure without the UI
+        return f"polypilot_tui.ui.app does not import ({exc})"
+    return ""
+
+
+Probe = Callable[[Path], Awaitable[tuple[float, float, int]]]
+
+
+async def measure(probe: Probe, empty: Path, full: Path, repeat: int) -> dict[str, Any]:
+    """Alternate empty and full starts (same process, same warm caches); medians."""
+    await probe(empty)  # warm-up: imports, CSS parsing, SQLite
+    runs: dict[str, list[float]] = {"empty": [], "empty_listed": [], "full": [], "full_listed": []}
+    shown = 0
+    for _ in range(repeat):
+        a, b, _ = await probe(empty)
+        runs["empty"].append(a)
+        runs["empty_listed"].append(b)
+        a, b, shown = await probe(full)
+        runs["full"].append(a)
+        runs["full_listed"].append(b)
+    result: dict[str, Any] = {k: statistics.median(v) for k, v in runs.items()}
+    result["shown"] = shown
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.startup", description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--items", type=int, default=50, help="history rows per saved session")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    why_not = ui_works()
+    probe: Probe = first_views if why_not else first_frame_ui
+    with tempfile.TemporaryDirectory(prefix="polypilot-bench-") as tmp:
+        empty, full = Path(tmp) / "empty", Path(tmp) / "full"
+        seed(full, args.sessions, args.items)
+        Store(empty).close()
+        r = asyncio.run(measure(probe, empty, full, args.repeat))
+        restore = asyncio.run(measure(first_views, empty, full, args.repeat))
+    label = f"{args.sessions} saved sessions x {args.items} rows"
+    print(f"startup, median of {args.repeat} alternating runs in one process")
+    print(f"  restore_sessions + manager.views():   empty {restore['empty'] * 1000:7.1f} ms | "
+          f"{label} {restore['full'] * 1000:7.1f} ms | ratio {restore['full'] / restore['empty']:.1f}x")
+    if why_not:
+        print(f"  (no dashboard measured: {why_not})")
+    else:
+        print(f"  dashboard, first frame:               empty {r['empty'] * 1000:7.1f} ms | "
+              f"{label} {r['full'] * 1000:7.1f} ms | ratio {r['full'] / r['empty']:.2f}x")
+        print(f"  dashboard, every session listed:      empty {r['empty_listed'] * 1000:7.1f} ms | "
+              f"{label} {r['full_listed'] * 1000:7.1f} ms | ratio {r['full_listed'] / r['empty_listed']:.2f}x")
+    return 0 if r["shown"] >= args.sessions else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
