@@ -402,6 +402,8 @@ class SessionManager:
             return
         if only_if_earlier and managed.armed_at is not None and deadline >= managed.armed_at:
             return
+        # Never re-arm in the past: a CONTINUE at a deadline must move time forward.
+        deadline = max(deadline, self.clock.now() + 0.001)
         self._cancel_timer(managed)
         managed.armed_at = deadline
         managed.timer = self.clock.call_at(deadline, lambda: self._on_deadline(session_id, turn))
@@ -470,7 +472,11 @@ class SessionManager:
     # ---- connections ---------------------------------------------------------------
     def _default_factory(self, agent: str, sink: EventSink, workdir: Path) -> AgentBackend:
         from polypilot_tui.agents import create_backend
-        return create_backend(self.catalog.get(agent), sink, self.clock, self.settings, workdir)
+        config = self.catalog.get(agent)
+        managed = self._sessions.get(workdir.name)  # the workdir is named after the session
+        if managed is not None and managed.session.cwd:
+            config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
+        return create_backend(config, sink, self.clock, self.settings, workdir)
 
     def workdir(self, session_id: str) -> Path:
         path = Path(self.settings.state_dir) / "sessions" / session_id

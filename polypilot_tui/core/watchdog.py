@@ -91,6 +91,10 @@ class Decision:
 
 CONTINUE = Decision(Action.CONTINUE, "")
 
+#: Deadlines are sums of floats; a timer set for ``anchor + tier`` must see the tier as
+#: elapsed when it fires, whatever the rounding.
+EPSILON = 1e-6
+
 
 def seconds_text(seconds: float) -> str:
     """'121 s' / '10 min' style durations for reasons."""
@@ -151,7 +155,7 @@ def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = 
         return CONTINUE
     last = turn.last_event_type or "none"
     busy_for = now - turn.started_at - turn.waited_for_user
-    if cfg.max_turn > 0 and busy_for >= cfg.max_turn:
+    if cfg.max_turn > 0 and busy_for + EPSILON >= cfg.max_turn:
         return Decision(
             Action.KILL,
             f"turn has run for {seconds_text(busy_for)}, past the {seconds_text(cfg.max_turn)} cap",
@@ -159,7 +163,7 @@ def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = 
         )
     if turn.turn_end_at is not None and not turn.active_tools:
         delay = fallback_delay(turn, cfg)
-        if now >= max(turn.turn_end_at, turn.fallback_anchor) + delay:
+        if now + EPSILON >= max(turn.turn_end_at, turn.fallback_anchor) + delay:
             if probes and probes.log_last_type == EventType.TOOL_START and probes.agent_alive:
                 return Decision(Action.RESET, "agent log ends in a tool start; waiting for it", "fallback")
             return Decision(
@@ -168,15 +172,14 @@ def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = 
                 "fallback",
             )
     if turn.final_message_at is not None and not turn.active_tools:
-        if now - turn.last_event_at >= cfg.post_completion_idle:
+        if now + EPSILON >= turn.last_event_at + cfg.post_completion_idle:
             return Decision(
                 Action.COMPLETE,
                 f"reply complete and no tool pending; no events for {seconds_text(now - turn.last_event_at)}",
                 "post-completion",
             )
     tier = select_tier(turn, cfg, probes, now)
-    elapsed = now - turn.watchdog_anchor
-    if elapsed < tier.seconds:
+    if now + EPSILON < turn.watchdog_anchor + tier.seconds:
         return CONTINUE
     silent = now - turn.last_event_at
     return _timed_out(turn, now, cfg, probes, tier, silent, last)
