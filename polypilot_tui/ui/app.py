@@ -9,6 +9,7 @@ nothing but the "ago" labels, which read the injected clock (never the wall time
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -68,6 +69,7 @@ class PolypilotApp(App[int]):
         self._views: dict[str, SessionView] = {}
         self._dirty: set[str] = set()
         self._flush_scheduled = False
+        self._flush_lock = asyncio.Lock()
         self._binding_state: tuple[object, ...] = ()
         self._unsubscribe = lambda: None
         self.sidebar = SessionSidebar(id="sidebar")
@@ -141,7 +143,11 @@ class PolypilotApp(App[int]):
         self._schedule_flush()
 
     async def flush(self) -> None:
-        """Redraw what changed since the last flush."""
+        """Redraw what changed since the last flush (one flush at a time)."""
+        async with self._flush_lock:
+            await self._flush()
+
+    async def _flush(self) -> None:
         self._flush_scheduled = False
         dirty, self._dirty = self._dirty, set()
         views = self.manager.views()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+
+from rich.console import Console
 
 from textual.widgets import Static
 
@@ -245,9 +248,10 @@ async def test_agent_markup_and_escape_sequences_are_shown_literally(tmp_path: P
         assert "[bold red]boom[/]" in replies(app, sid)[0] and "\x1b" not in replies(app, sid)[0]
         row = app.query_one(f"#row-{sid}", SessionRow)
         assert "[b]nasty[/b]" in [str(s.render()) for s in row.query(Static)]
-        text = app.pane.log_for(sid).query(AssistantMessage).first()
-        rendered = " ".join(str(block.render()) for block in text.query("MarkdownParagraph"))
-        assert "[bold red]boom[/]" in rendered
+        console = Console(width=100, record=True, file=io.StringIO())
+        console.print(app.pane.log_for(sid).query(AssistantMessage).first().render())
+        rendered = console.export_text()
+        assert "[bold red]boom[/]" in rendered and "\x1b" not in rendered
 
 
 async def test_keymap_file_remaps_a_binding(tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ class ChatLog(VerticalScroll):
             self._stream.add_class("-streaming")
             await self.mount(self._stream)
         elif text and self._stream is not None:
-            await self._stream.stream(text)
+            self._stream.stream(text)
         elif not text and self._stream is not None:
             stream, self._stream = self._stream, None
             await stream.remove()

@@ -39,6 +39,7 @@ class ChatPane(Vertical):
         self.session_id: str | None = None
         """The session on screen."""
         self._drafts: dict[str, str] = {}
+        self._logs: dict[str, ChatLog] = {}
 
     def compose(self) -> ComposeResult:
         yield self.header
@@ -51,8 +52,7 @@ class ChatPane(Vertical):
 
     def log_for(self, session_id: str) -> ChatLog | None:
         """The mounted log of a session, if it was ever shown."""
-        found = self.logs.query(f"#{log_id(session_id)}")
-        return found.first(ChatLog) if found else None
+        return self._logs.get(session_id)
 
     async def show(self, view: SessionView | None, history: Sequence[ChatItem], streaming: str,
                    now: float) -> None:
@@ -67,7 +67,7 @@ class ChatPane(Vertical):
             return
         log = self.log_for(view.id)
         if log is None:
-            log = ChatLog(id=log_id(view.id))
+            log = self._logs[view.id] = ChatLog(id=log_id(view.id))
             await self.logs.add_content(log)
         await self._switch(view.id)
         self.header.show(view)
@@ -87,7 +87,7 @@ class ChatPane(Vertical):
     async def forget(self, session_id: str) -> None:
         """A session was closed: drop its log and draft."""
         self._drafts.pop(session_id, None)
-        log = self.log_for(session_id)
+        log = self._logs.pop(session_id, None)
         if log is not None:
             await log.remove()
         if self.session_id == session_id:

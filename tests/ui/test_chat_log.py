@@ -1,0 +1,108 @@
+"""The chat log on virtual time: big histories open fast, streams become rows, rows update in place."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from polypilot_tui.core.events import EventType
+from polypilot_tui.core.session import ItemKind
+from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
+from polypilot_tui.ui.widgets.chat_log import PAGE
+from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
+from tests.snapshots.fakes import Driver, build_app
+
+
+def fill(session, count: int) -> None:
+    for i in range(count // 4):
+        session.add_item(ItemKind.USER, f"prompt {i}", 0.0)
+        session.add_item(ItemKind.ASSISTANT, f"Reply {i} with **bold** and `code`\n\n- a\n- b", 0.0)
+        session.add_item(ItemKind.TOOL, "line 1\nline 2", 0.0, tool_call_id=f"c{i}", tool_name="bash",
+                         tool_status="completed", tool_detail="ls")
+        session.add_item(ItemKind.SYSTEM, f"note {i}", 0.0)
+
+
+async def test_opening_a_session_with_2000_messages_mounts_one_page(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        sid = await d.add("big")
+        fill(app.manager.session(sid), 2000)
+        await d.settle()
+        started = time.perf_counter()
+        app.select(sid)
+        await app.flush()
+        await pilot.pause()
+        elapsed = time.perf_counter() - started
+        log = app.pane.log_for(sid)
+        assert log is not None and log.mounted_rows == PAGE
+        assert elapsed < 3.0, f"opening took {elapsed:.2f} s"
+        earlier = log.query_one("#show-earlier")
+        assert earlier.display and "1,940 not shown" in str(earlier.label)
+        log.scroll_home(animate=False)
+        await pilot.pause()
+        await pilot.click(earlier)
+        await pilot.pause()
+        assert log.mounted_rows == 2 * PAGE
+        # New rows still go to the end, after a page was loaded above.
+        await app.manager.send(sid, "one more")
+        await d.settle()
+        assert log.mounted_rows == 2 * PAGE + 1
+        assert list(log.children)[-1].__class__.__name__ == "UserMessage"
+
+
+async def test_streamed_reply_becomes_the_history_row(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.send("s1", "hello")
+        d.turn_start("s1")
+        d.stream("s1", "Hello **wor")
+        await d.settle()
+        log = app.pane.log_for("s1")
+        streaming = log.query(AssistantMessage).last()
+        assert streaming.has_class("-streaming") and streaming.text == "Hello **wor"
+        d.stream("s1", "ld**")
+        await d.settle()
+        assert log.query(AssistantMessage).last() is streaming and streaming.text == "Hello **world**"
+        d.tool("s1", "bash", "ls", output=None)  # the engine flushes the text before the tool row
+        await d.settle()
+        assert log.query(AssistantMessage).last() is streaming and not streaming.has_class("-streaming")
+        assert len(log.query(AssistantMessage)) == 1
+        assert isinstance(list(log.children)[-1], ToolCallRow)
+
+
+async def test_tool_row_updates_in_place(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.send("s1", "build")
+        d.turn_start("s1")
+        call = d.tool("s1", "bash", "make", output=None)
+        await d.settle()
+        row = app.pane.log_for("s1").query_one(ToolCallRow)
+        assert row.has_class("-running")
+        d.emit("s1", EventType.TOOL_COMPLETE, toolCallId=call, toolName="bash", success=True,
+               result={"content": "built 3 targets"})
+        await d.settle()
+        assert app.pane.log_for("s1").query_one(ToolCallRow) is row
+        assert row.has_class("-completed") and "built 3 targets" in str(row.render())
+
+
+async def test_stop_marks_the_streamed_reply_interrupted(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.send("s1", "essay")
+        d.turn_start("s1")
+        d.stream("s1", "Once upon a time")
+        await d.settle()
+        await app.manager.stop("s1")
+        await d.settle()
+        message = app.pane.log_for("s1").query(AssistantMessage).last()
+        assert message.interrupted and message.has_class("-interrupted")
+        assert app.pane.log_for("s1").streaming == ""

@@ -1,0 +1,64 @@
+"""Status words are pure functions of (view, now)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from polypilot_tui.core.view import SessionStatus as S
+from polypilot_tui.core.view import SessionView
+from polypilot_tui.ui.formatting import (STATUS_ICONS, STATUS_LABELS, chat_status, compact_duration,
+                                         precise_duration, safe_text, sidebar_status)
+
+BASE = SessionView(id="s1", name="demo-1", agent="demo", status=S.IDLE, reason="", revision=1)
+
+
+def busy(status: S = S.WORKING, started: float = 0.0, last: float = 0.0, tools: int = 0, **kw) -> SessionView:
+    return replace(BASE, status=status, turn_started_at=started, last_activity_at=last, tool_calls=tools, **kw)
+
+
+@pytest.mark.parametrize(("seconds", "compact", "precise"), [
+    (0, "0s", "0s"), (45.9, "45s", "45s"), (125, "2m", "2m 5s"), (3 * 3600 + 120, "3h", "3h 2m"),
+    (2 * 86400, "2d", "48h 0m"), (-3, "0s", "0s"),
+])
+def test_durations(seconds: float, compact: str, precise: str) -> None:
+    assert compact_duration(seconds) == compact
+    assert precise_duration(seconds) == precise
+
+
+def test_every_status_has_one_cell_icon_and_a_label() -> None:
+    assert set(STATUS_ICONS) == set(S) == set(STATUS_LABELS)
+    assert all(len(icon) == 1 for icon in STATUS_ICONS.values())
+
+
+def test_sidebar_polypilot_style() -> None:
+    assert sidebar_status(busy(S.SENDING), 1) == "Sending…"
+    assert sidebar_status(busy(S.THINKING, last=9), 10) == "Thinking… · 10s"
+    assert sidebar_status(busy(tools=8, last=75), 120) == "2m · 8 tools · 45s ago"
+    assert sidebar_status(busy(tools=1, last=100), 120) == "2m · 1 tool"  # activity under 30 s: no "ago"
+    assert sidebar_status(busy(S.AWAITING_PERMISSION, last=0), 40) == "Needs permission · 40s ago"
+
+
+def test_sidebar_idle_and_ended() -> None:
+    assert sidebar_status(BASE, 0) == "Ready"
+    assert sidebar_status(replace(BASE, turns=2, last_activity_at=0), 59) == "Idle"
+    assert sidebar_status(replace(BASE, turns=2, last_activity_at=0), 180) == "Idle · 3m ago"
+    stuck = replace(BASE, status=S.STUCK, reason="no events for 121 s", last_activity_at=0)
+    assert sidebar_status(stuck, 10) == "Stuck · no events for 121 s"
+
+
+def test_chat_status_line() -> None:
+    view = busy(tools=8, last=80)
+    assert chat_status(view, 125) == "Working · 2m 5s · 8 tool calls… (last activity 45s ago)"
+    assert chat_status(busy(S.THINKING, last=2), 3) == "Thinking…"  # elapsed shown from 5 s
+    assert chat_status(busy(reason="tool bash still running"), 2).endswith("— tool bash still running")
+    assert chat_status(replace(BASE, status=S.STOPPED, reason="stopped by user"), 0) == "Stopped — stopped by user"
+    assert "reconnects" in chat_status(replace(BASE, status=S.DISCONNECTED, reason="agent exited"), 0)
+    assert chat_status(replace(BASE, turns=3, last_activity_at=0), 10) == "Idle · 3 turns"
+
+
+def test_safe_text_strips_control_and_bounds_lines() -> None:
+    assert safe_text("a\x1b[31mb\x07c") == "abc"
+    long = safe_text("x" * 5000)
+    assert len(long) < 4100 and "more characters" in long
