@@ -1,1 +1,1 @@
-"""Performance scripts that print figures measured in one run (``python -m bench``)."""
+"""Performance benchmarks: each module prints its figures and a ratio measured in one run."""

@@ -1,4 +1,4 @@
-"""Run every bench module (each has ``main(argv) -> int``); exit non-zero if any failed."""
+"""`make bench`: run every benchmark module in bench/ (or those named on the command line)."""
 
 from __future__ import annotations
 
@@ -6,29 +6,27 @@ import importlib
 import pkgutil
 import sys
 import time
+from pathlib import Path
 
-import bench
 
-
-def main() -> int:
-    failed = []
-    for info in sorted(pkgutil.iter_modules(bench.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
+def main(argv: list[str]) -> int:
+    here = Path(__file__).parent
+    names = argv or sorted(m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_"))
+    failed = 0
+    for name in names:
+        module = importlib.import_module(f"bench.{name}")
+        if not hasattr(module, "main"):
             continue
-        print(f"== bench.{info.name}", flush=True)
-        start = time.perf_counter()
+        print(f"\n=== bench/{name}.py ===", flush=True)
+        started = time.perf_counter()
         try:
-            code = importlib.import_module(f"bench.{info.name}").main([])
-        except Exception as exc:  # noqa: BLE001 - report and run the others
-            print(f"bench.{info.name} crashed: {exc!r}", file=sys.stderr)
-            code = 1
-        print(f"== bench.{info.name}: exit {code} in {time.perf_counter() - start:.1f} s\n", flush=True)
-        if code:
-            failed.append(info.name)
-    if failed:
-        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+            module.main()
+        except Exception as exc:  # noqa: BLE001 - report and go on with the others
+            failed += 1
+            print(f"FAILED: {type(exc).__name__}: {exc}", flush=True)
+        print(f"({time.perf_counter() - started:.1f} s)", flush=True)
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main(sys.argv[1:]))

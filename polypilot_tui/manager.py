@@ -37,8 +37,9 @@ ActionListener = Callable[[str, str, dict[str, Any]], None]
 SEND_TIMEOUT = 60.0
 
 #: Events after which a watchdog deadline may move EARLIER than the armed timer.
-_SHORTENING = frozenset({EventType.TURN_END, EventType.MESSAGE, EventType.TOOL_COMPLETE,
-                         EventType.PERMISSION_COMPLETED, EventType.TURN_START})
+_SHORTENING = frozenset(str(t) for t in (EventType.TURN_END, EventType.MESSAGE, EventType.TOOL_COMPLETE,
+                                          EventType.PERMISSION_COMPLETED, EventType.TURN_START))
+_NONE = Signal.NONE
 
 
 @dataclass
@@ -325,20 +326,26 @@ class SessionManager:
         return sink
 
     def apply(self, session_id: str, event: AgentEvent) -> None:
-        """Fold one agent event into a session and act on what it signals."""
+        """Fold one agent event into a session and act on what it signals (the hot path)."""
         for tap in self._event_taps:
             tap(session_id, event)
-        managed = self._get(session_id)
+        managed = self._sessions.get(session_id)
+        if managed is None:
+            return
         session = managed.session
         before = session.revision
-        signal = session.apply_event(event, self.clock.now(), self.clock.wall())
-        if signal is Signal.NONE:
-            if session.turn is not None and event.type in _SHORTENING:
+        signal = session.apply_event(event, self.clock.now(), self.clock)
+        if signal is _NONE:
+            if event.type in _SHORTENING and session.turn is not None:
                 self._schedule(session_id, only_if_earlier=True)
         else:
             self._on_signal(session_id, signal, event)
         if session.revision != before:
-            self._changed(session_id)
+            for listener in self._listeners:
+                try:
+                    listener(session_id)
+                except Exception:  # noqa: BLE001 - a broken listener must not break the engine
+                    log.exception("session listener failed")
 
     def _on_signal(self, session_id: str, signal: Signal, event: AgentEvent) -> None:
         managed = self._get(session_id)

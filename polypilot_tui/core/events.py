@@ -8,9 +8,11 @@ speak one language. Unknown types are kept as they are and ignored safely by the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Mapping
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class EventType(StrEnum):
@@ -50,7 +52,7 @@ class EventType(StrEnum):
 #: Metrics-only events. They never count as progress (PolyPilot #230: a session sat
 #: "Thinking…" for 361 minutes because usage events kept resetting the timer).
 USAGE_EVENT_TYPES: frozenset[str] = frozenset(
-    {EventType.SESSION_USAGE_INFO, EventType.ASSISTANT_USAGE, "session.usage_record"}
+    {EventType.SESSION_USAGE_INFO.value, EventType.ASSISTANT_USAGE.value, "session.usage_record"}
 )
 
 #: Events that only ever exist on disk (events.jsonl), never as live callbacks.
@@ -59,12 +61,15 @@ DISK_ONLY_TYPES: frozenset[str] = frozenset({EventType.SESSION_RESUME, EventType
 KNOWN_TYPES: frozenset[str] = frozenset(t.value for t in EventType)
 
 
-@dataclass(frozen=True)
-class AgentEvent:
-    """One event from an agent, in Copilot SDK naming with camelCase ``data``."""
+class AgentEvent(NamedTuple):
+    """One event from an agent, in Copilot SDK naming with camelCase ``data``.
+
+    A NamedTuple rather than a dataclass: millions of these flow through the manager and
+    tuple construction is the cheapest immutable record Python has.
+    """
 
     type: str
-    data: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = _EMPTY
 
     @property
     def known(self) -> bool:
@@ -82,9 +87,10 @@ class AgentEvent:
 
     def text(self, *keys: str) -> str:
         """The first string field among ``keys`` ("" when none is a string)."""
+        data = self.data
         for key in keys:
-            value = self.data.get(key)
-            if isinstance(value, str):
+            value = data.get(key)
+            if type(value) is str:
                 return value
         return ""
 
@@ -96,11 +102,13 @@ class AgentEvent:
     def from_json(cls, obj: Mapping[str, Any]) -> AgentEvent:
         """Parse the trace / events.jsonl form; raises ValueError on a bad shape."""
         kind = obj.get("type")
-        if not isinstance(kind, str) or not kind:
+        if type(kind) is not str or not kind:
             raise ValueError("event needs a non-empty string 'type'")
-        data = obj.get("data", {})
+        data = obj.get("data")
+        if type(data) is dict:  # the common case straight from json.loads: no copy, no ABC check
+            return cls(kind, data)
         if data is None:
-            data = {}
+            return cls(kind, {})
         if not isinstance(data, Mapping):
             raise ValueError("event 'data' must be an object")
         return cls(kind, dict(data))

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
-from polypilot_tui.core.events import AgentEvent, EventType, tool_result_text
+from polypilot_tui.core.events import USAGE_EVENT_TYPES, AgentEvent, EventType, tool_result_text
 from polypilot_tui.core.permissions import DenialWindow
 from polypilot_tui.core.text import one_line, strip_control
 from polypilot_tui.core.turn import Outcome, PermissionPrompt, Phase, ToolCall, Turn
+
+class WallClock(Protocol):
+    """What event handling needs of the clock: wall time for history rows."""
+
+    def wall(self) -> float: ...
+
 
 #: Tools that only carry bookkeeping; they count as tool use but get no row (PolyPilot).
 QUIET_TOOLS = frozenset({"report_intent", "skill", "store_memory"})
@@ -192,37 +198,45 @@ class Session:
         return self.turns[-1] if self.turns else None
 
     # ---- events --------------------------------------------------------------------
-    def apply_event(self, event: AgentEvent, now: float, wall: float) -> Signal:
-        """Fold one agent event into the session; returns what the manager must do."""
+    def apply_event(self, event: AgentEvent, now: float, clock: WallClock) -> Signal:
+        """Fold one agent event into the session; returns what the manager must do.
+
+        This is the hot path (every streamed token passes here): dispatch by table, read
+        the wall clock only when a history row is written.
+        """
         kind = event.type
-        if event.is_usage:
-            self._note_usage(event.data)
-            return Signal.NONE  # metrics never count as progress (#230)
+        handler = _HANDLERS.get(kind)
+        if handler is None:  # rare kinds: usage, session-level, unknown
+            if kind in USAGE_EVENT_TYPES:
+                self._note_usage(event.data)
+                return _NONE  # metrics never count as progress (#230)
+            session_handler = _SESSION_HANDLERS.get(kind)
+            if session_handler is not None:
+                self.revision += 1
+                self.last_activity_at = now
+                signal = session_handler(self, event)
+                if signal is not _NONE:
+                    return signal
         self.revision += 1
         self.last_activity_at = now
-        if kind == EventType.CONNECTION_LOST:
-            self.connected = False
-            self.lost = one_line(event.text("reason") or "agent connection lost", 200)
-            return Signal.CONNECTION_LOST
-        if kind == EventType.SESSION_TITLE_CHANGED:
-            self.title = one_line(event.text("title"), 80)
-        elif kind == EventType.SESSION_MODEL_CHANGE:
-            self.model = event.text("newModel") or self.model
-        elif kind == EventType.SESSION_START:
-            self.model = self.model or event.text("selectedModel")
-        elif kind == EventType.PLAN:
-            self._note_plan(event.get("entries"))
         turn = self.turn
         if turn is None:
             if kind == EventType.TURN_START and self._may_rearm(now):
                 turn = self.begin_turn("", now, rearmed=True)
                 turn.phase = Phase.THINKING
                 return Signal.REARMED
-            return Signal.NONE  # late events for a closed turn are ignored
-        tool_related = kind.startswith("tool.")
-        turn.note_event(now, kind, tool_related)
-        handler = _HANDLERS.get(kind)
-        return handler(self, turn, event, now, wall) if handler else Signal.NONE
+            return _NONE  # late events for a closed turn are ignored
+        # Liveness (inlined: this runs for every streamed token).
+        turn.last_event_at = turn.watchdog_anchor = now
+        turn.last_event_type = kind
+        turn.event_count += 1
+        if turn.case_a_resets or turn.case_b_resets or turn.case_b_stale_checks:
+            turn.case_a_resets = turn.case_b_resets = turn.case_b_stale_checks = 0
+        turn.reconnected_send = False
+        turn.events_since_resume = True
+        if turn.resumed:
+            turn.clear_resumed_if_plain(kind.startswith("tool."))
+        return handler(self, turn, event, now, clock) if handler is not None else _NONE
 
     def _may_rearm(self, now: float) -> bool:
         if self.user_aborted or self.closed:
@@ -255,17 +269,20 @@ class Session:
 
 
 # ---- per-event handlers (module functions keep Session small and the table explicit) ---
-def _on_delta(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
-    mid = e.text("messageId")
-    if mid:
+def _on_delta(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
+    data = e.data
+    mid = data.get("messageId")
+    if mid and mid not in t.delta_message_ids:
         t.delta_message_ids.add(mid)
-    text = e.text("deltaContent", "content")
+    text = data.get("deltaContent")
+    if type(text) is not str:
+        text = e.text("content")
     t.response.append(text)
     t.streamed_chars += len(text)
-    return Signal.NONE
+    return _NONE
 
 
-def _on_message(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_message(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     mid = e.text("messageId")
     if not (mid and (mid in t.delta_message_ids or mid in s.seen_message_ids)):
         t.response.append(e.text("content"))  # no deltas streamed for it: the whole reply
@@ -281,14 +298,14 @@ def _on_message(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> 
     return Signal.NONE
 
 
-def _on_reasoning(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_reasoning(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     if e.type == EventType.REASONING and t.reasoning:
         return Signal.NONE  # the full text after deltas repeats them
     t.reasoning.append(e.text("deltaContent", "content"))
     return Signal.NONE
 
 
-def _on_turn_start(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_turn_start(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     t.expect_abort_echo = False  # the agent is working on our prompt now
     t.phase = Phase.THINKING
     t.turn_end_at = None
@@ -297,14 +314,14 @@ def _on_turn_start(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) 
     return Signal.NONE
 
 
-def _on_turn_end(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
-    s.flush(wall)  # a 6 KB review was once lost on restart for want of this (#224)
+def _on_turn_end(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
+    s.flush(clock.wall())  # a 6 KB review was once lost on restart for want of this (#224)
     t.turn_end_at = now
     t.fallback_anchor = now
     return Signal.NONE
 
 
-def _on_tool_start(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_tool_start(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     call_id = e.text("toolCallId") or f"tool-{t.tool_call_count + len(t.tools) + 1}"
     name = e.text("toolName") or "tool"
     t.used_tools = True
@@ -315,8 +332,8 @@ def _on_tool_start(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) 
     detail = _arguments_summary(e.get("arguments"))
     row = -1
     if name not in QUIET_TOOLS:
-        s.flush(wall)  # text before the tool row stays before it
-        row = s.add_item(ItemKind.TOOL, "", wall, tool_call_id=call_id, tool_name=name,
+        s.flush(clock.wall())  # text before the tool row stays before it
+        row = s.add_item(ItemKind.TOOL, "", clock.wall(), tool_call_id=call_id, tool_name=name,
                          tool_status="running", tool_detail=detail)
     call = ToolCall(call_id, name, now, row, detail)
     t.tools[call_id] = call
@@ -324,19 +341,19 @@ def _on_tool_start(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) 
     return Signal.NONE
 
 
-def _on_tool_progress(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_tool_progress(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     call = t.tools.get(e.text("toolCallId"))
     if call is not None:
         s._set_tool_row(call, call.status, e.text("progressMessage", "partialOutput"))
     return Signal.NONE
 
 
-def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     call_id = e.text("toolCallId") or f"tool-{len(t.tools) + 1}"
     call = t.tools.get(call_id)
     if call is None:  # a result for a tool we never saw start: show it anyway
         start = AgentEvent(EventType.TOOL_START, {"toolCallId": call_id, "toolName": e.text("toolName") or "tool"})
-        _on_tool_start(s, t, start, now, wall)
+        _on_tool_start(s, t, start, now, clock)
         call = t.tools[call_id]
     if call.status != "running":
         return Signal.NONE  # duplicated completion
@@ -355,7 +372,7 @@ def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, wall: floa
     return Signal.PERMISSION_TRIPPED if tripped else Signal.NONE
 
 
-def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     request_id = e.text("requestId")
     if not request_id:
         return Signal.NONE
@@ -371,26 +388,52 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, wal
     return Signal.PERMISSION_REQUESTED
 
 
-def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     if t.pending_permissions.pop(e.text("requestId"), None) is not None:
         t.resume_after_user(now)
     return Signal.NONE
 
 
-def _on_intent(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_intent(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     t.intent = one_line(e.text("intent"), 80)
     return Signal.NONE
 
 
-def _on_idle(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_idle(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     if e.get("aborted") and t.expect_abort_echo:
         t.expect_abort_echo = False
         return Signal.NONE
     return Signal.IDLE_ABORTED if e.get("aborted") else Signal.IDLE
 
 
-def _on_error(s: Session, t: Turn, e: AgentEvent, now: float, wall: float) -> Signal:
+def _on_error(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     return Signal.ERROR
+
+
+def _on_connection_lost(s: Session, e: AgentEvent) -> Signal:
+    s.connected = False
+    s.lost = one_line(e.text("reason") or "agent connection lost", 200)
+    return Signal.CONNECTION_LOST
+
+
+def _on_title(s: Session, e: AgentEvent) -> Signal:
+    s.title = one_line(e.text("title"), 80)
+    return Signal.NONE
+
+
+def _on_model_change(s: Session, e: AgentEvent) -> Signal:
+    s.model = e.text("newModel") or s.model
+    return Signal.NONE
+
+
+def _on_session_start(s: Session, e: AgentEvent) -> Signal:
+    s.model = s.model or e.text("selectedModel")
+    return Signal.NONE
+
+
+def _on_plan(s: Session, e: AgentEvent) -> Signal:
+    s._note_plan(e.get("entries"))
+    return Signal.NONE
 
 
 def _arguments_summary(arguments: Any) -> str:
@@ -405,7 +448,15 @@ def _arguments_summary(arguments: Any) -> str:
     return ""
 
 
-_HANDLERS = {
+_SESSION_HANDLERS: dict[str, Callable[[Session, AgentEvent], Signal]] = {
+    EventType.CONNECTION_LOST: _on_connection_lost,
+    EventType.SESSION_TITLE_CHANGED: _on_title,
+    EventType.SESSION_MODEL_CHANGE: _on_model_change,
+    EventType.SESSION_START: _on_session_start,
+    EventType.PLAN: _on_plan,
+}
+
+_HANDLERS: dict[str, Callable[[Session, Turn, AgentEvent, float, WallClock], Signal]] = {
     EventType.MESSAGE_DELTA: _on_delta,
     EventType.MESSAGE: _on_message,
     EventType.REASONING_DELTA: _on_reasoning,
@@ -422,3 +473,8 @@ _HANDLERS = {
     EventType.SESSION_IDLE: _on_idle,
     EventType.SESSION_ERROR: _on_error,
 }
+
+# Exact-str keys: the hot-path lookups compare plain strings, not enum members.
+_SESSION_HANDLERS = {str(k): v for k, v in _SESSION_HANDLERS.items()}
+_HANDLERS = {str(k): v for k, v in _HANDLERS.items()}
+_NONE = Signal.NONE

@@ -114,20 +114,10 @@ class Turn:
     def response_text(self) -> str:
         return "".join(self.response)
 
-    def note_event(self, now: float, event_type: str, tool_related: bool) -> None:
-        """A real event arrived: refresh liveness and reset the watchdog counters."""
-        self.last_event_at = now
-        self.watchdog_anchor = now
-        self.last_event_type = event_type
-        self.event_count += 1
-        self.case_a_resets = 0
-        self.case_b_resets = 0
-        self.case_b_stale_checks = 0
-        self.reconnected_send = False
-        self.events_since_resume = True
-        # A resumed turn whose events flow without tool activity is an ordinary turn again
-        # and gets the ordinary tiers (INV-6: clear early only when no tool is involved).
-        if self.resumed and not tool_related and not self.active_tools and not self.used_tools:
+    def clear_resumed_if_plain(self, tool_related: bool) -> None:
+        """A resumed turn whose events flow without tool activity is an ordinary turn again
+        and gets the ordinary tiers (INV-6: clear early only when no tool is involved)."""
+        if not tool_related and not self.active_tools and not self.used_tools:
             self.resumed = False
 
     def pause_for_user(self, now: float) -> None:

@@ -1,0 +1,100 @@
+"""Core ingest: events/s through the SessionManager vs merely json-decoding the same lines.
+
+1M synthetic events (deltas, tool calls, usage, turn boundaries) across 50 sessions, in the
+trace/events.jsonl line form. The ratio is (decode + manager) / decode, measured in one run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from polypilot_tui.agents.base import ConnectResult
+from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.core.clock import FakeClock
+from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.manager import SessionManager
+
+SESSIONS = 50
+EVENTS = 1_000_000
+
+
+class _Quiet:
+    kind = "bench"
+
+    def __init__(self, sink) -> None:
+        self.sink = sink
+
+    async def connect(self, resume_id):
+        return ConnectResult("agent", "new session")
+
+    async def send(self, prompt): return None
+    async def abort(self): return None
+    async def kill(self): return None
+    async def close(self): return None
+    async def answer_permission(self, request_id, option_id): return None
+    def probe(self): return None
+
+
+def make_lines(count: int) -> list[tuple[int, str]]:
+    """A realistic mix: mostly streamed deltas, with tool calls and usage events."""
+    cycle: list[dict] = [{"type": "assistant.turn_start", "data": {"turnId": "t"}}]
+    cycle += [{"type": "assistant.message_delta", "data": {"messageId": "m", "deltaContent": "token "}}] * 30
+    cycle += [{"type": "session.usage_info", "data": {"currentTokens": 1200, "tokenLimit": 128000}}]
+    cycle += [{"type": "tool.execution_start", "data": {"toolCallId": "c", "toolName": "bash",
+                                                        "arguments": {"command": "ls"}}},
+              {"type": "tool.execution_progress", "data": {"toolCallId": "c", "progressMessage": "running"}},
+              {"type": "tool.execution_complete", "data": {"toolCallId": "c", "success": True,
+                                                           "result": {"content": "a\nb"}}}]
+    cycle += [{"type": "assistant.message_delta", "data": {"messageId": "n", "deltaContent": "more "}}] * 10
+    cycle += [{"type": "assistant.turn_end", "data": {}}]
+    encoded = [json.dumps(e) for e in cycle]
+    lines = []
+    for i in range(count):
+        lines.append((i % SESSIONS, encoded[(i // SESSIONS) % len(encoded)]))
+    return lines
+
+
+async def run() -> None:
+    lines = make_lines(EVENTS)
+    started = time.perf_counter()
+    for _, line in lines:
+        json.loads(line)
+    decode = time.perf_counter() - started
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(_env_file=None, state_dir=Path(tmp), record=False)  # type: ignore[call-arg]
+        manager = SessionManager(settings, AgentCatalog({"b": AgentConfig(name="b", kind="demo")}), FakeClock(),
+                                 backend_factory=lambda a, sink, w: _Quiet(sink))
+        ids = [await manager.create_session("b") for _ in range(SESSIONS)]
+        redraws = 0
+
+        def listener(session_id: str) -> None:
+            nonlocal redraws
+            redraws += 1
+
+        manager.subscribe(listener)
+        for sid in ids:
+            await manager.send(sid, "go")
+        apply = manager.apply
+        started = time.perf_counter()
+        for index, line in lines:
+            apply(ids[index], AgentEvent.from_json(json.loads(line)))
+        full = time.perf_counter() - started
+        await manager.shutdown()
+    print(f"events:               {EVENTS:,} across {SESSIONS} sessions")
+    print(f"json decode only:     {decode:.2f} s  ({EVENTS / decode:,.0f} events/s)")
+    print(f"decode + manager:     {full:.2f} s  ({EVENTS / full:,.0f} events/s)")
+    print(f"listener calls:       {redraws:,}")
+    print(f"ratio (target <= 2x): {full / decode:.2f}x")
+
+
+def main() -> None:
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
