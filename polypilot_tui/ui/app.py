@@ -70,6 +70,8 @@ class PolypilotApp(App[int]):
         self._dirty: set[str] = set()
         self._flush_scheduled = False
         self._flush_lock = asyncio.Lock()
+        self.redraws = 0
+        """Flushes run so far (a burst of engine changes should cost one)."""
         self._binding_state: tuple[object, ...] = ()
         self._unsubscribe = lambda: None
         self.sidebar = SessionSidebar(id="sidebar")
@@ -149,6 +151,7 @@ class PolypilotApp(App[int]):
 
     async def _flush(self) -> None:
         self._flush_scheduled = False
+        self.redraws += 1
         dirty, self._dirty = self._dirty, set()
         views = self.manager.views()
         now = self.clock.now()

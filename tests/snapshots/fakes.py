@@ -160,3 +160,17 @@ class Driver:
         self.emit(sid, EventType.REASONING_DELTA, reasoningId="r", deltaContent="Short answer wanted.")
         self.say(sid, reply)
         self.idle(sid)
+
+
+class WedgedBackend(FakeBackend):
+    """An agent whose abort never returns (Stop must still leave a usable session)."""
+
+    def __init__(self, sink: EventSink) -> None:
+        super().__init__(sink)
+        self.killed = False
+
+    async def abort(self) -> None:
+        await asyncio.get_running_loop().create_future()
+
+    async def kill(self) -> None:
+        self.killed = True

@@ -1,0 +1,146 @@
+"""App behaviour on virtual time: heartbeat, coalescing, alerts, workers, notices, themes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.ui.widgets.session_row import SessionRow
+from tests.snapshots import scenarios
+from tests.snapshots.fakes import Driver, WedgedBackend, build_app
+from tests.ui.helpers import notifications, wait_for
+
+
+def row_status(app: Any, sid: str) -> str:
+    row = app.query_one(f"#row-{sid}", SessionRow)
+    return str(row.query_one(".row-status").render())
+
+
+async def test_heartbeat_refreshes_ago_labels_from_the_injected_clock(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.send("s1", "run tests")
+        d.turn_start("s1")
+        d.tool("s1", "bash", "pytest", output=None)
+        await d.settle()
+        assert row_status(app, "s1") == "0s · 1 tool"
+        await d.clock.advance(45)
+        assert row_status(app, "s1") == "0s · 1 tool"  # nothing redraws by itself
+        app.heartbeat()
+        await d.settle()
+        assert row_status(app, "s1") == "45s · 1 tool · 45s ago"
+        assert "(last activity 45s ago)" in str(app.pane.status.render())
+
+
+async def test_a_burst_of_deltas_is_one_redraw(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.send("s1", "go")
+        d.turn_start("s1")
+        await d.settle()
+        before = app.redraws
+        for i in range(200):
+            d.stream("s1", f"w{i} ")
+        await d.settle()
+        assert app.redraws - before <= 3
+        assert app.pane.log_for("s1").streaming.rstrip().endswith("w199")
+
+
+async def test_bell_and_toast_only_for_sessions_off_screen_and_only_once(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    bells: list[int] = []
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        app.bell = lambda: bells.append(1)  # type: ignore[method-assign]
+        d = Driver(pilot)
+        await d.settle()
+        await d.finished_turn("s1", "hi", "hello")  # on screen: silent
+        await d.settle()
+        assert bells == [] and not notifications(app)
+        sid = await d.add("worker")
+        app.select("s1")
+        await d.send(sid, "write")
+        d.turn_start(sid)
+        call = d.tool(sid, "bash", "touch x", output=None)
+        d.ask_permission(sid, call, "Run shell command: touch x")
+        await d.settle()
+        assert len(bells) == 1 and any("worker needs permission" in n for n in notifications(app))
+        app.heartbeat()
+        await d.settle()
+        assert len(bells) == 1  # the same request never pings twice
+        await app.manager.answer_permission(sid, app.manager.view(sid).pending_permission.request_id, "allow_once")
+        d.say(sid, "done")
+        d.idle(sid)
+        await d.settle()
+        assert len(bells) == 2 and any("worker finished" in n for n in notifications(app))
+        assert app.query_one(f"#row-{sid}", SessionRow).has_class("-unread")
+
+
+async def test_stop_on_a_wedged_agent_runs_in_a_worker_and_leaves_a_usable_session(tmp_path: Path) -> None:
+    wedged: list[WedgedBackend] = []
+
+    def factory(agent: str, sink: Any, workdir: Path) -> WedgedBackend:
+        wedged.append(WedgedBackend(sink))
+        return wedged[-1]
+
+    app = build_app(tmp_path, stop_grace_seconds=0.5)
+    app.manager._factory = factory
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        app.manager.add_session("demo", name="other")
+        await d.send("s1", "long job")
+        d.turn_start("s1")
+        await d.settle()
+        await pilot.press("ctrl+x")
+        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
+        await pilot.press("ctrl+down")  # the UI answers while the abort hangs
+        await wait_for(pilot, lambda: app.selected == "s2")
+        await wait_for(pilot, lambda: wedged[0].killed, what="the kill after the grace period")
+        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.DISCONNECTED)
+        app.select("s1")
+        await d.send("s1", "still there?")
+        assert app.manager.view("s1").status.busy and wedged[-1] is not wedged[0]
+        assert wedged[-1].sent == ["still there?"]
+
+
+async def test_ctrl_y_resends_an_interrupted_prompt(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        sid = await scenarios.interrupted_session(d)
+        app.select(sid)
+        await d.settle()
+        assert app.pane.notice.display
+        await pilot.press("ctrl+y")
+        await wait_for(pilot, lambda: app.manager.view(sid).status.busy, what="the resent turn")
+        await d.settle()
+        assert not app.pane.notice.display
+
+
+async def test_permission_banner_reconnect_button(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    actions: list[str] = []
+    app.manager.on_action(lambda sid, action, details: actions.append(action))
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        sid = await scenarios.denied_session(d)
+        app.select(sid)
+        await d.settle()
+        assert app.pane.banner.display and actions.count("reconnect") == 1  # the automatic recovery
+        await pilot.click("#banner-reconnect")
+        await wait_for(pilot, lambda: actions.count("reconnect") == 2, what="the user's reconnect")
+
+
+async def test_builtin_textual_theme_parses_the_app_css(tmp_path: Path) -> None:
+    app = build_app(tmp_path, theme="textual-light")
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await Driver(pilot).settle()
+        assert app.theme == "textual-light" and not notifications(app)
+        assert app.get_css_variables()["permission-warning"]
