@@ -66,6 +66,11 @@ class _FakeTimer:
 
     def cancel(self) -> None:
         self.cancelled = True
+        self.callback = _noop  # release what the callback holds (turns, sessions) at once
+
+
+def _noop() -> None:
+    return None
 
 
 class FakeClock:

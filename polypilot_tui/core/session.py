@@ -40,7 +40,7 @@ class ItemKind(StrEnum):
     ERROR = "error"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChatItem:
     """One row of chat history. Tool rows are replaced in place as their status changes."""
 
@@ -70,7 +70,7 @@ class Signal(StrEnum):
     REARMED = "rearmed"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TurnRecord:
     """How a finished turn went."""
 
@@ -366,6 +366,8 @@ def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, clock: Wal
     s._set_tool_row(call, "completed" if success else "failed", text)
     if not t.active_tools:
         t.phase = Phase.THINKING
+        if t.turn_end_at is not None:
+            t.fallback_anchor = now  # the TurnEnd fallback waits while tools run; its window starts now
     tripped = s.window.record(success, text)
     if s.window.tripped:
         s.permission_warning = True

@@ -1,0 +1,79 @@
+"""Memory: resident set size of 50 sessions x 2,000 messages held by the manager.
+
+Measured as the RSS growth over a baseline taken in the same process, plus the absolute RSS
+(target: under 250 MB), and the ratio of the per-message cost to the raw text size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import resource
+import tempfile
+from pathlib import Path
+
+from polypilot_tui.agents.base import ConnectResult
+from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.core.clock import FakeClock
+from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.manager import SessionManager
+
+SESSIONS = 50
+MESSAGES = 2_000
+TEXT = "A reply of moderate length, with `code` and some **markdown**, as agents write. " * 3
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * resource.getpagesize() / 1e6
+
+
+class _Quiet:
+    kind = "bench"
+
+    def __init__(self, sink) -> None:
+        self.sink = sink
+
+    async def connect(self, resume_id):
+        return ConnectResult("agent", "new session")
+
+    async def send(self, prompt): return None
+    async def abort(self): return None
+    async def kill(self): return None
+    async def close(self): return None
+    async def answer_permission(self, request_id, option_id): return None
+    def probe(self): return None
+
+
+async def run() -> None:
+    gc.collect()
+    base = rss_mb()
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(_env_file=None, state_dir=Path(tmp), record=False)  # type: ignore[call-arg]
+        manager = SessionManager(settings, AgentCatalog({"b": AgentConfig(name="b", kind="demo")}), FakeClock(),
+                                 backend_factory=lambda a, sink, w: _Quiet(sink))
+        ids = [await manager.create_session("b") for _ in range(SESSIONS)]
+        for sid in ids:
+            for i in range(MESSAGES // 2):  # a user prompt and an assistant reply per turn
+                await manager.send(sid, f"prompt {i}")
+                manager.apply(sid, AgentEvent("assistant.message", {"messageId": f"m{i}", "content": TEXT}))
+                manager.apply(sid, AgentEvent("session.idle", {}))
+        gc.collect()
+        total = rss_mb()
+        messages = sum(len(manager.history(sid)) for sid in ids)
+        raw = sum(len(item.text) for sid in ids for item in manager.history(sid)) / 1e6
+        await manager.shutdown()
+    growth = total - base
+    print(f"sessions x messages:       {SESSIONS} x {MESSAGES} = {messages:,} history rows")
+    print(f"RSS:                       {total:.0f} MB total (target < 250 MB), {growth:.0f} MB for the sessions")
+    print(f"raw text held:             {raw:.1f} MB")
+    print(f"ratio RSS growth / text:   {growth / raw:.2f}x")
+
+
+def main() -> None:
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
