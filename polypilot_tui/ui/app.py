@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Awaitable, Iterable, Sequence
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -169,7 +169,6 @@ class PolypilotApp(App[int]):
         self._views = current
         if self.selected not in current:
             self.selected = views[0].id if views else None
-            dirty.add(self.selected or "")
         if self.selected is not None:
             self.attention.seen(self.selected)
         await self.sidebar.sync(views, now, self.attention.unread, self.selected)
@@ -180,6 +179,8 @@ class PolypilotApp(App[int]):
             await self.pane.show(view, self.manager.history(view.id), self.manager.streaming_text(view.id), now)
         else:
             self.pane.tick(view, now)
+        if self.focused is None and len(self.screen_stack) == 1:
+            self.pane.input.focus()  # e.g. the permission buttons that had focus went away
         needy = sum(1 for v in views if self.attention.wants_user(v))
         self.sub_title = f"{len(views)} session{'' if len(views) == 1 else 's'}" + (f" · {needy} need you" if needy else "")
         state = (self.selected, view.status if view else None, bool(view and view.interrupted_prompt))
@@ -260,10 +261,11 @@ class PolypilotApp(App[int]):
 
         self.push_screen(NewSessionScreen(agents, self.settings.default_agent), picked)
 
-    def _run(self, title: str, coro: object) -> None:
+    def _run(self, title: str, coro: Awaitable[Any]) -> None:
+        """Run an engine call as a worker; a failure becomes a toast, never a crash."""
         async def guarded() -> None:
             try:
-                await coro  # type: ignore[misc]
+                await coro
             except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
                 log.exception("%s failed", title)
                 self.notify(f"{title} failed: {exc}", severity="error", markup=False)

@@ -144,3 +144,34 @@ async def test_builtin_textual_theme_parses_the_app_css(tmp_path: Path) -> None:
         await Driver(pilot).settle()
         assert app.theme == "textual-light" and not notifications(app)
         assert app.get_css_variables()["permission-warning"]
+
+
+async def test_click_a_row_selects_it_and_close_session_removes_it(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        sid = await d.add("second")
+        await d.settle()
+        await pilot.click(f"#row-{sid}")
+        await wait_for(pilot, lambda: app.selected == sid and app.pane.session_id == sid)
+        app.action_close_session()
+        await wait_for(pilot, lambda: sid not in app.manager.ids())
+        await d.settle()
+        assert app.selected == "s1" and not app.query(f"#row-{sid}") and app.pane.log_for(sid) is None
+
+
+async def test_broken_agents_file_falls_back_to_demo_with_one_notice(tmp_path: Path) -> None:
+    from polypilot_tui.config import Settings
+    from polypilot_tui.ui.app import build_catalog
+
+    agents = tmp_path / "agents.toml"
+    agents.write_text("[broken\n", encoding="utf-8")
+    catalog, notes = build_catalog(Settings(_env_file=None, state_dir=tmp_path, agents_file=agents))
+    assert catalog.names() == ["demo"] and len(notes) == 1 and "not valid TOML" in notes[0]
+    app = build_app(tmp_path)
+    app._notes = notes
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await Driver(pilot).settle()
+        assert sum("not valid TOML" in n for n in notifications(app)) == 1
+        assert app.manager.ids() == ["s1"]
