@@ -182,7 +182,8 @@ class PolypilotApp(App[int]):
         if self.focused is None and len(self.screen_stack) == 1:
             self.pane.input.focus()  # e.g. the permission buttons that had focus went away
         needy = sum(1 for v in views if self.attention.wants_user(v))
-        self.sub_title = f"{len(views)} session{'' if len(views) == 1 else 's'}" + (f" · {needy} need you" if needy else "")
+        count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
+        self.sub_title = count + (f" · {needy} need you" if needy else "")
         state = (self.selected, view.status if view else None, bool(view and view.interrupted_prompt))
         if state != self._binding_state:
             self._binding_state = state
