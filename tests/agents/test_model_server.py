@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -165,15 +166,18 @@ def test_request_cap_and_lifetime_stop_the_server() -> None:
     srv = ModelServer(max_requests=1).start()
     httpx.get(f"{srv.base_url}/models")
     assert httpx.get(f"{srv.base_url}/models").status_code == 503
-    deadline = time.monotonic() + 5
-    while not srv.stopped and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert srv.stopped
+    assert wait_until(lambda: srv.stopped)
     srv.stop()
     short = ModelServer(max_seconds=0.2).start()
-    time.sleep(0.6)
-    assert short.stopped
+    assert wait_until(lambda: short.stopped)
     short.stop()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
 
 
 def test_script_helpers() -> None:
