@@ -172,6 +172,10 @@ def is_still_processing(
     return True  # turn_start, tool events, user.message, unknown types: assume work continues
 
 
+_TOOL_LIFECYCLE = frozenset({EventType.PERMISSION_REQUESTED.value, EventType.PERMISSION_COMPLETED.value,
+                             "tool.execution_progress", "tool.execution_partial_result", "tool.shell_output"})
+
+
 def has_interrupted_tool(entries: Sequence[dict[str, Any]]) -> bool:
     """Did the agent die with a tool still running? (``HasInterruptedToolExecution``, #393)
 
@@ -183,7 +187,9 @@ def has_interrupted_tool(entries: Sequence[dict[str, Any]]) -> bool:
     saw_shutdown = False
     only_control = True
     for kind in reversed(_types(entries)[-SCAN_WINDOW:]):
-        if kind == EventType.SESSION_RESUME:
+        if kind == EventType.SESSION_RESUME or kind in _TOOL_LIFECYCLE:
+            # A permission prompt sits between a tool's start and its completion in the
+            # Copilot CLI's log; it is part of the tool run, not a boundary of it.
             continue
         if kind == EventType.SESSION_SHUTDOWN:
             saw_shutdown = True

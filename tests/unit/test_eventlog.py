@@ -562,3 +562,13 @@ def test_property_dropping_a_complete_is_interrupted(run: list[str], pick: int) 
     completes = [i for i, k in enumerate(run) if k == TC]
     drop = completes[pick % len(completes)]
     assert has_interrupted_tool(evs(UM, T0, AM, *(run[:drop] + run[drop + 1:])))
+
+
+def test_permission_events_inside_a_tool_run_do_not_hide_an_interrupted_tool() -> None:
+    """The Copilot CLI logs permission.requested/completed between a tool's start and end."""
+    from polypilot_tui.core.eventlog import has_interrupted_tool
+
+    tail = [{"type": "assistant.turn_start"}, {"type": "tool.execution_start"},
+            {"type": "permission.requested"}, {"type": "permission.completed"}]
+    assert has_interrupted_tool(tail)
+    assert not has_interrupted_tool(tail + [{"type": "tool.execution_complete"}])
