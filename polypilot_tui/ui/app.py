@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, Awaitable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Sequence
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -25,6 +25,7 @@ from polypilot_tui.core.clock import Clock, SystemClock
 from polypilot_tui.core.view import SessionView
 from polypilot_tui.manager import SessionManager
 from polypilot_tui.ui.attention import Alert, Attention
+from polypilot_tui.ui.commands import session_commands
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, DEFAULT_THEME, load_themes, user_themes_dir
@@ -33,7 +34,13 @@ from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
 from polypilot_tui.ui.widgets.prompt_input import PromptInput
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
 
+if TYPE_CHECKING:
+    from polypilot_tui.persistence import Persistence
+
 log = logging.getLogger(__name__)
+
+Attach = Callable[[SessionManager, Settings], "Persistence"]
+"""Restores saved sessions into the manager and keeps them saved (``attach_persistence``)."""
 
 
 class PolypilotApp(App[int]):
@@ -54,7 +61,7 @@ class PolypilotApp(App[int]):
 
     def __init__(self, settings: Settings, catalog: AgentCatalog, manager: SessionManager, clock: Clock, *,
                  notes: Sequence[str] = (), theme_dirs: Sequence[Path] | None = None,
-                 keymap_file: Path | None = None) -> None:
+                 keymap_file: Path | None = None, attach: Attach | None = None) -> None:
         super().__init__()
         self.settings = settings
         self.catalog = catalog
@@ -66,6 +73,9 @@ class PolypilotApp(App[int]):
         self._notes = list(notes)
         self._theme_dirs = list(theme_dirs) if theme_dirs is not None else [BUNDLED_DIR, user_themes_dir()]
         self._keymap_file = keymap_file if keymap_file is not None else keymap_path()
+        self._attach = attach
+        self.persistence: Persistence | None = None
+        """Saves sessions while the app runs (None in tests that do not persist)."""
         self._views: dict[str, SessionView] = {}
         self._dirty: set[str] = set()
         self._flush_scheduled = False
@@ -94,6 +104,7 @@ class PolypilotApp(App[int]):
         for note in self._notes:
             self.notify(note, title="Configuration", severity="warning", timeout=10, markup=False)
         self._unsubscribe = self.manager.subscribe(self._on_session_changed)
+        self._restore()
         if not self.manager.ids():
             agent = self.settings.default_agent
             if agent not in self.catalog.agents:
@@ -107,7 +118,25 @@ class PolypilotApp(App[int]):
 
     async def on_unmount(self) -> None:
         self._unsubscribe()
-        await self.manager.shutdown()
+        try:
+            await self.manager.shutdown()
+        finally:
+            if self.persistence is not None:  # after shutdown: the final state is what is saved
+                await self.persistence.close()
+
+    def _restore(self) -> None:
+        if self._attach is None:
+            return
+        try:
+            self.persistence = self._attach(self.manager, self.settings)
+        except Exception as exc:  # noqa: BLE001 - the dashboard still works, unsaved
+            log.exception("restore failed")
+            self.notify(f"Saved sessions could not be restored, and new ones will not be saved: {exc}",
+                        severity="error", timeout=15, markup=False)
+            return
+        problem = self.persistence.restored.problem
+        if problem:
+            self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
 
     def _load_themes(self) -> None:
         loaded = load_themes(*self._theme_dirs)
@@ -336,18 +365,7 @@ class PolypilotApp(App[int]):
 
     # ---- command palette -----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield SystemCommand("New session", "Start a session on an agent (ctrl+n)", self.action_new_session)
-        yield SystemCommand("Stop session", "Stop the selected session's turn (ctrl+x)", self.action_stop)
-        yield SystemCommand("Reconnect session", "Reconnect the selected session's agent (ctrl+r)",
-                            self.action_reconnect)
-        yield SystemCommand("Next session", "Select the next session (ctrl+down)", self.action_next_session)
-        yield SystemCommand("Previous session", "Select the previous session (ctrl+up)",
-                            self.action_previous_session)
-        yield SystemCommand("Jump to attention", "Go to the next session that needs you (ctrl+j)",
-                            self.action_attention)
-        yield SystemCommand("Resend interrupted prompt", "Resend a prompt lost to a restart (ctrl+y)",
-                            self.action_resend_interrupted)
-        yield SystemCommand("Close session", "Stop and remove the selected session", self.action_close_session)
+        yield from session_commands(self)
         yield from super().get_system_commands(screen)
 
 
@@ -374,6 +392,7 @@ def run_app(settings: Settings) -> int:
     catalog, notes = build_catalog(settings)
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock)
-    app = PolypilotApp(settings, catalog, manager, clock, notes=notes)
+    from polypilot_tui.persistence import attach_persistence
+    app = PolypilotApp(settings, catalog, manager, clock, notes=notes, attach=attach_persistence)
     result = app.run()
     return result if isinstance(result, int) else (app.return_code or 0)

@@ -104,7 +104,7 @@ def sidebar_status(view: SessionView, now: float) -> str:
             parts.append(f"{compact_duration(age)} ago")
         return " · ".join(parts)
     if status is S.IDLE:
-        parts = ["Ready" if not view.turns else "Idle"]
+        parts = ["Idle" if view.turns or view.history_len else "Ready"]
     else:
         parts = [STATUS_LABELS[status]]
         if view.reason and status in (S.STUCK, S.ERROR, S.DISCONNECTED):
@@ -135,9 +135,11 @@ def chat_status(view: SessionView, now: float) -> str:
             text += f" (last activity {compact_duration(age)} ago)"
         return f"{text} — {reason}" if reason else text
     if status is S.IDLE:
-        text = "Ready — type a prompt below" if not view.turns else f"Idle · {plural(view.turns, 'turn')}"
+        if not view.turns and not view.history_len:
+            return "Ready — type a prompt below"
+        text = f"Idle · {plural(view.turns, 'turn')}" if view.turns else "Idle"
         age = _age(view, now)
-        if view.turns and age is not None and age >= IDLE_AGO_FROM:
+        if age is not None and age >= IDLE_AGO_FROM:
             text += f" · last activity {compact_duration(age)} ago"
         return text
     if status is S.DISCONNECTED:

@@ -291,3 +291,26 @@ async def test_command_palette_lists_the_session_actions(tmp_path: Path) -> None
         await pilot.press(*"new session")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the picker via palette")
+
+
+async def test_sessions_survive_a_restart_of_the_app(tmp_path: Path) -> None:
+    from polypilot_tui.persistence import attach_persistence
+
+    app = demo_app(tmp_path, speed=4)
+    app._attach = attach_persistence
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "hello there")
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
+        await send(pilot, "!slow")
+        await wait_for(pilot, lambda: "word1" in app.manager.streaming_text("s1"))
+    # quit mid-turn: the next start brings the history back and offers to resend the prompt
+    again = demo_app(tmp_path, speed=20)
+    again._attach = attach_persistence
+    async with again.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: again.manager.ids() == ["s1"] and again.selected == "s1")
+        await wait_for(pilot, lambda: any("You said: **hello there**" in r for r in replies(again, "s1")))
+        await wait_for(pilot, lambda: again.pane.notice.display, what="the resend offer")
+        await pilot.press("ctrl+y")
+        await wait_for(pilot, lambda: last_outcome(again, "s1") == "completed", timeout=15)
+        assert "word59" in replies(again, "s1")[-1]
