@@ -106,3 +106,22 @@ async def test_stop_marks_the_streamed_reply_interrupted(tmp_path: Path) -> None
         message = app.pane.log_for("s1").query(AssistantMessage).last()
         assert message.interrupted and message.has_class("-interrupted")
         assert app.pane.log_for("s1").streaming == ""
+
+
+async def test_a_replaced_shorter_history_rebuilds_the_log(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.finished_turn("s1", "one", "first reply")
+        await d.settle()
+        session = app.manager.session("s1")
+        del session.history[1:]
+        session.revision += 1
+        app.heartbeat()
+        await d.settle()
+        log = app.pane.log_for("s1")
+        assert log.mounted_rows == 1 and not log.query(AssistantMessage)
+        await d.finished_turn("s1", "two", "second reply")
+        await d.settle()
+        assert [m.text for m in log.query(AssistantMessage)] == ["second reply"]

@@ -78,7 +78,7 @@ class ChatLog(VerticalScroll):
         self.anchor()
 
     async def sync(self, history: Sequence[ChatItem], streaming: str) -> None:
-        """Bring the log up to date with ``history`` and the streaming ``text``."""
+        """Bring the log up to date with ``history`` and the ``streaming`` reply so far."""
         if len(history) < len(self._known):
             await self._reset()
         if not self._known and not self.children:
@@ -108,8 +108,11 @@ class ChatLog(VerticalScroll):
         await self._sync_placeholders()
 
     async def _reset(self) -> None:
+        """History shrank (it was replaced): start over with fresh widgets."""
         await self.remove_children()
         self._known, self._first, self._rows, self._stream = (), 0, {}, None
+        self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
+        self._empty = Static(EMPTY_TEXT, classes="chat-empty", markup=False)
 
     async def _open(self, history: Sequence[ChatItem]) -> None:
         self._first = max(0, len(history) - PAGE)
