@@ -55,6 +55,9 @@ START_TIMEOUT = 60.0
 RPC_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 10.0
 DEFAULT_BYOK_MODEL = "gpt-4.1"
+#: An abort waits this share of the Stop grace for the CLI's ``session.idle``; the rest of
+#: the grace is the manager's, to kill the agent when even that does not come.
+ABORT_SETTLE_SHARE = 0.8
 
 
 class CopilotBackend:
@@ -83,6 +86,11 @@ class CopilotBackend:
         self._completed_prompts: set[str] = set()
         self._lost = False
         self._closing = False
+        self._busy = False
+        """The CLI is in a turn: a prompt went out and its ``session.idle`` has not come."""
+        self._not_busy = asyncio.Event()
+        self._not_busy.set()
+        self._aborting = 0
 
     # -- facts ----------------------------------------------------------------------------
 
@@ -196,7 +204,10 @@ class CopilotBackend:
             return await self._create(f"new session (resume failed: {reason})")
         self._adopt(session)
         pending = await self._surface_pending_permissions()
-        hints = resume_hints(entries, stat.age if stat else None, pending, await is_processing(session))
+        processing = await is_processing(session)
+        if processing:
+            self._set_busy(True)
+        hints = resume_hints(entries, stat.age if stat else None, pending, processing)
         how = "resumed"
         if hints.interrupted_tool:
             # #393: a tool that died with the old CLI must be cut off before the next send.
@@ -247,13 +258,48 @@ class CopilotBackend:
     async def send(self, prompt: str) -> None:
         """Queue a prompt in the session; events follow through the sink."""
         session = self._require_session()
+        if self._aborting:
+            # A Stop is still settling: its session.idle{aborted} must not end this turn.
+            await self._settle(self._abort_settle_seconds())
+        self._set_busy(True)
         await self._call(session.send(prompt), "send")
 
     async def abort(self) -> None:
-        """``session.abort``; then close the tool rows the CLI never completes."""
+        """``session.abort``, then wait until the CLI has ended the turn (``session.idle``).
+
+        The CLI answers the abort RPC at once and sends ``session.idle {aborted}`` a little
+        later. Returning before that idle would let the next prompt's turn be ended by it
+        (found by tests/e2e/test_copilot_manager.py: Stop, then send at once). Raises
+        BackendError when the turn does not end within most of the Stop grace, so the
+        manager kills the agent, as it does when the abort itself hangs.
+        """
         session = self._require_session()
-        await self._call(session.abort(), "abort")
-        self._close_open_tools()
+        self._aborting += 1
+        try:
+            await self._call(session.abort(), "abort")
+            self._close_open_tools()
+            seconds = self._abort_settle_seconds()
+            if not await self._settle(seconds) and not self._lost:
+                if await is_processing(session, timeout=1.0) is not False:
+                    raise BackendError(f"the Copilot CLI did not end the turn within {seconds:.1f} s of the abort")
+                self._set_busy(False)  # it is idle; the echo just never came
+        finally:
+            self._aborting -= 1
+
+    def _abort_settle_seconds(self) -> float:
+        return max(0.5, self._settings.stop_grace_seconds * ABORT_SETTLE_SHARE)
+
+    async def _settle(self, seconds: float) -> bool:
+        """Wait until the CLI is out of its turn (or gone); False on timeout."""
+        try:
+            await asyncio.wait_for(self._not_busy.wait(), seconds)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def _set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        (self._not_busy.clear if busy else self._not_busy.set)()
 
     async def answer_permission(self, request_id: str, option_id: str) -> None:
         """Answer a pending request (also one that survived a restart) by option id."""
@@ -379,6 +425,10 @@ class CopilotBackend:
             self._open_tools[event.text("toolCallId")] = event.text("toolName")
         elif kind == EventType.TOOL_COMPLETE:
             self._open_tools.pop(event.text("toolCallId"), None)
+        elif kind == EventType.SESSION_IDLE:
+            self._set_busy(False)
+        elif kind in (EventType.USER_MESSAGE, EventType.TURN_START):
+            self._set_busy(True)
         self._emit(event)
         if kind == EventType.ABORT:
             self._close_open_tools()
@@ -407,4 +457,5 @@ class CopilotBackend:
         self._lost = True
         log.warning("copilot: session %s lost its CLI: %s", self._session_id or "?", reason)
         self._open_tools.clear()
+        self._set_busy(False)  # nothing will end the turn now; waiters must not wait for it
         self._emit(AgentEvent(EventType.CONNECTION_LOST, {"reason": reason}))

@@ -129,6 +129,72 @@ async def test_abort_event_from_elsewhere_also_closes_open_tools(wired) -> None:
     assert [e.type for e in events][-2:] == ["abort", "tool.execution_complete"]
 
 
+class EchoingSession(FakeSession):
+    """Answers abort at once and sends ``session.idle {aborted}`` ``delay`` s later (as the CLI does)."""
+
+    def __init__(self, backend: CopilotBackend, delay: float | None, processing: bool = True) -> None:
+        super().__init__()
+        self.backend = backend
+        self.delay = delay
+        self.processing = processing
+        self.rpc.metadata = self
+
+    async def abort(self) -> None:
+        await super().abort()
+        if self.delay is not None:
+            asyncio.get_running_loop().call_later(
+                self.delay, self.backend._on_sdk_event, sdk_event("session.idle", {"aborted": True}))
+
+    async def is_processing(self) -> Any:
+        return type("Result", (), {"processing": self.processing})()
+
+
+def echoing(tmp_path: Path, delay: float | None, grace: float = 1.0,
+            processing: bool = True) -> tuple[CopilotBackend, list[AgentEvent], EchoingSession]:
+    events: list[AgentEvent] = []
+    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(stop_grace_seconds=grace), tmp_path)
+    session = EchoingSession(backend, delay, processing)
+    backend._adopt(session)
+    return backend, events, session
+
+
+async def test_abort_returns_after_the_turn_ended(tmp_path: Path) -> None:
+    backend, events, session = echoing(tmp_path, delay=0.2)
+    await backend.send("SLOW")
+    began = time.monotonic()
+    await backend.abort()
+    assert time.monotonic() - began >= 0.15  # the idle echo came before abort returned
+    assert events[-1].type == "session.idle" and events[-1].get("aborted") is True
+
+
+async def test_send_during_an_abort_waits_for_the_echo(tmp_path: Path) -> None:
+    backend, events, session = echoing(tmp_path, delay=0.2)
+    await backend.send("SLOW")
+    stop = asyncio.create_task(backend.abort())
+    await asyncio.sleep(0.05)
+    await backend.send("next")  # the Stop runs in the background; the user typed on
+    assert [e.type for e in events] == ["session.idle"] and session.sent == ["SLOW", "next"]
+    await stop
+
+
+async def test_abort_of_an_idle_session_does_not_wait(tmp_path: Path) -> None:
+    backend, events, session = echoing(tmp_path, delay=None)
+    began = time.monotonic()
+    await backend.abort()
+    assert time.monotonic() - began < 0.1 and session.aborts == 1
+
+
+async def test_abort_without_an_echo_asks_the_cli(tmp_path: Path) -> None:
+    backend, _, _ = echoing(tmp_path, delay=None, grace=0.5, processing=False)
+    await backend.send("x")
+    await backend.abort()  # no echo, but the CLI says it is idle: fine
+    await backend.send("y")
+    backend2, _, _ = echoing(tmp_path, delay=None, grace=0.5, processing=True)
+    await backend2.send("x")
+    with pytest.raises(BackendError, match="did not end the turn"):
+        await backend2.abort()  # still processing: the manager kills it
+
+
 async def test_cli_death_on_send_is_connection_lost_once(wired) -> None:
     backend, events, session = wired
     session.fail = ProcessExitedError("CLI process exited with code -9")
