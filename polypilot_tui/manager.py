@@ -35,6 +35,9 @@ ActionListener = Callable[[str, str, dict[str, Any]], None]
 """(session id, action, details): "abort", "kill", "reconnect", "resend", "send" — for replay."""
 
 SEND_TIMEOUT = 60.0
+#: A send waits for the previous stuck turn's abort at most this long past the stop grace
+#: (the abort itself is bounded by the grace; a kill that follows by a few seconds).
+SETTLE_MARGIN = 10.0
 
 #: Events after which a watchdog deadline may move EARLIER than the armed timer.
 _SHORTENING = frozenset(str(t) for t in (EventType.TURN_END, EventType.MESSAGE, EventType.TOOL_COMPLETE,
@@ -56,6 +59,13 @@ class _Managed:
     last_connect: ConnectResult | None = None
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     connect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    settling: asyncio.Task[Any] | None = None
+    """The abort of a turn the watchdog gave up on; the next send goes out after it."""
+    settling_backend: AgentBackend | None = None
+    """The backend that abort is for: until it is done, its events belong to the stuck turn."""
+
+    def is_settling(self, backend: AgentBackend) -> bool:
+        return self.settling is not None and not self.settling.done() and self.settling_backend is backend
 
 
 class SessionManager:
@@ -259,6 +269,13 @@ class SessionManager:
             session.add_item(ItemKind.USER, prompt, self.clock.wall())
         turn = session.begin_turn(prompt, self.clock.now())
         self._changed(session_id)
+        settling = managed.settling
+        if settling is not None and not settling.done():
+            # The agent of the last (stuck) turn is still being aborted or killed; a send
+            # now would reach an agent still busy with that turn, or one about to be killed.
+            await asyncio.wait({settling}, timeout=self.settings.stop_grace_seconds + SETTLE_MARGIN)
+            if session.turn is not turn:
+                return
         try:
             backend = await self._ensure_connected(session_id)
         except Exception as exc:  # noqa: BLE001
@@ -321,6 +338,15 @@ class SessionManager:
             managed = self._sessions.get(session_id)
             # Events from a replaced backend are ignored (orphan guard, INV-14).
             if managed is None or not backend_ref or managed.backend is not backend_ref[0]:
+                return
+            if managed.is_settling(backend_ref[0]):
+                # The tail of a turn the watchdog already ended (its abort echo, or the agent
+                # dying under the kill): it must not touch the next turn, which may already
+                # be waiting to be sent. A death only detaches it; the send reconnects.
+                for tap in self._event_taps:
+                    tap(session_id, event)
+                if event.type == EventType.CONNECTION_LOST:
+                    self._detach(session_id, backend_ref[0], one_line(event.text("reason"), 200))
                 return
             self.apply(session_id, event)
         return sink
@@ -460,7 +486,8 @@ class SessionManager:
             backend = managed.backend
             self._end(session_id, Outcome.STUCK, decision.reason)
             if backend is not None:
-                self._spawn(session_id, self._abort_stuck(session_id, backend))
+                managed.settling_backend = backend
+                managed.settling = self._spawn(session_id, self._abort_stuck(session_id, backend))
             return
         if action is not Action.CONTINUE:
             session.revision += 1
@@ -474,7 +501,11 @@ class SessionManager:
         except Exception as exc:  # noqa: BLE001
             self._emit_action(session_id, "kill", {"reason": f"abort after stuck turn failed: {exc or 'timeout'}"})
             await self._safe(backend.kill())
-            await self._drop_backend(session_id, "")
+            managed = self._sessions.get(session_id)
+            if managed is not None and managed.backend is backend:
+                await self._drop_backend(session_id, "")
+            else:  # already detached (its death was reported), or replaced by a reconnect
+                await self._safe(backend.close())
 
     # ---- connections ---------------------------------------------------------------
     def _default_factory(self, agent: str, sink: EventSink, workdir: Path) -> AgentBackend:
@@ -492,6 +523,17 @@ class SessionManager:
     async def _ensure_connected(self, session_id: str) -> AgentBackend:
         from polypilot_tui.manager_connect import ensure_connected
         return await ensure_connected(self, session_id)
+
+    def _detach(self, session_id: str, backend: AgentBackend, lost_reason: str) -> None:
+        """Forget a backend whose agent died (closed in the background)."""
+        managed = self._sessions.get(session_id)
+        if managed is None or managed.backend is not backend:
+            return
+        managed.backend = None
+        managed.session.connected = False
+        managed.session.lost = lost_reason or "agent connection lost"
+        self._spawn(session_id, self._safe(backend.close()))
+        self._changed(session_id)
 
     async def _drop_backend(self, session_id: str, lost_reason: str) -> None:
         managed = self._sessions.get(session_id)
@@ -523,7 +565,7 @@ class SessionManager:
         for listener in list(self._action_listeners):
             listener(session_id, action, details)
 
-    def _spawn(self, session_id: str, coro: Awaitable[Any]) -> None:
+    def _spawn(self, session_id: str, coro: Awaitable[Any]) -> asyncio.Task[None]:
         managed = self._sessions.get(session_id)
 
         async def runner() -> None:
@@ -538,6 +580,7 @@ class SessionManager:
         if managed is not None:
             managed.tasks.add(task)
             task.add_done_callback(managed.tasks.discard)
+        return task
 
     @staticmethod
     async def _safe(awaitable: Awaitable[Any] | None) -> None:

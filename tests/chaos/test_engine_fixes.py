@@ -1,0 +1,109 @@
+"""Engine bugs the chaos matrix found, pinned down in virtual time on a scripted backend.
+
+After the watchdog gives up on a turn (stuck), the manager aborts the agent in the
+background. A prompt the user sends meanwhile used to go out at once: the agent's late
+``session.idle {aborted}`` (the abort's echo) then ended the NEW turn as aborted, and an
+agent killed because it ignored the abort failed the new turn as "disconnected". Now the
+send waits for that abort, and the stuck turn's tail never touches the next turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from polypilot_tui.agents.base import ConnectResult
+from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.core.clock import FakeClock
+from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.manager import SessionManager
+
+
+class SlowAbortBackend:
+    """Answers a send only when told to; its abort waits for ``release`` (or forever)."""
+
+    kind = "replay"
+
+    def __init__(self, sink, log: list[str], release: asyncio.Event | None) -> None:
+        self.sink = sink
+        self.log = log
+        self.release = release
+
+    async def connect(self, resume_id):
+        self.log.append("connect")
+        return ConnectResult(resume_id or "agent-1", "resumed" if resume_id else "new session", resumed=bool(resume_id))
+
+    async def send(self, prompt):
+        self.log.append(f"send {prompt}")
+        if prompt == "second":
+            for kind, data in ((EventType.TURN_START, {}), (EventType.MESSAGE, {"messageId": "m2", "content": "ok"}),
+                               (EventType.TURN_END, {}), (EventType.SESSION_IDLE, {})):
+                self.sink(AgentEvent(kind, data))
+
+    async def abort(self):
+        self.log.append("abort")
+        if self.release is None:
+            await asyncio.Event().wait()  # ignores the abort: the manager has to kill it
+        await self.release.wait()
+        self.sink(AgentEvent(EventType.ABORT, {"reason": "user_initiated"}))
+        self.sink(AgentEvent(EventType.SESSION_IDLE, {"aborted": True}))
+        self.log.append("abort done")
+
+    async def kill(self):
+        self.log.append("kill")
+        self.sink(AgentEvent(EventType.CONNECTION_LOST, {"reason": "killed"}))
+
+    async def close(self):
+        self.log.append("close")
+
+    async def answer_permission(self, request_id, option_id):
+        return None
+
+    def probe(self):
+        return None
+
+
+def _manager(tmp_path: Path, log: list[str], release: asyncio.Event | None) -> tuple[SessionManager, FakeClock]:
+    clock = FakeClock()
+    settings = Settings(_env_file=None, state_dir=tmp_path, stop_grace_seconds=0.2)  # type: ignore[call-arg]
+    catalog = AgentCatalog({"fake": AgentConfig(name="fake", kind="demo")})
+    manager = SessionManager(settings, catalog, clock, id_factory=lambda: "s",
+                             backend_factory=lambda agent, sink, workdir: SlowAbortBackend(sink, log, release))
+    return manager, clock
+
+
+async def _stuck_then_send(manager: SessionManager, clock: FakeClock) -> asyncio.Task[str]:
+    sid = await manager.create_session("fake")
+    await manager.send(sid, "first")
+    await clock.advance(manager.cfg.inactivity)  # nothing ever comes back: stuck
+    assert [t.outcome.value for t in manager.session(sid).turns] == ["stuck"]
+    return asyncio.ensure_future(manager.send(sid, "second"))  # while the abort is in flight
+
+
+async def test_the_abort_echo_of_a_stuck_turn_cannot_end_the_next_turn(tmp_path: Path) -> None:
+    log: list[str] = []
+    release = asyncio.Event()
+    manager, clock = _manager(tmp_path, log, release)
+    second = await _stuck_then_send(manager, clock)
+    await clock.settle()
+    assert "send second" not in log  # held back until the agent has stopped the stuck turn
+    release.set()
+    await second
+    await clock.settle()
+    session = manager.session("s")
+    assert [t.outcome.value for t in session.turns] == ["stuck", "completed"]
+    assert log.index("abort done") < log.index("send second")
+    assert session.history[-1].text == "ok"
+
+
+async def test_an_agent_killed_after_a_stuck_turn_does_not_fail_the_next_turn(tmp_path: Path) -> None:
+    log: list[str] = []
+    manager, clock = _manager(tmp_path, log, release=None)
+    second = await _stuck_then_send(manager, clock)
+    await asyncio.wait_for(second, 5)  # the abort times out (0.2 s real), the agent is killed
+    await clock.settle()
+    session = manager.session("s")
+    assert [t.outcome.value for t in session.turns] == ["stuck", "completed"]
+    assert log.index("kill") < log.index("send second")
+    assert log.count("connect") == 2  # the send reconnected
+    assert any("reconnected" in item.text for item in session.history)
