@@ -66,7 +66,11 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
     ids = [r.id for r in records]
     histories = store.history.load_many(ids)
     drafts = store.history.load_drafts(ids) or {}
-    result = RestoreResult(problem=snapshot.problem)
+    problem = ""
+    if snapshot.problem:
+        problem = (f"The saved session list could not be used ({snapshot.problem}); "
+                   "it was kept aside and the list starts empty.")
+    result = RestoreResult(problem=problem)
     clock = manager.clock
     now, wall = clock.now(), clock.wall()
     for record in records:
@@ -140,6 +144,7 @@ class Persistence:
         self._registry_timer: asyncio.TimerHandle | None = None
         self._registry_flight: asyncio.Future[Any] | None = None
         self._registry_backoff = registry_delay
+        self._registry_failing = False
         self._last_registry: tuple[SessionRecord, ...] | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._closed = False
@@ -345,11 +350,17 @@ class Persistence:
         def landed(f: asyncio.Future[Any]) -> None:
             self._registry_flight = None
             if f.cancelled() or f.exception() is not None:
-                log.error("saving the session registry failed: %s", None if f.cancelled() else f.exception())
+                if not self._registry_failing:  # once per outage, not every retry
+                    log.error("saving the session registry failed (retrying): %s",
+                              None if f.cancelled() else f.exception())
+                self._registry_failing = True
                 self._last_registry = None
                 self._registry_backoff = min(MAX_RETRY_DELAY, self._registry_backoff * 2)
                 self._arm_registry(self._registry_backoff)
                 return
+            if self._registry_failing:
+                log.info("the session registry is saved again")
+            self._registry_failing = False
             self._last_registry = snapshot
             self._registry_backoff = self.registry_delay
             if self._snapshot_changed():

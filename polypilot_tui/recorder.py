@@ -128,6 +128,7 @@ class Recorder:
         self._recordings: dict[str, _Recording] = {}
         self._manager: SessionManager | None = None
         self._failed = False
+        self._closed = False
 
     def attach(self, manager: SessionManager) -> None:
         """Tap the manager's events, actions and changes."""
@@ -160,6 +161,8 @@ class Recorder:
         self._guard(self._change, session_id)
 
     def _guard(self, fn: Any, *args: Any) -> None:
+        if self._closed:  # the app is quitting: late events must not open new files
+            return
         try:
             fn(*args)
         except Exception:  # noqa: BLE001 - a recording must never break a session
@@ -197,19 +200,28 @@ class Recorder:
             return
         if rec.hints_known or session.connecting or not (session.connected or session.lost):
             return
-        # First change after the resume connect: what the agent said about the lost turn.
-        # (A "connected" action from the engine would say it directly; see the report.)
+        # First change after the resume connect: what the agent said about the turn in flight.
         rec.hints_known = True
         if rec.restore is not None:
-            last = session.last_outcome
-            rec.restore.update(
-                interrupted_tool=session.interrupted_tool,
-                still_processing=bool(session.turn is not None and session.turn.resumed
-                                      and session.turn.used_tools),
-                lost_turn=bool(session.turn is None and last is not None and last.outcome is Outcome.FAILED
-                               and last.reason.startswith(LOST_TURN_REASON)))
+            rec.restore.update(self._resume_hints(session_id, session))
             if rec.restore.get("mid_turn"):
                 self._ensure_open(rec)  # the resumed turn's clock starts now, not at the first event
+
+    def _resume_hints(self, session_id: str, session: Any) -> dict[str, bool]:
+        """The connect result's hints, as ``polypilot replay``'s ``restore`` line takes them."""
+        try:  # the engine keeps the last ConnectResult (no public accessor yet)
+            result = self._manager._get(session_id).last_connect  # type: ignore[union-attr]
+        except (AttributeError, KeyError):
+            result = None
+        if result is not None:
+            return {"interrupted_tool": bool(result.interrupted_tool),
+                    "still_processing": bool(result.still_processing), "lost_turn": bool(result.lost_turn)}
+        last = session.last_outcome  # inferred from what the engine did with them
+        return {"interrupted_tool": bool(session.interrupted_tool),
+                "still_processing": bool(session.turn is not None and session.turn.resumed
+                                         and session.turn.used_tools),
+                "lost_turn": bool(session.turn is None and last is not None and last.outcome is Outcome.FAILED
+                                  and last.reason.startswith(LOST_TURN_REASON))}
 
     def _session(self, session_id: str) -> Any:
         manager = self._manager
@@ -282,6 +294,7 @@ class Recorder:
                 log.warning("closing a recording failed: %s", exc)
 
     def close(self) -> None:
-        """Close every file (the app is quitting)."""
+        """Close every file (the app is quitting); later events are ignored."""
+        self._closed = True
         for rec in self._recordings.values():
             self._close(rec)

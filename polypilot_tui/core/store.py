@@ -413,7 +413,11 @@ class Store:
     """The registry and the history database of one state directory (0700)."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.state_dir = ensure_private_dir(Path(state_dir))
+        self.state_dir = Path(state_dir)
+        try:
+            ensure_private_dir(self.state_dir)
+        except OSError as exc:  # sessions still run; every write is retried and logged once
+            log.error("cannot create the state directory %s: %s", self.state_dir, exc)
         self.registry = Registry(self.state_dir)
         self.history = HistoryDB(self.state_dir / HISTORY_FILE)
 

@@ -335,3 +335,16 @@ def test_status_text_and_empty_state(tmp_path: Path) -> None:
     assert out.returncode == 0
     assert "alpha" in out.stdout and "stuck" in out.stdout and "1h ago" in out.stdout
     assert not (tmp_path / "none").exists()  # status never creates anything
+
+
+async def test_unwritable_files_never_stop_a_session(tmp_path: Path) -> None:
+    for name in (REGISTRY_FILE, HISTORY_FILE):  # directories where files should be
+        (tmp_path / name).mkdir()
+    (tmp_path / "recordings").write_text("a file where the directory should be")
+    app = App(tmp_path)
+    sid = await app.manager.create_session("demo")
+    await app.manager.send(sid, "hello anyway")
+    await until(lambda: app.manager.session(sid).turns, 10)
+    assert app.manager.session(sid).turns[0].outcome.value == "completed"
+    await asyncio.sleep(0.7)  # a failed registry write is retried, not raised
+    await asyncio.wait_for(app.close(), 10)

@@ -199,3 +199,13 @@ async def test_demo_stop_replays_to_the_same_statuses(tmp_path: Path) -> None:
     replayed, turns = replay_statuses(path)
     assert replayed == live
     assert [t["turn_end"] for t in turns] == ["aborted"]
+
+
+async def test_nothing_is_written_after_close(tmp_path: Path) -> None:
+    rec, _ = recorder(tmp_path)
+    rec.on_action("s1", "send", {"prompt": "hi"})
+    rec.close()
+    rec.on_event("s1", AgentEvent("session.idle", {}))
+    rec.on_event("s2", AgentEvent("session.idle", {}))
+    assert len(lines(rec.path("s1"))) == 1  # type: ignore[arg-type]
+    assert rec.path("s2") is None
