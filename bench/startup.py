@@ -25,7 +25,7 @@ from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.session import ChatItem, ItemKind
 from polypilot_tui.core.store import SessionRecord, Store
 from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import Persistence, attach_persistence, restore_sessions
+from polypilot_tui.persistence import attach_persistence, restore_sessions
 
 
 def seed(state: Path, sessions: int, items: int) -> None:
@@ -63,12 +63,6 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
     class Measured(PolypilotApp):
         # Textual resolves CSS paths next to the subclass's module: point them back at the app's.
         CSS_PATH = [str(css_dir / path) for path in PolypilotApp.CSS_PATH]  # type: ignore[union-attr]
-        persistence: Persistence | None = None
-
-        async def on_mount(self) -> None:  # the integration: attach before the first flush
-            self.persistence = attach_persistence(self.manager, self.settings)
-            await super().on_mount()
-
         def _display(self, screen: Any, renderable: Any) -> None:
             if renderable is not None:
                 now = time.perf_counter()
@@ -84,7 +78,7 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
     catalog = load_agents(None)
     clock = SystemClock()
     app = Measured(settings, catalog, SessionManager(settings, catalog, clock), clock,
-                   keymap_file=state / "no-keymap.toml")
+                   keymap_file=state / "no-keymap.toml", attach=attach_persistence)
     async with app.run_test(size=(160, 48)) as pilot:
         shown = await asyncio.wait_for(first, 120)
         all_rows = await asyncio.wait_for(listed, 120)
@@ -142,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--items", type=int, default=50, help="history rows per saved session")
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
+    args = parser.parse_args([] if argv is None else argv)  # `python -m bench` calls main()
     why_not = ui_works()
     probe: Probe = first_views if why_not else first_frame_ui
     with tempfile.TemporaryDirectory(prefix="polypilot-bench-") as tmp:
@@ -166,4 +160,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
