@@ -15,6 +15,7 @@ close hook, both of which hop onto the loop before touching anything.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import subprocess
@@ -132,6 +133,9 @@ class CopilotBackend:
             raise BackendError("Copilot CLI not found: install @github/copilot from npm, put `copilot` on PATH, "
                                "or set `command` for this agent")
         self._loop = asyncio.get_running_loop()
+        # The SDK's generated modules take ~1.3 s to import: off the loop, so the first
+        # Copilot session does not freeze the dashboard.
+        await asyncio.to_thread(importlib.import_module, "copilot")
         self._env = build_env(self._agent, os.environ)
         self._provider = provider_dict(self._agent, os.environ)
         if self._provider is not None:

@@ -131,8 +131,11 @@ def boot_ticks_now() -> int:
     return int(uptime * os.sysconf("SC_CLK_TCK"))
 
 
-def copilot_processes(cli: Path, *, started_after: int | None = None, ancestor: int | None = None) -> list[int]:
-    """Live Copilot CLI processes (by executable), started after a tick or below a pid."""
+def copilot_processes(cli: Path, *, started_after: int | None = None, ancestor: int | None = None,
+                      home: Path | None = None) -> list[int]:
+    """Live Copilot CLI processes (by executable) that match any of: started at or after a
+    tick, ``ancestor`` in their parent chain, ``COPILOT_HOME=home`` in their environment
+    (an orphan re-parented to init keeps its environment, not its parent chain)."""
     found = []
     target = os.path.realpath(cli)
     for entry in Path("/proc").iterdir():
@@ -150,9 +153,18 @@ def copilot_processes(cli: Path, *, started_after: int | None = None, ancestor: 
             continue
         parent, start = stat
         chain = _ancestors(pid)
-        if (started_after is not None and start >= started_after) or (ancestor is not None and ancestor in chain):
+        if ((started_after is not None and start >= started_after) or (ancestor is not None and ancestor in chain)
+                or (home is not None and _has_home(pid, home))):
             found.append(pid)
     return found
+
+
+def _has_home(pid: int, home: Path) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"COPILOT_HOME={home}".encode() in environ
 
 
 def _ancestors(pid: int) -> list[int]:

@@ -1,0 +1,95 @@
+"""``polypilot run`` as a subprocess on the real Copilot CLI and the scripted model server.
+
+The agent comes from an agents file (kind ``copilot``, the cached CLI, the model server as
+provider, the key named by ``api_key_env`` and set only in the environment). A hung model
+must never hang the job: the watchdog ends the turn, the exit code is non-zero, and no CLI
+process is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.copilot_e2e import KEY
+from tests.support.copilot_harness import agents_toml, alive, copilot_processes, run_env
+from tests.support.model_server import ModelServer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def setup(copilot_cli: Path, model_server: ModelServer, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
+    assert KEY not in agents.read_text()  # the key lives in the environment only
+    return copilot_cli, run_env(tmp_path / "state", agents)
+
+
+def run(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*POLYPILOT, "run", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_tool_prompt_exits_0_with_the_tool_output(setup: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    cli, env = setup
+    done = run(env, "--allow-tools", "please TOOL CMD=`echo run-e2e-output`")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[tool bash]" in done.stdout and "[tool ok]" in done.stdout
+    assert "done: run-e2e-output" in done.stdout
+    assert not copilot_processes(cli, home=tmp_path / "copilot-home")
+
+
+def test_without_allow_tools_the_prompt_is_refused_not_hung(setup: tuple[Path, dict[str, str]]) -> None:
+    _, env = setup
+    done = run(env, "TOOL now")  # policy ask, no terminal: rejected, the model answers the denial
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no terminal; rejected" in done.stderr and "[tool failed]" in done.stdout
+
+
+def test_json_prints_jsonl(setup: tuple[Path, dict[str, str]]) -> None:
+    _, env = setup
+    done = run(env, "--json", "--allow-tools", "TOOL")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert lines and all(isinstance(obj, dict) for obj in lines)
+    types = [obj.get("type") for obj in lines]
+    for kind in ("user.message", "tool.execution_start", "tool.execution_complete", "assistant.message",
+                 "session.idle"):
+        assert kind in types, f"{kind} missing from {types}"
+    assert lines[-1] == {"turn_end": "completed", "reason": "session.idle"}
+    assert KEY not in done.stdout
+
+
+def test_hanging_model_exits_nonzero_within_10s_and_leaves_no_cli(setup: tuple[Path, dict[str, str]],
+                                                                   tmp_path: Path) -> None:
+    cli, env = setup
+    env = {**env, "POLYPILOT_WATCHDOG__INACTIVITY": "5"}
+    began = time.monotonic()
+    proc = subprocess.Popen([*POLYPILOT, "run", "HANG forever"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        seen: list[int] = []
+        while not seen and proc.poll() is None and time.monotonic() - began < 30:
+            seen = copilot_processes(cli, ancestor=proc.pid)  # the detector sees the run's own CLI
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    took = time.monotonic() - began
+    assert seen, "never saw the run's Copilot CLI in /proc"
+    assert proc.returncode == 1, (proc.returncode, err[-3000:])
+    assert "turn stuck" in err, err[-3000:]
+    assert took < 10, f"polypilot run took {took:.1f} s with a 5 s inactivity tier"
+    assert not any(alive(pid) for pid in seen), "the run's CLI outlived it"
+    assert not copilot_processes(cli, home=tmp_path / "copilot-home"), "a CLI of this run is still alive"
