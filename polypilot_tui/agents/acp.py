@@ -87,6 +87,8 @@ class AcpBackend:
         self._last_inbound: float | None = None
         self._raw_stop: Any = None
         self._prompt_written = asyncio.Event()
+        self._retiring: asyncio.Task[None] | None = None
+        """A prompt of a turn the engine closed, being cancelled before the next send."""
         self._cancel_sent: asyncio.Task[None] | None = None
         """The prompt task a session/cancel was already sent for."""
         self._mapper = UpdateMapper(self._emit)
@@ -116,8 +118,13 @@ class AcpBackend:
     async def send(self, prompt: str) -> None:
         if not self._ready or self._conn is None or self._session_id is None:
             raise BackendError("the ACP agent is not connected (reconnect the session)")
-        if self._prompt_task is not None and not self._prompt_task.done():
-            raise BackendError("a turn is already running")
+        stale = self._prompt_task
+        if stale is not None and not stale.done():
+            # The engine only sends when it has closed the previous turn (its watchdog
+            # completed or gave up on it), but the agent is still on that prompt.
+            await self._retire(stale)
+            if not self._ready or self._conn is None or self._session_id is None:
+                raise BackendError("the ACP agent was lost while its previous turn was being cancelled")
         self._mapper.begin_turn()
         self._emit(AgentEvent(EventType.TURN_START, {"turnId": self._session_id}))
         self._prompt_written.clear()
@@ -142,6 +149,28 @@ class AcpBackend:
         if not await self._wait(task, self._settings.stop_grace_seconds):
             logger.warning("ACP agent did not stop within %.1f s; killing it", self._settings.stop_grace_seconds)
             await self.kill()
+
+    async def _retire(self, task: asyncio.Task[None]) -> None:
+        """Cancel a prompt whose turn the engine already closed, reporting nothing of it.
+
+        Its late updates and its end would otherwise land in the next turn (an ``aborted``
+        end would even end it). An agent that ignores the cancel is restarted on the same
+        session, so the next prompt still goes out.
+        """
+        self._retiring = task
+        try:
+            if await self._send_cancel(task):
+                self._desk.cancel_all(emit=False)
+                if await self._wait(task, self._settings.stop_grace_seconds):
+                    return
+            if not self._ready:
+                return  # the connection died meanwhile (already reported)
+            logger.warning("ACP agent ignored session/cancel of a closed turn; restarting it")
+            restarted = await self.connect(self._session_id)
+            if not restarted.resumed:
+                logger.warning("ACP agent restarted without its session: %s", restarted.how)
+        finally:
+            self._retiring = None
 
     async def _send_cancel(self, task: asyncio.Task[None]) -> bool:
         """``session/cancel`` once per turn; False when the connection is gone."""
@@ -423,15 +452,17 @@ class AcpBackend:
             if message.get("method") == "session/prompt":
                 self._prompt_written.set()
             return
-        self._last_inbound = self._clock.now()
         method = message.get("method")
+        params = message.get("params") if isinstance(message.get("params"), Mapping) else {}
+        update = params.get("update") if method == "session/update" else None
+        if not (isinstance(update, Mapping) and update.get("sessionUpdate") == "usage_update"):
+            self._last_inbound = self._clock.now()  # usage is no sign of life (#230)
         if method == "session/update":
-            params = message.get("params")
-            if not isinstance(params, Mapping) or not isinstance(params.get("update"), Mapping):
+            if not isinstance(update, Mapping):
                 return
             if self._session_id is not None and params.get("sessionId") not in (None, self._session_id):
                 return
-            (self._replay or self._mapper).handle(params["update"])
+            (self._replay or self._mapper).handle(update)
         elif method is None and isinstance(message.get("result"), Mapping) and "stopReason" in message["result"]:
             self._raw_stop = message["result"]  # fallback when the SDK rejects the response
 
@@ -439,6 +470,8 @@ class AcpBackend:
         return self._mapper.note_permission_tool(tool_call)
 
     def _emit(self, event: AgentEvent) -> None:
+        if self._retiring is not None and event.type != EventType.CONNECTION_LOST:
+            return  # the rest of a turn the engine has already closed
         try:
             self._sink(event)
         except Exception:  # a broken sink must not break the agent's stream

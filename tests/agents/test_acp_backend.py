@@ -227,10 +227,51 @@ async def test_unusual_stop_reasons_are_noted(backend: AcpBackend, rec: Recorder
     assert rec.of("system.message")
 
 
-async def test_second_send_during_a_turn_is_refused(backend: AcpBackend, rec: Recorder) -> None:
+def _since(rec: Recorder, mark: int) -> tuple[list[str], str]:
+    events = rec.events[mark:]
+    return [e.type for e in events], "".join(e.text("deltaContent") for e in events
+                                             if e.type == "assistant.message_delta")
+
+
+async def test_send_while_the_agent_is_still_on_a_closed_turn_cancels_that_turn_quietly(
+        backend: AcpBackend, rec: Recorder) -> None:
+    # The engine sends only after it has ended the previous turn (its watchdog completed or
+    # gave up on it); what the agent still says about that turn must not reach the next one.
     await backend.send("SLOW")
-    with pytest.raises(BackendError, match="already running"):
-        await backend.send("again")
+    await rec.wait_for("assistant.message_delta")
+    mark = len(rec.events)
+    idle = await run_turn(backend, rec, "hello")
+    types, text = _since(rec, mark)
+    assert idle == {"stopReason": "end_turn", "aborted": False}
+    assert types[0] == "assistant.turn_start" and types.count("session.idle") == 1
+    assert text == "Hello from the fake agent."
+
+
+async def test_send_while_the_agent_ignores_cancel_of_a_closed_turn_restarts_it(tmp_path: Path,
+                                                                               rec: Recorder) -> None:
+    b = fake_backend(tmp_path, rec, grace=0.5)
+    try:
+        await b.connect(None)
+        first_pid, session_id = b.pid, b.session_id
+        await b.send("STUBBORN")
+        await rec.wait_for("assistant.message_delta")
+        mark = len(rec.events)
+        idle = await run_turn(b, rec, "hello")
+        types, text = _since(rec, mark)
+        assert idle["stopReason"] == "end_turn" and text == "Hello from the fake agent."
+        assert b.pid != first_pid and b.session_id == session_id  # restarted, same session
+        assert "connection.lost" not in types and "system.message" not in types  # resumed: nothing to say
+    finally:
+        await b.close()
+
+
+async def test_usage_updates_are_no_sign_of_life(backend: AcpBackend, rec: Recorder) -> None:
+    # #230: a tool runs, then only usage arrives; the probe must see the agent go quiet.
+    await backend.send("CHAOS usage-flood")
+    await rec.wait_for("tool.execution_start")
+    await asyncio.sleep(1.0)
+    assert len(rec.of("session.usage_info")) >= 5
+    assert backend.probe().log_age >= 0.9
     await backend.abort()
 
 

@@ -18,6 +18,17 @@ Run as ``python fake_acp_agent.py``. Keywords in the prompt pick the behaviour:
 - EXITLATER  a reply, then the process exits 0.3 s after the turn
 - FAIL       a JSON-RPC error;  REFUSE / MAXTOKENS  those stop reasons
 
+Chaos faults (tests/chaos) are whole prompts ``CHAOS <name> [seconds]``, checked before
+any keyword above; each ends with ``cancelled`` on ``session/cancel`` unless noted:
+
+- hang                   no update at all (the model hangs before its first token)
+- dead-send              not even the prompt echo, and cancel is ignored (kill it)
+- usage-flood            a tool call runs, then only ``usage_update`` every 0.1 s
+- long-tool S            a tool runs S seconds in silence, completes, a reply, ``end_turn``
+- tool-hang              a tool call starts and never finishes
+- hang-after-final-tool  text, a tool that completes, the final reply, then silence
+- permission-loss        five tools: denied, ok, denied, ok, denied (3 of 5), then silence
+
 Environment: ``FAKE_ACP_STATE`` (folder of one JSON history file per session, for
 ``session/load`` and ``session/resume`` after a restart), ``FAKE_ACP_CAPS`` (comma list
 of ``load``, ``resume``; default both).
@@ -61,6 +72,7 @@ from acp.schema import (
     UsageUpdate,
 )
 
+DENIAL = "Permission denied and could not request permission from user"
 OPTIONS = [
     PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
     PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
@@ -126,6 +138,8 @@ class FakeAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         text = " ".join(getattr(block, "text", "") or "" for block in prompt)
         cancelled = self._cancelled[session_id] = asyncio.Event()
+        if text.startswith("CHAOS "):
+            return await self._chaos(session_id, text.split()[1:], cancelled)
         await self._send(session_id, update_user_message_text(text))
         sid = session_id
         if "FAIL" in text:
@@ -212,6 +226,50 @@ class FakeAgent:
         await self._send(sid, update_plan([plan_entry("read the readme", status="completed")]))
         await self._say(sid, f"done: {read.content.strip()} ")
         return None
+
+    # ---------------------------------------------------------------- chaos
+    async def _chaos(self, sid: str, words: list[str], cancelled: asyncio.Event) -> PromptResponse:
+        name = words[0] if words else "hang"
+        seconds = float(words[1]) if len(words) > 1 else 5.0
+        if name == "dead-send":
+            await asyncio.Event().wait()  # swallowed; only a kill ends this
+        await self._send(sid, update_user_message_text(" ".join(["CHAOS", *words])))
+        if name == "usage-flood":
+            await self._chaos_tool(sid, "flood-1", "make all")
+            used = 0
+            while not cancelled.is_set():
+                used += 1
+                await self._send(sid, UsageUpdate(session_update="usage_update", used=100 + used, size=128000))
+                await asyncio.sleep(0.1)
+            return PromptResponse(stop_reason="cancelled")
+        if name == "long-tool":
+            await self._chaos_tool(sid, "long-1", "make all")
+            await asyncio.sleep(seconds)
+            await self._send(sid, update_tool_call("long-1", status="completed",
+                                                   content=[tool_content(text_block("build ok"))]))
+            await self._say(sid, "The build passed.")
+            return PromptResponse(stop_reason="end_turn")
+        if name == "tool-hang":
+            await self._chaos_tool(sid, "hung-1", "sleep inf")
+        elif name == "hang-after-final-tool":
+            await self._say(sid, "Filing the issue. ")
+            await self._chaos_tool(sid, "file-1", "gh issue create")
+            await self._send(sid, update_tool_call("file-1", status="completed",
+                                                   content=[tool_content(text_block("Issue filed successfully"))]))
+            await self._say(sid, "Issue filed successfully.")
+        elif name == "permission-loss":
+            for i, denied in enumerate((True, False, True, False, True)):
+                call_id = f"perm-{i}"
+                await self._chaos_tool(sid, call_id, "git status" if denied else "echo ok")
+                result = DENIAL if denied else "ok"
+                await self._send(sid, update_tool_call(call_id, status="failed" if denied else "completed",
+                                                       content=[tool_content(text_block(result))]))
+        await cancelled.wait()
+        return PromptResponse(stop_reason="cancelled")
+
+    async def _chaos_tool(self, sid: str, call_id: str, command: str) -> None:
+        await self._send(sid, start_tool_call(call_id, "bash", kind="execute", status="in_progress",
+                                              raw_input={"command": command}))
 
     # ---------------------------------------------------------------- plumbing
     async def _say(self, sid: str, text: str) -> None:
