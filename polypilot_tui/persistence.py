@@ -33,6 +33,7 @@ from polypilot_tui.recorder import Recorder, Redactor
 log = logging.getLogger(__name__)
 
 MAX_RETRY_DELAY = 5.0
+CLOSE_TIMEOUT = 10.0
 
 
 @dataclass
@@ -201,8 +202,9 @@ class Persistence:
         self._arm_registry()
 
     def _forget(self, session_id: str) -> None:
-        if self._offsets.pop(session_id, None) is None and session_id not in self._draft_seen:
+        if session_id not in self._offsets:
             return
+        del self._offsets[session_id]
         self._draft_seen.pop(session_id, None)
         self._draft_dirty.discard(session_id)
         for key in [k for k in self._pending if k[0] == session_id]:
@@ -402,13 +404,18 @@ class Persistence:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self._closed = True  # the final registry says "no app running" (pid None)
-        await self.flush()
-        if self._pending or self._draft_dirty:
-            log.warning("quitting with %d history rows unsaved (database unavailable)", len(self._pending))
-        await self._loop.run_in_executor(self._io, self.store.close)
-        self._io.shutdown(wait=True)
         if self.recorder is not None:
             self.recorder.close()
+        try:  # a hung disk must not hang the quit
+            await asyncio.wait_for(self.flush(), CLOSE_TIMEOUT)
+            await asyncio.wait_for(self._loop.run_in_executor(self._io, self.store.close), CLOSE_TIMEOUT)
+        except asyncio.TimeoutError:
+            log.error("saving sessions did not finish within %.0f s; quitting without it", CLOSE_TIMEOUT)
+            self._io.shutdown(wait=False)
+            return
+        if self._pending or self._draft_dirty:
+            log.warning("quitting with %d history rows unsaved (database unavailable)", len(self._pending))
+        self._io.shutdown(wait=True)
 
 
 def attach_persistence(manager: SessionManager, settings: Settings) -> Persistence:

@@ -40,8 +40,9 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
     elif record.interrupted_prompt and not reason:
         reason = "a turn was interrupted by a restart; resend it from the dashboard"
     return {
-        "id": record.id, "name": record.name, "agent": record.agent, "status": status.value,
-        "reason": redact_text(reason), "model": record.model, "cwd": record.cwd, "title": record.title,
+        "id": record.id, "name": redact_text(record.name), "agent": record.agent, "status": status.value,
+        "reason": redact_text(reason), "model": record.model, "cwd": record.cwd,
+        "title": redact_text(record.title),
         "agent_session_id": record.agent_session_id, "last_activity_at": record.last_activity_at,
         "created_at": record.created_at, "busy": status.busy, "needs_user": status.needs_user,
         "turn_in_flight": record.turn_in_flight and app_running,
