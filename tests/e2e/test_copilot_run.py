@@ -70,7 +70,11 @@ def test_json_prints_jsonl(setup: tuple[Path, dict[str, str]]) -> None:
 
 
 def test_hanging_model_exits_nonzero_within_10s_and_leaves_no_cli(setup: tuple[Path, dict[str, str]],
-                                                                   tmp_path: Path) -> None:
+                                                                   model_server: ModelServer, tmp_path: Path) -> None:
+    """On an idle machine the whole run takes ~7.7 s: 5 s tier + SDK import (1.3 s) + CLI
+    handshake (1 s) + exit. Start-up is CPU-bound and doubles when another xdist worker
+    starts CLIs at the same moment, so the 10 s is held from the moment the model hangs
+    (what the watchdog controls) and the whole run gets a loose bound."""
     cli, env = setup
     env = {**env, "POLYPILOT_WATCHDOG__INACTIVITY": "5"}
     began = time.monotonic()
@@ -86,10 +90,13 @@ def test_hanging_model_exits_nonzero_within_10s_and_leaves_no_cli(setup: tuple[P
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    took = time.monotonic() - began
+    ended = time.monotonic()
+    took = ended - began
     assert seen, "never saw the run's Copilot CLI in /proc"
     assert proc.returncode == 1, (proc.returncode, err[-3000:])
     assert "turn stuck" in err, err[-3000:]
-    assert took < 10, f"polypilot run took {took:.1f} s with a 5 s inactivity tier"
+    hang = next(r for r in model_server.model_requests() if "HANG" in r.last.text)
+    assert ended - hang.at < 8, f"exit came {ended - hang.at:.1f} s after the model hung (tier 5 s)"
+    assert took < 20, f"polypilot run took {took:.1f} s with a 5 s inactivity tier"
     assert not any(alive(pid) for pid in seen), "the run's CLI outlived it"
     assert not copilot_processes(cli, home=tmp_path / "copilot-home"), "a CLI of this run is still alive"
