@@ -306,7 +306,7 @@ class SessionManager:
         session = managed.session
         self._cancel_timer(managed)
         wall = self.clock.wall()
-        restored = session.turn is not None and session.turn.resumed
+        restored = session.turn is not None and session.turn.restored
         record = session.end_turn(outcome, reason, self.clock.now(), wall)
         if record is None:
             return

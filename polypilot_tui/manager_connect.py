@@ -61,7 +61,7 @@ async def ensure_connected(manager: SessionManager, session_id: str) -> AgentBac
         if result.interrupted_tool:
             session.interrupted_tool = True  # aborted before the next send (#393)
         turn = session.turn
-        if turn is not None and turn.resumed:
+        if turn is not None and turn.restored:
             if result.still_processing:
                 turn.used_tools = True  # RESUME-ACTIVE: the tool tier, the agent is working
             elif result.lost_turn:

@@ -163,7 +163,7 @@ class Session:
     def begin_turn(self, prompt: str, now: float, *, resumed: bool = False, rearmed: bool = False) -> Turn:
         """Start a turn (the caller has checked that none is running)."""
         self._turn_seq += 1
-        self.turn = Turn(self._turn_seq, prompt, now, now, now, resumed=resumed, rearmed=rearmed)
+        self.turn = Turn(self._turn_seq, prompt, now, now, now, resumed=resumed, restored=resumed, rearmed=rearmed)
         self.window.clear()
         self.user_aborted = False
         self.allow_rearm = False

@@ -79,7 +79,10 @@ class Turn:
     tool_call_count: int = 0
     successful_tools: int = 0
     resumed: bool = False
-    """Restored mid-turn after an app restart."""
+    """Restored mid-turn after an app restart and no plain event since (drives the tier)."""
+    restored: bool = False
+    """Restored mid-turn after an app restart; unlike ``resumed`` it stays set, so a lost
+    restored turn is still offered for resending after events came."""
     events_since_resume: bool = False
     reconnected_send: bool = False
     rearmed: bool = False

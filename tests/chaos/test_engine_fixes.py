@@ -1,10 +1,14 @@
 """Engine bugs the chaos matrix found, pinned down in virtual time on a scripted backend.
 
-After the watchdog gives up on a turn (stuck), the manager aborts the agent in the
+1. After the watchdog gives up on a turn (stuck), the manager aborts the agent in the
 background. A prompt the user sends meanwhile used to go out at once: the agent's late
 ``session.idle {aborted}`` (the abort's echo) then ended the NEW turn as aborted, and an
 agent killed because it ignored the abort failed the new turn as "disconnected". Now the
 send waits for that abort, and the stuck turn's tail never touches the next turn.
+
+2. A turn restored after an app restart lost its "restored" mark as soon as a plain event
+arrived (codex-acp sends one right after a resume), so when it was lost after all the user
+was not offered the one-key resend of the prompt.
 """
 
 from __future__ import annotations
@@ -63,12 +67,19 @@ class SlowAbortBackend:
         return None
 
 
-def _manager(tmp_path: Path, log: list[str], release: asyncio.Event | None) -> tuple[SessionManager, FakeClock]:
+def _manager(tmp_path: Path, log: list[str], release: asyncio.Event | None,
+             made: list[SlowAbortBackend] | None = None) -> tuple[SessionManager, FakeClock]:
     clock = FakeClock()
     settings = Settings(_env_file=None, state_dir=tmp_path, stop_grace_seconds=0.2)  # type: ignore[call-arg]
     catalog = AgentCatalog({"fake": AgentConfig(name="fake", kind="demo")})
-    manager = SessionManager(settings, catalog, clock, id_factory=lambda: "s",
-                             backend_factory=lambda agent, sink, workdir: SlowAbortBackend(sink, log, release))
+
+    def factory(agent, sink, workdir) -> SlowAbortBackend:
+        backend = SlowAbortBackend(sink, log, release)
+        if made is not None:
+            made.append(backend)
+        return backend
+
+    manager = SessionManager(settings, catalog, clock, id_factory=lambda: "s", backend_factory=factory)
     return manager, clock
 
 
@@ -107,3 +118,23 @@ async def test_an_agent_killed_after_a_stuck_turn_does_not_fail_the_next_turn(tm
     assert log.index("kill") < log.index("send second")
     assert log.count("connect") == 2  # the send reconnected
     assert any("reconnected" in item.text for item in session.history)
+
+
+async def test_a_restored_turn_that_saw_events_is_still_offered_for_resending(tmp_path: Path) -> None:
+    # codex-acp says "available_commands_update" right after a resume: a plain event that
+    # makes the restored turn an ordinary one for the watchdog's tiers. When that turn is
+    # then lost anyway, the user must still get the one-key resend of their prompt.
+    from polypilot_tui.core.session import Session
+
+    log: list[str] = []
+    made: list[SlowAbortBackend] = []
+    manager, clock = _manager(tmp_path, log, asyncio.Event(), made)
+    manager.adopt(Session("s", "restored", "fake", agent_session_id="agent-1"), mid_turn_prompt="build it")
+    await clock.settle()
+    [backend] = made
+    backend.sink(AgentEvent("available_commands_update", {"availableCommands": []}))
+    await clock.advance(manager.cfg.inactivity + 1)
+    session = manager.session("s")
+    assert [t.outcome.value for t in session.turns] == ["stuck"]
+    assert session.interrupted_prompt == "build it"
+    assert "interrupted by an app restart" in session.history[-1].text
