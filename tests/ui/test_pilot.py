@@ -175,6 +175,7 @@ async def test_reject_permission_by_click(tmp_path: Path) -> None:
         labels = [str(b.label) for b in app.pane.permission.buttons]
         assert labels == ["Allow once [y]", "Allow always [a]", "Reject [n]"]
         reject = next(b for b in app.pane.permission.buttons if b.option_id == "reject_once")
+        await pilot.pause()
         await pilot.click(reject)
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
         await wait_for(pilot, lambda: any("did not write" in r for r in replies(app, "s1")))
@@ -273,6 +274,7 @@ async def test_sidebar_keys_stop_and_reconnect(tmp_path: Path) -> None:
         await send(pilot, "!slow")
         await wait_for(pilot, lambda: app.manager.view("s1").status.busy)
         app.sidebar.list_view.focus()
+        await wait_for(pilot, lambda: app.sidebar.list_view.has_focus)
         await pilot.press("s")
         await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
         await pilot.press("r")
