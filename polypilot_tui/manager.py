@@ -119,6 +119,11 @@ class SessionManager:
         turn = self._get(session_id).session.turn
         return turn.response_text if turn else ""
 
+    def streaming_reasoning(self, session_id: str) -> str:
+        """Reasoning streamed so far in the current turn (saved to history at the next flush)."""
+        turn = self._get(session_id).session.turn
+        return "".join(turn.reasoning) if turn else ""
+
     def deadline(self, session_id: str) -> float | None:
         """When the watchdog next looks at this session (None when idle or paused)."""
         return self._get(session_id).armed_at
@@ -313,14 +318,14 @@ class SessionManager:
         log.info("turn %s/%d ended %s: %s", session_id, record.seq, outcome.value, reason)
         if restored and outcome in (Outcome.STUCK, Outcome.FAILED) and record.prompt:
             session.interrupted_prompt = record.prompt
-            session.error("⚠️ Your previous request was interrupted by an app restart "
+            session.error("⚠ Your previous request was interrupted by an app restart "
                           f"({reason}). Press ctrl+y to send it again.", wall)
         elif outcome is Outcome.STUCK:
             if session.consecutive_stuck >= 3:
                 session.error(f"Session failed to respond {session.consecutive_stuck} times consecutively "
                               f"({reason}). Consider starting a new session.", wall)
             else:
-                session.error(f"⚠️ Session appears stuck — {reason}. You can try sending your message again.",
+                session.error(f"⚠ Session appears stuck — {reason}. You can try sending your message again.",
                               wall)
         elif outcome is Outcome.FAILED:
             session.error(reason, wall)

@@ -29,7 +29,7 @@ async def recover_permissions(manager: SessionManager, session_id: str) -> None:
     refusal = gate.refusal(session_id, clock.now())
     if refusal is not None:
         if not gate.in_progress(session_id):
-            session.error("⚠️ Multiple recovery attempts failed: tools keep failing with permission errors "
+            session.error("⚠ Multiple recovery attempts failed: tools keep failing with permission errors "
                           f"({refusal}). Press Reconnect to try again.", clock.wall())
             manager._changed(session_id)
         return
@@ -37,7 +37,7 @@ async def recover_permissions(manager: SessionManager, session_id: str) -> None:
     prompt = turn.prompt
     resend = bool(prompt) and may_resend(turn.successful_tools)
     session.recovering = True
-    session.system(f"⚠️ Permission errors detected. Attempting to reconnect session "
+    session.system(f"⚠ Permission errors detected. Attempting to reconnect session "
                    f"(attempt {attempt} of {gate.max_attempts})...", clock.wall())
     manager._changed(session_id)
     manager._emit_action(session_id, "reconnect", {"reason": "permission errors", "attempt": attempt})

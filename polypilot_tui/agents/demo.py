@@ -71,7 +71,7 @@ class DemoBackend:
             return ConnectResult(self._session_id, "resumed", resumed=True,
                                  interrupted_tool=eventlog.has_interrupted_tool(entries),
                                  still_processing=False, lost_turn=eventlog.lost_turn(entries))
-        self._write(EventType.SESSION_START, {"sessionId": self._session_id, "selectedModel": "demo"})
+        self.emit(EventType.SESSION_START, {"sessionId": self._session_id, "selectedModel": "demo-model"})
         return ConnectResult(self._session_id, "new session")
 
     async def send(self, prompt: str) -> None:

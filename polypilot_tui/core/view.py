@@ -85,6 +85,8 @@ class SessionView:
     resumed: bool = False
     interrupted_prompt: str = ""
     """A turn lost to a restart: the prompt that one key resends."""
+    queued: int = 0
+    """Prompts waiting for the current turn to end."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for ``polypilot status --json`` (times are clock seconds)."""
@@ -141,4 +143,5 @@ def make_view(session: Session) -> SessionView:
         streaming_chars=turn.streamed_chars if turn else 0,
         consecutive_stuck=session.consecutive_stuck,
         resumed=bool(turn and turn.resumed), interrupted_prompt=session.interrupted_prompt,
+        queued=len(session.queue),
     )
