@@ -59,6 +59,7 @@ DEFAULT_BYOK_MODEL = "gpt-4.1"
 #: An abort waits this share of the Stop grace for the CLI's ``session.idle``; the rest of
 #: the grace is the manager's, to kill the agent when even that does not come.
 ABORT_SETTLE_SHARE = 0.8
+LEFTOVER_CHECK_TIMEOUT = 5.0
 
 
 class CopilotBackend:
@@ -92,6 +93,8 @@ class CopilotBackend:
         self._not_busy = asyncio.Event()
         self._not_busy.set()
         self._aborting = 0
+        self._muted = 0
+        """While > 0, events (of a leftover turn being ended before a send) are not emitted."""
 
     # -- facts ----------------------------------------------------------------------------
 
@@ -260,13 +263,37 @@ class CopilotBackend:
         return self._session
 
     async def send(self, prompt: str) -> None:
-        """Queue a prompt in the session; events follow through the sink."""
+        """Hand a prompt to the CLI; events follow through the sink.
+
+        The manager sends only when it holds no turn, but the CLI may still be in one: a
+        Stop whose abort is still settling, or a turn the watchdog completed while the CLI
+        was in fact still waiting on the model. That leftover turn is ended first (abort),
+        with its events muted, so its ``session.idle {aborted}`` cannot end this turn and
+        the CLI does not run this prompt behind a hung model call.
+        """
         session = self._require_session()
-        if self._aborting:
-            # A Stop is still settling: its session.idle{aborted} must not end this turn.
-            await self._settle(self._abort_settle_seconds())
+        if self._aborting or self._busy:
+            await self._end_leftover_turn(session)
         self._set_busy(True)
         await self._call(session.send(prompt), "send")
+
+    async def _end_leftover_turn(self, session: Any) -> None:
+        self._muted += 1
+        try:
+            seconds = self._abort_settle_seconds()
+            if not self._aborting:
+                if await is_processing(session, timeout=LEFTOVER_CHECK_TIMEOUT) is False:
+                    self._set_busy(False)  # the idle of the last turn never came; nothing runs
+                    return
+                log.info("copilot: %s is still in an earlier turn; aborting it before the next prompt",
+                         self._session_id)
+                await self._call(session.abort(), "abort")
+                self._close_open_tools()
+            if not await self._settle(seconds):
+                log.warning("copilot: the earlier turn of %s did not end within %.1f s; sending anyway",
+                            self._session_id, seconds)
+        finally:
+            self._muted -= 1
 
     async def abort(self) -> None:
         """``session.abort``, then wait until the CLI has ended the turn (``session.idle``).
@@ -438,6 +465,9 @@ class CopilotBackend:
             self._close_open_tools()
 
     def _emit(self, event: AgentEvent) -> None:
+        if self._muted and event.type != EventType.CONNECTION_LOST:
+            log.debug("copilot: muted %s of an earlier turn", event.type)
+            return
         try:
             self._sink(event)
         except Exception:  # noqa: BLE001 - a broken sink must not kill the SDK's callbacks

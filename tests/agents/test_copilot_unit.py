@@ -173,8 +173,25 @@ async def test_send_during_an_abort_waits_for_the_echo(tmp_path: Path) -> None:
     stop = asyncio.create_task(backend.abort())
     await asyncio.sleep(0.05)
     await backend.send("next")  # the Stop runs in the background; the user typed on
-    assert [e.type for e in events] == ["session.idle"] and session.sent == ["SLOW", "next"]
+    assert session.sent == ["SLOW", "next"]
+    assert events == [], "the Stop's echo belongs to the ended turn: it must not reach the new one"
     await stop
+
+
+async def test_send_while_the_cli_is_still_in_a_turn_aborts_it_first(tmp_path: Path) -> None:
+    backend, events, session = echoing(tmp_path, delay=0.1)
+    await backend.send("HANGAFTERTOOL")  # the watchdog completed it; the CLI never went idle
+    await backend.send("next")
+    assert session.aborts == 1 and session.sent == ["HANGAFTERTOOL", "next"] and events == []
+    backend._on_sdk_event(sdk_event("session.idle", {}))
+    assert [e.type for e in events] == ["session.idle"]  # the new turn's own events flow
+
+
+async def test_send_after_a_lost_idle_does_not_abort_an_idle_cli(tmp_path: Path) -> None:
+    backend, events, session = echoing(tmp_path, delay=0.1, processing=False)
+    await backend.send("first")  # its session.idle never came
+    await backend.send("second")
+    assert session.aborts == 0 and session.sent == ["first", "second"]
 
 
 async def test_abort_of_an_idle_session_does_not_wait(tmp_path: Path) -> None:
