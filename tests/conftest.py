@@ -19,6 +19,9 @@ from textual.widgets import Input  # noqa: E402
 from polypilot_tui.config import Settings  # noqa: E402
 from polypilot_tui.core.clock import FakeClock  # noqa: E402
 
+#: The chaos matrix table (rows travel in test reports, so this must load on the xdist controller).
+pytest_plugins = ["tests.chaos.matrix"]
+
 
 @pytest.fixture(autouse=True)
 def no_cursor_blink(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -147,11 +147,12 @@ async def permission_loss(agent: DemoBackend, prompt: str) -> None:
 
 
 async def permission_loss_mixed(agent: DemoBackend, prompt: str) -> None:
-    """Denials with a success in between (the window must still trip; no resend after it)."""
+    """Denials with successes in between: 3 of 5 still trips the window; no resend after it."""
     _start(agent)
     await _tool(agent, "bash", "git status", "", success=False, error=DENIAL)
     await _tool(agent, "bash", "echo ok", "ok")
     await _tool(agent, "bash", "git diff", "", success=False, error=DENIAL)
+    await _tool(agent, "bash", "echo still ok", "still ok")
     await _tool(agent, "bash", "git log", "", success=False, error=DENIAL)
     await agent.pause(10_000)
 

@@ -1,0 +1,2 @@
+"""Chaos fixtures: a driver per (scenario, backend) cell. The matrix table itself is the
+plugin in tests/chaos/matrix.py (registered from tests/conftest.py)."""
