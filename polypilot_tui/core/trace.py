@@ -8,6 +8,7 @@ an app restart), ``stop`` or ``reconnect``.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -43,10 +44,12 @@ def parse_line(text: str, line_no: int) -> TraceEntry | None:
         obj = json.loads(stripped)
     except json.JSONDecodeError as exc:
         raise TraceError(f"line {line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:  # a 5000-digit number, nesting 100 000 deep
+        raise TraceError(f"line {line_no}: not valid JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
     if not isinstance(obj, dict):
         raise TraceError(f"line {line_no}: expected a JSON object, got {type(obj).__name__}")
     at = obj.get("at")
-    if isinstance(at, bool) or not isinstance(at, (int, float)) or at < 0:
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at < math.inf:
         raise TraceError(f"line {line_no}: 'at' must be a number of seconds >= 0")
     present = [key for key in ACTIONS if key in obj]
     if len(present) != 1:
