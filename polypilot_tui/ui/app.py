@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Sequence
 
+from textual.notifications import SeverityLevel
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -70,7 +71,7 @@ class PolypilotApp(App[int]):
         self.attention = Attention()
         self.selected: str | None = None
         """The session on screen."""
-        self._notes = list(notes)
+        self._notes: list[tuple[str, str, SeverityLevel]] = [(n, "Configuration", "warning") for n in notes]
         self._theme_dirs = list(theme_dirs) if theme_dirs is not None else [BUNDLED_DIR, user_themes_dir()]
         self._keymap_file = keymap_file if keymap_file is not None else keymap_path()
         self._attach = attach
@@ -86,6 +87,9 @@ class PolypilotApp(App[int]):
         self._unsubscribe = lambda: None
         self.sidebar = SessionSidebar(id="sidebar")
         self.pane = ChatPane(id="chat-pane")
+        # The theme is set before anything mounts: switching it later restyles every
+        # widget, which with 200 restored sessions cost seconds at start-up.
+        self._load_themes()
 
     # ---- set-up --------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -99,10 +103,9 @@ class PolypilotApp(App[int]):
         yield Footer()
 
     async def on_mount(self) -> None:
-        self._load_themes()
         self._load_keymap()
-        for note in self._notes:
-            self.notify(note, title="Configuration", severity="warning", timeout=10, markup=False)
+        for message, title, severity in self._notes:
+            self.notify(message, title=title, severity=severity, timeout=15, markup=False)
         self._unsubscribe = self.manager.subscribe(self._on_session_changed)
         self._restore()
         if not self.manager.ids():
@@ -143,13 +146,12 @@ class PolypilotApp(App[int]):
         for theme in loaded.themes:
             self.register_theme(theme)
         if loaded.failures:
-            self.notify("\n".join(loaded.failures), title="Theme file skipped", severity="error",
-                        timeout=15, markup=False)
+            self._notes.append(("\n".join(loaded.failures), "Theme file skipped", "error"))
         wanted = self.settings.theme
         if wanted in self.available_themes:
             self.theme = wanted
         else:
-            self.notify(f"Theme {wanted!r} not found; using {DEFAULT_THEME!r}.", severity="warning", markup=False)
+            self._notes.append((f"Theme {wanted!r} not found; using {DEFAULT_THEME!r}.", "Theme", "warning"))
             self.theme = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
 
     def _load_keymap(self) -> None:

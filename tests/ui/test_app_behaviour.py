@@ -14,7 +14,7 @@ from tests.ui.helpers import notifications, wait_for
 
 def row_status(app: Any, sid: str) -> str:
     row = app.query_one(f"#row-{sid}", SessionRow)
-    return str(row.query_one(".row-status").render())
+    return row.status_text
 
 
 async def test_heartbeat_refreshes_ago_labels_from_the_injected_clock(tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ async def test_broken_agents_file_falls_back_to_demo_with_one_notice(tmp_path: P
     catalog, notes = build_catalog(Settings(_env_file=None, state_dir=tmp_path, agents_file=agents))
     assert catalog.names() == ["demo"] and len(notes) == 1 and "not valid TOML" in notes[0]
     app = build_app(tmp_path)
-    app._notes = notes
+    app._notes = [(note, "Configuration", "warning") for note in notes]
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await Driver(pilot).settle()
         assert sum("not valid TOML" in n for n in notifications(app)) == 1
