@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import importlib.metadata
 import logging
+import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Awaitable, Mapping, TypeVar
@@ -26,7 +27,7 @@ from pydantic import ValidationError
 
 from polypilot_tui.agents.acp_client import AcpClient, PermissionDesk, Transcript
 from polypilot_tui.agents.acp_mapping import UpdateMapper
-from polypilot_tui.agents.acp_process import agent_command, agent_environment, terminate
+from polypilot_tui.agents.acp_process import agent_command, agent_environment, agent_secrets, terminate
 from polypilot_tui.agents.base import CANCELLED, BackendError, ConnectResult, EventSink
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.core.clock import Clock
@@ -50,6 +51,11 @@ STDERR_LOG = "agent-stderr.log"
 TRANSCRIPT = "acp-transcript.jsonl"
 _NOTED_STOPS = {"max_tokens": "the model hit its output token limit", "refusal": "the agent refused to continue",
                 "max_turn_requests": "the agent hit its limit of model requests for one turn"}
+
+
+def _private_append(path: Path) -> Any:
+    """Open ``path`` for appending, created 0600 (it may hold the user's code and output)."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
 
 
 class _Refused(BackendError):
@@ -226,8 +232,8 @@ class AcpBackend:
         self._gen += 1
         gen = self._gen
         stack = AsyncExitStack()
-        stderr = stack.enter_context(open(self._workdir / STDERR_LOG, "ab"))
-        transcript = Transcript(self._workdir / TRANSCRIPT, self._clock)
+        stderr = stack.enter_context(_private_append(self._workdir / STDERR_LOG))
+        transcript = Transcript(self._workdir / TRANSCRIPT, self._clock, secrets=agent_secrets(self._agent))
         stack.callback(transcript.close)
         client = AcpClient(self._cwd, self._desk)
         try:

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -137,11 +138,15 @@ class PermissionDesk:
 class Transcript:
     """Every raw JSON-RPC message in and out, one JSON object a line."""
 
-    def __init__(self, path: Path, clock: Clock, max_bytes: int = MAX_TRANSCRIPT_BYTES) -> None:
+    def __init__(self, path: Path, clock: Clock, max_bytes: int = MAX_TRANSCRIPT_BYTES,
+                 secrets: tuple[str, ...] = ()) -> None:
         self.path = path
         self._clock = clock
         self._max = max_bytes
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the agent
+        self._secrets = tuple(sorted((s for s in secrets if len(s) >= 8), key=len, reverse=True))
+        """Values never written (the provider key an agent might echo in a tool's output)."""
+        # 0600: it holds every message, code and tool output included. Lives as long as the agent.
+        self._fh = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a", encoding="utf-8")
         self._size = path.stat().st_size
         self._full = False
 
@@ -150,6 +155,8 @@ class Transcript:
             return
         line = json.dumps({"at": round(self._clock.wall(), 3), "dir": direction, "msg": message},
                           ensure_ascii=False, default=str) + "\n"
+        for secret in self._secrets:
+            line = line.replace(secret, "[redacted]")
         if self._size + len(line) > self._max:
             line = json.dumps({"at": round(self._clock.wall(), 3), "dir": "note",
                                "msg": f"transcript cap of {self._max} bytes reached; later messages dropped"}) + "\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -53,6 +54,19 @@ def agent_environment(agent: AgentConfig, environ: Mapping[str, str] | None = No
             env[agent.provider.api_key_env] = key
     env.update(agent.env)
     return env
+
+
+_SECRET_NAME = re.compile(r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+
+
+def agent_secrets(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Values of the agent's environment that are credentials: its provider key, and every
+    configured variable named like one (``*_KEY``, ``*_TOKEN`` …). Never written to our files."""
+    env = agent_environment(agent, environ)
+    names = {k for k in env if _SECRET_NAME.search(k)}
+    if agent.provider is not None and agent.provider.api_key_env:
+        names.add(agent.provider.api_key_env)
+    return tuple(v for k, v in env.items() if k in names and v)
 
 
 async def terminate(proc: asyncio.subprocess.Process) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from polypilot_tui.agents.acp import AcpBackend
-from polypilot_tui.config import AgentConfig, Settings
+from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.events import AgentEvent
 
@@ -56,7 +56,8 @@ class Recorder:
 
 
 def fake_backend(tmp_path: Path, recorder: Recorder, *, caps: str = "load,resume", grace: float = 3.0,
-                 name: str = "w1", command: str | None = None) -> AcpBackend:
+                 name: str = "w1", command: str | None = None, provider: ProviderConfig | None = None,
+                 env: dict[str, str] | None = None) -> AcpBackend:
     """An AcpBackend on the fake agent; every backend of one tmp_path shares its state folder."""
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
@@ -65,7 +66,8 @@ def fake_backend(tmp_path: Path, recorder: Recorder, *, caps: str = "load,resume
         readme.write_text("readme text\n")
     agent = AgentConfig(
         name="fake", kind="acp", command=command or sys.executable, args=[] if command else [str(FAKE_AGENT)],
-        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": caps},
+        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": caps, **(env or {})},
+        provider=provider,
     )
     settings = Settings(stop_grace_seconds=grace, state_dir=tmp_path / "state")
     return AcpBackend(agent, recorder, SystemClock(), settings, tmp_path / name, cwd=workspace)

@@ -11,6 +11,7 @@ import pytest
 
 from polypilot_tui.agents.acp import STDERR_LOG, TRANSCRIPT, AcpBackend
 from polypilot_tui.agents.base import BackendError
+from polypilot_tui.config import ProviderConfig
 from tests.agents.acp_support import Recorder, fake_backend
 
 pytestmark = pytest.mark.timeout(60)
@@ -392,3 +393,21 @@ async def test_cancelled_answer_before_abort_still_cancels_first(backend: AcpBac
     outgoing = [x["msg"].get("method") or "answer" for x in lines if x["dir"] == "out"]
     assert outgoing.count("session/cancel") == 1
     assert outgoing.index("session/cancel") < outgoing.index("answer")  # cancel reached the agent first
+
+
+async def test_transcript_and_stderr_log_are_private_and_never_hold_a_key(tmp_path: Path, rec: Recorder,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    key, token = "provider-key-0123456789", "configured-token-9876543210"
+    monkeypatch.setenv("LLM_ACCESS", key)  # a variable whose name does not look secret
+    b = fake_backend(tmp_path, rec, provider=ProviderConfig(base_url="http://127.0.0.1:9", api_key_env="LLM_ACCESS"),
+                     env={"SERVICE_TOKEN": token})
+    try:
+        await b.connect(None)
+        await run_turn(b, rec, f"echo {key} and {token}")  # the agent echoes the prompt back
+    finally:
+        await b.close()
+    for name in (TRANSCRIPT, STDERR_LOG):
+        path = tmp_path / "w1" / name
+        assert path.stat().st_mode & 0o777 == 0o600, name
+    text = (tmp_path / "w1" / TRANSCRIPT).read_text()
+    assert key not in text and token not in text and "echo [redacted] and [redacted]" in text
