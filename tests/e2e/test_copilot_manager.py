@@ -148,6 +148,24 @@ async def test_stop_mid_tool_closes_the_tool_and_the_session_works(managers: Mak
     assert not any(i.tool_status == "running" for i in manager.history(sid) if i.kind is ItemKind.TOOL)
 
 
+async def test_stop_while_a_permission_prompt_is_open(manager: SessionManager,
+                                                      model_server: ModelServer) -> None:
+    sid = await manager.create_session(AGENT)
+    session = manager.session(sid)
+    await manager.send(sid, "TOOL CMD=`echo must-not-run`")
+    await pending(manager, sid)
+    began = time.monotonic()
+    await manager.stop(sid)
+    assert time.monotonic() - began < 2.0
+    assert manager.view(sid).status.value == "stopped" and manager.view(sid).pending_permission is None
+    await manager.send(sid, "anything else")
+    await settled(manager, sid, 2)
+    assert session.last_outcome.outcome is Outcome.COMPLETED
+    assert "echo: anything else" in texts(manager, sid, ItemKind.ASSISTANT)[-1]
+    tools = [i for i in manager.history(sid) if i.kind is ItemKind.TOOL]
+    assert all("must-not-run" not in t.text for t in tools), "a cancelled permission must not run the tool"
+
+
 async def test_hanging_model_ends_stuck_by_the_watchdog(managers: MakeManager, model_server: ModelServer) -> None:
     manager = managers(watchdog=WatchdogSettings(inactivity=5))
     statuses = StatusLog(manager)
