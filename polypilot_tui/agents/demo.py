@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -193,7 +194,8 @@ class DemoBackend:
                            "timestamp": self.clock.wall()}, ensure_ascii=False) + "\n"
         try:
             self._log_path.parent.mkdir(parents=True, exist_ok=True)
-            with self._log_path.open("a", encoding="utf-8") as fh:
+            fd = os.open(self._log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as fh:
                 fh.write(line)
         except OSError as exc:  # the log is a convenience for restore hints, never fatal
             log.warning("demo log write failed: %s", exc)
