@@ -1,0 +1,188 @@
+"""Settings (POLYPILOT_* environment, ``.env``) and the agents file (TOML)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from polypilot_tui.config import (DEMO_AGENT, AgentCatalog, AgentConfig, PermissionPolicy, ProviderConfig, Settings,
+                                  WatchdogSettings, load_agents)
+from polypilot_tui.core.watchdog import WatchdogConfig
+
+
+def fresh(**kwargs: object) -> Settings:
+    """Settings from the environment only (never a developer's .env)."""
+    return Settings(_env_file=None, **kwargs)  # type: ignore[arg-type]
+
+
+# ---- defaults and the environment -----------------------------------------------------------
+def test_defaults_are_polypilots_tiers_and_safe_choices() -> None:
+    settings = fresh()
+    assert settings.watchdog.to_config() == WatchdogConfig()  # the same numbers in both places
+    assert settings.permission_policy is PermissionPolicy.ASK
+    assert settings.default_agent == DEMO_AGENT and settings.agents_file is None
+    assert settings.record and settings.recovery_max_attempts == 2 and settings.stop_grace_seconds == 5.0
+
+
+def test_every_watchdog_setting_reaches_the_watchdog() -> None:
+    config_fields = {f.name for f in dataclasses.fields(WatchdogConfig)}
+    assert set(WatchdogSettings.model_fields) <= config_fields
+    values = {name: float(i + 1) for i, name in enumerate(WatchdogSettings.model_fields)}
+    assert dataclasses.asdict(WatchdogSettings(**values).to_config()).items() >= values.items()
+
+
+def test_settings_come_from_polypilot_variables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name, value in {
+        "POLYPILOT_WATCHDOG__INACTIVITY": "45", "POLYPILOT_WATCHDOG__TOOL": "900.5",
+        "POLYPILOT_PERMISSION_POLICY": "deny", "POLYPILOT_STATE_DIR": str(tmp_path / "state"),
+        "POLYPILOT_AGENTS_FILE": str(tmp_path / "agents.toml"), "POLYPILOT_RECORD": "false",
+        "POLYPILOT_DEMO_SPEED": "3", "POLYPILOT_STOP_GRACE_SECONDS": "1.5", "POLYPILOT_DEFAULT_AGENT": "codex",
+        "POLYPILOT_SOMETHING_UNKNOWN": "ignored", "POLYPILOT_WATCHDOG__DEAD_SEND": "",  # empty = unset
+    }.items():
+        monkeypatch.setenv(name, value)
+    settings = fresh()
+    assert settings.watchdog.inactivity == 45 and settings.watchdog.tool == 900.5
+    assert settings.watchdog.to_config().inactivity == 45
+    assert settings.watchdog.dead_send == WatchdogSettings().dead_send
+    assert settings.permission_policy is PermissionPolicy.DENY
+    assert settings.state_dir == tmp_path / "state" and settings.agents_file == tmp_path / "agents.toml"
+    assert (settings.record, settings.demo_speed, settings.stop_grace_seconds) == (False, 3.0, 1.5)
+    assert settings.default_agent == "codex"
+
+
+def test_a_whole_watchdog_table_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYPILOT_WATCHDOG", '{"inactivity": 10, "tool": 20}')
+    watchdog = fresh().watchdog
+    assert (watchdog.inactivity, watchdog.tool, watchdog.reconnect) == (10, 20, WatchdogSettings().reconnect)
+
+
+def test_explicit_arguments_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYPILOT_PERMISSION_POLICY", "allow")
+    assert fresh(permission_policy="ask").permission_policy is PermissionPolicy.ASK
+
+
+# ---- .env ---------------------------------------------------------------------------------
+def test_dotenv_is_read_from_the_working_directory_and_env_wins(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("POLYPILOT_PERMISSION_POLICY=allow\nPOLYPILOT_WATCHDOG__INACTIVITY=77\n"
+                                   "OTHER_TOOL_SETTING=whatever\n")
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    assert settings.permission_policy is PermissionPolicy.ALLOW and settings.watchdog.inactivity == 77
+    monkeypatch.setenv("POLYPILOT_WATCHDOG__INACTIVITY", "12")
+    assert Settings().watchdog.inactivity == 12  # the environment beats .env
+
+
+def test_env_file_none_isolates_from_a_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("POLYPILOT_PERMISSION_POLICY=allow\nPOLYPILOT_WATCHDOG__INACTIVITY=77\n")
+    monkeypatch.chdir(tmp_path)
+    settings = fresh()
+    assert settings.permission_policy is PermissionPolicy.ASK and settings.watchdog.inactivity == 120
+
+
+def test_a_dotenv_elsewhere_is_used_only_when_named(tmp_path: Path) -> None:
+    env = tmp_path / "custom.env"
+    env.write_text("POLYPILOT_DEMO_SPEED=4\n")
+    assert Settings(_env_file=env).demo_speed == 4  # type: ignore[call-arg]
+    assert Settings(_env_file=tmp_path / "missing.env").demo_speed == 1  # type: ignore[call-arg]
+
+
+# ---- validation -----------------------------------------------------------------------------
+@pytest.mark.parametrize(("name", "value", "where"), [
+    ("POLYPILOT_WATCHDOG__INACTIVITY", "-1", "watchdog.inactivity"),
+    ("POLYPILOT_WATCHDOG__TOOL", "ten minutes", "watchdog.tool"),
+    ("POLYPILOT_PERMISSION_POLICY", "sometimes", "permission_policy"),
+    ("POLYPILOT_HEARTBEAT_SECONDS", "0", "heartbeat_seconds"),
+    ("POLYPILOT_RECORD", "maybe", "record"),
+    ("POLYPILOT_WATCHDOG", "{not json", "watchdog"),
+])
+def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, name: str, value: str, where: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises((ValidationError, SettingsError)) as info:  # SettingsError: not even JSON
+        fresh()
+    assert where in str(info.value)
+
+
+def test_the_policy_error_lists_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYPILOT_PERMISSION_POLICY", "yolo")
+    with pytest.raises(ValidationError, match="'ask', 'allow' or 'deny'"):
+        fresh()
+
+
+# ---- the agents file --------------------------------------------------------------------------
+FULL = """
+[opencode]
+kind = "acp"
+command = "opencode"
+args = ["acp"]
+env = { OPENCODE_DISABLE_AUTOUPDATE = "1" }
+cwd = "/srv/project"
+model = "mock/mock-model"
+
+[copilot-byok]
+kind = "copilot"
+model = "gpt-4.1"
+provider = { type = "openai", base_url = "http://127.0.0.1:8080/v1", api_key_env = "MY_MODEL_KEY", wire_api = "responses" }
+
+[slow-demo]
+kind = "demo"
+script = "slow"
+"""
+
+
+def test_agents_file_parses_every_field(tmp_path: Path) -> None:
+    path = tmp_path / "agents.toml"
+    path.write_text(FULL)
+    catalog = load_agents(path)
+    assert catalog.names() == ["demo", "opencode", "copilot-byok", "slow-demo"] and catalog.problems == ()
+    opencode = catalog.get("opencode")
+    assert (opencode.kind, opencode.command, opencode.args, opencode.cwd, opencode.model) == (
+        "acp", "opencode", ["acp"], Path("/srv/project"), "mock/mock-model")
+    assert opencode.env == {"OPENCODE_DISABLE_AUTOUPDATE": "1"} and opencode.provider is None
+    provider = catalog.get("copilot-byok").provider
+    assert provider == ProviderConfig(type="openai", base_url="http://127.0.0.1:8080/v1", api_key_env="MY_MODEL_KEY",
+                                      wire_api="responses")
+    assert provider.api_key({"MY_MODEL_KEY": "k-123"}) == "k-123"
+    assert catalog.get("slow-demo").script == "slow"
+
+
+def test_agents_file_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "agents.toml"
+    path.write_text(FULL)
+    monkeypatch.setenv("POLYPILOT_AGENTS_FILE", str(path))
+    assert "opencode" in load_agents(fresh().agents_file).names()
+
+
+@pytest.mark.parametrize("content", [None, "", "# only comments\n", '[codex]\nkind = "acp"\n'])
+def test_the_demo_agent_is_always_there(tmp_path: Path, content: str | None) -> None:
+    path = None
+    if content is not None:
+        path = tmp_path / "agents.toml"
+        path.write_text(content)
+    catalog = load_agents(path)
+    demo = catalog.get(DEMO_AGENT)
+    assert catalog.names()[0] == DEMO_AGENT and demo.kind == "demo" and demo.command is None
+
+
+def test_the_demo_agent_survives_bad_entries(tmp_path: Path) -> None:
+    path = tmp_path / "agents.toml"
+    path.write_text('[broken]\nkind = "nope"\n')
+    catalog = load_agents(path)
+    assert catalog.names() == [DEMO_AGENT] and catalog.problems and catalog.problems[0].startswith("broken: kind:")
+
+
+def test_a_missing_agents_file_is_an_error(tmp_path: Path) -> None:
+    from polypilot_tui.config import AgentsFileError
+    with pytest.raises(AgentsFileError, match="does not exist"):
+        load_agents(tmp_path / "nope.toml")
+
+
+def test_an_unknown_agent_names_the_configured_ones() -> None:
+    catalog = AgentCatalog({"demo": AgentConfig(name="demo", kind="demo"), "codex": AgentConfig(name="codex",
+                                                                                                 kind="acp")})
+    with pytest.raises(KeyError, match="no agent named 'gemini'; configured: demo, codex"):
+        catalog.get("gemini")
