@@ -22,7 +22,7 @@ from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.core.turn import Outcome
 from polypilot_tui.persistence import attach_persistence
 from tests.e2e.test_restart_demo import Driver, as_rows, written_through
-from tests.support.copilot_harness import (AGENT, StatusLog, agents_toml, alive, copilot_processes, make_manager,
+from tests.support.copilot_harness import (AGENT, StatusLog, agents_toml, alive, home_processes, make_manager,
                                            run_env, until)
 from tests.support.model_server import ModelServer
 
@@ -104,7 +104,7 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
         second.kill()
     request = next(r for r in model_server.model_requests()[before:] if "what was the word" in r.last.text)
     assert "PELICAN" in request.text(), "the CLI's own history of the session was lost"
-    assert not copilot_processes(copilot_cli, home=tmp_path / "copilot-home")
+    assert not home_processes(tmp_path / "copilot-home"), "a CLI (or its child) outlived the app"
 
 
 async def test_recording_of_a_real_turn_replays_to_the_live_statuses(copilot_cli: Path, model_server: ModelServer,

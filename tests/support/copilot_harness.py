@@ -159,6 +159,17 @@ def copilot_processes(cli: Path, *, started_after: int | None = None, ancestor: 
     return found
 
 
+def home_processes(home: Path) -> list[int]:
+    """Every live process (CLI, its tool shells, anything they started) whose environment
+    has ``COPILOT_HOME=home``: what a test's agent left behind, whoever its parent is now."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and _stat(int(entry.name)) is not None \
+                and _has_home(int(entry.name), home):
+            found.append(int(entry.name))
+    return found
+
+
 def _has_home(pid: int, home: Path) -> bool:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
