@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Sequence
 
@@ -42,6 +43,10 @@ log = logging.getLogger(__name__)
 
 Attach = Callable[[SessionManager, Settings], "Persistence"]
 """Restores saved sessions into the manager and keeps them saved (``attach_persistence``)."""
+
+
+RENDER_INTERVAL = 0.05
+"""Seconds between coalesced redraws (PolyPilot's render debounce)."""
 
 
 class PolypilotApp(App[int]):
@@ -80,6 +85,7 @@ class PolypilotApp(App[int]):
         self._views: dict[str, SessionView] = {}
         self._dirty: set[str] = set()
         self._flush_scheduled = False
+        self._last_flush = float("-inf")
         self._flush_lock = asyncio.Lock()
         self.redraws = 0
         """Flushes run so far (a burst of engine changes should cost one)."""
@@ -168,8 +174,16 @@ class PolypilotApp(App[int]):
         self._schedule_flush()
 
     def _schedule_flush(self) -> None:
-        if not self._flush_scheduled and self.is_running:
-            self._flush_scheduled = self.call_later(self.flush)
+        if self._flush_scheduled or not self.is_running:
+            return
+        self._flush_scheduled = True
+        # At most one redraw per RENDER_INTERVAL: a stream of deltas from 20 sessions costs
+        # ~20 redraws a second, not one per event (the screen cannot show more anyway).
+        wait = self._last_flush + RENDER_INTERVAL - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, self.flush, name="coalesced redraw")
+        else:
+            self.call_later(self.flush)
 
     def heartbeat(self) -> None:
         """Refresh "ago" labels and catch any missed change (runs the ordinary flush)."""
@@ -182,6 +196,7 @@ class PolypilotApp(App[int]):
 
     async def _flush(self) -> None:
         self._flush_scheduled = False
+        self._last_flush = time.monotonic()
         self.redraws += 1
         dirty, self._dirty = self._dirty, set()
         views = self.manager.views()

@@ -108,6 +108,7 @@ class Driver:
     async def add(self, name: str, agent: str = "demo") -> str:
         sid = self.manager.add_session(agent, name=name)
         await self.clock.settle()
+        await self.app.flush()  # the dashboard shows a new session before anything happens to it
         return sid
 
     def emit(self, sid: str, event_type: str, **data: Any) -> None:
