@@ -1,12 +1,11 @@
 """Backends the chaos matrix runs on. A driver says how to build a manager on its backend,
 which prompt makes each fault real there, and what the fault must end in.
 
-Adding a backend is one class here plus one entry in :mod:`tests.chaos.registry`: give it
-an agent config (``agent_config``), the prompts of the faults it can make real
-(``prompts``), the expected outcome and bound of each (``expect``) and a reason for each
-fault it cannot (``not_applicable``). Real backends use the app's own backend factory
-(``create_backend``), so a Copilot driver is :class:`ModelServerDriver` with a Copilot
-agent config (tests/support/copilot_e2e.py ``copilot_agent``) and the same model prompts.
+A driver gives an agent config (``agent_config``), the prompts of the faults it can make
+real (``prompts``), the expected outcome and bound of each (``expect``) and a reason for
+each fault it cannot (``not_applicable``). Real backends use the app's own backend factory
+(``create_backend``), so a real agent CLI on the scripted model server is one call of
+:func:`model_server_driver` (see the Copilot line in :mod:`tests.chaos.registry`).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import pytest
 
@@ -33,6 +32,7 @@ from polypilot_tui.core.clock import Clock, FakeClock, SystemClock
 from polypilot_tui.core.session import ItemKind, Session
 from polypilot_tui.manager import SessionManager
 from tests.chaos.rig import BackendWrapper, Rig, scaled
+from tests.support.acp_agents import codex_agent, opencode_agent, require_binary
 from tests.support.model_server import ModelServer
 
 FAKE_ACP_AGENT = Path(__file__).resolve().parents[1] / "support" / "fake_acp_agent.py"
@@ -291,8 +291,8 @@ MODEL_PROMPTS = {
     "hang-after-final-tool": "HANGAFTERTOOL",
     "model-hang": "HANG",
     "long-tool": "TOOL CMD=`sleep 6 && echo built`",
-    "tool-hang": "TOOL CMD=`sleep 300`",
-    "sigkill-mid-tool": "TOOL CMD=`sleep 300`",
+    "tool-hang": "TOOL CMD=`sleep 60`",
+    "sigkill-mid-tool": "TOOL CMD=`sleep 60`",
     "restart-mid-turn": "SLOW",
     "double-stop": "SLOW",
     "reconnect-during-turn": "SLOW",
@@ -313,8 +313,8 @@ class ModelServerDriver(RealDriver):
     """A real agent CLI installed from npm, talking to the scripted model server."""
 
     package: ClassVar[NpmAgent]
-    builder: ClassVar[Any]
-    """(binary, server, home) -> AgentConfig (tests/support/acp_agents.py)."""
+    builder: ClassVar[Callable[[Path, ModelServer, Path], AgentConfig]]
+    """(binary, server, home) -> AgentConfig, e.g. tests/support/acp_agents.py codex_agent."""
     marks = (pytest.mark.e2e,)
     timeout = 120.0
     slack = 1.0
@@ -341,7 +341,6 @@ class ModelServerDriver(RealDriver):
         self._config: AgentConfig | None = None
 
     async def start(self) -> None:
-        from tests.support.acp_agents import require_binary
         binary = require_binary(self.package)
         self.server = self._stack.enter_context(ModelServer(slow_chunks=80, slow_interval=0.1))
         config = type(self).builder(binary, self.server, self.tmp_path / "home")
@@ -352,30 +351,23 @@ class ModelServerDriver(RealDriver):
         return self._config
 
 
-def _codex_builder(binary: Path, server: ModelServer, home: Path) -> AgentConfig:
-    from tests.support.acp_agents import codex_agent
-    return codex_agent(binary, server, home)
+def model_server_driver(name: str, package: NpmAgent, builder: Callable[[Path, ModelServer, Path], AgentConfig],
+                        **overrides: Any) -> type[ModelServerDriver]:
+    """A driver for a real agent CLI on the scripted model server; ``overrides`` replace class
+    attributes (``prompts``, ``expect``, ``not_applicable``, ``tiers`` …)."""
+    attributes = {"name": name, "package": package, "builder": staticmethod(builder), **overrides}
+    return type(f"{name.title().replace('-', '')}Driver", (ModelServerDriver,), attributes)
 
 
-def _opencode_builder(binary: Path, server: ModelServer, home: Path) -> AgentConfig:
-    from tests.support.acp_agents import opencode_agent
-    return opencode_agent(binary, server, home)
+#: opencode starts slowly (≈10-20 s per session on a cold home): it runs the two faults
+#: that differ most from codex's handling.
+_OPENCODE_FAULTS = ("model-hang", "sigkill-mid-tool")
 
-
-class CodexDriver(ModelServerDriver):
-    name = "codex"
-    package = CODEX_ACP
-    builder = staticmethod(_codex_builder)
-
-
-class OpencodeDriver(ModelServerDriver):
-    """opencode starts slowly (≈20 s per session on a cold home), so it runs the few faults
-    that differ most from codex's handling."""
-
-    name = "opencode"
-    package = OPENCODE
-    builder = staticmethod(_opencode_builder)
-    prompts = {k: v for k, v in MODEL_PROMPTS.items() if k in ("model-hang", "sigkill-mid-tool")}
-    not_applicable = {**ModelServerDriver.not_applicable,
-                      **{k: "covered on codex (opencode starts too slowly for every fault)"
-                         for k in MODEL_PROMPTS if k not in ("model-hang", "sigkill-mid-tool")}}
+CodexDriver = model_server_driver("codex", CODEX_ACP, codex_agent)
+OpencodeDriver = model_server_driver(
+    "opencode", OPENCODE, opencode_agent,
+    prompts={k: v for k, v in MODEL_PROMPTS.items() if k in _OPENCODE_FAULTS},
+    not_applicable={**ModelServerDriver.not_applicable,
+                    **{k: "covered on codex (opencode starts too slowly for every fault)"
+                       for k in MODEL_PROMPTS if k not in _OPENCODE_FAULTS}},
+)

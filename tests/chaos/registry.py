@@ -1,7 +1,7 @@
 """What the chaos matrix is made of: the scenarios (rows) and the backends (columns).
 
-To add a backend (e.g. ``copilot``), write its driver in :mod:`tests.chaos.drivers` and add
-one entry to :data:`BACKENDS`; every scenario it has a prompt for then runs on it.
+To add a backend, add one entry to :data:`BACKENDS`; every scenario it has a prompt for
+then runs on it, and the others show in the table with their ``not_applicable`` reason.
 """
 
 from __future__ import annotations
@@ -31,5 +31,10 @@ BACKENDS: dict[str, type[Driver]] = {
     "fake-acp": FakeAcpDriver,
     "codex": CodexDriver,
     "opencode": OpencodeDriver,
-    # "copilot": CopilotDriver,  # the Copilot helper: a ModelServerDriver with copilot_agent()
+    # The Copilot CLI is one entry away (COPILOT_CLI: agents.npm_cache; copilot_agent:
+    # tests.support.copilot_e2e; MODEL_PROMPTS' faults then run on it):
+    # "copilot": model_server_driver(
+    #     "copilot", COPILOT_CLI, lambda cli, server, home: copilot_agent(cli, server, home, home / "ws"),
+    #     not_applicable={**ModelServerDriver.not_applicable,
+    #                     "zero-idle": "the scripted model cannot make the CLI drop session.idle"}),
 }
