@@ -55,6 +55,7 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
     every session in the sidebar; and how many sessions it lists."""
     from polypilot_tui.ui import app as ui_app
     from polypilot_tui.ui.app import PolypilotApp
+    from polypilot_tui.ui.widgets.session_list import ROW_HEIGHT
 
     loop = asyncio.get_running_loop()
     first, listed = loop.create_future(), loop.create_future()
@@ -68,8 +69,12 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
                 now = time.perf_counter()
                 if not first.done():
                     first.set_result(now)
-                rows = len(self.sidebar.list_view.children)
-                if not listed.done() and self.manager.ids() and rows >= len(self.manager.ids()):
+                # Listed = the sidebar's one list widget holds a row for every session and is
+                # laid out to scroll through all of them (it draws only the rows on screen).
+                rows = self.sidebar.session_list
+                wanted = len(self.manager.ids())
+                if (not listed.done() and wanted and len(rows.session_ids) >= wanted
+                        and rows.virtual_size.height >= wanted * ROW_HEIGHT):
                     listed.set_result(now)
             super()._display(screen, renderable)
 
@@ -82,7 +87,7 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
     async with app.run_test(size=(160, 48)) as pilot:
         shown = await asyncio.wait_for(first, 120)
         all_rows = await asyncio.wait_for(listed, 120)
-        count = len(app.sidebar.list_view.children)
+        count = len(app.sidebar.session_list.session_ids)
         await pilot.pause()
         if app.persistence is not None:
             await app.persistence.close()

@@ -6,15 +6,18 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.core.view import SessionStatus
-from polypilot_tui.ui.widgets.session_row import SessionRow
+from polypilot_tui.ui.formatting import UNREAD_MARK
 from tests.snapshots import scenarios
 from tests.snapshots.fakes import Driver, WedgedBackend, build_app
 from tests.ui.helpers import notifications, wait_for
 
 
 def row_status(app: Any, sid: str) -> str:
-    row = app.query_one(f"#row-{sid}", SessionRow)
-    return row.status_text
+    """The compact status line of a session's row, as drawn."""
+    entry = app.sidebar.session_list.entry(sid)
+    assert entry is not None, f"no row for {sid}"
+    assert app.sidebar.session_list.rendered(sid)[1].strip() == entry.status_text
+    return entry.status_text
 
 
 async def test_heartbeat_refreshes_ago_labels_from_the_injected_clock(tmp_path: Path) -> None:
@@ -77,7 +80,8 @@ async def test_bell_and_toast_only_for_sessions_off_screen_and_only_once(tmp_pat
         d.idle(sid)
         await d.settle()
         assert len(bells) == 2 and any("worker finished" in n for n in notifications(app))
-        assert app.query_one(f"#row-{sid}", SessionRow).has_class("-unread")
+        assert app.sidebar.session_list.entry(sid).unread
+        assert app.sidebar.session_list.rendered(sid)[0].rstrip().endswith(UNREAD_MARK)
 
 
 async def test_stop_on_a_wedged_agent_runs_in_a_worker_and_leaves_a_usable_session(tmp_path: Path) -> None:
@@ -153,12 +157,14 @@ async def test_click_a_row_selects_it_and_close_session_removes_it(tmp_path: Pat
         await d.settle()
         sid = await d.add("second")
         await d.settle()
-        await pilot.click(f"#row-{sid}")
+        rows = app.sidebar.session_list
+        await pilot.click(rows, offset=rows.row_offset(sid))
         await wait_for(pilot, lambda: app.selected == sid and app.pane.session_id == sid)
         app.action_close_session()
         await wait_for(pilot, lambda: sid not in app.manager.ids())
         await d.settle()
-        assert app.selected == "s1" and not app.query(f"#row-{sid}") and app.pane.log_for(sid) is None
+        assert app.selected == "s1" and app.sidebar.session_list.session_ids == ["s1"]
+        assert app.pane.log_for(sid) is None
 
 
 async def test_broken_agents_file_falls_back_to_demo_with_one_notice(tmp_path: Path) -> None:

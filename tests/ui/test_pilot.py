@@ -11,10 +11,10 @@ from textual.widgets import Static
 
 from polypilot_tui.core.session import ItemKind
 from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.ui.formatting import UNREAD_MARK
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.permission_prompt import OptionButton
-from polypilot_tui.ui.widgets.session_row import SessionRow
 from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.ui.helpers import demo_app, notifications, wait_for
 
@@ -56,7 +56,8 @@ async def test_ctrl_n_creates_a_session_and_selects_it(tmp_path: Path) -> None:
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.manager.ids() == ["s1", "s2"] and app.selected == "s2",
                        what="a second session, selected")
-        await wait_for(pilot, lambda: len(app.query(SessionRow)) == 2, what="two sidebar rows")
+        await wait_for(pilot, lambda: app.sidebar.session_list.session_ids == ["s1", "s2"],
+                       what="two sidebar rows")
         await wait_for(pilot, lambda: app.manager.view("s2").status is SessionStatus.IDLE, what="connected")
         await send(pilot, "hi")
         await wait_for(pilot, lambda: last_outcome(app, "s2") == "completed", what="the new session to answer")
@@ -115,7 +116,7 @@ async def test_ctrl_up_down_move_the_selection(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.selected == "s1")
         for _ in range(2):
             app.manager.add_session("demo")
-        await wait_for(pilot, lambda: len(app.query(SessionRow)) == 3)
+        await wait_for(pilot, lambda: app.sidebar.session_list.session_ids == ["s1", "s2", "s3"])
         assert app.selected == "s1"
         await pilot.press("ctrl+down")
         await wait_for(pilot, lambda: app.selected == "s2" and app.pane.session_id == "s2")
@@ -156,11 +157,17 @@ async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_j(tmp_pat
         await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE)
         await app.manager.send(sid, "hi")
         await wait_for(pilot, lambda: sid in app.attention.unread, what="unread mark")
-        row = app.query_one(f"#row-{sid}", SessionRow)
-        await wait_for(pilot, lambda: row.has_class("-unread"))
+        rows = app.sidebar.session_list
+
+        def unread_mark() -> bool:
+            entry, (top, _) = rows.entry(sid), rows.rendered(sid)
+            assert entry.unread == top.rstrip().endswith(UNREAD_MARK)  # what is drawn follows the entry
+            return entry.unread
+
+        await wait_for(pilot, unread_mark)
         assert sum("finished" in n for n in notifications(app)) == 1
         await pilot.press("ctrl+j")
-        await wait_for(pilot, lambda: app.selected == sid and not row.has_class("-unread"))
+        await wait_for(pilot, lambda: app.selected == sid and not unread_mark())
         await pilot.press("ctrl+j")
         await wait_for(pilot, lambda: any("No other session" in n for n in notifications(app)))
         assert app.selected == sid
@@ -247,8 +254,7 @@ async def test_agent_markup_and_escape_sequences_are_shown_literally(tmp_path: P
         user = [str(w.render()) for w in app.pane.log_for(sid).query(UserMessage)]
         assert user == ["[bold red]boom[/] ok"]
         assert "[bold red]boom[/]" in replies(app, sid)[0] and "\x1b" not in replies(app, sid)[0]
-        row = app.query_one(f"#row-{sid}", SessionRow)
-        assert "[b]nasty[/b]" in str(row.render())
+        assert "[b]nasty[/b]" in app.sidebar.session_list.rendered(sid)[0]
         console = Console(width=100, record=True, file=io.StringIO())
         console.print(app.pane.log_for(sid).query(AssistantMessage).first().render())
         rendered = console.export_text()
@@ -273,8 +279,8 @@ async def test_sidebar_keys_stop_and_reconnect(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!slow")
         await wait_for(pilot, lambda: app.manager.view("s1").status.busy)
-        app.sidebar.list_view.focus()
-        await wait_for(pilot, lambda: app.sidebar.list_view.has_focus)
+        app.sidebar.session_list.focus()
+        await wait_for(pilot, lambda: app.sidebar.session_list.has_focus)
         await pilot.press("s")
         await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
         await pilot.press("r")

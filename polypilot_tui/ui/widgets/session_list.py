@@ -1,0 +1,352 @@
+"""Every session as two lines (icon, name, marks / compact status) in one Line API widget.
+
+One widget draws the whole list, a line at a time and only the lines on screen: restoring
+hundreds of sessions costs one widget's styling, not one per row (a mounted widget per
+session made the first frame with 200 saved sessions several times slower than an empty
+start). Colours still come from the theme, through component classes styled in
+``session_sidebar.tcss``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
+
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.content import Content
+from textual.geometry import Offset, Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from polypilot_tui.core.text import one_line
+from polypilot_tui.core.view import SessionStatus, SessionView
+from polypilot_tui.ui.formatting import STATUS_ICONS, UNREAD_MARK, WARNING_MARK, sidebar_status
+
+ROW_HEIGHT = 2
+"""Lines per session: icon, name and marks; then the compact status."""
+
+
+@dataclass(frozen=True)
+class SessionEntry:
+    """What one row shows, derived from a view and the time (equal entries draw the same)."""
+
+    session_id: str
+    status: SessionStatus
+    name: str
+    status_text: str
+    """The compact status line as shown (e.g. ``2m · 8 tools · 45s ago``)."""
+    unread: bool
+    warning: bool
+    """Tools keep failing with permission errors (the ⚠ mark)."""
+    tooltip: str
+
+    @classmethod
+    def of(cls, view: SessionView, now: float, unread: bool) -> SessionEntry:
+        """The row for ``view`` at ``now``."""
+        return cls(view.id, view.status, one_line(view.name, 60), sidebar_status(view, now), unread,
+                   view.permission_warning,
+                   f"{view.name} · {view.agent}" + (f" · {view.cwd}" if view.cwd else ""))
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` in exactly ``width`` cells: padded, or cut with an ellipsis."""
+    if width <= 0:
+        return ""
+    if cell_len(text) <= width:
+        return set_cell_size(text, width)
+    return set_cell_size(text, width - 1) + "…"
+
+
+class SessionList(ScrollView, can_focus=True):
+    """The sessions; the highlighted row is the selection (the app decides what that means)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor_up", "Up", show=False),
+        Binding("down", "cursor_down", "Down", show=False),
+        Binding("home", "first", "First", show=False),
+        Binding("end", "last", "Last", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("enter", "select", "Select", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "session-list--row", "session-list--row-hover", "session-list--row-highlighted",
+        "session-list--icon", "session-list--icon-busy", "session-list--icon-attention",
+        "session-list--icon-permission",
+        "session-list--name", "session-list--name-unread",
+        "session-list--unread", "session-list--warning",
+        "session-list--status", "session-list--status-attention", "session-list--status-permission",
+    }
+    """Row backgrounds (plain, hover, highlighted), then one class per part of a row, with
+    variants by status: busy, needing the user, awaiting permission."""
+
+    DEFAULT_CSS = """
+    SessionList {
+        overflow-x: hidden;
+        overflow-y: auto;
+    }
+    """
+
+    index: reactive[int | None] = reactive(None, repaint=False)
+    """The highlighted row, or None when there are no sessions."""
+
+    _hover: reactive[int | None] = reactive(None, repaint=False)
+    """The row under the mouse."""
+
+    @dataclass
+    class Highlighted(Message):
+        """The highlight moved to a session (by key, click or :meth:`highlight`)."""
+
+        session_id: str
+
+    @dataclass
+    class Selected(Message):
+        """The user chose a session (enter or click)."""
+
+        session_id: str
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._entries: list[SessionEntry] = []
+        self._index_of: dict[str, int] = {}
+        self._strips: LRUCache[tuple[object, ...], tuple[Strip, Strip]] = LRUCache(512)
+
+    # ---- data ----------------------------------------------------------------------
+    @property
+    def session_ids(self) -> list[str]:
+        """Sessions in the order they are listed."""
+        return [entry.session_id for entry in self._entries]
+
+    @property
+    def highlighted_id(self) -> str | None:
+        """The session of the highlighted row."""
+        index = self.index
+        return self._entries[index].session_id if index is not None else None
+
+    def entry(self, session_id: str) -> SessionEntry | None:
+        """The row of a session, as last set."""
+        index = self._index_of.get(session_id)
+        return None if index is None else self._entries[index]
+
+    def set_entries(self, entries: Sequence[SessionEntry]) -> None:
+        """Show these rows; only rows that differ from the last ones are redrawn.
+
+        The highlight stays on its session when rows move; it moves silently (no message)
+        to a neighbour when its session goes away.
+        """
+        old, old_highlight = self._entries, self.highlighted_id
+        self._entries = list(entries)
+        self._index_of = {entry.session_id: i for i, entry in enumerate(self._entries)}
+        if len(old) != len(self._entries):
+            self._update_virtual_size()
+            self.refresh()
+        else:
+            for i, (before, after) in enumerate(zip(old, self._entries)):
+                if before != after:
+                    self.refresh_lines(i * ROW_HEIGHT, ROW_HEIGHT)
+        if not self._entries:
+            index = None
+        elif old_highlight in self._index_of:
+            index = self._index_of[old_highlight]
+        else:
+            index = min(self.index or 0, len(self._entries) - 1)
+        if index != self.index:
+            self.set_reactive(SessionList.index, index)
+            self.refresh()
+            self.scroll_to_highlight()
+        hover = self._hover
+        if hover is not None and hover >= len(self._entries):
+            self._hover = None
+        self._update_tooltip()
+
+    def highlight(self, session_id: str) -> None:
+        """Move the highlight to a session (posts :class:`Highlighted` if it moved)."""
+        index = self._index_of.get(session_id)
+        if index is not None:
+            self.index = index
+
+    # ---- geometry ------------------------------------------------------------------
+    def _update_virtual_size(self) -> None:
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self._entries) * ROW_HEIGHT)
+
+    def row_offset(self, session_id: str) -> Offset | None:
+        """Where a session's first line is, relative to this widget (None when scrolled away)."""
+        index = self._index_of.get(session_id)
+        if index is None:
+            return None
+        y = index * ROW_HEIGHT - self.scroll_offset.y
+        if not 0 <= y < self.scrollable_content_region.height:
+            return None
+        gutter = self.styles.gutter
+        return Offset(gutter.left + 2, gutter.top + y)
+
+    def _row_at(self, event: events.MouseEvent) -> int | None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return None
+        index = (offset.y + self.scroll_offset.y) // ROW_HEIGHT
+        return index if 0 <= index < len(self._entries) else None
+
+    def scroll_to_highlight(self) -> None:
+        """Scroll just enough to show the highlighted row."""
+        if self.index is None or not self.is_mounted:
+            return
+        region = Region(0, self.index * ROW_HEIGHT, self.scrollable_content_region.width, ROW_HEIGHT)
+        self.scroll_to_region(region, animate=False, force=True, immediate=True)
+
+    def _on_resize(self, event: events.Resize) -> None:
+        self._update_virtual_size()
+        self._strips.clear()
+        self.scroll_to_highlight()
+
+    def on_show(self) -> None:
+        self.scroll_to_highlight()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()  # a new theme or focus state draws in new colours
+        self.refresh()
+
+    # ---- drawing -------------------------------------------------------------------
+    def _style(self, *names: str) -> RichStyle:
+        return self.get_visual_style(*names).rich_style
+
+    def _row_strips(self, index: int, width: int) -> tuple[Strip, Strip]:
+        entry = self._entries[index]
+        if index == self.index:
+            row = "session-list--row-highlighted"
+        elif index == self._hover:
+            row = "session-list--row-hover"
+        else:
+            row = ""
+        key = (entry, width, row, self.has_focus)
+        cached = self._strips.get(key)
+        if cached is not None:
+            return cached
+        rows = ("session-list--row", row) if row else ("session-list--row",)
+        status = entry.status
+        variant = ("permission" if status is SessionStatus.AWAITING_PERMISSION else
+                   "attention" if status.needs_user else "busy" if status.busy else "")
+        icon = (*rows, "session-list--icon") + ((f"session-list--icon-{variant}",) if variant else ())
+        status_line = (*rows, "session-list--status") + (
+            (f"session-list--status-{variant}",) if variant in ("permission", "attention") else ())
+        name = (*rows, "session-list--name") + (("session-list--name-unread",) if entry.unread else ())
+        padding = self.get_component_styles("session-list--row").padding
+        base = self._style(*rows)
+        left, right = " " * padding.left, " " * padding.right
+        room = max(0, width - padding.left - padding.right)
+        marks: list[Segment] = []
+        if entry.unread:
+            marks.append(Segment(f" {UNREAD_MARK}", self._style(*rows, "session-list--unread")))
+        if entry.warning:
+            marks.append(Segment(f" {WARNING_MARK}", self._style(*rows, "session-list--warning")))
+        name_room = max(1, room - 2 - sum(segment.cell_length for segment in marks))
+        top = Strip([Segment(left, base), Segment(f"{STATUS_ICONS[status]} ", self._style(*icon)),
+                     Segment(_fit(entry.name, name_room), self._style(*name)), *marks,
+                     Segment(right, base)])
+        text = entry.status_text
+        if cell_len(text) > room - 2:
+            text = _fit(text, max(1, room - 2))
+        bottom = Strip([Segment(left + "  ", base), Segment(text, self._style(*status_line))])
+        strips = (top.adjust_cell_length(width, base), bottom.adjust_cell_length(width, base))
+        self._strips[key] = strips
+        return strips
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        index, line = divmod(self.scroll_offset.y + y, ROW_HEIGHT)
+        if index >= len(self._entries):
+            return Strip.blank(width, self._style("session-list--row"))
+        return self._row_strips(index, width)[line]
+
+    def rendered(self, session_id: str) -> tuple[str, str] | None:
+        """A session's two lines as plain text, as drawn at the current width."""
+        index = self._index_of.get(session_id)
+        if index is None:
+            return None
+        top, bottom = self._row_strips(index, self.scrollable_content_region.width)
+        return top.text, bottom.text
+
+    # ---- highlight and mouse -------------------------------------------------------
+    def validate_index(self, index: int | None) -> int | None:
+        if index is None or not self._entries:
+            return None
+        return max(0, min(index, len(self._entries) - 1))
+
+    def watch_index(self, old: int | None, new: int | None) -> None:
+        for index in (old, new):
+            if index is not None:
+                self.refresh_lines(index * ROW_HEIGHT, ROW_HEIGHT)
+        if new is not None:
+            self.scroll_to_highlight()
+            self.post_message(self.Highlighted(self._entries[new].session_id))
+
+    def watch__hover(self, old: int | None, new: int | None) -> None:
+        for index in (old, new):
+            if index is not None:
+                self.refresh_lines(index * ROW_HEIGHT, ROW_HEIGHT)
+        self._update_tooltip()
+
+    def _update_tooltip(self) -> None:
+        hover = self._hover
+        tooltip = Content(self._entries[hover].tooltip) if hover is not None else None
+        if tooltip != self.tooltip:
+            self.tooltip = tooltip
+
+    def _on_mouse_move(self, event: events.MouseMove) -> None:
+        self._hover = self._row_at(event)
+
+    def _on_leave(self, event: events.Leave) -> None:
+        self._hover = None
+
+    def _on_click(self, event: events.Click) -> None:
+        index = self._row_at(event)
+        if index is not None:
+            self.index = index
+            self.post_message(self.Selected(self._entries[index].session_id))
+
+    # ---- keys ----------------------------------------------------------------------
+    def _move(self, index: int) -> None:
+        if self._entries:
+            self.index = index
+
+    def action_cursor_up(self) -> None:
+        """Highlight the session above."""
+        self._move(self.index - 1 if self.index is not None else 0)
+
+    def action_cursor_down(self) -> None:
+        """Highlight the session below."""
+        self._move(self.index + 1 if self.index is not None else 0)
+
+    def action_first(self) -> None:
+        """Highlight the first session."""
+        self._move(0)
+
+    def action_last(self) -> None:
+        """Highlight the last session."""
+        self._move(len(self._entries) - 1)
+
+    def _page(self) -> int:
+        return max(1, self.scrollable_content_region.height // ROW_HEIGHT)
+
+    def action_page_up(self) -> None:
+        """Highlight a screenful above."""
+        self._move((self.index or 0) - self._page())
+
+    def action_page_down(self) -> None:
+        """Highlight a screenful below."""
+        self._move((self.index or 0) + self._page())
+
+    def action_select(self) -> None:
+        """Choose the highlighted session."""
+        session_id = self.highlighted_id
+        if session_id is not None:
+            self.post_message(self.Selected(session_id))
