@@ -38,6 +38,7 @@ RESULT_KINDS: dict[str, str] = {
 #: turn): only their short scalar fields are kept, so traces stay small.
 _BULKY_PREFIXES = ("model.",)
 _SCALAR_MAX = 200
+_SYSTEM_PROMPT_KEEP = 300
 _DETAIL_MAX = 4000
 
 
@@ -63,7 +64,19 @@ def event_from_dict(raw: Mapping[str, Any]) -> AgentEvent:
         data = {"value": data}
     if kind.startswith(_BULKY_PREFIXES):
         data = {k: v for k, v in data.items() if _small_scalar(v)}
+    elif kind == "system.message":
+        data = _trimmed_system_prompt(data)
     return AgentEvent(kind, data)
+
+
+def _trimmed_system_prompt(data: dict[str, Any]) -> dict[str, Any]:
+    """The CLI sends its whole system prompt (~43 KB) as ``system.message`` with every user
+    message. The engine does not read it; kept whole it was ~90% of a recording (the 5 MB
+    cap reached after ~115 prompts) and of ``polypilot run --json``. Keep its head and size."""
+    content = data.get("content")
+    if not isinstance(content, str) or len(content) <= _SYSTEM_PROMPT_KEEP:
+        return data
+    return {**data, "content": content[:_SYSTEM_PROMPT_KEEP] + " …", "contentChars": len(content)}
 
 
 def _type_name(event: Any) -> str:

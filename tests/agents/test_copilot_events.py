@@ -71,6 +71,15 @@ class Unserializable:
         raise AssertionError("generated class refuses")
 
 
+def test_the_cli_system_prompt_is_cut_to_its_head() -> None:
+    prompt = "You are GitHub Copilot. " + "x" * 43_000
+    event = event_from_dict({"type": "system.message", "data": {"content": prompt, "role": "system"}})
+    assert event.get("role") == "system" and event.get("contentChars") == len(prompt)
+    assert event.text("content").startswith("You are GitHub Copilot.") and len(event.text("content")) < 400
+    short = event_from_dict({"type": "system.message", "data": {"content": "Turn ended: cancelled."}})
+    assert short.data == {"content": "Turn ended: cancelled."}
+
+
 def test_serialization_failure_keeps_the_type() -> None:
     event = event_from_sdk(Unserializable())
     assert event.type == "session.weird" and event.data == {}

@@ -21,6 +21,7 @@ import pytest
 from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.core.turn import Outcome
 from polypilot_tui.persistence import attach_persistence
+from polypilot_tui.replay import run_trace
 from tests.e2e.test_restart_demo import Driver, as_rows, written_through
 from tests.support.copilot_harness import (AGENT, StatusLog, agents_toml, alive, home_processes, make_manager,
                                            run_env, until)
@@ -98,12 +99,18 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
         asked = second.expect("asked", 60)
         assert asked["outcome"] == "completed" and asked["status"] == "idle", asked
         assert asked["history"][-1]["text"] == "echo: what was the word"
-        second.expect("closed", 30)
+        closed = second.expect("closed", 30)
         assert second.proc.wait(30) == 0
     finally:
         second.kill()
     request = next(r for r in model_server.model_requests()[before:] if "what was the word" in r.last.text)
     assert "PELICAN" in request.text(), "the CLI's own history of the session was lost"
+
+    # The restored run's recording starts with a restore line for the turn in flight.
+    trace = Path(closed["recording"]).read_text().splitlines()
+    restore = json.loads(trace[0])["restore"]
+    assert restore["mid_turn"] and restore["prompt"] == "now tell me something SLOW"
+    # (The resume hints are missing from this line: see the xfail test below.)
     assert not home_processes(tmp_path / "copilot-home"), "a CLI (or its child) outlived the app"
 
 
@@ -144,3 +151,37 @@ async def test_recording_of_a_real_turn_replays_to_the_live_statuses(copilot_cli
     # sending, thinking, working, awaiting_permission, working, thinking, idle, …, stopped, …
     assert replayed == live, (replayed, live)
     assert "awaiting_permission" in live and "stopped" in live
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "recorder bug: the Copilot resume emits events (session.resume, tools_updated, …) during connect, "
+    "so the recording's restore line is written before the resume hints are known and lacks lost_turn; "
+    "the replay then completes the restored turn on a later session.idle instead of failing it"))
+async def test_restored_turn_recording_keeps_the_resume_hints(copilot_cli: Path, model_server: ModelServer,
+                                                              tmp_path: Path) -> None:
+    first = make_manager(copilot_cli, model_server, tmp_path, record=True)
+    persistence = attach_persistence(first, first.settings)
+    sid = await first.create_session(AGENT)
+    session = first.session(sid)
+    await first.send(sid, "something SLOW")
+    await until(lambda: session.turn is not None and session.turn.streamed_chars > 0, 30, "streamed text")
+    await first.shutdown()  # the app quits mid-turn: the registry keeps the turn in flight
+    await persistence.close()
+
+    second = make_manager(copilot_cli, model_server, tmp_path, record=True)
+    persistence = attach_persistence(second, second.settings)
+    try:
+        assert persistence.restored.mid_turn == [sid]
+        restored = second.session(sid)
+        await until(lambda: restored.turn is None, 40, "the restored turn to end")
+        live = [t.outcome.value for t in restored.turns]
+        recording = persistence.recorder.path(sid) if persistence.recorder else None
+    finally:
+        await second.shutdown()
+        await persistence.close()
+    assert live == ["failed"] and restored.last_outcome.reason.startswith("the agent lost this turn")
+    assert recording is not None
+    trace = recording.read_text().splitlines()
+    replayed = await run_trace(trace)
+    assert json.loads(trace[0])["restore"].get("lost_turn") is True
+    assert [t["turn_end"] for t in replayed.timeline if "turn_end" in t] == live

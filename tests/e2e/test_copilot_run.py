@@ -66,6 +66,8 @@ def test_json_prints_jsonl(setup: tuple[Path, dict[str, str]]) -> None:
                  "session.idle"):
         assert kind in types, f"{kind} missing from {types}"
     assert lines[-1] == {"turn_end": "completed", "reason": "session.idle"}
+    biggest = max(done.stdout.splitlines(), key=len)
+    assert len(biggest) < 10_000, f"a {len(biggest)}-char JSONL line: {biggest[:200]}"  # not the 43 KB prompt
     assert KEY not in done.stdout
 
 

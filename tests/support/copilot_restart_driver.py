@@ -108,9 +108,10 @@ async def restore(state_dir: Path) -> int:
     last = session.last_outcome
     emit("asked", outcome=last.outcome.value if last else "", status=manager.view(sid).status.value,
          history=history(session))
+    recording = persistence.recorder.path(sid) if persistence.recorder else None
     await manager.shutdown()
     await persistence.close()
-    emit("closed")
+    emit("closed", recording=str(recording or ""))
     return 0
 
 
