@@ -76,7 +76,8 @@ def _trimmed_system_prompt(data: dict[str, Any]) -> dict[str, Any]:
     content = data.get("content")
     if not isinstance(content, str) or len(content) <= _SYSTEM_PROMPT_KEEP:
         return data
-    return {**data, "content": content[:_SYSTEM_PROMPT_KEEP] + " …", "contentChars": len(content)}
+    trimmed = {k: v for k, v in data.items() if k != "contentBlocks"}  # the same prompt again, in parts
+    return {**trimmed, "content": content[:_SYSTEM_PROMPT_KEEP] + " …", "contentChars": len(content)}
 
 
 def _type_name(event: Any) -> str:

@@ -73,8 +73,11 @@ class Unserializable:
 
 def test_the_cli_system_prompt_is_cut_to_its_head() -> None:
     prompt = "You are GitHub Copilot. " + "x" * 43_000
-    event = event_from_dict({"type": "system.message", "data": {"content": prompt, "role": "system"}})
+    blocks = [{"type": "text", "text": prompt}]
+    event = event_from_dict({"type": "system.message", "data": {"content": prompt, "role": "system",
+                                                               "contentBlocks": blocks}})
     assert event.get("role") == "system" and event.get("contentChars") == len(prompt)
+    assert "contentBlocks" not in event.data
     assert event.text("content").startswith("You are GitHub Copilot.") and len(event.text("content")) < 400
     short = event_from_dict({"type": "system.message", "data": {"content": "Turn ended: cancelled."}})
     assert short.data == {"content": "Turn ended: cancelled."}
