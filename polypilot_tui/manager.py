@@ -124,6 +124,10 @@ class SessionManager:
         turn = self._get(session_id).session.turn
         return "".join(turn.reasoning) if turn else ""
 
+    def connect_result(self, session_id: str) -> ConnectResult | None:
+        """What the last connect of this session found (resume hints), or None."""
+        return self._get(session_id).last_connect
+
     def deadline(self, session_id: str) -> float | None:
         """When the watchdog next looks at this session (None when idle or paused)."""
         return self._get(session_id).armed_at
@@ -218,7 +222,7 @@ class SessionManager:
         self._emit_action(session_id, "reconnect", {})
         await self._drop_backend(session_id, "")
         await self._ensure_connected(session_id)
-        return self._get(session_id).last_connect  # type: ignore[return-value]
+        return self.connect_result(session_id)  # type: ignore[return-value]
 
     async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
         """Answer a pending permission request with one of its options."""

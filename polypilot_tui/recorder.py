@@ -115,6 +115,11 @@ class _Recording:
     size: int = 0
     stopped: bool = False
     comments: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    """Lines that arrived while a restored session was still connecting: they are written
+    after the ``restore`` line, once the resume hints they depend on are known."""
+
+
 
 
 class Recorder:
@@ -204,13 +209,16 @@ class Recorder:
         rec.hints_known = True
         if rec.restore is not None:
             rec.restore.update(self._resume_hints(session_id, session))
-            if rec.restore.get("mid_turn"):
+            if rec.restore.get("mid_turn") or rec.pending:
                 self._ensure_open(rec)  # the resumed turn's clock starts now, not at the first event
+        pending, rec.pending = rec.pending, []
+        for line in pending:
+            self._write(rec, line)
 
     def _resume_hints(self, session_id: str, session: Any) -> dict[str, bool]:
         """The connect result's hints, as ``polypilot replay``'s ``restore`` line takes them."""
-        try:  # the engine keeps the last ConnectResult (no public accessor yet)
-            result = self._manager._get(session_id).last_connect  # type: ignore[union-attr]
+        try:
+            result = self._manager.connect_result(session_id)  # type: ignore[union-attr]
         except (AttributeError, KeyError):
             result = None
         if result is not None:
@@ -264,14 +272,18 @@ class Recorder:
 
     def _line(self, session_id: str, action: str, value: Any) -> None:
         rec = self._recording(session_id)
-        if self._ensure_open(rec):
-            self._write(rec, dump_entry(max(0.0, self.clock.now() - rec.start), action, value))
+        self._emit(rec, dump_entry(max(0.0, self.clock.now() - rec.start), action, value))
 
     def _comment(self, session_id: str, text: str) -> None:
         rec = self._recording(session_id)
-        if self._ensure_open(rec):
-            at = max(0.0, self.clock.now() - rec.start)
-            self._write(rec, f"# {at:.3f} {text}")
+        self._emit(rec, f"# {max(0.0, self.clock.now() - rec.start):.3f} {text}")
+
+    def _emit(self, rec: _Recording, line: str) -> None:
+        session = self._session(rec.session_id) if rec.restore is not None and not rec.hints_known else None
+        if session is not None and session.connecting:
+            rec.pending.append(line)  # e.g. session.resume, emitted while the resume connects
+        elif self._ensure_open(rec):
+            self._write(rec, line)
 
     def _write(self, rec: _Recording, line: str) -> None:
         data = (line + "\n").encode("utf-8")

@@ -110,7 +110,6 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
     trace = Path(closed["recording"]).read_text().splitlines()
     restore = json.loads(trace[0])["restore"]
     assert restore["mid_turn"] and restore["prompt"] == "now tell me something SLOW"
-    # (The resume hints are missing from this line: see the xfail test below.)
     assert not home_processes(tmp_path / "copilot-home"), "a CLI (or its child) outlived the app"
 
 
@@ -153,10 +152,6 @@ async def test_recording_of_a_real_turn_replays_to_the_live_statuses(copilot_cli
     assert "awaiting_permission" in live and "stopped" in live
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "recorder bug: the Copilot resume emits events (session.resume, tools_updated, …) during connect, "
-    "so the recording's restore line is written before the resume hints are known and lacks lost_turn; "
-    "the replay then completes the restored turn on a later session.idle instead of failing it"))
 async def test_restored_turn_recording_keeps_the_resume_hints(copilot_cli: Path, model_server: ModelServer,
                                                               tmp_path: Path) -> None:
     first = make_manager(copilot_cli, model_server, tmp_path, record=True)
