@@ -106,10 +106,13 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
     request = next(r for r in model_server.model_requests()[before:] if "what was the word" in r.last.text)
     assert "PELICAN" in request.text(), "the CLI's own history of the session was lost"
 
-    # The restored run's recording starts with a restore line for the turn in flight.
+    # The restored run's recording starts with the restore line and the resume's hints.
     trace = Path(closed["recording"]).read_text().splitlines()
     restore = json.loads(trace[0])["restore"]
     assert restore["mid_turn"] and restore["prompt"] == "now tell me something SLOW"
+    assert restore["lost_turn"] is (outcome["reason"] == "the agent lost this turn in the app restart")
+    replayed = await run_trace(trace)  # the restore and the next prompt end the same way in replay
+    assert [t["turn_end"] for t in replayed.timeline if "turn_end" in t] == [outcome["outcome"], "completed"]
     assert not home_processes(tmp_path / "copilot-home"), "a CLI (or its child) outlived the app"
 
 
