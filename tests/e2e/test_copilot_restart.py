@@ -116,6 +116,38 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
     assert not home_processes(tmp_path / "copilot-home"), "a CLI (or its child) outlived the app"
 
 
+async def test_sigkill_app_at_a_permission_prompt_then_the_turn_resumes(copilot_cli: Path, model_server: ModelServer,
+                                                                         tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    agents = tmp_path / "agents.toml"
+    agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
+    env = run_env(state, agents)
+    first = CopilotDriver(env, "fresh-permission", str(state))
+    try:
+        ready = first.expect("ready", 90)
+    finally:
+        first.kill()
+    assert ready["status"] == "awaiting_permission"
+    await until(lambda: not alive(ready["cli_pid"]), 15, "the killed app's CLI to exit")
+
+    second = CopilotDriver(env, "restore-permission", str(state))
+    try:
+        asking = second.expect("asking", 45)
+        assert asking["seconds"] <= 35 and asking["request_id"] == ready["request_id"]  # the same request
+        assert asking["status"] == "awaiting_permission"
+        outcome = second.expect("outcome", 60)
+        second.expect("closed", 30)
+        assert second.proc.wait(30) == 0
+    finally:
+        second.kill()
+    assert outcome["outcome"] == "completed" and outcome["turns"] == 1, outcome  # resumed, not lost
+    assert outcome["statuses"][-1] == "idle", outcome["statuses"]
+    tools = [h for h in outcome["history"] if h["kind"] == "tool"]
+    assert tools and tools[-1]["text"].splitlines()[0] == "resumed-ok", tools
+    assert "done: resumed-ok" in outcome["history"][-1]["text"]
+    assert not home_processes(tmp_path / "copilot-home")
+
+
 async def test_recording_of_a_real_turn_replays_to_the_live_statuses(copilot_cli: Path, model_server: ModelServer,
                                                                      tmp_path: Path) -> None:
     manager = make_manager(copilot_cli, model_server, tmp_path, record=True)

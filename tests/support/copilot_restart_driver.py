@@ -9,6 +9,10 @@ sessions.json), print ``{"ready": ...}`` and wait to be SIGKILLed.
 ends or is reported interrupted (``{"outcome": ...}``), send one more prompt asking for
 the word (``{"asked": ...}``), then quit cleanly (``{"closed": ...}``).
 
+``fresh-permission`` / ``restore-permission``: the same with a tool call waiting on its
+permission prompt when the app dies; after the restore the prompt comes back, is allowed,
+and the turn resumes and completes.
+
 Every line on stdout is one JSON object; every wait has a deadline.
 """
 
@@ -84,6 +88,57 @@ async def fresh(state_dir: Path) -> int:
     return 1
 
 
+async def fresh_permission(state_dir: Path) -> int:
+    """A tool call waits on a permission prompt when the app dies (the CLI keeps such a turn)."""
+    manager, persistence = await open_app(state_dir)
+    sid = await manager.create_session(AGENT, "copilot-restart")
+    session = manager.session(sid)
+    await manager.send(sid, "TOOL CMD=`echo resumed-ok`")
+    await until(lambda: session.turn is not None and bool(session.turn.pending_permissions), 45, "the prompt")
+    assert session.turn is not None
+    [request_id] = list(session.turn.pending_permissions)
+    backend = manager._get(sid).backend
+    log_path = getattr(backend, "log_path", None)
+    facts: dict[str, Any] = {}
+
+    def flushed() -> bool:  # the CLI batches its own log: the request must be in it to survive
+        facts.update(on_disk(state_dir, sid, None))
+        return facts["in_flight"] and log_path is not None and log_path.exists() and \
+            request_id in log_path.read_text(errors="replace")
+
+    await until(flushed, 20, "the permission request on disk")
+    emit("ready", session_id=sid, history=history(session), agent_session_id=session.agent_session_id,
+         cli_pid=cli_pid(manager, sid), request_id=request_id, status=manager.view(sid).status.value)
+    await asyncio.sleep(120)
+    emit("error", message="not killed")
+    return 1
+
+
+async def restore_permission(state_dir: Path) -> int:
+    """The restored turn shows the prompt again; allowing it runs the tool and ends the turn."""
+    started = time.monotonic()
+    manager, persistence = await open_app(state_dir)
+    sid = persistence.restored.ids[0]
+    session = manager.session(sid)
+    statuses = status_log(manager, sid)
+    await until(lambda: session.turn is not None and bool(session.turn.pending_permissions), 35,
+                "the permission prompt to come back")
+    assert session.turn is not None
+    [request_id] = list(session.turn.pending_permissions)
+    emit("asking", seconds=round(time.monotonic() - started, 2), request_id=request_id,
+         status=manager.view(sid).status.value, resumed=session.turn.resumed)
+    await manager.answer_permission(sid, request_id, "allow_once")
+    await until(lambda: session.turn is None, 45, "the resumed turn to end")
+    last = session.last_outcome
+    emit("outcome", outcome=last.outcome.value if last else "", reason=last.reason if last else "",
+         status=manager.view(sid).status.value, history=history(session), statuses=list(statuses),
+         turns=len(session.turns))
+    await manager.shutdown()
+    await persistence.close()
+    emit("closed")
+    return 0
+
+
 async def restore(state_dir: Path) -> int:
     started = time.monotonic()
     manager, persistence = await open_app(state_dir)
@@ -117,13 +172,13 @@ async def restore(state_dir: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("fresh", "restore"))
+    parser.add_argument("mode", choices=("fresh", "restore", "fresh-permission", "restore-permission"))
     parser.add_argument("state_dir", type=Path)
     args = parser.parse_args(argv)
     try:
-        if args.mode == "fresh":
-            return asyncio.run(fresh(args.state_dir))
-        return asyncio.run(restore(args.state_dir))
+        mode = {"fresh": fresh, "restore": restore, "fresh-permission": fresh_permission,
+                "restore-permission": restore_permission}[args.mode]
+        return asyncio.run(mode(args.state_dir))
     except (TimeoutError, Exception) as exc:  # noqa: BLE001 - the test reads the reason
         emit("error", message=f"{type(exc).__name__}: {exc}")
         return 1
