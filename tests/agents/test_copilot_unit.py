@@ -198,7 +198,7 @@ async def test_abort_of_an_idle_session_does_not_wait(tmp_path: Path) -> None:
     backend, events, session = echoing(tmp_path, delay=None)
     began = time.monotonic()
     await backend.abort()
-    assert time.monotonic() - began < 0.1 and session.aborts == 1
+    assert time.monotonic() - began < 1.0 and session.aborts == 1  # not the 4 s echo wait
 
 
 async def test_abort_without_an_echo_asks_the_cli(tmp_path: Path) -> None:

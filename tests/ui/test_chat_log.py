@@ -37,7 +37,7 @@ async def test_opening_a_session_with_2000_messages_mounts_one_page(tmp_path: Pa
         elapsed = time.perf_counter() - started
         log = app.pane.log_for(sid)
         assert log is not None and log.mounted_rows == PAGE
-        assert elapsed < 3.0, f"opening took {elapsed:.2f} s"
+        assert elapsed < 10.0, f"opening took {elapsed:.2f} s"  # hang guard; bench/chat_open.py measures
         earlier = log.query_one("#show-earlier")
         assert earlier.display and "1,940 not shown" in str(earlier.label)
         log.scroll_home(animate=False)

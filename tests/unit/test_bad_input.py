@@ -31,7 +31,8 @@ from tests.support.engine import Harness
 
 MIB = 1024 * 1024
 #: Whatever the input, one operation takes less than this (a frozen loop fails the test).
-BOUND = 5.0
+BOUND = 30.0
+"""A hang guard, not a performance target (those live in bench/): CI boxes are loaded."""
 #: What a terminal would act on: C0 controls but tab/newline, DEL, C1 controls.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 

@@ -241,7 +241,7 @@ async def test_locked_database_blocks_nothing_and_loses_nothing(tmp_path: Path) 
         await until(lambda: entry(tmp_path, late) is not None, 2.0)  # the registry does not wait
         start = time.monotonic()
         await asyncio.sleep(0.01)
-        assert time.monotonic() - start < 0.1  # the loop is not held by a lock
+        assert time.monotonic() - start < 1.0  # the loop is not held by a lock
         assert db_rows(tmp_path, sid) == []
     finally:
         other.execute("ROLLBACK")

@@ -121,20 +121,14 @@ def test_registry_skips_bad_entries_and_keeps_good_ones(tmp_path: Path) -> None:
 
 
 # ---- history -------------------------------------------------------------------------
-def test_history_round_trip_of_2000_items_is_fast(tmp_path: Path) -> None:
+def test_history_round_trip_of_2000_items(tmp_path: Path) -> None:
+    # How fast this is, is measured in bench/ (startup, chat_open), not asserted here.
     db = HistoryDB(tmp_path / HISTORY_FILE)
     rows = items(2000)
-    start = time.perf_counter()
     assert db.write([("s1", i, item) for i, item in enumerate(rows)]) is WriteResult.OK
-    written = time.perf_counter() - start
     db.close()
     db = HistoryDB(tmp_path / HISTORY_FILE)
-    start = time.perf_counter()
-    loaded = db.load("s1")
-    took = time.perf_counter() - start
-    assert loaded == rows
-    assert took < 0.25, f"loading 2,000 items took {took * 1000:.0f} ms"
-    assert written < 1.0, f"writing 2,000 items took {written * 1000:.0f} ms"
+    assert db.load("s1") == rows
 
 
 def test_rows_are_replaced_by_session_and_index(tmp_path: Path) -> None:
@@ -196,7 +190,7 @@ def test_locked_database_returns_retry_at_once_and_loses_nothing(tmp_path: Path)
     other.execute("BEGIN IMMEDIATE")  # a writer elsewhere holds the lock
     start = time.perf_counter()
     assert db.write([("a", 1, items(2)[1])]) is WriteResult.RETRY
-    assert time.perf_counter() - start < 0.1  # never waits for the lock
+    assert time.perf_counter() - start < 2.0  # never waits for the lock (sqlite would wait 5 s)
     assert db.load("a") == items(1)  # WAL: reads still work
     other.execute("ROLLBACK")
     other.close()
@@ -217,7 +211,7 @@ def test_exclusively_locked_database_reads_none_not_empty(tmp_path: Path) -> Non
     db = HistoryDB(path)
     start = time.perf_counter()
     assert db.load("a") is None and db.next_index("a") is None and db.load_drafts(["a"]) is None
-    assert time.perf_counter() - start < 0.2
+    assert time.perf_counter() - start < 2.0  # no 5 s busy wait
     other.close()
     assert db.load("a") == items(1) and db.next_index("a") == 1
 
