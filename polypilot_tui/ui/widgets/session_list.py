@@ -19,7 +19,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.content import Content
-from textual.geometry import Offset, Region, Size
+from textual.geometry import Offset, Region, Size, Spacing
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -118,6 +118,8 @@ class SessionList(ScrollView, can_focus=True):
         self._entries: list[SessionEntry] = []
         self._index_of: dict[str, int] = {}
         self._strips: LRUCache[tuple[object, ...], tuple[Strip, Strip]] = LRUCache(512)
+        self._styles: dict[tuple[bool, tuple[str, ...]], RichStyle] = {}
+        self._padding: Spacing | None = None
 
     # ---- data ----------------------------------------------------------------------
     @property
@@ -213,11 +215,19 @@ class SessionList(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()  # a new theme or focus state draws in new colours
+        self._styles.clear()
+        self._padding = None
         self.refresh()
 
     # ---- drawing -------------------------------------------------------------------
     def _style(self, *names: str) -> RichStyle:
-        return self.get_visual_style(*names).rich_style
+        # Cached here too: Textual's own cache key (hover, focus, disabled) costs more to
+        # compute than the lookup, and a screenful of rows asks for ~150 styles.
+        key = (self.has_focus, names)
+        style = self._styles.get(key)
+        if style is None:
+            style = self._styles[key] = self.get_visual_style(*names).rich_style
+        return style
 
     def _row_strips(self, index: int, width: int) -> tuple[Strip, Strip]:
         entry = self._entries[index]
@@ -239,7 +249,9 @@ class SessionList(ScrollView, can_focus=True):
         status_line = (*rows, "session-list--status") + (
             (f"session-list--status-{variant}",) if variant in ("permission", "attention") else ())
         name = (*rows, "session-list--name") + (("session-list--name-unread",) if entry.unread else ())
-        padding = self.get_component_styles("session-list--row").padding
+        if self._padding is None:
+            self._padding = self.get_component_styles("session-list--row").padding
+        padding = self._padding
         base = self._style(*rows)
         left, right = " " * padding.left, " " * padding.right
         room = max(0, width - padding.left - padding.right)
