@@ -72,7 +72,8 @@ def _grid() -> list[tuple[str, ...]]:
     failed_cells = _failed
     backends = [b for b in BACKENDS if any(r.backend == b for r in _rows.values())] or list(BACKENDS)
     lines: list[tuple[str, ...]] = [("SCENARIO", "BACKEND", "OUTCOME", "RESOLVED IN", "USABLE AFTER", "NOTE")]
-    for scenario in SCENARIOS:
+    extra = sorted({scenario for scenario, _ in [*by_cell, *failed_cells] if scenario not in SCENARIOS})
+    for scenario in [*SCENARIOS, *extra]:  # extra: a backend's own scenarios (copilot's stop-during-tool)
         for backend in BACKENDS:
             row = by_cell.get((scenario, backend))
             driver = BACKENDS[backend]
@@ -83,6 +84,8 @@ def _grid() -> list[tuple[str, ...]]:
                 failed = (scenario, backend) in failed_cells
                 lines.append((scenario, backend, row.outcome + (" (test FAILED)" if failed else ""),
                                seconds, usable, row.note))
+            elif scenario in extra:
+                continue
             elif scenario in driver.not_applicable:
                 lines.append((scenario, backend, "n/a", "-", "-", driver.not_applicable[scenario]))
             elif backend in backends:

@@ -1,11 +1,13 @@
 """What the chaos matrix is made of: the scenarios (rows) and the backends (columns).
 
-To add a backend, add one entry to :data:`BACKENDS`; every scenario it has a prompt for
+To add a backend, add one entry to :data:`BACKENDS` (a real agent CLI on the scripted model
+server is one ``drivers.model_server_driver(...)`` call); every scenario it has a prompt for
 then runs on it, and the others show in the table with their ``not_applicable`` reason.
 """
 
 from __future__ import annotations
 
+from tests.chaos.copilot_driver import CopilotDriver
 from tests.chaos.drivers import CodexDriver, DemoDriver, Driver, FakeAcpDriver, OpencodeDriver
 
 SCENARIOS: dict[str, str] = {
@@ -31,10 +33,5 @@ BACKENDS: dict[str, type[Driver]] = {
     "fake-acp": FakeAcpDriver,
     "codex": CodexDriver,
     "opencode": OpencodeDriver,
-    # The Copilot CLI is one entry away (COPILOT_CLI: agents.npm_cache; copilot_agent:
-    # tests.support.copilot_e2e; MODEL_PROMPTS' faults then run on it):
-    # "copilot": model_server_driver(
-    #     "copilot", COPILOT_CLI, lambda cli, server, home: copilot_agent(cli, server, home, home / "ws"),
-    #     not_applicable={**ModelServerDriver.not_applicable,
-    #                     "zero-idle": "the scripted model cannot make the CLI drop session.idle"}),
+    "copilot": CopilotDriver,  # tests/chaos/copilot_driver.py
 }
