@@ -58,8 +58,9 @@ class Driver:
     marks: ClassVar[tuple[Any, ...]] = ()
     timeout: ClassVar[float] = 60.0
     """pytest-timeout per scenario (real seconds)."""
-    slack: ClassVar[float] = 0.75
-    """Extra real seconds a deadline may be missed by (event-loop scheduling)."""
+    slack: ClassVar[float] = 2.0
+    """Extra real seconds a deadline may be missed by on a loaded 2-core CI box. A watchdog
+    that really misses a tier misses it by the tier (seconds to minutes), not by this."""
     prompts: ClassVar[Mapping[str, str]] = {}
     expect: ClassVar[Mapping[str, Expect]] = {}
     not_applicable: ClassVar[Mapping[str, str]] = {}
@@ -278,7 +279,6 @@ class FakeAcpDriver(RealDriver):
         "reconnect-during-turn": Expect("aborted", 1.0),
     }
     not_applicable = _NOT_ACP
-    ok_within = 15.0
 
     def agent_config(self) -> AgentConfig:
         return AgentConfig(name="fake-acp", kind="acp", command=sys.executable, args=[str(FAKE_ACP_AGENT)],
@@ -317,7 +317,6 @@ class ModelServerDriver(RealDriver):
     """(binary, server, home) -> AgentConfig, e.g. tests/support/acp_agents.py codex_agent."""
     marks = (pytest.mark.e2e,)
     timeout = 120.0
-    slack = 1.0
     tiers = MODEL_TIERS
     prompts = MODEL_PROMPTS
     permission_policy = "allow"  # the tool faults need the shell; policy answers, nobody clicks
