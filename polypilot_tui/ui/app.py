@@ -192,6 +192,9 @@ class PolypilotApp(App[int]):
     async def flush(self) -> None:
         """Redraw what changed since the last flush (one flush at a time)."""
         async with self._flush_lock:
+            if not self.is_running or not self.screen_stack:
+                self._flush_scheduled = False
+                return  # a coalesced redraw that came due while the app was shutting down
             await self._flush()
 
     async def _flush(self) -> None:
@@ -281,9 +284,14 @@ class PolypilotApp(App[int]):
             if sid != self.selected and self.attention.wants_user(self._views[sid]):
                 self.select(sid)
                 if self._views[sid].pending_permission is not None:
-                    self.call_after_refresh(self.pane.permission.focus_first)
+                    self.call_later(self._focus_permission)
                 return
         self.notify("No other session needs your attention.", timeout=3)
+
+    async def _focus_permission(self) -> None:
+        """Focus the permission prompt once the selected session is drawn (not throttled)."""
+        await self.flush()
+        self.call_after_refresh(self.pane.permission.focus_first)
 
     # ---- session actions -----------------------------------------------------------
     def _add_session(self, agent: str) -> str | None:

@@ -53,9 +53,10 @@ class Attention:
 
     def observe(self, before: SessionView | None, after: SessionView, on_screen: bool) -> Alert | None:
         """Compare two snapshots of one session; return an alert when one is due."""
-        if before is None:
-            return None
-        finished = after.turns > before.turns
+        if before is None and after.pending_permission is None:
+            return None  # restored or brand-new sessions don't ping for the past
+        # First seen already asking (it asked between two coalesced redraws): still a ping.
+        finished = before is not None and after.turns > before.turns
         if on_screen:
             self.unread.discard(after.id)
             if after.pending_permission is not None:

@@ -57,6 +57,8 @@ def test_stuck_and_error_ends_are_warnings_with_the_reason() -> None:
 def test_new_and_closed_sessions() -> None:
     attention = Attention()
     assert attention.observe(None, DONE, on_screen=False) is None  # restored sessions don't ping
+    asking = Attention().observe(None, replace(ASK, id="s9"), on_screen=False)
+    assert asking is not None and "needs permission" in asking.title  # but one that asks does
     attention.observe(WORKING, DONE, on_screen=False)
     attention.forget("s2")
     assert not attention.unread
