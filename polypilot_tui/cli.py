@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from pydantic import ValidationError
+
 from polypilot_tui.config import AgentCatalog, AgentsFileError, Settings, load_agents
 from polypilot_tui.core.trace import TraceError
 
@@ -40,7 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        print(f"polypilot: invalid POLYPILOT_* setting ({problems})", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
     if args.agents_file is not None:
         settings = settings.model_copy(update={"agents_file": args.agents_file})
     return settings

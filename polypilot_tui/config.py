@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from polypilot_tui.core.watchdog import WatchdogConfig
@@ -129,6 +129,14 @@ class ProviderConfig(BaseModel):
     """Name of the environment variable that holds the key; the key itself never is config."""
     wire_api: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_literal_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "api_key" in data:
+            raise ValueError("keys never go in the agents file: put it in an environment variable "
+                             "and name that variable with api_key_env")
+        return data
+
     def api_key(self, environ: dict[str, str] | None = None) -> str:
         """Read the key from the named variable ("" when unset)."""
         env = os.environ if environ is None else environ
@@ -196,6 +204,9 @@ def load_agents(path: Path | None) -> AgentCatalog:
     for name, table in raw.items():
         if not isinstance(table, dict):
             problems.append(f"{name}: expected a table, got {type(table).__name__}")
+            continue
+        if name == DEMO_AGENT and table.get("kind", "demo") != "demo":
+            problems.append(f"{name}: the name 'demo' is the built-in demo agent; pick another name")
             continue
         try:
             agents[name] = AgentConfig(name=name, **table)

@@ -128,7 +128,10 @@ class Persistence:
         self.store = Store(Path(settings.state_dir))
         self.recorder: Recorder | None = None
         if settings.record:
-            self.recorder = Recorder(self.store.state_dir / "recordings", manager.clock, settings.record_max_bytes)
+            key_vars = [a.provider.api_key_env for a in manager.catalog.agents.values()
+                        if a.provider is not None and a.provider.api_key_env]
+            self.recorder = Recorder(self.store.state_dir / "recordings", manager.clock, settings.record_max_bytes,
+                                     key_vars)
         self._redactor = Redactor()
         self._loop = asyncio.get_running_loop()
         self._io = ThreadPoolExecutor(1, thread_name_prefix="polypilot-store")

@@ -17,7 +17,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Mapping
+from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping
 
 from polypilot_tui.core.events import AgentEvent
 from polypilot_tui.core.store import FILE_MODE, ensure_private_dir
@@ -60,17 +60,20 @@ def is_secret_key(key: str) -> bool:
     return key.lower() in _SECRET_NAMES or bool(_SECRET_SUFFIX.search(key) or _SECRET_CAMEL.search(key))
 
 
-def _env_secrets() -> re.Pattern[str] | None:
-    """Values of secret-looking environment variables: never written anywhere, verbatim or not."""
-    values = sorted({v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= 8}, key=len, reverse=True)
+def _env_secrets(extra_names: Iterable[str] = ()) -> re.Pattern[str] | None:
+    """Values of secret-looking environment variables, and of the variables agents name as
+    their key (``api_key_env``, whatever it is called): never written anywhere."""
+    names = set(extra_names)
+    values = sorted({v for k, v in os.environ.items() if (is_secret_key(k) or k in names) and len(v) >= 8},
+                    key=len, reverse=True)
     return re.compile("|".join(re.escape(v) for v in values)) if values else None
 
 
 class Redactor:
     """Removes credentials from event data, prompts and reasons."""
 
-    def __init__(self) -> None:
-        self._env = _env_secrets()
+    def __init__(self, secret_env_names: Iterable[str] = ()) -> None:
+        self._env = _env_secrets(secret_env_names)
 
     def text(self, text: str) -> str:
         if not text:
@@ -125,11 +128,11 @@ class _Recording:
 class Recorder:
     """Writes one trace per session; attach it to a manager with :meth:`attach`."""
 
-    def __init__(self, directory: Path, clock: Clock, max_bytes: int) -> None:
+    def __init__(self, directory: Path, clock: Clock, max_bytes: int, secret_env_names: Iterable[str] = ()) -> None:
         self.directory = Path(directory)
         self.clock = clock
         self.max_bytes = max(0, int(max_bytes))
-        self.redactor = Redactor()
+        self.redactor = Redactor(secret_env_names)
         self._recordings: dict[str, _Recording] = {}
         self._manager: SessionManager | None = None
         self._failed = False

@@ -209,3 +209,16 @@ async def test_nothing_is_written_after_close(tmp_path: Path) -> None:
     rec.on_event("s2", AgentEvent("session.idle", {}))
     assert len(lines(rec.path("s1"))) == 1  # type: ignore[arg-type]
     assert rec.path("s2") is None
+
+
+def test_a_key_in_a_plainly_named_variable_is_still_redacted(tmp_path: Path, monkeypatch) -> None:
+    """api_key_env may name any variable (LLM_ACCESS): its value never reaches a recording."""
+    from polypilot_tui.core.clock import FakeClock
+    from polypilot_tui.recorder import Recorder
+
+    monkeypatch.setenv("LLM_ACCESS", "plain-looking-credential-123456")
+    rec = Recorder(tmp_path / "rec", FakeClock(), 1_000_000, ["LLM_ACCESS"])
+    rec.on_event("s1", AgentEvent("tool.execution_complete", {
+        "toolCallId": "c", "success": True, "result": {"content": "LLM_ACCESS=plain-looking-credential-123456"}}))
+    text = rec.path("s1").read_text()  # type: ignore[union-attr]
+    assert "plain-looking-credential-123456" not in text and "[redacted]" in text

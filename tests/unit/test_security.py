@@ -181,8 +181,14 @@ def test_a_provider_key_is_read_from_the_variable_it_names_and_never_held_in_con
     path = tmp_path / "agents.toml"
     path.write_text(f'[x]\nkind = "acp"\ncommand = "agent"\n'
                     f'provider = {{ base_url = "http://h/v1", api_key_env = "LLM_ACCESS", api_key = "{KEY}" }}\n')
+    catalog = load_agents(path)
+    # A literal key is refused with a clear reason (that never repeats the key).
+    assert "x" not in catalog.agents
+    assert any("api_key_env" in p for p in catalog.problems) and KEY not in repr(catalog.problems)
+    path.write_text('[x]\nkind = "acp"\ncommand = "agent"\n'
+                    'provider = { base_url = "http://h/v1", api_key_env = "LLM_ACCESS" }\n')
     config = load_agents(path).get("x")
-    assert KEY not in repr(config) and KEY not in json.dumps(config.model_dump(mode="json"))  # a literal key is dropped
+    assert KEY not in repr(config) and KEY not in json.dumps(config.model_dump(mode="json"))
     assert agent_environment(config, {"LLM_ACCESS": KEY, "OTHER": "x"})["LLM_ACCESS"] == KEY  # passed to the agent only
 
 
