@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_new_tuple = tuple.__new__
 
 
 class EventType(StrEnum):
@@ -106,7 +107,7 @@ class AgentEvent(NamedTuple):
             raise ValueError("event needs a non-empty string 'type'")
         data = obj.get("data")
         if type(data) is dict:  # the common case straight from json.loads: no copy, no ABC check
-            return cls(kind, data)
+            return _new_tuple(cls, (kind, data))  # skips the NamedTuple __new__ frame (hot path)
         if data is None:
             return cls(kind, {})
         if not isinstance(data, Mapping):
