@@ -13,30 +13,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from polypilot_tui.agents.base import ConnectResult
-from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from bench._support import AGENT, bench_manager, bench_settings
 from polypilot_tui.core.clock import FakeClock
 from polypilot_tui.core.session import ItemKind, Session
-from polypilot_tui.manager import SessionManager
 
 REPEAT = 5
-
-
-class _Quiet:
-    kind = "bench"
-
-    def __init__(self, sink) -> None:
-        self.sink = sink
-
-    async def connect(self, resume_id):
-        return ConnectResult("agent", "new session")
-
-    async def send(self, prompt): return None
-    async def abort(self): return None
-    async def kill(self): return None
-    async def close(self): return None
-    async def answer_permission(self, request_id, option_id): return None
-    def probe(self): return None
 
 
 def fill(session: Session, count: int) -> None:
@@ -52,18 +33,16 @@ async def run() -> None:
     from polypilot_tui.ui.app import PolypilotApp
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(_env_file=None, state_dir=Path(tmp), record=False,  # type: ignore[call-arg]
-                            default_agent="bench")
-        catalog = AgentCatalog({"bench": AgentConfig(name="bench", kind="demo")})
+        settings = bench_settings(Path(tmp))
         clock = FakeClock()
-        manager = SessionManager(settings, catalog, clock, backend_factory=lambda a, sink, w: _Quiet(sink))
+        manager, catalog = bench_manager(settings, clock)
         app = PolypilotApp(settings, catalog, manager, clock, keymap_file=Path(tmp) / "none.toml")
         timings: dict[int, list[float]] = {20: [], 2000: []}
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             for _ in range(REPEAT):
                 for size in (20, 2000):
-                    sid = await manager.create_session("bench")
+                    sid = await manager.create_session(AGENT)
                     fill(manager.session(sid), size)
                     await app.flush()
                     await pilot.pause()

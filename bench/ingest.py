@@ -12,31 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from polypilot_tui.agents.base import ConnectResult
-from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from bench._support import AGENT, bench_manager, bench_settings
 from polypilot_tui.core.clock import FakeClock
 from polypilot_tui.core.events import AgentEvent
-from polypilot_tui.manager import SessionManager
 
 SESSIONS = 50
 EVENTS = 1_000_000
-
-
-class _Quiet:
-    kind = "bench"
-
-    def __init__(self, sink) -> None:
-        self.sink = sink
-
-    async def connect(self, resume_id):
-        return ConnectResult("agent", "new session")
-
-    async def send(self, prompt): return None
-    async def abort(self): return None
-    async def kill(self): return None
-    async def close(self): return None
-    async def answer_permission(self, request_id, option_id): return None
-    def probe(self): return None
 
 
 def make_lines(count: int) -> list[tuple[int, str]]:
@@ -66,10 +47,8 @@ async def run() -> None:
     decode = time.perf_counter() - started
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(_env_file=None, state_dir=Path(tmp), record=False)  # type: ignore[call-arg]
-        manager = SessionManager(settings, AgentCatalog({"b": AgentConfig(name="b", kind="demo")}), FakeClock(),
-                                 backend_factory=lambda a, sink, w: _Quiet(sink))
-        ids = [await manager.create_session("b") for _ in range(SESSIONS)]
+        manager, _ = bench_manager(bench_settings(Path(tmp)), FakeClock())
+        ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
         redraws = 0
 
         def listener(session_id: str) -> None:

@@ -14,11 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from polypilot_tui.agents.base import ConnectResult
-from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from bench._support import AGENT, QuietBackend, bench_manager, bench_settings
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.events import AgentEvent
-from polypilot_tui.manager import SessionManager
 
 SESSIONS = 20
 RATE = 100          # deltas per second per session
@@ -26,19 +24,14 @@ SECONDS = 20.0
 WORD = "lorem ipsum "
 
 
-class Streamer:
+class Streamer(QuietBackend):
     """An agent that streams deltas at a fixed rate when it gets a prompt."""
 
-    kind = "bench"
-
     def __init__(self, sink) -> None:
-        self.sink = sink
+        super().__init__(sink)
         self.sent = 0
 
-    async def connect(self, resume_id):
-        return ConnectResult("agent", "new session")
-
-    async def send(self, prompt):
+    async def send(self, prompt: str) -> None:
         asyncio.get_running_loop().create_task(self._stream())
 
     async def _stream(self) -> None:
@@ -55,27 +48,20 @@ class Streamer:
         self.sink(AgentEvent("assistant.turn_end", {}))
         self.sink(AgentEvent("session.idle", {}))
 
-    async def abort(self): return None
-    async def kill(self): return None
-    async def close(self): return None
-    async def answer_permission(self, request_id, option_id): return None
-    def probe(self): return None
-
 
 async def run() -> None:
     from polypilot_tui.ui.app import PolypilotApp
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(_env_file=None, state_dir=Path(tmp), record=False)  # type: ignore[call-arg]
-        catalog = AgentCatalog({"bench": AgentConfig(name="bench", kind="demo")})
+        settings = bench_settings(Path(tmp))
         clock = SystemClock()
         backends: list[Streamer] = []
 
-        def factory(agent, sink, workdir):
+        def streamer(sink) -> Streamer:
             backends.append(Streamer(sink))
             return backends[-1]
 
-        manager = SessionManager(settings, catalog, clock, backend_factory=factory)
+        manager, catalog = bench_manager(settings, clock, streamer)
         changes = 0
 
         def count(_sid: str) -> None:
@@ -83,11 +69,11 @@ async def run() -> None:
             changes += 1
 
         manager.subscribe(count)
-        app = PolypilotApp(settings.model_copy(update={"default_agent": "bench"}), catalog, manager, clock,
+        app = PolypilotApp(settings, catalog, manager, clock,
                            keymap_file=Path(tmp) / "none.toml")
         lags: list[float] = []
         async with app.run_test(size=(160, 48)) as pilot:
-            ids = [await manager.create_session("bench") for _ in range(SESSIONS)]
+            ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
             await pilot.pause()
             redraws_before = app.redraws
             changes = 0

@@ -14,44 +14,29 @@ import tempfile
 import time
 from pathlib import Path
 
-from polypilot_tui.agents.base import ConnectResult
-from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings
+from bench._support import AGENT, QuietBackend, bench_manager, bench_settings
+from polypilot_tui.config import WatchdogSettings
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.events import AgentEvent
-from polypilot_tui.manager import SessionManager
 
 SESSIONS = 20
 TIER = 2.0
 POLLING_REFERENCE_MEAN = 7.5
 
 
-class _Silent:
-    kind = "bench"
+class _Silent(QuietBackend):
+    """Starts the turn, then never says anything again."""
 
-    def __init__(self, sink) -> None:
-        self.sink = sink
-
-    async def connect(self, resume_id):
-        return ConnectResult("agent", "new session")
-
-    async def send(self, prompt):
+    async def send(self, prompt: str) -> None:
         asyncio.get_running_loop().call_soon(self.sink, AgentEvent("assistant.turn_start", {}))
-
-    async def abort(self): return None
-    async def kill(self): return None
-    async def close(self): return None
-    async def answer_permission(self, request_id, option_id): return None
-    def probe(self): return None
 
 
 async def run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(_env_file=None, state_dir=Path(tmp), record=False,  # type: ignore[call-arg]
-                            watchdog=WatchdogSettings(inactivity=TIER))
         clock = SystemClock()
-        manager = SessionManager(settings, AgentCatalog({"b": AgentConfig(name="b", kind="demo")}), clock,
-                                 backend_factory=lambda a, sink, w: _Silent(sink))
-        ids = [await manager.create_session("b") for _ in range(SESSIONS)]
+        manager, _ = bench_manager(bench_settings(Path(tmp), watchdog=WatchdogSettings(inactivity=TIER)), clock,
+                                   _Silent)
+        ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
         caught: dict[str, float] = {}
 
         def on_change(sid: str) -> None:
