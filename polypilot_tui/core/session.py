@@ -84,7 +84,7 @@ class TurnRecord:
     successful_tools: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Session:
     """One agent session: what was said, and the turn in flight (if any)."""
 

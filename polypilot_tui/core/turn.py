@@ -58,7 +58,7 @@ class PermissionPrompt:
     """(option_id, label, kind) in the agent's order."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Turn:
     """One prompt's worth of work, from send to its single end."""
 
