@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from polypilot_tui import manager_watchdog as watchdog
 from polypilot_tui.agents.base import (ALLOW_ONCE, CANCELLED, REJECT_ONCE, AgentBackend, BackendError,
                                        ConnectResult, EventSink)
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
@@ -22,9 +23,9 @@ from polypilot_tui.core.events import AgentEvent, EventType
 from polypilot_tui.core.recovery import RecoveryGate
 from polypilot_tui.core.session import ChatItem, ItemKind, Session, Signal
 from polypilot_tui.core.text import one_line
-from polypilot_tui.core.turn import Outcome, Turn
+from polypilot_tui.core.turn import Outcome
 from polypilot_tui.core.view import SessionView, make_view
-from polypilot_tui.core.watchdog import Action, Probes, WatchdogConfig, decide, next_deadline
+from polypilot_tui.core.watchdog import Probes, WatchdogConfig
 
 log = logging.getLogger(__name__)
 
@@ -421,100 +422,15 @@ class SessionManager:
         from polypilot_tui.manager_recovery import recover_permissions
         await recover_permissions(self, session_id)
 
-    # ---- watchdog ------------------------------------------------------------------
+    # ---- watchdog (polypilot_tui/manager_watchdog.py) -----------------------------------
     def _probe(self, managed: _Managed) -> Probes | None:
-        if managed.backend is None:
-            return None
-        try:
-            managed.probes = managed.backend.probe()
-        except Exception:  # noqa: BLE001 - a probe must never break the watchdog
-            log.exception("probe failed")
-            managed.probes = None
-        return managed.probes
+        return watchdog.probe(managed)
 
     def _schedule(self, session_id: str, only_if_earlier: bool = False) -> None:
-        managed = self._get(session_id)
-        turn = managed.session.turn
-        if turn is None:
-            self._cancel_timer(managed)
-            return
-        deadline = next_deadline(turn, self.cfg, managed.probes)
-        if deadline is None:
-            self._cancel_timer(managed)
-            return
-        if only_if_earlier and managed.armed_at is not None and deadline >= managed.armed_at:
-            return
-        # Never re-arm in the past: a CONTINUE at a deadline must move time forward.
-        deadline = max(deadline, self.clock.now() + 0.001)
-        self._cancel_timer(managed)
-        managed.armed_at = deadline
-        managed.timer = self.clock.call_at(deadline, lambda: self._on_deadline(session_id, turn))
+        watchdog.schedule(self, session_id, only_if_earlier)
 
     def _cancel_timer(self, managed: _Managed) -> None:
-        if managed.timer is not None:
-            managed.timer.cancel()
-        managed.timer = None
-        managed.armed_at = None
-
-    def _on_deadline(self, session_id: str, turn: Turn) -> None:
-        managed = self._sessions.get(session_id)
-        if managed is None or managed.session.turn is not turn:
-            return  # the turn this timer was armed for is gone
-        managed.timer = None
-        managed.armed_at = None
-        try:
-            self._act(session_id, turn)
-        except Exception as exc:  # noqa: BLE001 - #372: a crash must not leave "Sending…" forever
-            log.exception("watchdog failed for %s", session_id)
-            self._end(session_id, Outcome.FAILED, f"internal error in session monitoring: {exc}")
-
-    def _act(self, session_id: str, turn: Turn) -> None:
-        managed = self._get(session_id)
-        session = managed.session
-        now = self.clock.now()
-        probes = self._probe(managed)
-        decision = decide(turn, now, self.cfg, probes)
-        action = decision.action
-        if action is not Action.CONTINUE:
-            log.info("watchdog %s: %s (%s)", session_id, action.value, decision.reason)
-            turn.last_decision = decision.reason
-        if action is Action.RESET:
-            turn.note_reset(now, decision.rule, probes)
-        elif action is Action.ABORT_ONCE:
-            turn.dead_send_abort_tried = True
-            turn.note_reset(now, decision.rule, probes)
-            session.system(f"Watchdog: {decision.reason}.", self.clock.wall())
-            self._emit_action(session_id, "abort", {"reason": decision.reason})
-            if managed.backend is not None:
-                self._spawn(session_id, self._safe(managed.backend.abort()))
-        elif action is Action.COMPLETE:
-            self._end(session_id, Outcome.COMPLETED, decision.reason)
-            return
-        elif action is Action.KILL:
-            self._emit_action(session_id, "abort", {"reason": decision.reason})
-            backend = managed.backend
-            self._end(session_id, Outcome.STUCK, decision.reason)
-            if backend is not None:
-                managed.settling_backend = backend
-                managed.settling = self._spawn(session_id, self._abort_stuck(session_id, backend))
-            return
-        if action is not Action.CONTINUE:
-            session.revision += 1
-            self._changed(session_id)
-        self._schedule(session_id)
-
-    async def _abort_stuck(self, session_id: str, backend: AgentBackend) -> None:
-        """After a stuck turn: abort the agent; if even that hangs, drop it (reconnect on next send)."""
-        try:
-            await asyncio.wait_for(backend.abort(), self.settings.stop_grace_seconds)
-        except Exception as exc:  # noqa: BLE001
-            self._emit_action(session_id, "kill", {"reason": f"abort after stuck turn failed: {exc or 'timeout'}"})
-            await self._safe(backend.kill())
-            managed = self._sessions.get(session_id)
-            if managed is not None and managed.backend is backend:
-                await self._drop_backend(session_id, "")
-            else:  # already detached (its death was reported), or replaced by a reconnect
-                await self._safe(backend.close())
+        watchdog.cancel_timer(managed)
 
     # ---- connections ---------------------------------------------------------------
     def _default_factory(self, agent: str, sink: EventSink, workdir: Path) -> AgentBackend:

@@ -240,7 +240,7 @@ async def test_three_consecutive_stuck_turns_suggest_a_new_session(harness: Harn
 
 
 async def test_watchdog_crash_never_leaves_a_turn_processing(harness: Harness, monkeypatch) -> None:
-    import polypilot_tui.manager as manager_module
+    import polypilot_tui.manager_watchdog as manager_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
