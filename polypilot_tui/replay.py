@@ -7,51 +7,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from polypilot_tui.agents.base import ConnectResult, EventSink
+from polypilot_tui.agents.base import ConnectResult, EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.core.clock import FakeClock
 from polypilot_tui.core.session import ItemKind, Session
 from polypilot_tui.core.trace import TraceEntry, parse_trace
-from polypilot_tui.core.watchdog import Probes
 from polypilot_tui.manager import SessionManager
 
 DEFAULT_HORIZON = 4 * 3600.0
 SESSION_ID = "replay"
 
 
-class ReplayBackend:
-    """A backend whose agent is the trace: events arrive when the runner says so."""
-
-    kind = "replay"
-
-    def __init__(self, sink: EventSink, restore: dict[str, Any]) -> None:
-        self.sink = sink
-        self._restore = restore
-
-    async def connect(self, resume_id: str | None) -> ConnectResult:
-        hints = self._restore
-        return ConnectResult(resume_id or "replay-session", "resumed" if resume_id else "new session",
-                             resumed=bool(resume_id), interrupted_tool=bool(hints.get("interrupted_tool")),
-                             still_processing=bool(hints.get("still_processing")),
-                             lost_turn=bool(hints.get("lost_turn")))
-
-    async def send(self, prompt: str) -> None:
-        return None
-
-    async def abort(self) -> None:
-        return None
-
-    async def kill(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def answer_permission(self, request_id: str, option_id: str) -> None:
-        return None
-
-    def probe(self) -> Probes | None:
-        return None
+def replay_backend(sink: EventSink, restore: dict[str, Any]) -> NullBackend:
+    """A backend whose agent is the trace; ``restore`` hints become its connect result."""
+    hints = ConnectResult("replay-session", "resumed" if restore else "new session",
+                          interrupted_tool=bool(restore.get("interrupted_tool")),
+                          still_processing=bool(restore.get("still_processing")),
+                          lost_turn=bool(restore.get("lost_turn")))
+    return NullBackend(sink, hints)
 
 
 @dataclass
@@ -76,12 +49,8 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
     clock = FakeClock()
     result = ReplayResult()
     restore = next((dict(e.value) for e in entries if e.action == "restore"), {})
-    backends: list[ReplayBackend] = []
-
-    def factory(agent: str, sink: EventSink, workdir: Path) -> ReplayBackend:
-        backend = ReplayBackend(sink, restore)
-        backends.append(backend)
-        return backend
+    def factory(agent: str, sink: EventSink, workdir: Path) -> NullBackend:
+        return replay_backend(sink, restore)
 
     catalog = AgentCatalog({"replay": AgentConfig(name="replay", kind="demo")})
     manager = SessionManager(settings, catalog, clock, backend_factory=factory)
@@ -145,7 +114,7 @@ async def _perform(manager: SessionManager, entry: TraceEntry) -> None:
     elif entry.action == "event":
         current = manager._get(SESSION_ID).backend
         if current is not None:  # after connection.lost the agent is gone until a reconnect
-            current.sink(entry.event)  # type: ignore[attr-defined]
+            current.sink(entry.event)  # type: ignore[attr-defined]  # a NullBackend
     elif entry.action == "stop":
         await manager.stop(SESSION_ID)
     elif entry.action == "reconnect":

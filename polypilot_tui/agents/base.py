@@ -84,6 +84,45 @@ class AgentBackend(Protocol):
         ...
 
 
+class NullBackend:
+    """A backend whose agent is its caller: it accepts everything and says nothing unless
+    ``sink`` is called. ``polypilot replay`` feeds trace events through it; tests and
+    benchmarks push events the same way."""
+
+    kind = "null"
+
+    def __init__(self, sink: EventSink, hints: ConnectResult | None = None) -> None:
+        self.sink = sink
+        self._hints = hints
+
+    async def connect(self, resume_id: str | None) -> ConnectResult:
+        hints = self._hints
+        if hints is None:
+            return ConnectResult(resume_id or "agent-1", "resumed" if resume_id else "new session",
+                                 resumed=bool(resume_id))
+        return ConnectResult(resume_id or hints.agent_session_id, hints.how, resumed=bool(resume_id),
+                             interrupted_tool=hints.interrupted_tool, still_processing=hints.still_processing,
+                             lost_turn=hints.lost_turn)
+
+    async def send(self, prompt: str) -> None:
+        return None
+
+    async def abort(self) -> None:
+        return None
+
+    async def kill(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def answer_permission(self, request_id: str, option_id: str) -> None:
+        return None
+
+    def probe(self) -> Probes | None:
+        return None
+
+
 #: The option ids every backend offers in ``permission.requested`` (ACP agents may add
 #: their own; those are passed through by id).
 ALLOW_ONCE = "allow_once"

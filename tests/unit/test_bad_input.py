@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from polypilot_tui.agents.base import ConnectResult
+from polypilot_tui.agents.base import NullBackend
 from polypilot_tui.cli import main
 from polypilot_tui.config import AgentCatalog, AgentConfig, AgentsFileError, Settings, load_agents
 from polypilot_tui.core.clock import FakeClock
@@ -172,34 +172,7 @@ async def test_an_events_log_that_is_a_directory_does_not_break_the_session(
 
 
 # ---- agent events through the manager -----------------------------------------------------
-class PushBackend:
-    """The test is the agent: it pushes events into the sink."""
-
-    kind = "replay"
-
-    def __init__(self, sink: Callable[[AgentEvent], None]) -> None:
-        self.sink = sink
-
-    async def connect(self, resume_id: str | None) -> ConnectResult:
-        return ConnectResult(resume_id or "agent-1", "new session")
-
-    async def send(self, prompt: str) -> None:
-        return None
-
-    async def abort(self) -> None:
-        return None
-
-    async def kill(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def answer_permission(self, request_id: str, option_id: str) -> None:
-        return None
-
-    def probe(self) -> None:
-        return None
+PushBackend = NullBackend  # the test is the agent: it pushes events into the sink
 
 
 class Pushed:

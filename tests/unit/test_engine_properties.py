@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polypilot_tui.agents.base import ConnectResult
+from polypilot_tui.agents.base import NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.core.clock import FakeClock
 from polypilot_tui.core.events import AgentEvent, EventType
@@ -27,23 +27,7 @@ TOOL_IDS = ["a", "b", "c"]
 _words = itertools.count()
 
 
-class ScriptedBackend:
-    """The agent is the test: events are pushed straight into the sink."""
-
-    kind = "replay"
-
-    def __init__(self, sink) -> None:
-        self.sink = sink
-
-    async def connect(self, resume_id):
-        return ConnectResult(resume_id or "agent-1", "new session")
-
-    async def send(self, prompt): return None
-    async def abort(self): return None
-    async def kill(self): return None
-    async def close(self): return None
-    async def answer_permission(self, request_id, option_id): return None
-    def probe(self): return None
+ScriptedBackend = NullBackend  # the agent is the test: events are pushed straight into the sink
 
 
 def event_strategy() -> st.SearchStrategy[tuple[str, dict]]:
