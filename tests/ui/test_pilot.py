@@ -321,4 +321,5 @@ async def test_sessions_survive_a_restart_of_the_app(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: again.pane.notice.display, what="the resend offer")
         await pilot.press("ctrl+y")
         await wait_for(pilot, lambda: last_outcome(again, "s1") == "completed", timeout=15)
-        assert "word59" in replies(again, "s1")[-1]
+        # The pane catches up at the next coalesced redraw (at most 50 ms later).
+        await wait_for(pilot, lambda: "word59" in replies(again, "s1")[-1], what="the whole reply drawn")
