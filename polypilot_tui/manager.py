@@ -377,11 +377,7 @@ class SessionManager:
         else:
             self._on_signal(session_id, signal, event)
         if session.revision != before:
-            for listener in self._listeners:
-                try:
-                    listener(session_id)
-                except Exception:  # noqa: BLE001 - a broken listener must not break the engine
-                    log.exception("session listener failed")
+            self._changed(session_id)
 
     def _on_signal(self, session_id: str, signal: Signal, event: AgentEvent) -> None:
         managed = self._get(session_id)
