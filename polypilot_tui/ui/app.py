@@ -1,23 +1,27 @@
 """The dashboard: a sidebar of sessions and the chat of the selected one.
 
-The app is a thin view over :class:`~polypilot_tui.manager.SessionManager`. Manager
-listeners only mark sessions dirty and schedule one flush on the app's message queue, so a
-burst of deltas is one redraw and every redraw runs in order on the app's loop. A heartbeat
-(``settings.heartbeat_seconds``) runs the same flush: views equal to the last ones redraw
-nothing but the "ago" labels, which read the injected clock (never the wall time).
+The app is a thin view over :class:`~polypilot_tui.manager.SessionManager`. Engine changes
+reach the screen one way: the manager listener marks the session dirty and posts ONE
+:class:`EngineChanged` message (Textual's ``post_message`` is safe from any thread and any
+context — the Copilot SDK delivers events through ``call_soon_threadsafe``, outside the
+app's context, where a Textual timer cannot even start). The message handler runs in the
+app's own context and arms the coalesced redraw, so a burst of deltas is one redraw. A
+heartbeat (``settings.heartbeat_seconds``) flushes directly, never through that guard, so a
+lost redraw is repaired within one beat; views equal to the last ones redraw nothing but the
+"ago" labels, which read the injected clock (never the wall time).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Sequence
 
 from textual.notifications import SeverityLevel
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header
@@ -47,6 +51,10 @@ Attach = Callable[[SessionManager, Settings], "Persistence"]
 
 RENDER_INTERVAL = 0.05
 """Seconds between coalesced redraws (PolyPilot's render debounce)."""
+
+
+class EngineChanged(Message, bubble=False):
+    """Sessions changed in the engine; the app redraws what is dirty (one per burst)."""
 
 
 class PolypilotApp(App[int]):
@@ -79,12 +87,13 @@ class PolypilotApp(App[int]):
         self._notes: list[tuple[str, str, SeverityLevel]] = [(n, "Configuration", "warning") for n in notes]
         self._theme_dirs = list(theme_dirs) if theme_dirs is not None else [BUNDLED_DIR, user_themes_dir()]
         self._keymap_file = keymap_file if keymap_file is not None else keymap_path()
-        self._attach = attach
+        self._attach_persistence = attach
         self.persistence: Persistence | None = None
         """Saves sessions while the app runs (None in tests that do not persist)."""
         self._views: dict[str, SessionView] = {}
         self._dirty: set[str] = set()
-        self._flush_scheduled = False
+        self._redraw_posted = False
+        """An EngineChanged is on its way (or a redraw is armed); cleared by every flush."""
         self._last_flush = float("-inf")
         self._flush_lock = asyncio.Lock()
         self.redraws = 0
@@ -134,10 +143,10 @@ class PolypilotApp(App[int]):
                 await self.persistence.close()
 
     def _restore(self) -> None:
-        if self._attach is None:
+        if self._attach_persistence is None:
             return
         try:
-            self.persistence = self._attach(self.manager, self.settings)
+            self.persistence = self._attach_persistence(self.manager, self.settings)
         except Exception as exc:  # noqa: BLE001 - the dashboard still works, unsaved
             log.exception("restore failed")
             self.notify(f"Saved sessions could not be restored, and new ones will not be saved: {exc}",
@@ -169,37 +178,43 @@ class PolypilotApp(App[int]):
 
     # ---- redraws -------------------------------------------------------------------
     def _on_session_changed(self, session_id: str) -> None:
-        """Manager listener: mark dirty, schedule one flush (a burst coalesces)."""
+        """Manager listener: mark dirty and post one EngineChanged (from any thread or context)."""
         self._dirty.add(session_id)
-        self._schedule_flush()
+        self._request_redraw()
 
-    def _schedule_flush(self) -> None:
-        if self._flush_scheduled or not self.is_running:
+    def _request_redraw(self) -> None:
+        if self._redraw_posted:
             return
-        self._flush_scheduled = True
+        self._redraw_posted = True
+        if not self.post_message(EngineChanged()):
+            self._redraw_posted = False  # the app is closing: nothing to draw
+
+    def on_engine_changed(self, message: EngineChanged) -> None:
+        """In the app's context: arm the coalesced redraw."""
+        if not self.is_running:
+            return
         # At most one redraw per RENDER_INTERVAL: a stream of deltas from 20 sessions costs
         # ~20 redraws a second, not one per event (the screen cannot show more anyway).
-        wait = self._last_flush + RENDER_INTERVAL - time.monotonic()
+        wait = self._last_flush + RENDER_INTERVAL - self.clock.now()
         if wait > 0:
             self.set_timer(wait, self.flush, name="coalesced redraw")
         else:
             self.call_later(self.flush)
 
-    def heartbeat(self) -> None:
-        """Refresh "ago" labels and catch any missed change (runs the ordinary flush)."""
-        self._schedule_flush()
+    async def heartbeat(self) -> None:
+        """Refresh "ago" labels and repair a lost redraw (flushes directly, never via the guard)."""
+        await self.flush()
 
     async def flush(self) -> None:
         """Redraw what changed since the last flush (one flush at a time)."""
         async with self._flush_lock:
+            self._redraw_posted = False  # changes from here on post a new EngineChanged
             if not self.is_running or not self.screen_stack:
-                self._flush_scheduled = False
                 return  # a coalesced redraw that came due while the app was shutting down
-            await self._flush()
+            await self._flush_views()
 
-    async def _flush(self) -> None:
-        self._flush_scheduled = False
-        self._last_flush = time.monotonic()
+    async def _flush_views(self) -> None:
+        self._last_flush = self.clock.now()
         self.redraws += 1
         dirty, self._dirty = self._dirty, set()
         views = self.manager.views()
@@ -250,7 +265,7 @@ class PolypilotApp(App[int]):
         self.selected = session_id
         self.attention.seen(session_id)
         self._dirty.add(session_id)
-        self._schedule_flush()
+        self._request_redraw()
 
     def on_session_sidebar_picked(self, event: SessionSidebar.Picked) -> None:
         if event.session_id == self.sidebar.highlighted:  # ignore stale highlight messages
@@ -302,7 +317,7 @@ class PolypilotApp(App[int]):
             return None
         self.selected = sid
         self._dirty.add(sid)
-        self._schedule_flush()
+        self._request_redraw()
         return sid
 
     def action_new_session(self) -> None:

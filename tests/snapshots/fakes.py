@@ -102,7 +102,7 @@ class Driver:
     async def advance(self, seconds: float) -> None:
         """Move virtual time (firing watchdog timers) and run the heartbeat."""
         await self.clock.advance(seconds)
-        self.app.heartbeat()
+        await self.app.heartbeat()
         await self.settle()
 
     async def add(self, name: str, agent: str = "demo") -> str:

@@ -12,12 +12,12 @@ from textual.pilot import Pilot
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.manager import SessionManager
-from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.app import Attach, PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
 
 
 def demo_app(tmp_path: Path, *, speed: float = 20.0, theme_dirs: list[Path] | None = None,
-             keymap_file: Path | None = None, **overrides: Any) -> PolypilotApp:
+             keymap_file: Path | None = None, attach: Attach | None = None, **overrides: Any) -> PolypilotApp:
     """The app on the embedded demo agent and the real clock, with ids s1, s2, …"""
     settings = Settings(_env_file=None, state_dir=tmp_path, demo_speed=speed, record=False,  # type: ignore[call-arg]
                         **overrides)
@@ -26,7 +26,7 @@ def demo_app(tmp_path: Path, *, speed: float = 20.0, theme_dirs: list[Path] | No
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, clock, id_factory=lambda: f"s{next(ids)}")
     return PolypilotApp(settings, catalog, manager, clock, theme_dirs=theme_dirs or [BUNDLED_DIR],
-                        keymap_file=keymap_file or tmp_path / "no-keymap.toml")
+                        keymap_file=keymap_file or tmp_path / "no-keymap.toml", attach=attach)
 
 
 async def wait_for(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10.0,

@@ -32,7 +32,7 @@ async def test_heartbeat_refreshes_ago_labels_from_the_injected_clock(tmp_path: 
         assert row_status(app, "s1") == "0s · 1 tool"
         await d.clock.advance(45)
         assert row_status(app, "s1") == "0s · 1 tool"  # nothing redraws by itself
-        app.heartbeat()
+        await app.heartbeat()
         await d.settle()
         assert row_status(app, "s1") == "45s · 1 tool · 45s ago"
         assert "(last activity 45s ago)" in str(app.pane.status.render())
@@ -72,7 +72,7 @@ async def test_bell_and_toast_only_for_sessions_off_screen_and_only_once(tmp_pat
         d.ask_permission(sid, call, "Run shell command: touch x")
         await d.settle()
         assert len(bells) == 1 and any("worker needs permission" in n for n in notifications(app))
-        app.heartbeat()
+        await app.heartbeat()
         await d.settle()
         assert len(bells) == 1  # the same request never pings twice
         await app.manager.answer_permission(sid, app.manager.view(sid).pending_permission.request_id, "allow_once")

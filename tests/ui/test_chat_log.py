@@ -118,7 +118,7 @@ async def test_a_replaced_shorter_history_rebuilds_the_log(tmp_path: Path) -> No
         session = app.manager.session("s1")
         del session.history[1:]
         session.revision += 1
-        app.heartbeat()
+        await app.heartbeat()
         await d.settle()
         log = app.pane.log_for("s1")
         assert log.mounted_rows == 1 and not log.query(AssistantMessage)

@@ -304,8 +304,7 @@ async def test_command_palette_lists_the_session_actions(tmp_path: Path) -> None
 async def test_sessions_survive_a_restart_of_the_app(tmp_path: Path) -> None:
     from polypilot_tui.persistence import attach_persistence
 
-    app = demo_app(tmp_path, speed=4)
-    app._attach = attach_persistence
+    app = demo_app(tmp_path, speed=4, attach=attach_persistence)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "hello there")
@@ -313,8 +312,7 @@ async def test_sessions_survive_a_restart_of_the_app(tmp_path: Path) -> None:
         await send(pilot, "!slow")
         await wait_for(pilot, lambda: "word1" in app.manager.streaming_text("s1"))
     # quit mid-turn: the next start brings the history back and offers to resend the prompt
-    again = demo_app(tmp_path, speed=20)
-    again._attach = attach_persistence
+    again = demo_app(tmp_path, speed=20, attach=attach_persistence)
     async with again.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: again.manager.ids() == ["s1"] and again.selected == "s1")
         await wait_for(pilot, lambda: any("You said: **hello there**" in r for r in replies(again, "s1")))
