@@ -36,6 +36,7 @@ ActionListener = Callable[[str, str, dict[str, Any]], None]
 """(session id, action, details): "abort", "kill", "reconnect", "resend", "send" — for replay."""
 
 SEND_TIMEOUT = 60.0
+QUIT_REASON = "interrupted: the app quit during this turn"
 #: A send waits for the previous stuck turn's abort at most this long past the stop grace
 #: (the abort itself is bounded by the grace; a kill that follows by a few seconds).
 SETTLE_MARGIN = 10.0
@@ -108,10 +109,12 @@ class SessionManager:
         return self._get(session_id).session
 
     def view(self, session_id: str) -> SessionView:
-        return make_view(self._get(session_id).session)
+        managed = self._get(session_id)
+        return make_view(managed.session, self.cfg, managed.probes)
 
     def views(self) -> tuple[SessionView, ...]:
-        return tuple(make_view(m.session) for m in self._sessions.values())
+        cfg = self.cfg
+        return tuple(make_view(m.session, cfg, m.probes) for m in self._sessions.values())
 
     def history(self, session_id: str) -> tuple[ChatItem, ...]:
         return tuple(self._get(session_id).session.history)
@@ -170,29 +173,53 @@ class SessionManager:
         return sid
 
     async def send(self, session_id: str, prompt: str) -> str:
-        """Send a prompt; while a turn runs it is queued. Returns "sent" or "queued"."""
+        """Send a prompt; while a turn runs it is queued. Returns "sent" or "queued".
+
+        Leading and trailing blank lines are dropped; the text itself (every line of a
+        multi-line prompt) is sent as typed.
+        """
         managed = self._get(session_id)
         session = managed.session
-        prompt = prompt.strip()
-        if not prompt:
+        prompt = prompt.strip("\n").rstrip()
+        if not prompt.strip():
             raise ValueError("empty prompt")
         if session.turn is not None or session.recovering:
             session.queue.append(prompt)
-            session.system(f"Queued (sent when the current turn ends): {one_line(prompt, 60)}", self.clock.wall())
+            session.revision += 1
             self._changed(session_id)
             return "queued"
         await self._start_turn(session_id, prompt)
         return "sent"
 
+    def unqueue(self, session_id: str, index: int) -> str:
+        """Take a queued prompt back (to edit or drop it); returns its text."""
+        session = self._get(session_id).session
+        prompt = session.queue.pop(index)
+        session.queue_held = session.queue_held and bool(session.queue)
+        session.revision += 1
+        self._changed(session_id)
+        return prompt
+
+    async def send_queued(self, session_id: str) -> bool:
+        """Release a held queue: the next queued prompt goes out now if the session is idle."""
+        session = self._get(session_id).session
+        session.queue_held = False
+        session.revision += 1
+        self._changed(session_id)
+        if session.turn is not None or session.recovering or not session.queue:
+            return False
+        await self._start_turn(session_id, session.queue.pop(0))
+        return True
+
     async def stop(self, session_id: str) -> None:
         """Stop the current turn; always leaves a usable session.
 
         Abort first; if the agent does not go idle within the grace period, kill it (the
-        next send reconnects). Pending permissions are answered "cancelled".
+        next send reconnects). Pending permissions are answered "cancelled". Queued prompts
+        are kept and held: they go out only when the user says so.
         """
         managed = self._get(session_id)
         session = managed.session
-        session.queue.clear()
         turn = session.turn
         if turn is None and not session.recovering:
             return
@@ -223,14 +250,18 @@ class SessionManager:
         self._emit_action(session_id, "reconnect", {})
         await self._drop_backend(session_id, "")
         await self._ensure_connected(session_id)
+        managed.session.outcome_dismissed = True  # a fresh agent: "stopped" or "stuck" is history now
+        managed.session.revision += 1
+        self._changed(session_id)
         return self.connect_result(session_id)  # type: ignore[return-value]
 
     async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
         """Answer a pending permission request with one of its options."""
         managed = self._get(session_id)
         turn = managed.session.turn
-        if turn is not None and turn.pending_permissions.pop(request_id, None) is not None:
-            turn.resume_after_user(self.clock.now())
+        prompt = turn.pending_permissions.get(request_id) if turn is not None else None
+        kind = next((k for oid, _, k in prompt.options if oid == option_id), "") if prompt else ""
+        managed.session.permission_answered(request_id, kind or option_id, self.clock.now())
         if managed.backend is not None:
             await managed.backend.answer_permission(request_id, option_id)
         self._schedule(session_id)
@@ -246,22 +277,51 @@ class SessionManager:
         await self._start_turn(session_id, prompt, resend=True)
         return True
 
-    async def close(self, session_id: str) -> None:
-        """Stop and forget a session."""
+    async def close(self, session_id: str) -> Session | None:
+        """Stop and forget a session; returns it (history intact) so it can be reopened."""
         managed = self._sessions.get(session_id)
         if managed is None:
-            return
+            return None
         if managed.session.turn is not None:
             await self.stop(session_id)
         managed.session.closed = True
         await self._drop_backend(session_id, "")
         for task in list(managed.tasks):
             task.cancel()
+        self._cancel_timer(managed)
         del self._sessions[session_id]
         self._changed(session_id)
+        return managed.session
+
+    def reopen(self, session: Session) -> None:
+        """Bring a closed session back (undo): idle, its agent reconnects on the next send."""
+        if session.id in self._sessions:
+            raise ValueError(f"session {session.id} already exists")
+        session.closed = False
+        session.connected = False
+        session.connecting = False
+        session.revision += 1
+        self.adopt(session)
+
+    async def quit(self) -> None:
+        """The dashboard is quitting: end turns in flight, then release every backend.
+
+        A turn in flight cannot survive: its agent goes with the app. It ends now as
+        interrupted, with its prompt offered for resending at the next start (not after a
+        resume-quiescence wait).
+        """
+        for sid, managed in list(self._sessions.items()):
+            turn = managed.session.turn
+            if turn is not None:
+                self._end(sid, Outcome.ABORTED, QUIT_REASON)
+                if turn.prompt:
+                    managed.session.interrupted_prompt = turn.prompt
+                    managed.session.error("⚠ Your request was interrupted when the app quit. "
+                                          "Press ctrl+y to send it again.", self.clock.wall())
+        await self.shutdown()
 
     async def shutdown(self) -> None:
-        """Release every backend (the app is quitting); turns in flight stay on record."""
+        """Release every backend; turns in flight stay on record (replay, tests, ``run``)."""
         for sid, managed in list(self._sessions.items()):
             self._cancel_timer(managed)
             for task in list(managed.tasks):
@@ -310,17 +370,18 @@ class SessionManager:
             if session.turn is turn:
                 self._end(session_id, Outcome.FAILED, f"send failed: {exc or type(exc).__name__}")
 
-    def _end(self, session_id: str, outcome: Outcome, reason: str) -> None:
+    def _end(self, session_id: str, outcome: Outcome, reason: str, detail: str = "") -> None:
         """Route every turn end through Session.end_turn, then tell the world."""
         managed = self._get(session_id)
         session = managed.session
         self._cancel_timer(managed)
         wall = self.clock.wall()
         restored = session.turn is not None and session.turn.restored
-        record = session.end_turn(outcome, reason, self.clock.now(), wall)
+        record = session.end_turn(outcome, reason, self.clock.now(), wall, detail)
         if record is None:
             return
-        log.info("turn %s/%d ended %s: %s", session_id, record.seq, outcome.value, reason)
+        log.info("turn %s/%d ended %s: %s%s", session_id, record.seq, outcome.value, reason,
+                 f" ({detail})" if detail else "")
         if restored and outcome in (Outcome.STUCK, Outcome.FAILED) and record.prompt:
             session.interrupted_prompt = record.prompt
             session.error("⚠ Your previous request was interrupted by an app restart "
@@ -339,7 +400,7 @@ class SessionManager:
             if reason != "session.idle":
                 session.system(f"Turn completed by the watchdog: {reason}.", wall)
         self._changed(session_id)
-        if outcome is Outcome.COMPLETED and session.queue:
+        if outcome is Outcome.COMPLETED and session.queue and not session.queue_held:
             self._spawn(session_id, self._start_turn(session_id, session.queue.pop(0)))
 
     # ---- events --------------------------------------------------------------------

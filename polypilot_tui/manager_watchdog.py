@@ -82,7 +82,7 @@ def _act(manager: SessionManager, session_id: str, turn: Turn) -> None:
     decision = decide(turn, now, manager.cfg, probes)
     action = decision.action
     if action is not Action.CONTINUE:
-        log.info("watchdog %s: %s (%s)", session_id, action.value, decision.reason)
+        log.info("watchdog %s: %s (%s; %s)", session_id, action.value, decision.reason, decision.detail)
         turn.last_decision = decision.reason
     if action is Action.RESET:
         turn.note_reset(now, decision.rule, probes)
@@ -90,16 +90,16 @@ def _act(manager: SessionManager, session_id: str, turn: Turn) -> None:
         turn.dead_send_abort_tried = True
         turn.note_reset(now, decision.rule, probes)
         session.system(f"Watchdog: {decision.reason}.", manager.clock.wall())
-        manager._emit_action(session_id, "abort", {"reason": decision.reason})
+        manager._emit_action(session_id, "abort", {"reason": decision.reason, "detail": decision.detail})
         if managed.backend is not None:
             manager._spawn(session_id, manager._safe(managed.backend.abort()))
     elif action is Action.COMPLETE:
-        manager._end(session_id, Outcome.COMPLETED, decision.reason)
+        manager._end(session_id, Outcome.COMPLETED, decision.reason, decision.detail)
         return
     elif action is Action.KILL:
-        manager._emit_action(session_id, "abort", {"reason": decision.reason})
+        manager._emit_action(session_id, "abort", {"reason": decision.reason, "detail": decision.detail})
         backend = managed.backend
-        manager._end(session_id, Outcome.STUCK, decision.reason)
+        manager._end(session_id, Outcome.STUCK, decision.reason, decision.detail)
         if backend is not None:
             managed.settling_backend = backend
             managed.settling = manager._spawn(session_id, _abort_stuck(manager, session_id, backend))

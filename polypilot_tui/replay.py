@@ -66,7 +66,8 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
         while ended < len(session.turns):
             record = session.turns[ended]
             ended += 1
-            result.timeline.append({"at": _t(clock), "turn_end": record.outcome.value, "reason": record.reason})
+            result.timeline.append({"at": _t(clock), "turn_end": record.outcome.value, "reason": record.reason,
+                                    **({"detail": record.detail} if record.detail else {})})
         if (view.status.value, view.reason) != (last.get("status"), last.get("reason")):
             last.update(status=view.status.value, reason=view.reason)
             result.timeline.append({"at": _t(clock), "status": view.status.value, "reason": view.reason})
@@ -97,7 +98,7 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
     view = manager.view(SESSION_ID)
     result.final = {
         "status": view.status.value,
-        "turns": [{"seq": r.seq, "outcome": r.outcome.value, "reason": r.reason,
+        "turns": [{"seq": r.seq, "outcome": r.outcome.value, "reason": r.reason, "detail": r.detail,
                    "started_at": round(r.started_at, 3), "ended_at": round(r.ended_at, 3),
                    "tool_calls": r.tool_calls} for r in session.turns],
         "permission_warning": any("Permission errors" in item.text for item in session.history
@@ -138,6 +139,7 @@ def format_line(item: dict[str, Any]) -> str:
         reason = f"  ({item['reason']})" if item["reason"] else ""
         return f"{at}  status  {item['status']}{reason}"
     if "turn_end" in item:
-        return f"{at}  turn    {item['turn_end']}: {item['reason']}"
+        detail = f" [{item['detail']}]" if item.get("detail") else ""
+        return f"{at}  turn    {item['turn_end']}: {item['reason']}{detail}"
     details = ", ".join(f"{k}={v}" for k, v in item.items() if k not in ("at", "action"))
     return f"{at}  action  {item['action']}{'  (' + details + ')' if details else ''}"

@@ -51,7 +51,8 @@ class ChatItem:
     tool_call_id: str | None = None
     tool_name: str = ""
     tool_status: str = ""
-    """running / completed / failed / interrupted."""
+    """running / waiting (its permission prompt is open) / completed / failed / rejected /
+    interrupted / cancelled."""
     tool_detail: str = ""
     interrupted: bool = False
     """An assistant reply cut short (stop, watchdog, crash); the text is kept."""
@@ -82,6 +83,8 @@ class TurnRecord:
     ended_at: float
     tool_calls: int
     successful_tools: int
+    detail: str = ""
+    """The technical why (watchdog tier, last event type) for logs and replay; ``reason`` is for people."""
 
 
 @dataclass(slots=True)
@@ -121,6 +124,10 @@ class Session:
     """A turn lost to an app restart; the UI offers to resend it with one key."""
     queue: list[str] = field(default_factory=list)
     """Prompts typed while a turn was running; sent in order when it completes."""
+    queue_held: bool = False
+    """The queue waits for the user: the last turn was stopped or did not complete."""
+    outcome_dismissed: bool = False
+    """The last turn's outcome no longer sets the status (a reconnect since, say)."""
     seen_message_ids: set[str] = field(default_factory=set)
     revision: int = 0
     """Bumped on every change; views and listeners key off it."""
@@ -172,16 +179,18 @@ class Session:
         self.revision += 1
         return self.turn
 
-    def end_turn(self, outcome: Outcome, reason: str, now: float, wall: float) -> TurnRecord | None:
+    def end_turn(self, outcome: Outcome, reason: str, now: float, wall: float,
+                 detail: str = "") -> TurnRecord | None:
         """THE end-turn path: flush, close open tool rows, record, drop the Turn."""
         turn = self.turn
         if turn is None:
             return None
         self.flush(wall, interrupted=outcome is not Outcome.COMPLETED)
+        closing = "cancelled" if outcome is Outcome.ABORTED else "interrupted"
         for call in list(turn.active_tools.values()):
-            self._set_tool_row(call, "interrupted", "")
+            self._set_tool_row(call, closing, "")
         record = TurnRecord(turn.seq, turn.prompt, outcome, reason, turn.started_at, now,
-                            turn.tool_call_count, turn.successful_tools)
+                            turn.tool_call_count, turn.successful_tools, detail)
         self.turns.append(record)
         self.turn = None
         self.window.clear()
@@ -189,9 +198,36 @@ class Session:
         self.cleared_at = now
         self.allow_rearm = outcome is Outcome.COMPLETED
         self.user_aborted = outcome is Outcome.ABORTED
+        self.outcome_dismissed = False
+        if outcome is not Outcome.COMPLETED and outcome is not Outcome.RECOVERED:
+            self.queue_held = bool(self.queue)  # after a stop or a failure the user decides
         self.consecutive_stuck = self.consecutive_stuck + 1 if outcome is Outcome.STUCK else 0
         self.revision += 1
         return record
+
+    def permission_answered(self, request_id: str, answer: str, now: float,
+                            tool_call_id: str | None = None) -> bool:
+        """A permission prompt was answered (by the user, the policy, the agent or a Stop).
+
+        ``answer`` is the option kind or the agent's result kind ("allow_once", "reject_once",
+        "denied-interactively-by-user", "cancelled", …). The tool it was for stops "waiting";
+        a refused one will read "rejected" when it fails. Returns False for an unknown prompt.
+        """
+        turn = self.turn
+        if turn is None:
+            return False
+        prompt = turn.pending_permissions.pop(request_id, None)
+        if prompt is not None:
+            turn.resume_after_user(now)
+            self.revision += 1
+        tool_call_id = tool_call_id or (prompt.tool_call_id if prompt else None)
+        if tool_call_id:
+            if any(word in answer for word in ("denied", "reject", "cancel")):
+                turn.rejected_tools.add(tool_call_id)
+            call = turn.tools.get(tool_call_id)
+            if call is not None and call.status == "waiting":
+                self._set_tool_row(call, "running", "")
+        return prompt is not None
 
     @property
     def last_outcome(self) -> TurnRecord | None:
@@ -338,6 +374,8 @@ def _on_tool_start(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallCl
     call = ToolCall(call_id, name, now, row, detail)
     t.tools[call_id] = call
     t.active_tools[call_id] = call
+    if any(p.tool_call_id == call_id for p in t.pending_permissions.values()):
+        s._set_tool_row(call, "waiting", "")  # asked before it started (codex-acp does)
     return Signal.NONE
 
 
@@ -355,7 +393,7 @@ def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, clock: Wal
         start = AgentEvent(EventType.TOOL_START, {"toolCallId": call_id, "toolName": e.text("toolName") or "tool"})
         _on_tool_start(s, t, start, now, clock)
         call = t.tools[call_id]
-    if call.status != "running":
+    if call.status not in ("running", "waiting"):
         return Signal.NONE  # duplicated completion
     t.active_tools.pop(call.call_id, None)
     success = bool(e.get("success", False))
@@ -363,7 +401,7 @@ def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, clock: Wal
     t.tool_call_count += 1
     if success:
         t.successful_tools += 1
-    s._set_tool_row(call, "completed" if success else "failed", text)
+    s._set_tool_row(call, "completed" if success else "rejected" if _was_rejected(t, call, e) else "failed", text)
     if not t.active_tools:
         t.phase = Phase.THINKING
         if t.turn_end_at is not None:
@@ -382,18 +420,33 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clo
         (str(o.get("optionId", "")), one_line(str(o.get("name", o.get("optionId", ""))), 40), str(o.get("kind", "")))
         for o in (e.get("options") or []) if isinstance(o, Mapping) and o.get("optionId")
     )
+    tool_call_id = e.text("toolCallId") or None
     t.pending_permissions[request_id] = PermissionPrompt(
         request_id, one_line(e.text("title") or e.text("kind") or "Permission requested", 120),
-        strip_control(e.text("detail"))[:2000], e.text("kind"), e.text("toolCallId") or None, options,
+        strip_control(e.text("detail"))[:2000], e.text("kind"), tool_call_id, options,
     )
     t.pause_for_user(now)
+    call = t.tools.get(tool_call_id) if tool_call_id else None
+    if call is not None and call.status == "running":
+        s._set_tool_row(call, "waiting", "")  # not running: it waits for the user
     return Signal.PERMISSION_REQUESTED
 
 
 def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
-    if t.pending_permissions.pop(e.text("requestId"), None) is not None:
-        t.resume_after_user(now)
+    result = e.get("result")
+    kind = result.get("kind") if isinstance(result, Mapping) else result
+    s.permission_answered(e.text("requestId"), kind if isinstance(kind, str) else "", now,
+                          e.text("toolCallId") or None)
     return Signal.NONE
+
+
+def _was_rejected(t: Turn, call: ToolCall, e: AgentEvent) -> bool:
+    """A failed tool whose permission was refused (by the user, the policy or a Stop)."""
+    if call.call_id in t.rejected_tools:
+        return True
+    error = e.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return code in ("denied", "rejected")
 
 
 def _on_intent(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:

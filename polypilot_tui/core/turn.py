@@ -112,6 +112,8 @@ class Turn:
     ``session.idle {aborted}`` answer belongs to that abort, not to this turn."""
     last_decision: str = ""
     """The watchdog's last non-trivial reason (shown in the chat pane)."""
+    rejected_tools: set[str] = field(default_factory=set)
+    """Tool calls whose permission was refused: their failure reads "rejected"."""
 
     @property
     def response_text(self) -> str:

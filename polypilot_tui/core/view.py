@@ -13,6 +13,7 @@ from typing import Any
 
 from polypilot_tui.core.session import Session
 from polypilot_tui.core.turn import Outcome, PermissionPrompt, Phase
+from polypilot_tui.core.watchdog import Probes, WatchdogConfig, gives_up_at, waiting_for
 
 
 class SessionStatus(StrEnum):
@@ -22,6 +23,8 @@ class SessionStatus(StrEnum):
     CONNECTING = "connecting"
     SENDING = "sending"
     THINKING = "thinking"
+    WRITING = "writing"
+    """Reply text is streaming."""
     WORKING = "working"
     AWAITING_PERMISSION = "awaiting_permission"
     RECOVERING = "recovering"
@@ -42,7 +45,7 @@ class SessionStatus(StrEnum):
                         SessionStatus.ERROR, SessionStatus.STUCK)
 
 
-_BUSY = frozenset({SessionStatus.SENDING, SessionStatus.THINKING, SessionStatus.WORKING,
+_BUSY = frozenset({SessionStatus.SENDING, SessionStatus.THINKING, SessionStatus.WRITING, SessionStatus.WORKING,
                    SessionStatus.AWAITING_PERMISSION, SessionStatus.RECOVERING})
 
 _PHASE_STATUS = {Phase.SENDING: SessionStatus.SENDING, Phase.THINKING: SessionStatus.THINKING,
@@ -85,13 +88,27 @@ class SessionView:
     resumed: bool = False
     interrupted_prompt: str = ""
     """A turn lost to a restart: the prompt that one key resends."""
-    queued: int = 0
-    """Prompts waiting for the current turn to end."""
+    queue: tuple[str, ...] = ()
+    """Prompts waiting for the current turn to end, oldest first."""
+    queue_held: bool = False
+    """The queue waits for the user (the last turn was stopped or did not complete)."""
+    waiting_for: str = ""
+    """What the running turn waits for, in words ("waiting for the model", "running bash")."""
+    gives_up_at: float | None = None
+    """When the watchdog ends the turn as stuck if nothing happens (clock seconds)."""
+
+    @property
+    def queued(self) -> int:
+        """How many prompts wait for the current turn to end."""
+        return len(self.queue)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON form for ``polypilot status --json`` (times are clock seconds)."""
+        """JSON form (times are clock seconds; prompt texts are left out: they may hold secrets)."""
         data = asdict(self)
         data["status"] = self.status.value
+        data.pop("queue")
+        data.pop("interrupted_prompt")
+        data["queued"] = self.queued
         if self.pending_permission is not None:
             data["pending_permission"] = {"request_id": self.pending_permission.request_id,
                                           "title": self.pending_permission.title}
@@ -107,19 +124,21 @@ def derive_status(session: Session) -> tuple[SessionStatus, str]:
         if turn.pending_permissions:
             first = next(iter(turn.pending_permissions.values()))
             return SessionStatus.AWAITING_PERMISSION, first.title
+        if turn.phase is Phase.THINKING and turn.response:
+            return SessionStatus.WRITING, turn.last_decision
         return _PHASE_STATUS[turn.phase], turn.last_decision
     if session.connecting:
         return SessionStatus.CONNECTING, ""
     if session.lost:
         return SessionStatus.DISCONNECTED, session.lost
     record = session.last_outcome
-    if record is not None and record.outcome in _OUTCOME_STATUS:
+    if record is not None and record.outcome in _OUTCOME_STATUS and not session.outcome_dismissed:
         return _OUTCOME_STATUS[record.outcome], record.reason
     return SessionStatus.IDLE, ""
 
 
-def make_view(session: Session) -> SessionView:
-    """Snapshot a session."""
+def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probes | None = None) -> SessionView:
+    """Snapshot a session (with ``cfg``, also when the watchdog would give up on its turn)."""
     status, reason = derive_status(session)
     turn = session.turn
     record = session.last_outcome
@@ -143,5 +162,7 @@ def make_view(session: Session) -> SessionView:
         streaming_chars=turn.streamed_chars if turn else 0,
         consecutive_stuck=session.consecutive_stuck,
         resumed=bool(turn and turn.resumed), interrupted_prompt=session.interrupted_prompt,
-        queued=len(session.queue),
+        queue=tuple(session.queue), queue_held=session.queue_held,
+        waiting_for=waiting_for(turn) if turn else "",
+        gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
     )

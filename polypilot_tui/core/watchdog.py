@@ -80,13 +80,18 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Decision:
-    """An action, the rule that chose it, and a reason a person can read."""
+    """An action, the rule that chose it, and a reason a person can read.
+
+    ``reason`` is what the user sees (no tier names, no event types); ``detail`` is the
+    technical why (tier, last event type) for logs, recordings and ``polypilot replay``.
+    """
 
     action: Action
     reason: str
     rule: str = ""
     """"A-alive", "A", "B", "C", "D", "fallback", "post-completion", "cap" or "" for CONTINUE."""
     tier: Tier | None = None
+    detail: str = ""
 
 
 CONTINUE = Decision(Action.CONTINUE, "")
@@ -101,6 +106,36 @@ def seconds_text(seconds: float) -> str:
     if seconds >= 600 and seconds % 60 == 0:
         return f"{int(seconds // 60)} min"
     return f"{int(seconds)} s"
+
+
+def waiting_for(turn: Turn) -> str:
+    """What a running turn waits for, in words ("waiting for the model", "running bash")."""
+    if turn.pending_permissions:
+        return "waiting for your permission"
+    if turn.active_tools:
+        names = ", ".join(dict.fromkeys(t.name for t in turn.active_tools.values()))
+        return f"running {names}"
+    if turn.resumed and not turn.events_since_resume:
+        return "waiting for the agent to pick the turn up again after the restart"
+    if not turn.last_event_type:
+        return "waiting for the agent to take the prompt"
+    if turn.used_tools:
+        return "waiting for the model after its tools"
+    return "waiting for the model"
+
+
+def gives_up_at(turn: Turn, cfg: WatchdogConfig, probes: Probes | None = None) -> float | None:
+    """When the watchdog ends this turn as stuck if nothing happens (None while paused).
+
+    A running tool may earn extensions while the agent shows signs of life (cases A/B), so
+    for tools this is the earliest moment, not a promise.
+    """
+    if turn.pending_permissions:
+        return None
+    moment = turn.watchdog_anchor + select_tier(turn, cfg, probes, turn.watchdog_anchor).seconds
+    if cfg.max_turn > 0:
+        moment = min(moment, turn.started_at + turn.waited_for_user + cfg.max_turn)
+    return moment
 
 
 def select_tier(turn: Turn, cfg: WatchdogConfig, probes: Probes | None = None, now: float = 0.0) -> Tier:
@@ -158,25 +193,26 @@ def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = 
     if cfg.max_turn > 0 and busy_for + EPSILON >= cfg.max_turn:
         return Decision(
             Action.KILL,
-            f"turn has run for {seconds_text(busy_for)}, past the {seconds_text(cfg.max_turn)} cap",
-            "cap",
+            f"the turn ran for {seconds_text(busy_for)}, past the limit of {seconds_text(cfg.max_turn)} per turn",
+            "cap", detail=f"cap {seconds_text(cfg.max_turn)}, last event {last}",
         )
     if turn.turn_end_at is not None and not turn.active_tools:
         delay = fallback_delay(turn, cfg)
         if now + EPSILON >= max(turn.turn_end_at, turn.fallback_anchor) + delay:
             if probes and probes.log_last_type == EventType.TOOL_START and probes.agent_alive:
-                return Decision(Action.RESET, "agent log ends in a tool start; waiting for it", "fallback")
+                return Decision(Action.RESET, "a tool is still running (the agent's log says so); waiting for it",
+                                "fallback", detail="agent log ends in tool.execution_start")
             return Decision(
                 Action.COMPLETE,
-                f"no session.idle {seconds_text(now - turn.turn_end_at)} after assistant.turn_end",
-                "fallback",
+                f"the agent finished its reply but never reported idle ({seconds_text(now - turn.turn_end_at)})",
+                "fallback", detail=f"no session.idle {seconds_text(now - turn.turn_end_at)} after assistant.turn_end",
             )
     if turn.final_message_at is not None and not turn.active_tools:
         if now + EPSILON >= turn.last_event_at + cfg.post_completion_idle:
+            quiet = seconds_text(now - turn.last_event_at)
             return Decision(
-                Action.COMPLETE,
-                f"reply complete and no tool pending; no events for {seconds_text(now - turn.last_event_at)}",
-                "post-completion",
+                Action.COMPLETE, f"the reply was complete and nothing followed for {quiet}",
+                "post-completion", detail=f"final assistant.message, no tool pending, no events for {quiet}",
             )
     tier = select_tier(turn, cfg, probes, now)
     if now + EPSILON < turn.watchdog_anchor + tier.seconds:
@@ -191,25 +227,27 @@ def _timed_out(
     """Cases A, B, D, then C, tried in PolyPilot's order once the tier has elapsed."""
     active = bool(turn.active_tools)
     tool_names = ", ".join(sorted({t.name for t in turn.active_tools.values()})) or "?"
+    technical = f"tier {tier.name} {seconds_text(tier.seconds)}, last event {last}"
     # Case A: a tool is running. Believe it while the agent and its log show signs of life.
     if active and probes is not None and probes.agent_alive is not None:
         if probes.agent_alive and probes.log_age is not None and probes.log_age < cfg.tool_alive_log_age:
-            return Decision(Action.RESET, f"tool {tool_names} still running (agent alive, log written "
-                            f"{seconds_text(probes.log_age)} ago)", "A-alive", tier)
+            return Decision(Action.RESET, f"{tool_names} is still running (the agent is alive and wrote to its "
+                            f"log {seconds_text(probes.log_age)} ago)", "A-alive", tier, technical)
         if probes.agent_alive and turn.case_a_resets < 1:
-            return Decision(Action.RESET, f"tool {tool_names} quiet for {seconds_text(silent)}; "
-                            f"one more {seconds_text(cfg.tool_escalation)} window", "A", tier)
+            return Decision(Action.RESET, f"{tool_names} has been quiet for {seconds_text(silent)}; "
+                            f"giving it {seconds_text(cfg.tool_escalation)} more", "A", tier, technical)
     # Case B: tools were used, none is running: the terminal event was probably lost.
     if not active and turn.used_tools:
         if probes is not None:
             if probes.log_last_type == EventType.TOOL_START and probes.agent_alive:
-                return Decision(Action.RESET, "agent log ends in a tool start; a tool is running", "B", tier)
+                return Decision(Action.RESET, "a tool is still running (the agent's log says so)", "B", tier,
+                                technical)
             if _case_b_defers(turn, now, cfg, probes):
-                return Decision(Action.RESET, "agent log is still growing; deferring completion", "B", tier)
+                return Decision(Action.RESET, "the agent is still writing to its log; waiting", "B", tier, technical)
         return Decision(
             Action.COMPLETE,
-            f"tools were used and no events for {seconds_text(silent)}; completing (terminal event lost)",
-            "B", tier,
+            f"its tools finished and nothing followed for {seconds_text(silent)} (the agent's end signal was lost)",
+            "B", tier, technical,
         )
     # Case D: the send went out and the agent's log never grew: the send is dead (#393).
     if (
@@ -221,16 +259,11 @@ def _timed_out(
         and silent >= cfg.dead_send
         and probes.log_size <= turn.log_size_at_send
     ):
-        return Decision(Action.ABORT_ONCE, f"agent log has not grown in {seconds_text(silent)} since the send; "
-                        "aborting once to unwedge it", "D", tier)
+        return Decision(Action.ABORT_ONCE, f"the agent has not started on the prompt in {seconds_text(silent)}; "
+                        "interrupting it once to unwedge it", "D", tier, technical)
     # Case C: stuck.
-    what = f"tool {tool_names} running, " if active else ""
-    return Decision(
-        Action.KILL,
-        f"no events for {seconds_text(silent)} ({what}tier {tier.name} {seconds_text(tier.seconds)}), "
-        f"last event {last}",
-        "C", tier,
-    )
+    return Decision(Action.KILL, f"no activity for {seconds_text(silent)} ({waiting_for(turn)})", "C", tier,
+                    technical)
 
 
 def _case_b_defers(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes) -> bool:

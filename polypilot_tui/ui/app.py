@@ -137,7 +137,7 @@ class PolypilotApp(App[int]):
     async def on_unmount(self) -> None:
         self._unsubscribe()
         try:
-            await self.manager.shutdown()
+            await self.manager.quit()
         finally:
             if self.persistence is not None:  # after shutdown: the final state is what is saved
                 await self.persistence.close()

@@ -16,6 +16,7 @@ STATUS_ICONS: dict[SessionStatus, str] = {
     S.CONNECTING: "◌",
     S.SENDING: "↑",
     S.THINKING: "◐",
+    S.WRITING: "✎",
     S.WORKING: "▶",
     S.AWAITING_PERMISSION: "?",
     S.RECOVERING: "↻",
@@ -31,6 +32,7 @@ STATUS_LABELS: dict[SessionStatus, str] = {
     S.CONNECTING: "Connecting…",
     S.SENDING: "Sending…",
     S.THINKING: "Thinking…",
+    S.WRITING: "Writing…",
     S.WORKING: "Working",
     S.AWAITING_PERMISSION: "Needs permission",
     S.RECOVERING: "Recovering…",
@@ -51,6 +53,8 @@ SIDEBAR_AGO_FROM = 30.0
 """The sidebar adds " · 45s ago" when the last activity is at least this old (PolyPilot)."""
 IDLE_AGO_FROM = 60.0
 """An idle row shows its age from one minute (blank under 60 s, like PolyPilot)."""
+GIVES_UP_FROM = 10.0
+"""A busy turn quiet for this long says when the watchdog gives up on it."""
 
 
 def compact_duration(seconds: float) -> str:
@@ -114,25 +118,36 @@ def sidebar_status(view: SessionView, now: float) -> str:
     return " · ".join(parts)
 
 
-_BUSY_LABELS = {S.SENDING: "Sending", S.THINKING: "Thinking", S.WORKING: "Working",
+_BUSY_LABELS = {S.SENDING: "Sending", S.THINKING: "Thinking", S.WRITING: "Writing", S.WORKING: "Working",
                 S.AWAITING_PERMISSION: "Waiting for your permission", S.RECOVERING: "Recovering"}
 
 
 def chat_status(view: SessionView, now: float) -> str:
-    """The chat pane's status line, e.g. ``Working · 2m 5s · 8 tool calls… (last activity 45s ago)``."""
+    """The chat pane's status line, in words a person reads at a glance.
+
+    E.g. ``Thinking… · 1m 10s · waiting for the model · quiet for 1m · gives up in 50s``.
+    """
     status = view.status
     reason = one_line(view.reason, 160) if view.reason else ""
     if status.busy:
         elapsed = _elapsed(view, now)
-        parts = [_BUSY_LABELS.get(status, STATUS_LABELS[status])]
+        parts = [_BUSY_LABELS.get(status, STATUS_LABELS[status]) + "…"]
         if elapsed >= ELAPSED_FROM:
             parts.append(precise_duration(elapsed))
         if view.tool_calls:
             parts.append(plural(view.tool_calls, "tool call"))
-        text = " · ".join(parts) + "…"
         age = _age(view, now)
-        if age is not None and age >= ELAPSED_FROM:
-            text += f" (last activity {compact_duration(age)} ago)"
+        quiet = age is not None and age >= ELAPSED_FROM
+        # What it waits for matters once it is quiet (a running tool's name always does).
+        if view.waiting_for and status is not S.AWAITING_PERMISSION and (quiet or status is S.WORKING):
+            parts.append(view.waiting_for)
+        if quiet:
+            parts.append(f"quiet for {compact_duration(age)}")
+        # A running tool may earn extensions while its agent shows life: no countdown for it.
+        if age is not None and age >= GIVES_UP_FROM and view.gives_up_at is not None and status is not S.WORKING:
+            left = view.gives_up_at - now
+            parts.append(f"gives up in {precise_duration(left)}" if left > 0 else "giving up now")
+        text = " · ".join(parts)
         return f"{text} — {reason}" if reason else text
     if status is S.IDLE:
         if not view.turns and not view.history_len:

@@ -45,5 +45,9 @@ class Harness:
     def outcomes(self, sid: str) -> list[tuple[str, str]]:
         return [(t.outcome.value, t.reason) for t in self.manager.session(sid).turns]
 
+    def details(self, sid: str) -> list[str]:
+        """The technical why of each ended turn (watchdog tier, last event type)."""
+        return [t.detail for t in self.manager.session(sid).turns]
+
     def texts(self, sid: str) -> str:
         return "\n".join(item.text for item in self.manager.history(sid))

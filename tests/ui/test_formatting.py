@@ -49,13 +49,28 @@ def test_sidebar_idle_and_ended() -> None:
 
 
 def test_chat_status_line() -> None:
-    view = busy(tools=8, last=80)
-    assert chat_status(view, 125) == "Working · 2m 5s · 8 tool calls… (last activity 45s ago)"
+    view = busy(tools=8, last=80, waiting_for="running bash")
+    assert chat_status(view, 125) == "Working… · 2m 5s · 8 tool calls · running bash · quiet for 45s"
     assert chat_status(busy(S.THINKING, last=2), 3) == "Thinking…"  # elapsed shown from 5 s
+    writing = busy(S.WRITING, last=6, waiting_for="waiting for the model")
+    assert chat_status(writing, 7) == "Writing… · 7s"  # streaming: nothing to wait for
+    assert chat_status(writing, 14) == "Writing… · 14s · waiting for the model · quiet for 8s"
     assert chat_status(busy(reason="tool bash still running"), 2).endswith("— tool bash still running")
     assert chat_status(replace(BASE, status=S.STOPPED, reason="stopped by user"), 0) == "Stopped — stopped by user"
     assert "reconnects" in chat_status(replace(BASE, status=S.DISCONNECTED, reason="agent exited"), 0)
     assert chat_status(replace(BASE, turns=3, last_activity_at=0), 10) == "Idle · 3 turns"
+
+
+def test_a_quiet_turn_says_what_it_waits_for_and_when_the_watchdog_gives_up() -> None:
+    hung = busy(S.THINKING, last=0, waiting_for="waiting for the model", gives_up_at=120)
+    assert chat_status(hung, 70) == "Thinking… · 1m 10s · waiting for the model · quiet for 1m · gives up in 50s"
+    assert chat_status(hung, 8).endswith("quiet for 8s")  # under 10 s of quiet: no countdown yet
+    assert chat_status(hung, 121).endswith("giving up now")
+    asking = busy(S.AWAITING_PERMISSION, last=0, waiting_for="waiting for your permission")
+    assert chat_status(asking, 30) == "Waiting for your permission… · 30s · quiet for 30s"
+    for status in S:  # no internal names reach the user
+        text = chat_status(replace(hung, status=status), 70)
+        assert "tier" not in text and "assistant." not in text and "session." not in text
 
 
 def test_safe_text_strips_control_and_bounds_lines() -> None:

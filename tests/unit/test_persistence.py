@@ -113,7 +113,7 @@ async def test_registry_writes_are_debounced(tmp_path: Path) -> None:
     await asyncio.sleep(1.2)
     assert app.persistence.store.registry.writes - writes <= 2
     saved = entry(tmp_path, sid)
-    assert saved and saved["status"] == "thinking" and saved["last_prompt"] == "!hang"
+    assert saved and saved["status"] == "writing" and saved["last_prompt"] == "!hang"
     await app.manager.stop(sid)
     await until(lambda: entry(tmp_path, sid)["status"] == "stopped")
     assert entry(tmp_path, sid)["last_prompt"] == ""  # only while a turn is in flight

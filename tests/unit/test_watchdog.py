@@ -84,7 +84,8 @@ def test_deadline_is_exactly_the_tier() -> None:
     assert decide(turn, 129.9, CFG).action is Action.CONTINUE
     decision = decide(turn, 130.0, CFG)
     assert decision.action is Action.KILL and decision.rule == "C"
-    assert "no events for 120 s" in decision.reason and "tier inactivity" in decision.reason
+    assert decision.reason == "no activity for 120 s (waiting for the agent to take the prompt)"
+    assert decision.detail == "tier inactivity 120 s, last event none"
 
 
 def test_kill_reason_names_the_last_event_and_tool() -> None:
@@ -92,7 +93,8 @@ def test_kill_reason_names_the_last_event_and_tool() -> None:
     turn.last_event_type = EventType.TOOL_START
     decision = decide(turn, 600.0, CFG)
     assert decision.action is Action.KILL
-    assert "tool bash running" in decision.reason and "last event tool.execution_start" in decision.reason
+    assert decision.reason == "no activity for 10 min (running bash)"
+    assert decision.detail == "tier tool 10 min, last event tool.execution_start"
 
 
 def test_paused_while_waiting_for_the_user() -> None:
