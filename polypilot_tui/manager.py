@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from polypilot_tui import manager_watchdog as watchdog
 from polypilot_tui.agents.base import (ALLOW_ONCE, CANCELLED, REJECT_ONCE, AgentBackend, BackendError,
-                                       ConnectResult, EventSink)
+                                       ConnectResult, Diagnostics, EventSink)
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.core.clock import Clock, TimerHandle
 from polypilot_tui.core.events import AgentEvent, EventType
@@ -24,7 +24,8 @@ from polypilot_tui.core.recovery import RecoveryGate
 from polypilot_tui.core.session import ChatItem, ItemKind, Session, Signal
 from polypilot_tui.core.text import one_line
 from polypilot_tui.core.turn import Outcome
-from polypilot_tui.core.view import SessionView, make_view
+from polypilot_tui.core.text import strip_control
+from polypilot_tui.core.view import SessionDetails, SessionView, make_view
 from polypilot_tui.core.watchdog import Probes, WatchdogConfig
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ class _Managed:
     """The abort of a turn the watchdog gave up on; the next send goes out after it."""
     settling_backend: AgentBackend | None = None
     """The backend that abort is for: until it is done, its events belong to the stuck turn."""
+    diagnostics: Diagnostics | None = None
+    """The last backend's diagnostics, kept when it goes away (its stderr explains a crash)."""
 
     def is_settling(self, backend: AgentBackend) -> bool:
         return self.settling is not None and not self.settling.done() and self.settling_backend is backend
@@ -127,6 +130,31 @@ class SessionManager:
         """Reasoning streamed so far in the current turn (saved to history at the next flush)."""
         turn = self._get(session_id).session.turn
         return "".join(turn.reasoning) if turn else ""
+
+    def details(self, session_id: str) -> SessionDetails:
+        """What the details view shows: agent, folders, command, logs, the last stderr lines."""
+        managed = self._get(session_id)
+        session = managed.session
+        config = self.catalog.agents.get(session.agent)
+        diagnostics = self.diagnostics(session_id)
+        return SessionDetails(
+            view=self.view(session_id), agent_kind=config.kind if config else "?",
+            command=diagnostics.command, folder=session.cwd or str(config.cwd if config and config.cwd else Path.cwd()),
+            state_folder=str(self.workdir(session_id)),
+            connected_how=managed.last_connect.how if managed.last_connect else "",
+            log_paths=diagnostics.log_paths,
+            stderr_tail=tuple(strip_control(line) for line in diagnostics.stderr_tail),
+        )
+
+    def diagnostics(self, session_id: str) -> Diagnostics:
+        """The live backend's diagnostics, else those its predecessor left behind."""
+        managed = self._get(session_id)
+        if managed.backend is not None:
+            try:
+                managed.diagnostics = managed.backend.diagnostics()
+            except Exception:  # noqa: BLE001 - diagnostics never break anything
+                log.exception("diagnostics of %s failed", session_id)
+        return managed.diagnostics or Diagnostics()
 
     def connect_result(self, session_id: str) -> ConnectResult | None:
         """What the last connect of this session found (resume hints), or None."""
@@ -191,9 +219,19 @@ class SessionManager:
         await self._start_turn(session_id, prompt)
         return "sent"
 
-    def unqueue(self, session_id: str, index: int) -> str:
-        """Take a queued prompt back (to edit or drop it); returns its text."""
+    def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None:
+        """Take a queued prompt back (to edit or drop it); returns its text.
+
+        ``expected`` is the text the user saw at ``index``: if the queue moved on since (its
+        head was sent), that text is looked up instead; None when it is no longer queued.
+        """
         session = self._get(session_id).session
+        if expected is not None and not (0 <= index < len(session.queue) and session.queue[index] == expected):
+            if expected not in session.queue:
+                return None
+            index = session.queue.index(expected)
+        if not 0 <= index < len(session.queue):
+            return None
         prompt = session.queue.pop(index)
         session.queue_held = session.queue_held and bool(session.queue)
         session.revision += 1
@@ -452,6 +490,7 @@ class SessionManager:
         elif signal is Signal.CONNECTION_LOST:
             reason = managed.session.lost or "agent connection lost"
             self._end(session_id, Outcome.FAILED, f"agent disconnected: {reason}")
+            self.diagnostics(session_id)
             backend, managed.backend = managed.backend, None
             if backend is not None:
                 self._spawn(session_id, self._safe(backend.close()))
@@ -511,6 +550,7 @@ class SessionManager:
         managed = self._sessions.get(session_id)
         if managed is None or managed.backend is not backend:
             return
+        self.diagnostics(session_id)
         managed.backend = None
         managed.session.connected = False
         managed.session.lost = lost_reason or "agent connection lost"
@@ -521,6 +561,7 @@ class SessionManager:
         managed = self._sessions.get(session_id)
         if managed is None:
             return
+        self.diagnostics(session_id)
         backend, managed.backend = managed.backend, None
         managed.session.connected = False
         if lost_reason:

@@ -40,6 +40,7 @@ async def ensure_connected(manager: SessionManager, session_id: str) -> AgentBac
         try:
             result = await backend.connect(resume_id)
         except Exception as exc:  # noqa: BLE001
+            manager.diagnostics(session_id)  # its stderr says why it could not start
             managed.backend = None
             session.connecting = False
             session.lost = f"could not start the agent: {exc}"

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from polypilot_tui.agents.acp_client import AcpClient, PermissionDesk, Transcript
 from polypilot_tui.agents.acp_mapping import UpdateMapper
 from polypilot_tui.agents.acp_process import agent_command, agent_environment, agent_secrets, terminate
-from polypilot_tui.agents.base import CANCELLED, BackendError, ConnectResult, EventSink
+from polypilot_tui.agents.base import CANCELLED, BackendError, ConnectResult, Diagnostics, EventSink, tail_lines
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.core.clock import Clock
 from polypilot_tui.core.events import AgentEvent, EventType
@@ -223,6 +223,16 @@ class AcpBackend:
                  and self._gen not in self._lost_gens)
         age = None if self._last_inbound is None else max(0.0, self._clock.now() - self._last_inbound)
         return Probes(agent_alive=alive, log_age=age)
+
+    def diagnostics(self) -> Diagnostics:
+        """The agent's argv, its stderr log and raw transcript, and the last stderr lines."""
+        try:
+            command = " ".join(agent_command(self._agent))
+        except BackendError as exc:
+            command = str(exc)
+        stderr = self._workdir / STDERR_LOG
+        return Diagnostics(command, (("agent stderr", str(stderr)), ("ACP transcript", str(self._workdir / TRANSCRIPT))),
+                           tail_lines(stderr))
 
     # ------------------------------------------------------------------ process
 

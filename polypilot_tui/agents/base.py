@@ -10,6 +10,7 @@ turns, statuses and the watchdog; the backend only talks to the agent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Protocol
 
 from polypilot_tui.core.events import AgentEvent
@@ -42,6 +43,30 @@ class ConnectResult:
     """The log shows a turn that started and never ended, and the agent is not running it."""
     history: tuple[AgentEvent, ...] = field(default_factory=tuple)
     """Past conversation replayed by the agent (ACP ``session/load``), oldest first."""
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """What a user needs to see when an agent misbehaves (the session details view)."""
+
+    command: str = ""
+    """How the agent was started (argv joined), or "" for an in-process agent."""
+    log_paths: tuple[tuple[str, str], ...] = ()
+    """(what, path) of every log the agent writes: stderr, transcript, its own log folder."""
+    stderr_tail: tuple[str, ...] = ()
+    """The last lines the agent wrote to stderr (control sequences stripped by the caller)."""
+
+
+def tail_lines(path: Path, count: int = 20, window: int = 16384) -> tuple[str, ...]:
+    """The last ``count`` non-empty lines of a text file (reads at most ``window`` bytes)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - window))
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ()
+    return tuple(line.rstrip() for line in data.splitlines() if line.strip())[-count:]
 
 
 class AgentBackend(Protocol):
@@ -83,6 +108,10 @@ class AgentBackend(Protocol):
         """Cheap liveness facts for the watchdog (process alive, agent log age), or None."""
         ...
 
+    def diagnostics(self) -> Diagnostics:
+        """How the agent was started, where it logs, and its last stderr lines."""
+        ...
+
 
 class NullBackend:
     """A backend whose agent is its caller: it accepts everything and says nothing unless
@@ -121,6 +150,9 @@ class NullBackend:
 
     def probe(self) -> Probes | None:
         return None
+
+    def diagnostics(self) -> Diagnostics:
+        return Diagnostics()
 
 
 #: The option ids every backend offers in ``permission.requested`` (ACP agents may add

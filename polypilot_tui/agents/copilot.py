@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.agents.base import BackendError, ConnectResult, EventSink
+from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics, EventSink
 from polypilot_tui.agents.copilot_events import (
     RESULT_KINDS,
     PromptInfo,
@@ -95,6 +95,9 @@ class CopilotBackend:
         self._aborting = 0
         self._muted = 0
         """While > 0, events (of a leftover turn being ended before a send) are not emitted."""
+        self._command = ""
+        self._last_stderr: tuple[str, ...] = ()
+        """The CLI's last stderr lines, kept when the client is released (for details after a crash)."""
 
     # -- facts ----------------------------------------------------------------------------
 
@@ -125,6 +128,24 @@ class CopilotBackend:
             return Probes(agent_alive=alive)
         return Probes(agent_alive=alive, log_age=stat.age, log_size=stat.size, log_last_type=stat.last_type)
 
+    def diagnostics(self) -> Diagnostics:
+        """The CLI's command, its log folder and event log, and the last lines of its stderr."""
+        home = session_home(self._env) if self._env else None
+        paths: list[tuple[str, str]] = []
+        if home is not None:
+            paths.append(("Copilot CLI logs", str(home / "logs")))
+        if self.log_path is not None:
+            paths.append(("session event log", str(self.log_path)))
+        rpc = getattr(self._client, "_client", None)
+        stderr = ""
+        try:
+            stderr = rpc.get_stderr_output() if rpc is not None else ""
+        except Exception:  # noqa: BLE001 - diagnostics never fail
+            log.debug("copilot: no stderr output", exc_info=True)
+        tail = tuple(line for line in stderr.splitlines() if line.strip())[-20:]
+        command = " ".join([self._command or "copilot", *self._agent.args])
+        return Diagnostics(command, tuple(paths), tail or self._last_stderr)
+
     # -- connect --------------------------------------------------------------------------
 
     async def connect(self, resume_id: str | None) -> ConnectResult:
@@ -132,6 +153,7 @@ class CopilotBackend:
         if self._client is not None:
             raise BackendError("this Copilot backend is already connected")
         cli = resolve_command(self._agent.command, COPILOT_CLI)
+        self._command = cli or self._agent.command or ""
         if not cli:
             raise BackendError("Copilot CLI not found: install @github/copilot from npm, put `copilot` on PATH, "
                                "or set `command` for this agent")
@@ -392,6 +414,7 @@ class CopilotBackend:
         await self._release(graceful=not self._lost)
 
     async def _release(self, graceful: bool) -> None:
+        self._last_stderr = self.diagnostics().stderr_tail
         client, self._client = self._client, None
         self._session = None
         if client is None:

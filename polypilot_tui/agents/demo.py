@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError, \
-    ConnectResult, EventSink
+    ConnectResult, Diagnostics, EventSink
 from polypilot_tui.agents.demo_scripts import SCRIPTS, pick_script
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.core import eventlog
@@ -126,6 +126,10 @@ class DemoBackend:
     def probe(self) -> Probes | None:
         return Probes(agent_alive=self._alive, log_age=self.clock.now() - self._last_write,
                       log_size=self._log_size, log_last_type=self._last_type)
+
+    def diagnostics(self) -> Diagnostics:
+        """The demo agent runs in the app; its only log is its events.jsonl."""
+        return Diagnostics("built-in demo agent (in process)", (("event log", str(self._log_path)),))
 
     # ---- used by scripts -----------------------------------------------------------
     def emit(self, kind: str, data: dict[str, Any]) -> None:

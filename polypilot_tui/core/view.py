@@ -166,3 +166,21 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         waiting_for=waiting_for(turn) if turn else "",
         gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
     )
+
+
+@dataclass(frozen=True)
+class SessionDetails:
+    """Everything the session details view shows: where the agent runs and what it said last."""
+
+    view: SessionView
+    agent_kind: str
+    command: str
+    """How the agent is started (argv), or a note for an in-process agent."""
+    folder: str
+    """The folder the agent works in."""
+    state_folder: str
+    """The session's own folder under the state directory (agent logs, transcripts)."""
+    connected_how: str = ""
+    """How the agent session was attached last ("new session", "resumed", …)."""
+    log_paths: tuple[tuple[str, str], ...] = ()
+    stderr_tail: tuple[str, ...] = ()

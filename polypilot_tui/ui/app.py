@@ -15,29 +15,36 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Sequence
 
-from textual.notifications import SeverityLevel
+from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
 from polypilot_tui.core.clock import Clock, SystemClock
+from polypilot_tui.core.text import one_line
 from polypilot_tui.core.view import SessionView
 from polypilot_tui.manager import SessionManager
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.commands import session_commands
+from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
+from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
+from polypilot_tui.ui.session_actions import SessionActions
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, DEFAULT_THEME, load_themes, user_themes_dir
+from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
+from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
-from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
-from polypilot_tui.ui.widgets.prompt_input import PromptInput
+from polypilot_tui.ui.widgets.session_list import SessionList
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
 
 if TYPE_CHECKING:
@@ -57,7 +64,7 @@ class EngineChanged(Message, bubble=False):
     """Sessions changed in the engine; the app redraws what is dirty (one per burst)."""
 
 
-class PolypilotApp(App[int]):
+class PolypilotApp(SessionActions, App[int]):
     """Drive several agent sessions at once and see, honestly, what each one is doing."""
 
     TITLE = "polypilot"
@@ -68,8 +75,12 @@ class PolypilotApp(App[int]):
         Binding("ctrl+r", "reconnect", "Reconnect", id="reconnect", priority=True),
         Binding("ctrl+up", "previous_session", "Prev", id="previous_session", priority=True, show=False),
         Binding("ctrl+down", "next_session", "Next", id="next_session", priority=True),
-        Binding("ctrl+j", "attention", "Attention", id="attention", priority=True),
+        Binding("ctrl+g", "attention", "Attention", id="attention", priority=True),
         Binding("ctrl+y", "resend_interrupted", "Resend", id="resend_interrupted", priority=True),
+        # Only while a closed session can come back; otherwise ctrl+z is the editor's undo.
+        Binding("ctrl+z", "undo_close", "Undo close", id="undo_close", priority=True),
+        Binding("f2", "details", "Details", id="details"),
+        Binding("f3", "copy_reply", "Copy reply", id="copy_reply", show=False),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
 
@@ -100,8 +111,11 @@ class PolypilotApp(App[int]):
         """Flushes run so far (a burst of engine changes should cost one)."""
         self._binding_state: tuple[object, ...] = ()
         self._unsubscribe = lambda: None
+        self._ui_state = UiState()
+        """Where the user was at the last quit (restored as sessions are first shown)."""
         self.sidebar = SessionSidebar(id="sidebar")
         self.pane = ChatPane(id="chat-pane")
+        self._init_actions()
         # The theme is set before anything mounts: switching it later restyles every
         # widget, which with 200 restored sessions cost seconds at start-up.
         self._load_themes()
@@ -130,16 +144,20 @@ class PolypilotApp(App[int]):
                             severity="warning", markup=False)
                 agent = DEMO_AGENT if DEMO_AGENT in self.catalog.agents else next(iter(self.catalog.agents))
             self._add_session(agent)
+        elif self._ui_state.selected in self.manager.ids():
+            self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
         await self.flush()
-        self.pane.input.focus()
+        self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.manager.ids()})
+        self.pane.editor.focus()
 
     async def on_unmount(self) -> None:
         self._unsubscribe()
+        self._save_ui_state()
         try:
             await self.manager.quit()
         finally:
-            if self.persistence is not None:  # after shutdown: the final state is what is saved
+            if self.persistence is not None:  # after the quit: the final state is what is saved
                 await self.persistence.close()
 
     def _restore(self) -> None:
@@ -155,6 +173,18 @@ class PolypilotApp(App[int]):
         problem = self.persistence.restored.problem
         if problem:
             self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
+        self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
+        if problem:
+            self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
+
+    def _save_ui_state(self) -> None:
+        if self.persistence is None:
+            return
+        scroll = {sid: back for sid in self.manager.ids()
+                  if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0}
+        problem = save_ui_state(Path(self.settings.state_dir), UiState(self.selected, self.pane.drafts(), scroll))
+        if problem:
+            print(f"polypilot: {problem}", file=sys.stderr)
 
     def _load_themes(self) -> None:
         loaded = load_themes(*self._theme_dirs)
@@ -233,6 +263,7 @@ class PolypilotApp(App[int]):
         self._views = current
         if self.selected not in current:
             self.selected = views[0].id if views else None
+            self.pane.bind(self.selected)
         if self.selected is not None:
             self.attention.seen(self.selected)
         await self.sidebar.sync(views, now, self.attention.unread, self.selected)
@@ -240,18 +271,27 @@ class PolypilotApp(App[int]):
         if view is None:
             await self.pane.show(None, (), "", now)
         elif self.selected in dirty or previous.get(view.id) != view or self.pane.session_id != view.id:
-            await self.pane.show(view, self.manager.history(view.id), self.manager.streaming_text(view.id), now)
+            first_time = self.pane.log_for(view.id) is None
+            await self.pane.show(view, self.manager.history(view.id), self.manager.streaming_text(view.id), now,
+                                 self._empty_text(view))
+            if first_time and view.id in self._ui_state.scroll_back:
+                self.pane.scroll_back(view.id, self._ui_state.scroll_back.pop(view.id))
         else:
             self.pane.tick(view, now)
         if self.focused is None and len(self.screen_stack) == 1:
-            self.pane.input.focus()  # e.g. the permission buttons that had focus went away
+            self.pane.editor.focus()  # e.g. the permission buttons that had focus went away
         needy = sum(1 for v in views if self.attention.wants_user(v))
         count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
         self.sub_title = count + (f" · {needy} need you" if needy else "")
-        state = (self.selected, view.status if view else None, bool(view and view.interrupted_prompt))
+        state = (self.selected, view.status if view else None, bool(view and view.interrupted_prompt),
+                 bool(self._recently_closed))
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
+
+    def _empty_text(self, view: SessionView) -> str:
+        config = self.catalog.agents.get(view.agent)
+        return EMPTY_TEXT + (DEMO_HINT if config is not None and config.kind == "demo" else "")
 
     def _ping(self, alert: Alert) -> None:
         self.bell()
@@ -259,8 +299,11 @@ class PolypilotApp(App[int]):
 
     # ---- selection -----------------------------------------------------------------
     def select(self, session_id: str) -> None:
-        """Put a session on screen."""
-        if session_id == self.selected or session_id not in self.manager.ids():
+        """Put a session on screen; the prompt editor follows at once (this keystroke)."""
+        if session_id not in self.manager.ids():
+            return
+        self.pane.bind(session_id)
+        if session_id == self.selected:
             return
         self.selected = session_id
         self.attention.seen(session_id)
@@ -270,9 +313,18 @@ class PolypilotApp(App[int]):
     def on_session_sidebar_picked(self, event: SessionSidebar.Picked) -> None:
         if event.session_id == self.sidebar.highlighted:  # ignore stale highlight messages
             self.select(event.session_id)
+        if event.chosen:  # a click or Enter: back to typing
+            self.pane.editor.focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing while the session list has the focus goes to the prompt, never lost."""
+        if event.is_printable and event.character and isinstance(self.focused, SessionList):
+            event.stop()
+            self.pane.editor.focus()
+            self.pane.editor.insert(event.character)
 
     def _step(self, delta: int) -> None:
-        ids = list(self._views)
+        ids = list(self._views) or self.manager.ids()
         if not ids:
             return
         index = ids.index(self.selected) if self.selected in ids else 0
@@ -308,16 +360,14 @@ class PolypilotApp(App[int]):
         await self.flush()
         self.call_after_refresh(self.pane.permission.focus_first)
 
-    # ---- session actions -----------------------------------------------------------
+    # ---- sessions and quitting -----------------------------------------------------
     def _add_session(self, agent: str) -> str | None:
         try:
             sid = self.manager.add_session(agent)
         except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
             self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
             return None
-        self.selected = sid
-        self._dirty.add(sid)
-        self._request_redraw()
+        self.select(sid)
         return sid
 
     def action_new_session(self) -> None:
@@ -327,81 +377,41 @@ class PolypilotApp(App[int]):
         def picked(agent: str | None) -> None:
             if agent:
                 self._add_session(agent)
-            self.pane.input.focus()
+            self.pane.editor.focus()
 
         self.push_screen(NewSessionScreen(agents, self.settings.default_agent), picked)
 
-    def _run(self, title: str, coro: Awaitable[Any]) -> None:
-        """Run an engine call as a worker; a failure becomes a toast, never a crash."""
-        async def guarded() -> None:
-            try:
-                await coro
-            except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
-                log.exception("%s failed", title)
-                self.notify(f"{title} failed: {exc}", severity="error", markup=False)
-        self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
+    async def action_quit(self) -> None:
+        """Quit; with turns in flight, ask first (they are offered for resending next time)."""
+        busy = [v for v in self.manager.views() if v.status.busy]
+        if not busy:
+            self.exit()
+            return
+        names = ", ".join(one_line(v.name, 30) for v in busy[:4]) + (" …" if len(busy) > 4 else "")
+        message = (f"{plural(len(busy), 'turn')} still running ({names}). Quitting stops "
+                   f"{'it' if len(busy) == 1 else 'them'}; each is offered for resending (ctrl+y) next time.")
 
-    def action_stop(self) -> None:
-        """Stop the selected session's turn (abort, then kill if it does not stop)."""
-        if self.selected:
-            self._run("Stop", self.manager.stop(self.selected))
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+            else:
+                self.pane.editor.focus()
 
-    def action_reconnect(self) -> None:
-        """Reconnect the selected session's agent, keeping its history."""
-        if self.selected:
-            self._run("Reconnect", self.manager.reconnect(self.selected))
-
-    def action_resend_interrupted(self) -> None:
-        """Resend the prompt of a turn lost to a restart."""
-        if self.selected:
-            self._run("Resend", self.manager.resend_interrupted(self.selected))
-
-    def action_close_session(self) -> None:
-        """Stop and forget the selected session."""
-        if self.selected:
-            self._run("Close", self.manager.close(self.selected))
+        self.push_screen(ConfirmScreen("Quit with turns running?", message, "Quit"), answered)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         view = self._views.get(self.selected or "")
         if action == "stop":
             return True if view is not None and view.status.busy else None
-        if action == "reconnect":
+        if action in ("reconnect", "details", "copy_reply"):
             return True if view is not None else None
         if action == "resend_interrupted":
             return view is not None and bool(view.interrupted_prompt)
+        if action == "undo_close":
+            return bool(self._recently_closed)
+        if action == "send_queued":
+            return view is not None and bool(view.queue)
         return True
-
-    # ---- prompts and permissions ---------------------------------------------------
-    def on_input_submitted(self, event: PromptInput.Submitted) -> None:
-        if not isinstance(event.input, PromptInput):
-            return
-        event.stop()
-        text = event.value.strip()
-        if not text:
-            return
-        sid = self.selected
-        if sid is None:
-            self.notify("No session: press ctrl+n to start one.", severity="warning")
-            return
-        event.input.remember(text)
-        event.input.clear()
-        self._run("Send", self._send(sid, text))
-
-    async def _send(self, session_id: str, text: str) -> None:
-        result = await self.manager.send(session_id, text)
-        if result == "queued":
-            name = self._views[session_id].name if session_id in self._views else session_id
-            self.notify("Queued: it is sent when the current turn ends.", title=name, timeout=4, markup=False)
-
-    def on_permission_prompt_answered(self, event: PermissionPrompt.Answered) -> None:
-        event.stop()
-        if self.selected:
-            self._run("Permission answer", self.manager.answer_permission(
-                self.selected, event.request_id, event.option_id))
-        self.pane.input.focus()
-
-    def on_permission_prompt_leave(self, event: PermissionPrompt.Leave) -> None:
-        self.pane.input.focus()
 
     # ---- command palette -----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

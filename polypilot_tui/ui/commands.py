@@ -17,7 +17,14 @@ def session_commands(app: PolypilotApp) -> Iterator[SystemCommand]:
     yield SystemCommand("Reconnect session", "Reconnect the selected session's agent (ctrl+r)", app.action_reconnect)
     yield SystemCommand("Next session", "Select the next session (ctrl+down)", app.action_next_session)
     yield SystemCommand("Previous session", "Select the previous session (ctrl+up)", app.action_previous_session)
-    yield SystemCommand("Jump to attention", "Go to the next session that needs you (ctrl+j)", app.action_attention)
+    yield SystemCommand("Jump to attention", "Go to the next session that needs you (ctrl+g)", app.action_attention)
     yield SystemCommand("Resend interrupted prompt", "Resend a prompt lost to a restart (ctrl+y)",
                         app.action_resend_interrupted)
-    yield SystemCommand("Close session", "Stop and remove the selected session", app.action_close_session)
+    yield SystemCommand("Close session", "Stop and remove the selected session (asks; undo with ctrl+z for 30 s)",
+                        app.action_close_session)
+    yield SystemCommand("Undo close", "Bring back the session closed last (ctrl+z)", app.action_undo_close)
+    yield SystemCommand("Session details", "Agent, folder, command, logs and stderr tail (F2)", app.action_details)
+    yield SystemCommand("Copy last reply", "Copy the selected session's last reply to the clipboard (F3)",
+                        app.action_copy_reply)
+    yield SystemCommand("Send queued prompts", "Send the next held prompt of the selected session",
+                        app.action_send_queued)

@@ -96,12 +96,12 @@ async def test_deny_then_approve(manager: SessionManager) -> None:
     await manager.answer_permission(sid, await pending(manager, sid), REJECT_ONCE)
     await settled(manager, sid, 1)
     assert manager.session(sid).last_outcome.outcome is Outcome.COMPLETED  # the model answers the denial
-    assert [i.tool_status for i in manager.history(sid) if i.kind is ItemKind.TOOL] == ["failed"]
+    assert [i.tool_status for i in manager.history(sid) if i.kind is ItemKind.TOOL] == ["rejected"]
 
     await manager.send(sid, "TOOL two")
     await manager.answer_permission(sid, await pending(manager, sid), ALLOW_ONCE)
     await settled(manager, sid, 2)
-    assert [i.tool_status for i in manager.history(sid) if i.kind is ItemKind.TOOL] == ["failed", "completed"]
+    assert [i.tool_status for i in manager.history(sid) if i.kind is ItemKind.TOOL] == ["rejected", "completed"]
     assert "done: hi" in texts(manager, sid, ItemKind.ASSISTANT)[-1]
     assert manager.view(sid).status.value == "idle"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from polypilot_tui.agents.base import ConnectResult, EventSink
+from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.core.clock import FakeClock
 from polypilot_tui.core.events import AgentEvent, EventType
@@ -64,6 +64,10 @@ class FakeBackend:
 
     def probe(self) -> Probes | None:
         return None
+
+    def diagnostics(self) -> Diagnostics:
+        return Diagnostics("fake-agent --acp", (("agent stderr", "/state/sessions/s1/agent-stderr.log"),),
+                           ("fake agent: listening", "fake agent: model server refused the connection"))
 
 
 def build_app(tmp_path: Path, *, theme: str = "polypilot-night", clock: FakeClock | None = None,

@@ -160,7 +160,11 @@ async def test_click_a_row_selects_it_and_close_session_removes_it(tmp_path: Pat
         rows = app.sidebar.session_list
         await pilot.click(rows, offset=rows.row_offset(sid))
         await wait_for(pilot, lambda: app.selected == sid and app.pane.session_id == sid)
+        assert app.pane.editor.has_focus  # a click on a row hands the keyboard back to the prompt
         app.action_close_session()
+        await pilot.pause()
+        assert sid in app.manager.ids()  # nothing happens before the user confirms
+        await pilot.press("y")
         await wait_for(pilot, lambda: sid not in app.manager.ids())
         await d.settle()
         assert app.selected == "s1" and app.sidebar.session_list.session_ids == ["s1"]

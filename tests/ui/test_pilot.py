@@ -15,6 +15,7 @@ from polypilot_tui.ui.formatting import UNREAD_MARK
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.permission_prompt import OptionButton
+from polypilot_tui.ui.widgets.queue_panel import QueuedPrompt
 from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.ui.helpers import demo_app, notifications, wait_for
 
@@ -43,7 +44,7 @@ async def test_send_a_prompt_and_see_the_reply(tmp_path: Path) -> None:
                        what="the reply on screen")
         log = app.pane.log_for("s1")
         assert [str(w.render()) for w in log.query(UserMessage)] == ["hello there"]
-        assert app.pane.input.value == ""
+        assert app.pane.editor.text == ""
         assert "Idle" in str(app.pane.status.render())
 
 
@@ -138,17 +139,17 @@ async def test_attention_jump_goes_to_the_waiting_session_and_answers_by_key(tmp
         await wait_for(pilot, lambda: app.manager.view(sid).pending_permission is not None, what="the request")
         await wait_for(pilot, lambda: any("needs permission" in n for n in notifications(app)), what="a toast")
         assert app.selected == "s1"  # an alert never moves you
-        await pilot.press("ctrl+j")
+        await pilot.press("ctrl+g")
         await wait_for(pilot, lambda: app.selected == sid and app.pane.permission.display, what="the jump")
         await wait_for(pilot, lambda: app.pane.permission.has_focus_within, what="the prompt focused")
         await pilot.press("y")
         await wait_for(pilot, lambda: last_outcome(app, sid) == "completed", what="the tool to run")
         await wait_for(pilot, lambda: any("notes.txt" in r and "written" in r for r in replies(app, sid)))
-        assert app.pane.input.has_focus
+        assert app.pane.editor.has_focus
         await wait_for(pilot, lambda: not app.pane.permission.display)
 
 
-async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_j(tmp_path: Path) -> None:
+async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_g(tmp_path: Path) -> None:
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
@@ -166,9 +167,9 @@ async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_j(tmp_pat
 
         await wait_for(pilot, unread_mark)
         assert sum("finished" in n for n in notifications(app)) == 1
-        await pilot.press("ctrl+j")
+        await pilot.press("ctrl+g")
         await wait_for(pilot, lambda: app.selected == sid and not unread_mark())
-        await pilot.press("ctrl+j")
+        await pilot.press("ctrl+g")
         await wait_for(pilot, lambda: any("No other session" in n for n in notifications(app)))
         assert app.selected == sid
 
@@ -188,16 +189,31 @@ async def test_reject_permission_by_click(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: any("did not write" in r for r in replies(app, "s1")))
 
 
-async def test_sending_while_busy_says_queued(tmp_path: Path) -> None:
+async def test_a_queue_is_visible_and_stop_holds_it_instead_of_dropping_it(tmp_path: Path) -> None:
     app = demo_app(tmp_path, speed=4)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!slow")
         await wait_for(pilot, lambda: app.manager.view("s1").status.busy)
         await send(pilot, "next one")
-        await wait_for(pilot, lambda: any("Queued" in n for n in notifications(app)), what="the queued toast")
+        await send(pilot, "and another")
+        panel = app.pane.queue
+        await wait_for(pilot, lambda: panel.display and len(panel.query(QueuedPrompt)) == 2, what="the queue shown")
+        assert [row.prompt for row in panel.query(QueuedPrompt)] == ["next one", "and another"]
         await pilot.press("ctrl+x")
         await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
+        await wait_for(pilot, lambda: "held" in str(panel.query_one(".queue-title", Static).render()),
+                       what="the queue held, not dropped")
+        assert app.manager.view("s1").queue == ("next one", "and another") and app.manager.view("s1").turns == 1
+        # Edit takes the first one back into the editor; "Send next" sends the other.
+        await pilot.click(panel.query(QueuedPrompt).first().query_one(".queued-edit"))
+        await wait_for(pilot, lambda: app.pane.editor.text == "next one", what="the prompt back in the editor")
+        await wait_for(pilot, lambda: len(panel.query(QueuedPrompt)) == 1)
+        await pilot.click(panel.query_one(".queue-send"))
+        await wait_for(pilot, lambda: app.manager.view("s1").turns == 2 and not app.manager.view("s1").queue,
+                       timeout=15, what="the held prompt sent")
+        assert [t.prompt for t in app.manager.session("s1").turns] == ["!slow", "and another"]
+        await wait_for(pilot, lambda: not panel.display)
 
 
 async def test_prompt_history_up_down(tmp_path: Path) -> None:
@@ -210,11 +226,11 @@ async def test_prompt_history_up_down(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.manager.view("s1").turns == 2)
         await pilot.press(*"dra")
         await pilot.press("up")
-        assert app.pane.input.value == "!help"
+        assert app.pane.editor.text == "!help"
         await pilot.press("up", "up")
-        assert app.pane.input.value == "hi"
+        assert app.pane.editor.text == "hi"
         await pilot.press("down", "down")
-        assert app.pane.input.value == "dra"
+        assert app.pane.editor.text == "dra"
 
 
 async def test_bad_theme_file_is_one_notification_not_a_crash(tmp_path: Path) -> None:
@@ -273,18 +289,25 @@ async def test_keymap_file_remaps_a_binding(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
 
 
-async def test_sidebar_keys_stop_and_reconnect(tmp_path: Path) -> None:
+async def test_typing_after_a_click_on_the_sidebar_goes_to_the_prompt_and_never_stops_a_turn(
+        tmp_path: Path) -> None:
     app = demo_app(tmp_path, speed=4)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!slow")
         await wait_for(pilot, lambda: app.manager.view("s1").status.busy)
-        app.sidebar.session_list.focus()
-        await wait_for(pilot, lambda: app.sidebar.session_list.has_focus)
-        await pilot.press("s")
-        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: any("reconnected" in i.text for i in app.manager.history("s1")))
+        rows = app.sidebar.session_list
+        await pilot.click(rows, offset=rows.row_offset("s1"))
+        await pilot.press(*"yes stop running")  # "s" and "r" once stopped and reconnected from here
+        await pilot.pause()
+        assert app.manager.view("s1").status.busy, "a letter typed after a click must never stop the turn"
+        assert app.pane.editor.text == "yes stop running" and app.pane.editor.has_focus
+        # Even with the keyboard on the list (tab), letters go to the prompt.
+        rows.focus()
+        await wait_for(pilot, lambda: rows.has_focus)
+        await pilot.press(*" sr")
+        assert app.pane.editor.text == "yes stop running sr" and app.manager.view("s1").status.busy
+        assert not any("reconnected" in i.text for i in app.manager.history("s1"))
 
 
 async def test_command_palette_lists_the_session_actions(tmp_path: Path) -> None:

@@ -103,7 +103,8 @@ async def test_closing_the_highlighted_session_moves_the_highlight(tmp_path: Pat
         await d.settle()
         assert app.sidebar.highlighted == "s3"
         app.action_close_session()
+        await pilot.press("y")
         await wait_for(pilot, lambda: "s3" not in app.manager.ids())
         await d.settle()
         assert app.sidebar.session_list.session_ids == ["s1", "s2"]
-        assert app.selected == app.sidebar.highlighted == "s1"
+        assert app.selected == app.sidebar.highlighted == "s2"  # its neighbour takes its place

@@ -26,7 +26,8 @@ from polypilot_tui.ui.widgets.user_message import UserMessage
 PAGE = 60
 """History rows mounted when a session is opened, and per "show earlier" press."""
 
-EMPTY_TEXT = "No messages yet. Type a prompt below (the demo agent knows !help)."
+EMPTY_TEXT = "No messages yet. Type a prompt below."
+DEMO_HINT = " The demo agent knows !help."
 
 
 class ItemWidget(Protocol):
@@ -53,8 +54,9 @@ def make_item_widget(item: ChatItem, previous: ChatItem | None = None) -> Widget
 class ChatLog(VerticalScroll):
     """History rows of one session plus its live streaming reply."""
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, empty_text: str = EMPTY_TEXT) -> None:
         super().__init__(id=id, classes="chat-log")
+        self._empty_text = empty_text
         self._known: Sequence[ChatItem] = ()
         """The history as last synced."""
         self._first = 0
@@ -62,7 +64,7 @@ class ChatLog(VerticalScroll):
         self._rows: dict[int, Widget] = {}
         self._stream: AssistantMessage | None = None
         self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
-        self._empty = Static(EMPTY_TEXT, classes="chat-empty", markup=False)
+        self._empty = Static(empty_text, classes="chat-empty", markup=False)
 
     @property
     def mounted_rows(self) -> int:
@@ -76,6 +78,17 @@ class ChatLog(VerticalScroll):
 
     def on_mount(self) -> None:
         self.anchor()
+
+    @property
+    def scroll_back(self) -> int:
+        """Lines above the end the user has scrolled back to (0: following the end)."""
+        return max(0, round(self.max_scroll_y - self.scroll_y))
+
+    def restore_scroll_back(self, lines: int) -> None:
+        """Scroll back to ``lines`` above the end (as saved at the last quit)."""
+        if lines > 0:
+            self.anchor(False)
+            self.scroll_to(y=max(0, self.max_scroll_y - lines), animate=False, immediate=True)
 
     async def sync(self, history: Sequence[ChatItem], streaming: str) -> None:
         """Bring the log up to date with ``history`` and the ``streaming`` reply so far."""
@@ -112,7 +125,7 @@ class ChatLog(VerticalScroll):
         await self.remove_children()
         self._known, self._first, self._rows, self._stream = (), 0, {}, None
         self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
-        self._empty = Static(EMPTY_TEXT, classes="chat-empty", markup=False)
+        self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
 
     async def _open(self, history: Sequence[ChatItem]) -> None:
         self._first = max(0, len(history) - PAGE)

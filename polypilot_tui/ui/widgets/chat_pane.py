@@ -11,11 +11,12 @@ from textual.widgets import ContentSwitcher
 from polypilot_tui.core.session import ChatItem
 from polypilot_tui.core.view import SessionView
 from polypilot_tui.ui.widgets.chat_header import ChatHeader
-from polypilot_tui.ui.widgets.chat_log import ChatLog
+from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT, ChatLog
 from polypilot_tui.ui.widgets.interrupted_notice import InterruptedNotice
 from polypilot_tui.ui.widgets.permission_banner import PermissionBanner
 from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
-from polypilot_tui.ui.widgets.prompt_input import PromptInput
+from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
+from polypilot_tui.ui.widgets.queue_panel import QueuePanel
 from polypilot_tui.ui.widgets.status_line import StatusLine
 
 
@@ -34,11 +35,13 @@ class ChatPane(Vertical):
         self.notice = InterruptedNotice(id="interrupted-notice")
         self.logs = ContentSwitcher(id="chat-logs")
         self.permission = PermissionPrompt(id="permission-prompt")
+        self.queue = QueuePanel(id="queue-panel")
         self.status = StatusLine(id="status-line")
-        self.input = PromptInput(id="prompt")
+        self.editor = PromptEditor(id="prompt")
         self.session_id: str | None = None
-        """The session on screen."""
+        """The session on screen (the editor may already be bound to the next one)."""
         self._drafts: dict[str, str] = {}
+        """Unsent text of every session but the one the editor is bound to."""
         self._logs: dict[str, ChatLog] = {}
 
     def compose(self) -> ComposeResult:
@@ -48,45 +51,80 @@ class ChatPane(Vertical):
         yield self.logs
         yield self.permission
         yield self.status
-        yield self.input
+        yield self.queue
+        yield self.editor
 
     def log_for(self, session_id: str) -> ChatLog | None:
         """The mounted log of a session, if it was ever shown."""
         return self._logs.get(session_id)
 
     async def show(self, view: SessionView | None, history: Sequence[ChatItem], streaming: str,
-                   now: float) -> None:
-        """Bring everything in the pane up to date for ``view``."""
+                   now: float, empty_text: str = EMPTY_TEXT) -> None:
+        """Bring everything in the pane up to date for ``view`` (``empty_text``: a new log's hint)."""
         if view is None:
             await self._switch(None)
             self.header.show(None)
             self.banner.show(False)
             self.notice.show("")
             await self.permission.show(None)
+            await self.queue.show(None)
             self.status.show(None, now)
             return
         log = self.log_for(view.id)
         if log is None:
-            log = self._logs[view.id] = ChatLog(id=log_id(view.id))
+            log = self._logs[view.id] = ChatLog(id=log_id(view.id), empty_text=empty_text)
             await self.logs.add_content(log)
         await self._switch(view.id)
         self.header.show(view)
         self.banner.show(view.permission_warning)
         self.notice.show(view.interrupted_prompt)
         await log.sync(history, streaming)
-        await self.permission.show(view.pending_permission)
+        await self.permission.show(view.pending_permission, view.id)
+        await self.queue.show(view)
         self.status.show(view, now)
         busy = view.status.busy
-        self.input.placeholder = (f"Type to queue a prompt for {view.name} (sent when this turn ends)" if busy
-                                  else f"Message {view.name} — Enter to send, ↑/↓ for earlier prompts")
+        self.editor.placeholder = (
+            f"Queue a prompt for {view.name} (sent when this turn ends)" if busy
+            else f"Message {view.name} · Enter sends · alt+enter new line · ↑ history")
+
+    def scroll_back(self, session_id: str, lines: int) -> None:
+        """Put a session's chat back where the user had scrolled it (after it is laid out)."""
+        log = self.log_for(session_id)
+        if log is not None:
+            log.call_after_refresh(log.restore_scroll_back, lines)
 
     def tick(self, view: SessionView | None, now: float) -> None:
         """Refresh the time-dependent words only."""
         self.status.show(view, now)
 
+    def bind(self, session_id: str | None) -> None:
+        """Point the prompt editor at a session NOW, before the next redraw: keys typed from
+        here on are that session's draft, and Enter sends to it."""
+        editor = self.editor
+        if editor.session_id == session_id:
+            return
+        previous = editor.session_id
+        text = editor.bind_session(session_id, self._drafts.pop(session_id, "") if session_id else "")
+        if previous is not None and text:
+            self._drafts[previous] = text
+
+    def drafts(self) -> dict[str, str]:
+        """Every session's unsent text, the bound one included."""
+        drafts = dict(self._drafts)
+        if self.editor.session_id is not None and self.editor.text:
+            drafts[self.editor.session_id] = self.editor.text
+        return drafts
+
+    def restore_drafts(self, drafts: dict[str, str]) -> None:
+        """Drafts saved at the last quit (the bound session's goes into the editor)."""
+        for session_id, text in drafts.items():
+            if session_id == self.editor.session_id and not self.editor.text:
+                self.editor.bind_session(session_id, text)
+            elif session_id != self.editor.session_id:
+                self._drafts.setdefault(session_id, text)
+
     async def forget(self, session_id: str) -> None:
-        """A session was closed: drop its log and draft."""
-        self._drafts.pop(session_id, None)
+        """A session was closed: drop its log (its draft is kept for an undo)."""
         log = self._logs.pop(session_id, None)
         if log is not None:
             await log.remove()
@@ -96,8 +134,6 @@ class ChatPane(Vertical):
     async def _switch(self, session_id: str | None) -> None:
         if session_id == self.session_id:
             return
-        if self.session_id is not None:
-            self._drafts[self.session_id] = self.input.value
-        self.input.value = self._drafts.pop(session_id, "") if session_id else ""
+        self.bind(session_id)  # normally done already, at the keystroke that selected it
         self.session_id = session_id
         self.logs.current = log_id(session_id) if session_id else None

@@ -45,8 +45,9 @@ class PermissionPrompt(Vertical):
 
     @dataclass
     class Answered(Message):
-        """The user chose an option."""
+        """The user chose an option for a request of ``session_id``."""
 
+        session_id: str | None
         request_id: str
         option_id: str
 
@@ -56,12 +57,14 @@ class PermissionPrompt(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.prompt: Prompt | None = None
+        self.session_id: str | None = None
+        """The session whose request is shown."""
         self._title = Static("", classes="permission-title", markup=False)
         self._detail = Static("", classes="permission-detail", markup=False)
         self._options = Horizontal(classes="permission-options")
         self.display = False
         self.border_title = "Permission"
-        self.border_subtitle = "ctrl+j to answer by key"
+        self.border_subtitle = "ctrl+g to answer by key"
 
     def compose(self) -> ComposeResult:
         yield self._title
@@ -72,12 +75,13 @@ class PermissionPrompt(Vertical):
     def buttons(self) -> list[OptionButton]:
         return list(self._options.query(OptionButton))
 
-    async def show(self, prompt: Prompt | None) -> None:
-        """Show ``prompt`` (None hides the widget); rebuilds only for a new request."""
+    async def show(self, prompt: Prompt | None, session_id: str | None = None) -> None:
+        """Show ``prompt`` of ``session_id`` (None hides the widget); rebuilds only for a new request."""
         self.display = prompt is not None
-        if prompt == self.prompt:
+        if prompt == self.prompt and session_id == self.session_id:
             return
         self.prompt = prompt
+        self.session_id = session_id
         await self._options.remove_children()
         if prompt is None:
             return
@@ -96,7 +100,7 @@ class PermissionPrompt(Vertical):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if isinstance(event.button, OptionButton) and self.prompt is not None:
             event.stop()
-            self.post_message(self.Answered(self.prompt.request_id, event.button.option_id))
+            self.post_message(self.Answered(self.session_id, self.prompt.request_id, event.button.option_id))
 
     def action_pick(self, kind: str) -> None:
         """Answer with the first option of ``kind`` (``reject`` matches any reject kind)."""
@@ -104,7 +108,7 @@ class PermissionPrompt(Vertical):
             return
         for button in self.buttons:
             if button.kind == kind or (kind == "reject" and button.kind.startswith("reject")):
-                self.post_message(self.Answered(self.prompt.request_id, button.option_id))
+                self.post_message(self.Answered(self.session_id, self.prompt.request_id, button.option_id))
                 return
 
     def action_leave(self) -> None:

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
@@ -16,18 +15,18 @@ from polypilot_tui.ui.widgets.session_list import SessionEntry, SessionList
 
 
 class SessionSidebar(Vertical):
-    """A title and one :class:`SessionList` for every session (three widgets however many)."""
+    """A title and one :class:`SessionList` for every session (three widgets however many).
 
-    BINDINGS = [
-        Binding("s", "app.stop", "Stop", id="sidebar.stop"),
-        Binding("r", "app.reconnect", "Reconnect", id="sidebar.reconnect"),
-    ]
+    It has no single-letter keys of its own: a click moves the focus here, and letters
+    typed next must never stop or reconnect a session (they go to the prompt instead).
+    """
 
     @dataclass
     class Picked(Message):
-        """The user moved the highlight to a session."""
+        """The user moved the highlight to a session (``chosen``: by click or Enter)."""
 
         session_id: str
+        chosen: bool = False
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -69,4 +68,4 @@ class SessionSidebar(Vertical):
 
     def on_session_list_selected(self, event: SessionList.Selected) -> None:
         event.stop()
-        self.post_message(self.Picked(event.session_id))
+        self.post_message(self.Picked(event.session_id, chosen=True))

@@ -1,0 +1,78 @@
+"""A yes/no question before anything that cannot be taken back lightly (close, quit)."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Dismisses with True only when the user picks the confirming button.
+
+    The safe answer has the focus, so an Enter typed by habit does nothing harmful; Escape
+    and ``n`` cancel, ``y`` confirms.
+    """
+
+    DEFAULT_CSS = """
+    ConfirmScreen {
+        align: center middle;
+        background: $background 60%;
+    }
+    ConfirmScreen #confirm-dialog {
+        width: 64;
+        max-width: 90%;
+        height: auto;
+        border: round $warning;
+        background: $surface;
+        padding: 0 1;
+    }
+    ConfirmScreen #confirm-title {
+        text-style: bold;
+        padding-bottom: 1;
+    }
+    ConfirmScreen #confirm-buttons {
+        height: auto;
+        align-horizontal: right;
+        padding-top: 1;
+    }
+    ConfirmScreen Button {
+        margin-left: 2;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape,n", "answer(False)", "Cancel", show=False),
+        Binding("y", "answer(True)", "Confirm", show=False),
+        Binding("left,right", "app.focus_next", show=False),
+    ]
+
+    def __init__(self, title: str, message: str, confirm: str, cancel: str = "Cancel") -> None:
+        super().__init__()
+        self._title = title
+        self._message = message
+        self._confirm = confirm
+        self._cancel = cancel
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-dialog"):
+            yield Static(self._title, id="confirm-title", markup=False)
+            yield Static(self._message, id="confirm-message", markup=False)
+            with Horizontal(id="confirm-buttons"):
+                yield Button(f"{self._cancel} [n]", id="confirm-cancel", compact=True)
+                yield Button(f"{self._confirm} [y]", id="confirm-ok", variant="warning", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-cancel", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "confirm-ok")
+
+    def action_answer(self, yes: bool) -> None:
+        """Close the dialog with ``yes``."""
+        self.dismiss(yes)

@@ -1,0 +1,92 @@
+"""Session details: where the agent runs, how it was started, where it logs, what it said last.
+
+The place to look when a session fails: the agent's own last stderr lines are here, with
+the paths of every log, the folder it works in and the prompts still queued.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from polypilot_tui.core.text import one_line
+from polypilot_tui.core.view import SessionDetails
+from polypilot_tui.ui.formatting import STATUS_LABELS, safe_text
+
+
+def details_text(details: SessionDetails) -> str:
+    """The details as plain text (what the screen shows; also easy to test)."""
+    view = details.view
+    status = STATUS_LABELS[view.status] + (f" — {one_line(view.reason, 200)}" if view.reason else "")
+    rows = [
+        ("Session", f"{view.name} ({view.id})"),
+        ("Status", status),
+        ("Agent", f"{view.agent} ({details.agent_kind})" + (f" · model {view.model}" if view.model else "")),
+        ("Command", details.command or "—"),
+        ("Folder", details.folder or "—"),
+        ("State folder", details.state_folder),
+        ("Agent session", (view.agent_session_id or "—") + (f" · {details.connected_how}"
+                                                             if details.connected_how else "")),
+    ]
+    rows += [(label, path) for label, path in details.log_paths]
+    width = max(len(label) for label, _ in rows)
+    lines = [f"{label.ljust(width)}  {value}" for label, value in rows]
+    if view.queue:
+        lines += ["", f"Queued prompts ({len(view.queue)}){' — held' if view.queue_held else ''}:"]
+        lines += [f"  {i + 1}. {one_line(prompt, 200)}" for i, prompt in enumerate(view.queue)]
+    lines += ["", "Last lines the agent wrote to stderr:" if details.stderr_tail else "The agent wrote nothing to stderr."]
+    lines += [f"  {safe_text(line)}" for line in details.stderr_tail]
+    return "\n".join(lines)
+
+
+class SessionDetailsScreen(ModalScreen[None]):
+    """A read-only panel; Escape or Enter closes it."""
+
+    DEFAULT_CSS = """
+    SessionDetailsScreen {
+        align: center middle;
+        background: $background 60%;
+    }
+    SessionDetailsScreen #details-dialog {
+        width: 110;
+        max-width: 95%;
+        height: auto;
+        max-height: 90%;
+        border: round $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    SessionDetailsScreen #details-title {
+        text-style: bold;
+        padding-bottom: 1;
+    }
+    SessionDetailsScreen #details-body {
+        height: auto;
+        max-height: 40;
+    }
+    SessionDetailsScreen #details-hint {
+        color: $text-muted;
+        padding-top: 1;
+    }
+    """
+
+    BINDINGS = [Binding("escape,enter,q", "close", "Close")]
+
+    def __init__(self, details: SessionDetails) -> None:
+        super().__init__()
+        self.details = details
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="details-dialog"):
+            yield Static(f"Session details — {one_line(self.details.view.name, 60)}", id="details-title",
+                         markup=False)
+            with VerticalScroll(id="details-body"):
+                yield Static(details_text(self.details), id="details-text", markup=False)
+            yield Static("Esc to close · select text with the mouse to copy it", id="details-hint", markup=False)
+
+    def action_close(self) -> None:
+        """Back to the chat."""
+        self.dismiss(None)

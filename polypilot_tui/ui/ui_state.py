@@ -1,0 +1,76 @@
+"""Where the user was: the session on screen, unsent drafts, how far each chat was scrolled.
+
+Saved when the dashboard quits to ``<state dir>/ui-state.json`` (private, replaced
+atomically) and read at the next start. The file is untrusted like every input: bounded in
+size, every field checked, and a file that cannot be used is ignored with a note.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from polypilot_tui.core.store import atomic_write, ensure_private_dir
+
+log = logging.getLogger(__name__)
+
+UI_STATE_FILE = "ui-state.json"
+MAX_FILE_BYTES = 4_000_000
+MAX_DRAFT_CHARS = 200_000
+"""A longer draft is kept cut (a paste that big belongs in a file)."""
+
+
+@dataclass
+class UiState:
+    """What the dashboard restores at start."""
+
+    selected: str | None = None
+    drafts: dict[str, str] = field(default_factory=dict)
+    """Unsent prompt text per session."""
+    scroll_back: dict[str, int] = field(default_factory=dict)
+    """Lines above the end each chat was scrolled back to (absent: following the end)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": 1, "selected": self.selected,
+                "drafts": {k: v[:MAX_DRAFT_CHARS] for k, v in self.drafts.items() if v},
+                "scroll_back": {k: v for k, v in self.scroll_back.items() if v > 0}}
+
+
+def load_ui_state(state_dir: Path) -> tuple[UiState, str]:
+    """The saved state and a problem sentence ("" when fine or absent)."""
+    path = Path(state_dir) / UI_STATE_FILE
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return UiState(), f"{path} is larger than {MAX_FILE_BYTES:,} bytes; ignored"
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return UiState(), ""
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return UiState(), f"{path} could not be read ({exc}); the last drafts are not restored"
+    if not isinstance(raw, dict):
+        return UiState(), f"{path} is not a JSON object; ignored"
+    selected = raw.get("selected")
+    drafts = raw.get("drafts")
+    scroll = raw.get("scroll_back")
+    return UiState(
+        selected=selected if isinstance(selected, str) else None,
+        drafts={k: v[:MAX_DRAFT_CHARS] for k, v in drafts.items() if isinstance(k, str) and isinstance(v, str)}
+        if isinstance(drafts, dict) else {},
+        scroll_back={k: v for k, v in scroll.items() if isinstance(k, str) and type(v) is int and 0 < v < 10**9}
+        if isinstance(scroll, dict) else {},
+    ), ""
+
+
+def save_ui_state(state_dir: Path, state: UiState) -> str:
+    """Write the state; returns "" or a sentence saying why it could not be saved."""
+    path = Path(state_dir) / UI_STATE_FILE
+    try:
+        ensure_private_dir(path.parent)
+        atomic_write(path, json.dumps(state.to_json(), ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    except (OSError, ValueError) as exc:
+        log.error("saving %s failed: %s", path, exc)
+        return f"your unsent drafts could not be saved to {path}: {exc}"
+    return ""

@@ -1,0 +1,114 @@
+"""Prompts waiting for the current turn: visible, editable, droppable, never lost silently."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Button, Static
+
+from polypilot_tui.core.text import one_line
+from polypilot_tui.core.view import SessionView
+from polypilot_tui.ui.formatting import plural
+
+
+class QueuedPrompt(Horizontal):
+    """One queued prompt with its edit and drop buttons."""
+
+    def __init__(self, index: int, prompt: str) -> None:
+        super().__init__(classes="queued-prompt")
+        self.index = index
+        self.prompt = prompt
+
+    def compose(self) -> ComposeResult:
+        lines = self.prompt.count("\n") + 1
+        more = f"  (+{lines - 1} line{'s' if lines > 2 else ''})" if lines > 1 else ""
+        yield Static(f"{self.index + 1}. {one_line(self.prompt, 200)}{more}", classes="queued-text", markup=False)
+        yield Button("edit", classes="queued-edit", compact=True)
+        yield Button("✕", classes="queued-drop", compact=True, tooltip="Drop this prompt")
+
+
+class QueuePanel(Vertical):
+    """Shown while the session on screen has queued prompts."""
+
+    @dataclass
+    class Edit(Message):
+        """Take a queued prompt back into the editor."""
+
+        session_id: str
+        index: int
+        prompt: str
+        """The text shown (the queue may have moved on since it was drawn)."""
+
+    @dataclass
+    class Drop(Message):
+        """Drop a queued prompt."""
+
+        session_id: str
+        index: int
+        prompt: str
+
+    @dataclass
+    class SendNext(Message):
+        """Release a held queue: send its next prompt now."""
+
+        session_id: str
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.display = False
+        self._shown: tuple[str | None, tuple[str, ...], bool] = (None, (), False)
+        self._title = Static("", classes="queue-title", markup=False)
+        self._rows = Vertical(classes="queue-rows")
+        self._send = Button("Send next", classes="queue-send", compact=True, variant="primary")
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="queue-header"):
+            yield self._title
+            yield self._send
+        yield self._rows
+
+    async def show(self, view: SessionView | None) -> None:
+        """Mirror ``view``'s queue (rebuilt only when the queue itself changed)."""
+        shown = (view.id, view.queue, view.queue_held) if view is not None else (None, (), False)
+        if shown == self._shown:
+            return
+        self._shown = shown
+        self.display = bool(view and view.queue)
+        if view is None or not view.queue:
+            await self._rows.remove_children()
+            return
+        count = plural(len(view.queue), "queued prompt")
+        if view.queue_held:
+            self._title.update(f"{count}, held: the last turn did not complete. Send or edit them.")
+        elif view.status.busy:
+            self._title.update(f"{count}: sent in order when this turn ends.")
+        else:
+            self._title.update(f"{count}: sent in order.")
+        self._send.display = view.queue_held and not view.status.busy
+        await self._rows.remove_children()
+        await self._rows.mount_all(QueuedPrompt(i, prompt) for i, prompt in enumerate(view.queue))
+
+    @property
+    def session_id(self) -> str | None:
+        """The session whose queue is shown."""
+        return self._shown[0]
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        session_id = self.session_id
+        if session_id is None:
+            return
+        if event.button is self._send:
+            self.post_message(self.SendNext(session_id))
+            return
+        row = event.button.parent
+        if isinstance(row, QueuedPrompt):
+            if event.button.has_class("queued-edit"):
+                self.post_message(self.Edit(session_id, row.index, row.prompt))
+            else:
+                self.post_message(self.Drop(session_id, row.index, row.prompt))
