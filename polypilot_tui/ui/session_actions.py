@@ -72,6 +72,9 @@ class SessionActions(_Base):
             self.pane.editor.insert(event.text)
             self.notify("No session to send to: press ctrl+n to start one.", severity="warning")
             return
+        log_ = self.pane.log_for(sid)
+        if log_ is not None:
+            log_.follow_end()  # whoever sends wants to see what comes back
         self._run("Send", self._send(sid, event.text))
 
     async def _send(self, session_id: str, text: str) -> None:

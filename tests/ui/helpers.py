@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 from typing import Any, Callable
 
+from textual.app import App
 from textual.pilot import Pilot
 
 from polypilot_tui.config import Settings, load_agents
@@ -43,3 +44,15 @@ async def wait_for(pilot: Pilot[Any], predicate: Callable[[], object], timeout: 
 def notifications(app: PolypilotApp) -> list[str]:
     """Titles and messages of the toasts currently shown."""
     return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+def screen_text(app: App[Any]) -> str:
+    """What the terminal shows right now, as plain text (one line per row)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(segment.text for segment in strip).rstrip() for strip in strips)
+
+
+async def type_text(pilot: Pilot[Any], text: str) -> None:
+    """Type ``text`` key by key (newlines as ctrl+j, the editor's new-line key)."""
+    keys = ["ctrl+j" if ch == "\n" else "space" if ch == " " else ch for ch in text]
+    await pilot.press(*keys)

@@ -87,8 +87,13 @@ class ChatLog(VerticalScroll):
     def restore_scroll_back(self, lines: int) -> None:
         """Scroll back to ``lines`` above the end (as saved at the last quit)."""
         if lines > 0:
-            self.anchor(False)
+            # As if the user had scrolled there: scrolling back to the end follows it again.
             self.scroll_to(y=max(0, self.max_scroll_y - lines), animate=False, immediate=True)
+            self.release_anchor()
+
+    def follow_end(self) -> None:
+        """Jump to the end and follow new content (after the user sends a prompt)."""
+        self.anchor()
 
     async def sync(self, history: Sequence[ChatItem], streaming: str) -> None:
         """Bring the log up to date with ``history`` and the ``streaming`` reply so far."""
