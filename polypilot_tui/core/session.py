@@ -495,6 +495,8 @@ def _arguments_summary(arguments: Any) -> str:
     if isinstance(arguments, Mapping):
         for key in ("command", "cmd", "path", "file_path", "url", "query", "pattern"):
             value = arguments.get(key)
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                value = " ".join(value)  # argv form (codex: ["/bin/bash", "-lc", "…"])
             if isinstance(value, str) and value:
                 return one_line(value, 120)
         return one_line(", ".join(f"{k}={v}" for k, v in arguments.items()), 120)

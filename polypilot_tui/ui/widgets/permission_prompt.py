@@ -96,6 +96,15 @@ class PermissionPrompt(Vertical):
                                      ("reject_once", "Reject", "reject_once"))
         await self._options.mount_all(
             OptionButton(oid, label, kind, KIND_KEYS.get(kind, "")) for oid, label, kind in options)
+        self._fit_options()
+
+    def on_resize(self) -> None:
+        self._fit_options()
+
+    def _fit_options(self) -> None:
+        """Options side by side when they fit, one per line when they do not (never cut off)."""
+        needed = sum(len(str(button.label)) + 3 for button in self.buttons)
+        self._options.set_class(needed > max(1, self.content_size.width), "-stacked")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if isinstance(event.button, OptionButton) and self.prompt is not None:
