@@ -182,7 +182,9 @@ class PolypilotApp(SessionActions, App[int]):
             return
         scroll = {sid: back for sid in self.manager.ids()
                   if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0}
-        problem = save_ui_state(Path(self.settings.state_dir), UiState(self.selected, self.pane.drafts(), scroll))
+        live = set(self.manager.ids())
+        drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
+        problem = save_ui_state(Path(self.settings.state_dir), UiState(self.selected, drafts, scroll))
         if problem:
             print(f"polypilot: {problem}", file=sys.stderr)
 
@@ -311,8 +313,7 @@ class PolypilotApp(SessionActions, App[int]):
         self._request_redraw()
 
     def on_session_sidebar_picked(self, event: SessionSidebar.Picked) -> None:
-        if event.session_id == self.sidebar.highlighted:  # ignore stale highlight messages
-            self.select(event.session_id)
+        self.select(event.session_id)  # only the user moves the highlight (see SessionList.highlight)
         if event.chosen:  # a click or Enter: back to typing
             self.pane.editor.focus()
 

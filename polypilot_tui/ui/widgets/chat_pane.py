@@ -40,8 +40,8 @@ class ChatPane(Vertical):
         self.editor = PromptEditor(id="prompt")
         self.session_id: str | None = None
         """The session on screen (the editor may already be bound to the next one)."""
-        self._drafts: dict[str, str] = {}
-        """Unsent text of every session but the one the editor is bound to."""
+        self._editor_target: str | None = None
+        """The session the editor was last told to bind to."""
         self._logs: dict[str, ChatLog] = {}
 
     def compose(self) -> ComposeResult:
@@ -98,30 +98,20 @@ class ChatPane(Vertical):
         self.status.show(view, now)
 
     def bind(self, session_id: str | None) -> None:
-        """Point the prompt editor at a session NOW, before the next redraw: keys typed from
-        here on are that session's draft, and Enter sends to it."""
-        editor = self.editor
-        if editor.session_id == session_id:
-            return
-        previous = editor.session_id
-        text = editor.bind_session(session_id, self._drafts.pop(session_id, "") if session_id else "")
-        if previous is not None and text:
-            self._drafts[previous] = text
+        """Point the prompt editor at a session, in order with the keys typed before (see
+        :class:`PromptEditor`): keys typed from here on are that session's draft."""
+        if session_id != self._editor_target:
+            self._editor_target = session_id
+            self.editor.bind_to(session_id)
 
     def drafts(self) -> dict[str, str]:
         """Every session's unsent text, the bound one included."""
-        drafts = dict(self._drafts)
-        if self.editor.session_id is not None and self.editor.text:
-            drafts[self.editor.session_id] = self.editor.text
-        return drafts
+        return self.editor.all_drafts()
 
     def restore_drafts(self, drafts: dict[str, str]) -> None:
-        """Drafts saved at the last quit (the bound session's goes into the editor)."""
+        """Drafts saved at the last quit, or a closed session's after an undo."""
         for session_id, text in drafts.items():
-            if session_id == self.editor.session_id and not self.editor.text:
-                self.editor.bind_session(session_id, text)
-            elif session_id != self.editor.session_id:
-                self._drafts.setdefault(session_id, text)
+            self.editor.restore_draft(session_id, text)
 
     async def forget(self, session_id: str) -> None:
         """A session was closed: drop its log (its draft is kept for an undo)."""

@@ -1,13 +1,18 @@
 """The prompt box: multi-line, bound to one session at a time, keeps what you type.
 
 Enter sends. ctrl+j, alt+enter and shift+enter (where the terminal reports it) insert a new
-line, and so does Enter right after a backslash (the line's ``\\`` is dropped); a paste keeps
-every line. ↑ on the first line and ↓ on the last browse earlier prompts (newest last).
+line, and so does Enter right after a backslash (the ``\\`` is dropped); a paste keeps every
+line. ↑ on the first line and ↓ on the last browse earlier prompts (newest last).
 
-The editor is *bound* to a session: the app rebinds it at the keystroke that changes the
-selection, before anything is redrawn, and a submission carries the session it was typed
-for. A prompt can therefore never land in another session than the one it was typed into,
-however fast keys and redraws interleave.
+Order is everything here. Keys reach this widget through its own message queue, and under
+load many arrive before any is handled. So:
+
+- switching sessions is a message to this widget (:meth:`PromptEditor.bind_to`), queued
+  behind the keys typed before the switch: those stay in the old session's draft, the keys
+  after it go to the new one, and a submission carries the session it was typed for;
+- every editing key is handled here, in order, in :meth:`_on_key`. Textual would run the
+  bound ones (backspace, arrows, ctrl+j) only after the event bubbled back through the app,
+  behind characters typed after them: "abc⌫d" became "abcd".
 """
 
 from __future__ import annotations
@@ -15,16 +20,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual import events
-from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
 HISTORY_LIMIT = 500
 """Prompts kept for ↑/↓ recall."""
 
+NEWLINE_KEYS = frozenset({"ctrl+j", "alt+enter", "shift+enter"})
+
 
 class PromptEditor(TextArea):
-    """A TextArea that sends on Enter and remembers sent prompts."""
+    """A TextArea that sends on Enter, keeps a draft per session and remembers sent prompts."""
 
     DEFAULT_CSS = """
     PromptEditor {
@@ -33,10 +39,6 @@ class PromptEditor(TextArea):
         max-height: 12;
     }
     """
-
-    BINDINGS = [
-        Binding("ctrl+j,alt+enter,shift+enter", "newline", "New line", show=False),
-    ]
 
     @dataclass
     class Submitted(Message):
@@ -50,39 +52,91 @@ class PromptEditor(TextArea):
         def control(self) -> PromptEditor:
             return self.editor
 
+    @dataclass
+    class BindTo(Message, bubble=False):
+        """From here on, keys belong to ``session_id`` (queued behind the keys before it)."""
+
+        session_id: str | None
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, soft_wrap=True, tab_behavior="focus", show_line_numbers=False,
                          highlight_cursor_line=False, placeholder="Type a prompt, Enter to send")
         self.session_id: str | None = None
         """The session keys typed here belong to."""
+        self.drafts: dict[str, str] = {}
+        """Unsent text of the other sessions."""
         self.sent_prompts: list[str] = []
         """Prompts sent from this box, oldest first (↑/↓ recall)."""
         self._recall_at: int | None = None
         self._recall_draft = ""
 
     # ---- binding to a session --------------------------------------------------------
-    def bind_session(self, session_id: str | None, draft: str) -> str:
-        """Point the editor at ``session_id`` with its ``draft``; returns the text it held."""
-        previous = self.text
+    def bind_to(self, session_id: str | None) -> None:
+        """Switch to ``session_id`` once the keys already queued here are handled."""
+        self.post_message(self.BindTo(session_id))
+
+    def on_prompt_editor_bind_to(self, message: PromptEditor.BindTo) -> None:
+        message.stop()
+        self._switch(message.session_id)
+
+    def _switch(self, session_id: str | None) -> None:
+        if session_id == self.session_id:
+            return
+        if self.session_id is not None:
+            if self.text:
+                self.drafts[self.session_id] = self.text
+            else:
+                self.drafts.pop(self.session_id, None)
         self.session_id = session_id
         self._recall_at = None
-        self._set(draft)
-        return previous
+        self._set(self.drafts.pop(session_id, "") if session_id is not None else "")
+
+    def all_drafts(self) -> dict[str, str]:
+        """Every session's unsent text, the bound one included."""
+        drafts = dict(self.drafts)
+        if self.session_id is not None and self.text:
+            drafts[self.session_id] = self.text
+        return drafts
+
+    def restore_draft(self, session_id: str, text: str) -> None:
+        """Give a session back a draft (at start, or after an undo); never overwrites typing."""
+        if session_id == self.session_id:
+            if not self.text:
+                self._set(text)
+        else:
+            self.drafts.setdefault(session_id, text)
 
     # ---- keys ------------------------------------------------------------------------
     async def _on_key(self, event: events.Key) -> None:
-        if event.key == "enter" and not self.read_only:
-            event.stop()
-            event.prevent_default()
+        if self.read_only:
+            await super()._on_key(event)
+            return
+        key = event.key
+        if key == "enter":
+            self._stop(event)
             row, column = self.cursor_location
-            line = self.document.get_line(row)
-            if column > 0 and line[:column].endswith("\\") and self.selection.is_empty:
+            if column > 0 and self.selection.is_empty and self.document.get_line(row)[:column].endswith("\\"):
                 # "line\" + Enter: a new line, as in a shell (for terminals without alt+enter).
                 self.replace("\n", (row, column - 1), (row, column))
                 return
             self.submit()
             return
+        if key in NEWLINE_KEYS:
+            self._stop(event)
+            self.action_newline()
+            return
+        if not event.is_printable:
+            # A bound editing key (backspace, arrows, ctrl+w …): run it now, in order.
+            for binding in self._bindings.key_to_bindings.get(key, []):
+                self._stop(event)
+                await self.run_action(binding.action)
+                return
         await super()._on_key(event)
+
+    @staticmethod
+    def _stop(event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
 
     def action_newline(self) -> None:
         """Insert a line break at the cursor."""

@@ -170,10 +170,20 @@ class SessionList(ScrollView, can_focus=True):
         self._update_tooltip()
 
     def highlight(self, session_id: str) -> None:
-        """Move the highlight to a session (posts :class:`Highlighted` if it moved)."""
+        """Follow the app's selection: move the highlight silently.
+
+        No :class:`Highlighted` goes back to the app: by the time it arrived the user may
+        have moved on (ctrl+down in a burst of keys), and it would drag the selection back.
+        """
         index = self._index_of.get(session_id)
-        if index is not None:
-            self.index = index
+        if index is None or index == self.index:
+            return
+        old = self.index
+        self.set_reactive(SessionList.index, index)
+        for row in (old, index):
+            if row is not None:
+                self.refresh_lines(row * ROW_HEIGHT, ROW_HEIGHT)
+        self.scroll_to_highlight()
 
     # ---- geometry ------------------------------------------------------------------
     def _update_virtual_size(self) -> None:
