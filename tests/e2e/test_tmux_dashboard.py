@@ -1,0 +1,73 @@
+"""``polypilot`` in a real terminal (tmux) with the real Copilot CLI, as a person uses it.
+
+Keys go in with ``tmux send-keys`` and the screen comes back with ``capture-pane``: the
+same bytes a person's terminal shows, through the real driver, bracketed keys and all. One
+session: a prompt and its streamed reply, a tool whose permission prompt is answered by key,
+Stop in the middle of a reply, Reconnect, quit, and a second start that shows it all again.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.tmux import Terminal
+from tests.support.copilot_harness import agents_toml, home_processes, run_env
+from tests.support.model_server import ModelServer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).parents[2]
+
+
+async def test_polypilot_in_tmux_with_the_copilot_cli(copilot_cli: Path, model_server: ModelServer,
+                                                     tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    agents = tmp_path / "agents.toml"
+    agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
+    env = run_env(state, agents, TERM="xterm-256color", POLYPILOT_STOP_GRACE_SECONDS="8")
+    command = [sys.executable, "-m", "polypilot_tui.cli"]
+    term = Terminal(command, env, ROOT)
+    try:
+        term.wait_for("Ready — type a prompt below")
+
+        term.type("hello from tmux")
+        term.keys("Enter")
+        term.wait_for("echo: hello from tmux", "Idle")
+
+        term.type("TOOL now")
+        term.keys("Enter")
+        term.wait_for("Permission requested", "Allow once [y]")
+        term.keys("C-g")
+        term.keys("y")
+        screen = term.wait_for("done: hi", "✓ bash")
+        assert "waiting" not in screen
+
+        term.type("SLOW please")
+        term.keys("Enter")
+        term.wait_for("Writing", "word3")
+        term.keys("C-x")
+        term.wait_for("Stopped", "interrupted")
+
+        term.keys("C-r")
+        term.wait_for("Session reconnected (resumed)")
+        screen = term.wait_for("Idle")
+        assert "Stopped" not in screen.splitlines()[-3]  # the status line moved on
+
+        term.type("a draft kept over the restart")
+        term.keys("C-q")
+        term.wait_until_dead()
+
+        term.restart(command)
+        term.wait_for("echo: hello from tmux", "done: hi", "a draft kept over the restart")
+        term.keys("C-u")  # the editor's "delete to line start": an empty prompt again
+        term.type("after the restart")
+        term.keys("Enter")
+        term.wait_for("echo: after the restart")
+        term.keys("C-q")
+        term.wait_until_dead()
+    finally:
+        term.close()
+    assert not home_processes(tmp_path / "copilot-home"), "a Copilot CLI outlived the dashboard"

@@ -1,0 +1,100 @@
+"""Drive ``polypilot`` in a real terminal: tmux with a private server, keys in, the screen out.
+
+Each :class:`Terminal` owns its own tmux server (``-L`` socket name, no user config), so
+tests never see or touch the user's tmux sessions, and the server is killed when the test
+ends whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+
+def require_tmux() -> str:
+    """The tmux binary; skipped without it (failed when ``CI=true``: .ci/run installs it)."""
+    found = shutil.which("tmux")
+    if found is None:
+        if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
+            pytest.fail("tmux is not installed (CI=true: the real-terminal test must run)")
+        pytest.skip("tmux is not installed")
+    return found
+
+
+class Terminal:
+    """One tmux window running a command; :meth:`screen` is what a person would see."""
+
+    def __init__(self, command: Sequence[str], env: dict[str, str], cwd: Path, size: tuple[int, int] = (150, 45)):
+        self.tmux = require_tmux()
+        self.socket = f"polypilot-test-{uuid.uuid4().hex[:8]}"
+        self.env = env
+        self.cwd = cwd
+        self.size = size
+        self.start(command)
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.tmux, "-L", self.socket, "-f", "/dev/null", *args], capture_output=True,
+                              text=True, check=check, env=self.env, timeout=30)
+
+    def start(self, command: Sequence[str]) -> None:
+        """Run ``command`` in a fresh window (the server starts with the first one)."""
+        width, height = self.size
+        line = " ".join(_quote(part) for part in command)
+        self._run("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "-c", str(self.cwd),
+                  f"exec {line}")
+        self._run("set-option", "-t", "main", "remain-on-exit", "on")
+
+    def keys(self, *keys: str) -> None:
+        """Press keys by tmux name (``Enter``, ``C-x``, ``y``)."""
+        self._run("send-keys", "-t", "main", *keys)
+
+    def type(self, text: str) -> None:
+        """Type text literally."""
+        self._run("send-keys", "-t", "main", "-l", text)
+
+    def screen(self) -> str:
+        """The visible pane, as plain text."""
+        return self._run("capture-pane", "-p", "-t", "main").stdout
+
+    def dead(self) -> bool:
+        """The program in the pane has exited."""
+        out = self._run("display-message", "-p", "-t", "main", "#{pane_dead}", check=False).stdout.strip()
+        return out == "1"
+
+    def wait_for(self, *needles: str, timeout: float = 90.0) -> str:
+        """Wait until every needle is on screen; returns the screen (raises with it shown)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if all(needle in screen for needle in needles):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needles!r} not on screen within {timeout} s:\n{screen}")
+            time.sleep(0.1)
+
+    def wait_until_dead(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.dead():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the program did not exit within {timeout} s:\n{self.screen()}")
+            time.sleep(0.1)
+
+    def restart(self, command: Sequence[str]) -> None:
+        """Run ``command`` again in the same pane (after the first one exited)."""
+        self._run("respawn-pane", "-t", "main", "-k", "-c", str(self.cwd),
+                  " ".join(_quote(part) for part in command))
+
+    def close(self) -> None:
+        self._run("kill-server", check=False)
+
+
+def _quote(part: str) -> str:
+    import shlex
+    return shlex.quote(part)
