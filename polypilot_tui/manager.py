@@ -190,6 +190,8 @@ class SessionManager:
         self._sessions[session.id] = _Managed(session)
         if mid_turn_prompt is not None:
             session.begin_turn(mid_turn_prompt, self.clock.now(), resumed=True)
+        session.settle_open_tool_rows(self.clock.now())
+        if mid_turn_prompt is not None:
             self._schedule(session.id)
             self._spawn(session.id, self._ensure_connected(session.id))
         self._changed(session.id)

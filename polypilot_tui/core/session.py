@@ -187,8 +187,9 @@ class Session:
             return None
         self.flush(wall, interrupted=outcome is not Outcome.COMPLETED)
         closing = "cancelled" if outcome is Outcome.ABORTED else "interrupted"
-        for call in list(turn.active_tools.values()):
-            self._set_tool_row(call, closing, "")
+        for call in list(turn.tools.values()):
+            if call.status in ("running", "waiting"):
+                self._set_tool_row(call, closing, "")
         record = TurnRecord(turn.seq, turn.prompt, outcome, reason, turn.started_at, now,
                             turn.tool_call_count, turn.successful_tools, detail)
         self.turns.append(record)
@@ -228,6 +229,26 @@ class Session:
             if call is not None and call.status == "waiting":
                 self._set_tool_row(call, "running", "")
         return prompt is not None
+
+    def settle_open_tool_rows(self, now: float) -> None:
+        """Tool rows a previous run left open (the app was killed mid-tool).
+
+        With a restored turn in flight they belong to it again (a late completion updates
+        its row; the turn's end closes what is left); otherwise they are closed as
+        interrupted at once, never "running" forever.
+        """
+        turn = self.turn
+        for row, item in enumerate(self.history):
+            if item.kind is not ItemKind.TOOL or item.tool_status not in ("running", "waiting"):
+                continue
+            call = ToolCall(item.tool_call_id or f"restored-{row}", item.tool_name, now, row, item.tool_detail,
+                            item.tool_status)
+            if turn is None:
+                self._set_tool_row(call, "interrupted", "")
+            elif call.call_id not in turn.tools:
+                # Known for its completion, but not "active": the restored turn keeps its
+                # resume tiers until the agent says a tool really runs.
+                turn.tools[call.call_id] = call
 
     @property
     def last_outcome(self) -> TurnRecord | None:

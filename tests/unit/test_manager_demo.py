@@ -277,3 +277,40 @@ async def test_twenty_sessions_faulting_at_once_all_end(harness: Harness) -> Non
         await harness.until_rest(sid)
     for sid in sids:
         assert not harness.busy(sid) and harness.manager.session(sid).turns
+
+
+async def test_tool_rows_left_running_by_a_killed_app_are_settled_on_restore(fake_clock) -> None:
+    """Not mid-turn: closed as interrupted at once. Mid-turn: a late completion updates the same row."""
+    from polypilot_tui.agents.base import NullBackend
+    from polypilot_tui.config import Settings, load_agents
+    from polypilot_tui.core.events import AgentEvent, EventType
+    from polypilot_tui.core.session import ChatItem, ItemKind, Session
+    from polypilot_tui.manager import SessionManager
+
+    backends: dict[str, NullBackend] = {}
+
+    def factory(agent, sink, workdir):  # noqa: ANN001, ANN202 - test double
+        backends[workdir.name] = NullBackend(sink)
+        return backends[workdir.name]
+
+    settings = Settings(_env_file=None, record=False)  # type: ignore[call-arg]
+    manager = SessionManager(settings, load_agents(None), fake_clock, backend_factory=factory)
+
+    def restored(sid: str) -> Session:
+        return Session(sid, sid, "demo", agent_session_id="agent-1", history=[
+            ChatItem(ItemKind.USER, "build it", 0.0),
+            ChatItem(ItemKind.TOOL, "", 0.0, tool_call_id="t1", tool_name="bash", tool_status="running",
+                     tool_detail="make"),
+        ])
+
+    manager.adopt(restored("idle"))
+    assert manager.history("idle")[1].tool_status == "interrupted"
+
+    manager.adopt(restored("busy"), mid_turn_prompt="build it")
+    await fake_clock.settle()
+    backends["busy"].sink(AgentEvent(EventType.TOOL_COMPLETE, {"toolCallId": "t1", "success": True,
+                                                               "result": {"content": "built"}}))
+    rows = [i for i in manager.history("busy") if i.kind is ItemKind.TOOL]
+    assert [(r.tool_status, r.text) for r in rows] == [("completed", "built")]
+    backends["busy"].sink(AgentEvent(EventType.SESSION_IDLE, {}))
+    assert manager.view("busy").last_outcome == "completed"
