@@ -1,14 +1,22 @@
 """``polypilot run``: one session, one turn, same manager and watchdog — for CI jobs.
 
 A hung agent must never hang the job: the watchdog ends the turn, the exit code says how
-it ended, and the agent is shut down on the way out.
+it ended, and the agent is shut down on the way out. Exit codes:
+
+- 0 the turn completed and every permission it asked for was granted;
+- 1 it did not complete (stuck, failed, the agent died);
+- 2 usage (no such agent, bad settings);
+- 3 it completed, but a permission it needed was refused (the tool did not run);
+- 4 it was cancelled (ctrl+c / SIGTERM, or the agent cancelled it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
+import signal
 import sys
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
@@ -16,12 +24,15 @@ from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, res
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.session import TurnRecord
 from polypilot_tui.core.turn import Outcome
 from polypilot_tui.manager import SessionManager
 
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_USAGE = 2
+EXIT_PERMISSION_REFUSED = 3
+EXIT_CANCELLED = 4
 
 
 async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *,
@@ -35,6 +46,7 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
     manager = SessionManager(settings, catalog, SystemClock())
     done = asyncio.Event()
     sid = ""
+    record: TurnRecord
 
     def tap(session_id: str, event: AgentEvent) -> None:
         if json_mode:
@@ -55,26 +67,64 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
 
     manager.tap_events(tap)
     manager.subscribe(on_change)
+    interrupted: list[str] = []
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+
+    def cancel(signame: str) -> None:
+        """First ctrl+c / SIGTERM: stop the turn (abort, grace, kill); a second one: leave now."""
+        first = not interrupted
+        interrupted.append(signame)
+        if first and sid and manager.session(sid).turn is not None:
+            print(f"\npolypilot run: {signame}: stopping the turn (again to quit at once)", file=sys.stderr)
+            loop.create_task(manager.stop(sid))
+        elif main is not None:
+            main.cancel()  # the finally below still closes the agent
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, cancel, signal.Signals(signum).name)
     try:
         sid = await manager.create_session(agent)
         await manager.send(sid, prompt)
         await done.wait()
         record = manager.session(sid).turns[0]
+    except asyncio.CancelledError:
+        print(f"\npolypilot run: cancelled by {interrupted[-1] if interrupted else 'a signal'}", file=sys.stderr)
+        return EXIT_CANCELLED
     except Exception as exc:  # noqa: BLE001 - the job gets a reason, not a traceback
         print(f"\npolypilot run: {exc}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
     finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signum)
         if sid:
             await manager.close(sid)
         await manager.shutdown()
+    code, verdict = exit_code(record.outcome, record.reason, record.refused, interrupted)
     if json_mode:
-        print(json.dumps({"turn_end": record.outcome.value, "reason": record.reason}), flush=True)
+        print(json.dumps({"turn_end": record.outcome.value, "reason": record.reason,
+                          "refused_permissions": list(record.refused), "exit_code": code}), flush=True)
     else:
         print()
-    if record.outcome is Outcome.COMPLETED:
-        return EXIT_OK
-    print(f"polypilot run: turn {record.outcome.value}: {record.reason}", file=sys.stderr)
-    return EXIT_NOT_COMPLETED
+    if verdict:
+        print(f"polypilot run: {verdict}", file=sys.stderr)
+    return code
+
+
+def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupted: list[str]) -> tuple[int, str]:
+    """The exit code of a run and the sentence that explains it ("" for a clean success)."""
+    if outcome is Outcome.COMPLETED:
+        if refused:
+            titles = "; ".join(refused[:3]) + (f" (+{len(refused) - 3} more)" if len(refused) > 3 else "")
+            return EXIT_PERMISSION_REFUSED, (f"the turn completed, but {len(refused)} permission request"
+                                             f"{'s were' if len(refused) > 1 else ' was'} refused: {titles}")
+        return EXIT_OK, ""
+    if outcome is Outcome.ABORTED:
+        why = f"cancelled by {interrupted[0]}" if interrupted else f"cancelled: {reason}"
+        return EXIT_CANCELLED, f"turn {why}"
+    return EXIT_NOT_COMPLETED, f"turn {outcome.value}: {reason}"
 
 
 async def _ask(manager: SessionManager, session_id: str, event: AgentEvent) -> None:

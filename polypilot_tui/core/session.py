@@ -85,6 +85,8 @@ class TurnRecord:
     successful_tools: int
     detail: str = ""
     """The technical why (watchdog tier, last event type) for logs and replay; ``reason`` is for people."""
+    refused: tuple[str, ...] = ()
+    """Permission requests refused during the turn (their titles)."""
 
 
 @dataclass(slots=True)
@@ -191,7 +193,7 @@ class Session:
             if call.status in ("running", "waiting"):
                 self._set_tool_row(call, closing, "")
         record = TurnRecord(turn.seq, turn.prompt, outcome, reason, turn.started_at, now,
-                            turn.tool_call_count, turn.successful_tools, detail)
+                            turn.tool_call_count, turn.successful_tools, detail, tuple(turn.refused))
         self.turns.append(record)
         self.turn = None
         self.window.clear()
@@ -221,9 +223,12 @@ class Session:
         if prompt is not None:
             turn.resume_after_user(now)
             self.revision += 1
+        refused = any(word in answer for word in ("denied", "reject"))
+        if refused and prompt is not None:
+            turn.refused.append(prompt.title)
         tool_call_id = tool_call_id or (prompt.tool_call_id if prompt else None)
         if tool_call_id:
-            if any(word in answer for word in ("denied", "reject", "cancel")):
+            if refused or "cancel" in answer:
                 turn.rejected_tools.add(tool_call_id)
             call = turn.tools.get(tool_call_id)
             if call is not None and call.status == "waiting":

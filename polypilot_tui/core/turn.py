@@ -114,6 +114,8 @@ class Turn:
     """The watchdog's last non-trivial reason (shown in the chat pane)."""
     rejected_tools: set[str] = field(default_factory=set)
     """Tool calls whose permission was refused: their failure reads "rejected"."""
+    refused: list[str] = field(default_factory=list)
+    """Titles of the permission requests refused this turn (by the user or the policy)."""
 
     @property
     def response_text(self) -> str:

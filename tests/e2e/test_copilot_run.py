@@ -51,8 +51,28 @@ def test_tool_prompt_exits_0_with_the_tool_output(setup: tuple[Path, dict[str, s
 def test_without_allow_tools_the_prompt_is_refused_not_hung(setup: tuple[Path, dict[str, str]]) -> None:
     _, env = setup
     done = run(env, "TOOL now")  # policy ask, no terminal: rejected, the model answers the denial
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 3, done.stderr[-3000:]  # completed, but without the tool it needed
     assert "no terminal; rejected" in done.stderr and "[tool failed]" in done.stdout
+    assert "1 permission request was refused: " in done.stderr
+
+
+def test_ctrl_c_stops_the_turn_and_exits_4_with_no_cli_left(setup: tuple[Path, dict[str, str]],
+                                                          tmp_path: Path) -> None:
+    import signal
+    _, env = setup
+    proc = subprocess.Popen([*POLYPILOT, "run", "SLOW please"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.read(12)  # the reply is streaming
+        assert first.strip(), "no reply streamed"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 4, err[-3000:]
+    assert "cancelled by SIGINT" in err and "Traceback" not in err
+    assert not home_processes(tmp_path / "copilot-home"), "the CLI outlived the cancelled run"
 
 
 def test_json_prints_jsonl(setup: tuple[Path, dict[str, str]]) -> None:
@@ -65,7 +85,7 @@ def test_json_prints_jsonl(setup: tuple[Path, dict[str, str]]) -> None:
     for kind in ("user.message", "tool.execution_start", "tool.execution_complete", "assistant.message",
                  "session.idle"):
         assert kind in types, f"{kind} missing from {types}"
-    assert lines[-1] == {"turn_end": "completed", "reason": "session.idle"}
+    assert lines[-1] == {"turn_end": "completed", "reason": "session.idle", "refused_permissions": [], "exit_code": 0}
     biggest = max(done.stdout.splitlines(), key=len)
     assert len(biggest) < 10_000, f"a {len(biggest)}-char JSONL line: {biggest[:200]}"  # not the 43 KB prompt
     assert KEY not in done.stdout

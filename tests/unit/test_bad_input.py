@@ -427,3 +427,19 @@ def test_cli_reports_a_broken_agents_file_without_a_traceback(tmp_path: Path,
         main(["--agents-file", str(path), "agents"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and str(path) in err and "line 1" in err and "Traceback" not in err
+
+
+def test_run_exit_codes_say_which_way_a_turn_went() -> None:
+    from polypilot_tui.core.turn import Outcome
+    from polypilot_tui.headless import (EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, EXIT_PERMISSION_REFUSED,
+                                        exit_code)
+
+    assert exit_code(Outcome.COMPLETED, "session.idle", (), []) == (EXIT_OK, "")
+    code, verdict = exit_code(Outcome.COMPLETED, "session.idle", ("Run bash: rm -rf build",), [])
+    assert code == EXIT_PERMISSION_REFUSED and "1 permission request was refused: Run bash: rm -rf build" in verdict
+    assert exit_code(Outcome.ABORTED, "stopped by user", (), ["SIGINT"]) == (EXIT_CANCELLED,
+                                                                             "turn cancelled by SIGINT")
+    assert exit_code(Outcome.ABORTED, "the agent ended the turn as aborted", (), [])[0] == EXIT_CANCELLED
+    code, verdict = exit_code(Outcome.STUCK, "no activity for 120 s (waiting for the model)", (), [])
+    assert code == EXIT_NOT_COMPLETED and verdict.startswith("turn stuck: no activity")
+    assert len({EXIT_OK, EXIT_NOT_COMPLETED, EXIT_PERMISSION_REFUSED, EXIT_CANCELLED, 2}) == 5
