@@ -25,6 +25,7 @@ from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.events import AgentEvent, EventType
 from polypilot_tui.core.session import TurnRecord
+from polypilot_tui.core.text import strip_control
 from polypilot_tui.core.turn import Outcome
 from polypilot_tui.manager import SessionManager
 
@@ -47,6 +48,7 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
     done = asyncio.Event()
     sid = ""
     record: TurnRecord
+    stderr_tail: tuple[str, ...] = ()
 
     def tap(session_id: str, event: AgentEvent) -> None:
         if json_mode:
@@ -89,6 +91,7 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         await manager.send(sid, prompt)
         await done.wait()
         record = manager.session(sid).turns[0]
+        stderr_tail = manager.diagnostics(sid).stderr_tail
     except asyncio.CancelledError:
         print(f"\npolypilot run: cancelled by {interrupted[-1] if interrupted else 'a signal'}", file=sys.stderr)
         return EXIT_CANCELLED
@@ -110,6 +113,9 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         print()
     if verdict:
         print(f"polypilot run: {verdict}", file=sys.stderr)
+    if code != EXIT_OK and stderr_tail:
+        lines = "\n".join(f"  {strip_control(line)}" for line in stderr_tail[-10:])
+        print(f"polypilot run: the agent's last lines on stderr:\n{lines}", file=sys.stderr)
     return code
 
 

@@ -37,6 +37,8 @@ ActionListener = Callable[[str, str, dict[str, Any]], None]
 """(session id, action, details): "abort", "kill", "reconnect", "resend", "send" — for replay."""
 
 SEND_TIMEOUT = 60.0
+RELEASE_TIMEOUT = 15.0
+"""How long closing a session waits for its agents to be released (each close is bounded too)."""
 QUIT_REASON = "interrupted: the app quit during this turn"
 #: A send waits for the previous stuck turn's abort at most this long past the stop grace
 #: (the abort itself is bounded by the grace; a kill that follows by a few seconds).
@@ -61,6 +63,9 @@ class _Managed:
     """The next send goes out on a freshly reconnected agent (35 s tier)."""
     last_connect: ConnectResult | None = None
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    """Background work for the session (connects, queued sends); cancelled when it closes."""
+    releases: set[asyncio.Task[Any]] = field(default_factory=set)
+    """Backends being closed in the background; awaited (never cancelled) when it closes."""
     connect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     settling: asyncio.Task[Any] | None = None
     """The abort of a turn the watchdog gave up on; the next send goes out after it."""
@@ -155,6 +160,14 @@ class SessionManager:
             except Exception:  # noqa: BLE001 - diagnostics never break anything
                 log.exception("diagnostics of %s failed", session_id)
         return managed.diagnostics or Diagnostics()
+
+    def _stderr_lines(self, session_id: str, count: int = 4) -> str:
+        """The agent's last stderr lines, as lines to add under a failure ("" when none)."""
+        tail = self.diagnostics(session_id).stderr_tail[-count:]
+        if not tail:
+            return ""
+        lines = "\n".join(f"  {one_line(line, 240)}" for line in tail)
+        return f"\nThe agent's last lines on stderr (F2 shows the log paths):\n{lines}"
 
     def connect_result(self, session_id: str) -> ConnectResult | None:
         """What the last connect of this session found (resume hints), or None."""
@@ -326,9 +339,7 @@ class SessionManager:
             await self.stop(session_id)
         managed.session.closed = True
         await self._drop_backend(session_id, "")
-        for task in list(managed.tasks):
-            task.cancel()
-        self._cancel_timer(managed)
+        await self._finish_background(managed)
         del self._sessions[session_id]
         self._changed(session_id)
         return managed.session
@@ -363,9 +374,7 @@ class SessionManager:
     async def shutdown(self) -> None:
         """Release every backend; turns in flight stay on record (replay, tests, ``run``)."""
         for sid, managed in list(self._sessions.items()):
-            self._cancel_timer(managed)
-            for task in list(managed.tasks):
-                task.cancel()
+            await self._finish_background(managed)
             if managed.backend is not None:
                 await self._safe(managed.backend.close())
                 managed.backend = None
@@ -434,7 +443,7 @@ class SessionManager:
                 session.error(f"⚠ Session appears stuck — {reason}. You can try sending your message again.",
                               wall)
         elif outcome is Outcome.FAILED:
-            session.error(reason, wall)
+            session.error(reason + self._stderr_lines(session_id), wall)
         elif outcome is Outcome.COMPLETED:
             self.recovery.reset(session_id)
             if reason != "session.idle":
@@ -495,7 +504,7 @@ class SessionManager:
             self.diagnostics(session_id)
             backend, managed.backend = managed.backend, None
             if backend is not None:
-                self._spawn(session_id, self._safe(backend.close()))
+                self._release(session_id, backend)
         elif signal is Signal.PERMISSION_REQUESTED:
             self._schedule(session_id)  # pauses the watchdog while the user decides
             self._apply_policy(session_id, event)
@@ -556,7 +565,7 @@ class SessionManager:
         managed.backend = None
         managed.session.connected = False
         managed.session.lost = lost_reason or "agent connection lost"
-        self._spawn(session_id, self._safe(backend.close()))
+        self._release(session_id, backend)
         self._changed(session_id)
 
     async def _drop_backend(self, session_id: str, lost_reason: str) -> None:
@@ -589,6 +598,25 @@ class SessionManager:
     def _emit_action(self, session_id: str, action: str, details: dict[str, Any]) -> None:
         for listener in list(self._action_listeners):
             listener(session_id, action, details)
+
+    def _release(self, session_id: str, backend: AgentBackend) -> None:
+        """Close a backend that is no longer the session's, in the background."""
+        task = asyncio.get_running_loop().create_task(self._safe(backend.close()))
+        managed = self._sessions.get(session_id)
+        if managed is not None:
+            managed.releases.add(task)
+            task.add_done_callback(managed.releases.discard)
+
+    async def _finish_background(self, managed: _Managed) -> None:
+        """Cancel the session's background work and wait for its agents to be released."""
+        self._cancel_timer(managed)
+        current = asyncio.current_task()
+        for task in list(managed.tasks):
+            if task is not current:
+                task.cancel()
+        pending = [t for t in (*managed.tasks, *managed.releases) if t is not current]
+        if pending:
+            await asyncio.wait(pending, timeout=RELEASE_TIMEOUT)
 
     def _spawn(self, session_id: str, coro: Awaitable[Any]) -> asyncio.Task[None]:
         managed = self._sessions.get(session_id)

@@ -60,7 +60,11 @@ async def ensure_connected(manager: SessionManager, session_id: str) -> AgentBac
                     session.add_item(kind, event.text("content"), wall)
         if resume_id:
             managed.reconnected = True
-            session.system(f"🔄 Session reconnected ({result.how}).", wall)
+            if result.resumed:
+                session.system(f"🔄 Session reconnected ({result.how}).", wall)
+            else:
+                session.error(f"⚠ The agent could not resume its earlier session ({result.how}). This is a new "
+                              "agent session: the agent does not remember the conversation above.", wall)
         if result.interrupted_tool:
             session.interrupted_tool = True  # aborted before the next send (#393)
         turn = session.turn

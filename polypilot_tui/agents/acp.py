@@ -58,6 +58,20 @@ def _private_append(path: Path) -> Any:
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
 
 
+def request_error_text(exc: RequestError) -> str:
+    """An agent's JSON-RPC error in words: its own message first, the protocol's label after.
+
+    codex sends ``Internal error`` with ``data={"message": "stream disconnected …"}``: the
+    data's message is what the user needs to read.
+    """
+    data = exc.data
+    message = data.get("message") if isinstance(data, Mapping) else data if isinstance(data, str) else None
+    label = str(exc) or "agent error"
+    if isinstance(message, str) and message.strip():
+        return f"{message.strip()} ({label})"
+    return f"{label} ({data})" if data else label
+
+
 class _Refused(BackendError):
     """The agent answered a request with a JSON-RPC error (the connection is fine)."""
 
@@ -286,7 +300,7 @@ class AcpBackend:
         """Report the agent's death even when no prompt is running."""
         code = await proc.wait()
         if gen == self._gen and self._ready:
-            self._lost(gen, f"agent process exited (exit code {code}){self._stderr_tail()}")
+            self._lost(gen, f"agent process exited (exit code {code})")
 
     def _lost(self, gen: int, reason: str) -> None:
         """Emit connection.lost once per process generation."""
@@ -308,19 +322,7 @@ class AcpBackend:
                 await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=0.5)
         code = proc.returncode if proc is not None else None
         what = "still running" if code is None else f"exit code {code}"
-        self._lost(gen, f"connection to the agent closed ({what}){self._stderr_tail()}")
-
-    def _stderr_tail(self, size: int = 300) -> str:
-        """The last lines the agent wrote to stderr, for loss and failure reasons."""
-        path = self._workdir / STDERR_LOG
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(max(0, path.stat().st_size - 4096))
-                lines = [x.strip() for x in fh.read().decode("utf-8", "replace").splitlines() if x.strip()]
-        except OSError:
-            return ""
-        tail = " | ".join(lines[-2:])
-        return f"; stderr: {tail[-size:]}" if tail else ""
+        self._lost(gen, f"connection to the agent closed ({what})")
 
     # ------------------------------------------------------------------ session
 
@@ -390,10 +392,9 @@ class AcpBackend:
         try:
             return await asyncio.wait_for(awaitable, timeout=CONNECT_TIMEOUT)
         except RequestError as exc:
-            detail = f" ({exc.data})" if exc.data else ""
-            raise _Refused(f"{what} failed: {exc}{detail}") from None
+            raise _Refused(f"{what} failed: {request_error_text(exc)}") from None
         except ConnectionError:
-            raise BackendError(f"the agent exited during {what}{self._stderr_tail()}") from None
+            raise BackendError(f"the agent exited during {what}") from None
         except asyncio.TimeoutError:
             raise BackendError(f"the agent did not answer {what} within {CONNECT_TIMEOUT:.0f} s") from None
         except ValidationError as exc:
@@ -415,8 +416,7 @@ class AcpBackend:
         except ConnectionError:
             return await self._connection_failed(gen)
         except RequestError as exc:
-            detail = f" ({exc.data})" if exc.data else ""
-            return self._end_turn(gen, error=f"{exc}{detail}")
+            return self._end_turn(gen, error=request_error_text(exc))
         except Exception as exc:  # anything else still ends the turn visibly
             logger.exception("ACP prompt failed")
             return self._end_turn(gen, error=f"{type(exc).__name__}: {exc}")

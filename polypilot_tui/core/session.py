@@ -484,6 +484,10 @@ def _on_idle(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -
     if e.get("aborted") and t.expect_abort_echo:
         t.expect_abort_echo = False
         return Signal.NONE
+    note = e.text("note")
+    if note:  # ACP: the turn ended early (max_tokens, refusal, max_turn_requests)
+        s.flush(clock.wall())
+        s.system(f"⚠ The turn ended early: {one_line(note, 200)}.", clock.wall())
     return Signal.IDLE_ABORTED if e.get("aborted") else Signal.IDLE
 
 

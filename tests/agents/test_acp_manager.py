@@ -98,3 +98,47 @@ async def test_crashed_agent_is_resumed_on_the_next_send(manager: SessionManager
     assert session.last_outcome.outcome is Outcome.COMPLETED
     assert session.agent_session_id == agent_session
     assert any("reconnected (resumed)" in i.text for i in session.history if i.kind is ItemKind.SYSTEM)
+
+
+async def test_an_agent_failure_is_said_in_words_with_the_agents_own_stderr(manager: SessionManager) -> None:
+    sid = await manager.create_session("fake")
+    session = manager.session(sid)
+    await manager.send(sid, "MODELDOWN")
+    await until(lambda: session.turn is None)
+    [error] = [i.text for i in session.history if i.kind is ItemKind.ERROR]
+    first, *rest = error.split("\n")
+    # The agent's own message first (not a dict dump), then its last stderr lines.
+    assert first.startswith("agent error: stream disconnected before completion: error sending request")
+    assert "{" not in first and "(Internal error)" in first
+    assert "fake agent: error sending request for url (http://127.0.0.1:9/v1/responses)" in "\n".join(rest)
+    details = manager.details(sid)
+    assert any("error sending request" in line for line in details.stderr_tail)
+    assert dict(details.log_paths)["agent stderr"].endswith("agent-stderr.log")
+
+
+async def test_a_crash_keeps_the_agents_last_stderr_lines_for_the_user(manager: SessionManager) -> None:
+    sid = await manager.create_session("fake")
+    session = manager.session(sid)
+    await manager.send(sid, "CRASH")
+    await until(lambda: session.turn is None)
+    [error] = [i.text for i in session.history if i.kind is ItemKind.ERROR]
+    assert "exit code 3" in error and "panic: scripted crash in the model loop" in error
+    assert manager.details(sid).stderr_tail[-1] == "fake agent: panic: scripted crash in the model loop"
+
+
+async def test_a_resume_that_falls_back_to_a_new_agent_session_says_the_context_is_gone(tmp_path: Path) -> None:
+    agent = AgentConfig(name="fake", kind="acp", command=sys.executable, args=[str(FAKE_AGENT)],
+                        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": ""})
+    settings = Settings(state_dir=tmp_path / "state", stop_grace_seconds=3.0)
+    mgr = SessionManager(settings, AgentCatalog({"fake": agent}), SystemClock())
+    try:
+        sid = await mgr.create_session("fake")
+        session = mgr.session(sid)
+        await mgr.send(sid, "hello")
+        await until(lambda: session.turn is None)
+        await mgr.reconnect(sid)  # the agent offers neither load nor resume
+        warning = [i.text for i in session.history if i.kind is ItemKind.ERROR][-1]
+        assert "could not resume its earlier session" in warning and "does not remember" in warning
+        assert not any("reconnected" in i.text for i in session.history if i.kind is ItemKind.SYSTEM)
+    finally:
+        await mgr.shutdown()

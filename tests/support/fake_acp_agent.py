@@ -14,9 +14,10 @@ Run as ``python fake_acp_agent.py``. Keywords in the prompt pick the behaviour:
 - WRITE      fs write of out.txt;   OUTSIDE  fs read of a path outside the cwd
 - BADUPDATE  a usage_update with ``used: null`` (fails the SDK schema), then a reply
 - STDERR     2 MB on stderr before the reply (an unread PIPE would hang)
-- CRASH      one chunk then ``os._exit(3)`` mid-turn
+- CRASH      one chunk, a line on stderr, then ``os._exit(3)`` mid-turn
 - EXITLATER  a reply, then the process exits 0.3 s after the turn
 - FAIL       a JSON-RPC error;  REFUSE / MAXTOKENS  those stop reasons
+- MODELDOWN  a line on stderr, then codex's error for an unreachable model server
 
 Chaos faults (tests/chaos) are whole prompts ``CHAOS <name> [seconds]``, checked before
 any keyword above; each ends with ``cancelled`` on ``session/cancel`` unless noted:
@@ -142,10 +143,16 @@ class FakeAgent:
             return await self._chaos(session_id, text.split()[1:], cancelled)
         await self._send(session_id, update_user_message_text(text))
         sid = session_id
+        if "MODELDOWN" in text:  # what codex says when its model server cannot be reached
+            print("fake agent: error sending request for url (http://127.0.0.1:9/v1/responses)", file=sys.stderr,
+                  flush=True)
+            raise RequestError.internal_error({"message": "stream disconnected before completion: error sending "
+                                                          "request for url (http://127.0.0.1:9/v1/responses)"})
         if "FAIL" in text:
             raise RequestError.internal_error({"details": "scripted failure"})
         if "CRASH" in text:
             await self._say(sid, "about to crash")
+            print("fake agent: panic: scripted crash in the model loop", file=sys.stderr, flush=True)
             await asyncio.sleep(0.1)
             os._exit(3)
         if "STDERR" in text:
