@@ -245,7 +245,7 @@ class AcpBackend:
         except BackendError as exc:
             command = str(exc)
         stderr = self._workdir / STDERR_LOG
-        return Diagnostics(command, (("agent stderr", str(stderr)), ("ACP transcript", str(self._workdir / TRANSCRIPT))),
+        return Diagnostics(command, (("Agent stderr", str(stderr)), ("ACP transcript", str(self._workdir / TRANSCRIPT))),
                            tail_lines(stderr))
 
     # ------------------------------------------------------------------ process

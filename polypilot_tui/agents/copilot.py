@@ -135,7 +135,7 @@ class CopilotBackend:
         if home is not None:
             paths.append(("Copilot CLI logs", str(home / "logs")))
         if self.log_path is not None:
-            paths.append(("session event log", str(self.log_path)))
+            paths.append(("Session event log", str(self.log_path)))
         rpc = getattr(self._client, "_client", None)
         stderr = ""
         try:

@@ -129,7 +129,7 @@ class DemoBackend:
 
     def diagnostics(self) -> Diagnostics:
         """The demo agent runs in the app; its only log is its events.jsonl."""
-        return Diagnostics("built-in demo agent (in process)", (("event log", str(self._log_path)),))
+        return Diagnostics("built-in demo agent (in process)", (("Event log", str(self._log_path)),))
 
     # ---- used by scripts -----------------------------------------------------------
     def emit(self, kind: str, data: dict[str, Any]) -> None:

@@ -113,7 +113,7 @@ async def test_an_agent_failure_is_said_in_words_with_the_agents_own_stderr(mana
     assert "fake agent: error sending request for url (http://127.0.0.1:9/v1/responses)" in "\n".join(rest)
     details = manager.details(sid)
     assert any("error sending request" in line for line in details.stderr_tail)
-    assert dict(details.log_paths)["agent stderr"].endswith("agent-stderr.log")
+    assert dict(details.log_paths)["Agent stderr"].endswith("agent-stderr.log")
 
 
 async def test_a_crash_keeps_the_agents_last_stderr_lines_for_the_user(manager: SessionManager) -> None:

@@ -66,7 +66,7 @@ class FakeBackend:
         return None
 
     def diagnostics(self) -> Diagnostics:
-        return Diagnostics("fake-agent --acp", (("agent stderr", "/state/sessions/s1/agent-stderr.log"),),
+        return Diagnostics("fake-agent --acp", (("Agent stderr", "/state/sessions/s1/agent-stderr.log"),),
                            ("fake agent: listening", "fake agent: model server refused the connection"))
 
 

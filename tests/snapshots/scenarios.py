@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from polypilot_tui.core.events import EventType
 from polypilot_tui.core.session import ItemKind, Session
+from polypilot_tui.ui.screens.details import SessionDetailsScreen
 from tests.snapshots.fakes import DENIAL, Driver
 
 REPLY = ("Here is the plan:\n\n1. Read `parser.py`\n2. Split `parse_line` in two\n3. Run the tests\n\n"
@@ -93,3 +96,66 @@ async def interrupted_session(d: Driver) -> str:
     await d.clock.settle()
     return "s9"
 
+
+
+async def multiline_draft(d: Driver) -> None:
+    """A three-line prompt typed (ctrl+j between lines) and not sent yet."""
+    d.app.select("s1")
+    await d.settle()
+    await d.pilot.press(*"Refactor parse_line:", "ctrl+j", *"- split it in two", "ctrl+j", *"- keep the tests green")
+    await d.settle()
+
+
+async def queued_prompts(d: Driver, held: bool) -> None:
+    """Two prompts typed while a turn runs; with ``held``, the turn was then stopped."""
+    sid = await d.add("busy")
+    await d.send(sid, "refactor the parser")
+    d.turn_start(sid)
+    d.stream(sid, "Working on it: first I read")
+    await d.manager.send(sid, "then update the changelog")
+    await d.manager.send(sid, "and open a pull request\nwith a short summary")
+    if held:
+        await d.manager.stop(sid)
+    d.app.select(sid)
+    await d.settle()
+
+
+async def failed_with_details(d: Driver) -> None:
+    """A turn that failed; its details (agent, folders, logs, stderr tail) are open.
+
+    The screen gets the session's real view and fixed paths (a snapshot must not show the
+    test's temporary folder); gathering the real details is tested in tests/agents.
+    """
+    sid = await d.add("broken")
+    await d.send(sid, "hi")
+    d.turn_start(sid)
+    d.emit(sid, EventType.SESSION_ERROR, errorType="model", message="model server unreachable")
+    d.app.select(sid)
+    await d.settle()
+    real = d.manager.details(sid)
+    details = replace(real, folder="/home/me/project", state_folder="/home/me/.local/state/polypilot/sessions/s2",
+                      connected_how="new session")
+    d.app.push_screen(SessionDetailsScreen(details))
+    await d.settle()
+
+
+async def close_confirmation(d: Driver) -> None:
+    """Close asked for a busy session: the confirmation is on screen."""
+    sid = await d.add("worker")
+    await d.send(sid, "write the report")
+    d.turn_start(sid)
+    d.app.select(sid)
+    await d.settle()
+    d.app.action_close_session()
+    await d.settle()
+
+
+async def quit_confirmation(d: Driver) -> None:
+    """Quit asked with two turns running."""
+    for name in ("alpha", "beta"):
+        sid = await d.add(name)
+        await d.send(sid, "long job")
+        d.turn_start(sid)
+    await d.settle()
+    await d.app.action_quit()
+    await d.settle()

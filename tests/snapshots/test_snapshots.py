@@ -58,6 +58,12 @@ CASES: dict[str, Case] = {
     "stuck_after_watchdog": Case(_stuck, select="s2"),
     "interrupted_restore": Case(scenarios.interrupted_session, size=(100, 30), select="s9"),
     "new_session_modal": Case(_nothing, size=(100, 30), press=("ctrl+n",)),
+    "prompt_editor_multiline": Case(scenarios.multiline_draft, size=(100, 30)),
+    "queue_while_busy": Case(lambda d: scenarios.queued_prompts(d, held=False), size=(100, 30)),
+    "queue_held_after_stop": Case(lambda d: scenarios.queued_prompts(d, held=True), size=(100, 30)),
+    "details_view": Case(scenarios.failed_with_details, size=(120, 36)),
+    "close_confirmation": Case(scenarios.close_confirmation, size=(100, 30)),
+    "quit_confirmation": Case(scenarios.quit_confirmation, size=(100, 30)),
 }
 
 

@@ -344,3 +344,52 @@ async def test_sessions_survive_a_restart_of_the_app(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: last_outcome(again, "s1") == "completed", timeout=15)
         # The pane catches up at the next coalesced redraw (at most 50 ms later).
         await wait_for(pilot, lambda: "word59" in replies(again, "s1")[-1], what="the whole reply drawn")
+
+
+async def test_close_asks_and_ctrl_z_brings_the_session_back_with_history_and_draft(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "hello there")
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
+        sid = app.manager.add_session("demo")
+        app.select("s1")
+        await pilot.press(*"half typed")
+        app.action_close_session()
+        await pilot.press("n")  # no: nothing happens
+        await pilot.pause()
+        assert "s1" in app.manager.ids() and app.pane.editor.text == "half typed"
+        app.action_close_session()
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.manager.ids() == [sid] and app.selected == sid, what="closed")
+        assert any("ctrl+z brings it back" in n for n in notifications(app))
+        await pilot.press("ctrl+z")
+        await wait_for(pilot, lambda: app.selected == "s1" and "s1" in app.manager.ids(), what="undone")
+        await wait_for(pilot, lambda: app.pane.editor.text == "half typed", what="the draft back")
+        assert [i.text for i in app.manager.history("s1")][0] == "hello there"
+        await wait_for(pilot, lambda: any("You said: **hello there**" in r for r in replies(app, "s1")))
+        # With nothing left to undo, ctrl+z is the editor's own undo again.
+        await pilot.press("ctrl+z")
+        await pilot.pause()
+        assert sorted(app.manager.ids()) == sorted([sid, "s1"])  # nothing reopened twice
+        await send(pilot, "!help")
+        await wait_for(pilot, lambda: app.manager.view("s1").turns >= 1, what="the reopened session answers")
+
+
+async def test_quit_with_a_turn_running_asks_and_the_turn_is_offered_for_resending(tmp_path: Path) -> None:
+    app = demo_app(tmp_path, speed=1)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "!slow")
+        await wait_for(pilot, lambda: app.manager.view("s1").status.busy)
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.is_running and app.manager.view("s1").status.busy
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen")
+        await pilot.press("y")
+    session = app.manager.session("s1")
+    assert session.turn is None and session.interrupted_prompt == "!slow"
+    assert session.last_outcome.reason == "interrupted: the app quit during this turn"

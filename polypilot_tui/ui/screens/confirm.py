@@ -6,6 +6,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -62,8 +63,9 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Static(self._title, id="confirm-title", markup=False)
             yield Static(self._message, id="confirm-message", markup=False)
             with Horizontal(id="confirm-buttons"):
-                yield Button(f"{self._cancel} [n]", id="confirm-cancel", compact=True)
-                yield Button(f"{self._confirm} [y]", id="confirm-ok", variant="warning", compact=True)
+                # Content, not a str: Textual reads a str label as markup, and "[n]" would vanish.
+                yield Button(Content(f"{self._cancel} [n]"), id="confirm-cancel", compact=True)
+                yield Button(Content(f"{self._confirm} [y]"), id="confirm-ok", variant="warning", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#confirm-cancel", Button).focus()

@@ -83,7 +83,7 @@ class QueuePanel(Vertical):
             return
         count = plural(len(view.queue), "queued prompt")
         if view.queue_held:
-            self._title.update(f"{count}, held: the last turn did not complete. Send or edit them.")
+            self._title.update(f"{count}, held: the last turn did not complete.")
         elif view.status.busy:
             self._title.update(f"{count}: sent in order when this turn ends.")
         else:
