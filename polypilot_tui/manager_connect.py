@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from polypilot_tui.agents.base import AgentBackend, BackendError
 from polypilot_tui.core.events import EventType
 from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.store import ensure_private_dir
+from polypilot_tui.storage.private import private_dir
 from polypilot_tui.core.turn import Outcome
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ async def ensure_connected(manager: SessionManager, session_id: str) -> AgentBac
         session = managed.session
         workdir = manager.workdir(session_id)
         for folder in (workdir.parent, workdir):  # sessions/ and sessions/<id>/ are ours: 0700,
-            ensure_private_dir(folder)  # agent logs and transcripts hold the user's work
+            private_dir(folder)  # agent logs and transcripts hold the user's work
         ref: list[AgentBackend] = []
         # The sink exists before connect() runs, so resume-time events are never lost (#559).
         backend = manager._factory(session.agent, manager._sink_for(session_id, ref), workdir)

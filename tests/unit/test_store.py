@@ -1,4 +1,4 @@
-"""Registry and history store (core/store.py): atomic, private, and never a gate."""
+"""Registry and history store (storage/): atomic, private, and never a gate."""
 
 from __future__ import annotations
 
@@ -12,16 +12,10 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.core.session import ChatItem, ItemKind
-from polypilot_tui.core.store import (
-    HISTORY_FILE,
-    REGISTRY_FILE,
-    HistoryDB,
-    Registry,
-    SessionRecord,
-    Store,
-    WriteResult,
-    atomic_write,
-)
+from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
+from polypilot_tui.storage.private import atomic_write
+from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
+from polypilot_tui.storage.store import Store
 
 
 def mode(path: Path) -> int:
@@ -48,7 +42,7 @@ def items(n: int) -> list[ChatItem]:
 def test_store_dir_is_0700_and_files_0600(tmp_path: Path) -> None:
     state = tmp_path / "state"
     store = Store(state)
-    store.registry.save([record()], 1.0, os.getpid())
+    store.registry.save([record()], 1.0)
     assert store.history.write([("s1", 0, items(1)[0])]) is WriteResult.OK
     assert mode(state) == 0o700
     assert mode(state / REGISTRY_FILE) == 0o600
@@ -88,12 +82,12 @@ def test_registry_round_trip(tmp_path: Path) -> None:
     registry = Registry(tmp_path)
     recs = [record("a", turn_in_flight=True, last_prompt="fix it", last_activity_at=5.0, status="thinking"),
             record("b", agent_session_id="agent-42", interrupted_prompt="again")]
-    registry.save(recs, 123.0, os.getpid())
+    registry.save(recs, 123.0)
     snap = registry.load()
     assert snap.sessions == tuple(recs)
-    assert snap.saved_at == 123.0 and snap.writer_pid == os.getpid() and snap.writer_alive()
-    registry.save(recs, 124.0, None)
-    assert not registry.load().writer_alive()
+    assert snap.saved_at == 123.0
+    registry.save(recs, 124.0)
+    assert registry.load().saved_at == 124.0
     assert registry.writes == 2
 
 
@@ -104,10 +98,11 @@ def test_missing_registry_is_empty(tmp_path: Path) -> None:
 
 def test_corrupt_registry_is_moved_aside(tmp_path: Path) -> None:
     (tmp_path / REGISTRY_FILE).write_text('{"sessions": [')
-    assert Registry(tmp_path).load(repair=False).problem.startswith("corrupt")
+    assert "not valid JSON" in Registry(tmp_path).load(repair=False).problem
     assert (tmp_path / REGISTRY_FILE).exists()  # status never changes anything
     snap = Registry(tmp_path).load()
-    assert snap.sessions == () and snap.problem.startswith("corrupt")
+    assert snap.sessions == () and str(tmp_path / REGISTRY_FILE) in snap.problem and "line 1" in snap.problem
+    assert snap.moved_to is not None and snap.moved_to.exists()
     assert not (tmp_path / REGISTRY_FILE).exists()
     assert len(list(tmp_path.glob(f"{REGISTRY_FILE}.corrupt-*"))) == 1
 
