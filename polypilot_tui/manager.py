@@ -59,7 +59,8 @@ class _Managed:
     """The next send goes out on a freshly reconnected agent (35 s tier)."""
     last_connect: ConnectResult | None = None
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    connect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    connecting: asyncio.Task[AgentBackend] | None = None
+    """The connect in flight (one per session; every caller awaits the same one)."""
     settling: asyncio.Task[Any] | None = None
     """The abort of a turn the watchdog gave up on; the next send goes out after it."""
     settling_backend: AgentBackend | None = None
@@ -194,10 +195,13 @@ class SessionManager:
         session = managed.session
         session.queue.clear()
         turn = session.turn
+        connecting = managed.connecting if managed.connecting is not None and not managed.connecting.done() else None
+        if connecting is not None:  # no agent is left starting (and started) for a stopped turn
+            connecting.cancel()
         if turn is None and not session.recovering:
             return
         self._emit_action(session_id, "abort", {"reason": "stopped by user"})
-        backend = managed.backend
+        backend = managed.backend if connecting is None else None
         if turn is not None:
             for request_id in list(turn.pending_permissions):
                 await self._safe(backend.answer_permission(request_id, CANCELLED) if backend else None)
