@@ -113,7 +113,8 @@ class Persistence:
                        f"read from {self.store.history.path} ({self.store.history.last_error}); they show no "
                        "messages for now, and what is saved there is kept.", "warning")
         self._drafts_saved |= self.restored.draft_ids  # now rows: their draft rows go
-        self.store.history.claim()  # a newer writer wins: an older one stops at its next write
+        if self.store.history.claim() is WriteResult.RETRY:  # a newer writer wins: an older one stops
+            self._tell_history_failing()
         self._tell_moved()
         if self.store.history.resets:  # moved aside while loading: the new file starts empty
             self._reseed()
@@ -144,6 +145,11 @@ class Persistence:
 
     def _over(self, key: str, message: str) -> None:
         self.board.over(key, message)
+
+    def _tell_history_failing(self) -> None:
+        db = self.store.history
+        self._tell("history", f"Chat history cannot be saved to {db.path}: {db.last_error}. New messages "
+                   "are kept in memory and saved as soon as it can be written again.")
 
     def _tell_moved(self) -> None:
         moved, self.store.history.moved = self.store.history.moved, []
@@ -273,8 +279,7 @@ class Persistence:
             return
         if result is WriteResult.RETRY:
             self._keep(batch)
-            self._tell("history", f"Chat history cannot be saved to {db.path}: {db.last_error}. New messages "
-                       "are kept in memory and saved as soon as it can be written again.")
+            self._tell_history_failing()
             self._history_backoff = min(MAX_RETRY_DELAY, self._history_backoff * 2)
             self._arm_history(self._history_backoff)
             return

@@ -96,7 +96,7 @@ class AgentStderr:
             if pending:
                 self._write(pending, whole=False)
             if self._dropped:
-                tail = b"".join(self._tail)
+                tail = b"".join(self._tail)[-TAIL_BYTES:]
                 marker = (f"\n[agent-stderr: the log reached its cap of {self.max_bytes:,} bytes; "
                           f"{self._dropped - len(tail):,} bytes were dropped; the last {len(tail):,} follow]\n")
                 self._write(marker.encode() + tail, whole=False, force=True)

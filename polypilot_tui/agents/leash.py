@@ -5,7 +5,8 @@ The app starts ``python -I -S leash.py <app pid> -- <agent argv…>`` instead of
 1. ``setsid()``: the agent and everything it starts (tool shells, helper binaries) form
    their own process group, so they can be signalled as one, and a ctrl+c on the app's
    terminal reaches the app (which stops its agents properly), not the agents directly;
-2. a *watcher* is forked into that group. It holds none of the agent's pipes and sleeps
+2. a *watcher* is started in that group (forked twice, so it is no process of the agent's
+   tree, and run with no environment). It holds none of the agent's pipes and sleeps
    until the app or the agent ends (a pidfd where Linux has them, else a 0.1 s poll).
    When the app ends, however it ends (SIGKILL included), the watcher sends SIGTERM to the
    group and SIGKILL :data:`TERM_GRACE` seconds later; when the agent ends, it kills what
@@ -72,20 +73,15 @@ def _wait_either(app_pid: int, agent_pid: int) -> str:
     while True:  # no pidfds (old kernel, another OS): poll
         if not _alive(app_pid):
             return "app"
-        if os.getppid() != agent_pid:  # the agent (our parent) is gone
+        if not _alive(agent_pid):
             return "agent"
         time.sleep(POLL)
 
 
-def _watch(app_pid: int, agent_pid: int) -> None:
+def watch(app_pid: int, agent_pid: int) -> None:
+    """The watcher: in the agent's group, no pipes, no environment; ends the group with the app."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):  # hold none of the agent's pipes: its stdout must close when it dies
-        os.dup2(null, fd)
-    os.closerange(3, 65536)
-    if os.getppid() != agent_pid:  # the agent ended before the watcher even started
-        os.killpg(0, signal.SIGKILL)
     if _wait_either(app_pid, agent_pid) == "app":
         os.killpg(0, signal.SIGTERM)
         deadline = time.monotonic() + TERM_GRACE
@@ -94,7 +90,29 @@ def _watch(app_pid: int, agent_pid: int) -> None:
     os.killpg(0, signal.SIGKILL)  # the group, this watcher included
 
 
+def _start_watcher(app_pid: int, agent_pid: int) -> None:
+    """Fork twice, so the watcher is nobody's child (not a process of the agent's tree) but
+    stays in the agent's group; it runs as its own small program with an empty environment
+    and /dev/null for stdio (it must hold none of the agent's pipes)."""
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
+        return
+    try:
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execve(sys.executable, [sys.executable, "-I", "-S", LEASH_FILE, "--watch", str(app_pid),
+                                       str(agent_pid)], {})
+    finally:
+        os._exit(0)
+
+
 def main(args: list[str]) -> int:
+    if len(args) == 3 and args[0] == "--watch":
+        watch(int(args[1]), int(args[2]))
+        return 0
     if len(args) < 3 or args[1] != "--":
         sys.stderr.write("usage: leash.py APP_PID -- COMMAND [ARG...]\n")
         return 2
@@ -102,12 +120,11 @@ def main(args: list[str]) -> int:
     os.setsid()
     if not _alive(app_pid):
         return 1
-    agent_pid = os.getpid()
-    if os.fork() == 0:
-        try:
-            _watch(app_pid, agent_pid)
-        finally:
-            os._exit(0)
+    _start_watcher(app_pid, os.getpid())
+    # Python ignores SIGPIPE and SIGXFSZ for itself; the agent and its tools must not inherit that.
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:

@@ -88,11 +88,13 @@ class StateLock:
     _held: ClassVar[dict[Path, StateLock]] = {}
     _guard: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, state_dir: Path, fd: int) -> None:
+    def __init__(self, state_dir: Path, fd: int | None) -> None:
         self.state_dir = state_dir
         self.path = state_dir / LOCK_FILE
         self._fd: int | None = fd
+        """None: a read-only folder without a lock file (nothing to protect: nothing can be written)."""
         self._users = 1
+        self._released = False
 
     @classmethod
     def acquire(cls, state_dir: Path, retry_for: float = ACQUIRE_RETRY) -> StateLock:
@@ -104,7 +106,18 @@ class StateLock:
                 held._users += 1
                 return held
             private_dir(state_dir)
-            fd = open_private(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+            try:
+                fd = open_private(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+            except OSError as exc:
+                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise
+                # A read-only folder: flock works on a read-only descriptor, and with no lock
+                # file at all nobody can write there anyway (the stores say so to the user).
+                try:
+                    fd = os.open(state_dir / LOCK_FILE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                except OSError:
+                    lock = cls._held[state_dir] = cls(state_dir, None)
+                    return lock
             deadline = time.monotonic() + retry_for
             while not _try_lock(fd, fcntl.LOCK_EX):
                 if time.monotonic() >= deadline:
@@ -113,28 +126,27 @@ class StateLock:
                     raise StateFolderBusy(state_dir, holder)
                 time.sleep(0.05)
             record = dump_json({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()})
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record.encode("utf-8"), 0)
+            with contextlib.suppress(OSError):  # who holds it is a courtesy to the next one
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, record.encode("utf-8"), 0)
             lock = cls._held[state_dir] = cls(state_dir, fd)
             return lock
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
 
     def release(self) -> None:
         """Drop one use; the last one unlocks (the file stays: removing it would race a new holder)."""
         with self._guard:
-            if self._fd is None:
+            if self._released:
                 return
             self._users -= 1
             if self._users > 0:
                 return
-            fd, self._fd = self._fd, None
+            self._released = True
             self._held.pop(self.state_dir, None)
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-            os.close(fd)  # closing drops the flock
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+                os.close(fd)  # closing drops the flock
 
 
 def lock_holder(state_dir: Path) -> LockHolder | None:
