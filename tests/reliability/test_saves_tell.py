@@ -216,3 +216,18 @@ def test_fill_really_fills_the_disk(tmp_path: Path, mounts: Mounts) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     assert info.value.errno == errno.ENOSPC
+
+
+# ---- the dashboard shows them --------------------------------------------------------------
+async def test_the_dashboard_shows_each_saving_problem_once_as_a_toast(tmp_path: Path) -> None:
+    from polypilot_tui.persistence import attach_persistence
+    from tests.ui.helpers import demo_app, notifications, wait_for
+
+    (tmp_path / "history.db").mkdir(parents=True)
+    app = demo_app(tmp_path, attach=attach_persistence)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_for(pilot, lambda: any("history.db could not be used" in n for n in notifications(app)),
+                       what="the moved-aside notice")
+        shown = [n for n in notifications(app) if "history.db" in n]
+        assert len(shown) == 1 and shown[0].startswith("Saving:") and str(tmp_path / "history.db") in shown[0]
+        assert [n.severity for n in app._notifications if "history.db" in n.message] == ["warning"]
