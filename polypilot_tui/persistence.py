@@ -69,6 +69,7 @@ class Persistence:
         self.settings = settings
         self.registry_delay = registry_delay
         self.history_delay = history_delay
+        self._loop = asyncio.get_running_loop()
         # One writer per state folder: raises StateFolderBusy when another app holds it.
         self.lock: StateLock | None = StateLock.acquire(Path(settings.state_dir))
         REDACTOR.learn_environment()
@@ -77,7 +78,6 @@ class Persistence:
         self.recorder: Recorder | None = None
         if settings.record:
             self.recorder = Recorder(self.store.state_dir / "recordings", manager.clock, settings.record_max_bytes)
-        self._loop = asyncio.get_running_loop()
         self._io = ThreadPoolExecutor(1, thread_name_prefix="polypilot-store")
         self._offsets: dict[str, int | None] = {}
         """Per hooked session: its in-memory index 0 is this database index (None: not known yet)."""
@@ -214,7 +214,8 @@ class Persistence:
 
     def _flush_history_soon(self) -> None:
         self._history_timer = None
-        self._start_history_flush()
+        if not self._closed:
+            self._start_history_flush()
 
     def _take_batch(self) -> _Batch | None:
         drafts: dict[str, tuple[str, float] | None] = {}
@@ -351,6 +352,9 @@ class Persistence:
             await asyncio.wait_for(self.flush(), CLOSE_TIMEOUT)
             self._closed = True
             self.registry.stop()
+            if self._history_timer is not None:  # a retry armed by the last failed flush
+                self._history_timer.cancel()
+                self._history_timer = None
             await asyncio.wait_for(self._loop.run_in_executor(self._io, self.store.close), CLOSE_TIMEOUT)
         except asyncio.TimeoutError:
             self._closed = True

@@ -314,8 +314,12 @@ class AcpBackend:
         stderr = self._stderr
         if stderr is None:
             return ""
-        # The agent is gone; its last words may still be in the pipe: give the reader a moment.
-        await asyncio.to_thread(stderr.done.wait, 0.5)
+        # The agent is gone; its last words may still be in the pipe: give the reader a moment
+        # (polled: a blocking wait would hold a thread of the default executor the SDKs share).
+        for _ in range(25):
+            if stderr.done.is_set():
+                break
+            await asyncio.sleep(0.02)
         tail = stderr.recent()
         return f"; stderr: {tail[-size:]}" if tail else ""
 
