@@ -115,7 +115,7 @@ def test_deep_nesting_in_sessions_json_is_a_clear_status_warning(tmp_path: Path)
 
 @pytest.mark.parametrize(("content", "expected"), [
     ('{"at": ' + "9" * 4000 + ', "send": "x"}\n', "line 2: 'at' must be a number of seconds"),
-    ('{"at": 1' + "0" * 40 + ', "send": "x"}\n', "line 2: 'at' must be a number of seconds"),
+    ('{"at": 1e40, "send": "x"}\n', "line 2: 'at' must be a number of seconds from 0 to"),
 ], ids=["4000-digit-at", "1e40-at"])
 def test_a_trace_time_no_clock_can_hold_is_a_clear_error(tmp_path: Path, content: str, expected: str) -> None:
     trace = tmp_path / "t.jsonl"

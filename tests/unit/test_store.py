@@ -14,7 +14,7 @@ import pytest
 from polypilot_tui.core.session import ChatItem, ItemKind
 from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
 from polypilot_tui.storage.private import atomic_write
-from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
+from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, RegistryFenced, SessionRecord
 from polypilot_tui.storage.store import Store
 
 
@@ -217,3 +217,29 @@ def test_unexpected_errors_are_caught(tmp_path: Path) -> None:
     assert db.write([("a", 0, bad)]) is WriteResult.DROPPED
     assert db.resets == 0 and not list(tmp_path.glob("*.corrupt-*"))  # a bug never costs the file
     assert db.write([("a", 0, items(1)[0])]) is WriteResult.OK
+
+
+# ---- one writer ------------------------------------------------------------------------
+def test_an_older_history_writer_is_fenced_once_a_newer_one_claims_the_database(tmp_path: Path) -> None:
+    old = HistoryDB(tmp_path / HISTORY_FILE, owner="old-run")
+    new = HistoryDB(tmp_path / HISTORY_FILE, owner="new-run")
+    first, theirs, ours = items(3)
+    assert old.write([("s1", 0, first)]) is WriteResult.OK
+    assert new.claim() is WriteResult.OK
+    assert old.write([("s1", 0, theirs), ("s1", 1, theirs)]) is WriteResult.FENCED
+    assert "another polypilot" in old.last_error
+    assert new.write([("s1", 1, ours)]) is WriteResult.OK
+    assert new.load("s1") == [first, ours]  # the older writer overwrote nothing and added nothing
+    old.close()
+    new.close()
+
+
+def test_a_registry_replaced_by_another_process_is_not_overwritten(tmp_path: Path) -> None:
+    mine, theirs = Registry(tmp_path), Registry(tmp_path)
+    mine.save([record("a")], 1.0)
+    theirs.save([record("a"), record("b")], 2.0)  # another app's save replaces the file
+    with pytest.raises(RegistryFenced):
+        mine.save([record("a")], 3.0)
+    assert [r.id for r in Registry(tmp_path).load().sessions] == ["a", "b"]
+    theirs.save([record("b")], 4.0)  # the newer writer goes on
+    assert [r.id for r in Registry(tmp_path).load().sessions] == ["b"]
