@@ -20,6 +20,7 @@ from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, res
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.safe_json import dump_json
 from polypilot_tui.core.text import strip_control
 from polypilot_tui.core.turn import Outcome
 from polypilot_tui.manager import SessionManager
@@ -47,8 +48,8 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
     sid = ""
 
     def tap(session_id: str, event: AgentEvent) -> None:
-        if json_mode:  # JSON escapes every control character: nothing raw reaches the terminal
-            print(json.dumps({"type": event.type, "data": dict(event.data)}, default=str), flush=True)
+        if json_mode:  # strict JSON, every control character escaped: nothing raw reaches the terminal
+            print(dump_json({"type": event.type, "data": dict(event.data)}, ascii_only=True), flush=True)
         elif event.type == EventType.MESSAGE_DELTA:
             print(strip_control(event.text("deltaContent")), end="", flush=True)
         elif event.type == EventType.TOOL_START:
@@ -83,7 +84,7 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         if completed:  # a failed run keeps its agent logs for diagnosis (pruned by the retention rule)
             shutil.rmtree(manager.workdir(sid), ignore_errors=True)
     if json_mode:
-        print(json.dumps({"turn_end": record.outcome.value, "reason": record.reason}), flush=True)
+        print(dump_json({"turn_end": record.outcome.value, "reason": record.reason}, ascii_only=True), flush=True)
     else:
         print()
     if record.outcome is Outcome.COMPLETED:

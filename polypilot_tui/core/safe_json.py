@@ -125,16 +125,17 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def dump_json(value: Any, *, indent: int | None = None) -> str:
+def dump_json(value: Any, *, indent: int | None = None, ascii_only: bool = False) -> str:
     """Strict JSON text: NaN and infinities become null, anything else unknown its ``str``.
 
     Lone surrogates (from ``\\ud800`` escapes in what an agent sent) are escaped, so the
-    text always encodes to valid UTF-8.
+    text always encodes to valid UTF-8. ``ascii_only`` escapes every non-ASCII character
+    too (for a terminal: no C1 control character gets through raw).
     """
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent, default=str)
+        text = json.dumps(value, ensure_ascii=ascii_only, allow_nan=False, indent=indent, default=str)
     except ValueError:
-        text = json.dumps(_finite(value), ensure_ascii=False, allow_nan=False, indent=indent, default=str)
+        text = json.dumps(_finite(value), ensure_ascii=ascii_only, allow_nan=False, indent=indent, default=str)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -64,12 +64,14 @@ def _item_json(item: ChatItem) -> dict[str, Any]:
     return data
 
 
+def _seconds(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
 def _item(data: Any) -> ChatItem | None:
     if not isinstance(data, dict) or not isinstance(data.get("text"), str):
         return None
-    at = data.get("at")
-    return ChatItem(_KINDS.get(str(data.get("kind")), ItemKind.SYSTEM), data["text"],
-                    float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0,
+    return ChatItem(_KINDS.get(str(data.get("kind")), ItemKind.SYSTEM), data["text"], _seconds(data.get("at")),
                     data.get("tool_call_id") if isinstance(data.get("tool_call_id"), str) else None,
                     str(data.get("tool_name") or ""), str(data.get("tool_status") or ""),
                     str(data.get("tool_detail") or ""), bool(data.get("interrupted")))
@@ -135,20 +137,23 @@ def read_spill(path: Path) -> Spill:
     doc = load_json(path.read_bytes(), str(path))
     if not isinstance(doc, dict):
         raise ParseError(str(path), None, "expected an object")
-    spill = Spill(str(doc.get("state_dir") or ""), float(doc.get("saved_at") or 0.0))
+    spill = Spill(str(doc.get("state_dir") or ""), _seconds(doc.get("saved_at")))
     if isinstance(doc.get("sessions"), list):
         spill.sessions = [s for s in doc["sessions"] if isinstance(s, dict)]
-    for entry in doc.get("rows") or []:
+    for entry in doc.get("rows") if isinstance(doc.get("rows"), list) else []:
         if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and isinstance(entry[1], int):
             item = _item(entry[2])
             if item is not None:
                 spill.rows.append((entry[0], entry[1], item))
-    for sid, items in (doc.get("appended") or {}).items():
+    appended = doc.get("appended") if isinstance(doc.get("appended"), dict) else {}
+    for sid, items in appended.items():
         spill.appended[sid] = [i for i in map(_item, items if isinstance(items, list) else []) if i is not None]
-    for sid, draft in (doc.get("drafts") or {}).items():
+    drafts = doc.get("drafts") if isinstance(doc.get("drafts"), dict) else {}
+    for sid, draft in drafts.items():
         if draft is None:
             spill.drafts[sid] = None
         elif isinstance(draft, list) and len(draft) == 2 and isinstance(draft[0], str):
-            spill.drafts[sid] = (draft[0], float(draft[1] or 0.0))
-    spill.deletions = [d for d in doc.get("deletions") or [] if isinstance(d, str)]
+            spill.drafts[sid] = (draft[0], _seconds(draft[1]))
+    deletions = doc.get("deletions") if isinstance(doc.get("deletions"), list) else []
+    spill.deletions = [d for d in deletions if isinstance(d, str)]
     return spill

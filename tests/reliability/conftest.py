@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pty
+import re
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import pytest
 from polypilot_tui.storage.lock import lock_holder
 
 ROOT = Path(__file__).resolve().parents[2]
+_CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
 FAKE_AGENT = ROOT / "tests" / "support" / "fake_acp_agent.py"
 
@@ -118,6 +120,13 @@ class Dashboard:
         with contextlib.suppress(OSError):
             while chunk := os.read(self._master, 65536):
                 self.screen += chunk
+
+    def text(self) -> str:
+        """The screen output so far without CSI sequences (what a reader would see, roughly)."""
+        return _CSI.sub("", bytes(self.screen).decode("utf-8", "replace"))
+
+    def type(self, keys: bytes) -> None:
+        os.write(self._master, keys)
 
     def wait_for_lock(self, state: Path, timeout: float = 60) -> None:
         wait_until(lambda: (h := lock_holder(state)) is not None and h.pid == self.proc.pid

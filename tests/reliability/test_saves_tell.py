@@ -231,3 +231,33 @@ async def test_the_dashboard_shows_each_saving_problem_once_as_a_toast(tmp_path:
         shown = [n for n in notifications(app) if "history.db" in n]
         assert len(shown) == 1 and shown[0].startswith("Saving:") and str(tmp_path / "history.db") in shown[0]
         assert [n.severity for n in app._notifications if "history.db" in n.message] == ["warning"]
+
+
+def test_quitting_the_dashboard_on_a_full_disk_says_where_the_rows_went_and_prints_no_traceback(
+        tmp_path: Path, mounts: Mounts) -> None:
+    """The real dashboard on a pty: its log file, its history and its registry all on a disk
+    that fills up. Quitting used to lose the rows and print logging's own traceback."""
+    from tests.reliability.conftest import Dashboard, clean_env, wait_until
+
+    state = mounts.tmpfs(tmp_path / "state", "4m")
+    runtime = tmp_path / "runtime"
+    dashboard = Dashboard(clean_env(state, XDG_RUNTIME_DIR=str(runtime), POLYPILOT_DEMO_SPEED="50"))
+    try:
+        dashboard.wait_for_lock(state)
+        wait_until(lambda: (state / "sessions.json").exists() and "Enter to send" in dashboard.text(), 30,
+                   "the first session to be saved and its input to be drawn")
+        fill(state)
+        dashboard.type(b"typed while the disk is full\r")
+        wait_until(lambda: "databaseordiskisfull" in "".join(dashboard.text().split()).replace("▌", ""), 30,
+                   "the full-disk toast on screen")
+        time.sleep(1.0)
+        dashboard.type(b"\x11")  # ctrl+q
+        dashboard.proc.wait(30)
+    finally:
+        dashboard.close()
+    screen = bytes(dashboard.screen).decode("utf-8", "replace")
+    after = screen[screen.rfind("\x1b[?1049l"):]  # what was printed once the UI left the screen
+    assert "Traceback" not in screen and "Logging error" not in screen, after[-3000:]
+    assert "could not be saved to" in after and "were kept in" in after and "written back at the next start" in after
+    spills = list(runtime.rglob("unsaved-*.json"))
+    assert len(spills) == 1 and "typed while the disk is full" in spills[0].read_text()
