@@ -9,11 +9,13 @@ allowed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pty
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,6 +26,10 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.core.clock import SystemClock
+from polypilot_tui.manager import SessionManager
+from polypilot_tui.persistence import Persistence
 from polypilot_tui.storage.lock import lock_holder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,3 +224,54 @@ def files_under(root: Path) -> list[Path]:
 def unique(prefix: str) -> str:
     """A secret-looking value no other test plants."""
     return f"{prefix}{uuid.uuid4().hex}{uuid.uuid4().hex[:8]}"
+
+
+# ---- the engine and its persistence in this process --------------------------------------
+class App:
+    """A manager plus persistence on a state folder (what the dashboard runs), with the
+    notices it tells collected in ``told``."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.settings = Settings(_env_file=None, state_dir=state, demo_speed=50.0, record=False)  # type: ignore[call-arg]
+        self.manager = SessionManager(self.settings, load_agents(None), SystemClock())
+        self.persistence = Persistence(self.manager, self.settings, registry_delay=0.05, history_delay=0.02)
+        self.told: list[str] = []
+        self.persistence.start()
+        self.persistence.on_notice(lambda notice: self.told.append(notice.message))
+
+    async def turn(self, sid: str, prompt: str) -> None:
+        before = len(self.manager.session(sid).turns)
+        await self.manager.send(sid, prompt)
+        await until(lambda: len(self.manager.session(sid).turns) > before)
+
+    def texts(self, sid: str) -> list[str]:
+        return [item.text for item in self.manager.history(sid)]
+
+    def notices(self, *fragments: str) -> list[str]:
+        """The notices told so far that hold every one of ``fragments``."""
+        return [m for m in self.told if all(f in m for f in fragments)]
+
+    async def close(self) -> None:
+        await self.manager.shutdown()
+        await self.persistence.close()
+
+
+async def until(check: Callable[[], Any], seconds: float = 15.0, what: str = "condition") -> None:
+    """Poll ``check`` on the loop (real time; a hang guard, not a target)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
+        await asyncio.sleep(0.02)
+
+
+def db_texts(state: Path, sid: str) -> list[str] | None:
+    """What another process reads of a session's rows in ``history.db`` (None: unreadable)."""
+    try:
+        conn = sqlite3.connect(f"file:{state / 'history.db'}?mode=ro", uri=True)
+        try:
+            return [r[0] for r in conn.execute("SELECT text FROM items WHERE session_id=? ORDER BY idx", (sid,))]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None

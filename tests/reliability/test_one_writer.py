@@ -10,16 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sqlite3
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import Persistence
-from tests.reliability.conftest import Dashboard, clean_env, polypilot, wait_until
+from tests.reliability.conftest import App, Dashboard, clean_env, db_texts, polypilot, until
 
 
 def test_a_second_dashboard_names_the_holder_and_exits_before_drawing_and_status_tells_the_truth(
@@ -45,41 +39,6 @@ def test_a_second_dashboard_names_the_holder_and_exits_before_drawing_and_status
     again.wait_for_lock(state)
 
 
-class App:
-    """A manager plus persistence on a state folder (what the dashboard runs)."""
-
-    def __init__(self, state: Path) -> None:
-        self.settings = Settings(_env_file=None, state_dir=state, demo_speed=50.0, record=False)  # type: ignore[call-arg]
-        self.manager = SessionManager(self.settings, load_agents(None), SystemClock())
-        self.persistence = Persistence(self.manager, self.settings, registry_delay=0.05, history_delay=0.02)
-        self.persistence.start()
-
-    async def turn(self, sid: str, prompt: str) -> None:
-        before = len(self.manager.session(sid).turns)
-        await self.manager.send(sid, prompt)
-        await until(lambda: len(self.manager.session(sid).turns) > before)
-        await asyncio.sleep(0.3)  # written through
-
-    async def close(self) -> None:
-        await self.manager.shutdown()
-        await self.persistence.close()
-
-
-async def until(check: Callable[[], Any], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "not reached in time"
-        await asyncio.sleep(0.01)
-
-
-def db_texts(state: Path, sid: str) -> list[str]:
-    conn = sqlite3.connect(state / "history.db")
-    try:
-        return [r[0] for r in conn.execute("SELECT text FROM items WHERE session_id=? ORDER BY idx", (sid,))]
-    finally:
-        conn.close()
-
-
 async def test_two_writers_on_one_folder_never_overwrite_each_other(tmp_path: Path) -> None:
     """The lock keeps a second app out; if it is broken anyway (here: two writers in one
     process share it), the newer writer owns the stores and the older one stops saving,
@@ -88,6 +47,8 @@ async def test_two_writers_on_one_folder_never_overwrite_each_other(tmp_path: Pa
     old = App(state)
     sid = await old.manager.create_session("demo", "shared")
     await old.turn(sid, "first question")
+    await until(lambda: db_texts(state, sid) == old.texts(sid) and (state / "sessions.json").exists()
+                and sid in (state / "sessions.json").read_text())  # all of it on disk before the second app
 
     new = App(state)  # adopts the saved session and claims the folder
     assert new.manager.history(sid) == old.manager.history(sid)
@@ -96,10 +57,8 @@ async def test_two_writers_on_one_folder_never_overwrite_each_other(tmp_path: Pa
     made_in_new = await new.manager.create_session("demo", "made in the new app")
     await old.manager.create_session("demo", "made in the old app")
     await old.turn(sid, "fourth question, from the old app")
-    await asyncio.sleep(0.3)
-
-    told = [n.message for n in old.persistence.notices]
-    assert any("Another polypilot took over the state folder" in m and str(state) in m for m in told), told
+    await asyncio.sleep(0.5)  # every write there was to be has been tried
+    assert old.notices("Another polypilot took over the state folder", str(state)), old.told
     await old.close()
     await new.close()
 

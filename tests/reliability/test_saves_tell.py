@@ -15,63 +15,13 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
-from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import QUIT_NOTES, Persistence
+from polypilot_tui.persistence import QUIT_NOTES, attach_persistence
 from polypilot_tui.storage.registry import Registry, SessionRecord
-from tests.reliability.conftest import Mounts
-
-
-class App:
-    """A manager plus persistence on a state folder (what the dashboard runs), collecting notices."""
-
-    def __init__(self, state: Path) -> None:
-        self.state = state
-        self.settings = Settings(_env_file=None, state_dir=state, demo_speed=50.0, record=False)  # type: ignore[call-arg]
-        self.manager = SessionManager(self.settings, load_agents(None), SystemClock())
-        self.persistence = Persistence(self.manager, self.settings, registry_delay=0.05, history_delay=0.02)
-        self.told: list[str] = []
-        self.persistence.start()
-        self.persistence.on_notice(lambda notice: self.told.append(notice.message))
-
-    async def turn(self, sid: str, prompt: str) -> None:
-        before = len(self.manager.session(sid).turns)
-        await self.manager.send(sid, prompt)
-        await until(lambda: len(self.manager.session(sid).turns) > before)
-
-    def texts(self, sid: str) -> list[str]:
-        return [item.text for item in self.manager.history(sid)]
-
-    async def close(self) -> None:
-        await self.manager.shutdown()
-        await self.persistence.close()
-
-
-async def until(check: Callable[[], Any], seconds: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
-        await asyncio.sleep(0.02)
-
-
-def db_texts(state: Path, sid: str) -> list[str] | None:
-    try:
-        conn = sqlite3.connect(f"file:{state / 'history.db'}?mode=ro", uri=True)
-        try:
-            return [r[0] for r in conn.execute("SELECT text FROM items WHERE session_id=? ORDER BY idx", (sid,))]
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-
-
-def told(app: App, *fragments: str) -> list[str]:
-    return [m for m in app.told if all(f in m for f in fragments)]
+from tests.reliability.conftest import App, Dashboard, Mounts, clean_env, db_texts, until, wait_until
+from tests.ui.helpers import demo_app, notifications, wait_for
 
 
 # ---- a read-only state folder ------------------------------------------------------------
@@ -87,14 +37,14 @@ async def test_a_read_only_state_folder_restores_the_history_and_says_it_cannot_
     mounts.read_only(state)
     app = App(state)
     assert app.texts(sid) == before  # shown, not "No messages yet"
-    await until(lambda: told(app, "cannot be saved", str(state)), what="a notice that nothing can be saved")
-    assert told(app, "Chat history cannot be saved", str(state / "history.db"), "read")
+    await until(lambda: app.notices("cannot be saved", str(state)), what="a notice that nothing can be saved")
+    assert app.notices("Chat history cannot be saved", str(state / "history.db"), "read")
     await app.turn(sid, "written while read-only")
     await asyncio.sleep(1.0)
-    assert len(told(app, "Chat history cannot be saved")) == 1  # told once, not at every retry
+    assert len(app.notices("Chat history cannot be saved")) == 1  # told once, not at every retry
     mounts.writable(state)
     await until(lambda: db_texts(state, sid) == app.texts(sid), 20, "the rows kept in memory to be saved")
-    await until(lambda: told(app, "saved again"), what="the notice that saving works again")
+    await until(lambda: app.notices("saved again"), what="the notice that saving works again")
     await app.close()
 
 
@@ -115,7 +65,7 @@ async def test_an_unusable_history_database_is_moved_aside_with_a_notice_and_not
         conn.commit()
         conn.close()
     app = App(state)
-    moved = told(app, str(state / "history.db"), "moved to")
+    moved = app.notices(str(state / "history.db"), "moved to")
     assert moved, app.told
     kept = Path(moved[0].split("moved to ", 1)[1].split(" and ", 1)[0])
     assert kept.exists() and kept.name.startswith("history.db.corrupt-")
@@ -131,7 +81,7 @@ async def test_a_deeply_nested_session_list_is_moved_aside_and_saving_goes_on(tm
     state.mkdir(mode=0o700)
     (state / "sessions.json").write_text('{"sessions": ' + "[" * 100_000 + "]" * 100_000 + "}")
     app = App(state)
-    assert told(app, "session list could not be used", "nested deeper than 64 levels", "moved to"), app.told
+    assert app.notices("session list could not be used", "nested deeper than 64 levels", "moved to"), app.told
     assert list(state.glob("sessions.json.corrupt-*"))
     sid = await app.manager.create_session("demo", "new one")
     await until(lambda: (state / "sessions.json").exists()
@@ -166,13 +116,13 @@ async def test_a_full_disk_is_told_once_and_the_waiting_rows_are_saved_when_spac
     filler = fill(state)
     for i in range(3):
         await app.turn(sid, f"question {i} on a full disk: " + "x" * 20_000)
-    await until(lambda: told(app, "cannot be saved", "disk is full"), what="the full-disk notice")
+    await until(lambda: app.notices("cannot be saved", "disk is full"), what="the full-disk notice")
     assert db_texts(state, sid) != app.texts(sid)
     await asyncio.sleep(1.0)
-    assert len(told(app, "Chat history cannot be saved")) == 1
+    assert len(app.notices("Chat history cannot be saved")) == 1
     filler.unlink()
     await until(lambda: db_texts(state, sid) == app.texts(sid), 20, "every waiting row to be saved")
-    await until(lambda: told(app, "Chat history is saved again"), what="the saved-again notice")
+    await until(lambda: app.notices("Chat history is saved again"), what="the saved-again notice")
     await app.close()
 
 
@@ -190,7 +140,7 @@ async def test_quitting_on_a_full_disk_keeps_the_rows_and_the_next_start_writes_
     await app.turn(sid, "written while full: " + "y" * 30_000)
     await app.turn(late, "a prompt in the new session")
     everything = {sid: app.texts(sid), late: app.texts(late)}
-    await until(lambda: told(app, "disk is full"), what="the full-disk notice")
+    await until(lambda: app.notices("disk is full"), what="the full-disk notice")
     QUIT_NOTES.clear()
     await app.close()
     assert len(QUIT_NOTES) == 1 and "were kept in" in QUIT_NOTES[0] and "written back at the next start" in QUIT_NOTES[0]
@@ -200,7 +150,7 @@ async def test_quitting_on_a_full_disk_keeps_the_rows_and_the_next_start_writes_
 
     filler.unlink()
     again = App(state)
-    assert told(again, "written back", str(spills[0])), again.told
+    assert again.notices("written back", str(spills[0])), again.told
     assert {s: again.texts(s) for s in (sid, late)} == everything  # both sessions, every row
     await again.close()
     assert db_texts(state, sid) == everything[sid] and db_texts(state, late) == everything[late]
@@ -220,9 +170,6 @@ def test_fill_really_fills_the_disk(tmp_path: Path, mounts: Mounts) -> None:
 
 # ---- the dashboard shows them --------------------------------------------------------------
 async def test_the_dashboard_shows_each_saving_problem_once_as_a_toast(tmp_path: Path) -> None:
-    from polypilot_tui.persistence import attach_persistence
-    from tests.ui.helpers import demo_app, notifications, wait_for
-
     (tmp_path / "history.db").mkdir(parents=True)
     app = demo_app(tmp_path, attach=attach_persistence)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
@@ -237,8 +184,6 @@ def test_quitting_the_dashboard_on_a_full_disk_says_where_the_rows_went_and_prin
         tmp_path: Path, mounts: Mounts) -> None:
     """The real dashboard on a pty: its log file, its history and its registry all on a disk
     that fills up. Quitting used to lose the rows and print logging's own traceback."""
-    from tests.reliability.conftest import Dashboard, clean_env, wait_until
-
     state = mounts.tmpfs(tmp_path / "state", "4m")
     runtime = tmp_path / "runtime"
     dashboard = Dashboard(clean_env(state, XDG_RUNTIME_DIR=str(runtime), POLYPILOT_DEMO_SPEED="50"))
