@@ -21,6 +21,7 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.manager import SessionManager
 from polypilot_tui.persistence import Persistence
+from polypilot_tui.ui.keymap import load_keymap
 from polypilot_tui.ui.theming import ThemeFileError, load_theme_file
 from tests.reliability.conftest import clean_env, polypilot
 
@@ -141,3 +142,9 @@ def test_a_trace_file_beyond_the_byte_limit_is_refused_before_it_is_read(tmp_pat
         fh.truncate(100_000_000)  # sparse: costs no disk, and no reader should walk it
     done = polypilot(clean_env(tmp_path / "state"), "replay", str(trace))
     assert done.returncode == 2 and "traces are limited to 64,000,000 bytes" in done.stderr, done.stderr
+
+
+def test_deep_nesting_in_the_keymap_file_names_the_file_and_line(tmp_path: Path) -> None:
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('stop = "ctrl+t"\nx = ' + "[" * 5000 + "]" * 5000 + "\n")
+    assert load_keymap(keymap) == ({}, f"{keymap}: line 2: nested deeper than 64 levels")
