@@ -95,3 +95,14 @@ def test_no_planted_secret_reaches_any_file_or_status_after_echoes_failures_and_
              for p in [state, *state.rglob("*")]
              if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)}
     assert not loose, f"not private under umask 000: {loose}"
+
+
+def test_run_creates_the_state_folder_and_its_parents_private(tmp_path: Path) -> None:
+    state = tmp_path / "fresh" / "deeper" / "state"  # nothing of it exists yet
+    done = subprocess.run([sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "demo", "FAIL?"], cwd=ROOT,
+                          env=clean_env(state), capture_output=True, text=True, timeout=120, preexec_fn=umask_zero,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    for folder in (tmp_path / "fresh", tmp_path / "fresh" / "deeper", state):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder  # it was 0755 (0777 under umask 000)
+    assert stat.S_IMODE((state / "run.log").stat().st_mode) == 0o600
