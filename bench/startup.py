@@ -24,9 +24,11 @@ from typing import Any, Awaitable, Callable
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.session import ChatItem, ItemKind
-from polypilot_tui.core.store import SessionRecord, Store
+from polypilot_tui.storage.registry import SessionRecord
+from polypilot_tui.storage.store import Store
 from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import attach_persistence, restore_sessions
+from polypilot_tui.persistence import attach_persistence
+from polypilot_tui.restore import restore_sessions
 
 
 def seed(state: Path, sessions: int, items: int) -> None:
@@ -36,7 +38,7 @@ def seed(state: Path, sessions: int, items: int) -> None:
     records = [SessionRecord(id=f"s{i:04d}", name=f"session {i}", agent="demo", cwd=f"/work/repo{i % 7}",
                              agent_session_id=f"demo-{i:012d}", created_at=now - 86400, status="idle",
                              last_activity_at=now - 60 * i) for i in range(sessions)]
-    store.registry.save(records, now, None)
+    store.registry.save(records, now)
     kinds = (ItemKind.USER, ItemKind.ASSISTANT, ItemKind.TOOL, ItemKind.ASSISTANT)
     rows = [(r.id, j, ChatItem(kinds[j % 4], f"message {j} of {r.id} " + "lorem ipsum " * 20, now - 3600 + j,
                                tool_call_id=f"c{j}" if kinds[j % 4] is ItemKind.TOOL else None,

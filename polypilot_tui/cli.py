@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import logging
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from polypilot_tui.config import AgentCatalog, AgentsFileError, Settings, load_agents
-from polypilot_tui.core.trace import TraceError
+from polypilot_tui.core.safe_json import dump_json
+from polypilot_tui.core.trace import MAX_BYTES, TraceError
+from polypilot_tui.logging_setup import setup_file_logging, setup_stderr_logging
 
 EXIT_OK = 0
 EXIT_TURN_FAILED = 1
 EXIT_USAGE = 2
+EXIT_BUSY = 3
+"""Another dashboard holds the state folder."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,12 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_settings(args: argparse.Namespace) -> Settings:
+def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
+    """Settings from the environment (and ``.env``), or a clear error naming the field."""
     try:
-        settings = Settings()
+        settings = Settings() if env_file else Settings(_env_file=None)  # type: ignore[call-arg]
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         print(f"polypilot: invalid POLYPILOT_* setting ({problems})", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    except SettingsError as exc:  # a nested setting that is not even JSON: POLYPILOT_WATCHDOG={
+        field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else "?"
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        print(f"polypilot: invalid POLYPILOT_* setting ({field}: not valid JSON{cause})", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     if args.agents_file is not None:
         settings = settings.model_copy(update={"agents_file": args.agents_file})
@@ -63,15 +72,19 @@ def load_catalog(settings: Settings) -> AgentCatalog:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.log_file:
-        logging.basicConfig(filename=args.log_file, level=logging.DEBUG,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command in ("replay", "status", "agents"):
+        if args.log_file:
+            setup_file_logging(Path("."), "", extra_file=args.log_file)
+        else:
+            setup_stderr_logging()  # short commands: warnings as one redacted line, no traceback
     if args.command == "replay":
         return cmd_replay(args)
     settings = load_settings(args)
     if args.command == "run":
         from polypilot_tui.headless import run_headless
         catalog = load_catalog(settings)
+        # The agents' output and the SDKs' tracebacks go to the log, never the job's terminal.
+        setup_file_logging(Path(settings.state_dir), "run.log", extra_file=args.log_file)
         return asyncio.run(run_headless(settings, catalog, args.agent or settings.default_agent, args.prompt,
                                         json_mode=args.json, allow_tools=args.allow_tools))
     if args.command == "status":
@@ -80,29 +93,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "agents":
         from polypilot_tui.headless import print_agents
         return print_agents(load_catalog(settings))
-    return cmd_tui(settings)
+    return cmd_tui(settings, args.log_file)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from polypilot_tui.replay import format_line, run_trace
+    settings = load_settings(args, env_file=False)
     try:
+        size = args.trace.stat().st_size
+        if size > MAX_BYTES:
+            print(f"polypilot replay: {args.trace} is {size:,} bytes; traces are limited to {MAX_BYTES:,} "
+                  "bytes (split it, or replay a recording, which stops at its cap)", file=sys.stderr)
+            return EXIT_USAGE
         lines = args.trace.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         print(f"polypilot replay: cannot read {args.trace}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = asyncio.run(run_trace(lines, horizon=args.horizon))
+        result = asyncio.run(run_trace(lines, settings, horizon=args.horizon))
     except TraceError as exc:
         print(f"polypilot replay: {args.trace}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     for item in [*result.timeline, {"final": result.final}]:
-        print(json.dumps(item, ensure_ascii=False) if args.json else format_line(item))
+        print(dump_json(item) if args.json else format_line(item))
     return EXIT_OK
 
 
-def cmd_tui(settings: Settings) -> int:
+def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
+    """The dashboard: take the state folder (or say who has it) before the terminal is touched."""
+    from polypilot_tui.persistence import QUIT_NOTES
+    from polypilot_tui.storage.lock import StateFolderBusy, StateLock
+    from polypilot_tui.storage.retention import prune_state_dir
+    try:
+        lock: StateLock | None = StateLock.acquire(Path(settings.state_dir))
+    except StateFolderBusy as exc:
+        print(f"polypilot: {exc}. Quit that one first, or give this one its own folder with "
+              "POLYPILOT_STATE_DIR.", file=sys.stderr)
+        return EXIT_BUSY
+    except OSError:
+        lock = None  # the folder cannot even be created: the dashboard runs and says it cannot save
+    setup_file_logging(Path(settings.state_dir), "polypilot.log", extra_file=log_file)
+    if lock is not None:
+        prune_state_dir(Path(settings.state_dir))
     from polypilot_tui.ui.app import run_app
-    return run_app(settings)
+    try:
+        return run_app(settings)
+    finally:
+        if lock is not None:
+            lock.release()
+        for note in QUIT_NOTES:  # the terminal is ours again: what could not be saved, and where it is
+            print(note, file=sys.stderr)
+        QUIT_NOTES.clear()
 
 
 if __name__ == "__main__":

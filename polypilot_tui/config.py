@@ -7,20 +7,23 @@ Secrets never live here: a provider names the environment variable that holds it
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from polypilot_tui.core.safe_json import ParseError, load_toml
 from polypilot_tui.core.watchdog import WatchdogConfig
 
 APP_NAME = "polypilot"
 DEMO_AGENT = "demo"
+WEEK = 7 * 86400.0
+"""The longest any timeout may be: longer is a typo, and an absurd value must not pass."""
+MAX_AGENTS_FILE_BYTES = 1_000_000
 
 
 class PermissionPolicy(StrEnum):
@@ -35,37 +38,36 @@ class PermissionPolicy(StrEnum):
 
 
 class WatchdogSettings(BaseModel):
-    """Every watchdog tier, in seconds (``POLYPILOT_WATCHDOG__INACTIVITY=120`` …)."""
+    """Every watchdog tier, in seconds (``POLYPILOT_WATCHDOG__INACTIVITY=120`` …).
 
-    inactivity: float = 120.0
+    Finite and at most a week; the tiers that decide when a turn is stuck are at least
+    half a second (a smaller one would call every turn stuck at its first breath).
+    """
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    inactivity: float = Field(120.0, ge=0.5, le=WEEK)
     """No events, no tools: the default tier."""
-    tool: float = 600.0
+    tool: float = Field(600.0, ge=0.5, le=WEEK)
     """A tool is running, or the turn was resumed mid-flight."""
-    tool_escalation: float = 60.0
+    tool_escalation: float = Field(60.0, ge=0.5, le=WEEK)
     """Tool tier after the first liveness reset."""
-    used_tools_idle: float = 180.0
+    used_tools_idle: float = Field(180.0, ge=0.5, le=WEEK)
     """Tools were used this turn and none is running now."""
-    resume_quiescence: float = 30.0
+    resume_quiescence: float = Field(30.0, ge=0.5, le=WEEK)
     """Restored mid-turn and no event since (seeded from restore time, never file time)."""
-    reconnect: float = 35.0
+    reconnect: float = Field(35.0, ge=0.5, le=WEEK)
     """The send went out on a freshly reconnected agent."""
-    max_turn: float = 3600.0
+    max_turn: float = Field(3600.0, ge=0, le=WEEK)
     """Absolute cap per turn (0 disables it)."""
-    turn_end_fallback: float = 4.0
+    turn_end_fallback: float = Field(4.0, ge=0, le=WEEK)
     """Complete this long after assistant.turn_end when session.idle never comes."""
-    turn_end_tool_extra: float = 30.0
+    turn_end_tool_extra: float = Field(30.0, ge=0, le=WEEK)
     """Added to the fallback when tools were used this turn."""
-    post_completion_idle: float = 30.0
+    post_completion_idle: float = Field(30.0, ge=0, le=WEEK)
     """Complete this long after the final reply when nothing else happens (gh-aw)."""
-    dead_send: float = 30.0
+    dead_send: float = Field(30.0, ge=0, le=WEEK)
     """The agent's log has not grown this long after a send: abort once."""
-
-    @field_validator("*")
-    @classmethod
-    def _not_negative(cls, value: float) -> float:
-        if value < 0:
-            raise ValueError("must be >= 0")
-        return value
 
     def to_config(self) -> WatchdogConfig:
         """The pure watchdog's view of these settings."""
@@ -81,11 +83,12 @@ class Settings(BaseSettings):
         env_file=".env",
         env_ignore_empty=True,
         extra="ignore",
+        allow_inf_nan=False,  # NaN passes every comparison-free check and then hangs a timer
     )
 
     watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
     """Timeout tiers."""
-    heartbeat_seconds: float = 5.0
+    heartbeat_seconds: float = Field(5.0, ge=0.1, le=3600.0)
     """UI heartbeat: refresh "ago" labels and catch missed redraws."""
     permission_policy: PermissionPolicy = PermissionPolicy.ASK
     """ask (default), allow or deny."""
@@ -97,27 +100,20 @@ class Settings(BaseSettings):
     """Agent used by `make run` and new sessions unless another is chosen."""
     record: bool = True
     """Record every session's raw event stream as a replayable trace."""
-    record_max_bytes: int = 5_000_000
+    record_max_bytes: int = Field(5_000_000, ge=0, le=1_000_000_000)
     """Size cap per recording; later events are dropped with a marker line."""
     theme: str = "polypilot-night"
     """Theme name (themes/*.toml or a built-in Textual theme)."""
-    stop_grace_seconds: float = 5.0
+    stop_grace_seconds: float = Field(5.0, gt=0, le=600.0)
     """Stop: how long to wait after abort before killing the agent."""
-    recovery_max_attempts: int = 2
+    recovery_max_attempts: int = Field(2, ge=0, le=100)
     """Permission-denial recoveries per session before giving up."""
-    recovery_breaker_limit: int = 5
+    recovery_breaker_limit: int = Field(5, ge=1, le=10_000)
     """Recoveries across all sessions within the breaker window before the breaker opens."""
-    recovery_breaker_window: float = 300.0
+    recovery_breaker_window: float = Field(300.0, gt=0, le=WEEK)
     """Circuit-breaker window in seconds."""
-    demo_speed: float = 1.0
+    demo_speed: float = Field(1.0, ge=0.01, le=100_000.0)
     """Speed factor of the demo agent's scripted replies (2 = twice as fast)."""
-
-    @field_validator("heartbeat_seconds")
-    @classmethod
-    def _positive(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("must be > 0")
-        return value
 
 
 class ProviderConfig(BaseModel):
@@ -193,13 +189,15 @@ def load_agents(path: Path | None) -> AgentCatalog:
     if path is None:
         return AgentCatalog(agents)
     try:
-        raw: dict[str, Any] = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        if Path(path).stat().st_size > MAX_AGENTS_FILE_BYTES:
+            raise AgentsFileError(f"agents file {path} is larger than {MAX_AGENTS_FILE_BYTES:,} bytes")
+        raw: dict[str, Any] = load_toml(Path(path).read_text(encoding="utf-8"), f"agents file {path}")
     except FileNotFoundError:
         raise AgentsFileError(f"agents file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AgentsFileError(f"agents file {path} cannot be read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise AgentsFileError(f"agents file {path} is not valid TOML: {exc}") from None
+    except ParseError as exc:
+        raise AgentsFileError(str(exc)) from None
     problems: list[str] = []
     for name, table in raw.items():
         if not isinstance(table, dict):

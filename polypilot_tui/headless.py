@@ -1,7 +1,10 @@
 """``polypilot run``: one session, one turn, same manager and watchdog — for CI jobs.
 
 A hung agent must never hang the job: the watchdog ends the turn, the exit code says how
-it ended, and the agent is shut down on the way out. Exit codes:
+it ended, and the agent is shut down on the way out. Agent text reaches the terminal the
+way the dashboard shows it: terminal control sequences stripped (an agent must not set the
+clipboard or the window title), invalid text replaced, never raw. A run's session folder is
+removed when its turn completed; a failed run's is kept (and named) for diagnosis. Exit codes:
 
 - 0 the turn completed and every permission it asked for was granted;
 - 1 it did not complete (stuck, failed, the agent died);
@@ -18,16 +21,19 @@ import json
 import shutil
 import signal
 import sys
+from pathlib import Path
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.safe_json import dump_json
 from polypilot_tui.core.session import TurnRecord
 from polypilot_tui.core.text import strip_control
 from polypilot_tui.core.turn import Outcome
 from polypilot_tui.manager import SessionManager
+from polypilot_tui.storage.retention import prune_state_dir
 
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
@@ -44,6 +50,10 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         return EXIT_USAGE
     if allow_tools:
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
+    for stream in (sys.stdout, sys.stderr):  # text that is not valid Unicode is shown replaced, never a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+    prune_state_dir(Path(settings.state_dir))
     manager = SessionManager(settings, catalog, SystemClock())
     done = asyncio.Event()
     sid = ""
@@ -51,12 +61,13 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
     stderr_tail: tuple[str, ...] = ()
 
     def tap(session_id: str, event: AgentEvent) -> None:
-        if json_mode:
-            print(json.dumps({"type": event.type, "data": dict(event.data)}, default=str), flush=True)
+        if json_mode:  # strict JSON, every control character escaped: nothing raw reaches the terminal
+            print(dump_json({"type": event.type, "data": dict(event.data)}, ascii_only=True), flush=True)
         elif event.type == EventType.MESSAGE_DELTA:
-            print(event.text("deltaContent"), end="", flush=True)
+            print(strip_control(event.text("deltaContent")), end="", flush=True)
         elif event.type == EventType.TOOL_START:
-            print(f"\n[tool {event.text('toolName')}] {json.dumps(event.get('arguments'), default=str)}", flush=True)
+            arguments = strip_control(json.dumps(event.get("arguments"), ensure_ascii=False, default=str))
+            print(f"\n[tool {strip_control(event.text('toolName'))}] {arguments}", flush=True)
         elif event.type == EventType.TOOL_COMPLETE:
             state = "ok" if event.get("success") else "failed"
             print(f"[tool {state}]", flush=True)
@@ -96,23 +107,29 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         print(f"\npolypilot run: cancelled by {interrupted[-1] if interrupted else 'a signal'}", file=sys.stderr)
         return EXIT_CANCELLED
     except Exception as exc:  # noqa: BLE001 - the job gets a reason, not a traceback
-        print(f"\npolypilot run: {exc}", file=sys.stderr)
+        print(f"\npolypilot run: {strip_control(str(exc))}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signum)
+        completed = bool(sid and manager.session(sid).turns
+                         and manager.session(sid).turns[0].outcome is Outcome.COMPLETED)
         if sid:
             await manager.close(sid)
         await manager.shutdown()
-    code, verdict = exit_code(record.outcome, record.reason, record.refused, interrupted)
+        if completed:  # a failed run keeps its agent logs for diagnosis (pruned by the retention rule)
+            shutil.rmtree(manager.workdir(sid), ignore_errors=True)
+    code, verdict = exit_code(record.outcome, strip_control(record.reason), record.refused, interrupted)
     if json_mode:
-        print(json.dumps({"turn_end": record.outcome.value, "reason": record.reason,
-                          "refused_permissions": list(record.refused), "exit_code": code}), flush=True)
+        print(dump_json({"turn_end": record.outcome.value, "reason": record.reason,
+                         "refused_permissions": list(record.refused), "exit_code": code}, ascii_only=True),
+              flush=True)
     else:
         print()
     if verdict:
-        print(f"polypilot run: {verdict}", file=sys.stderr)
+        kept = "" if completed else f" (agent logs kept in {manager.workdir(sid)})"
+        print(f"polypilot run: {verdict}{kept}", file=sys.stderr)
     if code != EXIT_OK and stderr_tail:
         lines = "\n".join(f"  {strip_control(line)}" for line in stderr_tail[-10:])
         print(f"polypilot run: the agent's last lines on stderr:\n{lines}", file=sys.stderr)
@@ -136,7 +153,7 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
 async def _ask(manager: SessionManager, session_id: str, event: AgentEvent) -> None:
     """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
     request_id = event.text("requestId")
-    title = event.text("title") or event.text("kind")
+    title = strip_control(event.text("title") or event.text("kind"))
     if sys.stdin.isatty():
         answer = await asyncio.to_thread(input, f"\nAllow {title}? [y/N] ")
         choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE

@@ -66,7 +66,8 @@ class _Managed:
     """Background work for the session (connects, queued sends); cancelled when it closes."""
     releases: set[asyncio.Task[Any]] = field(default_factory=set)
     """Backends being closed in the background; awaited (never cancelled) when it closes."""
-    connect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    connecting: asyncio.Task[AgentBackend] | None = None
+    """The connect in flight (one per session; every caller awaits the same one)."""
     settling: asyncio.Task[Any] | None = None
     """The abort of a turn the watchdog gave up on; the next send goes out after it."""
     settling_backend: AgentBackend | None = None
@@ -274,10 +275,13 @@ class SessionManager:
         managed = self._get(session_id)
         session = managed.session
         turn = session.turn
+        connecting = managed.connecting if managed.connecting is not None and not managed.connecting.done() else None
+        if connecting is not None:  # no agent is left starting (and started) for a stopped turn
+            connecting.cancel()
         if turn is None and not session.recovering:
             return
         self._emit_action(session_id, "abort", {"reason": "stopped by user"})
-        backend = managed.backend
+        backend = managed.backend if connecting is None else None
         if turn is not None:
             for request_id in list(turn.pending_permissions):
                 await self._safe(backend.answer_permission(request_id, CANCELLED) if backend else None)

@@ -11,101 +11,45 @@ runs on one worker thread; the loop only takes snapshots and arms short timers:
 The draft is the reply streamed so far in the current turn. It is not history yet (that
 happens at turn_end), but a kill mid-turn must not lose it (#224): on restore it becomes an
 assistant row marked interrupted.
+
+Saves never fail silently: every problem (a store that cannot be written, a file moved
+aside, another app taking the folder over) becomes one :class:`Notice` the UI shows once,
+with the reason and the path, and another when it is over. What could not be written stays
+in memory and is retried; what is still unsaved at quit is spilled (storage/spill.py) and
+written back at the next start. The state folder's lock is held from start to close.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
+import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from polypilot_tui.config import Settings
-from polypilot_tui.core.session import ChatItem, ItemKind, Session
-from polypilot_tui.core.store import SessionRecord, Store, WriteResult
-from polypilot_tui.core.view import derive_status
+from polypilot_tui.core.session import ChatItem, Session
 from polypilot_tui.manager import SessionManager
-from polypilot_tui.recorder import Recorder, Redactor
+from polypilot_tui.persistence_registry import RegistryWriter, session_records
+from polypilot_tui.recorder import Recorder
+from polypilot_tui.restore import RestoreResult, restore_sessions
+from polypilot_tui.storage.history import WriteResult
+from polypilot_tui.storage.lock import StateLock
+from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener, Severity
+from polypilot_tui.storage.redact import REDACTOR
+from polypilot_tui.storage.spill import Spill, write_spill
+from polypilot_tui.storage.store import Store
 
 log = logging.getLogger(__name__)
 
 MAX_RETRY_DELAY = 5.0
 CLOSE_TIMEOUT = 10.0
 
-
-@dataclass
-class RestoreResult:
-    """What :func:`restore_sessions` brought back."""
-
-    ids: list[str] = field(default_factory=list)
-    mid_turn: list[str] = field(default_factory=list)
-    unloaded: set[str] = field(default_factory=set)
-    """Sessions whose history could not be read (locked database): shown empty, kept on disk."""
-    draft_ids: set[str] = field(default_factory=set)
-    """Sessions whose unfinished streamed reply came back as an interrupted assistant row."""
-    problem: str = ""
-
-
-BeforeAdopt = Callable[[Session, bool], None]
-"""(session, history loaded) — called before a restored session is adopted."""
-
-
-def restore_sessions(manager: SessionManager, store: Store, before_adopt: BeforeAdopt | None = None,
-                     on_restore: Callable[[str, bool, str], None] | None = None) -> RestoreResult:
-    """Build every saved session (history loaded, agent session id kept) and adopt it.
-
-    Lazy: only a session whose turn was in flight reconnects at once, mid-turn, with the
-    30 s resume-quiescence tier seeded from now; the engine reports a lost turn as
-    interrupted with a one-key resend.
-    """
-    snapshot = store.registry.load()
-    known = set(manager.ids())
-    records = [r for r in snapshot.sessions if r.id not in known]
-    ids = [r.id for r in records]
-    histories = store.history.load_many(ids)
-    drafts = store.history.load_drafts(ids) or {}
-    problem = ""
-    if snapshot.problem:
-        problem = (f"The saved session list could not be used ({snapshot.problem}); "
-                   "it was kept aside and the list starts empty.")
-    result = RestoreResult(problem=problem)
-    clock = manager.clock
-    now, wall = clock.now(), clock.wall()
-    for record in records:
-        history = histories.get(record.id)
-        session = Session(record.id, record.name, record.agent, created_wall=record.created_at,
-                          cwd=record.cwd, model=record.model, agent_session_id=record.agent_session_id,
-                          title=record.title, history=list(history or ()))
-        session.last_prompt = record.last_prompt
-        if record.last_activity_at is not None:  # "last activity 3 h ago" survives the restart
-            session.last_activity_at = now - max(0.0, wall - record.last_activity_at)
-        mid_turn = record.turn_in_flight
-        if record.agent not in manager.catalog.agents:
-            session.lost = f"agent {record.agent!r} is not configured any more"
-            mid_turn = False
-        if not mid_turn:
-            session.interrupted_prompt = record.interrupted_prompt or (
-                record.last_prompt if record.turn_in_flight else "")
-        if before_adopt is not None:
-            before_adopt(session, history is not None)
-        if history is None:
-            result.unloaded.add(record.id)
-        elif record.id in drafts:
-            text, at = drafts[record.id]
-            session.add_item(ItemKind.ASSISTANT, text, at, interrupted=True)  # written through by the hook
-            result.draft_ids.add(record.id)
-        if on_restore is not None:
-            on_restore(record.id, mid_turn, record.last_prompt)
-        manager.adopt(session, mid_turn_prompt=record.last_prompt if mid_turn else None)
-        result.ids.append(record.id)
-        if mid_turn:
-            result.mid_turn.append(record.id)
-    if records:
-        log.info("restored %d sessions (%d mid-turn)", len(result.ids), len(result.mid_turn))
-    return result
+QUIT_NOTES: list[str] = []
+"""What the user must read after the dashboard has left the terminal (unsaved data at quit);
+the CLI prints and clears it."""
 
 
 @dataclass
@@ -125,15 +69,15 @@ class Persistence:
         self.settings = settings
         self.registry_delay = registry_delay
         self.history_delay = history_delay
-        self.store = Store(Path(settings.state_dir))
+        self._loop = asyncio.get_running_loop()
+        # One writer per state folder: raises StateFolderBusy when another app holds it.
+        self.lock: StateLock | None = StateLock.acquire(Path(settings.state_dir))
+        REDACTOR.learn_environment()
+        REDACTOR.learn_agents(manager.catalog.agents.values())
+        self.store = Store(Path(settings.state_dir), owner=uuid.uuid4().hex)
         self.recorder: Recorder | None = None
         if settings.record:
-            key_vars = [a.provider.api_key_env for a in manager.catalog.agents.values()
-                        if a.provider is not None and a.provider.api_key_env]
-            self.recorder = Recorder(self.store.state_dir / "recordings", manager.clock, settings.record_max_bytes,
-                                     key_vars)
-        self._redactor = Redactor()
-        self._loop = asyncio.get_running_loop()
+            self.recorder = Recorder(self.store.state_dir / "recordings", manager.clock, settings.record_max_bytes)
         self._io = ThreadPoolExecutor(1, thread_name_prefix="polypilot-store")
         self._offsets: dict[str, int | None] = {}
         """Per hooked session: its in-memory index 0 is this database index (None: not known yet)."""
@@ -145,21 +89,33 @@ class Persistence:
         self._history_timer: asyncio.TimerHandle | None = None
         self._history_flight: asyncio.Future[Any] | None = None
         self._history_backoff = history_delay
-        self._registry_timer: asyncio.TimerHandle | None = None
-        self._registry_flight: asyncio.Future[Any] | None = None
-        self._registry_backoff = registry_delay
-        self._registry_failing = False
-        self._last_registry: tuple[SessionRecord, ...] | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._closed = False
+        self._fenced = False
+        """Another app took the state folder over: nothing more is written."""
+        self.board = NoticeBoard()
+        self.registry = RegistryWriter(manager, self.store.registry, self._io, self.board, registry_delay, self._fence)
         self.restored = RestoreResult()
 
     # ---- start ----------------------------------------------------------------------
     def start(self) -> RestoreResult:
         """Restore saved sessions, then watch the manager (call once, on the loop)."""
+        if self.store.problem:
+            self._tell("folder", f"Nothing can be saved: {self.store.problem}.")
+        for message in self.store.recover_spills():
+            self._tell(f"spill:{message}", message, "information")
         self.restored = restore_sessions(self.manager, self.store, self._install,
                                          self.recorder.note_restore if self.recorder else None)
+        if self.restored.problem:
+            self._tell("registry-load", self.restored.problem, "warning")
+        if self.restored.unloaded:
+            self._tell("history-load", f"The chat history of {len(self.restored.unloaded)} session(s) could not be "
+                       f"read from {self.store.history.path} ({self.store.history.last_error}); they show no "
+                       "messages for now, and what is saved there is kept.", "warning")
         self._drafts_saved |= self.restored.draft_ids  # now rows: their draft rows go
+        if self.store.history.claim() is WriteResult.RETRY:  # a newer writer wins: an older one stops
+            self._tell_history_failing()
+        self._tell_moved()
         if self.store.history.resets:  # moved aside while loading: the new file starts empty
             self._reseed()
         for sid in self.manager.ids():  # sessions added before we were attached
@@ -171,8 +127,41 @@ class Persistence:
         if self.recorder is not None:
             self.recorder.attach(self.manager)
         self._arm_history()
-        self._arm_registry()
+        self.registry.arm()
         return self.restored
+
+    # ---- notices ----------------------------------------------------------------------
+    def on_notice(self, listener: NoticeListener) -> None:
+        """Call ``listener`` with every notice so far and every later one (on the loop)."""
+        self.board.listen(listener)
+
+    @property
+    def notices(self) -> list[Notice]:
+        """Every notice told so far, oldest first."""
+        return self.board.told
+
+    def _tell(self, key: str, message: str, severity: Severity = "error") -> None:
+        self.board.tell(key, message, severity)
+
+    def _over(self, key: str, message: str) -> None:
+        self.board.over(key, message)
+
+    def _tell_history_failing(self) -> None:
+        db = self.store.history
+        self._tell("history", f"Chat history cannot be saved to {db.path}: {db.last_error}. New messages "
+                   "are kept in memory and saved as soon as it can be written again.")
+
+    def _tell_moved(self) -> None:
+        moved, self.store.history.moved = self.store.history.moved, []
+        for message in moved:
+            self._tell(f"moved:{message}", f"{message}.", "warning")
+
+    def _fence(self, what: str) -> None:
+        """Another app took the folder over: stop writing, keep everything in memory."""
+        self._fenced = True
+        self.registry.stop()
+        self._tell("fenced", f"Another polypilot took over the state folder {self.store.state_dir} ({what}); "
+                   "this one no longer saves, so that neither undoes the other. Quit one of them.")
 
     def _install(self, session: Session, loaded: bool) -> None:
         self._offsets[session.id] = 0 if loaded else None
@@ -202,7 +191,7 @@ class Persistence:
             self._draft_seen[session_id] = seen
             self._draft_dirty.add(session_id)
             self._arm_history()
-        self._arm_registry()
+        self.registry.arm()
 
     def _forget(self, session_id: str) -> None:
         if session_id not in self._offsets:
@@ -214,18 +203,19 @@ class Persistence:
             del self._pending[key]
         self._deleted.add(session_id)
         self._arm_history()
-        self._arm_registry()
+        self.registry.arm()
 
     # ---- history --------------------------------------------------------------------
     def _arm_history(self, delay: float | None = None) -> None:
-        if self._closed or self._history_timer is not None or self._history_flight is not None:
+        if self._closed or self._fenced or self._history_timer is not None or self._history_flight is not None:
             return  # a flight in progress re-arms when it lands
         self._history_timer = self._loop.call_later(self.history_delay if delay is None else delay,
                                                     self._flush_history_soon)
 
     def _flush_history_soon(self) -> None:
         self._history_timer = None
-        self._start_history_flush()
+        if not self._closed:
+            self._start_history_flush()
 
     def _take_batch(self) -> _Batch | None:
         drafts: dict[str, tuple[str, float] | None] = {}
@@ -282,26 +272,38 @@ class Persistence:
         except Exception:  # noqa: BLE001
             log.exception("history write failed")
             result, resolved = WriteResult.DROPPED, {}
+        self._tell_moved()
+        db = self.store.history
+        if result is WriteResult.FENCED:
+            self._keep(batch)
+            self._fence(db.last_error)
+            return
+        if result is WriteResult.RETRY:
+            self._keep(batch)
+            self._tell_history_failing()
+            self._history_backoff = min(MAX_RETRY_DELAY, self._history_backoff * 2)
+            self._arm_history(self._history_backoff)
+            return
         if result is WriteResult.OK:
+            self._over("history", f"Chat history is saved again to {db.path}.")
             for sid, offset in resolved.items():
                 if sid in self._offsets:
                     self._offsets[sid] = offset
             for sid, draft in batch.drafts.items():
                 (self._drafts_saved.add if draft is not None else self._drafts_saved.discard)(sid)
             self._history_backoff = self.history_delay
-        elif result is WriteResult.RETRY:
-            for sid, idx, item in batch.rows:  # keep what changed since; add back the rest
-                if sid in self._offsets:
-                    self._pending.setdefault((sid, idx), item)
-            self._draft_dirty.update(sid for sid in batch.drafts if sid in self._offsets)
-            self._deleted.update(batch.deletions)
-            self._history_backoff = min(MAX_RETRY_DELAY, self._history_backoff * 2)
-            self._arm_history(self._history_backoff)
-            return
         elif result is WriteResult.RESET:
             self._reseed()
         if self._pending or self._draft_dirty or self._deleted:
             self._arm_history()
+
+    def _keep(self, batch: _Batch) -> None:
+        """A batch that was not written goes back to the pending set (newer changes win)."""
+        for sid, idx, item in batch.rows:
+            if sid in self._offsets:
+                self._pending.setdefault((sid, idx), item)
+        self._draft_dirty.update(sid for sid in batch.drafts if sid in self._offsets)
+        self._deleted.update(batch.deletions)
 
     def _reseed(self) -> None:
         """The database was replaced by an empty one: write every live session again."""
@@ -316,67 +318,6 @@ class Persistence:
                 self._pending[(sid, index)] = item
             self._draft_dirty.add(sid)
 
-    # ---- registry -------------------------------------------------------------------
-    def _arm_registry(self, delay: float | None = None) -> None:
-        if self._closed or self._registry_timer is not None or self._registry_flight is not None:
-            return
-        self._registry_timer = self._loop.call_later(self.registry_delay if delay is None else delay,
-                                                     self._flush_registry_soon)
-
-    def _flush_registry_soon(self) -> None:
-        self._registry_timer = None
-        self._start_registry_flush(self._snapshot(), os.getpid())
-
-    def _snapshot(self) -> tuple[SessionRecord, ...]:
-        clock = self.manager.clock
-        now, wall = clock.now(), clock.wall()
-        records = []
-        for sid in self.manager.ids():
-            s = self.manager.session(sid)
-            status, reason = derive_status(s)
-            turn = s.turn
-            activity = None if s.last_activity_at is None else wall - max(0.0, now - s.last_activity_at)
-            records.append(SessionRecord(
-                id=s.id, name=s.name, agent=s.agent, cwd=s.cwd, model=s.model,
-                agent_session_id=s.agent_session_id, title=s.title, created_at=s.created_wall,
-                status=status.value, reason=self._redactor.text(reason), last_activity_at=activity,
-                turn_in_flight=turn is not None, last_prompt=(turn.prompt or s.last_prompt) if turn else "",
-                interrupted_prompt=s.interrupted_prompt))
-        return tuple(records)
-
-    def _start_registry_flush(self, snapshot: tuple[SessionRecord, ...],
-                              pid: int | None) -> asyncio.Future[Any] | None:
-        if snapshot == self._last_registry and pid is not None:
-            return None
-        wall = self.manager.clock.wall()
-        flight = self._loop.run_in_executor(self._io, self.store.registry.save, snapshot, wall, pid)
-        self._registry_flight = flight
-
-        def landed(f: asyncio.Future[Any]) -> None:
-            self._registry_flight = None
-            if f.cancelled() or f.exception() is not None:
-                if not self._registry_failing:  # once per outage, not every retry
-                    log.error("saving the session registry failed (retrying): %s",
-                              None if f.cancelled() else f.exception())
-                self._registry_failing = True
-                self._last_registry = None
-                self._registry_backoff = min(MAX_RETRY_DELAY, self._registry_backoff * 2)
-                self._arm_registry(self._registry_backoff)
-                return
-            if self._registry_failing:
-                log.info("the session registry is saved again")
-            self._registry_failing = False
-            self._last_registry = snapshot
-            self._registry_backoff = self.registry_delay
-            if self._snapshot_changed():
-                self._arm_registry()
-
-        flight.add_done_callback(landed)
-        return flight
-
-    def _snapshot_changed(self) -> bool:
-        return not self._closed and self._snapshot() != self._last_registry
-
     # ---- shutdown -------------------------------------------------------------------
     async def flush(self) -> None:
         """Write everything now (registry and history) and wait for it."""
@@ -387,38 +328,90 @@ class Persistence:
             if self._history_flight is not None:
                 await asyncio.wait([self._history_flight])
                 continue
+            if self._fenced:
+                break
             flight = self._start_history_flush()
             if flight is None:
                 break
             await asyncio.wait([flight])
-        if self._registry_timer is not None:
-            self._registry_timer.cancel()
-            self._registry_timer = None
-        if self._registry_flight is not None:
-            await asyncio.wait([self._registry_flight])
-        flight = self._start_registry_flush(self._snapshot(), None if self._closed else os.getpid())
-        if flight is not None:
-            await asyncio.wait([flight])
+        await self.registry.flush()
 
     async def close(self) -> None:
-        """Flush, then release the database and recordings (the app is quitting)."""
+        """Flush, then release the database, recordings and the lock (the app is quitting).
+
+        Whatever still could not be written is spilled and the user told in
+        :data:`QUIT_NOTES` (the dashboard has left the terminal by the time it is printed).
+        """
         if self._closed:
             return
         if self._unsubscribe is not None:
             self._unsubscribe()
-        self._closed = True  # the final registry says "no app running" (pid None)
         if self.recorder is not None:
             self.recorder.close()
         try:  # a hung disk must not hang the quit
             await asyncio.wait_for(self.flush(), CLOSE_TIMEOUT)
+            self._closed = True
+            self.registry.stop()
+            if self._history_timer is not None:  # a retry armed by the last failed flush
+                self._history_timer.cancel()
+                self._history_timer = None
             await asyncio.wait_for(self._loop.run_in_executor(self._io, self.store.close), CLOSE_TIMEOUT)
         except asyncio.TimeoutError:
-            log.error("saving sessions did not finish within %.0f s; quitting without it", CLOSE_TIMEOUT)
+            self._closed = True
+            self.registry.stop()
+            self._quit_note(f"saving to {self.store.state_dir} did not finish within {CLOSE_TIMEOUT:.0f} s; "
+                            "the last changes may be missing there")
             self._io.shutdown(wait=False)
+            self._release()
             return
-        if self._pending or self._draft_dirty:
-            log.warning("quitting with %d history rows unsaved (database unavailable)", len(self._pending))
+        self._spill()
         self._io.shutdown(wait=True)
+        self._release()
+
+    def _release(self) -> None:
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            lock.release()
+
+    def _spill(self) -> None:
+        """Keep what could not be saved where the next start finds it, and say so."""
+        if self._fenced:
+            if self._pending:
+                self._quit_note(f"{len(self._pending)} chat rows were not saved: another polypilot took over "
+                                f"{self.store.state_dir}")
+            return
+        registry_failed = self.registry.failing
+        if not (self._pending or self._deleted or registry_failed or self._draft_dirty):
+            return
+        batch = self._take_batch()
+        spill = Spill(str(self.store.state_dir), self.manager.clock.wall())
+        if registry_failed:
+            spill.sessions = [r.redacted().to_json() for r in session_records(self.manager)]
+        if batch is not None:
+            for sid, idx, item in batch.rows:
+                offset = batch.offsets.get(sid)
+                if offset is None:
+                    spill.appended.setdefault(sid, []).append(item)
+                else:
+                    spill.rows.append((sid, offset + idx, item))
+            spill.drafts = dict(batch.drafts)
+            spill.deletions = sorted(batch.deletions)
+        if spill.empty():
+            return
+        why = self.store.history.last_error or "the store could not be written"
+        what = f"{spill.row_count()} chat rows" + (" and the session list" if registry_failed else "")
+        try:
+            path = write_spill(spill)
+        except OSError as exc:
+            self._quit_note(f"{what} could not be saved to {self.store.state_dir} ({why}) nor kept anywhere "
+                            f"else ({exc}); they are lost")
+            return
+        self._quit_note(f"{what} could not be saved to {self.store.state_dir} ({why}); they were kept in "
+                        f"{path} and are written back at the next start")
+
+    def _quit_note(self, text: str) -> None:
+        log.error("%s", text)
+        QUIT_NOTES.append(f"polypilot: {text}.")
 
 
 def attach_persistence(manager: SessionManager, settings: Settings) -> Persistence:

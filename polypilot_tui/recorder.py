@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Mapping
+from typing import IO, TYPE_CHECKING, Any
 
 from polypilot_tui.core.events import AgentEvent
-from polypilot_tui.core.store import FILE_MODE, ensure_private_dir
 from polypilot_tui.core.trace import dump_entry
 from polypilot_tui.core.turn import Outcome
+from polypilot_tui.storage.private import open_private, private_dir
+from polypilot_tui.storage.redact import REDACTOR
 
 if TYPE_CHECKING:
     from polypilot_tui.core.clock import Clock
@@ -30,79 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REDACTED = "[redacted]"
 LOST_TURN_REASON = "the agent lost this turn"
 """Start of the reason the engine gives a turn the agent lost in a restart (manager_connect)."""
-
-# ---- redaction ---------------------------------------------------------------------
-_SECRET_NAMES = frozenset({
-    "authorization", "proxy-authorization", "cookie", "set-cookie", "password", "passwd", "secret",
-    "token", "apikey", "api_key", "api-key", "x-api-key", "access_token", "refresh_token", "id_token",
-    "client_secret", "private_key", "bearer",
-})
-# ENV_VAR style (GITHUB_TOKEN, OPENAI_API_KEY, my-secret) and camelCase (apiKey, accessToken).
-_SECRET_SUFFIX = re.compile(r"(?:[_\-.](?:key|token|secret|password|passwd|credentials?|pat)$)", re.IGNORECASE)
-_SECRET_CAMEL = re.compile(r"[a-z0-9](?:Key|Token|Secret|Password|Credentials?)$")
-_TEXT_PATTERNS = (
-    # KEY=value in shell commands and .env text
-    (re.compile(r"\b([A-Za-z][A-Za-z0-9_]*(?:_KEY|_TOKEN|_SECRET|_PASSWORD|_PASSWD|_PAT))(\s*[=:]\s*)"
-                r"(\"[^\"]*\"|'[^']*'|[^\s\"']+)", re.IGNORECASE), rf"\1\2{REDACTED}"),
-    (re.compile(r"\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s\"',}]+", re.IGNORECASE),
-     rf"\1\2 {REDACTED}"),
-    (re.compile(r"\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), rf"\1{REDACTED}"),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|sk-[A-Za-z0-9_-]{20,}"
-                r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"), REDACTED),
-)
-
-
-def is_secret_key(key: str) -> bool:
-    """A mapping key whose value is a credential (``GITHUB_TOKEN``, ``apiKey``, ``authorization``)."""
-    return key.lower() in _SECRET_NAMES or bool(_SECRET_SUFFIX.search(key) or _SECRET_CAMEL.search(key))
-
-
-def _env_secrets(extra_names: Iterable[str] = ()) -> re.Pattern[str] | None:
-    """Values of secret-looking environment variables, and of the variables agents name as
-    their key (``api_key_env``, whatever it is called): never written anywhere."""
-    names = set(extra_names)
-    values = sorted({v for k, v in os.environ.items() if (is_secret_key(k) or k in names) and len(v) >= 8},
-                    key=len, reverse=True)
-    return re.compile("|".join(re.escape(v) for v in values)) if values else None
-
-
-class Redactor:
-    """Removes credentials from event data, prompts and reasons."""
-
-    def __init__(self, secret_env_names: Iterable[str] = ()) -> None:
-        self._env = _env_secrets(secret_env_names)
-
-    def text(self, text: str) -> str:
-        if not text:
-            return text
-        if self._env is not None:
-            text = self._env.sub(REDACTED, text)
-        for pattern, replacement in _TEXT_PATTERNS:
-            text = pattern.sub(replacement, text)
-        return text
-
-    def value(self, value: Any) -> Any:
-        """A redacted copy of JSON-like data (mappings, lists, strings)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, Mapping):
-            return {k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
-                        else self.value(v)) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.value(v) for v in value]
-        return value
-
-
-_DEFAULT = Redactor()
-
-
-def redact_text(text: str) -> str:
-    """Module-level convenience (status output, registry reasons)."""
-    return _DEFAULT.text(text)
-
 
 # ---- recordings --------------------------------------------------------------------
 @dataclass
@@ -128,11 +57,12 @@ class _Recording:
 class Recorder:
     """Writes one trace per session; attach it to a manager with :meth:`attach`."""
 
-    def __init__(self, directory: Path, clock: Clock, max_bytes: int, secret_env_names: Iterable[str] = ()) -> None:
+    def __init__(self, directory: Path, clock: Clock, max_bytes: int) -> None:
         self.directory = Path(directory)
         self.clock = clock
         self.max_bytes = max(0, int(max_bytes))
-        self.redactor = Redactor(secret_env_names)
+        self.redactor = REDACTOR
+        REDACTOR.learn_environment()
         self._recordings: dict[str, _Recording] = {}
         self._manager: SessionManager | None = None
         self._failed = False
@@ -159,8 +89,8 @@ class Recorder:
 
     # ---- taps ---------------------------------------------------------------------
     def on_event(self, session_id: str, event: AgentEvent) -> None:
-        self._guard(self._line, session_id, "event",
-                    {"type": event.type, "data": self.redactor.value(dict(event.data))})
+        # Deltas are redacted as pieces: a key streamed in pieces must not survive in pieces.
+        self._guard(self._line, session_id, "event", {"type": event.type, "data": self.redactor.value(event.data)})
 
     def on_action(self, session_id: str, action: str, details: dict[str, Any]) -> None:
         self._guard(self._action, session_id, action, details)
@@ -254,18 +184,17 @@ class Recorder:
         if rec.stopped:
             return False
         if rec.fh is None:
-            ensure_private_dir(self.directory)
+            private_dir(self.directory)
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.wall()))
             for n in range(100):
                 path = self.directory / f"{rec.session_id}-{stamp}{'' if n == 0 else f'-{n}'}.jsonl"
                 try:
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, FILE_MODE)
+                    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)
                     break
                 except FileExistsError:
                     continue
             else:
                 raise OSError(f"no free recording name for {rec.session_id}")
-            os.fchmod(fd, FILE_MODE)
             rec.fh = os.fdopen(fd, "ab", buffering=0)  # one write per line: a kill loses nothing
             rec.path = path
             if rec.restore is not None:

@@ -4,23 +4,26 @@ It reads ``sessions.json`` only: no agent starts and nothing is written. The row
 names of :class:`~polypilot_tui.core.view.SessionView` (the sidebar's model) so scripts can
 treat both alike; times are epoch seconds here because they outlive the process.
 
-If the app that wrote the registry is no longer running, a session it saved mid-turn is
-not "thinking" any more: it is shown ``disconnected`` with the reason, never as busy.
+Whether an app runs is read from the state folder's lock (never from the registry, which
+another app may have written): if none holds it, a session saved mid-turn is not
+"thinking" any more: it is shown ``disconnected`` with the reason, never as busy. Every
+text goes through the redactor, fed with the environment's and the agents' secrets.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from polypilot_tui.config import Settings
-from polypilot_tui.core.store import Registry, SessionRecord
+from polypilot_tui.config import AgentsFileError, Settings, load_agents
+from polypilot_tui.core.safe_json import dump_json
 from polypilot_tui.core.text import one_line
 from polypilot_tui.core.view import SessionStatus
-from polypilot_tui.recorder import redact_text
+from polypilot_tui.storage.lock import lock_holder
+from polypilot_tui.storage.redact import REDACTOR
+from polypilot_tui.storage.registry import Registry, SessionRecord
 
 EXIT_OK = 0
 
@@ -40,9 +43,9 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
     elif record.interrupted_prompt and not reason:
         reason = "a turn was interrupted by a restart; resend it from the dashboard"
     return {
-        "id": record.id, "name": redact_text(record.name), "agent": record.agent, "status": status.value,
-        "reason": redact_text(reason), "model": record.model, "cwd": record.cwd,
-        "title": redact_text(record.title),
+        "id": record.id, "name": REDACTOR.text(record.name), "agent": record.agent, "status": status.value,
+        "reason": REDACTOR.text(reason), "model": record.model, "cwd": record.cwd,
+        "title": REDACTOR.text(record.title),
         "agent_session_id": record.agent_session_id, "last_activity_at": record.last_activity_at,
         "created_at": record.created_at, "busy": status.busy, "needs_user": status.needs_user,
         "turn_in_flight": record.turn_in_flight and app_running,
@@ -52,14 +55,21 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
 
 def status_document(settings: Settings) -> dict[str, Any]:
     """The whole ``--json`` document (prompts are never included: they may hold secrets)."""
+    REDACTOR.learn_environment()
+    try:
+        REDACTOR.learn_agents(load_agents(settings.agents_file).agents.values())
+    except AgentsFileError:
+        pass  # the registry was redacted when it was written; this is the second line of defence
+    holder = lock_holder(Path(settings.state_dir))
     snapshot = Registry(Path(settings.state_dir)).load(repair=False)
-    running = snapshot.writer_alive()
+    running = holder is not None
     doc: dict[str, Any] = {
-        "state_dir": str(settings.state_dir), "app_running": running, "saved_at": snapshot.saved_at,
+        "state_dir": str(settings.state_dir), "app_running": running,
+        "app_pid": holder.pid if holder is not None else None, "saved_at": snapshot.saved_at,
         "sessions": [status_row(r, running) for r in snapshot.sessions],
     }
     if snapshot.problem:
-        doc["problem"] = f"sessions.json {snapshot.problem}"
+        doc["problem"] = REDACTOR.text(snapshot.problem)
     return doc
 
 
@@ -77,7 +87,7 @@ def format_table(doc: dict[str, Any], now: float) -> str:
     """Human form: one line per session."""
     sessions = doc["sessions"]
     head = f"{len(sessions)} session(s) in {doc['state_dir']}"
-    head += "" if doc["app_running"] else " (the app is not running)"
+    head += f" (the app runs as pid {doc['app_pid']})" if doc["app_running"] else " (the app is not running)"
     if doc.get("problem"):
         head += f"\nwarning: {doc['problem']}"
     if not sessions:
@@ -96,7 +106,7 @@ def print_status(settings: Settings, json_mode: bool = False, out: TextIO | None
     out = out or sys.stdout
     doc = status_document(settings)
     if json_mode:
-        out.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        out.write(dump_json(doc, indent=2) + "\n")
     else:
         out.write(format_table(doc, time.time()) + "\n")
     return EXIT_OK

@@ -14,7 +14,7 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-from textual.widgets import Input  # noqa: E402
+from textual.widgets import Input, TextArea  # noqa: E402
 
 from polypilot_tui.config import Settings  # noqa: E402
 from polypilot_tui.core.clock import FakeClock  # noqa: E402
@@ -25,8 +25,10 @@ pytest_plugins = ["tests.chaos.matrix"]
 
 @pytest.fixture(autouse=True)
 def no_cursor_blink(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A blinking cursor makes two screenshots of the same state differ."""
+    """A blinking cursor makes two screenshots of the same state differ (the prompt editor's
+    blink timer fires on real time: on a loaded machine a snapshot caught it half-way)."""
     monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+    monkeypatch.setattr(TextArea, "_toggle_cursor_blink_visible", lambda self: None)
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,13 @@
 """ACP backend: one Agent Client Protocol agent process per session (opencode, codex-acp…).
 
 Built on ``agent-client-protocol`` 0.12.1 with the traps of ``reference/acp.md`` handled:
-stderr goes to a per-session log file (an unread PIPE hangs the agent), the environment is
-passed explicitly (the SDK trims it), every raw message is kept in a JSONL transcript and
-updates are mapped from that raw stream (the SDK drops what fails its schema), permission
-requests for unknown tool ids are accepted, and Stop answers open permission prompts
-itself (the SDK ignores ``$/cancel_request``).
+stderr is drained into a capped, redacted per-session log (an unread PIPE hangs the agent),
+the environment is passed explicitly (the SDK trims it), every raw message is kept in a
+JSONL transcript and updates are mapped from that raw stream (the SDK drops what fails its
+schema), lines with invalid UTF-8 are decoded with replacement (the SDK drops them),
+permission requests for unknown tool ids are accepted, and Stop answers open permission
+prompts itself (the SDK ignores ``$/cancel_request``). The agent runs on a leash: its own
+process group, which dies with the app however the app ends.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ import asyncio
 import contextlib
 import importlib.metadata
 import logging
-import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Awaitable, Mapping, TypeVar
 
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import AgentCapabilities, ClientCapabilities, FileSystemCapabilities, Implementation
@@ -27,12 +28,16 @@ from pydantic import ValidationError
 
 from polypilot_tui.agents.acp_client import AcpClient, PermissionDesk, Transcript
 from polypilot_tui.agents.acp_mapping import UpdateMapper
-from polypilot_tui.agents.acp_process import agent_command, agent_environment, agent_secrets, terminate
+from polypilot_tui.agents.acp_process import agent_command, agent_environment, start_agent, stop_agent, terminate
+from polypilot_tui.agents.acp_transport import StdioTransport
+from polypilot_tui.agents.agent_stderr import AgentStderr
 from polypilot_tui.agents.base import CANCELLED, BackendError, ConnectResult, Diagnostics, EventSink, tail_lines
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.core.clock import Clock
 from polypilot_tui.core.events import AgentEvent, EventType
 from polypilot_tui.core.watchdog import Probes
+from polypilot_tui.storage.private import private_dir
+from polypilot_tui.storage.redact import REDACTOR
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -51,11 +56,6 @@ STDERR_LOG = "agent-stderr.log"
 TRANSCRIPT = "acp-transcript.jsonl"
 _NOTED_STOPS = {"max_tokens": "the model hit its output token limit", "refusal": "the agent refused to continue",
                 "max_turn_requests": "the agent hit its limit of model requests for one turn"}
-
-
-def _private_append(path: Path) -> Any:
-    """Open ``path`` for appending, created 0600 (it may hold the user's code and output)."""
-    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
 
 
 def request_error_text(exc: RequestError) -> str:
@@ -84,6 +84,7 @@ class AcpBackend:
     def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings, workdir: Path,
                  *, cwd: Path | None = None, prefer_load: bool = False) -> None:
         self._agent = agent
+        REDACTOR.learn_agents([agent])  # what the agent echoes of its key is redacted wherever it lands
         self._sink = sink
         self._clock = clock
         self._settings = settings
@@ -95,6 +96,7 @@ class AcpBackend:
         self._conn: ClientSideConnection | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._transcript: Transcript | None = None
+        self._stderr: AgentStderr | None = None
         self._session_id: str | None = None
         self.capabilities: AgentCapabilities | None = None
         self._gen = 0
@@ -244,32 +246,38 @@ class AcpBackend:
             command = " ".join(agent_command(self._agent))
         except BackendError as exc:
             command = str(exc)
-        stderr = self._workdir / STDERR_LOG
-        return Diagnostics(command, (("Agent stderr", str(stderr)), ("ACP transcript", str(self._workdir / TRANSCRIPT))),
-                           tail_lines(stderr))
+        path = self._workdir / STDERR_LOG
+        tail = self._stderr.recent_lines() if self._stderr is not None else tail_lines(path)
+        return Diagnostics(command, (("Agent stderr", str(path)), ("ACP transcript", str(self._workdir / TRANSCRIPT))),
+                           tail)
 
     # ------------------------------------------------------------------ process
 
     async def _spawn(self) -> None:
         argv = agent_command(self._agent)
-        self._workdir.mkdir(parents=True, exist_ok=True)
+        private_dir(self._workdir)
         self._gen += 1
         gen = self._gen
         stack = AsyncExitStack()
-        stderr = stack.enter_context(_private_append(self._workdir / STDERR_LOG))
-        transcript = Transcript(self._workdir / TRANSCRIPT, self._clock, secrets=agent_secrets(self._agent))
+        stderr = AgentStderr(self._workdir / STDERR_LOG)
+        stack.callback(stderr.close)
+        transcript = Transcript(self._workdir / TRANSCRIPT, self._clock)
         stack.callback(transcript.close)
-        client = AcpClient(self._cwd, self._desk)
         try:
-            conn, proc = await stack.enter_async_context(spawn_agent_process(
-                client, argv[0], *argv[1:], env=agent_environment(self._agent), cwd=self._cwd,
-                transport_kwargs={"stderr": stderr, "shutdown_timeout": SHUTDOWN_GRACE},
-                observers=[lambda ev: self._observe(gen, ev)],
-            ))
+            proc = await start_agent(argv, agent_environment(self._agent), self._cwd, stderr.write_fd)
         except OSError as exc:
             await stack.aclose()
             raise BackendError(f"cannot start ACP agent {argv[0]!r}: {exc}") from None
-        self._stack, self._conn, self._proc, self._transcript = stack, conn, proc, transcript
+        finally:
+            stderr.started()
+        # Unwound last-in first-out: the connection closes, then the process is stopped.
+        stack.push_async_callback(stop_agent, proc, SHUTDOWN_GRACE)
+        assert proc.stdout is not None and proc.stdin is not None
+        conn = ClientSideConnection(AcpClient(self._cwd, self._desk), StdioTransport(proc.stdout, proc.stdin),
+                                    observers=[lambda ev: self._observe(gen, ev)])
+        stack.push_async_callback(conn.close)
+        self._stack, self._conn, self._proc = stack, conn, proc
+        self._transcript, self._stderr = transcript, stderr
         self._last_inbound = self._clock.now()
         self._watch_task = asyncio.create_task(self._watch(proc, gen), name="acp-watch")
         logger.info("ACP agent %s started (pid %s) in %s", argv[0], proc.pid, self._cwd)
@@ -289,7 +297,7 @@ class AcpBackend:
         self._stack = self._conn = None
         if stack is not None:
             try:
-                # The SDK closes stdin and waits SHUTDOWN_GRACE twice before escalating to kill.
+                # Stdin closed, SHUTDOWN_GRACE for a clean exit, then SIGTERM and SIGKILL.
                 await asyncio.wait_for(stack.aclose(), timeout=10.0)
             except Exception:
                 logger.exception("ACP agent shutdown failed")
@@ -300,6 +308,7 @@ class AcpBackend:
         """Report the agent's death even when no prompt is running."""
         code = await proc.wait()
         if gen == self._gen and self._ready:
+            await self._stderr_drained()
             self._lost(gen, f"agent process exited (exit code {code})")
 
     def _lost(self, gen: int, reason: str) -> None:
@@ -322,7 +331,18 @@ class AcpBackend:
                 await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=0.5)
         code = proc.returncode if proc is not None else None
         what = "still running" if code is None else f"exit code {code}"
+        await self._stderr_drained()
         self._lost(gen, f"connection to the agent closed ({what})")
+
+    async def _stderr_drained(self) -> None:
+        """The agent is gone; its last words may still be in the pipe: give the reader a moment
+        (polled: a blocking wait would hold a thread of the default executor the SDKs share).
+        The manager reads them from :meth:`diagnostics` for the failure it reports."""
+        stderr = self._stderr
+        for _ in range(25):
+            if stderr is None or stderr.done.is_set():
+                return
+            await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------------ session
 
@@ -394,6 +414,7 @@ class AcpBackend:
         except RequestError as exc:
             raise _Refused(f"{what} failed: {request_error_text(exc)}") from None
         except ConnectionError:
+            await self._stderr_drained()
             raise BackendError(f"the agent exited during {what}") from None
         except asyncio.TimeoutError:
             raise BackendError(f"the agent did not answer {what} within {CONNECT_TIMEOUT:.0f} s") from None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -31,6 +30,9 @@ from polypilot_tui.agents.acp_mapping import Emit, summarize_input, tool_content
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError
 from polypilot_tui.core.clock import Clock
 from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.safe_json import dump_json
+from polypilot_tui.storage.private import open_private
+from polypilot_tui.storage.redact import REDACTOR
 
 logger = logging.getLogger(__name__)
 
@@ -136,30 +138,25 @@ class PermissionDesk:
 
 
 class Transcript:
-    """Every raw JSON-RPC message in and out, one JSON object a line."""
+    """Every raw JSON-RPC message in and out, one JSON object a line, redacted, 0600, capped."""
 
-    def __init__(self, path: Path, clock: Clock, max_bytes: int = MAX_TRANSCRIPT_BYTES,
-                 secrets: tuple[str, ...] = ()) -> None:
+    def __init__(self, path: Path, clock: Clock, max_bytes: int = MAX_TRANSCRIPT_BYTES) -> None:
         self.path = path
         self._clock = clock
         self._max = max_bytes
-        self._secrets = tuple(sorted((s for s in secrets if len(s) >= 8), key=len, reverse=True))
-        """Values never written (the provider key an agent might echo in a tool's output)."""
+        REDACTOR.learn_environment()
         # 0600: it holds every message, code and tool output included. Lives as long as the agent.
-        self._fh = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a", encoding="utf-8")
+        self._fh = os.fdopen(open_private(path), "a", encoding="utf-8", errors="replace")
         self._size = path.stat().st_size
         self._full = False
 
     def write(self, direction: str, message: Mapping[str, Any]) -> None:
         if self._fh.closed or self._full:
             return
-        line = json.dumps({"at": round(self._clock.wall(), 3), "dir": direction, "msg": message},
-                          ensure_ascii=False, default=str) + "\n"
-        for secret in self._secrets:
-            line = line.replace(secret, "[redacted]")
+        line = REDACTOR.text(dump_json({"at": round(self._clock.wall(), 3), "dir": direction, "msg": message})) + "\n"
         if self._size + len(line) > self._max:
-            line = json.dumps({"at": round(self._clock.wall(), 3), "dir": "note",
-                               "msg": f"transcript cap of {self._max} bytes reached; later messages dropped"}) + "\n"
+            line = dump_json({"at": round(self._clock.wall(), 3), "dir": "note",
+                              "msg": f"transcript cap of {self._max} bytes reached; later messages dropped"}) + "\n"
             self._full = True
         try:
             self._fh.write(line)

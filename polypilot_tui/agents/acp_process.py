@@ -1,12 +1,11 @@
-"""Starting and stopping ACP agent processes: argv, environment, and a kill that reaches
-the agent's children too."""
+"""Starting and stopping ACP agent processes: argv, environment, a leash that ends them
+with the app, and a kill that reaches the agent's children too."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -14,11 +13,14 @@ from pathlib import Path
 from typing import Mapping
 
 from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, resolve_command
 from polypilot_tui.config import AgentConfig
 
 #: How long to wait after SIGTERM before SIGKILL.
 TERM_GRACE = 2.0
+#: Stdout lines up to this size are read in one piece (longer ones in several).
+STDOUT_LIMIT = 10 * 1024 * 1024
 #: Passed to the agent as they are; everything else must come from its config.
 _ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
               "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
@@ -56,36 +58,50 @@ def agent_environment(agent: AgentConfig, environ: Mapping[str, str] | None = No
     return env
 
 
-_SECRET_NAME = re.compile(r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+async def start_agent(argv: list[str], env: Mapping[str, str], cwd: Path,
+                      stderr_fd: int) -> asyncio.subprocess.Process:
+    """Start the agent on a leash (its own process group, dies with the app)."""
+    found = shutil.which(argv[0], path=env.get("PATH")) if os.sep not in argv[0] else argv[0]
+    if found is None or not os.access(found, os.X_OK):
+        raise FileNotFoundError(f"{argv[0]} not found (or not executable)")
+    return await asyncio.create_subprocess_exec(
+        *leashed([found, *argv[1:]]), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=stderr_fd, env=dict(env), cwd=str(cwd), limit=STDOUT_LIMIT)
 
 
-def agent_secrets(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """Values of the agent's environment that are credentials: its provider key, and every
-    configured variable named like one (``*_KEY``, ``*_TOKEN`` …). Never written to our files."""
-    env = agent_environment(agent, environ)
-    names = {k for k in env if _SECRET_NAME.search(k)}
-    if agent.provider is not None and agent.provider.api_key_env:
-        names.add(agent.provider.api_key_env)
-    return tuple(v for k, v in env.items() if k in names and v)
+async def stop_agent(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """Close the agent's stdin and give it ``grace`` seconds to exit, then terminate its tree."""
+    if proc.stdin is not None:
+        with contextlib.suppress(Exception):
+            proc.stdin.close()
+    if proc.returncode is None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace)
+    if proc.returncode is None:
+        await terminate(proc)
 
 
 async def terminate(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the agent and its children, then SIGKILL whatever is left."""
+    """SIGTERM the agent and its children, then SIGKILL whatever is left (its whole group)."""
     children = await asyncio.to_thread(descendants, proc.pid)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in [proc.pid, *children]:
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in [proc.pid, *children]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE)
+                return
+            except asyncio.TimeoutError:
+                continue
+    finally:
+        # Children that ignored SIGTERM, or left the parent chain, must not outlive their
+        # agent: the leash made the agent the leader of a group that holds them all.
+        for pid in children:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE)
-            if sig == signal.SIGTERM and children:
-                # Children that ignored SIGTERM must not outlive their agent.
-                for pid in children:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
-            return
-        except asyncio.TimeoutError:
-            continue
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def descendants(pid: int) -> list[int]:

@@ -18,6 +18,7 @@ import asyncio
 import importlib
 import logging
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -43,12 +44,14 @@ from polypilot_tui.agents.copilot_runtime import (
     session_home,
     watch_process,
 )
+from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.npm_cache import COPILOT_CLI, resolve_command
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.core import eventlog
 from polypilot_tui.core.clock import Clock
 from polypilot_tui.core.events import AgentEvent, EventType
 from polypilot_tui.core.watchdog import Probes
+from polypilot_tui.storage.redact import REDACTOR
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class CopilotBackend:
     def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings,
                  workdir: Path) -> None:
         self._agent = agent
+        REDACTOR.learn_agents([agent])  # what the CLI prints of its key is redacted in our logs
         self._sink = sink
         self.clock = clock
         self._settings = settings
@@ -187,9 +191,15 @@ class CopilotBackend:
     async def _start_client(self, cli: str) -> None:
         from copilot import CopilotClient, RuntimeConnection
 
+        found = shutil.which(cli, path=self._env.get("PATH")) if os.sep not in cli else cli
+        if found is None or not os.access(found, os.X_OK):
+            raise BackendError(f"Copilot CLI not found at {cli}")
+        # On a leash (agents/leash.py): the CLI and its tools form one process group that
+        # dies with the app, however the app ends. The SDK appends its own flags after these.
+        argv = leashed(["node", found] if found.endswith(".js") else [found])
         cwd = str(self._agent.cwd or Path.cwd())
         self._client = CopilotClient(
-            connection=RuntimeConnection.for_stdio(path=cli, args=tuple(self._agent.args)),
+            connection=RuntimeConnection.for_stdio(path=argv[0], args=(*argv[1:], *self._agent.args)),
             env=self._env, working_directory=cwd, use_logged_in_user=False,
         )
         await self._client.start()

@@ -144,6 +144,10 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+    try:  # the leash made the CLI the leader of a group that holds every process it started
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def descendants(pid: int) -> list[int]:

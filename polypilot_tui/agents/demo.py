@@ -9,7 +9,6 @@ Named fault scripts (``!zero-idle``, ``!dead-send`` …) make every recovery pat
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import uuid
@@ -23,7 +22,10 @@ from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.core import eventlog
 from polypilot_tui.core.clock import Clock
 from polypilot_tui.core.events import AgentEvent, EventType
+from polypilot_tui.core.safe_json import dump_json
 from polypilot_tui.core.watchdog import Probes
+from polypilot_tui.storage.private import open_private, private_dir
+from polypilot_tui.storage.redact import REDACTOR
 
 log = logging.getLogger(__name__)
 
@@ -194,12 +196,12 @@ class DemoBackend:
                 future.set_result(CANCELLED)
 
     def _write(self, kind: str, data: dict[str, Any]) -> None:
-        line = json.dumps({"type": kind, "data": data, "id": uuid.uuid4().hex,
-                           "timestamp": self.clock.wall()}, ensure_ascii=False) + "\n"
+        # The agent's own log lives in our state folder: it is redacted like everything we write.
+        line = dump_json({"type": kind, "data": REDACTOR.value(data), "id": uuid.uuid4().hex,
+                          "timestamp": self.clock.wall()}) + "\n"
         try:
-            self._log_path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self._log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            private_dir(self._log_path.parent)
+            with os.fdopen(open_private(self._log_path), "a", encoding="utf-8") as fh:
                 fh.write(line)
         except OSError as exc:  # the log is a convenience for restore hints, never fatal
             log.warning("demo log write failed: %s", exc)

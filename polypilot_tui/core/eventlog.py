@@ -8,7 +8,6 @@ never on disk, so none of these rules can wait for it. Pure stdlib: no UI, no SD
 
 from __future__ import annotations
 
-import json
 import os
 import stat as stat_mod
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from polypilot_tui.core.events import USAGE_EVENT_TYPES, EventType
+from polypilot_tui.core.safe_json import ParseError, load_json
 
 #: PolyPilot's scans only look at the last 30 lines (a ring buffer in Utilities.cs).
 SCAN_WINDOW = 30
@@ -114,8 +114,8 @@ def _parse_line(raw: bytes) -> dict[str, Any] | None:
     if not raw:
         return None
     try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8, huge ints, deep nesting
+        obj = load_json(raw, "events.jsonl")  # bounded: deep nesting, bad UTF-8 or bad JSON is skipped
+    except ParseError:
         return None
     if not isinstance(obj, dict) or not _type_of(obj):
         return None

@@ -170,6 +170,9 @@ class PolypilotApp(SessionActions, App[int]):
             self.notify(f"Saved sessions could not be restored, and new ones will not be saved: {exc}",
                         severity="error", timeout=15, markup=False)
             return
+        # Saving problems (and their ends) are told once each, with the reason and the path.
+        self.persistence.on_notice(lambda notice: self.notify(
+            notice.message, title="Saving", severity=notice.severity, timeout=20, markup=False))
         problem = self.persistence.restored.problem
         if problem:
             self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
@@ -430,16 +433,7 @@ def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
 
 
 def run_app(settings: Settings) -> int:
-    """Run the dashboard until the user quits; returns the exit code."""
-    if not logging.getLogger().handlers:  # keep warnings out of the terminal the app draws on
-        try:
-            Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
-            handler: logging.Handler = logging.FileHandler(Path(settings.state_dir) / "polypilot.log")
-        except OSError:
-            handler = logging.NullHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logging.getLogger().addHandler(handler)
-        logging.getLogger().setLevel(logging.WARNING)
+    """Run the dashboard until the user quits; returns the exit code (logging: cli.py)."""
     catalog, notes = build_catalog(settings)
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock)

@@ -6,12 +6,12 @@ the ids are the ``id=`` of the app's bindings (see ``PolypilotApp.BINDINGS``).
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import platformdirs
 
 from polypilot_tui.config import APP_NAME
+from polypilot_tui.core.safe_json import ParseError, load_toml
 
 
 def keymap_path() -> Path:
@@ -24,9 +24,11 @@ def load_keymap(path: Path) -> tuple[dict[str, str], str | None]:
     if not path.exists():
         return {}, None
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raw = load_toml(path.read_text(encoding="utf-8"), str(path))  # bounded: a hostile file is an error
+    except (OSError, UnicodeDecodeError) as exc:
         return {}, f"{path}: {exc}"
+    except ParseError as exc:
+        return {}, str(exc)
     keymap = {str(k): v for k, v in raw.items() if isinstance(v, str) and v.strip()}
     bad = sorted(str(k) for k, v in raw.items() if not (isinstance(v, str) and v.strip()))
     return keymap, (f"{path}: ignored entries without a key string: {', '.join(bad)}" if bad else None)

@@ -8,7 +8,6 @@ themes in ``<user config dir>/polypilot/themes`` override bundled ones of the sa
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 from polypilot_tui.config import APP_NAME
+from polypilot_tui.core.safe_json import ParseError, load_toml
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "themes"
 """Themes shipped with the package."""
@@ -69,11 +69,11 @@ def _color(path: Path, key: str, value: Any) -> str:
 def load_theme_file(path: Path) -> Theme:
     """Parse one theme file; raises :class:`ThemeFileError` with a clear reason."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = load_toml(path.read_text(encoding="utf-8"), str(path))  # bounded depth: a hostile file is an error
     except (OSError, UnicodeDecodeError) as exc:
         raise ThemeFileError(f"{path}: cannot be read ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ThemeFileError(f"{path}: not valid TOML ({exc})") from None
+    except ParseError as exc:
+        raise ThemeFileError(str(exc)) from None
     kwargs: dict[str, Any] = {"name": path.stem}
     variables: dict[str, str] = {}
     for key, value in raw.items():

@@ -7,13 +7,13 @@ size, every field checked, and a file that cannot be used is ignored with a note
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.core.store import atomic_write, ensure_private_dir
+from polypilot_tui.core.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.storage.private import atomic_write, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,10 @@ def load_ui_state(state_dir: Path) -> tuple[UiState, str]:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             return UiState(), f"{path} is larger than {MAX_FILE_BYTES:,} bytes; ignored"
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = load_json(path.read_bytes(), str(path))
     except FileNotFoundError:
         return UiState(), ""
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except (OSError, ParseError) as exc:
         return UiState(), f"{path} could not be read ({exc}); the last drafts are not restored"
     if not isinstance(raw, dict):
         return UiState(), f"{path} is not a JSON object; ignored"
@@ -68,8 +68,8 @@ def save_ui_state(state_dir: Path, state: UiState) -> str:
     """Write the state; returns "" or a sentence saying why it could not be saved."""
     path = Path(state_dir) / UI_STATE_FILE
     try:
-        ensure_private_dir(path.parent)
-        atomic_write(path, json.dumps(state.to_json(), ensure_ascii=False, allow_nan=False).encode("utf-8"))
+        private_dir(path.parent)
+        atomic_write(path, dump_json(state.to_json()).encode("utf-8"))
     except (OSError, ValueError) as exc:
         log.error("saving %s failed: %s", path, exc)
         return f"your unsent drafts could not be saved to {path}: {exc}"

@@ -159,7 +159,8 @@ async def recovery_fails(driver: Driver, scenario: str) -> Outcome:
 
 
 async def stop_during_recovery(driver: Driver, scenario: str) -> Outcome:
-    """Stop lands while the recovery's reconnect is still connecting."""
+    """Stop lands while the recovery's reconnect is still connecting: Stop cancels that
+    connect (no agent is left starting for a stopped turn) and the next prompt reconnects."""
     gate = asyncio.Event()
 
     async def hold() -> None:
@@ -173,7 +174,7 @@ async def stop_during_recovery(driver: Driver, scenario: str) -> Outcome:
     start = rig.now()
     await rig.manager.stop(sid)
     gate.set()
-    await rig.until(lambda: rig.at_rest(sid) and session.connected, bound(driver, driver.expect[scenario]) + 5.0,
+    await rig.until(lambda: rig.at_rest(sid) and not session.connecting, bound(driver, driver.expect[scenario]) + 5.0,
                     "the stopped recovery to settle")
     seconds = rig.now() - start
     await asyncio.wait_for(rig.manager.idle(), 15.0)  # the recovery task has seen the Stop

@@ -18,6 +18,13 @@ Run as ``python fake_acp_agent.py``. Keywords in the prompt pick the behaviour:
 - EXITLATER  a reply, then the process exits 0.3 s after the turn
 - FAIL       a JSON-RPC error;  REFUSE / MAXTOKENS  those stop reasons
 - MODELDOWN  a line on stderr, then codex's error for an unreachable model server
+- ESCAPES    a reply full of terminal control sequences (OSC 52 clipboard, title, OSC 8, clear)
+- BADUTF8    a reply chunk whose line holds invalid UTF-8 bytes, then a plain one
+- CHATTY N   N MB of stderr lines during the turn, then the reply
+- LEAK       prints the values of the variables named in ``FAKE_ACP_LEAK`` to stderr and in
+             a traceback, says them, then fails the turn with them in the error message
+- LEAKCRASH  prints them to stderr, then ``os._exit(3)``
+- LEAKHANG   prints and says them, then waits (a draft holding them) until cancelled
 
 Chaos faults (tests/chaos) are whole prompts ``CHAOS <name> [seconds]``, checked before
 any keyword above; each ends with ``cancelled`` on ``session/cancel`` unless noted:
@@ -32,7 +39,8 @@ any keyword above; each ends with ``cancelled`` on ``session/cancel`` unless not
 
 Environment: ``FAKE_ACP_STATE`` (folder of one JSON history file per session, for
 ``session/load`` and ``session/resume`` after a restart), ``FAKE_ACP_CAPS`` (comma list
-of ``load``, ``resume``; default both).
+of ``load``, ``resume``; default both), ``FAKE_ACP_HANG_INIT`` (``initialize`` never
+answers), ``FAKE_ACP_LEAK`` (see LEAK).
 """
 
 from __future__ import annotations
@@ -99,6 +107,8 @@ class FakeAgent:
     # ---------------------------------------------------------------- lifecycle
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> InitializeResponse:
+        if os.environ.get("FAKE_ACP_HANG_INIT"):
+            await asyncio.Event().wait()  # a wedged agent: only a kill ends this
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
@@ -158,6 +168,39 @@ class FakeAgent:
         if "STDERR" in text:
             sys.stderr.write("x" * 2_000_000 + "\n")
             sys.stderr.flush()
+        if "LEAK" in text:
+            secrets = [os.environ.get(name, "") for name in os.environ.get("FAKE_ACP_LEAK", "").split(",") if name]
+            sys.stderr.write(f"config dump: {' '.join(secrets)}\n")
+            try:
+                raise RuntimeError(f"auth failed with key {secrets[0] if secrets else ''}")
+            except RuntimeError:
+                import traceback
+                traceback.print_exc()
+            sys.stderr.flush()
+            if "LEAKCRASH" in text:
+                await asyncio.sleep(0.1)
+                os._exit(3)
+            await self._say(sid, f"my keys are {' and '.join(secrets)}")
+            if "LEAKHANG" in text:  # the reply stops mid-way: what was streamed is only a draft
+                await cancelled.wait()
+                return PromptResponse(stop_reason="cancelled")
+            raise RequestError.internal_error({"details": f"auth failed with key {' '.join(secrets)}"})
+        if "CHATTY" in text:
+            words = text.split()
+            megabytes = float(words[words.index("CHATTY") + 1]) if words.index("CHATTY") + 1 < len(words) else 50
+            line = ("chatty agent log line " * 10 + "\n").encode()
+            for _ in range(int(megabytes * 1_000_000 / len(line))):
+                os.write(2, line)
+        if "ESCAPES" in text:
+            await self._say(sid, "clip\x1b]52;c;cm0gLXJmIH4=\x07 title\x1b]0;pwned\x07 link\x1b]8;;http://evil\x1b\\x"
+                                 "\x1b]8;;\x1b\\ clear\x1b[2J\x1b[H done\x9b31m ")
+        if "BADUTF8" in text:
+            await asyncio.sleep(0.1)  # let the SDK's writer flush: the raw line must not land mid-line
+            raw = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + sid.encode()
+                   + b'","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"bytes '
+                   + b'\xff\xfe\xc3( kept "}}}}\n')
+            os.write(1, raw)
+            await asyncio.sleep(0.1)
         if "BADUPDATE" in text:
             bad = {"sessionUpdate": "usage_update", "used": None, "size": 1000}
             await self._conn._conn.send_notification("session/update", {"sessionId": sid, "update": bad})

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from polypilot_tui.core.safe_json import ParseError, load_json
 from polypilot_tui.core.eventlog import (
     LogStat,
     RestoreHints,
@@ -495,11 +496,12 @@ any_line = st.one_of(valid_lines, valid_lines, garbage_lines, non_dict_json, odd
 
 
 def _reference_parse(lines: list[str]) -> list[dict[str, Any]]:
+    """Line by line with the one bounded JSON reader (what is checked here is the framing)."""
     out = []
     for raw in lines:
         try:
-            obj = json.loads(raw.encode("utf-8", "surrogatepass").strip())
-        except ValueError:
+            obj = load_json(raw.encode("utf-8", "surrogatepass").strip(), "reference")
+        except ParseError:
             continue
         if isinstance(obj, dict) and isinstance(obj.get("type"), str) and obj["type"]:
             out.append(obj)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
+from unittest.mock import ANY
 
 from polypilot_tui.agents import create_backend
 from polypilot_tui.agents.base import AgentBackend, EventSink
@@ -19,9 +21,11 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.core.events import AgentEvent
 from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.store import HISTORY_FILE, REGISTRY_FILE, Registry, SessionRecord
+from polypilot_tui.storage.history import HISTORY_FILE
+from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
 from polypilot_tui.manager import SessionManager
 from polypilot_tui.persistence import Persistence
+from polypilot_tui.storage.lock import LockHolder, lock_holder
 
 POLYPILOT = Path(sys.executable).with_name("polypilot")
 
@@ -94,11 +98,11 @@ async def test_a_new_session_is_on_disk_within_half_a_second(tmp_path: Path) -> 
     assert took < 0.8  # 0.5 s debounce plus scheduling slack: never only at exit
     saved = entry(tmp_path, sid)
     assert saved and saved["name"] == "first" and saved["agent"] == "demo" and saved["agent_session_id"]
-    assert registry(tmp_path)["pid"] == os.getpid()
+    assert lock_holder(tmp_path) == LockHolder(os.getpid(), socket.gethostname(), ANY)  # the one writer
     assert stat.S_IMODE((tmp_path / REGISTRY_FILE).stat().st_mode) == 0o600
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700
     await app.close()
-    assert registry(tmp_path)["pid"] is None  # a clean exit says so
+    assert lock_holder(tmp_path) is None  # a clean exit lets go of the folder
 
 
 async def test_registry_writes_are_debounced(tmp_path: Path) -> None:
@@ -195,7 +199,7 @@ async def test_closing_a_session_forgets_it(tmp_path: Path) -> None:
 # ---- a broken database never blocks a session ------------------------------------------
 def save_registry(state: Path, *records: SessionRecord) -> None:
     state.mkdir(parents=True, exist_ok=True)
-    Registry(state).save(records, time.time(), None)
+    Registry(state).save(records, time.time())
 
 
 async def test_corrupt_database_at_start(tmp_path: Path) -> None:

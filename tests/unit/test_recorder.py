@@ -18,7 +18,8 @@ from polypilot_tui.core.clock import FakeClock, SystemClock
 from polypilot_tui.core.events import AgentEvent
 from polypilot_tui.core.trace import parse_trace
 from polypilot_tui.manager import SessionManager
-from polypilot_tui.recorder import REDACTED, Recorder, Redactor, is_secret_key, redact_text
+from polypilot_tui.recorder import Recorder
+from polypilot_tui.storage.redact import REDACTED, REDACTOR, Redactor, is_secret_key
 
 POLYPILOT = Path(sys.executable).with_name("polypilot")
 
@@ -97,7 +98,7 @@ def test_ordinary_keys(key: str) -> None:
     "GITHUB_TOKEN: 'github_pat_11ABCDEFG0123456789_abcdefghijk'",
 ])
 def test_secret_text_is_redacted(text: str) -> None:
-    out = redact_text(text)
+    out = REDACTOR.text(text)
     assert REDACTED in out
     for secret in ("sk-proj-abc", "abcdefghijklmnop1234", "ghp_abc", "github_pat_11"):
         assert secret not in out
@@ -213,11 +214,13 @@ async def test_nothing_is_written_after_close(tmp_path: Path) -> None:
 
 def test_a_key_in_a_plainly_named_variable_is_still_redacted(tmp_path: Path, monkeypatch) -> None:
     """api_key_env may name any variable (LLM_ACCESS): its value never reaches a recording."""
+    from polypilot_tui.config import AgentConfig, ProviderConfig
     from polypilot_tui.core.clock import FakeClock
-    from polypilot_tui.recorder import Recorder
 
     monkeypatch.setenv("LLM_ACCESS", "plain-looking-credential-123456")
-    rec = Recorder(tmp_path / "rec", FakeClock(), 1_000_000, ["LLM_ACCESS"])
+    REDACTOR.learn_agents([AgentConfig(name="x", kind="acp", command="x", provider=ProviderConfig(
+        base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS"))])  # what the app does at start
+    rec = Recorder(tmp_path / "rec", FakeClock(), 1_000_000)
     rec.on_event("s1", AgentEvent("tool.execution_complete", {
         "toolCallId": "c", "success": True, "result": {"content": "LLM_ACCESS=plain-looking-credential-123456"}}))
     text = rec.path("s1").read_text()  # type: ignore[union-attr]

@@ -19,7 +19,7 @@ import logging
 import stat
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -29,6 +29,7 @@ from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJEC
 from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, ProviderConfig, Settings, load_agents
 from polypilot_tui.core.clock import Clock, FakeClock, SystemClock
 from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.logging_setup import PrivateLogFile, setup_file_logging
 from polypilot_tui.manager import SessionManager
 from polypilot_tui.persistence import attach_persistence
 from polypilot_tui.status import print_status
@@ -222,16 +223,35 @@ async def test_the_key_never_reaches_a_log_on_an_acp_turn(tmp_path: Path, monkey
     assert all_logs.records and KEY not in _logged(all_logs)
 
 
-async def test_the_key_never_reaches_a_log_when_a_copilot_backend_fails_to_start(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, all_logs: pytest.LogCaptureFixture) -> None:
+@pytest.fixture
+def log_file(tmp_path: Path) -> Iterator[Path]:
+    """The app's own log file set-up (logging_setup), taken down again after the test."""
+    path = setup_file_logging(tmp_path / "logs", "polypilot.log")
+    assert path is not None
+    yield path
+    for handler in list(logging.getLogger().handlers):
+        if isinstance(handler, PrivateLogFile):
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+
+
+async def test_the_key_never_reaches_the_log_when_a_failing_cli_prints_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_file: Path) -> None:
     monkeypatch.setenv("LLM_ACCESS", KEY)
-    agent = AgentConfig(name="c", kind="copilot", command=str(tmp_path / "missing" / "copilot"), model="gpt-4.1",
+    cli = tmp_path / "copilot"
+    cli.write_text('#!/bin/sh\necho "fatal: the provider refused key $LLM_ACCESS" >&2\nexit 1\n')
+    cli.chmod(0o755)
+    agent = AgentConfig(name="c", kind="copilot", command=str(cli), model="gpt-4.1",
                         provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS"))
     backend = create_backend(agent, lambda event: None, SystemClock(), demo_settings(tmp_path), tmp_path / "w")
-    with pytest.raises(BackendError):
-        await asyncio.wait_for(backend.connect(None), 30)
+    with pytest.raises(BackendError) as info:
+        await asyncio.wait_for(backend.connect(None), 60)
     await backend.close()
-    assert all_logs.records and KEY not in _logged(all_logs)
+    assert KEY in str(info.value.__cause__ or info.value)  # the CLI really printed it: the SDK raised it
+    text = log_file.read_text()
+    assert "Traceback" in text and "fatal: the provider refused key [redacted]" in text  # logged, redacted
+    assert KEY not in text and KEY[:12] not in text
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
 
 
 async def test_the_key_never_reaches_logs_recordings_status_or_the_registry(

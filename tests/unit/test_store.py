@@ -1,4 +1,4 @@
-"""Registry and history store (core/store.py): atomic, private, and never a gate."""
+"""Registry and history store (storage/): atomic, private, and never a gate."""
 
 from __future__ import annotations
 
@@ -12,16 +12,10 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.core.session import ChatItem, ItemKind
-from polypilot_tui.core.store import (
-    HISTORY_FILE,
-    REGISTRY_FILE,
-    HistoryDB,
-    Registry,
-    SessionRecord,
-    Store,
-    WriteResult,
-    atomic_write,
-)
+from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
+from polypilot_tui.storage.private import atomic_write
+from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, RegistryFenced, SessionRecord
+from polypilot_tui.storage.store import Store
 
 
 def mode(path: Path) -> int:
@@ -48,7 +42,7 @@ def items(n: int) -> list[ChatItem]:
 def test_store_dir_is_0700_and_files_0600(tmp_path: Path) -> None:
     state = tmp_path / "state"
     store = Store(state)
-    store.registry.save([record()], 1.0, os.getpid())
+    store.registry.save([record()], 1.0)
     assert store.history.write([("s1", 0, items(1)[0])]) is WriteResult.OK
     assert mode(state) == 0o700
     assert mode(state / REGISTRY_FILE) == 0o600
@@ -88,12 +82,12 @@ def test_registry_round_trip(tmp_path: Path) -> None:
     registry = Registry(tmp_path)
     recs = [record("a", turn_in_flight=True, last_prompt="fix it", last_activity_at=5.0, status="thinking"),
             record("b", agent_session_id="agent-42", interrupted_prompt="again")]
-    registry.save(recs, 123.0, os.getpid())
+    registry.save(recs, 123.0)
     snap = registry.load()
     assert snap.sessions == tuple(recs)
-    assert snap.saved_at == 123.0 and snap.writer_pid == os.getpid() and snap.writer_alive()
-    registry.save(recs, 124.0, None)
-    assert not registry.load().writer_alive()
+    assert snap.saved_at == 123.0
+    registry.save(recs, 124.0)
+    assert registry.load().saved_at == 124.0
     assert registry.writes == 2
 
 
@@ -104,10 +98,11 @@ def test_missing_registry_is_empty(tmp_path: Path) -> None:
 
 def test_corrupt_registry_is_moved_aside(tmp_path: Path) -> None:
     (tmp_path / REGISTRY_FILE).write_text('{"sessions": [')
-    assert Registry(tmp_path).load(repair=False).problem.startswith("corrupt")
+    assert "not valid JSON" in Registry(tmp_path).load(repair=False).problem
     assert (tmp_path / REGISTRY_FILE).exists()  # status never changes anything
     snap = Registry(tmp_path).load()
-    assert snap.sessions == () and snap.problem.startswith("corrupt")
+    assert snap.sessions == () and str(tmp_path / REGISTRY_FILE) in snap.problem and "line 1" in snap.problem
+    assert snap.moved_to is not None and snap.moved_to.exists()
     assert not (tmp_path / REGISTRY_FILE).exists()
     assert len(list(tmp_path.glob(f"{REGISTRY_FILE}.corrupt-*"))) == 1
 
@@ -222,3 +217,29 @@ def test_unexpected_errors_are_caught(tmp_path: Path) -> None:
     assert db.write([("a", 0, bad)]) is WriteResult.DROPPED
     assert db.resets == 0 and not list(tmp_path.glob("*.corrupt-*"))  # a bug never costs the file
     assert db.write([("a", 0, items(1)[0])]) is WriteResult.OK
+
+
+# ---- one writer ------------------------------------------------------------------------
+def test_an_older_history_writer_is_fenced_once_a_newer_one_claims_the_database(tmp_path: Path) -> None:
+    old = HistoryDB(tmp_path / HISTORY_FILE, owner="old-run")
+    new = HistoryDB(tmp_path / HISTORY_FILE, owner="new-run")
+    first, theirs, ours = items(3)
+    assert old.write([("s1", 0, first)]) is WriteResult.OK
+    assert new.claim() is WriteResult.OK
+    assert old.write([("s1", 0, theirs), ("s1", 1, theirs)]) is WriteResult.FENCED
+    assert "another polypilot" in old.last_error
+    assert new.write([("s1", 1, ours)]) is WriteResult.OK
+    assert new.load("s1") == [first, ours]  # the older writer overwrote nothing and added nothing
+    old.close()
+    new.close()
+
+
+def test_a_registry_replaced_by_another_process_is_not_overwritten(tmp_path: Path) -> None:
+    mine, theirs = Registry(tmp_path), Registry(tmp_path)
+    mine.save([record("a")], 1.0)
+    theirs.save([record("a"), record("b")], 2.0)  # another app's save replaces the file
+    with pytest.raises(RegistryFenced):
+        mine.save([record("a")], 3.0)
+    assert [r.id for r in Registry(tmp_path).load().sessions] == ["a", "b"]
+    theirs.save([record("b")], 4.0)  # the newer writer goes on
+    assert [r.id for r in Registry(tmp_path).load().sessions] == ["b"]

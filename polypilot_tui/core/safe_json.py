@@ -1,0 +1,143 @@
+"""Bounded JSON and TOML reading, and the strict JSON the app writes. Pure: no I/O.
+
+Every file the app reads and does not control (the registry, traces, the agents file,
+themes, agent logs) goes through :func:`load_json` or :func:`load_toml`:
+
+- nesting deeper than ``max_depth`` is refused with the line it happens on (Python's
+  parsers would raise RecursionError, and anything that walks the result would too);
+- numbers JSON cannot carry faithfully (``NaN``, ``Infinity``, a float that overflows, an
+  integer longer than :data:`MAX_INT_DIGITS` digits) read as ``null``: the caller's field
+  check then rejects or drops that one value instead of a whole file failing (or a NaN
+  travelling on into a comparison);
+- every error is a :class:`ParseError` that names the source and the line.
+
+:func:`dump_json` is the writer's half: strict JSON (no NaN or Infinity, no lone
+surrogates), whatever the data holds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from typing import Any
+
+MAX_DEPTH = 64
+"""Deepest nesting accepted; real files of ours stay under 10."""
+MAX_INT_DIGITS = 40
+"""Longer integers read as null (int() of thousands of digits is slow and nothing needs them)."""
+
+# A JSON string (skipped whole) or one bracket.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+# TOML strings (multi-line first), comments, or one bracket.
+_TOML_TOKENS = re.compile(r'"""(?:[^\\]|\\.)*?(?:"""|$)|\'\'\'.*?(?:\'\'\'|$)|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?'
+                          r"|#[^\n]*|[\[\]{}]", re.DOTALL)
+_TOML_WHERE = re.compile(r"\s*\(at line (\d+), column \d+\)")
+
+
+class ParseError(ValueError):
+    """A file cannot be parsed; the message names the source and the line."""
+
+    def __init__(self, source: str, line: int | None, reason: str) -> None:
+        self.source = source
+        self.line = line
+        self.reason = reason
+        where = f"{source}: line {line}" if line is not None else source
+        super().__init__(f"{where}: {reason}")
+
+
+def _line_of(text: str, position: int) -> int:
+    return text.count("\n", 0, max(0, position)) + 1
+
+
+def _too_deep(text: str, tokens: re.Pattern[str], max_depth: int) -> int | None:
+    """Position where nesting first exceeds ``max_depth`` (None when it never does)."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return None  # cannot be deeper than the number of openers: no scan needed
+    depth = 0
+    for match in tokens.finditer(text):
+        char = match.group()
+        if char in "[{":
+            depth += 1
+            if depth > max_depth:
+                return match.start()
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
+def _number_or_null(literal: str) -> float | None:
+    value = float(literal)
+    return value if math.isfinite(value) else None
+
+
+def _int_or_null(literal: str) -> int | None:
+    return None if len(literal.lstrip("-")) > MAX_INT_DIGITS else int(literal)
+
+
+def load_json(text: str | bytes, source: str, *, max_depth: int = MAX_DEPTH, first_line: int = 1) -> Any:
+    """Parse JSON text within the bounds above; raises :class:`ParseError`.
+
+    ``first_line`` numbers the lines of a fragment (one line of a JSONL file).
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(source, None, f"not UTF-8 text (byte {exc.start})") from None
+    offset = first_line - 1
+    deep = _too_deep(text, _JSON_TOKENS, max_depth)
+    if deep is not None:
+        raise ParseError(source, _line_of(text, deep) + offset, f"nested deeper than {max_depth} levels")
+    try:
+        return json.loads(text, parse_constant=lambda name: None, parse_float=_number_or_null,
+                          parse_int=_int_or_null)
+    except json.JSONDecodeError as exc:
+        raise ParseError(source, exc.lineno + offset, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:  # belt and braces: the scan should have caught it
+        raise ParseError(source, None, f"not valid JSON ({type(exc).__name__})") from None
+
+
+def load_toml(text: str, source: str, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """Parse TOML text within the bounds above; raises :class:`ParseError`."""
+    deep = _too_deep(text, _TOML_TOKENS, max_depth)
+    if deep is not None:
+        raise ParseError(source, _line_of(text, deep), f"nested deeper than {max_depth} levels")
+    try:
+        return tomllib.loads(text, parse_float=_number_or_null)
+    except tomllib.TOMLDecodeError as exc:
+        where = _TOML_WHERE.search(str(exc))  # "(at line 3, column 5)": no attribute before 3.14
+        reason = _TOML_WHERE.sub("", str(exc)).strip()
+        raise ParseError(source, int(where.group(1)) if where else None, f"not valid TOML ({reason})") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of 5000 digits
+        raise ParseError(source, None, f"not valid TOML ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _finite(value: Any) -> Any:
+    """A copy of JSON-like data with NaN and infinities replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dump_json(value: Any, *, indent: int | None = None, ascii_only: bool = False) -> str:
+    """Strict JSON text: NaN and infinities become null, anything else unknown its ``str``.
+
+    Lone surrogates (from ``\\ud800`` escapes in what an agent sent) are escaped, so the
+    text always encodes to valid UTF-8. ``ascii_only`` escapes every non-ASCII character
+    too (for a terminal: no C1 control character gets through raw).
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=ascii_only, allow_nan=False, indent=indent, default=str)
+    except ValueError:
+        text = json.dumps(_finite(value), ensure_ascii=ascii_only, allow_nan=False, indent=indent, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(_finite(value), ensure_ascii=True, allow_nan=False, indent=indent, default=str)
+    return text

@@ -1,0 +1,65 @@
+"""Saving problems told to the user: once when they start, once when they end."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+log = logging.getLogger(__name__)
+
+Severity = Literal["error", "warning", "information"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A saving problem or its end: a sentence with the reason and the path."""
+
+    key: str
+    message: str
+    severity: Severity = "error"
+
+
+NoticeListener = Callable[[Notice], None]
+
+
+class NoticeBoard:
+    """Problems told and not over yet, and everyone who listens (all on one loop)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, Notice] = {}
+        self.told: list[Notice] = []
+        """Every notice so far, oldest first (bounded: one per distinct problem and end)."""
+        self._listeners: list[NoticeListener] = []
+
+    def listen(self, listener: NoticeListener) -> None:
+        """Call ``listener`` with every notice so far and every later one."""
+        self._listeners.append(listener)
+        for notice in list(self.told):
+            listener(notice)
+
+    def open(self, key: str) -> bool:
+        """Is the problem ``key`` going on?"""
+        return key in self._open
+
+    def tell(self, key: str, message: str, severity: Severity = "error") -> None:
+        """Tell a problem once (until :meth:`over` says it ended)."""
+        if key in self._open:
+            return
+        notice = self._open[key] = Notice(key, message, severity)
+        self._emit(notice)
+
+    def over(self, key: str, message: str) -> None:
+        """A told problem has ended: say so once."""
+        if self._open.pop(key, None) is not None:
+            self._emit(Notice(f"{key}:over", message, "information"))
+
+    def _emit(self, notice: Notice) -> None:
+        log.log(logging.ERROR if notice.severity == "error" else logging.WARNING, "%s", notice.message)
+        if len(self.told) < 1000:
+            self.told.append(notice)
+        for listener in list(self._listeners):
+            try:
+                listener(notice)
+            except Exception:  # noqa: BLE001 - a broken listener must not stop saving
+                log.exception("notice listener failed")

@@ -1,0 +1,173 @@
+"""The session registry, ``state_dir/sessions.json``: which sessions exist and whether a
+turn was in flight.
+
+It is replaced atomically (temp file, fsync, rename), so a crash leaves the old file or
+the new one, never half of either. It is read through the bounded JSON reader: a file that
+cannot be parsed is moved aside (and the caller tells the user where it went); a field
+that does not fit (a NaN time, a number as a name) is dropped, never the session.
+
+One writer: a registry that finds the file replaced by someone else since its own last
+write refuses to overwrite it (:class:`RegistryFenced`); with the state-folder lock that
+only happens when the lock was broken, and then neither app silently undoes the other.
+Text fields go through the redactor on the way out.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from polypilot_tui.core.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.storage.private import atomic_write, move_aside
+from polypilot_tui.storage.redact import REDACTOR
+
+log = logging.getLogger(__name__)
+
+REGISTRY_FILE = "sessions.json"
+REGISTRY_VERSION = 1
+MAX_REGISTRY_BYTES = 64_000_000
+"""A registry bigger than this is not ours (200 sessions take ~100 KB)."""
+_REDACTED_FIELDS = ("name", "title", "reason", "last_prompt", "interrupted_prompt")
+
+
+class RegistryFenced(OSError):
+    """Another process replaced ``sessions.json`` since this one last wrote it."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One session in ``sessions.json``. Times are epoch seconds."""
+
+    id: str
+    name: str
+    agent: str
+    cwd: str = ""
+    model: str = ""
+    agent_session_id: str = ""
+    """The agent's own id, adopted after every connect (#382): what a resume needs."""
+    title: str = ""
+    created_at: float = 0.0
+    status: str = "idle"
+    reason: str = ""
+    last_activity_at: float | None = None
+    turn_in_flight: bool = False
+    last_prompt: str = ""
+    """Only while a turn is in flight (PolyPilot's ``LastPrompt``): resent or resumed on restore."""
+    interrupted_prompt: str = ""
+    """A turn lost to a restart and not yet resent: still offered after the next restart."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def redacted(self) -> SessionRecord:
+        """This record with every free-text field through the redactor."""
+        return replace(self, **{name: REDACTOR.text(getattr(self, name)) for name in _REDACTED_FIELDS})
+
+    @classmethod
+    def from_json(cls, obj: Any) -> SessionRecord | None:
+        """Tolerant parse: unknown keys are ignored, a wrong type drops the field (None when unusable)."""
+        if not isinstance(obj, Mapping):
+            return None
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in obj:
+                continue
+            value = obj[f.name]
+            if f.name == "last_activity_at":
+                ok = value is None or _number(value)
+            elif f.name == "created_at":
+                ok = _number(value)
+            elif f.name == "turn_in_flight":
+                ok = isinstance(value, bool)
+            else:
+                ok = isinstance(value, str)
+            if ok:
+                values[f.name] = float(value) if f.name.endswith("_at") and value is not None else value
+        if not all(isinstance(values.get(k), str) and values[k] for k in ("id", "name", "agent")):
+            return None
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class RegistrySnapshot:
+    """What ``sessions.json`` held."""
+
+    sessions: tuple[SessionRecord, ...] = ()
+    saved_at: float | None = None
+    problem: str = ""
+    """Why the file could not be used as it was ("" when it was fine or absent)."""
+    moved_to: Path | None = None
+    """Where the unusable file was moved (None when it was not moved)."""
+
+
+class Registry:
+    """``state_dir/sessions.json``: the list of sessions, replaced atomically."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = Path(state_dir) / REGISTRY_FILE
+        self.writes = 0
+        self._written: tuple[int, int] | None = None
+        """(device, inode) of the file this registry last wrote: anything else is another writer's."""
+
+    def load(self, repair: bool = True) -> RegistrySnapshot:
+        """Read the registry; an unusable file is moved aside when ``repair`` (never raises)."""
+        try:
+            if self.path.stat().st_size > MAX_REGISTRY_BYTES:
+                raise ParseError(str(self.path), None, f"larger than {MAX_REGISTRY_BYTES:,} bytes")
+            raw = self.path.read_bytes()
+            obj = load_json(raw, str(self.path))
+            if not isinstance(obj, dict) or not isinstance(obj.get("sessions"), list):
+                raise ParseError(str(self.path), None, "expected an object with a 'sessions' list")
+        except FileNotFoundError:
+            return RegistrySnapshot()
+        except IsADirectoryError:
+            return self._unusable("it is a folder, not a file", repair)
+        except ParseError as exc:
+            return self._unusable(exc.reason if exc.line is None else f"line {exc.line}: {exc.reason}", repair)
+        except OSError as exc:
+            log.error("cannot read %s: %s", self.path, exc)
+            return RegistrySnapshot(problem=f"cannot read {self.path}: {exc.strerror or exc}")
+        records = []
+        seen: set[str] = set()
+        for entry in obj["sessions"]:
+            record = SessionRecord.from_json(entry)
+            if record is None or record.id in seen:
+                log.warning("skipped an unusable entry in %s", self.path.name)
+                continue
+            seen.add(record.id)
+            records.append(record)
+        saved = obj.get("saved_at")
+        return RegistrySnapshot(tuple(records), float(saved) if _number(saved) else None)
+
+    def _unusable(self, reason: str, repair: bool) -> RegistrySnapshot:
+        moved = move_aside(self.path, reason) if repair else None
+        return RegistrySnapshot(problem=f"{self.path} is unusable ({reason})", moved_to=moved)
+
+    def save(self, records: Sequence[SessionRecord], saved_at: float) -> None:
+        """Replace the registry (blocking: temp file, fsync, rename).
+
+        Raises OSError, and :class:`RegistryFenced` when another process wrote the file
+        since this registry's last write.
+        """
+        if self._written is not None:
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                pass  # removed by hand: writing it again undoes nobody's work
+            else:
+                if (st.st_dev, st.st_ino) != self._written:
+                    raise RegistryFenced(f"{self.path} was replaced by another process; not overwriting it")
+        doc = {"version": REGISTRY_VERSION, "saved_at": saved_at,
+               "sessions": [r.redacted().to_json() for r in records]}
+        atomic_write(self.path, dump_json(doc, indent=1).encode("utf-8"))
+        st = os.stat(self.path)
+        self._written = (st.st_dev, st.st_ino)
+        self.writes += 1

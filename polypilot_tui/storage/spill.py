@@ -1,0 +1,159 @@
+"""What could not be saved when the app quit: kept in a private file, written back at the
+next start.
+
+While the app runs, rows the history database cannot take (disk full, read-only folder,
+locked) wait in memory and are retried. At quit they would be lost, so they are *spilled*:
+one JSON file (0600) holding the unsaved rows, drafts and the last session list, in the
+state folder when it can still be written there, else in a private folder of the user's
+runtime directory (``$XDG_RUNTIME_DIR/polypilot-unsaved``, or ``<tmp>/polypilot-unsaved-<uid>``).
+The next start on the same state folder writes it back and deletes it. Text in it has been
+through the redactor like everything else the app writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from polypilot_tui.core.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.core.session import ChatItem, ItemKind
+from polypilot_tui.storage.private import atomic_write, private_dir
+from polypilot_tui.storage.redact import REDACTOR
+
+log = logging.getLogger(__name__)
+
+SPILL_PREFIX = "unsaved-"
+MAX_SPILL_BYTES = 256_000_000
+_KINDS = {k.value: k for k in ItemKind}
+
+
+@dataclass
+class Spill:
+    """Everything one run could not save."""
+
+    state_dir: str
+    saved_at: float
+    sessions: list[dict[str, Any]] | None = None
+    """The last session list (registry records as JSON), when the registry could not be saved."""
+    rows: list[tuple[str, int, ChatItem]] = field(default_factory=list)
+    """Rows whose database index is known: (session id, index, item)."""
+    appended: dict[str, list[ChatItem]] = field(default_factory=dict)
+    """Rows whose index was never known (the history was unreadable): appended after the saved ones."""
+    drafts: dict[str, tuple[str, float] | None] = field(default_factory=dict)
+    deletions: list[str] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not (self.sessions is not None or self.rows or self.appended or self.drafts or self.deletions)
+
+    def row_count(self) -> int:
+        return len(self.rows) + sum(len(v) for v in self.appended.values())
+
+
+def _item_json(item: ChatItem) -> dict[str, Any]:
+    data = asdict(item)
+    data["kind"] = item.kind.value
+    data["text"] = REDACTOR.text(item.text)
+    data["tool_detail"] = REDACTOR.text(item.tool_detail)
+    return data
+
+
+def _seconds(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def _item(data: Any) -> ChatItem | None:
+    if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+        return None
+    return ChatItem(_KINDS.get(str(data.get("kind")), ItemKind.SYSTEM), data["text"], _seconds(data.get("at")),
+                    data.get("tool_call_id") if isinstance(data.get("tool_call_id"), str) else None,
+                    str(data.get("tool_name") or ""), str(data.get("tool_status") or ""),
+                    str(data.get("tool_detail") or ""), bool(data.get("interrupted")))
+
+
+def runtime_dir() -> Path:
+    """The user's private runtime folder for spills (created 0700; never a shared one)."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(base) / "polypilot-unsaved" if base else Path(tempfile.gettempdir()) / f"polypilot-unsaved-{os.getuid()}"
+    private_dir(path)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise OSError(f"{path} is not a private folder of this user")
+    return path
+
+
+def _name(state_dir: Path) -> str:
+    digest = hashlib.sha256(str(Path(state_dir).absolute()).encode()).hexdigest()[:16]
+    return f"{SPILL_PREFIX}{digest}"
+
+
+def write_spill(spill: Spill) -> Path:
+    """Write ``spill`` where it fits (the state folder first); raises OSError when nowhere does."""
+    doc = {"state_dir": spill.state_dir, "saved_at": spill.saved_at, "sessions": spill.sessions,
+           "rows": [[sid, idx, _item_json(item)] for sid, idx, item in spill.rows],
+           "appended": {sid: [_item_json(i) for i in items] for sid, items in spill.appended.items()},
+           "drafts": {sid: (None if d is None else [REDACTOR.fragment(d[0]), d[1]]) for sid, d in spill.drafts.items()},
+           "deletions": spill.deletions}
+    data = dump_json(doc).encode("utf-8")
+    file_name = f"{_name(Path(spill.state_dir))}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.json"
+    errors = []
+    for folder in (Path(spill.state_dir), None):
+        try:
+            target = (folder if folder is not None else runtime_dir()) / file_name
+            atomic_write(target, data)
+            return target
+        except OSError as exc:
+            errors.append(f"{exc.strerror or exc}")
+    raise OSError("; ".join(errors))
+
+
+def find_spills(state_dir: Path) -> list[Path]:
+    """Spill files of ``state_dir``, oldest first (in the folder and in the runtime folder)."""
+    prefix = _name(state_dir)
+    found: list[Path] = []
+    folders = [Path(state_dir)]
+    try:
+        folders.append(runtime_dir())
+    except OSError:
+        pass
+    for folder in folders:
+        try:
+            found += [p for p in folder.iterdir() if p.name.startswith(prefix) and p.suffix == ".json"]
+        except OSError:
+            continue
+    return sorted(found, key=lambda p: p.name)
+
+
+def read_spill(path: Path) -> Spill:
+    """Parse a spill file; raises ParseError or OSError."""
+    if path.stat().st_size > MAX_SPILL_BYTES:
+        raise ParseError(str(path), None, f"larger than {MAX_SPILL_BYTES:,} bytes")
+    doc = load_json(path.read_bytes(), str(path))
+    if not isinstance(doc, dict):
+        raise ParseError(str(path), None, "expected an object")
+    spill = Spill(str(doc.get("state_dir") or ""), _seconds(doc.get("saved_at")))
+    if isinstance(doc.get("sessions"), list):
+        spill.sessions = [s for s in doc["sessions"] if isinstance(s, dict)]
+    for entry in doc.get("rows") if isinstance(doc.get("rows"), list) else []:
+        if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and isinstance(entry[1], int):
+            item = _item(entry[2])
+            if item is not None:
+                spill.rows.append((entry[0], entry[1], item))
+    appended = doc.get("appended") if isinstance(doc.get("appended"), dict) else {}
+    for sid, items in appended.items():
+        spill.appended[sid] = [i for i in map(_item, items if isinstance(items, list) else []) if i is not None]
+    drafts = doc.get("drafts") if isinstance(doc.get("drafts"), dict) else {}
+    for sid, draft in drafts.items():
+        if draft is None:
+            spill.drafts[sid] = None
+        elif isinstance(draft, list) and len(draft) == 2 and isinstance(draft[0], str):
+            spill.drafts[sid] = (draft[0], _seconds(draft[1]))
+    deletions = doc.get("deletions") if isinstance(doc.get("deletions"), list) else []
+    spill.deletions = [d for d in deletions if isinstance(d, str)]
+    return spill

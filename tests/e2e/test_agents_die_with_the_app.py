@@ -1,0 +1,72 @@
+"""Issue #11.9 on the real Copilot CLI: a SIGKILLed app leaves no CLI (or tool) behind.
+
+The app here is a real process: ``polypilot run`` and the dashboard on a pseudo-terminal,
+each with the Copilot CLI from npm against the scripted model server, hung mid-turn.
+After a SIGKILL of the app, every process of the CLI's (its tools included, found by the
+``COPILOT_HOME`` in their environment) must be gone within about a second: the CLI runs
+on the leash (polypilot_tui/agents/leash.py), which watches the app *process*, wherever
+the SDK started the CLI from.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.conftest import Dashboard, wait_until
+from tests.support.copilot_harness import agents_toml, copilot_processes, home_processes, run_env
+from tests.support.model_server import ModelServer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+ROOT = Path(__file__).parents[2]
+
+
+def gone_after_sigkill(app: subprocess.Popen[bytes] | subprocess.Popen[str], home: Path) -> float:
+    """SIGKILL the app; seconds until no process of this COPILOT_HOME is left (guard 30 s)."""
+    began = time.monotonic()
+    app.send_signal(signal.SIGKILL)
+    app.wait(10)
+    wait_until(lambda: not home_processes(home), 30, "the CLI and its tools to die with the app")
+    return time.monotonic() - began
+
+
+@pytest.mark.parametrize("kill", range(2))
+def test_the_cli_of_a_sigkilled_run_dies_within_a_second(copilot_cli: Path, model_server: ModelServer,
+                                                         tmp_path: Path, kill: int) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
+    env = run_env(tmp_path / "state", agents)
+    app = subprocess.Popen([sys.executable, "-m", "polypilot_tui.cli", "run", "HANG forever"], cwd=ROOT, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: any("HANG" in r.last.text for r in model_server.model_requests()), 90,
+                   "the CLI to send the prompt to the (hanging) model")
+        assert copilot_processes(copilot_cli, ancestor=app.pid)
+        took = gone_after_sigkill(app, tmp_path / "copilot-home")
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait(10)
+    assert took < 2.0, f"the Copilot CLI outlived the app by {took:.2f} s"
+
+
+def test_the_cli_of_a_sigkilled_dashboard_dies_within_a_second(copilot_cli: Path, model_server: ModelServer,
+                                                               tmp_path: Path) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
+    state = tmp_path / "state"
+    dashboard = Dashboard(run_env(state, agents))  # its first session is a Copilot one: the CLI starts
+    try:
+        dashboard.wait_for_lock(state, 90)
+        wait_until(lambda: copilot_processes(copilot_cli, ancestor=dashboard.proc.pid), 90,
+                   "the dashboard's Copilot CLI to start")
+        took = gone_after_sigkill(dashboard.proc, tmp_path / "copilot-home")
+    finally:
+        dashboard.close()
+    assert took < 2.0, f"the Copilot CLI outlived the dashboard by {took:.2f} s"

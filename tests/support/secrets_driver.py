@@ -1,0 +1,83 @@
+"""One app process for the secrets test: the dashboard's own set-up without the screen.
+
+    python -m tests.support.secrets_driver STATE AGENTS_FILE (echo|restore)
+
+It does what ``polypilot`` does before and under the UI (cli.cmd_tui + run_app): the log
+file in the state folder, the state-folder lock, the agents file, a SessionManager with
+persistence and recordings. ``echo`` then runs sessions that echo, fail and crash with the
+planted secrets (the values of the variables named in ``SECRET_VARS``):
+
+- a demo session that echoes a prompt holding them;
+- a fake ACP agent that prints them to stderr and in a traceback, says them, and fails the
+  turn with them in its error (``LEAK``); another that prints them and dies (``LEAKCRASH``);
+- a "Copilot CLI" that prints the key and exits (the SDK logs its stderr and a traceback);
+- a fake ACP agent that says them and hangs mid-reply (``LEAKHANG``): then it prints
+  ``CRASH-ME`` and waits to be SIGKILLed, with the secrets in an unfinished draft.
+
+``restore`` starts again on the same folder (the draft comes back as a row), then quits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.core.clock import SystemClock
+from polypilot_tui.logging_setup import setup_file_logging
+from polypilot_tui.manager import SessionManager
+from polypilot_tui.persistence import attach_persistence
+from polypilot_tui.storage.lock import StateLock
+
+
+async def wait(check, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"driver: timed out waiting ({check})")
+        await asyncio.sleep(0.02)
+
+
+async def main(state: Path, agents_file: Path, mode: str) -> None:
+    lock = StateLock.acquire(state)
+    setup_file_logging(state, "polypilot.log")
+    settings = Settings(_env_file=None, state_dir=state, agents_file=agents_file, demo_speed=50.0,  # type: ignore[call-arg]
+                        stop_grace_seconds=1.0)
+    manager = SessionManager(settings, load_agents(agents_file), SystemClock())
+    persistence = attach_persistence(manager, settings)
+    secrets = [os.environ[name] for name in os.environ["SECRET_VARS"].split(",")]
+    if mode == "restore":
+        await asyncio.sleep(1.0)
+        await manager.shutdown()
+        await persistence.close()
+        lock.release()
+        print("RESTORED", flush=True)
+        return
+
+    demo = await manager.create_session("demo", f"keys {secrets[0]}")
+    await manager.send(demo, "please remember " + " and ".join(secrets))
+    await wait(lambda: manager.session(demo).turns)
+
+    for prompt in ("LEAK now", "LEAKCRASH now"):
+        sid = await manager.create_session("leaky")
+        await manager.send(sid, f"{prompt} " + " ".join(secrets))
+        await wait(lambda: manager.session(sid).turns)
+
+    broken = manager.add_session("broken-copilot")
+    await manager.send(broken, "hello")
+    await wait(lambda: manager.session(broken).turns)
+
+    hang = await manager.create_session("leaky")
+    await manager.send(hang, "LEAKHANG now")
+    await wait(lambda: "my keys are" in manager.streaming_text(hang))
+    await persistence.flush()
+    await asyncio.sleep(0.5)  # the draft is written through
+    print("CRASH-ME", flush=True)
+    await asyncio.sleep(3600)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]))
