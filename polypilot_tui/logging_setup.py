@@ -61,6 +61,35 @@ class _QuietStderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+class RepeatFilter(logging.Filter):
+    """The same failure logs once in full; its repeats are counted on one line each 100.
+
+    An agent whose every update fails the SDK's schema (claude-agent-acp's ``usage_update``
+    with ``"used": null``) would otherwise write a traceback per update into the log.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: dict[tuple[str, str, str], int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info is None or record.levelno >= logging.CRITICAL:
+            return True
+        exc = record.exc_info[1]
+        first_line = str(exc).splitlines()[0][:200] if exc is not None and str(exc) else ""
+        key = (record.name, str(record.msg), f"{type(exc).__name__}: {first_line}")
+        count = self._seen.get(key, 0) + 1
+        if len(self._seen) < 1000 or key in self._seen:
+            self._seen[key] = count
+        if count == 1:
+            return True
+        if count % 100 == 0:
+            record.msg = f"{record.msg} (the same failure {count} times so far)"
+            record.exc_info = record.exc_text = None
+            return True
+        return False
+
+
 def _install(handler: logging.Handler, level: int) -> None:
     root = logging.getLogger()
     for old in _installed:
@@ -98,6 +127,7 @@ def setup_file_logging(state_dir: Path, file_name: str, level: int = logging.WAR
         _install(logging.NullHandler(), level)
         return None
     handler.setFormatter(RedactingFormatter(FORMAT))
+    handler.addFilter(RepeatFilter())
     _install(handler, logging.DEBUG if extra_file is not None else level)
     return target
 

@@ -79,3 +79,37 @@ def test_secret_names(name: str, secret: bool) -> None:
 ])
 def test_values_shaped_like_keys(value: str, key: bool) -> None:
     assert looks_like_key(value) is key
+
+
+def test_a_repeated_failure_is_logged_once_in_full_then_counted(tmp_path) -> None:
+    """An agent whose every update fails the SDK's schema must not flood the log."""
+    import logging
+
+    from polypilot_tui.logging_setup import setup_file_logging
+
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    path = setup_file_logging(tmp_path, "test.log")
+    assert path is not None
+    log = logging.getLogger("acp.test")
+    try:
+        for _ in range(250):
+            try:
+                raise ValueError("1 validation error for SessionNotification\nupdate.usage_update.used")
+            except ValueError:
+                log.exception("Unhandled error while handling notification method=%s", "session/update")
+        try:
+            raise KeyError("another failure")
+        except KeyError:
+            log.exception("something else")
+    finally:
+        for handler in list(root.handlers):
+            handler.flush()
+            if handler not in before:
+                root.removeHandler(handler)
+                handler.close()
+        root.setLevel(level)
+    text = path.read_text()
+    assert text.count("Traceback") == 2  # the first of each failure, in full
+    assert "(the same failure 100 times so far)" in text and "(the same failure 200 times so far)" in text
+    assert text.count("Unhandled error while handling notification") == 3
