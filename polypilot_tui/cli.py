@@ -135,7 +135,7 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
     setup_file_logging(Path(settings.state_dir), "polypilot.log", extra_file=log_file)
     if lock is not None:
         prune_state_dir(Path(settings.state_dir))
-    from polypilot_tui.ui.app import run_app
+    from polypilot_tui.ui.launch import run_app
     try:
         return run_app(settings)
     finally:

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
@@ -28,8 +28,8 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
-from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
-from polypilot_tui.core.clock import Clock, SystemClock
+from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
+from polypilot_tui.core.clock import Clock
 from polypilot_tui.core.text import one_line
 from polypilot_tui.core.view import SessionView
 from polypilot_tui.manager import SessionManager
@@ -38,7 +38,6 @@ from polypilot_tui.ui.commands import session_commands
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
-from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.session_actions import SessionActions
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, DEFAULT_THEME, load_themes, user_themes_dir
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
@@ -342,49 +341,7 @@ class PolypilotApp(SessionActions, App[int]):
         """Select the session below."""
         self._step(1)
 
-    def action_attention(self) -> None:
-        """Answer the session on screen if it waits for permission, else go to the next one needing you."""
-        view = self._views.get(self.selected or "")
-        prompt = self.pane.permission
-        if view is not None and view.pending_permission is not None and not prompt.has_focus_within:
-            prompt.focus_first()
-            return
-        ids = list(self._views)
-        start = ids.index(self.selected) + 1 if self.selected in ids else 0
-        for sid in ids[start:] + ids[:start]:
-            if sid != self.selected and self.attention.wants_user(self._views[sid]):
-                self.select(sid)
-                if self._views[sid].pending_permission is not None:
-                    self.call_later(self._focus_permission)
-                return
-        self.notify("No other session needs your attention.", timeout=3)
-
-    async def _focus_permission(self) -> None:
-        """Focus the permission prompt once the selected session is drawn (not throttled)."""
-        await self.flush()
-        self.call_after_refresh(self.pane.permission.focus_first)
-
     # ---- sessions and quitting -----------------------------------------------------
-    def _add_session(self, agent: str) -> str | None:
-        try:
-            sid = self.manager.add_session(agent)
-        except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
-            self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
-            return None
-        self.select(sid)
-        return sid
-
-    def action_new_session(self) -> None:
-        """Pick an agent and start a session on it."""
-        agents = [(name, config.kind) for name, config in self.catalog.agents.items()]
-
-        def picked(agent: str | None) -> None:
-            if agent:
-                self._add_session(agent)
-            self.pane.editor.focus()
-
-        self.push_screen(NewSessionScreen(agents, self.settings.default_agent), picked)
-
     async def action_quit(self) -> None:
         """Quit; with turns in flight, ask first (they are offered for resending next time)."""
         busy = [v for v in self.manager.views() if v.status.busy]
@@ -421,23 +378,3 @@ class PolypilotApp(SessionActions, App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from session_commands(self)
         yield from super().get_system_commands(screen)
-
-
-def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
-    """The agents to offer, and notes for the user (a broken agents file falls back to demo)."""
-    try:
-        catalog = load_agents(settings.agents_file)
-    except AgentsFileError as exc:
-        return AgentCatalog({DEMO_AGENT: demo_agent()}), [f"{exc} — continuing with the demo agent only."]
-    return catalog, [f"Agents file entry skipped: {problem}" for problem in catalog.problems]
-
-
-def run_app(settings: Settings) -> int:
-    """Run the dashboard until the user quits; returns the exit code (logging: cli.py)."""
-    catalog, notes = build_catalog(settings)
-    clock = SystemClock()
-    manager = SessionManager(settings, catalog, clock)
-    from polypilot_tui.persistence import attach_persistence
-    app = PolypilotApp(settings, catalog, manager, clock, notes=notes, attach=attach_persistence)
-    result = app.run()
-    return result if isinstance(result, int) else (app.return_code or 0)

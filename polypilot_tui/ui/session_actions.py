@@ -17,6 +17,7 @@ from polypilot_tui.core.session import ItemKind, Session
 from polypilot_tui.core.text import one_line
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
+from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
 from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 from polypilot_tui.ui.widgets.queue_panel import QueuePanel
@@ -123,6 +124,49 @@ class SessionActions(_Base):
 
     def on_permission_prompt_leave(self, event: PermissionPrompt.Leave) -> None:
         self.pane.editor.focus()
+
+    # ---- new sessions and attention ------------------------------------------------
+    def _add_session(self, agent: str) -> str | None:
+        try:
+            sid = self.manager.add_session(agent)
+        except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
+            self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
+            return None
+        self.select(sid)
+        return sid
+
+    def action_new_session(self) -> None:
+        """Pick an agent and start a session on it."""
+        agents = [(name, config.kind) for name, config in self.catalog.agents.items()]
+
+        def picked(agent: str | None) -> None:
+            if agent:
+                self._add_session(agent)
+            self.pane.editor.focus()
+
+        self.push_screen(NewSessionScreen(agents, self.settings.default_agent), picked)
+
+    def action_attention(self) -> None:
+        """Answer the session on screen if it waits for permission, else go to the next one needing you."""
+        view = self._views.get(self.selected or "")
+        prompt = self.pane.permission
+        if view is not None and view.pending_permission is not None and not prompt.has_focus_within:
+            prompt.focus_first()
+            return
+        ids = list(self._views)
+        start = ids.index(self.selected) + 1 if self.selected in ids else 0
+        for sid in ids[start:] + ids[:start]:
+            if sid != self.selected and self.attention.wants_user(self._views[sid]):
+                self.select(sid)
+                if self._views[sid].pending_permission is not None:
+                    self.call_later(self._focus_permission)
+                return
+        self.notify("No other session needs your attention.", timeout=3)
+
+    async def _focus_permission(self) -> None:
+        """Focus the permission prompt once the selected session is drawn (not throttled)."""
+        await self.flush()
+        self.call_after_refresh(self.pane.permission.focus_first)
 
     # ---- turn control --------------------------------------------------------------
     def action_stop(self) -> None:

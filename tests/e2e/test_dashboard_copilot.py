@@ -68,7 +68,7 @@ async def test_a_copilot_session_from_prompt_to_restore(copilot_cli: Path, model
         await pilot.press("ctrl+r")
         await see(pilot, "Session reconnected (resumed)")
         await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
-        assert "Stopped" not in status_line(app)
+        await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what="the status no longer \"Stopped\"")
         await send(pilot, "after the reconnect")
         await see(pilot, "echo: after the reconnect")
         await wait_for(pilot, lambda: app.manager.view(sid).turns == 4, timeout=AGENT_WAIT)

@@ -61,7 +61,8 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(copilot_cli: Path, model_s
         term.wait_until_dead()
 
         term.restart(command)
-        term.wait_for("echo: hello from tmux", "done: hi", "a draft kept over the restart")
+        screen = term.wait_for("done: hi", "Session reconnected (resumed)", "a draft kept over the restart")
+        assert max(map(len, screen.splitlines())) > 120, "the terminal kept its size"
         term.keys("C-u")  # the editor's "delete to line start": an empty prompt again
         term.type("after the restart")
         term.keys("Enter")

@@ -50,6 +50,10 @@ class Terminal:
         self._run("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "-c", str(self.cwd),
                   f"exec {line}")
         self._run("set-option", "-t", "main", "remain-on-exit", "on")
+        # With no client attached tmux may fall back to its 80x24 default when the pane is
+        # respawned: the size is fixed once and for all.
+        self._run("set-option", "-t", "main", "window-size", "manual")
+        self._run("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
 
     def keys(self, *keys: str) -> None:
         """Press keys by tmux name (``Enter``, ``C-x``, ``y``)."""
@@ -90,6 +94,8 @@ class Terminal:
         """Run ``command`` again in the same pane (after the first one exited)."""
         self._run("respawn-pane", "-t", "main", "-k", "-c", str(self.cwd),
                   " ".join(_quote(part) for part in command))
+        width, height = self.size
+        self._run("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
 
     def close(self) -> None:
         self._run("kill-server", check=False)

@@ -2,7 +2,7 @@
 
     python -m tests.support.secrets_driver STATE AGENTS_FILE (echo|restore)
 
-It does what ``polypilot`` does before and under the UI (cli.cmd_tui + run_app): the log
+It does what ``polypilot`` does before and under the UI (cli.cmd_tui + ui.launch.run_app): the log
 file in the state folder, the state-folder lock, the agents file, a SessionManager with
 persistence and recordings. ``echo`` then runs sessions that echo, fail and crash with the
 planted secrets (the values of the variables named in ``SECRET_VARS``):

@@ -173,7 +173,7 @@ async def test_click_a_row_selects_it_and_close_session_removes_it(tmp_path: Pat
 
 async def test_broken_agents_file_falls_back_to_demo_with_one_notice(tmp_path: Path) -> None:
     from polypilot_tui.config import Settings
-    from polypilot_tui.ui.app import build_catalog
+    from polypilot_tui.ui.launch import build_catalog
 
     agents = tmp_path / "agents.toml"
     agents.write_text("[broken\n", encoding="utf-8")

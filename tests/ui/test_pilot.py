@@ -393,3 +393,20 @@ async def test_quit_with_a_turn_running_asks_and_the_turn_is_offered_for_resendi
     session = app.manager.session("s1")
     assert session.turn is None and session.interrupted_prompt == "!slow"
     assert session.last_outcome.reason == "interrupted: the app quit during this turn"
+
+
+async def test_ctrl_g_then_y_in_one_burst_answers_the_permission(tmp_path: Path) -> None:
+    """The two keys arrive together (a fast typist, a busy app): "y" must be the answer, not text."""
+    from textual import events
+
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "write a file")
+        await wait_for(pilot, lambda: len(app.pane.permission.buttons) == 3, what="the prompt")
+        for key in (events.Key("ctrl+g", None), events.Key("y", "y")):
+            key.set_sender(app)
+            app._driver.send_message(key)
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", what="the tool allowed")
+        assert app.pane.editor.text == ""
+        assert any("written" in r for r in replies(app, "s1"))

@@ -124,7 +124,12 @@ class PermissionPrompt(Vertical):
         self.post_message(self.Leave())
 
     def focus_first(self) -> None:
-        """Put the keyboard on the first option."""
+        """Put the keyboard on the first option, at once.
+
+        ``Widget.focus()`` moves the focus only after the messages already queued, so the
+        "y" of a quick ctrl+g, y landed in the prompt editor; setting it on the screen now
+        makes the very next key an answer.
+        """
         buttons = self.buttons
         if buttons:
-            buttons[0].focus()
+            self.screen.set_focus(buttons[0])

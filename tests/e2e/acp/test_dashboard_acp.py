@@ -103,7 +103,7 @@ async def test_an_acp_session_from_prompt_to_restore(name: str, model_server: Mo
         await pilot.press("ctrl+r")
         await see(pilot, "Session reconnected")
         await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
-        assert "Stopped" not in status_line(app)
+        await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what="the status no longer \"Stopped\"")
         history = [(i.kind, i.text) for i in app.manager.history(sid)]
 
     again = dashboard(state, {name: agent}, name, stop_grace_seconds=8)
