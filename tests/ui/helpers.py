@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from textual.pilot import Pilot
+from textual.widget import Widget
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.core.clock import SystemClock
@@ -43,3 +44,15 @@ async def wait_for(pilot: Pilot[Any], predicate: Callable[[], object], timeout: 
 def notifications(app: PolypilotApp) -> list[str]:
     """Titles and messages of the toasts currently shown."""
     return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+def screen_lines(app: PolypilotApp) -> list[str]:
+    """The text on screen now, one string per row (what the user sees, after composition)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def widget_lines(widget: Widget) -> list[str]:
+    """The screen rows a widget covers, cropped to it (its visible part only)."""
+    region = widget.region.intersection(widget.app.screen.region)
+    strips = widget.app.screen._compositor.render_strips()
+    return [strip.crop(region.x, region.right).text for strip in strips[region.y:region.bottom]]
