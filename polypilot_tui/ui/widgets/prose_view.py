@@ -1,0 +1,154 @@
+"""A run of laid-out markdown prose (paragraphs, lists, quotes, tables) that the mouse can select.
+
+It renders a Textual :class:`~textual.visual.Visual` of its own rather than a Rich renderable:
+Rich renderables carry no selection offsets, so text drawn through them cannot be selected.
+Each drawn character is tagged with its place in a *logical* line, so a selection copies
+paragraphs without the breaks word wrap put in. Layout is cached per item and width: adding
+an item to a streaming reply lays out only that item.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.segment import Segment
+from textual.css.styles import RulesMap
+from textual.selection import Selection
+from textual.strip import Strip
+from textual.style import Style
+from textual.visual import RenderOptions, Visual
+from textual.widget import Widget
+
+from polypilot_tui.ui.markdown.blocks import ProseItem, item_size
+from polypilot_tui.ui.markdown.layout import Laid, Row, lay_out
+
+
+class ProseVisual(Visual):
+    """Prose items drawn at whatever width the widget has."""
+
+    def __init__(self, items: Sequence[ProseItem], previous: ProseVisual | None = None) -> None:
+        self.items = list(items)
+        kept = previous._laid if previous is not None else {}
+        self._laid: dict[int, tuple[int, Laid]] = {id(i): kept[id(i)] for i in self.items if id(i) in kept}
+        """Per item (by identity; ``items`` keeps them alive): the width it was laid out at, and how."""
+        self._layout: tuple[int, list[Row], list[str]] | None = None
+        self.layouts = 0
+        """Items laid out so far (a test counts it to check streaming stays incremental)."""
+        if previous is not None:
+            self.layouts = previous.layouts
+
+    def layout(self, width: int) -> tuple[list[Row], list[str]]:
+        """All rows and logical lines at ``width``."""
+        if self._layout is not None and self._layout[0] == width:
+            return self._layout[1], self._layout[2]
+        rows: list[Row] = []
+        logical: list[str] = []
+        for item in self.items:
+            cached = self._laid.get(id(item))
+            if cached is None or cached[0] != width:
+                cached = (width, lay_out(item, width))
+                self._laid[id(item)] = cached
+                self.layouts += 1
+            laid, base = cached[1], len(logical)
+            rows.extend(row if not base else Row(row.indent, row.text, row.x, row.y + base) for row in laid.rows)
+            logical.extend(laid.logical)
+        self._layout = (width, rows, logical)
+        return rows, logical
+
+    def text(self, width: int) -> str:
+        """The logical lines at ``width`` (what selecting everything copies)."""
+        return "\n".join(self.layout(width)[1])
+
+    def render_strips(self, width: int, height: int | None, style: Style,
+                      options: RenderOptions) -> list[Strip]:
+        rows, logical = self.layout(width)
+        if height is not None:
+            rows = rows[:height]
+        get_style = options.get_style
+        selection = options.selection if options.selection_style is not None else None
+        strips: list[Strip] = []
+        for row in rows:
+            segments: list[Segment] = []
+            if row.indent is not None:
+                # One segment per indent cell, each pointing at the row's first character, so
+                # a drag that starts in the indent selects from the start of the row's text.
+                for part, part_style in row.indent.render(style, end="", parse_style=get_style):
+                    rich_style = (style + part_style).rich_style_with_offset(row.x, row.y)
+                    segments.extend(Segment(char, rich_style) for char in part)
+            text = row.text
+            if selection is not None and (span := selection.get_span(row.y)) is not None:
+                start, end = span
+                end = len(logical[row.y]) if end == -1 else end
+                start, end = max(start, row.x) - row.x, min(end, row.x + len(text)) - row.x
+                if start < end:
+                    text = text.stylize(options.selection_style, start, end)  # type: ignore[arg-type]
+            x = row.x
+            for part, part_style in text.render(style, end="", parse_style=get_style):
+                segments.append(Segment(part, (style + part_style).rich_style_with_offset(x, row.y)))
+                x += len(part)
+            strips.append(Strip(segments))
+        return strips
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return container_width
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        return len(self.layout(width)[0])
+
+
+class ProseView(Widget):
+    """Prose items of one reply; ``extend``/``set_items`` redraw without re-laying out old items."""
+
+    DEFAULT_CSS = """
+    ProseView {
+        height: auto;
+        width: 1fr;
+    }
+    """
+
+    def __init__(self, items: Sequence[ProseItem], live: Sequence[ProseItem] = ()) -> None:
+        super().__init__()
+        self.visual = ProseVisual([*items, *live])
+        self.frozen = len(items)
+        """How many leading items are final; the others (``live``) belong to a reply still streaming."""
+        self.host: Widget | None = None
+        """A widget that draws this one's visual instead of mounting it (a reply of prose alone)."""
+
+    @property
+    def items(self) -> list[ProseItem]:
+        return self.visual.items
+
+    @property
+    def frozen_size(self) -> int:
+        """Characters in the final items (a widget stops taking more past a bound)."""
+        return sum(map(item_size, self.visual.items[: self.frozen]))
+
+    def render(self) -> Visual:
+        return self.visual
+
+    def set_items(self, items: Sequence[ProseItem], live: Sequence[ProseItem] = ()) -> None:
+        """Show ``items`` then ``live``; items already shown keep their layout."""
+        target = self.host or self
+        width = target.size.width
+        old_height = self.visual.get_height(self.styles, width) if width else -1
+        self.visual = ProseVisual([*items, *live], self.visual)
+        self.frozen = len(items)
+        # A streaming reply usually grows within its last line: then only this widget is
+        # repainted, and the chat is not laid out again (that costs per widget in the log).
+        target.refresh(layout=not width or self.visual.get_height(self.styles, width) != old_height)
+
+    def freeze(self, items: Sequence[ProseItem]) -> None:
+        """Add final items after the final ones (the live ones are dropped: they are re-sent)."""
+        self.set_items([*self.visual.items[: self.frozen], *items])
+
+    def set_live(self, live: Sequence[ProseItem]) -> None:
+        """Replace the items after the final ones."""
+        if live or self.frozen != len(self.visual.items):
+            self.set_items(self.visual.items[: self.frozen], live)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        # The blank line above a code block is its margin, not text: copy it as a line break.
+        siblings = list(self.parent.children) if self.parent is not None else [self]
+        after = siblings[siblings.index(self) + 1:]
+        ending = "\n\n" if after and after[0].styles.margin.top else "\n"
+        return selection.extract(self.visual.text(self.size.width)), ending
