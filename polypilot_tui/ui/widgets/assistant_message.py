@@ -61,6 +61,7 @@ class AssistantMessage(Widget):
 
     def __init__(self, text: str = "", *, interrupted: bool = False) -> None:
         super().__init__(classes="chat-item")
+        self.auto_links = False  # it may draw prose itself: no links there, no strip restyling
         self.text = ""
         """The (sanitised) text on screen, without the interrupted note."""
         self.interrupted = interrupted

@@ -28,32 +28,43 @@ class ProseVisual(Visual):
 
     def __init__(self, items: Sequence[ProseItem], previous: ProseVisual | None = None) -> None:
         self.items = list(items)
-        kept = previous._laid if previous is not None else {}
-        self._laid: dict[int, tuple[int, Laid]] = {id(i): kept[id(i)] for i in self.items if id(i) in kept}
+        laid = previous._laid if previous is not None else {}
+        drawn = previous._drawn if previous is not None else {}
+        self._laid: dict[int, tuple[int, Laid]] = {id(i): laid[id(i)] for i in self.items if id(i) in laid}
         """Per item (by identity; ``items`` keeps them alive): the width it was laid out at, and how."""
-        self._layout: tuple[int, list[Row], list[str]] | None = None
+        self._drawn: dict[int, tuple[tuple[int, int, Style], list[Strip]]] = {
+            id(i): drawn[id(i)] for i in self.items if id(i) in drawn}
+        """Per item: its strips and what they were drawn for (width, first logical line, style).
+        A streaming reply redraws only its changed last item, not the whole run."""
+        self._layout: tuple[int, list[Row], list[str], list[int]] | None = None
         self.layouts = 0
-        """Items laid out so far (a test counts it to check streaming stays incremental)."""
+        """Items laid out so far (tests count these to check streaming stays incremental)."""
+        self.rows_drawn = 0
+        """Rows turned into strips so far."""
         if previous is not None:
-            self.layouts = previous.layouts
+            self.layouts, self.rows_drawn = previous.layouts, previous.rows_drawn
+
+    def _laid_out(self, item: ProseItem, width: int) -> Laid:
+        cached = self._laid.get(id(item))
+        if cached is None or cached[0] != width:
+            cached = (width, lay_out(item, width))
+            self._laid[id(item)] = cached
+            self.layouts += 1
+        return cached[1]
 
     def layout(self, width: int) -> tuple[list[Row], list[str]]:
         """All rows and logical lines at ``width``."""
-        if self._layout is not None and self._layout[0] == width:
-            return self._layout[1], self._layout[2]
-        rows: list[Row] = []
-        logical: list[str] = []
-        for item in self.items:
-            cached = self._laid.get(id(item))
-            if cached is None or cached[0] != width:
-                cached = (width, lay_out(item, width))
-                self._laid[id(item)] = cached
-                self.layouts += 1
-            laid, base = cached[1], len(logical)
-            rows.extend(row if not base else Row(row.indent, row.text, row.x, row.y + base) for row in laid.rows)
-            logical.extend(laid.logical)
-        self._layout = (width, rows, logical)
-        return rows, logical
+        if self._layout is None or self._layout[0] != width:
+            rows: list[Row] = []
+            logical: list[str] = []
+            bases: list[int] = []
+            for item in self.items:
+                laid, base = self._laid_out(item, width), len(logical)
+                bases.append(base)
+                rows.extend(row if not base else Row(row.indent, row.text, row.x, row.y + base) for row in laid.rows)
+                logical.extend(laid.logical)
+            self._layout = (width, rows, logical, bases)
+        return self._layout[1], self._layout[2]
 
     def text(self, width: int) -> str:
         """The logical lines at ``width`` (what selecting everything copies)."""
@@ -61,33 +72,50 @@ class ProseVisual(Visual):
 
     def render_strips(self, width: int, height: int | None, style: Style,
                       options: RenderOptions) -> list[Strip]:
-        rows, logical = self.layout(width)
-        if height is not None:
-            rows = rows[:height]
-        get_style = options.get_style
+        _rows, logical = self.layout(width)
+        assert self._layout is not None
+        bases = self._layout[3]
         selection = options.selection if options.selection_style is not None else None
         strips: list[Strip] = []
-        for row in rows:
-            segments: list[Segment] = []
-            if row.indent is not None:
-                # One segment per indent cell, each pointing at the row's first character, so
-                # a drag that starts in the indent selects from the start of the row's text.
-                for part, part_style in row.indent.render(style, end="", parse_style=get_style):
-                    rich_style = (style + part_style).rich_style_with_offset(row.x, row.y)
-                    segments.extend(Segment(char, rich_style) for char in part)
-            text = row.text
-            if selection is not None and (span := selection.get_span(row.y)) is not None:
-                start, end = span
-                end = len(logical[row.y]) if end == -1 else end
-                start, end = max(start, row.x) - row.x, min(end, row.x + len(text)) - row.x
-                if start < end:
-                    text = text.stylize(options.selection_style, start, end)  # type: ignore[arg-type]
-            x = row.x
-            for part, part_style in text.render(style, end="", parse_style=get_style):
-                segments.append(Segment(part, (style + part_style).rich_style_with_offset(x, row.y)))
-                x += len(part)
-            strips.append(Strip(segments))
-        return strips
+        for item, base in zip(self.items, bases):
+            key = (width, base, style)
+            cached = self._drawn.get(id(item))
+            if selection is None and cached is not None and cached[0] == key:
+                strips.extend(cached[1])
+                continue
+            drawn = [self._strip(row, base, logical, style, options, selection)
+                     for row in self._laid_out(item, width).rows]
+            self.rows_drawn += len(drawn)
+            if selection is None:
+                self._drawn[id(item)] = (key, drawn)
+            strips.extend(drawn)
+        return strips if height is None else strips[:height]
+
+    @staticmethod
+    def _strip(row: Row, base: int, logical: list[str], style: Style, options: RenderOptions,
+               selection: Selection | None) -> Strip:
+        """One row: every character tagged with its (x, logical line) for mouse selection."""
+        get_style = options.get_style
+        y = row.y + base
+        segments: list[Segment] = []
+        if row.indent is not None:
+            # One segment per indent cell, each pointing at the row's first character, so
+            # a drag that starts in the indent selects from the start of the row's text.
+            for part, part_style in row.indent.render(style, end="", parse_style=get_style):
+                rich_style = (style + part_style).rich_style_with_offset(row.x, y)
+                segments.extend(Segment(char, rich_style) for char in part)
+        text = row.text
+        if selection is not None and (span := selection.get_span(y)) is not None:
+            start, end = span
+            end = len(logical[y]) if end == -1 else end
+            start, end = max(start, row.x) - row.x, min(end, row.x + len(text)) - row.x
+            if start < end:
+                text = text.stylize(options.selection_style, start, end)  # type: ignore[arg-type]
+        x = row.x
+        for part, part_style in text.render(style, end="", parse_style=get_style):
+            segments.append(Segment(part, (style + part_style).rich_style_with_offset(x, y)))
+            x += len(part)
+        return Strip(segments)
 
     def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
         return container_width
@@ -108,6 +136,7 @@ class ProseView(Widget):
 
     def __init__(self, items: Sequence[ProseItem], live: Sequence[ProseItem] = ()) -> None:
         super().__init__()
+        self.auto_links = False  # nothing here is a link: spare Textual restyling every strip for them
         self.visual = ProseVisual([*items, *live])
         self.frozen = len(items)
         """How many leading items are final; the others (``live``) belong to a reply still streaming."""
