@@ -6,6 +6,8 @@ terminal would show), not the widget's source text.
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
@@ -252,3 +254,31 @@ async def test_a_reply_of_prose_alone_is_one_widget_that_grows_children_when_nee
         assert [" ".join(line.split()) for line in widget_lines(message) if line.strip()] == [
             "Now with code:", "code · 1 line copy", "x = 1", "and after.",
             "(interrupted — the reply was cut short;", "what arrived is kept)"]
+
+
+FRAGMENTS = ["Para <b>x</b> List<String>\n", "\n", "- item\n", "  - nested\n", "1. one\n", "> quote\n",
+             "```py\n", "code()\n", "```\n", "| a | b |\n", "|---|---|\n", "| 1 | 2 | 3 |\n", "# head\n",
+             "---\n", "    indented\n", "text `code` *em* [l](http://u)\n", "[ref]: http://x\n", "<div>\n",
+             "\x1b[31m", "漢字 😀 ", "word " * 30]
+
+
+def pieces(message: AssistantMessage, width: int) -> str:
+    """What the message draws, prose and code in order, however the prose is split into widgets."""
+    out = []
+    for widget in (*message._frozen, *message._tail):
+        out.append(widget.visual.text(width) if isinstance(widget, ProseView) else f"<code>{widget.code}")
+    return "\n".join(out)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=30), st.lists(st.floats(0, 1), max_size=8))
+def test_a_reply_streamed_in_any_steps_draws_what_the_whole_reply_draws(parts: list[str], cuts: list[float]) -> None:
+    full = "".join(parts)
+    streaming = AssistantMessage("")
+    for cut in sorted(int(f * len(full)) for f in cuts):
+        streaming.stream(full[:cut])
+        assert streaming.text == safe_text(full[:cut])
+    streaming.show(ChatItem(ItemKind.ASSISTANT, full, 0.0))
+    fresh = AssistantMessage(full)
+    assert pieces(streaming, 60) == pieces(fresh, 60)
+    assert streaming.code_blocks == fresh.code_blocks

@@ -160,7 +160,7 @@ def table_lines(table: Table, width: int) -> list[Content]:
     minimum = [max(max((cell_len(w) for w in row[c].plain.split()), default=0) for row in every)
                for c in range(columns)]
     space = max(columns, width - (3 * columns + 1))
-    widths = [max(1, w) for w in column_widths(minimum, [max(1, n) for n in natural], space)]
+    widths = column_widths([max(1, m) for m in minimum], [max(1, n) for n in natural], space)
 
     def border(left: str, middle: str, right: str) -> Content:
         return Content.styled(left + middle.join("─" * (w + 2) for w in widths) + right, TABLE_BORDER)
