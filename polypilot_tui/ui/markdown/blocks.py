@@ -244,10 +244,10 @@ class _Walker:
             first, rest = self._prefixes()
             self._add(Prose(Content(""), first, rest, gap, self.top))
             gap = None
-        rest = "".join(box.rest.plain for box in self.boxes)
+        indent = cell_len("".join(box.rest.plain for box in self.boxes))
         code = token.content[:-1] if token.content.endswith("\n") else token.content
         lang = token.info.split()[0] if token.info.strip() else ""
-        self._add(Code(code, lang, cell_len(rest), gap is not None, self.top))
+        self._add(Code(code, lang, indent, gap is not None, self.top))
 
     def emit_table(self, index: int) -> int:
         tokens = self.tokens

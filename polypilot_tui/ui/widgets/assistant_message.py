@@ -181,7 +181,8 @@ class AssistantMessage(Widget):
                 shared.set_live(plain_items(runs.pop(0)))
             else:
                 shared.set_live([])
-        old, new = self._tail, []
+        old = self._tail
+        new: list[Widget] = []
         for index, run in enumerate(runs):
             current = old[index] if index < len(old) else None
             first = run[0]

@@ -121,6 +121,10 @@ class ProseVisual(Visual):
         return container_width
 
     def get_height(self, rules: RulesMap, width: int) -> int:
+        return self.height(width)
+
+    def height(self, width: int) -> int:
+        """Rows at ``width``."""
         return len(self.layout(width)[0])
 
 
@@ -159,12 +163,12 @@ class ProseView(Widget):
         """Show ``items`` then ``live``; items already shown keep their layout."""
         target = self.host or self
         width = target.size.width
-        old_height = self.visual.get_height(self.styles, width) if width else -1
+        old_height = self.visual.height(width) if width else -1
         self.visual = ProseVisual([*items, *live], self.visual)
         self.frozen = len(items)
         # A streaming reply usually grows within its last line: then only this widget is
         # repainted, and the chat is not laid out again (that costs per widget in the log).
-        target.refresh(layout=not width or self.visual.get_height(self.styles, width) != old_height)
+        target.refresh(layout=not width or self.visual.height(width) != old_height)
 
     def freeze(self, items: Sequence[ProseItem]) -> None:
         """Add final items after the final ones (the live ones are dropped: they are re-sent)."""
