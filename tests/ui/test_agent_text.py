@@ -6,12 +6,15 @@ terminal would show), not the widget's source text.
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.widget import Widget
+from textual.widgets import Input
 
 from polypilot_tui.core.session import ChatItem, ItemKind
 from polypilot_tui.ui.formatting import safe_text
@@ -19,6 +22,7 @@ from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.code_block import CodeBlock
 from polypilot_tui.ui.widgets.prose_view import ProseView
 from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
+from tests.snapshots.fakes import Driver, build_app
 from tests.ui.helpers import screen_lines, widget_lines
 
 
@@ -146,10 +150,17 @@ async def test_the_copy_button_copies_the_code_block_and_says_so() -> None:
     async with app.run_test(size=(80, 20), notifications=True) as pilot:
         await pilot.pause()
         code = message.query_one(CodeBlock)
+        written: list[str] = []
+        driver = app._driver
+        assert driver is not None
+        write = driver.write
+        driver.write = lambda data: (written.append(data), write(data))[1]  # type: ignore[method-assign]
         copy_x = code.content_region.right - code.region.x - 3  # on the " copy " label of the header row
         await pilot.click(code, offset=(copy_x, 0))
         await pilot.pause()
         assert app.clipboard == code_text.rstrip("\n")
+        # OSC 52: the terminal (local, or at the end of an SSH connection) sets its clipboard.
+        assert f"\x1b]52;c;{base64.b64encode(app.clipboard.encode()).decode()}\a" in written
         assert [n.message for n in app._notifications] == ["Copied 2 lines of code"]
 
 
@@ -282,3 +293,20 @@ def test_a_reply_streamed_in_any_steps_draws_what_the_whole_reply_draws(parts: l
     fresh = AssistantMessage(full)
     assert pieces(streaming, 60) == pieces(fresh, 60)
     assert streaming.code_blocks == fresh.code_blocks
+
+
+async def test_in_the_dashboard_a_drag_over_a_reply_and_ctrl_c_copy_it(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.finished_turn("s1", "hi", "Use List<String> here.\n\n```\nmake <target>\n```")
+        await d.settle()
+        assert isinstance(app.focused, Input)  # the prompt has the focus, as when the user types
+        reply = app.pane.log_for("s1").query(AssistantMessage).last()
+        code = reply.query_one(CodeBlock)
+        await pilot.mouse_down(reply, offset=(2 + len("Use "), 0))
+        await pilot.hover(code, offset=(1 + len("make <target>"), 1))
+        await pilot.mouse_up(code, offset=(1 + len("make <target>"), 1))
+        await pilot.press("ctrl+c")
+        assert app.clipboard == "List<String> here.\n\nmake <target>"
