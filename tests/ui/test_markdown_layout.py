@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from textual.content import Content
 
-from polypilot_tui.ui.markdown.blocks import Table, parse
+from polypilot_tui.ui.markdown.blocks import Code, Table, parse
 from polypilot_tui.ui.markdown.layout import column_widths, lay_out, table_lines, wrap_spans
+from polypilot_tui.ui.markdown.verbatim import kept
 
 TEXT = st.text(alphabet=st.sampled_from("ab <>/x漢字😀   \t-"), max_size=200)
 
@@ -49,3 +50,33 @@ def test_a_wrapped_list_item_keeps_its_indent_and_one_logical_line() -> None:
     texts = [((row.indent.plain if row.indent else "") + row.text.plain) for row in laid.rows]
     assert texts[0].startswith("• word") and all(t.startswith("  word") for t in texts[1:])
     assert laid.logical == ["• " + ("word " * 20).strip()]
+
+
+SYNTAX = st.lists(st.sampled_from(["a", "b7", "Z", "漢", " ", "\n", "\n\n", ">", "- ", "* ", "1. ", "#", "`", "```",
+                                   "~~", "**", "_", "|", "---", "[", "](", ")", "!", "<", ">", "&amp;", "&#65;",
+                                   "\\", "    ", ":", "<div>", "http://x.y/%20z"]), max_size=60).map("".join)
+
+
+def drawn_text(source: str, width: int = 50) -> str:
+    """Everything the parsed and laid-out reply shows: prose as logical lines, code as code."""
+    out = []
+    for item in parse(source).items:
+        if isinstance(item, Code):
+            out.append(f"{item.info} {item.code}")
+        else:
+            out.extend(lay_out(item, width).logical)
+    return "\n".join(out)
+
+
+@settings(max_examples=400, deadline=None)
+@given(SYNTAX)
+def test_every_letter_and_digit_the_agent_wrote_is_drawn(source: str) -> None:
+    assert kept(source, drawn_text(source))
+
+
+def test_text_nested_past_the_parser_limit_is_shown_as_written() -> None:
+    deep_quote = ">" * 60 + " deep quote"
+    deep_list = "- " * 60 + "deep list"
+    assert deep_quote in drawn_text(deep_quote, 200)
+    assert deep_list.strip() in drawn_text(deep_list, 200)
+    assert kept("x" + "**" * 60 + "y", drawn_text("x" + "**" * 60 + "y"))

@@ -3,7 +3,9 @@
 markdown-it (the parser Rich uses) runs with HTML *off*, so ``List<String>``, ``<br>`` and
 ``<div>x</div>`` are plain text instead of tags a renderer would drop; reference
 definitions are off too, so ``[ref]: url`` stays visible. Nothing else is dropped: table
-cells past the header's count (which GFM ignores) are kept, unknown tokens show their text.
+cells past the header's count (which GFM ignores) are kept, unknown tokens show their text,
+and a top-level block whose letters and digits did not all make it into the items (deep
+nesting past markdown-it's limit) is shown as its source text (``verbatim.py``).
 
 Nesting (lists, quotes) is flattened into prefixes: an item knows what its first line
 starts with (``"• "``) and what its other lines start with (``"  "``). Code blocks are
@@ -21,25 +23,17 @@ from typing import Iterator, Sequence, Union
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from rich.cells import cell_len
-from textual.content import Content, Span
+from textual.content import Content
+
+from polypilot_tui.ui.markdown.inline import inline_content
+from polypilot_tui.ui.markdown.styles import BULLET_STYLE, HEADING_STYLE, HEADING_STYLES, QUOTE_STYLE
+from polypilot_tui.ui.markdown.verbatim import kept
 
 _MD = (MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
        .enable(["table", "strikethrough"]).disable("reference"))
 
 BULLETS = ("• ", "◦ ", "▪ ")
 QUOTE = "▌ "
-# Styles are strings with theme variables, resolved when drawn (so a theme change applies);
-# only variables that are colours: "auto" ones ($text-muted) do not resolve in a style string.
-# Not component classes: Textual styles each one of those per widget when it mounts,
-# which made opening a long session markedly slower.
-HEADING_STYLES = {"h1": "bold underline $text-primary", "h2": "bold $text-primary"}
-"""Heading level -> style (h3 and deeper share :data:`HEADING_STYLE`)."""
-HEADING_STYLE = "bold"
-BULLET_STYLE = "$text-primary"
-QUOTE_STYLE = "$foreground-muted"
-CODE_STYLE = "$text-warning on $warning 10%"
-LINK_STYLE = "underline $text-accent"
-URL_STYLE = "$foreground-muted"
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -85,6 +79,9 @@ class Code:
     code: str
     """The block's text without its final newline: what "copy" puts on the clipboard."""
     lang: str
+    """The info string's first word, for syntax colouring."""
+    info: str
+    """The whole info string, shown in the block's header."""
     indent: int
     """Cells of list/quote indentation the block sits under."""
     gap: bool
@@ -110,7 +107,7 @@ def parse(source: str, *, continued: bool = False) -> Parsed:
     """
     walker = _Walker(_MD.parse(source), source)
     if continued:
-        walker.last_top = -1
+        walker.continued, walker.last_top = True, -1
     return walker.run()
 
 
@@ -123,6 +120,17 @@ def item_size(item: Item) -> int:
     if isinstance(item, Code):
         return len(item.code) + 1
     return 1
+
+
+def item_text(item: Item) -> str:
+    """The text an item draws (prefixes and borders aside), to check nothing was lost."""
+    if isinstance(item, Prose):
+        return item.body.plain
+    if isinstance(item, Table):
+        return " ".join(cell.plain for row in (item.header, *item.rows) for cell in row)
+    if isinstance(item, Code):
+        return f"{item.info} {item.code}"
+    return ""
 
 
 def group(items: Sequence[Item], cap: int) -> Iterator[list[Item]]:
@@ -176,6 +184,7 @@ class _Walker:
         self.items: list[Item] = []
         self.tops: list[int] = []
         self.last_top: int | None = None
+        self.continued = False
 
     @property
     def top(self) -> int:
@@ -188,7 +197,26 @@ class _Walker:
             if token.level == 0 and token.nesting >= 0 and token.map is not None:
                 self.tops.append(token.map[0])
             index = self.visit(index, token)
-        return Parsed(self.items, self.tops)
+        return Parsed(self.checked(), self.tops)
+
+    def checked(self) -> list[Item]:
+        """The items, except that a block whose letters were not all drawn becomes its source text."""
+        drawn: dict[int, list[Item]] = {}
+        for item in self.items:
+            drawn.setdefault(item.top, []).append(item)
+        if self.lines is None:
+            self.lines = self.source.split("\n")
+        items: list[Item] = []
+        for top, start in enumerate(self.tops):
+            end = self.tops[top + 1] if top + 1 < len(self.tops) else len(self.lines)
+            source = "\n".join(self.lines[start:end]).strip("\n")
+            block = drawn.get(top, [])
+            if kept(source, " ".join(map(item_text, block))):
+                items.extend(block)
+            else:
+                gap = Content("") if top or self.continued else None
+                items.append(Prose(Content(source).expand_tabs(4), Content(""), Content(""), gap, top))
+        return items
 
     def visit(self, index: int, token: Token) -> int:
         """Handle the token at ``index``; return the index of the next one to visit."""
@@ -246,8 +274,8 @@ class _Walker:
             gap = None
         indent = cell_len("".join(box.rest.plain for box in self.boxes))
         code = token.content[:-1] if token.content.endswith("\n") else token.content
-        lang = token.info.split()[0] if token.info.strip() else ""
-        self._add(Code(code, lang, indent, gap is not None, self.top))
+        info = token.info.strip()
+        self._add(Code(code, info.split()[0] if info else "", info, indent, gap is not None, self.top))
 
     def emit_table(self, index: int) -> int:
         tokens = self.tokens
@@ -323,45 +351,3 @@ class _Walker:
 def _align(style: str) -> str:
     match = re.search(r"text-align:\s*(left|center|right)", style)
     return match.group(1) if match else "left"
-
-
-def inline_content(token: Token) -> Content:
-    """Inline markdown to Content: emphasis as styles, links as ``text (url)``, never markup."""
-    parts: list[str] = []
-    spans: list[Span] = []
-    stack: list[tuple[int, str, str]] = []
-    position = 0
-
-    def add(text: str, style: str = "") -> None:
-        nonlocal position
-        if style and text:
-            spans.append(Span(position, position + len(text), style))
-        parts.append(text)
-        position += len(text)
-
-    for child in token.children or ():
-        kind = child.type
-        if kind == "text":
-            add(child.content)
-        elif kind in ("softbreak", "hardbreak"):
-            add("\n")
-        elif kind == "code_inline":
-            add(child.content, CODE_STYLE)
-        elif kind in _OPEN_STYLES:
-            stack.append((position, _OPEN_STYLES[kind], str(child.attrs.get("href", ""))))
-        elif kind.endswith("_close") and stack:
-            start, style, href = stack.pop()
-            spans.append(Span(start, position, style))
-            label = "".join(parts)[start:]
-            if href and href not in (label, f"mailto:{label}"):
-                add(f" ({href})", URL_STYLE)
-        elif kind == "image":
-            alt = "".join(grandchild.content for grandchild in child.children or ()) or child.content
-            add(f"[image: {alt}]", LINK_STYLE)
-            add(f" ({child.attrs.get('src', '')})", URL_STYLE)
-        elif child.content:
-            add(child.content)
-    return Content("".join(parts), spans=spans)
-
-
-_OPEN_STYLES = {"em_open": "italic", "strong_open": "bold", "s_open": "strike", "link_open": LINK_STYLE}

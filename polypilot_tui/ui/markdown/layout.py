@@ -16,10 +16,9 @@ from rich.cells import cell_len
 from textual.content import Content
 
 from polypilot_tui.ui.markdown.blocks import Prose, ProseItem, Rule, Table
+from polypilot_tui.ui.markdown.styles import TABLE_BORDER, TABLE_HEADER
 
 _WORD = re.compile(r"[^ ]* *")
-TABLE_BORDER = "$foreground 35%"
-TABLE_HEADER = "bold"
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,11 +219,13 @@ class AssistantMessage(Widget):
 
     @staticmethod
     def _code_widget(item: Code, *, highlighted: bool) -> CodeBlock:
-        return CodeBlock(item.code, item.lang, indent=item.indent, gap=item.gap, highlighted=highlighted)
+        return CodeBlock(item.code, item.lang, label=item.info, indent=item.indent, gap=item.gap,
+                         highlighted=highlighted)
 
     @staticmethod
     def _set_code(widget: CodeBlock, item: Code, *, highlighted: bool) -> None:
         widget.set_code(item.code, item.lang, highlighted=highlighted)
+        widget.label = item.info
         margin = (1 if item.gap else 0, 0, 0, item.indent)
         if tuple(widget.styles.margin) != margin:
             widget.styles.margin = margin

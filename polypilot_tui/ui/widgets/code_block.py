@@ -85,12 +85,14 @@ class CodeBlock(ScrollView, can_focus=False):
     }
     """
 
-    def __init__(self, code: str, lang: str = "", *, indent: int = 0, gap: bool = False,
+    def __init__(self, code: str, lang: str = "", *, label: str = "", indent: int = 0, gap: bool = False,
                  highlighted: bool = True) -> None:
         super().__init__()
         self.code = ""
         """The block's text, as copied."""
         self.lang = lang
+        self.label = label or lang
+        """What the header calls the block (the fence's info string)."""
         self._lines: list[Content] = []
         self._highlighted = False
         self._width = 0
@@ -151,7 +153,7 @@ class CodeBlock(ScrollView, can_focus=False):
         return strip.crop_extend(0, width, style.rich_style)
 
     def _header(self, width: int, style: Style) -> Strip:
-        label = f"{self.lang or 'code'} · {plural(len(self._lines), 'line')}"
+        label = f"{self.label or 'code'} · {plural(len(self._lines), 'line')}"
         # Style strings, not component classes: those cost a stylesheet pass per block on mount.
         header = (style + self._get_style(HEADER_STYLE)).rich_style
         copy = (style + self._get_style(COPY_STYLE)).rich_style + RichStyle.from_meta({"@click": "copy_code"})
