@@ -138,6 +138,11 @@ async def test_nothing_is_dropped_from_lists_quotes_and_references() -> None:
         assert piece in screen, piece
 
 
+async def test_text_nested_deeper_than_the_parser_goes_is_still_shown() -> None:
+    screen = joined(await shown(">" * 30 + " deep quote\n\n" + "- " * 30 + "deep list", size=(120, 20)))
+    assert "deep quote" in screen and "deep list" in screen
+
+
 def test_code_blocks_lists_every_code_block_in_order() -> None:
     text = "```py\nfirst()\n```\n\ntext\n\n    indented()\n\n- item\n\n  ```\n  nested()\n  ```\n"
     assert AssistantMessage(text).code_blocks == ["first()", "indented()", "nested()"]
