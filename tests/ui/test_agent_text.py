@@ -20,7 +20,7 @@ from polypilot_tui.core.session import ChatItem, ItemKind
 from polypilot_tui.ui.formatting import safe_text
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.code_block import CodeBlock
-from polypilot_tui.ui.widgets.prose_view import ProseView
+from polypilot_tui.ui.widgets.prose_view import ProseRun, ProseView
 from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
 from tests.snapshots.fakes import Driver, build_app
 from tests.ui.helpers import screen_lines, widget_lines
@@ -282,7 +282,7 @@ def pieces(message: AssistantMessage, width: int) -> str:
     """What the message draws, prose and code in order, however the prose is split into widgets."""
     out = []
     for widget in (*message._frozen, *message._tail):
-        out.append(widget.visual.text(width) if isinstance(widget, ProseView) else f"<code>{widget.code}")
+        out.append(widget.visual.text(width) if isinstance(widget, ProseRun) else f"<code>{widget.code}")
     return "\n".join(out)
 
 

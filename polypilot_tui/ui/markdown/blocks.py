@@ -34,6 +34,8 @@ _MD = (MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer":
 
 BULLETS = ("• ", "◦ ", "▪ ")
 QUOTE = "▌ "
+EMPTY = Content("")
+"""Shared by the many items with no prefix (fewer objects for the garbage collector to walk)."""
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -214,8 +216,8 @@ class _Walker:
             if kept(source, " ".join(map(item_text, block))):
                 items.extend(block)
             else:
-                gap = Content("") if top or self.continued else None
-                items.append(Prose(Content(source).expand_tabs(4), Content(""), Content(""), gap, top))
+                gap = EMPTY if top or self.continued else None
+                items.append(Prose(Content(source).expand_tabs(4), EMPTY, EMPTY, gap, top))
         return items
 
     def visit(self, index: int, token: Token) -> int:
@@ -329,9 +331,13 @@ class _Walker:
         list_boxes = [box for box in self.boxes if box.tight is not None]
         if self.last_top == self.top and list_boxes and list_boxes[-1].tight:
             return None
+        if not self.boxes:
+            return EMPTY
         return Content.assemble(*(box.rest for box in self.boxes if not box.fresh)).rstrip()
 
     def _prefixes(self) -> tuple[Content, Content]:
+        if not self.boxes:
+            return EMPTY, EMPTY
         first = Content.assemble(*(box.first if box.pending else box.rest for box in self.boxes))
         for box in self.boxes:
             box.pending = box.fresh = False

@@ -96,7 +96,7 @@ def lay_out(item: ProseItem, width: int) -> Laid:
             for index, (start, end) in enumerate(wrap_spans(body.plain, width - indent)):
                 end = start + len(body.plain[start:end].rstrip(" ")) if end > start else end
                 if index == 0:
-                    rows.append(Row(None, full[: skip + end], 0, y))
+                    rows.append(Row(None, full if skip + end == len(full) else full[: skip + end], 0, y))
                 else:
                     rows.append(Row(item.rest, full[skip + start: skip + end], skip + start, y))
     elif isinstance(item, Table):

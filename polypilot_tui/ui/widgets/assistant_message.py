@@ -2,10 +2,11 @@
 
 The reply is markdown from an untrusted agent, drawn so that nothing it says is lost: HTML
 is text (``List<String>``), tables wrap instead of cutting, code blocks scroll sideways
-(see ``ui/markdown``). It is a column of small children: :class:`ProseView` runs of prose
-(each bounded to about :data:`PROSE_CAP` characters) and one :class:`CodeBlock` per code
-block. A reply of prose alone (most of them) mounts no child at all: the message draws its
-one ProseView's visual itself, so opening a long session mounts no more widgets than before.
+(see ``ui/markdown``). It is a column of *pieces*: :class:`ProseRun` runs of prose (each
+bounded to about :data:`PROSE_CAP` characters, drawn by a :class:`ProseView` child) and one
+:class:`CodeBlock` per code block. A reply of prose alone (most of them) mounts no child at
+all: the message draws its one run itself, so opening a long session mounts no more widgets
+than before.
 
 Streaming stays cheap however long the reply grows: the text before the start of the last
 top-level markdown block never changes meaning, so it is *frozen* (parsed once, its widgets
@@ -16,7 +17,7 @@ Textual's Markdown widget mounts a widget per block, too slow when a long sessio
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Union
 
 from textual.app import ComposeResult, RenderResult
 from textual.selection import Selection
@@ -28,11 +29,11 @@ from polypilot_tui.core.session import ChatItem
 from polypilot_tui.ui.formatting import safe_text
 from polypilot_tui.ui.markdown.blocks import Code, Item, ProseItem, group, parse
 from polypilot_tui.ui.widgets.code_block import CodeBlock
-from polypilot_tui.ui.widgets.prose_view import ProseView
+from polypilot_tui.ui.widgets.prose_view import ProseRun, ProseView
 
 INTERRUPTED_NOTE = "(interrupted — the reply was cut short; what arrived is kept)"
 PROSE_CAP = 4000
-"""Characters of prose one ProseView holds before the next top-level block starts a new one."""
+"""Characters of prose one run holds before the next top-level block starts a new one."""
 LIVE_HIGHLIGHT_LINES = 200
 """A code block still streaming is syntax-coloured only up to this many lines (then when done)."""
 
@@ -70,13 +71,13 @@ class AssistantMessage(Widget):
         """Characters handed to the markdown parser so far (streaming must not re-parse it all)."""
         self._frozen_end = 0
         """``text[:_frozen_end]`` is drawn by ``_frozen`` and never parsed again while the text grows."""
-        self._frozen: list[Widget] = []
-        self._tail: list[Widget] = []
+        self._frozen: list[Piece] = []
+        self._tail: list[Piece] = []
         self._final = False
         self._composed = False
-        self._solo: ProseView | None = None
-        """A reply of prose alone mounts no child: this widget draws that ProseView's visual
-        itself (one widget per reply, like before; opening a long session mounts 60 rows)."""
+        self._solo: ProseRun | None = None
+        """A reply of prose alone mounts no child: this widget draws that run itself (one
+        widget per reply, like before; opening a long session mounts 60 rows at once)."""
         self._note: Static | None = None
         """The "interrupted" line, made when first needed (most replies never are)."""
         self._show_note()
@@ -94,11 +95,11 @@ class AssistantMessage(Widget):
 
     def compose(self) -> ComposeResult:
         self._composed = True
-        widgets = [*self._frozen, *self._tail]
-        if len(widgets) == 1 and isinstance(widgets[0], ProseView) and self._note is None:
-            self._solo, widgets[0].host = widgets[0], self
+        pieces = [*self._frozen, *self._tail]
+        if len(pieces) == 1 and isinstance(pieces[0], ProseRun) and self._note is None:
+            self._solo, pieces[0].owner = pieces[0], self
             return
-        yield from widgets
+        yield from map(_widget, pieces)
         if self._note is not None:
             yield self._note
 
@@ -130,6 +131,9 @@ class AssistantMessage(Widget):
             return
         if not text.startswith(self.text[: self._frozen_end]):
             self._reset()
+        for piece in (*self._frozen[-1:], *self._tail):
+            if isinstance(piece, ProseRun):
+                piece.streaming = not final
         tail = text[self._frozen_end:]
         parsed = parse(tail, continued=self._frozen_end > 0)
         self.parsed_chars += len(tail)
@@ -160,29 +164,29 @@ class AssistantMessage(Widget):
                     self._frozen.append(self._insert(self._code_widget(first, highlighted=True)))
                 continue
             prose = plain_items(run)
-            if isinstance(last, ProseView) and last.frozen_size < PROSE_CAP:
+            if isinstance(last, ProseRun) and last.frozen_size < PROSE_CAP:
                 last.freeze(prose)
-            elif isinstance(head, ProseView):
+            elif isinstance(head, ProseRun):
                 head.set_items(prose)
                 self._frozen.append(self._tail.pop(0))
             else:
-                self._frozen.append(self._insert(ProseView(prose)))
+                self._frozen.append(self._insert(ProseRun(prose)))
 
     def _show_tail(self, items: list[Item], final: bool) -> None:
         """The last block's widgets: updated in place when the kind matches, else replaced.
 
-        Prose that starts the last block is drawn by the last frozen ProseView when it has
-        room (as its "live" items), so a reply of prose is one widget, not one per block.
+        Prose that starts the last block joins the last frozen run when it has room (as its
+        "live" items), so a reply of prose is one run, not one per block.
         """
         runs = list(group(items, PROSE_CAP))
         shared = self._frozen[-1] if self._frozen else None
-        if isinstance(shared, ProseView):
+        if isinstance(shared, ProseRun):
             if runs and not isinstance(runs[0][0], Code) and shared.frozen_size < PROSE_CAP:
                 shared.set_live(plain_items(runs.pop(0)))
             else:
                 shared.set_live([])
         old = self._tail
-        new: list[Widget] = []
+        new: list[Piece] = []
         for index, run in enumerate(runs):
             current = old[index] if index < len(old) else None
             first = run[0]
@@ -192,15 +196,15 @@ class AssistantMessage(Widget):
                     self._set_code(current, first, highlighted=highlighted)
                     new.append(current)
                     continue
-                widget: Widget = self._code_widget(first, highlighted=highlighted)
+                piece: Piece = self._code_widget(first, highlighted=highlighted)
             else:
                 prose = plain_items(run)
-                if isinstance(current, ProseView):
+                if isinstance(current, ProseRun):
                     current.set_items(prose)
                     new.append(current)
                     continue
-                widget = ProseView(prose)
-            new.append(self._insert(widget, before=current if current is not None else self._note))
+                piece = ProseRun(prose)
+            new.append(self._insert(piece, before=current if current is not None else self._note))
             if current is not None:
                 self._drop(current)
         for widget in old[len(new):]:
@@ -230,29 +234,40 @@ class AssistantMessage(Widget):
         if tuple(widget.styles.margin) != margin:
             widget.styles.margin = margin
 
-    def _insert(self, widget: Widget, before: Widget | None = None) -> Widget:
-        """Mount ``widget`` before ``before`` (default: before the tail, else before the note)."""
+    def _insert(self, piece: Piece, before: Piece | Widget | None = None) -> Piece:
+        """Mount ``piece`` before ``before`` (default: before the tail, else before the note)."""
         if self._composed:
             self._unsolo()
             if before is None:
                 before = self._tail[0] if self._tail else self._note
-            self.mount(widget, before=before)
-        return widget
+            anchor = before.owner if isinstance(before, ProseRun) else before
+            self.mount(_widget(piece), before=anchor)
+        return piece
 
-    def _drop(self, widget: Widget) -> None:
-        if widget is self._solo:
+    def _drop(self, piece: Piece) -> None:
+        if piece is self._solo:
             self._solo = None
             self.refresh(layout=True)
         elif self._composed:
-            widget.remove()
+            widget = piece.owner if isinstance(piece, ProseRun) else piece
+            if widget is not None:
+                widget.remove()
 
     def _unsolo(self) -> None:
-        """A second child is coming: the ProseView drawn here becomes a child like the others."""
+        """A second child is coming: the run drawn here gets a ProseView like the others."""
         if self._solo is not None:
             solo, self._solo = self._solo, None
-            solo.host = None
-            self.mount(solo, before=0 if self.children else None)
+            self.mount(ProseView(solo), before=0 if self.children else None)
             self.refresh(layout=True)
+
+
+Piece = Union[ProseRun, CodeBlock]
+"""What the message shows, in order: runs of prose and code blocks."""
+
+
+def _widget(piece: Piece) -> Widget:
+    """The widget that shows ``piece`` as a child (a ProseView for a run)."""
+    return ProseView(piece) if isinstance(piece, ProseRun) else piece
 
 
 def plain_items(items: Iterable[Item]) -> list[ProseItem]:

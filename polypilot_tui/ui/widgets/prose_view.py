@@ -26,7 +26,8 @@ from polypilot_tui.ui.markdown.layout import Laid, Row, lay_out
 class ProseVisual(Visual):
     """Prose items drawn at whatever width the widget has."""
 
-    def __init__(self, items: Sequence[ProseItem], previous: ProseVisual | None = None) -> None:
+    def __init__(self, items: Sequence[ProseItem], previous: ProseVisual | None = None, *,
+                 keep_strips: bool = False) -> None:
         self.items = list(items)
         laid = previous._laid if previous is not None else {}
         drawn = previous._drawn if previous is not None else {}
@@ -36,6 +37,9 @@ class ProseVisual(Visual):
             id(i): drawn[id(i)] for i in self.items if id(i) in drawn}
         """Per item: its strips and what they were drawn for (width, first logical line, style).
         A streaming reply redraws only its changed last item, not the whole run."""
+        self._keep_strips = keep_strips
+        """Only a streaming reply keeps its strips: a row of history is drawn once and Textual
+        caches that; a second copy would only give the garbage collector more to walk."""
         self._layout: tuple[int, list[Row], list[str], list[int]] | None = None
         self.layouts = 0
         """Items laid out so far (tests count these to check streaming stays incremental)."""
@@ -86,7 +90,7 @@ class ProseVisual(Visual):
             drawn = [self._strip(row, base, logical, style, options, selection)
                      for row in self._laid_out(item, width).rows]
             self.rows_drawn += len(drawn)
-            if selection is None:
+            if selection is None and self._keep_strips:
                 self._drawn[id(item)] = (key, drawn)
             strips.extend(drawn)
         return strips if height is None else strips[:height]
@@ -128,24 +132,24 @@ class ProseVisual(Visual):
         return len(self.layout(width)[0])
 
 
-class ProseView(Widget):
-    """Prose items of one reply; ``extend``/``set_items`` redraw without re-laying out old items."""
+class ProseRun:
+    """Prose items of one reply and their visual; drawn by a ProseView, or by the message itself.
 
-    DEFAULT_CSS = """
-    ProseView {
-        height: auto;
-        width: 1fr;
-    }
+    Not a widget: a reply of prose alone (most replies) is drawn by its AssistantMessage,
+    and a widget made only to hold these would still cost its construction and the objects
+    the garbage collector walks on every full pass.
     """
 
+    __slots__ = ("visual", "frozen", "owner", "streaming")
+
     def __init__(self, items: Sequence[ProseItem], live: Sequence[ProseItem] = ()) -> None:
-        super().__init__()
-        self.auto_links = False  # nothing here is a link: spare Textual restyling every strip for them
         self.visual = ProseVisual([*items, *live])
         self.frozen = len(items)
         """How many leading items are final; the others (``live``) belong to a reply still streaming."""
-        self.host: Widget | None = None
-        """A widget that draws this one's visual instead of mounting it (a reply of prose alone)."""
+        self.owner: Widget | None = None
+        """The widget drawing this run (refreshed when it changes)."""
+        self.streaming = False
+        """Set while its reply streams: its visuals then keep each item's strips between draws."""
 
     @property
     def items(self) -> list[ProseItem]:
@@ -153,22 +157,20 @@ class ProseView(Widget):
 
     @property
     def frozen_size(self) -> int:
-        """Characters in the final items (a widget stops taking more past a bound)."""
+        """Characters in the final items (a run stops taking more past a bound)."""
         return sum(map(item_size, self.visual.items[: self.frozen]))
-
-    def render(self) -> Visual:
-        return self.visual
 
     def set_items(self, items: Sequence[ProseItem], live: Sequence[ProseItem] = ()) -> None:
         """Show ``items`` then ``live``; items already shown keep their layout."""
-        target = self.host or self
-        width = target.size.width
+        owner = self.owner
+        width = owner.size.width if owner is not None else 0
         old_height = self.visual.height(width) if width else -1
-        self.visual = ProseVisual([*items, *live], self.visual)
+        self.visual = ProseVisual([*items, *live], self.visual, keep_strips=self.streaming)
         self.frozen = len(items)
-        # A streaming reply usually grows within its last line: then only this widget is
-        # repainted, and the chat is not laid out again (that costs per widget in the log).
-        target.refresh(layout=not width or self.visual.height(width) != old_height)
+        if owner is not None:
+            # A streaming reply usually grows within its last line: then only this widget is
+            # repainted, and the chat is not laid out again (that costs per widget in the log).
+            owner.refresh(layout=not width or self.visual.height(width) != old_height)
 
     def freeze(self, items: Sequence[ProseItem]) -> None:
         """Add final items after the final ones (the live ones are dropped: they are re-sent)."""
@@ -179,9 +181,37 @@ class ProseView(Widget):
         if live or self.frozen != len(self.visual.items):
             self.set_items(self.visual.items[: self.frozen], live)
 
+
+class ProseView(Widget):
+    """Draws a :class:`ProseRun` (the run refreshes it when its items change)."""
+
+    DEFAULT_CSS = """
+    ProseView {
+        height: auto;
+        width: 1fr;
+    }
+    """
+
+    def __init__(self, run: ProseRun) -> None:
+        super().__init__()
+        self.auto_links = False  # nothing here is a link: spare Textual restyling every strip for them
+        self.run = run
+        run.owner = self
+
+    @property
+    def visual(self) -> ProseVisual:
+        return self.run.visual
+
+    @property
+    def items(self) -> list[ProseItem]:
+        return self.run.items
+
+    def render(self) -> Visual:
+        return self.run.visual
+
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         # The blank line above a code block is its margin, not text: copy it as a line break.
         siblings = list(self.parent.children) if self.parent is not None else [self]
         after = siblings[siblings.index(self) + 1:]
         ending = "\n\n" if after and after[0].styles.margin.top else "\n"
-        return selection.extract(self.visual.text(self.size.width)), ending
+        return selection.extract(self.run.visual.text(self.size.width)), ending
