@@ -159,3 +159,50 @@ async def quit_confirmation(d: Driver) -> None:
     await d.settle()
     await d.app.action_quit()
     await d.settle()
+
+
+HOSTILE_REPLY = (
+    "Use List<String> and <br> here; <div>x</div> is text too.\n\n"
+    "Markup stays literal: [bold]literal[/bold] and [red]x[/]. Escapes go: \x1b[31mred\x1b[0m "
+    "\x1b]8;;http://evil.example\x07link\x1b]8;;\x07 and a [real link](https://example.com).\n\n"
+    "| cell | note |\n|---|---|\n"
+    "| <b>two</b> | a long cell that wraps over several lines instead of being cut short with an "
+    "ellipsis, right up to its last-word |\n"
+    "| 漢字テーブル | 😀 emoji 🎉 aligned |\n\n"
+    "```python\nx = '" + "long " * 60 + "'  # the end\nprint(x)\n```\n\n"
+    "- a list item with `inline <code>`\n- 2 > 1 && 1 < 2\n"
+)
+"""Agent text a markdown renderer is tempted to drop, cut, wrap or interpret."""
+
+TOOL_OUTPUT = "\n".join(
+    [f"line {n}: <tag> [bold]not bold[/bold]" for n in range(1, 13)]
+    + ["a long line that is not cut when the row is unfolded: " + "word " * 30 + "END"])
+
+
+async def hostile_session(d: Driver, name: str = "hostile") -> str:
+    """A finished turn whose reply and tool output hold hostile text."""
+    sid = await d.add(name)
+    session = d.manager.session(sid)
+    wall = d.clock.wall()
+    session.add_item(ItemKind.USER, "show me <everything> [b]now[/b]", wall)
+    session.add_item(ItemKind.TOOL, TOOL_OUTPUT, wall, tool_call_id="c1", tool_name="bash",
+                     tool_status="completed", tool_detail="cat notes.txt")
+    session.add_item(ItemKind.ASSISTANT, HOSTILE_REPLY, wall)
+    await d.clock.settle()
+    return sid
+
+
+async def tool_states_session(d: Driver, name: str = "tools") -> str:
+    """One tool row per status, the long one unfolded by the test."""
+    sid = await d.add(name)
+    session = d.manager.session(sid)
+    wall = d.clock.wall()
+    session.add_item(ItemKind.USER, "run everything", wall)
+    for n, status in enumerate(("running", "waiting", "completed", "failed", "rejected", "interrupted",
+                                "cancelled")):
+        session.add_item(ItemKind.TOOL, f"output of {status}" if status != "running" else "", wall,
+                         tool_call_id=f"c{n}", tool_name="bash", tool_status=status, tool_detail=f"step {n}")
+    session.add_item(ItemKind.TOOL, TOOL_OUTPUT, wall, tool_call_id="c9", tool_name="bash",
+                     tool_status="completed", tool_detail="cat notes.txt")
+    await d.clock.settle()
+    return sid

@@ -12,6 +12,8 @@ from typing import Any, Awaitable, Callable
 import pytest
 from textual.pilot import Pilot
 
+from polypilot_tui.ui.widgets.code_block import CodeBlock
+from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from tests.snapshots import scenarios
 from tests.snapshots.fakes import Driver, build_app
 
@@ -29,6 +31,8 @@ class Case:
     """A status key of ``all_statuses`` or a session id to put on screen at the end."""
     press: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
+    then: Callable[[Driver], Awaitable[Any]] | None = None
+    """Something to do once the session is on screen (unfold a tool row, scroll a code block)."""
 
 
 async def _nothing(d: Driver) -> None:
@@ -43,6 +47,18 @@ async def _streaming(d: Driver) -> str:
     sid = await scenarios.streaming_session(d)
     await d.advance(12)
     return sid
+
+
+async def _unfold_last_tool_row(d: Driver) -> None:
+    row = d.app.pane.query(ToolCallRow).last()
+    row.action_toggle_output()
+    await d.settle()
+    row.screen.scroll_to_widget(row, animate=False, top=True)
+
+
+async def _scroll_code(d: Driver) -> None:
+    code = d.app.pane.query_one(CodeBlock)
+    code.scroll_to(x=code.max_scroll_x, animate=False)  # to the end of the 300-character line
 
 
 CASES: dict[str, Case] = {
@@ -64,6 +80,11 @@ CASES: dict[str, Case] = {
     "details_view": Case(scenarios.failed_with_details, size=(120, 36)),
     "close_confirmation": Case(scenarios.close_confirmation, size=(100, 30)),
     "quit_confirmation": Case(scenarios.quit_confirmation, size=(100, 30)),
+    "hostile_markdown": Case(scenarios.hostile_session, size=(120, 46), select="s2"),
+    "hostile_markdown_narrow": Case(scenarios.hostile_session, size=(80, 50), select="s2"),
+    "hostile_code_scrolled": Case(scenarios.hostile_session, size=(120, 46), select="s2", then=_scroll_code),
+    "tool_rows_unfolded": Case(scenarios.tool_states_session, size=(120, 46), select="s2",
+                               then=_unfold_last_tool_row),
 }
 
 
@@ -78,6 +99,9 @@ def run_before_for(case: Case) -> Callable[[Pilot[Any]], Awaitable[None]]:
         if target:
             driver.app.select(target)
         await driver.settle()
+        if case.then is not None:
+            await case.then(driver)
+            await driver.settle()
         driver.app.clear_notifications()  # toasts expire on real time: never part of a snapshot
         await driver.settle()
     return run_before

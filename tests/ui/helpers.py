@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from textual.app import App
 from textual.pilot import Pilot
+from textual.widget import Widget
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.core.clock import SystemClock
@@ -48,11 +49,22 @@ def notifications(app: PolypilotApp) -> list[str]:
 
 def screen_text(app: App[Any]) -> str:
     """What the terminal shows right now, as plain text (one line per row)."""
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(segment.text for segment in strip).rstrip() for strip in strips)
+    return "\n".join(line.rstrip() for line in screen_lines(app))
 
 
 async def type_text(pilot: Pilot[Any], text: str) -> None:
     """Type ``text`` key by key (newlines as ctrl+j, the editor's new-line key)."""
     keys = ["ctrl+j" if ch == "\n" else "space" if ch == " " else ch for ch in text]
     await pilot.press(*keys)
+
+
+def screen_lines(app: App[Any]) -> list[str]:
+    """The text on screen now, one string per row (what the user sees, after composition)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def widget_lines(widget: Widget) -> list[str]:
+    """The screen rows a widget covers, cropped to it (its visible part only)."""
+    region = widget.region.intersection(widget.app.screen.region)
+    strips = widget.app.screen._compositor.render_strips()
+    return [strip.crop(region.x, region.right).text for strip in strips[region.y:region.bottom]]

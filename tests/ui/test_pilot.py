@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
-
-from rich.console import Console
 
 from textual.widgets import Static
 
@@ -17,7 +14,7 @@ from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.permission_prompt import OptionButton
 from polypilot_tui.ui.widgets.queue_panel import QueuedPrompt
 from polypilot_tui.ui.widgets.user_message import UserMessage
-from tests.ui.helpers import demo_app, notifications, wait_for
+from tests.ui.helpers import demo_app, notifications, wait_for, widget_lines
 
 
 def replies(app, sid: str) -> list[str]:
@@ -271,9 +268,7 @@ async def test_agent_markup_and_escape_sequences_are_shown_literally(tmp_path: P
         assert user == ["[bold red]boom[/] ok"]
         assert "[bold red]boom[/]" in replies(app, sid)[0] and "\x1b" not in replies(app, sid)[0]
         assert "[b]nasty[/b]" in app.sidebar.session_list.rendered(sid)[0]
-        console = Console(width=100, record=True, file=io.StringIO())
-        console.print(app.pane.log_for(sid).query(AssistantMessage).first().render())
-        rendered = console.export_text()
+        rendered = "\n".join(widget_lines(app.pane.log_for(sid).query(AssistantMessage).first()))
         assert "[bold red]boom[/]" in rendered and "\x1b" not in rendered
 
 

@@ -128,10 +128,18 @@ class PromptEditor(TextArea):
         if not event.is_printable:
             # A bound editing key (backspace, arrows, ctrl+w …): run it now, in order.
             for binding in self._bindings.key_to_bindings.get(key, []):
+                if not self.check_action(binding.action, ()):
+                    continue
                 self._stop(event)
                 await self.run_action(binding.action)
                 return
         await super()._on_key(event)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """ctrl+c with nothing selected here copies what the mouse selected in the chat."""
+        if action == "copy" and self.selection.is_empty:
+            return False
+        return True
 
     @staticmethod
     def _stop(event: events.Key) -> None:
