@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
 from polypilot_tui.core.clock import SystemClock
 from polypilot_tui.manager import SessionManager
@@ -24,5 +26,10 @@ def run_app(settings: Settings) -> int:
     manager = SessionManager(settings, catalog, clock)
     from polypilot_tui.persistence import attach_persistence
     app = PolypilotApp(settings, catalog, manager, clock, notes=notes, attach=attach_persistence)
+    # Textual sizes the screen with shutil.get_terminal_size(), which prefers COLUMNS/LINES
+    # over the terminal itself: an exported COLUMNS=80 pinned the dashboard to 80 columns
+    # in a wider terminal, resize or not.
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
     result = app.run()
     return result if isinstance(result, int) else (app.return_code or 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -34,13 +35,17 @@ class Terminal:
     def __init__(self, command: Sequence[str], env: dict[str, str], cwd: Path, size: tuple[int, int] = (150, 45)):
         self.tmux = require_tmux()
         self.socket = f"polypilot-test-{uuid.uuid4().hex[:8]}"
-        self.env = env
+        self.env = env  # pytest-xdist workers export COLUMNS=80 LINES=24: the app must not care
         self.cwd = cwd
         self.size = size
+        # A config of our own: no user settings, and a fixed window size (with no client
+        # attached tmux otherwise sizes windows 80x24, whatever new-session was told).
+        self.config = Path(tempfile.mkstemp(prefix="tmux-", suffix=".conf")[1])
+        self.config.write_text(f"set -g default-size {size[0]}x{size[1]}\n")
         self.start(command)
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.tmux, "-L", self.socket, "-f", "/dev/null", *args], capture_output=True,
+        return subprocess.run([self.tmux, "-L", self.socket, "-f", str(self.config), *args], capture_output=True,
                               text=True, check=check, env=self.env, timeout=30)
 
     def start(self, command: Sequence[str]) -> None:
@@ -50,10 +55,6 @@ class Terminal:
         self._run("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "-c", str(self.cwd),
                   f"exec {line}")
         self._run("set-option", "-t", "main", "remain-on-exit", "on")
-        # With no client attached tmux may fall back to its 80x24 default when the pane is
-        # respawned: the size is fixed once and for all.
-        self._run("set-option", "-t", "main", "window-size", "manual")
-        self._run("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
 
     def keys(self, *keys: str) -> None:
         """Press keys by tmux name (``Enter``, ``C-x``, ``y``)."""
@@ -91,14 +92,17 @@ class Terminal:
             time.sleep(0.1)
 
     def restart(self, command: Sequence[str]) -> None:
-        """Run ``command`` again in the same pane (after the first one exited)."""
-        self._run("respawn-pane", "-t", "main", "-k", "-c", str(self.cwd),
-                  " ".join(_quote(part) for part in command))
-        width, height = self.size
-        self._run("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
+        """Run ``command`` again in a fresh window of the same size (after the first one exited).
+
+        A new session rather than ``respawn-pane``: with no client attached, a respawned
+        program could start before tmux applied the window's size and draw at 80x24.
+        """
+        self._run("kill-server", check=False)
+        self.start(command)
 
     def close(self) -> None:
         self._run("kill-server", check=False)
+        self.config.unlink(missing_ok=True)
 
 
 def _quote(part: str) -> str:

@@ -50,7 +50,7 @@ def codex_setup(tmp_path: Path, model_server: ModelServer, npm_agent: Callable[.
     agent = codex_agent(npm_agent(CODEX_ACP), model_server, tmp_path / "home").model_copy(update={"cwd": work})
     # codex runs read-only commands without asking: a write forces the permission prompt.
     return agent, Script("hello there", "echo: hello there", "TOOL CMD=`echo x > out.txt && cat README.md`",
-                         "Output: readme text", "SLOW please")
+                         "Process exited with code 0", "SLOW please")
 
 
 def opencode_setup(tmp_path: Path, model_server: ModelServer,
