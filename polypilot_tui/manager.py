@@ -282,15 +282,17 @@ class SessionManager:
             return
         self._emit_action(session_id, "abort", {"reason": "stopped by user"})
         backend = managed.backend if connecting is None else None
-        if turn is not None:
-            for request_id in list(turn.pending_permissions):
-                await self._safe(backend.answer_permission(request_id, CANCELLED) if backend else None)
+        pending = list(turn.pending_permissions) if turn is not None else []
         session.recovering = False
         self.recovery.finish(session_id)
         self.recovery.reset(session_id)
+        # The turn ends before anything is awaited: whatever the agent does with the cancelled
+        # prompts (the Copilot CLI goes on and may even finish) belongs to a stopped turn.
         self._end(session_id, Outcome.ABORTED, "stopped by user")
         if backend is None:
             return
+        for request_id in pending:
+            await self._safe(backend.answer_permission(request_id, CANCELLED))
         try:
             await asyncio.wait_for(backend.abort(), self.settings.stop_grace_seconds)
         except Exception as exc:  # noqa: BLE001 - a wedged agent is exactly the case to handle

@@ -404,4 +404,4 @@ async def test_ctrl_g_then_y_in_one_burst_answers_the_permission(tmp_path: Path)
             app._driver.send_message(key)
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", what="the tool allowed")
         assert app.pane.editor.text == ""
-        assert any("written" in r for r in replies(app, "s1"))
+        await wait_for(pilot, lambda: any("written" in r for r in replies(app, "s1")), what="the reply drawn")

@@ -314,3 +314,37 @@ async def test_tool_rows_left_running_by_a_killed_app_are_settled_on_restore(fak
     assert [(r.tool_status, r.text) for r in rows] == [("completed", "built")]
     backends["busy"].sink(AgentEvent(EventType.SESSION_IDLE, {}))
     assert manager.view("busy").last_outcome == "completed"
+
+
+async def test_stop_is_stopped_even_when_the_agent_finishes_the_turn_as_its_prompt_is_cancelled(fake_clock) -> None:
+    """The Copilot CLI carries on after a cancelled permission and may end the turn itself
+    while Stop is still answering: Stop must still read "stopped", never "idle"."""
+    from polypilot_tui.agents.base import NullBackend
+    from polypilot_tui.config import Settings, load_agents
+    from polypilot_tui.core.events import AgentEvent, EventType
+    from polypilot_tui.manager import SessionManager
+
+    class FinishesOnCancel(NullBackend):
+        async def answer_permission(self, request_id: str, option_id: str) -> None:
+            self.sink(AgentEvent(EventType.PERMISSION_COMPLETED, {"requestId": request_id,
+                                                                  "result": {"kind": "denied-interactively-by-user"}}))
+            self.sink(AgentEvent(EventType.MESSAGE, {"messageId": "m2", "content": "ok, I will not run it"}))
+            self.sink(AgentEvent(EventType.TURN_END, {}))
+            self.sink(AgentEvent(EventType.SESSION_IDLE, {}))
+
+    backends: list[FinishesOnCancel] = []
+
+    def factory(agent, sink, workdir):  # noqa: ANN001, ANN202 - test double
+        backends.append(FinishesOnCancel(sink))
+        return backends[-1]
+
+    manager = SessionManager(Settings(_env_file=None, record=False), load_agents(None), fake_clock,  # type: ignore[call-arg]
+                             backend_factory=factory)
+    sid = await manager.create_session("demo")
+    await manager.send(sid, "write a file")
+    backends[0].sink(AgentEvent(EventType.TURN_START, {}))
+    backends[0].sink(AgentEvent(EventType.PERMISSION_REQUESTED, {"requestId": "r1", "title": "Run bash"}))
+    assert manager.view(sid).pending_permission is not None
+    await manager.stop(sid)
+    assert manager.view(sid).status is SessionStatus.STOPPED
+    assert [t.outcome.value for t in manager.session(sid).turns] == ["aborted"]
