@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 from polypilot_tui.agents.base import EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.core.clock import Clock
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import Clock
+from polypilot_tui.engine.manager import SessionManager
 
 AGENT = "bench"
 

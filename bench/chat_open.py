@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, bench_manager, bench_settings
-from polypilot_tui.core.clock import FakeClock
-from polypilot_tui.core.session import ItemKind, Session
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.session import ItemKind, Session
 
 REPEAT = 5
 

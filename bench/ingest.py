@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, bench_manager, bench_settings
-from polypilot_tui.core.clock import FakeClock
-from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.events import AgentEvent
 
 SESSIONS = 50
 EVENTS = 1_000_000

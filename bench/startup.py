@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.session import ChatItem, ItemKind
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.session import ChatItem, ItemKind
 from polypilot_tui.storage.registry import SessionRecord
 from polypilot_tui.storage.store import Store
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import attach_persistence
-from polypilot_tui.restore import restore_sessions
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import attach_persistence
+from polypilot_tui.engine.restore import restore_sessions
 
 
 def seed(state: Path, sessions: int, items: int) -> None:

@@ -38,7 +38,7 @@ CASES = (
 
 
 async def run(cli: Path, runs: int = RUNS) -> None:
-    from polypilot_tui.core.turn import Outcome
+    from polypilot_tui.domain.turn import Outcome
     from tests.support.copilot_harness import AGENT, cli_pid, make_manager, until
     from tests.support.model_server import ModelServer
 

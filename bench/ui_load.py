@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, QuietBackend, bench_manager, bench_settings
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.events import AgentEvent
 
 SESSIONS = 20
 RATE = 100          # deltas per second per session

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from bench._support import AGENT, QuietBackend, bench_manager, bench_settings
 from polypilot_tui.config import WatchdogSettings
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.events import AgentEvent
 
 SESSIONS = 20
 TIER = 2.0

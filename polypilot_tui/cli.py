@@ -12,9 +12,9 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from polypilot_tui.config import AgentCatalog, AgentsFileError, Settings, load_agents
-from polypilot_tui.core.safe_json import dump_json
-from polypilot_tui.core.trace import MAX_BYTES, TraceError
-from polypilot_tui.logging_setup import setup_file_logging, setup_stderr_logging
+from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.trace import MAX_BYTES, TraceError
+from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
 
 EXIT_OK = 0
 EXIT_TURN_FAILED = 1
@@ -81,23 +81,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_replay(args)
     settings = load_settings(args)
     if args.command == "run":
-        from polypilot_tui.headless import run_headless
+        from polypilot_tui.commands.run import run_headless
         catalog = load_catalog(settings)
         # The agents' output and the SDKs' tracebacks go to the log, never the job's terminal.
         setup_file_logging(Path(settings.state_dir), "run.log", extra_file=args.log_file)
         return asyncio.run(run_headless(settings, catalog, args.agent or settings.default_agent, args.prompt,
                                         json_mode=args.json, allow_tools=args.allow_tools))
     if args.command == "status":
-        from polypilot_tui.status import print_status
+        from polypilot_tui.commands.status import print_status
         return print_status(settings, json_mode=args.json)
     if args.command == "agents":
-        from polypilot_tui.headless import print_agents
+        from polypilot_tui.commands.run import print_agents
         return print_agents(load_catalog(settings))
     return cmd_tui(settings, args.log_file)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from polypilot_tui.replay import format_line, run_trace
+    from polypilot_tui.commands.replay import format_line, run_trace
     settings = load_settings(args, env_file=False)
     try:
         size = args.trace.stat().st_size
@@ -121,7 +121,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
     """The dashboard: take the state folder (or say who has it) before the terminal is touched."""
-    from polypilot_tui.persistence import QUIT_NOTES
+    from polypilot_tui.engine.persistence import QUIT_NOTES
     from polypilot_tui.storage.lock import StateFolderBusy, StateLock
     from polypilot_tui.storage.retention import prune_state_dir
     try:

@@ -16,8 +16,8 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from polypilot_tui.core.safe_json import ParseError, load_toml
-from polypilot_tui.core.watchdog import WatchdogConfig
+from polypilot_tui.domain.safe_json import ParseError, load_toml
+from polypilot_tui.domain.watchdog import WatchdogConfig
 
 APP_NAME = "polypilot"
 DEMO_AGENT = "demo"

@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 from textual.widgets import Input, TextArea  # noqa: E402
 
 from polypilot_tui.config import Settings  # noqa: E402
-from polypilot_tui.core.clock import FakeClock  # noqa: E402
+from polypilot_tui.domain.clock import FakeClock  # noqa: E402
 
 #: The chaos matrix table (rows travel in test reports, so this must load on the xdist controller).
 pytest_plugins = ["tests.chaos.matrix"]

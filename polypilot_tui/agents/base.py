@@ -2,7 +2,7 @@
 
 A backend object drives ONE agent session (one Copilot SDK session, one ACP agent process,
 one scripted demo conversation). It reports everything that happens through the event
-sink it was built with, in the engine's vocabulary (:mod:`polypilot_tui.core.events`), on
+sink it was built with, in the engine's vocabulary (:mod:`polypilot_tui.domain.events`), on
 the asyncio loop that created it. It never touches session state itself: the manager owns
 turns, statuses and the watchdog; the backend only talks to the agent.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from polypilot_tui.core.events import AgentEvent
-from polypilot_tui.core.watchdog import Probes
+from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.probes import Probes
 
 EventSink = Callable[[AgentEvent], None]
 """Called by a backend, on the loop, for every agent event (including ``connection.lost``)."""

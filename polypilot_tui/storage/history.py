@@ -25,9 +25,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from polypilot_tui.core.session import ChatItem, ItemKind
-from polypilot_tui.storage.private import FILE_MODE, move_aside, open_private
-from polypilot_tui.storage.redact import REDACTOR
+from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.infra.private import FILE_MODE, move_aside, open_private
+from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from polypilot_tui.core.safe_json import ParseError, dump_json, load_json
-from polypilot_tui.storage.private import open_private, private_dir
+from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.infra.private import open_private, private_dir
 
 LOCK_FILE = "polypilot.lock"
 ACQUIRE_RETRY = 1.0

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from polypilot_tui.core.safe_json import ParseError, dump_json, load_json
-from polypilot_tui.storage.private import atomic_write, move_aside
-from polypilot_tui.storage.redact import REDACTOR
+from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.infra.private import atomic_write, move_aside
+from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
 

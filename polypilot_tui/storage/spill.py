@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.core.safe_json import ParseError, dump_json, load_json
-from polypilot_tui.core.session import ChatItem, ItemKind
-from polypilot_tui.storage.private import atomic_write, private_dir
-from polypilot_tui.storage.redact import REDACTOR
+from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.infra.private import atomic_write, private_dir
+from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
 

@@ -1,73 +1,49 @@
-"""The dashboard: a sidebar of sessions and the chat of the selected one.
+"""The dashboard app: its keys and what the user does to a session — send, stop, reconnect,
+close (with undo), queue, copy, details, quit.
 
-The app is a thin view over :class:`~polypilot_tui.manager.SessionManager`. Engine changes
-reach the screen one way: the manager listener marks the session dirty and posts ONE
-:class:`EngineChanged` message (Textual's ``post_message`` is safe from any thread and any
-context — the Copilot SDK delivers events through ``call_soon_threadsafe``, outside the
-app's context, where a Textual timer cannot even start). The message handler runs in the
-app's own context and arms the coalesced redraw, so a burst of deltas is one redraw. A
-heartbeat (``settings.heartbeat_seconds``) flushes directly, never through that guard, so a
-lost redraw is repaired within one beat; views equal to the last ones redraw nothing but the
-"ago" labels, which read the injected clock (never the wall time).
+The screen machinery (layout, engine changes to redraws, selection) is
+:class:`~polypilot_tui.ui.dashboard.Dashboard`. Every engine call runs as a worker whose
+failure becomes a toast, never a crash; every prompt goes to the session it was typed for.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Awaitable, Iterable
 
-from textual import events
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
-from textual.message import Message
-from textual.notifications import SeverityLevel
-from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Header
 
-from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
-from polypilot_tui.core.clock import Clock
-from polypilot_tui.core.text import one_line
-from polypilot_tui.core.view import SessionView
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.ui.attention import Alert, Attention
-from polypilot_tui.ui.commands import session_commands
+from polypilot_tui.domain.session import ItemKind, Session
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.formatting import plural
-from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
-from polypilot_tui.ui.session_actions import SessionActions
-from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, DEFAULT_THEME, load_themes, user_themes_dir
-from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
-from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT
-from polypilot_tui.ui.widgets.chat_pane import ChatPane
-from polypilot_tui.ui.widgets.session_list import SessionList
-from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
-
-if TYPE_CHECKING:
-    from polypilot_tui.persistence import Persistence
+from polypilot_tui.ui.screens.details import SessionDetailsScreen
+from polypilot_tui.ui.screens.new_session import NewSessionScreen
+from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
+from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
+from polypilot_tui.ui.widgets.queue_panel import QueuePanel
 
 log = logging.getLogger(__name__)
 
-Attach = Callable[[SessionManager, Settings], "Persistence"]
-"""Restores saved sessions into the manager and keeps them saved (``attach_persistence``)."""
+UNDO_SECONDS = 30.0
+"""How long a closed session can be brought back (agent-deck keeps 30 s too)."""
 
 
-RENDER_INTERVAL = 0.05
-"""Seconds between coalesced redraws (PolyPilot's render debounce)."""
+@dataclass
+class ClosedSession:
+    """A session closed moments ago, kept whole for an undo."""
+
+    session: Session
+    draft: str
 
 
-class EngineChanged(Message, bubble=False):
-    """Sessions changed in the engine; the app redraws what is dirty (one per burst)."""
-
-
-class PolypilotApp(SessionActions, App[int]):
+class PolypilotApp(Dashboard):
     """Drive several agent sessions at once and see, honestly, what each one is doing."""
 
-    TITLE = "polypilot"
-    CSS_PATH = ["app.tcss", "widgets/session_sidebar.tcss", "widgets/chat_pane.tcss"]
     BINDINGS = [
         Binding("ctrl+n", "new_session", "New", id="new_session", priority=True),
         Binding("ctrl+x", "stop", "Stop", id="stop", priority=True),
@@ -83,263 +59,205 @@ class PolypilotApp(SessionActions, App[int]):
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
 
-    def __init__(self, settings: Settings, catalog: AgentCatalog, manager: SessionManager, clock: Clock, *,
-                 notes: Sequence[str] = (), theme_dirs: Sequence[Path] | None = None,
-                 keymap_file: Path | None = None, attach: Attach | None = None) -> None:
-        super().__init__()
-        self.settings = settings
-        self.catalog = catalog
-        self.manager = manager
-        self.clock = clock
-        self.attention = Attention()
-        self.selected: str | None = None
-        """The session on screen."""
-        self._notes: list[tuple[str, str, SeverityLevel]] = [(n, "Configuration", "warning") for n in notes]
-        self._theme_dirs = list(theme_dirs) if theme_dirs is not None else [BUNDLED_DIR, user_themes_dir()]
-        self._keymap_file = keymap_file if keymap_file is not None else keymap_path()
-        self._attach_persistence = attach
-        self.persistence: Persistence | None = None
-        """Saves sessions while the app runs (None in tests that do not persist)."""
-        self._views: dict[str, SessionView] = {}
-        self._dirty: set[str] = set()
-        self._redraw_posted = False
-        """An EngineChanged is on its way (or a redraw is armed); cleared by every flush."""
-        self._last_flush = float("-inf")
-        self._flush_lock = asyncio.Lock()
-        self.redraws = 0
-        """Flushes run so far (a burst of engine changes should cost one)."""
-        self._binding_state: tuple[object, ...] = ()
-        self._unsubscribe = lambda: None
-        self._ui_state = UiState()
-        """Where the user was at the last quit (restored as sessions are first shown)."""
-        self.sidebar = SessionSidebar(id="sidebar")
-        self.pane = ChatPane(id="chat-pane")
-        self._init_actions()
-        # The theme is set before anything mounts: switching it later restyles every
-        # widget, which with 200 restored sessions cost seconds at start-up.
-        self._load_themes()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._recently_closed: list[ClosedSession] = []
+        """Most recent last; each leaves after UNDO_SECONDS."""
 
-    # ---- set-up --------------------------------------------------------------------
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return dict(APP_VARIABLES)
+    def _run(self, title: str, coro: Awaitable[Any]) -> None:
+        """Run an engine call as a worker; a failure becomes a toast, never a crash."""
+        async def guarded() -> None:
+            try:
+                await coro
+            except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
+                log.exception("%s failed", title)
+                self.notify(f"{title} failed: {exc}", severity="error", markup=False)
+        self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
 
-    def compose(self) -> ComposeResult:
-        yield Header(show_clock=False, icon="≡")
-        with Horizontal(id="main"):
-            yield self.sidebar
-            yield self.pane
-        yield Footer()
+    def _session_name(self, session_id: str) -> str:
+        view = self._views.get(session_id)
+        return view.name if view is not None else session_id
 
-    async def on_mount(self) -> None:
-        self._load_keymap()
-        for message, title, severity in self._notes:
-            self.notify(message, title=title, severity=severity, timeout=15, markup=False)
-        self._unsubscribe = self.manager.subscribe(self._on_session_changed)
-        self._restore()
-        if not self.manager.ids():
-            agent = self.settings.default_agent
-            if agent not in self.catalog.agents:
-                self.notify(f"Default agent {agent!r} is not configured; using {DEMO_AGENT!r}.",
-                            severity="warning", markup=False)
-                agent = DEMO_AGENT if DEMO_AGENT in self.catalog.agents else next(iter(self.catalog.agents))
-            self._add_session(agent)
-        elif self._ui_state.selected in self.manager.ids():
-            self.select(self._ui_state.selected)
-        self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
-        await self.flush()
-        self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.manager.ids()})
+    # ---- prompts -------------------------------------------------------------------
+    def on_prompt_editor_submitted(self, event: PromptEditor.Submitted) -> None:
+        event.stop()
+        sid = event.session_id
+        if sid is None or sid not in self.manager.ids():
+            # Nothing to send to (closed meanwhile): the text goes back, never lost.
+            self.pane.editor.insert(event.text)
+            self.notify("No session to send to: press ctrl+n to start one.", severity="warning")
+            return
+        log_ = self.pane.log_for(sid)
+        if log_ is not None:
+            log_.follow_end()  # whoever sends wants to see what comes back
+        self._run("Send", self._send(sid, event.text))
+
+    async def _send(self, session_id: str, text: str) -> None:
+        result = await self.manager.send(session_id, text)
+        if result == "queued" and session_id != self.selected:
+            self.notify("Queued: it is sent when the current turn ends.", title=self._session_name(session_id),
+                        timeout=4, markup=False)
+
+    def on_queue_panel_edit(self, event: QueuePanel.Edit) -> None:
+        event.stop()
+        prompt = self.manager.unqueue(event.session_id, event.index, event.prompt)
+        if prompt is None:
+            self.notify("That prompt was already sent.", timeout=3)
+            return
+        editor = self.pane.editor
+        if editor.session_id != event.session_id:
+            return
+        editor.load_text(prompt if not editor.text.strip() else f"{editor.text.rstrip()}\n\n{prompt}")
+        editor.move_cursor(editor.document.end)
+        editor.focus()
+
+    def on_queue_panel_drop(self, event: QueuePanel.Drop) -> None:
+        event.stop()
+        prompt = self.manager.unqueue(event.session_id, event.index, event.prompt)
+        if prompt is not None:
+            self.notify(f"Dropped: {one_line(prompt, 60)}", timeout=3, markup=False)
         self.pane.editor.focus()
 
-    async def on_unmount(self) -> None:
-        self._unsubscribe()
-        self._save_ui_state()
-        try:
-            await self.manager.quit()
-        finally:
-            if self.persistence is not None:  # after the quit: the final state is what is saved
-                await self.persistence.close()
+    def on_queue_panel_send_next(self, event: QueuePanel.SendNext) -> None:
+        event.stop()
+        self._run("Send", self.manager.send_queued(event.session_id))
+        self.pane.editor.focus()
 
-    def _restore(self) -> None:
-        if self._attach_persistence is None:
+    def action_send_queued(self) -> None:
+        """Send the selected session's held queue (its next prompt goes out now)."""
+        if self.selected:
+            self._run("Send", self.manager.send_queued(self.selected))
+
+    # ---- permissions ---------------------------------------------------------------
+    def on_permission_prompt_answered(self, event: PermissionPrompt.Answered) -> None:
+        event.stop()
+        if event.session_id is not None:
+            self._run("Permission answer", self.manager.answer_permission(
+                event.session_id, event.request_id, event.option_id))
+        self.pane.editor.focus()
+
+    def on_permission_prompt_leave(self, event: PermissionPrompt.Leave) -> None:
+        self.pane.editor.focus()
+
+    # ---- new sessions and attention ------------------------------------------------
+    def action_new_session(self) -> None:
+        """Pick an agent and start a session on it."""
+        agents = [(name, config.kind) for name, config in self.catalog.agents.items()]
+
+        def picked(agent: str | None) -> None:
+            if agent:
+                self._add_session(agent)
+            self.pane.editor.focus()
+
+        self.push_screen(NewSessionScreen(agents, self.settings.default_agent), picked)
+
+    def action_attention(self) -> None:
+        """Answer the session on screen if it waits for permission, else go to the next one needing you."""
+        view = self._views.get(self.selected or "")
+        prompt = self.pane.permission
+        if view is not None and view.pending_permission is not None and not prompt.has_focus_within:
+            prompt.focus_first()
             return
-        try:
-            self.persistence = self._attach_persistence(self.manager, self.settings)
-        except Exception as exc:  # noqa: BLE001 - the dashboard still works, unsaved
-            log.exception("restore failed")
-            self.notify(f"Saved sessions could not be restored, and new ones will not be saved: {exc}",
-                        severity="error", timeout=15, markup=False)
-            return
-        # Saving problems (and their ends) are told once each, with the reason and the path.
-        self.persistence.on_notice(lambda notice: self.notify(
-            notice.message, title="Saving", severity=notice.severity, timeout=20, markup=False))
-        problem = self.persistence.restored.problem
-        if problem:
-            self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
-        self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
-        if problem:
-            self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
+        ids = list(self._views)
+        start = ids.index(self.selected) + 1 if self.selected in ids else 0
+        for sid in ids[start:] + ids[:start]:
+            if sid != self.selected and self.attention.wants_user(self._views[sid]):
+                self.select(sid)
+                if self._views[sid].pending_permission is not None:
+                    self.call_later(self._focus_permission)
+                return
+        self.notify("No other session needs your attention.", timeout=3)
 
-    def _save_ui_state(self) -> None:
-        if self.persistence is None:
-            return
-        scroll = {sid: back for sid in self.manager.ids()
-                  if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0}
-        live = set(self.manager.ids())
-        drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
-        problem = save_ui_state(Path(self.settings.state_dir), UiState(self.selected, drafts, scroll))
-        if problem:
-            print(f"polypilot: {problem}", file=sys.stderr)
-
-    def _load_themes(self) -> None:
-        loaded = load_themes(*self._theme_dirs)
-        for theme in loaded.themes:
-            self.register_theme(theme)
-        if loaded.failures:
-            self._notes.append(("\n".join(loaded.failures), "Theme file skipped", "error"))
-        wanted = self.settings.theme
-        if wanted in self.available_themes:
-            self.theme = wanted
-        else:
-            self._notes.append((f"Theme {wanted!r} not found; using {DEFAULT_THEME!r}.", "Theme", "warning"))
-            self.theme = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
-
-    def _load_keymap(self) -> None:
-        keymap, problem = load_keymap(self._keymap_file)
-        if problem:
-            self.notify(problem, title="Keymap", severity="warning", markup=False)
-        if keymap:
-            self.set_keymap(keymap)
-
-    # ---- redraws -------------------------------------------------------------------
-    def _on_session_changed(self, session_id: str) -> None:
-        """Manager listener: mark dirty and post one EngineChanged (from any thread or context)."""
-        self._dirty.add(session_id)
-        self._request_redraw()
-
-    def _request_redraw(self) -> None:
-        if self._redraw_posted:
-            return
-        self._redraw_posted = True
-        if not self.post_message(EngineChanged()):
-            self._redraw_posted = False  # the app is closing: nothing to draw
-
-    def on_engine_changed(self, message: EngineChanged) -> None:
-        """In the app's context: arm the coalesced redraw."""
-        if not self.is_running:
-            return
-        # At most one redraw per RENDER_INTERVAL: a stream of deltas from 20 sessions costs
-        # ~20 redraws a second, not one per event (the screen cannot show more anyway).
-        wait = self._last_flush + RENDER_INTERVAL - self.clock.now()
-        if wait > 0:
-            self.set_timer(wait, self.flush, name="coalesced redraw")
-        else:
-            self.call_later(self.flush)
-
-    async def heartbeat(self) -> None:
-        """Refresh "ago" labels and repair a lost redraw (flushes directly, never via the guard)."""
+    async def _focus_permission(self) -> None:
+        """Focus the permission prompt once the selected session is drawn (not throttled)."""
         await self.flush()
+        self.call_after_refresh(self.pane.permission.focus_first)
 
-    async def flush(self) -> None:
-        """Redraw what changed since the last flush (one flush at a time)."""
-        async with self._flush_lock:
-            self._redraw_posted = False  # changes from here on post a new EngineChanged
-            if not self.is_running or not self.screen_stack:
-                return  # a coalesced redraw that came due while the app was shutting down
-            await self._flush_views()
+    # ---- turn control --------------------------------------------------------------
+    def action_stop(self) -> None:
+        """Stop the selected session's turn (abort, then kill if it does not stop)."""
+        if self.selected:
+            self._run("Stop", self.manager.stop(self.selected))
 
-    async def _flush_views(self) -> None:
-        self._last_flush = self.clock.now()
-        self.redraws += 1
-        dirty, self._dirty = self._dirty, set()
-        views = self.manager.views()
-        now = self.clock.now()
-        current = {view.id: view for view in views}
-        for view in views:
-            before = self._views.get(view.id)
-            if before != view:
-                alert = self.attention.observe(before, view, on_screen=view.id == self.selected and self.app_focus)
-                if alert is not None:
-                    self._ping(alert)
-        for gone in set(self._views) - set(current):
-            self.attention.forget(gone)
-            await self.pane.forget(gone)
-        previous = self._views
-        self._views = current
-        if self.selected not in current:
-            self.selected = views[0].id if views else None
-            self.pane.bind(self.selected)
-        if self.selected is not None:
-            self.attention.seen(self.selected)
-        await self.sidebar.sync(views, now, self.attention.unread, self.selected)
-        view = current.get(self.selected) if self.selected else None
-        if view is None:
-            await self.pane.show(None, (), "", now)
-        elif self.selected in dirty or previous.get(view.id) != view or self.pane.session_id != view.id:
-            first_time = self.pane.log_for(view.id) is None
-            await self.pane.show(view, self.manager.history(view.id), self.manager.streaming_text(view.id), now,
-                                 self._empty_text(view))
-            if first_time and view.id in self._ui_state.scroll_back:
-                self.pane.scroll_back(view.id, self._ui_state.scroll_back.pop(view.id))
-        else:
-            self.pane.tick(view, now)
-        if self.focused is None and len(self.screen_stack) == 1:
-            self.pane.editor.focus()  # e.g. the permission buttons that had focus went away
-        needy = sum(1 for v in views if self.attention.wants_user(v))
-        count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
-        self.sub_title = count + (f" · {needy} need you" if needy else "")
-        state = (self.selected, view.status if view else None, bool(view and view.interrupted_prompt),
-                 bool(self._recently_closed))
-        if state != self._binding_state:
-            self._binding_state = state
+    def action_reconnect(self) -> None:
+        """Reconnect the selected session's agent, keeping its history."""
+        if self.selected:
+            self._run("Reconnect", self.manager.reconnect(self.selected))
+
+    def action_resend_interrupted(self) -> None:
+        """Resend the prompt of a turn lost to a restart or a quit."""
+        if self.selected:
+            self._run("Resend", self.manager.resend_interrupted(self.selected))
+
+    # ---- close and undo ------------------------------------------------------------
+    def action_close_session(self) -> None:
+        """Close the selected session (after a confirmation; undo for 30 s)."""
+        sid = self.selected
+        if sid is None:
+            return
+        view = self._views.get(sid)
+        running = " Its running turn is stopped." if view is not None and view.status.busy else ""
+        message = (f"“{one_line(self._session_name(sid), 60)}” leaves the list and its agent is stopped.{running} "
+                   f"Its history is deleted unless you undo within {UNDO_SECONDS:.0f} s (ctrl+z).")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._run("Close", self._close(sid))
+            self.pane.editor.focus()
+
+        self.push_screen(ConfirmScreen("Close this session?", message, "Close session"), answered)
+
+    async def _close(self, session_id: str) -> None:
+        draft = self.pane.drafts().get(session_id, "")
+        ids = self.manager.ids()
+        if self.selected == session_id and len(ids) > 1:
+            index = ids.index(session_id)
+            self.select(ids[index + 1] if index + 1 < len(ids) else ids[index - 1])  # its neighbour
+        session = await self.manager.close(session_id)
+        if session is None:
+            return
+        closed = ClosedSession(session, draft)
+        self._recently_closed.append(closed)
+        self.set_timer(UNDO_SECONDS, lambda: self._expire(closed), name="undo close")
+        self.notify(f"Closed “{one_line(session.name, 40)}”. ctrl+z brings it back for {UNDO_SECONDS:.0f} s.",
+                    timeout=8, markup=False)
+
+    def _expire(self, closed: ClosedSession) -> None:
+        if closed in self._recently_closed:
+            self._recently_closed.remove(closed)
             self.refresh_bindings()
 
-    def _empty_text(self, view: SessionView) -> str:
-        config = self.catalog.agents.get(view.agent)
-        return EMPTY_TEXT + (DEMO_HINT if config is not None and config.kind == "demo" else "")
-
-    def _ping(self, alert: Alert) -> None:
-        self.bell()
-        self.notify(alert.message, title=alert.title, severity=alert.severity, markup=False)
-
-    # ---- selection -----------------------------------------------------------------
-    def select(self, session_id: str) -> None:
-        """Put a session on screen; the prompt editor follows at once (this keystroke)."""
-        if session_id not in self.manager.ids():
+    def action_undo_close(self) -> None:
+        """Bring back the session closed last (within 30 s), history and draft included."""
+        if not self._recently_closed:
             return
-        self.pane.bind(session_id)
-        if session_id == self.selected:
+        closed = self._recently_closed.pop()
+        self.manager.reopen(closed.session)
+        if closed.draft:
+            self.pane.restore_drafts({closed.session.id: closed.draft})
+        self.select(closed.session.id)
+        self.notify(f"“{one_line(closed.session.name, 40)}” is back.", timeout=4, markup=False)
+
+    # ---- copy and details ----------------------------------------------------------
+    def action_copy_reply(self) -> None:
+        """Copy the selected session's last reply to the clipboard (OSC 52: works over SSH)."""
+        sid = self.selected
+        if sid is None:
             return
-        self.selected = session_id
-        self.attention.seen(session_id)
-        self._dirty.add(session_id)
-        self._request_redraw()
-
-    def on_session_sidebar_picked(self, event: SessionSidebar.Picked) -> None:
-        self.select(event.session_id)  # only the user moves the highlight (see SessionList.highlight)
-        if event.chosen:  # a click or Enter: back to typing
-            self.pane.editor.focus()
-
-    def on_key(self, event: events.Key) -> None:
-        """Typing while the session list has the focus goes to the prompt, never lost."""
-        if event.is_printable and event.character and isinstance(self.focused, SessionList):
-            event.stop()
-            self.pane.editor.focus()
-            self.pane.editor.insert(event.character)
-
-    def _step(self, delta: int) -> None:
-        ids = list(self._views) or self.manager.ids()
-        if not ids:
+        streaming = self.manager.streaming_text(sid)
+        text = streaming or next((item.text for item in reversed(self.manager.history(sid))
+                                  if item.kind is ItemKind.ASSISTANT), "")
+        if not text:
+            self.notify("No reply to copy yet.", timeout=3)
             return
-        index = ids.index(self.selected) if self.selected in ids else 0
-        self.select(ids[(index + delta) % len(ids)])
+        self.copy_to_clipboard(text)
+        self.notify(f"Copied the last reply ({len(text):,} characters).", timeout=3)
 
-    def action_previous_session(self) -> None:
-        """Select the session above."""
-        self._step(-1)
-
-    def action_next_session(self) -> None:
-        """Select the session below."""
-        self._step(1)
+    def action_details(self) -> None:
+        """Show the selected session's details: agent, folder, command, logs, stderr tail."""
+        if self.selected:
+            self.push_screen(SessionDetailsScreen(self.manager.details(self.selected)),
+                             lambda _: self.pane.editor.focus())
 
     # ---- sessions and quitting -----------------------------------------------------
     async def action_quit(self) -> None:
@@ -376,5 +294,21 @@ class PolypilotApp(SessionActions, App[int]):
 
     # ---- command palette -----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from session_commands(self)
+        """Every session action, with its key in the help text, then Textual's own."""
+        yield SystemCommand("New session", "Start a session on an agent (ctrl+n)", self.action_new_session)
+        yield SystemCommand("Stop session", "Stop the selected session's turn (ctrl+x)", self.action_stop)
+        yield SystemCommand("Reconnect session", "Reconnect the selected session's agent (ctrl+r)", self.action_reconnect)
+        yield SystemCommand("Next session", "Select the next session (ctrl+down)", self.action_next_session)
+        yield SystemCommand("Previous session", "Select the previous session (ctrl+up)", self.action_previous_session)
+        yield SystemCommand("Jump to attention", "Go to the next session that needs you (ctrl+g)", self.action_attention)
+        yield SystemCommand("Resend interrupted prompt", "Resend a prompt lost to a restart (ctrl+y)",
+                            self.action_resend_interrupted)
+        yield SystemCommand("Close session", "Stop and remove the selected session (asks; undo with ctrl+z for 30 s)",
+                            self.action_close_session)
+        yield SystemCommand("Undo close", "Bring back the session closed last (ctrl+z)", self.action_undo_close)
+        yield SystemCommand("Session details", "Agent, folder, command, logs and stderr tail (F2)", self.action_details)
+        yield SystemCommand("Copy last reply", "Copy the selected session's last reply to the clipboard (F3)",
+                            self.action_copy_reply)
+        yield SystemCommand("Send queued prompts", "Send the next held prompt of the selected session",
+                            self.action_send_queued)
         yield from super().get_system_commands(screen)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from polypilot_tui.core.text import one_line
-from polypilot_tui.core.view import SessionStatus, SessionView
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.view import SessionStatus, SessionView
 
 Severity = Literal["information", "warning", "error"]
 

@@ -6,8 +6,8 @@ the same view and the same ``now`` always give the same words (snapshots, heartb
 
 from __future__ import annotations
 
-from polypilot_tui.core.text import bound_lines, one_line, strip_control
-from polypilot_tui.core.view import SessionStatus, SessionView
+from polypilot_tui.domain.text import bound_lines, one_line, strip_control
+from polypilot_tui.domain.view import SessionStatus, SessionView
 
 S = SessionStatus
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import platformdirs
 
 from polypilot_tui.config import APP_NAME
-from polypilot_tui.core.safe_json import ParseError, load_toml
+from polypilot_tui.domain.safe_json import ParseError, load_toml
 
 
 def keymap_path() -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 
 
@@ -24,7 +24,7 @@ def run_app(settings: Settings) -> int:
     catalog, notes = build_catalog(settings)
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock)
-    from polypilot_tui.persistence import attach_persistence
+    from polypilot_tui.engine.persistence import attach_persistence
     app = PolypilotApp(settings, catalog, manager, clock, notes=notes, attach=attach_persistence)
     # Textual sizes the screen with shutil.get_terminal_size(), which prefers COLUMNS/LINES
     # over the terminal itself: an exported COLUMNS=80 pinned the dashboard to 80 columns

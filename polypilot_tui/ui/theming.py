@@ -17,7 +17,7 @@ from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 from polypilot_tui.config import APP_NAME
-from polypilot_tui.core.safe_json import ParseError, load_toml
+from polypilot_tui.domain.safe_json import ParseError, load_toml
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "themes"
 """Themes shipped with the package."""

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.core.safe_json import ParseError, dump_json, load_json
-from polypilot_tui.storage.private import atomic_write, private_dir
+from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.infra.private import atomic_write, private_dir
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from polypilot_tui.agents.acp import AcpBackend
+from polypilot_tui.agents.acp.backend import AcpBackend
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.events import AgentEvent
 
 FAKE_AGENT = Path(__file__).resolve().parents[1] / "support" / "fake_acp_agent.py"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.acp import STDERR_LOG, TRANSCRIPT, AcpBackend
+from polypilot_tui.agents.acp.backend import STDERR_LOG, TRANSCRIPT, AcpBackend
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.config import ProviderConfig
 from tests.agents.acp_support import Recorder, fake_backend

@@ -15,13 +15,13 @@ from typing import Callable
 
 import pytest
 
-from polypilot_tui.agents.acp import AcpBackend
+from polypilot_tui.agents.acp.backend import AcpBackend
 from polypilot_tui.agents.base import ALLOW_ONCE, EventSink
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.turn import Outcome
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.engine.manager import SessionManager
 from tests.agents.acp_support import FAKE_AGENT
 
 pytestmark = pytest.mark.timeout(60)

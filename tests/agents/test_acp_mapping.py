@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from polypilot_tui.agents.acp_mapping import UpdateMapper, raw_output_text, summarize_input, tool_content_text
-from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.agents.acp.mapping import UpdateMapper, raw_output_text, summarize_input, tool_content_text
+from polypilot_tui.domain.events import AgentEvent
 
 
 def mapper(replay: bool = False) -> tuple[UpdateMapper, list[AgentEvent]]:

@@ -9,7 +9,7 @@ import pytest
 from copilot.generated import rpc
 from copilot.generated.session_events import SessionEvent
 
-from polypilot_tui.agents.copilot_events import (
+from polypilot_tui.agents.copilot.events import (
     PromptInfo,
     aborted_completion,
     decision_for,

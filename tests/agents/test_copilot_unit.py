@@ -17,8 +17,8 @@ from copilot._jsonrpc import ProcessExitedError
 from copilot.generated.session_events import SessionEvent
 
 from polypilot_tui.agents.base import BackendError
-from polypilot_tui.agents.copilot import CopilotBackend
-from polypilot_tui.agents.copilot_runtime import (
+from polypilot_tui.agents.copilot.backend import CopilotBackend
+from polypilot_tui.agents.copilot.runtime import (
     build_env,
     descendants,
     install_hooks,
@@ -28,8 +28,8 @@ from polypilot_tui.agents.copilot_runtime import (
     session_home,
 )
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.events import AgentEvent
 
 
 def sdk_event(kind: str, data: dict[str, Any]) -> SessionEvent:
@@ -240,7 +240,7 @@ async def test_sink_errors_never_escape(tmp_path: Path) -> None:
 
 
 async def test_connect_without_cli_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("polypilot_tui.agents.copilot.resolve_command", lambda *_: None)
+    monkeypatch.setattr("polypilot_tui.agents.copilot.backend.resolve_command", lambda *_: None)
     backend = CopilotBackend(AGENT, lambda e: None, SystemClock(), Settings(), tmp_path)
     with pytest.raises(BackendError, match="Copilot CLI not found"):
         await backend.connect(None)

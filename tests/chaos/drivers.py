@@ -25,12 +25,12 @@ from typing import Any, Callable, ClassVar, Mapping
 import pytest
 
 from polypilot_tui.agents import create_backend
-from polypilot_tui.agents.acp_process import descendants
+from polypilot_tui.agents.acp.process import descendants
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, load_agents
-from polypilot_tui.core.clock import Clock, FakeClock, SystemClock
-from polypilot_tui.core.session import ItemKind, Session
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import Clock, FakeClock, SystemClock
+from polypilot_tui.domain.session import ItemKind, Session
+from polypilot_tui.engine.manager import SessionManager
 from tests.chaos.rig import BackendWrapper, Rig, scaled
 from tests.support.acp_agents import codex_agent, opencode_agent, require_binary
 from tests.support.model_server import ModelServer
@@ -140,7 +140,7 @@ class Driver:
     async def restart(self, rig: Rig, sid: str) -> tuple[Rig, str]:
         """Quit the app mid-turn and start a new one that adopts the session.
 
-        No persistence layer: the session comes back the way polypilot_tui.persistence gives
+        No persistence layer: the session comes back the way polypilot_tui.engine.persistence gives
         it back (history rows, plus the streamed draft as an interrupted reply).
         """
         old = rig.manager.session(sid)

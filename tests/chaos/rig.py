@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Callable
 
 from polypilot_tui.agents.base import AgentBackend, EventSink
-from polypilot_tui.core.clock import Clock, FakeClock
-from polypilot_tui.core.events import AgentEvent, EventType
-from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.turn import Turn
-from polypilot_tui.core.watchdog import WatchdogConfig, fallback_delay, select_tier
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import Clock, FakeClock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.turn import Turn
+from polypilot_tui.domain.watchdog import WatchdogConfig, fallback_delay, select_tier
+from polypilot_tui.engine.manager import SessionManager
 
 BackendWrapper = Callable[[AgentBackend, str], AgentBackend]
 """(new backend, session id) -> the backend the manager gets (identity, or a faulty proxy)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from polypilot_tui.agents.base import AgentBackend, BackendError
-from polypilot_tui.core.text import one_line
+from polypilot_tui.domain.text import one_line
 from tests.chaos.drivers import Driver, Expect
 from tests.chaos.matrix import Row
 from tests.chaos.rig import Rig

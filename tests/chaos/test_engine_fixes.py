@@ -18,9 +18,9 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import ConnectResult
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.core.clock import FakeClock
-from polypilot_tui.core.events import AgentEvent, EventType
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.engine.manager import SessionManager
 
 
 class SlowAbortBackend:
@@ -124,7 +124,7 @@ async def test_a_restored_turn_that_saw_events_is_still_offered_for_resending(tm
     # codex-acp says "available_commands_update" right after a resume: a plain event that
     # makes the restored turn an ordinary one for the watchdog's tiers. When that turn is
     # then lost anyway, the user must still get the one-key resend of their prompt.
-    from polypilot_tui.core.session import Session
+    from polypilot_tui.domain.session import Session
 
     log: list[str] = []
     made: list[SlowAbortBackend] = []

@@ -13,9 +13,9 @@ from typing import Any
 from textual.pilot import Pilot
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, demo_agent
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import attach_persistence
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.ui.helpers import screen_text, type_text, wait_for

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
-from polypilot_tui.agents.copilot import CopilotBackend
+from polypilot_tui.agents.copilot.backend import CopilotBackend
 from polypilot_tui.config import AgentConfig
 from tests.support.copilot_e2e import Collector, copilot_agent, make_backend, wait_on_disk
 from tests.support.model_server import ModelServer

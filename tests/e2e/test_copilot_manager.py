@@ -18,9 +18,9 @@ import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.config import WatchdogSettings
-from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.turn import Outcome
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.engine.manager import SessionManager
 from tests.support.copilot_e2e import wait_on_disk
 from tests.support.copilot_harness import (AGENT, StatusLog, alive, cli_pid, in_order, make_manager, texts,
                                            until)

@@ -13,15 +13,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE
-from polypilot_tui.core.turn import Outcome
-from polypilot_tui.persistence import attach_persistence
-from polypilot_tui.replay import run_trace
+from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.engine.persistence import attach_persistence
+from polypilot_tui.commands.replay import run_trace
 from tests.e2e.test_restart_demo import Driver, as_rows, written_through
 from tests.support.copilot_harness import (AGENT, StatusLog, agents_toml, alive, home_processes, make_manager,
                                            run_env, until)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from polypilot_tui.replay import run_trace
+from polypilot_tui.commands.replay import run_trace
 from polypilot_tui.storage.lock import lock_holder
 
 DRIVER = Path(__file__).with_name("restart_driver.py")

@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import Persistence
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import Persistence
 from polypilot_tui.storage.lock import lock_holder
 
 ROOT = Path(__file__).resolve().parents[2]

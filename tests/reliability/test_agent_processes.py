@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.acp import STDERR_LOG, AcpBackend
-from polypilot_tui.agents.agent_stderr import MAX_LOG_BYTES, TAIL_BYTES
+from polypilot_tui.agents.acp.backend import STDERR_LOG, AcpBackend
+from polypilot_tui.agents.stderr_log import MAX_LOG_BYTES, TAIL_BYTES
 from polypilot_tui.agents.base import AgentBackend, EventSink
 from polypilot_tui.agents import create_backend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.view import SessionStatus
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.view import SessionStatus
+from polypilot_tui.engine.manager import SessionManager
 from tests.reliability.conftest import (FAKE_AGENT, POLYPILOT, ROOT, Dashboard, alive, clean_env, descendants,
                                         fake_agents_file, polypilot, wait_until)
 
@@ -69,7 +69,7 @@ async def test_a_chatty_agent_cannot_fill_the_disk_with_its_stderr(tmp_path: Pat
 
 
 def test_a_second_agent_process_rotates_a_full_stderr_log(tmp_path: Path) -> None:
-    from polypilot_tui.agents.agent_stderr import AgentStderr
+    from polypilot_tui.agents.stderr_log import AgentStderr
     path = tmp_path / STDERR_LOG
     path.write_bytes(b"old\n" * (MAX_LOG_BYTES // 4 + 1))
     stderr = AgentStderr(path)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.persistence import QUIT_NOTES, attach_persistence
+from polypilot_tui.engine.persistence import QUIT_NOTES, attach_persistence
 from polypilot_tui.storage.registry import Registry, SessionRecord
 from tests.reliability.conftest import App, Dashboard, Mounts, clean_env, db_texts, until, wait_until
 from tests.ui.helpers import demo_app, notifications, wait_for

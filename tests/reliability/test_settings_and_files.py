@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import Persistence
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import Persistence
 from polypilot_tui.ui.keymap import load_keymap
 from polypilot_tui.ui.theming import ThemeFileError, load_theme_file
 from tests.reliability.conftest import clean_env, polypilot

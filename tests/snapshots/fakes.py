@@ -15,10 +15,10 @@ from textual.pilot import Pilot
 
 from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.core.clock import FakeClock
-from polypilot_tui.core.events import AgentEvent, EventType
-from polypilot_tui.core.watchdog import Probes
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.probes import Probes
+from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
 

@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from polypilot_tui.agents.copilot import CopilotBackend
+from polypilot_tui.agents.copilot.backend import CopilotBackend
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.events import AgentEvent
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.events import AgentEvent
 from tests.support.model_server import ModelServer
 
 KEY_ENV = "POLYPILOT_E2E_MODEL_KEY"

@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.session import Session
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import Persistence, attach_persistence
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import Persistence, attach_persistence
 from tests.e2e.restart_driver import history, on_disk, until  # the demo driver's helpers
 
 AGENT = "copilot"

@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.logging_setup import setup_file_logging
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import attach_persistence
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.infra.logs import setup_file_logging
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.storage.lock import StateLock
 
 

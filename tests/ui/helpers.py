@@ -12,9 +12,10 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.ui.app import Attach, PolypilotApp
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.dashboard import Attach
 from polypilot_tui.ui.theming import BUNDLED_DIR
 
 

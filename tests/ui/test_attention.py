@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from polypilot_tui.core.turn import PermissionPrompt
-from polypilot_tui.core.view import SessionStatus as S
-from polypilot_tui.core.view import SessionView
+from polypilot_tui.domain.turn import PermissionPrompt
+from polypilot_tui.domain.view import SessionStatus as S
+from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.attention import Attention
 
 IDLE = SessionView(id="s2", name="worker", agent="demo", status=S.IDLE, reason="", revision=1)

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from polypilot_tui.core.view import SessionStatus as S
-from polypilot_tui.core.view import SessionView
+from polypilot_tui.domain.view import SessionStatus as S
+from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import (STATUS_ICONS, STATUS_LABELS, chat_status, compact_duration,
                                          precise_duration, safe_text, sidebar_status)
 

@@ -6,12 +6,11 @@ from pathlib import Path
 
 from textual.widgets import Static
 
-from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import UNREAD_MARK
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
-from polypilot_tui.ui.widgets.permission_prompt import OptionButton
 from polypilot_tui.ui.widgets.queue_panel import QueuedPrompt
 from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.ui.helpers import demo_app, notifications, wait_for, widget_lines
@@ -320,7 +319,7 @@ async def test_command_palette_lists_the_session_actions(tmp_path: Path) -> None
 
 
 async def test_sessions_survive_a_restart_of_the_app(tmp_path: Path) -> None:
-    from polypilot_tui.persistence import attach_persistence
+    from polypilot_tui.engine.persistence import attach_persistence
 
     app = demo_app(tmp_path, speed=4, attach=attach_persistence)
     async with app.run_test(size=(120, 36)) as pilot:

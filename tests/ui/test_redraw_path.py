@@ -17,9 +17,9 @@ from typing import Any
 
 from polypilot_tui.agents.base import NullBackend
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.events import AgentEvent, EventType
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.ui.helpers import wait_for

@@ -8,7 +8,7 @@ from rich.segment import Segment
 from textual.color import Color
 
 from polypilot_tui.ui.formatting import STATUS_ICONS
-from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.domain.view import SessionStatus
 from tests.snapshots.fakes import Driver, build_app
 from tests.ui.helpers import wait_for
 

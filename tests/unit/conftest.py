@@ -9,8 +9,8 @@ from typing import Any, Callable
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import FakeClock
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.engine.manager import SessionManager
 from tests.support.engine import Harness
 
 

@@ -20,13 +20,13 @@ import pytest
 from polypilot_tui.agents.base import NullBackend
 from polypilot_tui.cli import main
 from polypilot_tui.config import AgentCatalog, AgentConfig, AgentsFileError, Settings, load_agents
-from polypilot_tui.core.clock import FakeClock
-from polypilot_tui.core.events import AgentEvent, EventType
-from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.text import strip_control
-from polypilot_tui.core.trace import TraceError, parse_trace
-from polypilot_tui.core.view import make_view
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.text import strip_control
+from polypilot_tui.domain.trace import TraceError, parse_trace
+from polypilot_tui.domain.view import make_view
+from polypilot_tui.engine.manager import SessionManager
 from tests.support.engine import Harness
 
 MIB = 1024 * 1024
@@ -432,8 +432,8 @@ def test_cli_reports_a_broken_agents_file_without_a_traceback(tmp_path: Path,
 
 
 def test_run_exit_codes_say_which_way_a_turn_went() -> None:
-    from polypilot_tui.core.turn import Outcome
-    from polypilot_tui.headless import (EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, EXIT_PERMISSION_REFUSED,
+    from polypilot_tui.domain.turn import Outcome
+    from polypilot_tui.commands.run import (EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, EXIT_PERMISSION_REFUSED,
                                         exit_code)
 
     assert exit_code(Outcome.COMPLETED, "session.idle", (), []) == (EXIT_OK, "")

@@ -11,7 +11,7 @@ from pydantic_settings import SettingsError
 
 from polypilot_tui.config import (DEMO_AGENT, AgentCatalog, AgentConfig, PermissionPolicy, ProviderConfig, Settings,
                                   WatchdogSettings, load_agents)
-from polypilot_tui.core.watchdog import WatchdogConfig
+from polypilot_tui.domain.watchdog import WatchdogConfig
 
 
 def fresh(**kwargs: object) -> Settings:

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from polypilot_tui.agents.base import NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.core.clock import FakeClock
-from polypilot_tui.core.events import AgentEvent, EventType
-from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.watchdog import select_tier
-from polypilot_tui.manager import SessionManager
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.watchdog import select_tier
+from polypilot_tui.engine.manager import SessionManager
 
 TOOL_IDS = ["a", "b", "c"]
 _words = itertools.count()

@@ -12,17 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polypilot_tui.core.safe_json import ParseError, load_json
-from polypilot_tui.core.eventlog import (
-    LogStat,
+from polypilot_tui.domain.safe_json import ParseError, load_json
+from polypilot_tui.agents.agent_log import LogStat, read_tail, stat_log
+from polypilot_tui.domain.eventlog import (
     RestoreHints,
     has_interrupted_tool,
     is_still_processing,
     last_event_type,
     lost_turn,
-    read_tail,
     restore_hints,
-    stat_log,
 )
 
 TS = "tool.execution_start"
@@ -177,7 +175,7 @@ class TestReadTail:
         tail = [line(T1), line(UM, content="after"), line(T0)]
         p = write(tmp_path / "e.jsonl", line(UM) + "\n" + huge + "\n" + "\n".join(tail) + "\n")
         assert p.stat().st_size > 10 * 1024 * 1024
-        import polypilot_tui.core.eventlog as eventlog_module
+        import polypilot_tui.agents.agent_log as eventlog_module
 
         read_bytes = 0
         real_read = eventlog_module.os.read
@@ -579,7 +577,7 @@ def test_property_dropping_a_complete_is_interrupted(run: list[str], pick: int) 
 
 def test_permission_events_inside_a_tool_run_do_not_hide_an_interrupted_tool() -> None:
     """The Copilot CLI logs permission.requested/completed between a tool's start and end."""
-    from polypilot_tui.core.eventlog import has_interrupted_tool
+    from polypilot_tui.domain.eventlog import has_interrupted_tool
 
     tail = [{"type": "assistant.turn_start"}, {"type": "tool.execution_start"},
             {"type": "permission.requested"}, {"type": "permission.completed"}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
-from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.domain.view import SessionStatus
 
 from tests.support.engine import Harness
 
@@ -243,7 +243,7 @@ async def test_three_consecutive_stuck_turns_suggest_a_new_session(harness: Harn
 
 
 async def test_watchdog_crash_never_leaves_a_turn_processing(harness: Harness, monkeypatch) -> None:
-    import polypilot_tui.manager_watchdog as manager_module
+    import polypilot_tui.engine.watchdog_timer as manager_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
@@ -283,9 +283,9 @@ async def test_tool_rows_left_running_by_a_killed_app_are_settled_on_restore(fak
     """Not mid-turn: closed as interrupted at once. Mid-turn: a late completion updates the same row."""
     from polypilot_tui.agents.base import NullBackend
     from polypilot_tui.config import Settings, load_agents
-    from polypilot_tui.core.events import AgentEvent, EventType
-    from polypilot_tui.core.session import ChatItem, ItemKind, Session
-    from polypilot_tui.manager import SessionManager
+    from polypilot_tui.domain.events import AgentEvent, EventType
+    from polypilot_tui.domain.session import ChatItem, ItemKind, Session
+    from polypilot_tui.engine.manager import SessionManager
 
     backends: dict[str, NullBackend] = {}
 
@@ -321,8 +321,8 @@ async def test_stop_is_stopped_even_when_the_agent_finishes_the_turn_as_its_prom
     while Stop is still answering: Stop must still read "stopped", never "idle"."""
     from polypilot_tui.agents.base import NullBackend
     from polypilot_tui.config import Settings, load_agents
-    from polypilot_tui.core.events import AgentEvent, EventType
-    from polypilot_tui.manager import SessionManager
+    from polypilot_tui.domain.events import AgentEvent, EventType
+    from polypilot_tui.engine.manager import SessionManager
 
     class FinishesOnCancel(NullBackend):
         async def answer_permission(self, request_id: str, option_id: str) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polypilot_tui.core.permissions import (
+from polypilot_tui.domain.permissions import (
     TRIP_THRESHOLD,
     WINDOW_SIZE,
     DenialWindow,

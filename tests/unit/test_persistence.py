@@ -18,13 +18,13 @@ from unittest.mock import ANY
 from polypilot_tui.agents import create_backend
 from polypilot_tui.agents.base import AgentBackend, EventSink
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import SystemClock
-from polypilot_tui.core.events import AgentEvent
-from polypilot_tui.core.session import ItemKind
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.session import ItemKind
 from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.persistence import Persistence
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import Persistence
 from polypilot_tui.storage.lock import LockHolder, lock_holder
 
 POLYPILOT = Path(sys.executable).with_name("polypilot")

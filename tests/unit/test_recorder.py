@@ -14,12 +14,12 @@ from typing import Any, Callable
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.core.clock import FakeClock, SystemClock
-from polypilot_tui.core.events import AgentEvent
-from polypilot_tui.core.trace import parse_trace
-from polypilot_tui.manager import SessionManager
-from polypilot_tui.recorder import Recorder
-from polypilot_tui.storage.redact import REDACTED, REDACTOR, Redactor, is_secret_key
+from polypilot_tui.domain.clock import FakeClock, SystemClock
+from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.trace import parse_trace
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.recorder import Recorder
+from polypilot_tui.infra.redact import REDACTED, REDACTOR, Redactor, is_secret_key
 
 POLYPILOT = Path(sys.executable).with_name("polypilot")
 
@@ -215,7 +215,7 @@ async def test_nothing_is_written_after_close(tmp_path: Path) -> None:
 def test_a_key_in_a_plainly_named_variable_is_still_redacted(tmp_path: Path, monkeypatch) -> None:
     """api_key_env may name any variable (LLM_ACCESS): its value never reaches a recording."""
     from polypilot_tui.config import AgentConfig, ProviderConfig
-    from polypilot_tui.core.clock import FakeClock
+    from polypilot_tui.domain.clock import FakeClock
 
     monkeypatch.setenv("LLM_ACCESS", "plain-looking-credential-123456")
     REDACTOR.learn_agents([AgentConfig(name="x", kind="acp", command="x", provider=ProviderConfig(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polypilot_tui.core.recovery import RecoveryGate, may_resend
+from polypilot_tui.domain.recovery import RecoveryGate, may_resend
 
 
 def test_defaults_match_polypilot() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.config import AgentConfig, ProviderConfig
-from polypilot_tui.core.text import one_line
-from polypilot_tui.storage.redact import REDACTED, REDACTOR, Redactor, is_secret_key, looks_like_key
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.infra.redact import REDACTED, REDACTOR, Redactor, is_secret_key, looks_like_key
 from polypilot_tui.storage.registry import Registry, SessionRecord
 
 KEY = "Zq8xKpL2mN4vB7cD9fGhJ3kL5pQ"
@@ -85,7 +85,7 @@ def test_a_repeated_failure_is_logged_once_in_full_then_counted(tmp_path) -> Non
     """An agent whose every update fails the SDK's schema must not flood the log."""
     import logging
 
-    from polypilot_tui.logging_setup import setup_file_logging
+    from polypilot_tui.infra.logs import setup_file_logging
 
     root = logging.getLogger()
     before, level = list(root.handlers), root.level

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from polypilot_tui.cli import main
-from polypilot_tui.replay import run_trace
+from polypilot_tui.commands.replay import run_trace
 
 TRACES = Path(__file__).parent.parent / "traces"
 

@@ -6,9 +6,10 @@ import itertools
 
 import pytest
 
-from polypilot_tui.core.events import EventType
-from polypilot_tui.core.turn import ToolCall, Turn
-from polypilot_tui.core.watchdog import (Action, Probes, WatchdogConfig, decide, fallback_delay, next_deadline,
+from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.turn import ToolCall, Turn
+from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.watchdog import (Action, WatchdogConfig, decide, fallback_delay, next_deadline,
                                          select_tier)
 
 CFG = WatchdogConfig()
@@ -98,7 +99,7 @@ def test_kill_reason_names_the_last_event_and_tool() -> None:
 
 
 def test_paused_while_waiting_for_the_user() -> None:
-    from polypilot_tui.core.turn import PermissionPrompt
+    from polypilot_tui.domain.turn import PermissionPrompt
     turn = make_turn()
     turn.pending_permissions["r1"] = PermissionPrompt("r1", "Run ls")
     assert next_deadline(turn, CFG) is None

@@ -12,8 +12,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from polypilot_tui.core.text import one_line
-from polypilot_tui.core.view import SessionDetails
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.view import SessionDetails
 from polypilot_tui.ui.formatting import STATUS_LABELS, safe_text
 
 

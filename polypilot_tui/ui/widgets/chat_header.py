@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from polypilot_tui.core.text import one_line
-from polypilot_tui.core.view import SessionView
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.view import SessionView
 
 
 class ChatHeader(Static):

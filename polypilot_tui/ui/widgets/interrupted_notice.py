@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Button, Static
 
-from polypilot_tui.core.text import one_line
+from polypilot_tui.domain.text import one_line
 
 
 class InterruptedNotice(Horizontal):

@@ -11,8 +11,8 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from polypilot_tui.core.text import one_line
-from polypilot_tui.core.turn import PermissionPrompt as Prompt
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.turn import PermissionPrompt as Prompt
 from polypilot_tui.ui.formatting import safe_text
 
 KIND_KEYS = {"allow_once": "y", "allow_always": "a", "reject_once": "n", "reject_always": "N"}

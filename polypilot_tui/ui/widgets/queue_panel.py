@@ -10,8 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from polypilot_tui.core.text import one_line
-from polypilot_tui.core.view import SessionView
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import plural
 
 

@@ -25,8 +25,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from polypilot_tui.core.text import one_line
-from polypilot_tui.core.view import SessionStatus, SessionView
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.view import SessionStatus, SessionView
 from polypilot_tui.ui.formatting import STATUS_ICONS, UNREAD_MARK, WARNING_MARK, sidebar_status
 
 ROW_HEIGHT = 2

@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from polypilot_tui.core.view import SessionView
+from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.widgets.session_list import SessionEntry, SessionList
 
 

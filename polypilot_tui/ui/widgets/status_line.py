@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from polypilot_tui.core.view import SessionView
+from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import STATUS_ICONS, chat_status
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.acp import AcpBackend
+from polypilot_tui.agents.acp.backend import AcpBackend
 from polypilot_tui.agents.npm_cache import NpmAgent
 from polypilot_tui.config import AgentConfig, Settings
-from polypilot_tui.core.clock import SystemClock
+from polypilot_tui.domain.clock import SystemClock
 from tests.agents.acp_support import Recorder
 from tests.support.acp_agents import BUILDERS, PACKAGES
 from tests.support.model_server import ModelServer

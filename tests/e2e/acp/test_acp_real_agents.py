@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.acp import AcpBackend
-from polypilot_tui.agents.acp_process import descendants
+from polypilot_tui.agents.acp.backend import AcpBackend
+from polypilot_tui.agents.acp.process import descendants
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from tests.agents.acp_support import Recorder
 from tests.support.model_server import ModelServer

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.config import AgentConfig
-from polypilot_tui.core.session import ItemKind
-from polypilot_tui.core.view import SessionStatus
+from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.view import SessionStatus
 from tests.agents.acp_support import FAKE_AGENT
 from tests.e2e.dashboard import AGENT_WAIT, dashboard, see, send, status_line
 from tests.support.acp_agents import CODEX_ACP, OPENCODE, codex_agent, opencode_agent

@@ -1,0 +1,244 @@
+"""The client side of an ACP connection: permission prompts, fs access, raw transcript.
+
+``session/update`` notifications are NOT handled here: the backend maps them from the raw
+transport observer (see :mod:`polypilot_tui.agents.acp.mapping`), so updates the SDK's
+schema rejects are still seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from acp import RequestError
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+    WriteTextFileResponse,
+)
+
+from polypilot_tui.agents.acp.mapping import Emit, summarize_input, tool_content_text
+from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError
+from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.infra.private import open_private
+from polypilot_tui.infra.redact import REDACTOR
+
+logger = logging.getLogger(__name__)
+
+#: Refuse to hand bigger files to an agent in one read.
+MAX_READ_BYTES = 20_000_000
+#: Stop appending to the transcript past this size (a marker line says so).
+MAX_TRANSCRIPT_BYTES = 50_000_000
+REJECT_ALWAYS = "reject_always"
+# A generic option id the manager may send, and the kinds that can stand in for it.
+_KIND_FALLBACK = {
+    ALLOW_ONCE: (ALLOW_ONCE, ALLOW_ALWAYS),
+    ALLOW_ALWAYS: (ALLOW_ALWAYS, ALLOW_ONCE),
+    REJECT_ONCE: (REJECT_ONCE, REJECT_ALWAYS),
+    REJECT_ALWAYS: (REJECT_ALWAYS, REJECT_ONCE),
+}
+
+
+@dataclass
+class _Pending:
+    future: asyncio.Future[str]
+    tool_call_id: str
+    options: list[dict[str, str]]
+
+
+class PermissionDesk:
+    """Open permission requests as futures the user (via the manager) resolves."""
+
+    def __init__(self, emit: Emit, describe: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
+        self._emit = emit
+        self._describe = describe
+        self._ids = itertools.count(1)
+        self._pending: dict[str, _Pending] = {}
+
+    @property
+    def pending(self) -> list[str]:
+        return list(self._pending)
+
+    async def ask(self, tool_call: Mapping[str, Any], options: list[dict[str, str]]) -> str:
+        """Emit ``permission.requested`` and wait for the chosen option id (or "cancelled")."""
+        request_id = f"perm-{next(self._ids)}"
+        state = self._describe(tool_call)
+        call_id = str(tool_call.get("toolCallId") or "")
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = _Pending(future, call_id, options)
+        detail = summarize_input(state.get("rawInput")) or tool_content_text(state.get("content"))
+        self._emit(AgentEvent(EventType.PERMISSION_REQUESTED, {
+            "requestId": request_id,
+            "toolCallId": call_id,
+            "kind": state.get("kind") or "",
+            "title": state.get("title") or state.get("kind") or "tool",
+            "detail": detail,
+            "options": options,
+        }))
+        try:
+            return await future
+        finally:
+            self._pending.pop(request_id, None)
+
+    def answer(self, request_id: str, option_id: str) -> None:
+        """Resolve one request; unknown ids (already answered or cancelled) are ignored."""
+        pending = self._pending.get(request_id)
+        if pending is None or pending.future.done():
+            logger.info("permission %s is no longer pending; answer %s ignored", request_id, option_id)
+            return
+        chosen = CANCELLED if option_id == CANCELLED else self._match(pending, option_id)
+        self._resolve(request_id, pending, chosen)
+
+    def cancel_all(self, emit: bool = True) -> None:
+        """Answer every open request with "cancelled" (stop, turn end, connection loss)."""
+        for request_id, pending in list(self._pending.items()):
+            if not pending.future.done():
+                self._resolve(request_id, pending, CANCELLED, emit=emit)
+
+    @staticmethod
+    def _match(pending: _Pending, option_id: str) -> str:
+        ids = [o["optionId"] for o in pending.options]
+        if option_id in ids:
+            return option_id
+        for kind in _KIND_FALLBACK.get(option_id, ()):
+            for option in pending.options:
+                if option.get("kind") == kind:
+                    return option["optionId"]
+        raise BackendError(f"option {option_id!r} is not offered (offered: {', '.join(ids) or 'none'})")
+
+    def _resolve(self, request_id: str, pending: _Pending, chosen: str, emit: bool = True) -> None:
+        pending.future.set_result(chosen)
+        option_kind = next((o.get("kind", "") for o in pending.options if o["optionId"] == chosen), "")
+        if chosen == CANCELLED:
+            verdict = "cancelled"
+        elif option_kind.startswith("allow"):
+            verdict = "approved"
+        else:
+            verdict = "denied-interactively-by-user"
+        if emit:
+            self._emit(AgentEvent(EventType.PERMISSION_COMPLETED, {
+                "requestId": request_id,
+                "toolCallId": pending.tool_call_id,
+                "optionId": chosen,
+                "optionKind": option_kind,
+                "outcome": "cancelled" if chosen == CANCELLED else "selected",
+                "result": {"kind": verdict},
+            }))
+
+
+class Transcript:
+    """Every raw JSON-RPC message in and out, one JSON object a line, redacted, 0600, capped."""
+
+    def __init__(self, path: Path, clock: Clock, max_bytes: int = MAX_TRANSCRIPT_BYTES) -> None:
+        self.path = path
+        self._clock = clock
+        self._max = max_bytes
+        REDACTOR.learn_environment()
+        # 0600: it holds every message, code and tool output included. Lives as long as the agent.
+        self._fh = os.fdopen(open_private(path), "a", encoding="utf-8", errors="replace")
+        self._size = path.stat().st_size
+        self._full = False
+
+    def write(self, direction: str, message: Mapping[str, Any]) -> None:
+        if self._fh.closed or self._full:
+            return
+        line = REDACTOR.text(dump_json({"at": round(self._clock.wall(), 3), "dir": direction, "msg": message})) + "\n"
+        if self._size + len(line) > self._max:
+            line = dump_json({"at": round(self._clock.wall(), 3), "dir": "note",
+                              "msg": f"transcript cap of {self._max} bytes reached; later messages dropped"}) + "\n"
+            self._full = True
+        try:
+            self._fh.write(line)
+            self._fh.flush()
+            self._size += len(line)
+        except OSError:
+            logger.exception("cannot write ACP transcript %s", self.path)
+            self._full = True
+
+    def close(self) -> None:
+        try:
+            self._fh.close()
+        except OSError:
+            pass
+
+
+class AcpClient:
+    """What the agent may ask of us: permissions, and text files inside the session folder."""
+
+    def __init__(self, root: Path, desk: PermissionDesk) -> None:
+        self._root = root.resolve()
+        self._desk = desk
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        raw_call = tool_call.model_dump(mode="json", by_alias=True, exclude_none=True)
+        offered = [{"optionId": o.option_id, "name": o.name, "kind": o.kind} for o in options]
+        choice = await self._desk.ask(raw_call, offered)
+        if choice == CANCELLED:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(option_id=choice, outcome="selected"))
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        return None  # mapped from the raw stream by the backend
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> ReadTextFileResponse:
+        target = self._inside(path)
+        content = await asyncio.to_thread(_read_lines, target, line, limit)
+        return ReadTextFileResponse(content=content)
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
+        target = self._inside(path)
+        await asyncio.to_thread(_write_text, target, content)
+        return WriteTextFileResponse()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        logger.debug("ACP extension notification %s ignored", method)
+
+    def _inside(self, path: str) -> Path:
+        """The resolved path, refused unless it is absolute and inside the session folder."""
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            raise RequestError(-32602, f"path must be absolute: {path}")
+        resolved = candidate.resolve()
+        if not resolved.is_relative_to(self._root):
+            raise RequestError(-32602, f"refused: {path} is outside the session folder {self._root}")
+        return resolved
+
+
+def _read_lines(target: Path, line: int | None, limit: int | None) -> str:
+    try:
+        if target.stat().st_size > MAX_READ_BYTES:
+            raise RequestError(-32602, f"{target} is larger than {MAX_READ_BYTES} bytes")
+        text = target.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise RequestError.resource_not_found(str(target)) from None
+    except IsADirectoryError:
+        raise RequestError(-32602, f"{target} is a directory") from None
+    if line is None and limit is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    start = max(0, (line or 1) - 1)
+    end = None if limit is None else start + max(0, limit)
+    return "".join(lines[start:end])
+
+
+def _write_text(target: Path, content: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content, encoding="utf-8")

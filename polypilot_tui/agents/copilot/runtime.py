@@ -1,0 +1,220 @@
+"""Process-level helpers of the Copilot backend: env, provider, hooks into the SDK client.
+
+Kept apart from :mod:`polypilot_tui.agents.copilot.backend` so the backend reads as a state machine
+and these small, testable pieces can be checked without a CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from polypilot_tui.config import AgentConfig
+from polypilot_tui.domain import eventlog
+from polypilot_tui.domain.events import EventType
+
+log = logging.getLogger(__name__)
+
+#: Credentials the CLI would pick up on its own. Offline/BYOK sessions must not send them
+#: anywhere, so they are dropped unless the agent config sets them explicitly.
+DROPPED_ENV: frozenset[str] = frozenset({
+    "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
+    "COPILOT_SDK_AUTH_TOKEN", "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN",
+    "COPILOT_CONNECTION_TOKEN",
+})
+
+
+def build_env(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The CLI's full environment: ours minus credentials, plus the agent's, plus BYOK."""
+    env = {k: v for k, v in environ.items() if k not in DROPPED_ENV}
+    env.update(agent.env)
+    if agent.provider is not None:
+        # The headless CLI refuses BYOK sessions unless offline mode and the base URL are
+        # in its env as well as in the per-session provider (verified, see reference).
+        env["COPILOT_OFFLINE"] = "true"
+        env["COPILOT_PROVIDER_BASE_URL"] = agent.provider.base_url
+        env["COPILOT_PROVIDER_TYPE"] = agent.provider.type
+        if agent.provider.wire_api:
+            env["COPILOT_PROVIDER_WIRE_API"] = agent.provider.wire_api
+        if agent.model:
+            env["COPILOT_MODEL"] = agent.model
+    return env
+
+
+def provider_dict(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The SDK ``provider=`` dict; the key comes from the env var the config names."""
+    provider = agent.provider
+    if provider is None:
+        return None
+    out: dict[str, Any] = {"type": provider.type, "base_url": provider.base_url}
+    key = provider.api_key(dict(environ) | agent.env)
+    if key:
+        out["api_key"] = key
+    if provider.wire_api:
+        out["wire_api"] = provider.wire_api
+    return out
+
+
+def session_home(env: Mapping[str, str]) -> Path:
+    """``COPILOT_HOME`` the CLI will use (its default is ``~/.copilot``)."""
+    home = env.get("COPILOT_HOME")
+    return Path(home) if home else Path.home() / ".copilot"
+
+
+def install_hooks(client: Any, loop: asyncio.AbstractEventLoop, *,
+                  on_raw_event: Callable[[str, dict[str, Any]], None],
+                  on_closed: Callable[[], None]) -> None:
+    """Wrap the SDK's JSON-RPC notification handler and close hook (private API, guarded).
+
+    - Some CLI events fail the SDK's generated parser (e.g. ``tool.execution_complete`` of
+      a tool re-run after resume): the SDK then drops them with a traceback. The wrapper
+      delivers those from the raw dict instead, so no completion is ever lost.
+    - ``on_close`` fires on the reader thread when the CLI's stdout closes; we hop onto the
+      loop before reporting.
+    """
+    rpc = getattr(client, "_client", None)
+    if rpc is None:
+        log.debug("copilot: SDK internals changed; no parse-failure or close hooks")
+        return
+    original = getattr(rpc, "notification_handler", None)
+    if callable(original):
+        def notification(method: str, params: dict[str, Any]) -> None:
+            try:
+                original(method, params)
+            except Exception:  # noqa: BLE001 - the SDK would only log it and drop the event
+                if method != "session.event" or not isinstance(params, dict):
+                    log.debug("copilot: notification %s failed", method, exc_info=True)
+                    return
+                event = params.get("event")
+                if isinstance(event, dict):
+                    log.info("copilot: SDK could not parse a %s event; using the raw form", event.get("type"))
+                    on_raw_event(str(params.get("sessionId") or ""), event)
+
+        rpc.set_notification_handler(notification)
+    previous_close = getattr(rpc, "on_close", None)
+
+    def closed() -> None:
+        try:
+            if callable(previous_close):
+                previous_close()
+        finally:
+            if not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(on_closed)
+                except RuntimeError:
+                    pass
+
+    rpc.on_close = closed
+
+
+def watch_process(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop,
+                  on_exit: Callable[[int | None], None]) -> None:
+    """A daemon thread waits for ``proc`` to exit and reports its code on ``loop``.
+
+    A thread, not the loop's default executor: the SDK writes JSON-RPC through that
+    executor, and a few long waits there would starve it.
+    """
+    def wait() -> None:
+        try:
+            code: int | None = proc.wait()
+        except Exception:  # noqa: BLE001
+            code = None
+        if not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(on_exit, code)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    threading.Thread(target=wait, name=f"copilot-watch-{proc.pid}", daemon=True).start()
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``proc`` and its descendants (a running tool must not outlive a Kill)."""
+    if proc.poll() is not None:
+        return
+    for pid in [*descendants(proc.pid), proc.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:  # the leash made the CLI the leader of a group that holds every process it started
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def descendants(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (Linux /proc; [] elsewhere), children first."""
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        parent = stack.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in children:
+                if child.isdigit() and int(child) not in found:
+                    found.append(int(child))
+                    stack.append(int(child))
+    return found
+
+
+def open_tool_ids(entries: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Tool calls started and not completed in an events.jsonl tail."""
+    started: set[str] = set()
+    for entry in entries:
+        data = entry.get("data")
+        call_id = data.get("toolCallId") if isinstance(data, Mapping) else None
+        if not isinstance(call_id, str):
+            continue
+        if entry.get("type") == EventType.TOOL_START:
+            started.add(call_id)
+        elif entry.get("type") == EventType.TOOL_COMPLETE:
+            started.discard(call_id)
+    return started
+
+
+@dataclass(frozen=True)
+class ResumeHints:
+    """What a resumed session's log tail and the CLI say about the turn it was in."""
+
+    interrupted_tool: bool
+    still_processing: bool
+    lost_turn: bool
+
+
+def resume_hints(entries: Sequence[dict[str, Any]], age: float | None, pending_tool_ids: set[str],
+                 processing: bool | None) -> ResumeHints:
+    """Combine the log tail (read before resuming) with the resumed CLI's own view.
+
+    A tool waiting on a permission that is still pending is not interrupted: answering it
+    runs the tool. The log alone cannot tell a turn the CLI carried on (pending permission,
+    ``processing`` True) from one it dropped (killed mid-tool, ``processing`` False), so
+    the CLI's answer decides when it gave one.
+    """
+    interrupted = eventlog.has_interrupted_tool(entries) and not open_tool_ids(entries) <= pending_tool_ids
+    return ResumeHints(
+        interrupted_tool=interrupted,
+        still_processing=eventlog.is_still_processing(entries, age) and processing is not False,
+        lost_turn=eventlog.lost_turn(entries) and not processing,
+    )
+
+
+async def is_processing(session: Any, timeout: float = 30.0) -> bool | None:
+    """The CLI's view of whether ``session`` is mid-turn; None when it cannot say."""
+    try:
+        result = await asyncio.wait_for(session.rpc.metadata.is_processing(), timeout)
+    except Exception as exc:  # noqa: BLE001 - a hint only
+        log.debug("copilot: is_processing failed: %r", exc)
+        return None
+    value = getattr(result, "processing", None)
+    return value if isinstance(value, bool) else None

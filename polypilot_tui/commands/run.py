@@ -1,0 +1,185 @@
+"""``polypilot run``: one session, one turn, same manager and watchdog — for CI jobs.
+
+A hung agent must never hang the job: the watchdog ends the turn, the exit code says how
+it ended, and the agent is shut down on the way out. Agent text reaches the terminal the
+way the dashboard shows it: terminal control sequences stripped (an agent must not set the
+clipboard or the window title), invalid text replaced, never raw. A run's session folder is
+removed when its turn completed; a failed run's is kept (and named) for diagnosis. Exit codes:
+
+- 0 the turn completed and every permission it asked for was granted;
+- 1 it did not complete (stuck, failed, the agent died);
+- 2 usage (no such agent, bad settings);
+- 3 it completed, but a permission it needed was refused (the tool did not run);
+- 4 it was cancelled (ctrl+c / SIGTERM, or the agent cancelled it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
+from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
+from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.session import TurnRecord
+from polypilot_tui.domain.text import strip_control
+from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.storage.retention import prune_state_dir
+
+EXIT_OK = 0
+EXIT_NOT_COMPLETED = 1
+EXIT_USAGE = 2
+EXIT_PERMISSION_REFUSED = 3
+EXIT_CANCELLED = 4
+
+
+async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *,
+                       json_mode: bool = False, allow_tools: bool = False) -> int:
+    """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
+    if agent not in catalog.agents:
+        print(f"polypilot run: no agent named {agent!r} (configured: {', '.join(catalog.agents)})", file=sys.stderr)
+        return EXIT_USAGE
+    if allow_tools:
+        settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
+    for stream in (sys.stdout, sys.stderr):  # text that is not valid Unicode is shown replaced, never a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+    prune_state_dir(Path(settings.state_dir))
+    manager = SessionManager(settings, catalog, SystemClock())
+    done = asyncio.Event()
+    sid = ""
+    record: TurnRecord
+    stderr_tail: tuple[str, ...] = ()
+
+    def tap(session_id: str, event: AgentEvent) -> None:
+        if json_mode:  # strict JSON, every control character escaped: nothing raw reaches the terminal
+            print(dump_json({"type": event.type, "data": dict(event.data)}, ascii_only=True), flush=True)
+        elif event.type == EventType.MESSAGE_DELTA:
+            print(strip_control(event.text("deltaContent")), end="", flush=True)
+        elif event.type == EventType.TOOL_START:
+            arguments = strip_control(json.dumps(event.get("arguments"), ensure_ascii=False, default=str))
+            print(f"\n[tool {strip_control(event.text('toolName'))}] {arguments}", flush=True)
+        elif event.type == EventType.TOOL_COMPLETE:
+            state = "ok" if event.get("success") else "failed"
+            print(f"[tool {state}]", flush=True)
+        if event.type == EventType.PERMISSION_REQUESTED and settings.permission_policy is PermissionPolicy.ASK:
+            asyncio.get_running_loop().create_task(_ask(manager, session_id, event))
+
+    def on_change(session_id: str) -> None:
+        if session_id in manager.ids() and manager.session(session_id).turns:
+            done.set()
+
+    manager.tap_events(tap)
+    manager.subscribe(on_change)
+    interrupted: list[str] = []
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+
+    def cancel(signame: str) -> None:
+        """First ctrl+c / SIGTERM: stop the turn (abort, grace, kill); a second one: leave now."""
+        first = not interrupted
+        interrupted.append(signame)
+        if first and sid and manager.session(sid).turn is not None:
+            print(f"\npolypilot run: {signame}: stopping the turn (again to quit at once)", file=sys.stderr)
+            loop.create_task(manager.stop(sid))
+        elif main is not None:
+            main.cancel()  # the finally below still closes the agent
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, cancel, signal.Signals(signum).name)
+    try:
+        sid = await manager.create_session(agent)
+        await manager.send(sid, prompt)
+        await done.wait()
+        record = manager.session(sid).turns[0]
+        stderr_tail = manager.diagnostics(sid).stderr_tail
+    except asyncio.CancelledError:
+        print(f"\npolypilot run: cancelled by {interrupted[-1] if interrupted else 'a signal'}", file=sys.stderr)
+        return EXIT_CANCELLED
+    except Exception as exc:  # noqa: BLE001 - the job gets a reason, not a traceback
+        print(f"\npolypilot run: {strip_control(str(exc))}", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signum)
+        completed = bool(sid and manager.session(sid).turns
+                         and manager.session(sid).turns[0].outcome is Outcome.COMPLETED)
+        if sid:
+            await manager.close(sid)
+        await manager.shutdown()
+        if completed:  # a failed run keeps its agent logs for diagnosis (pruned by the retention rule)
+            shutil.rmtree(manager.workdir(sid), ignore_errors=True)
+    code, verdict = exit_code(record.outcome, strip_control(record.reason), record.refused, interrupted)
+    if json_mode:
+        print(dump_json({"turn_end": record.outcome.value, "reason": record.reason,
+                         "refused_permissions": list(record.refused), "exit_code": code}, ascii_only=True),
+              flush=True)
+    else:
+        print()
+    if verdict:
+        kept = "" if completed else f" (agent logs kept in {manager.workdir(sid)})"
+        print(f"polypilot run: {verdict}{kept}", file=sys.stderr)
+    if code != EXIT_OK and stderr_tail:
+        lines = "\n".join(f"  {strip_control(line)}" for line in stderr_tail[-10:])
+        print(f"polypilot run: the agent's last lines on stderr:\n{lines}", file=sys.stderr)
+    return code
+
+
+def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupted: list[str]) -> tuple[int, str]:
+    """The exit code of a run and the sentence that explains it ("" for a clean success)."""
+    if outcome is Outcome.COMPLETED:
+        if refused:
+            titles = "; ".join(refused[:3]) + (f" (+{len(refused) - 3} more)" if len(refused) > 3 else "")
+            return EXIT_PERMISSION_REFUSED, (f"the turn completed, but {len(refused)} permission request"
+                                             f"{'s were' if len(refused) > 1 else ' was'} refused: {titles}")
+        return EXIT_OK, ""
+    if outcome is Outcome.ABORTED:
+        why = f"cancelled by {interrupted[0]}" if interrupted else f"cancelled: {reason}"
+        return EXIT_CANCELLED, f"turn {why}"
+    return EXIT_NOT_COMPLETED, f"turn {outcome.value}: {reason}"
+
+
+async def _ask(manager: SessionManager, session_id: str, event: AgentEvent) -> None:
+    """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
+    request_id = event.text("requestId")
+    title = strip_control(event.text("title") or event.text("kind"))
+    if sys.stdin.isatty():
+        answer = await asyncio.to_thread(input, f"\nAllow {title}? [y/N] ")
+        choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
+    else:
+        print(f"\npolypilot run: permission requested ({title}) but the policy is 'ask' and there is no "
+              "terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.", file=sys.stderr)
+        choice = REJECT_ONCE
+    await manager.answer_permission(session_id, request_id, choice)
+
+
+def print_agents(catalog: AgentCatalog) -> int:
+    """List configured agents and whether each can start on this machine."""
+    for problem in catalog.problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    fallbacks = {"copilot": COPILOT_CLI}
+    for name, agent in catalog.agents.items():
+        if agent.kind == "demo":
+            ready, where = True, "built in"
+        elif agent.kind == "copilot":
+            command = resolve_command(agent.command, fallbacks["copilot"])
+            ready, where = command is not None and shutil.which(command) is not None, command or "copilot not found"
+        else:
+            fallback = OPENCODE if "opencode" in (agent.command or "") else CODEX_ACP
+            command = agent.command or resolve_command(None, fallback)
+            found = shutil.which(command) if command else None
+            ready, where = found is not None, found or f"{command or agent.command} not found"
+        mark = "ready" if ready else "missing"
+        print(f"{name:<16} {agent.kind:<8} {mark:<8} {where}")
+    return EXIT_OK

@@ -1,0 +1,112 @@
+"""``polypilot status [--json]``: the sessions' status from the registry, without the TUI.
+
+It reads ``sessions.json`` only: no agent starts and nothing is written. The rows use the
+names of :class:`~polypilot_tui.domain.view.SessionView` (the sidebar's model) so scripts can
+treat both alike; times are epoch seconds here because they outlive the process.
+
+Whether an app runs is read from the state folder's lock (never from the registry, which
+another app may have written): if none holds it, a session saved mid-turn is not
+"thinking" any more: it is shown ``disconnected`` with the reason, never as busy. Every
+text goes through the redactor, fed with the environment's and the agents' secrets.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from polypilot_tui.config import AgentsFileError, Settings, load_agents
+from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.view import SessionStatus
+from polypilot_tui.storage.lock import lock_holder
+from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.storage.registry import Registry, SessionRecord
+
+EXIT_OK = 0
+
+NOT_RUNNING = ("the app is not running; the turn in flight resumes or is reported interrupted "
+               "at the next start")
+
+
+def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
+    """One session in the sidebar's terms (a SessionView-compatible subset)."""
+    try:
+        status = SessionStatus(record.status)
+    except ValueError:
+        status = SessionStatus.IDLE
+    reason = record.reason
+    if not app_running and (status.busy or status is SessionStatus.CONNECTING or record.turn_in_flight):
+        status, reason = SessionStatus.DISCONNECTED, NOT_RUNNING
+    elif record.interrupted_prompt and not reason:
+        reason = "a turn was interrupted by a restart; resend it from the dashboard"
+    return {
+        "id": record.id, "name": REDACTOR.text(record.name), "agent": record.agent, "status": status.value,
+        "reason": REDACTOR.text(reason), "model": record.model, "cwd": record.cwd,
+        "title": REDACTOR.text(record.title),
+        "agent_session_id": record.agent_session_id, "last_activity_at": record.last_activity_at,
+        "created_at": record.created_at, "busy": status.busy, "needs_user": status.needs_user,
+        "turn_in_flight": record.turn_in_flight and app_running,
+        "interrupted": bool(record.interrupted_prompt) or (record.turn_in_flight and not app_running),
+    }
+
+
+def status_document(settings: Settings) -> dict[str, Any]:
+    """The whole ``--json`` document (prompts are never included: they may hold secrets)."""
+    REDACTOR.learn_environment()
+    try:
+        REDACTOR.learn_agents(load_agents(settings.agents_file).agents.values())
+    except AgentsFileError:
+        pass  # the registry was redacted when it was written; this is the second line of defence
+    holder = lock_holder(Path(settings.state_dir))
+    snapshot = Registry(Path(settings.state_dir)).load(repair=False)
+    running = holder is not None
+    doc: dict[str, Any] = {
+        "state_dir": str(settings.state_dir), "app_running": running,
+        "app_pid": holder.pid if holder is not None else None, "saved_at": snapshot.saved_at,
+        "sessions": [status_row(r, running) for r in snapshot.sessions],
+    }
+    if snapshot.problem:
+        doc["problem"] = REDACTOR.text(snapshot.problem)
+    return doc
+
+
+def _ago(then: float | None, now: float) -> str:
+    if then is None:
+        return "-"
+    seconds = max(0, int(now - then))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def format_table(doc: dict[str, Any], now: float) -> str:
+    """Human form: one line per session."""
+    sessions = doc["sessions"]
+    head = f"{len(sessions)} session(s) in {doc['state_dir']}"
+    head += f" (the app runs as pid {doc['app_pid']})" if doc["app_running"] else " (the app is not running)"
+    if doc.get("problem"):
+        head += f"\nwarning: {doc['problem']}"
+    if not sessions:
+        return head
+    rows = [("ID", "NAME", "AGENT", "STATUS", "LAST ACTIVITY", "MODEL", "REASON")]
+    for s in sessions:
+        rows.append((s["id"], one_line(s["name"], 24), s["agent"], s["status"],
+                     _ago(s["last_activity_at"], now), s["model"] or "-", one_line(s["reason"], 70)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+    return head + "\n" + "\n".join(line.rstrip() for line in lines)
+
+
+def print_status(settings: Settings, json_mode: bool = False, out: TextIO | None = None) -> int:
+    """Print the status model; exit 0 (an empty or missing registry is not an error)."""
+    out = out or sys.stdout
+    doc = status_document(settings)
+    if json_mode:
+        out.write(dump_json(doc, indent=2) + "\n")
+    else:
+        out.write(format_table(doc, time.time()) + "\n")
+    return EXIT_OK

@@ -1,0 +1,120 @@
+"""The registry half of persistence: ``sessions.json`` written at most ``delay`` after a
+change, off the loop, retried with backoff, its problems told once on the notice board."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor
+from typing import Any, Callable
+
+from polypilot_tui.domain.view import derive_status
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.storage.notices import NoticeBoard
+from polypilot_tui.storage.registry import Registry, RegistryFenced, SessionRecord
+
+MAX_RETRY_DELAY = 5.0
+FAILING = "registry"
+"""Notice key of a registry that cannot be written."""
+
+
+def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
+    """Every session of ``manager`` as a registry record (text is redacted by the registry)."""
+    clock = manager.clock
+    now, wall = clock.now(), clock.wall()
+    records = []
+    for sid in manager.ids():
+        s = manager.session(sid)
+        status, reason = derive_status(s)
+        turn = s.turn
+        activity = None if s.last_activity_at is None else wall - max(0.0, now - s.last_activity_at)
+        records.append(SessionRecord(
+            id=s.id, name=s.name, agent=s.agent, cwd=s.cwd, model=s.model,
+            agent_session_id=s.agent_session_id, title=s.title, created_at=s.created_wall,
+            status=status.value, reason=reason, last_activity_at=activity,
+            turn_in_flight=turn is not None, last_prompt=(turn.prompt or s.last_prompt) if turn else "",
+            interrupted_prompt=s.interrupted_prompt))
+    return tuple(records)
+
+
+class RegistryWriter:
+    """Debounced, retried writes of one registry; stops for good when fenced."""
+
+    def __init__(self, manager: SessionManager, registry: Registry, io: Executor, board: NoticeBoard,
+                 delay: float, on_fenced: Callable[[str], None]) -> None:
+        self._manager = manager
+        self._registry = registry
+        self._io = io
+        self._board = board
+        self._delay = delay
+        self._backoff = delay
+        self._on_fenced = on_fenced
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._flight: asyncio.Future[Any] | None = None
+        self._last: tuple[SessionRecord, ...] | None = None
+        self.stopped = False
+        """Closed or fenced: nothing more is written."""
+
+    @property
+    def failing(self) -> bool:
+        """The last write failed and the problem is still open."""
+        return self._board.open(FAILING)
+
+    def arm(self, delay: float | None = None) -> None:
+        """Write within ``delay`` (the debounce) unless a write is already due or flying."""
+        if self.stopped or self._timer is not None or self._flight is not None:
+            return
+        self._timer = self._loop.call_later(self._delay if delay is None else delay, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._start()
+
+    def _start(self) -> asyncio.Future[Any] | None:
+        snapshot = session_records(self._manager)
+        if self.stopped or snapshot == self._last:
+            return None
+        flight = self._loop.run_in_executor(self._io, self._registry.save, snapshot, self._manager.clock.wall())
+        self._flight = flight
+        flight.add_done_callback(lambda f: self._landed(snapshot, f))
+        return flight
+
+    def _landed(self, snapshot: tuple[SessionRecord, ...], flight: asyncio.Future[Any]) -> None:
+        self._flight = None
+        error = OSError("cancelled") if flight.cancelled() else flight.exception()
+        path = self._registry.path
+        if isinstance(error, RegistryFenced):
+            self.stopped = True
+            self._on_fenced(str(error))
+            return
+        if error is not None:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            self._board.tell(FAILING, f"The session list cannot be saved to {path}: {reason}. It is kept in "
+                             "memory and saved as soon as it can be written again.")
+            self._last = None
+            self._backoff = min(MAX_RETRY_DELAY, self._backoff * 2)
+            self.arm(self._backoff)
+            return
+        self._board.over(FAILING, f"The session list is saved again to {path}.")
+        self._last = snapshot
+        self._backoff = self._delay
+        if session_records(self._manager) != snapshot:
+            self.arm()
+
+    async def flush(self) -> None:
+        """Write the current state now and wait for it."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flight is not None:
+            await asyncio.wait([self._flight])
+        flight = self._start()
+        if flight is not None:
+            await asyncio.wait([flight])
+
+    def stop(self) -> None:
+        """No more writes (the app is quitting)."""
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -1,0 +1,85 @@
+"""Bringing saved sessions back: registry records and history rows become adopted sessions."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from polypilot_tui.domain.session import ItemKind, Session
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.storage.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RestoreResult:
+    """What :func:`restore_sessions` brought back."""
+
+    ids: list[str] = field(default_factory=list)
+    mid_turn: list[str] = field(default_factory=list)
+    unloaded: set[str] = field(default_factory=set)
+    """Sessions whose history could not be read (locked database): shown empty, kept on disk."""
+    draft_ids: set[str] = field(default_factory=set)
+    """Sessions whose unfinished streamed reply came back as an interrupted assistant row."""
+    problem: str = ""
+
+
+BeforeAdopt = Callable[[Session, bool], None]
+"""(session, history loaded) — called before a restored session is adopted."""
+
+
+def restore_sessions(manager: SessionManager, store: Store, before_adopt: BeforeAdopt | None = None,
+                     on_restore: Callable[[str, bool, str], None] | None = None) -> RestoreResult:
+    """Build every saved session (history loaded, agent session id kept) and adopt it.
+
+    Lazy: only a session whose turn was in flight reconnects at once, mid-turn, with the
+    30 s resume-quiescence tier seeded from now; the engine reports a lost turn as
+    interrupted with a one-key resend.
+    """
+    snapshot = store.registry.load()
+    known = set(manager.ids())
+    records = [r for r in snapshot.sessions if r.id not in known]
+    ids = [r.id for r in records]
+    histories = store.history.load_many(ids)
+    drafts = store.history.load_drafts(ids) or {}
+    problem = ""
+    if snapshot.problem:
+        kept = f"it was moved to {snapshot.moved_to}" if snapshot.moved_to else "it was left as it is"
+        problem = f"The saved session list could not be used: {snapshot.problem}; {kept} and the list starts empty."
+    result = RestoreResult(problem=problem)
+    clock = manager.clock
+    now, wall = clock.now(), clock.wall()
+    for record in records:
+        history = histories.get(record.id)
+        session = Session(record.id, record.name, record.agent, created_wall=record.created_at,
+                          cwd=record.cwd, model=record.model, agent_session_id=record.agent_session_id,
+                          title=record.title, history=list(history or ()))
+        session.last_prompt = record.last_prompt
+        if record.last_activity_at is not None:  # "last activity 3 h ago" survives the restart
+            session.last_activity_at = now - max(0.0, wall - record.last_activity_at)
+        mid_turn = record.turn_in_flight
+        if record.agent not in manager.catalog.agents:
+            session.lost = f"agent {record.agent!r} is not configured any more"
+            mid_turn = False
+        if not mid_turn:
+            session.interrupted_prompt = record.interrupted_prompt or (
+                record.last_prompt if record.turn_in_flight else "")
+        if before_adopt is not None:
+            before_adopt(session, history is not None)
+        if history is None:
+            result.unloaded.add(record.id)
+        elif record.id in drafts:
+            text, at = drafts[record.id]
+            session.add_item(ItemKind.ASSISTANT, text, at, interrupted=True)  # written through by the hook
+            result.draft_ids.add(record.id)
+        if on_restore is not None:
+            on_restore(record.id, mid_turn, record.last_prompt)
+        manager.adopt(session, mid_turn_prompt=record.last_prompt if mid_turn else None)
+        result.ids.append(record.id)
+        if mid_turn:
+            result.mid_turn.append(record.id)
+    if records:
+        log.info("restored %d sessions (%d mid-turn)", len(result.ids), len(result.mid_turn))
+    return result
