@@ -15,6 +15,7 @@ from pathlib import Path
 from bench._support import AGENT, bench_manager, bench_settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.changes import Change, ViewChanged
 
 SESSIONS = 50
 EVENTS = 1_000_000
@@ -51,11 +52,11 @@ async def run() -> None:
         ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
         redraws = 0
 
-        def listener(session_id: str) -> None:
+        def listener(change: Change) -> None:
             nonlocal redraws
             redraws += 1
 
-        manager.subscribe(listener)
+        manager.subscribe(listener, ViewChanged)
         for sid in ids:
             await manager.send(sid, "go")
         apply = manager.apply

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from polypilot_tui.domain.changes import Change, ViewChanged
 
 RUNS = 7
 
@@ -69,11 +70,11 @@ async def run(cli: Path, runs: int = RUNS) -> None:
                     await asyncio.sleep(0.2)  # well inside it now
                     seen: list[float] = []
 
-                    def watch(changed: str) -> None:
-                        if changed == sid and not seen and manager.view(sid).status.value == "stopped":
+                    def watch(change: Change) -> None:
+                        if change.session_id == sid and not seen and manager.view(sid).status.value == "stopped":
                             seen.append(time.perf_counter())
 
-                    unsubscribe = manager.subscribe(watch)
+                    unsubscribe = manager.subscribe(watch, ViewChanged)
                     pressed = time.perf_counter()
                     await manager.stop(sid)
                     done = time.perf_counter()

@@ -17,6 +17,7 @@ from pathlib import Path
 from bench._support import AGENT, QuietBackend, bench_manager, bench_settings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.changes import Change, ViewChanged
 
 SESSIONS = 20
 RATE = 100          # deltas per second per session
@@ -64,11 +65,11 @@ async def run() -> None:
         manager, catalog = bench_manager(settings, clock, streamer)
         changes = 0
 
-        def count(_sid: str) -> None:
+        def count(_change: Change) -> None:
             nonlocal changes
             changes += 1
 
-        manager.subscribe(count)
+        manager.subscribe(count, ViewChanged)
         app = PolypilotApp(settings, catalog, manager, clock,
                            keymap_file=Path(tmp) / "none.toml")
         lags: list[float] = []

@@ -18,6 +18,7 @@ from bench._support import AGENT, QuietBackend, bench_manager, bench_settings
 from polypilot_tui.config import WatchdogSettings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.changes import Change, TurnEnded
 
 SESSIONS = 20
 TIER = 2.0
@@ -39,12 +40,13 @@ async def run() -> None:
         ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
         caught: dict[str, float] = {}
 
-        def on_change(sid: str) -> None:
+        def on_change(change: Change) -> None:
+            sid = change.session_id
             session = manager.session(sid)
             if session.turns and sid not in caught:
                 caught[sid] = clock.now()
 
-        manager.subscribe(on_change)
+        manager.subscribe(on_change, TurnEnded)
         for sid in ids:
             await manager.send(sid, "hang")
         deadlines = {}

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 from polypilot_tui.agents.base import ConnectResult, EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.domain.changes import ActionTaken, Change, EngineAction, TurnEnded, ViewChanged
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.session import ItemKind, Session
 from polypilot_tui.domain.trace import TraceEntry, parse_trace
@@ -55,26 +56,30 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
     catalog = AgentCatalog({"replay": AgentConfig(name="replay", kind="demo")})
     manager = SessionManager(settings, catalog, clock, backend_factory=factory)
     last: dict[str, Any] = {}
-    ended = 0
+    recoveries = 0
 
-    def on_change(session_id: str) -> None:
-        nonlocal ended
-        if session_id not in manager.ids():
-            return
-        view = manager.view(session_id)
-        session = manager.session(session_id)
-        while ended < len(session.turns):
-            record = session.turns[ended]
-            ended += 1
+    def on_change(change: Change) -> None:
+        nonlocal recoveries
+        if isinstance(change, TurnEnded):
+            record = change.record
             result.timeline.append({"at": _t(clock), "turn_end": record.outcome.value, "reason": record.reason,
                                     **({"detail": record.detail} if record.detail else {})})
+        elif isinstance(change, ActionTaken):
+            details: dict[str, Any] = {"reason": change.reason} if change.reason else {}
+            details.update({"detail": change.detail} if change.detail else {})
+            details.update({"prompt": change.prompt} if change.prompt else {})
+            details.update({"attempt": change.attempt} if change.attempt else {})
+            recoveries += change.action is EngineAction.RECONNECT and change.attempt > 0
+            result.timeline.append({"at": _t(clock), "action": change.action.value, **details})
+            return
+        if change.session_id not in manager.ids():
+            return
+        view = manager.view(change.session_id)
         if (view.status.value, view.reason) != (last.get("status"), last.get("reason")):
             last.update(status=view.status.value, reason=view.reason)
             result.timeline.append({"at": _t(clock), "status": view.status.value, "reason": view.reason})
 
-    manager.subscribe(on_change)
-    manager.on_action(lambda sid, action, details: result.timeline.append(
-        {"at": _t(clock), "action": action, **details}))
+    manager.subscribe(on_change, ViewChanged, TurnEnded, ActionTaken)
 
     if restore:
         session = Session(SESSION_ID, "replay", "replay", created_wall=clock.wall(), agent_session_id="replay-session")
@@ -82,7 +87,7 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
         manager.adopt(session, mid_turn_prompt=prompt if restore.get("mid_turn") else None)
     else:
         manager.add_session("replay", "replay", session_id=SESSION_ID, connect=False)
-        await manager._ensure_connected(SESSION_ID)
+        await manager.connect(SESSION_ID)
     for entry in entries:
         await clock.advance_to(entry.at)
         await _perform(manager, entry)
@@ -101,8 +106,7 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
         "turns": [{"seq": r.seq, "outcome": r.outcome.value, "reason": r.reason, "detail": r.detail,
                    "started_at": round(r.started_at, 3), "ended_at": round(r.ended_at, 3),
                    "tool_calls": r.tool_calls} for r in session.turns],
-        "permission_warning": any("Permission errors" in item.text for item in session.history
-                                  if item.kind is ItemKind.SYSTEM) or view.permission_warning,
+        "permission_warning": view.permission_warning or recoveries > 0,
         "history_chars": sum(len(item.text) for item in session.history
                              if item.kind in (ItemKind.ASSISTANT, ItemKind.REASONING)),
     }
@@ -113,7 +117,7 @@ async def _perform(manager: SessionManager, entry: TraceEntry) -> None:
     if entry.action == "send":
         await manager.send(SESSION_ID, entry.value)
     elif entry.action == "event":
-        current = manager._get(SESSION_ID).backend
+        current = manager.backend(SESSION_ID)
         if current is not None:  # after connection.lost the agent is gone until a reconnect
             current.sink(entry.event)  # type: ignore[attr-defined]  # a NullBackend
     elif entry.action == "stop":

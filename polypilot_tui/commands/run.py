@@ -27,11 +27,12 @@ from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewChanged
+from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.session import TurnRecord
 from polypilot_tui.domain.text import strip_control
-from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.domain.turn import Outcome, PermissionPrompt
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.storage.retention import prune_state_dir
 
@@ -60,7 +61,9 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
     record: TurnRecord
     stderr_tail: tuple[str, ...] = ()
 
-    def tap(session_id: str, event: AgentEvent) -> None:
+    def show(change: Change) -> None:
+        assert isinstance(change, EventReceived)
+        event = change.event
         if json_mode:  # strict JSON, every control character escaped: nothing raw reaches the terminal
             print(dump_json({"type": event.type, "data": dict(event.data)}, ascii_only=True), flush=True)
         elif event.type == EventType.MESSAGE_DELTA:
@@ -71,15 +74,21 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         elif event.type == EventType.TOOL_COMPLETE:
             state = "ok" if event.get("success") else "failed"
             print(f"[tool {state}]", flush=True)
-        if event.type == EventType.PERMISSION_REQUESTED and settings.permission_policy is PermissionPolicy.ASK:
-            asyncio.get_running_loop().create_task(_ask(manager, session_id, event))
 
-    def on_change(session_id: str) -> None:
-        if session_id in manager.ids() and manager.session(session_id).turns:
-            done.set()
+    asked: set[str] = set()
 
-    manager.tap_events(tap)
-    manager.subscribe(on_change)
+    def ask_when_asked(change: Change) -> None:
+        """The policy is ask: a permission request is put to the user, as the dashboard does."""
+        if not sid or change.session_id != sid or settings.permission_policy is not PermissionPolicy.ASK:
+            return
+        prompt = manager.view(sid).pending_permission
+        if prompt is not None and prompt.request_id not in asked:
+            asked.add(prompt.request_id)
+            asyncio.get_running_loop().create_task(_ask(manager, sid, prompt))
+
+    manager.subscribe(show, EventReceived)
+    manager.subscribe(ask_when_asked, ViewChanged)
+    manager.subscribe(lambda change: done.set(), TurnEnded)
     interrupted: list[str] = []
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -150,10 +159,9 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
     return EXIT_NOT_COMPLETED, f"turn {outcome.value}: {reason}"
 
 
-async def _ask(manager: SessionManager, session_id: str, event: AgentEvent) -> None:
+async def _ask(manager: SessionManager, session_id: str, prompt: PermissionPrompt) -> None:
     """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
-    request_id = event.text("requestId")
-    title = strip_control(event.text("title") or event.text("kind"))
+    title = strip_control(prompt.title)
     if sys.stdin.isatty():
         answer = await asyncio.to_thread(input, f"\nAllow {title}? [y/N] ")
         choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
@@ -161,7 +169,7 @@ async def _ask(manager: SessionManager, session_id: str, event: AgentEvent) -> N
         print(f"\npolypilot run: permission requested ({title}) but the policy is 'ask' and there is no "
               "terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.", file=sys.stderr)
         choice = REJECT_ONCE
-    await manager.answer_permission(session_id, request_id, choice)
+    await manager.answer_permission(session_id, prompt.request_id, choice)
 
 
 def print_agents(catalog: AgentCatalog) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Protocol
 from polypilot_tui.domain.events import USAGE_EVENT_TYPES, AgentEvent, EventType, tool_result_text
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.text import one_line, strip_control
-from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase, ToolCall, Turn
+from polypilot_tui.domain.turn import EndCause, Outcome, PermissionPrompt, Phase, ToolCall, Turn
 
 class WallClock(Protocol):
     """What event handling needs of the clock: wall time for history rows."""
@@ -79,6 +79,7 @@ class TurnRecord:
     prompt: str
     outcome: Outcome
     reason: str
+    """Why, for people (shown in the chat, the sidebar, ``status`` and ``run``)."""
     started_at: float
     ended_at: float
     tool_calls: int
@@ -87,6 +88,8 @@ class TurnRecord:
     """The technical why (watchdog tier, last event type) for logs and replay; ``reason`` is for people."""
     refused: tuple[str, ...] = ()
     """Permission requests refused during the turn (their titles)."""
+    cause: EndCause = EndCause.IDLE
+    """Why, for code: what ended the turn."""
 
 
 @dataclass(slots=True)
@@ -133,9 +136,9 @@ class Session:
     seen_message_ids: set[str] = field(default_factory=set)
     revision: int = 0
     """Bumped on every change; views and listeners key off it."""
-    item_hook: Callable[[Session, int, ChatItem], None] | None = field(default=None, repr=False, compare=False)
-    """Called with (session, index, item) whenever a history row is added or replaced
-    (write-through persistence)."""
+    on_item: Callable[[int, ChatItem, bool], None] | None = field(default=None, repr=False, compare=False)
+    """The engine's: called with (index, item, replaced) whenever a history row is added or
+    replaced, so the change stream carries every row (persistence writes them through)."""
     _turn_seq: int = 0
 
     # ---- history -------------------------------------------------------------------
@@ -145,8 +148,8 @@ class Session:
         self.history.append(item)
         self.revision += 1
         index = len(self.history) - 1
-        if self.item_hook is not None:
-            self.item_hook(self, index, item)
+        if self.on_item is not None:
+            self.on_item(index, item, False)
         return index
 
     def system(self, text: str, wall: float) -> None:
@@ -181,7 +184,7 @@ class Session:
         self.revision += 1
         return self.turn
 
-    def end_turn(self, outcome: Outcome, reason: str, now: float, wall: float,
+    def end_turn(self, outcome: Outcome, cause: EndCause, reason: str, now: float, wall: float,
                  detail: str = "") -> TurnRecord | None:
         """THE end-turn path: flush, close open tool rows, record, drop the Turn."""
         turn = self.turn
@@ -193,7 +196,7 @@ class Session:
             if call.status in ("running", "waiting"):
                 self._set_tool_row(call, closing, "")
         record = TurnRecord(turn.seq, turn.prompt, outcome, reason, turn.started_at, now,
-                            turn.tool_call_count, turn.successful_tools, detail, tuple(turn.refused))
+                            turn.tool_call_count, turn.successful_tools, detail, tuple(turn.refused), cause)
         self.turns.append(record)
         self.turn = None
         self.window.clear()
@@ -326,8 +329,8 @@ class Session:
             item = replace(old, tool_status=status, text=text)
             self.history[call.row] = item
             self.revision += 1
-            if self.item_hook is not None:
-                self.item_hook(self, call.row, item)
+            if self.on_item is not None:
+                self.on_item(call.row, item, True)
 
 
 # ---- per-event handlers (module functions keep Session small and the table explicit) ---

@@ -32,6 +32,33 @@ class Outcome(StrEnum):
     RECOVERED = "recovered"
 
 
+class EndCause(StrEnum):
+    """Why a turn ended: what ended it, for code (the reason text is for people)."""
+
+    IDLE = "idle"
+    """The agent said it was done (``session.idle``)."""
+    AGENT_ABORTED = "agent-aborted"
+    """The agent ended the turn as aborted (``session.idle {aborted}``, ACP ``cancelled``)."""
+    AGENT_ERROR = "agent-error"
+    DISCONNECTED = "disconnected"
+    """The agent process or its connection died."""
+    USER_STOP = "user-stop"
+    RECONNECT = "reconnect"
+    """The user reconnected during the turn."""
+    QUIT = "quit"
+    """The dashboard quit with the turn in flight."""
+    WATCHDOG = "watchdog"
+    """The watchdog completed it (its end signal was lost) or gave up on it (stuck)."""
+    LOST_IN_RESTART = "lost-in-restart"
+    """Restored mid-turn, and the agent says it is no longer running that turn."""
+    CONNECT_FAILED = "connect-failed"
+    SEND_FAILED = "send-failed"
+    RECOVERED = "recovered"
+    """Permission recovery reconnected the agent (the prompt may be resent)."""
+    RECOVERY_FAILED = "recovery-failed"
+    INTERNAL = "internal-error"
+
+
 @dataclass
 class ToolCall:
     """A tool call of the current turn and the history row that shows it."""

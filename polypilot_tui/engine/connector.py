@@ -1,105 +1,193 @@
-"""Connecting a session's agent: handler first, resume, adopt the id, read restore hints."""
+"""Connecting a session's agent: handler first, resume, adopt the id, read restore hints.
+
+One connect per session at a time: every caller awaits the same task, so Stop can cancel
+it; callers then get a BackendError, not a CancelledError. The connector also owns the
+other end of a connection: the event sink it hands the backend (events of a replaced
+backend are dropped, the orphan guard), and detaching or dropping a backend.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Callable
 
-from polypilot_tui.agents.base import AgentBackend, BackendError
-from polypilot_tui.domain.events import EventType
+from polypilot_tui.agents.base import AgentBackend, BackendError, EventSink
+from polypilot_tui.domain.changes import EventReceived
+from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.turn import EndCause, Outcome
+from polypilot_tui.engine.context import EngineContext, ManagedSession
 from polypilot_tui.infra.private import private_dir
-from polypilot_tui.domain.turn import Outcome
-
-if TYPE_CHECKING:
-    from polypilot_tui.engine.manager import SessionManager
 
 log = logging.getLogger(__name__)
+
+BackendFactory = Callable[[str, EventSink, Path], AgentBackend]
+"""(agent name, sink, session workdir) -> a new, unconnected backend."""
+EventHandler = Callable[[str, AgentEvent], None]
 
 _HISTORY_KINDS = {EventType.USER_MESSAGE: ItemKind.USER, EventType.MESSAGE: ItemKind.ASSISTANT}
 
 
-async def ensure_connected(manager: SessionManager, session_id: str) -> AgentBackend:
-    """Return the session's live backend, connecting (or resuming) it first if needed.
+class Connector:
+    """Starts, resumes, detaches and drops the agents of the engine's sessions."""
 
-    One connect per session at a time: every caller awaits the same task, so Stop can
-    cancel it (``manager.stop``); callers then get a BackendError, not a CancelledError.
-    """
-    managed = manager._get(session_id)
-    if managed.connecting is None:
-        if managed.backend is not None:
-            return managed.backend
-        task = asyncio.get_running_loop().create_task(_connect(manager, session_id), name=f"connect-{session_id}")
-        managed.connecting = task
-        managed.tasks.add(task)  # cancelled with the session (close, shutdown)
-        task.add_done_callback(managed.tasks.discard)
-        task.add_done_callback(lambda t: setattr(managed, "connecting", None) if managed.connecting is t else None)
-    task = managed.connecting
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if task.cancelled() and not (current is not None and current.cancelling()):
-            raise BackendError("the connect was cancelled (Stop)") from None
-        raise
+    def __init__(self, ctx: EngineContext, factory: BackendFactory | None, on_event: EventHandler) -> None:
+        self._ctx = ctx
+        self._factory = factory or self._default_factory
+        self._on_event = on_event
 
+    def workdir(self, session_id: str) -> Path:
+        """The session's own folder under the state directory (agent logs, transcripts)."""
+        return Path(self._ctx.settings.state_dir) / "sessions" / session_id
 
-async def _connect(manager: SessionManager, session_id: str) -> AgentBackend:
-    managed = manager._get(session_id)
-    session = managed.session
-    workdir = manager.workdir(session_id)
-    for folder in (workdir.parent, workdir):  # sessions/ and sessions/<id>/ are ours: 0700,
-        private_dir(folder)  # agent logs and transcripts hold the user's work
-    ref: list[AgentBackend] = []
-    # The sink exists before connect() runs, so resume-time events are never lost (#559).
-    backend = manager._factory(session.agent, manager._sink_for(session_id, ref), workdir)
-    ref.append(backend)
-    managed.backend = backend
-    resume_id = session.agent_session_id or None
-    session.connecting = True
-    manager._changed(session_id)
-    try:
-        result = await backend.connect(resume_id)
-    except asyncio.CancelledError:  # Stop: the backend has stopped what it started
-        managed.backend = None
+    async def ensure_connected(self, session_id: str) -> AgentBackend:
+        """The session's live backend, connecting (or resuming) it first if needed."""
+        managed = self._ctx.get(session_id)
+        if managed.connecting is None:
+            if managed.backend is not None:
+                return managed.backend
+            task = asyncio.get_running_loop().create_task(self._connect(managed), name=f"connect-{session_id}")
+            managed.connecting = task
+            managed.tasks.add(task)  # cancelled with the session (close, shutdown)
+            task.add_done_callback(managed.tasks.discard)
+            task.add_done_callback(lambda t: setattr(managed, "connecting", None) if managed.connecting is t else None)
+        task = managed.connecting
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and not (current is not None and current.cancelling()):
+                raise BackendError("the connect was cancelled (Stop)") from None
+            raise
+
+    def cancel_connect(self, managed: ManagedSession) -> bool:
+        """Cancel a connect in flight (Stop): no agent is left starting for a stopped turn."""
+        connecting = managed.connecting
+        if connecting is None or connecting.done():
+            return False
+        connecting.cancel()
+        return True
+
+    async def _connect(self, managed: ManagedSession) -> AgentBackend:
+        ctx = self._ctx
+        session = managed.session
+        session_id = session.id
+        workdir = self.workdir(session_id)
+        for folder in (workdir.parent, workdir):  # sessions/ and sessions/<id>/ are ours: 0700,
+            private_dir(folder)  # agent logs and transcripts hold the user's work
+        ref: list[AgentBackend] = []
+        # The sink exists before connect() runs, so resume-time events are never lost (#559).
+        backend = self._factory(session.agent, self._sink_for(session_id, ref), workdir)
+        ref.append(backend)
+        managed.backend = backend
+        resume_id = session.agent_session_id or None
+        session.connecting = True
+        ctx.changed(session_id)
+        try:
+            result = await backend.connect(resume_id)
+        except asyncio.CancelledError:  # Stop: the backend has stopped what it started
+            managed.backend = None
+            session.connecting = False
+            ctx.changed(session_id)
+            await ctx.safe(backend.close())
+            raise
+        except Exception as exc:  # noqa: BLE001
+            ctx.diagnostics(session_id)  # its stderr says why it could not start
+            managed.backend = None
+            session.connecting = False
+            session.lost = f"could not start the agent: {exc}"
+            ctx.changed(session_id)
+            await ctx.safe(backend.close())
+            raise BackendError(session.lost) from exc
+        managed.last_connect = result
         session.connecting = False
-        manager._changed(session_id)
-        await manager._safe(backend.close())
-        raise
-    except Exception as exc:  # noqa: BLE001
-        manager.diagnostics(session_id)  # its stderr says why it could not start
+        session.connected = True
+        session.lost = ""
+        session.agent_session_id = result.agent_session_id or session.agent_session_id
+        wall = ctx.clock.wall()
+        if result.history and not session.history:
+            for event in result.history:
+                kind = _HISTORY_KINDS.get(event.type)  # type: ignore[call-overload]
+                if kind is not None and event.text("content"):
+                    session.add_item(kind, event.text("content"), wall)
+        if resume_id:
+            managed.reconnected = True
+            if result.resumed:
+                session.system(f"🔄 Session reconnected ({result.how}).", wall)
+            else:
+                session.error(f"⚠ The agent could not resume its earlier session ({result.how}). This is a new "
+                              "agent session: the agent does not remember the conversation above.", wall)
+        if result.interrupted_tool:
+            session.interrupted_tool = True  # aborted before the next send (#393)
+        turn = session.turn
+        if turn is not None and turn.restored:
+            if result.still_processing:
+                turn.used_tools = True  # RESUME-ACTIVE: the tool tier, the agent is working
+            elif result.lost_turn:
+                ctx.end_turn(session_id, Outcome.FAILED, EndCause.LOST_IN_RESTART,
+                             "the agent lost this turn in the app restart")
+        ctx.changed(session_id)
+        return backend
+
+    def _sink_for(self, session_id: str, backend_ref: list[AgentBackend]) -> EventSink:
+        ctx = self._ctx
+        stream = ctx.stream
+        on_event = self._on_event
+
+        def sink(event: AgentEvent) -> None:
+            managed = ctx.sessions.get(session_id)
+            # Events from a replaced backend are ignored (orphan guard, INV-14).
+            if managed is None or not backend_ref or managed.backend is not backend_ref[0]:
+                return
+            if managed.is_settling(backend_ref[0]):
+                # The tail of a turn the watchdog already ended (its abort echo, or the agent
+                # dying under the kill): it must not touch the next turn, which may already
+                # be waiting to be sent. A death only detaches it; the send reconnects.
+                if stream.wants(EventReceived):
+                    stream.publish(EventReceived(session_id, event))
+                if event.type == EventType.CONNECTION_LOST:
+                    self.detach(session_id, backend_ref[0], one_line(event.text("reason"), 200))
+                return
+            on_event(session_id, event)
+
+        return sink
+
+    def detach(self, session_id: str, backend: AgentBackend, lost_reason: str) -> None:
+        """Forget a backend whose agent died (closed in the background)."""
+        ctx = self._ctx
+        managed = ctx.sessions.get(session_id)
+        if managed is None or managed.backend is not backend:
+            return
+        ctx.diagnostics(session_id)
         managed.backend = None
-        session.connecting = False
-        session.lost = f"could not start the agent: {exc}"
-        manager._changed(session_id)
-        await manager._safe(backend.close())
-        raise BackendError(session.lost) from exc
-    managed.last_connect = result
-    session.connecting = False
-    session.connected = True
-    session.lost = ""
-    session.agent_session_id = result.agent_session_id or session.agent_session_id
-    wall = manager.clock.wall()
-    if result.history and not session.history:
-        for event in result.history:
-            kind = _HISTORY_KINDS.get(event.type)  # type: ignore[call-overload]
-            if kind is not None and event.text("content"):
-                session.add_item(kind, event.text("content"), wall)
-    if resume_id:
-        managed.reconnected = True
-        if result.resumed:
-            session.system(f"🔄 Session reconnected ({result.how}).", wall)
-        else:
-            session.error(f"⚠ The agent could not resume its earlier session ({result.how}). This is a new "
-                          "agent session: the agent does not remember the conversation above.", wall)
-    if result.interrupted_tool:
-        session.interrupted_tool = True  # aborted before the next send (#393)
-    turn = session.turn
-    if turn is not None and turn.restored:
-        if result.still_processing:
-            turn.used_tools = True  # RESUME-ACTIVE: the tool tier, the agent is working
-        elif result.lost_turn:
-            manager._end(session_id, Outcome.FAILED, "the agent lost this turn in the app restart")
-    manager._changed(session_id)
-    return backend
+        managed.session.connected = False
+        managed.session.lost = lost_reason or "agent connection lost"
+        ctx.release(session_id, backend)
+        ctx.changed(session_id)
+
+    async def drop_backend(self, session_id: str, lost_reason: str) -> None:
+        """Close the session's backend (the next send reconnects); ``lost_reason`` says why, if lost."""
+        ctx = self._ctx
+        managed = ctx.sessions.get(session_id)
+        if managed is None:
+            return
+        ctx.diagnostics(session_id)
+        backend, managed.backend = managed.backend, None
+        managed.session.connected = False
+        if lost_reason:
+            managed.session.lost = lost_reason
+        if backend is not None:
+            await ctx.safe(backend.close())
+        ctx.changed(session_id)
+
+    def _default_factory(self, agent: str, sink: EventSink, workdir: Path) -> AgentBackend:
+        from polypilot_tui.agents import create_backend  # the SDKs load only with their backend
+        ctx = self._ctx
+        config = ctx.catalog.get(agent)
+        managed = ctx.sessions.get(workdir.name)  # the workdir is named after the session
+        if managed is not None and managed.session.cwd:
+            config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
+        return create_backend(config, sink, ctx.clock, ctx.settings, workdir)

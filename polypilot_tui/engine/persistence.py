@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from polypilot_tui.config import Settings
+from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.session import ChatItem, Session
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.registry_sync import RegistryWriter, session_records
@@ -104,8 +105,11 @@ class Persistence:
             self._tell("folder", f"Nothing can be saved: {self.store.problem}.")
         for message in self.store.recover_spills():
             self._tell(f"spill:{message}", message, "information")
-        self.restored = restore_sessions(self.manager, self.store, self._install,
-                                         self.recorder.note_restore if self.recorder else None)
+        if self.recorder is not None:  # before the restore: restored sessions start with a restore line
+            self.recorder.attach(self.manager)
+        self._unsubscribe = self.manager.subscribe(self._on_record, ItemAdded, ItemReplaced, ViewChanged,
+                                                   SessionAdded, SessionRemoved)
+        self.restored = restore_sessions(self.manager, self.store, self._install)
         if self.restored.problem:
             self._tell("registry-load", self.restored.problem, "warning")
         if self.restored.unloaded:
@@ -120,12 +124,7 @@ class Persistence:
             self._reseed()
         for sid in self.manager.ids():  # sessions added before we were attached
             if sid not in self._offsets:
-                self._install(self.manager.session(sid), True)
-                for index, item in enumerate(self.manager.session(sid).history):
-                    self._pending[(sid, index)] = item
-        self._unsubscribe = self.manager.subscribe(self._on_change)
-        if self.recorder is not None:
-            self.recorder.attach(self.manager)
+                self._install_new(sid)
         self._arm_history()
         self.registry.arm()
         return self.restored
@@ -165,26 +164,34 @@ class Persistence:
 
     def _install(self, session: Session, loaded: bool) -> None:
         self._offsets[session.id] = 0 if loaded else None
-        session.item_hook = self._item_hook
         self._draft_dirty.add(session.id)  # clears a stale draft, or saves the one restored
 
-    # ---- change tracking (on the loop, cheap) ---------------------------------------
-    def _item_hook(self, session: Session, index: int, item: ChatItem) -> None:
-        if self._closed or session.id not in self._offsets:
-            return
-        self._pending[(session.id, index)] = item
-        self._arm_history()
+    def _install_new(self, session_id: str) -> None:
+        """A session that is not on disk yet (new, or reopened after a close): all of its rows."""
+        self._install(self.manager.session(session_id), True)
+        for index, item in enumerate(self.manager.session(session_id).history):
+            self._pending[(session_id, index)] = item
 
-    def _on_change(self, session_id: str) -> None:
+    # ---- change tracking (on the loop, cheap) ---------------------------------------
+    def _on_record(self, change: Change) -> None:
+        if isinstance(change, (ItemAdded, ItemReplaced)):
+            if not self._closed and change.session_id in self._offsets:
+                self._pending[(change.session_id, change.index)] = change.item
+                self._arm_history()
+        elif isinstance(change, SessionRemoved):
+            self._forget(change.session_id)
+        elif isinstance(change, SessionAdded):
+            if change.session_id not in self._offsets:
+                self._install_new(change.session_id)
+            self.registry.arm()
+        else:
+            self._on_view(change.session_id)
+
+    def _on_view(self, session_id: str) -> None:
         try:
             session = self.manager.session(session_id)
         except KeyError:
-            self._forget(session_id)
             return
-        if session_id not in self._offsets:  # new through manager.add_session: no rows yet
-            self._install(session, True)
-            for index, item in enumerate(session.history):
-                self._pending[(session_id, index)] = item
         turn = session.turn
         seen = (turn.seq, len(turn.response)) if turn is not None else None
         if seen != self._draft_seen.get(session_id):

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from polypilot_tui.domain.changes import ActionTaken, Change, EngineAction, EventReceived, SessionAdded, \
+    SessionRemoved, ViewChanged
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.trace import dump_entry
-from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.domain.turn import EndCause
 from polypilot_tui.infra.private import open_private, private_dir
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -30,8 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LOST_TURN_REASON = "the agent lost this turn"
-"""Start of the reason the engine gives a turn the agent lost in a restart (manager_connect)."""
 
 # ---- recordings --------------------------------------------------------------------
 @dataclass
@@ -69,11 +69,21 @@ class Recorder:
         self._closed = False
 
     def attach(self, manager: SessionManager) -> None:
-        """Tap the manager's events, actions and changes."""
+        """Record what the manager's change stream says: agent events, actions, restores."""
         self._manager = manager
-        manager.tap_events(self.on_event)
-        manager.on_action(self.on_action)
-        manager.subscribe(self.on_change)
+        manager.subscribe(self.on_record, EventReceived, ActionTaken, SessionAdded, SessionRemoved, ViewChanged)
+
+    def on_record(self, change: Change) -> None:
+        """One record of the change stream."""
+        if isinstance(change, EventReceived):
+            self.on_event(change.session_id, change.event)
+        elif isinstance(change, ActionTaken):
+            self._guard(self._action, change)
+        elif isinstance(change, SessionAdded):
+            if change.restored:
+                self.note_restore(change.session_id, change.mid_turn, change.prompt)
+        else:
+            self._guard(self._change, change.session_id)
 
     def note_restore(self, session_id: str, mid_turn: bool, prompt: str) -> None:
         """The session comes back from disk: its recording starts with a ``restore`` line."""
@@ -92,11 +102,6 @@ class Recorder:
         # Deltas are redacted as pieces: a key streamed in pieces must not survive in pieces.
         self._guard(self._line, session_id, "event", {"type": event.type, "data": self.redactor.value(event.data)})
 
-    def on_action(self, session_id: str, action: str, details: dict[str, Any]) -> None:
-        self._guard(self._action, session_id, action, details)
-
-    def on_change(self, session_id: str) -> None:
-        self._guard(self._change, session_id)
 
     def _guard(self, fn: Any, *args: Any) -> None:
         if self._closed:  # the app is quitting: late events must not open new files
@@ -108,24 +113,18 @@ class Recorder:
                 self._failed = True
                 log.exception("recording failed; later failures are not logged")
 
-    def _action(self, session_id: str, action: str, details: dict[str, Any]) -> None:
-        prompt = str(details.get("prompt", ""))
-        reason = str(details.get("reason", ""))
-        if action == "send" or (action == "resend" and not self._auto_resend(session_id)):
-            self._line(session_id, "send", self.redactor.text(prompt))
-        elif action == "abort" and reason == "stopped by user":
+    def _action(self, change: ActionTaken) -> None:
+        session_id, action = change.session_id, change.action
+        if change.by_user and action in (EngineAction.SEND, EngineAction.RESEND):
+            self._line(session_id, "send", self.redactor.text(change.prompt))
+        elif change.by_user and action is EngineAction.ABORT:
             self._line(session_id, "stop", {})
-        elif action == "reconnect" and not details:
+        elif change.by_user and action is EngineAction.RECONNECT:
             self._line(session_id, "reconnect", {})
         else:  # the engine did it; a replay re-derives it
-            note = f"{action}: {reason or prompt}" if (reason or prompt) else action
+            said = change.reason or change.prompt
+            note = f"{action.value}: {said}" if said else action.value
             self._comment(session_id, self.redactor.text(" ".join(note.split())))
-
-    def _auto_resend(self, session_id: str) -> bool:
-        """The resend after a permission recovery: the replay's own recovery repeats it."""
-        session = self._session(session_id)
-        last = session.last_outcome if session else None
-        return last is not None and last.outcome is Outcome.RECOVERED
 
     def _change(self, session_id: str) -> None:
         rec = self._recordings.get(session_id)
@@ -161,8 +160,8 @@ class Recorder:
         return {"interrupted_tool": bool(session.interrupted_tool),
                 "still_processing": bool(session.turn is not None and session.turn.resumed
                                          and session.turn.used_tools),
-                "lost_turn": bool(session.turn is None and last is not None and last.outcome is Outcome.FAILED
-                                  and last.reason.startswith(LOST_TURN_REASON))}
+                "lost_turn": bool(session.turn is None and last is not None
+                                  and last.cause is EndCause.LOST_IN_RESTART)}
 
     def _session(self, session_id: str) -> Any:
         manager = self._manager

@@ -30,8 +30,7 @@ BeforeAdopt = Callable[[Session, bool], None]
 """(session, history loaded) — called before a restored session is adopted."""
 
 
-def restore_sessions(manager: SessionManager, store: Store, before_adopt: BeforeAdopt | None = None,
-                     on_restore: Callable[[str, bool, str], None] | None = None) -> RestoreResult:
+def restore_sessions(manager: SessionManager, store: Store, before_adopt: BeforeAdopt | None = None) -> RestoreResult:
     """Build every saved session (history loaded, agent session id kept) and adopt it.
 
     Lazy: only a session whose turn was in flight reconnects at once, mid-turn, with the
@@ -68,15 +67,13 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
                 record.last_prompt if record.turn_in_flight else "")
         if before_adopt is not None:
             before_adopt(session, history is not None)
+        manager.adopt(session, mid_turn_prompt=record.last_prompt if mid_turn else None)
         if history is None:
             result.unloaded.add(record.id)
         elif record.id in drafts:
             text, at = drafts[record.id]
-            session.add_item(ItemKind.ASSISTANT, text, at, interrupted=True)  # written through by the hook
+            session.add_item(ItemKind.ASSISTANT, text, at, interrupted=True)  # on the stream: written through
             result.draft_ids.add(record.id)
-        if on_restore is not None:
-            on_restore(record.id, mid_turn, record.last_prompt)
-        manager.adopt(session, mid_turn_prompt=record.last_prompt if mid_turn else None)
         result.ids.append(record.id)
         if mid_turn:
             result.mid_turn.append(record.id)

@@ -1,7 +1,7 @@
 """The dashboard's machinery: a sidebar of sessions, the chat of the selected one, redraws.
 
 The app is a thin view over :class:`~polypilot_tui.engine.manager.SessionManager`. Engine changes
-reach the screen one way: the manager listener marks the session dirty and posts ONE
+reach the screen one way: the change-stream listener marks the session dirty and posts ONE
 :class:`EngineChanged` message (Textual's ``post_message`` is safe from any thread and any
 context — the Copilot SDK delivers events through ``call_soon_threadsafe``, outside the
 app's context, where a Textual timer cannot even start). The message handler runs in the
@@ -27,6 +27,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Header
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
+from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.manager import SessionManager
@@ -114,7 +115,10 @@ class Dashboard(App[int]):
         self._load_keymap()
         for message, title, severity in self._notes:
             self.notify(message, title=title, severity=severity, timeout=15, markup=False)
-        self._unsubscribe = self.manager.subscribe(self._on_session_changed)
+        # What the screen shows: views, history rows, sessions coming and going (not the raw
+        # agent events or actions, which the views already reflect).
+        self._unsubscribe = self.manager.subscribe(self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced,
+                                                   SessionAdded, SessionRemoved)
         self._restore()
         if not self.manager.ids():
             agent = self.settings.default_agent
@@ -191,9 +195,9 @@ class Dashboard(App[int]):
             self.set_keymap(keymap)
 
     # ---- redraws -------------------------------------------------------------------
-    def _on_session_changed(self, session_id: str) -> None:
-        """Manager listener: mark dirty and post one EngineChanged (from any thread or context)."""
-        self._dirty.add(session_id)
+    def _on_engine_change(self, change: Change) -> None:
+        """The engine's change stream: mark the session dirty and post one EngineChanged."""
+        self._dirty.add(change.session_id)
         self._request_redraw()
 
     def _request_redraw(self) -> None:

@@ -24,6 +24,7 @@ from polypilot_tui.domain.session import ItemKind
 from polypilot_tui.domain.turn import Turn
 from polypilot_tui.domain.watchdog import WatchdogConfig, fallback_delay, select_tier
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.domain.changes import EventReceived
 
 BackendWrapper = Callable[[AgentBackend, str], AgentBackend]
 """(new backend, session id) -> the backend the manager gets (identity, or a faulty proxy)."""
@@ -67,7 +68,7 @@ class Rig:
         self.streamed: dict[str, list[str]] = defaultdict(list)
         self.violations: list[str] = []
         self._delta_ids: set[tuple[str, str]] = set()
-        manager.tap_events(self._tap)
+        manager.subscribe(lambda change: self._tap(change.session_id, change.event), EventReceived)
 
     # ---- factory plumbing ---------------------------------------------------------
     def track(self, wrap: BackendWrapper | None, make: Callable[[str, EventSink, Path], AgentBackend]

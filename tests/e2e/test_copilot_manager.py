@@ -192,7 +192,7 @@ async def _kill_mid_turn(manager: SessionManager, sid: str, server: ModelServer)
     session = manager.session(sid)
     await manager.send(sid, "remember the word PELICAN")
     await settled(manager, sid, 1)
-    backend = manager._get(sid).backend
+    backend = manager.backend(sid)
     await wait_on_disk(getattr(backend, "log_path"), "PELICAN")  # the CLI batches its log writes
     await manager.send(sid, "now something SLOW")
     await until(lambda: session.turn is not None and session.turn.streamed_chars > 0, 30, "streamed text")

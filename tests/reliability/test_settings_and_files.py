@@ -76,8 +76,7 @@ async def test_nan_and_infinity_are_never_written_back(tmp_path: Path) -> None:
     manager = SessionManager(settings, load_agents(None), SystemClock())
     persistence = Persistence(manager, settings, registry_delay=0.05)
     assert persistence.start().ids == ["a", "b"]  # the sessions survive; only the bad numbers go
-    manager.session("a").title = "renamed"  # a change, so the registry is written again
-    manager._changed("a")
+    manager.rename("a", "renamed")  # a change, so the registry is written again
     await asyncio.sleep(0.3)
     await manager.shutdown()
     await persistence.close()

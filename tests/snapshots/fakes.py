@@ -21,6 +21,7 @@ from polypilot_tui.domain.probes import Probes
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
+from polypilot_tui.engine.connector import BackendFactory
 
 DENIAL = "Permission denied and could not request permission from user"
 
@@ -71,7 +72,8 @@ class FakeBackend:
 
 
 def build_app(tmp_path: Path, *, theme: str = "polypilot-night", clock: FakeClock | None = None,
-              theme_dirs: list[Path] | None = None, **overrides: Any) -> PolypilotApp:
+              theme_dirs: list[Path] | None = None, backend_factory: BackendFactory | None = None,
+              **overrides: Any) -> PolypilotApp:
     """A PolypilotApp on a FakeClock with fixed session ids (s1, s2, …) and fake agents."""
     clock = clock or FakeClock()
     settings = Settings(_env_file=None, state_dir=tmp_path, theme=theme, record=False,  # type: ignore[call-arg]
@@ -79,7 +81,8 @@ def build_app(tmp_path: Path, *, theme: str = "polypilot-night", clock: FakeCloc
     catalog = AgentCatalog({name: AgentConfig(name=name, kind="demo") for name in AGENT_MODES})
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, clock,
-                             backend_factory=lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent]),
+                             backend_factory=backend_factory or (
+                                 lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent])),
                              id_factory=lambda: f"s{next(ids)}")
     return PolypilotApp(settings, catalog, manager, clock, theme_dirs=theme_dirs or [BUNDLED_DIR],
                         keymap_file=tmp_path / "no-keymap.toml")

@@ -20,6 +20,7 @@ from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSe
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.session import ItemKind
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.domain.changes import Change, ViewChanged
 from tests.support.copilot_e2e import KEY, KEY_ENV, copilot_agent
 from tests.support.model_server import ModelServer
 
@@ -67,9 +68,10 @@ class StatusLog:
         self.manager = manager
         self.seen: dict[str, list[str]] = defaultdict(list)
         self.times: dict[str, list[tuple[float, str]]] = defaultdict(list)
-        manager.subscribe(self._changed)
+        manager.subscribe(self._changed, ViewChanged)
 
-    def _changed(self, sid: str) -> None:
+    def _changed(self, change: Change) -> None:
+        sid = change.session_id
         if sid not in self.manager.ids():
             return
         status = self.manager.view(sid).status.value
@@ -108,7 +110,7 @@ def texts(manager: SessionManager, sid: str, kind: ItemKind) -> list[str]:
 
 
 def cli_pid(manager: SessionManager, sid: str) -> int | None:
-    backend = manager._get(sid).backend
+    backend = manager.backend(sid)
     return getattr(backend, "pid", None) if backend is not None else None
 
 

@@ -31,6 +31,7 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence, attach_persistence
+from polypilot_tui.domain.changes import Change, ViewChanged
 from tests.e2e.restart_driver import history, on_disk, until  # the demo driver's helpers
 
 AGENT = "copilot"
@@ -41,7 +42,7 @@ def emit(kind: str, **data: Any) -> None:
 
 
 def cli_pid(manager: SessionManager, sid: str) -> int | None:
-    backend = manager._get(sid).backend
+    backend = manager.backend(sid)
     return getattr(backend, "pid", None) if backend is not None else None
 
 
@@ -55,13 +56,13 @@ async def open_app(state_dir: Path) -> tuple[SessionManager, Persistence]:
 def status_log(manager: SessionManager, sid: str) -> list[str]:
     seen: list[str] = []
 
-    def changed(changed_id: str) -> None:
-        if changed_id == sid and changed_id in manager.ids():
+    def changed(change: Change) -> None:
+        if change.session_id == sid and sid in manager.ids():
             status = manager.view(sid).status.value
             if not seen or seen[-1] != status:
                 seen.append(status)
 
-    manager.subscribe(changed)
+    manager.subscribe(changed, ViewChanged)
     return seen
 
 
@@ -96,7 +97,7 @@ async def fresh_permission(state_dir: Path) -> int:
     await until(lambda: session.turn is not None and bool(session.turn.pending_permissions), 45, "the prompt")
     assert session.turn is not None
     [request_id] = list(session.turn.pending_permissions)
-    backend = manager._get(sid).backend
+    backend = manager.backend(sid)
     log_path = getattr(backend, "log_path", None)
     facts: dict[str, Any] = {}
 

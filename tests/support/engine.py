@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.domain.changes import ActionTaken, Change
 
 
 class Harness:
@@ -15,7 +16,13 @@ class Harness:
         self.manager = manager
         self.clock = clock
         self.actions: list[tuple[float, str, str, dict[str, Any]]] = []
-        manager.on_action(lambda sid, action, details: self.actions.append((clock.now(), sid, action, details)))
+        manager.subscribe(self._action, ActionTaken)
+
+    def _action(self, change: Change) -> None:
+        assert isinstance(change, ActionTaken)
+        details = {k: v for k, v in (("reason", change.reason), ("detail", change.detail), ("prompt", change.prompt),
+                                     ("attempt", change.attempt)) if v}
+        self.actions.append((self.clock.now(), change.session_id, change.action.value, details))
 
     async def new(self, agent: str = "demo") -> str:
         return await self.manager.create_session(agent)

@@ -7,6 +7,7 @@ from typing import Any
 
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import UNREAD_MARK
+from polypilot_tui.domain.changes import ActionTaken
 from tests.snapshots import scenarios
 from tests.snapshots.fakes import Driver, WedgedBackend, build_app
 from tests.ui.helpers import notifications, wait_for
@@ -91,8 +92,7 @@ async def test_stop_on_a_wedged_agent_runs_in_a_worker_and_leaves_a_usable_sessi
         wedged.append(WedgedBackend(sink))
         return wedged[-1]
 
-    app = build_app(tmp_path, stop_grace_seconds=0.5)
-    app.manager._factory = factory
+    app = build_app(tmp_path, stop_grace_seconds=0.5, backend_factory=factory)
     async with app.run_test(size=(120, 36)) as pilot:
         d = Driver(pilot)
         await d.settle()
@@ -130,7 +130,7 @@ async def test_ctrl_y_resends_an_interrupted_prompt(tmp_path: Path) -> None:
 async def test_permission_banner_reconnect_button(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     actions: list[str] = []
-    app.manager.on_action(lambda sid, action, details: actions.append(action))
+    app.manager.subscribe(lambda change: actions.append(change.action.value), ActionTaken)
     async with app.run_test(size=(120, 36)) as pilot:
         d = Driver(pilot)
         await d.settle()

@@ -90,8 +90,8 @@ async def _check(script) -> None:
                 data.update(messageId=word, content=word)
                 if manager.session(sid).turn is not None:
                     streamed.append(word)
-            if manager._get(sid).backend is not None:
-                manager._get(sid).backend.sink(AgentEvent(kind, data))
+            if manager.backend(sid) is not None:
+                manager.backend(sid).sink(AgentEvent(kind, data))
             await clock.settle()
         await _advance_checking(manager, clock, sid, 4000.0, cfg)
         assert manager.session(sid).turn is None, "a turn outlived every tier"

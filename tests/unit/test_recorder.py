@@ -14,6 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.changes import ActionTaken, Change, EngineAction, SessionAdded, ViewChanged
 from polypilot_tui.domain.clock import FakeClock, SystemClock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.trace import parse_trace
@@ -33,17 +34,23 @@ def recorder(tmp_path: Path, max_bytes: int = 1_000_000) -> tuple[Recorder, Fake
     return Recorder(tmp_path / "recordings", clock, max_bytes), clock
 
 
+def act(rec: Recorder, sid: str, action: EngineAction, *, by_user: bool = True, reason: str = "",
+        prompt: str = "") -> None:
+    """What the engine says it did, as the change stream carries it."""
+    rec.on_record(ActionTaken(sid, action, reason, prompt=prompt, by_user=by_user))
+
+
 # ---- format and files ----------------------------------------------------------------
 async def test_recording_is_a_trace_with_relative_times(tmp_path: Path) -> None:
     rec, clock = recorder(tmp_path)
     await clock.advance(100)
-    rec.on_action("s1", "send", {"prompt": "hello"})
+    act(rec, "s1", EngineAction.SEND, prompt="hello")
     await clock.advance(1.5)
     rec.on_event("s1", AgentEvent("assistant.turn_start", {"turnId": "t1"}))
     await clock.advance(2)
-    rec.on_action("s1", "abort", {"reason": "stopped by user"})
-    rec.on_action("s1", "reconnect", {})
-    rec.on_action("s1", "abort", {"reason": "no events for 120 s"})
+    act(rec, "s1", EngineAction.ABORT, reason="stopped by user")
+    act(rec, "s1", EngineAction.RECONNECT)
+    act(rec, "s1", EngineAction.ABORT, reason="no events for 120 s", by_user=False)
     rec.close()
     path = rec.path("s1")
     assert path is not None and path.name.startswith("s1-") and path.suffix == ".jsonl"
@@ -56,9 +63,9 @@ async def test_recording_is_a_trace_with_relative_times(tmp_path: Path) -> None:
 
 async def test_restored_session_starts_with_a_restore_line(tmp_path: Path) -> None:
     rec, clock = recorder(tmp_path)
-    rec.note_restore("s1", mid_turn=False, prompt="")
+    rec.on_record(SessionAdded("s1", restored=True))
     await clock.advance(5)
-    rec.on_action("s1", "send", {"prompt": "again"})
+    act(rec, "s1", EngineAction.SEND, prompt="again")
     entries = parse_trace(lines(rec.path("s1")))  # type: ignore[arg-type]
     assert entries[0].action == "restore" and entries[0].value == {"mid_turn": False}
     assert (entries[1].at, entries[1].value) == (5.0, "again")
@@ -113,7 +120,7 @@ async def test_secrets_never_reach_the_file(tmp_path: Path, monkeypatch: pytest.
         "headers": {"Authorization": "Basic dXNlcjpwYXNz"}, "apiKey": "k-123456789",
     }))
     rec.on_event("s1", AgentEvent("session.usage_info", {"currentTokens": 1200, "tokenLimit": 128000}))
-    rec.on_action("s1", "send", {"prompt": "use OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx please"})
+    act(rec, "s1", EngineAction.SEND, prompt="use OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx please")
     text = rec.path("s1").read_text()  # type: ignore[union-attr]
     for secret in ("s3cr3t-value-from-env", "ghp_aaaa", "dXNlcjpwYXNz", "k-123456789", "sk-abcdefghij"):
         assert secret not in text
@@ -133,14 +140,15 @@ def watch(manager: SessionManager) -> Callable[[], list[tuple[str, str]]]:
     """Status changes as ``polypilot replay`` reports them: (status, reason), deduplicated."""
     seen: list[tuple[str, str]] = []
 
-    def on_change(sid: str) -> None:
+    def on_change(change: Change) -> None:
+        sid = change.session_id
         if sid in manager.ids():
             view = manager.view(sid)
             item = (view.status.value, view.reason)
             if not seen or seen[-1] != item:
                 seen.append(item)
 
-    manager.subscribe(on_change)
+    manager.subscribe(on_change, ViewChanged)
     return lambda: seen
 
 
@@ -204,7 +212,7 @@ async def test_demo_stop_replays_to_the_same_statuses(tmp_path: Path) -> None:
 
 async def test_nothing_is_written_after_close(tmp_path: Path) -> None:
     rec, _ = recorder(tmp_path)
-    rec.on_action("s1", "send", {"prompt": "hi"})
+    act(rec, "s1", EngineAction.SEND, prompt="hi")
     rec.close()
     rec.on_event("s1", AgentEvent("session.idle", {}))
     rec.on_event("s2", AgentEvent("session.idle", {}))

@@ -6,6 +6,8 @@ file, so codex (which runs read-only commands without asking) must ask too.
 
 from __future__ import annotations
 
+import asyncio
+
 import os
 import signal
 import time
@@ -137,7 +139,8 @@ async def test_crash_and_kill_mid_turn_then_reconnect(make_backend: Make) -> Non
         await again.kill()
         lost = await rec2.wait_for("connection.lost", timeout=5)
         assert "killed" in lost.get("reason")
-        assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # no orphans left
+        # No orphans left: each one is gone, or a zombie waiting for init to reap it (dead).
+        await until_gone(children)
     finally:
         await again.close()
 
@@ -179,3 +182,19 @@ async def test_restart_then_load_replays_history(make_backend: Make) -> None:
         assert not rec2.of("assistant.message_delta")
     finally:
         await again.close()
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+async def until_gone(pids: list[int], timeout: float = 5.0) -> None:
+    """Every pid dead within ``timeout`` (a SIGKILL is delivered at once, the reaping may lag)."""
+    deadline = time.monotonic() + timeout
+    while [pid for pid in pids if _alive(pid)]:
+        assert time.monotonic() < deadline, f"left alive: {[pid for pid in pids if _alive(pid)]}"
+        await asyncio.sleep(0.05)

@@ -1,0 +1,51 @@
+"""The change stream: one way state leaves the engine (records: :mod:`polypilot_tui.domain.changes`).
+
+Subscribers name the record types they want; a record nobody wants is never built (the
+engine asks :meth:`ChangeStream.wants` before it builds an :class:`EventReceived` for every
+streamed token). Records are published on the engine's loop, in order; a consumer on
+another loop or thread hops over itself (the dashboard posts one Textual message).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from polypilot_tui.domain.changes import CHANGE_TYPES, Change
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[Change], None]
+Unsubscribe = Callable[[], None]
+
+
+class ChangeStream:
+    """Publish change records to the listeners of their type."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[type, list[Listener]] = {kind: [] for kind in CHANGE_TYPES}
+
+    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe:
+        """Call ``listener(change)`` for every record of ``kinds`` (all kinds when none given)."""
+        wanted = kinds or CHANGE_TYPES
+        for kind in wanted:
+            self._listeners[kind].append(listener)
+
+        def unsubscribe() -> None:
+            for kind in wanted:
+                if listener in self._listeners[kind]:
+                    self._listeners[kind].remove(listener)
+
+        return unsubscribe
+
+    def wants(self, kind: type[Change]) -> bool:
+        """Somebody listens to ``kind`` (build the record only then)."""
+        return bool(self._listeners[kind])
+
+    def publish(self, change: Change) -> None:
+        """Deliver ``change``; a listener that fails is logged, never breaks the engine."""
+        for listener in tuple(self._listeners[type(change)]):
+            try:
+                listener(change)
+            except Exception:  # noqa: BLE001 - a broken consumer must not break the engine
+                log.exception("change listener failed on %s", type(change).__name__)
