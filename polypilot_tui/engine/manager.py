@@ -16,37 +16,28 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from polypilot_tui.agents.base import (ALLOW_ONCE, CANCELLED, REJECT_ONCE, AgentBackend, BackendError,
+from polypilot_tui.agents.base import (AgentBackend, BackendError,
                                        ConnectResult, Diagnostics)
-from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
-from polypilot_tui.domain.changes import (Change, EngineAction, EventReceived, SessionAdded, SessionRemoved,
-                                          TurnEnded)
+from polypilot_tui.config import AgentCatalog, Settings
+from polypilot_tui.domain.changes import (Change, EngineAction, SessionAdded, SessionRemoved)
 from polypilot_tui.domain.clock import Clock
-from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.recovery import RecoveryGate
-from polypilot_tui.domain.session import ChatItem, ItemKind, Session, Signal
+from polypilot_tui.domain.session import ChatItem, Session
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.view import SessionDetails, SessionView, make_view
 from polypilot_tui.domain.watchdog import WatchdogConfig
 from polypilot_tui.engine.connector import BackendFactory, Connector
-from polypilot_tui.engine.context import EngineContext, ManagedSession
-from polypilot_tui.engine.permission_recovery import PermissionRecovery
+from polypilot_tui.engine.context import EngineContext
 from polypilot_tui.engine.stream import Listener, Unsubscribe
+from polypilot_tui.engine.turns import TurnRunner
 from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 
 log = logging.getLogger(__name__)
 
-SEND_TIMEOUT = 60.0
-#: A send waits for the previous stuck turn's abort at most this long past the stop grace
-#: (the abort itself is bounded by the grace; a kill that follows by a few seconds).
-SETTLE_MARGIN = 10.0
 QUIT_REASON = "interrupted: the app quit during this turn"
 
-#: Events after which a watchdog deadline may move EARLIER than the armed timer.
-_SHORTENING = frozenset(str(t) for t in (EventType.TURN_END, EventType.MESSAGE, EventType.TOOL_COMPLETE,
-                                          EventType.PERMISSION_COMPLETED, EventType.TURN_START))
-_NONE = Signal.NONE
 
 
 class SessionManager:
@@ -59,10 +50,7 @@ class SessionManager:
         self._new_id = id_factory or (lambda: uuid.uuid4().hex[:8])
         self._connector = Connector(ctx, backend_factory, self.apply)
         self._watchdog = WatchdogTimer(ctx, self._connector)
-        self._recovery = PermissionRecovery(ctx, self._connector,
-                                            lambda sid, prompt: self._start_turn(sid, prompt, resend=True,
-                                                                                 by_user=False))
-        ctx.stream.subscribe(self._after_turn, TurnEnded)
+        self._turns = TurnRunner(ctx, self._connector, self._watchdog)
 
     # ---- what the engine is made of ------------------------------------------------
     @property
@@ -224,7 +212,7 @@ class SessionManager:
             session.revision += 1
             self._ctx.changed(session_id)
             return "queued"
-        await self._start_turn(session_id, prompt)
+        await self._turns.start_turn(session_id, prompt)
         return "sent"
 
     def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None:
@@ -254,7 +242,7 @@ class SessionManager:
         self._ctx.changed(session_id)
         if session.turn is not None or session.recovering or not session.queue:
             return False
-        await self._start_turn(session_id, session.queue.pop(0))
+        await self._turns.start_turn(session_id, session.queue.pop(0))
         return True
 
     async def stop(self, session_id: str) -> None:
@@ -264,33 +252,15 @@ class SessionManager:
         next send reconnects). Pending permissions are answered "cancelled". Queued prompts
         are kept and held: they go out only when the user says so.
         """
-        ctx = self._ctx
-        managed = ctx.get(session_id)
-        session = managed.session
-        turn = session.turn
-        connecting = self._connector.cancel_connect(managed)  # no agent left starting for a stopped turn
-        if turn is None and not session.recovering:
-            return
-        ctx.action(session_id, EngineAction.ABORT, "stopped by user", by_user=True)
-        backend = managed.backend if not connecting else None
-        pending = list(turn.pending_permissions) if turn is not None else []
-        session.recovering = False
-        ctx.recovery.finish(session_id)
-        ctx.recovery.reset(session_id)
-        # The turn ends before anything is awaited: whatever the agent does with the cancelled
-        # prompts (the Copilot CLI goes on and may even finish) belongs to a stopped turn.
-        ctx.end_turn(session_id, Outcome.ABORTED, EndCause.USER_STOP, "stopped by user")
-        if backend is None:
-            return
-        for request_id in pending:
-            await ctx.safe(backend.answer_permission(request_id, CANCELLED))
-        try:
-            await asyncio.wait_for(backend.abort(), ctx.settings.stop_grace_seconds)
-        except Exception as exc:  # noqa: BLE001 - a wedged agent is exactly the case to handle
-            log.warning("abort of %s failed (%s); killing the agent", session_id, exc)
-            ctx.action(session_id, EngineAction.KILL, f"abort did not return: {exc or 'timeout'}")
-            await ctx.safe(backend.kill())
-            await self._connector.drop_backend(session_id, f"agent killed after a failed abort ({exc or 'timeout'})")
+        await self._turns.stop(session_id)
+
+    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
+        """Answer a pending permission request with one of its options."""
+        await self._turns.answer_permission(session_id, request_id, option_id)
+
+    def apply(self, session_id: str, event: AgentEvent) -> None:
+        """Fold one agent event into a session and act on what it signals (the hot path)."""
+        self._turns.apply(session_id, event)
 
     async def reconnect(self, session_id: str) -> ConnectResult:
         """Replace the agent connection, resuming the same agent-side session."""
@@ -308,18 +278,6 @@ class SessionManager:
         assert result is not None  # set by the connect that just succeeded
         return result
 
-    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
-        """Answer a pending permission request with one of its options."""
-        managed = self._ctx.get(session_id)
-        turn = managed.session.turn
-        prompt = turn.pending_permissions.get(request_id) if turn is not None else None
-        kind = next((k for oid, _, k in prompt.options if oid == option_id), "") if prompt else ""
-        managed.session.permission_answered(request_id, kind or option_id, self.clock.now())
-        if managed.backend is not None:
-            await managed.backend.answer_permission(request_id, option_id)
-        self._watchdog.schedule(session_id)
-        self._ctx.changed(session_id)
-
     async def resend_interrupted(self, session_id: str) -> bool:
         """Resend the prompt of a turn lost to a restart (one key in the UI)."""
         session = self._ctx.get(session_id).session
@@ -327,7 +285,7 @@ class SessionManager:
         if not prompt or session.turn is not None:
             return False
         session.interrupted_prompt = ""
-        await self._start_turn(session_id, prompt, resend=True)
+        await self._turns.start_turn(session_id, prompt, resend=True)
         return True
 
     async def close(self, session_id: str) -> Session | None:
@@ -388,116 +346,6 @@ class SessionManager:
             if not pending:
                 return
             await asyncio.gather(*pending, return_exceptions=True)
-
-    # ---- turns ---------------------------------------------------------------------
-    async def _start_turn(self, session_id: str, prompt: str, resend: bool = False, by_user: bool = True) -> None:
-        """Begin a turn and send ``prompt`` (``resend``: no new history row; ``by_user``: the user
-        asked, so a replay sends it too — a recovery's resend it re-derives)."""
-        ctx = self._ctx
-        managed = ctx.get(session_id)
-        session = managed.session
-        session.interrupted_prompt = ""
-        if not resend:
-            session.add_item(ItemKind.USER, prompt, self.clock.wall())
-        turn = session.begin_turn(prompt, self.clock.now())
-        ctx.changed(session_id)
-        settling = managed.settling
-        if settling is not None and not settling.done():
-            # The agent of the last (stuck) turn is still being aborted or killed; a send
-            # now would reach an agent still busy with that turn, or one about to be killed.
-            await asyncio.wait({settling}, timeout=ctx.settings.stop_grace_seconds + SETTLE_MARGIN)
-            if session.turn is not turn:
-                return
-        try:
-            backend = await self.connect(session_id)
-        except Exception as exc:  # noqa: BLE001
-            ctx.end_turn(session_id, Outcome.FAILED, EndCause.CONNECT_FAILED, f"could not connect: {exc}")
-            return
-        if session.turn is not turn:
-            return
-        turn.reconnected_send = managed.reconnected
-        managed.reconnected = False
-        if session.interrupted_tool:  # #393: clear the agent's wedged tool before sending
-            session.interrupted_tool = False
-            turn.expect_abort_echo = True
-            ctx.action(session_id, EngineAction.ABORT, "interrupted tool on resume")
-            await ctx.safe(backend.abort())
-        probes = self._watchdog.probe(managed)
-        turn.log_size_at_send = probes.log_size if probes else None
-        self._watchdog.schedule(session_id)
-        ctx.action(session_id, EngineAction.RESEND if resend else EngineAction.SEND, prompt=prompt, by_user=by_user)
-        try:
-            await asyncio.wait_for(backend.send(prompt), SEND_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
-            if session.turn is turn:
-                ctx.end_turn(session_id, Outcome.FAILED, EndCause.SEND_FAILED,
-                             f"send failed: {exc or type(exc).__name__}")
-
-    def _after_turn(self, change: Change) -> None:
-        """A completed turn sends the next queued prompt (unless the user holds the queue)."""
-        assert isinstance(change, TurnEnded)
-        managed = self._ctx.sessions.get(change.session_id)
-        if managed is None or change.record.outcome is not Outcome.COMPLETED:
-            return
-        session = managed.session
-        if session.queue and not session.queue_held and session.turn is None:
-            self._ctx.spawn(session.id, self._start_turn(session.id, session.queue.pop(0)))
-
-    # ---- events (the hot path) -----------------------------------------------------
-    def apply(self, session_id: str, event: AgentEvent) -> None:
-        """Fold one agent event into a session and act on what it signals."""
-        ctx = self._ctx
-        stream = ctx.stream
-        if stream.wants(EventReceived):
-            stream.publish(EventReceived(session_id, event))
-        managed = ctx.sessions.get(session_id)
-        if managed is None:
-            return
-        session = managed.session
-        before = session.revision
-        signal = session.apply_event(event, ctx.clock.now(), ctx.clock)
-        if signal is _NONE:
-            if event.type in _SHORTENING and session.turn is not None:
-                self._watchdog.schedule(session_id, only_if_earlier=True)
-        else:
-            self._on_signal(managed, signal, event)
-        if session.revision != before:
-            ctx.changed(session_id)
-
-    def _on_signal(self, managed: ManagedSession, signal: Signal, event: AgentEvent) -> None:
-        ctx = self._ctx
-        session_id = managed.session.id
-        if signal is Signal.IDLE:
-            ctx.end_turn(session_id, Outcome.COMPLETED, EndCause.IDLE, "session.idle")
-        elif signal is Signal.IDLE_ABORTED:
-            ctx.end_turn(session_id, Outcome.ABORTED, EndCause.AGENT_ABORTED, "the agent ended the turn as aborted")
-        elif signal is Signal.ERROR:
-            message = event.text("message") or event.text("errorType") or "session error"
-            ctx.end_turn(session_id, Outcome.FAILED, EndCause.AGENT_ERROR, f"agent error: {one_line(message, 300)}")
-        elif signal is Signal.CONNECTION_LOST:
-            reason = managed.session.lost or "agent connection lost"
-            ctx.end_turn(session_id, Outcome.FAILED, EndCause.DISCONNECTED, f"agent disconnected: {reason}")
-            ctx.diagnostics(session_id)
-            backend, managed.backend = managed.backend, None
-            if backend is not None:
-                ctx.release(session_id, backend)
-        elif signal is Signal.PERMISSION_REQUESTED:
-            self._watchdog.schedule(session_id)  # pauses the watchdog while the user decides
-            self._apply_policy(session_id, event)
-        elif signal is Signal.PERMISSION_TRIPPED:
-            ctx.spawn(session_id, self._recovery.recover(session_id))
-        elif signal is Signal.REARMED:
-            self._watchdog.schedule(session_id)
-
-    def _apply_policy(self, session_id: str, event: AgentEvent) -> None:
-        policy = self._ctx.settings.permission_policy
-        if policy is PermissionPolicy.ASK:
-            return
-        wanted = ALLOW_ONCE if policy is PermissionPolicy.ALLOW else REJECT_ONCE
-        options = [o for o in (event.get("options") or []) if isinstance(o, dict)]
-        choice = next((o["optionId"] for o in options if o.get("kind") == wanted), None)
-        choice = choice or next((o["optionId"] for o in options if o.get("optionId") == wanted), wanted)
-        self._ctx.spawn(session_id, self.answer_permission(session_id, event.text("requestId"), choice))
 
 
 __all__ = ["SessionManager", "BackendError"]
