@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.storage.registry import SessionRecord
 from polypilot_tui.storage.store import Store
 from polypilot_tui.engine.manager import SessionManager

@@ -11,7 +11,8 @@ from polypilot_tui.agents.base import ConnectResult, EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.changes import ActionTaken, Change, EngineAction, TurnEnded, ViewChanged
 from polypilot_tui.domain.clock import FakeClock
-from polypilot_tui.domain.session import ItemKind, Session
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.trace import TraceEntry, parse_trace
 from polypilot_tui.engine.manager import SessionManager
 

@@ -30,7 +30,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewChanged
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.session import TurnRecord
+from polypilot_tui.domain.chat import TurnRecord
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt
 from polypilot_tui.engine.manager import SessionManager

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.session import ChatItem, TurnRecord
+from polypilot_tui.domain.chat import ChatItem, TurnRecord
 
 
 class EngineAction(StrEnum):

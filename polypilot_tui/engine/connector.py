@@ -16,7 +16,7 @@ from typing import Callable
 from polypilot_tui.agents.base import AgentBackend, BackendError, EventSink
 from polypilot_tui.domain.changes import EventReceived
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.context import EngineContext, ManagedSession

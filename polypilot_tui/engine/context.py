@@ -18,7 +18,8 @@ from polypilot_tui.domain.changes import ActionTaken, EngineAction, ItemAdded, I
 from polypilot_tui.domain.clock import Clock, TimerHandle
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.recovery import RecoveryGate
-from polypilot_tui.domain.session import ChatItem, Session, TurnRecord
+from polypilot_tui.domain.chat import ChatItem, TurnRecord
+from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.watchdog import WatchdogConfig

@@ -23,7 +23,8 @@ from polypilot_tui.domain.changes import (Change, EngineAction, SessionAdded, Se
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.recovery import RecoveryGate
-from polypilot_tui.domain.session import ChatItem, Session
+from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.view import SessionDetails, SessionView, make_view

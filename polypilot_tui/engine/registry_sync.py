@@ -7,6 +7,7 @@ import asyncio
 from concurrent.futures import Executor
 from typing import Any, Callable
 
+from polypilot_tui.domain.clock import TimerHandle
 from polypilot_tui.domain.view import derive_status
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.storage.notices import NoticeBoard
@@ -49,7 +50,7 @@ class RegistryWriter:
         self._backoff = delay
         self._on_fenced = on_fenced
         self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
         self._flight: asyncio.Future[Any] | None = None
         self._last: tuple[SessionRecord, ...] | None = None
         self.stopped = False
@@ -64,7 +65,8 @@ class RegistryWriter:
         """Write within ``delay`` (the debounce) unless a write is already due or flying."""
         if self.stopped or self._timer is not None or self._flight is not None:
             return
-        self._timer = self._loop.call_later(self._delay if delay is None else delay, self._due)
+        clock = self._manager.clock
+        self._timer = clock.call_at(clock.now() + (self._delay if delay is None else delay), self._due)
 
     def _due(self) -> None:
         self._timer = None

@@ -6,7 +6,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
-from polypilot_tui.domain.session import ItemKind, Session
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.storage.store import Store
 

@@ -1,7 +1,7 @@
 """Turns: starting one, folding agent events into it, stopping it, answering its prompts.
 
 The turn's end always goes through :meth:`EngineContext.end_turn`; this module decides
-when, from the signals :meth:`Session.apply_event` returns (the hot path: every streamed
+when, from the signals :func:`~polypilot_tui.domain.reducer.apply_event` returns (the hot path: every streamed
 token passes through :meth:`TurnRunner.apply`).
 """
 
@@ -14,7 +14,8 @@ from polypilot_tui.agents.base import ALLOW_ONCE, CANCELLED, REJECT_ONCE
 from polypilot_tui.config import PermissionPolicy
 from polypilot_tui.domain.changes import Change, EngineAction, EventReceived, TurnEnded
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.session import ItemKind, Signal
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.reducer import Signal, apply_event
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.connector import Connector
@@ -158,7 +159,7 @@ class TurnRunner:
             return
         session = managed.session
         before = session.revision
-        signal = session.apply_event(event, ctx.clock.now(), ctx.clock)
+        signal = apply_event(session, event, ctx.clock.now(), ctx.clock)
         if signal is _NONE:
             if event.type in _SHORTENING and session.turn is not None:
                 self._watchdog.schedule(session_id, only_if_earlier=True)

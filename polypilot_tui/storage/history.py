@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.infra.private import FILE_MODE, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
 

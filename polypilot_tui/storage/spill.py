@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
-from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.infra.private import atomic_write, private_dir
 from polypilot_tui.infra.redact import REDACTOR
 

@@ -16,7 +16,8 @@ from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from polypilot_tui.domain.session import ItemKind, Session
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.formatting import plural

@@ -29,7 +29,8 @@ from polypilot_tui.agents.acp.process import descendants
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, load_agents
 from polypilot_tui.domain.clock import Clock, FakeClock, SystemClock
-from polypilot_tui.domain.session import ItemKind, Session
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
 from tests.chaos.rig import BackendWrapper, Rig, scaled
 from tests.support.acp_agents import codex_agent, opencode_agent, require_binary

@@ -18,7 +18,7 @@ import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.config import WatchdogSettings
-from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.manager import SessionManager
 from tests.support.copilot_e2e import wait_on_disk

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.view import SessionStatus
 from tests.e2e.dashboard import AGENT_WAIT, dashboard, see, send, status_line
 from tests.support.copilot_harness import catalog_entry

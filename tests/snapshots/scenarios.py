@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from polypilot_tui.domain.events import EventType
-from polypilot_tui.domain.session import ItemKind, Session
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.session import Session
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
 from tests.snapshots.fakes import DENIAL, Driver
 

@@ -16,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 
-from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.ui.formatting import safe_text
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.code_block import CodeBlock

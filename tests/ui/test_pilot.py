@@ -6,7 +6,7 @@ from pathlib import Path
 
 from textual.widgets import Static
 
-from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import UNREAD_MARK
 from polypilot_tui.ui.screens.new_session import NewSessionScreen

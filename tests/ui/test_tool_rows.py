@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 
-from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.ui.widgets.tool_call_row import EXPANDED_HEAD, EXPANDED_TAIL, TOOL_STATES, ToolCallRow
 from tests.ui.helpers import widget_lines
 

@@ -22,7 +22,7 @@ from polypilot_tui.cli import main
 from polypilot_tui.config import AgentCatalog, AgentConfig, AgentsFileError, Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.trace import TraceError, parse_trace
 from polypilot_tui.domain.view import make_view

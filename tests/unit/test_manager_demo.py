@@ -284,7 +284,8 @@ async def test_tool_rows_left_running_by_a_killed_app_are_settled_on_restore(fak
     from polypilot_tui.agents.base import NullBackend
     from polypilot_tui.config import Settings, load_agents
     from polypilot_tui.domain.events import AgentEvent, EventType
-    from polypilot_tui.domain.session import ChatItem, ItemKind, Session
+    from polypilot_tui.domain.chat import ChatItem, ItemKind
+    from polypilot_tui.domain.session import Session
     from polypilot_tui.engine.manager import SessionManager
 
     backends: dict[str, NullBackend] = {}

@@ -20,7 +20,7 @@ from polypilot_tui.agents.base import AgentBackend, EventSink
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
 from polypilot_tui.engine.manager import SessionManager

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
 from polypilot_tui.infra.private import atomic_write
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, RegistryFenced, SessionRecord

@@ -25,7 +25,7 @@ from textual.visual import Visual
 from textual.widget import Widget
 from textual.widgets import Static
 
-from polypilot_tui.domain.session import ChatItem
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.ui.formatting import safe_text
 from polypilot_tui.ui.markdown.blocks import Code, Item, ProseItem, group, parse
 from polypilot_tui.ui.widgets.code_block import CodeBlock

@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Static
 
-from polypilot_tui.domain.session import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.ui.formatting import safe_text
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.notice_message import NoticeMessage

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import ContentSwitcher
 
-from polypilot_tui.domain.session import ChatItem
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.widgets.chat_header import ChatHeader
 from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT, ChatLog

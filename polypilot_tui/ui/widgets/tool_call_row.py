@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.style import Style
 from textual.widgets import Static
 
-from polypilot_tui.domain.session import ChatItem
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.ui.formatting import safe_text
 

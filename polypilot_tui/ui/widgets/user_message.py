@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from polypilot_tui.domain.session import ChatItem
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.ui.formatting import safe_text
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.config import AgentConfig
-from polypilot_tui.domain.session import ItemKind
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.view import SessionStatus
 from tests.agents.acp_support import FAKE_AGENT
 from tests.e2e.dashboard import AGENT_WAIT, dashboard, see, send, status_line
