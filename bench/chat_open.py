@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, bench_manager, bench_settings
-from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.session import Session
 
 REPEAT = 5

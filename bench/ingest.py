@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, bench_manager, bench_settings
+from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.changes import Change, ViewChanged
 
 SESSIONS = 50
 EVENTS = 1_000_000

@@ -18,17 +18,18 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.chat import ChatItem, ItemKind
-from polypilot_tui.storage.registry import SessionRecord
-from polypilot_tui.storage.store import Store
+from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.engine.restore import restore_sessions
+from polypilot_tui.storage.registry import SessionRecord
+from polypilot_tui.storage.store import Store
 
 
 def seed(state: Path, sessions: int, items: int) -> None:

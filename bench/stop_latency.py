@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from polypilot_tui.domain.changes import Change, ViewChanged
 
 RUNS = 7
@@ -61,7 +62,7 @@ async def run(cli: Path, runs: int = RUNS) -> None:
                     before = len(server.model_requests())
                     await manager.send(sid, f"{prompt} run {i}")
                     if under_way == "model":
-                        await until(lambda: any(prompt in r.last.text for r in server.model_requests()[before:]),
+                        await until(lambda p=prompt, b=before: any(p in r.last.text for r in server.model_requests()[b:]),
                                     30, "the model call to start")
                     elif under_way == "text":
                         await until(lambda: bool(session.turn and session.turn.streamed_chars), 30, "text")
@@ -70,7 +71,7 @@ async def run(cli: Path, runs: int = RUNS) -> None:
                     await asyncio.sleep(0.2)  # well inside it now
                     seen: list[float] = []
 
-                    def watch(change: Change) -> None:
+                    def watch(change: Change, seen: list[float] = seen) -> None:
                         if change.session_id == sid and not seen and manager.view(sid).status.value == "stopped":
                             seen.append(time.perf_counter())
 

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, QuietBackend, bench_manager, bench_settings
+from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.changes import Change, ViewChanged
 
 SESSIONS = 20
 RATE = 100          # deltas per second per session

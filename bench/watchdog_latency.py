@@ -16,9 +16,9 @@ from pathlib import Path
 
 from bench._support import AGENT, QuietBackend, bench_manager, bench_settings
 from polypilot_tui.config import WatchdogSettings
+from polypilot_tui.domain.changes import Change, TurnEnded
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.changes import Change, TurnEnded
 
 SESSIONS = 20
 TIER = 2.0

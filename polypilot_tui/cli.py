@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
@@ -17,7 +17,6 @@ from polypilot_tui.domain.trace import MAX_BYTES, TraceError
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
 
 EXIT_OK = 0
-EXIT_TURN_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BUSY = 3
 """Another dashboard holds the state folder."""
@@ -47,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
     """Settings from the environment (and ``.env``), or a clear error naming the field."""
     try:
-        settings = Settings() if env_file else Settings(_env_file=None)  # type: ignore[call-arg]
+        settings = Settings() if env_file else Settings(_env_file=None)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         print(f"polypilot: invalid POLYPILOT_* setting ({problems})", file=sys.stderr)

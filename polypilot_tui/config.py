@@ -37,8 +37,12 @@ class PermissionPolicy(StrEnum):
     """Reject every request."""
 
 
+_TIERS = WatchdogConfig()
+
+
 class WatchdogSettings(BaseModel):
-    """Every watchdog tier, in seconds (``POLYPILOT_WATCHDOG__INACTIVITY=120`` …).
+    """Every watchdog tier, in seconds (``POLYPILOT_WATCHDOG__INACTIVITY=120`` …); the
+    defaults and what each tier means are :class:`~polypilot_tui.domain.watchdog.WatchdogConfig`'s.
 
     Finite and at most a week; the tiers that decide when a turn is stuck are at least
     half a second (a smaller one would call every turn stuck at its first breath).
@@ -46,28 +50,17 @@ class WatchdogSettings(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    inactivity: float = Field(120.0, ge=0.5, le=WEEK)
-    """No events, no tools: the default tier."""
-    tool: float = Field(600.0, ge=0.5, le=WEEK)
-    """A tool is running, or the turn was resumed mid-flight."""
-    tool_escalation: float = Field(60.0, ge=0.5, le=WEEK)
-    """Tool tier after the first liveness reset."""
-    used_tools_idle: float = Field(180.0, ge=0.5, le=WEEK)
-    """Tools were used this turn and none is running now."""
-    resume_quiescence: float = Field(30.0, ge=0.5, le=WEEK)
-    """Restored mid-turn and no event since (seeded from restore time, never file time)."""
-    reconnect: float = Field(35.0, ge=0.5, le=WEEK)
-    """The send went out on a freshly reconnected agent."""
-    max_turn: float = Field(3600.0, ge=0, le=WEEK)
-    """Absolute cap per turn (0 disables it)."""
-    turn_end_fallback: float = Field(4.0, ge=0, le=WEEK)
-    """Complete this long after assistant.turn_end when session.idle never comes."""
-    turn_end_tool_extra: float = Field(30.0, ge=0, le=WEEK)
-    """Added to the fallback when tools were used this turn."""
-    post_completion_idle: float = Field(30.0, ge=0, le=WEEK)
-    """Complete this long after the final reply when nothing else happens (gh-aw)."""
-    dead_send: float = Field(30.0, ge=0, le=WEEK)
-    """The agent's log has not grown this long after a send: abort once."""
+    inactivity: float = Field(_TIERS.inactivity, ge=0.5, le=WEEK)
+    tool: float = Field(_TIERS.tool, ge=0.5, le=WEEK)
+    tool_escalation: float = Field(_TIERS.tool_escalation, ge=0.5, le=WEEK)
+    used_tools_idle: float = Field(_TIERS.used_tools_idle, ge=0.5, le=WEEK)
+    resume_quiescence: float = Field(_TIERS.resume_quiescence, ge=0.5, le=WEEK)
+    reconnect: float = Field(_TIERS.reconnect, ge=0.5, le=WEEK)
+    max_turn: float = Field(_TIERS.max_turn, ge=0, le=WEEK)
+    turn_end_fallback: float = Field(_TIERS.turn_end_fallback, ge=0, le=WEEK)
+    turn_end_tool_extra: float = Field(_TIERS.turn_end_tool_extra, ge=0, le=WEEK)
+    post_completion_idle: float = Field(_TIERS.post_completion_idle, ge=0, le=WEEK)
+    dead_send: float = Field(_TIERS.dead_send, ge=0, le=WEEK)
 
     def to_config(self) -> WatchdogConfig:
         """The pure watchdog's view of these settings."""
@@ -86,7 +79,7 @@ class Settings(BaseSettings):
         allow_inf_nan=False,  # NaN passes every comparison-free check and then hangs a timer
     )
 
-    watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
+    watchdog: WatchdogSettings = WatchdogSettings()
     """Timeout tiers."""
     heartbeat_seconds: float = Field(5.0, ge=0.1, le=3600.0)
     """UI heartbeat: refresh "ago" labels and catch missed redraws."""

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from polypilot_tui.agents.base import ConnectResult, EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.changes import ActionTaken, Change, EngineAction, TurnEnded, ViewChanged
-from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.trace import TraceEntry, parse_trace
 from polypilot_tui.engine.manager import SessionManager
@@ -42,7 +43,7 @@ async def run_trace(lines: Iterable[str], settings: Settings | None = None,
     """Replay ``lines``; raises TraceError (with the line number) on an invalid trace."""
     entries = parse_trace(lines)
     with tempfile.TemporaryDirectory(prefix="polypilot-replay-") as tmp:
-        base = settings or Settings(_env_file=None)  # type: ignore[call-arg]
+        base = settings or Settings(_env_file=None)
         settings = base.model_copy(update={"state_dir": Path(tmp), "record": False})
         return await _run(entries, settings, horizon)
 

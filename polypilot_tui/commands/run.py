@@ -26,11 +26,11 @@ from pathlib import Path
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
-from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewChanged
+from polypilot_tui.domain.chat import TurnRecord
+from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.chat import TurnRecord
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt
 from polypilot_tui.engine.manager import SessionManager

@@ -19,10 +19,10 @@ from typing import Any, TextIO
 
 from polypilot_tui.config import AgentsFileError, Settings, load_agents
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.text import compact_duration, one_line
 from polypilot_tui.domain.view import SessionStatus
-from polypilot_tui.storage.lock import lock_holder
 from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.storage.lock import lock_holder
 from polypilot_tui.storage.registry import Registry, SessionRecord
 
 EXIT_OK = 0
@@ -76,11 +76,7 @@ def status_document(settings: Settings) -> dict[str, Any]:
 def _ago(then: float | None, now: float) -> str:
     if then is None:
         return "-"
-    seconds = max(0, int(now - then))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
+    return f"{compact_duration(now - then)} ago"
 
 
 def format_table(doc: dict[str, Any], now: float) -> str:
@@ -97,7 +93,8 @@ def format_table(doc: dict[str, Any], now: float) -> str:
         rows.append((s["id"], one_line(s["name"], 24), s["agent"], s["status"],
                      _ago(s["last_activity_at"], now), s["model"] or "-", one_line(s["reason"], 70)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+    # The last column (the reason) is not padded: zip stops before it.
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows]
     return head + "\n" + "\n".join(line.rstrip() for line in lines)
 
 

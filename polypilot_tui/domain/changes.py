@@ -15,8 +15,8 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.chat import ChatItem, TurnRecord
+from polypilot_tui.domain.events import AgentEvent
 
 
 class EngineAction(StrEnum):

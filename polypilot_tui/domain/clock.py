@@ -10,7 +10,8 @@ import asyncio
 import heapq
 import itertools
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 
 class TimerHandle(Protocol):

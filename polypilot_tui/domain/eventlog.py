@@ -9,8 +9,8 @@ Pure: the file itself is read by :mod:`polypilot_tui.agents.agent_log`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from polypilot_tui.domain.events import USAGE_EVENT_TYPES, EventType
 from polypilot_tui.domain.safe_json import ParseError, load_json
@@ -196,23 +196,3 @@ def lost_turn(entries: Sequence[dict[str, Any]]) -> bool:
             return not (isinstance(content, str) and content.strip())
         return kind in _TURN_IN_FLIGHT
     return False
-
-
-@dataclass(frozen=True)
-class RestoreHints:
-    """Pre-seeds for a restored session's watchdog (``GetEventsFileRestoreHints``)."""
-
-    recent: bool
-    """The log was written in the last 10 min: bypass the 30 s resume-quiescence tier."""
-    tool_active: bool
-    """The log ends mid-tool: treat the turn as having used tools (600 s tier)."""
-
-
-def restore_hints(
-    entries: Sequence[dict[str, Any]], age_seconds: float | None, recent_within: float = 600.0
-) -> RestoreHints:
-    """Whether the log is recent, and whether it ends on a running tool."""
-    if age_seconds is None or not age_seconds < recent_within:  # also rejects NaN
-        return RestoreHints(recent=False, tool_active=False)
-    last = last_event_type(entries)
-    return RestoreHints(recent=True, tool_active=last in (EventType.TOOL_START, EventType.TOOL_PROGRESS))

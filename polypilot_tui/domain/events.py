@@ -8,9 +8,10 @@ speak one language. Unknown types are kept as they are and ignored safely by the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _new_tuple = tuple.__new__
@@ -56,9 +57,6 @@ USAGE_EVENT_TYPES: frozenset[str] = frozenset(
     {EventType.SESSION_USAGE_INFO.value, EventType.ASSISTANT_USAGE.value, "session.usage_record"}
 )
 
-#: Events that only ever exist on disk (events.jsonl), never as live callbacks.
-DISK_ONLY_TYPES: frozenset[str] = frozenset({EventType.SESSION_RESUME, EventType.SESSION_SHUTDOWN})
-
 KNOWN_TYPES: frozenset[str] = frozenset(t.value for t in EventType)
 
 
@@ -71,11 +69,6 @@ class AgentEvent(NamedTuple):
 
     type: str
     data: Mapping[str, Any] = _EMPTY
-
-    @property
-    def known(self) -> bool:
-        """True when the engine has a rule for this type."""
-        return self.type in KNOWN_TYPES
 
     @property
     def is_usage(self) -> bool:

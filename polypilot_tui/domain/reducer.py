@@ -6,8 +6,9 @@ the user); it never ends a turn itself (that is :meth:`Session.end_turn`, called
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import USAGE_EVENT_TYPES, AgentEvent, EventType, tool_result_text
@@ -70,7 +71,6 @@ def apply_event(session: Session, event: AgentEvent, now: float, clock: WallCloc
     # Liveness (inlined: this runs for every streamed token).
     turn.last_event_at = turn.watchdog_anchor = now
     turn.last_event_type = kind
-    turn.event_count += 1
     if turn.case_a_resets or turn.case_b_resets or turn.case_b_stale_checks:
         turn.case_a_resets = turn.case_b_resets = turn.case_b_stale_checks = 0
     turn.reconnected_send = False

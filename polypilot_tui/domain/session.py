@@ -6,8 +6,9 @@ How agent events change a session lives in :mod:`polypilot_tui.domain.reducer`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.permissions import DenialWindow

@@ -48,3 +48,15 @@ def one_line(text: str, limit: int = 80) -> str:
     """A single-line preview of ``text`` at most ``limit`` characters long."""
     flat = " ".join(strip_control(text).split())
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "…"
+
+
+def compact_duration(seconds: float) -> str:
+    """``45s``, ``2m``, ``3h``, ``2d``: one unit, rounded down."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"

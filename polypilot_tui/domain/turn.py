@@ -98,7 +98,6 @@ class Turn:
     """Start of the current watchdog window: last event, or the last liveness reset."""
     phase: Phase = Phase.SENDING
     last_event_type: str = ""
-    event_count: int = 0
     tools: dict[str, ToolCall] = field(default_factory=dict)
     active_tools: dict[str, ToolCall] = field(default_factory=dict)
     used_tools: bool = False

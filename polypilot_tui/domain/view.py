@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase
-from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.watchdog import WatchdogConfig, gives_up_at, waiting_for
 
 
@@ -185,3 +185,5 @@ class SessionDetails:
     """How the agent session was attached last ("new session", "resumed", …)."""
     log_paths: tuple[tuple[str, str], ...] = ()
     stderr_tail: tuple[str, ...] = ()
+    plan: tuple[tuple[str, str], ...] = ()
+    """The agent's latest plan (ACP plan entries): (what, status)."""

@@ -21,17 +21,27 @@ class WatchdogConfig:
     """Every threshold, in seconds (PolyPilot's values by default)."""
 
     inactivity: float = 120.0
+    """No events, no tools: the default tier."""
     tool: float = 600.0
+    """A tool is running, or the turn was resumed mid-flight."""
     tool_escalation: float = 60.0
+    """Tool tier after the first liveness reset."""
     used_tools_idle: float = 180.0
+    """Tools were used this turn and none is running now."""
     resume_quiescence: float = 30.0
+    """Restored mid-turn and no event since (seeded from restore time, never file time)."""
     reconnect: float = 35.0
+    """The send went out on a freshly reconnected agent."""
     max_turn: float = 3600.0
     """Absolute cap per turn from its start; 0 disables it."""
     turn_end_fallback: float = 4.0
+    """Complete this long after assistant.turn_end when session.idle never comes."""
     turn_end_tool_extra: float = 30.0
+    """Added to the fallback when tools were used this turn."""
     post_completion_idle: float = 30.0
+    """Complete this long after the final reply when nothing else happens (gh-aw)."""
     dead_send: float = 30.0
+    """The agent's log has not grown this long after a send: abort once."""
     tool_alive_log_age: float = 60.0
     used_tools_log_fresh: float = 300.0
     case_b_max_resets: int = 40
@@ -191,13 +201,13 @@ def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = 
                 f"the agent finished its reply but never reported idle ({seconds_text(now - turn.turn_end_at)})",
                 "fallback", detail=f"no session.idle {seconds_text(now - turn.turn_end_at)} after assistant.turn_end",
             )
-    if turn.final_message_at is not None and not turn.active_tools:
-        if now + EPSILON >= turn.last_event_at + cfg.post_completion_idle:
-            quiet = seconds_text(now - turn.last_event_at)
-            return Decision(
-                Action.COMPLETE, f"the reply was complete and nothing followed for {quiet}",
-                "post-completion", detail=f"final assistant.message, no tool pending, no events for {quiet}",
-            )
+    if (turn.final_message_at is not None and not turn.active_tools
+            and now + EPSILON >= turn.last_event_at + cfg.post_completion_idle):
+        quiet = seconds_text(now - turn.last_event_at)
+        return Decision(
+            Action.COMPLETE, f"the reply was complete and nothing followed for {quiet}",
+            "post-completion", detail=f"final assistant.message, no tool pending, no events for {quiet}",
+        )
     tier = select_tier(turn, cfg, probes, now)
     if now + EPSILON < turn.watchdog_anchor + tier.seconds:
         return CONTINUE

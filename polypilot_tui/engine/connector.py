@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, EventSink
 from polypilot_tui.domain.changes import EventReceived
-from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.context import EngineContext, ManagedSession

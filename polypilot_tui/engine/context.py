@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable
+from typing import Any
 
 from polypilot_tui.agents.base import AgentBackend, ConnectResult, Diagnostics
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.changes import ActionTaken, EngineAction, ItemAdded, ItemReplaced, TurnEnded, ViewChanged
+from polypilot_tui.domain.chat import ChatItem, TurnRecord
 from polypilot_tui.domain.clock import Clock, TimerHandle
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.recovery import RecoveryGate
-from polypilot_tui.domain.chat import ChatItem, TurnRecord
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
 from polypilot_tui.domain.chat import ChatItem

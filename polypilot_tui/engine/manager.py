@@ -13,17 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from polypilot_tui.agents.base import (AgentBackend, BackendError,
-                                       ConnectResult, Diagnostics)
+from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, Diagnostics
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.changes import (Change, EngineAction, SessionAdded, SessionRemoved)
+from polypilot_tui.domain.changes import Change, EngineAction, SessionAdded, SessionRemoved
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.recovery import RecoveryGate
-from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome
@@ -124,6 +123,7 @@ class SessionManager:
             connected_how=managed.last_connect.how if managed.last_connect else "",
             log_paths=diagnostics.log_paths,
             stderr_tail=tuple(strip_control(line) for line in diagnostics.stderr_tail),
+            plan=session.plan,
         )
 
     def diagnostics(self, session_id: str) -> Diagnostics:
@@ -133,10 +133,6 @@ class SessionManager:
     def connect_result(self, session_id: str) -> ConnectResult | None:
         """What the last connect of this session found (resume hints), or None."""
         return self._ctx.get(session_id).last_connect
-
-    def deadline(self, session_id: str) -> float | None:
-        """When the watchdog next looks at this session (None when idle or paused)."""
-        return self._ctx.get(session_id).armed_at
 
     def workdir(self, session_id: str) -> Path:
         """The session's own folder under the state directory."""

@@ -7,7 +7,7 @@ permissions. At most 2 attempts per session, one at a time, behind a global brea
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from polypilot_tui.domain.changes import EngineAction
 from polypilot_tui.domain.recovery import may_resend

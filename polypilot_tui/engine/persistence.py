@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
@@ -32,7 +32,7 @@ from polypilot_tui.engine.restore import RestoreResult, restore_sessions
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.storage.history import WriteResult
 from polypilot_tui.storage.lock import StateLock
-from polypilot_tui.storage.notices import Notice, NoticeListener, NoticeBoard, Severity
+from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener, Severity
 from polypilot_tui.storage.spill import Spill, write_spill
 from polypilot_tui.storage.store import Store
 
@@ -151,7 +151,7 @@ class Persistence:
             await asyncio.wait_for(self.flush(), CLOSE_TIMEOUT)
             self._stop_writers()
             await asyncio.wait_for(self._loop.run_in_executor(self._io, self.store.close), CLOSE_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._stop_writers()
             self._quit_note(f"saving to {self.store.state_dir} did not finish within {CLOSE_TIMEOUT:.0f} s; "
                             "the last changes may be missing there")

@@ -18,8 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from polypilot_tui.domain.changes import ActionTaken, Change, EngineAction, EventReceived, SessionAdded, \
-    SessionRemoved, ViewChanged
+from polypilot_tui.domain.changes import (
+    ActionTaken,
+    Change,
+    EngineAction,
+    EventReceived,
+    SessionAdded,
+    SessionRemoved,
+    ViewChanged,
+)
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.trace import dump_entry
 from polypilot_tui.domain.turn import EndCause

@@ -4,8 +4,9 @@ change, off the loop, retried with backoff, its problems told once on the notice
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, Callable
+from typing import Any
 
 from polypilot_tui.domain.clock import TimerHandle
 from polypilot_tui.domain.view import derive_status

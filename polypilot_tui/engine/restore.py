@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.session import Session

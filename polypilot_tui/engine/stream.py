@@ -9,7 +9,7 @@ another loop or thread hops over itself (the dashboard posts one Textual message
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from polypilot_tui.domain.changes import CHANGE_TYPES, Change
 

@@ -13,8 +13,8 @@ import logging
 from polypilot_tui.agents.base import ALLOW_ONCE, CANCELLED, REJECT_ONCE
 from polypilot_tui.config import PermissionPolicy
 from polypilot_tui.domain.changes import Change, EngineAction, EventReceived, TurnEnded
-from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.reducer import Signal, apply_event
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome

@@ -15,13 +15,14 @@ dashboard draws on.
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from polypilot_tui.infra.private import open_private, private_dir
 from polypilot_tui.infra.redact import REDACTOR
@@ -48,7 +49,7 @@ class PrivateLogFile(logging.handlers.RotatingFileHandler):
         super().__init__(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8", delay=False)
         self.failures = 0
 
-    def _open(self) -> TextIO:
+    def _open(self) -> io.TextIOWrapper:
         fd = open_private(Path(self.baseFilename), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         return os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Any, Collection, Iterable, Mapping, Protocol
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, Protocol
 
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
@@ -74,8 +75,11 @@ def looks_like_key(value: str) -> bool:
 class AgentLike(Protocol):
     """What the redactor reads of an agent config (its ``env`` and provider key name)."""
 
-    env: Mapping[str, str]
-    provider: Any
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    @property
+    def provider(self) -> Any: ...
 
 
 class Redactor:

@@ -21,9 +21,10 @@ import errno
 import logging
 import os
 import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.infra.private import FILE_MODE, move_aside, open_private

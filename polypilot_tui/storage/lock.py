@@ -103,7 +103,7 @@ class StateLock:
         with cls._guard:
             held = cls._held.get(state_dir)
             if held is not None:
-                held._users += 1
+                held._users += 1  # noqa: SLF001 - the same class: one lock shared in-process
                 return held
             private_dir(state_dir)
             try:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.infra.private import atomic_write, move_aside
@@ -69,7 +70,8 @@ class SessionRecord:
 
     def redacted(self) -> SessionRecord:
         """This record with every free-text field through the redactor."""
-        return replace(self, **{name: REDACTOR.text(getattr(self, name)) for name in _REDACTED_FIELDS})
+        redacted: dict[str, Any] = {name: REDACTOR.text(getattr(self, name)) for name in _REDACTED_FIELDS}
+        return replace(self, **redacted)
 
     @classmethod
     def from_json(cls, obj: Any) -> SessionRecord | None:
@@ -145,7 +147,8 @@ class Registry:
             seen.add(record.id)
             records.append(record)
         saved = obj.get("saved_at")
-        return RegistrySnapshot(tuple(records), float(saved) if _number(saved) else None)
+        return RegistrySnapshot(tuple(records), float(saved) if isinstance(saved, (int, float)) and _number(saved)
+                                else None)
 
     def _unusable(self, reason: str, repair: bool) -> RegistrySnapshot:
         moved = move_aside(self.path, reason) if repair else None

@@ -20,10 +20,10 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.infra.private import atomic_write, private_dir
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 SPILL_PREFIX = "unsaved-"
 MAX_SPILL_BYTES = 256_000_000
 _KINDS = {k.value: k for k in ItemKind}
+T = TypeVar("T", list[Any], dict[str, Any])
 
 
 @dataclass
@@ -140,20 +141,23 @@ def read_spill(path: Path) -> Spill:
     spill = Spill(str(doc.get("state_dir") or ""), _seconds(doc.get("saved_at")))
     if isinstance(doc.get("sessions"), list):
         spill.sessions = [s for s in doc["sessions"] if isinstance(s, dict)]
-    for entry in doc.get("rows") if isinstance(doc.get("rows"), list) else []:
+    for entry in _field(doc, "rows", list):
         if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and isinstance(entry[1], int):
             item = _item(entry[2])
             if item is not None:
                 spill.rows.append((entry[0], entry[1], item))
-    appended = doc.get("appended") if isinstance(doc.get("appended"), dict) else {}
-    for sid, items in appended.items():
+    for sid, items in _field(doc, "appended", dict).items():
         spill.appended[sid] = [i for i in map(_item, items if isinstance(items, list) else []) if i is not None]
-    drafts = doc.get("drafts") if isinstance(doc.get("drafts"), dict) else {}
-    for sid, draft in drafts.items():
+    for sid, draft in _field(doc, "drafts", dict).items():
         if draft is None:
             spill.drafts[sid] = None
         elif isinstance(draft, list) and len(draft) == 2 and isinstance(draft[0], str):
             spill.drafts[sid] = (draft[0], _seconds(draft[1]))
-    deletions = doc.get("deletions") if isinstance(doc.get("deletions"), list) else []
-    spill.deletions = [d for d in deletions if isinstance(d, str)]
+    spill.deletions = [d for d in _field(doc, "deletions", list) if isinstance(d, str)]
     return spill
+
+
+def _field(doc: dict[str, Any], key: str, kind: type[T]) -> T:
+    """``doc[key]`` when it is a ``kind``; an empty one when missing or of another type."""
+    value = doc.get(key)
+    return value if isinstance(value, kind) else kind()

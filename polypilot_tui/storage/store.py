@@ -7,8 +7,8 @@ import logging
 from pathlib import Path
 
 from polypilot_tui.domain.safe_json import ParseError
-from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
 from polypilot_tui.infra.private import private_dir
+from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
 from polypilot_tui.storage.registry import Registry, SessionRecord
 from polypilot_tui.storage.spill import Spill, find_spills, read_spill
 

@@ -9,8 +9,9 @@ failure becomes a toast, never a crash; every prompt goes to the session it was 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Iterable
+from typing import Any
 
 from textual.app import SystemCommand
 from textual.binding import Binding
@@ -143,7 +144,7 @@ class PolypilotApp(Dashboard):
     # ---- new sessions and attention ------------------------------------------------
     def action_new_session(self) -> None:
         """Pick an agent and start a session on it."""
-        agents = [(name, config.kind) for name, config in self.catalog.agents.items()]
+        agents: list[tuple[str, str]] = [(name, config.kind) for name, config in self.catalog.agents.items()]
 
         def picked(agent: str | None) -> None:
             if agent:
@@ -168,6 +169,10 @@ class PolypilotApp(Dashboard):
                     self.call_later(self._focus_permission)
                 return
         self.notify("No other session needs your attention.", timeout=3)
+
+    def _refocus_editor(self, _closed_with: object = None) -> None:
+        """A dialog closed: typing goes to the prompt again."""
+        self.pane.editor.focus()
 
     async def _focus_permission(self) -> None:
         """Focus the permission prompt once the selected session is drawn (not throttled)."""
@@ -258,7 +263,7 @@ class PolypilotApp(Dashboard):
         """Show the selected session's details: agent, folder, command, logs, stderr tail."""
         if self.selected:
             self.push_screen(SessionDetailsScreen(self.manager.details(self.selected)),
-                             lambda _: self.pane.editor.focus())
+                             self._refocus_editor)
 
     # ---- sessions and quitting -----------------------------------------------------
     async def action_quit(self) -> None:
@@ -294,7 +299,7 @@ class PolypilotApp(Dashboard):
         return True
 
     # ---- command palette -----------------------------------------------------------
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """Every session action, with its key in the help text, then Textual's own."""
         yield SystemCommand("New session", "Start a session on an agent (ctrl+n)", self.action_new_session)
         yield SystemCommand("Stop session", "Stop the selected session's turn (ctrl+x)", self.action_stop)

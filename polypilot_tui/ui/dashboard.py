@@ -16,14 +16,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import App, ComposeResult
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.notifications import SeverityLevel
-from textual.containers import Horizontal
 from textual.widgets import Footer, Header
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
@@ -31,6 +32,7 @@ from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, Sessio
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, DEFAULT_THEME, load_themes, user_themes_dir
@@ -91,7 +93,7 @@ class Dashboard(App[int]):
         self.redraws = 0
         """Flushes run so far (a burst of engine changes should cost one)."""
         self._binding_state: tuple[object, ...] = ()
-        self._unsubscribe = lambda: None
+        self._unsubscribe: Unsubscribe = lambda: None
         self._ui_state = UiState()
         """Where the user was at the last quit (restored as sessions are first shown)."""
         self.sidebar = SessionSidebar(id="sidebar")
@@ -255,23 +257,23 @@ class Dashboard(App[int]):
         if self.selected is not None:
             self.attention.seen(self.selected)
         await self.sidebar.sync(views, now, self.attention.unread, self.selected)
-        view = current.get(self.selected) if self.selected else None
-        if view is None:
+        shown = current.get(self.selected) if self.selected else None
+        if shown is None:
             await self.pane.show(None, (), "", now)
-        elif self.selected in dirty or previous.get(view.id) != view or self.pane.session_id != view.id:
-            first_time = self.pane.log_for(view.id) is None
-            await self.pane.show(view, self.manager.history(view.id), self.manager.streaming_text(view.id), now,
-                                 self._empty_text(view))
-            if first_time and view.id in self._ui_state.scroll_back:
-                self.pane.scroll_back(view.id, self._ui_state.scroll_back.pop(view.id))
+        elif self.selected in dirty or previous.get(shown.id) != shown or self.pane.session_id != shown.id:
+            first_time = self.pane.log_for(shown.id) is None
+            await self.pane.show(shown, self.manager.history(shown.id), self.manager.streaming_text(shown.id), now,
+                                 self._empty_text(shown))
+            if first_time and shown.id in self._ui_state.scroll_back:
+                self.pane.scroll_back(shown.id, self._ui_state.scroll_back.pop(shown.id))
         else:
-            self.pane.tick(view, now)
+            self.pane.tick(shown, now)
         if self.focused is None and len(self.screen_stack) == 1:
             self.pane.editor.focus()  # e.g. the permission buttons that had focus went away
         needy = sum(1 for v in views if self.attention.wants_user(v))
         count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
         self.sub_title = count + (f" · {needy} need you" if needy else "")
-        state = (self.selected, view.status if view else None, bool(view and view.interrupted_prompt))
+        state = (self.selected, shown.status if shown else None, bool(shown and shown.interrupted_prompt))
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()

@@ -6,7 +6,7 @@ the same view and the same ``now`` always give the same words (snapshots, heartb
 
 from __future__ import annotations
 
-from polypilot_tui.domain.text import bound_lines, one_line, strip_control
+from polypilot_tui.domain.text import bound_lines, compact_duration, one_line, strip_control
 from polypilot_tui.domain.view import SessionStatus, SessionView
 
 S = SessionStatus
@@ -55,18 +55,6 @@ IDLE_AGO_FROM = 60.0
 """An idle row shows its age from one minute (blank under 60 s, like PolyPilot)."""
 GIVES_UP_FROM = 10.0
 """A busy turn quiet for this long says when the watchdog gives up on it."""
-
-
-def compact_duration(seconds: float) -> str:
-    """``45s``, ``2m``, ``3h``, ``2d``: one unit, rounded down."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
 
 
 def precise_duration(seconds: float) -> str:
@@ -141,7 +129,7 @@ def chat_status(view: SessionView, now: float) -> str:
         # What it waits for matters once it is quiet (a running tool's name always does).
         if view.waiting_for and status is not S.AWAITING_PERMISSION and (quiet or status is S.WORKING):
             parts.append(view.waiting_for)
-        if quiet:
+        if quiet and age is not None:
             parts.append(f"quiet for {compact_duration(age)}")
         # A running tool may earn extensions while its agent shows life: no countdown for it.
         if age is not None and age >= GIVES_UP_FROM and view.gives_up_at is not None and status is not S.WORKING:

@@ -17,10 +17,11 @@ import itertools
 import os
 import signal
 import sys
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import pytest
 
@@ -28,8 +29,8 @@ from polypilot_tui.agents import create_backend
 from polypilot_tui.agents.acp.process import descendants
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, load_agents
-from polypilot_tui.domain.clock import Clock, FakeClock, SystemClock
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.clock import Clock, FakeClock, SystemClock
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
 from tests.chaos.rig import BackendWrapper, Rig, scaled

@@ -14,17 +14,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from polypilot_tui.agents.base import AgentBackend, EventSink
+from polypilot_tui.domain.changes import EventReceived
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import Clock, FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.turn import Turn
 from polypilot_tui.domain.watchdog import WatchdogConfig, fallback_delay, select_tier
 from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.domain.changes import EventReceived
 
 BackendWrapper = Callable[[AgentBackend, str], AgentBackend]
 """(new backend, session id) -> the backend the manager gets (identity, or a faulty proxy)."""

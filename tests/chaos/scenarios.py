@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from polypilot_tui.agents.base import AgentBackend, BackendError
 from polypilot_tui.domain.text import one_line
@@ -280,7 +281,7 @@ async def twenty_sessions(driver: Driver, scenario: str) -> Outcome:
 
 
 SCENARIO_RUNNERS: dict[str, Callable[[Driver, str], Awaitable[Outcome]]] = {
-    **{name: simple_fault for name in SIMPLE},
+    **dict.fromkeys(SIMPLE, simple_fault),
     "recovery-fails": recovery_fails,
     "stop-during-recovery": stop_during_recovery,
     "sigkill-mid-tool": sigkill_mid_tool,

@@ -19,8 +19,9 @@ import json
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock

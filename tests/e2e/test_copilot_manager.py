@@ -22,8 +22,7 @@ from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.manager import SessionManager
 from tests.support.copilot_e2e import wait_on_disk
-from tests.support.copilot_harness import (AGENT, StatusLog, alive, cli_pid, in_order, make_manager, texts,
-                                           until)
+from tests.support.copilot_harness import AGENT, StatusLog, alive, cli_pid, in_order, make_manager, texts, until
 from tests.support.model_server import ModelServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
@@ -193,7 +192,7 @@ async def _kill_mid_turn(manager: SessionManager, sid: str, server: ModelServer)
     await manager.send(sid, "remember the word PELICAN")
     await settled(manager, sid, 1)
     backend = manager.backend(sid)
-    await wait_on_disk(getattr(backend, "log_path"), "PELICAN")  # the CLI batches its log writes
+    await wait_on_disk(backend.log_path, "PELICAN")  # the CLI batches its log writes
     await manager.send(sid, "now something SLOW")
     await until(lambda: session.turn is not None and session.turn.streamed_chars > 0, 30, "streamed text")
     pid = cli_pid(manager, sid)

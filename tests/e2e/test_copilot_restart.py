@@ -18,12 +18,20 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE
+from polypilot_tui.commands.replay import run_trace
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.persistence import attach_persistence
-from polypilot_tui.commands.replay import run_trace
 from tests.e2e.test_restart_demo import Driver, as_rows, written_through
-from tests.support.copilot_harness import (AGENT, StatusLog, agents_toml, alive, home_processes, make_manager,
-                                           run_env, until)
+from tests.support.copilot_harness import (
+    AGENT,
+    StatusLog,
+    agents_toml,
+    alive,
+    home_processes,
+    make_manager,
+    run_env,
+    until,
+)
 from tests.support.model_server import ModelServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]

@@ -25,16 +25,26 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.acp.backend import STDERR_LOG, AcpBackend
-from polypilot_tui.agents.stderr_log import MAX_LOG_BYTES, TAIL_BYTES
-from polypilot_tui.agents.base import AgentBackend, EventSink
 from polypilot_tui.agents import create_backend
+from polypilot_tui.agents.acp.backend import STDERR_LOG, AcpBackend
+from polypilot_tui.agents.base import AgentBackend, EventSink
+from polypilot_tui.agents.stderr_log import MAX_LOG_BYTES, TAIL_BYTES
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.engine.manager import SessionManager
-from tests.reliability.conftest import (FAKE_AGENT, POLYPILOT, ROOT, Dashboard, alive, clean_env, descendants,
-                                        fake_agents_file, polypilot, wait_until)
+from tests.reliability.conftest import (
+    FAKE_AGENT,
+    POLYPILOT,
+    ROOT,
+    Dashboard,
+    alive,
+    clean_env,
+    descendants,
+    fake_agents_file,
+    polypilot,
+    wait_until,
+)
 
 
 def fake_agent(tmp_path: Path, **env: str) -> AgentConfig:
@@ -202,5 +212,5 @@ def test_a_completed_run_leaves_no_session_folder_and_a_failed_one_says_where_it
     assert not list((state / "sessions").iterdir()) if (state / "sessions").exists() else True
     failed = polypilot(env, "run", "--agent", "fake", "FAIL please")
     assert failed.returncode == 1
-    kept = [p for p in (state / "sessions").iterdir()]
+    kept = list((state / "sessions").iterdir())
     assert len(kept) == 1 and str(kept[0]) in failed.stderr and (kept[0] / STDERR_LOG).exists()

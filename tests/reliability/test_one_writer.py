@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tests.reliability.conftest import App, Dashboard, clean_env, db_texts, polypilot, until
 

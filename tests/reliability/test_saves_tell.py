@@ -94,11 +94,10 @@ async def test_a_deeply_nested_session_list_is_moved_aside_and_saving_goes_on(tm
 def fill(folder: Path) -> Path:
     """Fill the file system of ``folder`` to the last byte; returns the filler file."""
     filler = folder / "filler"
-    with open(filler, "wb") as fh:
-        with contextlib.suppress(OSError):
-            while True:
-                fh.write(b"\0" * 65536)
-                fh.flush()
+    with open(filler, "wb") as fh, contextlib.suppress(OSError):
+        while True:
+            fh.write(b"\0" * 65536)
+            fh.flush()
     with contextlib.suppress(OSError), open(filler, "ab") as fh:  # the last few bytes
         while True:
             fh.write(b"\0")

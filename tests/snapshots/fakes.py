@@ -18,10 +18,10 @@ from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.engine.connector import BackendFactory
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from polypilot_tui.engine.connector import BackendFactory
 
 DENIAL = "Permission denied and could not request permission from user"
 

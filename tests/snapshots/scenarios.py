@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.session import Session
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
 from tests.snapshots.fakes import DENIAL, Driver
@@ -122,7 +122,7 @@ async def queued_prompts(d: Driver, held: bool) -> None:
 
 
 async def failed_with_details(d: Driver) -> None:
-    """A turn that failed; its details (agent, folders, logs, stderr tail) are open.
+    """A turn that failed; its details (agent, folders, logs, plan, stderr tail) are open.
 
     The screen gets the session's real view and fixed paths (a snapshot must not show the
     test's temporary folder); gathering the real details is tested in tests/agents.
@@ -130,6 +130,9 @@ async def failed_with_details(d: Driver) -> None:
     sid = await d.add("broken")
     await d.send(sid, "hi")
     d.turn_start(sid)
+    d.emit(sid, EventType.PLAN, entries=[{"content": "Read the failing test", "status": "completed"},
+                                         {"content": "Fix the [b]parser[/b]", "status": "in_progress"},
+                                         {"content": "Run the suite", "status": "pending"}])
     d.emit(sid, EventType.SESSION_ERROR, errorType="model", message="model server unreachable")
     d.app.select(sid)
     await d.settle()

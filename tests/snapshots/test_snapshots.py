@@ -5,9 +5,10 @@ Review SVG changes (``snapshot_report.html`` or ``rsvg-convert``) before ``--sna
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot

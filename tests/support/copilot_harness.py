@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings
-from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.domain.chat import ItemKind
-from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.domain.changes import Change, ViewChanged
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.manager import SessionManager
 from tests.support.copilot_e2e import KEY, KEY_ENV, copilot_agent
 from tests.support.model_server import ModelServer
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence, attach_persistence
-from polypilot_tui.domain.changes import Change, ViewChanged
 from tests.e2e.restart_driver import history, on_disk, until  # the demo driver's helpers
 
 AGENT = "copilot"

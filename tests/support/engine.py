@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from polypilot_tui.domain.changes import ActionTaken, Change
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.domain.changes import ActionTaken, Change
 
 
 class Harness:

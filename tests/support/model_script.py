@@ -190,10 +190,7 @@ def plan_reply(last: LastMessage, tools: list[str], settings: ScriptSettings, se
         if tool is None:
             text = "no shell tool was offered"
             return Reply("text", text=text, chunks=(text,))
-        if word == "SLEEPTOOL":
-            command = settings.sleep_cmd
-        else:
-            command = prompt_command(prompt) or settings.cmd
+        command = settings.sleep_cmd if word == "SLEEPTOOL" else prompt_command(prompt) or settings.cmd
         tag = _HANG_AFTER_TAG if word == "HANGAFTERTOOL" else "tool"
         return Reply(
             "tool",

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.infra.logs import setup_file_logging
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
+from polypilot_tui.infra.logs import setup_file_logging
 from polypilot_tui.storage.lock import StateLock
 
 
@@ -64,7 +64,7 @@ async def main(state: Path, agents_file: Path, mode: str) -> None:
     for prompt in ("LEAK now", "LEAKCRASH now"):
         sid = await manager.create_session("leaky")
         await manager.send(sid, f"{prompt} " + " ".join(secrets))
-        await wait(lambda: manager.session(sid).turns)
+        await wait(lambda sid=sid: manager.session(sid).turns)
 
     broken = manager.add_session("broken-copilot")
     await manager.send(broken, "hello")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from textual.app import App
 from textual.pilot import Pilot

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.widget import Widget
-from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.ui.formatting import safe_text
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.code_block import CodeBlock
+from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 from polypilot_tui.ui.widgets.prose_view import ProseRun, ProseView
 from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
 from tests.snapshots.fakes import Driver, build_app

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from polypilot_tui.domain.changes import ActionTaken
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import UNREAD_MARK
-from polypilot_tui.domain.changes import ActionTaken
 from tests.snapshots import scenarios
 from tests.snapshots.fakes import Driver, WedgedBackend, build_app
 from tests.ui.helpers import notifications, wait_for

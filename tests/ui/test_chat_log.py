@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.events import EventType
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.chat_log import PAGE
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow

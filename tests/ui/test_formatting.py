@@ -6,10 +6,17 @@ from dataclasses import replace
 
 import pytest
 
+from polypilot_tui.domain.text import compact_duration
 from polypilot_tui.domain.view import SessionStatus as S
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.ui.formatting import (STATUS_ICONS, STATUS_LABELS, chat_status, compact_duration,
-                                         precise_duration, safe_text, sidebar_status)
+from polypilot_tui.ui.formatting import (
+    STATUS_ICONS,
+    STATUS_LABELS,
+    chat_status,
+    precise_duration,
+    safe_text,
+    sidebar_status,
+)
 
 BASE = SessionView(id="s1", name="demo-1", agent="demo", status=S.IDLE, reason="", revision=1)
 

@@ -20,9 +20,9 @@ from textual import events
 
 from polypilot_tui.agents.base import ConnectResult, NullBackend
 from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR

@@ -75,7 +75,7 @@ async def test_events_from_a_foreign_thread_keep_reaching_the_screen(tmp_path: P
         for word in (" second", " third", " fourth"):
             before = app.redraws
             agent.deliver(loop, "s1", delta(word))
-            await wait_for(pilot, lambda: app.redraws > before, timeout=5, what="a redraw after the delta")
+            await wait_for(pilot, lambda before=before: app.redraws > before, timeout=5, what="a redraw after the delta")
         await wait_for(pilot, lambda: app.pane.log_for("s1").streaming == "first second third fourth",
                        timeout=5, what="every delta on screen")
         agent.deliver(loop, "s1", AgentEvent(EventType.MESSAGE, {"messageId": "m1", "content": "x"}),

@@ -7,8 +7,8 @@ from pathlib import Path
 from rich.segment import Segment
 from textual.color import Color
 
-from polypilot_tui.ui.formatting import STATUS_ICONS
 from polypilot_tui.domain.view import SessionStatus
+from polypilot_tui.ui.formatting import STATUS_ICONS
 from tests.snapshots.fakes import Driver, build_app
 from tests.ui.helpers import wait_for
 
@@ -51,7 +51,7 @@ async def test_keys_in_the_list_select_and_keep_the_row_in_view(tmp_path: Path) 
                  ("pagedown", f"s{2 + rows.scrollable_content_region.height // 2}"), ("pageup", "s2")]
         for key, wanted in steps:
             await pilot.press(key)
-            await wait_for(pilot, lambda: app.selected == wanted == app.sidebar.highlighted
+            await wait_for(pilot, lambda wanted=wanted: app.selected == wanted == app.sidebar.highlighted
                            and app.pane.session_id == wanted, what=f"{key} -> {wanted}")
             assert rows.row_offset(wanted) is not None, f"{wanted} scrolled out of view after {key}"
         await pilot.press("up", "up")  # at the top: stays

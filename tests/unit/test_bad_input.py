@@ -11,18 +11,19 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from polypilot_tui.agents.base import NullBackend
 from polypilot_tui.cli import main
 from polypilot_tui.config import AgentCatalog, AgentConfig, AgentsFileError, Settings, load_agents
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.trace import TraceError, parse_trace
 from polypilot_tui.domain.view import make_view
@@ -432,9 +433,14 @@ def test_cli_reports_a_broken_agents_file_without_a_traceback(tmp_path: Path,
 
 
 def test_run_exit_codes_say_which_way_a_turn_went() -> None:
+    from polypilot_tui.commands.run import (
+        EXIT_CANCELLED,
+        EXIT_NOT_COMPLETED,
+        EXIT_OK,
+        EXIT_PERMISSION_REFUSED,
+        exit_code,
+    )
     from polypilot_tui.domain.turn import Outcome
-    from polypilot_tui.commands.run import (EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, EXIT_PERMISSION_REFUSED,
-                                        exit_code)
 
     assert exit_code(Outcome.COMPLETED, "session.idle", (), []) == (EXIT_OK, "")
     code, verdict = exit_code(Outcome.COMPLETED, "session.idle", ("Run bash: rm -rf build",), [])

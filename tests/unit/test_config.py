@@ -9,8 +9,16 @@ import pytest
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from polypilot_tui.config import (DEMO_AGENT, AgentCatalog, AgentConfig, PermissionPolicy, ProviderConfig, Settings,
-                                  WatchdogSettings, load_agents)
+from polypilot_tui.config import (
+    DEMO_AGENT,
+    AgentCatalog,
+    AgentConfig,
+    PermissionPolicy,
+    ProviderConfig,
+    Settings,
+    WatchdogSettings,
+    load_agents,
+)
 from polypilot_tui.domain.watchdog import WatchdogConfig
 
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from polypilot_tui.agents.base import NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.watchdog import select_tier
 from polypilot_tui.engine.manager import SessionManager
 

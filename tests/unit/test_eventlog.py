@@ -12,16 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polypilot_tui.domain.safe_json import ParseError, load_json
 from polypilot_tui.agents.agent_log import LogStat, read_tail, stat_log
 from polypilot_tui.domain.eventlog import (
-    RestoreHints,
     has_interrupted_tool,
     is_still_processing,
     last_event_type,
     lost_turn,
-    restore_hints,
 )
+from polypilot_tui.domain.safe_json import ParseError, load_json
 
 TS = "tool.execution_start"
 TC = "tool.execution_complete"
@@ -252,7 +250,6 @@ class TestIsStillProcessing:
 
     def test_nan_age_is_unknown(self) -> None:
         assert not is_still_processing(evs(T0), float("nan"))
-        assert restore_hints(evs(TS), float("nan")) == RestoreHints(recent=False, tool_active=False)
 
     def test_exactly_at_threshold_is_not_stale(self) -> None:
         assert is_still_processing(evs(T0), 600.0)  # PolyPilot: staleness > 600 is stale
@@ -411,31 +408,6 @@ class TestLostTurn:
         assert not lost_turn(evs(UM, "some.future.event"))
 
 
-# --- restore_hints (GetEventsFileRestoreHints) ----------------------------------------
-
-
-class TestRestoreHints:
-    def test_recent_tool_start(self) -> None:
-        assert restore_hints(evs(T0, TS), 5.0) == RestoreHints(recent=True, tool_active=True)
-
-    def test_recent_tool_progress(self) -> None:
-        assert restore_hints(evs(T0, TS, TP), 5.0) == RestoreHints(recent=True, tool_active=True)
-
-    def test_recent_not_tool(self) -> None:
-        assert restore_hints(evs(T0, TS, TC), 5.0) == RestoreHints(recent=True, tool_active=False)
-        assert restore_hints([], 5.0) == RestoreHints(recent=True, tool_active=False)
-
-    def test_old_or_unknown_age(self) -> None:
-        assert restore_hints(evs(TS), 600.0) == RestoreHints(recent=False, tool_active=False)
-        assert restore_hints(evs(TS), None) == RestoreHints(recent=False, tool_active=False)
-        assert restore_hints(evs(TS), 20.0, recent_within=10.0) == RestoreHints(False, False)
-
-    def test_frozen(self) -> None:
-        hints = restore_hints([], 1.0)
-        with pytest.raises(AttributeError):
-            hints.recent = False  # type: ignore[misc]
-
-
 # --- stat_log ----------------------------------------------------------------------------
 
 
@@ -531,7 +503,6 @@ def test_property_nothing_raises(tmp_path: Path, lines: list[str], sep: str, tra
         is_still_processing(entries, age)
         has_interrupted_tool(entries)
         lost_turn(entries)
-        restore_hints(entries, age)
     assert stat_log(p, now_wall=time.time()) is not None
 
 
@@ -544,7 +515,6 @@ def test_property_pure_functions_accept_any_dicts(entries: list[dict[str, Any]],
     is_still_processing(entries, age)
     has_interrupted_tool(entries)
     lost_turn(entries)
-    restore_hints(entries, age)
 
 
 @st.composite

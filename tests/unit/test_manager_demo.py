@@ -6,7 +6,6 @@ import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.domain.view import SessionStatus
-
 from tests.support.engine import Harness
 
 
@@ -283,8 +282,8 @@ async def test_tool_rows_left_running_by_a_killed_app_are_settled_on_restore(fak
     """Not mid-turn: closed as interrupted at once. Mid-turn: a late completion updates the same row."""
     from polypilot_tui.agents.base import NullBackend
     from polypilot_tui.config import Settings, load_agents
-    from polypilot_tui.domain.events import AgentEvent, EventType
     from polypilot_tui.domain.chat import ChatItem, ItemKind
+    from polypilot_tui.domain.events import AgentEvent, EventType
     from polypilot_tui.domain.session import Session
     from polypilot_tui.engine.manager import SessionManager
 

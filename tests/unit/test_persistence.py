@@ -11,21 +11,22 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from unittest.mock import ANY
 
 from polypilot_tui.agents import create_backend
 from polypilot_tui.agents.base import AgentBackend, EventSink
 from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.chat import ItemKind
-from polypilot_tui.storage.history import HISTORY_FILE
-from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
+from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.lock import LockHolder, lock_holder
+from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
 
 POLYPILOT = Path(sys.executable).with_name("polypilot")
 

@@ -18,21 +18,22 @@ import json
 import logging
 import stat
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from polypilot_tui.agents import create_backend
 from polypilot_tui.agents.acp.process import agent_environment
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE, AgentBackend, BackendError
+from polypilot_tui.commands.status import print_status
 from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, ProviderConfig, Settings, load_agents
 from polypilot_tui.domain.clock import Clock, FakeClock, SystemClock
 from polypilot_tui.domain.view import SessionStatus
-from polypilot_tui.infra.logs import PrivateLogFile, setup_file_logging
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
-from polypilot_tui.commands.status import print_status
+from polypilot_tui.infra.logs import PrivateLogFile, setup_file_logging
 from tests.support.engine import Harness
 
 FAKE_ACP_AGENT = Path(__file__).resolve().parents[1] / "support" / "fake_acp_agent.py"

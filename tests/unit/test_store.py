@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
-from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
 from polypilot_tui.infra.private import atomic_write
+from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, RegistryFenced, SessionRecord
 from polypilot_tui.storage.store import Store
 
@@ -31,8 +31,8 @@ def items(n: int) -> list[ChatItem]:
     out = []
     for i in range(n):
         kind = kinds[i % 4]
-        extra = dict(tool_call_id=f"call-{i}", tool_name="bash", tool_status="completed",
-                     tool_detail="ls -1") if kind is ItemKind.TOOL else {}
+        extra = {"tool_call_id": f"call-{i}", "tool_name": "bash", "tool_status": "completed",
+                 "tool_detail": "ls -1"} if kind is ItemKind.TOOL else {}
         out.append(ChatItem(kind, f"message {i} " + "x" * (i % 50), 1_700_000_000.0 + i,
                             interrupted=(i % 7 == 0 and kind is ItemKind.ASSISTANT), **extra))
     return out

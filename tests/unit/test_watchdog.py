@@ -7,10 +7,9 @@ import itertools
 import pytest
 
 from polypilot_tui.domain.events import EventType
-from polypilot_tui.domain.turn import ToolCall, Turn
 from polypilot_tui.domain.probes import Probes
-from polypilot_tui.domain.watchdog import (Action, WatchdogConfig, decide, fallback_delay, next_deadline,
-                                         select_tier)
+from polypilot_tui.domain.turn import ToolCall, Turn
+from polypilot_tui.domain.watchdog import Action, WatchdogConfig, decide, fallback_delay, next_deadline, select_tier
 
 CFG = WatchdogConfig()
 

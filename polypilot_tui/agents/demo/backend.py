@@ -60,7 +60,6 @@ class DemoBackend:
         self._open_tools: dict[str, str] = {}
         self._permissions: dict[str, asyncio.Future[str]] = {}
         self._always_allowed = False
-        self._wedged = False
         self._log_size = self._log_path.stat().st_size if self._log_path.exists() else 0
         self._last_write = clock.now()
         self._last_type: str | None = None
@@ -89,13 +88,11 @@ class DemoBackend:
         _FAULTS_SEEN.add(fault_key)
         script = SCRIPTS.get("tools" if healthy else name)
         if name == "dead-send" and not healthy:
-            self._wedged = True  # accepted, swallowed: nothing is written anywhere (#393)
-            return
+            return  # accepted, swallowed: nothing is written anywhere (#393)
         self._write(EventType.USER_MESSAGE, {"content": prompt})
         self._task = asyncio.get_running_loop().create_task(self._run(script, prompt))
 
     async def abort(self) -> None:
-        self._wedged = False
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()

@@ -17,8 +17,8 @@ top-level block it came from: a streaming reply re-parses only its last top-leve
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence, Union
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -90,8 +90,8 @@ class Code:
     top: int
 
 
-Item = Union[Prose, Table, Rule, Code]
-ProseItem = Union[Prose, Table, Rule]
+Item = Prose | Table | Rule | Code
+ProseItem = Prose | Table | Rule
 
 
 @dataclass(frozen=True, slots=True)

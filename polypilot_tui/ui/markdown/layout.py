@@ -116,18 +116,18 @@ def column_widths(minimum: list[int], natural: list[int], space: int) -> list[in
     """
     if sum(natural) <= space:
         return list(natural)
-    widths = [min(m, n, space) for m, n in zip(minimum, natural)]
+    widths = [min(m, n, space) for m, n in zip(minimum, natural, strict=True)]
     while sum(widths) > space and max(widths) > 1:
         widest = widths.index(max(widths))
         widths[widest] -= 1
     spare = space - sum(widths)
-    wants = [max(0, n - w) for n, w in zip(natural, widths)]
+    wants = [max(0, n - w) for n, w in zip(natural, widths, strict=True)]
     total = sum(wants)
     if spare > 0 and total:
         shares = [spare * want // total for want in wants]
         for index in sorted(range(len(wants)), key=lambda i: -(spare * wants[i] % total))[: spare - sum(shares)]:
             shares[index] += 1
-        widths = [w + s for w, s in zip(widths, shares)]
+        widths = [w + s for w, s in zip(widths, shares, strict=True)]
     return widths
 
 

@@ -17,6 +17,10 @@ from polypilot_tui.domain.view import SessionDetails
 from polypilot_tui.ui.formatting import STATUS_LABELS, safe_text
 
 
+PLAN_MARKS = {"completed": "✓", "in_progress": "▸", "pending": "·"}
+"""ACP plan entry statuses, as marks."""
+
+
 def details_text(details: SessionDetails) -> str:
     """The details as plain text (what the screen shows; also easy to test)."""
     view = details.view
@@ -37,7 +41,11 @@ def details_text(details: SessionDetails) -> str:
     if view.queue:
         lines += ["", f"Queued prompts ({len(view.queue)}){' — held' if view.queue_held else ''}:"]
         lines += [f"  {i + 1}. {one_line(prompt, 200)}" for i, prompt in enumerate(view.queue)]
-    lines += ["", "Last lines the agent wrote to stderr:" if details.stderr_tail else "The agent wrote nothing to stderr."]
+    if details.plan:
+        lines += ["", "The agent's plan:"]
+        lines += [f"  {PLAN_MARKS.get(status, '·')} {safe_text(step)}" for step, status in details.plan]
+    stderr_heading = "Last lines the agent wrote to stderr:" if details.stderr_tail else "The agent wrote nothing to stderr."
+    lines += ["", stderr_heading]
     lines += [f"  {safe_text(line)}" for line in details.stderr_tail]
     return "\n".join(lines)
 

@@ -17,7 +17,7 @@ Textual's Markdown widget mounts a widget per block, too slow when a long sessio
 
 from __future__ import annotations
 
-from typing import Iterable, Union
+from collections.abc import Iterable
 
 from textual.app import ComposeResult, RenderResult
 from textual.selection import Selection
@@ -261,7 +261,7 @@ class AssistantMessage(Widget):
             self.refresh(layout=True)
 
 
-Piece = Union[ProseRun, CodeBlock]
+Piece = ProseRun | CodeBlock
 """What the message shows, in order: runs of prose and code blocks."""
 
 

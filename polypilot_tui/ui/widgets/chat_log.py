@@ -9,7 +9,8 @@ the history row once the engine flushes it. Nothing is ever recomposed wholesale
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from textual.containers import VerticalScroll
 from textual.widget import Widget

@@ -44,12 +44,10 @@ def highlight(code: str, lang: str) -> Content:
     styles = HighlightTheme.STYLES
     for token_type, value in lexer.get_tokens(code):
         end = position + len(value)
-        kind = token_type
-        while kind is not None:
+        for kind in reversed(token_type.split()):  # the token's own style, else its nearest parent's
             if style := styles.get(kind):
                 spans.append(Span(position, end, style))
                 break
-            kind = kind.parent
         position = end
     if position != len(code):  # the lexer changed the text (it should not): show it as it is
         return Content(code)

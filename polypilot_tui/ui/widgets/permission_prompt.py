@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.widgets import Button, Static
+from textual.widgets.button import ButtonVariant
 
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import PermissionPrompt as Prompt
@@ -25,7 +26,8 @@ class OptionButton(Button):
 
     def __init__(self, option_id: str, label: str, kind: str, key: str) -> None:
         text = one_line(label, 40) + (f" [{key}]" if key else "")
-        variant = "success" if kind.startswith("allow") else "error" if kind.startswith("reject") else "default"
+        variant: ButtonVariant = ("success" if kind.startswith("allow") else "error" if kind.startswith("reject")
+                                  else "default")
         super().__init__(Content(text), variant=variant, compact=True, classes="permission-option")
         self.option_id = option_id
         self.kind = kind

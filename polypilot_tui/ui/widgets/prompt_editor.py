@@ -137,9 +137,7 @@ class PromptEditor(TextArea):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """ctrl+c with nothing selected here copies what the mouse selected in the chat."""
-        if action == "copy" and self.selection.is_empty:
-            return False
-        return True
+        return not (action == "copy" and self.selection.is_empty)
 
     @staticmethod
     def _stop(event: events.Key) -> None:

@@ -9,7 +9,7 @@ an item to a streaming reply lays out only that item.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.segment import Segment
 from textual.css.styles import RulesMap
@@ -29,8 +29,9 @@ class ProseVisual(Visual):
     def __init__(self, items: Sequence[ProseItem], previous: ProseVisual | None = None, *,
                  keep_strips: bool = False) -> None:
         self.items = list(items)
-        laid = previous._laid if previous is not None else {}
-        drawn = previous._drawn if previous is not None else {}
+        # The previous visual of the same widget hands over its caches (same class).
+        laid = previous._laid if previous is not None else {}  # noqa: SLF001
+        drawn = previous._drawn if previous is not None else {}  # noqa: SLF001
         self._laid: dict[int, tuple[int, Laid]] = {id(i): laid[id(i)] for i in self.items if id(i) in laid}
         """Per item (by identity; ``items`` keeps them alive): the width it was laid out at, and how."""
         self._drawn: dict[int, tuple[tuple[int, int, Style], list[Strip]]] = {
@@ -81,7 +82,7 @@ class ProseVisual(Visual):
         bases = self._layout[3]
         selection = options.selection if options.selection_style is not None else None
         strips: list[Strip] = []
-        for item, base in zip(self.items, bases):
+        for item, base in zip(self.items, bases, strict=True):
             key = (width, base, style)
             cached = self._drawn.get(id(item))
             if selection is None and cached is not None and cached[0] == key:

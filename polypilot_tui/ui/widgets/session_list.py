@@ -9,8 +9,9 @@ start). Colours still come from the theme, through component classes styled in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -151,7 +152,7 @@ class SessionList(ScrollView, can_focus=True):
             self._update_virtual_size()
             self.refresh()
         else:
-            for i, (before, after) in enumerate(zip(old, self._entries)):
+            for i, (before, after) in enumerate(zip(old, self._entries, strict=True)):
                 if before != after:
                     self.refresh_lines(i * ROW_HEIGHT, ROW_HEIGHT)
         if not self._entries:
@@ -329,7 +330,7 @@ class SessionList(ScrollView, can_focus=True):
     def _on_leave(self, event: events.Leave) -> None:
         self._hover = None
 
-    def _on_click(self, event: events.Click) -> None:
+    async def _on_click(self, event: events.Click) -> None:
         index = self._row_at(event)
         if index is not None:
             self.index = index

@@ -7,7 +7,6 @@ file, so codex (which runs read-only commands without asking) must ask too.
 from __future__ import annotations
 
 import asyncio
-
 import os
 import signal
 import time
