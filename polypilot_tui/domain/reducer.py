@@ -136,11 +136,11 @@ def _on_turn_end(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallCloc
 def _on_tool_start(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     call_id = e.text("toolCallId") or f"tool-{t.tool_call_count + len(t.tools) + 1}"
     name = e.text("toolName") or "tool"
+    if call_id in t.tools:  # duplicated start, or a tool whose permission was refused: keep its row
+        return Signal.NONE
     t.used_tools = True
     t.phase = Phase.WORKING
     t.final_message_at = None
-    if call_id in t.tools:  # duplicated start: keep the one row we have
-        return Signal.NONE
     detail = _arguments_summary(e.get("arguments"))
     row = -1
     if name not in QUIET_TOOLS:
@@ -211,7 +211,7 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clo
 def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     result = e.get("result")
     kind = result.get("kind") if isinstance(result, Mapping) else result
-    s.permission_answered(e.text("requestId"), kind if isinstance(kind, str) else "", now,
+    s.permission_answered(e.text("requestId"), kind if isinstance(kind, str) else "", now, clock.wall(),
                           e.text("toolCallId") or None)
     return Signal.NONE
 

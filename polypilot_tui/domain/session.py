@@ -57,7 +57,7 @@ class Session:
     queue: list[str] = field(default_factory=list)
     """Prompts typed while a turn was running; sent in order when it completes."""
     queue_held: bool = False
-    """The queue waits for the user: the last turn was stopped or did not complete."""
+    """The queue waits for the user: the last turn was stopped or did not complete, or the app restarted."""
     outcome_dismissed: bool = False
     """The last turn's outcome no longer sets the status (a reconnect since, say)."""
     seen_message_ids: set[str] = field(default_factory=set)
@@ -138,13 +138,15 @@ class Session:
         self.revision += 1
         return record
 
-    def permission_answered(self, request_id: str, answer: str, now: float,
+    def permission_answered(self, request_id: str, answer: str, now: float, wall: float,
                             tool_call_id: str | None = None) -> bool:
         """A permission prompt was answered (by the user, the policy, the agent or a Stop).
 
         ``answer`` is the option kind or the agent's result kind ("allow_once", "reject_once",
         "denied-interactively-by-user", "cancelled", …). The tool it was for stops "waiting";
-        a refused one will read "rejected" when it fails. Returns False for an unknown prompt.
+        a refused one will read "rejected" when it fails. A refused request whose tool has no
+        row yet (ACP agents ask before the tool starts) gets a "rejected" row of its own, so
+        the chat always says what was refused. Returns False for an unknown prompt.
         """
         turn = self.turn
         if turn is None:
@@ -157,12 +159,18 @@ class Session:
         if refused and prompt is not None:
             turn.refused.append(prompt.title)
         tool_call_id = tool_call_id or (prompt.tool_call_id if prompt else None)
+        call = turn.tools.get(tool_call_id) if tool_call_id else None
         if tool_call_id:
             if refused or "cancel" in answer:
                 turn.rejected_tools.add(tool_call_id)
-            call = turn.tools.get(tool_call_id)
             if call is not None and call.status == "waiting":
                 self.set_tool_row(call, "running", "")
+        if refused and prompt is not None and (call is None or call.row < 0):
+            name = prompt.kind or "permission"
+            row = self.add_item(ItemKind.TOOL, "", wall, tool_call_id=tool_call_id, tool_name=name,
+                                tool_status="rejected", tool_detail=prompt.title)
+            if tool_call_id and call is None:  # a late start or result of this tool keeps this row
+                turn.tools[tool_call_id] = ToolCall(tool_call_id, name, now, row, prompt.title, "rejected")
         return prompt is not None
 
     def settle_open_tool_rows(self, now: float) -> None:

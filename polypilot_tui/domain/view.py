@@ -92,7 +92,7 @@ class SessionView:
     queue: tuple[str, ...] = ()
     """Prompts waiting for the current turn to end, oldest first."""
     queue_held: bool = False
-    """The queue waits for the user (the last turn was stopped or did not complete)."""
+    """The queue waits for the user (the last turn was stopped or did not complete, or the app restarted)."""
     waiting_for: str = ""
     """What the running turn waits for, in words ("waiting for the model", "running bash")."""
     gives_up_at: float | None = None

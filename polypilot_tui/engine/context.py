@@ -29,6 +29,8 @@ from polypilot_tui.engine.stream import ChangeStream
 log = logging.getLogger(__name__)
 
 RELEASE_TIMEOUT = 15.0
+_OFFERS_RESEND = frozenset({EndCause.DISCONNECTED, EndCause.RECONNECT})
+"""Turns lost to a dead agent or a reconnect: their prompt is offered for resending (ctrl+y)."""
 """How long closing a session waits for its agents to be released (each close is bounded too)."""
 
 
@@ -130,8 +132,8 @@ class EngineContext:
                  f" ({detail})" if detail else "")
         if restored and outcome in (Outcome.STUCK, Outcome.FAILED) and record.prompt:
             session.interrupted_prompt = record.prompt
-            session.error("⚠ Your previous request was interrupted by an app restart "
-                          f"({reason}). Press ctrl+y to send it again.", wall)
+            session.error(f"⚠ Your request “{one_line(record.prompt, 60)}” was interrupted by an app restart "
+                          f"({reason}).", wall)
         elif outcome is Outcome.STUCK:
             if session.consecutive_stuck >= 3:
                 session.error(f"Session failed to respond {session.consecutive_stuck} times consecutively "
@@ -141,6 +143,8 @@ class EngineContext:
                               wall)
         elif outcome is Outcome.FAILED:
             session.error(reason + self.stderr_lines(session_id), wall)
+        if cause in _OFFERS_RESEND and record.prompt:  # lost, not refused: one key sends it again
+            session.interrupted_prompt = record.prompt
         elif outcome is Outcome.COMPLETED:
             self.recovery.reset(session_id)
             if cause is EndCause.WATCHDOG:

@@ -324,8 +324,8 @@ class SessionManager:
                 self._ctx.end_turn(sid, Outcome.ABORTED, EndCause.QUIT, QUIT_REASON)
                 if turn.prompt:
                     managed.session.interrupted_prompt = turn.prompt
-                    managed.session.error("⚠ Your request was interrupted when the app quit. "
-                                          "Press ctrl+y to send it again.", self.clock.wall())
+                    managed.session.error(f"⚠ Your request “{one_line(turn.prompt, 60)}” was interrupted when "
+                                          "the app quit.", self.clock.wall())
         await self.shutdown()
 
     async def shutdown(self) -> None:

@@ -89,20 +89,22 @@ class TurnRunner:
         turn = managed.session.turn
         prompt = turn.pending_permissions.get(request_id) if turn is not None else None
         kind = next((k for oid, _, k in prompt.options if oid == option_id), "") if prompt else ""
-        managed.session.permission_answered(request_id, kind or option_id, self._ctx.clock.now())
+        clock = self._ctx.clock
+        managed.session.permission_answered(request_id, kind or option_id, clock.now(), clock.wall())
         if managed.backend is not None:
             await managed.backend.answer_permission(request_id, option_id)
         self._watchdog.schedule(session_id)
         self._ctx.changed(session_id)
 
     async def start_turn(self, session_id: str, prompt: str, resend: bool = False, by_user: bool = True) -> None:
-        """Begin a turn and send ``prompt`` (``resend``: no new history row; ``by_user``: the user
-        asked, so a replay sends it too — a recovery's resend it re-derives)."""
+        """Begin a turn and send ``prompt`` (``resend``: it was sent before; ``by_user``: the user
+        asked, so it gets its own history row and a replay sends it too — a recovery's resend
+        continues the turn on screen and a replay re-derives it)."""
         ctx = self._ctx
         managed = ctx.get(session_id)
         session = managed.session
         session.interrupted_prompt = ""
-        if not resend:
+        if by_user:
             session.add_item(ItemKind.USER, prompt, self._ctx.clock.wall())
         turn = session.begin_turn(prompt, self._ctx.clock.now())
         ctx.changed(session_id)

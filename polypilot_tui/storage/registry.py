@@ -64,6 +64,8 @@ class SessionRecord:
     """Only while a turn is in flight (PolyPilot's ``LastPrompt``): resent or resumed on restore."""
     interrupted_prompt: str = ""
     """A turn lost to a restart and not yet resent: still offered after the next restart."""
+    queue: tuple[str, ...] = ()
+    """Prompts queued behind the running turn: kept, and held for the user, across a restart."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,7 +73,7 @@ class SessionRecord:
     def redacted(self) -> SessionRecord:
         """This record with every free-text field through the redactor."""
         redacted: dict[str, Any] = {name: REDACTOR.text(getattr(self, name)) for name in _REDACTED_FIELDS}
-        return replace(self, **redacted)
+        return replace(self, **redacted, queue=tuple(REDACTOR.text(prompt) for prompt in self.queue))
 
     @classmethod
     def from_json(cls, obj: Any) -> SessionRecord | None:
@@ -89,6 +91,9 @@ class SessionRecord:
                 ok = _number(value)
             elif f.name == "turn_in_flight":
                 ok = isinstance(value, bool)
+            elif f.name == "queue":
+                ok = isinstance(value, list) and all(isinstance(prompt, str) for prompt in value)
+                value = tuple(value) if ok else ()
             else:
                 ok = isinstance(value, str)
             if ok:

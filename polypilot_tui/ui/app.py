@@ -153,31 +153,36 @@ class PolypilotApp(Dashboard):
 
         self.push_screen(NewSessionScreen(agents, self.settings.default_agent), picked)
 
-    def action_attention(self) -> None:
-        """Answer the session on screen if it waits for permission, else go to the next one needing you."""
-        view = self._views.get(self.selected or "")
+    async def action_attention(self) -> None:
+        """Answer the session on screen if it waits for permission, else go to the next one
+        needing you: sessions blocked on a permission first, then the rest, in sidebar order.
+
+        Awaited to the end (the permission drawn and focused) before the next key is read,
+        so the "y" of a quick ctrl+g, y answers instead of landing in the prompt.
+        """
+        views = {view.id: view for view in self.manager.views()}  # now, not as last drawn
+        view = views.get(self.selected or "")
         prompt = self.pane.permission
         if view is not None and view.pending_permission is not None and not prompt.has_focus_within:
+            await self.flush()
             prompt.focus_first()
             return
-        ids = list(self._views)
+        ids = list(views)
         start = ids.index(self.selected) + 1 if self.selected in ids else 0
-        for sid in ids[start:] + ids[:start]:
-            if sid != self.selected and self.attention.wants_user(self._views[sid]):
-                self.select(sid)
-                if self._views[sid].pending_permission is not None:
-                    self.call_later(self._focus_permission)
-                return
-        self.notify("No other session needs your attention.", timeout=3)
+        needy = [sid for sid in ids[start:] + ids[:start]
+                 if sid != self.selected and self.attention.wants_user(views[sid])]
+        if not needy:
+            self.notify("No other session needs your attention.", timeout=3)
+            return
+        sid = min(needy, key=lambda s: views[s].pending_permission is None)  # stable: order kept
+        self.select(sid)
+        if views[sid].pending_permission is not None:
+            await self.flush()
+            self.pane.permission.focus_first()
 
     def _refocus_editor(self, _closed_with: object = None) -> None:
         """A dialog closed: typing goes to the prompt again."""
         self.pane.editor.focus()
-
-    async def _focus_permission(self) -> None:
-        """Focus the permission prompt once the selected session is drawn (not throttled)."""
-        await self.flush()
-        self.call_after_refresh(self.pane.permission.focus_first)
 
     # ---- turn control --------------------------------------------------------------
     def action_stop(self) -> None:
@@ -190,8 +195,16 @@ class PolypilotApp(Dashboard):
         if self.selected:
             self._run("Reconnect", self.manager.reconnect(self.selected))
 
+    def action_help_quit(self) -> None:
+        """ctrl+c with nothing selected: it neither stops nor quits, so say which keys do."""
+        keys = {binding.binding.action: key for key, binding in self.active_bindings.items()}
+        view = self._views.get(self.selected or "")
+        hints = [f"{keys['stop']} stops this turn"] if "stop" in keys and view is not None and view.status.busy else []
+        hints += [f"{keys['quit']} quits"] if "quit" in keys else []
+        self.notify(" · ".join(hints + ["ctrl+c copies selected text"]), timeout=4, markup=False)
+
     def action_resend_interrupted(self) -> None:
-        """Resend the prompt of a turn lost to a restart or a quit."""
+        """Resend the prompt of a turn lost to a restart, a quit, a dead agent or a reconnect."""
         if self.selected:
             self._run("Resend", self.manager.resend_interrupted(self.selected))
 
@@ -275,6 +288,9 @@ class PolypilotApp(Dashboard):
         names = ", ".join(one_line(v.name, 30) for v in busy[:4]) + (" …" if len(busy) > 4 else "")
         message = (f"{plural(len(busy), 'turn')} still running ({names}). Quitting stops "
                    f"{'it' if len(busy) == 1 else 'them'}; each is offered for resending (ctrl+y) next time.")
+        queued = sum(len(v.queue) for v in self._views.values())
+        if queued:
+            message += f" {plural(queued, 'queued prompt')} {'is' if queued == 1 else 'are'} kept for next time."
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -315,6 +331,6 @@ class PolypilotApp(Dashboard):
         yield SystemCommand("Session details", "Agent, folder, command, logs and stderr tail (F2)", self.action_details)
         yield SystemCommand("Copy last reply", "Copy the selected session's last reply to the clipboard (F3)",
                             self.action_copy_reply)
-        yield SystemCommand("Send queued prompts", "Send the next held prompt of the selected session",
+        yield SystemCommand("Send queued prompts", "Release the held queue: its prompts go out in order",
                             self.action_send_queued)
         yield from super().get_system_commands(screen)

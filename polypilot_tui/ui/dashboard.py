@@ -25,7 +25,8 @@ from textual.app import App, ComposeResult
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.notifications import SeverityLevel
-from textual.widgets import Footer, Header
+from textual.timer import Timer
+from textual.widgets import Footer, Header, TextArea
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
@@ -52,6 +53,8 @@ Attach = Callable[[SessionManager, Settings], "Persistence"]
 
 
 RENDER_INTERVAL = 0.05
+UI_STATE_DELAY = 1.0
+"""A changed draft or selection is saved this many seconds later (and at quit)."""
 """Seconds between coalesced redraws (PolyPilot's render debounce)."""
 
 
@@ -95,7 +98,10 @@ class Dashboard(App[int]):
         self._binding_state: tuple[object, ...] = ()
         self._unsubscribe: Unsubscribe = lambda: None
         self._ui_state = UiState()
-        """Where the user was at the last quit (restored as sessions are first shown)."""
+        """Where the user was when the last run ended (restored as sessions are first shown)."""
+        self._ui_saved: UiState | None = None
+        self._ui_save_timer: Timer | None = None
+        self._ui_save_failed = False
         self.sidebar = SessionSidebar(id="sidebar")
         self.pane = ChatPane(id="chat-pane")
         # The theme is set before anything mounts: switching it later restyles every
@@ -138,7 +144,7 @@ class Dashboard(App[int]):
 
     async def on_unmount(self) -> None:
         self._unsubscribe()
-        self._save_ui_state()
+        self._save_ui_state(quitting=True)
         try:
             await self.manager.quit()
         finally:
@@ -165,16 +171,35 @@ class Dashboard(App[int]):
         if problem:
             self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
 
-    def _save_ui_state(self) -> None:
+    # ---- where the user is (drafts, selection, scroll): saved while the app runs ----------
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        """A draft changed: save it soon, so a killed terminal does not bring back old text."""
+        self._ui_state_changed()
+
+    def _ui_state_changed(self) -> None:
+        if self.persistence is None or self._ui_save_timer is not None:
+            return
+        self._ui_save_timer = self.set_timer(UI_STATE_DELAY, self._save_ui_state, name="save ui state")
+
+    def _save_ui_state(self, quitting: bool = False) -> None:
+        self._ui_save_timer = None
         if self.persistence is None:
             return
         scroll = {sid: back for sid in self.manager.ids()
                   if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0}
         live = set(self.manager.ids())
         drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
-        problem = save_ui_state(Path(self.settings.state_dir), UiState(self.selected, drafts, scroll))
-        if problem:
+        state = UiState(self.selected, drafts, scroll)
+        if state == self._ui_saved:
+            return
+        problem = save_ui_state(Path(self.settings.state_dir), state)
+        if not problem:
+            self._ui_saved, self._ui_save_failed = state, False
+        elif quitting:
             print(f"polypilot: {problem}", file=sys.stderr)
+        elif not self._ui_save_failed:  # told once, until a save works again
+            self._ui_save_failed = True
+            self.notify(problem, title="Saving", severity="error", timeout=20, markup=False)
 
     def _load_themes(self) -> None:
         loaded = load_themes(*self._theme_dirs)
@@ -222,8 +247,10 @@ class Dashboard(App[int]):
             self.call_later(self.flush)
 
     async def heartbeat(self) -> None:
-        """Refresh "ago" labels and repair a lost redraw (flushes directly, never via the guard)."""
+        """Refresh "ago" labels, repair a lost redraw (flushes directly, never via the guard),
+        and save where the user is when it changed (scrolling, say)."""
         await self.flush()
+        self._save_ui_state()
 
     async def flush(self) -> None:
         """Redraw what changed since the last flush (one flush at a time)."""
@@ -304,6 +331,7 @@ class Dashboard(App[int]):
         if session_id == self.selected:
             return
         self.selected = session_id
+        self._ui_state_changed()
         self.attention.seen(session_id)
         self._dirty.add(session_id)
         self._request_redraw()

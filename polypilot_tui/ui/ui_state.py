@@ -1,7 +1,7 @@
 """Where the user was: the session on screen, unsent drafts, how far each chat was scrolled.
 
-Saved when the dashboard quits to ``<state dir>/ui-state.json`` (private, replaced
-atomically) and read at the next start. The file is untrusted like every input: bounded in
+Saved to ``<state dir>/ui-state.json`` (private, replaced atomically, secrets redacted) a
+second after it changes and when the dashboard quits, and read at the next start. The file is untrusted like every input: bounded in
 size, every field checked, and a file that cannot be used is ignored with a note.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.infra.private import atomic_write, private_dir
+from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class UiState:
 
     def to_json(self) -> dict[str, Any]:
         return {"version": 1, "selected": self.selected,
-                "drafts": {k: v[:MAX_DRAFT_CHARS] for k, v in self.drafts.items() if v},
+                "drafts": {k: REDACTOR.text(v[:MAX_DRAFT_CHARS]) for k, v in self.drafts.items() if v},
                 "scroll_back": {k: v for k, v in self.scroll_back.items() if v > 0}}
 
 

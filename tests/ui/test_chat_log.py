@@ -11,6 +11,7 @@ from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.chat_log import PAGE
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from tests.snapshots.fakes import Driver, build_app
+from tests.ui.helpers import wait_for
 
 
 def fill(session, count: int) -> None:
@@ -125,3 +126,29 @@ async def test_a_replaced_shorter_history_rebuilds_the_log(tmp_path: Path) -> No
         await d.finished_turn("s1", "two", "second reply")
         await d.settle()
         assert [m.text for m in log.query(AssistantMessage)] == ["second reply"]
+
+
+async def test_pageup_in_the_prompt_scrolls_the_chat_and_typing_in_the_chat_goes_to_the_prompt(
+        tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        sid = await d.add("long")
+        fill(app.manager.session(sid), 40)
+        app.select(sid)
+        await d.settle()
+        log = app.pane.log_for(sid)
+        assert log is not None
+        log.scroll_end(animate=False)
+        await pilot.pause()
+        bottom = log.scroll_y
+        await pilot.press(*"draft", "pageup")
+        await wait_for(pilot, lambda: log.scroll_y < bottom, what="the chat scrolled up a page")
+        assert app.pane.editor.text == "draft" and app.pane.editor.has_focus
+        await pilot.press("pagedown")
+        await wait_for(pilot, lambda: log.scroll_y == bottom, what="the chat back at the end")
+        # The user clicked into the chat (to scroll or select) and types on: nothing is lost.
+        app.screen.set_focus(log)
+        await pilot.press(*" more", "enter")
+        await wait_for(pilot, lambda: app.manager.session(sid).last_prompt == "draft more", what="the prompt sent")

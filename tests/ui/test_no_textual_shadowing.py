@@ -28,7 +28,8 @@ UI_ROOT = Path(ui_package.__file__).parent
 INTENDED = {
     "compose", "on_mount", "on_unmount", "on_key", "on_show", "render", "render_line", "get_theme_variable_defaults",
     "check_action", "get_system_commands", "notify_style_update", "validate_index", "watch_index", "watch__hover",
-    "action_quit", "action_cursor_up", "action_cursor_down", "_on_key", "_on_click", "_on_mouse_move",
+    "action_quit", "action_help_quit", "action_cursor_up", "action_cursor_down", "action_cursor_page_up",
+    "action_cursor_page_down", "_on_key", "_on_click", "_on_mouse_move",
     "_on_leave", "_on_resize", "_on_paste", "can_replace", "control", "action_select", "action_first",
     "action_last", "action_page_up", "action_page_down", "action_cancel", "action_close", "action_leave",
     "on_button_pressed", "on_option_list_option_selected", "action_pick",

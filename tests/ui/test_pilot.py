@@ -170,6 +170,29 @@ async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_g(tmp_pat
         assert app.selected == sid
 
 
+async def test_ctrl_g_y_from_another_session_answers_there_and_types_nothing(tmp_path: Path) -> None:
+    """From another session, ctrl+g jumps to the one blocked on a permission (before sessions
+    that merely failed), and a "y" sent in the same burst is its answer, not prompt text."""
+    from textual import events
+
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        failed = app.manager.add_session("demo")
+        await app.manager.send(failed, "!crash-mid-tool")  # needs the user too, and is first in the sidebar
+        await wait_for(pilot, lambda: app.attention.wants_user(app.manager.view(failed)), timeout=15)
+        waiting = app.manager.add_session("demo")
+        await app.manager.send(waiting, "write a file")
+        await wait_for(pilot, lambda: app.manager.view(waiting).pending_permission is not None)
+        await wait_for(pilot, lambda: app.selected == "s1" and app.pane.editor.has_focus)
+        for key in (events.Key("ctrl+g", None), events.Key("y", "y")):
+            key.set_sender(app)
+            app._driver.send_message(key)
+        await wait_for(pilot, lambda: last_outcome(app, waiting) == "completed", what="the tool allowed")
+        assert app.selected == waiting and app.pane.editor.text == ""
+        assert app.pane.drafts().get("s1", "") == "" and app.pane.drafts().get(waiting, "") == ""
+
+
 async def test_reject_permission_by_click(tmp_path: Path) -> None:
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -201,7 +224,7 @@ async def test_a_queue_is_visible_and_stop_holds_it_instead_of_dropping_it(tmp_p
         await wait_for(pilot, lambda: "held" in str(panel.query_one(".queue-title", Static).render()),
                        what="the queue held, not dropped")
         assert app.manager.view("s1").queue == ("next one", "and another") and app.manager.view("s1").turns == 1
-        # Edit takes the first one back into the editor; "Send next" sends the other.
+        # Edit takes the first one back into the editor; "Send in order" sends the other.
         await pilot.click(panel.query(QueuedPrompt).first().query_one(".queued-edit"))
         await wait_for(pilot, lambda: app.pane.editor.text == "next one", what="the prompt back in the editor")
         await wait_for(pilot, lambda: len(panel.query(QueuedPrompt)) == 1)

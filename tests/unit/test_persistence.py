@@ -184,6 +184,30 @@ async def test_quit_mid_turn_restores_the_draft_and_offers_a_resend(tmp_path: Pa
     await again.close()
 
 
+async def test_queued_prompts_survive_a_quit_and_wait_for_the_user(tmp_path: Path) -> None:
+    app = App(tmp_path, demo_speed=1.0)
+    sid = await app.manager.create_session("demo")
+    await app.manager.send(sid, "!slow")
+    await until(lambda: app.manager.streaming_text(sid), 10)
+    await app.manager.send(sid, "queued first")
+    await app.manager.send(sid, "queued second")
+    assert app.manager.view(sid).queue == ("queued first", "queued second")
+    await app.manager.quit()
+    await app.close()
+    saved = json.loads((tmp_path / REGISTRY_FILE).read_text())["sessions"][0]
+    assert saved["queue"] == ["queued first", "queued second"]
+
+    again = App(tmp_path)
+    view = again.manager.view(sid)
+    assert view.queue == ("queued first", "queued second") and view.queue_held  # nothing goes out by itself
+    assert await again.manager.send_queued(sid)
+    session = again.manager.session(sid)
+    await until(lambda: [t.prompt for t in session.turns if t.outcome.value == "completed"]
+                == ["queued first", "queued second"], 30)  # released: the rest follows in order
+    assert again.manager.view(sid).queue == ()
+    await again.close()
+
+
 async def test_closing_a_session_forgets_it(tmp_path: Path) -> None:
     app = App(tmp_path)
     keep = await app.manager.create_session("demo", "keep")

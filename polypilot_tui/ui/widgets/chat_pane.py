@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import ContentSwitcher
@@ -85,7 +86,24 @@ class ChatPane(Vertical):
         busy = view.status.busy
         self.editor.placeholder = (
             f"Queue a prompt for {view.name} (sent when this turn ends)" if busy
-            else f"Message {view.name} · Enter sends · alt+enter new line · ↑ history")
+            else f"Message {view.name} · Enter sends · ctrl+j new line · ↑ history")
+
+    def on_prompt_editor_page_chat(self, event: PromptEditor.PageChat) -> None:
+        """PageUp / PageDown while typing scroll the chat on screen."""
+        event.stop()
+        log = self.log_for(self.session_id) if self.session_id else None
+        if log is not None:
+            (log.scroll_page_up if event.pages < 0 else log.scroll_page_down)()
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing while the chat has the focus (after scrolling it) goes to the prompt, never nowhere."""
+        focused = self.screen.focused
+        if (event.is_printable and event.character and focused is not None
+                and focused is not self.editor and self.logs in focused.ancestors_with_self):
+            event.stop()
+            event.prevent_default()
+            self.screen.set_focus(self.editor)  # now: the keys after this one follow it there
+            self.editor.insert(event.character)
 
     def scroll_back(self, session_id: str, lines: int) -> None:
         """Put a session's chat back where the user had scrolled it (after it is laid out)."""

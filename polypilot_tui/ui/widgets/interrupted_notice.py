@@ -1,4 +1,4 @@
-"""Offers to resend a prompt whose turn was lost to an app restart."""
+"""Offers to resend a prompt whose turn was lost (an app restart, a dead agent, a reconnect)."""
 
 from __future__ import annotations
 
@@ -25,4 +25,4 @@ class InterruptedNotice(Horizontal):
         """Visible while there is an interrupted prompt to resend."""
         self.display = bool(prompt)
         if prompt:
-            self._text.update(f"⚠ Interrupted by a restart: “{one_line(prompt, 80)}”")
+            self._text.update(f"⚠ Interrupted: “{one_line(prompt, 80)}”")

@@ -1,8 +1,10 @@
 """The prompt box: multi-line, bound to one session at a time, keeps what you type.
 
-Enter sends. ctrl+j, alt+enter and shift+enter (where the terminal reports it) insert a new
-line, and so does Enter right after a backslash (the ``\\`` is dropped); a paste keeps every
-line. ↑ on the first line and ↓ on the last browse earlier prompts (newest last).
+Enter sends. ctrl+j inserts a new line, and so does Enter right after a backslash (the
+``\\`` is dropped); shift+enter and alt+enter do where the terminal reports them (most
+xterm-style terminals send alt+enter as ESC CR, which Textual reads as a plain Enter, so the
+placeholder advertises ctrl+j). A paste keeps every line. ↑ on the first line and ↓ on the
+last browse earlier prompts (newest last).
 
 Order is everything here. Keys reach this widget through its own message queue, and under
 load many arrive before any is handled. So:
@@ -51,6 +53,12 @@ class PromptEditor(TextArea):
         @property
         def control(self) -> PromptEditor:
             return self.editor
+
+    @dataclass
+    class PageChat(Message):
+        """PageUp / PageDown in the prompt: scroll the chat by ``pages`` (the draft stays put)."""
+
+        pages: int
 
     @dataclass
     class BindTo(Message, bubble=False):
@@ -186,6 +194,12 @@ class PromptEditor(TextArea):
             self._set(self._recall_draft)
         else:
             self._set(self.sent_prompts[self._recall_at])
+
+    def action_cursor_page_up(self) -> None:
+        self.post_message(self.PageChat(-1))
+
+    def action_cursor_page_down(self) -> None:
+        self.post_message(self.PageChat(1))
 
     def _set(self, text: str) -> None:
         self.load_text(text)

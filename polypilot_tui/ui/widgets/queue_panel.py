@@ -63,7 +63,7 @@ class QueuePanel(Vertical):
         self._shown: tuple[str | None, tuple[str, ...], bool] = (None, (), False)
         self._title = Static("", classes="queue-title", markup=False)
         self._rows = Vertical(classes="queue-rows")
-        self._send = Button("Send next", classes="queue-send", compact=True, variant="primary")
+        self._send = Button("Send in order", classes="queue-send", compact=True, variant="primary")
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="queue-header"):
@@ -83,7 +83,7 @@ class QueuePanel(Vertical):
             return
         count = plural(len(view.queue), "queued prompt")
         if view.queue_held:
-            self._title.update(f"{count}, held: the last turn did not complete.")
+            self._title.update(f"{count}, held until you send them (Send in order), edit or drop them.")
         elif view.status.busy:
             self._title.update(f"{count}: sent in order when this turn ends.")
         else:
