@@ -41,8 +41,12 @@ def leashed(argv: list[str]) -> list[str]:
 
 
 def _pidfd(pid: int) -> int | None:
+    # Only Linux has pidfds (the platform check also tells mypy so on every OS); an old
+    # kernel, or a Python built without the syscall, leaves the watcher polling.
+    if sys.platform != "linux":
+        return None
     try:
-        return os.pidfd_open(pid)  # type: ignore[attr-defined, no-any-return]
+        return os.pidfd_open(pid)
     except (AttributeError, OSError):
         return None
 

@@ -75,7 +75,7 @@ def wired(tmp_path: Path) -> tuple[CopilotBackend, list[AgentEvent], FakeSession
     events: list[AgentEvent] = []
     backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(), tmp_path)
     session = FakeSession()
-    backend._adopt(session)
+    backend.connection.adopt(session)
     return backend, events, session
 
 
@@ -86,14 +86,14 @@ SHELL = {"kind": "shell", "canOfferSessionApproval": False, "commands": [{"ident
 
 async def test_permission_round_trip_emits_completed_once(wired) -> None:
     backend, events, session = wired
-    backend._on_sdk_event(sdk_event("permission.requested", {"requestId": "r1", "permissionRequest": SHELL}))
-    backend._on_sdk_event(sdk_event("permission.requested", {"requestId": "r1", "permissionRequest": SHELL}))
+    backend.events.on_sdk_event(sdk_event("permission.requested", {"requestId": "r1", "permissionRequest": SHELL}))
+    backend.events.on_sdk_event(sdk_event("permission.requested", {"requestId": "r1", "permissionRequest": SHELL}))
     assert [e.type for e in events] == ["permission.requested"]  # a repeat is not shown twice
     await backend.answer_permission("r1", "allow_always")
     [answer] = session.rpc.permissions.answers
     assert answer.request_id == "r1" and answer.result.to_dict()["kind"] == "approve-for-session"
     # The CLI's own permission.completed arrives later and is dropped as a duplicate.
-    backend._on_sdk_event(sdk_event("permission.completed", {"requestId": "r1", "result": {"kind": "approved"}}))
+    backend.events.on_sdk_event(sdk_event("permission.completed", {"requestId": "r1", "result": {"kind": "approved"}}))
     completed = [e for e in events if e.type == "permission.completed"]
     assert len(completed) == 1 and completed[0].get("result") == {"kind": "approved-for-session"}
     assert completed[0].get("toolCallId") == "t1"
@@ -111,21 +111,21 @@ async def test_stale_permission_answer_raises_but_clears_the_prompt(wired) -> No
 
 async def test_abort_closes_tools_the_cli_leaves_open(wired) -> None:
     backend, events, session = wired
-    backend._on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "a", "toolName": "bash"}))
-    backend._on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "b", "toolName": "view"}))
-    backend._on_sdk_event(sdk_event("tool.execution_complete", {"toolCallId": "b", "success": True}))
+    backend.events.on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "a", "toolName": "bash"}))
+    backend.events.on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "b", "toolName": "view"}))
+    backend.events.on_sdk_event(sdk_event("tool.execution_complete", {"toolCallId": "b", "success": True}))
     await backend.abort()
     assert session.aborts == 1
     synthetic = [e for e in events if e.type == "tool.execution_complete" and e.get("synthetic")]
     assert [(e.get("toolCallId"), e.get("success")) for e in synthetic] == [("a", False)]
-    backend._on_sdk_event(sdk_event("abort", {"reason": "user_initiated"}))
+    backend.events.on_sdk_event(sdk_event("abort", {"reason": "user_initiated"}))
     assert len([e for e in events if e.get("synthetic")]) == 1  # nothing left to close
 
 
 async def test_abort_event_from_elsewhere_also_closes_open_tools(wired) -> None:
     backend, events, _ = wired
-    backend._on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "a", "toolName": "bash"}))
-    backend._on_sdk_event(sdk_event("abort", {"reason": "user_initiated"}))
+    backend.events.on_sdk_event(sdk_event("tool.execution_start", {"toolCallId": "a", "toolName": "bash"}))
+    backend.events.on_sdk_event(sdk_event("abort", {"reason": "user_initiated"}))
     assert [e.type for e in events][-2:] == ["abort", "tool.execution_complete"]
 
 
@@ -143,7 +143,7 @@ class EchoingSession(FakeSession):
         await super().abort()
         if self.delay is not None:
             asyncio.get_running_loop().call_later(
-                self.delay, self.backend._on_sdk_event, sdk_event("session.idle", {"aborted": True}))
+                self.delay, self.backend.events.on_sdk_event, sdk_event("session.idle", {"aborted": True}))
 
     async def is_processing(self) -> Any:
         return type("Result", (), {"processing": self.processing})()
@@ -154,7 +154,7 @@ def echoing(tmp_path: Path, delay: float | None, grace: float = 1.0,
     events: list[AgentEvent] = []
     backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(stop_grace_seconds=grace), tmp_path)
     session = EchoingSession(backend, delay, processing)
-    backend._adopt(session)
+    backend.connection.adopt(session)
     return backend, events, session
 
 
@@ -183,7 +183,7 @@ async def test_send_while_the_cli_is_still_in_a_turn_aborts_it_first(tmp_path: P
     await backend.send("HANGAFTERTOOL")  # the watchdog completed it; the CLI never went idle
     await backend.send("next")
     assert session.aborts == 1 and session.sent == ["HANGAFTERTOOL", "next"] and events == []
-    backend._on_sdk_event(sdk_event("session.idle", {}))
+    backend.events.on_sdk_event(sdk_event("session.idle", {}))
     assert [e.type for e in events] == ["session.idle"]  # the new turn's own events flow
 
 
@@ -217,7 +217,7 @@ async def test_cli_death_on_send_is_connection_lost_once(wired) -> None:
     session.fail = ProcessExitedError("CLI process exited with code -9")
     with pytest.raises(BackendError, match="exited"):
         await backend.send("hi")
-    backend._on_transport_closed()
+    backend.events.on_transport_closed()
     assert [e.type for e in events] == ["connection.lost"]
     with pytest.raises(BackendError, match="gone"):
         await backend.send("again")
@@ -226,7 +226,7 @@ async def test_cli_death_on_send_is_connection_lost_once(wired) -> None:
 async def test_closing_on_purpose_is_not_a_loss(wired) -> None:
     backend, events, _ = wired
     await backend.close()
-    backend._on_transport_closed()
+    backend.events.on_transport_closed()
     assert events == []
 
 
@@ -235,12 +235,12 @@ async def test_sink_errors_never_escape(tmp_path: Path) -> None:
         raise RuntimeError("sink broke")
 
     backend = CopilotBackend(AGENT, broken, SystemClock(), Settings(), tmp_path)
-    backend._on_sdk_event(sdk_event("session.idle", {}))
-    backend._on_sdk_event(object())  # not even an event
+    backend.events.on_sdk_event(sdk_event("session.idle", {}))
+    backend.events.on_sdk_event(object())  # not even an event
 
 
 async def test_connect_without_cli_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("polypilot_tui.agents.copilot.backend.resolve_command", lambda *_: None)
+    monkeypatch.setattr("polypilot_tui.agents.copilot.connection.resolve_command", lambda *_: None)
     backend = CopilotBackend(AGENT, lambda e: None, SystemClock(), Settings(), tmp_path)
     with pytest.raises(BackendError, match="Copilot CLI not found"):
         await backend.connect(None)

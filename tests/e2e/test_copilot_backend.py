@@ -215,7 +215,7 @@ async def test_cancelled_connect_leaves_no_cli_behind(agent: AgentConfig, tmp_pa
     task = asyncio.create_task(backend.connect(None))
     proc = None
     for _ in range(500):
-        proc = getattr(backend._client, "_cli_process", None)
+        proc = getattr(backend.connection.client, "_cli_process", None)
         if proc is not None:
             break
         await asyncio.sleep(0.01)

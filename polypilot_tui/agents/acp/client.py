@@ -16,13 +16,22 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from acp import RequestError
+from acp.interfaces import Agent
 from acp.schema import (
     AllowedOutcome,
+    CreateElicitationResponse,
+    CreateTerminalResponse,
     DeniedOutcome,
+    ElicitationMode,
+    EnvVariable,
+    KillTerminalResponse,
     PermissionOption,
     ReadTextFileResponse,
+    ReleaseTerminalResponse,
     RequestPermissionResponse,
+    TerminalOutputResponse,
     ToolCallUpdate,
+    WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
 
@@ -174,7 +183,11 @@ class Transcript:
 
 
 class AcpClient:
-    """What the agent may ask of us: permissions, and text files inside the session folder."""
+    """What the agent may ask of us: permissions, and text files inside the session folder.
+
+    Implements the SDK's whole ``acp.interfaces.Client`` protocol. Terminals and elicitation
+    are refused: initialize advertises ``terminal=False`` and the unstable protocol is off.
+    """
 
     def __init__(self, root: Path, desk: PermissionDesk) -> None:
         self._root = root.resolve()
@@ -205,11 +218,40 @@ class AcpClient:
         await asyncio.to_thread(_write_text, target, content)
         return WriteTextFileResponse()
 
+    async def create_terminal(
+        self, session_id: str, command: str, args: list[str] | None = None, env: list[EnvVariable] | None = None,
+        cwd: str | None = None, output_byte_limit: int | None = None, **kwargs: Any
+    ) -> CreateTerminalResponse:
+        raise RequestError.method_not_found("terminal/create")
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> TerminalOutputResponse:
+        raise RequestError.method_not_found("terminal/output")
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> ReleaseTerminalResponse:
+        raise RequestError.method_not_found("terminal/release")
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        raise RequestError.method_not_found("terminal/wait_for_exit")
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> KillTerminalResponse:
+        raise RequestError.method_not_found("terminal/kill")
+
+    async def create_elicitation(self, message: str, mode: ElicitationMode, **kwargs: Any) -> CreateElicitationResponse:
+        raise RequestError.method_not_found("elicitation/create")
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
+        logger.debug("ACP elicitation %s completion ignored", elicitation_id)
+
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         logger.debug("ACP extension notification %s ignored", method)
+
+    def on_connect(self, conn: Agent) -> None:
+        return None  # everything the agent may call is routed to the methods above
 
     def _inside(self, path: str) -> Path:
         """The resolved path, refused unless it is absolute and inside the session folder."""

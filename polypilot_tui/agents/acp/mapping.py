@@ -43,8 +43,9 @@ def block_text(block: Any) -> str:
     if kind == "resource":
         resource = block.get("resource")
         if isinstance(resource, Mapping):
-            if isinstance(resource.get("text"), str):
-                return resource["text"]
+            text = resource.get("text")
+            if isinstance(text, str):
+                return text
             return f"[resource {resource.get('uri', '')}]"
     if kind == "resource_link":
         return f"[{block.get('name') or block.get('uri') or 'link'}]"
@@ -286,7 +287,7 @@ class UpdateMapper:
             self._summaries[call_id] = summary
             progress = progress or summary  # the input came (or changed) after the start
         if progress:
-            data = {"toolCallId": call_id, "progressMessage": _clip(progress)}
+            data: dict[str, Any] = {"toolCallId": call_id, "progressMessage": _clip(progress)}
             if isinstance(state.get("rawInput"), Mapping):
                 data["arguments"] = dict(state["rawInput"])
             self._emit(AgentEvent(EventType.TOOL_PROGRESS, data))

@@ -1,7 +1,7 @@
 """Process-level helpers of the Copilot backend: env, provider, hooks into the SDK client.
 
-Kept apart from :mod:`polypilot_tui.agents.copilot.backend` so the backend reads as a state machine
-and these small, testable pieces can be checked without a CLI.
+Kept apart from :mod:`polypilot_tui.agents.copilot.connection` so the connection reads as a
+sequence of steps and these small, testable pieces can be checked without a CLI.
 """
 
 from __future__ import annotations

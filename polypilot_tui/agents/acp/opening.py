@@ -1,0 +1,116 @@
+"""Opening the session on a freshly started ACP agent: initialize, then resume, load or create.
+
+A resume keeps the agent's own history where it is; a load replays it to us (it becomes
+:attr:`ConnectResult.history`); when neither works the agent starts a new session and
+``how`` says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import logging
+from pathlib import Path
+from typing import Awaitable, TypeVar
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.schema import AgentCapabilities, ClientCapabilities, FileSystemCapabilities, Implementation
+from pydantic import ValidationError
+
+from polypilot_tui.agents.acp.errors import Refused, request_error_text
+from polypilot_tui.agents.acp.intake import StreamIntake
+from polypilot_tui.agents.acp.link import AgentLink
+from polypilot_tui.agents.base import BackendError, ConnectResult
+from polypilot_tui.domain.events import AgentEvent
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+try:
+    _VERSION = importlib.metadata.version("polypilot_tui")
+except importlib.metadata.PackageNotFoundError:
+    _VERSION = "0"
+
+#: initialize / session/new / load / resume; opencode needs ~3-5 s, a cold CI box more.
+CONNECT_TIMEOUT = 90.0
+
+
+class SessionOpener:
+    """Attaches the session on the connection of an :class:`AgentLink` just spawned."""
+
+    def __init__(self, link: AgentLink, intake: StreamIntake, cwd: Path, prefer_load: bool) -> None:
+        self._link = link
+        self._intake = intake
+        self._cwd = cwd
+        self._prefer_load = prefer_load
+        """Use session/load even when session/resume exists (to get the history back)."""
+        self.capabilities: AgentCapabilities | None = None
+        """What the agent said it can do, in its answer to initialize."""
+
+    async def open(self, resume_id: str | None) -> ConnectResult:
+        """initialize, then resume or load ``resume_id`` when the agent can, else a new session."""
+        link = self._link
+        conn = link.conn
+        assert conn is not None, "open() follows a spawn"
+        init = await self._call(conn.initialize(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False),
+            client_info=Implementation(name="polypilot", title="PolyPilot TUI", version=_VERSION),
+        ), "initialize")
+        caps = init.agent_capabilities or AgentCapabilities()
+        self.capabilities = caps
+        can_resume = caps.session_capabilities is not None and caps.session_capabilities.resume is not None
+        failures: list[str] = []
+        if resume_id and can_resume and not (self._prefer_load and caps.load_session):
+            try:
+                link.session_id = resume_id
+                await self._call(conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=[]),
+                                 "session/resume")
+                return ConnectResult(resume_id, "resumed", resumed=True)
+            except Refused as exc:
+                failures.append(str(exc))
+        if resume_id and caps.load_session:
+            try:
+                history = await self._load(resume_id)
+                return ConnectResult(resume_id, "loaded (history replayed)", resumed=True, history=history)
+            except Refused as exc:
+                failures.append(str(exc))
+        link.session_id = None
+        created = await self._call(conn.new_session(cwd=str(self._cwd), mcp_servers=[]), "session/new")
+        link.session_id = created.session_id
+        if not resume_id:
+            how = "new session"
+        elif failures:
+            how = f"new session (resume failed: {'; '.join(failures)})"
+        else:
+            how = "new session (agent cannot resume)"
+        return ConnectResult(created.session_id, how)
+
+    async def _load(self, session_id: str) -> tuple[AgentEvent, ...]:
+        """``session/load``: the replayed updates become ConnectResult.history."""
+        conn = self._link.conn
+        assert conn is not None
+        events: list[AgentEvent] = []
+        self._link.session_id = session_id
+        with self._intake.replaying(events.append) as replay:
+            await self._call(conn.load_session(session_id=session_id, cwd=str(self._cwd), mcp_servers=[]),
+                             "session/load")
+        replay.finish()
+        # The agent process is new: a tool the history leaves open can no longer finish.
+        replay.close_open_tools("interrupted (the agent was restarted)")
+        return tuple(events)
+
+    async def _call(self, awaitable: Awaitable[T], what: str) -> T:
+        """Await a request; failures become BackendErrors that say what went wrong."""
+        try:
+            return await asyncio.wait_for(awaitable, timeout=CONNECT_TIMEOUT)
+        except RequestError as exc:
+            raise Refused(f"{what} failed: {request_error_text(exc)}") from None
+        except ConnectionError:
+            await self._link.stderr_drained()
+            raise BackendError(f"the agent exited during {what}") from None
+        except asyncio.TimeoutError:
+            raise BackendError(f"the agent did not answer {what} within {CONNECT_TIMEOUT:.0f} s") from None
+        except ValidationError as exc:
+            raise BackendError(f"the agent's answer to {what} is not valid ACP: {exc.errors()[:1]}") from None

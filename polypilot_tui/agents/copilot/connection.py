@@ -1,0 +1,317 @@
+"""The Copilot CLI process and the SDK session in it: start, create or resume, stop.
+
+One ``CopilotClient`` (so one CLI process) per backend, so Stop/Kill of a session never
+touches another. The recipe (see shared/reference/copilot-sdk.md): pass the CLI path
+explicitly, pass the environment explicitly (GitHub tokens dropped unless the agent config
+sets them), and with a BYOK provider set ``COPILOT_OFFLINE`` + ``COPILOT_PROVIDER_BASE_URL``
++ ``COPILOT_MODEL`` in the env AND pass ``provider=`` on create and on every resume. The
+event handler is registered before create/resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from polypilot_tui.agents import agent_log
+from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics
+from polypilot_tui.agents.copilot.busy import BusyFlag
+from polypilot_tui.agents.copilot.intake import EventIntake
+from polypilot_tui.agents.copilot.runtime import (
+    build_env,
+    install_hooks,
+    is_processing,
+    kill_tree,
+    provider_dict,
+    resume_hints,
+    session_home,
+    watch_process,
+)
+from polypilot_tui.agents.leash import leashed
+from polypilot_tui.agents.npm_cache import COPILOT_CLI, resolve_command
+from polypilot_tui.config import AgentConfig
+from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.probes import Probes
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 60.0
+RPC_TIMEOUT = 30.0
+CLOSE_TIMEOUT = 10.0
+DEFAULT_BYOK_MODEL = "gpt-4.1"
+
+
+class CopilotConnection:
+    """Starts the CLI, attaches the SDK session, and stops them again (never twice)."""
+
+    def __init__(self, agent: AgentConfig, clock: Clock, intake: EventIntake, busy: BusyFlag,
+                 abort: Callable[[], Awaitable[None]]) -> None:
+        self._agent = agent
+        self._clock = clock
+        self._intake = intake
+        self._busy = busy
+        self._abort = abort
+        """Ends the current turn; used on a resume that ended inside a tool."""
+        self._env: dict[str, str] = {}
+        self._provider: dict[str, Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+        self._session: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._session_id = ""
+        self._command = ""
+        self._last_stderr: tuple[str, ...] = ()
+        """The CLI's last stderr lines, kept when the client is released (for details after a crash)."""
+
+    # -- facts ------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        """The attached SDK session's id ("" before connect)."""
+        return self._session_id
+
+    @property
+    def session(self) -> Any:
+        """The attached SDK session, None before connect and after release."""
+        return self._session
+
+    @property
+    def client(self) -> Any:
+        """The ``CopilotClient`` while it runs (None before start and after release)."""
+        return self._client
+
+    @property
+    def pid(self) -> int | None:
+        """The CLI's process id (for tests and diagnostics)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def log_path(self) -> Path | None:
+        """``$COPILOT_HOME/session-state/<id>/events.jsonl`` of the attached session."""
+        if not self._session_id:
+            return None
+        return session_home(self._env) / "session-state" / self._session_id / "events.jsonl"
+
+    def probe(self) -> Probes | None:
+        """Process liveness plus a stat (and 8 KiB tail) of the CLI's own event log."""
+        if self._proc is None:
+            return None
+        alive = self._proc.poll() is None and not self._intake.lost
+        path = self.log_path
+        stat = agent_log.stat_log(path, self._clock.wall()) if path is not None else None
+        if stat is None:
+            return Probes(agent_alive=alive)
+        return Probes(agent_alive=alive, log_age=stat.age, log_size=stat.size, log_last_type=stat.last_type)
+
+    def diagnostics(self) -> Diagnostics:
+        """The CLI's command, its log folder and event log, and the last lines of its stderr."""
+        home = session_home(self._env) if self._env else None
+        paths: list[tuple[str, str]] = []
+        if home is not None:
+            paths.append(("Copilot CLI logs", str(home / "logs")))
+        if self.log_path is not None:
+            paths.append(("Session event log", str(self.log_path)))
+        # The SDK keeps the CLI's stderr on its private JSON-RPC client; read it if still there.
+        rpc = getattr(self._client, "_client", None)
+        stderr = ""
+        try:
+            stderr = rpc.get_stderr_output() if rpc is not None else ""
+        except Exception:  # noqa: BLE001 - diagnostics never fail
+            log.debug("copilot: no stderr output", exc_info=True)
+        tail = tuple(line for line in stderr.splitlines() if line.strip())[-20:]
+        command = " ".join([self._command or "copilot", *self._agent.args])
+        return Diagnostics(command, tuple(paths), tail or self._last_stderr)
+
+    # -- connect ----------------------------------------------------------------------------
+
+    async def connect(self, resume_id: str | None) -> ConnectResult:
+        """Start the CLI, then create a session or resume ``resume_id`` (handler first)."""
+        if self._client is not None:
+            raise BackendError("this Copilot backend is already connected")
+        cli = resolve_command(self._agent.command, COPILOT_CLI)
+        self._command = cli or self._agent.command or ""
+        if not cli:
+            raise BackendError("Copilot CLI not found: install @github/copilot from npm, put `copilot` on PATH, "
+                               "or set `command` for this agent")
+        self._loop = asyncio.get_running_loop()
+        # The SDK's generated modules take ~1.3 s to import: off the loop, so the first
+        # Copilot session does not freeze the dashboard.
+        await asyncio.to_thread(importlib.import_module, "copilot")
+        self._env = build_env(self._agent, os.environ)
+        self._provider = provider_dict(self._agent, os.environ)
+        if self._provider is not None:
+            self._env.setdefault("COPILOT_MODEL", self._model() or DEFAULT_BYOK_MODEL)
+        try:
+            await asyncio.wait_for(self._start_client(cli), START_TIMEOUT)
+            if resume_id:
+                return await self._resume(resume_id)
+            return await self._create("new session")
+        except (BackendError, asyncio.CancelledError):
+            await self._abandon()
+            raise
+        except asyncio.TimeoutError:
+            await self._abandon()
+            raise BackendError(f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s") from None
+        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
+            log.warning("copilot: connect failed: %s", exc, exc_info=True)
+            await self._abandon()
+            raise BackendError(f"Copilot CLI failed to start: {exc}") from exc
+
+    def _model(self) -> str | None:
+        return self._agent.model or self._env.get("COPILOT_MODEL") or None
+
+    async def _start_client(self, cli: str) -> None:
+        from copilot import CopilotClient, RuntimeConnection
+
+        found = shutil.which(cli, path=self._env.get("PATH")) if os.sep not in cli else cli
+        if found is None or not os.access(found, os.X_OK):
+            raise BackendError(f"Copilot CLI not found at {cli}")
+        # On a leash (agents/leash.py): the CLI and its tools form one process group that
+        # dies with the app, however the app ends. The SDK appends its own flags after these.
+        argv = leashed(["node", found] if found.endswith(".js") else [found])
+        cwd = str(self._agent.cwd or Path.cwd())
+        self._client = CopilotClient(
+            connection=RuntimeConnection.for_stdio(path=argv[0], args=(*argv[1:], *self._agent.args)),
+            env=self._env, working_directory=cwd, use_logged_in_user=False,
+        )
+        await self._client.start()
+        # The SDK does not expose the CLI process; its private attribute is the only handle.
+        self._proc = getattr(self._client, "_cli_process", None)
+        assert self._loop is not None
+        intake = self._intake
+        install_hooks(self._client, self._loop, on_raw_event=intake.on_raw_event, on_closed=intake.on_transport_closed)
+        if self._proc is not None:
+            watch_process(self._proc, self._loop, lambda code: intake.mark_lost(f"Copilot CLI exited (code {code})"))
+        log.info("copilot: CLI %s started (pid %s)", cli, self.pid)
+
+    def _session_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "on_event": self._intake.on_sdk_event, "on_permission_request": self._intake.on_permission_request,
+            "streaming": True, "working_directory": str(self._agent.cwd or Path.cwd()),
+        }
+        if self._provider is not None:
+            kwargs["provider"] = self._provider
+        model = self._model()
+        if model:
+            kwargs["model"] = model
+        return kwargs
+
+    async def _create(self, how: str) -> ConnectResult:
+        session = await asyncio.wait_for(self._client.create_session(**self._session_kwargs()), START_TIMEOUT)
+        self.adopt(session)
+        return ConnectResult(agent_session_id=self._session_id, how=how)
+
+    async def _resume(self, resume_id: str) -> ConnectResult:
+        from copilot._jsonrpc import JsonRpcError
+
+        path = session_home(self._env) / "session-state" / resume_id / "events.jsonl"
+        entries = agent_log.read_tail(path)  # before the resume appends to it
+        stat = agent_log.stat_log(path, self._clock.wall())
+        try:
+            session = await asyncio.wait_for(
+                self._client.resume_session(resume_id, continue_pending_work=True, **self._session_kwargs()),
+                START_TIMEOUT)
+        except JsonRpcError as exc:
+            log.warning("copilot: resume of %s refused: %s", resume_id, exc)
+            reason = str(exc).rsplit("message: ", 1)[-1]  # drop the JSON-RPC preamble
+            return await self._create(f"new session (resume failed: {reason})")
+        self.adopt(session)
+        pending = await self._surface_pending_permissions()
+        processing = await is_processing(session)
+        if processing:
+            self._busy.set(True)
+        hints = resume_hints(entries, stat.age if stat else None, pending, processing)
+        how = "resumed"
+        if hints.interrupted_tool:
+            # #393: a tool that died with the old CLI must be cut off before the next send.
+            log.info("copilot: %s ended inside a tool; aborting it after resume", resume_id)
+            try:
+                await self._abort()
+                how = "resumed (interrupted tool aborted)"
+            except BackendError as exc:  # the manager aborts again before the next send
+                log.warning("copilot: abort after resume failed: %s", exc)
+        return ConnectResult(agent_session_id=self._session_id, how=how, resumed=True,
+                             interrupted_tool=hints.interrupted_tool, still_processing=hints.still_processing,
+                             lost_turn=hints.lost_turn)
+
+    def adopt(self, session: Any) -> None:
+        """Make ``session`` (created or resumed by the SDK) the one this backend drives."""
+        self._session = session
+        self._session_id = str(session.session_id)
+        self._intake.attach(self._session_id)
+        log.info("copilot: attached to session %s", self._session_id)
+
+    async def _surface_pending_permissions(self) -> set[str]:
+        """Re-emit requests still waiting for an answer; returns their tool call ids."""
+        try:
+            result = await asyncio.wait_for(self._session.rpc.permissions.pending_requests(), RPC_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - an old CLI without the RPC is not fatal
+            log.warning("copilot: cannot list pending permissions: %s", exc)
+            return set()
+        tool_ids: set[str] = set()
+        for item in getattr(result, "items", []) or []:
+            try:
+                raw = item.to_dict()
+            except Exception:  # noqa: BLE001
+                log.debug("copilot: unreadable pending permission", exc_info=True)
+                continue
+            self._intake.handle(AgentEvent(EventType.PERMISSION_REQUESTED, raw))
+            info = self._intake.prompt(str(raw.get("requestId", "")))
+            if info is not None and info.tool_call_id:
+                tool_ids.add(info.tool_call_id)
+        return tool_ids
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    async def kill(self) -> None:
+        """SIGKILL the CLI and its children, report connection.lost, release the client."""
+        if self._client is None and self._proc is None:
+            return  # never started: nothing to kill, nothing was lost
+        if self._proc is not None:
+            kill_tree(self._proc)
+        self._intake.mark_lost("killed")
+        await self._release(graceful=False)
+
+    async def close(self) -> None:
+        """Detach the session and stop the CLI; never raises."""
+        self._intake.closing_on_purpose()
+        try:
+            if self._session is not None and not self._intake.lost:
+                await asyncio.wait_for(self._session.disconnect(), CLOSE_TIMEOUT / 2)
+        except Exception as exc:  # noqa: BLE001 - close never raises
+            log.debug("copilot: detach failed: %r", exc)
+        await self._release(graceful=not self._intake.lost)
+
+    async def _release(self, graceful: bool) -> None:
+        self._last_stderr = self.diagnostics().stderr_tail
+        client, self._client = self._client, None
+        self._session = None
+        if client is None:
+            return
+        self._intake.closing_on_purpose()
+        try:
+            if graceful:
+                await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT)
+                return
+        except Exception as exc:  # noqa: BLE001
+            log.debug("copilot: graceful stop failed: %r", exc)
+        try:
+            await asyncio.wait_for(client.force_stop(), CLOSE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("copilot: force stop failed: %r", exc)
+
+    async def _abandon(self) -> None:
+        """Connect failed or was cancelled half way: stop whatever was started, quietly."""
+        self._intake.closing_on_purpose()
+        # Cancelled inside start(): the SDK has the process but has not handed it to us yet.
+        proc = self._proc or getattr(self._client, "_cli_process", None)
+        if proc is not None:
+            kill_tree(proc)  # synchronous first: a second cancellation must not leak the CLI
+        await self._release(graceful=False)
