@@ -26,6 +26,9 @@ class WallClock(Protocol):
 #: Tools that only carry bookkeeping; they count as tool use but get no row (PolyPilot).
 QUIET_TOOLS = frozenset({"report_intent", "skill", "store_memory"})
 
+#: Permission option labels are kept whole up to this (an agent may state the scope at the end).
+MAX_OPTION_LABEL = 300
+
 
 class Signal(StrEnum):
     """What an event asks of the manager."""
@@ -193,7 +196,7 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clo
     if not request_id:
         return Signal.NONE
     options = tuple(
-        (str(o.get("optionId", "")), one_line(str(o.get("name", o.get("optionId", ""))), 40), str(o.get("kind", "")))
+        (str(o.get("optionId", "")), one_line(str(o.get("name", o.get("optionId", ""))), MAX_OPTION_LABEL), str(o.get("kind", "")))
         for o in (e.get("options") or []) if isinstance(o, Mapping) and o.get("optionId")
     )
     tool_call_id = e.text("toolCallId") or None

@@ -66,6 +66,8 @@ class Session:
     on_item: Callable[[int, ChatItem, bool], None] | None = field(default=None, repr=False, compare=False)
     """The engine's: called with (index, item, replaced) whenever a history row is added or
     replaced, so the change stream carries every row (persistence writes them through)."""
+    earlier_turns: int = 0
+    """Turns finished before the last restart (their records are not kept, only the count)."""
     _turn_seq: int = 0
 
     # ---- history -------------------------------------------------------------------
@@ -101,7 +103,7 @@ class Session:
     # ---- turn lifecycle ------------------------------------------------------------
     def begin_turn(self, prompt: str, now: float, *, resumed: bool = False, rearmed: bool = False) -> Turn:
         """Start a turn (the caller has checked that none is running)."""
-        self._turn_seq += 1
+        self._turn_seq = max(self._turn_seq, self.earlier_turns) + 1
         self.turn = Turn(self._turn_seq, prompt, now, now, now, resumed=resumed, restored=resumed, rearmed=rearmed)
         self.window.clear()
         self.user_aborted = False

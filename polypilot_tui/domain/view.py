@@ -159,7 +159,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         pending_permission=pending, pending_permissions=len(turn.pending_permissions) if turn else 0,
         last_outcome=record.outcome.value if record else "",
         last_outcome_reason=record.reason if record else "",
-        turns=len(session.turns), history_len=len(session.history),
+        turns=session.earlier_turns + len(session.turns), history_len=len(session.history),
         streaming_chars=turn.streamed_chars if turn else 0,
         consecutive_stuck=session.consecutive_stuck,
         resumed=bool(turn and turn.resumed), interrupted_prompt=session.interrupted_prompt,

@@ -116,7 +116,7 @@ class Connector:
         if resume_id:
             managed.reconnected = True
             if result.resumed:
-                session.system(f"🔄 Session reconnected ({result.how}).", wall)
+                session.system(f"🔄 Session reconnected: {result.how}.", wall)
             else:
                 session.error(f"⚠ The agent could not resume its earlier session ({result.how}). This is a new "
                               "agent session: the agent does not remember the conversation above.", wall)

@@ -34,7 +34,7 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
             agent_session_id=s.agent_session_id, title=s.title, created_at=s.created_wall,
             status=status.value, reason=reason, last_activity_at=activity,
             turn_in_flight=turn is not None, last_prompt=(turn.prompt or s.last_prompt) if turn else "",
-            interrupted_prompt=s.interrupted_prompt, queue=tuple(s.queue)))
+            interrupted_prompt=s.interrupted_prompt, turns=s.earlier_turns + len(s.turns), queue=tuple(s.queue)))
     return tuple(records)
 
 

@@ -57,6 +57,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
                           cwd=record.cwd, model=record.model, agent_session_id=record.agent_session_id,
                           title=record.title, history=list(history or ()))
         session.last_prompt = record.last_prompt
+        session.earlier_turns = record.turns
         session.queue = list(record.queue)
         session.queue_held = bool(record.queue)  # after a restart the user decides when they go
         if record.last_activity_at is not None:  # "last activity 3 h ago" survives the restart

@@ -64,6 +64,8 @@ class SessionRecord:
     """Only while a turn is in flight (PolyPilot's ``LastPrompt``): resent or resumed on restore."""
     interrupted_prompt: str = ""
     """A turn lost to a restart and not yet resent: still offered after the next restart."""
+    turns: int = 0
+    """How many turns the session has finished, all runs of the app together."""
     queue: tuple[str, ...] = ()
     """Prompts queued behind the running turn: kept, and held for the user, across a restart."""
 
@@ -91,6 +93,8 @@ class SessionRecord:
                 ok = _number(value)
             elif f.name == "turn_in_flight":
                 ok = isinstance(value, bool)
+            elif f.name == "turns":
+                ok = type(value) is int and 0 <= value < 10**9
             elif f.name == "queue":
                 ok = isinstance(value, list) and all(isinstance(prompt, str) for prompt in value)
                 value = tuple(value) if ok else ()

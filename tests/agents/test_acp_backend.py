@@ -415,3 +415,38 @@ async def test_transcript_and_stderr_log_are_private_and_never_hold_a_key(tmp_pa
         assert path.stat().st_mode & 0o777 == 0o600, name
     text = (tmp_path / "w1" / TRANSCRIPT).read_text()
     assert key not in text and token not in text and "echo [redacted] and [redacted]" in text
+
+
+def _script(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o700)
+    return str(path)
+
+
+async def test_a_program_that_does_not_speak_acp_is_named_as_such_within_seconds(tmp_path: Path,
+                                                                                 rec: Recorder) -> None:
+    command = _script(tmp_path, "chatty", 'echo "this is not json-rpc"\nexec sleep 60\n')
+    b = fake_backend(tmp_path, rec, command=command)
+    started = time.monotonic()
+    try:
+        with pytest.raises(BackendError) as caught:
+            await b.connect(None)
+        assert time.monotonic() - started < 20  # not the 90 s initialize timeout
+        assert "does not speak ACP" in str(caught.value) and "this is not json-rpc" in str(caught.value)
+        assert any("this is not json-rpc" in line for line in b.diagnostics().stderr_tail)
+    finally:
+        await b.close()
+
+
+async def test_an_agent_that_exits_during_initialize_says_its_exit_code(tmp_path: Path, rec: Recorder) -> None:
+    command = _script(tmp_path, "quits", 'echo "usage: quits [--stdio]"\necho "quits: bad flag" >&2\nexit 7\n')
+    b = fake_backend(tmp_path, rec, command=command)
+    try:
+        with pytest.raises(BackendError) as caught:
+            await b.connect(None)
+        assert "exited during initialize (exit code 7)" in str(caught.value)
+        assert "usage: quits [--stdio]" in str(caught.value)
+        assert "quits: bad flag" in b.diagnostics().stderr_tail
+    finally:
+        await b.close()

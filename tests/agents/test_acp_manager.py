@@ -97,7 +97,7 @@ async def test_crashed_agent_is_resumed_on_the_next_send(manager: SessionManager
     await until(lambda: session.turn is None)
     assert session.last_outcome.outcome is Outcome.COMPLETED
     assert session.agent_session_id == agent_session
-    assert any("reconnected (resumed)" in i.text for i in session.history if i.kind is ItemKind.SYSTEM)
+    assert any("reconnected: resumed" in i.text for i in session.history if i.kind is ItemKind.SYSTEM)
 
 
 async def test_an_agent_failure_is_said_in_words_with_the_agents_own_stderr(manager: SessionManager) -> None:

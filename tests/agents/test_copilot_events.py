@@ -99,9 +99,26 @@ def test_permission_requested_gets_the_engine_fields() -> None:
     data, info = permission_fields(event.data)
     assert data["requestId"] == "r1" and data["toolCallId"] == "call_1"
     assert data["kind"] == "shell" and data["title"] == "Run a shell command" and data["detail"] == "echo hi"
-    assert [o["optionId"] for o in data["options"]] == ["allow_once", "allow_always", "reject_once"]
+    assert [o["optionId"] for o in data["options"]] == ["allow_once", "reject_once"]  # the CLI offers no session one
     assert data["permissionRequest"]["fullCommandText"] == "echo hi"  # the SDK payload is kept
     assert info == PromptInfo("r1", "shell", "call_1", data["permissionRequest"])
+
+
+@pytest.mark.parametrize(("kind", "request_fields", "label"), [
+    ("shell", {"commandIdentifiers": ["echo hi"]}, "Allow “echo hi” for this session"),
+    ("write", {"fileName": "a.txt"}, "Allow all file writes for this session"),
+    ("url", {"url": "https://docs.example.org/x"}, "Allow requests to docs.example.org for this session"),
+    ("mcp", {"serverName": "gh", "toolName": "search"}, "Allow gh/search for this session"),
+    ("shell", {"commandIdentifiers": ["echo hi"], "canOfferSessionApproval": False}, None),
+    ("shell", {}, None),  # nothing to scope a session approval to
+    ("custom-tool", {}, None),
+])
+def test_the_session_option_says_what_it_covers_or_is_not_offered(kind: str, request_fields: dict[str, Any],
+                                                                   label: str | None) -> None:
+    data, _ = permission_fields({"requestId": "r1", "permissionRequest": {"kind": kind, **request_fields}})
+    names = {o["kind"]: o["name"] for o in data["options"]}
+    assert names.get("allow_always") == label
+    assert names["allow_once"] == "Allow once" and names["reject_once"] == "Reject"
 
 
 def test_pending_request_shape_is_understood_too() -> None:

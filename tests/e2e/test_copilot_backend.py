@@ -37,7 +37,10 @@ async def connected(agent: AgentConfig, tmp_path: Path):
 
 async def approve_next(backend: CopilotBackend, sink: Collector, since: int, option: str = ALLOW_ONCE) -> str:
     request = await sink.wait("permission.requested", since)
-    assert {o["optionId"] for o in request.get("options")} == {"allow_once", "allow_always", "reject_once"}
+    # A session-wide approval is offered only when the CLI says it can give one.
+    can = (request.get("permissionRequest") or {}).get("canOfferSessionApproval") is not False
+    offered = {o["optionId"] for o in request.get("options")}
+    assert offered == {"allow_once", "reject_once"} | ({"allow_always"} if can else set())
     await backend.answer_permission(request.text("requestId"), option)
     return request.text("toolCallId")
 

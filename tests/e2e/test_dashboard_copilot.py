@@ -66,7 +66,7 @@ async def test_a_copilot_session_from_prompt_to_restore(copilot_cli: Path, model
 
         # Reconnect: a fresh CLI resumes the same agent session; the status is no longer "stopped".
         await pilot.press("ctrl+r")
-        await see(pilot, "Session reconnected (resumed)")
+        await see(pilot, "Session reconnected: resumed")
         await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what="the status no longer \"Stopped\"")
         await send(pilot, "after the reconnect")

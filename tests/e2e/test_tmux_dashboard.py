@@ -54,7 +54,7 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(copilot_cli: Path, model_s
         term.wait_for("Stopped", "interrupted")
 
         term.keys("C-r")
-        term.wait_for("Session reconnected (resumed)")
+        term.wait_for("Session reconnected: resumed")
         screen = term.wait_for("Idle")
         assert "Stopped" not in screen.splitlines()[-3]  # the status line moved on
 
@@ -63,7 +63,7 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(copilot_cli: Path, model_s
         term.wait_until_dead()
 
         term.restart(command)
-        screen = term.wait_for("done: hi", "Session reconnected (resumed)", "a draft kept over the restart")
+        screen = term.wait_for("done: hi", "Session reconnected: resumed", "a draft kept over the restart")
         assert max(map(len, screen.splitlines())) > 120, "the terminal kept its size"
         term.keys("C-u")  # the editor's "delete to line start": an empty prompt again
         term.type("after the restart")

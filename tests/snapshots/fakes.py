@@ -154,12 +154,13 @@ class Driver:
         self.emit(sid, EventType.TURN_END)
         self.emit(sid, EventType.SESSION_IDLE)
 
-    def ask_permission(self, sid: str, call: str, title: str, detail: str = "") -> None:
+    def ask_permission(self, sid: str, call: str | None, title: str, detail: str = "",
+                       options: list[dict[str, str]] | None = None) -> None:
         self.emit(sid, EventType.PERMISSION_REQUESTED, requestId=f"perm-{next(self._calls)}", toolCallId=call,
                   kind="shell", title=title, detail=detail,
-                  options=[{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
-                           {"optionId": "allow_always", "name": "Allow always", "kind": "allow_always"},
-                           {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}])
+                  options=options or [{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+                                      {"optionId": "allow_always", "name": "Allow always", "kind": "allow_always"},
+                                      {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}])
 
     async def finished_turn(self, sid: str, prompt: str, reply: str) -> None:
         """A whole ordinary turn: prompt, reasoning, reply, idle."""

@@ -121,6 +121,20 @@ async def queued_prompts(d: Driver, held: bool) -> None:
     await d.settle()
 
 
+async def codex_permission(d: Driver) -> str:
+    """An ACP agent (codex) asks before its tool starts, with options whose labels state the
+    scope at their very end: the whole label is shown, never cut where the scope is said."""
+    sid = await d.add("codex")
+    await d.send(sid, "write out.txt")
+    d.turn_start(sid)
+    d.ask_permission(sid, None, "/bin/bash -lc 'echo x > out.txt && echo wrote'", options=[
+        {"optionId": "approved", "name": "Yes", "kind": "allow_once"},
+        {"optionId": "approved-for-session", "kind": "allow_always",
+         "name": "Yes, and don't ask again for commands that start with `/bin/bash -lc echo x > out.txt && echo wrote`"},
+        {"optionId": "abort", "name": "No, and tell Codex what to do differently", "kind": "reject_once"}])
+    return sid
+
+
 async def failed_with_details(d: Driver) -> None:
     """A turn that failed; its details (agent, folders, logs, plan, stderr tail) are open.
 

@@ -72,6 +72,7 @@ CASES: dict[str, Case] = {
     "streaming_turn_narrow": Case(_streaming, size=(80, 24), select="s2"),
     "permission_warning": Case(scenarios.denied_session, select="s2"),
     "permission_prompt": Case(scenarios.all_statuses, select="awaiting_permission"),
+    "permission_long_options": Case(scenarios.codex_permission, size=(100, 30), select="s2"),
     "stuck_after_watchdog": Case(_stuck, select="s2"),
     "interrupted_restore": Case(scenarios.interrupted_session, size=(100, 30), select="s9"),
     "new_session_modal": Case(_nothing, size=(100, 30), press=("ctrl+n",)),

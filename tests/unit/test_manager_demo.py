@@ -90,7 +90,7 @@ async def test_crash_mid_tool_disconnects_then_resume_aborts_the_tool_first(harn
     acts = [a for _, _, a, _ in harness.actions]
     assert acts[:2] == ["abort", "send"]  # #393: the wedged tool is aborted before the send
     assert harness.outcomes(sid)[-1] == ("completed", "session.idle")
-    assert "Session reconnected (resumed)" in harness.texts(sid)
+    assert "Session reconnected: resumed" in harness.texts(sid)
 
 
 async def test_usage_flood_is_stuck_120s_after_the_last_real_event(harness: Harness) -> None:

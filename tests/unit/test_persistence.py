@@ -200,6 +200,7 @@ async def test_queued_prompts_survive_a_quit_and_wait_for_the_user(tmp_path: Pat
     again = App(tmp_path)
     view = again.manager.view(sid)
     assert view.queue == ("queued first", "queued second") and view.queue_held  # nothing goes out by itself
+    assert view.turns == 1  # the interrupted one: the count goes on across restarts
     assert await again.manager.send_queued(sid)
     session = again.manager.session(sid)
     await until(lambda: [t.prompt for t in session.turns if t.outcome.value == "completed"]

@@ -59,6 +59,7 @@ class AgentLink:
         updates are taken already while the request runs."""
         self._stack: AsyncExitStack | None = None
         self._conn: ClientSideConnection | None = None
+        self._transport: StdioTransport | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._transcript: Transcript | None = None
         self._stderr: AgentStderr | None = None
@@ -98,6 +99,19 @@ class AgentLink:
         return (proc is not None and proc.returncode is None and self._ready
                 and self._gen not in self._lost_gens)
 
+    def stray_stdout(self) -> tuple[str, ...]:
+        """The last lines the current process wrote on stdout that were not JSON-RPC."""
+        return tuple(self._transport.stray) if self._transport is not None else ()
+
+    async def exit_code(self) -> int | None:
+        """The process's exit code, waiting briefly for it (None while it runs)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=0.5)
+        return proc.returncode
+
     def mark_ready(self) -> None:
         """The session is open: prompts may go out."""
         self._ready = True
@@ -110,6 +124,7 @@ class AgentLink:
             command = str(exc)
         path = self._workdir / STDERR_LOG
         tail = self._stderr.recent_lines() if self._stderr is not None else tail_lines(path)
+        tail = (*tail, *(f"(on stdout, not ACP) {line}" for line in self.stray_stdout()))
         return Diagnostics(command, (("Agent stderr", str(path)), ("ACP transcript", str(self._workdir / TRANSCRIPT))),
                            tail)
 
@@ -136,10 +151,10 @@ class AgentLink:
         # Unwound last-in first-out: the connection closes, then the process is stopped.
         stack.push_async_callback(stop_agent, proc, SHUTDOWN_GRACE)
         assert proc.stdout is not None and proc.stdin is not None
-        conn = ClientSideConnection(self._client, StdioTransport(proc.stdout, proc.stdin),
-                                    observers=[lambda ev: self._observe(gen, ev)])
+        transport = StdioTransport(proc.stdout, proc.stdin)
+        conn = ClientSideConnection(self._client, transport, observers=[lambda ev: self._observe(gen, ev)])
         stack.push_async_callback(conn.close)
-        self._stack, self._conn, self._proc = stack, conn, proc
+        self._stack, self._conn, self._proc, self._transport = stack, conn, proc, transport
         self._transcript, self._stderr = transcript, stderr
         self._watch_task = asyncio.create_task(self._watch(proc, gen), name="acp-watch")
         logger.info("ACP agent %s started (pid %s) in %s", argv[0], proc.pid, self._cwd)

@@ -33,6 +33,8 @@ except importlib.metadata.PackageNotFoundError:
 
 #: initialize / session/new / load / resume; opencode needs ~3-5 s, a cold CI box more.
 CONNECT_TIMEOUT = 90.0
+NOT_ACP_GRACE = 5.0
+"""Plain text on stdout and no answer to initialize for this long: not an ACP agent."""
 
 
 class SessionOpener:
@@ -104,13 +106,39 @@ class SessionOpener:
     async def _call(self, awaitable: Awaitable[T], what: str) -> T:
         """Await a request; failures become BackendErrors that say what went wrong."""
         try:
-            return await asyncio.wait_for(awaitable, timeout=CONNECT_TIMEOUT)
+            return await self._answer(awaitable, what)
         except RequestError as exc:
             raise Refused(f"{what} failed: {request_error_text(exc)}") from None
         except ConnectionError:
             await self._link.stderr_drained()
-            raise BackendError(f"the agent exited during {what}") from None
+            code = await self._link.exit_code()
+            how = f" (exit code {code})" if code is not None else ""
+            raise BackendError(f"the agent exited during {what}{how}{self._stray_text()}") from None
         except asyncio.TimeoutError:
-            raise BackendError(f"the agent did not answer {what} within {CONNECT_TIMEOUT:.0f} s") from None
+            raise BackendError(f"the agent did not answer {what} within {CONNECT_TIMEOUT:.0f} s"
+                               f"{self._stray_text()}") from None
         except ValidationError as exc:
             raise BackendError(f"the agent's answer to {what} is not valid ACP: {exc.errors()[:1]}") from None
+
+    async def _answer(self, awaitable: Awaitable[T], what: str) -> T:
+        """The answer within CONNECT_TIMEOUT; a program that writes plain text on stdout and no
+        answer to initialize is not an ACP agent: that is said after NOT_ACP_GRACE, not 90 s."""
+        task = asyncio.ensure_future(awaitable)
+        waited = 0.0
+        try:
+            while waited < CONNECT_TIMEOUT:
+                step = min(1.0, CONNECT_TIMEOUT - waited)
+                done, _ = await asyncio.wait({task}, timeout=step)
+                if done:
+                    return task.result()
+                waited += step
+                if what == "initialize" and waited >= NOT_ACP_GRACE and self._link.stray_stdout():
+                    raise BackendError(f"the agent does not speak ACP: no answer to initialize{self._stray_text()}")
+            raise asyncio.TimeoutError
+        finally:
+            if not task.done():
+                task.cancel()
+
+    def _stray_text(self) -> str:
+        stray = self._link.stray_stdout()
+        return f"; it wrote on stdout instead: “{stray[-1]}”" if stray else ""

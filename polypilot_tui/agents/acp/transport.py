@@ -15,15 +15,19 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import deque
 from typing import Any
 
 from polypilot_tui.domain.safe_json import ParseError, load_json
+from polypilot_tui.domain.text import one_line
 
 log = logging.getLogger(__name__)
 
 MAX_DEPTH = 128
 """JSON-RPC envelopes are ~6 deep; tool arguments from a model may nest more."""
 REPLACEMENT = "\ufffd"
+MAX_STRAY_LINES = 5
+MAX_STRAY_CHARS = 200
 
 
 class StdioTransport:
@@ -34,6 +38,9 @@ class StdioTransport:
         self._writer = writer
         self._send_lock = asyncio.Lock()
         self._warned: set[str] = set()
+        self.stray: deque[str] = deque(maxlen=MAX_STRAY_LINES)
+        """The last lines the agent wrote on stdout that are not JSON-RPC (control stripped,
+        cut): an agent that does not speak ACP says so here, not in our log only."""
         self.replaced_lines = 0
         """Lines that held invalid UTF-8 (decoded with replacement characters)."""
 
@@ -60,6 +67,7 @@ class StdioTransport:
             try:
                 message = load_json(text, "agent message", max_depth=MAX_DEPTH)
             except ParseError as exc:
+                self.stray.append(one_line(text, MAX_STRAY_CHARS))
                 self._warn(f"json:{exc.reason[:40]}", f"skipped a line from the agent that is not JSON-RPC: {exc}")
                 continue
             if isinstance(message, dict):

@@ -234,7 +234,7 @@ class CopilotConnection:
             log.info("copilot: %s ended inside a tool; aborting it after resume", resume_id)
             try:
                 await self._abort()
-                how = "resumed (interrupted tool aborted)"
+                how = "resumed; the interrupted tool was aborted"
             except BackendError as exc:  # the manager aborts again before the next send
                 log.warning("copilot: abort after resume failed: %s", exc)
         return ConnectResult(agent_session_id=self._session_id, how=how, resumed=True,

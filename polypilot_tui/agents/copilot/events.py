@@ -19,12 +19,8 @@ from polypilot_tui.domain.events import AgentEvent
 
 log = logging.getLogger(__name__)
 
-#: The three choices every Copilot permission prompt offers.
-PERMISSION_OPTIONS: tuple[dict[str, str], ...] = (
-    {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
-    {"optionId": ALLOW_ALWAYS, "name": "Allow for this session", "kind": "allow_always"},
-    {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"},
-)
+_ALLOW_ONCE_OPTION = {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"}
+_REJECT_OPTION = {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}
 
 #: ``permission.completed`` result kinds, as the CLI itself names them.
 RESULT_KINDS: dict[str, str] = {
@@ -184,10 +180,41 @@ def permission_fields(data: Mapping[str, Any]) -> tuple[dict[str, Any], PromptIn
     enriched = dict(data)
     enriched.update({
         "requestId": request_id, "toolCallId": tool_call_id, "kind": kind, "title": title,
-        "detail": detail[:_DETAIL_MAX], "options": [dict(o) for o in PERMISSION_OPTIONS],
+        "detail": detail[:_DETAIL_MAX], "options": permission_options(kind, request),
     })
     info = PromptInfo(request_id, kind, tool_call_id, request) if request_id else None
     return enriched, info
+
+
+def permission_options(kind: str, request: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Allow once, allow *what exactly* for the session (when the CLI offers it), reject.
+
+    The session-wide approval is as narrow as the CLI makes it (a shell approval covers the
+    listed commands only), so the option says what it covers; it is left out when the CLI
+    says it cannot offer one or the request has nothing to scope it to.
+    """
+    options = [dict(_ALLOW_ONCE_OPTION)]
+    scope = session_scope(kind, request)
+    if scope and request.get("canOfferSessionApproval") is not False:
+        options.append({"optionId": ALLOW_ALWAYS, "name": f"Allow {scope} for this session", "kind": "allow_always"})
+    options.append(dict(_REJECT_OPTION))
+    return options
+
+
+def session_scope(kind: str, request: Mapping[str, Any]) -> str:
+    """What a session approval of this request covers, in words ("" when it has no scope)."""
+    if kind == "shell":
+        ids = _command_ids(request)
+        return "“" + "”, “".join(ids) + "”" if ids else ""
+    if kind == "mcp" and isinstance(request.get("serverName"), str):
+        tool = request.get("toolName")
+        return f"{request['serverName']}/{tool if isinstance(tool, str) else '*'}"
+    if kind == "custom-tool" and isinstance(request.get("toolName"), str):
+        return f"tool {request['toolName']}"
+    if kind == "url" and isinstance(request.get("url"), str):
+        host = urlparse(request["url"]).hostname
+        return f"requests to {host}" if host else ""
+    return {"write": "all file writes", "read": "all file reads", "memory": "memory updates"}.get(kind, "")
 
 
 def decision_for(option_id: str, info: PromptInfo | None) -> Any:

@@ -25,7 +25,7 @@ class OptionButton(Button):
     """A button that answers with one option id."""
 
     def __init__(self, option_id: str, label: str, kind: str, key: str) -> None:
-        text = one_line(label, 40) + (f" [{key}]" if key else "")
+        text = label + (f" [{key}]" if key else "")  # whole: the scope is often said at its end
         variant: ButtonVariant = ("success" if kind.startswith("allow") else "error" if kind.startswith("reject")
                                   else "default")
         super().__init__(Content(text), variant=variant, compact=True, classes="permission-option")
@@ -38,7 +38,7 @@ class PermissionPrompt(Vertical):
 
     BINDINGS = [
         Binding("y", "pick('allow_once')", "Allow once", id="permission.allow_once"),
-        Binding("a", "pick('allow_always')", "Allow always", id="permission.allow_always"),
+        Binding("a", "pick('allow_always')", "Allow & remember", id="permission.allow_always"),
         Binding("n", "pick('reject')", "Reject", id="permission.reject"),
         Binding("left", "app.focus_previous", show=False),
         Binding("right", "app.focus_next", show=False),
