@@ -9,9 +9,10 @@ turns, statuses and the watchdog; the backend only talks to the agent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.probes import Probes

@@ -18,7 +18,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import fcntl
 import os
+import struct
+import termios
 import threading
 from pathlib import Path
 
@@ -49,6 +52,8 @@ class AgentStderr:
         self._dropped = 0
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_size = 0
+        self._in_hand = 0
+        """Bytes read from the pipe and not yet in the log (what :meth:`unread` adds)."""
         self.done = threading.Event()
         """Set when every writer closed the pipe and the log is complete."""
         self._thread = threading.Thread(target=self._pump, name=f"agent-stderr:{self.path.parent.name}",
@@ -70,6 +75,16 @@ class AgentStderr:
         """Stop keeping stderr (safe before start; the thread ends at EOF on its own)."""
         self.started()
 
+    def unread(self) -> int:
+        """Bytes the agent wrote that are not in the log yet (still in the pipe, or being kept)."""
+        if self.done.is_set():
+            return 0
+        try:
+            waiting = struct.unpack("i", fcntl.ioctl(self._read_fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:
+            return 0
+        return int(waiting) + self._in_hand
+
     def recent_lines(self, count: int = 20) -> tuple[str, ...]:
         """The last ``count`` non-blank lines, redacted (also those past the cap or a full disk)."""
         with self._lock:
@@ -80,7 +95,7 @@ class AgentStderr:
     def _pump(self) -> None:
         pending = b""
         try:
-            while chunk := os.read(self._read_fd, 65536):
+            while chunk := self._read():
                 if self._size >= self.max_bytes:
                     self._keep_tail(chunk)
                     continue
@@ -105,6 +120,12 @@ class AgentStderr:
             os.close(self._read_fd)
             os.close(self._out)
             self.done.set()
+
+    def _read(self) -> bytes:
+        self._in_hand = 0  # the previous chunk is in the log
+        chunk = os.read(self._read_fd, 65536)
+        self._in_hand = len(chunk)
+        return chunk
 
     def _keep_tail(self, chunk: bytes) -> None:
         self._dropped += len(chunk)

@@ -196,7 +196,8 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clo
     if not request_id:
         return Signal.NONE
     options = tuple(
-        (str(o.get("optionId", "")), one_line(str(o.get("name", o.get("optionId", ""))), MAX_OPTION_LABEL), str(o.get("kind", "")))
+        (str(o.get("optionId", "")), one_line(str(o.get("name", o.get("optionId", ""))), MAX_OPTION_LABEL),
+         str(o.get("kind", "")))
         for o in (e.get("options") or []) if isinstance(o, Mapping) and o.get("optionId")
     )
     tool_call_id = e.text("toolCallId") or None

@@ -1,8 +1,9 @@
 """Where the user was: the session on screen, unsent drafts, how far each chat was scrolled.
 
 Saved to ``<state dir>/ui-state.json`` (private, replaced atomically, secrets redacted) a
-second after it changes and when the dashboard quits, and read at the next start. The file is untrusted like every input: bounded in
-size, every field checked, and a file that cannot be used is ignored with a note.
+second after it changes and when the dashboard quits, and read at the next start. The file
+is untrusted like every input: bounded in size, every field checked, and a file that cannot
+be used is ignored with a note.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from polypilot_tui.agents.acp.backend import AcpBackend
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
@@ -51,7 +51,7 @@ class Recorder:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 

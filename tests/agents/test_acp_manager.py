@@ -10,16 +10,16 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from polypilot_tui.agents.acp.backend import AcpBackend
 from polypilot_tui.agents.base import ALLOW_ONCE, EventSink
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.manager import SessionManager
 from tests.agents.acp_support import FAKE_AGENT

@@ -328,16 +328,18 @@ async def test_hooks_deliver_unparseable_events_and_close() -> None:
     def sdk_handler(method: str, params: dict[str, Any]) -> None:
         raise AssertionError("generated parser failed")
 
-    client = type("Client", (), {})()
-    client._client = FakeRpc(sdk_handler)
+    # The SDK client's JSON-RPC connection is private; install_hooks reaches it by getattr and
+    # this stands in for it.
+    rpc = FakeRpc(sdk_handler)
+    client = type("Client", (), {"_client": rpc})()
     raw: list[tuple[str, dict[str, Any]]] = []
     closed: list[bool] = []
     install_hooks(client, asyncio.get_running_loop(), on_raw_event=lambda s, e: raw.append((s, e)),
                   on_closed=lambda: closed.append(True))
     event = {"type": "tool.execution_complete", "data": {"toolCallId": "a", "success": True}}
-    client._client.notification_handler("session.event", {"sessionId": "s", "event": event})
-    client._client.notification_handler("session.lifecycle", {})  # not an event: just logged
+    rpc.notification_handler("session.event", {"sessionId": "s", "event": event})
+    rpc.notification_handler("session.lifecycle", {})  # not an event: just logged
     assert raw == [("s", event)]
-    client._client.on_close()
+    rpc.on_close()
     await asyncio.sleep(0)
     assert closed == [True]

@@ -98,7 +98,7 @@ def format_table(lines: list[tuple[str, ...]]) -> str:
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]) - 1)]
     out = []
     for line in lines:
-        cells = "  ".join(cell.ljust(width) for cell, width in zip(line, widths))
+        cells = "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False))  # the last cell is not padded
         out.append(f"{cells}  {line[-1]}".rstrip())
     return "\n".join(out)
 

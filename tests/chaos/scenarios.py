@@ -261,17 +261,18 @@ async def twenty_sessions(driver: Driver, scenario: str) -> Outcome:
     plan = [faults[i % len(faults)] for i in range(20)]
     sids = list(await asyncio.gather(*[driver.new_session(rig) for _ in plan]))
     start = rig.now()
-    await asyncio.gather(*[rig.manager.send(sid, driver.prompt(fault)) for sid, fault in zip(sids, plan)])
+    await asyncio.gather(*[rig.manager.send(sid, driver.prompt(fault)) for sid, fault in zip(sids, plan, strict=True)])
     limit = max(bound(driver, driver.expect[f]) for f in faults) + 10.0
     await rig.until(lambda: all(rig.at_rest(s) and turns(rig, s) for s in sids), limit, "all 20 sessions to end")
     seconds = rig.now() - start
-    wrong = [(s, f, rig.outcomes(s), rig.reasons(s)) for s, f in zip(sids, plan)
+    wrong = [(s, f, rig.outcomes(s), rig.reasons(s)) for s, f in zip(sids, plan, strict=True)
              if not driver.expect[f].allows(rig.outcomes(s)[0])]
     lost = [piece for s in sids for piece in rig.lost_text(s)]
     counts = Counter(rig.outcomes(s)[0] for s in sids)
     followed = await asyncio.gather(*[follow_up(driver, rig, s) for s in sids], return_exceptions=True)
     usable = sum(1 for f in followed if f is True)
-    unusable = [(s, f, rig.outcomes(s), rig.reasons(s)[1:], o) for s, f, o in zip(sids, plan, followed) if o is not True]
+    unusable = [(s, f, rig.outcomes(s), rig.reasons(s)[1:], o)
+                for s, f, o in zip(sids, plan, followed, strict=True) if o is not True]
     summary = " ".join(f"{k}×{v}" for k, v in sorted(counts.items()))
     result = Outcome(rig, sids[0], [summary], seconds, "", None, usable=usable == len(sids), lost=lost,
                      note=f"{len(faults)} faults round-robin; {usable}/20 usable after")

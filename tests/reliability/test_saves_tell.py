@@ -21,7 +21,7 @@ import pytest
 from polypilot_tui.engine.persistence import QUIT_NOTES, attach_persistence
 from polypilot_tui.storage.registry import Registry, SessionRecord
 from tests.reliability.conftest import App, Dashboard, Mounts, clean_env, db_texts, until, wait_until
-from tests.ui.helpers import demo_app, notifications, wait_for
+from tests.ui.helpers import demo_app, notifications, toasts, wait_for
 
 
 # ---- a read-only state folder ------------------------------------------------------------
@@ -176,7 +176,7 @@ async def test_the_dashboard_shows_each_saving_problem_once_as_a_toast(tmp_path:
                        what="the moved-aside notice")
         shown = [n for n in notifications(app) if "history.db" in n]
         assert len(shown) == 1 and shown[0].startswith("Saving:") and str(tmp_path / "history.db") in shown[0]
-        assert [n.severity for n in app._notifications if "history.db" in n.message] == ["warning"]
+        assert [n.severity for n in toasts(app) if "history.db" in n.message] == ["warning"]
 
 
 def test_quitting_the_dashboard_on_a_full_disk_says_where_the_rows_went_and_prints_no_traceback(

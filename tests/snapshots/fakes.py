@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ class FakeBackend:
 
 def build_app(tmp_path: Path, *, theme: str = "polypilot-night", clock: FakeClock | None = None,
               theme_dirs: list[Path] | None = None, backend_factory: BackendFactory | None = None,
-              **overrides: Any) -> PolypilotApp:
+              notes: Sequence[str] = (), **overrides: Any) -> PolypilotApp:
     """A PolypilotApp on a FakeClock with fixed session ids (s1, s2, …) and fake agents."""
     clock = clock or FakeClock()
     settings = Settings(_env_file=None, state_dir=tmp_path, theme=theme, record=False,  # type: ignore[call-arg]
@@ -84,7 +85,7 @@ def build_app(tmp_path: Path, *, theme: str = "polypilot-night", clock: FakeCloc
                              backend_factory=backend_factory or (
                                  lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent])),
                              id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(settings, catalog, manager, clock, theme_dirs=theme_dirs or [BUNDLED_DIR],
+    return PolypilotApp(settings, catalog, manager, clock, notes=notes, theme_dirs=theme_dirs or [BUNDLED_DIR],
                         keymap_file=tmp_path / "no-keymap.toml")
 
 

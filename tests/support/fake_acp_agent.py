@@ -133,7 +133,7 @@ class FakeAgent:
         updates = self._history(session_id)
         self._cwd[session_id] = cwd
         for update in updates:
-            await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": update})
+            await self._raw_update(session_id, update)
         return LoadSessionResponse()
 
     async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
@@ -203,7 +203,7 @@ class FakeAgent:
             await asyncio.sleep(0.1)
         if "BADUPDATE" in text:
             bad = {"sessionUpdate": "usage_update", "used": None, "size": 1000}
-            await self._conn._conn.send_notification("session/update", {"sessionId": sid, "update": bad})
+            await self._raw_update(sid, bad)
         if "THINK" in text:
             for part in ("Let me ", "think."):
                 await self._send(sid, update_agent_thought_text(part))
@@ -325,9 +325,16 @@ class FakeAgent:
     async def _say(self, sid: str, text: str) -> None:
         await self._send(sid, update_agent_message_text(text))
 
+    async def _raw_update(self, sid: str, update: Any) -> None:
+        """A session/update sent as raw JSON, past the SDK's schema (so a malformed one can be
+        sent too). The SDK has no public raw-notification API: this is the one place that
+        uses its connection's inner JSON-RPC connection."""
+        await self._conn._conn.send_notification(  # noqa: SLF001
+            "session/update", {"sessionId": sid, "update": update})
+
     async def _send(self, sid: str, update: Any) -> None:
         raw = update.model_dump(mode="json", by_alias=True, exclude_none=True)
-        await self._conn._conn.send_notification("session/update", {"sessionId": sid, "update": raw})
+        await self._raw_update(sid, raw)
         if raw.get("sessionUpdate") != "usage_update" and sid in self._cwd:
             self._save(sid, [*self._history(sid, missing_ok=True), raw])
 

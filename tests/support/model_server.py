@@ -161,6 +161,10 @@ class ModelServer:
     def stopped(self) -> bool:
         return self._stopping.is_set()
 
+    def wait_stopping(self, seconds: float) -> bool:
+        """Block up to ``seconds``; True once the server is stopping (handlers give up)."""
+        return self._stopping.wait(seconds)
+
     @property
     def port(self) -> int:
         if self._server is None:
@@ -195,7 +199,8 @@ class ModelServer:
                 raise TimeoutError(f"saw {len(found)} model requests, wanted {count}")
             time.sleep(0.02)
 
-    def _record(self, request: RecordedRequest) -> int:
+    def record(self, request: RecordedRequest) -> int:
+        """Keep a request (thread-safe); returns how many there are now."""
         with self._lock:
             self._requests.append(request)
             return len(self._requests)
@@ -204,7 +209,8 @@ class ModelServer:
         with self._lock:
             return next(self._serial)
 
-    def _plan(self, request: RecordedRequest) -> Reply:
+    def plan(self, request: RecordedRequest) -> Reply:
+        """The scripted reply for a model call."""
         body = request.body if isinstance(request.body, dict) else {}
         return plan_reply(request.last, offered_tools(body), self.settings, self._next_serial())
 
@@ -253,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _recorded(self, body: Any) -> RecordedRequest | None:
         request = RecordedRequest(self.command, self._path(), dict(self.headers.items()), body)
-        count = self.owner._record(request)
+        count = self.owner.record(request)
         if count > self.owner.max_requests:
             self._send_json(503, {"error": {"message": "model server request cap reached"}})
             threading.Thread(target=self.owner.stop, daemon=True).start()
@@ -287,7 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not request.is_model_call or not isinstance(request.body, dict):
             self._send_json(404, {"error": {"message": f"no route {request.path}"}})
             return
-        reply = self.owner._plan(request)
+        reply = self.owner.plan(request)
         responses = request.path == RESPONSES_PATH
         try:
             if request.body.get("stream"):
@@ -318,7 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
             step = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
             if step <= 0:
                 return
-            if self.owner._stopping.wait(step) or self._client_left():
+            if self.owner.wait_stopping(step) or self._client_left():
                 raise ClientGone()
 
     def _chunk(self, data: bytes) -> None:

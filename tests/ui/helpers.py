@@ -8,7 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.app import App
+from textual.notifications import Notification
 from textual.pilot import Pilot
 from textual.widget import Widget
 
@@ -44,9 +46,37 @@ async def wait_for(pilot: Pilot[Any], predicate: Callable[[], object], timeout: 
         await pilot.pause(0.02)
 
 
-def notifications(app: PolypilotApp) -> list[str]:
+# Textual has no public API for what a user sees of toasts, the composed screen, or keys
+# arriving all at once; these helpers are the only places tests reach into its privates.
+def toasts(app: App[Any]) -> list[Notification]:
+    """The toasts currently shown."""
+    return list(app._notifications)  # noqa: SLF001
+
+
+def notifications(app: App[Any]) -> list[str]:
     """Titles and messages of the toasts currently shown."""
-    return [f"{n.title}: {n.message}" for n in app._notifications]
+    return [f"{n.title}: {n.message}" for n in toasts(app)]
+
+
+def keys_at_once(app: App[Any], *keys: str | events.Key) -> None:
+    """Queue keys as a terminal delivers a burst: all before the app handles the first
+    (a one-character name is typed text; longer names such as "ctrl+g" are keys)."""
+    driver = app._driver  # noqa: SLF001
+    assert driver is not None
+    for key in keys:
+        event = key if isinstance(key, events.Key) else events.Key(key, key if len(key) == 1 else None)
+        event.set_sender(app)
+        driver.send_message(event)
+
+
+def terminal_writes(app: App[Any]) -> list[str]:
+    """Everything the app writes to the terminal from now on (escape sequences included)."""
+    written: list[str] = []
+    driver = app._driver  # noqa: SLF001
+    assert driver is not None
+    write = driver.write
+    driver.write = lambda data: (written.append(data), write(data))[1]  # type: ignore[method-assign]
+    return written
 
 
 def screen_text(app: App[Any]) -> str:
@@ -62,11 +92,11 @@ async def type_text(pilot: Pilot[Any], text: str) -> None:
 
 def screen_lines(app: App[Any]) -> list[str]:
     """The text on screen now, one string per row (what the user sees, after composition)."""
-    return [strip.text for strip in app.screen._compositor.render_strips()]
+    return [strip.text for strip in app.screen._compositor.render_strips()]  # noqa: SLF001
 
 
 def widget_lines(widget: Widget) -> list[str]:
     """The screen rows a widget covers, cropped to it (its visible part only)."""
     region = widget.region.intersection(widget.app.screen.region)
-    strips = widget.app.screen._compositor.render_strips()
+    strips = widget.app.screen._compositor.render_strips()  # noqa: SLF001
     return [strip.crop(region.x, region.right).text for strip in strips[region.y:region.bottom]]

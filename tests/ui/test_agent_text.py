@@ -24,7 +24,7 @@ from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 from polypilot_tui.ui.widgets.prose_view import ProseRun, ProseView
 from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
 from tests.snapshots.fakes import Driver, build_app
-from tests.ui.helpers import screen_lines, widget_lines
+from tests.ui.helpers import screen_lines, terminal_writes, toasts, widget_lines
 
 
 class OneWidget(App[None]):
@@ -156,18 +156,14 @@ async def test_the_copy_button_copies_the_code_block_and_says_so() -> None:
     async with app.run_test(size=(80, 20), notifications=True) as pilot:
         await pilot.pause()
         code = message.query_one(CodeBlock)
-        written: list[str] = []
-        driver = app._driver
-        assert driver is not None
-        write = driver.write
-        driver.write = lambda data: (written.append(data), write(data))[1]  # type: ignore[method-assign]
+        written = terminal_writes(app)
         copy_x = code.content_region.right - code.region.x - 3  # on the " copy " label of the header row
         await pilot.click(code, offset=(copy_x, 0))
         await pilot.pause()
         assert app.clipboard == code_text.rstrip("\n")
         # OSC 52: the terminal (local, or at the end of an SSH connection) sets its clipboard.
         assert f"\x1b]52;c;{base64.b64encode(app.clipboard.encode()).decode()}\a" in written
-        assert [n.message for n in app._notifications] == ["Copied 2 lines of code"]
+        assert [n.message for n in toasts(app)] == ["Copied 2 lines of code"]
 
 
 async def test_text_selected_with_the_mouse_is_copied_with_ctrl_c() -> None:
@@ -282,7 +278,7 @@ FRAGMENTS = ["Para <b>x</b> List<String>\n", "\n", "- item\n", "  - nested\n", "
 def pieces(message: AssistantMessage, width: int) -> str:
     """What the message draws, prose and code in order, however the prose is split into widgets."""
     out = []
-    for widget in (*message._frozen, *message._tail):
+    for widget in message.pieces:
         out.append(widget.visual.text(width) if isinstance(widget, ProseRun) else f"<code>{widget.code}")
     return "\n".join(out)
 

@@ -19,7 +19,7 @@ TEXT = st.text(alphabet=st.sampled_from("ab <>/x漢字😀   \t-"), max_size=200
 def test_wrap_spans_cover_the_text_and_fit_the_width(text: str, width: int) -> None:
     spans = wrap_spans(text, width)
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # contiguous: nothing dropped
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))  # contiguous: nothing dropped
     assert all(cell_len(text[start:end].rstrip(" ")) <= width for start, end in spans)
 
 

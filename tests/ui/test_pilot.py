@@ -13,7 +13,7 @@ from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.queue_panel import QueuedPrompt
 from polypilot_tui.ui.widgets.user_message import UserMessage
-from tests.ui.helpers import demo_app, notifications, wait_for, widget_lines
+from tests.ui.helpers import demo_app, keys_at_once, notifications, wait_for, widget_lines
 
 
 def replies(app, sid: str) -> list[str]:
@@ -173,8 +173,6 @@ async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_g(tmp_pat
 async def test_ctrl_g_y_from_another_session_answers_there_and_types_nothing(tmp_path: Path) -> None:
     """From another session, ctrl+g jumps to the one blocked on a permission (before sessions
     that merely failed), and a "y" sent in the same burst is its answer, not prompt text."""
-    from textual import events
-
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
@@ -185,9 +183,7 @@ async def test_ctrl_g_y_from_another_session_answers_there_and_types_nothing(tmp
         await app.manager.send(waiting, "write a file")
         await wait_for(pilot, lambda: app.manager.view(waiting).pending_permission is not None)
         await wait_for(pilot, lambda: app.selected == "s1" and app.pane.editor.has_focus)
-        for key in (events.Key("ctrl+g", None), events.Key("y", "y")):
-            key.set_sender(app)
-            app._driver.send_message(key)
+        keys_at_once(app, "ctrl+g", "y")
         await wait_for(pilot, lambda: last_outcome(app, waiting) == "completed", what="the tool allowed")
         assert app.selected == waiting and app.pane.editor.text == ""
         assert app.pane.drafts().get("s1", "") == "" and app.pane.drafts().get(waiting, "") == ""
@@ -414,16 +410,12 @@ async def test_quit_with_a_turn_running_asks_and_the_turn_is_offered_for_resendi
 
 async def test_ctrl_g_then_y_in_one_burst_answers_the_permission(tmp_path: Path) -> None:
     """The two keys arrive together (a fast typist, a busy app): "y" must be the answer, not text."""
-    from textual import events
-
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "write a file")
         await wait_for(pilot, lambda: len(app.pane.permission.buttons) == 3, what="the prompt")
-        for key in (events.Key("ctrl+g", None), events.Key("y", "y")):
-            key.set_sender(app)
-            app._driver.send_message(key)
+        keys_at_once(app, "ctrl+g", "y")
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", what="the tool allowed")
         assert app.pane.editor.text == ""
         await wait_for(pilot, lambda: any("written" in r for r in replies(app, "s1")), what="the reply drawn")

@@ -26,7 +26,7 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from tests.ui.helpers import wait_for
+from tests.ui.helpers import keys_at_once, wait_for
 
 SESSIONS = 30
 ROUNDS = 40
@@ -114,11 +114,7 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
             prompt = f"prompt {round_} for {target}\nsecond line {round_}"
             expected[target].append(prompt)
             burst += keys_for(prompt) + [events.Key("enter", None)]
-        driver = app._driver
-        assert driver is not None
-        for key in burst:  # all at once: keys arrive faster than the app redraws
-            key.set_sender(app)
-            driver.send_message(key)
+        keys_at_once(app, *burst)  # all at once: keys arrive faster than the app redraws
 
         def typed_everything() -> bool:
             got = {sid: [i.text for i in manager.history(sid) if i.kind is ItemKind.USER] + list(manager.view(sid).queue)

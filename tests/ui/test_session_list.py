@@ -16,7 +16,7 @@ from tests.ui.helpers import wait_for
 def icon_segment(app, sid: str) -> Segment:
     """The segment that draws a row's status icon."""
     rows = app.sidebar.session_list
-    strip, _ = rows._row_strips(rows.session_ids.index(sid), rows.scrollable_content_region.width)
+    strip, _ = rows.row_strips(rows.session_ids.index(sid), rows.scrollable_content_region.width)
     icon = STATUS_ICONS[app.manager.view(sid).status]
     return next(segment for segment in strip if segment.text.startswith(icon))
 

@@ -270,7 +270,7 @@ async def test_reject_is_reported_and_turn_completes(harness: Harness) -> None:
 async def test_twenty_sessions_faulting_at_once_all_end(harness: Harness) -> None:
     faults = ["!zero-idle", "!hang", "!usage-flood", "!dead-send", "!hang-after-final-tool"] * 4
     sids = [await harness.new() for _ in faults]
-    for sid, prompt in zip(sids, faults):
+    for sid, prompt in zip(sids, faults, strict=True):
         await harness.manager.send(sid, prompt)
     for sid in sids:
         await harness.until_rest(sid)

@@ -248,7 +248,8 @@ async def test_database_corrupted_while_running_is_rewritten_from_memory(tmp_pat
     await until(lambda: app.manager.session(sid).turns, 10)
     await until(lambda: db_rows(tmp_path, sid) == texts(app, sid), 2.0)
     loop = asyncio.get_running_loop()
-    await loop.run_in_executor(app.persistence._io, app.persistence.store.history.close)
+    # On the store's own thread (sqlite connections are thread-bound): a test-only reach.
+    await loop.run_in_executor(app.persistence._io, app.persistence.store.history.close)  # noqa: SLF001
     for suffix in ("-wal", "-shm"):
         Path(f"{tmp_path / HISTORY_FILE}{suffix}").unlink(missing_ok=True)
     (tmp_path / HISTORY_FILE).write_bytes(b"\0broken" * 1000)

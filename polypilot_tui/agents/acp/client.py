@@ -11,9 +11,10 @@ import asyncio
 import itertools
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from acp import RequestError
 from acp.interfaces import Agent

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from polypilot_tui.agents.acp.mapping import Emit, UpdateMapper
 from polypilot_tui.agents.base import EventSink

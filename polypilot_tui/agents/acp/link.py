@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
@@ -215,6 +216,20 @@ class AgentLink:
         what = "still running" if code is None else f"exit code {code}"
         await self.stderr_drained()
         self.lost(gen, f"connection to the agent closed ({what})")
+
+    async def stderr_caught_up(self) -> None:
+        """The agent is alive and just reported an error: its stderr about it may still be in
+        the pipe. Wait (briefly, polled) until the log has read everything written so far."""
+        stderr = self._stderr
+        quiet = 0
+        for _ in range(30):
+            if stderr is None or stderr.unread() == 0:
+                quiet += 1
+                if quiet == 2:  # twice in a row: not just between a read and its write
+                    return
+            else:
+                quiet = 0
+            await asyncio.sleep(0.01)
 
     async def stderr_drained(self) -> None:
         """The agent is gone; its last words may still be in the pipe: give the reader a moment

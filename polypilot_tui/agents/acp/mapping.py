@@ -15,7 +15,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from polypilot_tui.domain.events import AgentEvent, EventType
 

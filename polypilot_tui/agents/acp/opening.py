@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import logging
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Awaitable, TypeVar
+from typing import TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import AgentCapabilities, ClientCapabilities, FileSystemCapabilities, Implementation
@@ -114,7 +115,7 @@ class SessionOpener:
             code = await self._link.exit_code()
             how = f" (exit code {code})" if code is not None else ""
             raise BackendError(f"the agent exited during {what}{how}{self._stray_text()}") from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise BackendError(f"the agent did not answer {what} within {CONNECT_TIMEOUT:.0f} s"
                                f"{self._stray_text()}") from None
         except ValidationError as exc:
@@ -134,7 +135,7 @@ class SessionOpener:
                 waited += step
                 if what == "initialize" and waited >= NOT_ACP_GRACE and self._link.stray_stdout():
                     raise BackendError(f"the agent does not speak ACP: no answer to initialize{self._stray_text()}")
-            raise asyncio.TimeoutError
+            raise TimeoutError
         finally:
             if not task.done():
                 task.cancel()

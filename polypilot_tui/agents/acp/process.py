@@ -9,8 +9,8 @@ import os
 import shlex
 import shutil
 import signal
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.leash import leashed
@@ -92,7 +92,7 @@ async def terminate(proc: asyncio.subprocess.Process) -> None:
             try:
                 await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue
     finally:
         # Children that ignored SIGTERM, or left the parent chain, must not outlive their

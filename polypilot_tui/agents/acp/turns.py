@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from acp import RequestError, text_block
 from pydantic import ValidationError
@@ -158,14 +159,19 @@ class TurnControl:
         except ValidationError:
             stop = self._intake.raw_stop_reason()
             if stop is None:
-                return self._end_turn(gen, error="the agent's prompt response is not valid ACP")
+                self._end_turn(gen, error="the agent's prompt response is not valid ACP")
+                return
         except ConnectionError:
-            return await self._link.connection_failed(gen)
+            await self._link.connection_failed(gen)
+            return
         except RequestError as exc:
-            return self._end_turn(gen, error=request_error_text(exc))
+            await self._link.stderr_caught_up()  # its stderr lines go with the error
+            self._end_turn(gen, error=request_error_text(exc))
+            return
         except Exception as exc:  # anything else still ends the turn visibly
             logger.exception("ACP prompt failed")
-            return self._end_turn(gen, error=f"{type(exc).__name__}: {exc}")
+            self._end_turn(gen, error=f"{type(exc).__name__}: {exc}")
+            return
         self._end_turn(gen, stop=stop, usage=usage)
 
     def _end_turn(self, gen: int, stop: str | None = None, error: str | None = None, usage: Any = None) -> None:

@@ -32,6 +32,6 @@ class BusyFlag:
         """Wait until the CLI is out of its turn (or gone); False on timeout."""
         try:
             await asyncio.wait_for(self._idle.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True

@@ -16,8 +16,9 @@ import logging
 import os
 import shutil
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from polypilot_tui.agents import agent_log
 from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics
@@ -156,7 +157,7 @@ class CopilotConnection:
         except (BackendError, asyncio.CancelledError):
             await self._abandon()
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._abandon()
             raise BackendError(f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s") from None
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message

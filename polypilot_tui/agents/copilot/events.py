@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE
@@ -253,7 +254,8 @@ def _session_approval(info: PromptInfo) -> Any:
         approval = rpc.PermissionDecisionApproveForSessionApprovalMemory()
     elif info.kind == "mcp" and isinstance(req.get("serverName"), str):
         approval = rpc.PermissionDecisionApproveForSessionApprovalMCP(
-            server_name=req["serverName"], tool_name=req.get("toolName") if isinstance(req.get("toolName"), str) else None)
+            server_name=req["serverName"],
+            tool_name=req.get("toolName") if isinstance(req.get("toolName"), str) else None)
     elif info.kind == "custom-tool" and isinstance(req.get("toolName"), str):
         approval = rpc.PermissionDecisionApproveForSessionApprovalCustomTool(tool_name=req["toolName"])
     elif info.kind == "url" and isinstance(req.get("url"), str):

@@ -10,8 +10,9 @@ CLI is in a turn, and whether the CLI is gone (reported once, as ``connection.lo
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from polypilot_tui.agents.base import EventSink
 from polypilot_tui.agents.copilot.busy import BusyFlag

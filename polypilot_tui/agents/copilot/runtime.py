@@ -12,9 +12,10 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain import eventlog

@@ -131,6 +131,6 @@ class TurnControl:
         except ProcessExitedError as exc:
             self._intake.mark_lost(f"Copilot CLI exited: {exc}")
             raise BackendError(f"{what} failed: the Copilot CLI exited") from None
-        except (JsonRpcError, asyncio.TimeoutError, OSError, RuntimeError) as exc:
+        except (TimeoutError, JsonRpcError, OSError, RuntimeError) as exc:
             log.warning("copilot: %s failed: %r", what, exc)
             raise BackendError(f"{what} failed: {exc or type(exc).__name__}") from None

@@ -15,16 +15,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError, \
-    ConnectResult, Diagnostics, EventSink
+from polypilot_tui.agents import agent_log
+from polypilot_tui.agents.base import (
+    ALLOW_ALWAYS,
+    ALLOW_ONCE,
+    CANCELLED,
+    REJECT_ONCE,
+    BackendError,
+    ConnectResult,
+    Diagnostics,
+    EventSink,
+)
 from polypilot_tui.agents.demo.scripts import SCRIPTS, pick_script
 from polypilot_tui.config import AgentConfig, Settings
-from polypilot_tui.agents import agent_log
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.infra.private import open_private, private_dir
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -97,7 +105,7 @@ class DemoBackend:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        for request_id, future in list(self._permissions.items()):
+        for future in list(self._permissions.values()):
             if not future.done():
                 future.set_result(CANCELLED)
         for call_id, name in list(self._open_tools.items()):

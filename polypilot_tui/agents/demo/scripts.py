@@ -8,12 +8,12 @@ plain reply, a tool run, or a tool that needs permission.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
 
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE
 from polypilot_tui.domain.events import EventType
-
 
 
 class ScriptedAgent(Protocol):

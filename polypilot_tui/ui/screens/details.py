@@ -16,7 +16,6 @@ from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionDetails
 from polypilot_tui.ui.formatting import STATUS_LABELS, safe_text
 
-
 PLAN_MARKS = {"completed": "✓", "in_progress": "▸", "pending": "·"}
 """ACP plan entry statuses, as marks."""
 
@@ -44,8 +43,8 @@ def details_text(details: SessionDetails) -> str:
     if details.plan:
         lines += ["", "The agent's plan:"]
         lines += [f"  {PLAN_MARKS.get(status, '·')} {safe_text(step)}" for step, status in details.plan]
-    stderr_heading = "Last lines the agent wrote to stderr:" if details.stderr_tail else "The agent wrote nothing to stderr."
-    lines += ["", stderr_heading]
+    lines += ["", "Last lines the agent wrote to stderr:" if details.stderr_tail
+              else "The agent wrote nothing to stderr."]
     lines += [f"  {safe_text(line)}" for line in details.stderr_tail]
     return "\n".join(lines)
 

@@ -89,9 +89,14 @@ class AssistantMessage(Widget):
         return cls(item.text, interrupted=item.interrupted)
 
     @property
+    def pieces(self) -> tuple[Piece, ...]:
+        """What the message shows, in order: runs of prose and code blocks."""
+        return (*self._frozen, *self._tail)
+
+    @property
     def code_blocks(self) -> list[str]:
         """The text of each code block (fenced or indented), in order, as "copy" would take it."""
-        return [w.code for w in (*self._frozen, *self._tail) if isinstance(w, CodeBlock)]
+        return [w.code for w in self.pieces if isinstance(w, CodeBlock)]
 
     def compose(self) -> ComposeResult:
         self._composed = True

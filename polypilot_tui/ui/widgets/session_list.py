@@ -240,7 +240,7 @@ class SessionList(ScrollView, can_focus=True):
             style = self._styles[key] = self.get_visual_style(*names).rich_style
         return style
 
-    def _row_strips(self, index: int, width: int) -> tuple[Strip, Strip]:
+    def row_strips(self, index: int, width: int) -> tuple[Strip, Strip]:
         entry = self._entries[index]
         if index == self.index:
             row = "session-list--row-highlighted"
@@ -288,14 +288,14 @@ class SessionList(ScrollView, can_focus=True):
         index, line = divmod(self.scroll_offset.y + y, ROW_HEIGHT)
         if index >= len(self._entries):
             return Strip.blank(width, self._style("session-list--row"))
-        return self._row_strips(index, width)[line]
+        return self.row_strips(index, width)[line]
 
     def rendered(self, session_id: str) -> tuple[str, str] | None:
         """A session's two lines as plain text, as drawn at the current width."""
         index = self._index_of.get(session_id)
         if index is None:
             return None
-        top, bottom = self._row_strips(index, self.scrollable_content_region.width)
+        top, bottom = self.row_strips(index, self.scrollable_content_region.width)
         return top.text, bottom.text
 
     # ---- highlight and mouse -------------------------------------------------------
