@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Tests run in parallel; real-agent tests are bounded and CI has 2 cores.
 PYTEST_ARGS ?= -n auto --dist loadgroup -q
+# Real agents from npm are installed into the checkout (ignored by git), not the user cache.
+export POLYPILOT_NPM_CACHE ?= $(CURDIR)/.cache/npm
 
 .PHONY: run test test-fast bench lint clean snapshots
 

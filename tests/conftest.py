@@ -7,11 +7,12 @@ developer shell with ``NO_COLOR=1`` would otherwise change every snapshot.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.pop("NO_COLOR", None)
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
-
-from pathlib import Path  # noqa: E402
+# Real agents from npm go into the checkout's ignored .cache/npm (kept between runs of a clone).
+os.environ.setdefault("POLYPILOT_NPM_CACHE", str(Path(__file__).resolve().parents[1] / ".cache" / "npm"))
 
 import pytest  # noqa: E402
 from textual.widgets import Input, TextArea  # noqa: E402

@@ -1,7 +1,9 @@
-"""Pinned agent CLIs installed from npm into an ignored cache folder of the checkout.
+"""Pinned agent CLIs installed from npm into a cache folder.
 
 The real-agent tests install the Copilot CLI, opencode and codex-acp here, and the app
-falls back to these installs when the command is not on PATH.
+falls back to these installs when the command is not on PATH. The folder is
+``POLYPILOT_NPM_CACHE`` (the test suite points it at the checkout's ignored ``.cache/npm``),
+else the user's cache folder: an installed wheel has no checkout to put it in.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-#: <repo>/.cache/npm — ignored by git, survives between test runs of one clone.
-CACHE_ROOT = Path(os.environ.get("POLYPILOT_NPM_CACHE", Path(__file__).resolve().parents[2] / ".cache" / "npm"))
+import platformdirs
+
+CACHE_ROOT = Path(os.environ.get("POLYPILOT_NPM_CACHE") or Path(platformdirs.user_cache_dir("polypilot")) / "npm")
 
 
 @dataclass(frozen=True)

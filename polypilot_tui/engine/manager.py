@@ -301,15 +301,22 @@ class SessionManager:
         ctx.stream.publish(SessionRemoved(session_id))
         return managed.session
 
-    def reopen(self, session: Session) -> None:
-        """Bring a closed session back (undo): idle, its agent reconnects on the next send."""
-        if session.id in self._ctx.sessions:
+    def reopen(self, session: Session, position: int | None = None) -> None:
+        """Bring a closed session back (undo): idle, its agent reconnects on the next send;
+        ``position``: where it was in the list (else it goes last)."""
+        sessions = self._ctx.sessions
+        if session.id in sessions:
             raise ValueError(f"session {session.id} already exists")
         session.closed = False
         session.connected = False
         session.connecting = False
         session.revision += 1
         self.adopt(session, restored=False)
+        if position is not None:
+            order = [sid for sid in sessions if sid != session.id]
+            order.insert(max(0, position), session.id)
+            for sid in order:  # re-inserted in order: the dict keeps the new one
+                sessions[sid] = sessions.pop(sid)
 
     async def quit(self) -> None:
         """The dashboard is quitting: end turns in flight, then release every backend.

@@ -41,6 +41,8 @@ class ClosedSession:
 
     session: Session
     draft: str
+    position: int
+    """Where it was in the session list."""
 
 
 class PolypilotApp(Dashboard):
@@ -229,13 +231,14 @@ class PolypilotApp(Dashboard):
     async def _close(self, session_id: str) -> None:
         draft = self.pane.drafts().get(session_id, "")
         ids = self.manager.ids()
+        position = ids.index(session_id) if session_id in ids else len(ids)
         if self.selected == session_id and len(ids) > 1:
             index = ids.index(session_id)
             self.select(ids[index + 1] if index + 1 < len(ids) else ids[index - 1])  # its neighbour
         session = await self.manager.close(session_id)
         if session is None:
             return
-        closed = ClosedSession(session, draft)
+        closed = ClosedSession(session, draft, position)
         self._recently_closed.append(closed)
         self.set_timer(UNDO_SECONDS, lambda: self._expire(closed), name="undo close")
         self.notify(f"Closed “{one_line(session.name, 40)}”. ctrl+z brings it back for {UNDO_SECONDS:.0f} s.",
@@ -251,7 +254,7 @@ class PolypilotApp(Dashboard):
         if not self._recently_closed:
             return
         closed = self._recently_closed.pop()
-        self.manager.reopen(closed.session)
+        self.manager.reopen(closed.session, closed.position)
         if closed.draft:
             self.pane.restore_drafts({closed.session.id: closed.draft})
         self.select(closed.session.id)

@@ -92,8 +92,9 @@ def sidebar_status(view: SessionView, now: float) -> str:
             parts = [compact_duration(elapsed), plural(view.tool_calls, "tool")]
         else:
             parts = [STATUS_LABELS[status]] + ([compact_duration(elapsed)] if elapsed >= ELAPSED_FROM else [])
-        if age is not None and age >= SIDEBAR_AGO_FROM:
-            parts.append(f"{compact_duration(age)} ago")
+        quiet = min(age, elapsed) if age is not None else 0.0  # silence before this turn is not its own
+        if quiet >= SIDEBAR_AGO_FROM:
+            parts.append(f"quiet {compact_duration(quiet)}")
         return " · ".join(parts)
     if status is S.IDLE:
         parts = ["Idle" if view.turns or view.history_len else "Ready"]

@@ -42,9 +42,11 @@ def test_every_status_has_one_cell_icon_and_a_label() -> None:
 def test_sidebar_polypilot_style() -> None:
     assert sidebar_status(busy(S.SENDING), 1) == "Sending…"
     assert sidebar_status(busy(S.THINKING, last=9), 10) == "Thinking… · 10s"
-    assert sidebar_status(busy(tools=8, last=75), 120) == "2m · 8 tools · 45s ago"
-    assert sidebar_status(busy(tools=1, last=100), 120) == "2m · 1 tool"  # activity under 30 s: no "ago"
-    assert sidebar_status(busy(S.AWAITING_PERMISSION, last=0), 40) == "Needs permission · 40s ago"
+    assert sidebar_status(busy(tools=8, last=75), 120) == "2m · 8 tools · quiet 45s"
+    assert sidebar_status(busy(tools=1, last=100), 120) == "2m · 1 tool"  # quiet under 30 s: not said
+    assert sidebar_status(busy(S.AWAITING_PERMISSION, last=0), 40) == "Needs permission · quiet 40s"
+    # Silence from before the turn began is not the turn's: a send 5 s ago after 3 quiet minutes.
+    assert sidebar_status(busy(S.SENDING, started=175, last=0), 180) == "Sending… · 5s"
 
 
 def test_sidebar_idle_and_ended() -> None:

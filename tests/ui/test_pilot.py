@@ -378,13 +378,14 @@ async def test_close_asks_and_ctrl_z_brings_the_session_back_with_history_and_dr
         assert any("ctrl+z brings it back" in n for n in notifications(app))
         await pilot.press("ctrl+z")
         await wait_for(pilot, lambda: app.selected == "s1" and "s1" in app.manager.ids(), what="undone")
+        assert app.manager.ids() == ["s1", sid]  # back where it was in the list, not last
         await wait_for(pilot, lambda: app.pane.editor.text == "half typed", what="the draft back")
         assert [i.text for i in app.manager.history("s1")][0] == "hello there"
         await wait_for(pilot, lambda: any("You said: **hello there**" in r for r in replies(app, "s1")))
         # With nothing left to undo, ctrl+z is the editor's own undo again.
         await pilot.press("ctrl+z")
         await pilot.pause()
-        assert sorted(app.manager.ids()) == sorted([sid, "s1"])  # nothing reopened twice
+        assert app.manager.ids() == ["s1", sid]  # nothing reopened twice
         await send(pilot, "!help")
         await wait_for(pilot, lambda: app.manager.view("s1").turns >= 1, what="the reopened session answers")
 
