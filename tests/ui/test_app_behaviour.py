@@ -35,7 +35,7 @@ async def test_heartbeat_refreshes_ago_labels_from_the_injected_clock(tmp_path: 
         assert row_status(app, "s1") == "0s · 1 tool"  # nothing redraws by itself
         await app.heartbeat()
         await d.settle()
-        assert row_status(app, "s1") == "45s · 1 tool · 45s ago"
+        assert row_status(app, "s1") == "45s · 1 tool · quiet 45s"
         assert str(app.pane.status.render()).endswith("Working… · 45s · 1 tool call · running bash · quiet for 45s")
 
 

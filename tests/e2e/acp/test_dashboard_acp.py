@@ -105,6 +105,7 @@ async def test_an_acp_session_from_prompt_to_restore(name: str, model_server: Mo
         await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what="the status no longer \"Stopped\"")
         history = [(i.kind, i.text) for i in app.manager.history(sid)]
+        turns_before = app.manager.view(sid).turns
 
     again = dashboard(state, {name: agent}, name, stop_grace_seconds=8)
     async with again.run_test(size=SIZE, notifications=True) as pilot:
@@ -112,8 +113,8 @@ async def test_an_acp_session_from_prompt_to_restore(name: str, model_server: Mo
         assert [(i.kind, i.text) for i in again.manager.history(sid)] == history
         await see(pilot, script.tool_reply)
         await send(pilot, script.hello)
-        await wait_for(pilot, lambda: again.manager.view(sid).turns == 1, timeout=AGENT_WAIT,
-                       what="the first turn after the restart")
+        await wait_for(pilot, lambda: again.manager.view(sid).turns == turns_before + 1,
+                       timeout=AGENT_WAIT, what="the first turn after the restart (the count carries over)")
         new_rows = again.manager.history(sid)[len(history):]
         replies = [i.text for i in new_rows if i.kind is ItemKind.ASSISTANT]
         # Exactly one answer, and it answers this prompt: a conversation the agent replayed
