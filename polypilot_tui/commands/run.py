@@ -27,7 +27,7 @@ from pathlib import Path
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
-from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, Settings
 from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import TurnRecord
 from polypilot_tui.domain.clock import SystemClock
@@ -50,6 +50,9 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
     """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
     if agent not in catalog.agents:
         print(f"polypilot run: no agent named {agent!r} (configured: {', '.join(catalog.agents)})", file=sys.stderr)
+        return EXIT_USAGE
+    if missing := catalog.agents[agent].missing_key():  # not an empty key, and a 401 much later
+        print(f"polypilot run: agent {agent!r} cannot start: {missing}", file=sys.stderr)
         return EXIT_USAGE
     if allow_tools:
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
@@ -193,21 +196,27 @@ async def _ask(manager: SessionManager, session_id: str, prompt: PermissionPromp
 
 
 def print_agents(catalog: AgentCatalog) -> int:
-    """List configured agents and whether each can start on this machine."""
+    """List configured agents and whether each can start here: ``ready``, ``missing`` (its
+    command is not found) or ``no key`` (the variable its provider's ``api_key_env`` names is
+    unset); the last column is the command, then what is wrong."""
     for problem in catalog.problems:
         print(f"skipped: {problem}", file=sys.stderr)
-    fallbacks = {"copilot": COPILOT_CLI}
     for name, agent in catalog.agents.items():
-        if agent.kind == "demo":
-            ready, where = True, "built in"
-        elif agent.kind == "copilot":
-            command = resolve_command(agent.command, fallbacks["copilot"])
-            ready, where = command is not None and shutil.which(command) is not None, command or "copilot not found"
-        else:
-            fallback = OPENCODE if "opencode" in (agent.command or "") else CODEX_ACP
-            command = agent.command or resolve_command(None, fallback)
-            found = shutil.which(command) if command else None
-            ready, where = found is not None, found or f"{command or agent.command} not found"
-        mark = "ready" if ready else "missing"
-        print(f"{name:<16} {agent.kind:<8} {mark:<8} {where}")
+        found, where = _command(agent)
+        missing_key = agent.missing_key()
+        mark = "missing" if not found else "no key" if missing_key else "ready"
+        print(f"{name:<16} {agent.kind:<8} {mark:<8} {where}{f'; {missing_key}' if missing_key else ''}")
     return EXIT_OK
+
+
+def _command(agent: AgentConfig) -> tuple[bool, str]:
+    """Whether the agent's command is found here, and where it is (or what is not found)."""
+    if agent.kind == "demo":
+        return True, "built in"
+    if agent.kind == "copilot":
+        command = resolve_command(agent.command, COPILOT_CLI)
+        return command is not None and shutil.which(command) is not None, command or "copilot not found"
+    fallback = OPENCODE if "opencode" in (agent.command or "") else CODEX_ACP
+    command = agent.command or resolve_command(None, fallback)
+    found = shutil.which(command) if command else None
+    return found is not None, found or f"{command or agent.command} not found"

@@ -25,7 +25,11 @@ def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
         catalog = load_agents(settings.agents_file)
     except AgentsFileError as exc:
         return AgentCatalog({DEMO_AGENT: demo_agent()}), [f"{exc} — continuing with the demo agent only."]
-    return catalog, [f"Agents file entry skipped: {problem}" for problem in catalog.problems]
+    notes = [f"Agents file entry skipped: {problem}" for problem in catalog.problems]
+    # Said at start, not by a 401 from the model in the middle of the first turn.
+    notes += [f"Agent {name!r} is not ready: {missing}" for name, agent in catalog.agents.items()
+              if (missing := agent.missing_key())]
+    return catalog, notes
 
 
 def run_app(settings: Settings) -> int:
