@@ -50,8 +50,6 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Iterable
-from typing import NamedTuple
 
 TERM_GRACE = 0.5
 """Seconds between SIGTERM and SIGKILL once the app is gone: agents may save their state."""
@@ -86,13 +84,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class Proc(NamedTuple):
-    """What /proc says of a live process (a zombie has ended: it is not one)."""
+class Proc:
+    """What /proc says of a live process (a zombie has ended: it is not one). A plain class:
+    ``typing`` (NamedTuple) would add 10 ms and 1 MB to every agent start."""
 
-    ppid: int
-    sid: int
-    start: int
-    """Start time in clock ticks after boot: with the pid, it names one process for good."""
+    __slots__ = ("ppid", "sid", "start")
+
+    def __init__(self, ppid: int, sid: int, start: int) -> None:
+        self.ppid = ppid
+        self.sid = sid
+        self.start = start
+        """Start time in clock ticks after boot: with the pid, it names one process for good."""
 
 
 def _stat(pid: int) -> Proc | None:
@@ -163,7 +165,7 @@ class Tree:
                 and now.start == proc.start}
         last = _last_pid()
         if last is None or self._last is None:  # no last pid to go by: look at every process
-            born: Iterable[int] = _all_pids()
+            born: list[int] | range | itertools.chain[int] = _all_pids()
         elif last >= self._last:
             born = range(self._last + 1, last + 1)
         else:  # the pids wrapped around
