@@ -70,6 +70,18 @@ def load_catalog(settings: Settings) -> AgentCatalog:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; a stdout closed under it (``polypilot status | head -1``) ends it quietly."""
+    from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, stdout_to_devnull
+    try:
+        code = _command(argv)
+        sys.stdout.flush()  # a reader that left shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        stdout_to_devnull()
+        return EXIT_STDOUT_CLOSED
+    return code
+
+
+def _command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("replay", "status", "agents"):
         if args.log_file:

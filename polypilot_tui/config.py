@@ -7,6 +7,7 @@ Secrets never live here: a provider names the environment variable that holds it
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -147,6 +148,18 @@ class AgentConfig(BaseModel):
     provider: ProviderConfig | None = None
     script: str | None = None
     """Demo agent only: the default script name."""
+
+    def missing_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """Why this agent has no provider key — the variable its ``api_key_env`` names is unset
+        or empty (in the environment and in the agent's ``env``) — or None. Names the variable,
+        never a value."""
+        provider = self.provider
+        if provider is None or not provider.api_key_env:
+            return None
+        env = dict(os.environ if environ is None else environ) | self.env
+        if provider.api_key(env):
+            return None
+        return f"the provider key variable {provider.api_key_env} is not set (api_key_env)"
 
 
 class AgentsFileError(Exception):

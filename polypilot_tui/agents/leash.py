@@ -2,20 +2,41 @@
 
 The app starts ``python -I -S leash.py <app pid> -- <agent argv…>`` instead of the agent:
 
-1. ``setsid()``: the agent and everything it starts (tool shells, helper binaries) form
-   their own process group, so they can be signalled as one, and a ctrl+c on the app's
-   terminal reaches the app (which stops its agents properly), not the agents directly;
-2. a *watcher* is started in that group (forked twice, so it is no process of the agent's
-   tree, and run with no environment). It holds none of the agent's pipes and sleeps
-   until the app or the agent ends (a pidfd where Linux has them, else a 0.1 s poll).
-   When the app ends, however it ends (SIGKILL included), the watcher sends SIGTERM to the
-   group and SIGKILL :data:`TERM_GRACE` seconds later; when the agent ends, it kills what
-   the agent left behind. The watcher ignores SIGTERM, SIGINT and SIGHUP;
+1. ``setsid()``: the agent gets a session (and process group) of its own, so a ctrl+c on the
+   app's terminal reaches the app (which stops its agents properly), not the agents directly;
+2. a *watcher* is started in that session (forked twice, so it is no process of the agent's
+   tree, and run with no environment). It holds none of the agent's pipes and waits until the
+   app or the agent ends (a pidfd where Linux has them, else a 0.1 s poll), looking at what
+   the agent started every :data:`SCAN` seconds meanwhile. When the app ends, however it ends
+   (SIGKILL included), the watcher sends SIGTERM to every process of the agent's and SIGKILL
+   :data:`TERM_GRACE` seconds later; when the agent ends, it kills at once what the agent left
+   behind. The watcher ignores SIGTERM, SIGINT and SIGHUP;
 3. the launcher execs the agent: same pid, so the SDK's process handle is the agent's own.
+
+What "every process of the agent's" means: a process group or session is not enough, because
+tools leave them — Node starts a ``detached`` child with ``setsid()``, and the Copilot CLI runs
+its shell tools that way, so a ``sleep 20`` outlived a SIGKILLed CLI by its own group. The
+watcher therefore follows the *tree*: it remembers each process it has seen as (pid, start
+time) and takes in every new process whose parent it knows, or that is in a session one of
+its processes is in (a session lives as long as one member does, so its id is not reused
+meanwhile; the agent's own session is held by the watcher itself). A reused pid has another
+start time and is never signalled: each kill goes through a pidfd opened *before* the start
+time is checked again, so the check and the kill are about the same process.
+
+It stays cheap for hours: it looks only at pids the kernel handed out since its last look
+(the last pid is in ``/proc/loadavg``), and at the few processes it knows — not at every
+process of the machine (about 9 µs each) every quarter second. Its one blind spot is a
+deliberate daemon: a process that leaves the agent's session *and* whose parent ends within
+one :data:`SCAN` (``setsid cmd &`` from a shell that exits at once) has no parent or session
+the watcher knows by the time it looks. Closing that gap would take a cgroup per agent
+(``cgroup.kill``, exact but needing a delegated cgroup, which containers and most sessions
+do not give) or making the agent a child subreaper (``PR_SET_CHILD_SUBREAPER``: orphans then
+stay the agent's, but it never reaps children it does not know of, so they pile up as
+zombies, and a tool's ``getppid() == 1`` check for "my parent died" stops working).
 
 Why not ``PR_SET_PDEATHSIG``: it fires when the parent *thread* ends, and an SDK may start
 its agent from a worker thread that ends long before the app; it would also reach only
-the agent, not its children. A pidfd watches the app *process*, and the group holds them all.
+the agent, not its children. A pidfd watches the app *process*.
 
 This file runs as a script with only the standard library (``-S``: no site, fast start);
 the app side is :func:`leashed`.
@@ -23,6 +44,7 @@ the app side is :func:`leashed`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import select
 import signal
@@ -32,6 +54,11 @@ import time
 TERM_GRACE = 0.5
 """Seconds between SIGTERM and SIGKILL once the app is gone: agents may save their state."""
 POLL = 0.1
+SCAN = 0.25
+"""Seconds between two looks at what the agent started (a tool that leaves its session is
+found within this long, and ended with the agent however it regrouped)."""
+KILL_ROUNDS = 20
+"""Looks for processes still to kill at the end (a tool may fork while it is being killed)."""
 LEASH_FILE = os.path.abspath(__file__)
 
 
@@ -61,42 +88,187 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _wait_either(app_pid: int, agent_pid: int) -> str:
-    """Block until the app or the agent ends; returns which ("app" or "agent")."""
+class Proc:
+    """What /proc says of a live process (a zombie has ended: it is not one). A plain class:
+    ``typing`` (NamedTuple) would add 10 ms and 1 MB to every agent start."""
+
+    __slots__ = ("ppid", "sid", "start")
+
+    def __init__(self, ppid: int, sid: int, start: int) -> None:
+        self.ppid = ppid
+        self.sid = sid
+        self.start = start
+        """Start time in clock ticks after boot: with the pid, it names one process for good."""
+
+
+def _stat(pid: int) -> Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            raw = file.read()
+        fields = raw[raw.rindex(b")") + 2:].split()  # the name may hold spaces and parentheses
+        if fields[0] == b"Z":
+            return None
+        return Proc(int(fields[1]), int(fields[3]), int(fields[19]))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _leads_its_process(pid: int) -> bool:
+    """``pid`` is a process, not another thread of one (/proc answers for thread ids too)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as file:
+            for line in file:
+                if line.startswith(b"Tgid:"):
+                    return int(line.split()[1]) == pid
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _last_pid() -> int | None:
+    """The pid the kernel handed out last (in this pid namespace)."""
+    try:
+        with open("/proc/loadavg", "rb") as file:
+            return int(file.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pid_max() -> int:
+    try:
+        with open("/proc/sys/kernel/pid_max", "rb") as file:
+            return int(file.read())
+    except (OSError, ValueError):
+        return 4_194_304  # the largest pid_max Linux allows
+
+
+def _all_pids() -> list[int]:
+    try:
+        return sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+    except OSError:
+        return []
+
+
+class Tree:
+    """The agent's processes as far as the watcher has seen them: pid -> what it was."""
+
+    def __init__(self, agent_pid: int, since: int | None) -> None:
+        self.known: dict[int, Proc] = {}
+        agent = _stat(agent_pid)
+        if agent is not None:
+            self.known[agent_pid] = agent
+        self.session = os.getsid(0)
+        """The agent's session: the watcher is in it, so its id cannot go to anyone else."""
+        self._me = os.getpid()
+        self._last = since
+        self._pid_max = _pid_max()
+
+    def refresh(self) -> None:
+        """Forget the processes that ended; take in those born since the last look that are ours."""
+        live = {pid: proc for pid, proc in self.known.items() if (now := _stat(pid)) is not None
+                and now.start == proc.start}
+        last = _last_pid()
+        if last is None or self._last is None:  # no last pid to go by: look at every process
+            born: list[int] | range | itertools.chain[int] = _all_pids()
+        elif last >= self._last:
+            born = range(self._last + 1, last + 1)
+        else:  # the pids wrapped around
+            born = itertools.chain(range(self._last + 1, self._pid_max), range(1, last + 1))
+        self._last = last
+        for pid in born:  # in the order they were handed out: a parent before its children
+            if pid in live or pid == self._me:
+                continue
+            proc = _stat(pid)
+            if proc is not None and self._ours(proc, live) and _leads_its_process(pid):
+                live[pid] = proc
+        self.known = live
+
+    def _ours(self, proc: Proc, live: dict[int, Proc]) -> bool:
+        parent = live.get(proc.ppid)
+        return ((parent is not None and parent.start <= proc.start) or proc.sid == self.session
+                or any(known.sid == proc.sid for known in live.values()))
+
+    def everything(self) -> dict[int, Proc]:
+        """Every process of the agent's now: the tree, and every process of a session it is in."""
+        self.refresh()
+        sessions = {self.session} | {proc.sid for proc in self.known.values()}
+        for pid in _all_pids():
+            if pid not in self.known and pid != self._me and (proc := _stat(pid)) is not None \
+                    and proc.sid in sessions:
+                self.known[pid] = proc
+        return dict(self.known)
+
+
+def _signal(pid: int, proc: Proc, signum: int) -> None:
+    """Signal ``pid`` if it is still the process that was seen (never one that reused its pid)."""
+    fd = _pidfd(pid)
+    try:
+        now = _stat(pid)
+        if now is None or now.start != proc.start:
+            return
+        if fd is not None:
+            signal.pidfd_send_signal(fd, signum)
+        else:  # no pidfds: a pid reused between the look and the kill is not ruled out
+            os.kill(pid, signum)
+    except OSError:
+        pass  # it ended meanwhile
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _wait_either(app_pid: int, agent_pid: int, tree: Tree) -> str:
+    """Block until the app or the agent ends, following the agent's tree meanwhile; returns
+    which ended ("app" or "agent")."""
     app_fd, agent_fd = _pidfd(app_pid), _pidfd(agent_pid)
     if app_fd is not None and agent_fd is not None:
         poller = select.poll()
         poller.register(app_fd, select.POLLIN)
         poller.register(agent_fd, select.POLLIN)
         while True:
-            ready = {fd for fd, _ in poller.poll()}
+            ready = {fd for fd, _ in poller.poll(int(SCAN * 1000))}
             if app_fd in ready:
                 return "app"
             if agent_fd in ready:
                 return "agent"
-    while True:  # no pidfds (old kernel, another OS): poll
+            tree.refresh()
+    looked = time.monotonic()
+    while True:  # no pidfds (old kernel): poll
         if not _alive(app_pid):
             return "app"
         if not _alive(agent_pid):
             return "agent"
+        if time.monotonic() - looked >= SCAN:
+            tree.refresh()
+            looked = time.monotonic()
         time.sleep(POLL)
 
 
-def watch(app_pid: int, agent_pid: int) -> None:
-    """The watcher: in the agent's group, no pipes, no environment; ends the group with the app."""
+def watch(app_pid: int, agent_pid: int, since: int | None = None) -> None:
+    """The watcher: in the agent's session, no pipes, no environment; ends the agent's
+    processes with the app, and what the agent leaves behind when it ends."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    if _wait_either(app_pid, agent_pid) == "app":
-        os.killpg(0, signal.SIGTERM)
+    tree = Tree(agent_pid, since)
+    if _wait_either(app_pid, agent_pid, tree) == "app":
+        for pid, proc in tree.everything().items():
+            _signal(pid, proc, signal.SIGTERM)
         deadline = time.monotonic() + TERM_GRACE
         while time.monotonic() < deadline and _alive(agent_pid):
             time.sleep(0.02)
-    os.killpg(0, signal.SIGKILL)  # the group, this watcher included
+    for _ in range(KILL_ROUNDS):
+        left = tree.everything()
+        if not left:
+            break
+        for pid, proc in left.items():
+            _signal(pid, proc, signal.SIGKILL)
+        time.sleep(0.01)
+    os.killpg(0, signal.SIGKILL)  # the agent's group, this watcher included
 
 
-def _start_watcher(app_pid: int, agent_pid: int) -> None:
+def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> None:
     """Fork twice, so the watcher is nobody's child (not a process of the agent's tree) but
-    stays in the agent's group; it runs as its own small program with an empty environment
+    stays in the agent's session; it runs as its own small program with an empty environment
     and /dev/null for stdio (it must hold none of the agent's pipes)."""
     child = os.fork()
     if child:
@@ -108,14 +280,14 @@ def _start_watcher(app_pid: int, agent_pid: int) -> None:
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
             os.execve(sys.executable, [sys.executable, "-I", "-S", LEASH_FILE, "--watch", str(app_pid),
-                                       str(agent_pid)], {})
+                                       str(agent_pid), "-" if since is None else str(since)], {})
     finally:
         os._exit(0)
 
 
 def main(args: list[str]) -> int:
-    if len(args) == 3 and args[0] == "--watch":
-        watch(int(args[1]), int(args[2]))
+    if len(args) == 4 and args[0] == "--watch":
+        watch(int(args[1]), int(args[2]), None if args[3] == "-" else int(args[3]))
         return 0
     if len(args) < 3 or args[1] != "--":
         sys.stderr.write("usage: leash.py APP_PID -- COMMAND [ARG...]\n")
@@ -124,7 +296,8 @@ def main(args: list[str]) -> int:
     os.setsid()
     if not _alive(app_pid):
         return 1
-    _start_watcher(app_pid, os.getpid())
+    # Taken before anything of the agent's can start: the watcher looks at every pid after it.
+    _start_watcher(app_pid, os.getpid(), _last_pid())
     # Python ignores SIGPIPE and SIGXFSZ for itself; the agent and its tools must not inherit that.
     for name in ("SIGPIPE", "SIGXFSZ"):
         if hasattr(signal, name):

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import logging
 import fcntl
+import logging
 import os
 import struct
 import termios

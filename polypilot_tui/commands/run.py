@@ -10,7 +10,8 @@ removed when its turn completed; a failed run's is kept (and named) for diagnosi
 - 1 it did not complete (stuck, failed, the agent died);
 - 2 usage (no such agent, bad settings);
 - 3 it completed, but a permission it needed was refused (the tool did not run);
-- 4 it was cancelled (ctrl+c / SIGTERM, or the agent cancelled it).
+- 4 it was cancelled (ctrl+c / SIGTERM, or the agent cancelled it);
+- 141 stdout was closed (``| head``): the turn is stopped and the run ends quietly.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
-from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
+from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, Settings
 from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import TurnRecord
 from polypilot_tui.domain.clock import SystemClock
@@ -49,6 +51,9 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
     if agent not in catalog.agents:
         print(f"polypilot run: no agent named {agent!r} (configured: {', '.join(catalog.agents)})", file=sys.stderr)
         return EXIT_USAGE
+    if missing := catalog.agents[agent].missing_key():  # not an empty key, and a 401 much later
+        print(f"polypilot run: agent {agent!r} cannot start: {missing}", file=sys.stderr)
+        return EXIT_USAGE
     if allow_tools:
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
     for stream in (sys.stdout, sys.stderr):  # text that is not valid Unicode is shown replaced, never a crash
@@ -61,19 +66,31 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
     record: TurnRecord
     stderr_tail: tuple[str, ...] = ()
 
+    def reader_left() -> None:
+        """stdout was closed (``| head``): stop the turn (or the start) and leave quietly."""
+        if sid and manager.session(sid).turn is not None:
+            loop.create_task(manager.stop(sid))
+        elif main is not None:
+            main.cancel()
+
+    out = Output(on_closed=reader_left)
+
+    def say(message: str) -> None:
+        """A line on stderr, starting on a line of its own on a terminal both streams share."""
+        print(("\n" if out.line_open else "") + message, file=sys.stderr)
+
     def show(change: Change) -> None:
         assert isinstance(change, EventReceived)
         event = change.event
         if json_mode:  # strict JSON, every control character escaped: nothing raw reaches the terminal
-            print(dump_json({"type": event.type, "data": dict(event.data)}, ascii_only=True), flush=True)
+            out.line(dump_json({"type": event.type, "data": dict(event.data)}, ascii_only=True))
         elif event.type == EventType.MESSAGE_DELTA:
-            print(strip_control(event.text("deltaContent")), end="", flush=True)
+            out.write(strip_control(event.text("deltaContent")))
         elif event.type == EventType.TOOL_START:
             arguments = strip_control(json.dumps(event.get("arguments"), ensure_ascii=False, default=str))
-            print(f"\n[tool {strip_control(event.text('toolName'))}] {arguments}", flush=True)
+            out.line(f"[tool {strip_control(event.text('toolName'))}] {arguments}")
         elif event.type == EventType.TOOL_COMPLETE:
-            state = "ok" if event.get("success") else "failed"
-            print(f"[tool {state}]", flush=True)
+            out.line(f"[tool {'ok' if event.get('success') else 'failed'}]")
 
     asked: set[str] = set()
 
@@ -84,7 +101,7 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         prompt = manager.view(sid).pending_permission
         if prompt is not None and prompt.request_id not in asked:
             asked.add(prompt.request_id)
-            asyncio.get_running_loop().create_task(_ask(manager, sid, prompt))
+            asyncio.get_running_loop().create_task(_ask(manager, sid, prompt, out))
 
     manager.subscribe(show, EventReceived)
     manager.subscribe(ask_when_asked, ViewChanged)
@@ -98,7 +115,7 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         first = not interrupted
         interrupted.append(signame)
         if first and sid and manager.session(sid).turn is not None:
-            print(f"\npolypilot run: {signame}: stopping the turn (again to quit at once)", file=sys.stderr)
+            say(f"polypilot run: {signame}: stopping the turn (again to quit at once)")
             loop.create_task(manager.stop(sid))
         elif main is not None:
             main.cancel()  # the finally below still closes the agent
@@ -113,10 +130,12 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         record = manager.session(sid).turns[0]
         stderr_tail = manager.diagnostics(sid).stderr_tail
     except asyncio.CancelledError:
-        print(f"\npolypilot run: cancelled by {interrupted[-1] if interrupted else 'a signal'}", file=sys.stderr)
+        if out.closed:
+            return EXIT_STDOUT_CLOSED
+        say(f"polypilot run: cancelled by {interrupted[-1] if interrupted else 'a signal'}")
         return EXIT_CANCELLED
     except Exception as exc:  # noqa: BLE001 - the job gets a reason, not a traceback
-        print(f"\npolypilot run: {strip_control(str(exc))}", file=sys.stderr)
+        say(f"polypilot run: {strip_control(str(exc))}")
         return EXIT_NOT_COMPLETED
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -131,11 +150,12 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
             shutil.rmtree(manager.workdir(sid), ignore_errors=True)
     code, verdict = exit_code(record.outcome, strip_control(record.reason), record.refused, interrupted)
     if json_mode:
-        print(dump_json({"turn_end": record.outcome.value, "reason": record.reason,
-                         "refused_permissions": list(record.refused), "exit_code": code}, ascii_only=True),
-              flush=True)
+        out.line(dump_json({"turn_end": record.outcome.value, "reason": record.reason,
+                            "refused_permissions": list(record.refused), "exit_code": code}, ascii_only=True))
     else:
-        print()
+        out.end_line()
+    if out.closed:  # the reader left: the turn was stopped for that; nothing more to say
+        return EXIT_STDOUT_CLOSED
     if verdict:
         kept = "" if completed else f" (agent logs kept in {manager.workdir(sid)})"
         print(f"polypilot run: {verdict}{kept}", file=sys.stderr)
@@ -159,35 +179,44 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
     return EXIT_NOT_COMPLETED, f"turn {outcome.value}: {reason}"
 
 
-async def _ask(manager: SessionManager, session_id: str, prompt: PermissionPrompt) -> None:
+async def _ask(manager: SessionManager, session_id: str, prompt: PermissionPrompt, out: Output) -> None:
     """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
     title = strip_control(prompt.title)
     if sys.stdin.isatty():
-        answer = await asyncio.to_thread(input, f"\nAllow {title}? [y/N] ")
+        out.end_line()
+        answer = await asyncio.to_thread(input, f"Allow {title}? [y/N] ")
+        out.line_open = False  # the answer's Enter ended the line
         choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
     else:
-        print(f"\npolypilot run: permission requested ({title}) but the policy is 'ask' and there is no "
-              "terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.", file=sys.stderr)
+        print(("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}) but the policy is "
+              "'ask' and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
+              file=sys.stderr)
         choice = REJECT_ONCE
     await manager.answer_permission(session_id, prompt.request_id, choice)
 
 
 def print_agents(catalog: AgentCatalog) -> int:
-    """List configured agents and whether each can start on this machine."""
+    """List configured agents and whether each can start here: ``ready``, ``missing`` (its
+    command is not found) or ``no key`` (the variable its provider's ``api_key_env`` names is
+    unset); the last column is the command, then what is wrong."""
     for problem in catalog.problems:
         print(f"skipped: {problem}", file=sys.stderr)
-    fallbacks = {"copilot": COPILOT_CLI}
     for name, agent in catalog.agents.items():
-        if agent.kind == "demo":
-            ready, where = True, "built in"
-        elif agent.kind == "copilot":
-            command = resolve_command(agent.command, fallbacks["copilot"])
-            ready, where = command is not None and shutil.which(command) is not None, command or "copilot not found"
-        else:
-            fallback = OPENCODE if "opencode" in (agent.command or "") else CODEX_ACP
-            command = agent.command or resolve_command(None, fallback)
-            found = shutil.which(command) if command else None
-            ready, where = found is not None, found or f"{command or agent.command} not found"
-        mark = "ready" if ready else "missing"
-        print(f"{name:<16} {agent.kind:<8} {mark:<8} {where}")
+        found, where = _command(agent)
+        missing_key = agent.missing_key()
+        mark = "missing" if not found else "no key" if missing_key else "ready"
+        print(f"{name:<16} {agent.kind:<8} {mark:<8} {where}{f'; {missing_key}' if missing_key else ''}")
     return EXIT_OK
+
+
+def _command(agent: AgentConfig) -> tuple[bool, str]:
+    """Whether the agent's command is found here, and where it is (or what is not found)."""
+    if agent.kind == "demo":
+        return True, "built in"
+    if agent.kind == "copilot":
+        command = resolve_command(agent.command, COPILOT_CLI)
+        return command is not None and shutil.which(command) is not None, command or "copilot not found"
+    fallback = OPENCODE if "opencode" in (agent.command or "") else CODEX_ACP
+    command = agent.command or resolve_command(None, fallback)
+    found = shutil.which(command) if command else None
+    return found is not None, found or f"{command or agent.command} not found"

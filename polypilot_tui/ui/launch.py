@@ -1,13 +1,22 @@
-"""Starting the dashboard: the agents catalog, the engine, persistence, then the app."""
+"""Starting the dashboard: the agents catalog, the engine, persistence, then the app.
+
+The app runs on a loop of our own so that SIGTERM, SIGHUP and SIGINT can be handled on it:
+each ends the dashboard the way a confirmed ctrl+q does (ui/quit_signals.py).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+
+from textual.drivers.linux_driver import LinuxDriver
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.quit_signals import QuitOnSignal
+from polypilot_tui.ui.terminal import HangupSafeDriver
 
 
 def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
@@ -16,7 +25,11 @@ def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
         catalog = load_agents(settings.agents_file)
     except AgentsFileError as exc:
         return AgentCatalog({DEMO_AGENT: demo_agent()}), [f"{exc} — continuing with the demo agent only."]
-    return catalog, [f"Agents file entry skipped: {problem}" for problem in catalog.problems]
+    notes = [f"Agents file entry skipped: {problem}" for problem in catalog.problems]
+    # Said at start, not by a 401 from the model in the middle of the first turn.
+    notes += [f"Agent {name!r} is not ready: {missing}" for name, agent in catalog.agents.items()
+              if (missing := agent.missing_key())]
+    return catalog, notes
 
 
 def run_app(settings: Settings) -> int:
@@ -31,5 +44,13 @@ def run_app(settings: Settings) -> int:
     # in a wider terminal, resize or not.
     for name in ("COLUMNS", "LINES"):
         os.environ.pop(name, None)
-    result = app.run()
+    if app.driver_class is LinuxDriver:  # not a driver chosen with TEXTUAL_DRIVER
+        app.driver_class = HangupSafeDriver
+    result = asyncio.run(_run(app))
     return result if isinstance(result, int) else (app.return_code or 0)
+
+
+async def _run(app: PolypilotApp) -> int | None:
+    """What ``app.run()`` does, with the quit signals handled on the app's loop."""
+    QuitOnSignal(app).install(asyncio.get_running_loop())
+    return await app.run_async()

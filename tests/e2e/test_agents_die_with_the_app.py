@@ -10,6 +10,9 @@ the SDK started the CLI from.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -18,7 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import Dashboard, wait_until
+from polypilot_tui.agents.base import ALLOW_ONCE
+from polypilot_tui.agents.leash import SCAN
+from tests.reliability.conftest import Dashboard, alive, wait_until
+from tests.support.copilot_e2e import copilot_agent, make_backend
 from tests.support.copilot_harness import agents_toml, copilot_processes, home_processes, run_env
 from tests.support.model_server import ModelServer
 
@@ -70,3 +76,45 @@ def test_the_cli_of_a_sigkilled_dashboard_dies_within_a_second(copilot_cli: Path
     finally:
         dashboard.close()
     assert took < 2.0, f"the Copilot CLI outlived the dashboard by {took:.2f} s"
+
+
+async def test_a_shell_tool_dies_with_a_sigkilled_cli(copilot_cli: Path, tmp_path: Path) -> None:
+    """The QA finding: the CLI runs its shell tool in a session of its own, so ``kill -9`` of
+    the CLI left ``sleep`` running (parent 1, its own group) while the UI said "interrupted"."""
+    tool = ["sleep", "47.25"]  # an argv no other test's tool has
+    with ModelServer(sleep_cmd=" ".join(tool)) as server:
+        home = tmp_path / "copilot-home"
+        backend, sink = make_backend(copilot_agent(copilot_cli, server, home, tmp_path / "work"), tmp_path / "s")
+        try:
+            await backend.connect(None)
+            await backend.send("SLEEPTOOL please")
+            request = await sink.wait("permission.requested")
+            await backend.answer_permission(request.text("requestId"), ALLOW_ONCE)
+            await sink.wait("tool.execution_start")
+            sleeps = await asyncio.to_thread(wait_until, lambda: tool_processes(home, tool), 30,
+                                             "the shell tool to start")
+            cli = backend.pid
+            assert cli is not None and all(os.getsid(p) != os.getsid(cli) for p in sleeps), \
+                "the tool no longer leaves the CLI's session: this test no longer shows the escape"
+            await asyncio.sleep(2 * SCAN)  # the leash's watcher looks at new processes every SCAN s
+            os.kill(cli, signal.SIGKILL)
+            began = time.monotonic()
+            await asyncio.to_thread(wait_until, lambda: not any(alive(p) for p in sleeps), 30,
+                                    "the tool to die with the CLI")
+            assert time.monotonic() - began < 2.0
+        finally:
+            await backend.close()
+            for pid in tool_processes(home, tool):
+                os.kill(pid, signal.SIGKILL)
+    assert not home_processes(home), "something of the CLI's outlived it"
+
+
+def tool_processes(home: Path, argv: list[str]) -> list[int]:
+    """Live processes running ``argv`` with this test's COPILOT_HOME (the CLI's tools)."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for pid in home_processes(home):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == wanted:
+                found.append(pid)
+    return found

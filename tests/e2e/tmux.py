@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from signal import SIGCHLD
 
 import pytest
 
@@ -70,8 +71,31 @@ class Terminal:
 
     def dead(self) -> bool:
         """The program in the pane has exited."""
-        out = self._run("display-message", "-p", "-t", "main", "#{pane_dead}", check=False).stdout.strip()
-        return out == "1"
+        return self.pane("pane_dead") == "1"
+
+    def pane(self, name: str) -> str:
+        """A tmux format variable of the pane (``alternate_on``, ``mouse_any_flag``, ``pane_pid`` …)."""
+        return self._run("display-message", "-p", "-t", "main", f"#{{{name}}}", check=False).stdout.strip()
+
+    def exit_status(self, timeout: float = 60.0) -> str:
+        """How the program ended, once tmux has collected it: ``"status 143"`` or ``"signal 9"``."""
+        self.wait_until_dead(timeout)
+        deadline = time.monotonic() + 10  # the pane is dead at the pty's end; the status comes with SIGCHLD
+        nudge = time.monotonic() + 1
+        while True:
+            status, signal = self.pane("pane_dead_status"), self.pane("pane_dead_signal")
+            if status or signal:
+                return f"status {status}" if status else f"signal {signal}"
+            if time.monotonic() > deadline:
+                raise AssertionError("tmux never collected the program's exit status")
+            if time.monotonic() > nudge:
+                # Debian's tmux removes the utmp entry of a closed pane through libutempter,
+                # which waits for its helper with SIGCHLD set to default: a SIGCHLD of the
+                # program arriving then is lost, and tmux leaves it a zombie. Another SIGCHLD
+                # makes tmux reap it; the status is still the one the kernel kept.
+                os.kill(int(self._run("display-message", "-p", "#{pid}").stdout), SIGCHLD)
+                nudge = time.monotonic() + 1
+            time.sleep(0.05)
 
     def wait_for(self, *needles: str, timeout: float = 90.0) -> str:
         """Wait until every needle is on screen; returns the screen (raises with it shown)."""

@@ -1,0 +1,134 @@
+"""Everything an agent started dies with it, however it regrouped (agents/leash.py).
+
+The QA finding: the Copilot CLI runs a shell tool in a session of its own (Node's
+``detached``), so after ``kill -9`` of the CLI a ``sleep 20`` lived on (parent 1, its own
+group) while the dashboard said the tool was interrupted. Here a real agent process on the
+leash starts children that leave its process group and its session, one of them leaving
+an orphan behind, and is SIGKILLed (then, in a second test, the app holding the leash is);
+every process it started must be gone within about a second, and a process it did not
+start — a bystander born at the same time — must be untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.agents.leash import SCAN, Proc, _signal, _stat, leashed
+from tests.reliability.conftest import alive, wait_until
+
+AGENT = textwrap.dedent("""
+    import os, subprocess, sys, time
+    sleep = ["sleep", "300"]
+    group = subprocess.Popen(sleep, process_group=0)          # a group of its own
+    session = subprocess.Popen(sleep, start_new_session=True)  # a session of its own
+    # A session of its own whose child starts an orphan: the child ends at once, so the
+    # orphan's parent is 1 by the time anyone looks; only its session ties it to the agent.
+    leader = subprocess.Popen([sys.executable, "-c", '''
+    import subprocess, sys, time
+    orphan = "import subprocess; print(subprocess.Popen(['sleep', '300'], stdout=subprocess.DEVNULL).pid)"
+    middle = subprocess.Popen([sys.executable, "-c", orphan], stdout=subprocess.PIPE, text=True)
+    print(middle.communicate()[0].strip(), flush=True)
+    time.sleep(300)
+    '''], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    orphan = int(leader.stdout.readline())
+    pids = [os.getpid(), group.pid, session.pid, leader.pid, orphan]
+    with open(sys.argv[1] + ".part", "w") as out:
+        out.write(" ".join(map(str, pids)))
+    os.rename(sys.argv[1] + ".part", sys.argv[1])
+    time.sleep(300)
+""")
+
+APP = textwrap.dedent("""
+    import subprocess, sys, time
+    sys.path.insert(0, sys.argv[1])
+    from polypilot_tui.agents.leash import leashed
+    subprocess.Popen(leashed(sys.argv[2:]))
+    time.sleep(300)
+""")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def reaper() -> Iterator[list[int]]:
+    """Pids to SIGKILL at the end whatever happened (a failing test must not leave sleeps)."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def started(pids_file: Path, reaper: list[int]) -> list[int]:
+    """The agent's pids once it has started everything; then the watcher gets two looks at them."""
+    wait_until(pids_file.exists, 30, "the agent to start its children")
+    pids = [int(p) for p in pids_file.read_text().split()]
+    reaper.extend(pids)
+    assert all(alive(p) for p in pids), pids
+    stats = {pid: _stat(pid) for pid in pids}
+    orphan = stats[pids[4]]
+    assert orphan is not None and orphan.ppid not in pids, "the orphan still has its parent"
+    assert len({s.sid for s in stats.values() if s is not None}) == 3  # the agent's, and two sessions of tools
+    time.sleep(2 * SCAN)  # the watcher looks at new processes every SCAN seconds (the bound under test)
+    return pids
+
+
+def gone_within(pids: list[int], seconds: float) -> float:
+    began = time.monotonic()
+    deadline = began + 10  # a hang guard; the bound under test is ``seconds``
+    while any(alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"still running 10 s on: {[p for p in pids if alive(p)]} of {pids}"
+        time.sleep(0.02)
+    took = time.monotonic() - began
+    assert took < seconds, f"the agent's processes outlived it by {took:.2f} s"
+    return took
+
+
+def test_what_a_killed_agent_started_dies_with_it_however_it_regrouped(tmp_path: Path, reaper: list[int]) -> None:
+    pids_file = tmp_path / "pids"
+    agent = subprocess.Popen(leashed([sys.executable, "-c", AGENT, str(pids_file)]))
+    bystander = subprocess.Popen(["sleep", "300"])  # born amid the agent's children; not the agent's
+    reaper.append(bystander.pid)
+    pids = started(pids_file, reaper)
+    assert pids[0] == agent.pid  # the leash execs the agent: same pid
+    agent.send_signal(signal.SIGKILL)
+    agent.wait(10)
+    gone_within(pids, 2.0)
+    assert bystander.poll() is None, "the watcher killed a process the agent did not start"
+    bystander.kill()
+    bystander.wait(10)
+
+
+def test_what_the_agent_started_dies_with_a_sigkilled_app(tmp_path: Path, reaper: list[int]) -> None:
+    pids_file = tmp_path / "pids"
+    app = subprocess.Popen([sys.executable, "-c", APP, str(ROOT), sys.executable, "-c", AGENT, str(pids_file)])
+    reaper.append(app.pid)
+    pids = started(pids_file, reaper)
+    app.send_signal(signal.SIGKILL)
+    app.wait(10)
+    gone_within(pids, 2.0)  # SIGTERM to each, then SIGKILL after the 0.5 s grace
+
+
+def test_a_pid_is_signalled_only_while_it_is_the_process_that_was_seen() -> None:
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        seen = _stat(sleeper.pid)
+        assert seen is not None
+        _signal(sleeper.pid, Proc(seen.ppid, seen.sid, seen.start + 1), signal.SIGKILL)  # another process's pid
+        time.sleep(0.2)  # a SIGKILL, had it been sent, ends a sleep well within this
+        assert sleeper.poll() is None, "a process that only shares the pid was killed"
+        _signal(sleeper.pid, seen, signal.SIGKILL)
+        assert sleeper.wait(10) == -signal.SIGKILL
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait(10)
