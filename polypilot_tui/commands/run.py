@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
-from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
+from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
-from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, Settings
+from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import TurnRecord
 from polypilot_tui.domain.clock import SystemClock
@@ -202,21 +202,7 @@ def print_agents(catalog: AgentCatalog) -> int:
     for problem in catalog.problems:
         print(f"skipped: {problem}", file=sys.stderr)
     for name, agent in catalog.agents.items():
-        found, where = _command(agent)
-        missing_key = agent.missing_key()
-        mark = "missing" if not found else "no key" if missing_key else "ready"
-        print(f"{name:<16} {agent.kind:<8} {mark:<8} {where}{f'; {missing_key}' if missing_key else ''}")
+        state = readiness(agent)
+        key = f"; {state.problem}" if state.mark == "no key" else ""
+        print(f"{name:<16} {agent.kind:<8} {state.mark:<8} {state.where}{key}")
     return EXIT_OK
-
-
-def _command(agent: AgentConfig) -> tuple[bool, str]:
-    """Whether the agent's command is found here, and where it is (or what is not found)."""
-    if agent.kind == "demo":
-        return True, "built in"
-    if agent.kind == "copilot":
-        command = resolve_command(agent.command, COPILOT_CLI)
-        return command is not None and shutil.which(command) is not None, command or "copilot not found"
-    fallback = OPENCODE if "opencode" in (agent.command or "") else CODEX_ACP
-    command = agent.command or resolve_command(None, fallback)
-    found = shutil.which(command) if command else None
-    return found is not None, found or f"{command or agent.command} not found"

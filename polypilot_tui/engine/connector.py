@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, EventSink
+from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.domain.changes import EventReceived
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -37,7 +38,19 @@ class Connector:
     def __init__(self, ctx: EngineContext, factory: BackendFactory | None, on_event: EventHandler) -> None:
         self._ctx = ctx
         self._factory = factory or self._default_factory
+        self._real_backends = factory is None
         self._on_event = on_event
+
+    def cannot_start(self, agent: str) -> str | None:
+        """Why ``agent`` cannot start here (not configured, command not found, key not set),
+        or None. An injected factory (tests, chaos runs) starts what it is given: only the
+        real backends' commands and keys are checked."""
+        config = self._ctx.catalog.agents.get(agent)
+        if config is None:
+            return "it is not configured any more"
+        if not self._real_backends:
+            return None
+        return readiness(config).problem
 
     def workdir(self, session_id: str) -> Path:
         """The session's own folder under the state directory (agent logs, transcripts)."""

@@ -130,6 +130,10 @@ class SessionManager:
         """The live backend's diagnostics, else those its predecessor left behind."""
         return self._ctx.diagnostics(session_id)
 
+    def cannot_start(self, agent: str) -> str | None:
+        """Why ``agent`` cannot start on this machine, or None (see Connector.cannot_start)."""
+        return self._connector.cannot_start(agent)
+
     def connect_result(self, session_id: str) -> ConnectResult | None:
         """What the last connect of this session found (resume hints), or None."""
         return self._ctx.get(session_id).last_connect

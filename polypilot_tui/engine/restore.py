@@ -63,8 +63,9 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
         if record.last_activity_at is not None:  # "last activity 3 h ago" survives the restart
             session.last_activity_at = now - max(0.0, wall - record.last_activity_at)
         mid_turn = record.turn_in_flight
-        if record.agent not in manager.catalog.agents:
-            session.lost = f"agent {record.agent!r} is not configured any more"
+        cannot_start = manager.cannot_start(record.agent)
+        if cannot_start:  # said now, not by the first prompt failing; Reconnect tries again
+            session.lost = f"agent {record.agent!r} cannot start here: {cannot_start}"
             mid_turn = False
         if not mid_turn:
             session.interrupted_prompt = record.interrupted_prompt or (

@@ -24,7 +24,7 @@ from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
-from polypilot_tui.ui.screens.new_session import NewSessionScreen
+from polypilot_tui.ui.screens.new_session import AgentChoice, NewSessionScreen
 from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
 from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 from polypilot_tui.ui.widgets.queue_panel import QueuePanel
@@ -146,7 +146,8 @@ class PolypilotApp(Dashboard):
     # ---- new sessions and attention ------------------------------------------------
     def action_new_session(self) -> None:
         """Pick an agent and start a session on it."""
-        agents: list[tuple[str, str]] = [(name, config.kind) for name, config in self.catalog.agents.items()]
+        agents = [AgentChoice(name, config.kind, self.manager.cannot_start(name))
+                  for name, config in self.catalog.agents.items()]
 
         def picked(agent: str | None) -> None:
             if agent:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -11,13 +13,23 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 
+@dataclass(frozen=True)
+class AgentChoice:
+    """One agent offered: its name, its kind, and why it cannot start here (or None)."""
+
+    name: str
+    kind: str
+    cannot_start: str | None = None
+
+
 class NewSessionScreen(ModalScreen[str | None]):
-    """A modal list of agents; Enter picks one, Escape cancels."""
+    """A modal list of agents; Enter picks one, Escape cancels. An agent that cannot start
+    here (its command not installed, its key not set) is listed, greyed out, with the reason."""
 
     CSS_PATH = "new_session.tcss"
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, agents: list[tuple[str, str]], default: str | None = None) -> None:
+    def __init__(self, agents: list[AgentChoice], default: str | None = None) -> None:
         super().__init__()
         self._agents = agents
         self._default = default
@@ -25,14 +37,25 @@ class NewSessionScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="new-session-dialog"):
             yield Static("New session — pick an agent", id="new-session-title", markup=False)
-            yield OptionList(*[Option(Content(f"{name}  ({kind})"), id=name) for name, kind in self._agents],
-                             id="agent-list")
-            yield Static("Enter to start · Esc to cancel", id="new-session-hint", markup=False)
+            yield OptionList(*[self._option(agent) for agent in self._agents], id="agent-list")
+            hint = "Enter to start · Esc to cancel"
+            if any(agent.cannot_start for agent in self._agents):
+                hint += " · `polypilot agents` says what each needs"
+            yield Static(hint, id="new-session-hint", markup=False)
+
+    @staticmethod
+    def _option(agent: AgentChoice) -> Option:
+        label = Content(f"{agent.name}  ({agent.kind})")
+        if agent.cannot_start:
+            label = Content.assemble(label, "\n", (f"  ✗ {agent.cannot_start}", "$text-error"))
+        return Option(label, id=agent.name, disabled=agent.cannot_start is not None)
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
-        names = [name for name, _ in self._agents]
-        options.highlighted = names.index(self._default) if self._default in names else 0
+        startable = [agent.name for agent in self._agents if not agent.cannot_start]
+        if startable:
+            pick = self._default if self._default in startable else startable[0]
+            options.highlighted = [agent.name for agent in self._agents].index(pick)
         options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
