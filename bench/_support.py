@@ -20,12 +20,18 @@ QuietBackend = NullBackend
 
 def bench_settings(state_dir: Path, **overrides: Any) -> Settings:
     """Settings that ignore the developer's environment and record nothing."""
-    return Settings(_env_file=None, state_dir=state_dir, record=False, default_agent=AGENT,  # type: ignore[call-arg]
-                    **overrides)
+    return Settings(
+        _env_file=None,
+        state_dir=state_dir,
+        record=False,
+        default_agent=AGENT,  # type: ignore[call-arg]
+        **overrides,
+    )
 
 
-def bench_manager(settings: Settings, clock: Clock,
-                  backend: Callable[[EventSink], Any] = QuietBackend) -> tuple[SessionManager, AgentCatalog]:
+def bench_manager(
+    settings: Settings, clock: Clock, backend: Callable[[EventSink], Any] = QuietBackend
+) -> tuple[SessionManager, AgentCatalog]:
     """A manager whose only agent is ``backend``."""
     catalog = AgentCatalog({AGENT: AgentConfig(name=AGENT, kind="demo")})
     manager = SessionManager(settings, catalog, clock, backend_factory=lambda agent, sink, workdir: backend(sink))

@@ -25,8 +25,15 @@ def fill(session: Session, count: int) -> None:
     for i in range(count // 4):
         session.add_item(ItemKind.USER, f"prompt {i}: please look at module {i}", 0.0)
         session.add_item(ItemKind.ASSISTANT, f"Reply {i} with **bold**, `code` and a list:\n\n- one\n- two", 0.0)
-        session.add_item(ItemKind.TOOL, "line 1\nline 2\nline 3", 0.0, tool_call_id=f"c{i}", tool_name="bash",
-                         tool_status="completed", tool_detail=f"pytest tests/test_{i}.py")
+        session.add_item(
+            ItemKind.TOOL,
+            "line 1\nline 2\nline 3",
+            0.0,
+            tool_call_id=f"c{i}",
+            tool_name="bash",
+            tool_status="completed",
+            tool_detail=f"pytest tests/test_{i}.py",
+        )
         session.add_item(ItemKind.SYSTEM, f"note {i}", 0.0)
 
 
@@ -55,7 +62,9 @@ async def run() -> None:
     small = statistics.median(timings[20]) * 1000
     big = statistics.median(timings[2000]) * 1000
     print(f"open a 20-message session:     median {small:.0f} ms")
-    print(f"open a 2,000-message session:  median {big:.0f} ms (target < 200 ms), max {max(timings[2000]) * 1000:.0f} ms")
+    print(
+        f"open a 2,000-message session:  median {big:.0f} ms (target < 200 ms), max {max(timings[2000]) * 1000:.0f} ms"
+    )
     print(f"ratio 2,000 / 20:              {big / small:.2f}x")
 
 

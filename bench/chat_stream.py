@@ -19,9 +19,11 @@ from textual.containers import VerticalScroll
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 
 DELTAS = 100
-UNIT = ("## Step {i}\n\nSome **bold** text with `code`, List<String> and a [link](http://x/{i}).\n"
-        "A second line of the paragraph.\n\n- item one\n- item two\n  1. nested\n\n"
-        "| a | b |\n|---|---|\n| {i} | <b>two</b> a longer cell |\n\n> quote {i}\n\n")
+UNIT = (
+    "## Step {i}\n\nSome **bold** text with `code`, List<String> and a [link](http://x/{i}).\n"
+    "A second line of the paragraph.\n\n- item one\n- item two\n  1. nested\n\n"
+    "| a | b |\n|---|---|\n| {i} | <b>two</b> a longer cell |\n\n> quote {i}\n\n"
+)
 CODE = "```python\ndef f_{i}(x):\n    return x * {i}\n```\n\n"
 MORE = "and the reply goes on with one more sentence about List<String> " * 80
 

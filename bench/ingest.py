@@ -26,11 +26,17 @@ def make_lines(count: int) -> list[tuple[int, str]]:
     cycle: list[dict] = [{"type": "assistant.turn_start", "data": {"turnId": "t"}}]
     cycle += [{"type": "assistant.message_delta", "data": {"messageId": "m", "deltaContent": "token "}}] * 30
     cycle += [{"type": "session.usage_info", "data": {"currentTokens": 1200, "tokenLimit": 128000}}]
-    cycle += [{"type": "tool.execution_start", "data": {"toolCallId": "c", "toolName": "bash",
-                                                        "arguments": {"command": "ls"}}},
-              {"type": "tool.execution_progress", "data": {"toolCallId": "c", "progressMessage": "running"}},
-              {"type": "tool.execution_complete", "data": {"toolCallId": "c", "success": True,
-                                                           "result": {"content": "a\nb"}}}]
+    cycle += [
+        {
+            "type": "tool.execution_start",
+            "data": {"toolCallId": "c", "toolName": "bash", "arguments": {"command": "ls"}},
+        },
+        {"type": "tool.execution_progress", "data": {"toolCallId": "c", "progressMessage": "running"}},
+        {
+            "type": "tool.execution_complete",
+            "data": {"toolCallId": "c", "success": True, "result": {"content": "a\nb"}},
+        },
+    ]
     cycle += [{"type": "assistant.message_delta", "data": {"messageId": "n", "deltaContent": "more "}}] * 10
     cycle += [{"type": "assistant.turn_end", "data": {}}]
     encoded = [json.dumps(e) for e in cycle]

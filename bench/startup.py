@@ -36,16 +36,37 @@ def seed(state: Path, sessions: int, items: int) -> None:
     """A state dir as a long-running user leaves it: idle sessions with some history each."""
     store = Store(state)
     now = time.time()
-    records = [SessionRecord(id=f"s{i:04d}", name=f"session {i}", agent="demo", cwd=f"/work/repo{i % 7}",
-                             agent_session_id=f"demo-{i:012d}", created_at=now - 86400, status="idle",
-                             last_activity_at=now - 60 * i) for i in range(sessions)]
+    records = [
+        SessionRecord(
+            id=f"s{i:04d}",
+            name=f"session {i}",
+            agent="demo",
+            cwd=f"/work/repo{i % 7}",
+            agent_session_id=f"demo-{i:012d}",
+            created_at=now - 86400,
+            status="idle",
+            last_activity_at=now - 60 * i,
+        )
+        for i in range(sessions)
+    ]
     store.registry.save(records, now)
     kinds = (ItemKind.USER, ItemKind.ASSISTANT, ItemKind.TOOL, ItemKind.ASSISTANT)
-    rows = [(r.id, j, ChatItem(kinds[j % 4], f"message {j} of {r.id} " + "lorem ipsum " * 20, now - 3600 + j,
-                               tool_call_id=f"c{j}" if kinds[j % 4] is ItemKind.TOOL else None,
-                               tool_name="bash" if kinds[j % 4] is ItemKind.TOOL else "",
-                               tool_status="completed" if kinds[j % 4] is ItemKind.TOOL else ""))
-            for r in records for j in range(items)]
+    rows = [
+        (
+            r.id,
+            j,
+            ChatItem(
+                kinds[j % 4],
+                f"message {j} of {r.id} " + "lorem ipsum " * 20,
+                now - 3600 + j,
+                tool_call_id=f"c{j}" if kinds[j % 4] is ItemKind.TOOL else None,
+                tool_name="bash" if kinds[j % 4] is ItemKind.TOOL else "",
+                tool_status="completed" if kinds[j % 4] is ItemKind.TOOL else "",
+            ),
+        )
+        for r in records
+        for j in range(items)
+    ]
     store.history.write(rows)
     store.close()
 
@@ -68,6 +89,7 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
     class Measured(PolypilotApp):
         # Textual resolves CSS paths next to the subclass's module: point them back at the app's.
         CSS_PATH = [str(css_dir / path) for path in PolypilotApp.CSS_PATH]  # type: ignore[union-attr]
+
         def _display(self, screen: Any, renderable: Any) -> None:
             if renderable is not None:
                 now = time.perf_counter()
@@ -77,8 +99,12 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
                 # laid out to scroll through all of them (it draws only the rows on screen).
                 rows = self.sidebar.session_list
                 wanted = len(self.manager.ids())
-                if (not listed.done() and wanted and len(rows.session_ids) >= wanted
-                        and rows.virtual_size.height >= wanted * ROW_HEIGHT):
+                if (
+                    not listed.done()
+                    and wanted
+                    and len(rows.session_ids) >= wanted
+                    and rows.virtual_size.height >= wanted * ROW_HEIGHT
+                ):
                     listed.set_result(now)
             super()._display(screen, renderable)
 
@@ -86,8 +112,14 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
     settings = settings_for(state)
     catalog = load_agents(None)
     clock = SystemClock()
-    app = Measured(settings, catalog, SessionManager(settings, catalog, clock), clock,
-                   keymap_file=state / "no-keymap.toml", attach=attach_persistence)
+    app = Measured(
+        settings,
+        catalog,
+        SessionManager(settings, catalog, clock),
+        clock,
+        keymap_file=state / "no-keymap.toml",
+        attach=attach_persistence,
+    )
     async with app.run_test(size=(160, 48)) as pilot:
         shown = await asyncio.wait_for(first, 120)
         all_rows = await asyncio.wait_for(listed, 120)
@@ -112,7 +144,7 @@ async def first_views(state: Path) -> tuple[float, float, int]:
 
 
 def ui_works() -> str:
-    """"" when the headless dashboard can be used, else why not."""
+    """ "" when the headless dashboard can be used, else why not."""
     try:
         import polypilot_tui.ui.app  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any failure means: measure without the UI
@@ -164,15 +196,21 @@ def main(argv: list[str] | None = None) -> int:
         restore = asyncio.run(measure(first_views, empty, full, args.repeat))
     label = f"{args.sessions} saved sessions x {args.items} rows"
     print(f"startup, median of {args.repeat} alternating runs in one process")
-    print(f"  restore_sessions + manager.views():   empty {restore['empty'] * 1000:7.1f} ms | "
-          f"{label} {restore['full'] * 1000:7.1f} ms | ratio {restore['full'] / restore['empty']:.1f}x")
+    print(
+        f"  restore_sessions + manager.views():   empty {restore['empty'] * 1000:7.1f} ms | "
+        f"{label} {restore['full'] * 1000:7.1f} ms | ratio {restore['full'] / restore['empty']:.1f}x"
+    )
     if why_not:
         print(f"  (no dashboard measured: {why_not})")
     else:
-        print(f"  dashboard, first frame:               empty {r['empty'] * 1000:7.1f} ms | "
-              f"{label} {r['full'] * 1000:7.1f} ms | ratio {r['full'] / r['empty']:.2f}x")
-        print(f"  dashboard, every session listed:      empty {r['empty_listed'] * 1000:7.1f} ms | "
-              f"{label} {r['full_listed'] * 1000:7.1f} ms | ratio {r['full_listed'] / r['empty_listed']:.2f}x")
+        print(
+            f"  dashboard, first frame:               empty {r['empty'] * 1000:7.1f} ms | "
+            f"{label} {r['full'] * 1000:7.1f} ms | ratio {r['full'] / r['empty']:.2f}x"
+        )
+        print(
+            f"  dashboard, every session listed:      empty {r['empty_listed'] * 1000:7.1f} ms | "
+            f"{label} {r['full_listed'] * 1000:7.1f} ms | ratio {r['full_listed'] / r['empty_listed']:.2f}x"
+        )
     return 0 if r["shown"] >= args.sessions else 1
 
 

@@ -45,8 +45,10 @@ async def run(cli: Path, runs: int = RUNS) -> None:
     from tests.support.model_server import ModelServer
 
     results: list[tuple[str, list[float], list[float]]] = []
-    with tempfile.TemporaryDirectory(prefix="polypilot-bench-stop-") as tmp, \
-            ModelServer(max_seconds=600, slow_chunks=400, slow_interval=0.05) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="polypilot-bench-stop-") as tmp,
+        ModelServer(max_seconds=600, slow_chunks=400, slow_interval=0.05) as server,
+    ):
         manager = make_manager(cli, server, Path(tmp), permission_policy="allow")
         grace = manager.settings.stop_grace_seconds
         try:
@@ -62,8 +64,11 @@ async def run(cli: Path, runs: int = RUNS) -> None:
                     before = len(server.model_requests())
                     await manager.send(sid, f"{prompt} run {i}")
                     if under_way == "model":
-                        await until(lambda p=prompt, b=before: any(p in r.last.text for r in server.model_requests()[b:]),
-                                    30, "the model call to start")
+                        await until(
+                            lambda p=prompt, b=before: any(p in r.last.text for r in server.model_requests()[b:]),
+                            30,
+                            "the model call to start",
+                        )
                     elif under_way == "text":
                         await until(lambda: bool(session.turn and session.turn.streamed_chars), 30, "text")
                     else:
@@ -98,8 +103,10 @@ async def run(cli: Path, runs: int = RUNS) -> None:
     for label, shown, ready in results:
         print(f"{label}:")
         print(f"  Stop → status 'stopped':       {ms(shown)}")
-        print(f"  Stop → CLI idle (stop() done): {ms(ready)}   ratio to the grace: "
-              f"median {statistics.median(ready) / grace:.4f}x, max {max(ready) / grace:.4f}x")
+        print(
+            f"  Stop → CLI idle (stop() done): {ms(ready)}   ratio to the grace: "
+            f"median {statistics.median(ready) / grace:.4f}x, max {max(ready) / grace:.4f}x"
+        )
 
 
 def find_cli() -> Path | None:
@@ -109,8 +116,10 @@ def find_cli() -> Path | None:
     if COPILOT_CLI.installed():
         return COPILOT_CLI.path
     if shutil.which("npm") is None:
-        print(f"SKIPPED: npm is not on PATH and {COPILOT_CLI.package}@{COPILOT_CLI.version} is not cached "
-              f"in {COPILOT_CLI.prefix}; this bench needs the real Copilot CLI")
+        print(
+            f"SKIPPED: npm is not on PATH and {COPILOT_CLI.package}@{COPILOT_CLI.version} is not cached "
+            f"in {COPILOT_CLI.prefix}; this bench needs the real Copilot CLI"
+        )
         return None
     try:
         return ensure_installed(COPILOT_CLI)

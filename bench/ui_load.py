@@ -20,7 +20,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
 
 SESSIONS = 20
-RATE = 100          # deltas per second per session
+RATE = 100  # deltas per second per session
 SECONDS = 20.0
 WORD = "lorem ipsum "
 
@@ -70,8 +70,7 @@ async def run() -> None:
             changes += 1
 
         manager.subscribe(count, ViewChanged)
-        app = PolypilotApp(settings, catalog, manager, clock,
-                           keymap_file=Path(tmp) / "none.toml")
+        app = PolypilotApp(settings, catalog, manager, clock, keymap_file=Path(tmp) / "none.toml")
         lags: list[float] = []
         async with app.run_test(size=(160, 48)) as pilot:
             ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
@@ -91,18 +90,21 @@ async def run() -> None:
             await pilot.pause()
             redraws = app.redraws - redraws_before
             expected = int(RATE * SECONDS) * len(WORD)
-            delivered = [sum(len(i.text) for i in manager.history(sid) if i.kind.value == "assistant")
-                         for sid in ids]
+            delivered = [sum(len(i.text) for i in manager.history(sid) if i.kind.value == "assistant") for sid in ids]
     lag_ms = sorted(x * 1000 for x in lags)
     p50 = statistics.median(lag_ms)
     p99 = lag_ms[int(len(lag_ms) * 0.99) - 1]
     events = sum(b.sent for b in backends)
-    print(f"load:                      {SESSIONS} sessions x {RATE} deltas/s for {SECONDS:.0f} s "
-          f"({events:,} deltas in {elapsed:.1f} s)")
+    print(
+        f"load:                      {SESSIONS} sessions x {RATE} deltas/s for {SECONDS:.0f} s "
+        f"({events:,} deltas in {elapsed:.1f} s)"
+    )
     print(f"event loop lag:            p50 {p50:.1f} ms, p99 {p99:.1f} ms (target p99 <= 50 ms)")
     print(f"redraws:                   {redraws:,} ({redraws / elapsed:.1f}/s) for {changes:,} engine changes")
-    print(f"text delivered:            {sum(d == expected for d in delivered)}/{SESSIONS} sessions complete "
-          f"({sum(delivered):,} of {expected * SESSIONS:,} chars)")
+    print(
+        f"text delivered:            {sum(d == expected for d in delivered)}/{SESSIONS} sessions complete "
+        f"({sum(delivered):,} of {expected * SESSIONS:,} chars)"
+    )
     print(f"ratio redraws / changes:   {redraws / max(1, changes):.4f}")
 
 

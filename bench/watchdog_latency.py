@@ -35,8 +35,9 @@ class _Silent(QuietBackend):
 async def run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clock = SystemClock()
-        manager, _ = bench_manager(bench_settings(Path(tmp), watchdog=WatchdogSettings(inactivity=TIER)), clock,
-                                   _Silent)
+        manager, _ = bench_manager(
+            bench_settings(Path(tmp), watchdog=WatchdogSettings(inactivity=TIER)), clock, _Silent
+        )
         ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
         caught: dict[str, float] = {}
 
@@ -63,8 +64,10 @@ async def run() -> None:
     late_ms = sorted(x * 1000 for x in late)
     mean = statistics.mean(late)
     print(f"stuck turns caught:        {len(late)}/{SESSIONS} (tier {TIER:.0f} s)")
-    print(f"lateness after deadline:   mean {statistics.mean(late_ms):.1f} ms, "
-          f"max {late_ms[-1]:.1f} ms (target < 1000 ms)")
+    print(
+        f"lateness after deadline:   mean {statistics.mean(late_ms):.1f} ms, "
+        f"max {late_ms[-1]:.1f} ms (target < 1000 ms)"
+    )
     print(f"PolyPilot 15 s polling:    mean {POLLING_REFERENCE_MEAN * 1000:.0f} ms, max 15000 ms (reference)")
     print(f"ratio to polling (mean):   {mean / POLLING_REFERENCE_MEAN:.5f}x")
 

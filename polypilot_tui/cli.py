@@ -23,8 +23,9 @@ EXIT_BUSY = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="polypilot", description=(
-        "Drive several coding-agent sessions at once and keep every one of them honest."))
+    parser = argparse.ArgumentParser(
+        prog="polypilot", description=("Drive several coding-agent sessions at once and keep every one of them honest.")
+    )
     parser.add_argument("--agents-file", type=Path, help="TOML file of agents (or POLYPILOT_AGENTS_FILE)")
     parser.add_argument("--log-file", type=Path, help="write a debug log here")
     sub = parser.add_subparsers(dest="command")
@@ -72,6 +73,7 @@ def load_catalog(settings: Settings) -> AgentCatalog:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; a stdout closed under it (``polypilot status | head -1``) ends it quietly."""
     from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, stdout_to_devnull
+
     try:
         code = _command(argv)
         sys.stdout.flush()  # a reader that left shows here, not in the interpreter's last flush
@@ -93,28 +95,43 @@ def _command(argv: Sequence[str] | None) -> int:
     settings = load_settings(args)
     if args.command == "run":
         from polypilot_tui.commands.run import run_headless
+
         catalog = load_catalog(settings)
         # The agents' output and the SDKs' tracebacks go to the log, never the job's terminal.
         setup_file_logging(Path(settings.state_dir), "run.log", extra_file=args.log_file)
-        return asyncio.run(run_headless(settings, catalog, args.agent or settings.default_agent, args.prompt,
-                                        json_mode=args.json, allow_tools=args.allow_tools))
+        return asyncio.run(
+            run_headless(
+                settings,
+                catalog,
+                args.agent or settings.default_agent,
+                args.prompt,
+                json_mode=args.json,
+                allow_tools=args.allow_tools,
+            )
+        )
     if args.command == "status":
         from polypilot_tui.commands.status import print_status
+
         return print_status(settings, json_mode=args.json)
     if args.command == "agents":
         from polypilot_tui.commands.run import print_agents
+
         return print_agents(load_catalog(settings))
     return cmd_tui(settings, args.log_file)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from polypilot_tui.commands.replay import format_line, run_trace
+
     settings = load_settings(args, env_file=False)
     try:
         size = args.trace.stat().st_size
         if size > MAX_BYTES:
-            print(f"polypilot replay: {args.trace} is {size:,} bytes; traces are limited to {MAX_BYTES:,} "
-                  "bytes (split it, or replay a recording, which stops at its cap)", file=sys.stderr)
+            print(
+                f"polypilot replay: {args.trace} is {size:,} bytes; traces are limited to {MAX_BYTES:,} "
+                "bytes (split it, or replay a recording, which stops at its cap)",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         lines = args.trace.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -135,11 +152,14 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
     from polypilot_tui.engine.persistence import QUIT_NOTES
     from polypilot_tui.storage.lock import StateFolderBusy, StateLock
     from polypilot_tui.storage.retention import prune_state_dir
+
     try:
         lock: StateLock | None = StateLock.acquire(Path(settings.state_dir))
     except StateFolderBusy as exc:
-        print(f"polypilot: {exc}. Quit that one first, or give this one its own folder with "
-              "POLYPILOT_STATE_DIR.", file=sys.stderr)
+        print(
+            f"polypilot: {exc}. Quit that one first, or give this one its own folder with POLYPILOT_STATE_DIR.",
+            file=sys.stderr,
+        )
         return EXIT_BUSY
     except OSError:
         lock = None  # the folder cannot even be created: the dashboard runs and says it cannot save
@@ -147,6 +167,7 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
     if lock is not None:
         prune_state_dir(Path(settings.state_dir))
     from polypilot_tui.ui.launch import run_app
+
     try:
         return run_app(settings)
     finally:

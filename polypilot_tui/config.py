@@ -123,8 +123,10 @@ class ProviderConfig(BaseModel):
     @classmethod
     def _no_literal_key(cls, data: Any) -> Any:
         if isinstance(data, dict) and "api_key" in data:
-            raise ValueError("keys never go in the agents file: put it in an environment variable "
-                             "and name that variable with api_key_env")
+            raise ValueError(
+                "keys never go in the agents file: put it in an environment variable "
+                "and name that variable with api_key_env"
+            )
         return data
 
     def api_key(self, environ: dict[str, str] | None = None) -> str:

@@ -128,11 +128,17 @@ class NullBackend:
     async def connect(self, resume_id: str | None) -> ConnectResult:
         hints = self._hints
         if hints is None:
-            return ConnectResult(resume_id or "agent-1", "resumed" if resume_id else "new session",
-                                 resumed=bool(resume_id))
-        return ConnectResult(resume_id or hints.agent_session_id, hints.how, resumed=bool(resume_id),
-                             interrupted_tool=hints.interrupted_tool, still_processing=hints.still_processing,
-                             lost_turn=hints.lost_turn)
+            return ConnectResult(
+                resume_id or "agent-1", "resumed" if resume_id else "new session", resumed=bool(resume_id)
+            )
+        return ConnectResult(
+            resume_id or hints.agent_session_id,
+            hints.how,
+            resumed=bool(resume_id),
+            interrupted_tool=hints.interrupted_tool,
+            still_processing=hints.still_processing,
+            lost_turn=hints.lost_turn,
+        )
 
     async def send(self, prompt: str) -> None:
         return None

@@ -105,7 +105,7 @@ def _stat(pid: int) -> Proc | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             raw = file.read()
-        fields = raw[raw.rindex(b")") + 2:].split()  # the name may hold spaces and parentheses
+        fields = raw[raw.rindex(b")") + 2 :].split()  # the name may hold spaces and parentheses
         if fields[0] == b"Z":
             return None
         return Proc(int(fields[1]), int(fields[3]), int(fields[19]))
@@ -165,8 +165,9 @@ class Tree:
 
     def refresh(self) -> None:
         """Forget the processes that ended; take in those born since the last look that are ours."""
-        live = {pid: proc for pid, proc in self.known.items() if (now := _stat(pid)) is not None
-                and now.start == proc.start}
+        live = {
+            pid: proc for pid, proc in self.known.items() if (now := _stat(pid)) is not None and now.start == proc.start
+        }
         last = _last_pid()
         if last is None or self._last is None:  # no last pid to go by: look at every process
             born: list[int] | range | itertools.chain[int] = _all_pids()
@@ -185,16 +186,18 @@ class Tree:
 
     def _ours(self, proc: Proc, live: dict[int, Proc]) -> bool:
         parent = live.get(proc.ppid)
-        return ((parent is not None and parent.start <= proc.start) or proc.sid == self.session
-                or any(known.sid == proc.sid for known in live.values()))
+        return (
+            (parent is not None and parent.start <= proc.start)
+            or proc.sid == self.session
+            or any(known.sid == proc.sid for known in live.values())
+        )
 
     def everything(self) -> dict[int, Proc]:
         """Every process of the agent's now: the tree, and every process of a session it is in."""
         self.refresh()
         sessions = {self.session} | {proc.sid for proc in self.known.values()}
         for pid in _all_pids():
-            if pid not in self.known and pid != self._me and (proc := _stat(pid)) is not None \
-                    and proc.sid in sessions:
+            if pid not in self.known and pid != self._me and (proc := _stat(pid)) is not None and proc.sid in sessions:
                 self.known[pid] = proc
         return dict(self.known)
 
@@ -279,8 +282,20 @@ def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> None:
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            os.execve(sys.executable, [sys.executable, "-I", "-S", LEASH_FILE, "--watch", str(app_pid),
-                                       str(agent_pid), "-" if since is None else str(since)], {})
+            os.execve(
+                sys.executable,
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    LEASH_FILE,
+                    "--watch",
+                    str(app_pid),
+                    str(agent_pid),
+                    "-" if since is None else str(since),
+                ],
+                {},
+            )
     finally:
         os._exit(0)
 

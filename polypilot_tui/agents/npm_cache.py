@@ -64,9 +64,19 @@ def ensure_installed(agent: NpmAgent, timeout: float = 900.0) -> Path:
         if agent.installed():
             return agent.path
         result = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(agent.prefix),
-             f"{agent.package}@{agent.version}"],
-            capture_output=True, text=True, timeout=timeout,
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+                str(agent.prefix),
+                f"{agent.package}@{agent.version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if result.returncode != 0 or not agent.installed():
             raise NpmUnavailable(f"npm install {agent.package}@{agent.version} failed: {result.stderr[-2000:]}")

@@ -56,8 +56,7 @@ class AgentStderr:
         """Bytes read from the pipe and not yet in the log (what :meth:`unread` adds)."""
         self.done = threading.Event()
         """Set when every writer closed the pipe and the log is complete."""
-        self._thread = threading.Thread(target=self._pump, name=f"agent-stderr:{self.path.parent.name}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._pump, name=f"agent-stderr:{self.path.parent.name}", daemon=True)
         self._thread.start()
 
     def _rotate(self) -> None:
@@ -111,8 +110,10 @@ class AgentStderr:
                 self._write(pending, whole=False)
             if self._dropped:
                 tail = b"".join(self._tail)[-TAIL_BYTES:]
-                marker = (f"\n[agent-stderr: the log reached its cap of {self.max_bytes:,} bytes; "
-                          f"{self._dropped - len(tail):,} bytes were dropped; the last {len(tail):,} follow]\n")
+                marker = (
+                    f"\n[agent-stderr: the log reached its cap of {self.max_bytes:,} bytes; "
+                    f"{self._dropped - len(tail):,} bytes were dropped; the last {len(tail):,} follow]\n"
+                )
                 self._write(marker.encode() + tail, whole=False, force=True)
         except OSError as exc:  # the pipe itself failed: nothing more can come
             log.warning("agent stderr log %s stopped: %s", self.path, exc)

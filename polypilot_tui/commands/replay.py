@@ -23,10 +23,13 @@ SESSION_ID = "replay"
 
 def replay_backend(sink: EventSink, restore: dict[str, Any]) -> NullBackend:
     """A backend whose agent is the trace; ``restore`` hints become its connect result."""
-    hints = ConnectResult("replay-session", "resumed" if restore else "new session",
-                          interrupted_tool=bool(restore.get("interrupted_tool")),
-                          still_processing=bool(restore.get("still_processing")),
-                          lost_turn=bool(restore.get("lost_turn")))
+    hints = ConnectResult(
+        "replay-session",
+        "resumed" if restore else "new session",
+        interrupted_tool=bool(restore.get("interrupted_tool")),
+        still_processing=bool(restore.get("still_processing")),
+        lost_turn=bool(restore.get("lost_turn")),
+    )
     return NullBackend(sink, hints)
 
 
@@ -38,8 +41,9 @@ class ReplayResult:
     final: dict[str, Any] = field(default_factory=dict)
 
 
-async def run_trace(lines: Iterable[str], settings: Settings | None = None,
-                    horizon: float = DEFAULT_HORIZON) -> ReplayResult:
+async def run_trace(
+    lines: Iterable[str], settings: Settings | None = None, horizon: float = DEFAULT_HORIZON
+) -> ReplayResult:
     """Replay ``lines``; raises TraceError (with the line number) on an invalid trace."""
     entries = parse_trace(lines)
     with tempfile.TemporaryDirectory(prefix="polypilot-replay-") as tmp:
@@ -52,6 +56,7 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
     clock = FakeClock()
     result = ReplayResult()
     restore = next((dict(e.value) for e in entries if e.action == "restore"), {})
+
     def factory(agent: str, sink: EventSink, workdir: Path) -> NullBackend:
         return replay_backend(sink, restore)
 
@@ -64,8 +69,14 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
         nonlocal recoveries
         if isinstance(change, TurnEnded):
             record = change.record
-            result.timeline.append({"at": _t(clock), "turn_end": record.outcome.value, "reason": record.reason,
-                                    **({"detail": record.detail} if record.detail else {})})
+            result.timeline.append(
+                {
+                    "at": _t(clock),
+                    "turn_end": record.outcome.value,
+                    "reason": record.reason,
+                    **({"detail": record.detail} if record.detail else {}),
+                }
+            )
         elif isinstance(change, ActionTaken):
             details: dict[str, Any] = {"reason": change.reason} if change.reason else {}
             details.update({"detail": change.detail} if change.detail else {})
@@ -105,12 +116,22 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
     view = manager.view(SESSION_ID)
     result.final = {
         "status": view.status.value,
-        "turns": [{"seq": r.seq, "outcome": r.outcome.value, "reason": r.reason, "detail": r.detail,
-                   "started_at": round(r.started_at, 3), "ended_at": round(r.ended_at, 3),
-                   "tool_calls": r.tool_calls} for r in session.turns],
+        "turns": [
+            {
+                "seq": r.seq,
+                "outcome": r.outcome.value,
+                "reason": r.reason,
+                "detail": r.detail,
+                "started_at": round(r.started_at, 3),
+                "ended_at": round(r.ended_at, 3),
+                "tool_calls": r.tool_calls,
+            }
+            for r in session.turns
+        ],
         "permission_warning": view.permission_warning or recoveries > 0,
-        "history_chars": sum(len(item.text) for item in session.history
-                             if item.kind in (ItemKind.ASSISTANT, ItemKind.REASONING)),
+        "history_chars": sum(
+            len(item.text) for item in session.history if item.kind in (ItemKind.ASSISTANT, ItemKind.REASONING)
+        ),
     }
     return result
 
@@ -138,8 +159,10 @@ def format_line(item: dict[str, Any]) -> str:
     if "final" in item:
         final = item["final"]
         turns = ", ".join(f"#{t['seq']} {t['outcome']}" for t in final["turns"]) or "none"
-        return (f"final: {final['status']} · turns: {turns} · permission warning: "
-                f"{'yes' if final['permission_warning'] else 'no'} · {final['history_chars']} chars of replies")
+        return (
+            f"final: {final['status']} · turns: {turns} · permission warning: "
+            f"{'yes' if final['permission_warning'] else 'no'} · {final['history_chars']} chars of replies"
+        )
     at = f"{item['at']:>9.1f}s"
     if "status" in item:
         reason = f"  ({item['reason']})" if item["reason"] else ""

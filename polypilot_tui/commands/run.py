@@ -45,8 +45,15 @@ EXIT_PERMISSION_REFUSED = 3
 EXIT_CANCELLED = 4
 
 
-async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *,
-                       json_mode: bool = False, allow_tools: bool = False) -> int:
+async def run_headless(
+    settings: Settings,
+    catalog: AgentCatalog,
+    agent: str,
+    prompt: str,
+    *,
+    json_mode: bool = False,
+    allow_tools: bool = False,
+) -> int:
     """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
     if agent not in catalog.agents:
         print(f"polypilot run: no agent named {agent!r} (configured: {', '.join(catalog.agents)})", file=sys.stderr)
@@ -141,8 +148,9 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signum)
-        completed = bool(sid and manager.session(sid).turns
-                         and manager.session(sid).turns[0].outcome is Outcome.COMPLETED)
+        completed = bool(
+            sid and manager.session(sid).turns and manager.session(sid).turns[0].outcome is Outcome.COMPLETED
+        )
         if sid:
             await manager.close(sid)
         await manager.shutdown()
@@ -150,8 +158,17 @@ async def run_headless(settings: Settings, catalog: AgentCatalog, agent: str, pr
             shutil.rmtree(manager.workdir(sid), ignore_errors=True)
     code, verdict = exit_code(record.outcome, strip_control(record.reason), record.refused, interrupted)
     if json_mode:
-        out.line(dump_json({"turn_end": record.outcome.value, "reason": record.reason,
-                            "refused_permissions": list(record.refused), "exit_code": code}, ascii_only=True))
+        out.line(
+            dump_json(
+                {
+                    "turn_end": record.outcome.value,
+                    "reason": record.reason,
+                    "refused_permissions": list(record.refused),
+                    "exit_code": code,
+                },
+                ascii_only=True,
+            )
+        )
     else:
         out.end_line()
     if out.closed:  # the reader left: the turn was stopped for that; nothing more to say
@@ -170,8 +187,10 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
     if outcome is Outcome.COMPLETED:
         if refused:
             titles = "; ".join(refused[:3]) + (f" (+{len(refused) - 3} more)" if len(refused) > 3 else "")
-            return EXIT_PERMISSION_REFUSED, (f"the turn completed, but {len(refused)} permission request"
-                                             f"{'s were' if len(refused) > 1 else ' was'} refused: {titles}")
+            return EXIT_PERMISSION_REFUSED, (
+                f"the turn completed, but {len(refused)} permission request"
+                f"{'s were' if len(refused) > 1 else ' was'} refused: {titles}"
+            )
         return EXIT_OK, ""
     if outcome is Outcome.ABORTED:
         why = f"cancelled by {interrupted[0]}" if interrupted else f"cancelled: {reason}"
@@ -188,9 +207,11 @@ async def _ask(manager: SessionManager, session_id: str, prompt: PermissionPromp
         out.line_open = False  # the answer's Enter ended the line
         choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
     else:
-        print(("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}) but the policy is "
-              "'ask' and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
-              file=sys.stderr)
+        print(
+            ("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}) but the policy is "
+            "'ask' and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
+            file=sys.stderr,
+        )
         choice = REJECT_ONCE
     await manager.answer_permission(session_id, prompt.request_id, choice)
 

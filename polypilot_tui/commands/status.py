@@ -27,8 +27,7 @@ from polypilot_tui.storage.registry import Registry, SessionRecord
 
 EXIT_OK = 0
 
-NOT_RUNNING = ("the app is not running; the turn in flight resumes or is reported interrupted "
-               "at the next start")
+NOT_RUNNING = "the app is not running; the turn in flight resumes or is reported interrupted at the next start"
 
 
 def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
@@ -43,11 +42,19 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
     elif record.interrupted_prompt and not reason:
         reason = "a turn was interrupted by a restart; resend it from the dashboard"
     return {
-        "id": record.id, "name": REDACTOR.text(record.name), "agent": record.agent, "status": status.value,
-        "reason": REDACTOR.text(reason), "model": record.model, "cwd": record.cwd,
+        "id": record.id,
+        "name": REDACTOR.text(record.name),
+        "agent": record.agent,
+        "status": status.value,
+        "reason": REDACTOR.text(reason),
+        "model": record.model,
+        "cwd": record.cwd,
         "title": REDACTOR.text(record.title),
-        "agent_session_id": record.agent_session_id, "last_activity_at": record.last_activity_at,
-        "created_at": record.created_at, "busy": status.busy, "needs_user": status.needs_user,
+        "agent_session_id": record.agent_session_id,
+        "last_activity_at": record.last_activity_at,
+        "created_at": record.created_at,
+        "busy": status.busy,
+        "needs_user": status.needs_user,
         "turn_in_flight": record.turn_in_flight and app_running,
         "interrupted": bool(record.interrupted_prompt) or (record.turn_in_flight and not app_running),
     }
@@ -64,8 +71,10 @@ def status_document(settings: Settings) -> dict[str, Any]:
     snapshot = Registry(Path(settings.state_dir)).load(repair=False)
     running = holder is not None
     doc: dict[str, Any] = {
-        "state_dir": str(settings.state_dir), "app_running": running,
-        "app_pid": holder.pid if holder is not None else None, "saved_at": snapshot.saved_at,
+        "state_dir": str(settings.state_dir),
+        "app_running": running,
+        "app_pid": holder.pid if holder is not None else None,
+        "saved_at": snapshot.saved_at,
         "sessions": [status_row(r, running) for r in snapshot.sessions],
     }
     if snapshot.problem:
@@ -90,8 +99,17 @@ def format_table(doc: dict[str, Any], now: float) -> str:
         return head
     rows = [("ID", "NAME", "AGENT", "STATUS", "LAST ACTIVITY", "MODEL", "REASON")]
     for s in sessions:
-        rows.append((s["id"], one_line(s["name"], 24), s["agent"], s["status"],
-                     _ago(s["last_activity_at"], now), s["model"] or "-", one_line(s["reason"], 70)))
+        rows.append(
+            (
+                s["id"],
+                one_line(s["name"], 24),
+                s["agent"],
+                s["status"],
+                _ago(s["last_activity_at"], now),
+                s["model"] or "-",
+                one_line(s["reason"], 70),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     # The last column (the reason) is not padded: zip stops before it.
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows]

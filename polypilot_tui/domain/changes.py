@@ -108,11 +108,21 @@ class TurnEnded:
     record: TurnRecord
 
 
-Change = SessionAdded | SessionRemoved | ViewChanged | ItemAdded | ItemReplaced | EventReceived | ActionTaken | TurnEnded
+Change = (
+    SessionAdded | SessionRemoved | ViewChanged | ItemAdded | ItemReplaced | EventReceived | ActionTaken | TurnEnded
+)
 """Every record of the stream."""
 
-CHANGE_TYPES: tuple[type[Change], ...] = (SessionAdded, SessionRemoved, ViewChanged, ItemAdded, ItemReplaced,
-                                          EventReceived, ActionTaken, TurnEnded)
+CHANGE_TYPES: tuple[type[Change], ...] = (
+    SessionAdded,
+    SessionRemoved,
+    ViewChanged,
+    ItemAdded,
+    ItemReplaced,
+    EventReceived,
+    ActionTaken,
+    TurnEnded,
+)
 
 
 def change_to_json(change: Change) -> dict[str, Any]:

@@ -19,34 +19,61 @@ from polypilot_tui.domain.safe_json import ParseError, load_json
 SCAN_WINDOW = 30
 
 #: The last event proves nothing is running any more.
-_NOT_PROCESSING = frozenset({
-    EventType.SESSION_IDLE, EventType.SESSION_ERROR, EventType.SESSION_SHUTDOWN,
-    EventType.SESSION_START, EventType.ABORT,
-})
-_TOOL_TYPES = frozenset({
-    EventType.TOOL_START, EventType.TOOL_PROGRESS, EventType.TOOL_PARTIAL_RESULT,
-    EventType.TOOL_COMPLETE,
-})
+_NOT_PROCESSING = frozenset(
+    {
+        EventType.SESSION_IDLE,
+        EventType.SESSION_ERROR,
+        EventType.SESSION_SHUTDOWN,
+        EventType.SESSION_START,
+        EventType.ABORT,
+    }
+)
+_TOOL_TYPES = frozenset(
+    {
+        EventType.TOOL_START,
+        EventType.TOOL_PROGRESS,
+        EventType.TOOL_PARTIAL_RESULT,
+        EventType.TOOL_COMPLETE,
+    }
+)
 #: Where a sub-turn begins, walking backwards. user.message is ours: it opens a new turn,
 #: so tool events before it belong to an earlier turn even if no turn_start was persisted.
-_SUB_TURN_BOUNDARY = frozenset({
-    EventType.TURN_START, EventType.TURN_END, EventType.SESSION_RESUME,
-    EventType.SESSION_START, EventType.USER_MESSAGE,
-})
+_SUB_TURN_BOUNDARY = frozenset(
+    {
+        EventType.TURN_START,
+        EventType.TURN_END,
+        EventType.SESSION_RESUME,
+        EventType.SESSION_START,
+        EventType.USER_MESSAGE,
+    }
+)
 #: A turn is over once one of these is on disk.
-_TURN_ENDED = frozenset({
-    EventType.TURN_END, EventType.SESSION_IDLE, EventType.ABORT, EventType.SESSION_ERROR,
-})
+_TURN_ENDED = frozenset(
+    {
+        EventType.TURN_END,
+        EventType.SESSION_IDLE,
+        EventType.ABORT,
+        EventType.SESSION_ERROR,
+    }
+)
 #: Evidence of a turn in flight (assistant.message is judged by its content instead).
 _TURN_IN_FLIGHT = _TOOL_TYPES | {
-    EventType.USER_MESSAGE, EventType.TURN_START, EventType.REASONING,
-    EventType.REASONING_DELTA, EventType.MESSAGE_DELTA, EventType.INTENT,
+    EventType.USER_MESSAGE,
+    EventType.TURN_START,
+    EventType.REASONING,
+    EventType.REASONING_DELTA,
+    EventType.MESSAGE_DELTA,
+    EventType.INTENT,
 }
 #: Bookkeeping that says nothing about whether a turn ended (skipped by lost_turn).
 _NOISE = USAGE_EVENT_TYPES | {
-    EventType.SESSION_RESUME, EventType.SESSION_SHUTDOWN, EventType.PERMISSION_REQUESTED,
-    EventType.PERMISSION_COMPLETED, EventType.SESSION_MODEL_CHANGE,
-    EventType.SESSION_TITLE_CHANGED, EventType.SESSION_BACKGROUND_TASKS_CHANGED,
+    EventType.SESSION_RESUME,
+    EventType.SESSION_SHUTDOWN,
+    EventType.PERMISSION_REQUESTED,
+    EventType.PERMISSION_COMPLETED,
+    EventType.SESSION_MODEL_CHANGE,
+    EventType.SESSION_TITLE_CHANGED,
+    EventType.SESSION_BACKGROUND_TASKS_CHANGED,
 }
 
 
@@ -63,7 +90,7 @@ def parse_window(chunk: bytes, starts_on_boundary: bool, max_lines: int) -> list
         newline = chunk.find(b"\n")
         if newline < 0:
             return []  # the whole window is the middle of one huge line
-        chunk = chunk[newline + 1:]
+        chunk = chunk[newline + 1 :]
     entries: list[dict[str, Any]] = []
     # Parse from the end so garbage earlier in the window costs nothing once we have enough.
     for raw in reversed(chunk.split(b"\n")):
@@ -140,8 +167,15 @@ def is_still_processing(
     return True  # turn_start, tool events, user.message, unknown types: assume work continues
 
 
-_TOOL_LIFECYCLE = frozenset({EventType.PERMISSION_REQUESTED.value, EventType.PERMISSION_COMPLETED.value,
-                             "tool.execution_progress", "tool.execution_partial_result", "tool.shell_output"})
+_TOOL_LIFECYCLE = frozenset(
+    {
+        EventType.PERMISSION_REQUESTED.value,
+        EventType.PERMISSION_COMPLETED.value,
+        "tool.execution_progress",
+        "tool.execution_partial_result",
+        "tool.shell_output",
+    }
+)
 
 
 def has_interrupted_tool(entries: Sequence[dict[str, Any]]) -> bool:

@@ -14,8 +14,13 @@ TRIP_THRESHOLD = 3
 
 _DENIAL_MARKERS = ("permission denied", "denied-no-approval-rule", "could not request permission")
 _MCP_FAILURES = (
-    "econnrefused", "spawn enoent", "connection refused", "server disconnected",
-    "transport error", "failed to start", "server process exited",
+    "econnrefused",
+    "spawn enoent",
+    "connection refused",
+    "server disconnected",
+    "transport error",
+    "failed to start",
+    "server process exited",
 )
 
 

@@ -38,8 +38,9 @@ class RecoveryGate:
         if self.attempts(session_id) >= self.max_attempts:
             return f"{self.max_attempts} recovery attempts already failed"
         if self.breaker_open(now):
-            return (f"circuit breaker open: {self.breaker_limit} recoveries across sessions in "
-                    f"{int(self.breaker_window)} s")
+            return (
+                f"circuit breaker open: {self.breaker_limit} recoveries across sessions in {int(self.breaker_window)} s"
+            )
         return None
 
     def begin(self, session_id: str, now: float) -> int:

@@ -148,8 +148,15 @@ def _on_tool_start(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallCl
     row = -1
     if name not in QUIET_TOOLS:
         s.flush(clock.wall())  # text before the tool row stays before it
-        row = s.add_item(ItemKind.TOOL, "", clock.wall(), tool_call_id=call_id, tool_name=name,
-                         tool_status="running", tool_detail=detail)
+        row = s.add_item(
+            ItemKind.TOOL,
+            "",
+            clock.wall(),
+            tool_call_id=call_id,
+            tool_name=name,
+            tool_status="running",
+            tool_detail=detail,
+        )
     call = ToolCall(call_id, name, now, row, detail)
     t.tools[call_id] = call
     t.active_tools[call_id] = call
@@ -196,14 +203,22 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clo
     if not request_id:
         return Signal.NONE
     options = tuple(
-        (str(o.get("optionId", "")), one_line(str(o.get("name", o.get("optionId", ""))), MAX_OPTION_LABEL),
-         str(o.get("kind", "")))
-        for o in (e.get("options") or []) if isinstance(o, Mapping) and o.get("optionId")
+        (
+            str(o.get("optionId", "")),
+            one_line(str(o.get("name", o.get("optionId", ""))), MAX_OPTION_LABEL),
+            str(o.get("kind", "")),
+        )
+        for o in (e.get("options") or [])
+        if isinstance(o, Mapping) and o.get("optionId")
     )
     tool_call_id = e.text("toolCallId") or None
     t.pending_permissions[request_id] = PermissionPrompt(
-        request_id, one_line(e.text("title") or e.text("kind") or "Permission requested", 120),
-        strip_control(e.text("detail"))[:2000], e.text("kind"), tool_call_id, options,
+        request_id,
+        one_line(e.text("title") or e.text("kind") or "Permission requested", 120),
+        strip_control(e.text("detail"))[:2000],
+        e.text("kind"),
+        tool_call_id,
+        options,
     )
     t.pause_for_user(now)
     call = t.tools.get(tool_call_id) if tool_call_id else None
@@ -215,8 +230,9 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clo
 def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     result = e.get("result")
     kind = result.get("kind") if isinstance(result, Mapping) else result
-    s.permission_answered(e.text("requestId"), kind if isinstance(kind, str) else "", now, clock.wall(),
-                          e.text("toolCallId") or None)
+    s.permission_answered(
+        e.text("requestId"), kind if isinstance(kind, str) else "", now, clock.wall(), e.text("toolCallId") or None
+    )
     return Signal.NONE
 
 

@@ -31,8 +31,11 @@ MAX_INT_DIGITS = 40
 # A JSON string (skipped whole) or one bracket.
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 # TOML strings (multi-line first), comments, or one bracket.
-_TOML_TOKENS = re.compile(r'"""(?:[^\\]|\\.)*?(?:"""|$)|\'\'\'.*?(?:\'\'\'|$)|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?'
-                          r"|#[^\n]*|[\[\]{}]", re.DOTALL)
+_TOML_TOKENS = re.compile(
+    r'"""(?:[^\\]|\\.)*?(?:"""|$)|\'\'\'.*?(?:\'\'\'|$)|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?'
+    r"|#[^\n]*|[\[\]{}]",
+    re.DOTALL,
+)
 _TOML_WHERE = re.compile(r"\s*\(at line (\d+), column \d+\)")
 
 
@@ -91,8 +94,7 @@ def load_json(text: str | bytes, source: str, *, max_depth: int = MAX_DEPTH, fir
     if deep is not None:
         raise ParseError(source, _line_of(text, deep) + offset, f"nested deeper than {max_depth} levels")
     try:
-        return json.loads(text, parse_constant=lambda name: None, parse_float=_number_or_null,
-                          parse_int=_int_or_null)
+        return json.loads(text, parse_constant=lambda name: None, parse_float=_number_or_null, parse_int=_int_or_null)
     except json.JSONDecodeError as exc:
         raise ParseError(source, exc.lineno + offset, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     except (ValueError, RecursionError) as exc:  # belt and braces: the scan should have caught it

@@ -113,8 +113,9 @@ class Session:
         self.revision += 1
         return self.turn
 
-    def end_turn(self, outcome: Outcome, cause: EndCause, reason: str, now: float, wall: float,
-                 detail: str = "") -> TurnRecord | None:
+    def end_turn(
+        self, outcome: Outcome, cause: EndCause, reason: str, now: float, wall: float, detail: str = ""
+    ) -> TurnRecord | None:
         """THE end-turn path: flush, close open tool rows, record, drop the Turn."""
         turn = self.turn
         if turn is None:
@@ -124,8 +125,19 @@ class Session:
         for call in list(turn.tools.values()):
             if call.status in ("running", "waiting"):
                 self.set_tool_row(call, closing, "")
-        record = TurnRecord(turn.seq, turn.prompt, outcome, reason, turn.started_at, now,
-                            turn.tool_call_count, turn.successful_tools, detail, tuple(turn.refused), cause)
+        record = TurnRecord(
+            turn.seq,
+            turn.prompt,
+            outcome,
+            reason,
+            turn.started_at,
+            now,
+            turn.tool_call_count,
+            turn.successful_tools,
+            detail,
+            tuple(turn.refused),
+            cause,
+        )
         self.turns.append(record)
         self.turn = None
         self.window.clear()
@@ -140,8 +152,9 @@ class Session:
         self.revision += 1
         return record
 
-    def permission_answered(self, request_id: str, answer: str, now: float, wall: float,
-                            tool_call_id: str | None = None) -> bool:
+    def permission_answered(
+        self, request_id: str, answer: str, now: float, wall: float, tool_call_id: str | None = None
+    ) -> bool:
         """A permission prompt was answered (by the user, the policy, the agent or a Stop).
 
         ``answer`` is the option kind or the agent's result kind ("allow_once", "reject_once",
@@ -169,8 +182,15 @@ class Session:
                 self.set_tool_row(call, "running", "")
         if refused and prompt is not None and (call is None or call.row < 0):
             name = prompt.kind or "permission"
-            row = self.add_item(ItemKind.TOOL, "", wall, tool_call_id=tool_call_id, tool_name=name,
-                                tool_status="rejected", tool_detail=prompt.title)
+            row = self.add_item(
+                ItemKind.TOOL,
+                "",
+                wall,
+                tool_call_id=tool_call_id,
+                tool_name=name,
+                tool_status="rejected",
+                tool_detail=prompt.title,
+            )
             if tool_call_id and call is None:  # a late start or result of this tool keeps this row
                 turn.tools[tool_call_id] = ToolCall(tool_call_id, name, now, row, prompt.title, "rejected")
         return prompt is not None
@@ -186,8 +206,9 @@ class Session:
         for row, item in enumerate(self.history):
             if item.kind is not ItemKind.TOOL or item.tool_status not in ("running", "waiting"):
                 continue
-            call = ToolCall(item.tool_call_id or f"restored-{row}", item.tool_name, now, row, item.tool_detail,
-                            item.tool_status)
+            call = ToolCall(
+                item.tool_call_id or f"restored-{row}", item.tool_name, now, row, item.tool_detail, item.tool_status
+            )
             if turn is None:
                 self.set_tool_row(call, "interrupted", "")
             elif call.call_id not in turn.tools:
@@ -218,7 +239,8 @@ class Session:
         if isinstance(entries, list):
             self.plan = tuple(
                 (one_line(str(e.get("content", "")), 120), str(e.get("status", "")))
-                for e in entries if isinstance(e, Mapping)
+                for e in entries
+                if isinstance(e, Mapping)
             )
 
     def set_tool_row(self, call: ToolCall, status: str, output: str) -> None:

@@ -42,18 +42,36 @@ class SessionStatus(StrEnum):
     @property
     def needs_user(self) -> bool:
         """The session waits for the user (permission) or is dead/broken until they act."""
-        return self in (SessionStatus.AWAITING_PERMISSION, SessionStatus.DISCONNECTED,
-                        SessionStatus.ERROR, SessionStatus.STUCK)
+        return self in (
+            SessionStatus.AWAITING_PERMISSION,
+            SessionStatus.DISCONNECTED,
+            SessionStatus.ERROR,
+            SessionStatus.STUCK,
+        )
 
 
-_BUSY = frozenset({SessionStatus.SENDING, SessionStatus.THINKING, SessionStatus.WRITING, SessionStatus.WORKING,
-                   SessionStatus.AWAITING_PERMISSION, SessionStatus.RECOVERING})
+_BUSY = frozenset(
+    {
+        SessionStatus.SENDING,
+        SessionStatus.THINKING,
+        SessionStatus.WRITING,
+        SessionStatus.WORKING,
+        SessionStatus.AWAITING_PERMISSION,
+        SessionStatus.RECOVERING,
+    }
+)
 
-_PHASE_STATUS = {Phase.SENDING: SessionStatus.SENDING, Phase.THINKING: SessionStatus.THINKING,
-                 Phase.WORKING: SessionStatus.WORKING}
+_PHASE_STATUS = {
+    Phase.SENDING: SessionStatus.SENDING,
+    Phase.THINKING: SessionStatus.THINKING,
+    Phase.WORKING: SessionStatus.WORKING,
+}
 
-_OUTCOME_STATUS = {Outcome.FAILED: SessionStatus.ERROR, Outcome.STUCK: SessionStatus.STUCK,
-                   Outcome.ABORTED: SessionStatus.STOPPED}
+_OUTCOME_STATUS = {
+    Outcome.FAILED: SessionStatus.ERROR,
+    Outcome.STUCK: SessionStatus.STUCK,
+    Outcome.ABORTED: SessionStatus.STOPPED,
+}
 
 
 @dataclass(frozen=True)
@@ -111,8 +129,10 @@ class SessionView:
         data.pop("interrupted_prompt")
         data["queued"] = self.queued
         if self.pending_permission is not None:
-            data["pending_permission"] = {"request_id": self.pending_permission.request_id,
-                                          "title": self.pending_permission.title}
+            data["pending_permission"] = {
+                "request_id": self.pending_permission.request_id,
+                "title": self.pending_permission.title,
+            }
         return data
 
 
@@ -148,22 +168,34 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
     if turn and turn.active_tools:
         active = list(turn.active_tools.values())[-1].name
     return SessionView(
-        id=session.id, name=session.name, agent=session.agent, status=status, reason=reason,
-        revision=session.revision, model=session.model, cwd=session.cwd, title=session.title,
+        id=session.id,
+        name=session.name,
+        agent=session.agent,
+        status=status,
+        reason=reason,
+        revision=session.revision,
+        model=session.model,
+        cwd=session.cwd,
+        title=session.title,
         agent_session_id=session.agent_session_id,
         turn_started_at=turn.started_at if turn else None,
         last_activity_at=session.last_activity_at,
         tool_calls=len(turn.tools) if turn else 0,
-        active_tool=active, intent=turn.intent if turn else "",
+        active_tool=active,
+        intent=turn.intent if turn else "",
         permission_warning=session.permission_warning,
-        pending_permission=pending, pending_permissions=len(turn.pending_permissions) if turn else 0,
+        pending_permission=pending,
+        pending_permissions=len(turn.pending_permissions) if turn else 0,
         last_outcome=record.outcome.value if record else "",
         last_outcome_reason=record.reason if record else "",
-        turns=session.earlier_turns + len(session.turns), history_len=len(session.history),
+        turns=session.earlier_turns + len(session.turns),
+        history_len=len(session.history),
         streaming_chars=turn.streamed_chars if turn else 0,
         consecutive_stuck=session.consecutive_stuck,
-        resumed=bool(turn and turn.resumed), interrupted_prompt=session.interrupted_prompt,
-        queue=tuple(session.queue), queue_held=session.queue_held,
+        resumed=bool(turn and turn.resumed),
+        interrupted_prompt=session.interrupted_prompt,
+        queue=tuple(session.queue),
+        queue_held=session.queue_held,
         waiting_for=waiting_for(turn) if turn else "",
         gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
     )

@@ -188,25 +188,36 @@ def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = 
         return Decision(
             Action.KILL,
             f"the turn ran for {seconds_text(busy_for)}, past the limit of {seconds_text(cfg.max_turn)} per turn",
-            "cap", detail=f"cap {seconds_text(cfg.max_turn)}, last event {last}",
+            "cap",
+            detail=f"cap {seconds_text(cfg.max_turn)}, last event {last}",
         )
     if turn.turn_end_at is not None and not turn.active_tools:
         delay = fallback_delay(turn, cfg)
         if now + EPSILON >= max(turn.turn_end_at, turn.fallback_anchor) + delay:
             if probes and probes.log_last_type == EventType.TOOL_START and probes.agent_alive:
-                return Decision(Action.RESET, "a tool is still running (the agent's log says so); waiting for it",
-                                "fallback", detail="agent log ends in tool.execution_start")
+                return Decision(
+                    Action.RESET,
+                    "a tool is still running (the agent's log says so); waiting for it",
+                    "fallback",
+                    detail="agent log ends in tool.execution_start",
+                )
             return Decision(
                 Action.COMPLETE,
                 f"the agent finished its reply but never reported idle ({seconds_text(now - turn.turn_end_at)})",
-                "fallback", detail=f"no session.idle {seconds_text(now - turn.turn_end_at)} after assistant.turn_end",
+                "fallback",
+                detail=f"no session.idle {seconds_text(now - turn.turn_end_at)} after assistant.turn_end",
             )
-    if (turn.final_message_at is not None and not turn.active_tools
-            and now + EPSILON >= turn.last_event_at + cfg.post_completion_idle):
+    if (
+        turn.final_message_at is not None
+        and not turn.active_tools
+        and now + EPSILON >= turn.last_event_at + cfg.post_completion_idle
+    ):
         quiet = seconds_text(now - turn.last_event_at)
         return Decision(
-            Action.COMPLETE, f"the reply was complete and nothing followed for {quiet}",
-            "post-completion", detail=f"final assistant.message, no tool pending, no events for {quiet}",
+            Action.COMPLETE,
+            f"the reply was complete and nothing followed for {quiet}",
+            "post-completion",
+            detail=f"final assistant.message, no tool pending, no events for {quiet}",
         )
     tier = select_tier(turn, cfg, probes, now)
     if now + EPSILON < turn.watchdog_anchor + tier.seconds:
@@ -225,23 +236,36 @@ def _timed_out(
     # Case A: a tool is running. Believe it while the agent and its log show signs of life.
     if active and probes is not None and probes.agent_alive is not None:
         if probes.agent_alive and probes.log_age is not None and probes.log_age < cfg.tool_alive_log_age:
-            return Decision(Action.RESET, f"{tool_names} is still running (the agent is alive and wrote to its "
-                            f"log {seconds_text(probes.log_age)} ago)", "A-alive", tier, technical)
+            return Decision(
+                Action.RESET,
+                f"{tool_names} is still running (the agent is alive and wrote to its "
+                f"log {seconds_text(probes.log_age)} ago)",
+                "A-alive",
+                tier,
+                technical,
+            )
         if probes.agent_alive and turn.case_a_resets < 1:
-            return Decision(Action.RESET, f"{tool_names} has been quiet for {seconds_text(silent)}; "
-                            f"giving it {seconds_text(cfg.tool_escalation)} more", "A", tier, technical)
+            return Decision(
+                Action.RESET,
+                f"{tool_names} has been quiet for {seconds_text(silent)}; "
+                f"giving it {seconds_text(cfg.tool_escalation)} more",
+                "A",
+                tier,
+                technical,
+            )
     # Case B: tools were used, none is running: the terminal event was probably lost.
     if not active and turn.used_tools:
         if probes is not None:
             if probes.log_last_type == EventType.TOOL_START and probes.agent_alive:
-                return Decision(Action.RESET, "a tool is still running (the agent's log says so)", "B", tier,
-                                technical)
+                return Decision(Action.RESET, "a tool is still running (the agent's log says so)", "B", tier, technical)
             if _case_b_defers(turn, now, cfg, probes):
                 return Decision(Action.RESET, "the agent is still writing to its log; waiting", "B", tier, technical)
         return Decision(
             Action.COMPLETE,
             f"its tools finished and nothing followed for {seconds_text(silent)} (the agent's end signal was lost)",
-            "B", tier, technical,
+            "B",
+            tier,
+            technical,
         )
     # Case D: the send went out and the agent's log never grew: the send is dead (#393).
     if (
@@ -253,11 +277,15 @@ def _timed_out(
         and silent >= cfg.dead_send
         and probes.log_size <= turn.log_size_at_send
     ):
-        return Decision(Action.ABORT_ONCE, f"the agent has not started on the prompt in {seconds_text(silent)}; "
-                        "interrupting it once to unwedge it", "D", tier, technical)
+        return Decision(
+            Action.ABORT_ONCE,
+            f"the agent has not started on the prompt in {seconds_text(silent)}; interrupting it once to unwedge it",
+            "D",
+            tier,
+            technical,
+        )
     # Case C: stuck.
-    return Decision(Action.KILL, f"no activity for {seconds_text(silent)} ({waiting_for(turn)})", "C", tier,
-                    technical)
+    return Decision(Action.KILL, f"no activity for {seconds_text(silent)} ({waiting_for(turn)})", "C", tier, technical)
 
 
 def _case_b_defers(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes) -> bool:

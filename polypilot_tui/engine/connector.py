@@ -131,8 +131,11 @@ class Connector:
             if result.resumed:
                 session.system(f"🔄 Session reconnected: {result.how}.", wall)
             else:
-                session.error(f"⚠ The agent could not resume its earlier session ({result.how}). This is a new "
-                              "agent session: the agent does not remember the conversation above.", wall)
+                session.error(
+                    f"⚠ The agent could not resume its earlier session ({result.how}). This is a new "
+                    "agent session: the agent does not remember the conversation above.",
+                    wall,
+                )
         if result.interrupted_tool:
             session.interrupted_tool = True  # aborted before the next send (#393)
         turn = session.turn
@@ -140,8 +143,9 @@ class Connector:
             if result.still_processing:
                 turn.used_tools = True  # RESUME-ACTIVE: the tool tier, the agent is working
             elif result.lost_turn:
-                ctx.end_turn(session_id, Outcome.FAILED, EndCause.LOST_IN_RESTART,
-                             "the agent lost this turn in the app restart")
+                ctx.end_turn(
+                    session_id, Outcome.FAILED, EndCause.LOST_IN_RESTART, "the agent lost this turn in the app restart"
+                )
         ctx.changed(session_id)
         return backend
 
@@ -198,6 +202,7 @@ class Connector:
 
     def _default_factory(self, agent: str, sink: EventSink, workdir: Path) -> AgentBackend:
         from polypilot_tui.agents import create_backend  # the SDKs load only with their backend
+
         ctx = self._ctx
         config = ctx.catalog.get(agent)
         managed = ctx.sessions.get(workdir.name)  # the workdir is named after the session

@@ -82,8 +82,9 @@ class EngineContext:
         self.cfg: WatchdogConfig = settings.watchdog.to_config()
         self.sessions: dict[str, ManagedSession] = {}
         self.stream = ChangeStream()
-        self.recovery = RecoveryGate(settings.recovery_max_attempts, settings.recovery_breaker_limit,
-                                     settings.recovery_breaker_window)
+        self.recovery = RecoveryGate(
+            settings.recovery_max_attempts, settings.recovery_breaker_limit, settings.recovery_breaker_window
+        )
 
     # ---- sessions ------------------------------------------------------------------
     def get(self, session_id: str) -> ManagedSession:
@@ -111,14 +112,24 @@ class EngineContext:
         revision = managed.session.revision if managed is not None else -1
         self.stream.publish(ViewChanged(session_id, revision))
 
-    def action(self, session_id: str, action: EngineAction, reason: str = "", *, detail: str = "",
-               prompt: str = "", attempt: int = 0, by_user: bool = False) -> None:
+    def action(
+        self,
+        session_id: str,
+        action: EngineAction,
+        reason: str = "",
+        *,
+        detail: str = "",
+        prompt: str = "",
+        attempt: int = 0,
+        by_user: bool = False,
+    ) -> None:
         """Say what the engine did to the agent (the recorder writes it, replay plays it)."""
         self.stream.publish(ActionTaken(session_id, action, reason, detail, prompt, attempt, by_user))
 
     # ---- the one end-turn path -----------------------------------------------------
-    def end_turn(self, session_id: str, outcome: Outcome, cause: EndCause, reason: str,
-                 detail: str = "") -> TurnRecord | None:
+    def end_turn(
+        self, session_id: str, outcome: Outcome, cause: EndCause, reason: str, detail: str = ""
+    ) -> TurnRecord | None:
         """End the session's turn (Session.end_turn flushes first), say why in the chat, tell the world."""
         managed = self.get(session_id)
         session = managed.session
@@ -128,19 +139,29 @@ class EngineContext:
         record = session.end_turn(outcome, cause, reason, self.clock.now(), wall, detail)
         if record is None:
             return None
-        log.info("turn %s/%d ended %s (%s): %s%s", session_id, record.seq, outcome.value, cause.value, reason,
-                 f" ({detail})" if detail else "")
+        log.info(
+            "turn %s/%d ended %s (%s): %s%s",
+            session_id,
+            record.seq,
+            outcome.value,
+            cause.value,
+            reason,
+            f" ({detail})" if detail else "",
+        )
         if restored and outcome in (Outcome.STUCK, Outcome.FAILED) and record.prompt:
             session.interrupted_prompt = record.prompt
-            session.error(f"⚠ Your request “{one_line(record.prompt, 60)}” was interrupted by an app restart "
-                          f"({reason}).", wall)
+            session.error(
+                f"⚠ Your request “{one_line(record.prompt, 60)}” was interrupted by an app restart ({reason}).", wall
+            )
         elif outcome is Outcome.STUCK:
             if session.consecutive_stuck >= 3:
-                session.error(f"Session failed to respond {session.consecutive_stuck} times consecutively "
-                              f"({reason}). Consider starting a new session.", wall)
+                session.error(
+                    f"Session failed to respond {session.consecutive_stuck} times consecutively "
+                    f"({reason}). Consider starting a new session.",
+                    wall,
+                )
             else:
-                session.error(f"⚠ Session appears stuck — {reason}. You can try sending your message again.",
-                              wall)
+                session.error(f"⚠ Session appears stuck — {reason}. You can try sending your message again.", wall)
         elif outcome is Outcome.FAILED:
             session.error(reason + self.stderr_lines(session_id), wall)
         if cause in _OFFERS_RESEND and record.prompt:  # lost, not refused: one key sends it again

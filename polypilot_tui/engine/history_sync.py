@@ -44,8 +44,15 @@ class HistoryBatch:
 class HistoryWriter:
     """Debounced, batched, retried writes of one history database; stops when fenced."""
 
-    def __init__(self, manager: SessionManager, db: HistoryDB, io: Executor, board: NoticeBoard,
-                 delay: float, on_fenced: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        manager: SessionManager,
+        db: HistoryDB,
+        io: Executor,
+        board: NoticeBoard,
+        delay: float,
+        on_fenced: Callable[[str], None],
+    ) -> None:
         self._manager = manager
         self._db = db
         self._io = io
@@ -245,8 +252,11 @@ class HistoryWriter:
 
     # ---- notices ------------------------------------------------------------------------
     def tell_failing(self) -> None:
-        self._board.tell(FAILING, f"Chat history cannot be saved to {self._db.path}: {self._db.last_error}. "
-                         "New messages are kept in memory and saved as soon as it can be written again.")
+        self._board.tell(
+            FAILING,
+            f"Chat history cannot be saved to {self._db.path}: {self._db.last_error}. "
+            "New messages are kept in memory and saved as soon as it can be written again.",
+        )
 
     def tell_moved(self) -> None:
         """Say which unreadable files were moved aside (once each)."""

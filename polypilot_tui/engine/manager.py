@@ -39,13 +39,17 @@ log = logging.getLogger(__name__)
 QUIT_REASON = "interrupted: the app quit during this turn"
 
 
-
 class SessionManager:
     """Creates, drives, stops and reconnects agent sessions and keeps each one honest."""
 
-    def __init__(self, settings: Settings, catalog: AgentCatalog, clock: Clock,
-                 backend_factory: BackendFactory | None = None,
-                 id_factory: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: AgentCatalog,
+        clock: Clock,
+        backend_factory: BackendFactory | None = None,
+        id_factory: Callable[[], str] | None = None,
+    ) -> None:
         ctx = self._ctx = EngineContext(settings, catalog, clock)
         self._new_id = id_factory or (lambda: uuid.uuid4().hex[:8])
         self._connector = Connector(ctx, backend_factory, self.apply)
@@ -117,8 +121,10 @@ class SessionManager:
         config = self._ctx.catalog.agents.get(session.agent)
         diagnostics = self.diagnostics(session_id)
         return SessionDetails(
-            view=self.view(session_id), agent_kind=config.kind if config else "?",
-            command=diagnostics.command, folder=session.cwd or str(config.cwd if config and config.cwd else Path.cwd()),
+            view=self.view(session_id),
+            agent_kind=config.kind if config else "?",
+            command=diagnostics.command,
+            folder=session.cwd or str(config.cwd if config and config.cwd else Path.cwd()),
             state_folder=str(self.workdir(session_id)),
             connected_how=managed.last_connect.how if managed.last_connect else "",
             log_paths=diagnostics.log_paths,
@@ -143,16 +149,23 @@ class SessionManager:
         return self._connector.workdir(session_id)
 
     # ---- lifecycle -----------------------------------------------------------------
-    def add_session(self, agent: str, name: str | None = None, cwd: str = "",
-                    session_id: str | None = None, connect: bool = True) -> str:
+    def add_session(
+        self, agent: str, name: str | None = None, cwd: str = "", session_id: str | None = None, connect: bool = True
+    ) -> str:
         """Register a new session; it connects in the background unless ``connect`` is False."""
         config = self._ctx.catalog.get(agent)
         sid = session_id or self._new_id()
         if sid in self._ctx.sessions:
             raise ValueError(f"session {sid} already exists")
         label = name or f"{agent}-{len(self._ctx.sessions) + 1}"
-        session = Session(sid, label, agent, created_wall=self.clock.wall(),
-                          cwd=cwd or str(config.cwd or ""), model=config.model or "")
+        session = Session(
+            sid,
+            label,
+            agent,
+            created_wall=self.clock.wall(),
+            cwd=cwd or str(config.cwd or ""),
+            model=config.model or "",
+        )
         self._ctx.register(session)
         self._ctx.stream.publish(SessionAdded(sid))
         self._ctx.changed(sid)
@@ -171,8 +184,7 @@ class SessionManager:
         if mid_turn_prompt is not None:
             session.begin_turn(mid_turn_prompt, now, resumed=True)
         session.settle_open_tool_rows(now)
-        self._ctx.stream.publish(SessionAdded(session.id, restored, mid_turn_prompt is not None,
-                                              mid_turn_prompt or ""))
+        self._ctx.stream.publish(SessionAdded(session.id, restored, mid_turn_prompt is not None, mid_turn_prompt or ""))
         if mid_turn_prompt is not None:
             self._watchdog.schedule(session.id)
             self._ctx.spawn(session.id, self.connect(session.id))
@@ -335,8 +347,10 @@ class SessionManager:
                 self._ctx.end_turn(sid, Outcome.ABORTED, EndCause.QUIT, QUIT_REASON)
                 if turn.prompt:
                     managed.session.interrupted_prompt = turn.prompt
-                    managed.session.error(f"⚠ Your request “{one_line(turn.prompt, 60)}” was interrupted when "
-                                          "the app quit.", self.clock.wall())
+                    managed.session.error(
+                        f"⚠ Your request “{one_line(turn.prompt, 60)}” was interrupted when the app quit.",
+                        self.clock.wall(),
+                    )
         await self.shutdown()
 
     async def shutdown(self) -> None:

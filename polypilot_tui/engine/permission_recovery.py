@@ -40,16 +40,22 @@ class PermissionRecovery:
         refusal = gate.refusal(session_id, clock.now())
         if refusal is not None:
             if not gate.in_progress(session_id):
-                session.error("⚠ Multiple recovery attempts failed: tools keep failing with permission errors "
-                              f"({refusal}). Press Reconnect to try again.", clock.wall())
+                session.error(
+                    "⚠ Multiple recovery attempts failed: tools keep failing with permission errors "
+                    f"({refusal}). Press Reconnect to try again.",
+                    clock.wall(),
+                )
                 ctx.changed(session_id)
             return
         attempt = gate.begin(session_id, clock.now())
         prompt = turn.prompt
         resend = bool(prompt) and may_resend(turn.successful_tools)
         session.recovering = True
-        session.system(f"⚠ Permission errors detected. Attempting to reconnect session "
-                       f"(attempt {attempt} of {gate.max_attempts})...", clock.wall())
+        session.system(
+            f"⚠ Permission errors detected. Attempting to reconnect session "
+            f"(attempt {attempt} of {gate.max_attempts})...",
+            clock.wall(),
+        )
         ctx.changed(session_id)
         ctx.action(session_id, EngineAction.RECONNECT, "permission errors", attempt=attempt)
         try:
@@ -60,8 +66,12 @@ class PermissionRecovery:
         except Exception as exc:  # noqa: BLE001
             if session.recovering:
                 session.recovering = False
-                ctx.end_turn(session_id, Outcome.FAILED, EndCause.RECOVERY_FAILED,
-                             f"auto-recovery failed: {exc}. Press Reconnect to retry.")
+                ctx.end_turn(
+                    session_id,
+                    Outcome.FAILED,
+                    EndCause.RECOVERY_FAILED,
+                    f"auto-recovery failed: {exc}. Press Reconnect to retry.",
+                )
             gate.finish(session_id)
             return
         if not session.recovering:  # the user pressed Stop meanwhile
@@ -76,8 +86,11 @@ class PermissionRecovery:
             ctx.changed(session_id)
             await self._resend(session_id, prompt)
         elif prompt:
-            session.system("✅ Session reconnected. Auto-resend skipped — some tools had already completed, "
-                           "and running them twice could repeat their side effects.", wall)
+            session.system(
+                "✅ Session reconnected. Auto-resend skipped — some tools had already completed, "
+                "and running them twice could repeat their side effects.",
+                wall,
+            )
             ctx.changed(session_id)
         else:
             session.system("✅ Session reconnected.", wall)

@@ -48,8 +48,9 @@ the CLI prints and clears it."""
 class Persistence:
     """Keeps the registry, history and recordings in step with a SessionManager."""
 
-    def __init__(self, manager: SessionManager, settings: Settings, *, registry_delay: float = 0.5,
-                 history_delay: float = 0.2) -> None:
+    def __init__(
+        self, manager: SessionManager, settings: Settings, *, registry_delay: float = 0.5, history_delay: float = 0.2
+    ) -> None:
         self.manager = manager
         self.settings = settings
         self._loop = asyncio.get_running_loop()
@@ -80,15 +81,20 @@ class Persistence:
             self._tell(f"spill:{message}", message, "information")
         if self.recorder is not None:  # before the restore: restored sessions start with a restore line
             self.recorder.attach(self.manager)
-        self._unsubscribe = self.manager.subscribe(self._on_change, ItemAdded, ItemReplaced, ViewChanged,
-                                                   SessionAdded, SessionRemoved)
+        self._unsubscribe = self.manager.subscribe(
+            self._on_change, ItemAdded, ItemReplaced, ViewChanged, SessionAdded, SessionRemoved
+        )
         self.restored = restore_sessions(self.manager, self.store, self.history.install)
         if self.restored.problem:
             self._tell("registry-load", self.restored.problem, "warning")
         if self.restored.unloaded:
-            self._tell("history-load", f"The chat history of {len(self.restored.unloaded)} session(s) could not be "
-                       f"read from {self.store.history.path} ({self.store.history.last_error}); they show no "
-                       "messages for now, and what is saved there is kept.", "warning")
+            self._tell(
+                "history-load",
+                f"The chat history of {len(self.restored.unloaded)} session(s) could not be "
+                f"read from {self.store.history.path} ({self.store.history.last_error}); they show no "
+                "messages for now, and what is saved there is kept.",
+                "warning",
+            )
         self.history.drafts_restored(self.restored.draft_ids)
         if self.store.history.claim() is WriteResult.RETRY:  # a newer writer wins: an older one stops
             self.history.tell_failing()
@@ -126,8 +132,11 @@ class Persistence:
         self._fenced = True
         self.registry.stop()
         self.history.stop()
-        self._tell("fenced", f"Another polypilot took over the state folder {self.store.state_dir} ({what}); "
-                   "this one no longer saves, so that neither undoes the other. Quit one of them.")
+        self._tell(
+            "fenced",
+            f"Another polypilot took over the state folder {self.store.state_dir} ({what}); "
+            "this one no longer saves, so that neither undoes the other. Quit one of them.",
+        )
 
     # ---- shutdown -------------------------------------------------------------------
     async def flush(self) -> None:
@@ -153,8 +162,10 @@ class Persistence:
             await asyncio.wait_for(self._loop.run_in_executor(self._io, self.store.close), CLOSE_TIMEOUT)
         except TimeoutError:
             self._stop_writers()
-            self._quit_note(f"saving to {self.store.state_dir} did not finish within {CLOSE_TIMEOUT:.0f} s; "
-                            "the last changes may be missing there")
+            self._quit_note(
+                f"saving to {self.store.state_dir} did not finish within {CLOSE_TIMEOUT:.0f} s; "
+                "the last changes may be missing there"
+            )
             self._io.shutdown(wait=False)
             self._release()
             return
@@ -176,8 +187,10 @@ class Persistence:
         """Keep what could not be saved where the next start finds it, and say so."""
         if self._fenced:
             if self.history.unsaved_rows:
-                self._quit_note(f"{self.history.unsaved_rows} chat rows were not saved: another polypilot took "
-                                f"over {self.store.state_dir}")
+                self._quit_note(
+                    f"{self.history.unsaved_rows} chat rows were not saved: another polypilot took "
+                    f"over {self.store.state_dir}"
+                )
             return
         registry_failed = self.registry.failing
         if not (self.history.unsaved or registry_failed):
@@ -202,11 +215,15 @@ class Persistence:
         try:
             path = write_spill(spill)
         except OSError as exc:
-            self._quit_note(f"{what} could not be saved to {self.store.state_dir} ({why}) nor kept anywhere "
-                            f"else ({exc}); they are lost")
+            self._quit_note(
+                f"{what} could not be saved to {self.store.state_dir} ({why}) nor kept anywhere "
+                f"else ({exc}); they are lost"
+            )
             return
-        self._quit_note(f"{what} could not be saved to {self.store.state_dir} ({why}); they were kept in "
-                        f"{path} and are written back at the next start")
+        self._quit_note(
+            f"{what} could not be saved to {self.store.state_dir} ({why}); they were kept in "
+            f"{path} and are written back at the next start"
+        )
 
     def _quit_note(self, text: str) -> None:
         log.error("%s", text)

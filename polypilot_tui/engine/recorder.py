@@ -59,8 +59,6 @@ class _Recording:
     after the ``restore`` line, once the resume hints they depend on are known."""
 
 
-
-
 class Recorder:
     """Writes one trace per session; attach it to a manager with :meth:`attach`."""
 
@@ -108,7 +106,6 @@ class Recorder:
     def on_event(self, session_id: str, event: AgentEvent) -> None:
         # Deltas are redacted as pieces: a key streamed in pieces must not survive in pieces.
         self._guard(self._line, session_id, "event", {"type": event.type, "data": self.redactor.value(event.data)})
-
 
     def _guard(self, fn: Any, *args: Any) -> None:
         if self._closed:  # the app is quitting: late events must not open new files
@@ -161,14 +158,17 @@ class Recorder:
         except (AttributeError, KeyError):
             result = None
         if result is not None:
-            return {"interrupted_tool": bool(result.interrupted_tool),
-                    "still_processing": bool(result.still_processing), "lost_turn": bool(result.lost_turn)}
+            return {
+                "interrupted_tool": bool(result.interrupted_tool),
+                "still_processing": bool(result.still_processing),
+                "lost_turn": bool(result.lost_turn),
+            }
         last = session.last_outcome  # inferred from what the engine did with them
-        return {"interrupted_tool": bool(session.interrupted_tool),
-                "still_processing": bool(session.turn is not None and session.turn.resumed
-                                         and session.turn.used_tools),
-                "lost_turn": bool(session.turn is None and last is not None
-                                  and last.cause is EndCause.LOST_IN_RESTART)}
+        return {
+            "interrupted_tool": bool(session.interrupted_tool),
+            "still_processing": bool(session.turn is not None and session.turn.resumed and session.turn.used_tools),
+            "lost_turn": bool(session.turn is None and last is not None and last.cause is EndCause.LOST_IN_RESTART),
+        }
 
     def _session(self, session_id: str) -> Any:
         manager = self._manager

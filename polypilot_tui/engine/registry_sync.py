@@ -29,20 +29,41 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
         status, reason = derive_status(s)
         turn = s.turn
         activity = None if s.last_activity_at is None else wall - max(0.0, now - s.last_activity_at)
-        records.append(SessionRecord(
-            id=s.id, name=s.name, agent=s.agent, cwd=s.cwd, model=s.model,
-            agent_session_id=s.agent_session_id, title=s.title, created_at=s.created_wall,
-            status=status.value, reason=reason, last_activity_at=activity,
-            turn_in_flight=turn is not None, last_prompt=(turn.prompt or s.last_prompt) if turn else "",
-            interrupted_prompt=s.interrupted_prompt, turns=s.earlier_turns + len(s.turns), queue=tuple(s.queue)))
+        records.append(
+            SessionRecord(
+                id=s.id,
+                name=s.name,
+                agent=s.agent,
+                cwd=s.cwd,
+                model=s.model,
+                agent_session_id=s.agent_session_id,
+                title=s.title,
+                created_at=s.created_wall,
+                status=status.value,
+                reason=reason,
+                last_activity_at=activity,
+                turn_in_flight=turn is not None,
+                last_prompt=(turn.prompt or s.last_prompt) if turn else "",
+                interrupted_prompt=s.interrupted_prompt,
+                turns=s.earlier_turns + len(s.turns),
+                queue=tuple(s.queue),
+            )
+        )
     return tuple(records)
 
 
 class RegistryWriter:
     """Debounced, retried writes of one registry; stops for good when fenced."""
 
-    def __init__(self, manager: SessionManager, registry: Registry, io: Executor, board: NoticeBoard,
-                 delay: float, on_fenced: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        manager: SessionManager,
+        registry: Registry,
+        io: Executor,
+        board: NoticeBoard,
+        delay: float,
+        on_fenced: Callable[[str], None],
+    ) -> None:
         self._manager = manager
         self._registry = registry
         self._io = io
@@ -92,8 +113,11 @@ class RegistryWriter:
             return
         if error is not None:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            self._board.tell(FAILING, f"The session list cannot be saved to {path}: {reason}. It is kept in "
-                             "memory and saved as soon as it can be written again.")
+            self._board.tell(
+                FAILING,
+                f"The session list cannot be saved to {path}: {reason}. It is kept in "
+                "memory and saved as soon as it can be written again.",
+            )
             self._last = None
             self._backoff = min(MAX_RETRY_DELAY, self._backoff * 2)
             self.arm(self._backoff)

@@ -53,9 +53,17 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
     now, wall = clock.now(), clock.wall()
     for record in records:
         history = histories.get(record.id)
-        session = Session(record.id, record.name, record.agent, created_wall=record.created_at,
-                          cwd=record.cwd, model=record.model, agent_session_id=record.agent_session_id,
-                          title=record.title, history=list(history or ()))
+        session = Session(
+            record.id,
+            record.name,
+            record.agent,
+            created_wall=record.created_at,
+            cwd=record.cwd,
+            model=record.model,
+            agent_session_id=record.agent_session_id,
+            title=record.title,
+            history=list(history or ()),
+        )
         session.last_prompt = record.last_prompt
         session.earlier_turns = record.turns
         session.queue = list(record.queue)
@@ -69,7 +77,8 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
             mid_turn = False
         if not mid_turn:
             session.interrupted_prompt = record.interrupted_prompt or (
-                record.last_prompt if record.turn_in_flight else "")
+                record.last_prompt if record.turn_in_flight else ""
+            )
         if before_adopt is not None:
             before_adopt(session, history is not None)
         manager.adopt(session, mid_turn_prompt=record.last_prompt if mid_turn else None)

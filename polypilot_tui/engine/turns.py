@@ -31,8 +31,16 @@ SEND_TIMEOUT = 60.0
 SETTLE_MARGIN = 10.0
 
 #: Events after which a watchdog deadline may move EARLIER than the armed timer.
-_SHORTENING = frozenset(str(t) for t in (EventType.TURN_END, EventType.MESSAGE, EventType.TOOL_COMPLETE,
-                                          EventType.PERMISSION_COMPLETED, EventType.TURN_START))
+_SHORTENING = frozenset(
+    str(t)
+    for t in (
+        EventType.TURN_END,
+        EventType.MESSAGE,
+        EventType.TOOL_COMPLETE,
+        EventType.PERMISSION_COMPLETED,
+        EventType.TURN_START,
+    )
+)
 _NONE = Signal.NONE
 
 
@@ -43,9 +51,9 @@ class TurnRunner:
         self._ctx = ctx
         self._connector = connector
         self._watchdog = watchdog
-        self._recovery = PermissionRecovery(ctx, connector,
-                                            lambda sid, prompt: self.start_turn(sid, prompt, resend=True,
-                                                                                by_user=False))
+        self._recovery = PermissionRecovery(
+            ctx, connector, lambda sid, prompt: self.start_turn(sid, prompt, resend=True, by_user=False)
+        )
         ctx.stream.subscribe(self.after_turn, TurnEnded)
 
     async def stop(self, session_id: str) -> None:
@@ -137,8 +145,9 @@ class TurnRunner:
             await asyncio.wait_for(backend.send(prompt), SEND_TIMEOUT)
         except Exception as exc:  # noqa: BLE001
             if session.turn is turn:
-                ctx.end_turn(session_id, Outcome.FAILED, EndCause.SEND_FAILED,
-                             f"send failed: {exc or type(exc).__name__}")
+                ctx.end_turn(
+                    session_id, Outcome.FAILED, EndCause.SEND_FAILED, f"send failed: {exc or type(exc).__name__}"
+                )
 
     def after_turn(self, change: Change) -> None:
         """A completed turn sends the next queued prompt (unless the user holds the queue)."""

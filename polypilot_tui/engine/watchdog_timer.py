@@ -69,8 +69,9 @@ class WatchdogTimer:
             self._act(managed, turn)
         except Exception as exc:  # noqa: BLE001 - #372: a crash must not leave "Sending…" forever
             log.exception("watchdog failed for %s", session_id)
-            self._ctx.end_turn(session_id, Outcome.FAILED, EndCause.INTERNAL,
-                               f"internal error in session monitoring: {exc}")
+            self._ctx.end_turn(
+                session_id, Outcome.FAILED, EndCause.INTERNAL, f"internal error in session monitoring: {exc}"
+            )
 
     def _act(self, managed: ManagedSession, turn: Turn) -> None:
         ctx = self._ctx

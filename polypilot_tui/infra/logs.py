@@ -106,12 +106,15 @@ def _thread_exception(args: threading.ExceptHookArgs) -> None:
     if args.exc_type is SystemExit:
         return
     logging.getLogger("polypilot_tui.thread").error(
-        "unhandled exception in thread %s", args.thread.name if args.thread else "?",
-        exc_info=(args.exc_type, args.exc_value, args.exc_traceback))  # type: ignore[arg-type]
+        "unhandled exception in thread %s",
+        args.thread.name if args.thread else "?",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
+    )
 
 
-def setup_file_logging(state_dir: Path, file_name: str, level: int = logging.WARNING,
-                       extra_file: Path | None = None) -> Path | None:
+def setup_file_logging(
+    state_dir: Path, file_name: str, level: int = logging.WARNING, extra_file: Path | None = None
+) -> Path | None:
     """Log to ``state_dir/file_name`` (or ``extra_file`` at DEBUG, the ``--log-file`` option).
 
     Returns the log's path, or None when it cannot be created (then nothing is logged, and

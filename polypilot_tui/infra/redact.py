@@ -33,23 +33,50 @@ ELLIPSIS = "…"
 STREAMED_FIELDS = frozenset({"deltaContent"})
 """Event fields that carry a piece of a streamed reply (a key may be split across pieces)."""
 
-_SECRET_NAMES = frozenset({
-    "authorization", "proxy-authorization", "cookie", "set-cookie", "password", "passwd", "secret",
-    "token", "apikey", "api_key", "api-key", "x-api-key", "access_token", "refresh_token", "id_token",
-    "client_secret", "private_key", "bearer",
-})
+_SECRET_NAMES = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "api_key",
+        "api-key",
+        "x-api-key",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "client_secret",
+        "private_key",
+        "bearer",
+    }
+)
 # ENV_VAR style (GITHUB_TOKEN, OPENAI_API_KEY, my-secret), SHOUTED (APIKEY) and camelCase (apiKey).
 _SECRET_SUFFIX = re.compile(r"[_\-.](?:key|token|secret|password|passwd|credentials?|pat)$", re.IGNORECASE)
 _SECRET_SHOUTED = re.compile(r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
 _SECRET_CAMEL = re.compile(r"[a-z0-9](?:Key|Token|Secret|Password|Credentials?)$")
-_KNOWN_TOKENS = (r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|sk-[A-Za-z0-9_-]{20,}"
-                 r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}")
+_KNOWN_TOKENS = (
+    r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|sk-[A-Za-z0-9_-]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}"
+)
 _TEXT_PATTERNS = (
     # KEY=value in shell commands and .env text
-    (re.compile(r"\b([A-Za-z][A-Za-z0-9_]*(?:_KEY|_TOKEN|_SECRET|_PASSWORD|_PASSWD|_PAT))(\s*[=:]\s*)"
-                r"(\"[^\"]*\"|'[^']*'|[^\s\"']+)", re.IGNORECASE), rf"\1\2{REDACTED}"),
-    (re.compile(r"\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s\"',}]+", re.IGNORECASE),
-     rf"\1\2 {REDACTED}"),
+    (
+        re.compile(
+            r"\b([A-Za-z][A-Za-z0-9_]*(?:_KEY|_TOKEN|_SECRET|_PASSWORD|_PASSWD|_PAT))(\s*[=:]\s*)"
+            r"(\"[^\"]*\"|'[^']*'|[^\s\"']+)",
+            re.IGNORECASE,
+        ),
+        rf"\1\2{REDACTED}",
+    ),
+    (
+        re.compile(r"\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s\"',}]+", re.IGNORECASE),
+        rf"\1\2 {REDACTED}",
+    ),
     (re.compile(r"\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), rf"\1{REDACTED}"),
     (re.compile(rf"\b(?:{_KNOWN_TOKENS})\b"), REDACTED),
 )
@@ -59,8 +86,9 @@ _KNOWN_SHAPE = re.compile(rf"(?:{_KNOWN_TOKENS})")
 
 def is_secret_key(name: str) -> bool:
     """A variable or field name whose value is a credential (``GITHUB_TOKEN``, ``apiKey``)."""
-    return (name.lower() in _SECRET_NAMES or bool(_SECRET_SUFFIX.search(name) or _SECRET_SHOUTED.search(name)
-                                                  or _SECRET_CAMEL.search(name)))
+    return name.lower() in _SECRET_NAMES or bool(
+        _SECRET_SUFFIX.search(name) or _SECRET_SHOUTED.search(name) or _SECRET_CAMEL.search(name)
+    )
 
 
 def looks_like_key(value: str) -> bool:
@@ -68,8 +96,12 @@ def looks_like_key(value: str) -> bool:
     and digits that is not a path."""
     if _KNOWN_SHAPE.fullmatch(value):
         return True
-    return (bool(_KEY_SHAPE.fullmatch(value)) and not value.startswith(("/", ".", "~"))
-            and any(c.isdigit() for c in value) and any(c.isalpha() for c in value))
+    return (
+        bool(_KEY_SHAPE.fullmatch(value))
+        and not value.startswith(("/", ".", "~"))
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+    )
 
 
 class AgentLike(Protocol):
@@ -163,9 +195,16 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
-            return {k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
-                        else self.fragment(v) if k in pieces and isinstance(v, str)
-                        else self.value(v, pieces)) for k, v in value.items()}
+            return {
+                k: (
+                    REDACTED
+                    if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
+                    else self.fragment(v)
+                    if k in pieces and isinstance(v, str)
+                    else self.value(v, pieces)
+                )
+                for k, v in value.items()
+            }
         if isinstance(value, (list, tuple)):
             return [self.value(v, pieces) for v in value]
         return value

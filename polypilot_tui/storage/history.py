@@ -61,8 +61,11 @@ CREATE TABLE IF NOT EXISTS drafts (
 CREATE TABLE IF NOT EXISTS owner (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
 """
 _COLUMNS = "kind, text, at, tool_call_id, tool_name, tool_status, tool_detail, interrupted"
-_REQUIRED = {"items": {"session_id", "idx", *_COLUMNS.replace(" ", "").split(",")},
-             "drafts": {"session_id", "text", "at"}, "owner": {"id", "token"}}
+_REQUIRED = {
+    "items": {"session_id", "idx", *_COLUMNS.replace(" ", "").split(",")},
+    "drafts": {"session_id", "text", "at"},
+    "owner": {"id", "token"},
+}
 _KINDS = {k.value: k for k in ItemKind}
 _READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
@@ -76,8 +79,16 @@ class _Unusable(Exception):
 
 def _item(row: Sequence[Any]) -> ChatItem:
     kind, text, at, call_id, tool_name, tool_status, tool_detail, interrupted = row
-    return ChatItem(_KINDS.get(kind, ItemKind.SYSTEM), text or "", float(at or 0.0), call_id or None,
-                    tool_name or "", tool_status or "", tool_detail or "", bool(interrupted))
+    return ChatItem(
+        _KINDS.get(kind, ItemKind.SYSTEM),
+        text or "",
+        float(at or 0.0),
+        call_id or None,
+        tool_name or "",
+        tool_status or "",
+        tool_detail or "",
+        bool(interrupted),
+    )
 
 
 def _is_locked(exc: BaseException) -> bool:
@@ -133,8 +144,7 @@ class HistoryDB:
             # Created by us first, so it is 0600 from its first byte; SQLite gives the
             # -wal and -shm files the same mode as the database.
             os.close(open_private(self.path, os.O_CREAT | os.O_RDWR))
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
             self._prepare(conn)
             self.read_only = False
         except (OSError, sqlite3.OperationalError) as exc:
@@ -158,8 +168,13 @@ class HistoryDB:
             raise cause
         for query in ("mode=ro", "mode=ro&immutable=1"):  # immutable: no -shm can be created
             try:
-                conn = sqlite3.connect(f"file:{self.path}?{query}", uri=True, timeout=self.busy_timeout,
-                                       isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    f"file:{self.path}?{query}",
+                    uri=True,
+                    timeout=self.busy_timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
                 self._check_schema(conn)
                 conn.execute("SELECT 1 FROM items LIMIT 1").fetchall()
             except sqlite3.OperationalError:
@@ -208,8 +223,10 @@ class HistoryDB:
         self._claimed = False
         target = move_aside(self.path, why)
         if target is not None:
-            self.moved.append(f"{self.path} could not be used ({why}); it was moved to {target} and a new "
-                              "history database was started")
+            self.moved.append(
+                f"{self.path} could not be used ({why}); it was moved to {target} and a new "
+                "history database was started"
+            )
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(OSError):
                 os.unlink(f"{self.path}{suffix}")
@@ -243,8 +260,9 @@ class HistoryDB:
         """One session's rows in order (None when the database cannot be read now)."""
         try:
             conn = self._connect()
-            rows = conn.execute(f"SELECT idx, {_COLUMNS} FROM items WHERE session_id=? ORDER BY idx",
-                                (session_id,)).fetchall()
+            rows = conn.execute(
+                f"SELECT idx, {_COLUMNS} FROM items WHERE session_id=? ORDER BY idx", (session_id,)
+            ).fetchall()
         except Exception as exc:  # noqa: BLE001 - a cache never blocks a session (#276)
             # After a reset the new database is known to be empty; otherwise: unknown.
             return [] if self._failed(exc, f"loading {session_id}") is WriteResult.RESET else None
@@ -268,15 +286,18 @@ class HistoryDB:
     def next_index(self, session_id: str) -> int | None:
         """One past the highest stored index (0 when none; None when unreadable now)."""
         try:
-            row = self._connect().execute("SELECT MAX(idx) FROM items WHERE session_id=?",
-                                          (session_id,)).fetchone()
+            row = self._connect().execute("SELECT MAX(idx) FROM items WHERE session_id=?", (session_id,)).fetchone()
         except Exception as exc:  # noqa: BLE001
             return 0 if self._failed(exc, f"reading {session_id}") is WriteResult.RESET else None
         return 0 if row is None or row[0] is None else int(row[0]) + 1
 
     # ---- writes ---------------------------------------------------------------------
-    def write(self, rows: Sequence[Row], drafts: Mapping[str, tuple[str, float] | None] | None = None,
-              deletions: Iterable[str] = ()) -> WriteResult:
+    def write(
+        self,
+        rows: Sequence[Row],
+        drafts: Mapping[str, tuple[str, float] | None] | None = None,
+        deletions: Iterable[str] = (),
+    ) -> WriteResult:
         """Insert or replace rows, set or clear drafts, forget sessions: one transaction."""
         deletions = list(deletions)
         drafts = drafts or {}
@@ -293,14 +314,30 @@ class HistoryDB:
                     conn.execute("DELETE FROM drafts WHERE session_id=?", (sid,))
                 conn.executemany(
                     f"INSERT OR REPLACE INTO items (session_id, idx, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    [(sid, idx, it.kind.value, REDACTOR.text(it.text), it.at, it.tool_call_id, it.tool_name,
-                      it.tool_status, REDACTOR.text(it.tool_detail), int(it.interrupted)) for sid, idx, it in rows])
+                    [
+                        (
+                            sid,
+                            idx,
+                            it.kind.value,
+                            REDACTOR.text(it.text),
+                            it.at,
+                            it.tool_call_id,
+                            it.tool_name,
+                            it.tool_status,
+                            REDACTOR.text(it.tool_detail),
+                            int(it.interrupted),
+                        )
+                        for sid, idx, it in rows
+                    ],
+                )
                 for sid, draft in drafts.items():
                     if draft is None:
                         conn.execute("DELETE FROM drafts WHERE session_id=?", (sid,))
                     else:  # a draft ends wherever the stream was: it may end inside a secret
-                        conn.execute("INSERT OR REPLACE INTO drafts (session_id, text, at) VALUES (?,?,?)",
-                                     (sid, REDACTOR.fragment(draft[0]), draft[1]))
+                        conn.execute(
+                            "INSERT OR REPLACE INTO drafts (session_id, text, at) VALUES (?,?,?)",
+                            (sid, REDACTOR.fragment(draft[0]), draft[1]),
+                        )
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):

@@ -39,7 +39,7 @@ class LockHolder:
     since: float | None = None
 
     def describe(self) -> str:
-        """"pid 123 on box, since 2026-11-23 14:02" (what is known of it)."""
+        """ "pid 123 on box, since 2026-11-23 14:02" (what is known of it)."""
         parts = [f"pid {self.pid}" if self.pid is not None else "an unknown process"]
         if self.host and self.host != socket.gethostname():
             parts.append(f"on {self.host}")
@@ -66,9 +66,11 @@ def _read_holder(fd: int) -> LockHolder:
     if not isinstance(doc, dict):
         return LockHolder(None)
     pid, since = doc.get("pid"), doc.get("since")
-    return LockHolder(pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-                      str(doc.get("host") or ""),
-                      float(since) if isinstance(since, (int, float)) and not isinstance(since, bool) else None)
+    return LockHolder(
+        pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+        str(doc.get("host") or ""),
+        float(since) if isinstance(since, (int, float)) and not isinstance(since, bool) else None,
+    )
 
 
 def _try_lock(fd: int, kind: int) -> bool:

@@ -156,8 +156,9 @@ class Registry:
             seen.add(record.id)
             records.append(record)
         saved = obj.get("saved_at")
-        return RegistrySnapshot(tuple(records), float(saved) if isinstance(saved, (int, float)) and _number(saved)
-                                else None)
+        return RegistrySnapshot(
+            tuple(records), float(saved) if isinstance(saved, (int, float)) and _number(saved) else None
+        )
 
     def _unusable(self, reason: str, repair: bool) -> RegistrySnapshot:
         moved = move_aside(self.path, reason) if repair else None
@@ -177,8 +178,7 @@ class Registry:
             else:
                 if (st.st_dev, st.st_ino) != self._written:
                     raise RegistryFenced(f"{self.path} was replaced by another process; not overwriting it")
-        doc = {"version": REGISTRY_VERSION, "saved_at": saved_at,
-               "sessions": [r.redacted().to_json() for r in records]}
+        doc = {"version": REGISTRY_VERSION, "saved_at": saved_at, "sessions": [r.redacted().to_json() for r in records]}
         atomic_write(self.path, dump_json(doc, indent=1).encode("utf-8"))
         st = os.stat(self.path)
         self._written = (st.st_dev, st.st_ino)

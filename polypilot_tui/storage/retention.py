@@ -53,8 +53,12 @@ def prune_state_dir(state_dir: Path, now: float | None = None) -> list[Path]:
         live = {record.id for record in snapshot.sessions}
         sessions = state_dir / "sessions"
         for folder in sorted(sessions.iterdir()) if sessions.is_dir() else []:
-            if folder.is_dir() and not folder.is_symlink() and folder.name not in live \
-                    and _newest_change(folder) < cutoff:
+            if (
+                folder.is_dir()
+                and not folder.is_symlink()
+                and folder.name not in live
+                and _newest_change(folder) < cutoff
+            ):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
         for moved in state_dir.glob("*.corrupt-*"):

@@ -72,16 +72,24 @@ def _seconds(value: Any) -> float:
 def _item(data: Any) -> ChatItem | None:
     if not isinstance(data, dict) or not isinstance(data.get("text"), str):
         return None
-    return ChatItem(_KINDS.get(str(data.get("kind")), ItemKind.SYSTEM), data["text"], _seconds(data.get("at")),
-                    data.get("tool_call_id") if isinstance(data.get("tool_call_id"), str) else None,
-                    str(data.get("tool_name") or ""), str(data.get("tool_status") or ""),
-                    str(data.get("tool_detail") or ""), bool(data.get("interrupted")))
+    return ChatItem(
+        _KINDS.get(str(data.get("kind")), ItemKind.SYSTEM),
+        data["text"],
+        _seconds(data.get("at")),
+        data.get("tool_call_id") if isinstance(data.get("tool_call_id"), str) else None,
+        str(data.get("tool_name") or ""),
+        str(data.get("tool_status") or ""),
+        str(data.get("tool_detail") or ""),
+        bool(data.get("interrupted")),
+    )
 
 
 def runtime_dir() -> Path:
     """The user's private runtime folder for spills (created 0700; never a shared one)."""
     base = os.environ.get("XDG_RUNTIME_DIR")
-    path = Path(base) / "polypilot-unsaved" if base else Path(tempfile.gettempdir()) / f"polypilot-unsaved-{os.getuid()}"
+    path = (
+        Path(base) / "polypilot-unsaved" if base else Path(tempfile.gettempdir()) / f"polypilot-unsaved-{os.getuid()}"
+    )
     private_dir(path)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
@@ -96,11 +104,15 @@ def _name(state_dir: Path) -> str:
 
 def write_spill(spill: Spill) -> Path:
     """Write ``spill`` where it fits (the state folder first); raises OSError when nowhere does."""
-    doc = {"state_dir": spill.state_dir, "saved_at": spill.saved_at, "sessions": spill.sessions,
-           "rows": [[sid, idx, _item_json(item)] for sid, idx, item in spill.rows],
-           "appended": {sid: [_item_json(i) for i in items] for sid, items in spill.appended.items()},
-           "drafts": {sid: (None if d is None else [REDACTOR.fragment(d[0]), d[1]]) for sid, d in spill.drafts.items()},
-           "deletions": spill.deletions}
+    doc = {
+        "state_dir": spill.state_dir,
+        "saved_at": spill.saved_at,
+        "sessions": spill.sessions,
+        "rows": [[sid, idx, _item_json(item)] for sid, idx, item in spill.rows],
+        "appended": {sid: [_item_json(i) for i in items] for sid, items in spill.appended.items()},
+        "drafts": {sid: (None if d is None else [REDACTOR.fragment(d[0]), d[1]]) for sid, d in spill.drafts.items()},
+        "deletions": spill.deletions,
+    }
     data = dump_json(doc).encode("utf-8")
     file_name = f"{_name(Path(spill.state_dir))}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.json"
     errors = []

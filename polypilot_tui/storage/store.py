@@ -48,14 +48,18 @@ class Store:
                 continue
             if self._apply(spill):
                 path.unlink(missing_ok=True)
-                what = f"{spill.row_count()} chat rows" + (" and the session list" if spill.sessions is not None
-                                                           else "")
-                messages.append(f"{what} that could not be saved when polypilot last quit were written back "
-                                f"to {self.state_dir} from {path}.")
+                what = f"{spill.row_count()} chat rows" + (
+                    " and the session list" if spill.sessions is not None else ""
+                )
+                messages.append(
+                    f"{what} that could not be saved when polypilot last quit were written back "
+                    f"to {self.state_dir} from {path}."
+                )
             else:
                 why = self.history.last_error or "the state folder cannot be written"
-                messages.append(f"Unsaved data of an earlier run is still in {path} ({why}); it is written back "
-                                "at a later start.")
+                messages.append(
+                    f"Unsaved data of an earlier run is still in {path} ({why}); it is written back at a later start."
+                )
         return messages
 
     def _apply(self, spill: Spill) -> bool:

@@ -70,12 +70,14 @@ class PolypilotApp(Dashboard):
 
     def _run(self, title: str, coro: Awaitable[Any]) -> None:
         """Run an engine call as a worker; a failure becomes a toast, never a crash."""
+
         async def guarded() -> None:
             try:
                 await coro
             except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
                 log.exception("%s failed", title)
                 self.notify(f"{title} failed: {exc}", severity="error", markup=False)
+
         self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
 
     def _session_name(self, session_id: str) -> str:
@@ -99,8 +101,12 @@ class PolypilotApp(Dashboard):
     async def _send(self, session_id: str, text: str) -> None:
         result = await self.manager.send(session_id, text)
         if result == "queued" and session_id != self.selected:
-            self.notify("Queued: it is sent when the current turn ends.", title=self._session_name(session_id),
-                        timeout=4, markup=False)
+            self.notify(
+                "Queued: it is sent when the current turn ends.",
+                title=self._session_name(session_id),
+                timeout=4,
+                markup=False,
+            )
 
     def on_queue_panel_edit(self, event: QueuePanel.Edit) -> None:
         event.stop()
@@ -136,8 +142,9 @@ class PolypilotApp(Dashboard):
     def on_permission_prompt_answered(self, event: PermissionPrompt.Answered) -> None:
         event.stop()
         if event.session_id is not None:
-            self._run("Permission answer", self.manager.answer_permission(
-                event.session_id, event.request_id, event.option_id))
+            self._run(
+                "Permission answer", self.manager.answer_permission(event.session_id, event.request_id, event.option_id)
+            )
         self.pane.editor.focus()
 
     def on_permission_prompt_leave(self, event: PermissionPrompt.Leave) -> None:
@@ -146,8 +153,10 @@ class PolypilotApp(Dashboard):
     # ---- new sessions and attention ------------------------------------------------
     def action_new_session(self) -> None:
         """Pick an agent and start a session on it."""
-        agents = [AgentChoice(name, config.kind, self.manager.cannot_start(name))
-                  for name, config in self.catalog.agents.items()]
+        agents = [
+            AgentChoice(name, config.kind, self.manager.cannot_start(name))
+            for name, config in self.catalog.agents.items()
+        ]
 
         def picked(agent: str | None) -> None:
             if agent:
@@ -172,8 +181,9 @@ class PolypilotApp(Dashboard):
             return
         ids = list(views)
         start = ids.index(self.selected) + 1 if self.selected in ids else 0
-        needy = [sid for sid in ids[start:] + ids[:start]
-                 if sid != self.selected and self.attention.wants_user(views[sid])]
+        needy = [
+            sid for sid in ids[start:] + ids[:start] if sid != self.selected and self.attention.wants_user(views[sid])
+        ]
         if not needy:
             self.notify("No other session needs your attention.", timeout=3)
             return
@@ -219,8 +229,10 @@ class PolypilotApp(Dashboard):
             return
         view = self._views.get(sid)
         running = " Its running turn is stopped." if view is not None and view.status.busy else ""
-        message = (f"“{one_line(self._session_name(sid), 60)}” leaves the list and its agent is stopped.{running} "
-                   f"Its history is deleted unless you undo within {UNDO_SECONDS:.0f} s (ctrl+z).")
+        message = (
+            f"“{one_line(self._session_name(sid), 60)}” leaves the list and its agent is stopped.{running} "
+            f"Its history is deleted unless you undo within {UNDO_SECONDS:.0f} s (ctrl+z)."
+        )
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -242,8 +254,11 @@ class PolypilotApp(Dashboard):
         closed = ClosedSession(session, draft, position)
         self._recently_closed.append(closed)
         self.set_timer(UNDO_SECONDS, lambda: self._expire(closed), name="undo close")
-        self.notify(f"Closed “{one_line(session.name, 40)}”. ctrl+z brings it back for {UNDO_SECONDS:.0f} s.",
-                    timeout=8, markup=False)
+        self.notify(
+            f"Closed “{one_line(session.name, 40)}”. ctrl+z brings it back for {UNDO_SECONDS:.0f} s.",
+            timeout=8,
+            markup=False,
+        )
 
     def _expire(self, closed: ClosedSession) -> None:
         if closed in self._recently_closed:
@@ -268,8 +283,9 @@ class PolypilotApp(Dashboard):
         if sid is None:
             return
         streaming = self.manager.streaming_text(sid)
-        text = streaming or next((item.text for item in reversed(self.manager.history(sid))
-                                  if item.kind is ItemKind.ASSISTANT), "")
+        text = streaming or next(
+            (item.text for item in reversed(self.manager.history(sid)) if item.kind is ItemKind.ASSISTANT), ""
+        )
         if not text:
             self.notify("No reply to copy yet.", timeout=3)
             return
@@ -279,8 +295,7 @@ class PolypilotApp(Dashboard):
     def action_details(self) -> None:
         """Show the selected session's details: agent, folder, command, logs, stderr tail."""
         if self.selected:
-            self.push_screen(SessionDetailsScreen(self.manager.details(self.selected)),
-                             self._refocus_editor)
+            self.push_screen(SessionDetailsScreen(self.manager.details(self.selected)), self._refocus_editor)
 
     # ---- sessions and quitting -----------------------------------------------------
     async def action_quit(self) -> None:
@@ -290,8 +305,10 @@ class PolypilotApp(Dashboard):
             self.exit()
             return
         names = ", ".join(one_line(v.name, 30) for v in busy[:4]) + (" …" if len(busy) > 4 else "")
-        message = (f"{plural(len(busy), 'turn')} still running ({names}). Quitting stops "
-                   f"{'it' if len(busy) == 1 else 'them'}; each is offered for resending (ctrl+y) next time.")
+        message = (
+            f"{plural(len(busy), 'turn')} still running ({names}). Quitting stops "
+            f"{'it' if len(busy) == 1 else 'them'}; each is offered for resending (ctrl+y) next time."
+        )
         queued = sum(len(v.queue) for v in self._views.values())
         if queued:
             message += f" {plural(queued, 'queued prompt')} {'is' if queued == 1 else 'are'} kept for next time."
@@ -323,18 +340,28 @@ class PolypilotApp(Dashboard):
         """Every session action, with its key in the help text, then Textual's own."""
         yield SystemCommand("New session", "Start a session on an agent (ctrl+n)", self.action_new_session)
         yield SystemCommand("Stop session", "Stop the selected session's turn (ctrl+x)", self.action_stop)
-        yield SystemCommand("Reconnect session", "Reconnect the selected session's agent (ctrl+r)", self.action_reconnect)
+        yield SystemCommand(
+            "Reconnect session", "Reconnect the selected session's agent (ctrl+r)", self.action_reconnect
+        )
         yield SystemCommand("Next session", "Select the next session (ctrl+down)", self.action_next_session)
         yield SystemCommand("Previous session", "Select the previous session (ctrl+up)", self.action_previous_session)
-        yield SystemCommand("Jump to attention", "Go to the next session that needs you (ctrl+g)", self.action_attention)
-        yield SystemCommand("Resend interrupted prompt", "Resend a prompt lost to a restart (ctrl+y)",
-                            self.action_resend_interrupted)
-        yield SystemCommand("Close session", "Stop and remove the selected session (asks; undo with ctrl+z for 30 s)",
-                            self.action_close_session)
+        yield SystemCommand(
+            "Jump to attention", "Go to the next session that needs you (ctrl+g)", self.action_attention
+        )
+        yield SystemCommand(
+            "Resend interrupted prompt", "Resend a prompt lost to a restart (ctrl+y)", self.action_resend_interrupted
+        )
+        yield SystemCommand(
+            "Close session",
+            "Stop and remove the selected session (asks; undo with ctrl+z for 30 s)",
+            self.action_close_session,
+        )
         yield SystemCommand("Undo close", "Bring back the session closed last (ctrl+z)", self.action_undo_close)
         yield SystemCommand("Session details", "Agent, folder, command, logs and stderr tail (F2)", self.action_details)
-        yield SystemCommand("Copy last reply", "Copy the selected session's last reply to the clipboard (F3)",
-                            self.action_copy_reply)
-        yield SystemCommand("Send queued prompts", "Release the held queue: its prompts go out in order",
-                            self.action_send_queued)
+        yield SystemCommand(
+            "Copy last reply", "Copy the selected session's last reply to the clipboard (F3)", self.action_copy_reply
+        )
+        yield SystemCommand(
+            "Send queued prompts", "Release the held queue: its prompts go out in order", self.action_send_queued
+        )
         yield from super().get_system_commands(screen)

@@ -74,8 +74,12 @@ class Attention:
             key = ("turn", str(after.turns))
             words = _END_WORDS.get(after.status, "finished")
             reason = one_line(after.last_outcome_reason, 120) if after.status in _END_WORDS else ""
-            alert = Alert(after.id, f"{after.name} {words}", reason or "Its turn is over.",
-                          _END_SEVERITY.get(after.status, "information"))
+            alert = Alert(
+                after.id,
+                f"{after.name} {words}",
+                reason or "Its turn is over.",
+                _END_SEVERITY.get(after.status, "information"),
+            )
         if key is None or self._announced.get(after.id) == key:
             return None
         self._announced[after.id] = key

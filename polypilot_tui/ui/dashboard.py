@@ -70,9 +70,19 @@ class Dashboard(App[int]):
 
     TITLE = "polypilot"
     CSS_PATH = ["app.tcss", "widgets/session_sidebar.tcss", "widgets/chat_pane.tcss"]
-    def __init__(self, settings: Settings, catalog: AgentCatalog, manager: SessionManager, clock: Clock, *,
-                 notes: Sequence[str] = (), theme_dirs: Sequence[Path] | None = None,
-                 keymap_file: Path | None = None, attach: Attach | None = None) -> None:
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: AgentCatalog,
+        manager: SessionManager,
+        clock: Clock,
+        *,
+        notes: Sequence[str] = (),
+        theme_dirs: Sequence[Path] | None = None,
+        keymap_file: Path | None = None,
+        attach: Attach | None = None,
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.catalog = catalog
@@ -125,14 +135,18 @@ class Dashboard(App[int]):
             self.notify(message, title=title, severity=severity, timeout=15, markup=False)
         # What the screen shows: views, history rows, sessions coming and going (not the raw
         # agent events or actions, which the views already reflect).
-        self._unsubscribe = self.manager.subscribe(self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced,
-                                                   SessionAdded, SessionRemoved)
+        self._unsubscribe = self.manager.subscribe(
+            self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
+        )
         self._restore()
         if not self.manager.ids():
             agent = self.settings.default_agent
             if agent not in self.catalog.agents:
-                self.notify(f"Default agent {agent!r} is not configured; using {DEMO_AGENT!r}.",
-                            severity="warning", markup=False)
+                self.notify(
+                    f"Default agent {agent!r} is not configured; using {DEMO_AGENT!r}.",
+                    severity="warning",
+                    markup=False,
+                )
                 agent = DEMO_AGENT if DEMO_AGENT in self.catalog.agents else next(iter(self.catalog.agents))
             self._add_session(agent)
         elif self._ui_state.selected in self.manager.ids():
@@ -158,12 +172,19 @@ class Dashboard(App[int]):
             self.persistence = self._attach_persistence(self.manager, self.settings)
         except Exception as exc:  # noqa: BLE001 - the dashboard still works, unsaved
             log.exception("restore failed")
-            self.notify(f"Saved sessions could not be restored, and new ones will not be saved: {exc}",
-                        severity="error", timeout=15, markup=False)
+            self.notify(
+                f"Saved sessions could not be restored, and new ones will not be saved: {exc}",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
             return
         # Saving problems (and their ends) are told once each, with the reason and the path.
-        self.persistence.on_notice(lambda notice: self.notify(
-            notice.message, title="Saving", severity=notice.severity, timeout=20, markup=False))
+        self.persistence.on_notice(
+            lambda notice: self.notify(
+                notice.message, title="Saving", severity=notice.severity, timeout=20, markup=False
+            )
+        )
         problem = self.persistence.restored.problem
         if problem:
             self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
@@ -185,8 +206,11 @@ class Dashboard(App[int]):
         self._ui_save_timer = None
         if self.persistence is None:
             return
-        scroll = {sid: back for sid in self.manager.ids()
-                  if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0}
+        scroll = {
+            sid: back
+            for sid in self.manager.ids()
+            if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0
+        }
         live = set(self.manager.ids())
         drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
         state = UiState(self.selected, drafts, scroll)
@@ -289,8 +313,13 @@ class Dashboard(App[int]):
             await self.pane.show(None, (), "", now)
         elif self.selected in dirty or previous.get(shown.id) != shown or self.pane.session_id != shown.id:
             first_time = self.pane.log_for(shown.id) is None
-            await self.pane.show(shown, self.manager.history(shown.id), self.manager.streaming_text(shown.id), now,
-                                 self._empty_text(shown))
+            await self.pane.show(
+                shown,
+                self.manager.history(shown.id),
+                self.manager.streaming_text(shown.id),
+                now,
+                self._empty_text(shown),
+            )
             if first_time and shown.id in self._ui_state.scroll_back:
                 self.pane.scroll_back(shown.id, self._ui_state.scroll_back.pop(shown.id))
         else:

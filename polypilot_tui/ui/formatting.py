@@ -107,8 +107,14 @@ def sidebar_status(view: SessionView, now: float) -> str:
     return " · ".join(parts)
 
 
-_BUSY_LABELS = {S.SENDING: "Sending", S.THINKING: "Thinking", S.WRITING: "Writing", S.WORKING: "Working",
-                S.AWAITING_PERMISSION: "Waiting for your permission", S.RECOVERING: "Recovering"}
+_BUSY_LABELS = {
+    S.SENDING: "Sending",
+    S.THINKING: "Thinking",
+    S.WRITING: "Writing",
+    S.WORKING: "Working",
+    S.AWAITING_PERMISSION: "Waiting for your permission",
+    S.RECOVERING: "Recovering",
+}
 
 
 def chat_status(view: SessionView, now: float) -> str:

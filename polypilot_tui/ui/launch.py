@@ -27,8 +27,11 @@ def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
         return AgentCatalog({DEMO_AGENT: demo_agent()}), [f"{exc} — continuing with the demo agent only."]
     notes = [f"Agents file entry skipped: {problem}" for problem in catalog.problems]
     # Said at start, not by a 401 from the model in the middle of the first turn.
-    notes += [f"Agent {name!r} is not ready: {missing}" for name, agent in catalog.agents.items()
-              if (missing := agent.missing_key())]
+    notes += [
+        f"Agent {name!r} is not ready: {missing}"
+        for name, agent in catalog.agents.items()
+        if (missing := agent.missing_key())
+    ]
     return catalog, notes
 
 
@@ -38,6 +41,7 @@ def run_app(settings: Settings) -> int:
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock)
     from polypilot_tui.engine.persistence import attach_persistence
+
     app = PolypilotApp(settings, catalog, manager, clock, notes=notes, attach=attach_persistence)
     # Textual sizes the screen with shutil.get_terminal_size(), which prefers COLUMNS/LINES
     # over the terminal itself: an exported COLUMNS=80 pinned the dashboard to 80 columns

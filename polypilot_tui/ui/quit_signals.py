@@ -54,8 +54,14 @@ def exit_code(signo: int) -> int:
 class QuitOnSignal:
     """The handler of :data:`QUIT_SIGNALS`: the first asks the app to exit, later ones are ignored."""
 
-    def __init__(self, app: Exits, *, ttys: Sequence[int] | None = None, guard: float = GUARD_SECONDS,
-                 hard_exit: Callable[[int], object] = os._exit) -> None:
+    def __init__(
+        self,
+        app: Exits,
+        *,
+        ttys: Sequence[int] | None = None,
+        guard: float = GUARD_SECONDS,
+        hard_exit: Callable[[int], object] = os._exit,
+    ) -> None:
         self._app = app
         self._ttys = terminal_fds() if ttys is None else list(ttys)
         """The standard descriptors that are terminals (found before anything can hang them up)."""

@@ -34,8 +34,19 @@ APP_VARIABLES: dict[str, str] = {
 }
 """The app's own CSS variables and their fallbacks (used under built-in Textual themes)."""
 
-_COLOR_FIELDS = ("primary", "secondary", "warning", "error", "success", "accent", "foreground",
-                 "background", "surface", "panel", "boost")
+_COLOR_FIELDS = (
+    "primary",
+    "secondary",
+    "warning",
+    "error",
+    "success",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "boost",
+)
 _OTHER_FIELDS = {"name": str, "dark": bool, "luminosity_spread": (int, float), "text_alpha": (int, float)}
 
 

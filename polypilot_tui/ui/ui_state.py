@@ -36,9 +36,12 @@ class UiState:
     """Lines above the end each chat was scrolled back to (absent: following the end)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": 1, "selected": self.selected,
-                "drafts": {k: REDACTOR.text(v[:MAX_DRAFT_CHARS]) for k, v in self.drafts.items() if v},
-                "scroll_back": {k: v for k, v in self.scroll_back.items() if v > 0}}
+        return {
+            "version": 1,
+            "selected": self.selected,
+            "drafts": {k: REDACTOR.text(v[:MAX_DRAFT_CHARS]) for k, v in self.drafts.items() if v},
+            "scroll_back": {k: v for k, v in self.scroll_back.items() if v > 0},
+        }
 
 
 def load_ui_state(state_dir: Path) -> tuple[UiState, str]:
@@ -60,9 +63,11 @@ def load_ui_state(state_dir: Path) -> tuple[UiState, str]:
     return UiState(
         selected=selected if isinstance(selected, str) else None,
         drafts={k: v[:MAX_DRAFT_CHARS] for k, v in drafts.items() if isinstance(k, str) and isinstance(v, str)}
-        if isinstance(drafts, dict) else {},
+        if isinstance(drafts, dict)
+        else {},
         scroll_back={k: v for k, v in scroll.items() if isinstance(k, str) and type(v) is int and 0 < v < 10**9}
-        if isinstance(scroll, dict) else {},
+        if isinstance(scroll, dict)
+        else {},
     ), ""
 
 

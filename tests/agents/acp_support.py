@@ -37,8 +37,9 @@ class Recorder:
         """Every streamed assistant delta, joined."""
         return "".join(e.text("deltaContent") for e in self.of("assistant.message_delta"))
 
-    async def wait_for(self, kind: str, where: Callable[[AgentEvent], bool] = lambda e: True,
-                       timeout: float = 15.0, after: int = 0) -> AgentEvent:
+    async def wait_for(
+        self, kind: str, where: Callable[[AgentEvent], bool] = lambda e: True, timeout: float = 15.0, after: int = 0
+    ) -> AgentEvent:
         """The first event of ``kind`` (at index >= ``after``) matching ``where``."""
         deadline = time.monotonic() + timeout
         while True:
@@ -55,9 +56,17 @@ class Recorder:
                 pass
 
 
-def fake_backend(tmp_path: Path, recorder: Recorder, *, caps: str = "load,resume", grace: float = 3.0,
-                 name: str = "w1", command: str | None = None, provider: ProviderConfig | None = None,
-                 env: dict[str, str] | None = None) -> AcpBackend:
+def fake_backend(
+    tmp_path: Path,
+    recorder: Recorder,
+    *,
+    caps: str = "load,resume",
+    grace: float = 3.0,
+    name: str = "w1",
+    command: str | None = None,
+    provider: ProviderConfig | None = None,
+    env: dict[str, str] | None = None,
+) -> AcpBackend:
     """An AcpBackend on the fake agent; every backend of one tmp_path shares its state folder."""
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
@@ -65,7 +74,10 @@ def fake_backend(tmp_path: Path, recorder: Recorder, *, caps: str = "load,resume
     if not readme.exists():
         readme.write_text("readme text\n")
     agent = AgentConfig(
-        name="fake", kind="acp", command=command or sys.executable, args=[] if command else [str(FAKE_AGENT)],
+        name="fake",
+        kind="acp",
+        command=command or sys.executable,
+        args=[] if command else [str(FAKE_AGENT)],
         env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": caps, **(env or {})},
         provider=provider,
     )

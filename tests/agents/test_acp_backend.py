@@ -38,8 +38,9 @@ async def run_turn(b: AcpBackend, rec: Recorder, prompt: str, timeout: float = 1
     return dict(idle.data)
 
 
-async def test_plain_reply_streams_and_ends_with_turn_end_then_idle(backend: AcpBackend, rec: Recorder,
-                                                                    tmp_path: Path) -> None:
+async def test_plain_reply_streams_and_ends_with_turn_end_then_idle(
+    backend: AcpBackend, rec: Recorder, tmp_path: Path
+) -> None:
     idle = await run_turn(backend, rec, "hello")
     assert idle == {"stopReason": "end_turn", "aborted": False}
     types = rec.types()
@@ -82,8 +83,11 @@ async def test_tool_call_with_permission_allowed_reads_a_file(backend: AcpBacken
     assert [e.get("entries")[0]["status"] for e in rec.of("plan")] == ["in_progress", "completed"]
     assert "done: readme text" in rec.text()
     types = rec.types()
-    assert types.index("permission.requested") < types.index("permission.completed") < types.index(
-        "tool.execution_complete")
+    assert (
+        types.index("permission.requested")
+        < types.index("permission.completed")
+        < types.index("tool.execution_complete")
+    )
 
 
 async def test_rejected_tool_fails_and_the_turn_ends_normally(backend: AcpBackend, rec: Recorder) -> None:
@@ -210,8 +214,7 @@ async def test_tool_left_open_is_closed_when_the_turn_ends(backend: AcpBackend, 
     assert rec.types().index("tool.execution_complete") < rec.types().index("session.idle")
 
 
-async def test_fs_write_inside_and_read_outside_the_cwd(backend: AcpBackend, rec: Recorder,
-                                                        tmp_path: Path) -> None:
+async def test_fs_write_inside_and_read_outside_the_cwd(backend: AcpBackend, rec: Recorder, tmp_path: Path) -> None:
     await run_turn(backend, rec, "WRITE OUTSIDE")
     assert (tmp_path / "ws" / "out.txt").read_text() == "written by fake agent\n"
     assert "outside read refused" in rec.text() and "outside the session folder" in rec.text()
@@ -234,12 +237,14 @@ async def test_unusual_stop_reasons_are_noted(backend: AcpBackend, rec: Recorder
 
 def _since(rec: Recorder, mark: int) -> tuple[list[str], str]:
     events = rec.events[mark:]
-    return [e.type for e in events], "".join(e.text("deltaContent") for e in events
-                                             if e.type == "assistant.message_delta")
+    return [e.type for e in events], "".join(
+        e.text("deltaContent") for e in events if e.type == "assistant.message_delta"
+    )
 
 
 async def test_send_while_the_agent_is_still_on_a_closed_turn_cancels_that_turn_quietly(
-        backend: AcpBackend, rec: Recorder) -> None:
+    backend: AcpBackend, rec: Recorder
+) -> None:
     # The engine sends only after it has ended the previous turn (its watchdog completed or
     # gave up on it); what the agent still says about that turn must not reach the next one.
     await backend.send("SLOW")
@@ -252,8 +257,7 @@ async def test_send_while_the_agent_is_still_on_a_closed_turn_cancels_that_turn_
     assert text == "Hello from the fake agent."
 
 
-async def test_send_while_the_agent_ignores_cancel_of_a_closed_turn_restarts_it(tmp_path: Path,
-                                                                               rec: Recorder) -> None:
+async def test_send_while_the_agent_ignores_cancel_of_a_closed_turn_restarts_it(tmp_path: Path, rec: Recorder) -> None:
     b = fake_backend(tmp_path, rec, grace=0.5)
     try:
         await b.connect(None)
@@ -385,8 +389,9 @@ async def test_connect_twice_on_one_backend_replaces_the_process(tmp_path: Path,
         await b.close()
 
 
-async def test_cancelled_answer_before_abort_still_cancels_first(backend: AcpBackend, rec: Recorder,
-                                                                 tmp_path: Path) -> None:
+async def test_cancelled_answer_before_abort_still_cancels_first(
+    backend: AcpBackend, rec: Recorder, tmp_path: Path
+) -> None:
     """The manager answers open prompts "cancelled" before it calls abort()."""
     await backend.send("TOOL please")
     ask = await rec.wait_for("permission.requested")
@@ -399,12 +404,17 @@ async def test_cancelled_answer_before_abort_still_cancels_first(backend: AcpBac
     assert outgoing.index("session/cancel") < outgoing.index("answer")  # cancel reached the agent first
 
 
-async def test_transcript_and_stderr_log_are_private_and_never_hold_a_key(tmp_path: Path, rec: Recorder,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_transcript_and_stderr_log_are_private_and_never_hold_a_key(
+    tmp_path: Path, rec: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key, token = "provider-key-0123456789", "configured-token-9876543210"
     monkeypatch.setenv("LLM_ACCESS", key)  # a variable whose name does not look secret
-    b = fake_backend(tmp_path, rec, provider=ProviderConfig(base_url="http://127.0.0.1:9", api_key_env="LLM_ACCESS"),
-                     env={"SERVICE_TOKEN": token})
+    b = fake_backend(
+        tmp_path,
+        rec,
+        provider=ProviderConfig(base_url="http://127.0.0.1:9", api_key_env="LLM_ACCESS"),
+        env={"SERVICE_TOKEN": token},
+    )
     try:
         await b.connect(None)
         await run_turn(b, rec, f"echo {key} and {token}")  # the agent echoes the prompt back
@@ -424,8 +434,7 @@ def _script(tmp_path: Path, name: str, body: str) -> str:
     return str(path)
 
 
-async def test_a_program_that_does_not_speak_acp_is_named_as_such_within_seconds(tmp_path: Path,
-                                                                                 rec: Recorder) -> None:
+async def test_a_program_that_does_not_speak_acp_is_named_as_such_within_seconds(tmp_path: Path, rec: Recorder) -> None:
     command = _script(tmp_path, "chatty", 'echo "this is not json-rpc"\nexec sleep 60\n')
     b = fake_backend(tmp_path, rec, command=command)
     started = time.monotonic()

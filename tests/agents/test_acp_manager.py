@@ -32,8 +32,13 @@ async def manager(tmp_path: Path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("readme text\n")
-    agent = AgentConfig(name="fake", kind="acp", command=sys.executable, args=[str(FAKE_AGENT)],
-                        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state")})
+    agent = AgentConfig(
+        name="fake",
+        kind="acp",
+        command=sys.executable,
+        args=[str(FAKE_AGENT)],
+        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state")},
+    )
     settings = Settings(state_dir=tmp_path / "state", stop_grace_seconds=3.0)
     clock = SystemClock()
 
@@ -127,8 +132,13 @@ async def test_a_crash_keeps_the_agents_last_stderr_lines_for_the_user(manager: 
 
 
 async def test_a_resume_that_falls_back_to_a_new_agent_session_says_the_context_is_gone(tmp_path: Path) -> None:
-    agent = AgentConfig(name="fake", kind="acp", command=sys.executable, args=[str(FAKE_AGENT)],
-                        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": ""})
+    agent = AgentConfig(
+        name="fake",
+        kind="acp",
+        command=sys.executable,
+        args=[str(FAKE_AGENT)],
+        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": ""},
+    )
     settings = Settings(state_dir=tmp_path / "state", stop_grace_seconds=3.0)
     mgr = SessionManager(settings, AgentCatalog({"fake": agent}), SystemClock())
     try:

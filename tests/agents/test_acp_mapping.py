@@ -25,13 +25,26 @@ def types(events: list[AgentEvent]) -> list[str]:
 
 def test_partial_tool_updates_merge_by_id() -> None:
     m, ev = mapper()
-    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "bash", "kind": "execute",
-              "status": "pending"})
-    m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "in_progress",
-              "rawInput": {"command": "ls -la"}})
+    m.handle(
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "bash", "kind": "execute", "status": "pending"}
+    )
+    m.handle(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "status": "in_progress",
+            "rawInput": {"command": "ls -la"},
+        }
+    )
     m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "title": "List files"})
-    m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
-              "rawOutput": {"output": "a\nb\n", "exit": 0}})
+    m.handle(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "status": "completed",
+            "rawOutput": {"output": "a\nb\n", "exit": 0},
+        }
+    )
     # A pending call without input is held back until its input is known.
     assert types(ev) == ["tool.execution_start", "tool.execution_complete"]
     assert ev[0].get("detail") == "ls -la" and ev[0].get("arguments") == {"command": "ls -la"}
@@ -42,8 +55,15 @@ def test_partial_tool_updates_merge_by_id() -> None:
 
 def test_failed_tool_carries_an_error_and_late_updates_are_ignored() -> None:
     m, ev = mapper()
-    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "edit", "status": "failed",
-              "content": [{"type": "diff", "path": "/w/a.py", "newText": "x"}]})
+    m.handle(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "edit",
+            "status": "failed",
+            "content": [{"type": "diff", "path": "/w/a.py", "newText": "x"}],
+        }
+    )
     m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
     assert types(ev) == ["tool.execution_start", "tool.execution_complete"]
     assert ev[1].get("success") is False and ev[1].get("error") == {"message": "edited /w/a.py"}
@@ -52,8 +72,15 @@ def test_failed_tool_carries_an_error_and_late_updates_are_ignored() -> None:
 def test_text_before_a_tool_is_flushed_with_its_tool_request() -> None:
     m, ev = mapper()
     m.handle(chunk("Let me look. "))
-    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read", "status": "pending",
-              "rawInput": {"path": "/w/a"}})
+    m.handle(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "read",
+            "status": "pending",
+            "rawInput": {"path": "/w/a"},
+        }
+    )
     message = [e for e in ev if e.type == "assistant.message"][0]
     assert message.get("content") == "Let me look. "
     assert message.get("toolRequests") == [{"toolCallId": "t1", "name": "read"}]
@@ -70,7 +97,9 @@ def test_agent_message_ids_split_messages() -> None:
     m.handle(chunk("two", messageId="m2"))
     m.finish()
     assert [(e.get("messageId"), e.get("content")) for e in ev if e.type == "assistant.message"] == [
-        ("m1", "one"), ("m2", "two")]
+        ("m1", "one"),
+        ("m2", "two"),
+    ]
 
 
 def test_close_open_tools_marks_them_cancelled() -> None:
@@ -125,12 +154,17 @@ def test_live_user_chunks_are_ignored() -> None:
 def test_replay_folds_a_conversation_into_history() -> None:
     m, ev = mapper(replay=True)
     for update in (
-        chunk("fix ", kind="user_message_chunk"), chunk("it", kind="user_message_chunk"),
+        chunk("fix ", kind="user_message_chunk"),
+        chunk("it", kind="user_message_chunk"),
         chunk("hmm", kind="agent_thought_chunk"),
         chunk("Sure. "),
         {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "bash", "status": "pending"},
-        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
-         "content": [{"type": "content", "content": {"type": "text", "text": "ok"}}]},
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "ok"}}],
+        },
         chunk("Fixed."),
         {"sessionUpdate": "usage_update", "used": 5, "size": 10},
         {"sessionUpdate": "available_commands_update", "availableCommands": []},
@@ -154,9 +188,15 @@ def test_replay_folds_a_conversation_into_history() -> None:
     assert ev[-1].get("success") is False
 
 
-@pytest.mark.parametrize(("raw", "text"), [
-    (None, ""), ("plain", "plain"), ({"formatted_output": "out"}, "out"), ({"exit": 1}, '{"exit": 1}'),
-])
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (None, ""),
+        ("plain", "plain"),
+        ({"formatted_output": "out"}, "out"),
+        ({"exit": 1}, '{"exit": 1}'),
+    ],
+)
 def test_raw_output_text(raw: Any, text: str) -> None:
     assert raw_output_text(raw) == text
 
@@ -165,16 +205,33 @@ def test_summaries() -> None:
     assert summarize_input({"cmd": ["bash", "-lc", "ls"]}) == "bash -lc ls"
     assert summarize_input({"filePath": "/a"}) == "/a"
     assert summarize_input({"other": 1}) == '{"other": 1}'
-    assert tool_content_text([{"type": "terminal", "terminalId": "x"},
-                              {"type": "content", "content": {"type": "image", "data": ""}}]) == "[terminal x]\n[image]"
+    assert (
+        tool_content_text(
+            [{"type": "terminal", "terminalId": "x"}, {"type": "content", "content": {"type": "image", "data": ""}}]
+        )
+        == "[terminal x]\n[image]"
+    )
 
 
 def test_opencode_fills_the_command_in_after_the_start() -> None:
     m, ev = mapper()
-    m.handle({"sessionUpdate": "tool_call", "toolCallId": "c2", "title": "bash", "kind": "execute",
-              "status": "pending", "rawInput": {"cwd": "/ws"}})
-    update = {"sessionUpdate": "tool_call_update", "toolCallId": "c2", "status": "in_progress",
-              "title": "echo hi", "rawInput": {"command": "echo hi", "description": "Run a shell command"}}
+    m.handle(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c2",
+            "title": "bash",
+            "kind": "execute",
+            "status": "pending",
+            "rawInput": {"cwd": "/ws"},
+        }
+    )
+    update = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "c2",
+        "status": "in_progress",
+        "title": "echo hi",
+        "rawInput": {"command": "echo hi", "description": "Run a shell command"},
+    }
     assert ev == []  # nothing to show yet: held back until the command is known
     m.handle(update)
     m.handle(update)  # opencode repeats it after the permission: no progress row
@@ -186,5 +243,7 @@ def test_changed_input_after_the_start_is_progress() -> None:
     m, ev = mapper()
     m.handle({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "bash", "rawInput": {"command": "ls"}})
     m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t", "rawInput": {"command": "ls -la"}})
-    assert [(e.type, e.get("progressMessage")) for e in ev] == [("tool.execution_start", None),
-                                                               ("tool.execution_progress", "ls -la")]
+    assert [(e.type, e.get("progressMessage")) for e in ev] == [
+        ("tool.execution_start", None),
+        ("tool.execution_progress", "ls -la"),
+    ]

@@ -22,27 +22,39 @@ from polypilot_tui.agents.copilot.events import (
 
 
 def sdk_event(kind: str, data: dict[str, Any]) -> SessionEvent:
-    return SessionEvent.from_dict({"type": kind, "data": data, "id": str(uuid.uuid4()),
-                                   "timestamp": "2026-01-01T00:00:00Z", "parentId": None})
+    return SessionEvent.from_dict(
+        {"type": kind, "data": data, "id": str(uuid.uuid4()), "timestamp": "2026-01-01T00:00:00Z", "parentId": None}
+    )
 
 
 SHELL_REQUEST = {
-    "kind": "shell", "canOfferSessionApproval": False, "commands": [{"identifier": "echo hi", "readOnly": False}],
-    "fullCommandText": "echo hi", "hasWriteFileRedirection": False, "intention": "Run a shell command",
-    "possiblePaths": [], "possibleUrls": [], "toolCallId": "call_1",
+    "kind": "shell",
+    "canOfferSessionApproval": False,
+    "commands": [{"identifier": "echo hi", "readOnly": False}],
+    "fullCommandText": "echo hi",
+    "hasWriteFileRedirection": False,
+    "intention": "Run a shell command",
+    "possiblePaths": [],
+    "possibleUrls": [],
+    "toolCallId": "call_1",
 }
 
 
 def test_known_event_keeps_sdk_type_and_camel_case_data() -> None:
-    event = event_from_sdk(sdk_event("tool.execution_start", {
-        "toolCallId": "c1", "toolName": "bash", "arguments": {"command": "ls"}}))
+    event = event_from_sdk(
+        sdk_event("tool.execution_start", {"toolCallId": "c1", "toolName": "bash", "arguments": {"command": "ls"}})
+    )
     assert event.type == "tool.execution_start"
     assert event.data == {"toolCallId": "c1", "toolName": "bash", "arguments": {"command": "ls"}}
 
 
 def test_complete_event_round_trips_nested_fields() -> None:
-    event = event_from_sdk(sdk_event("tool.execution_complete", {
-        "toolCallId": "c1", "success": False, "error": {"message": "denied", "code": "denied"}}))
+    event = event_from_sdk(
+        sdk_event(
+            "tool.execution_complete",
+            {"toolCallId": "c1", "success": False, "error": {"message": "denied", "code": "denied"}},
+        )
+    )
     assert event.get("success") is False and event.get("error") == {"message": "denied", "code": "denied"}
     idle = event_from_sdk(sdk_event("session.idle", {"aborted": True}))
     assert idle.type == "session.idle" and idle.get("aborted") is True
@@ -57,8 +69,12 @@ def test_unknown_type_passes_through_with_raw_name() -> None:
 
 
 def test_bulky_model_diagnostics_keep_only_short_scalars() -> None:
-    event = event_from_sdk(sdk_event("model.messages_snapshot", {
-        "kind": "messages_snapshot", "messages": [{"role": "system", "content": "x" * 10_000}], "turn": 2}))
+    event = event_from_sdk(
+        sdk_event(
+            "model.messages_snapshot",
+            {"kind": "messages_snapshot", "messages": [{"role": "system", "content": "x" * 10_000}], "turn": 2},
+        )
+    )
     assert event.type == "model.messages_snapshot"
     assert event.data == {"kind": "messages_snapshot", "turn": 2}
 
@@ -74,8 +90,9 @@ class Unserializable:
 def test_the_cli_system_prompt_is_cut_to_its_head() -> None:
     prompt = "You are GitHub Copilot. " + "x" * 43_000
     blocks = [{"type": "text", "text": prompt}]
-    event = event_from_dict({"type": "system.message", "data": {"content": prompt, "role": "system",
-                                                               "contentBlocks": blocks}})
+    event = event_from_dict(
+        {"type": "system.message", "data": {"content": prompt, "role": "system", "contentBlocks": blocks}}
+    )
     assert event.get("role") == "system" and event.get("contentChars") == len(prompt)
     assert "contentBlocks" not in event.data
     assert event.text("content").startswith("You are GitHub Copilot.") and len(event.text("content")) < 400
@@ -104,17 +121,21 @@ def test_permission_requested_gets_the_engine_fields() -> None:
     assert info == PromptInfo("r1", "shell", "call_1", data["permissionRequest"])
 
 
-@pytest.mark.parametrize(("kind", "request_fields", "label"), [
-    ("shell", {"commandIdentifiers": ["echo hi"]}, "Allow “echo hi” for this session"),
-    ("write", {"fileName": "a.txt"}, "Allow all file writes for this session"),
-    ("url", {"url": "https://docs.example.org/x"}, "Allow requests to docs.example.org for this session"),
-    ("mcp", {"serverName": "gh", "toolName": "search"}, "Allow gh/search for this session"),
-    ("shell", {"commandIdentifiers": ["echo hi"], "canOfferSessionApproval": False}, None),
-    ("shell", {}, None),  # nothing to scope a session approval to
-    ("custom-tool", {}, None),
-])
-def test_the_session_option_says_what_it_covers_or_is_not_offered(kind: str, request_fields: dict[str, Any],
-                                                                   label: str | None) -> None:
+@pytest.mark.parametrize(
+    ("kind", "request_fields", "label"),
+    [
+        ("shell", {"commandIdentifiers": ["echo hi"]}, "Allow “echo hi” for this session"),
+        ("write", {"fileName": "a.txt"}, "Allow all file writes for this session"),
+        ("url", {"url": "https://docs.example.org/x"}, "Allow requests to docs.example.org for this session"),
+        ("mcp", {"serverName": "gh", "toolName": "search"}, "Allow gh/search for this session"),
+        ("shell", {"commandIdentifiers": ["echo hi"], "canOfferSessionApproval": False}, None),
+        ("shell", {}, None),  # nothing to scope a session approval to
+        ("custom-tool", {}, None),
+    ],
+)
+def test_the_session_option_says_what_it_covers_or_is_not_offered(
+    kind: str, request_fields: dict[str, Any], label: str | None
+) -> None:
     data, _ = permission_fields({"requestId": "r1", "permissionRequest": {"kind": kind, **request_fields}})
     names = {o["kind"]: o["name"] for o in data["options"]}
     assert names.get("allow_always") == label
@@ -122,22 +143,35 @@ def test_the_session_option_says_what_it_covers_or_is_not_offered(kind: str, req
 
 
 def test_pending_request_shape_is_understood_too() -> None:
-    item = {"requestId": "r2", "request": {"kind": "commands", "commandIdentifiers": ["ls -la"],
-                                           "fullCommandText": "ls -la", "intention": "List", "toolCallId": "c9",
-                                           "canOfferSessionApproval": False}}
+    item = {
+        "requestId": "r2",
+        "request": {
+            "kind": "commands",
+            "commandIdentifiers": ["ls -la"],
+            "fullCommandText": "ls -la",
+            "intention": "List",
+            "toolCallId": "c9",
+            "canOfferSessionApproval": False,
+        },
+    }
     data, info = permission_fields(item)
     assert (data["kind"], data["detail"], data["toolCallId"]) == ("shell", "ls -la", "c9")
     assert info is not None and info.kind == "shell"
 
 
-@pytest.mark.parametrize(("request_", "expected"), [
-    ({"kind": "write", "fileName": "a.py", "diff": "+x", "intention": ""}, ("write", "Write a.py", "a.py\n+x")),
-    ({"kind": "read", "path": "/etc/hosts", "intention": "Read it"}, ("read", "Read it", "/etc/hosts")),
-    ({"kind": "url", "url": "https://x.test/a", "intention": ""}, ("url", "Fetch a URL", "https://x.test/a")),
-    ({"kind": "mcp", "serverName": "gh", "toolName": "issue", "toolTitle": "", "args": {"n": 1}},
-     ("mcp", "gh/issue", '{"n": 1}')),
-    ({"kind": "custom-tool", "toolName": "deploy", "args": None}, ("custom-tool", "Run tool deploy", "")),
-])
+@pytest.mark.parametrize(
+    ("request_", "expected"),
+    [
+        ({"kind": "write", "fileName": "a.py", "diff": "+x", "intention": ""}, ("write", "Write a.py", "a.py\n+x")),
+        ({"kind": "read", "path": "/etc/hosts", "intention": "Read it"}, ("read", "Read it", "/etc/hosts")),
+        ({"kind": "url", "url": "https://x.test/a", "intention": ""}, ("url", "Fetch a URL", "https://x.test/a")),
+        (
+            {"kind": "mcp", "serverName": "gh", "toolName": "issue", "toolTitle": "", "args": {"n": 1}},
+            ("mcp", "gh/issue", '{"n": 1}'),
+        ),
+        ({"kind": "custom-tool", "toolName": "deploy", "args": None}, ("custom-tool", "Run tool deploy", "")),
+    ],
+)
 def test_describe_other_kinds(request_: dict[str, Any], expected: tuple[str, str, str]) -> None:
     assert describe_request(request_) == expected
 
@@ -154,8 +188,10 @@ def test_decisions_use_the_sdk_classes() -> None:
     assert isinstance(decision_for("cancelled", None), rpc.PermissionDecisionReject)
     always = decision_for("allow_always", info)
     assert isinstance(always, rpc.PermissionDecisionApproveForSession)
-    assert always.to_dict() == {"kind": "approve-for-session",
-                                "approval": {"commandIdentifiers": ["echo hi"], "kind": "commands"}}
+    assert always.to_dict() == {
+        "kind": "approve-for-session",
+        "approval": {"commandIdentifiers": ["echo hi"], "kind": "commands"},
+    }
     # Without a scope we can name, "always" degrades to "once" rather than widening.
     assert isinstance(decision_for("allow_always", None), rpc.PermissionDecisionApproveOnce)
     url = decision_for("allow_always", PromptInfo("r", "url", "", {"kind": "url", "url": "https://a.test/x"}))

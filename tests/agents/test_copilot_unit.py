@@ -33,8 +33,9 @@ from polypilot_tui.domain.events import AgentEvent
 
 
 def sdk_event(kind: str, data: dict[str, Any]) -> SessionEvent:
-    return SessionEvent.from_dict({"type": kind, "data": data, "id": str(uuid.uuid4()),
-                                   "timestamp": "2026-01-01T00:00:00Z", "parentId": None})
+    return SessionEvent.from_dict(
+        {"type": kind, "data": data, "id": str(uuid.uuid4()), "timestamp": "2026-01-01T00:00:00Z", "parentId": None}
+    )
 
 
 class FakePermissions:
@@ -79,9 +80,17 @@ def wired(tmp_path: Path) -> tuple[CopilotBackend, list[AgentEvent], FakeSession
     return backend, events, session
 
 
-SHELL = {"kind": "shell", "canOfferSessionApproval": False, "commands": [{"identifier": "rm x", "readOnly": False}],
-         "fullCommandText": "rm x", "hasWriteFileRedirection": False, "intention": "Remove", "possiblePaths": [],
-         "possibleUrls": [], "toolCallId": "t1"}
+SHELL = {
+    "kind": "shell",
+    "canOfferSessionApproval": False,
+    "commands": [{"identifier": "rm x", "readOnly": False}],
+    "fullCommandText": "rm x",
+    "hasWriteFileRedirection": False,
+    "intention": "Remove",
+    "possiblePaths": [],
+    "possibleUrls": [],
+    "toolCallId": "t1",
+}
 
 
 async def test_permission_round_trip_emits_completed_once(wired) -> None:
@@ -143,14 +152,16 @@ class EchoingSession(FakeSession):
         await super().abort()
         if self.delay is not None:
             asyncio.get_running_loop().call_later(
-                self.delay, self.backend.events.on_sdk_event, sdk_event("session.idle", {"aborted": True}))
+                self.delay, self.backend.events.on_sdk_event, sdk_event("session.idle", {"aborted": True})
+            )
 
     async def is_processing(self) -> Any:
         return type("Result", (), {"processing": self.processing})()
 
 
-def echoing(tmp_path: Path, delay: float | None, grace: float = 1.0,
-            processing: bool = True) -> tuple[CopilotBackend, list[AgentEvent], EchoingSession]:
+def echoing(
+    tmp_path: Path, delay: float | None, grace: float = 1.0, processing: bool = True
+) -> tuple[CopilotBackend, list[AgentEvent], EchoingSession]:
     events: list[AgentEvent] = []
     backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(stop_grace_seconds=grace), tmp_path)
     session = EchoingSession(backend, delay, processing)
@@ -256,14 +267,22 @@ async def test_kill_and_close_before_connect_are_quiet(tmp_path: Path) -> None:
 
 
 def test_env_drops_tokens_and_adds_byok() -> None:
-    agent = AgentConfig(name="c", kind="copilot", model="gpt-4.1", env={"GH_TOKEN": "mine", "X": "1"},
-                        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY"))
+    agent = AgentConfig(
+        name="c",
+        kind="copilot",
+        model="gpt-4.1",
+        env={"GH_TOKEN": "mine", "X": "1"},
+        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY"),
+    )
     env = build_env(agent, {"GITHUB_TOKEN": "leak", "GH_TOKEN": "leak", "PATH": "/bin", "MY_KEY": "k"})
     assert "GITHUB_TOKEN" not in env and env["GH_TOKEN"] == "mine" and env["PATH"] == "/bin"
     assert env["COPILOT_OFFLINE"] == "true" and env["COPILOT_PROVIDER_BASE_URL"] == "http://127.0.0.1:9/v1"
     assert env["COPILOT_MODEL"] == "gpt-4.1"
-    assert provider_dict(agent, {"MY_KEY": "k"}) == {"type": "openai", "base_url": "http://127.0.0.1:9/v1",
-                                                      "api_key": "k"}
+    assert provider_dict(agent, {"MY_KEY": "k"}) == {
+        "type": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_key": "k",
+    }
     assert "api_key" not in provider_dict(agent, {})
     assert provider_dict(AGENT, {}) is None
     assert session_home({"COPILOT_HOME": "/x"}) == Path("/x")
@@ -271,10 +290,12 @@ def test_env_drops_tokens_and_adds_byok() -> None:
 
 
 def test_open_tool_ids_from_a_log_tail() -> None:
-    entries = [{"type": "tool.execution_start", "data": {"toolCallId": "a"}},
-               {"type": "tool.execution_start", "data": {"toolCallId": "b"}},
-               {"type": "tool.execution_complete", "data": {"toolCallId": "a"}},
-               {"type": "permission.requested", "data": {"requestId": "r"}}]
+    entries = [
+        {"type": "tool.execution_start", "data": {"toolCallId": "a"}},
+        {"type": "tool.execution_start", "data": {"toolCallId": "b"}},
+        {"type": "tool.execution_complete", "data": {"toolCallId": "a"}},
+        {"type": "permission.requested", "data": {"requestId": "r"}},
+    ]
     assert open_tool_ids(entries) == {"b"}
 
 
@@ -334,8 +355,12 @@ async def test_hooks_deliver_unparseable_events_and_close() -> None:
     client = type("Client", (), {"_client": rpc})()
     raw: list[tuple[str, dict[str, Any]]] = []
     closed: list[bool] = []
-    install_hooks(client, asyncio.get_running_loop(), on_raw_event=lambda s, e: raw.append((s, e)),
-                  on_closed=lambda: closed.append(True))
+    install_hooks(
+        client,
+        asyncio.get_running_loop(),
+        on_raw_event=lambda s, e: raw.append((s, e)),
+        on_closed=lambda: closed.append(True),
+    )
     event = {"type": "tool.execution_complete", "data": {"toolCallId": "a", "success": True}}
     rpc.notification_handler("session.event", {"sessionId": "s", "event": event})
     rpc.notification_handler("session.lifecycle", {})  # not an event: just logged

@@ -24,8 +24,15 @@ def server() -> ModelServer:
         yield srv
 
 
-def chat(server: ModelServer, messages: list[dict[str, Any]], *, stream: bool = True,
-         tools: list[dict[str, Any]] | None = None, usage: bool = False, timeout: float = 5.0) -> list[dict]:
+def chat(
+    server: ModelServer,
+    messages: list[dict[str, Any]],
+    *,
+    stream: bool = True,
+    tools: list[dict[str, Any]] | None = None,
+    usage: bool = False,
+    timeout: float = 5.0,
+) -> list[dict]:
     body: dict[str, Any] = {"model": "gpt-4.1", "messages": messages, "stream": stream}
     if tools is not None:
         body["tools"] = tools
@@ -56,8 +63,9 @@ def streamed_tool_call(chunks: list[dict]) -> dict[str, str]:
 
 
 def test_plain_prompt_is_echoed_and_usage_is_sent(server: ModelServer) -> None:
-    chunks = chat(server, [{"role": "user", "content": "<current_datetime>now</current_datetime>hello"}],
-                  tools=BASH, usage=True)
+    chunks = chat(
+        server, [{"role": "user", "content": "<current_datetime>now</current_datetime>hello"}], tools=BASH, usage=True
+    )
     assert streamed_text(chunks) == "echo: hello"
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
@@ -70,9 +78,14 @@ def test_tool_keyword_calls_the_shell_tool_then_answers_the_result(server: Model
     assert call["name"] == "bash"
     assert json.loads(call["arguments"])["command"] == "echo hi"
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
-    follow = [user, {"role": "assistant", "tool_calls": [{"id": call["id"], "type": "function",
-                                                          "function": {"name": "bash", "arguments": "{}"}}]},
-              {"role": "tool", "tool_call_id": call["id"], "content": "hi\n"}]
+    follow = [
+        user,
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": call["id"], "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": call["id"], "content": "hi\n"},
+    ]
     assert streamed_text(chat(server, follow, tools=BASH)) == "done: hi"
     # A later plain prompt is decided from the LAST message only, not from the history.
     later = [*follow, {"role": "assistant", "content": "done: hi"}, {"role": "user", "content": "thanks"}]
@@ -135,13 +148,21 @@ def test_hang_after_tool_hangs_the_follow_up(server: ModelServer) -> None:
 
 
 def test_responses_api_tool_call_and_text(server: ModelServer) -> None:
-    body = {"model": "m", "stream": True, "tools": RESP_TOOLS,
-            "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "TOOL"}]}]}
+    body = {
+        "model": "m",
+        "stream": True,
+        "tools": RESP_TOOLS,
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "TOOL"}]}],
+    }
     resp = httpx.post(f"{server.base_url}/responses", json=body, timeout=5)
     events = [json.loads(line[6:]) for line in resp.text.splitlines() if line.startswith("data: ")]
     kinds = [e["type"] for e in events]
-    assert kinds == ["response.created", "response.output_item.added", "response.output_item.done",
-                     "response.completed"]
+    assert kinds == [
+        "response.created",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.completed",
+    ]
     item = events[2]["item"]
     assert item["type"] == "function_call" and item["name"] == "exec_command"
     assert json.loads(item["arguments"]) == {"cmd": "echo hi"}
@@ -154,8 +175,15 @@ def test_responses_api_tool_call_and_text(server: ModelServer) -> None:
 
 def test_models_and_recording(server: ModelServer) -> None:
     assert httpx.get(f"{server.base_url}/models").json()["data"][0]["id"] == "gpt-4.1"
-    chat(server, [{"role": "user", "content": "first"}, {"role": "assistant", "content": "echo: first"},
-                  {"role": "user", "content": "second"}], tools=BASH)
+    chat(
+        server,
+        [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "echo: first"},
+            {"role": "user", "content": "second"},
+        ],
+        tools=BASH,
+    )
     [req] = server.model_requests()
     assert req.path == "/chat/completions" and "first" in req.text() and req.last.text == "second"
     assert len(server.requests) == 2

@@ -97,8 +97,12 @@ class Driver:
         raise NotImplementedError
 
     def settings(self) -> Settings:
-        return Settings(_env_file=None, state_dir=self.tmp_path / "state",  # type: ignore[call-arg]
-                        permission_policy=self.permission_policy, record=False)
+        return Settings(
+            _env_file=None,
+            state_dir=self.tmp_path / "state",  # type: ignore[call-arg]
+            permission_policy=self.permission_policy,
+            record=False,
+        )
 
     def tune(self, manager: SessionManager) -> None:
         """Adjust what Settings cannot (thresholds that scale with the tiers)."""
@@ -116,8 +120,9 @@ class Driver:
         def factory(name: str, sink: Any, workdir: Path) -> Any:
             return holder[0].track(wrap, make)(name, sink, workdir)
 
-        manager = SessionManager(settings, catalog, self.clock, backend_factory=factory,
-                                 id_factory=lambda: f"c{next(self._ids)}")
+        manager = SessionManager(
+            settings, catalog, self.clock, backend_factory=factory, id_factory=lambda: f"c{next(self._ids)}"
+        )
         self.tune(manager)
         rig = Rig(manager, self.clock, slack=0.0 if self.virtual else self.slack)
         holder.append(rig)
@@ -149,9 +154,17 @@ class Driver:
         prompt = old.turn.prompt if old.turn is not None else None
         draft = old.turn.response_text if old.turn is not None else ""
         await rig.manager.shutdown()
-        restored = Session(old.id, old.name, old.agent, created_wall=old.created_wall, cwd=old.cwd,
-                           model=old.model, agent_session_id=old.agent_session_id,
-                           history=copy.deepcopy(old.history), last_prompt=old.last_prompt)
+        restored = Session(
+            old.id,
+            old.name,
+            old.agent,
+            created_wall=old.created_wall,
+            cwd=old.cwd,
+            model=old.model,
+            agent_session_id=old.agent_session_id,
+            history=copy.deepcopy(old.history),
+            last_prompt=old.last_prompt,
+        )
         if draft.strip():
             restored.add_item(ItemKind.ASSISTANT, draft, self.clock.wall(), interrupted=True)
         new = self.rig()
@@ -206,9 +219,17 @@ class DemoDriver(Driver):
 # ---- the fake ACP agent: a real process, real time, short tiers ------------------------
 #: Real-time tiers: inactivity 3 s and the rest in proportion, bounded and fast.
 SHORT_TIERS = {
-    "inactivity": 3.0, "tool": 7.0, "tool_escalation": 1.0, "used_tools_idle": 3.0,
-    "resume_quiescence": 2.0, "reconnect": 3.0, "max_turn": 60.0, "turn_end_fallback": 0.5,
-    "turn_end_tool_extra": 1.0, "post_completion_idle": 2.0, "dead_send": 2.0,
+    "inactivity": 3.0,
+    "tool": 7.0,
+    "tool_escalation": 1.0,
+    "used_tools_idle": 3.0,
+    "resume_quiescence": 2.0,
+    "reconnect": 3.0,
+    "max_turn": 60.0,
+    "turn_end_fallback": 0.5,
+    "turn_end_tool_extra": 1.0,
+    "post_completion_idle": 2.0,
+    "dead_send": 2.0,
 }
 #: ... and the thresholds Settings does not expose, scaled the same way.
 SHORT_PROBES = {"tool_alive_log_age": 1.0, "used_tools_log_fresh": 2.5, "case_b_freshness": 2.5}
@@ -227,8 +248,12 @@ class RealDriver(Driver):
 
     def settings(self) -> Settings:
         base = super().settings()
-        return base.model_copy(update={"watchdog": base.watchdog.model_copy(update=dict(self.tiers)),
-                                       "stop_grace_seconds": self.stop_grace})
+        return base.model_copy(
+            update={
+                "watchdog": base.watchdog.model_copy(update=dict(self.tiers)),
+                "stop_grace_seconds": self.stop_grace,
+            }
+        )
 
     def tune(self, manager: SessionManager) -> None:
         manager.cfg = scaled(manager.cfg, **self.probes)
@@ -283,8 +308,14 @@ class FakeAcpDriver(RealDriver):
     not_applicable = _NOT_ACP
 
     def agent_config(self) -> AgentConfig:
-        return AgentConfig(name="fake-acp", kind="acp", command=sys.executable, args=[str(FAKE_ACP_AGENT)],
-                           env={"FAKE_ACP_STATE": str(self.tmp_path / "agent-state")}, cwd=self.workspace())
+        return AgentConfig(
+            name="fake-acp",
+            kind="acp",
+            command=sys.executable,
+            args=[str(FAKE_ACP_AGENT)],
+            env={"FAKE_ACP_STATE": str(self.tmp_path / "agent-state")},
+            cwd=self.workspace(),
+        )
 
 
 # ---- real agents from npm against the scripted model server ----------------------------
@@ -299,8 +330,15 @@ MODEL_PROMPTS = {
     "double-stop": "SLOW",
     "reconnect-during-turn": "SLOW",
 }
-MODEL_TIERS = {**SHORT_TIERS, "inactivity": 5.0, "tool": 9.0, "used_tools_idle": 4.0, "resume_quiescence": 3.0,
-               "reconnect": 5.0, "max_turn": 90.0}
+MODEL_TIERS = {
+    **SHORT_TIERS,
+    "inactivity": 5.0,
+    "tool": 9.0,
+    "used_tools_idle": 4.0,
+    "resume_quiescence": 3.0,
+    "reconnect": 5.0,
+    "max_turn": 90.0,
+}
 _NO_MODEL_FAULT = {
     "dead-send": "a real agent always takes the prompt; the scripted model cannot make it swallow one",
     "usage-flood": "the scripted model cannot make a real agent report usage without progress",
@@ -352,8 +390,9 @@ class ModelServerDriver(RealDriver):
         return self._config
 
 
-def model_server_driver(name: str, package: NpmAgent, builder: Callable[[Path, ModelServer, Path], AgentConfig],
-                        **overrides: Any) -> type[ModelServerDriver]:
+def model_server_driver(
+    name: str, package: NpmAgent, builder: Callable[[Path, ModelServer, Path], AgentConfig], **overrides: Any
+) -> type[ModelServerDriver]:
     """A driver for a real agent CLI on the scripted model server; ``overrides`` replace class
     attributes (``prompts``, ``expect``, ``not_applicable``, ``tiers`` …)."""
     attributes = {"name": name, "package": package, "builder": staticmethod(builder), **overrides}
@@ -366,9 +405,16 @@ _OPENCODE_FAULTS = ("model-hang", "sigkill-mid-tool")
 
 CodexDriver = model_server_driver("codex", CODEX_ACP, codex_agent)
 OpencodeDriver = model_server_driver(
-    "opencode", OPENCODE, opencode_agent,
+    "opencode",
+    OPENCODE,
+    opencode_agent,
     prompts={k: v for k, v in MODEL_PROMPTS.items() if k in _OPENCODE_FAULTS},
-    not_applicable={**ModelServerDriver.not_applicable,
-                    **{k: "covered on codex (opencode starts too slowly for every fault)"
-                       for k in MODEL_PROMPTS if k not in _OPENCODE_FAULTS}},
+    not_applicable={
+        **ModelServerDriver.not_applicable,
+        **{
+            k: "covered on codex (opencode starts too slowly for every fault)"
+            for k in MODEL_PROMPTS
+            if k not in _OPENCODE_FAULTS
+        },
+    },
 )

@@ -82,8 +82,9 @@ def _grid() -> list[tuple[str, ...]]:
                 seconds = "-" if row.seconds is None else f"{row.seconds:.1f} s{unit}"
                 usable = "-" if row.usable is None else ("yes" if row.usable else "NO")
                 failed = (scenario, backend) in failed_cells
-                lines.append((scenario, backend, row.outcome + (" (test FAILED)" if failed else ""),
-                               seconds, usable, row.note))
+                lines.append(
+                    (scenario, backend, row.outcome + (" (test FAILED)" if failed else ""), seconds, usable, row.note)
+                )
             elif scenario in extra:
                 continue
             elif scenario in driver.not_applicable:
@@ -98,7 +99,9 @@ def format_table(lines: list[tuple[str, ...]]) -> str:
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]) - 1)]
     out = []
     for line in lines:
-        cells = "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False))  # the last cell is not padded
+        cells = "  ".join(
+            cell.ljust(width) for cell, width in zip(line, widths, strict=False)
+        )  # the last cell is not padded
         out.append(f"{cells}  {line[-1]}".rstrip())
     return "\n".join(out)
 

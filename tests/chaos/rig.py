@@ -71,15 +71,18 @@ class Rig:
         manager.subscribe(lambda change: self._tap(change.session_id, change.event), EventReceived)
 
     # ---- factory plumbing ---------------------------------------------------------
-    def track(self, wrap: BackendWrapper | None, make: Callable[[str, EventSink, Path], AgentBackend]
-              ) -> Callable[[str, EventSink, Path], AgentBackend]:
+    def track(
+        self, wrap: BackendWrapper | None, make: Callable[[str, EventSink, Path], AgentBackend]
+    ) -> Callable[[str, EventSink, Path], AgentBackend]:
         """A backend factory that remembers every backend per session and applies ``wrap``."""
+
         def factory(agent: str, sink: EventSink, workdir: Path) -> AgentBackend:
             backend = make(agent, sink, workdir)
             if wrap is not None:
                 backend = wrap(backend, workdir.name)
             self.backends[workdir.name].append(backend)
             return backend
+
         return factory
 
     # ---- checks -------------------------------------------------------------------
@@ -114,14 +117,19 @@ class Rig:
             limit = latest_allowed(turn, cfg)
             if limit is not None and now > limit + self.slack + 1e-9:
                 assert turn is not None
-                message = (f"{sid}: turn still processing at t={now:.2f}, past its deadline {limit:.2f} "
-                           f"(tier {select_tier(turn, cfg)}, last event {turn.last_event_type or 'none'})")
+                message = (
+                    f"{sid}: turn still processing at t={now:.2f}, past its deadline {limit:.2f} "
+                    f"(tier {select_tier(turn, cfg)}, last event {turn.last_event_type or 'none'})"
+                )
                 if message.split(" at t=")[0] not in {v.split(" at t=")[0] for v in self.violations}:
                     self.violations.append(message)
 
     def _earliest_limit(self) -> float | None:
-        limits = [latest_allowed(self.manager.session(sid).turn, self.manager.cfg)
-                  for sid in self.manager.ids() if not self.manager.session(sid).connecting]
+        limits = [
+            latest_allowed(self.manager.session(sid).turn, self.manager.cfg)
+            for sid in self.manager.ids()
+            if not self.manager.session(sid).connecting
+        ]
         found = [x for x in limits if x is not None]
         return min(found) if found else None
 

@@ -20,8 +20,16 @@ from tests.chaos.drivers import Driver, Expect
 from tests.chaos.matrix import Row
 from tests.chaos.rig import Rig
 
-SIMPLE = ("zero-idle", "hang-after-final-tool", "model-hang", "dead-send", "usage-flood", "long-tool", "tool-hang",
-          "permission-loss")
+SIMPLE = (
+    "zero-idle",
+    "hang-after-final-tool",
+    "model-hang",
+    "dead-send",
+    "usage-flood",
+    "long-tool",
+    "tool-hang",
+    "permission-loss",
+)
 
 
 @dataclass
@@ -42,8 +50,15 @@ class Outcome:
 
     def row(self, scenario: str, driver: Driver) -> Row:
         note = self.note or one_line(self.reason, 100)
-        return Row(scenario, driver.name, "→".join(self.outcomes) or "none", round(self.seconds, 2),
-                   driver.virtual, self.usable, note)
+        return Row(
+            scenario,
+            driver.name,
+            "→".join(self.outcomes) or "none",
+            round(self.seconds, 2),
+            driver.virtual,
+            self.usable,
+            note,
+        )
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -92,9 +107,11 @@ async def follow_up(driver: Driver, rig: Rig, sid: str) -> bool:
 
 async def until_working(rig: Rig, sid: str, within: float = 30.0) -> None:
     """Until the turn shows work: a running tool or streamed text."""
+
     def working() -> bool:
         turn = rig.manager.session(sid).turn
         return turn is not None and (bool(turn.active_tools) or turn.streamed_chars > 0)
+
     await rig.until(working, within, "the turn to start working")
 
 
@@ -118,15 +135,19 @@ def verify(driver: Driver, result: Outcome) -> None:
     expect = result.expect
     if expect is not None:
         assert result.outcomes and expect.allows(result.outcomes[0]), (
-            f"fault turn ended {result.outcomes} ({result.reason}); expected {expect.outcome}")
+            f"fault turn ended {result.outcomes} ({result.reason}); expected {expect.outcome}"
+        )
         assert expect.at_least - 1e-6 <= result.seconds <= bound(driver, expect), (
-            f"resolved in {result.seconds:.2f} s; expected {expect.at_least}..{expect.within} s ({result.reason})")
+            f"resolved in {result.seconds:.2f} s; expected {expect.at_least}..{expect.within} s ({result.reason})"
+        )
     assert not result.problems, result.problems
     assert not result.rig.violations, result.rig.violations
     assert not result.lost, f"streamed text missing from history: {result.lost}"
     if result.usable is not None:
-        assert result.usable, f"the session is not usable after the fault: {result.rig.outcomes(result.sid)}, " \
-                              f"{result.rig.reasons(result.sid)}"
+        assert result.usable, (
+            f"the session is not usable after the fault: {result.rig.outcomes(result.sid)}, "
+            f"{result.rig.reasons(result.sid)}"
+        )
 
 
 # ---- scenarios ---------------------------------------------------------------------------
@@ -144,6 +165,7 @@ async def simple_fault(driver: Driver, scenario: str) -> Outcome:
 
 async def recovery_fails(driver: Driver, scenario: str) -> Outcome:
     """Permission loss starts a recovery whose reconnect raises (the network dropped)."""
+
     async def drop() -> None:
         raise BackendError("network unreachable (simulated drop during resume)")
 
@@ -175,8 +197,11 @@ async def stop_during_recovery(driver: Driver, scenario: str) -> Outcome:
     start = rig.now()
     await rig.manager.stop(sid)
     gate.set()
-    await rig.until(lambda: rig.at_rest(sid) and not session.connecting, bound(driver, driver.expect[scenario]) + 5.0,
-                    "the stopped recovery to settle")
+    await rig.until(
+        lambda: rig.at_rest(sid) and not session.connecting,
+        bound(driver, driver.expect[scenario]) + 5.0,
+        "the stopped recovery to settle",
+    )
     seconds = rig.now() - start
     await asyncio.wait_for(rig.manager.idle(), 15.0)  # the recovery task has seen the Stop
     result = Outcome(rig, sid, rig.outcomes(sid), seconds, rig.reasons(sid)[0], driver.expect[scenario])
@@ -190,8 +215,11 @@ async def sigkill_mid_tool(driver: Driver, scenario: str) -> Outcome:
     rig = driver.rig()
     sid = await driver.new_session(rig)
     await rig.manager.send(sid, driver.prompt(scenario))
-    await rig.until(lambda: bool(rig.manager.session(sid).turn and rig.manager.session(sid).turn.active_tools),
-                    30.0, "a tool to run")
+    await rig.until(
+        lambda: bool(rig.manager.session(sid).turn and rig.manager.session(sid).turn.active_tools),
+        30.0,
+        "a tool to run",
+    )
     start = rig.now()
     if not driver.virtual:  # the demo's script crashes by itself
         await driver.kill_agent(rig, sid)
@@ -212,8 +240,9 @@ async def restart_mid_turn(driver: Driver, scenario: str) -> Outcome:
     start = rig.now()
     session = rig.manager.session(sid)
     expect = driver.expect[scenario]
-    await rig.until(lambda: rig.at_rest(sid) and bool(session.turns), bound(driver, expect) + 5.0,
-                    "the adopted turn to end")
+    await rig.until(
+        lambda: rig.at_rest(sid) and bool(session.turns), bound(driver, expect) + 5.0, "the adopted turn to end"
+    )
     result = Outcome(rig, sid, rig.outcomes(sid), rig.now() - start, rig.reasons(sid)[0], expect)
     offered = session.interrupted_prompt == prompt
     result.note = f"{one_line(rig.reasons(sid)[0], 80)}; resend offered: {'yes' if offered else 'NO'}"
@@ -265,17 +294,32 @@ async def twenty_sessions(driver: Driver, scenario: str) -> Outcome:
     limit = max(bound(driver, driver.expect[f]) for f in faults) + 10.0
     await rig.until(lambda: all(rig.at_rest(s) and turns(rig, s) for s in sids), limit, "all 20 sessions to end")
     seconds = rig.now() - start
-    wrong = [(s, f, rig.outcomes(s), rig.reasons(s)) for s, f in zip(sids, plan, strict=True)
-             if not driver.expect[f].allows(rig.outcomes(s)[0])]
+    wrong = [
+        (s, f, rig.outcomes(s), rig.reasons(s))
+        for s, f in zip(sids, plan, strict=True)
+        if not driver.expect[f].allows(rig.outcomes(s)[0])
+    ]
     lost = [piece for s in sids for piece in rig.lost_text(s)]
     counts = Counter(rig.outcomes(s)[0] for s in sids)
     followed = await asyncio.gather(*[follow_up(driver, rig, s) for s in sids], return_exceptions=True)
     usable = sum(1 for f in followed if f is True)
-    unusable = [(s, f, rig.outcomes(s), rig.reasons(s)[1:], o)
-                for s, f, o in zip(sids, plan, followed, strict=True) if o is not True]
+    unusable = [
+        (s, f, rig.outcomes(s), rig.reasons(s)[1:], o)
+        for s, f, o in zip(sids, plan, followed, strict=True)
+        if o is not True
+    ]
     summary = " ".join(f"{k}×{v}" for k, v in sorted(counts.items()))
-    result = Outcome(rig, sids[0], [summary], seconds, "", None, usable=usable == len(sids), lost=lost,
-                     note=f"{len(faults)} faults round-robin; {usable}/20 usable after")
+    result = Outcome(
+        rig,
+        sids[0],
+        [summary],
+        seconds,
+        "",
+        None,
+        usable=usable == len(sids),
+        lost=lost,
+        note=f"{len(faults)} faults round-robin; {usable}/20 usable after",
+    )
     result.problems += [f"{s} ({f}) ended {o}: {r}" for s, f, o, r in wrong]
     result.problems += [f"{s} ({f}) not usable after: {o} {r} {e!r}" for s, f, o, r, e in unusable]
     return result

@@ -24,8 +24,11 @@ RUNNERS = {**SCENARIO_RUNNERS, STOP_DURING_TOOL: stop_during_tool}
 
 def _cells() -> list[object]:
     registered = "copilot" in BACKENDS
-    names = [s for s in [*SCENARIOS, STOP_DURING_TOOL]
-             if s in CopilotDriver.prompts and (not registered or s not in SCENARIOS)]
+    names = [
+        s
+        for s in [*SCENARIOS, STOP_DURING_TOOL]
+        if s in CopilotDriver.prompts and (not registered or s not in SCENARIOS)
+    ]
     marks = [*CopilotDriver.marks, pytest.mark.timeout(CopilotDriver.timeout)]
     return [pytest.param(name, marks=marks, id=f"{name}-copilot") for name in names]
 

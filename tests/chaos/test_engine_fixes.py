@@ -40,8 +40,12 @@ class SlowAbortBackend:
     async def send(self, prompt):
         self.log.append(f"send {prompt}")
         if prompt == "second":
-            for kind, data in ((EventType.TURN_START, {}), (EventType.MESSAGE, {"messageId": "m2", "content": "ok"}),
-                               (EventType.TURN_END, {}), (EventType.SESSION_IDLE, {})):
+            for kind, data in (
+                (EventType.TURN_START, {}),
+                (EventType.MESSAGE, {"messageId": "m2", "content": "ok"}),
+                (EventType.TURN_END, {}),
+                (EventType.SESSION_IDLE, {}),
+            ):
                 self.sink(AgentEvent(kind, data))
 
     async def abort(self):
@@ -67,8 +71,9 @@ class SlowAbortBackend:
         return None
 
 
-def _manager(tmp_path: Path, log: list[str], release: asyncio.Event | None,
-             made: list[SlowAbortBackend] | None = None) -> tuple[SessionManager, FakeClock]:
+def _manager(
+    tmp_path: Path, log: list[str], release: asyncio.Event | None, made: list[SlowAbortBackend] | None = None
+) -> tuple[SessionManager, FakeClock]:
     clock = FakeClock()
     settings = Settings(_env_file=None, state_dir=tmp_path, stop_grace_seconds=0.2)  # type: ignore[call-arg]
     catalog = AgentCatalog({"fake": AgentConfig(name="fake", kind="demo")})

@@ -22,8 +22,9 @@ def _cells() -> list[object]:
     cells = []
     for backend, driver in BACKENDS.items():
         for scenario in SCENARIOS:
-            runnable = scenario in driver.prompts or (scenario == "twenty-sessions"
-                                                      and scenario not in driver.not_applicable)
+            runnable = scenario in driver.prompts or (
+                scenario == "twenty-sessions" and scenario not in driver.not_applicable
+            )
             if runnable:
                 marks = [*driver.marks, pytest.mark.timeout(driver.timeout)]
                 cells.append(pytest.param(scenario, backend, marks=marks, id=f"{scenario}-{backend}"))

@@ -30,8 +30,15 @@ def dashboard(state: Path, agents: dict[str, AgentConfig], default: str, **setti
     config = Settings(_env_file=None, **options)  # type: ignore[call-arg]
     catalog = AgentCatalog({"demo": demo_agent(), **agents})
     manager = SessionManager(config, catalog, SystemClock())
-    return PolypilotApp(config, catalog, manager, manager.clock, theme_dirs=[BUNDLED_DIR],
-                        keymap_file=state / "no-keymap.toml", attach=attach_persistence)
+    return PolypilotApp(
+        config,
+        catalog,
+        manager,
+        manager.clock,
+        theme_dirs=[BUNDLED_DIR],
+        keymap_file=state / "no-keymap.toml",
+        attach=attach_persistence,
+    )
 
 
 async def send(pilot: Pilot[Any], text: str) -> None:

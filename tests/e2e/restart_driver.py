@@ -35,8 +35,7 @@ def emit(kind: str, **data: Any) -> None:
 
 
 def history(session: Session) -> list[dict[str, Any]]:
-    return [{"kind": item.kind.value, "text": item.text, "interrupted": item.interrupted}
-            for item in session.history]
+    return [{"kind": item.kind.value, "text": item.text, "interrupted": item.interrupted} for item in session.history]
 
 
 async def until(condition: Callable[[], bool], seconds: float, what: str) -> float:
@@ -88,8 +87,13 @@ async def fresh(state_dir: Path) -> int:
         return len(facts["draft"].split()) >= 6 and facts["in_flight"] and facts["recorded_deltas"] >= 6
 
     await until(flushed, 25, "streamed text on disk")
-    emit("ready", session_id=sid, history=history(manager.session(sid)),
-         recording=str(recorder.path(sid)) if recorder else "", **facts)
+    emit(
+        "ready",
+        session_id=sid,
+        history=history(manager.session(sid)),
+        recording=str(recorder.path(sid)) if recorder else "",
+        **facts,
+    )
     await asyncio.sleep(120)  # the test SIGKILLs us mid-turn long before this ends
     emit("error", message="not killed")
     return 1
@@ -104,21 +108,38 @@ async def restore(state_dir: Path, resend: bool) -> int:
         return 1
     sid = restored.ids[0]
     session = manager.session(sid)
-    emit("restored", session_id=sid, mid_turn=sid in restored.mid_turn, history=history(session),
-         status=manager.view(sid).status.value, agent_session_id=session.agent_session_id,
-         recording=str(persistence.recorder.path(sid) or "") if persistence.recorder else "")
+    emit(
+        "restored",
+        session_id=sid,
+        mid_turn=sid in restored.mid_turn,
+        history=history(session),
+        status=manager.view(sid).status.value,
+        agent_session_id=session.agent_session_id,
+        recording=str(persistence.recorder.path(sid) or "") if persistence.recorder else "",
+    )
     await until(lambda: session.turn is None, 40, "end of the resumed turn")
     last = session.last_outcome
-    emit("outcome", seconds=round(time.monotonic() - started, 2), status=manager.view(sid).status.value,
-         outcome=last.outcome.value if last else "", reason=last.reason if last else "",
-         interrupted_prompt=session.interrupted_prompt, history=history(session))
+    emit(
+        "outcome",
+        seconds=round(time.monotonic() - started, 2),
+        status=manager.view(sid).status.value,
+        outcome=last.outcome.value if last else "",
+        reason=last.reason if last else "",
+        interrupted_prompt=session.interrupted_prompt,
+        history=history(session),
+    )
     if resend:
         turns = len(session.turns)
         ok = await manager.resend_interrupted(sid)
         await until(lambda: len(session.turns) > turns and session.turn is None, 30, "end of the resent turn")
         last = session.last_outcome
-        emit("resent", ok=ok, outcome=last.outcome.value if last else "", status=manager.view(sid).status.value,
-             history=history(session))
+        emit(
+            "resent",
+            ok=ok,
+            outcome=last.outcome.value if last else "",
+            status=manager.view(sid).status.value,
+            history=history(session),
+        )
     await manager.shutdown()
     await persistence.close()
     emit("closed", recording=str(persistence.recorder.path(sid) or "") if persistence.recorder else "")

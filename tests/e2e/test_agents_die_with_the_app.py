@@ -43,16 +43,26 @@ def gone_after_sigkill(app: subprocess.Popen[bytes] | subprocess.Popen[str], hom
 
 
 @pytest.mark.parametrize("kill", range(2))
-def test_the_cli_of_a_sigkilled_run_dies_within_a_second(copilot_cli: Path, model_server: ModelServer,
-                                                         tmp_path: Path, kill: int) -> None:
+def test_the_cli_of_a_sigkilled_run_dies_within_a_second(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path, kill: int
+) -> None:
     agents = tmp_path / "agents.toml"
     agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
     env = run_env(tmp_path / "state", agents)
-    app = subprocess.Popen([sys.executable, "-m", "polypilot_tui.cli", "run", "HANG forever"], cwd=ROOT, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    app = subprocess.Popen(
+        [sys.executable, "-m", "polypilot_tui.cli", "run", "HANG forever"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     try:
-        wait_until(lambda: any("HANG" in r.last.text for r in model_server.model_requests()), 90,
-                   "the CLI to send the prompt to the (hanging) model")
+        wait_until(
+            lambda: any("HANG" in r.last.text for r in model_server.model_requests()),
+            90,
+            "the CLI to send the prompt to the (hanging) model",
+        )
         assert copilot_processes(copilot_cli, ancestor=app.pid)
         took = gone_after_sigkill(app, tmp_path / "copilot-home")
     finally:
@@ -62,16 +72,20 @@ def test_the_cli_of_a_sigkilled_run_dies_within_a_second(copilot_cli: Path, mode
     assert took < 2.0, f"the Copilot CLI outlived the app by {took:.2f} s"
 
 
-def test_the_cli_of_a_sigkilled_dashboard_dies_within_a_second(copilot_cli: Path, model_server: ModelServer,
-                                                               tmp_path: Path) -> None:
+def test_the_cli_of_a_sigkilled_dashboard_dies_within_a_second(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
     agents = tmp_path / "agents.toml"
     agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
     state = tmp_path / "state"
     dashboard = Dashboard(run_env(state, agents))  # its first session is a Copilot one: the CLI starts
     try:
         dashboard.wait_for_lock(state, 90)
-        wait_until(lambda: copilot_processes(copilot_cli, ancestor=dashboard.proc.pid), 90,
-                   "the dashboard's Copilot CLI to start")
+        wait_until(
+            lambda: copilot_processes(copilot_cli, ancestor=dashboard.proc.pid),
+            90,
+            "the dashboard's Copilot CLI to start",
+        )
         took = gone_after_sigkill(dashboard.proc, tmp_path / "copilot-home")
     finally:
         dashboard.close()
@@ -91,16 +105,19 @@ async def test_a_shell_tool_dies_with_a_sigkilled_cli(copilot_cli: Path, tmp_pat
             request = await sink.wait("permission.requested")
             await backend.answer_permission(request.text("requestId"), ALLOW_ONCE)
             await sink.wait("tool.execution_start")
-            sleeps = await asyncio.to_thread(wait_until, lambda: tool_processes(home, tool), 30,
-                                             "the shell tool to start")
+            sleeps = await asyncio.to_thread(
+                wait_until, lambda: tool_processes(home, tool), 30, "the shell tool to start"
+            )
             cli = backend.pid
-            assert cli is not None and all(os.getsid(p) != os.getsid(cli) for p in sleeps), \
+            assert cli is not None and all(os.getsid(p) != os.getsid(cli) for p in sleeps), (
                 "the tool no longer leaves the CLI's session: this test no longer shows the escape"
+            )
             await asyncio.sleep(2 * SCAN)  # the leash's watcher looks at new processes every SCAN s
             os.kill(cli, signal.SIGKILL)
             began = time.monotonic()
-            await asyncio.to_thread(wait_until, lambda: not any(alive(p) for p in sleeps), 30,
-                                    "the tool to die with the CLI")
+            await asyncio.to_thread(
+                wait_until, lambda: not any(alive(p) for p in sleeps), 30, "the tool to die with the CLI"
+            )
             assert time.monotonic() - began < 2.0
         finally:
             await backend.close()

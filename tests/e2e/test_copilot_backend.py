@@ -119,8 +119,9 @@ async def test_hanging_model_abort_leaves_session_usable(connected, model_server
     assert "echo: are you back" in sink.messages(mark)
 
 
-async def test_sigkill_mid_turn_then_resume_keeps_history(agent: AgentConfig, tmp_path: Path,
-                                                          model_server: ModelServer) -> None:
+async def test_sigkill_mid_turn_then_resume_keeps_history(
+    agent: AgentConfig, tmp_path: Path, model_server: ModelServer
+) -> None:
     first, sink = make_backend(agent, tmp_path / "s1")
     await first.connect(None)
     await first.send("remember the word PELICAN")
@@ -174,8 +175,9 @@ async def test_pending_permission_survives_a_restart(agent: AgentConfig, tmp_pat
         await second.close()
 
 
-async def test_killed_mid_tool_resume_reports_the_lost_turn(agent: AgentConfig, tmp_path: Path,
-                                                            model_server: ModelServer) -> None:
+async def test_killed_mid_tool_resume_reports_the_lost_turn(
+    agent: AgentConfig, tmp_path: Path, model_server: ModelServer
+) -> None:
     model_server.settings = replace(model_server.settings, sleep_cmd="sleep 30")
     first, sink = make_backend(agent, tmp_path / "s1")
     await first.connect(None)

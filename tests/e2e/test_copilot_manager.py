@@ -55,15 +55,15 @@ def manager(managers: MakeManager) -> SessionManager:
 async def settled(manager: SessionManager, sid: str, turns: int, timeout: float = 45) -> float:
     """Until the session has ended ``turns`` turns and is at rest."""
     session = manager.session(sid)
-    return await until(lambda: session.turn is None and len(session.turns) >= turns, timeout,
-                       f"turn {turns} of {sid} to end")
+    return await until(
+        lambda: session.turn is None and len(session.turns) >= turns, timeout, f"turn {turns} of {sid} to end"
+    )
 
 
 async def pending(manager: SessionManager, sid: str) -> str:
     """The id of the permission request the session waits on."""
     session = manager.session(sid)
-    await until(lambda: session.turn is not None and bool(session.turn.pending_permissions), 30,
-                "a permission request")
+    await until(lambda: session.turn is not None and bool(session.turn.pending_permissions), 30, "a permission request")
     assert session.turn is not None
     [request_id] = list(session.turn.pending_permissions)
     return request_id
@@ -76,8 +76,9 @@ async def test_tool_turn_asks_permission_then_runs(manager: SessionManager) -> N
     request_id = await pending(manager, sid)
     view = manager.view(sid)
     assert view.status.value == "awaiting_permission"
-    assert view.pending_permission is not None and "echo hi" in (view.pending_permission.detail
-                                                                  + view.pending_permission.title)
+    assert view.pending_permission is not None and "echo hi" in (
+        view.pending_permission.detail + view.pending_permission.title
+    )
     await manager.answer_permission(sid, request_id, ALLOW_ONCE)
     await settled(manager, sid, 1)
     assert manager.session(sid).last_outcome.outcome is Outcome.COMPLETED
@@ -147,8 +148,7 @@ async def test_stop_mid_tool_closes_the_tool_and_the_session_works(managers: Mak
     assert not any(i.tool_status == "running" for i in manager.history(sid) if i.kind is ItemKind.TOOL)
 
 
-async def test_stop_while_a_permission_prompt_is_open(manager: SessionManager,
-                                                      model_server: ModelServer) -> None:
+async def test_stop_while_a_permission_prompt_is_open(manager: SessionManager, model_server: ModelServer) -> None:
     sid = await manager.create_session(AGENT)
     session = manager.session(sid)
     await manager.send(sid, "TOOL CMD=`echo must-not-run`")

@@ -47,17 +47,22 @@ class CopilotDriver(Driver):
         import queue
         import threading
 
-        self.proc = subprocess.Popen([sys.executable, "-m", DRIVER_MODULE, *args], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", DRIVER_MODULE, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
         threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr or []), daemon=True).start()
 
 
-async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server: ModelServer,
-                                                 tmp_path: Path) -> None:
+async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server: ModelServer, tmp_path: Path) -> None:
     state = tmp_path / "state"
     agents = tmp_path / "agents.toml"
     agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
@@ -90,7 +95,7 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
         assert restored["session_id"] == sid and restored["mid_turn"]
         assert restored["agent_session_id"] == saved["agent_session_id"]
         history = as_rows(restored["history"])
-        assert history[:len(rows)] == rows  # everything written through is back
+        assert history[: len(rows)] == rows  # everything written through is back
         assert history[len(rows)] == ("assistant", draft, True)  # the partial reply, marked interrupted
 
         outcome = second.expect("outcome", 45)
@@ -98,9 +103,10 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
         assert outcome["agent_session_id"] == saved["agent_session_id"], "restored by resuming, not replacing"
         if outcome["outcome"] != "completed":  # reported interrupted, with a one-key resend
             assert outcome["interrupted_prompt"] == "now tell me something SLOW", outcome
-            assert any(h["kind"] == "error" and "interrupted by an app restart" in h["text"]
-                       for h in outcome["history"]), outcome["history"]
-        assert as_rows(outcome["history"])[:len(rows) + 1] == history[:len(rows) + 1]
+            assert any(
+                h["kind"] == "error" and "interrupted by an app restart" in h["text"] for h in outcome["history"]
+            ), outcome["history"]
+        assert as_rows(outcome["history"])[: len(rows) + 1] == history[: len(rows) + 1]
 
         before = len(model_server.model_requests())
         asked = second.expect("asked", 60)
@@ -123,8 +129,9 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
     assert not home_processes(tmp_path / "copilot-home"), "a CLI (or its child) outlived the app"
 
 
-async def test_sigkill_app_at_a_permission_prompt_then_the_turn_resumes(copilot_cli: Path, model_server: ModelServer,
-                                                                         tmp_path: Path) -> None:
+async def test_sigkill_app_at_a_permission_prompt_then_the_turn_resumes(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
     state = tmp_path / "state"
     agents = tmp_path / "agents.toml"
     agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
@@ -155,8 +162,9 @@ async def test_sigkill_app_at_a_permission_prompt_then_the_turn_resumes(copilot_
     assert not home_processes(tmp_path / "copilot-home")
 
 
-async def test_recording_of_a_real_turn_replays_to_the_live_statuses(copilot_cli: Path, model_server: ModelServer,
-                                                                     tmp_path: Path) -> None:
+async def test_recording_of_a_real_turn_replays_to_the_live_statuses(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
     manager = make_manager(copilot_cli, model_server, tmp_path, record=True)
     persistence = attach_persistence(manager, manager.settings)
     statuses = StatusLog(manager)
@@ -180,8 +188,14 @@ async def test_recording_of_a_real_turn_replays_to_the_live_statuses(copilot_cli
         await persistence.close()
     live = statuses.since(sid)
 
-    replay = subprocess.run([sys.executable, "-m", "polypilot_tui.cli", "replay", "--json", str(recording)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ})
+    replay = subprocess.run(
+        [sys.executable, "-m", "polypilot_tui.cli", "replay", "--json", str(recording)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+    )
     assert replay.returncode == 0, replay.stderr
     timeline = [json.loads(line) for line in replay.stdout.splitlines()]
     replayed = [t["status"] for t in timeline if "status" in t]
@@ -194,8 +208,9 @@ async def test_recording_of_a_real_turn_replays_to_the_live_statuses(copilot_cli
     assert "awaiting_permission" in live and "stopped" in live
 
 
-async def test_restored_turn_recording_keeps_the_resume_hints(copilot_cli: Path, model_server: ModelServer,
-                                                              tmp_path: Path) -> None:
+async def test_restored_turn_recording_keeps_the_resume_hints(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
     first = make_manager(copilot_cli, model_server, tmp_path, record=True)
     persistence = attach_persistence(first, first.settings)
     sid = await first.create_session(AGENT)

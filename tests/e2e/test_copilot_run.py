@@ -35,8 +35,15 @@ def setup(copilot_cli: Path, model_server: ModelServer, tmp_path: Path) -> tuple
 
 
 def run(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*POLYPILOT, "run", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*POLYPILOT, "run", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_tool_prompt_exits_0_with_the_tool_output(setup: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
@@ -56,12 +63,19 @@ def test_without_allow_tools_the_prompt_is_refused_not_hung(setup: tuple[Path, d
     assert "1 permission request was refused: " in done.stderr
 
 
-def test_ctrl_c_stops_the_turn_and_exits_4_with_no_cli_left(setup: tuple[Path, dict[str, str]],
-                                                          tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_turn_and_exits_4_with_no_cli_left(setup: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     import signal
+
     _, env = setup
-    proc = subprocess.Popen([*POLYPILOT, "run", "SLOW please"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*POLYPILOT, "run", "SLOW please"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert proc.stdout is not None
         first = proc.stdout.read(12)  # the reply is streaming
@@ -82,8 +96,13 @@ def test_json_prints_jsonl(setup: tuple[Path, dict[str, str]]) -> None:
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     assert lines and all(isinstance(obj, dict) for obj in lines)
     types = [obj.get("type") for obj in lines]
-    for kind in ("user.message", "tool.execution_start", "tool.execution_complete", "assistant.message",
-                 "session.idle"):
+    for kind in (
+        "user.message",
+        "tool.execution_start",
+        "tool.execution_complete",
+        "assistant.message",
+        "session.idle",
+    ):
         assert kind in types, f"{kind} missing from {types}"
     assert lines[-1] == {"turn_end": "completed", "reason": "session.idle", "refused_permissions": [], "exit_code": 0}
     biggest = max(done.stdout.splitlines(), key=len)
@@ -91,8 +110,9 @@ def test_json_prints_jsonl(setup: tuple[Path, dict[str, str]]) -> None:
     assert KEY not in done.stdout
 
 
-def test_hanging_model_exits_nonzero_within_10s_and_leaves_no_cli(setup: tuple[Path, dict[str, str]],
-                                                                   model_server: ModelServer, tmp_path: Path) -> None:
+def test_hanging_model_exits_nonzero_within_10s_and_leaves_no_cli(
+    setup: tuple[Path, dict[str, str]], model_server: ModelServer, tmp_path: Path
+) -> None:
     """On an idle machine the whole run takes ~7.7 s: 5 s tier + SDK import (1.3 s) + CLI
     handshake (1 s) + exit. Start-up is CPU-bound and doubles when another xdist worker
     starts CLIs at the same moment, so the 10 s is held from the moment the model hangs
@@ -100,8 +120,15 @@ def test_hanging_model_exits_nonzero_within_10s_and_leaves_no_cli(setup: tuple[P
     cli, env = setup
     env = {**env, "POLYPILOT_WATCHDOG__INACTIVITY": "5"}
     began = time.monotonic()
-    proc = subprocess.Popen([*POLYPILOT, "run", "HANG forever"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*POLYPILOT, "run", "HANG forever"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         seen: list[int] = []
         while not seen and proc.poll() is None and time.monotonic() - began < 30:

@@ -25,16 +25,21 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 SIZE = (150, 50)
 
 
-async def test_a_copilot_session_from_prompt_to_restore(copilot_cli: Path, model_server: ModelServer,
-                                                        tmp_path: Path) -> None:
+async def test_a_copilot_session_from_prompt_to_restore(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
     state = tmp_path / "state"
     agents = {"copilot": catalog_entry(copilot_cli, model_server, tmp_path)}
     app = dashboard(state, agents, "copilot", stop_grace_seconds=8)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected is not None, what="the first session")
         sid = app.selected
-        await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT,
-                       what="the Copilot CLI connected")
+        await wait_for(
+            pilot,
+            lambda: app.manager.view(sid).status is SessionStatus.IDLE,
+            timeout=AGENT_WAIT,
+            what="the Copilot CLI connected",
+        )
 
         # A prompt and its reply: the reply streams in (the freeze kept "Sending…" forever).
         await send(pilot, "hello from the dashboard")
@@ -68,7 +73,7 @@ async def test_a_copilot_session_from_prompt_to_restore(copilot_cli: Path, model
         await pilot.press("ctrl+r")
         await see(pilot, "Session reconnected: resumed")
         await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
-        await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what="the status no longer \"Stopped\"")
+        await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what='the status no longer "Stopped"')
         await send(pilot, "after the reconnect")
         await see(pilot, "echo: after the reconnect")
         await wait_for(pilot, lambda: app.manager.view(sid).turns == 4, timeout=AGENT_WAIT)

@@ -37,8 +37,14 @@ class Driver:
     def __init__(self, *args: str) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("POLYPILOT_STATE_DIR", None)
-        self.proc = subprocess.Popen([sys.executable, str(DRIVER), *args], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -76,8 +82,9 @@ def written_through(state: Path, sid: str) -> tuple[list[tuple[str, str, bool]],
     """History rows and the streaming draft the killed process left in history.db."""
     conn = sqlite3.connect(f"file:{state / 'history.db'}?mode=ro", uri=True)
     try:
-        rows = conn.execute("SELECT kind, text, interrupted FROM items WHERE session_id=? ORDER BY idx",
-                            (sid,)).fetchall()
+        rows = conn.execute(
+            "SELECT kind, text, interrupted FROM items WHERE session_id=? ORDER BY idx", (sid,)
+        ).fetchall()
         draft = conn.execute("SELECT text FROM drafts WHERE session_id=?", (sid,)).fetchone()
     finally:
         conn.close()
@@ -114,7 +121,7 @@ async def test_sigkill_mid_turn_then_restore_and_resend(tmp_path: Path) -> None:
         assert restored["session_id"] == sid and restored["mid_turn"]
         assert restored["agent_session_id"] == saved["agent_session_id"]  # resumed, not replaced
         history = as_rows(restored["history"])
-        assert history[:len(rows)] == rows  # everything written through is back
+        assert history[: len(rows)] == rows  # everything written through is back
         assert history[len(rows)] == ("assistant", draft, True)  # the partial reply, marked interrupted
 
         outcome = second.expect("outcome", 45)
@@ -135,13 +142,24 @@ async def test_sigkill_mid_turn_then_restore_and_resend(tmp_path: Path) -> None:
 
     # After a clean exit the registry says idle, and the second run's recording replays the
     # restore: the lost turn is reported as failed, the resend completes.
-    status = subprocess.run([str(POLYPILOT), "status", "--json"], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "POLYPILOT_STATE_DIR": str(state)}, check=True)
+    status = subprocess.run(
+        [str(POLYPILOT), "status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "POLYPILOT_STATE_DIR": str(state)},
+        check=True,
+    )
     doc = json.loads(status.stdout)
     assert doc["app_running"] is False
     assert [(s["id"], s["status"], s["interrupted"]) for s in doc["sessions"]] == [(sid, "idle", False)]
     trace = Path(closed["recording"]).read_text().splitlines()
-    assert json.loads(trace[0])["restore"] == {"mid_turn": True, "prompt": "!slow", "interrupted_tool": False,
-                                               "still_processing": False, "lost_turn": True}
+    assert json.loads(trace[0])["restore"] == {
+        "mid_turn": True,
+        "prompt": "!slow",
+        "interrupted_tool": False,
+        "still_processing": False,
+        "lost_turn": True,
+    }
     replayed = await run_trace(trace)
     assert [t["turn_end"] for t in replayed.timeline if "turn_end" in t] == ["failed", "completed"]

@@ -22,8 +22,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 ROOT = Path(__file__).parents[2]
 
 
-async def test_polypilot_in_tmux_with_the_copilot_cli(copilot_cli: Path, model_server: ModelServer,
-                                                     tmp_path: Path) -> None:
+async def test_polypilot_in_tmux_with_the_copilot_cli(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
     state = tmp_path / "state"
     agents = tmp_path / "agents.toml"
     agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))

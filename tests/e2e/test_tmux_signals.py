@@ -123,8 +123,10 @@ def running(pid: int) -> bool:
         return False
 
 
-CONTROLLING = ("import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-               "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+CONTROLLING = (
+    "import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 """Start the app as the session leader of a terminal it controls, as a terminal window does."""
 
 
@@ -133,8 +135,14 @@ def test_a_hung_up_terminal_ends_the_app_with_129_not_a_crash(tmp_path: Path) ->
     writing to a hung-up terminal fails, and a failed flush at exit would make it 120."""
     state = tmp_path / "state"
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", CONTROLLING, "-m", "polypilot_tui.cli"], cwd=ROOT,
-                            env=environment(state), stdin=slave, stdout=slave, stderr=slave)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONTROLLING, "-m", "polypilot_tui.cli"],
+        cwd=ROOT,
+        env=environment(state),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+    )
     os.close(slave)
     screen = bytearray()
 

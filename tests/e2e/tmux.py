@@ -46,15 +46,22 @@ class Terminal:
         self.start(command)
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.tmux, "-L", self.socket, "-f", str(self.config), *args], capture_output=True,
-                              text=True, check=check, env=self.env, timeout=30)
+        return subprocess.run(
+            [self.tmux, "-L", self.socket, "-f", str(self.config), *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            env=self.env,
+            timeout=30,
+        )
 
     def start(self, command: Sequence[str]) -> None:
         """Run ``command`` in a fresh window (the server starts with the first one)."""
         width, height = self.size
         line = " ".join(_quote(part) for part in command)
-        self._run("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "-c", str(self.cwd),
-                  f"exec {line}")
+        self._run(
+            "new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "-c", str(self.cwd), f"exec {line}"
+        )
         self._run("set-option", "-t", "main", "remain-on-exit", "on")
 
     def keys(self, *keys: str) -> None:
@@ -131,4 +138,5 @@ class Terminal:
 
 def _quote(part: str) -> str:
     import shlex
+
     return shlex.quote(part)

@@ -49,23 +49,41 @@ def clean_env(state: Path, **extra: str) -> dict[str, str]:
 
 def polypilot(env: dict[str, str], *args: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Run one polypilot command to its end (bounded)."""
-    return subprocess.run([*POLYPILOT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, **kwargs)
+    return subprocess.run(
+        [*POLYPILOT, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        **kwargs,
+    )
 
 
 def toml_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def fake_agents_file(path: Path, *, name: str = "fake", env: dict[str, str] | None = None,
-                     api_key_env: str | None = None, shell: str | None = None) -> Path:
+def fake_agents_file(
+    path: Path,
+    *,
+    name: str = "fake",
+    env: dict[str, str] | None = None,
+    api_key_env: str | None = None,
+    shell: str | None = None,
+) -> Path:
     """An agents file with the fake ACP agent (``shell``: run it through ``sh -c`` so it has a child)."""
     if shell is not None:
         command, args = "/bin/sh", ["-c", shell.format(agent=f"{sys.executable} {FAKE_AGENT}")]
     else:
         command, args = sys.executable, [str(FAKE_AGENT)]
-    lines = [f"[{name}]", 'kind = "acp"', f"command = {toml_string(command)}",
-             "args = [" + ", ".join(toml_string(a) for a in args) + "]"]
+    lines = [
+        f"[{name}]",
+        'kind = "acp"',
+        f"command = {toml_string(command)}",
+        "args = [" + ", ".join(toml_string(a) for a in args) + "]",
+    ]
     if env:
         lines.append("env = { " + ", ".join(f"{k} = {toml_string(v)}" for k, v in env.items()) + " }")
     if api_key_env:
@@ -115,8 +133,9 @@ class Dashboard:
 
     def __init__(self, env: dict[str, str]) -> None:
         master, slave = pty.openpty()
-        self.proc = subprocess.Popen(POLYPILOT, cwd=ROOT, env=env, stdin=slave, stdout=slave, stderr=slave,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            POLYPILOT, cwd=ROOT, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+        )
         os.close(slave)
         self._master = master
         self.screen = bytearray()
@@ -136,8 +155,11 @@ class Dashboard:
         os.write(self._master, keys)
 
     def wait_for_lock(self, state: Path, timeout: float = 60) -> None:
-        wait_until(lambda: (h := lock_holder(state)) is not None and h.pid == self.proc.pid
-                   or self.proc.poll() is not None, timeout, "the dashboard to take the state folder")
+        wait_until(
+            lambda: (h := lock_holder(state)) is not None and h.pid == self.proc.pid or self.proc.poll() is not None,
+            timeout,
+            "the dashboard to take the state folder",
+        )
         assert self.proc.poll() is None, bytes(self.screen)[-2000:]
 
     def kill(self, sig: int = signal.SIGKILL) -> None:

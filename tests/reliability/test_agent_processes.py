@@ -48,16 +48,21 @@ from tests.reliability.conftest import (
 
 
 def fake_agent(tmp_path: Path, **env: str) -> AgentConfig:
-    return AgentConfig(name="fake", kind="acp", command=sys.executable, args=[str(FAKE_AGENT)],
-                       env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), **env}, cwd=tmp_path)
+    return AgentConfig(
+        name="fake",
+        kind="acp",
+        command=sys.executable,
+        args=[str(FAKE_AGENT)],
+        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), **env},
+        cwd=tmp_path,
+    )
 
 
 # ---- 3: a chatty agent's stderr --------------------------------------------------------------
 async def test_a_chatty_agent_cannot_fill_the_disk_with_its_stderr(tmp_path: Path) -> None:
     events: list[str] = []
     settings = Settings(_env_file=None, state_dir=tmp_path / "state", stop_grace_seconds=2.0)  # type: ignore[call-arg]
-    backend = AcpBackend(fake_agent(tmp_path), lambda e: events.append(e.type), SystemClock(), settings,
-                         tmp_path / "w")
+    backend = AcpBackend(fake_agent(tmp_path), lambda e: events.append(e.type), SystemClock(), settings, tmp_path / "w")
     try:
         await asyncio.wait_for(backend.connect(None), 30)
         await backend.send("CHATTY 60")  # 60 MB of log lines during one turn
@@ -69,7 +74,7 @@ async def test_a_chatty_agent_cannot_fill_the_disk_with_its_stderr(tmp_path: Pat
         await backend.close()
     log = tmp_path / "w" / STDERR_LOG
     deadline = time.monotonic() + 30  # the reader writes the tail once the agent has closed stderr
-    while b"the log reached its cap" not in log.read_bytes()[-TAIL_BYTES - 1000:]:
+    while b"the log reached its cap" not in log.read_bytes()[-TAIL_BYTES - 1000 :]:
         assert time.monotonic() < deadline, "no cap marker at the end of the stderr log"
         await asyncio.sleep(0.05)
     size = log.stat().st_size
@@ -80,6 +85,7 @@ async def test_a_chatty_agent_cannot_fill_the_disk_with_its_stderr(tmp_path: Pat
 
 def test_a_second_agent_process_rotates_a_full_stderr_log(tmp_path: Path) -> None:
     from polypilot_tui.agents.stderr_log import AgentStderr
+
     path = tmp_path / STDERR_LOG
     path.write_bytes(b"old\n" * (MAX_LOG_BYTES // 4 + 1))
     stderr = AgentStderr(path)
@@ -173,8 +179,15 @@ def kill_and_time(app: subprocess.Popen[str], pids: list[int]) -> float:
 def test_agents_of_a_sigkilled_run_die_within_a_second(tmp_path: Path, kill: int) -> None:
     agents = fake_agents_file(tmp_path / "a.toml", shell=AGENT_WITH_A_CHILD)
     env = clean_env(tmp_path / "state", POLYPILOT_AGENTS_FILE=str(agents))
-    app = subprocess.Popen([*POLYPILOT, "run", "--json", "--agent", "fake", "CHAOS hang"], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    app = subprocess.Popen(
+        [*POLYPILOT, "run", "--json", "--agent", "fake", "CHAOS hang"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert app.stdout is not None
         line = app.stdout.readline()  # the first event: the agent is up and in its turn
@@ -195,8 +208,11 @@ def test_agents_of_a_sigkilled_dashboard_die_within_a_second(tmp_path: Path) -> 
     dashboard = Dashboard(clean_env(state, POLYPILOT_AGENTS_FILE=str(agents), POLYPILOT_DEFAULT_AGENT="fake"))
     try:
         dashboard.wait_for_lock(state)
-        pids = wait_until(lambda: (p := descendants(dashboard.proc.pid)) and len(p) >= 2 and p, 60,
-                          "the dashboard's first session to start its agent")
+        pids = wait_until(
+            lambda: (p := descendants(dashboard.proc.pid)) and len(p) >= 2 and p,
+            60,
+            "the dashboard's first session to start its agent",
+        )
         took = kill_and_time(dashboard.proc, pids)  # type: ignore[arg-type]
     finally:
         dashboard.close()

@@ -32,8 +32,16 @@ def closed_stdout(env: dict[str, str], *args: str, timeout: float = 60) -> subpr
     read, write = os.pipe()
     os.close(read)
     try:
-        return subprocess.run([*POLYPILOT, *args], cwd=ROOT, env=env, stdout=write, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, text=True, timeout=timeout)
+        return subprocess.run(
+            [*POLYPILOT, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=timeout,
+        )
     finally:
         os.close(write)
 
@@ -41,8 +49,15 @@ def closed_stdout(env: dict[str, str], *args: str, timeout: float = 60) -> subpr
 # ---- a closed stdout ----------------------------------------------------------------------
 def test_run_into_head_stops_the_turn_and_exits_141_without_a_traceback(tmp_path: Path) -> None:
     env = clean_env(tmp_path / "state")
-    run = subprocess.Popen([*POLYPILOT, "run", "--json", "!hang"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    run = subprocess.Popen(
+        [*POLYPILOT, "run", "--json", "!hang"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     head = subprocess.Popen(["head", "-c", "20"], stdin=run.stdout, stdout=subprocess.PIPE, text=True)
     assert run.stdout is not None and run.stderr is not None
     run.stdout.close()  # head holds the only reading end, as in a shell pipeline
@@ -64,8 +79,15 @@ def test_run_into_head_stops_the_turn_and_exits_141_without_a_traceback(tmp_path
 def test_run_stops_a_real_agent_when_its_reader_leaves(tmp_path: Path) -> None:
     agents = fake_agents_file(tmp_path / "a.toml", shell="sleep 300 & exec {agent}")  # the agent has a child
     env = clean_env(tmp_path / "state", POLYPILOT_AGENTS_FILE=str(agents))
-    run = subprocess.Popen([*POLYPILOT, "run", "--json", "--agent", "fake", "SLOW please"], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    run = subprocess.Popen(
+        [*POLYPILOT, "run", "--json", "--agent", "fake", "SLOW please"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     assert run.stdout is not None and run.stderr is not None
     try:
         assert run.stdout.readline()  # the agent is up and in its turn
@@ -84,9 +106,16 @@ def test_run_stops_a_real_agent_when_its_reader_leaves(tmp_path: Path) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("args", [("status",), ("status", "--json"), ("agents",),
-                                  ("replay", str(ROOT / "tests" / "traces" / "pr230_usage_flood.jsonl")),
-                                  ("run", "hello")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status",),
+        ("status", "--json"),
+        ("agents",),
+        ("replay", str(ROOT / "tests" / "traces" / "pr230_usage_flood.jsonl")),
+        ("run", "hello"),
+    ],
+)
 def test_every_command_ends_quietly_when_stdout_is_closed(tmp_path: Path, args: tuple[str, ...]) -> None:
     done = closed_stdout(clean_env(tmp_path / "state"), *args)
     assert done.returncode == EXIT_STDOUT_CLOSED and done.stderr == "", done.stderr

@@ -17,7 +17,8 @@ from tests.reliability.conftest import App, Dashboard, clean_env, db_texts, poly
 
 
 def test_a_second_dashboard_names_the_holder_and_exits_before_drawing_and_status_tells_the_truth(
-        tmp_path: Path, dashboards: Callable[[dict[str, str]], Dashboard]) -> None:
+    tmp_path: Path, dashboards: Callable[[dict[str, str]], Dashboard]
+) -> None:
     state = tmp_path / "state"
     env = clean_env(state)
     first = dashboards(env)
@@ -47,8 +48,13 @@ async def test_two_writers_on_one_folder_never_overwrite_each_other(tmp_path: Pa
     old = App(state)
     sid = await old.manager.create_session("demo", "shared")
     await old.turn(sid, "first question")
-    await until(lambda: db_texts(state, sid) == old.texts(sid) and (state / "sessions.json").exists()
-                and sid in (state / "sessions.json").read_text())  # all of it on disk before the second app
+    await until(
+        lambda: (
+            db_texts(state, sid) == old.texts(sid)
+            and (state / "sessions.json").exists()
+            and sid in (state / "sessions.json").read_text()
+        )
+    )  # all of it on disk before the second app
 
     new = App(state)  # adopts the saved session and claims the folder
     assert new.manager.history(sid) == old.manager.history(sid)

@@ -12,8 +12,9 @@ from tests.reliability.conftest import clean_env, fake_agents_file, polypilot
 def test_a_schema_rejected_update_prints_no_traceback_and_is_logged_once(tmp_path: Path) -> None:
     state = tmp_path / "state"
     agents = fake_agents_file(tmp_path / "agents.toml", env={"FAKE_ACP_STATE": str(tmp_path / "agent-state")})
-    done = polypilot(clean_env(state), "--agents-file", str(agents), "run", "--agent", "fake",
-                     "BADUPDATE then BADUPDATE")
+    done = polypilot(
+        clean_env(state), "--agents-file", str(agents), "run", "--agent", "fake", "BADUPDATE then BADUPDATE"
+    )
     assert done.returncode == 0, done.stderr
     assert "Hello from the fake agent." in done.stdout  # what was usable arrived
     assert "Traceback" not in done.stderr and "ValidationError" not in done.stderr

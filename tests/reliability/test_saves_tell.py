@@ -26,7 +26,8 @@ from tests.ui.helpers import demo_app, notifications, toasts, wait_for
 
 # ---- a read-only state folder ------------------------------------------------------------
 async def test_a_read_only_state_folder_restores_the_history_and_says_it_cannot_save(
-        tmp_path: Path, mounts: Mounts) -> None:
+    tmp_path: Path, mounts: Mounts
+) -> None:
     state = tmp_path / "state"
     first = App(state)
     sid = await first.manager.create_session("demo", "kept")
@@ -51,7 +52,8 @@ async def test_a_read_only_state_folder_restores_the_history_and_says_it_cannot_
 # ---- a history database that cannot be used ------------------------------------------------
 @pytest.mark.parametrize("broken", ["another-schema", "a-folder"])
 async def test_an_unusable_history_database_is_moved_aside_with_a_notice_and_nothing_is_lost(
-        tmp_path: Path, broken: str) -> None:
+    tmp_path: Path, broken: str
+) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     Registry(state).save([SessionRecord("s1", "restored", "demo")], time.time())
@@ -84,9 +86,13 @@ async def test_a_deeply_nested_session_list_is_moved_aside_and_saving_goes_on(tm
     assert app.notices("session list could not be used", "nested deeper than 64 levels", "moved to"), app.told
     assert list(state.glob("sessions.json.corrupt-*"))
     sid = await app.manager.create_session("demo", "new one")
-    await until(lambda: (state / "sessions.json").exists()
-                and sid in [s["id"] for s in json.loads((state / "sessions.json").read_text())["sessions"]],
-                what="the new session in the registry")
+    await until(
+        lambda: (
+            (state / "sessions.json").exists()
+            and sid in [s["id"] for s in json.loads((state / "sessions.json").read_text())["sessions"]]
+        ),
+        what="the new session in the registry",
+    )
     await app.close()
 
 
@@ -106,7 +112,8 @@ def fill(folder: Path) -> Path:
 
 
 async def test_a_full_disk_is_told_once_and_the_waiting_rows_are_saved_when_space_returns(
-        tmp_path: Path, mounts: Mounts) -> None:
+    tmp_path: Path, mounts: Mounts
+) -> None:
     state = mounts.tmpfs(tmp_path / "state", "4m")
     app = App(state)
     sid = await app.manager.create_session("demo", "on a small disk")
@@ -126,7 +133,8 @@ async def test_a_full_disk_is_told_once_and_the_waiting_rows_are_saved_when_spac
 
 
 async def test_quitting_on_a_full_disk_keeps_the_rows_and_the_next_start_writes_them_back(
-        tmp_path: Path, mounts: Mounts, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, mounts: Mounts, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runtime = tmp_path / "runtime"
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     state = mounts.tmpfs(tmp_path / "state", "4m")
@@ -142,7 +150,9 @@ async def test_quitting_on_a_full_disk_keeps_the_rows_and_the_next_start_writes_
     await until(lambda: app.notices("disk is full"), what="the full-disk notice")
     QUIT_NOTES.clear()
     await app.close()
-    assert len(QUIT_NOTES) == 1 and "were kept in" in QUIT_NOTES[0] and "written back at the next start" in QUIT_NOTES[0]
+    assert (
+        len(QUIT_NOTES) == 1 and "were kept in" in QUIT_NOTES[0] and "written back at the next start" in QUIT_NOTES[0]
+    )
     spills = list(runtime.rglob("unsaved-*.json"))
     assert len(spills) == 1 and (spills[0].stat().st_mode & 0o777) == 0o600, spills
     QUIT_NOTES.clear()
@@ -172,15 +182,19 @@ async def test_the_dashboard_shows_each_saving_problem_once_as_a_toast(tmp_path:
     (tmp_path / "history.db").mkdir(parents=True)
     app = demo_app(tmp_path, attach=attach_persistence)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
-        await wait_for(pilot, lambda: any("history.db could not be used" in n for n in notifications(app)),
-                       what="the moved-aside notice")
+        await wait_for(
+            pilot,
+            lambda: any("history.db could not be used" in n for n in notifications(app)),
+            what="the moved-aside notice",
+        )
         shown = [n for n in notifications(app) if "history.db" in n]
         assert len(shown) == 1 and shown[0].startswith("Saving:") and str(tmp_path / "history.db") in shown[0]
         assert [n.severity for n in toasts(app) if "history.db" in n.message] == ["warning"]
 
 
 def test_quitting_the_dashboard_on_a_full_disk_says_where_the_rows_went_and_prints_no_traceback(
-        tmp_path: Path, mounts: Mounts) -> None:
+    tmp_path: Path, mounts: Mounts
+) -> None:
     """The real dashboard on a pty: its log file, its history and its registry all on a disk
     that fills up. Quitting used to lose the rows and print logging's own traceback."""
     state = mounts.tmpfs(tmp_path / "state", "4m")
@@ -188,19 +202,25 @@ def test_quitting_the_dashboard_on_a_full_disk_says_where_the_rows_went_and_prin
     dashboard = Dashboard(clean_env(state, XDG_RUNTIME_DIR=str(runtime), POLYPILOT_DEMO_SPEED="50"))
     try:
         dashboard.wait_for_lock(state)
-        wait_until(lambda: (state / "sessions.json").exists() and "Enter sends" in dashboard.text(), 30,
-                   "the first session to be saved and its input to be drawn")
+        wait_until(
+            lambda: (state / "sessions.json").exists() and "Enter sends" in dashboard.text(),
+            30,
+            "the first session to be saved and its input to be drawn",
+        )
         fill(state)
         dashboard.type(b"typed while the disk is full\r")
-        wait_until(lambda: "databaseordiskisfull" in "".join(dashboard.text().split()).replace("▌", ""), 30,
-                   "the full-disk toast on screen")
+        wait_until(
+            lambda: "databaseordiskisfull" in "".join(dashboard.text().split()).replace("▌", ""),
+            30,
+            "the full-disk toast on screen",
+        )
         time.sleep(1.0)
         dashboard.type(b"\x11")  # ctrl+q
         dashboard.proc.wait(30)
     finally:
         dashboard.close()
     screen = bytes(dashboard.screen).decode("utf-8", "replace")
-    after = screen[screen.rfind("\x1b[?1049l"):]  # what was printed once the UI left the screen
+    after = screen[screen.rfind("\x1b[?1049l") :]  # what was printed once the UI left the screen
     assert "Traceback" not in screen and "Logging error" not in screen, after[-3000:]
     assert "could not be saved to" in after and "were kept in" in after and "written back at the next start" in after
     spills = list(runtime.rglob("unsaved-*.json"))

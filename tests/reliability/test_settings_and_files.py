@@ -26,20 +26,24 @@ from polypilot_tui.ui.theming import ThemeFileError, load_theme_file
 from tests.reliability.conftest import clean_env, polypilot
 
 
-@pytest.mark.parametrize(("name", "value", "field"), [
-    ("POLYPILOT_HEARTBEAT_SECONDS", "nan", "heartbeat_seconds"),
-    ("POLYPILOT_HEARTBEAT_SECONDS", "1e-6", "heartbeat_seconds"),
-    ("POLYPILOT_HEARTBEAT_SECONDS", "inf", "heartbeat_seconds"),
-    ("POLYPILOT_WATCHDOG__INACTIVITY", "nan", "watchdog.inactivity"),
-    ("POLYPILOT_WATCHDOG__INACTIVITY", "1e308", "watchdog.inactivity"),
-    ("POLYPILOT_WATCHDOG__MAX_TURN", "-inf", "watchdog.max_turn"),
-    ("POLYPILOT_STOP_GRACE_SECONDS", "0", "stop_grace_seconds"),
-    ("POLYPILOT_RECORD_MAX_BYTES", "99999999999999", "record_max_bytes"),
-    ("POLYPILOT_DEMO_SPEED", "nan", "demo_speed"),
-    ("POLYPILOT_WATCHDOG", "{", "watchdog: not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "field"),
+    [
+        ("POLYPILOT_HEARTBEAT_SECONDS", "nan", "heartbeat_seconds"),
+        ("POLYPILOT_HEARTBEAT_SECONDS", "1e-6", "heartbeat_seconds"),
+        ("POLYPILOT_HEARTBEAT_SECONDS", "inf", "heartbeat_seconds"),
+        ("POLYPILOT_WATCHDOG__INACTIVITY", "nan", "watchdog.inactivity"),
+        ("POLYPILOT_WATCHDOG__INACTIVITY", "1e308", "watchdog.inactivity"),
+        ("POLYPILOT_WATCHDOG__MAX_TURN", "-inf", "watchdog.max_turn"),
+        ("POLYPILOT_STOP_GRACE_SECONDS", "0", "stop_grace_seconds"),
+        ("POLYPILOT_RECORD_MAX_BYTES", "99999999999999", "record_max_bytes"),
+        ("POLYPILOT_DEMO_SPEED", "nan", "demo_speed"),
+        ("POLYPILOT_WATCHDOG", "{", "watchdog: not valid JSON"),
+    ],
+)
 def test_the_dashboard_refuses_a_setting_that_would_hang_or_break_it_and_names_it(
-        tmp_path: Path, name: str, value: str, field: str) -> None:
+    tmp_path: Path, name: str, value: str, field: str
+) -> None:
     env = clean_env(tmp_path / "state", **{name: value})
     began = time.monotonic()
     done = polypilot(env, timeout=60)  # the dashboard itself: it must stop before drawing
@@ -54,7 +58,8 @@ def nan_registry(state: Path) -> None:
     (state / "sessions.json").write_text(
         '{"version": 1, "saved_at": NaN, "sessions": ['
         '{"id": "a", "name": "alpha", "agent": "demo", "created_at": Infinity, "last_activity_at": NaN},'
-        '{"id": "b", "name": "beta", "agent": "demo", "created_at": -Infinity, "last_activity_at": 1e400}]}')
+        '{"id": "b", "name": "beta", "agent": "demo", "created_at": -Infinity, "last_activity_at": 1e400}]}'
+    )
 
 
 def test_status_reads_nan_and_infinity_and_prints_strict_json(tmp_path: Path) -> None:
@@ -113,10 +118,14 @@ def test_deep_nesting_in_sessions_json_is_a_clear_status_warning(tmp_path: Path)
     assert (state / "sessions.json").exists()  # status reads only: the app moves it aside, not status
 
 
-@pytest.mark.parametrize(("content", "expected"), [
-    ('{"at": ' + "9" * 4000 + ', "send": "x"}\n', "line 2: 'at' must be a number of seconds"),
-    ('{"at": 1e40, "send": "x"}\n', "line 2: 'at' must be a number of seconds from 0 to"),
-], ids=["4000-digit-at", "1e40-at"])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"at": ' + "9" * 4000 + ', "send": "x"}\n', "line 2: 'at' must be a number of seconds"),
+        ('{"at": 1e40, "send": "x"}\n', "line 2: 'at' must be a number of seconds from 0 to"),
+    ],
+    ids=["4000-digit-at", "1e40-at"],
+)
 def test_a_trace_time_no_clock_can_hold_is_a_clear_error(tmp_path: Path, content: str, expected: str) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"at": 0, "send": "hi"}\n' + content)

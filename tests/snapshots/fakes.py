@@ -46,8 +46,9 @@ class FakeBackend:
             await asyncio.get_running_loop().create_future()  # never connects
         if self.mode == "lost-turn" and resume_id:
             return ConnectResult(resume_id, "resumed", resumed=True, lost_turn=True)
-        return ConnectResult(resume_id or "agent-session", "resumed" if resume_id else "new session",
-                             resumed=bool(resume_id))
+        return ConnectResult(
+            resume_id or "agent-session", "resumed" if resume_id else "new session", resumed=bool(resume_id)
+        )
 
     async def send(self, prompt: str) -> None:
         self.sent.append(prompt)
@@ -68,25 +69,50 @@ class FakeBackend:
         return None
 
     def diagnostics(self) -> Diagnostics:
-        return Diagnostics("fake-agent --acp", (("Agent stderr", "/state/sessions/s1/agent-stderr.log"),),
-                           ("fake agent: listening", "fake agent: model server refused the connection"))
+        return Diagnostics(
+            "fake-agent --acp",
+            (("Agent stderr", "/state/sessions/s1/agent-stderr.log"),),
+            ("fake agent: listening", "fake agent: model server refused the connection"),
+        )
 
 
-def build_app(tmp_path: Path, *, theme: str = "polypilot-night", clock: FakeClock | None = None,
-              theme_dirs: list[Path] | None = None, backend_factory: BackendFactory | None = None,
-              notes: Sequence[str] = (), **overrides: Any) -> PolypilotApp:
+def build_app(
+    tmp_path: Path,
+    *,
+    theme: str = "polypilot-night",
+    clock: FakeClock | None = None,
+    theme_dirs: list[Path] | None = None,
+    backend_factory: BackendFactory | None = None,
+    notes: Sequence[str] = (),
+    **overrides: Any,
+) -> PolypilotApp:
     """A PolypilotApp on a FakeClock with fixed session ids (s1, s2, …) and fake agents."""
     clock = clock or FakeClock()
-    settings = Settings(_env_file=None, state_dir=tmp_path, theme=theme, record=False,  # type: ignore[call-arg]
-                        **overrides)
+    settings = Settings(
+        _env_file=None,
+        state_dir=tmp_path,
+        theme=theme,
+        record=False,  # type: ignore[call-arg]
+        **overrides,
+    )
     catalog = AgentCatalog({name: AgentConfig(name=name, kind="demo") for name in AGENT_MODES})
     ids = itertools.count(1)
-    manager = SessionManager(settings, catalog, clock,
-                             backend_factory=backend_factory or (
-                                 lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent])),
-                             id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(settings, catalog, manager, clock, notes=notes, theme_dirs=theme_dirs or [BUNDLED_DIR],
-                        keymap_file=tmp_path / "no-keymap.toml")
+    manager = SessionManager(
+        settings,
+        catalog,
+        clock,
+        backend_factory=backend_factory or (lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent])),
+        id_factory=lambda: f"s{next(ids)}",
+    )
+    return PolypilotApp(
+        settings,
+        catalog,
+        manager,
+        clock,
+        notes=notes,
+        theme_dirs=theme_dirs or [BUNDLED_DIR],
+        keymap_file=tmp_path / "no-keymap.toml",
+    )
 
 
 class Driver:
@@ -133,16 +159,22 @@ class Driver:
         """A whole reply as deltas plus the final message."""
         mid = f"msg-{next(self._calls)}"
         for i in range(0, len(text), 40):
-            self.emit(sid, EventType.MESSAGE_DELTA, messageId=mid, deltaContent=text[i:i + 40])
-        self.emit(sid, EventType.MESSAGE, messageId=mid, content=text,
-                  toolRequests=[] if final else [{"toolCallId": "t", "name": "bash"}])
+            self.emit(sid, EventType.MESSAGE_DELTA, messageId=mid, deltaContent=text[i : i + 40])
+        self.emit(
+            sid,
+            EventType.MESSAGE,
+            messageId=mid,
+            content=text,
+            toolRequests=[] if final else [{"toolCallId": "t", "name": "bash"}],
+        )
 
     def stream(self, sid: str, text: str) -> None:
         """Deltas only: the reply is still streaming."""
         self.emit(sid, EventType.MESSAGE_DELTA, messageId=f"msg-{next(self._calls)}", deltaContent=text)
 
-    def tool(self, sid: str, name: str, command: str, output: str | None = None, success: bool = True,
-             error: str = "") -> str:
+    def tool(
+        self, sid: str, name: str, command: str, output: str | None = None, success: bool = True, error: str = ""
+    ) -> str:
         """Start a tool; complete it too unless ``output`` is None and ``error`` is empty."""
         call = f"call-{next(self._calls)}"
         self.emit(sid, EventType.TOOL_START, toolCallId=call, toolName=name, arguments={"command": command})
@@ -155,13 +187,24 @@ class Driver:
         self.emit(sid, EventType.TURN_END)
         self.emit(sid, EventType.SESSION_IDLE)
 
-    def ask_permission(self, sid: str, call: str | None, title: str, detail: str = "",
-                       options: list[dict[str, str]] | None = None) -> None:
-        self.emit(sid, EventType.PERMISSION_REQUESTED, requestId=f"perm-{next(self._calls)}", toolCallId=call,
-                  kind="shell", title=title, detail=detail,
-                  options=options or [{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
-                                      {"optionId": "allow_always", "name": "Allow always", "kind": "allow_always"},
-                                      {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}])
+    def ask_permission(
+        self, sid: str, call: str | None, title: str, detail: str = "", options: list[dict[str, str]] | None = None
+    ) -> None:
+        self.emit(
+            sid,
+            EventType.PERMISSION_REQUESTED,
+            requestId=f"perm-{next(self._calls)}",
+            toolCallId=call,
+            kind="shell",
+            title=title,
+            detail=detail,
+            options=options
+            or [
+                {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+                {"optionId": "allow_always", "name": "Allow always", "kind": "allow_always"},
+                {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+            ],
+        )
 
     async def finished_turn(self, sid: str, prompt: str, reply: str) -> None:
         """A whole ordinary turn: prompt, reasoning, reply, idle."""

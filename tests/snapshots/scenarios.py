@@ -10,8 +10,10 @@ from polypilot_tui.domain.session import Session
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
 from tests.snapshots.fakes import DENIAL, Driver
 
-REPLY = ("Here is the plan:\n\n1. Read `parser.py`\n2. Split `parse_line` in two\n3. Run the tests\n\n"
-         "```python\ndef parse_line(text: str) -> Token:\n    ...\n```")
+REPLY = (
+    "Here is the plan:\n\n1. Read `parser.py`\n2. Split `parse_line` in two\n3. Run the tests\n\n"
+    "```python\ndef parse_line(text: str) -> Token:\n    ...\n```"
+)
 
 
 async def stuck_session(d: Driver, name: str = "stuck") -> str:
@@ -31,10 +33,14 @@ async def streaming_session(d: Driver, name: str = "refactor") -> str:
     d.turn_start(sid)
     d.emit(sid, EventType.REASONING_DELTA, reasoningId="r2", deltaContent="Look at the code first.")
     d.say(sid, "Let me look at the code first.", final=False)
-    d.tool(sid, "view", "src/parser.py", output="def parse_line(text):\n    parts = text.split()\n"
-                                               "    return [Token(p) for p in parts]\n# 40 more lines\nEOF")
-    d.tool(sid, "bash", "pytest -q tests/test_parser.py", success=False,
-           error="1 failed, 12 passed: test_empty_line")
+    d.tool(
+        sid,
+        "view",
+        "src/parser.py",
+        output="def parse_line(text):\n    parts = text.split()\n"
+        "    return [Token(p) for p in parts]\n# 40 more lines\nEOF",
+    )
+    d.tool(sid, "bash", "pytest -q tests/test_parser.py", success=False, error="1 failed, 12 passed: test_empty_line")
     d.tool(sid, "bash", "pytest -q", output=None)
     d.stream(sid, REPLY)
     return sid
@@ -98,7 +104,6 @@ async def interrupted_session(d: Driver) -> str:
     return "s9"
 
 
-
 async def multiline_draft(d: Driver) -> None:
     """A three-line prompt typed (ctrl+j between lines) and not sent yet."""
     d.app.select("s1")
@@ -127,11 +132,21 @@ async def codex_permission(d: Driver) -> str:
     sid = await d.add("codex")
     await d.send(sid, "write out.txt")
     d.turn_start(sid)
-    d.ask_permission(sid, None, "/bin/bash -lc 'echo x > out.txt && echo wrote'", options=[
-        {"optionId": "approved", "name": "Yes", "kind": "allow_once"},
-        {"optionId": "approved-for-session", "kind": "allow_always",
-         "name": "Yes, and don't ask again for commands that start with `/bin/bash -lc echo x > out.txt && echo wrote`"},
-        {"optionId": "abort", "name": "No, and tell Codex what to do differently", "kind": "reject_once"}])
+    d.ask_permission(
+        sid,
+        None,
+        "/bin/bash -lc 'echo x > out.txt && echo wrote'",
+        options=[
+            {"optionId": "approved", "name": "Yes", "kind": "allow_once"},
+            {
+                "optionId": "approved-for-session",
+                "kind": "allow_always",
+                "name": "Yes, and don't ask again for commands that start with "
+                "`/bin/bash -lc echo x > out.txt && echo wrote`",
+            },
+            {"optionId": "abort", "name": "No, and tell Codex what to do differently", "kind": "reject_once"},
+        ],
+    )
     return sid
 
 
@@ -144,15 +159,25 @@ async def failed_with_details(d: Driver) -> None:
     sid = await d.add("broken")
     await d.send(sid, "hi")
     d.turn_start(sid)
-    d.emit(sid, EventType.PLAN, entries=[{"content": "Read the failing test", "status": "completed"},
-                                         {"content": "Fix the [b]parser[/b]", "status": "in_progress"},
-                                         {"content": "Run the suite", "status": "pending"}])
+    d.emit(
+        sid,
+        EventType.PLAN,
+        entries=[
+            {"content": "Read the failing test", "status": "completed"},
+            {"content": "Fix the [b]parser[/b]", "status": "in_progress"},
+            {"content": "Run the suite", "status": "pending"},
+        ],
+    )
     d.emit(sid, EventType.SESSION_ERROR, errorType="model", message="model server unreachable")
     d.app.select(sid)
     await d.settle()
     real = d.manager.details(sid)
-    details = replace(real, folder="/home/me/project", state_folder="/home/me/.local/state/polypilot/sessions/s2",
-                      connected_how="new session")
+    details = replace(
+        real,
+        folder="/home/me/project",
+        state_folder="/home/me/.local/state/polypilot/sessions/s2",
+        connected_how="new session",
+    )
     d.app.push_screen(SessionDetailsScreen(details))
     await d.settle()
 
@@ -194,7 +219,8 @@ HOSTILE_REPLY = (
 
 TOOL_OUTPUT = "\n".join(
     [f"line {n}: <tag> [bold]not bold[/bold]" for n in range(1, 13)]
-    + ["a long line that is not cut when the row is unfolded: " + "word " * 30 + "END"])
+    + ["a long line that is not cut when the row is unfolded: " + "word " * 30 + "END"]
+)
 
 
 async def hostile_session(d: Driver, name: str = "hostile") -> str:
@@ -203,8 +229,15 @@ async def hostile_session(d: Driver, name: str = "hostile") -> str:
     session = d.manager.session(sid)
     wall = d.clock.wall()
     session.add_item(ItemKind.USER, "show me <everything> [b]now[/b]", wall)
-    session.add_item(ItemKind.TOOL, TOOL_OUTPUT, wall, tool_call_id="c1", tool_name="bash",
-                     tool_status="completed", tool_detail="cat notes.txt")
+    session.add_item(
+        ItemKind.TOOL,
+        TOOL_OUTPUT,
+        wall,
+        tool_call_id="c1",
+        tool_name="bash",
+        tool_status="completed",
+        tool_detail="cat notes.txt",
+    )
     session.add_item(ItemKind.ASSISTANT, HOSTILE_REPLY, wall)
     await d.clock.settle()
     return sid
@@ -216,11 +249,24 @@ async def tool_states_session(d: Driver, name: str = "tools") -> str:
     session = d.manager.session(sid)
     wall = d.clock.wall()
     session.add_item(ItemKind.USER, "run everything", wall)
-    for n, status in enumerate(("running", "waiting", "completed", "failed", "rejected", "interrupted",
-                                "cancelled")):
-        session.add_item(ItemKind.TOOL, f"output of {status}" if status != "running" else "", wall,
-                         tool_call_id=f"c{n}", tool_name="bash", tool_status=status, tool_detail=f"step {n}")
-    session.add_item(ItemKind.TOOL, TOOL_OUTPUT, wall, tool_call_id="c9", tool_name="bash",
-                     tool_status="completed", tool_detail="cat notes.txt")
+    for n, status in enumerate(("running", "waiting", "completed", "failed", "rejected", "interrupted", "cancelled")):
+        session.add_item(
+            ItemKind.TOOL,
+            f"output of {status}" if status != "running" else "",
+            wall,
+            tool_call_id=f"c{n}",
+            tool_name="bash",
+            tool_status=status,
+            tool_detail=f"step {n}",
+        )
+    session.add_item(
+        ItemKind.TOOL,
+        TOOL_OUTPUT,
+        wall,
+        tool_call_id="c9",
+        tool_name="bash",
+        tool_status="completed",
+        tool_detail="cat notes.txt",
+    )
     await d.clock.settle()
     return sid

@@ -85,8 +85,7 @@ CASES: dict[str, Case] = {
     "hostile_markdown": Case(scenarios.hostile_session, size=(120, 46), select="s2"),
     "hostile_markdown_narrow": Case(scenarios.hostile_session, size=(80, 50), select="s2"),
     "hostile_code_scrolled": Case(scenarios.hostile_session, size=(120, 46), select="s2", then=_scroll_code),
-    "tool_rows_unfolded": Case(scenarios.tool_states_session, size=(120, 46), select="s2",
-                               then=_unfold_last_tool_row),
+    "tool_rows_unfolded": Case(scenarios.tool_states_session, size=(120, 46), select="s2", then=_unfold_last_tool_row),
 }
 
 
@@ -106,6 +105,7 @@ def run_before_for(case: Case) -> Callable[[Pilot[Any]], Awaitable[None]]:
             await driver.settle()
         driver.app.clear_notifications()  # toasts expire on real time: never part of a snapshot
         await driver.settle()
+
     return run_before
 
 

@@ -25,25 +25,36 @@ from tests.support.model_server import ModelServer
 
 def opencode_agent(binary: Path, server: ModelServer, home: Path) -> AgentConfig:
     """opencode acp with a Chat Completions provider pointing at the model server."""
-    dirs = {name: home / name.lower() for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME",
-                                                   "XDG_STATE_HOME")}
+    dirs = {
+        name: home / name.lower() for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
+    }
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True)
     config = {
-        "model": "mock/mock-model", "small_model": "mock/mock-model", "autoupdate": False, "share": "disabled",
+        "model": "mock/mock-model",
+        "small_model": "mock/mock-model",
+        "autoupdate": False,
+        "share": "disabled",
         "permission": {"bash": "ask", "edit": "ask"},
-        "provider": {"mock": {
-            "npm": "@ai-sdk/openai-compatible", "name": "Mock",
-            "options": {"baseURL": server.base_url, "apiKey": "dummy"},
-            "models": {"mock-model": {"name": "Mock", "tool_call": True,
-                                      "limit": {"context": 128000, "output": 4096}}},
-        }},
+        "provider": {
+            "mock": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Mock",
+                "options": {"baseURL": server.base_url, "apiKey": "dummy"},
+                "models": {
+                    "mock-model": {"name": "Mock", "tool_call": True, "limit": {"context": 128000, "output": 4096}}
+                },
+            }
+        },
     }
     env = {
-        "HOME": str(home), **{k: str(v) for k, v in dirs.items()},
+        "HOME": str(home),
+        **{k: str(v) for k, v in dirs.items()},
         "OPENCODE_CONFIG_CONTENT": json.dumps(config),
-        "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
-        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
     }
     return AgentConfig(name="opencode", kind="acp", command=str(binary), args=["acp"], env=env)
 

@@ -38,8 +38,9 @@ class Collector:
         """Index to wait from (events after the next action)."""
         return len(self.events)
 
-    async def wait(self, kind: str, since: int = 0, timeout: float = WAIT,
-                   where: Callable[[AgentEvent], bool] = lambda e: True) -> AgentEvent:
+    async def wait(
+        self, kind: str, since: int = 0, timeout: float = WAIT, where: Callable[[AgentEvent], bool] = lambda e: True
+    ) -> AgentEvent:
         deadline = time.monotonic() + timeout
         while True:
             for event in self.events[since:]:
@@ -60,7 +61,11 @@ class Collector:
 def copilot_agent(cli: Path, server: ModelServer, home: Path, cwd: Path) -> AgentConfig:
     cwd.mkdir(parents=True, exist_ok=True)
     return AgentConfig(
-        name="copilot-e2e", kind="copilot", command=str(cli), model="gpt-4.1", cwd=cwd,
+        name="copilot-e2e",
+        kind="copilot",
+        command=str(cli),
+        model="gpt-4.1",
+        cwd=cwd,
         env={"COPILOT_HOME": str(home), KEY_ENV: KEY},
         provider=ProviderConfig(base_url=server.base_url, api_key_env=KEY_ENV),
     )

@@ -37,22 +37,32 @@ def agents_toml(cli: Path, server: ModelServer, root: Path) -> str:
     """The same entry as an agents file (the key is named, never written: see ``run_env``)."""
     work = root / "work"
     work.mkdir(parents=True, exist_ok=True)
-    return (f'[{AGENT}]\nkind = "copilot"\ncommand = "{cli}"\nmodel = "gpt-4.1"\ncwd = "{work}"\n'
-            f'env = {{ COPILOT_HOME = "{root / "copilot-home"}" }}\n'
-            f'provider = {{ base_url = "{server.base_url}", api_key_env = "{KEY_ENV}" }}\n')
+    return (
+        f'[{AGENT}]\nkind = "copilot"\ncommand = "{cli}"\nmodel = "gpt-4.1"\ncwd = "{work}"\n'
+        f'env = {{ COPILOT_HOME = "{root / "copilot-home"}" }}\n'
+        f'provider = {{ base_url = "{server.base_url}", api_key_env = "{KEY_ENV}" }}\n'
+    )
 
 
 def run_env(state_dir: Path, agents_file: Path, **extra: str) -> dict[str, str]:
     """Environment for a ``polypilot`` subprocess: our state dir, our agents, the test key."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
-    env.update({"POLYPILOT_STATE_DIR": str(state_dir), "POLYPILOT_AGENTS_FILE": str(agents_file),
-                "POLYPILOT_DEFAULT_AGENT": AGENT, KEY_ENV: KEY, "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "POLYPILOT_STATE_DIR": str(state_dir),
+            "POLYPILOT_AGENTS_FILE": str(agents_file),
+            "POLYPILOT_DEFAULT_AGENT": AGENT,
+            KEY_ENV: KEY,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra)
     return env
 
 
-def make_manager(cli: Path, server: ModelServer, root: Path, *, watchdog: WatchdogSettings | None = None,
-                 **settings: Any) -> SessionManager:
+def make_manager(
+    cli: Path, server: ModelServer, root: Path, *, watchdog: WatchdogSettings | None = None, **settings: Any
+) -> SessionManager:
     """A manager with the default backend factory and a ``copilot`` catalog entry."""
     options: dict[str, Any] = {"state_dir": root / "state", "record": False, **settings}
     if watchdog is not None:
@@ -133,8 +143,9 @@ def boot_ticks_now() -> int:
     return int(uptime * os.sysconf("SC_CLK_TCK"))
 
 
-def copilot_processes(cli: Path, *, started_after: int | None = None, ancestor: int | None = None,
-                      home: Path | None = None) -> list[int]:
+def copilot_processes(
+    cli: Path, *, started_after: int | None = None, ancestor: int | None = None, home: Path | None = None
+) -> list[int]:
     """Live Copilot CLI processes (by executable) that match any of: started at or after a
     tick, ``ancestor`` in their parent chain, ``COPILOT_HOME=home`` in their environment
     (an orphan re-parented to init keeps its environment, not its parent chain)."""
@@ -155,8 +166,11 @@ def copilot_processes(cli: Path, *, started_after: int | None = None, ancestor: 
             continue
         parent, start = stat
         chain = _ancestors(pid)
-        if ((started_after is not None and start >= started_after) or (ancestor is not None and ancestor in chain)
-                or (home is not None and _has_home(pid, home))):
+        if (
+            (started_after is not None and start >= started_after)
+            or (ancestor is not None and ancestor in chain)
+            or (home is not None and _has_home(pid, home))
+        ):
             found.append(pid)
     return found
 
@@ -166,8 +180,12 @@ def home_processes(home: Path) -> list[int]:
     has ``COPILOT_HOME=home``: what a test's agent left behind, whoever its parent is now."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid() and _stat(int(entry.name)) is not None \
-                and _has_home(int(entry.name), home):
+        if (
+            entry.name.isdigit()
+            and int(entry.name) != os.getpid()
+            and _stat(int(entry.name)) is not None
+            and _has_home(int(entry.name), home)
+        ):
             found.append(int(entry.name))
     return found
 

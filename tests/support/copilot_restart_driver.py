@@ -47,8 +47,11 @@ def cli_pid(manager: SessionManager, sid: str) -> int | None:
 
 
 async def open_app(state_dir: Path) -> tuple[SessionManager, Persistence]:
-    settings = Settings(_env_file=None, state_dir=state_dir,  # type: ignore[call-arg]
-                        agents_file=Path(os.environ["POLYPILOT_AGENTS_FILE"]))
+    settings = Settings(
+        _env_file=None,
+        state_dir=state_dir,  # type: ignore[call-arg]
+        agents_file=Path(os.environ["POLYPILOT_AGENTS_FILE"]),
+    )
     manager = SessionManager(settings, load_agents(settings.agents_file), SystemClock())
     return manager, attach_persistence(manager, settings)
 
@@ -81,8 +84,15 @@ async def fresh(state_dir: Path) -> int:
         return len(facts["draft"].split()) >= 6 and facts["in_flight"] and facts["recorded_deltas"] >= 6
 
     await until(flushed, 40, "streamed text on disk")
-    emit("ready", session_id=sid, history=history(session), agent_session_id=session.agent_session_id,
-         cli_pid=cli_pid(manager, sid), recording=str(recorder.path(sid)) if recorder else "", **facts)
+    emit(
+        "ready",
+        session_id=sid,
+        history=history(session),
+        agent_session_id=session.agent_session_id,
+        cli_pid=cli_pid(manager, sid),
+        recording=str(recorder.path(sid)) if recorder else "",
+        **facts,
+    )
     await asyncio.sleep(120)  # the test SIGKILLs us mid-turn long before this ends
     emit("error", message="not killed")
     return 1
@@ -103,12 +113,23 @@ async def fresh_permission(state_dir: Path) -> int:
 
     def flushed() -> bool:  # the CLI batches its own log: the request must be in it to survive
         facts.update(on_disk(state_dir, sid, None))
-        return facts["in_flight"] and log_path is not None and log_path.exists() and \
-            request_id in log_path.read_text(errors="replace")
+        return (
+            facts["in_flight"]
+            and log_path is not None
+            and log_path.exists()
+            and request_id in log_path.read_text(errors="replace")
+        )
 
     await until(flushed, 20, "the permission request on disk")
-    emit("ready", session_id=sid, history=history(session), agent_session_id=session.agent_session_id,
-         cli_pid=cli_pid(manager, sid), request_id=request_id, status=manager.view(sid).status.value)
+    emit(
+        "ready",
+        session_id=sid,
+        history=history(session),
+        agent_session_id=session.agent_session_id,
+        cli_pid=cli_pid(manager, sid),
+        request_id=request_id,
+        status=manager.view(sid).status.value,
+    )
     await asyncio.sleep(120)
     emit("error", message="not killed")
     return 1
@@ -121,18 +142,32 @@ async def restore_permission(state_dir: Path) -> int:
     sid = persistence.restored.ids[0]
     session = manager.session(sid)
     statuses = status_log(manager, sid)
-    await until(lambda: session.turn is not None and bool(session.turn.pending_permissions), 35,
-                "the permission prompt to come back")
+    await until(
+        lambda: session.turn is not None and bool(session.turn.pending_permissions),
+        35,
+        "the permission prompt to come back",
+    )
     assert session.turn is not None
     [request_id] = list(session.turn.pending_permissions)
-    emit("asking", seconds=round(time.monotonic() - started, 2), request_id=request_id,
-         status=manager.view(sid).status.value, resumed=session.turn.resumed)
+    emit(
+        "asking",
+        seconds=round(time.monotonic() - started, 2),
+        request_id=request_id,
+        status=manager.view(sid).status.value,
+        resumed=session.turn.resumed,
+    )
     await manager.answer_permission(sid, request_id, "allow_once")
     await until(lambda: session.turn is None, 45, "the resumed turn to end")
     last = session.last_outcome
-    emit("outcome", outcome=last.outcome.value if last else "", reason=last.reason if last else "",
-         status=manager.view(sid).status.value, history=history(session), statuses=list(statuses),
-         turns=len(session.turns))
+    emit(
+        "outcome",
+        outcome=last.outcome.value if last else "",
+        reason=last.reason if last else "",
+        status=manager.view(sid).status.value,
+        history=history(session),
+        statuses=list(statuses),
+        turns=len(session.turns),
+    )
     await manager.shutdown()
     await persistence.close()
     emit("closed")
@@ -149,20 +184,38 @@ async def restore(state_dir: Path) -> int:
     sid = restored.ids[0]
     session = manager.session(sid)
     statuses = status_log(manager, sid)
-    emit("restored", session_id=sid, mid_turn=sid in restored.mid_turn, history=history(session),
-         status=manager.view(sid).status.value, agent_session_id=session.agent_session_id)
+    emit(
+        "restored",
+        session_id=sid,
+        mid_turn=sid in restored.mid_turn,
+        history=history(session),
+        status=manager.view(sid).status.value,
+        agent_session_id=session.agent_session_id,
+    )
     await until(lambda: session.turn is None, 40, "end of the resumed turn")
     last = session.last_outcome
-    emit("outcome", seconds=round(time.monotonic() - started, 2), status=manager.view(sid).status.value,
-         outcome=last.outcome.value if last else "", reason=last.reason if last else "",
-         interrupted_prompt=session.interrupted_prompt, history=history(session),
-         agent_session_id=session.agent_session_id, statuses=list(statuses), cli_pid=cli_pid(manager, sid))
+    emit(
+        "outcome",
+        seconds=round(time.monotonic() - started, 2),
+        status=manager.view(sid).status.value,
+        outcome=last.outcome.value if last else "",
+        reason=last.reason if last else "",
+        interrupted_prompt=session.interrupted_prompt,
+        history=history(session),
+        agent_session_id=session.agent_session_id,
+        statuses=list(statuses),
+        cli_pid=cli_pid(manager, sid),
+    )
     turns = len(session.turns)
     await manager.send(sid, "what was the word")
     await until(lambda: len(session.turns) > turns and session.turn is None, 45, "end of the next turn")
     last = session.last_outcome
-    emit("asked", outcome=last.outcome.value if last else "", status=manager.view(sid).status.value,
-         history=history(session))
+    emit(
+        "asked",
+        outcome=last.outcome.value if last else "",
+        status=manager.view(sid).status.value,
+        history=history(session),
+    )
     recording = persistence.recorder.path(sid) if persistence.recorder else None
     await manager.shutdown()
     await persistence.close()
@@ -176,8 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("state_dir", type=Path)
     args = parser.parse_args(argv)
     try:
-        mode = {"fresh": fresh, "restore": restore, "fresh-permission": fresh_permission,
-                "restore-permission": restore_permission}[args.mode]
+        mode = {
+            "fresh": fresh,
+            "restore": restore,
+            "fresh-permission": fresh_permission,
+            "restore-permission": restore_permission,
+        }[args.mode]
         return asyncio.run(mode(args.state_dir))
     except (TimeoutError, Exception) as exc:  # noqa: BLE001 - the test reads the reason
         emit("error", message=f"{type(exc).__name__}: {exc}")

@@ -21,8 +21,16 @@ class Harness:
 
     def _action(self, change: Change) -> None:
         assert isinstance(change, ActionTaken)
-        details = {k: v for k, v in (("reason", change.reason), ("detail", change.detail), ("prompt", change.prompt),
-                                     ("attempt", change.attempt)) if v}
+        details = {
+            k: v
+            for k, v in (
+                ("reason", change.reason),
+                ("detail", change.detail),
+                ("prompt", change.prompt),
+                ("attempt", change.attempt),
+            )
+            if v
+        }
         self.actions.append((self.clock.now(), change.session_id, change.action.value, details))
 
     async def new(self, agent: str = "demo") -> str:

@@ -105,8 +105,9 @@ class FakeAgent:
         self._conn = conn
 
     # ---------------------------------------------------------------- lifecycle
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
-                         **kwargs: Any) -> InitializeResponse:
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kwargs: Any
+    ) -> InitializeResponse:
         if os.environ.get("FAKE_ACP_HANG_INIT"):
             await asyncio.Event().wait()  # a wedged agent: only a kill ends this
         return InitializeResponse(
@@ -114,7 +115,8 @@ class FakeAgent:
             agent_capabilities=AgentCapabilities(
                 load_session="load" in self._caps,
                 session_capabilities=SessionCapabilities(
-                    resume=SessionResumeCapabilities() if "resume" in self._caps else None),
+                    resume=SessionResumeCapabilities() if "resume" in self._caps else None
+                ),
             ),
             agent_info=Implementation(name="fake-acp-agent", version="1.0"),
         )
@@ -128,16 +130,18 @@ class FakeAgent:
         self._save(session_id, [])
         return NewSessionResponse(session_id=session_id)
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
-                           **kwargs: Any) -> LoadSessionResponse:
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> LoadSessionResponse:
         updates = self._history(session_id)
         self._cwd[session_id] = cwd
         for update in updates:
             await self._raw_update(session_id, update)
         return LoadSessionResponse()
 
-    async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
-                             **kwargs: Any) -> ResumeSessionResponse:
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> ResumeSessionResponse:
         self._history(session_id)  # raises when unknown
         self._cwd[session_id] = cwd
         return ResumeSessionResponse()
@@ -154,10 +158,17 @@ class FakeAgent:
         await self._send(session_id, update_user_message_text(text))
         sid = session_id
         if "MODELDOWN" in text:  # what codex says when its model server cannot be reached
-            print("fake agent: error sending request for url (http://127.0.0.1:9/v1/responses)", file=sys.stderr,
-                  flush=True)
-            raise RequestError.internal_error({"message": "stream disconnected before completion: error sending "
-                                                          "request for url (http://127.0.0.1:9/v1/responses)"})
+            print(
+                "fake agent: error sending request for url (http://127.0.0.1:9/v1/responses)",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise RequestError.internal_error(
+                {
+                    "message": "stream disconnected before completion: error sending "
+                    "request for url (http://127.0.0.1:9/v1/responses)"
+                }
+            )
         if "FAIL" in text:
             raise RequestError.internal_error({"details": "scripted failure"})
         if "CRASH" in text:
@@ -175,6 +186,7 @@ class FakeAgent:
                 raise RuntimeError(f"auth failed with key {secrets[0] if secrets else ''}")
             except RuntimeError:
                 import traceback
+
                 traceback.print_exc()
             sys.stderr.flush()
             if "LEAKCRASH" in text:
@@ -192,13 +204,19 @@ class FakeAgent:
             for _ in range(int(megabytes * 1_000_000 / len(line))):
                 os.write(2, line)
         if "ESCAPES" in text:
-            await self._say(sid, "clip\x1b]52;c;cm0gLXJmIH4=\x07 title\x1b]0;pwned\x07 link\x1b]8;;http://evil\x1b\\x"
-                                 "\x1b]8;;\x1b\\ clear\x1b[2J\x1b[H done\x9b31m ")
+            await self._say(
+                sid,
+                "clip\x1b]52;c;cm0gLXJmIH4=\x07 title\x1b]0;pwned\x07 link\x1b]8;;http://evil\x1b\\x"
+                "\x1b]8;;\x1b\\ clear\x1b[2J\x1b[H done\x9b31m ",
+            )
         if "BADUTF8" in text:
             await asyncio.sleep(0.1)  # let the SDK's writer flush: the raw line must not land mid-line
-            raw = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + sid.encode()
-                   + b'","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"bytes '
-                   + b'\xff\xfe\xc3( kept "}}}}\n')
+            raw = (
+                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
+                + sid.encode()
+                + b'","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"bytes '
+                + b'\xff\xfe\xc3( kept "}}}}\n'
+            )
             os.write(1, raw)
             await asyncio.sleep(0.1)
         if "BADUPDATE" in text:
@@ -218,14 +236,23 @@ class FakeAgent:
             if stop:
                 return PromptResponse(stop_reason=stop)
         if "GHOSTCALL" in text:
-            await self._send(sid, update_tool_call("ghost-1", title="ghost", status="completed",
-                                                   content=[tool_content(text_block("boo"))]))
+            await self._send(
+                sid,
+                update_tool_call(
+                    "ghost-1", title="ghost", status="completed", content=[tool_content(text_block("boo"))]
+                ),
+            )
         if "DANGLING" in text:
-            await self._send(sid, start_tool_call("dangle-1", "sleep", kind="execute", status="in_progress",
-                                                  raw_input={"command": "sleep 100"}))
+            await self._send(
+                sid,
+                start_tool_call(
+                    "dangle-1", "sleep", kind="execute", status="in_progress", raw_input={"command": "sleep 100"}
+                ),
+            )
         if "WRITE" in text:
-            await self._conn.write_text_file(session_id=sid, path=str(Path(self._cwd[sid]) / "out.txt"),
-                                             content="written by fake agent\n")
+            await self._conn.write_text_file(
+                session_id=sid, path=str(Path(self._cwd[sid]) / "out.txt"), content="written by fake agent\n"
+            )
         if "OUTSIDE" in text:
             try:
                 await self._conn.read_text_file(session_id=sid, path="/etc/hostname")
@@ -252,27 +279,35 @@ class FakeAgent:
             await self._send(sid, start_tool_call(call_id, "bash", kind="execute", status="pending"))
             await self._send(sid, update_tool_call(call_id, status="in_progress", raw_input=command))
         response = await self._conn.request_permission(
-            session_id=sid, options=OPTIONS,
+            session_id=sid,
+            options=OPTIONS,
             tool_call=ToolCallUpdate(tool_call_id=call_id, title="cat README.md", kind="execute", raw_input=command),
         )
         outcome = response.outcome
         if early:
-            await self._send(sid, start_tool_call(call_id, "bash", kind="execute", status="in_progress",
-                                                  raw_input=command))
+            await self._send(
+                sid, start_tool_call(call_id, "bash", kind="execute", status="in_progress", raw_input=command)
+            )
         if not isinstance(outcome, AllowedOutcome):
             if self._cancelled[sid].is_set():
                 return "cancelled"
             outcome = AllowedOutcome(option_id="reject", outcome="selected")
         if outcome.option_id == "reject":
-            await self._send(sid, update_tool_call(call_id, status="failed", content=[
-                tool_content(text_block("The user rejected this tool call."))]))
+            await self._send(
+                sid,
+                update_tool_call(
+                    call_id, status="failed", content=[tool_content(text_block("The user rejected this tool call."))]
+                ),
+            )
             await self._say(sid, "The tool was rejected. ")
             return None
         read = await self._conn.read_text_file(session_id=sid, path=str(Path(self._cwd[sid]) / "README.md"))
-        await self._send(sid, update_tool_call(call_id, status="in_progress",
-                                               content=[tool_content(text_block("reading…"))]))
-        await self._send(sid, update_tool_call(call_id, status="completed",
-                                               content=[tool_content(text_block(read.content))]))
+        await self._send(
+            sid, update_tool_call(call_id, status="in_progress", content=[tool_content(text_block("reading…"))])
+        )
+        await self._send(
+            sid, update_tool_call(call_id, status="completed", content=[tool_content(text_block(read.content))])
+        )
         await self._send(sid, update_plan([plan_entry("read the readme", status="completed")]))
         await self._say(sid, f"done: {read.content.strip()} ")
         return None
@@ -295,8 +330,9 @@ class FakeAgent:
         if name == "long-tool":
             await self._chaos_tool(sid, "long-1", "make all")
             await asyncio.sleep(seconds)
-            await self._send(sid, update_tool_call("long-1", status="completed",
-                                                   content=[tool_content(text_block("build ok"))]))
+            await self._send(
+                sid, update_tool_call("long-1", status="completed", content=[tool_content(text_block("build ok"))])
+            )
             await self._say(sid, "The build passed.")
             return PromptResponse(stop_reason="end_turn")
         if name == "tool-hang":
@@ -304,22 +340,31 @@ class FakeAgent:
         elif name == "hang-after-final-tool":
             await self._say(sid, "Filing the issue. ")
             await self._chaos_tool(sid, "file-1", "gh issue create")
-            await self._send(sid, update_tool_call("file-1", status="completed",
-                                                   content=[tool_content(text_block("Issue filed successfully"))]))
+            await self._send(
+                sid,
+                update_tool_call(
+                    "file-1", status="completed", content=[tool_content(text_block("Issue filed successfully"))]
+                ),
+            )
             await self._say(sid, "Issue filed successfully.")
         elif name == "permission-loss":
             for i, denied in enumerate((True, False, True, False, True)):
                 call_id = f"perm-{i}"
                 await self._chaos_tool(sid, call_id, "git status" if denied else "echo ok")
                 result = DENIAL if denied else "ok"
-                await self._send(sid, update_tool_call(call_id, status="failed" if denied else "completed",
-                                                       content=[tool_content(text_block(result))]))
+                await self._send(
+                    sid,
+                    update_tool_call(
+                        call_id, status="failed" if denied else "completed", content=[tool_content(text_block(result))]
+                    ),
+                )
         await cancelled.wait()
         return PromptResponse(stop_reason="cancelled")
 
     async def _chaos_tool(self, sid: str, call_id: str, command: str) -> None:
-        await self._send(sid, start_tool_call(call_id, "bash", kind="execute", status="in_progress",
-                                              raw_input={"command": command}))
+        await self._send(
+            sid, start_tool_call(call_id, "bash", kind="execute", status="in_progress", raw_input={"command": command})
+        )
 
     # ---------------------------------------------------------------- plumbing
     async def _say(self, sid: str, text: str) -> None:
@@ -330,7 +375,8 @@ class FakeAgent:
         sent too). The SDK has no public raw-notification API: this is the one place that
         uses its connection's inner JSON-RPC connection."""
         await self._conn._conn.send_notification(  # noqa: SLF001
-            "session/update", {"sessionId": sid, "update": update})
+            "session/update", {"sessionId": sid, "update": update}
+        )
 
     async def _send(self, sid: str, update: Any) -> None:
         raw = update.model_dump(mode="json", by_alias=True, exclude_none=True)

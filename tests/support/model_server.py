@@ -281,8 +281,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if request.path == MODELS_PATH:
             model = self.owner.settings.model
-            self._send_json(200, {"object": "list", "data": [
-                {"id": model, "object": "model", "created": 0, "owned_by": "scripted"}]})
+            self._send_json(
+                200,
+                {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "scripted"}]},
+            )
         else:
             self._send_json(404, {"error": {"message": f"no route {request.path}"}})
 
@@ -364,17 +366,33 @@ def _chat_chunks(body: dict[str, Any], reply: Reply, model: str) -> Iterator[str
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        obj = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        obj = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         return f"data: {json.dumps(obj)}\n\n"
 
     if reply.kind == "tool":
-        yield chunk({"role": "assistant", "content": None, "tool_calls": [{
-            "index": 0, "id": reply.call_id, "type": "function",
-            "function": {"name": reply.tool_name, "arguments": ""}}]})
+        yield chunk(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": reply.call_id,
+                        "type": "function",
+                        "function": {"name": reply.tool_name, "arguments": ""},
+                    }
+                ],
+            }
+        )
         args = reply.arguments
         for start in range(0, len(args), 16):
-            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": args[start:start + 16]}}]})
+            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": args[start : start + 16]}}]})
         yield chunk({}, "tool_calls")
     else:
         yield chunk({"role": "assistant", "content": ""})
@@ -386,8 +404,20 @@ def _chat_chunks(body: dict[str, Any], reply: Reply, model: str) -> Iterator[str
     if (body.get("stream_options") or {}).get("include_usage"):
         prompt, completion = _usage(body, reply.text or reply.arguments)
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-        yield "data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
-                                      "model": model, "choices": [], "usage": usage}) + "\n\n"
+        yield (
+            "data: "
+            + json.dumps(
+                {
+                    "id": cid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
+            + "\n\n"
+        )
     yield "data: [DONE]\n\n"
 
 
@@ -396,33 +426,66 @@ def _chat_object(body: dict[str, Any], reply: Reply, model: str) -> dict[str, An
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     finish = "stop"
     if reply.kind == "tool":
-        message["tool_calls"] = [{"id": reply.call_id, "type": "function",
-                                  "function": {"name": reply.tool_name, "arguments": reply.arguments}}]
+        message["tool_calls"] = [
+            {
+                "id": reply.call_id,
+                "type": "function",
+                "function": {"name": reply.tool_name, "arguments": reply.arguments},
+            }
+        ]
         finish = "tool_calls"
     prompt, completion = _usage(body, reply.text or reply.arguments)
-    return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-            "model": model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion}}
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
 
 
 def _response_items(reply: Reply) -> list[dict[str, Any]]:
     if reply.kind == "tool":
-        return [{"type": "function_call", "id": f"fc_{reply.call_id}", "call_id": reply.call_id,
-                 "name": reply.tool_name, "arguments": reply.arguments, "status": "completed"}]
-    return [{"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "role": "assistant", "status": "completed",
-             "content": [{"type": "output_text", "text": reply.text, "annotations": []}]}]
+        return [
+            {
+                "type": "function_call",
+                "id": f"fc_{reply.call_id}",
+                "call_id": reply.call_id,
+                "name": reply.tool_name,
+                "arguments": reply.arguments,
+                "status": "completed",
+            }
+        ]
+    return [
+        {
+            "type": "message",
+            "id": f"msg_{uuid.uuid4().hex[:12]}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+        }
+    ]
 
 
 def _response_envelope(body: dict[str, Any], reply: Reply, model: str, rid: str, done: bool) -> dict[str, Any]:
-    envelope: dict[str, Any] = {"id": rid, "object": "response", "created_at": int(time.time()), "model": model,
-                                "status": "completed" if done else "in_progress",
-                                "output": _response_items(reply) if done else []}
+    envelope: dict[str, Any] = {
+        "id": rid,
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": model,
+        "status": "completed" if done else "in_progress",
+        "output": _response_items(reply) if done else [],
+    }
     if done:
         prompt, completion = _usage(body, reply.text or reply.arguments)
-        envelope["usage"] = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
-                             "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
-                             "total_tokens": prompt + completion}
+        envelope["usage"] = {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + completion,
+        }
     return envelope
 
 
@@ -449,8 +512,7 @@ def _responses_events(body: dict[str, Any], reply: Reply, model: str) -> Iterato
         for piece in reply.chunks:
             if reply.interval:
                 yield reply.interval
-            yield event("response.output_text.delta", item_id=item["id"], output_index=0, content_index=0,
-                        delta=piece)
+            yield event("response.output_text.delta", item_id=item["id"], output_index=0, content_index=0, delta=piece)
     yield event("response.output_item.done", output_index=0, item=item)
     yield event("response.completed", response=_response_envelope(body, reply, model, rid, done=True))
 

@@ -44,8 +44,13 @@ async def wait(check, seconds: float = 30.0) -> None:  # type: ignore[no-untyped
 async def main(state: Path, agents_file: Path, mode: str) -> None:
     lock = StateLock.acquire(state)
     setup_file_logging(state, "polypilot.log")
-    settings = Settings(_env_file=None, state_dir=state, agents_file=agents_file, demo_speed=50.0,  # type: ignore[call-arg]
-                        stop_grace_seconds=1.0)
+    settings = Settings(
+        _env_file=None,
+        state_dir=state,
+        agents_file=agents_file,
+        demo_speed=50.0,  # type: ignore[call-arg]
+        stop_grace_seconds=1.0,
+    )
     manager = SessionManager(settings, load_agents(agents_file), SystemClock())
     persistence = attach_persistence(manager, settings)
     secrets = [os.environ[name] for name in os.environ["SECRET_VARS"].split(",")]

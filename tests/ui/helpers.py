@@ -22,21 +22,41 @@ from polypilot_tui.ui.dashboard import Attach
 from polypilot_tui.ui.theming import BUNDLED_DIR
 
 
-def demo_app(tmp_path: Path, *, speed: float = 20.0, theme_dirs: list[Path] | None = None,
-             keymap_file: Path | None = None, attach: Attach | None = None, **overrides: Any) -> PolypilotApp:
+def demo_app(
+    tmp_path: Path,
+    *,
+    speed: float = 20.0,
+    theme_dirs: list[Path] | None = None,
+    keymap_file: Path | None = None,
+    attach: Attach | None = None,
+    **overrides: Any,
+) -> PolypilotApp:
     """The app on the embedded demo agent and the real clock, with ids s1, s2, …"""
-    settings = Settings(_env_file=None, state_dir=tmp_path, demo_speed=speed, record=False,  # type: ignore[call-arg]
-                        **overrides)
+    settings = Settings(
+        _env_file=None,
+        state_dir=tmp_path,
+        demo_speed=speed,
+        record=False,  # type: ignore[call-arg]
+        **overrides,
+    )
     catalog = load_agents(None)
     clock = SystemClock()
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, clock, id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(settings, catalog, manager, clock, theme_dirs=theme_dirs or [BUNDLED_DIR],
-                        keymap_file=keymap_file or tmp_path / "no-keymap.toml", attach=attach)
+    return PolypilotApp(
+        settings,
+        catalog,
+        manager,
+        clock,
+        theme_dirs=theme_dirs or [BUNDLED_DIR],
+        keymap_file=keymap_file or tmp_path / "no-keymap.toml",
+        attach=attach,
+    )
 
 
-async def wait_for(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10.0,
-                   what: str = "condition") -> None:
+async def wait_for(
+    pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition"
+) -> None:
     """Poll app state (letting the app run between polls) until ``predicate()`` holds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -99,4 +119,4 @@ def widget_lines(widget: Widget) -> list[str]:
     """The screen rows a widget covers, cropped to it (its visible part only)."""
     region = widget.region.intersection(widget.app.screen.region)
     strips = widget.app.screen._compositor.render_strips()  # noqa: SLF001
-    return [strip.crop(region.x, region.right).text for strip in strips[region.y:region.bottom]]
+    return [strip.crop(region.x, region.right).text for strip in strips[region.y : region.bottom]]

@@ -30,7 +30,7 @@ UNSET_KEY = "POLYPILOT_TEST_KEY_NOBODY_SETS"
 
 def install_agent(path: Path) -> None:
     """The scripted ACP agent behind a command of its own, as an npm install would leave it."""
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} \"$@\"\n")
+    path.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} "$@"\n')
     path.chmod(0o755)
 
 
@@ -39,23 +39,34 @@ def app_for(tmp_path: Path) -> PolypilotApp:
     agents.write_text(f"""
 [fake]
 kind = "acp"
-command = "{tmp_path / 'fake-agent'}"
+command = "{tmp_path / "fake-agent"}"
 
 [gone]
 kind = "acp"
-command = "{tmp_path / 'never-installed'}"
+command = "{tmp_path / "never-installed"}"
 
 [keyless]
 kind = "copilot"
 provider = {{ type = "openai", base_url = "http://127.0.0.1:9/v1", api_key_env = "{UNSET_KEY}" }}
 """)
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False,  # type: ignore[call-arg]
-                        agents_file=agents)
+    settings = Settings(
+        _env_file=None,
+        state_dir=tmp_path / "state",
+        record=False,  # type: ignore[call-arg]
+        agents_file=agents,
+    )
     catalog = load_agents(agents)
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, SystemClock(), id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(settings, catalog, manager, SystemClock(), theme_dirs=[BUNDLED_DIR],
-                        keymap_file=tmp_path / "no-keymap.toml", attach=attach_persistence)
+    return PolypilotApp(
+        settings,
+        catalog,
+        manager,
+        SystemClock(),
+        theme_dirs=[BUNDLED_DIR],
+        keymap_file=tmp_path / "no-keymap.toml",
+        attach=attach_persistence,
+    )
 
 
 def test_readiness_names_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,7 +86,8 @@ def test_readiness_names_what_is_missing(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 async def test_the_picker_greys_out_agents_that_cannot_start_and_says_why(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(UNSET_KEY, raising=False)
     install_agent(tmp_path / "fake-agent")
     app = app_for(tmp_path)
@@ -106,8 +118,9 @@ async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_trie
     app = app_for(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         sid = await app.manager.create_session("fake")
-        await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=30,
-                       what="the agent started")
+        await wait_for(
+            pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=30, what="the agent started"
+        )
     command.unlink()  # uninstalled while the app was closed
 
     again = app_for(tmp_path)
@@ -120,5 +133,9 @@ async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_trie
         install_agent(command)
         again.select(sid)
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: again.manager.view(sid).status is SessionStatus.IDLE, timeout=30,
-                       what="the reinstalled agent connected")
+        await wait_for(
+            pilot,
+            lambda: again.manager.view(sid).status is SessionStatus.IDLE,
+            timeout=30,
+            what="the reinstalled agent connected",
+        )

@@ -60,7 +60,11 @@ async def test_angle_brackets_and_inline_html_are_shown_verbatim() -> None:
 async def test_block_html_is_shown_as_text() -> None:
     screen = await shown("<div>x</div>\n\n<details><summary>more</summary>\n\nbody\n</details>")
     assert [line.strip() for line in screen if line.strip()] == [
-        "<div>x</div>", "<details><summary>more</summary>", "body", "</details>"]
+        "<div>x</div>",
+        "<details><summary>more</summary>",
+        "body",
+        "</details>",
+    ]
 
 
 async def test_html_in_a_table_cell_is_shown_verbatim() -> None:
@@ -126,16 +130,27 @@ async def test_links_show_their_address_and_are_not_clickable() -> None:
         await pilot.pause()
         assert "See the docs (https://example.com/docs)." in joined(widget_lines(message))
         strips = message.render_lines(message.region.reset_offset)  # prose alone: drawn by the message
-        assert not any(seg.style and (seg.style.link or "@click" in seg.style.meta)
-                       for strip in strips for seg in strip)
+        assert not any(
+            seg.style and (seg.style.link or "@click" in seg.style.meta) for strip in strips for seg in strip
+        )
 
 
 async def test_nothing_is_dropped_from_lists_quotes_and_references() -> None:
-    text = ("1. first <T>\n2. second\n   ```sh\n   make <target>\n   ```\n3. third\n\n"
-            "> quoted <q>\n\n[ref]: http://example.com\n\n- [ ] task\n\n| a | b |\n|---|---|\n| 1 | 2 | 3 |")
+    text = (
+        "1. first <T>\n2. second\n   ```sh\n   make <target>\n   ```\n3. third\n\n"
+        "> quoted <q>\n\n[ref]: http://example.com\n\n- [ ] task\n\n| a | b |\n|---|---|\n| 1 | 2 | 3 |"
+    )
     screen = joined(await shown(text))
-    for piece in ("1. first <T>", "2. second", "make <target>", "3. third", "▌ quoted <q>",
-                  "[ref]: http://example.com", "• [ ] task", "│ 3 │"):
+    for piece in (
+        "1. first <T>",
+        "2. second",
+        "make <target>",
+        "3. third",
+        "▌ quoted <q>",
+        "[ref]: http://example.com",
+        "• [ ] task",
+        "│ 3 │",
+    ):
         assert piece in screen, piece
 
 
@@ -167,8 +182,10 @@ async def test_the_copy_button_copies_the_code_block_and_says_so() -> None:
 
 
 async def test_text_selected_with_the_mouse_is_copied_with_ctrl_c() -> None:
-    text = ("A paragraph long enough to wrap across two rows of this narrow pane, about List<String>.\n\n"
-            "```\nline one\nline two\n```")
+    text = (
+        "A paragraph long enough to wrap across two rows of this narrow pane, about List<String>.\n\n"
+        "```\nline one\nline two\n```"
+    )
     message = AssistantMessage(text)
     app = OneWidget(message)
     async with app.run_test(size=(50, 20)) as pilot:
@@ -181,8 +198,9 @@ async def test_text_selected_with_the_mouse_is_copied_with_ctrl_c() -> None:
         await pilot.mouse_up(code, offset=(1 + len("line"), 2))
         await pilot.press("ctrl+c")
         # The wrapped paragraph comes back as one line: word wrap adds no line breaks.
-        assert app.clipboard == ("A paragraph long enough to wrap across two rows of this narrow pane, "
-                                 "about List<String>.\n\nline one\nline")
+        assert app.clipboard == (
+            "A paragraph long enough to wrap across two rows of this narrow pane, about List<String>.\n\nline one\nline"
+        )
 
 
 async def test_reasoning_is_shown_verbatim_when_unfolded() -> None:
@@ -196,9 +214,11 @@ async def test_reasoning_is_shown_verbatim_when_unfolded() -> None:
         assert "Think about List<String> and <br>; [bold]not bold[/bold] done" in screen
 
 
-UNIT = ("## Step {i}\n\nSome **bold** text with `code`, List<String> and a [link](http://x/{i}).\n"
-        "A second line of the paragraph, and <br> too.\n\n- item one\n- item two\n  1. nested\n\n"
-        "| a | b |\n|---|---|\n| {i} | <b>two</b> a longer cell |\n\n> quote {i}\n\n")
+UNIT = (
+    "## Step {i}\n\nSome **bold** text with `code`, List<String> and a [link](http://x/{i}).\n"
+    "A second line of the paragraph, and <br> too.\n\n- item one\n- item two\n  1. nested\n\n"
+    "| a | b |\n|---|---|\n| {i} | <b>two</b> a longer cell |\n\n> quote {i}\n\n"
+)
 CODE = "```python\ndef f_{i}(x):\n    return x * {i}\n```\n\n"
 
 
@@ -260,19 +280,44 @@ async def test_a_reply_of_prose_alone_is_one_widget_that_grows_children_when_nee
         await pilot.mouse_up(message, offset=(12, 2))
         await pilot.press("ctrl+c")
         assert app.clipboard == "A reply of prose alone, long enough to wrap in this narrow pane: List<String>."
-        message.show(ChatItem(ItemKind.ASSISTANT, "Now with code:\n\n```\nx = 1\n```\n\nand after.", 0.0,
-                              interrupted=True))
+        message.show(
+            ChatItem(ItemKind.ASSISTANT, "Now with code:\n\n```\nx = 1\n```\n\nand after.", 0.0, interrupted=True)
+        )
         await pilot.pause()
         assert [type(c).__name__ for c in message.children] == ["ProseView", "CodeBlock", "ProseView", "Static"]
         assert [" ".join(line.split()) for line in widget_lines(message) if line.strip()] == [
-            "Now with code:", "code · 1 line copy", "x = 1", "and after.",
-            "(interrupted — the reply was cut short;", "what arrived is kept)"]
+            "Now with code:",
+            "code · 1 line copy",
+            "x = 1",
+            "and after.",
+            "(interrupted — the reply was cut short;",
+            "what arrived is kept)",
+        ]
 
 
-FRAGMENTS = ["Para <b>x</b> List<String>\n", "\n", "- item\n", "  - nested\n", "1. one\n", "> quote\n",
-             "```py\n", "code()\n", "```\n", "| a | b |\n", "|---|---|\n", "| 1 | 2 | 3 |\n", "# head\n",
-             "---\n", "    indented\n", "text `code` *em* [l](http://u)\n", "[ref]: http://x\n", "<div>\n",
-             "\x1b[31m", "漢字 😀 ", "word " * 30]
+FRAGMENTS = [
+    "Para <b>x</b> List<String>\n",
+    "\n",
+    "- item\n",
+    "  - nested\n",
+    "1. one\n",
+    "> quote\n",
+    "```py\n",
+    "code()\n",
+    "```\n",
+    "| a | b |\n",
+    "|---|---|\n",
+    "| 1 | 2 | 3 |\n",
+    "# head\n",
+    "---\n",
+    "    indented\n",
+    "text `code` *em* [l](http://u)\n",
+    "[ref]: http://x\n",
+    "<div>\n",
+    "\x1b[31m",
+    "漢字 😀 ",
+    "word " * 30,
+]
 
 
 def pieces(message: AssistantMessage, width: int) -> str:

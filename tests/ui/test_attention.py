@@ -12,8 +12,12 @@ from polypilot_tui.ui.attention import Attention
 IDLE = SessionView(id="s2", name="worker", agent="demo", status=S.IDLE, reason="", revision=1)
 WORKING = replace(IDLE, status=S.WORKING, revision=2)
 DONE = replace(IDLE, turns=1, last_outcome="completed", revision=3)
-ASK = replace(WORKING, status=S.AWAITING_PERMISSION, revision=4,
-              pending_permission=PermissionPrompt("perm-1", "Run shell command: rm -rf build"))
+ASK = replace(
+    WORKING,
+    status=S.AWAITING_PERMISSION,
+    revision=4,
+    pending_permission=PermissionPrompt("perm-1", "Run shell command: rm -rf build"),
+)
 
 
 def test_finished_unseen_marks_unread_and_pings_once() -> None:

@@ -18,8 +18,15 @@ def fill(session, count: int) -> None:
     for i in range(count // 4):
         session.add_item(ItemKind.USER, f"prompt {i}", 0.0)
         session.add_item(ItemKind.ASSISTANT, f"Reply {i} with **bold** and `code`\n\n- a\n- b", 0.0)
-        session.add_item(ItemKind.TOOL, "line 1\nline 2", 0.0, tool_call_id=f"c{i}", tool_name="bash",
-                         tool_status="completed", tool_detail="ls")
+        session.add_item(
+            ItemKind.TOOL,
+            "line 1\nline 2",
+            0.0,
+            tool_call_id=f"c{i}",
+            tool_name="bash",
+            tool_status="completed",
+            tool_detail="ls",
+        )
         session.add_item(ItemKind.SYSTEM, f"note {i}", 0.0)
 
 
@@ -86,8 +93,14 @@ async def test_tool_row_updates_in_place(tmp_path: Path) -> None:
         await d.settle()
         row = app.pane.log_for("s1").query_one(ToolCallRow)
         assert row.has_class("-running")
-        d.emit("s1", EventType.TOOL_COMPLETE, toolCallId=call, toolName="bash", success=True,
-               result={"content": "built 3 targets"})
+        d.emit(
+            "s1",
+            EventType.TOOL_COMPLETE,
+            toolCallId=call,
+            toolName="bash",
+            success=True,
+            result={"content": "built 3 targets"},
+        )
         await d.settle()
         assert app.pane.log_for("s1").query_one(ToolCallRow) is row
         assert row.has_class("-completed") and "built 3 targets" in str(row.render())
@@ -128,8 +141,7 @@ async def test_a_replaced_shorter_history_rebuilds_the_log(tmp_path: Path) -> No
         assert [m.text for m in log.query(AssistantMessage)] == ["second reply"]
 
 
-async def test_pageup_in_the_prompt_scrolls_the_chat_and_typing_in_the_chat_goes_to_the_prompt(
-        tmp_path: Path) -> None:
+async def test_pageup_in_the_prompt_scrolls_the_chat_and_typing_in_the_chat_goes_to_the_prompt(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
         d = Driver(pilot)

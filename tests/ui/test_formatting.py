@@ -25,10 +25,17 @@ def busy(status: S = S.WORKING, started: float = 0.0, last: float = 0.0, tools: 
     return replace(BASE, status=status, turn_started_at=started, last_activity_at=last, tool_calls=tools, **kw)
 
 
-@pytest.mark.parametrize(("seconds", "compact", "precise"), [
-    (0, "0s", "0s"), (45.9, "45s", "45s"), (125, "2m", "2m 5s"), (3 * 3600 + 120, "3h", "3h 2m"),
-    (2 * 86400, "2d", "48h 0m"), (-3, "0s", "0s"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "compact", "precise"),
+    [
+        (0, "0s", "0s"),
+        (45.9, "45s", "45s"),
+        (125, "2m", "2m 5s"),
+        (3 * 3600 + 120, "3h", "3h 2m"),
+        (2 * 86400, "2d", "48h 0m"),
+        (-3, "0s", "0s"),
+    ],
+)
 def test_durations(seconds: float, compact: str, precise: str) -> None:
     assert compact_duration(seconds) == compact
     assert precise_duration(seconds) == precise

@@ -24,11 +24,20 @@ def test_wrap_spans_cover_the_text_and_fit_the_width(text: str, width: int) -> N
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(TEXT.map(lambda t: t.replace("\n", " ")), min_size=3, max_size=3), min_size=2, max_size=5),
-       st.integers(30, 100))
+@given(
+    st.lists(st.lists(TEXT.map(lambda t: t.replace("\n", " ")), min_size=3, max_size=3), min_size=2, max_size=5),
+    st.integers(30, 100),
+)
 def test_table_lines_keep_every_cell_and_share_one_width(rows: list[list[str]], width: int) -> None:
-    table = Table(tuple(Content(c) for c in rows[0]), tuple(tuple(Content(c) for c in r) for r in rows[1:]),
-                  ("left", "center", "right"), Content(""), Content(""), None, 0)
+    table = Table(
+        tuple(Content(c) for c in rows[0]),
+        tuple(tuple(Content(c) for c in r) for r in rows[1:]),
+        ("left", "center", "right"),
+        Content(""),
+        Content(""),
+        None,
+        0,
+    )
     lines = [line.plain for line in table_lines(table, width)]
     assert len({cell_len(line) for line in lines}) == 1 and cell_len(lines[0]) <= max(width, 3 * 3 + 1 + 3)
     flat = "".join(lines).replace(" ", "")
@@ -52,9 +61,45 @@ def test_a_wrapped_list_item_keeps_its_indent_and_one_logical_line() -> None:
     assert laid.logical == ["• " + ("word " * 20).strip()]
 
 
-SYNTAX = st.lists(st.sampled_from(["a", "b7", "Z", "漢", " ", "\n", "\n\n", ">", "- ", "* ", "1. ", "#", "`", "```",
-                                   "~~", "**", "_", "|", "---", "[", "](", ")", "!", "<", ">", "&amp;", "&#65;",
-                                   "\\", "    ", ":", "<div>", "http://x.y/%20z"]), max_size=60).map("".join)
+SYNTAX = st.lists(
+    st.sampled_from(
+        [
+            "a",
+            "b7",
+            "Z",
+            "漢",
+            " ",
+            "\n",
+            "\n\n",
+            ">",
+            "- ",
+            "* ",
+            "1. ",
+            "#",
+            "`",
+            "```",
+            "~~",
+            "**",
+            "_",
+            "|",
+            "---",
+            "[",
+            "](",
+            ")",
+            "!",
+            "<",
+            ">",
+            "&amp;",
+            "&#65;",
+            "\\",
+            "    ",
+            ":",
+            "<div>",
+            "http://x.y/%20z",
+        ]
+    ),
+    max_size=60,
+).map("".join)
 
 
 def drawn_text(source: str, width: int = 50) -> str:

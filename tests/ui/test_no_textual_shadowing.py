@@ -26,14 +26,47 @@ UI_ROOT = Path(ui_package.__file__).parent
 
 #: Hooks Textual means subclasses to override.
 INTENDED = {
-    "compose", "on_mount", "on_unmount", "on_key", "on_show", "render", "render_line", "get_theme_variable_defaults",
-    "check_action", "get_system_commands", "notify_style_update", "validate_index", "watch_index", "watch__hover",
-    "action_quit", "action_help_quit", "action_cursor_up", "action_cursor_down", "action_cursor_page_up",
-    "action_cursor_page_down", "_on_key", "_on_click", "_on_mouse_move",
-    "_on_leave", "_on_resize", "_on_paste", "can_replace", "control", "action_select", "action_first",
-    "action_last", "action_page_up", "action_page_down", "action_cancel", "action_close", "action_leave",
-    "on_button_pressed", "on_option_list_option_selected", "action_pick",
-    "get_selection", "auto_links",  # Widget's selection and link API, meant to be overridden / set
+    "compose",
+    "on_mount",
+    "on_unmount",
+    "on_key",
+    "on_show",
+    "render",
+    "render_line",
+    "get_theme_variable_defaults",
+    "check_action",
+    "get_system_commands",
+    "notify_style_update",
+    "validate_index",
+    "watch_index",
+    "watch__hover",
+    "action_quit",
+    "action_help_quit",
+    "action_cursor_up",
+    "action_cursor_down",
+    "action_cursor_page_up",
+    "action_cursor_page_down",
+    "_on_key",
+    "_on_click",
+    "_on_mouse_move",
+    "_on_leave",
+    "_on_resize",
+    "_on_paste",
+    "can_replace",
+    "control",
+    "action_select",
+    "action_first",
+    "action_last",
+    "action_page_up",
+    "action_page_down",
+    "action_cancel",
+    "action_close",
+    "action_leave",
+    "on_button_pressed",
+    "on_option_list_option_selected",
+    "action_pick",
+    "get_selection",
+    "auto_links",  # Widget's selection and link API, meant to be overridden / set
 }
 
 
@@ -46,8 +79,12 @@ def _own_names(base: type) -> frozenset[str]:
     except (OSError, TypeError):
         return frozenset(names)
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-                and isinstance(node.value, ast.Name) and node.value.id == "self"):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
             names.add(node.attr)
     return frozenset(names)
 
@@ -77,8 +114,12 @@ def our_classes() -> list[tuple[type, set[str]]]:
                 continue
             names = {item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
             for sub in ast.walk(node):
-                if (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store)
-                        and isinstance(sub.value, ast.Name) and sub.value.id == "self"):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.ctx, ast.Store)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                ):
                     names.add(sub.attr)
             found.append((cls, names))
     return found
@@ -86,6 +127,7 @@ def our_classes() -> list[tuple[type, set[str]]]:
 
 def app_classes() -> list[type]:
     from polypilot_tui.ui.app import PolypilotApp
+
     return [PolypilotApp]
 
 
@@ -105,9 +147,18 @@ def test_no_ui_class_reuses_a_textual_internal_name() -> None:
             if name.isupper() or name in ("DEFAULT_CSS", "BINDINGS", "COMPONENT_CLASSES", "CSS_PATH", "TITLE"):
                 continue
             # Public attributes Textual documents for users to set (e.g. placeholder, display).
-            if not name.startswith("_") and name in {"placeholder", "display", "border_title", "border_subtitle",
-                                                      "sub_title", "theme", "label", "index", "tooltip",
-                                                      "virtual_size"}:
+            if not name.startswith("_") and name in {
+                "placeholder",
+                "display",
+                "border_title",
+                "border_subtitle",
+                "sub_title",
+                "theme",
+                "label",
+                "index",
+                "tooltip",
+                "virtual_size",
+            }:
                 continue
             clashes.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
     assert not clashes, f"names that shadow Textual internals (textual {textual.__version__}): {clashes}"
@@ -116,6 +167,7 @@ def test_no_ui_class_reuses_a_textual_internal_name() -> None:
 def test_the_check_sees_a_clash() -> None:
     """The check itself works: the three clashes that broke the app are found."""
     from textual.widgets import TextArea
+
     assert "history" in textual_names(TextArea)
     assert "_closed" in textual_names(App)
     assert "_flush" in textual_names(App)

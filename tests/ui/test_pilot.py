@@ -36,8 +36,9 @@ async def test_send_a_prompt_and_see_the_reply(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.selected == "s1", what="the default session")
         await send(pilot, "hello there")
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", what="the turn to complete")
-        await wait_for(pilot, lambda: any("You said: **hello there**" in r for r in replies(app, "s1")),
-                       what="the reply on screen")
+        await wait_for(
+            pilot, lambda: any("You said: **hello there**" in r for r in replies(app, "s1")), what="the reply on screen"
+        )
         log = app.pane.log_for("s1")
         assert [str(w.render()) for w in log.query(UserMessage)] == ["hello there"]
         assert app.pane.editor.text == ""
@@ -51,10 +52,10 @@ async def test_ctrl_n_creates_a_session_and_selects_it(tmp_path: Path) -> None:
         await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the agent picker")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.manager.ids() == ["s1", "s2"] and app.selected == "s2",
-                       what="a second session, selected")
-        await wait_for(pilot, lambda: app.sidebar.session_list.session_ids == ["s1", "s2"],
-                       what="two sidebar rows")
+        await wait_for(
+            pilot, lambda: app.manager.ids() == ["s1", "s2"] and app.selected == "s2", what="a second session, selected"
+        )
+        await wait_for(pilot, lambda: app.sidebar.session_list.session_ids == ["s1", "s2"], what="two sidebar rows")
         await wait_for(pilot, lambda: app.manager.view("s2").status is SessionStatus.IDLE, what="connected")
         await send(pilot, "hi")
         await wait_for(pilot, lambda: last_outcome(app, "s2") == "completed", what="the new session to answer")
@@ -97,12 +98,16 @@ async def test_ctrl_r_reconnects_and_keeps_history(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
         before = app.manager.history("s1")
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: any("reconnected" in i.text for i in app.manager.history("s1")),
-                       what="the reconnect note")
+        await wait_for(
+            pilot, lambda: any("reconnected" in i.text for i in app.manager.history("s1")), what="the reconnect note"
+        )
         after = app.manager.history("s1")
-        assert after[:len(before)] == before
-        await wait_for(pilot, lambda: any("reconnected" in str(w.render()) for w in
-                                          app.pane.log_for("s1").query(Static)), what="the note on screen")
+        assert after[: len(before)] == before
+        await wait_for(
+            pilot,
+            lambda: any("reconnected" in str(w.render()) for w in app.pane.log_for("s1").query(Static)),
+            what="the note on screen",
+        )
         await send(pilot, "hello twice")
         await wait_for(pilot, lambda: app.manager.view("s1").turns == 2 and last_outcome(app, "s1") == "completed")
 
@@ -217,16 +222,23 @@ async def test_a_queue_is_visible_and_stop_holds_it_instead_of_dropping_it(tmp_p
         assert [row.prompt for row in panel.query(QueuedPrompt)] == ["next one", "and another"]
         await pilot.press("ctrl+x")
         await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
-        await wait_for(pilot, lambda: "held" in str(panel.query_one(".queue-title", Static).render()),
-                       what="the queue held, not dropped")
+        await wait_for(
+            pilot,
+            lambda: "held" in str(panel.query_one(".queue-title", Static).render()),
+            what="the queue held, not dropped",
+        )
         assert app.manager.view("s1").queue == ("next one", "and another") and app.manager.view("s1").turns == 1
         # Edit takes the first one back into the editor; "Send in order" sends the other.
         await pilot.click(panel.query(QueuedPrompt).first().query_one(".queued-edit"))
         await wait_for(pilot, lambda: app.pane.editor.text == "next one", what="the prompt back in the editor")
         await wait_for(pilot, lambda: len(panel.query(QueuedPrompt)) == 1)
         await pilot.click(panel.query_one(".queue-send"))
-        await wait_for(pilot, lambda: app.manager.view("s1").turns == 2 and not app.manager.view("s1").queue,
-                       timeout=15, what="the held prompt sent")
+        await wait_for(
+            pilot,
+            lambda: app.manager.view("s1").turns == 2 and not app.manager.view("s1").queue,
+            timeout=15,
+            what="the held prompt sent",
+        )
         assert [t.prompt for t in app.manager.session("s1").turns] == ["!slow", "and another"]
         await wait_for(pilot, lambda: not panel.display)
 
@@ -254,6 +266,7 @@ async def test_bad_theme_file_is_one_notification_not_a_crash(tmp_path: Path) ->
     (themes / "broken.toml").write_text("name = 'broken'\nprimary = 'not-a-colour'\n", encoding="utf-8")
     (themes / "garbage.toml").write_text("this is [not toml", encoding="utf-8")
     from polypilot_tui.ui.theming import BUNDLED_DIR
+
     app = demo_app(tmp_path / "state", theme_dirs=[BUNDLED_DIR, themes])
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
@@ -302,8 +315,7 @@ async def test_keymap_file_remaps_a_binding(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
 
 
-async def test_typing_after_a_click_on_the_sidebar_goes_to_the_prompt_and_never_stops_a_turn(
-        tmp_path: Path) -> None:
+async def test_typing_after_a_click_on_the_sidebar_goes_to_the_prompt_and_never_stops_a_turn(tmp_path: Path) -> None:
     app = demo_app(tmp_path, speed=4)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")

@@ -89,15 +89,19 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
     settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
     catalog = load_agents(None)
     manager = SessionManager(settings, catalog, SystemClock(), backend_factory=factory, id_factory=lambda: next(ids))
-    app = PolypilotApp(settings, catalog, manager, manager.clock, theme_dirs=[BUNDLED_DIR],
-                       keymap_file=tmp_path / "none.toml")
+    app = PolypilotApp(
+        settings, catalog, manager, manager.clock, theme_dirs=[BUNDLED_DIR], keymap_file=tmp_path / "none.toml"
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s01")
         for _ in range(SESSIONS - 1):
             manager.add_session("demo")
         order = manager.ids()
-        await wait_for(pilot, lambda: len(agents) == SESSIONS and all(manager.session(s).connected for s in order),
-                       what="every session connected")
+        await wait_for(
+            pilot,
+            lambda: len(agents) == SESSIONS and all(manager.session(s).connected for s in order),
+            what="every session connected",
+        )
         for sid in order:  # every session busy streaming while the user types
             await manager.send(sid, f"warm-up {sid}")
         await wait_for(pilot, lambda: all(manager.view(s).status.busy for s in order))
@@ -117,8 +121,10 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
         keys_at_once(app, *burst)  # all at once: keys arrive faster than the app redraws
 
         def typed_everything() -> bool:
-            got = {sid: [i.text for i in manager.history(sid) if i.kind is ItemKind.USER] + list(manager.view(sid).queue)
-                   for sid in order}
+            got = {
+                sid: [i.text for i in manager.history(sid) if i.kind is ItemKind.USER] + list(manager.view(sid).queue)
+                for sid in order
+            }
             return sum(map(len, got.values())) == sum(map(len, expected.values()))
 
         await wait_for(pilot, typed_everything, timeout=60, what="every prompt submitted")
@@ -128,5 +134,9 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
         assert app.pane.editor.text == ""  # nothing left behind in a draft
         assert app.selected == order[position]
         # ... and each agent is finally sent exactly its own prompts, in order.
-        await wait_for(pilot, lambda: all(agents[s].prompts == expected[s] for s in order), timeout=120,
-                       what="every queued prompt sent to its own agent")
+        await wait_for(
+            pilot,
+            lambda: all(agents[s].prompts == expected[s] for s in order),
+            timeout=120,
+            what="every queued prompt sent to its own agent",
+        )

@@ -53,8 +53,9 @@ def threaded_app(tmp_path: Path, agent: ThreadedAgent, **overrides: Any) -> Poly
     catalog = load_agents(None)
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock, backend_factory=agent.factory, id_factory=lambda: "s1")
-    return PolypilotApp(settings, catalog, manager, clock, theme_dirs=[BUNDLED_DIR],
-                        keymap_file=tmp_path / "no-keymap.toml")
+    return PolypilotApp(
+        settings, catalog, manager, clock, theme_dirs=[BUNDLED_DIR], keymap_file=tmp_path / "no-keymap.toml"
+    )
 
 
 def delta(text: str) -> AgentEvent:
@@ -75,11 +76,22 @@ async def test_events_from_a_foreign_thread_keep_reaching_the_screen(tmp_path: P
         for word in (" second", " third", " fourth"):
             before = app.redraws
             agent.deliver(loop, "s1", delta(word))
-            await wait_for(pilot, lambda before=before: app.redraws > before, timeout=5, what="a redraw after the delta")
-        await wait_for(pilot, lambda: app.pane.log_for("s1").streaming == "first second third fourth",
-                       timeout=5, what="every delta on screen")
-        agent.deliver(loop, "s1", AgentEvent(EventType.MESSAGE, {"messageId": "m1", "content": "x"}),
-                      AgentEvent(EventType.TURN_END, {}), AgentEvent(EventType.SESSION_IDLE, {}))
+            await wait_for(
+                pilot, lambda before=before: app.redraws > before, timeout=5, what="a redraw after the delta"
+            )
+        await wait_for(
+            pilot,
+            lambda: app.pane.log_for("s1").streaming == "first second third fourth",
+            timeout=5,
+            what="every delta on screen",
+        )
+        agent.deliver(
+            loop,
+            "s1",
+            AgentEvent(EventType.MESSAGE, {"messageId": "m1", "content": "x"}),
+            AgentEvent(EventType.TURN_END, {}),
+            AgentEvent(EventType.SESSION_IDLE, {}),
+        )
         await wait_for(pilot, lambda: "Idle" in str(app.pane.status.render()), timeout=5, what="the turn's end drawn")
 
 

@@ -47,12 +47,23 @@ async def test_keys_in_the_list_select_and_keep_the_row_in_view(tmp_path: Path) 
         rows = app.sidebar.session_list
         rows.focus()
         await wait_for(pilot, lambda: rows.has_focus)
-        steps = [("end", "s40"), ("up", "s39"), ("home", "s1"), ("down", "s2"),
-                 ("pagedown", f"s{2 + rows.scrollable_content_region.height // 2}"), ("pageup", "s2")]
+        steps = [
+            ("end", "s40"),
+            ("up", "s39"),
+            ("home", "s1"),
+            ("down", "s2"),
+            ("pagedown", f"s{2 + rows.scrollable_content_region.height // 2}"),
+            ("pageup", "s2"),
+        ]
         for key, wanted in steps:
             await pilot.press(key)
-            await wait_for(pilot, lambda wanted=wanted: app.selected == wanted == app.sidebar.highlighted
-                           and app.pane.session_id == wanted, what=f"{key} -> {wanted}")
+            await wait_for(
+                pilot,
+                lambda wanted=wanted: (
+                    app.selected == wanted == app.sidebar.highlighted and app.pane.session_id == wanted
+                ),
+                what=f"{key} -> {wanted}",
+            )
             assert rows.row_offset(wanted) is not None, f"{wanted} scrolled out of view after {key}"
         await pilot.press("up", "up")  # at the top: stays
         await wait_for(pilot, lambda: app.selected == "s1")
@@ -88,8 +99,11 @@ async def test_rows_follow_the_theme(tmp_path: Path) -> None:
         assert Color.from_rich_color(segment.style.color) == busy_colour()
         app.theme = "polypilot-day"
         await d.settle()
-        assert Color.from_rich_color(icon_segment(app, "s1").style.color) == busy_colour() != Color.from_rich_color(
-            segment.style.color)
+        assert (
+            Color.from_rich_color(icon_segment(app, "s1").style.color)
+            == busy_colour()
+            != Color.from_rich_color(segment.style.color)
+        )
 
 
 async def test_closing_the_highlighted_session_moves_the_highlight(tmp_path: Path) -> None:

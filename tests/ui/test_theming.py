@@ -28,15 +28,25 @@ def test_bad_files_are_reported_with_path_and_reason(tmp_path: Path) -> None:
     assert [t.name for t in loaded.themes] == ["ok"]  # the name defaults to the file name
     reasons = "\n".join(loaded.failures)
     assert len(loaded.failures) == 5
-    for fragment in ("a.toml: primary = 'nope' is not a colour", "unknown key 'sparkle'", "not valid TOML",
-                     "'primary' colour is required", "variables.permission-warning must be a colour"):
+    for fragment in (
+        "a.toml: primary = 'nope' is not a colour",
+        "unknown key 'sparkle'",
+        "not valid TOML",
+        "'primary' colour is required",
+        "variables.permission-warning must be a colour",
+    ):
         assert fragment in reasons
 
 
 def test_theme_file_fields(tmp_path: Path) -> None:
     path = tmp_path / "x.toml"
-    path.write_text("name = 'mine'\nprimary = 'red'\ndark = false\n[variables]\nstatus-busy = '#00ff00'\n",
-                    encoding="utf-8")
+    path.write_text(
+        "name = 'mine'\nprimary = 'red'\ndark = false\n[variables]\nstatus-busy = '#00ff00'\n", encoding="utf-8"
+    )
     theme = load_theme_file(path)
-    assert (theme.name, theme.primary, theme.dark, theme.variables) == ("mine", "red", False,
-                                                                       {"status-busy": "#00ff00"})
+    assert (theme.name, theme.primary, theme.dark, theme.variables) == (
+        "mine",
+        "red",
+        False,
+        {"status-busy": "#00ff00"},
+    )

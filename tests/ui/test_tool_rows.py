@@ -13,8 +13,9 @@ STATUSES = ("running", "waiting", "completed", "failed", "rejected", "interrupte
 
 
 def tool(output: str, status: str = "completed") -> ChatItem:
-    return ChatItem(ItemKind.TOOL, output, 0.0, tool_call_id="c1", tool_name="bash", tool_status=status,
-                    tool_detail="make test")
+    return ChatItem(
+        ItemKind.TOOL, output, 0.0, tool_call_id="c1", tool_name="bash", tool_status=status, tool_detail="make test"
+    )
 
 
 class Rows(App[None]):
@@ -78,9 +79,9 @@ async def test_a_huge_output_unfolds_to_its_head_and_tail_with_a_note() -> None:
         await pilot.pause()
         text = str(row.visual).split("\n")
         hidden = 2000 - EXPANDED_HEAD - EXPANDED_TAIL
-        assert text[1:EXPANDED_HEAD + 1] == [f"out {n}" for n in range(1, EXPANDED_HEAD + 1)]
+        assert text[1 : EXPANDED_HEAD + 1] == [f"out {n}" for n in range(1, EXPANDED_HEAD + 1)]
         assert text[EXPANDED_HEAD + 1].startswith(f"··· {hidden:,} more lines not shown")
-        assert text[EXPANDED_HEAD + 2:-1] == [f"out {n}" for n in range(2001 - EXPANDED_TAIL, 2001)]
+        assert text[EXPANDED_HEAD + 2 : -1] == [f"out {n}" for n in range(2001 - EXPANDED_TAIL, 2001)]
         assert row.size.height >= len(text)  # all of it drawn (long lines wrap)
 
 

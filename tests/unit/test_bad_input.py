@@ -59,30 +59,48 @@ def _replay(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | b
 SEND = '{"at": 0, "send": "hello"}\n'
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("[" * 100_000, "line 2: nested deeper than 64 levels"),
-    ('{"at": ' + "1" * 5000 + ', "send": "x"}', "line 2: 'at' must be"),
-    ('{"at": ' + "9" * 4000 + ', "send": "x"}', "line 2: 'at' must be"),
-    ('{"at": 1' + "0" * 30 + ', "send": "x"}', "line 2: 'at' must be a number of seconds from 0 to"),
-    ('{"at": NaN, "send": "x"}', "line 2: 'at' must be"),
-    ('{"at": Infinity, "send": "x"}', "line 2: 'at' must be"),
-    ('{"at": 1e400, "send": "x"}', "line 2: 'at' must be"),
-    ('{"at": true, "send": "x"}', "line 2: 'at' must be"),
-    ('{"at": 1, "send": "x\u0000"}', "line 2: not valid JSON"),
-    ('{"at": 1, "event": {"type": "x", "data": [1]}}', "line 2: event 'data' must be an object"),
-    ('{"at": 1, "restore": "yes"}', "line 2: 'restore' must be an object"),
-    ('{"at": 1, "send": "   "}', "line 2: 'send' must be a non-empty string"),
-], ids=["deep-nesting", "huge-int", "4000-digit-at", "beyond-ten-years", "nan", "infinity", "overflow", "bool",
-        "nul", "data-list", "restore-str", "blank-send"])
-def test_malformed_trace_lines_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str,
-                                         message: str) -> None:
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("[" * 100_000, "line 2: nested deeper than 64 levels"),
+        ('{"at": ' + "1" * 5000 + ', "send": "x"}', "line 2: 'at' must be"),
+        ('{"at": ' + "9" * 4000 + ', "send": "x"}', "line 2: 'at' must be"),
+        ('{"at": 1' + "0" * 30 + ', "send": "x"}', "line 2: 'at' must be a number of seconds from 0 to"),
+        ('{"at": NaN, "send": "x"}', "line 2: 'at' must be"),
+        ('{"at": Infinity, "send": "x"}', "line 2: 'at' must be"),
+        ('{"at": 1e400, "send": "x"}', "line 2: 'at' must be"),
+        ('{"at": true, "send": "x"}', "line 2: 'at' must be"),
+        ('{"at": 1, "send": "x\u0000"}', "line 2: not valid JSON"),
+        ('{"at": 1, "event": {"type": "x", "data": [1]}}', "line 2: event 'data' must be an object"),
+        ('{"at": 1, "restore": "yes"}', "line 2: 'restore' must be an object"),
+        ('{"at": 1, "send": "   "}', "line 2: 'send' must be a non-empty string"),
+    ],
+    ids=[
+        "deep-nesting",
+        "huge-int",
+        "4000-digit-at",
+        "beyond-ten-years",
+        "nan",
+        "infinity",
+        "overflow",
+        "bool",
+        "nul",
+        "data-list",
+        "restore-str",
+        "blank-send",
+    ],
+)
+def test_malformed_trace_lines_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str
+) -> None:
     code, _, err = _replay(tmp_path, capsys, SEND + line + "\n")
     assert code == 2 and message in err, err
     assert "Traceback" not in err
 
 
 def test_a_ten_mib_garbage_line_in_a_trace_is_rejected_without_echoing_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = _replay(tmp_path, capsys, SEND + "{" + "x" * (10 * MIB) + "\n")
     assert code == 2 and "line 2: not valid JSON" in err
     assert len(err) < 500  # the message names the line; it does not print 10 MiB back
@@ -93,13 +111,16 @@ def test_a_trace_that_is_not_utf8_is_a_clear_error(tmp_path: Path, capsys: pytes
     assert code == 2 and "cannot read" in err
 
 
-def test_a_ten_mib_reply_in_a_trace_replays_in_bounded_time(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_ten_mib_reply_in_a_trace_replays_in_bounded_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     big = "word " * (2 * MIB)  # 10 MiB, one delta
-    lines = [SEND,
-             json.dumps({"at": 1, "event": {"type": "assistant.message_delta",
-                                            "data": {"messageId": "m", "deltaContent": big}}}) + "\n",
-             json.dumps({"at": 2, "event": {"type": "session.idle", "data": {}}}) + "\n"]
+    lines = [
+        SEND,
+        json.dumps(
+            {"at": 1, "event": {"type": "assistant.message_delta", "data": {"messageId": "m", "deltaContent": big}}}
+        )
+        + "\n",
+        json.dumps({"at": 2, "event": {"type": "session.idle", "data": {}}}) + "\n",
+    ]
     code, out, err = _replay(tmp_path, capsys, "".join(lines))
     assert code == 0, err
     assert "#1 completed" in out and f"{len(big)} chars of replies" in out
@@ -120,11 +141,18 @@ def _line(kind: str, **data: Any) -> bytes:
     return json.dumps({"type": kind, "data": data, "id": "x", "timestamp": 0}).encode() + b"\n"
 
 
-CORRUPTION = b"".join([
-    b"not json at all\n", b"\x00\x01\x02 binary \xff\xfe\n", b"[1, 2, 3]\n", b'{"data": {}}\n',
-    b'{"type": 5}\n', b"{" * 50_000 + b"\n", b'{"type": "x", "data": {"n": ' + b"9" * 5000 + b"}}\r\n",
-    b'{"type": "assistant.message", "data": {"content": "' + b"y" * (10 * MIB) + b'"}}\n',
-])
+CORRUPTION = b"".join(
+    [
+        b"not json at all\n",
+        b"\x00\x01\x02 binary \xff\xfe\n",
+        b"[1, 2, 3]\n",
+        b'{"data": {}}\n',
+        b'{"type": 5}\n',
+        b"{" * 50_000 + b"\n",
+        b'{"type": "x", "data": {"n": ' + b"9" * 5000 + b"}}\r\n",
+        b'{"type": "assistant.message", "data": {"content": "' + b"y" * (10 * MIB) + b'"}}\n',
+    ]
+)
 
 
 async def test_resume_on_a_corrupt_events_log_with_a_ten_mib_line(make_harness: Callable[..., Harness]) -> None:
@@ -133,8 +161,9 @@ async def test_resume_on_a_corrupt_events_log_with_a_ten_mib_line(make_harness: 
     await harness.manager.send(sid, "hello there")
     await harness.until_rest(sid)
     with _log(harness, sid).open("ab") as fh:  # garbage, then a tool the agent never finished
-        fh.write(CORRUPTION + _line(EventType.USER_MESSAGE, content="build") + _line(EventType.TOOL_START,
-                                                                                        toolCallId="t9"))
+        fh.write(
+            CORRUPTION + _line(EventType.USER_MESSAGE, content="build") + _line(EventType.TOOL_START, toolCallId="t9")
+        )
     with bounded():
         result = await harness.manager.reconnect(sid)
     assert result.resumed and result.interrupted_tool
@@ -163,7 +192,8 @@ async def test_a_truncated_events_log_ends_at_its_last_whole_line(make_harness: 
 
 
 async def test_an_events_log_that_is_a_directory_does_not_break_the_session(
-        make_harness: Callable[..., Harness]) -> None:
+    make_harness: Callable[..., Harness],
+) -> None:
     harness = make_harness()
     sid = harness.manager.add_session("demo", connect=False)
     _log(harness, sid).mkdir(parents=True)  # the demo agent cannot write its log at all
@@ -218,10 +248,16 @@ class Pushed:
 async def test_unknown_event_types_are_ignored(tmp_path: Path) -> None:
     pushed = Pushed(tmp_path)
     await pushed.start()
-    await pushed.push((EventType.TURN_START, {}), ("session.some_future_event", {"x": 1}), ("", {}),
-                      ("tool.", {}), ("assistant.unknown_kind", {"content": "boo"}), ("\x1b[2J", {}),
-                      (EventType.MESSAGE_DELTA, {"messageId": "m", "deltaContent": "fine"}),
-                      (EventType.SESSION_IDLE, {}))
+    await pushed.push(
+        (EventType.TURN_START, {}),
+        ("session.some_future_event", {"x": 1}),
+        ("", {}),
+        ("tool.", {}),
+        ("assistant.unknown_kind", {"content": "boo"}),
+        ("\x1b[2J", {}),
+        (EventType.MESSAGE_DELTA, {"messageId": "m", "deltaContent": "fine"}),
+        (EventType.SESSION_IDLE, {}),
+    )
     assert pushed.outcomes() == ["completed"]
     assert [i.text for i in pushed.session.history] == ["go", "fine"]
 
@@ -229,15 +265,21 @@ async def test_unknown_event_types_are_ignored(tmp_path: Path) -> None:
 async def test_events_for_unknown_tool_ids(tmp_path: Path) -> None:
     pushed = Pushed(tmp_path)
     await pushed.start()
-    await pushed.push((EventType.TURN_START, {}),
-                      (EventType.TOOL_PROGRESS, {"toolCallId": "ghost-0", "progressMessage": "ignored"}),
-                      (EventType.TOOL_COMPLETE, {"toolCallId": "ghost-1", "toolName": "bash", "success": True,
-                                                 "result": {"content": "out"}}),
-                      (EventType.TOOL_COMPLETE, {"success": False, "error": {"message": "no id"}}),
-                      (EventType.PERMISSION_REQUESTED, {"requestId": "r1", "toolCallId": "ghost-2", "title": "rm"}))
+    await pushed.push(
+        (EventType.TURN_START, {}),
+        (EventType.TOOL_PROGRESS, {"toolCallId": "ghost-0", "progressMessage": "ignored"}),
+        (
+            EventType.TOOL_COMPLETE,
+            {"toolCallId": "ghost-1", "toolName": "bash", "success": True, "result": {"content": "out"}},
+        ),
+        (EventType.TOOL_COMPLETE, {"success": False, "error": {"message": "no id"}}),
+        (EventType.PERMISSION_REQUESTED, {"requestId": "r1", "toolCallId": "ghost-2", "title": "rm"}),
+    )
     tools = pushed.rows(ItemKind.TOOL)
     assert [(t.tool_call_id, t.tool_status, t.text) for t in tools] == [
-        ("ghost-1", "completed", "out"), ("tool-2", "failed", "no id")]
+        ("ghost-1", "completed", "out"),
+        ("tool-2", "failed", "no id"),
+    ]
     view = make_view(pushed.session)
     assert view.pending_permission is not None and view.pending_permission.tool_call_id == "ghost-2"
     await pushed.push((EventType.PERMISSION_COMPLETED, {"requestId": "r1"}), (EventType.SESSION_IDLE, {}))
@@ -247,40 +289,60 @@ async def test_events_for_unknown_tool_ids(tmp_path: Path) -> None:
 async def test_out_of_order_and_duplicated_events(tmp_path: Path) -> None:
     pushed = Pushed(tmp_path)
     await pushed.start()
-    complete = (EventType.TOOL_COMPLETE, {"toolCallId": "t1", "toolName": "bash", "success": True,
-                                          "result": {"content": "ok"}})
+    complete = (
+        EventType.TOOL_COMPLETE,
+        {"toolCallId": "t1", "toolName": "bash", "success": True, "result": {"content": "ok"}},
+    )
     start = (EventType.TOOL_START, {"toolCallId": "t1", "toolName": "bash"})
     message = (EventType.MESSAGE, {"messageId": "m1", "content": "the answer"})
-    await pushed.push((EventType.TURN_END, {}), (EventType.TURN_START, {}), complete, start, start, complete,
-                      (EventType.MESSAGE_DELTA, {"messageId": "m1", "deltaContent": "the answer"}),
-                      message, message, (EventType.TURN_START, {}), (EventType.TURN_START, {}))
+    await pushed.push(
+        (EventType.TURN_END, {}),
+        (EventType.TURN_START, {}),
+        complete,
+        start,
+        start,
+        complete,
+        (EventType.MESSAGE_DELTA, {"messageId": "m1", "deltaContent": "the answer"}),
+        message,
+        message,
+        (EventType.TURN_START, {}),
+        (EventType.TURN_START, {}),
+    )
     turn = pushed.session.turn
     assert turn is not None and not turn.active_tools and turn.tool_call_count == 1  # a late start is no new tool
-    await pushed.push((EventType.SESSION_IDLE, {}), (EventType.SESSION_IDLE, {}),
-                      (EventType.MESSAGE_DELTA, {"messageId": "m2", "deltaContent": "late"}))
+    await pushed.push(
+        (EventType.SESSION_IDLE, {}),
+        (EventType.SESSION_IDLE, {}),
+        (EventType.MESSAGE_DELTA, {"messageId": "m2", "deltaContent": "late"}),
+    )
     assert pushed.outcomes() == ["completed"]
     assert [(t.tool_call_id, t.tool_status) for t in pushed.rows(ItemKind.TOOL)] == [("t1", "completed")]
     assert [r.text for r in pushed.rows(ItemKind.ASSISTANT)] == ["the answer"]
     await pushed.manager.send("s", "next")
-    await pushed.push((EventType.MESSAGE_DELTA, {"messageId": "m3", "deltaContent": "fresh"}),
-                      (EventType.SESSION_IDLE, {}))
+    await pushed.push(
+        (EventType.MESSAGE_DELTA, {"messageId": "m3", "deltaContent": "fresh"}), (EventType.SESSION_IDLE, {})
+    )
     assert [r.text for r in pushed.rows(ItemKind.ASSISTANT)] == ["the answer", "fresh"]  # "late" went nowhere
 
 
 async def test_odd_data_types_do_not_break_a_turn(tmp_path: Path) -> None:
     pushed = Pushed(tmp_path)
     await pushed.start()
-    await pushed.push((EventType.TURN_START, {"turnId": ["x"]}),
-                      (EventType.MESSAGE_DELTA, {"messageId": 7, "deltaContent": 123}),
-                      (EventType.MESSAGE, {"messageId": None, "content": {"a": 1}, "toolRequests": "yes"}),
-                      (EventType.TOOL_START, {"toolCallId": 7, "toolName": None, "arguments": [1, 2]}),
-                      (EventType.TOOL_PROGRESS, {"toolCallId": None, "progressMessage": 5}),
-                      (EventType.TOOL_COMPLETE, {"toolCallId": 7, "success": "no", "error": 5, "result": [1]}),
-                      (EventType.PERMISSION_REQUESTED, {"requestId": None, "options": "abc"}),
-                      (EventType.PLAN, {"entries": 5}), (EventType.PLAN, {"entries": [1, {"content": None}]}),
-                      (EventType.SESSION_TITLE_CHANGED, {"title": ["t"]}),
-                      (EventType.SESSION_USAGE_INFO, {"currentTokens": "many", "tokenLimit": None}),
-                      (EventType.INTENT, {"intent": 3}), (EventType.SESSION_IDLE, {"aborted": None}))
+    await pushed.push(
+        (EventType.TURN_START, {"turnId": ["x"]}),
+        (EventType.MESSAGE_DELTA, {"messageId": 7, "deltaContent": 123}),
+        (EventType.MESSAGE, {"messageId": None, "content": {"a": 1}, "toolRequests": "yes"}),
+        (EventType.TOOL_START, {"toolCallId": 7, "toolName": None, "arguments": [1, 2]}),
+        (EventType.TOOL_PROGRESS, {"toolCallId": None, "progressMessage": 5}),
+        (EventType.TOOL_COMPLETE, {"toolCallId": 7, "success": "no", "error": 5, "result": [1]}),
+        (EventType.PERMISSION_REQUESTED, {"requestId": None, "options": "abc"}),
+        (EventType.PLAN, {"entries": 5}),
+        (EventType.PLAN, {"entries": [1, {"content": None}]}),
+        (EventType.SESSION_TITLE_CHANGED, {"title": ["t"]}),
+        (EventType.SESSION_USAGE_INFO, {"currentTokens": "many", "tokenLimit": None}),
+        (EventType.INTENT, {"intent": 3}),
+        (EventType.SESSION_IDLE, {"aborted": None}),
+    )
     assert pushed.outcomes() == ["completed"]
     make_view(pushed.session)  # the view builds too
 
@@ -318,17 +380,31 @@ async def test_escape_sequences_are_stripped_everywhere_and_markup_is_kept_liter
         (EventType.TOOL_COMPLETE, {"toolCallId": "t1", "success": True, "result": {"content": HOSTILE}}),
         (EventType.TOOL_START, {"toolCallId": "t2", "toolName": "bash"}),
         (EventType.TOOL_COMPLETE, {"toolCallId": "t2", "success": False, "error": {"message": HOSTILE}}),
-        (EventType.PERMISSION_REQUESTED, {"requestId": "r1", "title": HOSTILE, "detail": HOSTILE,
-                                          "options": [{"optionId": "allow", "name": HOSTILE, "kind": "allow_once"}]}),
+        (
+            EventType.PERMISSION_REQUESTED,
+            {
+                "requestId": "r1",
+                "title": HOSTILE,
+                "detail": HOSTILE,
+                "options": [{"optionId": "allow", "name": HOSTILE, "kind": "allow_once"}],
+            },
+        ),
     )
     view = make_view(pushed.session)
     prompt = view.pending_permission
     assert prompt is not None
-    for text in (view.title, view.intent, prompt.title, prompt.detail, *(o[1] for o in prompt.options),
-                 *(entry[0] for entry in pushed.session.plan)):
+    for text in (
+        view.title,
+        view.intent,
+        prompt.title,
+        prompt.detail,
+        *(o[1] for o in prompt.options),
+        *(entry[0] for entry in pushed.session.plan),
+    ):
         _assert_clean(text)
-    await pushed.push((EventType.PERMISSION_COMPLETED, {"requestId": "r1"}),
-                      (EventType.SESSION_ERROR, {"message": HOSTILE}))
+    await pushed.push(
+        (EventType.PERMISSION_COMPLETED, {"requestId": "r1"}), (EventType.SESSION_ERROR, {"message": HOSTILE})
+    )
     assert pushed.outcomes() == ["failed"]
     for item in pushed.session.history:
         _assert_clean(item.text)
@@ -341,10 +417,19 @@ async def test_escape_sequences_are_stripped_everywhere_and_markup_is_kept_liter
     _assert_clean(make_view(pushed.session).reason)
 
 
-@pytest.mark.parametrize("text", [
-    "\x1b[" * (5 * MIB), "\x1b[" + "0;" * (5 * MIB), "\x1b]" + "x" * (10 * MIB), "\x1bP" + "\x1b" * (10 * MIB),
-    "\x9b" * (10 * MIB), ("\x1b[1m" + "[b]" * 10) * (MIB // 10), "\r\n" * (5 * MIB),
-], ids=["csi-starts", "csi-unterminated", "osc-unterminated", "dcs-escapes", "c1-csi", "mixed", "crlf"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\x1b[" * (5 * MIB),
+        "\x1b[" + "0;" * (5 * MIB),
+        "\x1b]" + "x" * (10 * MIB),
+        "\x1bP" + "\x1b" * (10 * MIB),
+        "\x9b" * (10 * MIB),
+        ("\x1b[1m" + "[b]" * 10) * (MIB // 10),
+        "\r\n" * (5 * MIB),
+    ],
+    ids=["csi-starts", "csi-unterminated", "osc-unterminated", "dcs-escapes", "c1-csi", "mixed", "crlf"],
+)
 def test_stripping_pathological_text_is_linear(text: str) -> None:
     with bounded():
         out = strip_control(text)
@@ -358,12 +443,16 @@ def _agents(tmp_path: Path, content: str | bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("content", "line"), [
-    ('[good]\nkind = "demo"\n\n[bad\nkind = "acp"\n', "line 4"),
-    ('[a]\nkind = "demo"\nkind = "acp"\n', "line 3"),
-    ('[a]\nkind = demo\n', "line 2"),
-    ('[a]\nargs = ["x",\n', "at end of document"),
-], ids=["unclosed-table", "duplicate-key", "bare-value", "unclosed-array"])
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        ('[good]\nkind = "demo"\n\n[bad\nkind = "acp"\n', "line 4"),
+        ('[a]\nkind = "demo"\nkind = "acp"\n', "line 3"),
+        ("[a]\nkind = demo\n", "line 2"),
+        ('[a]\nargs = ["x",\n', "at end of document"),
+    ],
+    ids=["unclosed-table", "duplicate-key", "bare-value", "unclosed-array"],
+)
 def test_broken_toml_names_the_file_and_line(tmp_path: Path, content: str, line: str) -> None:
     path = _agents(tmp_path, content)
     with pytest.raises(AgentsFileError) as info:
@@ -372,10 +461,13 @@ def test_broken_toml_names_the_file_and_line(tmp_path: Path, content: str, line:
     assert str(path) in message and line in message and "not valid TOML" in message
 
 
-@pytest.mark.parametrize(("content", "why"), [
-    (b"\xff\xfe[a]\n", "cannot be read"),
-    (None, "cannot be read"),  # a directory
-])
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"\xff\xfe[a]\n", "cannot be read"),
+        (None, "cannot be read"),  # a directory
+    ],
+)
 def test_an_unreadable_agents_file_is_a_clear_error(tmp_path: Path, content: bytes | None, why: str) -> None:
     if content is None:
         path = tmp_path / "agents.toml"
@@ -388,7 +480,9 @@ def test_an_unreadable_agents_file_is_a_clear_error(tmp_path: Path, content: byt
 
 
 def test_bad_entries_are_skipped_with_reasons_and_the_rest_loads(tmp_path: Path) -> None:
-    path = _agents(tmp_path, """
+    path = _agents(
+        tmp_path,
+        """
 top_level_value = 5
 
 [ok]
@@ -412,19 +506,27 @@ provider = { type = "openai" }
 [bad_env]
 kind = "acp"
 env = { A = 1 }
-""")
+""",
+    )
     with bounded():
         catalog = load_agents(path)
     assert catalog.names() == ["demo", "ok"]
     problems = "\n".join(catalog.problems)
     assert len(catalog.problems) == 6, problems
-    for fragment in ("top_level_value: expected a table", "wrong_kind: kind:", "no_kind: kind: Field required",
-                     "bad_args: args:", "bad_provider: provider.base_url: Field required", "bad_env: env.A:"):
+    for fragment in (
+        "top_level_value: expected a table",
+        "wrong_kind: kind:",
+        "no_kind: kind: Field required",
+        "bad_args: args:",
+        "bad_provider: provider.base_url: Field required",
+        "bad_env: env.A:",
+    ):
         assert fragment in problems, problems
 
 
-def test_cli_reports_a_broken_agents_file_without_a_traceback(tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reports_a_broken_agents_file_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _agents(tmp_path, "[a\n")
     with pytest.raises(SystemExit) as info:
         main(["--agents-file", str(path), "agents"])
@@ -445,8 +547,7 @@ def test_run_exit_codes_say_which_way_a_turn_went() -> None:
     assert exit_code(Outcome.COMPLETED, "session.idle", (), []) == (EXIT_OK, "")
     code, verdict = exit_code(Outcome.COMPLETED, "session.idle", ("Run bash: rm -rf build",), [])
     assert code == EXIT_PERMISSION_REFUSED and "1 permission request was refused: Run bash: rm -rf build" in verdict
-    assert exit_code(Outcome.ABORTED, "stopped by user", (), ["SIGINT"]) == (EXIT_CANCELLED,
-                                                                             "turn cancelled by SIGINT")
+    assert exit_code(Outcome.ABORTED, "stopped by user", (), ["SIGINT"]) == (EXIT_CANCELLED, "turn cancelled by SIGINT")
     assert exit_code(Outcome.ABORTED, "the agent ended the turn as aborted", (), [])[0] == EXIT_CANCELLED
     code, verdict = exit_code(Outcome.STUCK, "no activity for 120 s (waiting for the model)", (), [])
     assert code == EXIT_NOT_COMPLETED and verdict.startswith("turn stuck: no activity")

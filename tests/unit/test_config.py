@@ -45,11 +45,17 @@ def test_every_watchdog_setting_reaches_the_watchdog() -> None:
 
 def test_settings_come_from_polypilot_variables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name, value in {
-        "POLYPILOT_WATCHDOG__INACTIVITY": "45", "POLYPILOT_WATCHDOG__TOOL": "900.5",
-        "POLYPILOT_PERMISSION_POLICY": "deny", "POLYPILOT_STATE_DIR": str(tmp_path / "state"),
-        "POLYPILOT_AGENTS_FILE": str(tmp_path / "agents.toml"), "POLYPILOT_RECORD": "false",
-        "POLYPILOT_DEMO_SPEED": "3", "POLYPILOT_STOP_GRACE_SECONDS": "1.5", "POLYPILOT_DEFAULT_AGENT": "codex",
-        "POLYPILOT_SOMETHING_UNKNOWN": "ignored", "POLYPILOT_WATCHDOG__DEAD_SEND": "",  # empty = unset
+        "POLYPILOT_WATCHDOG__INACTIVITY": "45",
+        "POLYPILOT_WATCHDOG__TOOL": "900.5",
+        "POLYPILOT_PERMISSION_POLICY": "deny",
+        "POLYPILOT_STATE_DIR": str(tmp_path / "state"),
+        "POLYPILOT_AGENTS_FILE": str(tmp_path / "agents.toml"),
+        "POLYPILOT_RECORD": "false",
+        "POLYPILOT_DEMO_SPEED": "3",
+        "POLYPILOT_STOP_GRACE_SECONDS": "1.5",
+        "POLYPILOT_DEFAULT_AGENT": "codex",
+        "POLYPILOT_SOMETHING_UNKNOWN": "ignored",
+        "POLYPILOT_WATCHDOG__DEAD_SEND": "",  # empty = unset
     }.items():
         monkeypatch.setenv(name, value)
     settings = fresh()
@@ -74,10 +80,12 @@ def test_explicit_arguments_win_over_the_environment(monkeypatch: pytest.MonkeyP
 
 
 # ---- .env ---------------------------------------------------------------------------------
-def test_dotenv_is_read_from_the_working_directory_and_env_wins(monkeypatch: pytest.MonkeyPatch,
-                                                                tmp_path: Path) -> None:
-    (tmp_path / ".env").write_text("POLYPILOT_PERMISSION_POLICY=allow\nPOLYPILOT_WATCHDOG__INACTIVITY=77\n"
-                                   "OTHER_TOOL_SETTING=whatever\n")
+def test_dotenv_is_read_from_the_working_directory_and_env_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").write_text(
+        "POLYPILOT_PERMISSION_POLICY=allow\nPOLYPILOT_WATCHDOG__INACTIVITY=77\nOTHER_TOOL_SETTING=whatever\n"
+    )
     monkeypatch.chdir(tmp_path)
     settings = Settings()
     assert settings.permission_policy is PermissionPolicy.ALLOW and settings.watchdog.inactivity == 77
@@ -100,14 +108,17 @@ def test_a_dotenv_elsewhere_is_used_only_when_named(tmp_path: Path) -> None:
 
 
 # ---- validation -----------------------------------------------------------------------------
-@pytest.mark.parametrize(("name", "value", "where"), [
-    ("POLYPILOT_WATCHDOG__INACTIVITY", "-1", "watchdog.inactivity"),
-    ("POLYPILOT_WATCHDOG__TOOL", "ten minutes", "watchdog.tool"),
-    ("POLYPILOT_PERMISSION_POLICY", "sometimes", "permission_policy"),
-    ("POLYPILOT_HEARTBEAT_SECONDS", "0", "heartbeat_seconds"),
-    ("POLYPILOT_RECORD", "maybe", "record"),
-    ("POLYPILOT_WATCHDOG", "{not json", "watchdog"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "where"),
+    [
+        ("POLYPILOT_WATCHDOG__INACTIVITY", "-1", "watchdog.inactivity"),
+        ("POLYPILOT_WATCHDOG__TOOL", "ten minutes", "watchdog.tool"),
+        ("POLYPILOT_PERMISSION_POLICY", "sometimes", "permission_policy"),
+        ("POLYPILOT_HEARTBEAT_SECONDS", "0", "heartbeat_seconds"),
+        ("POLYPILOT_RECORD", "maybe", "record"),
+        ("POLYPILOT_WATCHDOG", "{not json", "watchdog"),
+    ],
+)
 def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, name: str, value: str, where: str) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises((ValidationError, SettingsError)) as info:  # SettingsError: not even JSON
@@ -134,7 +145,8 @@ model = "mock/mock-model"
 [copilot-byok]
 kind = "copilot"
 model = "gpt-4.1"
-provider = { type = "openai", base_url = "http://127.0.0.1:8080/v1", api_key_env = "MY_MODEL_KEY", wire_api = "responses" }
+provider = { type = "openai", base_url = "http://127.0.0.1:8080/v1", api_key_env = "MY_MODEL_KEY", \
+wire_api = "responses" }
 
 [slow-demo]
 kind = "demo"
@@ -149,11 +161,17 @@ def test_agents_file_parses_every_field(tmp_path: Path) -> None:
     assert catalog.names() == ["demo", "opencode", "copilot-byok", "slow-demo"] and catalog.problems == ()
     opencode = catalog.get("opencode")
     assert (opencode.kind, opencode.command, opencode.args, opencode.cwd, opencode.model) == (
-        "acp", "opencode", ["acp"], Path("/srv/project"), "mock/mock-model")
+        "acp",
+        "opencode",
+        ["acp"],
+        Path("/srv/project"),
+        "mock/mock-model",
+    )
     assert opencode.env == {"OPENCODE_DISABLE_AUTOUPDATE": "1"} and opencode.provider is None
     provider = catalog.get("copilot-byok").provider
-    assert provider == ProviderConfig(type="openai", base_url="http://127.0.0.1:8080/v1", api_key_env="MY_MODEL_KEY",
-                                      wire_api="responses")
+    assert provider == ProviderConfig(
+        type="openai", base_url="http://127.0.0.1:8080/v1", api_key_env="MY_MODEL_KEY", wire_api="responses"
+    )
     assert provider.api_key({"MY_MODEL_KEY": "k-123"}) == "k-123"
     assert catalog.get("slow-demo").script == "slow"
 
@@ -185,12 +203,14 @@ def test_the_demo_agent_survives_bad_entries(tmp_path: Path) -> None:
 
 def test_a_missing_agents_file_is_an_error(tmp_path: Path) -> None:
     from polypilot_tui.config import AgentsFileError
+
     with pytest.raises(AgentsFileError, match="does not exist"):
         load_agents(tmp_path / "nope.toml")
 
 
 def test_an_unknown_agent_names_the_configured_ones() -> None:
-    catalog = AgentCatalog({"demo": AgentConfig(name="demo", kind="demo"), "codex": AgentConfig(name="codex",
-                                                                                                 kind="acp")})
+    catalog = AgentCatalog(
+        {"demo": AgentConfig(name="demo", kind="demo"), "codex": AgentConfig(name="codex", kind="acp")}
+    )
     with pytest.raises(KeyError, match="no agent named 'gemini'; configured: demo, codex"):
         catalog.get("gemini")

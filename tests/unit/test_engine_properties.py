@@ -43,14 +43,19 @@ def event_strategy() -> st.SearchStrategy[tuple[str, dict]]:
         st.just((EventType.MESSAGE, {"messageId": None, "content": None, "toolRequests": []})),
         tool.map(lambda t: (EventType.TOOL_START, {"toolCallId": t, "toolName": "bash"})),
         tool.map(lambda t: (EventType.TOOL_COMPLETE, {"toolCallId": t, "success": True, "result": {"content": "ok"}})),
-        tool.map(lambda t: (EventType.TOOL_COMPLETE, {"toolCallId": t, "success": False,
-                                                       "error": {"message": "Permission denied"}})),
+        tool.map(
+            lambda t: (
+                EventType.TOOL_COMPLETE,
+                {"toolCallId": t, "success": False, "error": {"message": "Permission denied"}},
+            )
+        ),
         st.just((EventType.SESSION_ERROR, {"message": "boom"})),
     )
 
 
-steps = st.lists(st.tuples(st.floats(min_value=0.0, max_value=400.0), event_strategy(), st.booleans()),
-                 min_size=1, max_size=40)
+steps = st.lists(
+    st.tuples(st.floats(min_value=0.0, max_value=400.0), event_strategy(), st.booleans()), min_size=1, max_size=40
+)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -95,8 +100,9 @@ async def _check(script) -> None:
             await clock.settle()
         await _advance_checking(manager, clock, sid, 4000.0, cfg)
         assert manager.session(sid).turn is None, "a turn outlived every tier"
-        kept = "".join(item.text for item in manager.history(sid)
-                       if item.kind in (ItemKind.ASSISTANT, ItemKind.REASONING))
+        kept = "".join(
+            item.text for item in manager.history(sid) if item.kind in (ItemKind.ASSISTANT, ItemKind.REASONING)
+        )
         for word in streamed:
             assert word.strip() in kept, f"streamed text {word!r} was lost"
         await manager.shutdown()
@@ -138,4 +144,5 @@ def _assert_within_deadlines(manager: SessionManager, clock: FakeClock, sid: str
     limit = _latest_allowed(turn, cfg)
     assert limit is None or clock.now() <= limit + 1e-9, (
         f"turn still processing at t={clock.now():.1f}, past its deadline {limit:.1f} "
-        f"(tier {select_tier(turn, cfg)}, last event {turn.last_event_type})")
+        f"(tier {select_tier(turn, cfg)}, last event {turn.last_event_type})"
+    )

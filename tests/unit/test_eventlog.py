@@ -41,8 +41,7 @@ def evs(*kinds: str) -> list[dict[str, Any]]:
 
 
 def line(kind: str, **data: Any) -> str:
-    return json.dumps({"type": kind, "data": data, "id": "x", "timestamp": "2026-01-01T00:00:00Z",
-                       "parentId": None})
+    return json.dumps({"type": kind, "data": data, "id": "x", "timestamp": "2026-01-01T00:00:00Z", "parentId": None})
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -121,11 +120,25 @@ class TestReadTail:
         assert types(read_tail(p)) == [UM, T0]
 
     def test_malformed_lines_in_the_middle(self, tmp_path: Path) -> None:
-        text = "\n".join([
-            line(UM), "not json", "{broken", "[1, 2, 3]", '"a string"', "42", "null",
-            '{"data": {}}', '{"type": 7}', '{"type": ""}', '{"type": null}',
-            "\xff\xfe garbage", line(T0), "[[[[[[" * 10000, line(T1),
-        ])
+        text = "\n".join(
+            [
+                line(UM),
+                "not json",
+                "{broken",
+                "[1, 2, 3]",
+                '"a string"',
+                "42",
+                "null",
+                '{"data": {}}',
+                '{"type": 7}',
+                '{"type": ""}',
+                '{"type": null}',
+                "\xff\xfe garbage",
+                line(T0),
+                "[[[[[[" * 10000,
+                line(T1),
+            ]
+        )
         assert types(read_tail(write(tmp_path / "e.jsonl", text))) == [UM, T0, T1]
 
     def test_invalid_utf8_line_skipped(self, tmp_path: Path) -> None:
@@ -254,14 +267,27 @@ class TestIsStillProcessing:
     def test_exactly_at_threshold_is_not_stale(self) -> None:
         assert is_still_processing(evs(T0), 600.0)  # PolyPilot: staleness > 600 is stale
 
-    @pytest.mark.parametrize("kind", ["session.idle", "session.error", SHUTDOWN, "session.start",
-                                      "abort"])
+    @pytest.mark.parametrize("kind", ["session.idle", "session.error", SHUTDOWN, "session.start", "abort"])
     def test_terminal_last_types(self, kind: str) -> None:
         assert not is_still_processing(evs(UM, T0, TS, kind), 1.0)
 
-    @pytest.mark.parametrize("kind", [T0, TS, TP, "assistant.message_delta", "assistant.reasoning",
-                                      "assistant.reasoning_delta", "assistant.intent", UM, TC,
-                                      RESUME, "tool.execution_end", "something.unknown"])
+    @pytest.mark.parametrize(
+        "kind",
+        [
+            T0,
+            TS,
+            TP,
+            "assistant.message_delta",
+            "assistant.reasoning",
+            "assistant.reasoning_delta",
+            "assistant.intent",
+            UM,
+            TC,
+            RESUME,
+            "tool.execution_end",
+            "something.unknown",
+        ],
+    )
     def test_other_last_types_are_active(self, kind: str) -> None:
         # PolyPilot's AllActiveEventTypes theory, plus "otherwise true" for anything else.
         assert is_still_processing(evs(kind), 1.0)
@@ -372,16 +398,19 @@ class TestHasInterruptedTool:
 
 
 class TestLostTurn:
-    @pytest.mark.parametrize("tail", [
-        [UM],
-        [UM, T0],
-        [UM, T0, TS],
-        [UM, T0, TS, TC],
-        [UM, T0, TS, TP],
-        [UM, SHUTDOWN],
-        [UM, T0, SHUTDOWN, RESUME],
-        [UM, T0, "session.usage_record", "permission.requested", "permission.completed"],
-    ])
+    @pytest.mark.parametrize(
+        "tail",
+        [
+            [UM],
+            [UM, T0],
+            [UM, T0, TS],
+            [UM, T0, TS, TC],
+            [UM, T0, TS, TP],
+            [UM, SHUTDOWN],
+            [UM, T0, SHUTDOWN, RESUME],
+            [UM, T0, "session.usage_record", "permission.requested", "permission.completed"],
+        ],
+    )
     def test_turn_started_never_ended(self, tail: list[str]) -> None:
         assert lost_turn([ev(T0), ev(AM, content="earlier"), ev(T1), *evs(*tail)])
 
@@ -445,18 +474,34 @@ class TestStatLog:
 
 # --- property tests ---------------------------------------------------------------------
 
-EVENT_TYPES = [UM, T0, T1, AM, TS, TC, TP, RESUME, SHUTDOWN, "session.start", "session.idle",
-               "session.error", "abort", "session.usage_record", "permission.requested", "x.y"]
+EVENT_TYPES = [
+    UM,
+    T0,
+    T1,
+    AM,
+    TS,
+    TC,
+    TP,
+    RESUME,
+    SHUTDOWN,
+    "session.start",
+    "session.idle",
+    "session.error",
+    "abort",
+    "session.usage_record",
+    "permission.requested",
+    "x.y",
+]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children,
-                                                                      max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
     max_leaves=8,
 )
 valid_lines = st.builds(
     lambda kind, data: json.dumps({"type": kind, "data": data}),
-    st.sampled_from(EVENT_TYPES), st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+    st.sampled_from(EVENT_TYPES),
+    st.dictionaries(st.text(max_size=8), json_values, max_size=3),
 )
 garbage_lines = st.text(max_size=60).map(lambda s: s.replace("\n", " "))
 non_dict_json = json_values.filter(lambda v: not isinstance(v, dict)).map(json.dumps)
@@ -487,8 +532,9 @@ def _reference_parse(lines: list[str]) -> list[dict[str, Any]]:
     max_bytes=st.integers(-1, 4096),
     age=st.one_of(st.none(), st.floats(-10, 2000, allow_nan=False)),
 )
-def test_property_nothing_raises(tmp_path: Path, lines: list[str], sep: str, trailing: bool,
-                                 max_lines: int, max_bytes: int, age: float | None) -> None:
+def test_property_nothing_raises(
+    tmp_path: Path, lines: list[str], sep: str, trailing: bool, max_lines: int, max_bytes: int, age: float | None
+) -> None:
     text = sep.join(lines) + (sep if trailing and lines else "")
     p = write(tmp_path / "events.jsonl", text.encode("utf-8", "surrogatepass"))
     out = read_tail(p, max_lines=max_lines, max_bytes=max_bytes)
@@ -506,10 +552,16 @@ def test_property_nothing_raises(tmp_path: Path, lines: list[str], sep: str, tra
     assert stat_log(p, now_wall=time.time()) is not None
 
 
-@given(st.lists(st.one_of(st.dictionaries(st.text(max_size=5), json_values, max_size=3),
-                          st.builds(lambda k, d: {"type": k, "data": d}, st.sampled_from(EVENT_TYPES),
-                                    json_values)), max_size=40),
-       st.one_of(st.none(), st.floats(allow_nan=True)))
+@given(
+    st.lists(
+        st.one_of(
+            st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+            st.builds(lambda k, d: {"type": k, "data": d}, st.sampled_from(EVENT_TYPES), json_values),
+        ),
+        max_size=40,
+    ),
+    st.one_of(st.none(), st.floats(allow_nan=True)),
+)
 def test_property_pure_functions_accept_any_dicts(entries: list[dict[str, Any]], age: float | None) -> None:
     last_event_type(entries)
     is_still_processing(entries, age)
@@ -542,14 +594,18 @@ def test_property_matched_runs_are_never_interrupted(run: list[str], tail: list[
 def test_property_dropping_a_complete_is_interrupted(run: list[str], pick: int) -> None:
     completes = [i for i, k in enumerate(run) if k == TC]
     drop = completes[pick % len(completes)]
-    assert has_interrupted_tool(evs(UM, T0, AM, *(run[:drop] + run[drop + 1:])))
+    assert has_interrupted_tool(evs(UM, T0, AM, *(run[:drop] + run[drop + 1 :])))
 
 
 def test_permission_events_inside_a_tool_run_do_not_hide_an_interrupted_tool() -> None:
     """The Copilot CLI logs permission.requested/completed between a tool's start and end."""
     from polypilot_tui.domain.eventlog import has_interrupted_tool
 
-    tail = [{"type": "assistant.turn_start"}, {"type": "tool.execution_start"},
-            {"type": "permission.requested"}, {"type": "permission.completed"}]
+    tail = [
+        {"type": "assistant.turn_start"},
+        {"type": "tool.execution_start"},
+        {"type": "permission.requested"},
+        {"type": "permission.completed"},
+    ]
     assert has_interrupted_tool(tail)
     assert not has_interrupted_tool(tail + [{"type": "tool.execution_complete"}])

@@ -12,8 +12,19 @@ from pathlib import Path
 import polypilot_tui
 
 CORE = Path(polypilot_tui.__file__).parent / "domain"
-FORBIDDEN = ("textual", "rich", "copilot", "acp", "polypilot_tui.ui", "polypilot_tui.agents", "polypilot_tui.engine",
-             "polypilot_tui.storage", "polypilot_tui.infra", "polypilot_tui.config", "polypilot_tui.commands")
+FORBIDDEN = (
+    "textual",
+    "rich",
+    "copilot",
+    "acp",
+    "polypilot_tui.ui",
+    "polypilot_tui.agents",
+    "polypilot_tui.engine",
+    "polypilot_tui.storage",
+    "polypilot_tui.infra",
+    "polypilot_tui.config",
+    "polypilot_tui.commands",
+)
 
 
 def test_core_modules_load_without_ui_or_sdk() -> None:

@@ -297,19 +297,33 @@ async def test_tool_rows_left_running_by_a_killed_app_are_settled_on_restore(fak
     manager = SessionManager(settings, load_agents(None), fake_clock, backend_factory=factory)
 
     def restored(sid: str) -> Session:
-        return Session(sid, sid, "demo", agent_session_id="agent-1", history=[
-            ChatItem(ItemKind.USER, "build it", 0.0),
-            ChatItem(ItemKind.TOOL, "", 0.0, tool_call_id="t1", tool_name="bash", tool_status="running",
-                     tool_detail="make"),
-        ])
+        return Session(
+            sid,
+            sid,
+            "demo",
+            agent_session_id="agent-1",
+            history=[
+                ChatItem(ItemKind.USER, "build it", 0.0),
+                ChatItem(
+                    ItemKind.TOOL,
+                    "",
+                    0.0,
+                    tool_call_id="t1",
+                    tool_name="bash",
+                    tool_status="running",
+                    tool_detail="make",
+                ),
+            ],
+        )
 
     manager.adopt(restored("idle"))
     assert manager.history("idle")[1].tool_status == "interrupted"
 
     manager.adopt(restored("busy"), mid_turn_prompt="build it")
     await fake_clock.settle()
-    backends["busy"].sink(AgentEvent(EventType.TOOL_COMPLETE, {"toolCallId": "t1", "success": True,
-                                                               "result": {"content": "built"}}))
+    backends["busy"].sink(
+        AgentEvent(EventType.TOOL_COMPLETE, {"toolCallId": "t1", "success": True, "result": {"content": "built"}})
+    )
     rows = [i for i in manager.history("busy") if i.kind is ItemKind.TOOL]
     assert [(r.tool_status, r.text) for r in rows] == [("completed", "built")]
     backends["busy"].sink(AgentEvent(EventType.SESSION_IDLE, {}))
@@ -326,8 +340,12 @@ async def test_stop_is_stopped_even_when_the_agent_finishes_the_turn_as_its_prom
 
     class FinishesOnCancel(NullBackend):
         async def answer_permission(self, request_id: str, option_id: str) -> None:
-            self.sink(AgentEvent(EventType.PERMISSION_COMPLETED, {"requestId": request_id,
-                                                                  "result": {"kind": "denied-interactively-by-user"}}))
+            self.sink(
+                AgentEvent(
+                    EventType.PERMISSION_COMPLETED,
+                    {"requestId": request_id, "result": {"kind": "denied-interactively-by-user"}},
+                )
+            )
             self.sink(AgentEvent(EventType.MESSAGE, {"messageId": "m2", "content": "ok, I will not run it"}))
             self.sink(AgentEvent(EventType.TURN_END, {}))
             self.sink(AgentEvent(EventType.SESSION_IDLE, {}))
@@ -338,8 +356,12 @@ async def test_stop_is_stopped_even_when_the_agent_finishes_the_turn_as_its_prom
         backends.append(FinishesOnCancel(sink))
         return backends[-1]
 
-    manager = SessionManager(Settings(_env_file=None, record=False), load_agents(None), fake_clock,  # type: ignore[call-arg]
-                             backend_factory=factory)
+    manager = SessionManager(
+        Settings(_env_file=None, record=False),
+        load_agents(None),
+        fake_clock,  # type: ignore[call-arg]
+        backend_factory=factory,
+    )
     sid = await manager.create_session("demo")
     await manager.send(sid, "write a file")
     backends[0].sink(AgentEvent(EventType.TURN_START, {}))

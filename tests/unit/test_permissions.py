@@ -26,22 +26,26 @@ OTHER = "command exited with code 1"
 # --- classifiers (spec §7) --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", [
-    "Permission denied",
-    "permission denied: /etc/shadow",
-    "Error: PERMISSION DENIED by policy",
-    "denied-no-approval-rule",
-    "The tool call was rejected (denied-no-approval-rule).",
-    "could not request permission",
-    "Could not request permission from user",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Permission denied",
+        "permission denied: /etc/shadow",
+        "Error: PERMISSION DENIED by policy",
+        "denied-no-approval-rule",
+        "The tool call was rejected (denied-no-approval-rule).",
+        "could not request permission",
+        "Could not request permission from user",
+    ],
+)
 def test_permission_denial_texts(text: str) -> None:
     assert is_permission_denial(text)
     assert classify_failure(text) is FailureKind.PERMISSION
 
 
-@pytest.mark.parametrize("text", ["", "denied", "permission granted", "no approval rule", OTHER,
-                                  "Permission was denied"])
+@pytest.mark.parametrize(
+    "text", ["", "denied", "permission granted", "no approval rule", OTHER, "Permission was denied"]
+)
 def test_not_permission_denial(text: str) -> None:
     assert not is_permission_denial(text)
 
@@ -57,29 +61,35 @@ def test_not_shell_failure(text: str) -> None:
     assert not is_shell_failure(text)
 
 
-@pytest.mark.parametrize("text", [
-    "MCP server 'github' failed",
-    "mcp server unreachable",
-    "mcp_server: bad response",
-    "mcp: connect ECONNREFUSED 127.0.0.1:3000",
-    "mcp-filesystem: spawn ENOENT",
-    "MCP connection refused",
-    "mcp: server disconnected",
-    "mcp transport error",
-    "mcp process failed to start",
-    "mcp: server process exited with code 1",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "MCP server 'github' failed",
+        "mcp server unreachable",
+        "mcp_server: bad response",
+        "mcp: connect ECONNREFUSED 127.0.0.1:3000",
+        "mcp-filesystem: spawn ENOENT",
+        "MCP connection refused",
+        "mcp: server disconnected",
+        "mcp transport error",
+        "mcp process failed to start",
+        "mcp: server process exited with code 1",
+    ],
+)
 def test_mcp_error_texts(text: str) -> None:
     assert is_mcp_error(text)
     assert classify_failure(text) is FailureKind.MCP
 
 
-@pytest.mark.parametrize("text", [
-    "connect ECONNREFUSED 127.0.0.1:3000",  # no "mcp" anywhere
-    "spawn ENOENT",
-    "mcp tool returned nothing",  # "mcp" without a failure marker
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "connect ECONNREFUSED 127.0.0.1:3000",  # no "mcp" anywhere
+        "spawn ENOENT",
+        "mcp tool returned nothing",  # "mcp" without a failure marker
+        "",
+    ],
+)
 def test_not_mcp_error(text: str) -> None:
     assert not is_mcp_error(text)
 
@@ -129,8 +139,7 @@ def test_sliding_window_tolerates_occasional_ok() -> None:
 
 def test_three_of_five_with_two_oks_interleaved() -> None:
     w = DenialWindow()
-    fired = [w.record(False, DENIED), w.record(True), w.record(False, DENIED), w.record(True),
-             w.record(False, DENIED)]
+    fired = [w.record(False, DENIED), w.record(True), w.record(False, DENIED), w.record(True), w.record(False, DENIED)]
     assert fired == [False, False, False, False, True]
     assert w.tripped
 
@@ -233,8 +242,7 @@ def test_custom_size_and_threshold() -> None:
 
 # --- property: fires iff the count crosses the threshold ------------------------------
 
-results = st.lists(st.one_of(st.just(None), st.sampled_from([DENIED, SHELL, MCP, OTHER])),
-                   max_size=40)
+results = st.lists(st.one_of(st.just(None), st.sampled_from([DENIED, SHELL, MCP, OTHER])), max_size=40)
 
 
 @given(results)

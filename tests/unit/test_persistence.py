@@ -203,8 +203,12 @@ async def test_queued_prompts_survive_a_quit_and_wait_for_the_user(tmp_path: Pat
     assert view.turns == 1  # the interrupted one: the count goes on across restarts
     assert await again.manager.send_queued(sid)
     session = again.manager.session(sid)
-    await until(lambda: [t.prompt for t in session.turns if t.outcome.value == "completed"]
-                == ["queued first", "queued second"], 30)  # released: the rest follows in order
+    await until(
+        lambda: (
+            [t.prompt for t in session.turns if t.outcome.value == "completed"] == ["queued first", "queued second"]
+        ),
+        30,
+    )  # released: the rest follows in order
     assert again.manager.view(sid).queue == ()
     await again.close()
 
@@ -314,8 +318,7 @@ async def test_database_locked_at_start_keeps_old_rows_and_appends_new(tmp_path:
 # ---- polypilot status ------------------------------------------------------------------
 def status_json(state: Path) -> dict[str, Any]:
     env = {**os.environ, "POLYPILOT_STATE_DIR": str(state)}
-    out = subprocess.run([str(POLYPILOT), "status", "--json"], env=env, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run([str(POLYPILOT), "status", "--json"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -332,25 +335,31 @@ async def test_status_json_matches_the_live_sidebar_model(tmp_path: Path) -> Non
     for sid in (idle, busy):
         view = app.manager.view(sid)
         row = rows[sid]
-        assert (row["status"], row["reason"], row["name"], row["agent"]) == \
-               (view.status.value, view.reason, view.name, view.agent)
+        assert (row["status"], row["reason"], row["name"], row["agent"]) == (
+            view.status.value,
+            view.reason,
+            view.name,
+            view.agent,
+        )
     assert rows[busy]["busy"] and rows[busy]["turn_in_flight"] and not rows[idle]["busy"]
     await app.close()
 
 
 def test_status_json_when_the_app_is_gone(tmp_path: Path) -> None:
     secret = "ghp_" + "z" * 36
-    save_registry(tmp_path,
-                  SessionRecord("a", "alpha", "demo", status="idle"),
-                  SessionRecord("b", "beta", "copilot", status="thinking", turn_in_flight=True,
-                                last_prompt=f"use GITHUB_TOKEN={secret}"),
-                  SessionRecord("c", "gamma", "demo", status="error", reason=f"auth failed for token {secret}"),
-                  SessionRecord("d", "delta", "demo", status="idle", interrupted_prompt="redo it"))
+    save_registry(
+        tmp_path,
+        SessionRecord("a", "alpha", "demo", status="idle"),
+        SessionRecord(
+            "b", "beta", "copilot", status="thinking", turn_in_flight=True, last_prompt=f"use GITHUB_TOKEN={secret}"
+        ),
+        SessionRecord("c", "gamma", "demo", status="error", reason=f"auth failed for token {secret}"),
+        SessionRecord("d", "delta", "demo", status="idle", interrupted_prompt="redo it"),
+    )
     doc = status_json(tmp_path)
     assert doc["app_running"] is False
     statuses = {s["id"]: (s["status"], s["interrupted"]) for s in doc["sessions"]}
-    assert statuses == {"a": ("idle", False), "b": ("disconnected", True), "c": ("error", False),
-                        "d": ("idle", True)}
+    assert statuses == {"a": ("idle", False), "b": ("disconnected", True), "c": ("error", False), "d": ("idle", True)}
     text = json.dumps(doc)
     assert secret not in text and "last_prompt" not in text and "redo it" not in text
 
@@ -359,8 +368,12 @@ def test_status_text_and_empty_state(tmp_path: Path) -> None:
     env = {**os.environ, "POLYPILOT_STATE_DIR": str(tmp_path / "none")}
     out = subprocess.run([str(POLYPILOT), "status"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "0 session(s)" in out.stdout
-    save_registry(tmp_path, SessionRecord("a", "alpha", "demo", status="stuck", reason="no events for 121 s",
-                                          last_activity_at=time.time() - 3700))
+    save_registry(
+        tmp_path,
+        SessionRecord(
+            "a", "alpha", "demo", status="stuck", reason="no events for 121 s", last_activity_at=time.time() - 3700
+        ),
+    )
     env["POLYPILOT_STATE_DIR"] = str(tmp_path)
     out = subprocess.run([str(POLYPILOT), "status"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0

@@ -35,8 +35,9 @@ def recorder(tmp_path: Path, max_bytes: int = 1_000_000) -> tuple[Recorder, Fake
     return Recorder(tmp_path / "recordings", clock, max_bytes), clock
 
 
-def act(rec: Recorder, sid: str, action: EngineAction, *, by_user: bool = True, reason: str = "",
-        prompt: str = "") -> None:
+def act(
+    rec: Recorder, sid: str, action: EngineAction, *, by_user: bool = True, reason: str = "", prompt: str = ""
+) -> None:
     """What the engine says it did, as the change stream carries it."""
     rec.on_record(ActionTaken(sid, action, reason, prompt=prompt, by_user=by_user))
 
@@ -87,24 +88,41 @@ async def test_cap_writes_one_marker_and_stops(tmp_path: Path) -> None:
 
 
 # ---- redaction ---------------------------------------------------------------------------
-@pytest.mark.parametrize("key", ["GITHUB_TOKEN", "OPENAI_API_KEY", "authorization", "Authorization", "apiKey",
-                                 "accessToken", "password", "client_secret", "x-api-key", "MY_SERVICE_SECRET"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "GITHUB_TOKEN",
+        "OPENAI_API_KEY",
+        "authorization",
+        "Authorization",
+        "apiKey",
+        "accessToken",
+        "password",
+        "client_secret",
+        "x-api-key",
+        "MY_SERVICE_SECRET",
+    ],
+)
 def test_secret_keys(key: str) -> None:
     assert is_secret_key(key)
 
 
-@pytest.mark.parametrize("key", ["tokenLimit", "currentTokens", "inputTokens", "content", "deltaContent",
-                                 "toolName", "keyboard", "monkey"])
+@pytest.mark.parametrize(
+    "key", ["tokenLimit", "currentTokens", "inputTokens", "content", "deltaContent", "toolName", "keyboard", "monkey"]
+)
 def test_ordinary_keys(key: str) -> None:
     assert not is_secret_key(key)
 
 
-@pytest.mark.parametrize("text", [
-    "export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz && make",
-    'curl -H "Authorization: Bearer abcdefghijklmnop1234" https://x',
-    "token ghp_abcdefghijklmnopqrstuvwxyz0123456789 leaked",
-    "GITHUB_TOKEN: 'github_pat_11ABCDEFG0123456789_abcdefghijk'",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz && make",
+        'curl -H "Authorization: Bearer abcdefghijklmnop1234" https://x',
+        "token ghp_abcdefghijklmnopqrstuvwxyz0123456789 leaked",
+        "GITHUB_TOKEN: 'github_pat_11ABCDEFG0123456789_abcdefghijk'",
+    ],
+)
 def test_secret_text_is_redacted(text: str) -> None:
     out = REDACTOR.text(text)
     assert REDACTED in out
@@ -115,11 +133,19 @@ def test_secret_text_is_redacted(text: str) -> None:
 async def test_secrets_never_reach_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACME_DEPLOY_TOKEN", "s3cr3t-value-from-env")
     rec, _ = recorder(tmp_path)
-    rec.on_event("s1", AgentEvent("tool.execution_start", {
-        "toolName": "bash", "toolCallId": "c1",
-        "arguments": {"command": "echo s3cr3t-value-from-env", "env": {"GITHUB_TOKEN": "ghp_" + "a" * 36}},
-        "headers": {"Authorization": "Basic dXNlcjpwYXNz"}, "apiKey": "k-123456789",
-    }))
+    rec.on_event(
+        "s1",
+        AgentEvent(
+            "tool.execution_start",
+            {
+                "toolName": "bash",
+                "toolCallId": "c1",
+                "arguments": {"command": "echo s3cr3t-value-from-env", "env": {"GITHUB_TOKEN": "ghp_" + "a" * 36}},
+                "headers": {"Authorization": "Basic dXNlcjpwYXNz"},
+                "apiKey": "k-123456789",
+            },
+        ),
+    )
     rec.on_event("s1", AgentEvent("session.usage_info", {"currentTokens": 1200, "tokenLimit": 128000}))
     act(rec, "s1", EngineAction.SEND, prompt="use OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx please")
     text = rec.path("s1").read_text()  # type: ignore[union-attr]
@@ -161,11 +187,11 @@ async def until(condition: Callable[[], bool], seconds: float) -> None:
 
 
 def replay_statuses(path: Path) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
-    out = subprocess.run([str(POLYPILOT), "replay", "--json", str(path)], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
+    out = subprocess.run(
+        [str(POLYPILOT), "replay", "--json", str(path)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     timeline = [json.loads(line) for line in out.splitlines()]
-    return ([(t["status"], t["reason"]) for t in timeline if "status" in t],
-            [t for t in timeline if "turn_end" in t])
+    return ([(t["status"], t["reason"]) for t in timeline if "status" in t], [t for t in timeline if "turn_end" in t])
 
 
 async def live_run(tmp_path: Path, script: Callable[[SessionManager, str], Any]) -> tuple[Path, list[tuple[str, str]]]:
@@ -227,10 +253,23 @@ def test_a_key_in_a_plainly_named_variable_is_still_redacted(tmp_path: Path, mon
     from polypilot_tui.domain.clock import FakeClock
 
     monkeypatch.setenv("LLM_ACCESS", "plain-looking-credential-123456")
-    REDACTOR.learn_agents([AgentConfig(name="x", kind="acp", command="x", provider=ProviderConfig(
-        base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS"))])  # what the app does at start
+    REDACTOR.learn_agents(
+        [
+            AgentConfig(
+                name="x",
+                kind="acp",
+                command="x",
+                provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS"),
+            )
+        ]
+    )  # what the app does at start
     rec = Recorder(tmp_path / "rec", FakeClock(), 1_000_000)
-    rec.on_event("s1", AgentEvent("tool.execution_complete", {
-        "toolCallId": "c", "success": True, "result": {"content": "LLM_ACCESS=plain-looking-credential-123456"}}))
+    rec.on_event(
+        "s1",
+        AgentEvent(
+            "tool.execution_complete",
+            {"toolCallId": "c", "success": True, "result": {"content": "LLM_ACCESS=plain-looking-credential-123456"}},
+        ),
+    )
     text = rec.path("s1").read_text()  # type: ignore[union-attr]
     assert "plain-looking-credential-123456" not in text and "[redacted]" in text

@@ -18,11 +18,18 @@ KEY = "Zq8xKpL2mN4vB7cD9fGhJ3kL5pQ"
 def test_it_learns_every_source_the_app_knows_of() -> None:
     redactor = Redactor()
     redactor.learn_environment({"MY_SERVICE_TOKEN": "env-token-0123456789", "HOME": "/root", "SHORT_KEY": "abc"})
-    redactor.learn_agents([AgentConfig(
-        name="x", kind="acp", command="x",
-        env={"DEPLOY_TOKEN": "named-like-a-token-42", "PLAIN": KEY, "PATH_ISH": "/usr/local/bin/x86_64"},
-        provider=ProviderConfig(base_url="http://h/v1", api_key_env="LLM_ACCESS"))],
-        environ={"LLM_ACCESS": "plain-name-provider-key-7"})
+    redactor.learn_agents(
+        [
+            AgentConfig(
+                name="x",
+                kind="acp",
+                command="x",
+                env={"DEPLOY_TOKEN": "named-like-a-token-42", "PLAIN": KEY, "PATH_ISH": "/usr/local/bin/x86_64"},
+                provider=ProviderConfig(base_url="http://h/v1", api_key_env="LLM_ACCESS"),
+            )
+        ],
+        environ={"LLM_ACCESS": "plain-name-provider-key-7"},
+    )
     text = "env-token-0123456789 named-like-a-token-42 plain-name-provider-key-7 " + KEY
     assert redactor.text(text) == " ".join([REDACTED] * 4)
     assert redactor.known == 4  # not HOME, not the 3-character key, not the path
@@ -53,8 +60,10 @@ def test_pieces_of_a_streamed_key_are_removed_from_deltas() -> None:
     assert redactor.fragment("here it is: " + start) == "here it is: " + REDACTED
     assert redactor.fragment(middle) == REDACTED
     assert redactor.fragment(end + " done") == REDACTED + " done"
-    assert redactor.value({"deltaContent": middle, "toolName": "bash"}) == {"deltaContent": REDACTED,
-                                                                         "toolName": "bash"}
+    assert redactor.value({"deltaContent": middle, "toolName": "bash"}) == {
+        "deltaContent": REDACTED,
+        "toolName": "bash",
+    }
     assert redactor.fragment("ordinary words") == "ordinary words"
 
 
@@ -64,19 +73,37 @@ def test_redact_then_cut_never_the_other_way_round() -> None:
     assert KEY[:5] not in redactor.cut("key " + KEY, 12)
 
 
-@pytest.mark.parametrize(("name", "secret"), [
-    ("GITHUB_TOKEN", True), ("OPENAI_API_KEY", True), ("apiKey", True), ("APIKEY", True), ("x-api-key", True),
-    ("MY_PAT", True), ("tokenLimit", False), ("monkey", False), ("keyboard", False), ("PATH", False),
-])
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("GITHUB_TOKEN", True),
+        ("OPENAI_API_KEY", True),
+        ("apiKey", True),
+        ("APIKEY", True),
+        ("x-api-key", True),
+        ("MY_PAT", True),
+        ("tokenLimit", False),
+        ("monkey", False),
+        ("keyboard", False),
+        ("PATH", False),
+    ],
+)
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret_key(name) is secret
 
 
-@pytest.mark.parametrize(("value", "key"), [
-    ("sk-proj-abcdefghijklmnopqrstuvwx", True), ("ghp_" + "a" * 36, True), (KEY, True),
-    ("/home/user/projects/x86_64", False), ("1", False), ("OPENCODE_DISABLE_AUTOUPDATE", False),
-    ("just some words here", False),
-])
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ("sk-proj-abcdefghijklmnopqrstuvwx", True),
+        ("ghp_" + "a" * 36, True),
+        (KEY, True),
+        ("/home/user/projects/x86_64", False),
+        ("1", False),
+        ("OPENCODE_DISABLE_AUTOUPDATE", False),
+        ("just some words here", False),
+    ],
+)
 def test_values_shaped_like_keys(value: str, key: bool) -> None:
     assert looks_like_key(value) is key
 

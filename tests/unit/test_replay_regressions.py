@@ -21,8 +21,11 @@ async def replay(name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 def turn_ends(timeline: list[dict[str, Any]]) -> list[tuple[float, str, str]]:
     """(at, outcome, reason and technical detail) of every turn end."""
-    return [(item["at"], item["turn_end"], item["reason"] + (f" [{item['detail']}]" if "detail" in item else ""))
-            for item in timeline if "turn_end" in item]
+    return [
+        (item["at"], item["turn_end"], item["reason"] + (f" [{item['detail']}]" if "detail" in item else ""))
+        for item in timeline
+        if "turn_end" in item
+    ]
 
 
 def actions(timeline: list[dict[str, Any]]) -> list[tuple[float, str]]:
@@ -120,15 +123,18 @@ async def test_horizon_bounds_a_run_paused_on_a_permission() -> None:
     assert result.final["status"] == "awaiting_permission"
 
 
-@pytest.mark.parametrize("line,message", [
-    ("{not json", "line 2: not valid JSON"),
-    ('{"at": -1, "send": "x"}', "line 2: 'at' must be"),
-    ('{"at": 1}', "line 2: needs exactly one of"),
-    ('{"at": 1, "send": "x", "stop": true}', "line 2: needs exactly one of"),
-    ('{"at": 1, "event": {"data": {}}}', "line 2: event needs a non-empty string 'type'"),
-    ('[1, 2]', "line 2: expected a JSON object"),
-    ('{"at": 0.5, "send": "x"}', "line 2: 'at' goes back in time"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("{not json", "line 2: not valid JSON"),
+        ('{"at": -1, "send": "x"}', "line 2: 'at' must be"),
+        ('{"at": 1}', "line 2: needs exactly one of"),
+        ('{"at": 1, "send": "x", "stop": true}', "line 2: needs exactly one of"),
+        ('{"at": 1, "event": {"data": {}}}', "line 2: event needs a non-empty string 'type'"),
+        ("[1, 2]", "line 2: expected a JSON object"),
+        ('{"at": 0.5, "send": "x"}', "line 2: 'at' goes back in time"),
+    ],
+)
 def test_invalid_trace_gives_line_number_and_exit_2(tmp_path: Path, capsys, line: str, message: str) -> None:
     trace = tmp_path / "bad.jsonl"
     trace.write_text('{"at": 1, "send": "hello"}\n' + line + "\n")

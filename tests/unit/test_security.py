@@ -77,6 +77,7 @@ class Spy:
 def spied_manager(settings: Settings, catalog: AgentCatalog, clock: Clock, spy: Spy) -> SessionManager:
     def factory(agent: str, sink: Any, workdir: Path) -> AgentBackend:
         return spy.wrap(create_backend(catalog.get(agent), sink, clock, settings, workdir))
+
     return SessionManager(settings, catalog, clock, backend_factory=factory)
 
 
@@ -128,8 +129,14 @@ async def test_recovery_never_widens_permissions_on_the_demo_agent(tmp_path: Pat
     manager = spied_manager(settings, load_agents(None), clock, spy)
     sid = await manager.create_session("demo")
     await manager.send(sid, "!permission-loss")  # three denials: reconnect, then resend
-    await until(clock, lambda: manager.session(sid).turn is None and not manager.session(sid).recovering
-                and len(manager.session(sid).turns) >= 2)
+    await until(
+        clock,
+        lambda: (
+            manager.session(sid).turn is None
+            and not manager.session(sid).recovering
+            and len(manager.session(sid).turns) >= 2
+        ),
+    )
     assert [t.outcome.value for t in manager.session(sid).turns] == ["recovered", "completed"]
     assert spy.connects == 2 and manager.settings.permission_policy == policy
     await manager.send(sid, "please write notes")  # after the recovery: still asked, or still denied
@@ -149,8 +156,14 @@ async def test_recovery_never_widens_permissions_on_an_acp_agent(tmp_path: Path)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("readme\n")
-    agent = AgentConfig(name="fake", kind="acp", command=sys.executable, args=[str(FAKE_ACP_AGENT)], cwd=workspace,
-                        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state")})
+    agent = AgentConfig(
+        name="fake",
+        kind="acp",
+        command=sys.executable,
+        args=[str(FAKE_ACP_AGENT)],
+        cwd=workspace,
+        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state")},
+    )
     settings = demo_settings(tmp_path, stop_grace_seconds=2.0)
     manager = spied_manager(settings, AgentCatalog({"fake": agent}), SystemClock(), spy)
     try:
@@ -173,6 +186,7 @@ async def _wait(check: Callable[[], Any], timeout: float = 20.0) -> None:
     async def poll() -> None:
         while not check():
             await asyncio.sleep(0.02)
+
     await asyncio.wait_for(poll(), timeout)
 
 
@@ -181,14 +195,17 @@ def test_a_provider_key_is_read_from_the_variable_it_names_and_never_held_in_con
     provider = ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS")
     assert provider.api_key({"LLM_ACCESS": KEY}) == KEY and provider.api_key({}) == ""
     path = tmp_path / "agents.toml"
-    path.write_text(f'[x]\nkind = "acp"\ncommand = "agent"\n'
-                    f'provider = {{ base_url = "http://h/v1", api_key_env = "LLM_ACCESS", api_key = "{KEY}" }}\n')
+    path.write_text(
+        f'[x]\nkind = "acp"\ncommand = "agent"\n'
+        f'provider = {{ base_url = "http://h/v1", api_key_env = "LLM_ACCESS", api_key = "{KEY}" }}\n'
+    )
     catalog = load_agents(path)
     # A literal key is refused with a clear reason (that never repeats the key).
     assert "x" not in catalog.agents
     assert any("api_key_env" in p for p in catalog.problems) and KEY not in repr(catalog.problems)
-    path.write_text('[x]\nkind = "acp"\ncommand = "agent"\n'
-                    'provider = { base_url = "http://h/v1", api_key_env = "LLM_ACCESS" }\n')
+    path.write_text(
+        '[x]\nkind = "acp"\ncommand = "agent"\nprovider = { base_url = "http://h/v1", api_key_env = "LLM_ACCESS" }\n'
+    )
     config = load_agents(path).get("x")
     assert KEY not in repr(config) and KEY not in json.dumps(config.model_dump(mode="json"))
     assert agent_environment(config, {"LLM_ACCESS": KEY, "OTHER": "x"})["LLM_ACCESS"] == KEY  # passed to the agent only
@@ -204,13 +221,20 @@ def _logged(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(f"{r.getMessage()} {r.exc_text or ''} {r.args!r}" for r in caplog.records)
 
 
-async def test_the_key_never_reaches_a_log_on_an_acp_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         all_logs: pytest.LogCaptureFixture) -> None:
+async def test_the_key_never_reaches_a_log_on_an_acp_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, all_logs: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("LLM_ACCESS", KEY)
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    agent = AgentConfig(name="fake", kind="acp", command=sys.executable, args=[str(FAKE_ACP_AGENT)], cwd=workspace,
-                        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS"))
+    agent = AgentConfig(
+        name="fake",
+        kind="acp",
+        command=sys.executable,
+        args=[str(FAKE_ACP_AGENT)],
+        cwd=workspace,
+        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS"),
+    )
     assert agent_environment(agent)["LLM_ACCESS"] == KEY  # the agent does get it
     manager = SessionManager(demo_settings(tmp_path), AgentCatalog({"fake": agent}), SystemClock())
     try:
@@ -237,13 +261,19 @@ def log_file(tmp_path: Path) -> Iterator[Path]:
 
 
 async def test_the_key_never_reaches_the_log_when_a_failing_cli_prints_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_file: Path) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_file: Path
+) -> None:
     monkeypatch.setenv("LLM_ACCESS", KEY)
     cli = tmp_path / "copilot"
     cli.write_text('#!/bin/sh\necho "fatal: the provider refused key $LLM_ACCESS" >&2\nexit 1\n')
     cli.chmod(0o755)
-    agent = AgentConfig(name="c", kind="copilot", command=str(cli), model="gpt-4.1",
-                        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS"))
+    agent = AgentConfig(
+        name="c",
+        kind="copilot",
+        command=str(cli),
+        model="gpt-4.1",
+        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="LLM_ACCESS"),
+    )
     backend = create_backend(agent, lambda event: None, SystemClock(), demo_settings(tmp_path), tmp_path / "w")
     with pytest.raises(BackendError) as info:
         await asyncio.wait_for(backend.connect(None), 60)
@@ -256,8 +286,11 @@ async def test_the_key_never_reaches_the_log_when_a_failing_cli_prints_it(
 
 
 async def test_the_key_never_reaches_logs_recordings_status_or_the_registry(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, all_logs: pytest.LogCaptureFixture,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    all_logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     # The demo agent echoes the prompt, tools print it: the key goes through every path.
     monkeypatch.setenv("MOCK_PROVIDER_KEY", KEY)
     settings = demo_settings(tmp_path, record=True, demo_speed=200)
@@ -301,8 +334,7 @@ async def test_everything_under_the_state_dir_is_private(tmp_path: Path) -> None
     state = Path(settings.state_dir)
     found = {p.relative_to(state).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in [state, *state.rglob("*")]}
     assert {"sessions.json", "history.db", f"sessions/{sid}/events.jsonl"} <= set(found)
-    loose = {name: oct(mode) for name, mode in found.items()
-             if mode != (0o700 if (state / name).is_dir() else 0o600)}
+    loose = {name: oct(mode) for name, mode in found.items() if mode != (0o700 if (state / name).is_dir() else 0o600)}
     assert not loose, loose
 
 

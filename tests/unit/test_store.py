@@ -31,10 +31,20 @@ def items(n: int) -> list[ChatItem]:
     out = []
     for i in range(n):
         kind = kinds[i % 4]
-        extra = {"tool_call_id": f"call-{i}", "tool_name": "bash", "tool_status": "completed",
-                 "tool_detail": "ls -1"} if kind is ItemKind.TOOL else {}
-        out.append(ChatItem(kind, f"message {i} " + "x" * (i % 50), 1_700_000_000.0 + i,
-                            interrupted=(i % 7 == 0 and kind is ItemKind.ASSISTANT), **extra))
+        extra = (
+            {"tool_call_id": f"call-{i}", "tool_name": "bash", "tool_status": "completed", "tool_detail": "ls -1"}
+            if kind is ItemKind.TOOL
+            else {}
+        )
+        out.append(
+            ChatItem(
+                kind,
+                f"message {i} " + "x" * (i % 50),
+                1_700_000_000.0 + i,
+                interrupted=(i % 7 == 0 and kind is ItemKind.ASSISTANT),
+                **extra,
+            )
+        )
     return out
 
 
@@ -52,8 +62,7 @@ def test_store_dir_is_0700_and_files_0600(tmp_path: Path) -> None:
     store.close()
 
 
-def test_atomic_write_leaves_old_file_when_the_rename_fails(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_atomic_write_leaves_old_file_when_the_rename_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "f.json"
     atomic_write(target, b"old")
 
@@ -80,8 +89,10 @@ def test_atomic_write_fsyncs_before_rename(tmp_path: Path, monkeypatch: pytest.M
 # ---- registry ------------------------------------------------------------------------
 def test_registry_round_trip(tmp_path: Path) -> None:
     registry = Registry(tmp_path)
-    recs = [record("a", turn_in_flight=True, last_prompt="fix it", last_activity_at=5.0, status="thinking"),
-            record("b", agent_session_id="agent-42", interrupted_prompt="again")]
+    recs = [
+        record("a", turn_in_flight=True, last_prompt="fix it", last_activity_at=5.0, status="thinking"),
+        record("b", agent_session_id="agent-42", interrupted_prompt="again"),
+    ]
     registry.save(recs, 123.0)
     snap = registry.load()
     assert snap.sessions == tuple(recs)
@@ -108,8 +119,14 @@ def test_corrupt_registry_is_moved_aside(tmp_path: Path) -> None:
 
 
 def test_registry_skips_bad_entries_and_keeps_good_ones(tmp_path: Path) -> None:
-    doc = {"sessions": [{"id": "ok", "name": "n", "agent": "demo", "future_field": 1, "created_at": "bad"},
-                        {"id": "", "name": "n", "agent": "demo"}, "junk", {"id": "ok", "name": "dup", "agent": "x"}]}
+    doc = {
+        "sessions": [
+            {"id": "ok", "name": "n", "agent": "demo", "future_field": 1, "created_at": "bad"},
+            {"id": "", "name": "n", "agent": "demo"},
+            "junk",
+            {"id": "ok", "name": "dup", "agent": "x"},
+        ]
+    }
     (tmp_path / REGISTRY_FILE).write_text(json.dumps(doc))
     snap = Registry(tmp_path).load()
     assert [r.id for r in snap.sessions] == ["ok"] and snap.sessions[0].created_at == 0.0

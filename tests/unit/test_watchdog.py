@@ -14,10 +14,28 @@ from polypilot_tui.domain.watchdog import Action, WatchdogConfig, decide, fallba
 CFG = WatchdogConfig()
 
 
-def make_turn(*, active: bool = False, used: bool = False, resumed: bool = False, events: bool = False,
-              reconnected: bool = False, case_a: int = 0, start: float = 0.0) -> Turn:
-    turn = Turn(1, "p", start, start, start, resumed=resumed, events_since_resume=events,
-                reconnected_send=reconnected, used_tools=used, case_a_resets=case_a)
+def make_turn(
+    *,
+    active: bool = False,
+    used: bool = False,
+    resumed: bool = False,
+    events: bool = False,
+    reconnected: bool = False,
+    case_a: int = 0,
+    start: float = 0.0,
+) -> Turn:
+    turn = Turn(
+        1,
+        "p",
+        start,
+        start,
+        start,
+        resumed=resumed,
+        events_since_resume=events,
+        reconnected_send=reconnected,
+        used_tools=used,
+        case_a_resets=case_a,
+    )
     if active:
         call = ToolCall("c1", "bash", start, 0)
         turn.tools["c1"] = call
@@ -52,20 +70,22 @@ MATRIX = list(itertools.product([False, True], [False, True], [False, True], [Fa
 
 @pytest.mark.parametrize("active,used,resumed,events,reconnected,case_a", MATRIX)
 def test_tier_selection_matrix(active, used, resumed, events, reconnected, case_a) -> None:
-    turn = make_turn(active=active, used=used, resumed=resumed, events=events, reconnected=reconnected,
-                     case_a=case_a)
+    turn = make_turn(active=active, used=used, resumed=resumed, events=events, reconnected=reconnected, case_a=case_a)
     assert select_tier(turn, CFG).seconds == expected_tier(active, used, resumed, events, reconnected, case_a)
 
 
-@pytest.mark.parametrize("state,seconds,name", [
-    ({}, 120, "inactivity"),
-    ({"used": True}, 180, "used-tools-idle"),                      # between tool rounds (#148)
-    ({"resumed": True}, 30, "resume-quiescence"),                  # #211
-    ({"resumed": True, "events": True}, 600, "tool"),
-    ({"reconnected": True}, 35, "reconnect"),
-    ({"active": True}, 600, "tool"),
-    ({"active": True, "case_a": 1}, 60, "tool-escalation"),
-])
+@pytest.mark.parametrize(
+    "state,seconds,name",
+    [
+        ({}, 120, "inactivity"),
+        ({"used": True}, 180, "used-tools-idle"),  # between tool rounds (#148)
+        ({"resumed": True}, 30, "resume-quiescence"),  # #211
+        ({"resumed": True, "events": True}, 600, "tool"),
+        ({"reconnected": True}, 35, "reconnect"),
+        ({"active": True}, 600, "tool"),
+        ({"active": True, "case_a": 1}, 60, "tool-escalation"),
+    ],
+)
 def test_named_tiers(state, seconds, name) -> None:
     tier = select_tier(make_turn(**state), CFG)
     assert (tier.seconds, tier.name) == (seconds, name)
@@ -99,6 +119,7 @@ def test_kill_reason_names_the_last_event_and_tool() -> None:
 
 def test_paused_while_waiting_for_the_user() -> None:
     from polypilot_tui.domain.turn import PermissionPrompt
+
     turn = make_turn()
     turn.pending_permissions["r1"] = PermissionPrompt("r1", "Run ls")
     assert next_deadline(turn, CFG) is None

@@ -38,19 +38,36 @@ class AcpBackend:
 
     kind = "acp"
 
-    def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings, workdir: Path,
-                 *, cwd: Path | None = None, prefer_load: bool = False) -> None:
+    def __init__(
+        self,
+        agent: AgentConfig,
+        sink: EventSink,
+        clock: Clock,
+        settings: Settings,
+        workdir: Path,
+        *,
+        cwd: Path | None = None,
+        prefer_load: bool = False,
+    ) -> None:
         REDACTOR.learn_agents([agent])  # what the agent echoes of its key is redacted wherever it lands
         self._clock = clock
         root = Path(cwd or agent.cwd or Path.cwd()).expanduser().resolve()
         # The intake reads the session id from the link, which needs the intake to exist first.
         self._intake = StreamIntake(sink, clock, lambda: self._link.session_id)
         self._desk = PermissionDesk(self._intake.emit, self._intake.permission_tool)
-        self._link = AgentLink(agent, AcpClient(root, self._desk), clock, Path(workdir), root,
-                               on_message=self._intake.on_message, on_lost=self._on_lost)
+        self._link = AgentLink(
+            agent,
+            AcpClient(root, self._desk),
+            clock,
+            Path(workdir),
+            root,
+            on_message=self._intake.on_message,
+            on_lost=self._on_lost,
+        )
         self._opener = SessionOpener(self._link, self._intake, root, prefer_load)
-        self._turns = TurnControl(self._link, self._intake, self._desk, clock, settings,
-                                  reconnect=self.connect, kill=self.kill)
+        self._turns = TurnControl(
+            self._link, self._intake, self._desk, clock, settings, reconnect=self.connect, kill=self.kill
+        )
 
     @property
     def session_id(self) -> str | None:

@@ -88,14 +88,19 @@ class PermissionDesk:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = _Pending(future, call_id, options)
         detail = summarize_input(state.get("rawInput")) or tool_content_text(state.get("content"))
-        self._emit(AgentEvent(EventType.PERMISSION_REQUESTED, {
-            "requestId": request_id,
-            "toolCallId": call_id,
-            "kind": state.get("kind") or "",
-            "title": state.get("title") or state.get("kind") or "tool",
-            "detail": detail,
-            "options": options,
-        }))
+        self._emit(
+            AgentEvent(
+                EventType.PERMISSION_REQUESTED,
+                {
+                    "requestId": request_id,
+                    "toolCallId": call_id,
+                    "kind": state.get("kind") or "",
+                    "title": state.get("title") or state.get("kind") or "tool",
+                    "detail": detail,
+                    "options": options,
+                },
+            )
+        )
         try:
             return await future
         finally:
@@ -137,14 +142,19 @@ class PermissionDesk:
         else:
             verdict = "denied-interactively-by-user"
         if emit:
-            self._emit(AgentEvent(EventType.PERMISSION_COMPLETED, {
-                "requestId": request_id,
-                "toolCallId": pending.tool_call_id,
-                "optionId": chosen,
-                "optionKind": option_kind,
-                "outcome": "cancelled" if chosen == CANCELLED else "selected",
-                "result": {"kind": verdict},
-            }))
+            self._emit(
+                AgentEvent(
+                    EventType.PERMISSION_COMPLETED,
+                    {
+                        "requestId": request_id,
+                        "toolCallId": pending.tool_call_id,
+                        "optionId": chosen,
+                        "optionKind": option_kind,
+                        "outcome": "cancelled" if chosen == CANCELLED else "selected",
+                        "result": {"kind": verdict},
+                    },
+                )
+            )
 
 
 class Transcript:
@@ -165,8 +175,16 @@ class Transcript:
             return
         line = REDACTOR.text(dump_json({"at": round(self._clock.wall(), 3), "dir": direction, "msg": message})) + "\n"
         if self._size + len(line) > self._max:
-            line = dump_json({"at": round(self._clock.wall(), 3), "dir": "note",
-                              "msg": f"transcript cap of {self._max} bytes reached; later messages dropped"}) + "\n"
+            line = (
+                dump_json(
+                    {
+                        "at": round(self._clock.wall(), 3),
+                        "dir": "note",
+                        "msg": f"transcript cap of {self._max} bytes reached; later messages dropped",
+                    }
+                )
+                + "\n"
+            )
             self._full = True
         try:
             self._fh.write(line)
@@ -220,8 +238,14 @@ class AcpClient:
         return WriteTextFileResponse()
 
     async def create_terminal(
-        self, session_id: str, command: str, args: list[str] | None = None, env: list[EnvVariable] | None = None,
-        cwd: str | None = None, output_byte_limit: int | None = None, **kwargs: Any
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
     ) -> CreateTerminalResponse:
         raise RequestError.method_not_found("terminal/create")
 

@@ -46,8 +46,17 @@ MessageObserver = Callable[[Mapping[str, Any], bool], None]
 class AgentLink:
     """One ACP agent process at a time, the connection to it, and the news of its death."""
 
-    def __init__(self, agent: AgentConfig, client: Client, clock: Clock, workdir: Path, cwd: Path, *,
-                 on_message: MessageObserver, on_lost: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        agent: AgentConfig,
+        client: Client,
+        clock: Clock,
+        workdir: Path,
+        cwd: Path,
+        *,
+        on_message: MessageObserver,
+        on_lost: Callable[[str], None],
+    ) -> None:
         self._agent = agent
         self._client = client
         self._clock = clock
@@ -97,8 +106,7 @@ class AgentLink:
     def alive(self) -> bool:
         """The process runs and its session is open and not lost."""
         proc = self._proc
-        return (proc is not None and proc.returncode is None and self._ready
-                and self._gen not in self._lost_gens)
+        return proc is not None and proc.returncode is None and self._ready and self._gen not in self._lost_gens
 
     def stray_stdout(self) -> tuple[str, ...]:
         """The last lines the current process wrote on stdout that were not JSON-RPC."""
@@ -126,8 +134,9 @@ class AgentLink:
         path = self._workdir / STDERR_LOG
         tail = self._stderr.recent_lines() if self._stderr is not None else tail_lines(path)
         tail = (*tail, *(f"(on stdout, not ACP) {line}" for line in self.stray_stdout()))
-        return Diagnostics(command, (("Agent stderr", str(path)), ("ACP transcript", str(self._workdir / TRANSCRIPT))),
-                           tail)
+        return Diagnostics(
+            command, (("Agent stderr", str(path)), ("ACP transcript", str(self._workdir / TRANSCRIPT))), tail
+        )
 
     # ------------------------------------------------------------------ start and stop
 

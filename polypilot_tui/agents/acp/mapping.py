@@ -267,18 +267,23 @@ class UpdateMapper:
         state = self.tools.setdefault(call_id, {"toolCallId": call_id})
         self._merge(state, update)
         # Named after its first announcement: later titles are often a description.
-        self._names.setdefault(call_id, self._tool_name(update) if update.get("title") or update.get("kind")
-                               else self._tool_name(state))
+        self._names.setdefault(
+            call_id, self._tool_name(update) if update.get("title") or update.get("kind") else self._tool_name(state)
+        )
         if call_id not in self._started:
-            if (state.get("status") in (None, "pending") and not summarize_input(state.get("rawInput"))
-                    and not state.get("content")):
+            if (
+                state.get("status") in (None, "pending")
+                and not summarize_input(state.get("rawInput"))
+                and not state.get("content")
+            ):
                 return  # announced before its input (opencode): start it once we know what it runs
             self._start(call_id, state)
         status = state.get("status")
         if status in _FINAL_STATUSES:
             text = _clip(tool_content_text(state.get("content")) or raw_output_text(state.get("rawOutput")))
-            self._complete(call_id, success=status == "completed", error=text or "tool failed", text=text,
-                           status=status)
+            self._complete(
+                call_id, success=status == "completed", error=text or "tool failed", text=text, status=status
+            )
             return
         if self.replay:
             return
@@ -308,16 +313,22 @@ class UpdateMapper:
         self._flush_message(tool_requests=[{"toolCallId": call_id, "name": name}])
         raw_input = state.get("rawInput")
         self._summaries[call_id] = summarize_input(raw_input)
-        arguments = dict(raw_input) if isinstance(raw_input, Mapping) else (
-            {} if raw_input is None else {"input": raw_input})
-        self._emit(AgentEvent(EventType.TOOL_START, {
-            "toolCallId": call_id,
-            "toolName": name,
-            "arguments": arguments,
-            "title": state.get("title") or "",
-            "kind": state.get("kind") or "",
-            "detail": summarize_input(raw_input),
-        }))
+        arguments = (
+            dict(raw_input) if isinstance(raw_input, Mapping) else ({} if raw_input is None else {"input": raw_input})
+        )
+        self._emit(
+            AgentEvent(
+                EventType.TOOL_START,
+                {
+                    "toolCallId": call_id,
+                    "toolName": name,
+                    "arguments": arguments,
+                    "title": state.get("title") or "",
+                    "kind": state.get("kind") or "",
+                    "detail": summarize_input(raw_input),
+                },
+            )
+        )
 
     def _complete(self, call_id: str, *, success: bool, error: str, text: str = "", status: str = "") -> None:
         self._done.add(call_id)

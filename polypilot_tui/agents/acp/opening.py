@@ -55,12 +55,16 @@ class SessionOpener:
         link = self._link
         conn = link.conn
         assert conn is not None, "open() follows a spawn"
-        init = await self._call(conn.initialize(
-            protocol_version=PROTOCOL_VERSION,
-            client_capabilities=ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False),
-            client_info=Implementation(name="polypilot", title="PolyPilot TUI", version=_VERSION),
-        ), "initialize")
+        init = await self._call(
+            conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=ClientCapabilities(
+                    fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False
+                ),
+                client_info=Implementation(name="polypilot", title="PolyPilot TUI", version=_VERSION),
+            ),
+            "initialize",
+        )
         caps = init.agent_capabilities or AgentCapabilities()
         self.capabilities = caps
         can_resume = caps.session_capabilities is not None and caps.session_capabilities.resume is not None
@@ -68,8 +72,9 @@ class SessionOpener:
         if resume_id and can_resume and not (self._prefer_load and caps.load_session):
             try:
                 link.session_id = resume_id
-                await self._call(conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=[]),
-                                 "session/resume")
+                await self._call(
+                    conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=[]), "session/resume"
+                )
                 return ConnectResult(resume_id, "resumed", resumed=True)
             except Refused as exc:
                 failures.append(str(exc))
@@ -97,8 +102,9 @@ class SessionOpener:
         events: list[AgentEvent] = []
         self._link.session_id = session_id
         with self._intake.replaying(events.append) as replay:
-            await self._call(conn.load_session(session_id=session_id, cwd=str(self._cwd), mcp_servers=[]),
-                             "session/load")
+            await self._call(
+                conn.load_session(session_id=session_id, cwd=str(self._cwd), mcp_servers=[]), "session/load"
+            )
         replay.finish()
         # The agent process is new: a tool the history leaves open can no longer finish.
         replay.close_open_tools("interrupted (the agent was restarted)")
@@ -116,8 +122,9 @@ class SessionOpener:
             how = f" (exit code {code})" if code is not None else ""
             raise BackendError(f"the agent exited during {what}{how}{self._stray_text()}") from None
         except TimeoutError:
-            raise BackendError(f"the agent did not answer {what} within {CONNECT_TIMEOUT:.0f} s"
-                               f"{self._stray_text()}") from None
+            raise BackendError(
+                f"the agent did not answer {what} within {CONNECT_TIMEOUT:.0f} s{self._stray_text()}"
+            ) from None
         except ValidationError as exc:
             raise BackendError(f"the agent's answer to {what} is not valid ACP: {exc.errors()[:1]}") from None
 

@@ -22,9 +22,29 @@ TERM_GRACE = 2.0
 #: Stdout lines up to this size are read in one piece (longer ones in several).
 STDOUT_LIMIT = 10 * 1024 * 1024
 #: Passed to the agent as they are; everything else must come from its config.
-_ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-              "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
-              "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+_ENV_NAMES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "COLORTERM",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
 _ENV_PREFIXES = ("LC_", "XDG_")
 
 
@@ -58,15 +78,20 @@ def agent_environment(agent: AgentConfig, environ: Mapping[str, str] | None = No
     return env
 
 
-async def start_agent(argv: list[str], env: Mapping[str, str], cwd: Path,
-                      stderr_fd: int) -> asyncio.subprocess.Process:
+async def start_agent(argv: list[str], env: Mapping[str, str], cwd: Path, stderr_fd: int) -> asyncio.subprocess.Process:
     """Start the agent on a leash (its own process group, dies with the app)."""
     found = shutil.which(argv[0], path=env.get("PATH")) if os.sep not in argv[0] else argv[0]
     if found is None or not os.access(found, os.X_OK):
         raise FileNotFoundError(f"{argv[0]} not found (or not executable)")
     return await asyncio.create_subprocess_exec(
-        *leashed([found, *argv[1:]]), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=stderr_fd, env=dict(env), cwd=str(cwd), limit=STDOUT_LIMIT)
+        *leashed([found, *argv[1:]]),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=stderr_fd,
+        env=dict(env),
+        cwd=str(cwd),
+        limit=STDOUT_LIMIT,
+    )
 
 
 async def stop_agent(proc: asyncio.subprocess.Process, grace: float) -> None:

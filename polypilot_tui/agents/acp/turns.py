@@ -29,16 +29,27 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 
 logger = logging.getLogger(__name__)
 
-_NOTED_STOPS = {"max_tokens": "the model hit its output token limit", "refusal": "the agent refused to continue",
-                "max_turn_requests": "the agent hit its limit of model requests for one turn"}
+_NOTED_STOPS = {
+    "max_tokens": "the model hit its output token limit",
+    "refusal": "the agent refused to continue",
+    "max_turn_requests": "the agent hit its limit of model requests for one turn",
+}
 
 
 class TurnControl:
     """Sends prompts, cancels them, and ends each turn with the events the engine expects."""
 
-    def __init__(self, link: AgentLink, intake: StreamIntake, desk: PermissionDesk, clock: Clock,
-                 settings: Settings, *, reconnect: Callable[[str | None], Awaitable[ConnectResult]],
-                 kill: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        link: AgentLink,
+        intake: StreamIntake,
+        desk: PermissionDesk,
+        clock: Clock,
+        settings: Settings,
+        *,
+        reconnect: Callable[[str | None], Awaitable[ConnectResult]],
+        kill: Callable[[], Awaitable[None]],
+    ) -> None:
         self._link = link
         self._intake = intake
         self._desk = desk
@@ -186,8 +197,7 @@ class TurnControl:
         else:
             mapper.close_open_tools("the turn ended before the tool reported a result")
         if usage is not None:
-            emit(AgentEvent(EventType.ASSISTANT_USAGE, usage.model_dump(mode="json", by_alias=True,
-                                                                        exclude_none=True)))
+            emit(AgentEvent(EventType.ASSISTANT_USAGE, usage.model_dump(mode="json", by_alias=True, exclude_none=True)))
         if error is not None:
             emit(AgentEvent(EventType.SESSION_ERROR, {"message": error, "errorType": "acp"}))
             return
@@ -195,8 +205,11 @@ class TurnControl:
         data: dict[str, Any] = {"stopReason": stop, "aborted": stop == "cancelled"}
         if stop in _NOTED_STOPS:
             data["note"] = _NOTED_STOPS[stop]
-            emit(AgentEvent(EventType.SYSTEM_MESSAGE, {"content": f"Turn ended: {_NOTED_STOPS[stop]}.",
-                                                       "level": "warning"}))
+            emit(
+                AgentEvent(
+                    EventType.SYSTEM_MESSAGE, {"content": f"Turn ended: {_NOTED_STOPS[stop]}.", "level": "warning"}
+                )
+            )
         emit(AgentEvent(EventType.SESSION_IDLE, data))
 
     async def _wait(self, task: asyncio.Task[Any], seconds: float) -> bool:

@@ -30,8 +30,7 @@ class CopilotBackend:
 
     kind = "copilot"
 
-    def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings,
-                 workdir: Path) -> None:
+    def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings, workdir: Path) -> None:
         # workdir is unused: the CLI keeps its own session state under $COPILOT_HOME.
         REDACTOR.learn_agents([agent])  # what the CLI prints of its key is redacted in our logs
         self.clock = clock

@@ -52,8 +52,14 @@ DEFAULT_BYOK_MODEL = "gpt-4.1"
 class CopilotConnection:
     """Starts the CLI, attaches the SDK session, and stops them again (never twice)."""
 
-    def __init__(self, agent: AgentConfig, clock: Clock, intake: EventIntake, busy: BusyFlag,
-                 abort: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        agent: AgentConfig,
+        clock: Clock,
+        intake: EventIntake,
+        busy: BusyFlag,
+        abort: Callable[[], Awaitable[None]],
+    ) -> None:
         self._agent = agent
         self._clock = clock
         self._intake = intake
@@ -139,8 +145,10 @@ class CopilotConnection:
         cli = resolve_command(self._agent.command, COPILOT_CLI)
         self._command = cli or self._agent.command or ""
         if not cli:
-            raise BackendError("Copilot CLI not found: install @github/copilot from npm, put `copilot` on PATH, "
-                               "or set `command` for this agent")
+            raise BackendError(
+                "Copilot CLI not found: install @github/copilot from npm, put `copilot` on PATH, "
+                "or set `command` for this agent"
+            )
         self._loop = asyncio.get_running_loop()
         # The SDK's generated modules take ~1.3 s to import: off the loop, so the first
         # Copilot session does not freeze the dashboard.
@@ -180,7 +188,9 @@ class CopilotConnection:
         cwd = str(self._agent.cwd or Path.cwd())
         self._client = CopilotClient(
             connection=RuntimeConnection.for_stdio(path=argv[0], args=(*argv[1:], *self._agent.args)),
-            env=self._env, working_directory=cwd, use_logged_in_user=False,
+            env=self._env,
+            working_directory=cwd,
+            use_logged_in_user=False,
         )
         await self._client.start()
         # The SDK does not expose the CLI process; its private attribute is the only handle.
@@ -194,8 +204,10 @@ class CopilotConnection:
 
     def _session_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
-            "on_event": self._intake.on_sdk_event, "on_permission_request": self._intake.on_permission_request,
-            "streaming": True, "working_directory": str(self._agent.cwd or Path.cwd()),
+            "on_event": self._intake.on_sdk_event,
+            "on_permission_request": self._intake.on_permission_request,
+            "streaming": True,
+            "working_directory": str(self._agent.cwd or Path.cwd()),
         }
         if self._provider is not None:
             kwargs["provider"] = self._provider
@@ -218,7 +230,8 @@ class CopilotConnection:
         try:
             session = await asyncio.wait_for(
                 self._client.resume_session(resume_id, continue_pending_work=True, **self._session_kwargs()),
-                START_TIMEOUT)
+                START_TIMEOUT,
+            )
         except JsonRpcError as exc:
             log.warning("copilot: resume of %s refused: %s", resume_id, exc)
             reason = str(exc).rsplit("message: ", 1)[-1]  # drop the JSON-RPC preamble
@@ -238,9 +251,14 @@ class CopilotConnection:
                 how = "resumed; the interrupted tool was aborted"
             except BackendError as exc:  # the manager aborts again before the next send
                 log.warning("copilot: abort after resume failed: %s", exc)
-        return ConnectResult(agent_session_id=self._session_id, how=how, resumed=True,
-                             interrupted_tool=hints.interrupted_tool, still_processing=hints.still_processing,
-                             lost_turn=hints.lost_turn)
+        return ConnectResult(
+            agent_session_id=self._session_id,
+            how=how,
+            resumed=True,
+            interrupted_tool=hints.interrupted_tool,
+            still_processing=hints.still_processing,
+            lost_turn=hints.lost_turn,
+        )
 
     def adopt(self, session: Any) -> None:
         """Make ``session`` (created or resumed by the SDK) the one this backend drives."""

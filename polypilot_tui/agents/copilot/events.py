@@ -179,10 +179,16 @@ def permission_fields(data: Mapping[str, Any]) -> tuple[dict[str, Any], PromptIn
     kind, title, detail = describe_request(request)
     tool_call_id = _text(request.get("toolCallId") or data.get("toolCallId"))
     enriched = dict(data)
-    enriched.update({
-        "requestId": request_id, "toolCallId": tool_call_id, "kind": kind, "title": title,
-        "detail": detail[:_DETAIL_MAX], "options": permission_options(kind, request),
-    })
+    enriched.update(
+        {
+            "requestId": request_id,
+            "toolCallId": tool_call_id,
+            "kind": kind,
+            "title": title,
+            "detail": detail[:_DETAIL_MAX],
+            "options": permission_options(kind, request),
+        }
+    )
     info = PromptInfo(request_id, kind, tool_call_id, request) if request_id else None
     return enriched, info
 
@@ -255,7 +261,8 @@ def _session_approval(info: PromptInfo) -> Any:
     elif info.kind == "mcp" and isinstance(req.get("serverName"), str):
         approval = rpc.PermissionDecisionApproveForSessionApprovalMCP(
             server_name=req["serverName"],
-            tool_name=req.get("toolName") if isinstance(req.get("toolName"), str) else None)
+            tool_name=req.get("toolName") if isinstance(req.get("toolName"), str) else None,
+        )
     elif info.kind == "custom-tool" and isinstance(req.get("toolName"), str):
         approval = rpc.PermissionDecisionApproveForSessionApprovalCustomTool(tool_name=req["toolName"])
     elif info.kind == "url" and isinstance(req.get("url"), str):
@@ -268,8 +275,12 @@ def _session_approval(info: PromptInfo) -> Any:
 
 def aborted_completion(tool_call_id: str, tool_name: str = "") -> AgentEvent:
     """The ``tool.execution_complete`` the CLI never sends for a tool cut off by abort."""
-    data: dict[str, Any] = {"toolCallId": tool_call_id, "success": False,
-                            "error": {"message": "aborted", "code": "aborted"}, "synthetic": True}
+    data: dict[str, Any] = {
+        "toolCallId": tool_call_id,
+        "success": False,
+        "error": {"message": "aborted", "code": "aborted"},
+        "synthetic": True,
+    }
     if tool_name:
         data["toolName"] = tool_name
     return AgentEvent("tool.execution_complete", data)

@@ -25,11 +25,19 @@ log = logging.getLogger(__name__)
 
 #: Credentials the CLI would pick up on its own. Offline/BYOK sessions must not send them
 #: anywhere, so they are dropped unless the agent config sets them explicitly.
-DROPPED_ENV: frozenset[str] = frozenset({
-    "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
-    "COPILOT_SDK_AUTH_TOKEN", "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN",
-    "COPILOT_CONNECTION_TOKEN",
-})
+DROPPED_ENV: frozenset[str] = frozenset(
+    {
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "COPILOT_GITHUB_TOKEN",
+        "GH_ENTERPRISE_TOKEN",
+        "GITHUB_ENTERPRISE_TOKEN",
+        "COPILOT_SDK_AUTH_TOKEN",
+        "COPILOT_PROVIDER_API_KEY",
+        "COPILOT_PROVIDER_BEARER_TOKEN",
+        "COPILOT_CONNECTION_TOKEN",
+    }
+)
 
 
 def build_env(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, str]:
@@ -69,9 +77,13 @@ def session_home(env: Mapping[str, str]) -> Path:
     return Path(home) if home else Path.home() / ".copilot"
 
 
-def install_hooks(client: Any, loop: asyncio.AbstractEventLoop, *,
-                  on_raw_event: Callable[[str, dict[str, Any]], None],
-                  on_closed: Callable[[], None]) -> None:
+def install_hooks(
+    client: Any,
+    loop: asyncio.AbstractEventLoop,
+    *,
+    on_raw_event: Callable[[str, dict[str, Any]], None],
+    on_closed: Callable[[], None],
+) -> None:
     """Wrap the SDK's JSON-RPC notification handler and close hook (private API, guarded).
 
     - Some CLI events fail the SDK's generated parser (e.g. ``tool.execution_complete`` of
@@ -86,6 +98,7 @@ def install_hooks(client: Any, loop: asyncio.AbstractEventLoop, *,
         return
     original = getattr(rpc, "notification_handler", None)
     if callable(original):
+
         def notification(method: str, params: dict[str, Any]) -> None:
             try:
                 original(method, params)
@@ -115,13 +128,15 @@ def install_hooks(client: Any, loop: asyncio.AbstractEventLoop, *,
     rpc.on_close = closed
 
 
-def watch_process(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop,
-                  on_exit: Callable[[int | None], None]) -> None:
+def watch_process(
+    proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, on_exit: Callable[[int | None], None]
+) -> None:
     """A daemon thread waits for ``proc`` to exit and reports its code on ``loop``.
 
     A thread, not the loop's default executor: the SDK writes JSON-RPC through that
     executor, and a few long waits there would starve it.
     """
+
     def wait() -> None:
         try:
             code: int | None = proc.wait()
@@ -193,8 +208,9 @@ class ResumeHints:
     lost_turn: bool
 
 
-def resume_hints(entries: Sequence[dict[str, Any]], age: float | None, pending_tool_ids: set[str],
-                 processing: bool | None) -> ResumeHints:
+def resume_hints(
+    entries: Sequence[dict[str, Any]], age: float | None, pending_tool_ids: set[str], processing: bool | None
+) -> ResumeHints:
     """Combine the log tail (read before resuming) with the resumed CLI's own view.
 
     A tool waiting on a permission that is still pending is not interrupted: answering it

@@ -32,8 +32,7 @@ LEFTOVER_CHECK_TIMEOUT = 5.0
 class TurnControl:
     """Send, abort and permission answers for the session of one :class:`CopilotConnection`."""
 
-    def __init__(self, connection: CopilotConnection, intake: EventIntake, busy: BusyFlag,
-                 settings: Settings) -> None:
+    def __init__(self, connection: CopilotConnection, intake: EventIntake, busy: BusyFlag, settings: Settings) -> None:
         self._connection = connection
         self._intake = intake
         self._busy = busy
@@ -70,13 +69,18 @@ class TurnControl:
                 if await is_processing(session, timeout=LEFTOVER_CHECK_TIMEOUT) is False:
                     self._busy.set(False)  # the idle of the last turn never came; nothing runs
                     return
-                log.info("copilot: %s is still in an earlier turn; aborting it before the next prompt",
-                         self._connection.session_id)
+                log.info(
+                    "copilot: %s is still in an earlier turn; aborting it before the next prompt",
+                    self._connection.session_id,
+                )
                 await self._call(session.abort(), "abort")
                 self._intake.close_open_tools()
             if not await self._busy.wait_idle(seconds):
-                log.warning("copilot: the earlier turn of %s did not end within %.1f s; sending anyway",
-                            self._connection.session_id, seconds)
+                log.warning(
+                    "copilot: the earlier turn of %s did not end within %.1f s; sending anyway",
+                    self._connection.session_id,
+                    seconds,
+                )
 
     async def abort(self) -> None:
         """``session.abort``, then wait until the CLI has ended the turn (``session.idle``).
@@ -116,9 +120,16 @@ class TurnControl:
         request = PermissionDecisionRequest(request_id=request_id, result=decision)
         result = await self._call(session.rpc.permissions.handle_pending_permission_request(request), "permission")
         # Ours goes out first; the intake then drops the CLI's own permission.completed.
-        self._intake.handle(AgentEvent(EventType.PERMISSION_COMPLETED, {
-            "requestId": request_id, "toolCallId": info.tool_call_id if info else "",
-            "result": {"kind": RESULT_KINDS.get(option_id, option_id)}}))
+        self._intake.handle(
+            AgentEvent(
+                EventType.PERMISSION_COMPLETED,
+                {
+                    "requestId": request_id,
+                    "toolCallId": info.tool_call_id if info else "",
+                    "result": {"kind": RESULT_KINDS.get(option_id, option_id)},
+                },
+            )
+        )
         if getattr(result, "success", True) is False:
             raise BackendError("the agent was no longer waiting for that permission request")
 

@@ -39,12 +39,23 @@ from polypilot_tui.infra.redact import REDACTOR
 log = logging.getLogger(__name__)
 
 #: Types the Copilot CLI persists (session.idle and deltas never reach its log).
-_PERSISTED = frozenset({
-    EventType.SESSION_START, EventType.SESSION_RESUME, EventType.SESSION_SHUTDOWN, EventType.SESSION_ERROR,
-    EventType.USER_MESSAGE, EventType.TURN_START, EventType.TURN_END, EventType.MESSAGE,
-    EventType.TOOL_START, EventType.TOOL_COMPLETE, EventType.PERMISSION_REQUESTED,
-    EventType.PERMISSION_COMPLETED, EventType.ABORT,
-})
+_PERSISTED = frozenset(
+    {
+        EventType.SESSION_START,
+        EventType.SESSION_RESUME,
+        EventType.SESSION_SHUTDOWN,
+        EventType.SESSION_ERROR,
+        EventType.USER_MESSAGE,
+        EventType.TURN_START,
+        EventType.TURN_END,
+        EventType.MESSAGE,
+        EventType.TOOL_START,
+        EventType.TOOL_COMPLETE,
+        EventType.PERMISSION_REQUESTED,
+        EventType.PERMISSION_COMPLETED,
+        EventType.ABORT,
+    }
+)
 
 #: Faults fire once per agent session, like a real binding loss: after a reconnect it works.
 _FAULTS_SEEN: set[tuple[str, str]] = set()
@@ -55,8 +66,7 @@ class DemoBackend:
 
     kind = "demo"
 
-    def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings,
-                 workdir: Path) -> None:
+    def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings, workdir: Path) -> None:
         self._agent = agent
         self._sink = sink
         self.clock = clock
@@ -79,9 +89,14 @@ class DemoBackend:
         self._session_id = resume_id or f"demo-{uuid.uuid4().hex[:12]}"
         if resume_id:
             self._write(EventType.SESSION_RESUME, {"eventCount": len(entries)})
-            return ConnectResult(self._session_id, "resumed", resumed=True,
-                                 interrupted_tool=eventlog.has_interrupted_tool(entries),
-                                 still_processing=False, lost_turn=eventlog.lost_turn(entries))
+            return ConnectResult(
+                self._session_id,
+                "resumed",
+                resumed=True,
+                interrupted_tool=eventlog.has_interrupted_tool(entries),
+                still_processing=False,
+                lost_turn=eventlog.lost_turn(entries),
+            )
         self.emit(EventType.SESSION_START, {"sessionId": self._session_id, "selectedModel": "demo-model"})
         return ConnectResult(self._session_id, "new session")
 
@@ -109,8 +124,10 @@ class DemoBackend:
             if not future.done():
                 future.set_result(CANCELLED)
         for call_id, name in list(self._open_tools.items()):
-            self.emit(EventType.TOOL_COMPLETE, {"toolCallId": call_id, "toolName": name, "success": False,
-                                                "error": {"message": "aborted"}})
+            self.emit(
+                EventType.TOOL_COMPLETE,
+                {"toolCallId": call_id, "toolName": name, "success": False, "error": {"message": "aborted"}},
+            )
         self._open_tools.clear()
         if self._alive:
             self.emit(EventType.ABORT, {"reason": "user_initiated"})
@@ -132,8 +149,12 @@ class DemoBackend:
         future.set_result(option_id)
 
     def probe(self) -> Probes | None:
-        return Probes(agent_alive=self._alive, log_age=self.clock.now() - self._last_write,
-                      log_size=self._log_size, log_last_type=self._last_type)
+        return Probes(
+            agent_alive=self._alive,
+            log_age=self.clock.now() - self._last_write,
+            log_size=self._log_size,
+            log_last_type=self._last_type,
+        )
 
     def diagnostics(self) -> Diagnostics:
         """The demo agent runs in the app; its only log is its events.jsonl."""
@@ -162,12 +183,21 @@ class DemoBackend:
         request_id = f"perm-{uuid.uuid4().hex[:8]}"
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._permissions[request_id] = future
-        self.emit(EventType.PERMISSION_REQUESTED, {
-            "requestId": request_id, "toolCallId": call_id, "kind": "shell", "title": title, "detail": detail,
-            "options": [{"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
-                        {"optionId": ALLOW_ALWAYS, "name": "Allow always", "kind": "allow_always"},
-                        {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}],
-        })
+        self.emit(
+            EventType.PERMISSION_REQUESTED,
+            {
+                "requestId": request_id,
+                "toolCallId": call_id,
+                "kind": "shell",
+                "title": title,
+                "detail": detail,
+                "options": [
+                    {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
+                    {"optionId": ALLOW_ALWAYS, "name": "Allow always", "kind": "allow_always"},
+                    {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"},
+                ],
+            },
+        )
         try:
             choice = await future
         finally:
@@ -203,8 +233,12 @@ class DemoBackend:
 
     def _write(self, kind: str, data: dict[str, Any]) -> None:
         # The agent's own log lives in our state folder: it is redacted like everything we write.
-        line = dump_json({"type": kind, "data": REDACTOR.value(data), "id": uuid.uuid4().hex,
-                          "timestamp": self.clock.wall()}) + "\n"
+        line = (
+            dump_json(
+                {"type": kind, "data": REDACTOR.value(data), "id": uuid.uuid4().hex, "timestamp": self.clock.wall()}
+            )
+            + "\n"
+        )
         try:
             private_dir(self._log_path.parent)
             with os.fdopen(open_private(self._log_path), "a", encoding="utf-8") as fh:

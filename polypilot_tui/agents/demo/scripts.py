@@ -46,7 +46,7 @@ async def _say(agent: ScriptedAgent, text: str, gap: float = 0.05, words_per_del
     message_id = _new_id("msg")
     words = text.split(" ")
     for i in range(0, len(words), words_per_delta):
-        chunk = " ".join(words[i:i + words_per_delta]) + (" " if i + words_per_delta < len(words) else "")
+        chunk = " ".join(words[i : i + words_per_delta]) + (" " if i + words_per_delta < len(words) else "")
         agent.emit(EventType.MESSAGE_DELTA, {"messageId": message_id, "deltaContent": chunk})
         await agent.pause(gap)
     return message_id
@@ -54,12 +54,21 @@ async def _say(agent: ScriptedAgent, text: str, gap: float = 0.05, words_per_del
 
 async def _reply(agent: ScriptedAgent, text: str, final: bool, tool: dict[str, str] | None = None) -> None:
     message_id = await _say(agent, text)
-    agent.emit(EventType.MESSAGE, {"messageId": message_id, "content": text,
-                                   "toolRequests": [tool] if tool and not final else []})
+    agent.emit(
+        EventType.MESSAGE,
+        {"messageId": message_id, "content": text, "toolRequests": [tool] if tool and not final else []},
+    )
 
 
-async def _tool(agent: ScriptedAgent, name: str, command: str, output: str, seconds: float = 0.6,
-                success: bool = True, error: str = "") -> str:
+async def _tool(
+    agent: ScriptedAgent,
+    name: str,
+    command: str,
+    output: str,
+    seconds: float = 0.6,
+    success: bool = True,
+    error: str = "",
+) -> str:
     call_id = _new_id("call")
     agent.tool_started(call_id, name)
     agent.emit(EventType.TOOL_START, {"toolCallId": call_id, "toolName": name, "arguments": {"command": command}})
@@ -88,22 +97,28 @@ async def chat(agent: ScriptedAgent, prompt: str) -> None:
     _start(agent)
     agent.emit(EventType.REASONING_DELTA, {"reasoningId": "r1", "deltaContent": "The user wants a short answer."})
     await agent.pause(0.2)
-    await _reply(agent, f"You said: **{prompt[:200]}**\n\nThis is the *demo agent*: it runs offline and "
-                        "shows how sessions stream, run tools and ask for permission. Try `!help`.", final=True)
+    await _reply(
+        agent,
+        f"You said: **{prompt[:200]}**\n\nThis is the *demo agent*: it runs offline and "
+        "shows how sessions stream, run tools and ask for permission. Try `!help`.",
+        final=True,
+    )
     _end(agent)
 
 
 async def tools(agent: ScriptedAgent, prompt: str) -> None:
     """Text, a tool call, then a summary: the common shape of a coding-agent turn."""
     _start(agent)
-    await _reply(agent, "Let me look at the project first.", final=False,
-                 tool={"toolCallId": "t", "name": "bash"})
+    await _reply(agent, "Let me look at the project first.", final=False, tool={"toolCallId": "t", "name": "bash"})
     await _tool(agent, "bash", "ls -1", "README.md\nsrc\ntests")
     _end(agent, idle=False)
     _start(agent)
-    await _reply(agent, "The project has a `README.md`, a `src/` folder and `tests/`.\n\n"
-                        "- Everything looks in order.\n- Ask me to *write* something to see a permission prompt.",
-                 final=True)
+    await _reply(
+        agent,
+        "The project has a `README.md`, a `src/` folder and `tests/`.\n\n"
+        "- Everything looks in order.\n- Ask me to *write* something to see a permission prompt.",
+        final=True,
+    )
     _end(agent)
 
 
@@ -113,18 +128,31 @@ async def permission(agent: ScriptedAgent, prompt: str) -> None:
     await _reply(agent, "I need to write a file for that.", final=False, tool={"toolCallId": "t", "name": "bash"})
     call_id = _new_id("call")
     agent.tool_started(call_id, "bash")
-    agent.emit(EventType.TOOL_START, {"toolCallId": call_id, "toolName": "bash",
-                                      "arguments": {"command": "echo hello > notes.txt"}})
+    agent.emit(
+        EventType.TOOL_START,
+        {"toolCallId": call_id, "toolName": "bash", "arguments": {"command": "echo hello > notes.txt"}},
+    )
     choice = await agent.ask_permission(call_id, "Run shell command: echo hello > notes.txt", "echo hello > notes.txt")
     allowed = choice in (ALLOW_ONCE, ALLOW_ALWAYS)
     agent.tool_finished(call_id)
-    agent.emit(EventType.TOOL_COMPLETE, {"toolCallId": call_id, "toolName": "bash", "success": allowed,
-                                         **({"result": {"content": "wrote notes.txt"}} if allowed else
-                                            {"error": {"message": "The user rejected this tool call."}})})
+    agent.emit(
+        EventType.TOOL_COMPLETE,
+        {
+            "toolCallId": call_id,
+            "toolName": "bash",
+            "success": allowed,
+            **(
+                {"result": {"content": "wrote notes.txt"}}
+                if allowed
+                else {"error": {"message": "The user rejected this tool call."}}
+            ),
+        },
+    )
     _end(agent, idle=False)
     _start(agent)
-    await _reply(agent, "Done: `notes.txt` written." if allowed else "Understood, I did not write the file.",
-                 final=True)
+    await _reply(
+        agent, "Done: `notes.txt` written." if allowed else "Understood, I did not write the file.", final=True
+    )
     _end(agent)
 
 
@@ -217,8 +245,10 @@ async def tool_hang(agent: ScriptedAgent, prompt: str) -> None:
 async def help_text(agent: ScriptedAgent, prompt: str) -> None:
     """Lists the scripts."""
     _start(agent)
-    names = "\n".join(f"- `!{name}` — {fn.__doc__.strip().splitlines()[0] if fn.__doc__ else ''}"
-                      for name, fn in sorted(SCRIPTS.scripts.items()))
+    names = "\n".join(
+        f"- `!{name}` — {fn.__doc__.strip().splitlines()[0] if fn.__doc__ else ''}"
+        for name, fn in sorted(SCRIPTS.scripts.items())
+    )
     await _reply(agent, f"Demo scripts:\n\n{names}", final=True)
     _end(agent)
 
@@ -235,11 +265,23 @@ class ScriptBook:
 
 
 SCRIPTS = ScriptBook(
-    {"chat": chat, "tools": tools, "permission": permission, "slow": slow, "zero-idle": zero_idle,
-     "hang-after-final-tool": hang_after_final_tool, "permission-loss": permission_loss,
-     "permission-loss-mixed": permission_loss_mixed, "crash-mid-tool": crash_mid_tool,
-     "usage-flood": usage_flood, "dead-send": hang, "hang": hang, "long-tool": long_tool,
-     "tool-hang": tool_hang, "help": help_text},
+    {
+        "chat": chat,
+        "tools": tools,
+        "permission": permission,
+        "slow": slow,
+        "zero-idle": zero_idle,
+        "hang-after-final-tool": hang_after_final_tool,
+        "permission-loss": permission_loss,
+        "permission-loss-mixed": permission_loss_mixed,
+        "crash-mid-tool": crash_mid_tool,
+        "usage-flood": usage_flood,
+        "dead-send": hang,
+        "hang": hang,
+        "long-tool": long_tool,
+        "tool-hang": tool_hang,
+        "help": help_text,
+    },
     frozenset({"permission-loss", "permission-loss-mixed", "crash-mid-tool", "dead-send"}),
 )
 

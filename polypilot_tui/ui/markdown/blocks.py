@@ -29,8 +29,11 @@ from polypilot_tui.ui.markdown.inline import inline_content
 from polypilot_tui.ui.markdown.styles import BULLET_STYLE, HEADING_STYLE, HEADING_STYLES, QUOTE_STYLE
 from polypilot_tui.ui.markdown.verbatim import kept
 
-_MD = (MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-       .enable(["table", "strikethrough"]).disable("reference"))
+_MD = (
+    MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    .enable(["table", "strikethrough"])
+    .disable("reference")
+)
 
 BULLETS = ("• ", "◦ ", "▪ ")
 QUOTE = "▌ "
@@ -241,8 +244,9 @@ class _Walker:
             else:
                 bullet = f"{current.number}. "
                 current.number += 1
-            self.boxes.append(_Box(Content.styled(bullet, BULLET_STYLE), Content(" " * len(bullet)),
-                                   True, current.tight))
+            self.boxes.append(
+                _Box(Content.styled(bullet, BULLET_STYLE), Content(" " * len(bullet)), True, current.tight)
+            )
         elif kind == "list_item_close":
             if self.boxes[-1].pending:  # an empty item still shows its bullet
                 self.emit_prose(Content(""))
@@ -346,7 +350,7 @@ class _Walker:
     def _tight(self, index: int) -> bool:
         """markdown-it hides the paragraphs of a tight list; look at its first one."""
         level = self.tokens[index].level
-        for token in self.tokens[index + 1:]:
+        for token in self.tokens[index + 1 :]:
             if token.level == level and token.nesting < 0:
                 break
             if token.type == "paragraph_open" and token.level == level + 2:

@@ -98,7 +98,7 @@ def lay_out(item: ProseItem, width: int) -> Laid:
                 if index == 0:
                     rows.append(Row(None, full if skip + end == len(full) else full[: skip + end], 0, y))
                 else:
-                    rows.append(Row(item.rest, full[skip + start: skip + end], skip + start, y))
+                    rows.append(Row(item.rest, full[skip + start : skip + end], skip + start, y))
     elif isinstance(item, Table):
         for number, text in enumerate(table_lines(item, width - indent)):
             line((item.first if number == 0 else item.rest) + text)
@@ -135,7 +135,7 @@ def _cell_lines(cell: Content, width: int) -> list[Content]:
     lines: list[Content] = []
     for part in cell.split("\n", allow_blank=True):
         for start, end in wrap_spans(part.plain, width):
-            lines.append(part[start: start + len(part.plain[start:end].rstrip(" "))])
+            lines.append(part[start : start + len(part.plain[start:end].rstrip(" "))])
     return lines or [Content("")]
 
 
@@ -154,10 +154,13 @@ def table_lines(table: Table, width: int) -> list[Content]:
     if not columns:
         return []
     every = (table.header, *table.rows)
-    natural = [max(max((cell_len(line) for line in row[c].plain.split("\n")), default=0) for row in every)
-               for c in range(columns)]
-    minimum = [max(max((cell_len(w) for w in row[c].plain.split()), default=0) for row in every)
-               for c in range(columns)]
+    natural = [
+        max(max((cell_len(line) for line in row[c].plain.split("\n")), default=0) for row in every)
+        for c in range(columns)
+    ]
+    minimum = [
+        max(max((cell_len(w) for w in row[c].plain.split()), default=0) for row in every) for c in range(columns)
+    ]
     space = max(columns, width - (3 * columns + 1))
     widths = column_widths([max(1, m) for m in minimum], [max(1, n) for n in natural], space)
 

@@ -31,8 +31,10 @@ def details_text(details: SessionDetails) -> str:
         ("Command", details.command or "—"),
         ("Folder", details.folder or "—"),
         ("State folder", details.state_folder),
-        ("Agent session", (view.agent_session_id or "—") + (f" · {details.connected_how}"
-                                                             if details.connected_how else "")),
+        (
+            "Agent session",
+            (view.agent_session_id or "—") + (f" · {details.connected_how}" if details.connected_how else ""),
+        ),
     ]
     rows += [(label, path) for label, path in details.log_paths]
     width = max(len(label) for label, _ in rows)
@@ -43,8 +45,10 @@ def details_text(details: SessionDetails) -> str:
     if details.plan:
         lines += ["", "The agent's plan:"]
         lines += [f"  {PLAN_MARKS.get(status, '·')} {safe_text(step)}" for step, status in details.plan]
-    lines += ["", "Last lines the agent wrote to stderr:" if details.stderr_tail
-              else "The agent wrote nothing to stderr."]
+    lines += [
+        "",
+        "Last lines the agent wrote to stderr:" if details.stderr_tail else "The agent wrote nothing to stderr.",
+    ]
     lines += [f"  {safe_text(line)}" for line in details.stderr_tail]
     return "\n".join(lines)
 
@@ -88,8 +92,7 @@ class SessionDetailsScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="details-dialog"):
-            yield Static(f"Session details — {one_line(self.details.view.name, 60)}", id="details-title",
-                         markup=False)
+            yield Static(f"Session details — {one_line(self.details.view.name, 60)}", id="details-title", markup=False)
             with VerticalScroll(id="details-body"):
                 yield Static(details_text(self.details), id="details-text", markup=False)
             yield Static("Esc to close · select text with the mouse to copy it", id="details-hint", markup=False)

@@ -139,7 +139,7 @@ class AssistantMessage(Widget):
         for piece in (*self._frozen[-1:], *self._tail):
             if isinstance(piece, ProseRun):
                 piece.streaming = not final
-        tail = text[self._frozen_end:]
+        tail = text[self._frozen_end :]
         parsed = parse(tail, continued=self._frozen_end > 0)
         self.parsed_chars += len(tail)
         last = len(parsed.tops) - 1
@@ -212,7 +212,7 @@ class AssistantMessage(Widget):
             new.append(self._insert(piece, before=current if current is not None else self._note))
             if current is not None:
                 self._drop(current)
-        for widget in old[len(new):]:
+        for widget in old[len(new) :]:
             self._drop(widget)
         self._tail = new
 
@@ -228,8 +228,9 @@ class AssistantMessage(Widget):
 
     @staticmethod
     def _code_widget(item: Code, *, highlighted: bool) -> CodeBlock:
-        return CodeBlock(item.code, item.lang, label=item.info, indent=item.indent, gap=item.gap,
-                         highlighted=highlighted)
+        return CodeBlock(
+            item.code, item.lang, label=item.info, indent=item.indent, gap=item.gap, highlighted=highlighted
+        )
 
     @staticmethod
     def _set_code(widget: CodeBlock, item: Code, *, highlighted: bool) -> None:

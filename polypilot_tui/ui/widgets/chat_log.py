@@ -114,8 +114,9 @@ class ChatLog(VerticalScroll):
         if self._first == 0:
             return
         start = max(0, self._first - PAGE)
-        widgets = [make_item_widget(self._known[i], self._known[i - 1] if i else None)
-                   for i in range(start, self._first)]
+        widgets = [
+            make_item_widget(self._known[i], self._known[i - 1] if i else None) for i in range(start, self._first)
+        ]
         for offset, widget in enumerate(widgets):
             self._rows[start + offset] = widget
         anchor = self._rows.get(self._first)
@@ -155,8 +156,12 @@ class ChatLog(VerticalScroll):
         for index in range(len(self._known), len(history)):
             item = history[index]
             stream = self._stream
-            if (stream is not None and not new and item.kind is ItemKind.ASSISTANT
-                    and safe_text(item.text) == stream.text):
+            if (
+                stream is not None
+                and not new
+                and item.kind is ItemKind.ASSISTANT
+                and safe_text(item.text) == stream.text
+            ):
                 # The engine flushed the reply we were streaming: that widget becomes the row.
                 self._stream = None
                 stream.remove_class("-streaming")

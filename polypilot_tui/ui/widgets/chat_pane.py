@@ -59,8 +59,14 @@ class ChatPane(Vertical):
         """The mounted log of a session, if it was ever shown."""
         return self._logs.get(session_id)
 
-    async def show(self, view: SessionView | None, history: Sequence[ChatItem], streaming: str,
-                   now: float, empty_text: str = EMPTY_TEXT) -> None:
+    async def show(
+        self,
+        view: SessionView | None,
+        history: Sequence[ChatItem],
+        streaming: str,
+        now: float,
+        empty_text: str = EMPTY_TEXT,
+    ) -> None:
         """Bring everything in the pane up to date for ``view`` (``empty_text``: a new log's hint)."""
         if view is None:
             await self._switch(None)
@@ -85,8 +91,10 @@ class ChatPane(Vertical):
         self.status.show(view, now)
         busy = view.status.busy
         self.editor.placeholder = (
-            f"Queue a prompt for {view.name} (sent when this turn ends)" if busy
-            else f"Message {view.name} · Enter sends · ctrl+j new line · ↑ history")
+            f"Queue a prompt for {view.name} (sent when this turn ends)"
+            if busy
+            else f"Message {view.name} · Enter sends · ctrl+j new line · ↑ history"
+        )
 
     def on_prompt_editor_page_chat(self, event: PromptEditor.PageChat) -> None:
         """PageUp / PageDown while typing scroll the chat on screen."""
@@ -98,8 +106,13 @@ class ChatPane(Vertical):
     def on_key(self, event: events.Key) -> None:
         """Typing while the chat has the focus (after scrolling it) goes to the prompt, never nowhere."""
         focused = self.screen.focused
-        if (event.is_printable and event.character and focused is not None
-                and focused is not self.editor and self.logs in focused.ancestors_with_self):
+        if (
+            event.is_printable
+            and event.character
+            and focused is not None
+            and focused is not self.editor
+            and self.logs in focused.ancestors_with_self
+        ):
             event.stop()
             event.prevent_default()
             self.screen.set_focus(self.editor)  # now: the keys after this one follow it there

@@ -83,8 +83,16 @@ class CodeBlock(ScrollView, can_focus=False):
     }
     """
 
-    def __init__(self, code: str, lang: str = "", *, label: str = "", indent: int = 0, gap: bool = False,
-                 highlighted: bool = True) -> None:
+    def __init__(
+        self,
+        code: str,
+        lang: str = "",
+        *,
+        label: str = "",
+        indent: int = 0,
+        gap: bool = False,
+        highlighted: bool = True,
+    ) -> None:
         super().__init__()
         self.code = ""
         """The block's text, as copied."""
@@ -101,8 +109,13 @@ class CodeBlock(ScrollView, can_focus=False):
         """Show ``code``; while streaming (not ``highlighted``) only new lines are rebuilt."""
         if self._lines and (code, lang, highlighted) == (self.code, self.lang, self._highlighted):
             return
-        if (not highlighted and not self._highlighted and lang == self.lang and self._lines
-                and code.startswith(self.code)):
+        if (
+            not highlighted
+            and not self._highlighted
+            and lang == self.lang
+            and self._lines
+            and code.startswith(self.code)
+        ):
             start = self.code.rfind("\n") + 1  # the old last line may have grown
             new_lines = self._split(Content(code[start:]))
             self._lines[-1:] = new_lines

@@ -6,8 +6,10 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Button, Static
 
-BANNER_TEXT = ("⚠ Tools are failing with permission errors — the agent may have lost its "
-               "permission handler. Reconnecting restores it.")
+BANNER_TEXT = (
+    "⚠ Tools are failing with permission errors — the agent may have lost its "
+    "permission handler. Reconnecting restores it."
+)
 
 
 class PermissionBanner(Horizontal):

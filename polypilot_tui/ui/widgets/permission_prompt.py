@@ -26,8 +26,9 @@ class OptionButton(Button):
 
     def __init__(self, option_id: str, label: str, kind: str, key: str) -> None:
         text = label + (f" [{key}]" if key else "")  # whole: the scope is often said at its end
-        variant: ButtonVariant = ("success" if kind.startswith("allow") else "error" if kind.startswith("reject")
-                                  else "default")
+        variant: ButtonVariant = (
+            "success" if kind.startswith("allow") else "error" if kind.startswith("reject") else "default"
+        )
         super().__init__(Content(text), variant=variant, compact=True, classes="permission-option")
         self.option_id = option_id
         self.kind = kind
@@ -94,10 +95,13 @@ class PermissionPrompt(Vertical):
             detail = "\n".join(lines[:DETAIL_LINES]) + f"\n… {len(lines) - DETAIL_LINES} more lines"
         self._detail.update(detail)
         self._detail.display = bool(detail) and detail not in prompt.title
-        options = prompt.options or (("allow_once", "Allow once", "allow_once"),
-                                     ("reject_once", "Reject", "reject_once"))
+        options = prompt.options or (
+            ("allow_once", "Allow once", "allow_once"),
+            ("reject_once", "Reject", "reject_once"),
+        )
         await self._options.mount_all(
-            OptionButton(oid, label, kind, KIND_KEYS.get(kind, "")) for oid, label, kind in options)
+            OptionButton(oid, label, kind, KIND_KEYS.get(kind, "")) for oid, label, kind in options
+        )
         self._fit_options()
 
     def on_resize(self) -> None:

@@ -67,8 +67,14 @@ class PromptEditor(TextArea):
         session_id: str | None
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, soft_wrap=True, tab_behavior="focus", show_line_numbers=False,
-                         highlight_cursor_line=False, placeholder="Type a prompt, Enter to send")
+        super().__init__(
+            id=id,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+            placeholder="Type a prompt, Enter to send",
+        )
         self.session_id: str | None = None
         """The session keys typed here belong to."""
         self.drafts: dict[str, str] = {}

@@ -26,8 +26,9 @@ from polypilot_tui.ui.markdown.layout import Laid, Row, lay_out
 class ProseVisual(Visual):
     """Prose items drawn at whatever width the widget has."""
 
-    def __init__(self, items: Sequence[ProseItem], previous: ProseVisual | None = None, *,
-                 keep_strips: bool = False) -> None:
+    def __init__(
+        self, items: Sequence[ProseItem], previous: ProseVisual | None = None, *, keep_strips: bool = False
+    ) -> None:
         self.items = list(items)
         # The previous visual of the same widget hands over its caches (same class).
         laid = previous._laid if previous is not None else {}  # noqa: SLF001
@@ -35,7 +36,8 @@ class ProseVisual(Visual):
         self._laid: dict[int, tuple[int, Laid]] = {id(i): laid[id(i)] for i in self.items if id(i) in laid}
         """Per item (by identity; ``items`` keeps them alive): the width it was laid out at, and how."""
         self._drawn: dict[int, tuple[tuple[int, int, Style], list[Strip]]] = {
-            id(i): drawn[id(i)] for i in self.items if id(i) in drawn}
+            id(i): drawn[id(i)] for i in self.items if id(i) in drawn
+        }
         """Per item: its strips and what they were drawn for (width, first logical line, style).
         A streaming reply redraws only its changed last item, not the whole run."""
         self._keep_strips = keep_strips
@@ -75,8 +77,7 @@ class ProseVisual(Visual):
         """The logical lines at ``width`` (what selecting everything copies)."""
         return "\n".join(self.layout(width)[1])
 
-    def render_strips(self, width: int, height: int | None, style: Style,
-                      options: RenderOptions) -> list[Strip]:
+    def render_strips(self, width: int, height: int | None, style: Style, options: RenderOptions) -> list[Strip]:
         _rows, logical = self.layout(width)
         assert self._layout is not None
         bases = self._layout[3]
@@ -88,8 +89,9 @@ class ProseVisual(Visual):
             if selection is None and cached is not None and cached[0] == key:
                 strips.extend(cached[1])
                 continue
-            drawn = [self._strip(row, base, logical, style, options, selection)
-                     for row in self._laid_out(item, width).rows]
+            drawn = [
+                self._strip(row, base, logical, style, options, selection) for row in self._laid_out(item, width).rows
+            ]
             self.rows_drawn += len(drawn)
             if selection is None and self._keep_strips:
                 self._drawn[id(item)] = (key, drawn)
@@ -97,8 +99,9 @@ class ProseVisual(Visual):
         return strips if height is None else strips[:height]
 
     @staticmethod
-    def _strip(row: Row, base: int, logical: list[str], style: Style, options: RenderOptions,
-               selection: Selection | None) -> Strip:
+    def _strip(
+        row: Row, base: int, logical: list[str], style: Style, options: RenderOptions, selection: Selection | None
+    ) -> Strip:
         """One row: every character tagged with its (x, logical line) for mouse selection."""
         get_style = options.get_style
         y = row.y + base
@@ -213,6 +216,6 @@ class ProseView(Widget):
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         # The blank line above a code block is its margin, not text: copy it as a line break.
         siblings = list(self.parent.children) if self.parent is not None else [self]
-        after = siblings[siblings.index(self) + 1:]
+        after = siblings[siblings.index(self) + 1 :]
         ending = "\n\n" if after and after[0].styles.margin.top else "\n"
         return selection.extract(self.run.visual.text(self.size.width)), ending

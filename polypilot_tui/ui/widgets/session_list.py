@@ -51,9 +51,15 @@ class SessionEntry:
     @classmethod
     def of(cls, view: SessionView, now: float, unread: bool) -> SessionEntry:
         """The row for ``view`` at ``now``."""
-        return cls(view.id, view.status, one_line(view.name, 60), sidebar_status(view, now), unread,
-                   view.permission_warning,
-                   f"{view.name} · {view.agent}" + (f" · {view.cwd}" if view.cwd else ""))
+        return cls(
+            view.id,
+            view.status,
+            one_line(view.name, 60),
+            sidebar_status(view, now),
+            unread,
+            view.permission_warning,
+            f"{view.name} · {view.agent}" + (f" · {view.cwd}" if view.cwd else ""),
+        )
 
 
 def _fit(text: str, width: int) -> str:
@@ -79,12 +85,20 @@ class SessionList(ScrollView, can_focus=True):
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "session-list--row", "session-list--row-hover", "session-list--row-highlighted",
-        "session-list--icon", "session-list--icon-busy", "session-list--icon-attention",
+        "session-list--row",
+        "session-list--row-hover",
+        "session-list--row-highlighted",
+        "session-list--icon",
+        "session-list--icon-busy",
+        "session-list--icon-attention",
         "session-list--icon-permission",
-        "session-list--name", "session-list--name-unread",
-        "session-list--unread", "session-list--warning",
-        "session-list--status", "session-list--status-attention", "session-list--status-permission",
+        "session-list--name",
+        "session-list--name-unread",
+        "session-list--unread",
+        "session-list--warning",
+        "session-list--status",
+        "session-list--status-attention",
+        "session-list--status-permission",
     }
     """Row backgrounds (plain, hover, highlighted), then one class per part of a row, with
     variants by status: busy, needing the user, awaiting permission."""
@@ -254,11 +268,19 @@ class SessionList(ScrollView, can_focus=True):
             return cached
         rows = ("session-list--row", row) if row else ("session-list--row",)
         status = entry.status
-        variant = ("permission" if status is SessionStatus.AWAITING_PERMISSION else
-                   "attention" if status.needs_user else "busy" if status.busy else "")
+        variant = (
+            "permission"
+            if status is SessionStatus.AWAITING_PERMISSION
+            else "attention"
+            if status.needs_user
+            else "busy"
+            if status.busy
+            else ""
+        )
         icon = (*rows, "session-list--icon") + ((f"session-list--icon-{variant}",) if variant else ())
         status_line = (*rows, "session-list--status") + (
-            (f"session-list--status-{variant}",) if variant in ("permission", "attention") else ())
+            (f"session-list--status-{variant}",) if variant in ("permission", "attention") else ()
+        )
         name = (*rows, "session-list--name") + (("session-list--name-unread",) if entry.unread else ())
         if self._padding is None:
             self._padding = self.get_component_styles("session-list--row").padding
@@ -272,9 +294,15 @@ class SessionList(ScrollView, can_focus=True):
         if entry.warning:
             marks.append(Segment(f" {WARNING_MARK}", self._style(*rows, "session-list--warning")))
         name_room = max(1, room - 2 - sum(segment.cell_length for segment in marks))
-        top = Strip([Segment(left, base), Segment(f"{STATUS_ICONS[status]} ", self._style(*icon)),
-                     Segment(_fit(entry.name, name_room), self._style(*name)), *marks,
-                     Segment(right, base)])
+        top = Strip(
+            [
+                Segment(left, base),
+                Segment(f"{STATUS_ICONS[status]} ", self._style(*icon)),
+                Segment(_fit(entry.name, name_room), self._style(*name)),
+                *marks,
+                Segment(right, base),
+            ]
+        )
         text = entry.status_text
         if cell_len(text) > room - 2:
             text = _fit(text, max(1, room - 2))

@@ -47,8 +47,14 @@ class SessionSidebar(Vertical):
         """The session of the highlighted row, now (messages about it may be stale)."""
         return self._list.highlighted_id
 
-    async def sync(self, views: Sequence[SessionView], now: float, unread: set[str], selected: str | None,
-                   changed: set[str] | None = None) -> None:
+    async def sync(
+        self,
+        views: Sequence[SessionView],
+        now: float,
+        unread: set[str],
+        selected: str | None,
+        changed: set[str] | None = None,
+    ) -> None:
         """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all)."""
         entries: list[SessionEntry] = []
         for view in views:

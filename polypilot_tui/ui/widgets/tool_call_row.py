@@ -56,7 +56,9 @@ def tool_content(item: ChatItem, expanded: bool = False) -> Content:
     status = item.tool_status or "running"
     icon, word = TOOL_STATES.get(status, ("•", status))
     parts: list[Content | str | tuple[str, str | Style]] = [
-        (icon, "bold"), " ", (one_line(item.tool_name, 40), "bold"),
+        (icon, "bold"),
+        " ",
+        (one_line(item.tool_name, 40), "bold"),
     ]
     if item.tool_detail:
         parts += ["  ", (one_line(item.tool_detail, 200), "italic")]
@@ -86,8 +88,7 @@ def _expanded(lines: list[str]) -> tuple[str, str]:
     if len(lines) <= EXPANDED_HEAD + EXPANDED_TAIL:
         return "\n".join(lines), "▾ show less"
     hidden = len(lines) - EXPANDED_HEAD - EXPANDED_TAIL
-    note = (f"··· {_more(hidden)} not shown "
-            f"(lines {EXPANDED_HEAD + 1:,}–{EXPANDED_HEAD + hidden:,}) ···")
+    note = f"··· {_more(hidden)} not shown (lines {EXPANDED_HEAD + 1:,}–{EXPANDED_HEAD + hidden:,}) ···"
     return "\n".join([*lines[:EXPANDED_HEAD], note, *lines[-EXPANDED_TAIL:]]), "▾ show less"
 
 

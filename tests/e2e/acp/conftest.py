@@ -29,8 +29,9 @@ def agent_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def acp_agent(agent_name: str, npm_agent: Callable[[NpmAgent], Path], model_server: ModelServer,
-              tmp_path: Path) -> AgentConfig:
+def acp_agent(
+    agent_name: str, npm_agent: Callable[[NpmAgent], Path], model_server: ModelServer, tmp_path: Path
+) -> AgentConfig:
     """The configured real agent (installed on first use; skipped without npm, failed on CI)."""
     binary = npm_agent(PACKAGES[agent_name])
     return BUILDERS[agent_name](binary, model_server, tmp_path / "home")
@@ -45,15 +46,15 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_backend(acp_agent: AgentConfig, workspace: Path, tmp_path: Path
-                 ) -> Callable[..., tuple[AcpBackend, Recorder]]:
+def make_backend(acp_agent: AgentConfig, workspace: Path, tmp_path: Path) -> Callable[..., tuple[AcpBackend, Recorder]]:
     """``make_backend("s1")`` → a fresh backend (own log folder) and its recorder."""
 
     def make(name: str = "s1", *, prefer_load: bool = False, grace: float = 10.0) -> tuple[AcpBackend, Recorder]:
         recorder = Recorder()
         settings = Settings(stop_grace_seconds=grace, state_dir=tmp_path / "state")
-        backend = AcpBackend(acp_agent, recorder, SystemClock(), settings, tmp_path / name, cwd=workspace,
-                             prefer_load=prefer_load)
+        backend = AcpBackend(
+            acp_agent, recorder, SystemClock(), settings, tmp_path / name, cwd=workspace, prefer_load=prefer_load
+        )
         return backend, recorder
 
     return make

@@ -78,8 +78,9 @@ async def test_tool_call_rejected(make_backend: Make, workspace: Path, agent_nam
         mark = len(rec.events)
         await backend.send("hello again")  # the session still works after a rejection
         await rec.wait_for("session.idle", after=mark, timeout=60)
-        assert "echo: hello again" in "".join(e.text("deltaContent") for e in rec.events[mark:]
-                                               if e.type == "assistant.message_delta")
+        assert "echo: hello again" in "".join(
+            e.text("deltaContent") for e in rec.events[mark:] if e.type == "assistant.message_delta"
+        )
     finally:
         await backend.close()
 

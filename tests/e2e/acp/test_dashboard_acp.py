@@ -38,23 +38,37 @@ def fake_setup(tmp_path: Path, model_server: ModelServer, npm_agent: Callable[..
     work = tmp_path / "work"
     work.mkdir()
     (work / "README.md").write_text("readme text\n")
-    agent = AgentConfig(name="fake", kind="acp", command=sys.executable, args=[str(FAKE_AGENT)], cwd=work,
-                        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": "load"})
+    agent = AgentConfig(
+        name="fake",
+        kind="acp",
+        command=sys.executable,
+        args=[str(FAKE_AGENT)],
+        cwd=work,
+        env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": "load"},
+    )
     return agent, Script("hello", "Hello from the fake agent.", "TOOL please", "done: readme text", "SLOW please")
 
 
-def codex_setup(tmp_path: Path, model_server: ModelServer, npm_agent: Callable[..., Path]) -> tuple[AgentConfig, Script]:
+def codex_setup(
+    tmp_path: Path, model_server: ModelServer, npm_agent: Callable[..., Path]
+) -> tuple[AgentConfig, Script]:
     work = tmp_path / "work"
     work.mkdir()
     (work / "README.md").write_text("readme text\n")
     agent = codex_agent(npm_agent(CODEX_ACP), model_server, tmp_path / "home").model_copy(update={"cwd": work})
     # codex runs read-only commands without asking: a write forces the permission prompt.
-    return agent, Script("hello there", "echo: hello there", "TOOL CMD=`echo x > out.txt && cat README.md`",
-                         "Process exited with code 0", "SLOW please")
+    return agent, Script(
+        "hello there",
+        "echo: hello there",
+        "TOOL CMD=`echo x > out.txt && cat README.md`",
+        "Process exited with code 0",
+        "SLOW please",
+    )
 
 
-def opencode_setup(tmp_path: Path, model_server: ModelServer,
-                   npm_agent: Callable[..., Path]) -> tuple[AgentConfig, Script]:
+def opencode_setup(
+    tmp_path: Path, model_server: ModelServer, npm_agent: Callable[..., Path]
+) -> tuple[AgentConfig, Script]:
     work = tmp_path / "work"
     work.mkdir()
     agent = opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "home").model_copy(update={"cwd": work})
@@ -65,16 +79,21 @@ SETUPS = {"fake": fake_setup, "codex": codex_setup, "opencode": opencode_setup}
 
 
 @pytest.mark.parametrize("name", sorted(SETUPS))
-async def test_an_acp_session_from_prompt_to_restore(name: str, model_server: ModelServer,
-                                                     npm_agent: Callable[..., Path], tmp_path: Path) -> None:
+async def test_an_acp_session_from_prompt_to_restore(
+    name: str, model_server: ModelServer, npm_agent: Callable[..., Path], tmp_path: Path
+) -> None:
     agent, script = SETUPS[name](tmp_path, model_server, npm_agent)
     state = tmp_path / "state"
     app = dashboard(state, {name: agent}, name, stop_grace_seconds=8)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected is not None, what="the first session")
         sid = app.selected
-        await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT,
-                       what="the agent connected")
+        await wait_for(
+            pilot,
+            lambda: app.manager.view(sid).status is SessionStatus.IDLE,
+            timeout=AGENT_WAIT,
+            what="the agent connected",
+        )
 
         await send(pilot, script.hello)
         await see(pilot, script.hello_reply)
@@ -93,8 +112,9 @@ async def test_an_acp_session_from_prompt_to_restore(name: str, model_server: Mo
         assert tools and tools[-1].tool_status == "completed", [t.tool_status for t in tools]
 
         await send(pilot, script.slow)
-        await wait_for(pilot, lambda: len(app.manager.streaming_text(sid)) > 10, timeout=AGENT_WAIT,
-                       what="the reply streaming")
+        await wait_for(
+            pilot, lambda: len(app.manager.streaming_text(sid)) > 10, timeout=AGENT_WAIT, what="the reply streaming"
+        )
         assert "Writing" in status_line(app)
         await pilot.press("ctrl+x")
         await wait_for(pilot, lambda: "Stopped" in status_line(app), timeout=30, what="Stopped on screen")
@@ -103,7 +123,7 @@ async def test_an_acp_session_from_prompt_to_restore(name: str, model_server: Mo
         await pilot.press("ctrl+r")
         await see(pilot, "Session reconnected")
         await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
-        await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what="the status no longer \"Stopped\"")
+        await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what='the status no longer "Stopped"')
         history = [(i.kind, i.text) for i in app.manager.history(sid)]
         turns_before = app.manager.view(sid).turns
 
@@ -113,9 +133,13 @@ async def test_an_acp_session_from_prompt_to_restore(name: str, model_server: Mo
         assert [(i.kind, i.text) for i in again.manager.history(sid)] == history
         await see(pilot, script.tool_reply)
         await send(pilot, script.hello)
-        await wait_for(pilot, lambda: again.manager.view(sid).turns == turns_before + 1,
-                       timeout=AGENT_WAIT, what="the first turn after the restart (the count carries over)")
-        new_rows = again.manager.history(sid)[len(history):]
+        await wait_for(
+            pilot,
+            lambda: again.manager.view(sid).turns == turns_before + 1,
+            timeout=AGENT_WAIT,
+            what="the first turn after the restart (the count carries over)",
+        )
+        new_rows = again.manager.history(sid)[len(history) :]
         replies = [i.text for i in new_rows if i.kind is ItemKind.ASSISTANT]
         # Exactly one answer, and it answers this prompt: a conversation the agent replayed
         # while reconnecting (session/load) is never shown as the reply.
