@@ -19,8 +19,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/polypilot
 
-test: $(STAMP)
+# Lint first: seconds, and a red lint names the line where a red test names only a symptom.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check polypilot_tui tests bench
+	$(VENV)/bin/ruff format --check polypilot_tui tests bench
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
