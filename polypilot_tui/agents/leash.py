@@ -101,7 +101,8 @@ class Proc:
         """Start time in clock ticks after boot: with the pid, it names one process for good."""
 
 
-def _stat(pid: int) -> Proc | None:
+def read_proc(pid: int) -> Proc | None:
+    """What /proc says of ``pid`` (parent, session, start time), or None once it has ended."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             raw = file.read()
@@ -154,7 +155,7 @@ class Tree:
 
     def __init__(self, agent_pid: int, since: int | None) -> None:
         self.known: dict[int, Proc] = {}
-        agent = _stat(agent_pid)
+        agent = read_proc(agent_pid)
         if agent is not None:
             self.known[agent_pid] = agent
         self.session = os.getsid(0)
@@ -166,7 +167,9 @@ class Tree:
     def refresh(self) -> None:
         """Forget the processes that ended; take in those born since the last look that are ours."""
         live = {
-            pid: proc for pid, proc in self.known.items() if (now := _stat(pid)) is not None and now.start == proc.start
+            pid: proc
+            for pid, proc in self.known.items()
+            if (now := read_proc(pid)) is not None and now.start == proc.start
         }
         last = _last_pid()
         if last is None or self._last is None:  # no last pid to go by: look at every process
@@ -179,7 +182,7 @@ class Tree:
         for pid in born:  # in the order they were handed out: a parent before its children
             if pid in live or pid == self._me:
                 continue
-            proc = _stat(pid)
+            proc = read_proc(pid)
             if proc is not None and self._ours(proc, live) and _leads_its_process(pid):
                 live[pid] = proc
         self.known = live
@@ -197,16 +200,21 @@ class Tree:
         self.refresh()
         sessions = {self.session} | {proc.sid for proc in self.known.values()}
         for pid in _all_pids():
-            if pid not in self.known and pid != self._me and (proc := _stat(pid)) is not None and proc.sid in sessions:
+            if (
+                pid not in self.known
+                and pid != self._me
+                and (proc := read_proc(pid)) is not None
+                and proc.sid in sessions
+            ):
                 self.known[pid] = proc
         return dict(self.known)
 
 
-def _signal(pid: int, proc: Proc, signum: int) -> None:
+def signal_if_same(pid: int, proc: Proc, signum: int) -> None:
     """Signal ``pid`` if it is still the process that was seen (never one that reused its pid)."""
     fd = _pidfd(pid)
     try:
-        now = _stat(pid)
+        now = read_proc(pid)
         if now is None or now.start != proc.start:
             return
         if fd is not None:
@@ -255,7 +263,7 @@ def watch(app_pid: int, agent_pid: int, since: int | None = None) -> None:
     tree = Tree(agent_pid, since)
     if _wait_either(app_pid, agent_pid, tree) == "app":
         for pid, proc in tree.everything().items():
-            _signal(pid, proc, signal.SIGTERM)
+            signal_if_same(pid, proc, signal.SIGTERM)
         deadline = time.monotonic() + TERM_GRACE
         while time.monotonic() < deadline and _alive(agent_pid):
             time.sleep(0.02)
@@ -264,7 +272,7 @@ def watch(app_pid: int, agent_pid: int, since: int | None = None) -> None:
         if not left:
             break
         for pid, proc in left.items():
-            _signal(pid, proc, signal.SIGKILL)
+            signal_if_same(pid, proc, signal.SIGKILL)
         time.sleep(0.01)
     os.killpg(0, signal.SIGKILL)  # the agent's group, this watcher included
 

@@ -6,6 +6,8 @@ the same view and the same ``now`` always give the same words (snapshots, heartb
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from polypilot_tui.domain.text import bound_lines, compact_duration, one_line, strip_control
 from polypilot_tui.domain.view import SessionStatus, SessionView
 
@@ -162,3 +164,31 @@ def chat_status(view: SessionView, now: float) -> str:
 def safe_text(text: str) -> str:
     """Agent text made safe to draw: control sequences removed, giant lines bounded."""
     return bound_lines(strip_control(text))
+
+
+@dataclass(frozen=True)
+class SessionEntry:
+    """What one row shows, derived from a view and the time (equal entries draw the same)."""
+
+    session_id: str
+    status: SessionStatus
+    name: str
+    status_text: str
+    """The compact status line as shown (e.g. ``2m · 8 tools · 45s ago``)."""
+    unread: bool
+    warning: bool
+    """Tools keep failing with permission errors (the ⚠ mark)."""
+    tooltip: str
+
+    @classmethod
+    def of(cls, view: SessionView, now: float, unread: bool) -> SessionEntry:
+        """The row for ``view`` at ``now``."""
+        return cls(
+            view.id,
+            view.status,
+            one_line(view.name, 60),
+            sidebar_status(view, now),
+            unread,
+            view.permission_warning,
+            f"{view.name} · {view.agent}" + (f" · {view.cwd}" if view.cwd else ""),
+        )

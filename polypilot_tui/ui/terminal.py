@@ -26,7 +26,7 @@ from textual.drivers.linux_driver import LinuxDriver
 log = logging.getLogger(__name__)
 
 
-class _Output:
+class QuietOutput:
     """A text stream that ends output at its first failure instead of raising."""
 
     def __init__(self, stream: IO[str]) -> None:
@@ -65,7 +65,7 @@ class HangupSafeDriver(LinuxDriver):
     def __init__(self, app: Any, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         if self._file is not None:  # what its writer thread writes to (Textual types it a TextIOWrapper)
-            self._file = _Output(self._file)  # type: ignore[assignment]
+            self._file = QuietOutput(self._file)  # type: ignore[assignment]
 
 
 def terminal_fds() -> list[int]:

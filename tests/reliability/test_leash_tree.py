@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.leash import SCAN, Proc, _signal, _stat, leashed
+from polypilot_tui.agents.leash import SCAN, Proc, leashed, read_proc, signal_if_same
 from tests.reliability.conftest import alive, wait_until
 
 AGENT = textwrap.dedent("""
@@ -74,7 +74,7 @@ def started(pids_file: Path, reaper: list[int]) -> list[int]:
     pids = [int(p) for p in pids_file.read_text().split()]
     reaper.extend(pids)
     assert all(alive(p) for p in pids), pids
-    stats = {pid: _stat(pid) for pid in pids}
+    stats = {pid: read_proc(pid) for pid in pids}
     orphan = stats[pids[4]]
     assert orphan is not None and orphan.ppid not in pids, "the orphan still has its parent"
     assert len({s.sid for s in stats.values() if s is not None}) == 3  # the agent's, and two sessions of tools
@@ -121,12 +121,12 @@ def test_what_the_agent_started_dies_with_a_sigkilled_app(tmp_path: Path, reaper
 def test_a_pid_is_signalled_only_while_it_is_the_process_that_was_seen() -> None:
     sleeper = subprocess.Popen(["sleep", "300"])
     try:
-        seen = _stat(sleeper.pid)
+        seen = read_proc(sleeper.pid)
         assert seen is not None
-        _signal(sleeper.pid, Proc(seen.ppid, seen.sid, seen.start + 1), signal.SIGKILL)  # another process's pid
+        signal_if_same(sleeper.pid, Proc(seen.ppid, seen.sid, seen.start + 1), signal.SIGKILL)  # another process's pid
         time.sleep(0.2)  # a SIGKILL, had it been sent, ends a sleep well within this
         assert sleeper.poll() is None, "a process that only shares the pid was killed"
-        _signal(sleeper.pid, seen, signal.SIGKILL)
+        signal_if_same(sleeper.pid, seen, signal.SIGKILL)
         assert sleeper.wait(10) == -signal.SIGKILL
     finally:
         if sleeper.poll() is None:

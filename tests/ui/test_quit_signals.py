@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from polypilot_tui.ui.quit_signals import QuitOnSignal, exit_code
-from polypilot_tui.ui.terminal import _Output, detach, terminal_gone
+from polypilot_tui.ui.terminal import QuietOutput, detach, terminal_gone
 
 
 class FakeApp:
@@ -106,7 +106,7 @@ class Failing:
 
 def test_the_drivers_output_ends_at_its_first_failure_instead_of_raising() -> None:
     stream = Failing()
-    out = _Output(stream)  # type: ignore[arg-type]
+    out = QuietOutput(stream)  # type: ignore[arg-type]
     assert out.write("\x1b[?1049l") == len("\x1b[?1049l")  # no exception: the writer thread lives on
     out.flush()
     out.write("more")

@@ -5,6 +5,7 @@ import-linter checks the import graph statically (``make test``); this checks it
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,34 @@ def test_demo_agent_needs_no_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+MAX_MODULE_LINES = 400
+FIRST_PARTY = ("polypilot_tui", "tests", "bench")
+
+
+def test_no_module_is_longer_than_a_reader_can_hold() -> None:
+    """One module, one responsibility: a file past ~400 lines is two modules waiting to be split."""
+    package = Path(polypilot_tui.__file__).parent
+    long = {
+        str(path.relative_to(package)): lines
+        for path in package.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """``from x import _y`` couples to what x keeps the right to change (ruff's SLF001 sees only attributes)."""
+    root = Path(polypilot_tui.__file__).parents[1]
+    offenders = []
+    for folder in ("polypilot_tui", "tests", "bench"):
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in FIRST_PARTY:
+                    offenders += [
+                        f"{path.relative_to(root)}:{node.lineno}: {alias.name}"
+                        for alias in node.names
+                        if alias.name.startswith("_")
+                    ]
+    assert offenders == []

@@ -26,40 +26,11 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from polypilot_tui.domain.text import one_line
-from polypilot_tui.domain.view import SessionStatus, SessionView
-from polypilot_tui.ui.formatting import STATUS_ICONS, UNREAD_MARK, WARNING_MARK, sidebar_status
+from polypilot_tui.domain.view import SessionStatus
+from polypilot_tui.ui.formatting import STATUS_ICONS, UNREAD_MARK, WARNING_MARK, SessionEntry
 
 ROW_HEIGHT = 2
 """Lines per session: icon, name and marks; then the compact status."""
-
-
-@dataclass(frozen=True)
-class SessionEntry:
-    """What one row shows, derived from a view and the time (equal entries draw the same)."""
-
-    session_id: str
-    status: SessionStatus
-    name: str
-    status_text: str
-    """The compact status line as shown (e.g. ``2m · 8 tools · 45s ago``)."""
-    unread: bool
-    warning: bool
-    """Tools keep failing with permission errors (the ⚠ mark)."""
-    tooltip: str
-
-    @classmethod
-    def of(cls, view: SessionView, now: float, unread: bool) -> SessionEntry:
-        """The row for ``view`` at ``now``."""
-        return cls(
-            view.id,
-            view.status,
-            one_line(view.name, 60),
-            sidebar_status(view, now),
-            unread,
-            view.permission_warning,
-            f"{view.name} · {view.agent}" + (f" · {view.cwd}" if view.cwd else ""),
-        )
 
 
 def _fit(text: str, width: int) -> str:

@@ -11,7 +11,8 @@ from textual.message import Message
 from textual.widgets import Static
 
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.ui.widgets.session_list import SessionEntry, SessionList
+from polypilot_tui.ui.formatting import SessionEntry
+from polypilot_tui.ui.widgets.session_list import SessionList
 
 
 class SessionSidebar(Vertical):
