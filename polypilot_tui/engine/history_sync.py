@@ -17,15 +17,14 @@ from typing import Any
 
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
 from polypilot_tui.domain.chat import ChatItem
-from polypilot_tui.domain.clock import TimerHandle
 from polypilot_tui.domain.session import Session
+from polypilot_tui.engine.debounced import DebouncedWriter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.storage.history import HistoryDB, WriteResult
 from polypilot_tui.storage.notices import NoticeBoard
 
 log = logging.getLogger(__name__)
 
-MAX_RETRY_DELAY = 5.0
 FAILING = "history"
 """Notice key of a history database that cannot be written."""
 
@@ -41,7 +40,7 @@ class HistoryBatch:
     deletions: set[str]
 
 
-class HistoryWriter:
+class HistoryWriter(DebouncedWriter):
     """Debounced, batched, retried writes of one history database; stops when fenced."""
 
     def __init__(
@@ -53,12 +52,11 @@ class HistoryWriter:
         delay: float,
         on_fenced: Callable[[str], None],
     ) -> None:
+        super().__init__(manager.clock, delay)
         self._manager = manager
         self._db = db
         self._io = io
         self._board = board
-        self._delay = delay
-        self._backoff = delay
         self._on_fenced = on_fenced
         self._loop = asyncio.get_running_loop()
         self._offsets: dict[str, int | None] = {}
@@ -67,10 +65,6 @@ class HistoryWriter:
         self._draft_dirty: set[str] = set()
         self._drafts_saved: set[str] = set()
         self._deleted: set[str] = set()
-        self._timer: TimerHandle | None = None
-        self._flight: asyncio.Future[Any] | None = None
-        self.stopped = False
-        """Closed or fenced: nothing more is written."""
 
     # ---- which sessions, which rows ------------------------------------------------------
     def install(self, session: Session, loaded: bool) -> None:
@@ -140,18 +134,6 @@ class HistoryWriter:
             self._draft_dirty.add(sid)
 
     # ---- writing ------------------------------------------------------------------------
-    def arm(self, delay: float | None = None) -> None:
-        """Write within ``delay`` (the debounce) unless a write is already due or flying."""
-        if self.stopped or self._timer is not None or self._flight is not None:
-            return  # a flight in progress re-arms when it lands
-        clock = self._manager.clock
-        self._timer = clock.call_at(clock.now() + (self._delay if delay is None else delay), self._due)
-
-    def _due(self) -> None:
-        self._timer = None
-        if not self.stopped:
-            self._start()
-
     def take_batch(self) -> HistoryBatch | None:
         """Everything not yet written, taken out of the pending set (None: nothing)."""
         drafts: dict[str, tuple[str, float] | None] = {}
@@ -185,14 +167,12 @@ class HistoryWriter:
     def unsaved_rows(self) -> int:
         return len(self._pending)
 
-    def _start(self) -> asyncio.Future[Any] | None:
+    def start_write(self) -> asyncio.Future[Any] | None:
         batch = self.take_batch()
         if batch is None:
             return None
         flight = self._loop.run_in_executor(self._io, self._write, batch)
-        self._flight = flight
-        flight.add_done_callback(lambda f: self._landed(batch, f))
-        return flight
+        return self.launch(flight, lambda f: self._landed(batch, f))
 
     def _write(self, batch: HistoryBatch) -> tuple[WriteResult, dict[str, int]]:
         """On the I/O thread: resolve unknown offsets, then write the batch in one transaction."""
@@ -211,7 +191,6 @@ class HistoryWriter:
         return (WriteResult.RESET if db.resets != resets else result), resolved
 
     def _landed(self, batch: HistoryBatch, flight: asyncio.Future[Any]) -> None:
-        self._flight = None
         try:
             result, resolved = flight.result()
         except Exception:  # noqa: BLE001
@@ -226,8 +205,7 @@ class HistoryWriter:
         if result is WriteResult.RETRY:
             self._keep(batch)
             self.tell_failing()
-            self._backoff = min(MAX_RETRY_DELAY, self._backoff * 2)
-            self.arm(self._backoff)
+            self.retry_later()
             return
         if result is WriteResult.OK:
             self._board.over(FAILING, f"Chat history is saved again to {self._db.path}.")
@@ -236,7 +214,7 @@ class HistoryWriter:
                     self._offsets[sid] = offset
             for sid, draft in batch.drafts.items():
                 (self._drafts_saved.add if draft is not None else self._drafts_saved.discard)(sid)
-            self._backoff = self._delay
+            self.written()
         elif result is WriteResult.RESET:
             self.reseed()
         if self.unsaved:
@@ -263,27 +241,3 @@ class HistoryWriter:
         moved, self._db.moved = self._db.moved, []
         for message in moved:
             self._board.tell(f"moved:{message}", f"{message}.", "warning")
-
-    # ---- shutdown -----------------------------------------------------------------------
-    async def flush(self) -> None:
-        """Write everything now and wait for it."""
-        for _ in range(3):  # a flight in progress may have left more behind
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if self._flight is not None:
-                await asyncio.wait([self._flight])
-                continue
-            if self.stopped:
-                break
-            flight = self._start()
-            if flight is None:
-                break
-            await asyncio.wait([flight])
-
-    def stop(self) -> None:
-        """No more writes (the app is quitting, or another app took the folder over)."""
-        self.stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None

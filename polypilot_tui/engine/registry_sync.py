@@ -8,13 +8,12 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
-from polypilot_tui.domain.clock import TimerHandle
 from polypilot_tui.domain.view import derive_status
+from polypilot_tui.engine.debounced import DebouncedWriter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.storage.notices import NoticeBoard
 from polypilot_tui.storage.registry import Registry, RegistryFenced, SessionRecord
 
-MAX_RETRY_DELAY = 5.0
 FAILING = "registry"
 """Notice key of a registry that cannot be written."""
 
@@ -52,7 +51,7 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
     return tuple(records)
 
 
-class RegistryWriter:
+class RegistryWriter(DebouncedWriter):
     """Debounced, retried writes of one registry; stops for good when fenced."""
 
     def __init__(
@@ -64,47 +63,28 @@ class RegistryWriter:
         delay: float,
         on_fenced: Callable[[str], None],
     ) -> None:
+        super().__init__(manager.clock, delay)
         self._manager = manager
         self._registry = registry
         self._io = io
         self._board = board
-        self._delay = delay
-        self._backoff = delay
         self._on_fenced = on_fenced
         self._loop = asyncio.get_running_loop()
-        self._timer: TimerHandle | None = None
-        self._flight: asyncio.Future[Any] | None = None
         self._last: tuple[SessionRecord, ...] | None = None
-        self.stopped = False
-        """Closed or fenced: nothing more is written."""
 
     @property
     def failing(self) -> bool:
         """The last write failed and the problem is still open."""
         return self._board.open(FAILING)
 
-    def arm(self, delay: float | None = None) -> None:
-        """Write within ``delay`` (the debounce) unless a write is already due or flying."""
-        if self.stopped or self._timer is not None or self._flight is not None:
-            return
-        clock = self._manager.clock
-        self._timer = clock.call_at(clock.now() + (self._delay if delay is None else delay), self._due)
-
-    def _due(self) -> None:
-        self._timer = None
-        self._start()
-
-    def _start(self) -> asyncio.Future[Any] | None:
+    def start_write(self) -> asyncio.Future[Any] | None:
         snapshot = session_records(self._manager)
         if self.stopped or snapshot == self._last:
             return None
         flight = self._loop.run_in_executor(self._io, self._registry.save, snapshot, self._manager.clock.wall())
-        self._flight = flight
-        flight.add_done_callback(lambda f: self._landed(snapshot, f))
-        return flight
+        return self.launch(flight, lambda f: self._landed(snapshot, f))
 
     def _landed(self, snapshot: tuple[SessionRecord, ...], flight: asyncio.Future[Any]) -> None:
-        self._flight = None
         error = OSError("cancelled") if flight.cancelled() else flight.exception()
         path = self._registry.path
         if isinstance(error, RegistryFenced):
@@ -119,29 +99,10 @@ class RegistryWriter:
                 "memory and saved as soon as it can be written again.",
             )
             self._last = None
-            self._backoff = min(MAX_RETRY_DELAY, self._backoff * 2)
-            self.arm(self._backoff)
+            self.retry_later()
             return
         self._board.over(FAILING, f"The session list is saved again to {path}.")
         self._last = snapshot
-        self._backoff = self._delay
+        self.written()
         if session_records(self._manager) != snapshot:
             self.arm()
-
-    async def flush(self) -> None:
-        """Write the current state now and wait for it."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._flight is not None:
-            await asyncio.wait([self._flight])
-        flight = self._start()
-        if flight is not None:
-            await asyncio.wait([flight])
-
-    def stop(self) -> None:
-        """No more writes (the app is quitting)."""
-        self.stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
