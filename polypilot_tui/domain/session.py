@@ -10,10 +10,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome, ToolCall, Turn
+from polypilot_tui.domain.workspace import Workspace
 
 #: A closed turn may be re-armed by a late turn_start this long after it was cleared (#375).
 REARM_AFTER = 5.0
@@ -68,6 +70,10 @@ class Session:
     replaced, so the change stream carries every row (persistence writes them through)."""
     earlier_turns: int = 0
     """Turns finished before the last restart (their records are not kept, only the count)."""
+    workspace: Workspace | None = None
+    """The session's folder and, for git, its branch and base (None: the agent's own cwd)."""
+    changes: ChangeStats = field(default_factory=ChangeStats)
+    """What the session changed in its workspace, as last counted."""
     _turn_seq: int = 0
 
     # ---- history -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase
@@ -115,6 +116,12 @@ class SessionView:
     """What the running turn waits for, in words ("waiting for the model", "running bash")."""
     gives_up_at: float | None = None
     """When the watchdog ends the turn as stuck if nothing happens (clock seconds)."""
+    branch: str = ""
+    """The git branch the session works on ("" outside git)."""
+    worktree: bool = False
+    """The session works in a worktree of its own."""
+    changes: ChangeStats = ChangeStats()
+    """Files and lines the session changed against its base, as last counted."""
 
     @property
     def queued(self) -> int:
@@ -176,6 +183,9 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         revision=session.revision,
         model=session.model,
         cwd=session.cwd,
+        branch=session.workspace.branch if session.workspace else "",
+        worktree=bool(session.workspace and session.workspace.owned),
+        changes=session.changes,
         title=session.title,
         agent_session_id=session.agent_session_id,
         turn_started_at=turn.started_at if turn else None,

@@ -28,6 +28,7 @@ from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.view import SessionDetails, SessionView, make_view
 from polypilot_tui.domain.watchdog import WatchdogConfig
+from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.connector import BackendFactory, Connector
 from polypilot_tui.engine.context import EngineContext
 from polypilot_tui.engine.stream import Listener, Unsubscribe
@@ -150,9 +151,16 @@ class SessionManager:
 
     # ---- lifecycle -----------------------------------------------------------------
     def add_session(
-        self, agent: str, name: str | None = None, cwd: str = "", session_id: str | None = None, connect: bool = True
+        self,
+        agent: str,
+        name: str | None = None,
+        cwd: str = "",
+        session_id: str | None = None,
+        connect: bool = True,
+        workspace: Workspace | None = None,
     ) -> str:
-        """Register a new session; it connects in the background unless ``connect`` is False."""
+        """Register a new session; it connects in the background unless ``connect`` is False.
+        With a ``workspace`` the agent runs in its folder (``cwd`` is then ignored)."""
         config = self._ctx.catalog.get(agent)
         sid = session_id or self._new_id()
         if sid in self._ctx.sessions:
@@ -163,8 +171,9 @@ class SessionManager:
             label,
             agent,
             created_wall=self.clock.wall(),
-            cwd=cwd or str(config.cwd or ""),
+            cwd=workspace.folder if workspace else cwd or str(config.cwd or ""),
             model=config.model or "",
+            workspace=workspace,
         )
         self._ctx.register(session)
         self._ctx.stream.publish(SessionAdded(sid))
@@ -204,9 +213,11 @@ class SessionManager:
         """Connect (or resume) the session's agent now, if it is not connected."""
         return await self._connector.ensure_connected(session_id)
 
-    async def create_session(self, agent: str, name: str | None = None, cwd: str = "") -> str:
+    async def create_session(
+        self, agent: str, name: str | None = None, cwd: str = "", workspace: Workspace | None = None
+    ) -> str:
         """Add a session and wait until its agent is connected."""
-        sid = self.add_session(agent, name, cwd, connect=False)
+        sid = self.add_session(agent, name, cwd, connect=False, workspace=workspace)
         await self.connect(sid)
         return sid
 

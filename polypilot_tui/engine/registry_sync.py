@@ -9,6 +9,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from polypilot_tui.domain.view import derive_status
+from polypilot_tui.domain.workspace import Isolation, Workspace
 from polypilot_tui.engine.debounced import DebouncedWriter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.storage.notices import NoticeBoard
@@ -46,9 +47,32 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
                 interrupted_prompt=s.interrupted_prompt,
                 turns=s.earlier_turns + len(s.turns),
                 queue=tuple(s.queue),
+                **workspace_fields(s.workspace),
             )
         )
     return tuple(records)
+
+
+def workspace_fields(workspace: Workspace | None) -> dict[str, str]:
+    """The registry's flat form of a session's workspace (its folder is the record's cwd)."""
+    if workspace is None:
+        return {}
+    return {
+        "isolation": workspace.isolation.value,
+        "repo": workspace.repo,
+        "branch": workspace.branch,
+        "base": workspace.base,
+        "base_commit": workspace.base_commit,
+    }
+
+
+def workspace_of(record: SessionRecord) -> Workspace | None:
+    """The workspace a registry record describes (None for a record without one)."""
+    try:
+        isolation = Isolation(record.isolation)
+    except ValueError:
+        return None  # none recorded (an older file), or one this version does not know
+    return Workspace(record.cwd, isolation, record.repo, record.branch, record.base, record.base_commit)
 
 
 class RegistryWriter(DebouncedWriter):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.registry_sync import workspace_of
 from polypilot_tui.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
             title=record.title,
             history=list(history or ()),
         )
+        session.workspace = workspace_of(record)
         session.last_prompt = record.last_prompt
         session.earlier_turns = record.turns
         session.queue = list(record.queue)

@@ -68,6 +68,12 @@ class SessionRecord:
     """How many turns the session has finished, all runs of the app together."""
     queue: tuple[str, ...] = ()
     """Prompts queued behind the running turn: kept, and held for the user, across a restart."""
+    isolation: str = ""
+    """The workspace (domain/workspace.py): "" for none, else "folder" or "worktree"."""
+    repo: str = ""
+    branch: str = ""
+    base: str = ""
+    base_commit: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,1 @@
+"""Sessions' folders and git worktrees, through the git CLI: made, counted, diffed, finished."""
