@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     """Circuit-breaker window in seconds."""
     demo_speed: float = Field(1.0, ge=0.01, le=100_000.0)
     """Speed factor of the demo agent's scripted replies (2 = twice as fast)."""
+    worktrees_dir: Path | None = None
+    """Where sessions' worktrees are made (default: ``worktrees/`` in the state folder)."""
+
+    @property
+    def worktree_root(self) -> Path:
+        """The folder that holds every session's worktree."""
+        return self.worktrees_dir or self.state_dir / "worktrees"
 
 
 class ProviderConfig(BaseModel):

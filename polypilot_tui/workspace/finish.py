@@ -1,0 +1,221 @@
+"""Finishing a session's worktree: commit, merge into the base, push, open a pull request,
+or discard it — each through git (and ``gh``), each saying plainly what it did or why not.
+
+Nothing is lost on the way: a merge that conflicts is aborted (the base is as it was and the
+branch keeps its commits), and a worktree with uncommitted or unpushed work is removed only
+when the caller says the user agreed (``force``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.workspace.git import WorkspaceError, describe, git
+
+
+@dataclass(frozen=True, slots=True)
+class WorktreeState:
+    """What finishing has to care about."""
+
+    uncommitted: int
+    """Changed or untracked files not committed."""
+    ahead: int
+    """Commits on the branch that the base does not have."""
+    unpushed: int
+    """Commits on the branch that no remote branch has."""
+
+    @property
+    def merged(self) -> bool:
+        return self.uncommitted == 0 and self.ahead == 0
+
+    def at_risk(self) -> str:
+        """What removing the worktree would throw away, in words ("" when nothing)."""
+        parts = []
+        if self.uncommitted:
+            parts.append(f"{self.uncommitted} uncommitted file{'s' if self.uncommitted != 1 else ''}")
+        if self.unpushed and self.ahead:
+            parts.append(f"{self.unpushed} commit{'s' if self.unpushed != 1 else ''} neither merged nor pushed")
+        return " and ".join(parts)
+
+
+async def _count(args: list[str], cwd: str) -> int:
+    result = await git(args, cwd, check=False)
+    return int(result.text.strip() or 0) if result.ok and result.text.strip().isdigit() else 0
+
+
+async def worktree_state(workspace: Workspace) -> WorktreeState:
+    """Uncommitted files, and commits not in the base and not on any remote."""
+    folder = workspace.folder
+    status = await git(["status", "--porcelain", "-z", "--untracked-files=all"], folder)
+    entries = [entry for entry in status.out.split(b"\0") if entry]
+    renames = sum(1 for entry in entries if entry[:1] in (b"R", b"C"))
+    uncommitted = len(entries) - renames  # a rename's source path is a field of its own
+    # Merged means in the base branch as it is now, not as it was when the worktree began.
+    branch = await git(["rev-parse", "--verify", "--quiet", f"refs/heads/{workspace.base}"], folder, check=False)
+    base = f"refs/heads/{workspace.base}" if workspace.base and branch.ok else workspace.base_commit
+    ahead = await _count(["rev-list", "--count", "HEAD", "--not", base], folder)
+    unpushed = await _count(["rev-list", "--count", "HEAD", "--not", base, "--remotes"], folder)
+    return WorktreeState(uncommitted, ahead, unpushed)
+
+
+async def draft_commit_message(workspace: Workspace, session_name: str, last_prompt: str) -> str:
+    """A first line from the session, then the files changed (the user edits it)."""
+    subject = one_line(last_prompt or session_name, 72) or "Changes from polypilot"
+    names = await git(["status", "--porcelain", "--untracked-files=all"], workspace.folder)
+    files = [line[3:] for line in names.text.splitlines() if len(line) > 3][:20]
+    body = "\n".join(f"- {name}" for name in files)
+    return f"{subject}\n\n{body}" if body else subject
+
+
+async def commit_all(workspace: Workspace, message: str) -> str:
+    """Commit every change of the worktree (untracked files included); returns the commit id."""
+    if not message.strip():
+        raise WorkspaceError("the commit needs a message")
+    await git(["add", "--all"], workspace.folder)
+    staged = await git(["diff", "--cached", "--quiet"], workspace.folder, check=False)
+    if staged.ok:
+        raise WorkspaceError("there is nothing to commit")
+    committed = await git(
+        ["commit", "--quiet", "--no-verify", "-F", "-"], workspace.folder, check=False, stdin=message.encode()
+    )
+    if not committed.ok:
+        raise WorkspaceError(f"the commit failed: {describe(committed)}")
+    return (await git(["rev-parse", "HEAD"], workspace.folder)).text.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    """How a merge went: ``conflicts`` lists the files when it could not be made."""
+
+    merged: bool
+    message: str
+    conflicts: tuple[str, ...] = ()
+
+
+async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = False) -> MergeResult:
+    """Merge the branch into its base in the repository's main checkout.
+
+    The base must be the branch checked out there, with no uncommitted changes (git would
+    refuse or mix them in). A conflict aborts the merge: the base stays as it was.
+    """
+    if not workspace.owned or not workspace.base:
+        raise WorkspaceError("only a session's own worktree can be merged into its base")
+    repo = workspace.repo
+    current = await git(["symbolic-ref", "--quiet", "--short", "HEAD"], repo, check=False)
+    if current.text.strip() != workspace.base:
+        raise WorkspaceError(
+            f"{repo} has {current.text.strip() or 'a detached HEAD'} checked out, not {workspace.base}: "
+            f"check out {workspace.base} there to merge into it"
+        )
+    dirty = await git(["status", "--porcelain", "--untracked-files=no"], repo)
+    if dirty.out.strip():
+        raise WorkspaceError(f"{repo} has uncommitted changes: commit or stash them there before merging")
+    state = await worktree_state(workspace)
+    if state.uncommitted:
+        raise WorkspaceError(f"the worktree has {state.at_risk()}: commit them first")
+    how = ["--ff-only"] if fast_forward_only else ["--no-ff", "-m", f"Merge branch '{workspace.branch}'"]
+    merged = await git(["merge", "--quiet", *how, workspace.branch], repo, check=False)
+    if merged.ok:
+        return MergeResult(True, f"{workspace.branch} is merged into {workspace.base}")
+    conflicted = await git(["diff", "--name-only", "--diff-filter=U", "-z"], repo, check=False)
+    files = tuple(name for name in conflicted.text.split("\0") if name)
+    if files:
+        await git(["merge", "--abort"], repo, check=False)
+        return MergeResult(
+            False,
+            f"{workspace.branch} conflicts with {workspace.base} in {len(files)} file(s); the merge was "
+            "undone and nothing changed: ask the agent to merge the base into its branch, then merge again",
+            files,
+        )
+    return MergeResult(False, f"the merge was not made: {describe(merged)}")
+
+
+async def push_branch(workspace: Workspace, remote: str = "origin") -> str:
+    """Push the branch (setting its upstream); returns what to tell the user."""
+    pushed = await git(["push", "--set-upstream", remote, workspace.branch], workspace.folder, check=False, timeout=120)
+    if not pushed.ok:
+        raise WorkspaceError(f"the push to {remote} failed: {describe(pushed)}")
+    return f"{workspace.branch} is pushed to {remote}"
+
+
+async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
+    """Open a pull request with the GitHub CLI; returns its address."""
+    gh = shutil.which("gh")
+    if gh is None:
+        raise WorkspaceError(
+            "the GitHub CLI (gh) is not installed: push the branch and open the pull request on the website"
+        )
+    proc = await asyncio.create_subprocess_exec(
+        gh,
+        "pr",
+        "create",
+        "--head",
+        workspace.branch,
+        "--base",
+        workspace.base,
+        "--title",
+        title,
+        "--body",
+        body,
+        cwd=workspace.folder,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    if proc.returncode:
+        raise WorkspaceError(f"gh pr create failed: {err.decode('utf-8', 'replace').strip()[:500]}")
+    return out.decode("utf-8", "replace").strip()
+
+
+async def discard(workspace: Workspace, *, force: bool = False) -> str:
+    """Remove the worktree and its branch. Without ``force`` it refuses when work would be lost."""
+    if not workspace.owned:
+        raise WorkspaceError("only a worktree made for the session is removed; a folder of yours is left alone")
+    folder = Path(workspace.folder)
+    if folder.is_dir() and not force:
+        state = await worktree_state(workspace)
+        if state.at_risk():
+            raise WorkspaceError(f"the worktree has {state.at_risk()}: confirm to throw them away")
+    removed = await git(["worktree", "remove", "--force", str(folder)], workspace.repo, check=False)
+    if not removed.ok and folder.exists():
+        raise WorkspaceError(f"the worktree could not be removed: {describe(removed)}")
+    await git(["worktree", "prune"], workspace.repo, check=False)
+    deleted = await git(["branch", "-D", workspace.branch], workspace.repo, check=False)
+    gone = "" if deleted.ok else f" (the branch stays: {describe(deleted)})"
+    return f"the worktree {folder} and its branch {workspace.branch} are removed{gone}"
+
+
+async def prune_orphans(repo: str, root: Path, in_use: set[str]) -> list[str]:
+    """Remove worktrees of ``repo`` under ``root`` that no session uses, but only those whose
+    folder is gone, or whose tree is clean and whose branch is merged into the main
+    checkout's HEAD (PolyPilot #782): anything else may hold work. Returns what was removed."""
+    listed = await git(["worktree", "list", "--porcelain", "-z"], repo)
+    removed: list[str] = []
+    records: list[dict[str, str]] = [{}]
+    for field in listed.text.split("\0"):
+        if not field:
+            records.append({})
+            continue
+        key, _, value = field.partition(" ")
+        records[-1][key] = value
+    for record in records:
+        path, branch = record.get("worktree", ""), record.get("branch", "").removeprefix("refs/heads/")
+        if not path or not path.startswith(str(root) + "/") or path in in_use or not branch:
+            continue
+        if not Path(path).is_dir():
+            removed.append(path)  # `worktree prune` below forgets it; the branch may hold work: kept
+            continue
+        clean = not (await git(["status", "--porcelain"], path, check=False)).out.strip()
+        merged = (await git(["merge-base", "--is-ancestor", branch, "HEAD"], repo, check=False)).ok
+        if clean and merged:
+            await git(["worktree", "remove", path], repo, check=False)
+            await git(["branch", "-d", branch], repo, check=False)
+            removed.append(path)
+    await git(["worktree", "prune"], repo, check=False)
+    return removed

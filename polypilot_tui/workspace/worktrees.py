@@ -1,0 +1,126 @@
+"""A session's folder: what it is (git or not, which branch), and a worktree made for it.
+
+Worktrees live under one folder of ours (``Settings.worktrees_dir``), one per session, each
+on a new branch that starts at the base the user chose. Everything goes through
+``git worktree``; the registry records the result, so a restart finds them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from polypilot_tui.domain.workspace import Isolation, Workspace
+from polypilot_tui.infra.private import private_dir
+from polypilot_tui.workspace.git import WorkspaceError, describe, git
+
+
+@dataclass(frozen=True, slots=True)
+class FolderInfo:
+    """A folder as the new-session dialog needs to know it."""
+
+    folder: str
+    """Absolute, with symlinks resolved."""
+    repo: str = ""
+    """Top level of the git checkout holding it ("" when it is not in git)."""
+    branch: str = ""
+    """The checked-out branch ("" on a detached HEAD or outside git)."""
+    head: str = ""
+    """The commit checked out ("" in a repository without commits)."""
+    dirty: bool = False
+    """Uncommitted or untracked changes (they stay there: a worktree starts from a commit)."""
+
+    @property
+    def is_git(self) -> bool:
+        return bool(self.repo)
+
+
+async def inspect_folder(path: str) -> FolderInfo:
+    """What ``path`` is; :class:`WorkspaceError` when it is no folder."""
+    folder = Path(os.path.expanduser(path)).resolve()
+    if not folder.exists():
+        raise WorkspaceError(f"the folder {folder} does not exist")
+    if not folder.is_dir():
+        raise WorkspaceError(f"{folder} is not a folder")
+    top = await git(["rev-parse", "--show-toplevel"], str(folder), check=False)
+    if not top.ok:
+        return FolderInfo(str(folder))
+    repo = top.text.strip()
+    branch = await git(["symbolic-ref", "--quiet", "--short", "HEAD"], repo, check=False)
+    head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], repo, check=False)
+    status = await git(["status", "--porcelain", "-z", "--untracked-files=normal"], repo)
+    return FolderInfo(str(folder), repo, branch.text.strip() if branch.ok else "", head.text.strip(), bool(status.out))
+
+
+def in_place(info: FolderInfo) -> Workspace:
+    """The session works in the folder itself (changes are counted against its HEAD)."""
+    return Workspace(info.folder, Isolation.FOLDER, info.repo, info.branch, info.branch, info.head)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
+
+
+def branch_name_for(session_name: str) -> str:
+    """A branch name made from a session name: ``polypilot/fix-the-login-bug``."""
+    slug = _UNSAFE.sub("-", session_name.strip().lower()).strip("-./")
+    slug = re.sub(r"[-/]{2,}", "-", slug)[:50].strip("-./") or "session"
+    return f"polypilot/{slug}"
+
+
+async def check_branch_name(repo: str, branch: str) -> None:
+    """:class:`WorkspaceError` unless ``branch`` is a valid and unused branch name."""
+    if not branch.strip():
+        raise WorkspaceError("the branch needs a name")
+    valid = await git(["check-ref-format", "--branch", branch], repo, check=False)
+    if not valid.ok:
+        raise WorkspaceError(f"{branch!r} is not a valid branch name")
+    exists = await git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo, check=False)
+    if exists.ok:
+        raise WorkspaceError(f"the branch {branch!r} exists already in {repo}: pick another name")
+
+
+def worktree_folder(root: Path, repo: str, branch: str) -> Path:
+    """Where the worktree for ``branch`` of ``repo`` goes: ``root/<repo>-<hash>/<branch>``."""
+    tag = hashlib.sha256(repo.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return root / f"{Path(repo).name}-{tag}" / branch.replace("/", "-")
+
+
+async def create_worktree(info: FolderInfo, branch: str, base: str, root: Path) -> Workspace:
+    """A new worktree of ``info``'s repository on a new ``branch`` starting at ``base``."""
+    if not info.is_git:
+        raise WorkspaceError(f"{info.folder} is not in a git repository: a worktree needs one")
+    if not info.head:
+        raise WorkspaceError(f"{info.repo} has no commits yet: a worktree needs one to start from")
+    base = base.strip() or info.branch or info.head
+    resolved = await git(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], info.repo, check=False)
+    if not resolved.ok:
+        raise WorkspaceError(f"the base {base!r} is neither a branch nor a commit of {info.repo}")
+    await check_branch_name(info.repo, branch)
+    folder = worktree_folder(root, info.repo, branch)
+    if folder.exists():
+        raise WorkspaceError(f"{folder} exists already: remove it or pick another branch name")
+    private_dir(root)
+    private_dir(folder.parent)
+    base_commit = resolved.text.strip()
+    added = await git(["worktree", "add", "-b", branch, str(folder), base_commit], info.repo, check=False)
+    if not added.ok:
+        raise WorkspaceError(f"the worktree could not be made: {describe(added)}")
+    return Workspace(str(folder), Isolation.WORKTREE, info.repo, branch, base, base_commit)
+
+
+async def folder_problem(workspace: Workspace) -> str:
+    """Why the workspace can no longer be used (its folder deleted behind our back), or ""."""
+    folder = Path(workspace.folder)
+    if not folder.is_dir():
+        return f"its folder {folder} is gone"
+    if workspace.owned:
+        listed = await git(["worktree", "list", "--porcelain", "-z"], workspace.repo, check=False)
+        if not listed.ok:
+            return f"its repository {workspace.repo} cannot be read: {describe(listed)}"
+        paths = {field.removeprefix("worktree ") for field in listed.text.split("\0") if field.startswith("worktree ")}
+        if str(folder) not in paths and str(folder.resolve()) not in paths:
+            return f"{folder} is no longer a worktree of {workspace.repo}"
+    return ""

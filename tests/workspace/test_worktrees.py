@@ -1,0 +1,218 @@
+"""Worktrees, change counts and finishing, on real git repositories in a temporary folder."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.workspace import Isolation
+from polypilot_tui.workspace.changes import change_stats, diff_text
+from polypilot_tui.workspace.finish import (
+    WorktreeState,
+    commit_all,
+    discard,
+    draft_commit_message,
+    merge_into_base,
+    prune_orphans,
+    push_branch,
+    worktree_state,
+)
+from polypilot_tui.workspace.git import GitMissing, WorkspaceError, git
+from polypilot_tui.workspace.worktrees import (
+    branch_name_for,
+    create_worktree,
+    folder_problem,
+    in_place,
+    inspect_folder,
+)
+from tests.workspace.repos import commit, make_repo, run
+
+
+async def test_a_folder_is_described_as_it_is(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    info = await inspect_folder(str(plain))
+    assert (info.folder, info.is_git) == (str(plain), False)
+    repo = make_repo(tmp_path / "repo")
+    (repo / "sub").mkdir()
+    info = await inspect_folder(str(repo / "sub"))
+    assert (info.repo, info.branch, info.dirty) == (str(repo), "main", False)
+    assert len(info.head) == 40
+    (repo / "new.txt").write_text("x\n")
+    assert (await inspect_folder(str(repo))).dirty
+    run(repo, "checkout", "--quiet", "--detach")
+    assert (await inspect_folder(str(repo))).branch == ""
+    with pytest.raises(WorkspaceError, match="does not exist"):
+        await inspect_folder(str(tmp_path / "nowhere"))
+    with pytest.raises(WorkspaceError, match="is not a folder"):
+        await inspect_folder(str(repo / "README.md"))
+
+
+async def test_two_worktrees_edit_the_same_file_without_touching_each_other(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "draft.txt").write_text("uncommitted in the checkout\n")  # a dirty base stays where it is
+    info = await inspect_folder(str(repo))
+    root = tmp_path / "worktrees"
+    one = await create_worktree(info, "polypilot/one", "", root)
+    two = await create_worktree(info, branch_name_for("Fix the login bug!"), "main", root)
+    assert two.branch == "polypilot/fix-the-login-bug"
+    assert (one.isolation, one.base, one.base_commit) == (Isolation.WORKTREE, "main", info.head)
+    assert Path(one.folder).parent.stat().st_mode & 0o777 == 0o700
+    Path(one.folder, "README.md").write_text("one's version\n")
+    Path(two.folder, "README.md").write_text("two's version\nwith two lines\n")
+    assert (repo / "README.md").read_text() == "hello\n"
+    assert Path(one.folder, "README.md").read_text() == "one's version\n"
+    assert not Path(one.folder, "draft.txt").exists()
+    assert await change_stats(one) == ChangeStats(1, 1, 1)
+    assert await change_stats(two) == ChangeStats(1, 2, 1)
+    assert await change_stats(in_place(info)) == ChangeStats(1, 1, 0)  # the untracked draft
+
+
+async def test_bad_worktree_requests_are_refused_in_words(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    info = await inspect_folder(str(repo))
+    root = tmp_path / "worktrees"
+    run(repo, "branch", "taken")
+    with pytest.raises(WorkspaceError, match="'taken' exists already"):
+        await create_worktree(info, "taken", "", root)
+    with pytest.raises(WorkspaceError, match="not a valid branch name"):
+        await create_worktree(info, "two..dots", "", root)
+    with pytest.raises(WorkspaceError, match="neither a branch nor a commit"):
+        await create_worktree(info, "fine", "no-such-base", root)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(WorkspaceError, match="not in a git repository"):
+        await create_worktree(await inspect_folder(str(plain)), "b", "", root)
+    empty = tmp_path / "empty"
+    run(tmp_path, "init", "--quiet", "-b", "main", str(empty))
+    with pytest.raises(WorkspaceError, match="has no commits yet"):
+        await create_worktree(await inspect_folder(str(empty)), "b", "", root)
+    run(repo, "checkout", "--quiet", "--detach")  # a detached HEAD starts from its commit
+    detached = await create_worktree(await inspect_folder(str(repo)), "from-detached", "", root)
+    assert detached.base_commit == info.head and detached.base == info.head
+
+
+async def test_changes_count_committed_uncommitted_untracked_binary_and_renamed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={"a.txt": "1\n2\n3\n", "old.txt": "same\n" * 20})
+    info = await inspect_folder(str(repo))
+    tree = await create_worktree(info, "work", "", tmp_path / "wt")
+    folder = Path(tree.folder)
+    (folder / "a.txt").write_text("1\n2\n3\n4\n")
+    commit(folder, "four")
+    (folder / "a.txt").write_text("1\n3\n4\n")  # and an uncommitted change on top
+    run(folder, "mv", "old.txt", "renamed.txt")
+    (folder / "image.bin").write_bytes(b"\x00\x01binary")
+    (folder / "caf\xe9.txt".encode("latin-1").decode("utf-8", "surrogateescape")).write_bytes(b"x\ny\n")
+    stats = await change_stats(tree)
+    assert stats == ChangeStats(files=4, added=3, removed=1), stats  # a.txt +1 −1 net; rename 0; bin 0; new +2
+    text, cut = await diff_text(tree)
+    assert not cut and "rename from old.txt" in text and "+4" in text and "Binary files" in text
+    assert "\ufffd.txt" in text or "caf" in text  # a name that is not UTF-8 is shown, not dropped
+
+
+async def test_commit_merge_and_the_base_moves(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "feature", "", tmp_path / "wt")
+    Path(tree.folder, "feature.txt").write_text("new\n")
+    message = await draft_commit_message(tree, "feature session", "add the feature file")
+    assert message.startswith("add the feature file\n\n- feature.txt")
+    sha = await commit_all(tree, message)
+    with pytest.raises(WorkspaceError, match="nothing to commit"):
+        await commit_all(tree, "again")
+    assert await worktree_state(tree) == WorktreeState(uncommitted=0, ahead=1, unpushed=1)
+    result = await merge_into_base(tree, fast_forward_only=True)
+    assert result.merged, result.message
+    assert run(repo, "rev-parse", "main") == sha
+    assert (await worktree_state(tree)).merged
+    assert await discard(tree)  # nothing at risk any more: no confirmation needed
+    assert not Path(tree.folder).exists()
+    assert run(repo, "branch", "--list", "feature") == ""
+
+
+async def test_a_conflict_is_undone_and_reported_and_nothing_is_lost(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "clash", "", tmp_path / "wt")
+    Path(tree.folder, "README.md").write_text("the branch's line\n")
+    branch_commit = await commit_all(tree, "branch edit")
+    (repo / "README.md").write_text("the base's line\n")
+    base_commit = commit(repo, "base edit")
+    result = await merge_into_base(tree)
+    assert not result.merged and result.conflicts == ("README.md",)
+    assert "undone" in result.message
+    assert run(repo, "rev-parse", "HEAD") == base_commit and (repo / "README.md").read_text() == "the base's line\n"
+    assert run(repo, "status", "--porcelain") == ""
+    assert run(Path(tree.folder), "rev-parse", "HEAD") == branch_commit
+
+
+async def test_merge_needs_the_base_checked_out_and_clean(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "topic", "", tmp_path / "wt")
+    Path(tree.folder, "t.txt").write_text("t\n")
+    with pytest.raises(WorkspaceError, match="uncommitted file"):
+        await merge_into_base(tree)
+    await commit_all(tree, "t")
+    (repo / "README.md").write_text("dirty\n")
+    with pytest.raises(WorkspaceError, match="uncommitted changes"):
+        await merge_into_base(tree)
+    run(repo, "checkout", "--quiet", "-b", "elsewhere")
+    with pytest.raises(WorkspaceError, match="has elsewhere checked out, not main"):
+        await merge_into_base(tree)
+
+
+async def test_push_to_a_bare_repository(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    bare = tmp_path / "remote.git"
+    run(tmp_path, "init", "--quiet", "--bare", str(bare))
+    run(repo, "remote", "add", "origin", str(bare))
+    tree = await create_worktree(await inspect_folder(str(repo)), "to-push", "", tmp_path / "wt")
+    Path(tree.folder, "p.txt").write_text("p\n")
+    sha = await commit_all(tree, "p")
+    assert (await worktree_state(tree)).unpushed == 1
+    assert "pushed to origin" in await push_branch(tree)
+    assert run(bare, "rev-parse", "to-push") == sha
+    assert (await worktree_state(tree)).unpushed == 0
+    with pytest.raises(WorkspaceError, match="push to nowhere failed"):
+        await push_branch(tree, "nowhere")
+
+
+async def test_discard_asks_before_throwing_work_away(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "risky", "", tmp_path / "wt")
+    Path(tree.folder, "work.txt").write_text("hours of work\n")
+    with pytest.raises(WorkspaceError, match="1 uncommitted file: confirm"):
+        await discard(tree)
+    assert Path(tree.folder, "work.txt").exists()
+    await commit_all(tree, "work")
+    with pytest.raises(WorkspaceError, match="1 commit neither merged nor pushed"):
+        await discard(tree)
+    assert "removed" in await discard(tree, force=True)
+    assert not Path(tree.folder).exists()
+    with pytest.raises(WorkspaceError, match="a folder of yours is left alone"):
+        await discard(in_place(await inspect_folder(str(repo))))
+
+
+async def test_a_worktree_deleted_behind_our_back_is_named_and_pruned(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    root = tmp_path / "wt"
+    info = await inspect_folder(str(repo))
+    gone = await create_worktree(info, "gone", "", root)
+    merged = await create_worktree(info, "merged", "", root)
+    busy = await create_worktree(info, "busy", "", root)
+    in_use = await create_worktree(info, "in-use", "", root)
+    Path(busy.folder, "w.txt").write_text("work\n")
+    assert await folder_problem(gone) == ""
+    subprocess.run(["rm", "-rf", gone.folder], check=True)
+    assert "is gone" in await folder_problem(gone)
+    removed = await prune_orphans(str(repo), root, {in_use.folder})
+    assert sorted(removed) == sorted([gone.folder, merged.folder])  # busy has work; in-use is a session's
+    assert Path(busy.folder, "w.txt").exists() and Path(in_use.folder).exists()
+    assert run(repo, "branch", "--list", "gone") != ""  # its commits may matter: kept
+
+
+async def test_without_git_the_message_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(GitMissing, match="git is not installed"):
+        await git(["status"], str(tmp_path))
