@@ -122,6 +122,8 @@ class SessionView:
     """The session works in a worktree of its own."""
     changes: ChangeStats = ChangeStats()
     """Files and lines the session changed against its base, as last counted."""
+    workspace_problem: str = ""
+    """Why its folder or worktree could not be read, or ""."""
 
     @property
     def queued(self) -> int:
@@ -186,6 +188,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         branch=session.workspace.branch if session.workspace else "",
         worktree=bool(session.workspace and session.workspace.owned),
         changes=session.changes,
+        workspace_problem=session.workspace_problem,
         title=session.title,
         agent_session_id=session.agent_session_id,
         turn_started_at=turn.started_at if turn else None,

@@ -19,6 +19,7 @@ from pathlib import Path
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, Diagnostics
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.changes import Change, EngineAction, SessionAdded, SessionRemoved
+from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent
@@ -198,6 +199,16 @@ class SessionManager:
             self._watchdog.schedule(session.id)
             self._ctx.spawn(session.id, self.connect(session.id))
         self._ctx.changed(session.id)
+
+    def set_changes(self, session_id: str, changes: ChangeStats, problem: str = "") -> None:
+        """What the session changed in its workspace, as just counted (or why it could not be)."""
+        session = self._ctx.get(session_id).session
+        if (session.changes, session.workspace_problem) == (changes, problem):
+            return
+        session.changes = changes
+        session.workspace_problem = problem
+        session.revision += 1
+        self._ctx.changed(session_id)
 
     def rename(self, session_id: str, name: str) -> None:
         """Give the session another name (one line, at most 60 characters)."""

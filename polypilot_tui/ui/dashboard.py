@@ -32,6 +32,7 @@ from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.attention import Alert, Attention
@@ -112,6 +113,8 @@ class Dashboard(App[int]):
         self._ui_saved: UiState | None = None
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
+        self.changes = ChangeCounter(manager)
+        """Counts what each session changed in its folder (the sidebar's +adds −dels)."""
         self.sidebar = SessionSidebar(id="sidebar")
         self.pane = ChatPane(id="chat-pane")
         # The theme is set before anything mounts: switching it later restyles every
@@ -158,6 +161,7 @@ class Dashboard(App[int]):
 
     async def on_unmount(self) -> None:
         self._unsubscribe()
+        self.changes.close()
         self._save_ui_state(quitting=True)
         try:
             await self.manager.quit()

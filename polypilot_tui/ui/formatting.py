@@ -48,6 +48,8 @@ UNREAD_MARK = "●"
 """Shown on a row whose turn finished while another session was on screen."""
 WARNING_MARK = "⚠"
 """Shown on a row whose tools keep failing with permission errors."""
+BRANCH_MARK = "⎇"
+"""Before the git branch a session works on."""
 
 ELAPSED_FROM = 5.0
 """Elapsed turn time is shown from this many seconds (PolyPilot)."""
@@ -179,6 +181,11 @@ class SessionEntry:
     warning: bool
     """Tools keep failing with permission errors (the ⚠ mark)."""
     tooltip: str
+    added: int = 0
+    """Lines the session added against its base (shown with ``removed`` when files changed)."""
+    removed: int = 0
+    changed: bool = False
+    branch: str = ""
 
     @classmethod
     def of(cls, view: SessionView, now: float, unread: bool) -> SessionEntry:
@@ -190,5 +197,13 @@ class SessionEntry:
             sidebar_status(view, now),
             unread,
             view.permission_warning,
-            f"{view.name} · {view.agent}" + (f" · {view.cwd}" if view.cwd else ""),
+            f"{view.name} · {view.agent}"
+            + (f" · {view.cwd}" if view.cwd else "")
+            + (f" · {view.branch}" if view.branch else "")
+            + (f" · {view.changes.short()}" if view.changes else "")
+            + (f" · {view.workspace_problem}" if view.workspace_problem else ""),
+            view.changes.added,
+            view.changes.removed,
+            bool(view.changes),
+            one_line(view.branch, 60),
         )

@@ -27,7 +27,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from polypilot_tui.domain.view import SessionStatus
-from polypilot_tui.ui.formatting import STATUS_ICONS, UNREAD_MARK, WARNING_MARK, SessionEntry
+from polypilot_tui.ui.formatting import BRANCH_MARK, STATUS_ICONS, UNREAD_MARK, WARNING_MARK, SessionEntry
 
 ROW_HEIGHT = 2
 """Lines per session: icon, name and marks; then the compact status."""
@@ -67,6 +67,8 @@ class SessionList(ScrollView, can_focus=True):
         "session-list--name-unread",
         "session-list--unread",
         "session-list--warning",
+        "session-list--added",
+        "session-list--removed",
         "session-list--status",
         "session-list--status-attention",
         "session-list--status-permission",
@@ -264,6 +266,9 @@ class SessionList(ScrollView, can_focus=True):
             marks.append(Segment(f" {UNREAD_MARK}", self._style(*rows, "session-list--unread")))
         if entry.warning:
             marks.append(Segment(f" {WARNING_MARK}", self._style(*rows, "session-list--warning")))
+        if entry.changed:  # what the agent changed, at a glance: +adds −dels
+            marks.append(Segment(f" +{entry.added}", self._style(*rows, "session-list--added")))
+            marks.append(Segment(f" \u2212{entry.removed}", self._style(*rows, "session-list--removed")))
         name_room = max(1, room - 2 - sum(segment.cell_length for segment in marks))
         top = Strip(
             [
@@ -274,7 +279,7 @@ class SessionList(ScrollView, can_focus=True):
                 Segment(right, base),
             ]
         )
-        text = entry.status_text
+        text = entry.status_text + (f" · {BRANCH_MARK} {entry.branch}" if entry.branch else "")
         if cell_len(text) > room - 2:
             text = _fit(text, max(1, room - 2))
         bottom = Strip([Segment(left + "  ", base), Segment(text, self._style(*status_line))])

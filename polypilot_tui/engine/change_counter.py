@@ -1,0 +1,94 @@
+"""Each session's change counts (files, +adds −dels), kept fresh without polling.
+
+A count runs when a session appears (created or restored), when one of its turns ends (the
+agent is done touching files) and when asked (a key in the dashboard). One count per session
+at a time; a request during a count runs one more after it. git does the counting
+(workspace/changes.py), so a big tree costs what ``git diff --numstat`` costs, only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from polypilot_tui.domain.changes import Change, SessionAdded, SessionRemoved, TurnEnded
+from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.workspace.changes import change_stats
+from polypilot_tui.workspace.git import WorkspaceError
+from polypilot_tui.workspace.worktrees import folder_problem
+
+log = logging.getLogger(__name__)
+
+
+class ChangeCounter:
+    """Subscribes to the engine; writes counts back with :meth:`SessionManager.set_changes`."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self._manager = manager
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self._unsubscribe = manager.subscribe(self._on_change, SessionAdded, TurnEnded, SessionRemoved)
+
+    def _on_change(self, change: Change) -> None:
+        if isinstance(change, SessionRemoved):
+            task = self._running.pop(change.session_id, None)
+            if task is not None:
+                task.cancel()
+            return
+        self.refresh(change.session_id)
+
+    def refresh(self, session_id: str) -> None:
+        """Count the session's changes now (or right after the count in progress)."""
+        try:
+            workspace = self._manager.session(session_id).workspace
+        except KeyError:
+            return
+        if workspace is None or not workspace.is_git:
+            return
+        if session_id in self._running:
+            self._again.add(session_id)
+            return
+        task = asyncio.get_running_loop().create_task(self._count(session_id), name=f"count-{session_id}")
+        self._running[session_id] = task
+
+    async def _count(self, session_id: str) -> None:
+        try:
+            while True:
+                self._again.discard(session_id)
+                await self._count_once(session_id)
+                if session_id not in self._again:
+                    return
+        finally:
+            self._running.pop(session_id, None)
+
+    async def _count_once(self, session_id: str) -> None:
+        try:
+            workspace = self._manager.session(session_id).workspace
+        except KeyError:
+            return
+        if workspace is None:
+            return
+        try:
+            problem = await folder_problem(workspace)
+            stats = ChangeStats() if problem else await change_stats(workspace)
+        except WorkspaceError as exc:
+            problem, stats = str(exc), ChangeStats()
+        except OSError as exc:  # git could not even start (a vanished folder as cwd, say)
+            problem, stats = str(exc), ChangeStats()
+        if problem:
+            log.info("session %s: workspace not countable: %s", session_id, problem)
+        if session_id in self._manager.ids():
+            self._manager.set_changes(session_id, stats, problem)
+
+    async def idle(self) -> None:
+        """Wait for the counts in progress (tests, and a clean quit)."""
+        while self._running:
+            await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    def close(self) -> None:
+        """Stop listening and cancel the counts in progress."""
+        self._unsubscribe()
+        for task in self._running.values():
+            task.cancel()
+        self._running.clear()

@@ -1,0 +1,73 @@
+"""The engine keeps each session's change counts fresh: when it appears, after each turn,
+on request — and says so when its folder is gone. Real git, the demo agent, virtual time."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from pathlib import Path
+
+from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.engine.change_counter import ChangeCounter
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder
+from tests.support.engine import Harness
+from tests.workspace.repos import make_repo
+
+
+def harness(tmp_path: Path) -> Harness:
+    ids = itertools.count(1)
+    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    clock = FakeClock()
+    return Harness(SessionManager(settings, load_agents(None), clock, id_factory=lambda: f"s{next(ids)}"), clock)
+
+
+async def test_counts_follow_the_turns_and_a_vanished_folder_is_said(tmp_path: Path) -> None:
+    h = harness(tmp_path)
+    counter = ChangeCounter(h.manager)
+    repo = make_repo(tmp_path / "repo")
+    info = await inspect_folder(str(repo))
+    tree = await create_worktree(info, "polypilot/one", "", tmp_path / "wt")
+    sid = h.manager.add_session("demo", "one", workspace=tree, connect=False)
+    plain = h.manager.add_session("demo", "plain", connect=False)  # no workspace: never counted
+    await counter.idle()
+    view = h.manager.view(sid)
+    assert (view.branch, view.worktree, view.changes) == ("polypilot/one", True, ChangeStats())
+
+    Path(tree.folder, "README.md").write_text("hello\nworld\n")  # the agent edits…
+    Path(tree.folder, "new.py").write_text("print(1)\n")
+    assert h.manager.view(sid).changes == ChangeStats()  # …nothing is polled meanwhile
+    await h.manager.send(sid, "hello")
+    await h.until_rest(sid)
+    await counter.idle()
+    assert h.manager.view(sid).changes == ChangeStats(2, 2, 0)
+
+    Path(tree.folder, "new.py").unlink()
+    counter.refresh(sid)  # on request
+    counter.refresh(sid)  # a second request while counting runs once more, not twice at once
+    await counter.idle()
+    assert h.manager.view(sid).changes == ChangeStats(1, 1, 0)
+    assert h.manager.view(plain).changes == ChangeStats()
+
+    shutil.rmtree(tree.folder)
+    counter.refresh(sid)
+    await counter.idle()
+    view = h.manager.view(sid)
+    assert "is gone" in view.workspace_problem and view.changes == ChangeStats()
+    counter.close()
+    await h.manager.quit()
+
+
+async def test_a_session_in_the_checkout_counts_against_its_head(tmp_path: Path) -> None:
+    h = harness(tmp_path)
+    counter = ChangeCounter(h.manager)
+    repo = make_repo(tmp_path / "repo")
+    (repo / "README.md").write_text("changed\n")
+    sid = h.manager.add_session("demo", workspace=in_place(await inspect_folder(str(repo))), connect=False)
+    await counter.idle()
+    view = h.manager.view(sid)
+    assert (view.branch, view.worktree, view.changes, view.cwd) == ("main", False, ChangeStats(1, 1, 1), str(repo))
+    counter.close()
+    await h.manager.quit()
