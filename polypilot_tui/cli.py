@@ -41,6 +41,23 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="the sessions' status from the registry, without the TUI")
     status.add_argument("--json", action="store_true")
     sub.add_parser("agents", help="list configured agents and whether each can run here")
+    new = sub.add_parser("new", help="add a session in a folder, or in a new git worktree of it")
+    new.add_argument("--agent", default=None, help="agent name (default: the configured default agent)")
+    new.add_argument("--name", default=None, help="the session's name")
+    new.add_argument("--cwd", default=".", help="the folder (default: this one)")
+    new.add_argument("--worktree", action="store_true", help="work in a new worktree on a new branch")
+    new.add_argument("--branch", default=None, help="the new branch (default: polypilot/<name>)")
+    new.add_argument("--base", default="", help="where the branch starts (default: the checked-out branch)")
+    diff = sub.add_parser("diff", help="a session's changes against its base (committed, uncommitted, new)")
+    diff.add_argument("session", help="id or name")
+    diff.add_argument("--stat", action="store_true", help="a line per file and the totals")
+    done = sub.add_parser("finish", help="commit, merge, push, open a pull request for, or discard a worktree")
+    done.add_argument("session", help="id or name")
+    done.add_argument("action", choices=["commit", "merge", "push", "pr", "discard"])
+    done.add_argument("-m", "--message", default=None, help="commit message or pull request body")
+    done.add_argument("--ff-only", action="store_true", help="merge: fast-forward only")
+    done.add_argument("--force", action="store_true", help="discard: even with uncommitted or unpushed work")
+    done.add_argument("--remote", default="origin", help="push: the remote")
     return parser
 
 
@@ -85,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("replay", "status", "agents"):
+    if args.command in ("replay", "status", "agents", "new", "diff", "finish"):
         if args.log_file:
             setup_file_logging(Path("."), "", extra_file=args.log_file)
         else:
@@ -117,7 +134,44 @@ def _command(argv: Sequence[str] | None) -> int:
         from polypilot_tui.commands.run import print_agents
 
         return print_agents(load_catalog(settings))
+    if args.command in ("new", "diff", "finish"):
+        return cmd_workspace(args, settings)
     return cmd_tui(settings, args.log_file)
+
+
+def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
+    """``new``, ``diff`` and ``finish`` (commands/workspace.py)."""
+    import time
+
+    from polypilot_tui.commands import workspace
+
+    if args.command == "new":
+        return asyncio.run(
+            workspace.cmd_new(
+                settings,
+                load_catalog(settings),
+                args.agent or settings.default_agent,
+                name=args.name,
+                cwd=args.cwd,
+                worktree=args.worktree,
+                branch=args.branch,
+                base=args.base,
+                clock_wall=time.time(),
+            )
+        )
+    if args.command == "diff":
+        return asyncio.run(workspace.cmd_diff(settings, args.session, stat=args.stat))
+    return asyncio.run(
+        workspace.cmd_finish(
+            settings,
+            args.session,
+            args.action,
+            message=args.message,
+            fast_forward_only=args.ff_only,
+            force=args.force,
+            remote=args.remote,
+        )
+    )
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

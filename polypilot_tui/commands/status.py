@@ -49,6 +49,8 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
         "reason": REDACTOR.text(reason),
         "model": record.model,
         "cwd": record.cwd,
+        "branch": record.branch,
+        "worktree": record.isolation == "worktree",
         "title": REDACTOR.text(record.title),
         "agent_session_id": record.agent_session_id,
         "last_activity_at": record.last_activity_at,

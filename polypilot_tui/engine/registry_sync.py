@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypedDict
 
 from polypilot_tui.domain.view import derive_status
 from polypilot_tui.domain.workspace import Isolation, Workspace
@@ -53,17 +53,27 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
     return tuple(records)
 
 
-def workspace_fields(workspace: Workspace | None) -> dict[str, str]:
-    """The registry's flat form of a session's workspace (its folder is the record's cwd)."""
+class WorkspaceFields(TypedDict, total=False):
+    """The registry's flat form of a workspace (its folder is the record's ``cwd``)."""
+
+    isolation: str
+    repo: str
+    branch: str
+    base: str
+    base_commit: str
+
+
+def workspace_fields(workspace: Workspace | None) -> WorkspaceFields:
+    """A session's workspace as :class:`SessionRecord` fields (none without a workspace)."""
     if workspace is None:
         return {}
-    return {
-        "isolation": workspace.isolation.value,
-        "repo": workspace.repo,
-        "branch": workspace.branch,
-        "base": workspace.base,
-        "base_commit": workspace.base_commit,
-    }
+    return WorkspaceFields(
+        isolation=workspace.isolation.value,
+        repo=workspace.repo,
+        branch=workspace.branch,
+        base=workspace.base,
+        base_commit=workspace.base_commit,
+    )
 
 
 def workspace_of(record: SessionRecord) -> Workspace | None:

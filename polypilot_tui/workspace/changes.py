@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from polypilot_tui.domain.changeset import ChangeStats
@@ -46,34 +47,55 @@ def _count_lines(path: Path) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
-async def change_stats(workspace: Workspace) -> ChangeStats:
-    """Files changed and lines added and removed, against the base."""
+@dataclass(frozen=True, slots=True)
+class FileCount:
+    """One changed file's line counts (``binary`` files have none)."""
+
+    path: str
+    added: int
+    removed: int
+    binary: bool = False
+    untracked: bool = False
+
+
+async def file_counts(workspace: Workspace) -> list[FileCount]:
+    """Every changed file with its lines added and removed, against the base."""
     if not workspace.is_git:
-        return ChangeStats()
+        return []
     if not os.path.isdir(workspace.folder):
         raise WorkspaceError(f"the folder {workspace.folder} is gone")
     numstat = await git(["diff", "--numstat", "-z", "--no-ext-diff", "-M", base_of(workspace)], workspace.folder)
-    files = added = removed = 0
-    fields = numstat.out.split(b"\0")
+    counts: list[FileCount] = []
+    fields = numstat.out.decode("utf-8", "replace").split("\0")
     index = 0
     while index < len(fields):
         entry = fields[index]
         index += 1
-        if not entry:
+        parts = entry.split("\t")
+        if len(parts) < 3:
             continue
-        counts = entry.split(b"\t")
-        if len(counts) < 3:
-            continue
-        if counts[2] == b"":  # a rename: the two paths follow as their own fields
+        path = parts[2]
+        if path == "":  # a rename: "old" and "new" follow as fields of their own
+            path = fields[index + 1] if index + 1 < len(fields) else "?"
             index += 2
-        files += 1
-        added += int(counts[0]) if counts[0].isdigit() else 0  # "-" for a binary file
-        removed += int(counts[1]) if counts[1].isdigit() else 0
+        binary = parts[0] == "-"  # git prints "-" for the counts of a binary file
+        counts.append(FileCount(path, 0 if binary else int(parts[0]), 0 if binary else int(parts[1]), binary))
     extra = await untracked(workspace)
     folder = Path(workspace.folder)
-    readable = extra[:MAX_UNTRACKED_FILES]
-    lines = await asyncio.to_thread(lambda: sum(_count_lines(folder / name) for name in readable))
-    return ChangeStats(files + len(extra), added + lines, removed)
+    readable = set(extra[:MAX_UNTRACKED_FILES])
+
+    def count_new() -> list[FileCount]:
+        return [
+            FileCount(name, _count_lines(folder / name) if name in readable else 0, 0, untracked=True) for name in extra
+        ]
+
+    return counts + await asyncio.to_thread(count_new)
+
+
+async def change_stats(workspace: Workspace) -> ChangeStats:
+    """Files changed and lines added and removed, against the base."""
+    counts = await file_counts(workspace)
+    return ChangeStats(len(counts), sum(c.added for c in counts), sum(c.removed for c in counts))
 
 
 async def diff_text(workspace: Workspace) -> tuple[str, bool]:

@@ -1,0 +1,80 @@
+"""``polypilot new``, ``diff`` and ``finish`` as a script runs them: real processes, real git."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from polypilot_tui.storage.lock import StateLock
+from tests.workspace.repos import IDENTITY, make_repo, run
+
+POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
+
+
+def polypilot(state: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env.update(IDENTITY, POLYPILOT_STATE_DIR=str(state))
+    return subprocess.run(
+        [*POLYPILOT, *args], cwd=cwd or state.parent, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_new_session_in_a_worktree_then_diff_commit_merge_and_discard(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    repo = make_repo(tmp_path / "repo")
+    made = polypilot(state, "new", "--name", "Login fix", "--worktree", cwd=repo)
+    assert made.returncode == 0, made.stderr
+    sid, where = made.stdout.strip().split("\t")
+    folder = Path(where.removesuffix(" on polypilot/login-fix"))
+    assert folder.is_dir() and folder.is_relative_to(state / "worktrees")
+    listed = json.loads(polypilot(state, "status", "--json").stdout)
+    [row] = listed["sessions"] if isinstance(listed, dict) else listed
+    assert (row["id"], row["branch"], row["worktree"], row["cwd"]) == (sid, "polypilot/login-fix", True, str(folder))
+
+    (folder / "README.md").write_text("hello\nfixed\n")
+    (folder / "new.txt").write_text("a\nb\n")
+    stat = polypilot(state, "diff", "Login fix", "--stat")
+    assert stat.returncode == 0, stat.stderr
+    assert stat.stdout.splitlines() == ["+1\t\u22120\tREADME.md", "+2\t\u22120\tnew.txt (new)", "2 files +3 \u22120"]
+    whole = polypilot(state, "diff", sid)
+    assert "+fixed" in whole.stdout and "+++ b/new.txt" in whole.stdout
+
+    refused = polypilot(state, "finish", sid, "discard")
+    assert refused.returncode == 1 and "2 uncommitted files" in refused.stderr and "--force" in refused.stderr
+    committed = polypilot(state, "finish", sid, "commit", "-m", "Fix the login")
+    assert committed.returncode == 0, committed.stderr
+    merged = polypilot(state, "finish", sid, "merge", "--ff-only")
+    assert merged.returncode == 0, merged.stderr
+    assert run(repo, "log", "-1", "--format=%s", "main") == "Fix the login"
+    assert polypilot(state, "finish", sid, "discard").returncode == 0  # merged: nothing at risk
+    assert not folder.exists()
+
+
+def test_bad_requests_say_why_and_change_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    repo = make_repo(tmp_path / "repo")
+    run(repo, "branch", "taken")
+    taken = polypilot(state, "new", "--worktree", "--branch", "taken", cwd=repo)
+    assert taken.returncode == 1 and "'taken' exists already" in taken.stderr
+    missing = polypilot(state, "new", "--cwd", str(tmp_path / "nowhere"))
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    not_git = polypilot(state, "new", "--cwd", str(plain), "--worktree")
+    assert not_git.returncode == 1 and "not in a git repository" in not_git.stderr
+    assert polypilot(state, "status", "--json").stdout.count('"id"') == 0  # nothing was added
+    made = polypilot(state, "new", "--cwd", str(plain), "--name", "notes")
+    assert made.returncode == 0, made.stderr
+    no_git = polypilot(state, "diff", "notes")
+    assert no_git.returncode == 1 and "does not work in a git repository" in no_git.stderr
+    unknown = polypilot(state, "diff", "nobody")
+    assert unknown.returncode == 1 and "no session 'nobody'" in unknown.stderr
+    dashboard = StateLock.acquire(state)  # as a running dashboard holds it
+    try:
+        busy = polypilot(state, "new", "--cwd", str(plain))
+        assert busy.returncode == 3 and "ctrl+n" in busy.stderr
+    finally:
+        dashboard.release()
