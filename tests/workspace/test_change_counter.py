@@ -71,3 +71,25 @@ async def test_a_session_in_the_checkout_counts_against_its_head(tmp_path: Path)
     assert (view.branch, view.worktree, view.changes, view.cwd) == ("main", False, ChangeStats(1, 1, 1), str(repo))
     counter.close()
     await h.manager.quit()
+
+
+async def test_a_restart_keeps_each_sessions_folder_and_worktree(tmp_path: Path) -> None:
+    from polypilot_tui.engine.persistence import attach_persistence
+
+    repo = make_repo(tmp_path / "repo")
+    info = await inspect_folder(str(repo))
+    tree = await create_worktree(info, "polypilot/kept", "", tmp_path / "wt")
+    first = harness(tmp_path)
+    saved = attach_persistence(first.manager, first.manager.settings)
+    in_tree = first.manager.add_session("demo", "tree", workspace=tree, connect=False)
+    in_repo = first.manager.add_session("demo", "repo", workspace=in_place(info), connect=False)
+    await saved.close()
+    await first.manager.quit()
+
+    again = harness(tmp_path)
+    restored = attach_persistence(again.manager, again.manager.settings)
+    assert again.manager.session(in_tree).workspace == tree
+    assert again.manager.session(in_repo).workspace == in_place(info)
+    assert again.manager.view(in_tree).cwd == tree.folder
+    await restored.close()
+    await again.manager.quit()
