@@ -1,0 +1,94 @@
+"""Change counts on a big repository, against git alone.
+
+A repository of 50,000 files (in 500 folders) is made with the git CLI in a temporary
+folder, then a session's worktree changes 200 of them, deletes 20, renames 10 and adds 30
+new files. Timed, best of several runs each:
+
+- git:   ``git diff --stat <base>`` alone — the floor (git must look at every file);
+- ours:  :func:`change_stats` — what the sidebar calls after each turn (``diff --numstat``,
+  untracked files listed and their lines counted).
+
+The ratio ours/git is printed (target ≤ 1.3x).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+FILES = 50_000
+FOLDERS = 500
+RUNS = 5
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "b@x.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "b@x.invalid",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, **IDENTITY}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def make_repo(root: Path) -> Path:
+    repo = root / "big"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "-b", "main")
+    per = FILES // FOLDERS
+    for folder in range(FOLDERS):
+        sub = repo / f"pkg{folder:03d}"
+        sub.mkdir()
+        for index in range(per):
+            (sub / f"mod{index:03d}.py").write_text(f"# module {folder}/{index}\nVALUE = {index}\n")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "big")
+    return repo
+
+
+def best(fn: object, runs: int = RUNS) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main() -> None:
+    from polypilot_tui.workspace.changes import change_stats
+    from polypilot_tui.workspace.worktrees import create_worktree, inspect_folder
+
+    with tempfile.TemporaryDirectory(prefix="polypilot-bench-stats-") as tmp:
+        root = Path(tmp)
+        started = time.perf_counter()
+        repo = make_repo(root)
+        print(f"repository: {FILES:,} files in {FOLDERS} folders, made in {time.perf_counter() - started:.1f} s")
+
+        async def worktree() -> object:
+            return await create_worktree(await inspect_folder(str(repo)), "bench", "", root / "wt")
+
+        tree = asyncio.run(worktree())
+        folder = Path(tree.folder)  # type: ignore[attr-defined]
+        for index in range(200):
+            path = folder / f"pkg{index:03d}" / "mod000.py"
+            path.write_text(path.read_text() + "EXTRA = True\n")
+        for index in range(20):
+            (folder / f"pkg{300 + index:03d}" / "mod001.py").unlink()
+        for index in range(10):
+            git(folder, "mv", f"pkg{400 + index:03d}/mod002.py", f"pkg{400 + index:03d}/moved.py")
+        for index in range(30):
+            (folder / f"new{index}.py").write_text("print('new')\n" * 10)
+
+        floor = best(lambda: git(folder, "diff", "--stat", tree.base_commit))  # type: ignore[attr-defined]
+        stats = asyncio.run(change_stats(tree))  # type: ignore[arg-type]
+        ours = best(lambda: asyncio.run(change_stats(tree)))  # type: ignore[arg-type]
+        print(f"changes found: {stats.short()}")
+        print(f"git diff --stat alone: {floor * 1000:.0f} ms (best of {RUNS})")
+        print(f"change_stats:          {ours * 1000:.0f} ms (best of {RUNS})")
+        print(f"ratio: {ours / floor:.2f}x git (target <= 1.3x)")
