@@ -93,3 +93,25 @@ async def test_a_restart_keeps_each_sessions_folder_and_worktree(tmp_path: Path)
     assert again.manager.view(in_tree).cwd == tree.folder
     await restored.close()
     await again.manager.quit()
+
+
+def test_the_details_view_names_the_branch_the_changes_and_a_problem() -> None:
+    from polypilot_tui.domain.view import SessionDetails, SessionStatus, SessionView
+    from polypilot_tui.ui.screens.details import details_text
+
+    view = SessionView(
+        "s1",
+        "fix",
+        "demo",
+        SessionStatus.IDLE,
+        "",
+        1,
+        branch="polypilot/fix",
+        worktree=True,
+        changes=ChangeStats(3, 120, 4),
+        workspace_problem="its folder /x is gone",
+    )
+    text = details_text(SessionDetails(view, "demo", "built in", "/x", "/state/sessions/s1"))
+    assert "Branch         polypilot/fix (its own worktree)" in text
+    assert "Changes        3 files +120 \u22124" in text
+    assert "Workspace      cannot be read: its folder /x is gone" in text

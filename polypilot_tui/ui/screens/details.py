@@ -13,11 +13,23 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from polypilot_tui.domain.text import one_line
-from polypilot_tui.domain.view import SessionDetails
+from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.ui.formatting import STATUS_LABELS, safe_text
 
 PLAN_MARKS = {"completed": "✓", "in_progress": "▸", "pending": "·"}
 """ACP plan entry statuses, as marks."""
+
+
+def _workspace_rows(view: SessionView) -> list[tuple[str, str]]:
+    """Branch, isolation and changes, for a session in git; why not, when it cannot be read."""
+    rows = []
+    if view.branch:
+        rows.append(("Branch", view.branch + (" (its own worktree)" if view.worktree else " (in the checkout)")))
+    if view.changes:
+        rows.append(("Changes", view.changes.short()))
+    if view.workspace_problem:
+        rows.append(("Workspace", f"cannot be read: {one_line(view.workspace_problem, 200)}"))
+    return rows
 
 
 def details_text(details: SessionDetails) -> str:
@@ -30,6 +42,7 @@ def details_text(details: SessionDetails) -> str:
         ("Agent", f"{view.agent} ({details.agent_kind})" + (f" · model {view.model}" if view.model else "")),
         ("Command", details.command or "—"),
         ("Folder", details.folder or "—"),
+        *_workspace_rows(view),
         ("State folder", details.state_folder),
         (
             "Agent session",
