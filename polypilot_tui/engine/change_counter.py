@@ -20,6 +20,9 @@ from polypilot_tui.workspace.worktrees import folder_problem
 
 log = logging.getLogger(__name__)
 
+PARALLEL_COUNTS = 3
+"""Counts running at once: 200 sessions restored in git must not start 400 git processes."""
+
 
 class ChangeCounter:
     """Subscribes to the engine; writes counts back with :meth:`SessionManager.set_changes`."""
@@ -28,6 +31,7 @@ class ChangeCounter:
         self._manager = manager
         self._running: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
+        self._slots: asyncio.Semaphore | None = None  # made on the loop, at the first count
         self._unsubscribe = manager.subscribe(self._on_change, SessionAdded, TurnEnded, SessionRemoved)
 
     def _on_change(self, change: Change) -> None:
@@ -69,9 +73,12 @@ class ChangeCounter:
             return
         if workspace is None:
             return
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(PARALLEL_COUNTS)
         try:
-            problem = await folder_problem(workspace)
-            stats = ChangeStats() if problem else await change_stats(workspace)
+            async with self._slots:
+                problem = await folder_problem(workspace)
+                stats = ChangeStats() if problem else await change_stats(workspace)
         except WorkspaceError as exc:
             problem, stats = str(exc), ChangeStats()
         except OSError as exc:  # git could not even start (a vanished folder as cwd, say)
