@@ -114,7 +114,7 @@ class Settings(BaseSettings):
     @property
     def worktree_root(self) -> Path:
         """The folder that holds every session's worktree."""
-        return self.worktrees_dir or self.state_dir / "worktrees"
+        return self.worktrees_dir.expanduser() if self.worktrees_dir else self.state_dir / "worktrees"
 
 
 class ProviderConfig(BaseModel):
