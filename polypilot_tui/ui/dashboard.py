@@ -35,9 +35,10 @@ from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.stream import Unsubscribe
+from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
-from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, DEFAULT_THEME, load_themes, user_themes_dir
+from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
 from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
@@ -119,7 +120,7 @@ class Dashboard(App[int]):
         self.pane = ChatPane(id="chat-pane")
         # The theme is set before anything mounts: switching it later restyles every
         # widget, which with 200 restored sessions cost seconds at start-up.
-        self._load_themes()
+        self._notes += install_themes(self, self._theme_dirs, settings.theme)
 
     # ---- set-up --------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -155,6 +156,8 @@ class Dashboard(App[int]):
         elif self._ui_state.selected in self.manager.ids():
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
+        if self.persistence is not None:  # only the app that owns the saved sessions may judge orphans
+            self.run_worker(self._prune_worktrees(), name="prune-worktrees", exit_on_error=False)
         await self.flush()
         self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.manager.ids()})
         self.pane.editor.focus()
@@ -168,6 +171,16 @@ class Dashboard(App[int]):
         finally:
             if self.persistence is not None:  # after the quit: the final state is what is saved
                 await self.persistence.close()
+
+    async def _prune_worktrees(self) -> None:
+        removed = await prune_orphaned_worktrees(self.manager, self.settings.worktree_root)
+        if removed:
+            self.notify(
+                f"Removed {len(removed)} worktree(s) no session used (clean and merged, or already gone).",
+                title="Worktrees",
+                timeout=8,
+                markup=False,
+            )
 
     def _restore(self) -> None:
         if self._attach_persistence is None:
@@ -228,19 +241,6 @@ class Dashboard(App[int]):
         elif not self._ui_save_failed:  # told once, until a save works again
             self._ui_save_failed = True
             self.notify(problem, title="Saving", severity="error", timeout=20, markup=False)
-
-    def _load_themes(self) -> None:
-        loaded = load_themes(*self._theme_dirs)
-        for theme in loaded.themes:
-            self.register_theme(theme)
-        if loaded.failures:
-            self._notes.append(("\n".join(loaded.failures), "Theme file skipped", "error"))
-        wanted = self.settings.theme
-        if wanted in self.available_themes:
-            self.theme = wanted
-        else:
-            self._notes.append((f"Theme {wanted!r} not found; using {DEFAULT_THEME!r}.", "Theme", "warning"))
-            self.theme = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
 
     def _load_keymap(self) -> None:
         keymap, problem = load_keymap(self._keymap_file)

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+from textual.app import App
 from textual.color import Color, ColorParseError
+from textual.notifications import SeverityLevel
 from textual.theme import Theme
 
 from polypilot_tui.config import APP_NAME
@@ -122,3 +124,20 @@ def load_themes(*folders: Path) -> ThemeLoad:
             except ThemeFileError as exc:
                 result.failures.append(str(exc))
     return result
+
+
+def install_themes(app: App[Any], folders: list[Path], wanted: str) -> list[tuple[str, str, SeverityLevel]]:
+    """Register the themes of ``folders`` with ``app`` and switch to ``wanted`` (else the
+    default); returns what to tell the user as (message, title, severity)."""
+    loaded = load_themes(*folders)
+    for theme in loaded.themes:
+        app.register_theme(theme)
+    notes: list[tuple[str, str, SeverityLevel]] = []
+    if loaded.failures:
+        notes.append(("\n".join(loaded.failures), "Theme file skipped", "error"))
+    if wanted in app.available_themes:
+        app.theme = wanted
+    else:
+        notes.append((f"Theme {wanted!r} not found; using {DEFAULT_THEME!r}.", "Theme", "warning"))
+        app.theme = DEFAULT_THEME if DEFAULT_THEME in app.available_themes else "textual-dark"
+    return notes

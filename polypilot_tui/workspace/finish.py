@@ -219,3 +219,17 @@ async def prune_orphans(repo: str, root: Path, in_use: set[str]) -> list[str]:
             removed.append(path)
     await git(["worktree", "prune"], repo, check=False)
     return removed
+
+
+async def repos_under(root: Path) -> set[str]:
+    """The repositories whose worktrees sit under ``root`` (read from each worktree's ``.git``)."""
+    repos: set[str] = set()
+    if not root.is_dir():
+        return repos
+    for folder in sorted(root.glob("*/*")):
+        if not (folder / ".git").is_file():
+            continue
+        common = await git(["rev-parse", "--path-format=absolute", "--git-common-dir"], str(folder), check=False)
+        if common.ok and common.text.strip():
+            repos.add(str(Path(common.text.strip()).parent))
+    return repos

@@ -18,6 +18,7 @@ from polypilot_tui.workspace.finish import (
     merge_into_base,
     prune_orphans,
     push_branch,
+    repos_under,
     worktree_state,
 )
 from polypilot_tui.workspace.git import GitMissing, WorkspaceError, git
@@ -210,6 +211,8 @@ async def test_a_worktree_deleted_behind_our_back_is_named_and_pruned(tmp_path: 
     assert sorted(removed) == sorted([gone.folder, merged.folder])  # busy has work; in-use is a session's
     assert Path(busy.folder, "w.txt").exists() and Path(in_use.folder).exists()
     assert run(repo, "branch", "--list", "gone") != ""  # its commits may matter: kept
+    assert await repos_under(root) == {str(repo)}  # found again from the worktrees themselves
+    assert await repos_under(tmp_path / "nothing-here") == set()
 
 
 async def test_without_git_the_message_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
