@@ -81,10 +81,10 @@ def test_no_newline_at_end_of_file_is_a_note(repo: GitRepo) -> None:
     assert kinds == [
         (LineKind.CONTEXT, "one"),
         (LineKind.REMOVED, "two"),
-        (LineKind.NOTE, "\\ No newline at end of file"),
+        (LineKind.NOTE, "No newline at end of file"),
         (LineKind.ADDED, "two"),
         (LineKind.ADDED, "three"),
-        (LineKind.NOTE, "\\ No newline at end of file"),
+        (LineKind.NOTE, "No newline at end of file"),
     ]
     assert (diff.added, diff.removed) == (2, 1)
 
