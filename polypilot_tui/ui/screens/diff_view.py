@@ -97,7 +97,10 @@ class DiffViewScreen(Screen[DiffViewResult]):
         files = self.query_one("#diff-files", OptionList)
         files.clear_options()
         files.add_options([Option(self._file_prompt(i)) for i in range(len(changes.files))])
-        self.query_one(DiffLines).show(changes, self.comments)
+        lines = self.query_one(DiffLines)
+        lines.show(changes, self.comments)
+        row = lines.row_at_cursor()
+        files.highlighted = row.file if row is not None else None
         empty = not changes.files
         self.query_one("#diff-body").display = not empty
         self.query_one("#diff-empty", Static).update(f"No changes against {changes.base}." if empty else "")

@@ -144,7 +144,9 @@ class DiffLines(ScrollView, can_focus=True):
         """The row in the new layout that shows what ``row`` showed (else the nearest row)."""
         if row is None or not self.rows:
             return 0
-        wanted = {line for line in (row.left, row.right) if line is not None}
+        # A split row with both sides means its new line (as a comment on it would).
+        mine = row.right if row.right is not None else row.left
+        wanted = {mine} if mine is not None else set()
         for i, other in enumerate(self.rows):
             if (other.file, other.hunk, other.kind) != (row.file, row.hunk, row.kind):
                 continue
