@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.segment import Segment
+from rich.style import Style as RichStyle
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
@@ -105,6 +106,7 @@ class DiffLines(ScrollView, can_focus=True):
         self._strips: LRUCache[tuple[int, int, bool], Strip] = LRUCache(1024)
         self._texts: LRUCache[tuple[int, str], Content] = LRUCache(4096)
         self._styles: dict[tuple[bool, tuple[str, ...]], Style] = {}
+        self._rich: dict[tuple[Style, Style], RichStyle] = {}
 
     # ---- data ----------------------------------------------------------------------
     @property
@@ -216,6 +218,7 @@ class DiffLines(ScrollView, can_focus=True):
         super().notify_style_update()
         self._strips.clear()
         self._styles.clear()
+        self._rich.clear()
         self.refresh()
 
     # ---- drawing -------------------------------------------------------------------
@@ -298,10 +301,14 @@ class DiffLines(ScrollView, can_focus=True):
         return content
 
     def _segments(self, content: Content, base: Style) -> list[Segment]:
-        return [
-            Segment(text, (base + style).rich_style)
-            for text, style in content.render(base, end="", parse_style=self._get_style)
-        ]
+        segments = []
+        for text, style in content.render(base, end="", parse_style=self._get_style):
+            key = (base, style)
+            rich = self._rich.get(key)
+            if rich is None:  # a screenful has a few dozen distinct styles, met hundreds of times
+                rich = self._rich[key] = (base + style).rich_style
+            segments.append(Segment(text, rich))
+        return segments
 
     def _unified(self, row: Row, width: int, extra: tuple[str, ...]) -> Strip:
         line = row.left
