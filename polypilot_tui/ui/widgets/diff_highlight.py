@@ -1,0 +1,73 @@
+"""A diff line's text for the terminal: control characters out, tabs expanded, syntax colours.
+
+Lines are lexed one at a time (a multi-line string loses its colour past its first line):
+that keeps the cost of a frame to the lines on screen, whatever the file's size.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any
+
+from pygments.lexer import Lexer
+from pygments.lexers import get_lexer_for_filename
+from pygments.util import ClassNotFound
+from textual.content import Content, Span
+from textual.highlight import HighlightTheme
+
+from polypilot_tui.domain.text import strip_control
+
+TAB_SIZE = 4
+_lexers: dict[str, Lexer | None] = {}
+
+
+def lexer_for(path: str) -> Lexer | None:
+    """Pygments' lexer for a file name, cached by suffix (None when it knows none)."""
+    suffix = PurePath(path).suffix.lower() or PurePath(path).name
+    if suffix not in _lexers:
+        try:
+            _lexers[suffix] = get_lexer_for_filename(path, stripnl=False, ensurenl=False, tabsize=0)
+        except ClassNotFound:
+            _lexers[suffix] = None
+    return _lexers[suffix]
+
+
+def clean(text: str) -> str:
+    """A line as it may reach the terminal: no control characters, still one line."""
+    return strip_control(text).replace("\n", " ")
+
+
+_token_styles: dict[Any, str] = {}
+
+
+def _token_style(token_type: Any) -> str:
+    """The theme's style for a token: its own, else its nearest parent's (cached: ~20 per line)."""
+    style = _token_styles.get(token_type)
+    if style is None:
+        style = ""
+        for kind in reversed(token_type.split()):
+            if found := HighlightTheme.STYLES.get(kind):
+                style = found
+                break
+        _token_styles[token_type] = style
+    return style
+
+
+def highlight_line(text: str, lexer: Lexer | None) -> Content:
+    """One line coloured by ``lexer`` (the same characters, or plain when the lexer disagrees)."""
+    if lexer is None or not text:
+        return Content(text).expand_tabs(TAB_SIZE)
+    spans: list[Span] = []
+    position = 0
+    for _, token_type, value in lexer.get_tokens_unprocessed(text):
+        end = position + len(value)
+        style = _token_style(token_type)
+        if style:
+            if spans and spans[-1].end == position and spans[-1].style == style:
+                spans[-1] = Span(spans[-1].start, end, style)  # one span per run: fewer segments
+            else:
+                spans.append(Span(position, end, style))
+        position = end
+    if position != len(text):
+        return Content(text).expand_tabs(TAB_SIZE)
+    return Content(text, spans=spans).expand_tabs(TAB_SIZE)

@@ -1,0 +1,356 @@
+"""A changeset drawn a line at a time: file headers, hunks, numbered lines, review comments.
+
+A Line API widget like :mod:`session_list`: the layout (:mod:`diff_rows`) is one flat list
+built when the data or the mode changes, and :meth:`DiffLines.render_line` indexes it, so
+drawing a screenful costs the same whatever the diff's size. Lines are syntax-highlighted
+by file extension when first drawn and cached. Agent text is drawn as Text segments, never
+read as markup; control characters are stripped and tabs expanded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.content import Content
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.style import Style
+
+from polypilot_tui.domain.changeset import Changeset, DiffLine, FileStatus, LineKind, ReviewComment, Side
+from polypilot_tui.ui.widgets.diff_highlight import clean, highlight_line, lexer_for
+from polypilot_tui.ui.widgets.diff_rows import Row, RowKind, layout
+
+COMMENT_MARK = "●"
+STATUS_GLYPHS = {
+    FileStatus.ADDED: "A",
+    FileStatus.MODIFIED: "M",
+    FileStatus.DELETED: "D",
+    FileStatus.RENAMED: "R",
+    FileStatus.UNTRACKED: "?",
+}
+_SIGNS = {LineKind.ADDED: "+", LineKind.REMOVED: "-", LineKind.CONTEXT: " ", LineKind.NOTE: "\\"}
+_KIND_CLASS = {
+    LineKind.ADDED: "diff-lines--added",
+    LineKind.REMOVED: "diff-lines--removed",
+    LineKind.CONTEXT: "diff-lines--context",
+    LineKind.NOTE: "diff-lines--note",
+}
+
+
+class DiffLines(ScrollView, can_focus=True):
+    """The rows of a changeset with a cursor row; ``split`` shows old and new side by side."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(False)", "First", show=False),
+        Binding("end", "edge(True)", "Last", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "diff-lines--file",
+        "diff-lines--status",
+        "diff-lines--stat-added",
+        "diff-lines--stat-removed",
+        "diff-lines--info",
+        "diff-lines--hunk",
+        "diff-lines--gutter",
+        "diff-lines--context",
+        "diff-lines--added",
+        "diff-lines--removed",
+        "diff-lines--note",
+        "diff-lines--filler",
+        "diff-lines--comment",
+        "diff-lines--mark",
+        "diff-lines--cursor",
+    }
+    """Row kinds (file header, info, hunk, line kinds, comment), the parts of a header, the
+    gutter and its comment mark, the empty half of a split row, and the cursor on top."""
+
+    DEFAULT_CSS = """
+    DiffLines {
+        overflow-x: hidden;
+        overflow-y: auto;
+    }
+    """
+
+    split: reactive[bool] = reactive(False, repaint=False)
+    """Old and new side by side instead of one column."""
+
+    cursor: reactive[int] = reactive(0, repaint=False)
+    """The row under the cursor."""
+
+    @dataclass
+    class CursorMoved(Message):
+        """The cursor is on a row of file ``file`` (an index into the changeset's files)."""
+
+        file: int
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.changes = Changeset("")
+        self.comments: tuple[ReviewComment, ...] = ()
+        self._layout = layout(self.changes, (), split=False)
+        self._strips: LRUCache[tuple[int, int, bool], Strip] = LRUCache(1024)
+        self._texts: LRUCache[tuple[int, str], Content] = LRUCache(4096)
+        self._styles: dict[tuple[bool, tuple[str, ...]], Style] = {}
+        self._rich: dict[tuple[Style, Style], RichStyle] = {}
+
+    # ---- data ----------------------------------------------------------------------
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        return self._layout.rows
+
+    @property
+    def file_rows(self) -> tuple[int, ...]:
+        """The row of each file's header."""
+        return self._layout.file_rows
+
+    def show(self, changes: Changeset, comments: tuple[ReviewComment, ...] = ()) -> None:
+        """Draw ``changes`` with ``comments``; the cursor stays on its line where it can."""
+        if changes is not self.changes:
+            self._texts.clear()
+        self.changes, self.comments = changes, comments
+        self._relayout()
+
+    def set_comments(self, comments: tuple[ReviewComment, ...]) -> None:
+        """Show these comments (added, edited or deleted); the cursor stays on its line."""
+        self.comments = comments
+        self._relayout()
+
+    def watch_split(self) -> None:
+        self._relayout()
+
+    def _relayout(self) -> None:
+        here = self.row_at_cursor()
+        self._layout = layout(self.changes, self.comments, split=self.split)
+        self._strips.clear()
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
+        self.set_reactive(DiffLines.cursor, self._find(here))
+        self.refresh()
+        self.scroll_to_cursor()
+
+    def _find(self, row: Row | None) -> int:
+        """The row in the new layout that shows what ``row`` showed (else the nearest row)."""
+        if row is None or not self.rows:
+            return 0
+        # A split row with both sides means its new line (as a comment on it would).
+        mine = row.right if row.right is not None else row.left
+        wanted = {mine} if mine is not None else set()
+        for i, other in enumerate(self.rows):
+            if (other.file, other.hunk, other.kind) != (row.file, row.hunk, row.kind):
+                continue
+            if other.kind is RowKind.COMMENT and other.comment == row.comment and other.first:
+                return i
+            if other.kind is not RowKind.COMMENT and (
+                not wanted or wanted & {line for line in (other.left, other.right) if line is not None}
+            ):
+                return i
+        return min(self.cursor, len(self.rows) - 1)
+
+    def row_at_cursor(self) -> Row | None:
+        rows = self.rows
+        return rows[self.cursor] if 0 <= self.cursor < len(rows) else None
+
+    # ---- cursor ----------------------------------------------------------------------
+    def validate_cursor(self, cursor: int) -> int:
+        return max(0, min(cursor, len(self.rows) - 1))
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.refresh_lines(old)
+        self.refresh_lines(new)
+        self.scroll_to_cursor()
+        if self.rows:
+            self.post_message(self.CursorMoved(self.rows[new].file))
+
+    def scroll_to_cursor(self, *, top: bool = False) -> None:
+        if not self.is_mounted or not self.rows:
+            return
+        region = Region(0, self.cursor, 1, 1)
+        self.scroll_to_region(region, animate=False, force=True, immediate=True, top=top)
+
+    def jump_to_file(self, index: int) -> None:
+        """The cursor to file ``index``'s header, shown at the top."""
+        if 0 <= index < len(self.file_rows):
+            self.cursor = self.file_rows[index]
+            self.scroll_to_cursor(top=True)
+
+    def next_file(self, step: int) -> None:
+        """The cursor to the next (``step`` 1) or previous (-1) file's header."""
+        row = self.row_at_cursor()
+        if row is None:
+            return
+        at_header = self.cursor == self.file_rows[row.file]
+        target = row.file + step if step > 0 or at_header else row.file
+        self.jump_to_file(max(0, min(target, len(self.file_rows) - 1)))
+
+    def action_cursor(self, step: int) -> None:
+        self.cursor += step
+
+    def action_page(self, step: int) -> None:
+        self.cursor += step * max(1, self.scrollable_content_region.height - 1)
+
+    def action_edge(self, end: bool) -> None:
+        self.cursor = len(self.rows) - 1 if end else 0
+
+    async def _on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is not None and 0 <= offset.y + self.scroll_offset.y < len(self.rows):
+            self.cursor = offset.y + self.scroll_offset.y
+
+    def _on_resize(self, event: events.Resize) -> None:
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
+        self._strips.clear()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+        self._styles.clear()
+        self._rich.clear()
+        self.refresh()
+
+    # ---- drawing -------------------------------------------------------------------
+    def _style(self, *names: str) -> Style:
+        key = (self.has_focus, names)
+        style = self._styles.get(key)
+        if style is None:
+            style = self._styles[key] = self.get_visual_style(*names)
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        index = self.scroll_offset.y + y
+        if not 0 <= index < len(self.rows):
+            return Strip.blank(width, self._style("diff-lines--context").rich_style)
+        return self.row_strip(index, width)
+
+    def row_strip(self, index: int, width: int) -> Strip:
+        """Row ``index`` drawn ``width`` cells wide."""
+        cursor = index == self.cursor
+        key = (index, width, cursor)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._strips[key] = self._draw(self.rows[index], width, cursor)
+        return strip
+
+    def row_text(self, index: int, width: int | None = None) -> str:
+        """Row ``index`` as plain text, as drawn (for tests and copy)."""
+        return self.row_strip(index, width or self.scrollable_content_region.width).text
+
+    def _draw(self, row: Row, width: int, cursor: bool) -> Strip:
+        extra = ("diff-lines--cursor",) if cursor else ()
+        if row.kind is RowKind.FILE:
+            return self._file_header(row, width, extra)
+        if row.kind is RowKind.HUNK:
+            hunk = self.changes.files[row.file].hunks[row.hunk]
+            return self._fit([(clean(hunk.header), ("diff-lines--hunk",))], width, ("diff-lines--hunk", *extra))
+        gutter = self._layout.number_width * (1 if self.split else 2) + (4 if self.split else 5)
+        if row.kind in (RowKind.INFO, RowKind.COMMENT):
+            name = "diff-lines--info" if row.kind is RowKind.INFO else "diff-lines--comment"
+            lead = "  " if row.kind is RowKind.INFO else "│ "
+            parts = [(" " * gutter + lead, (name,)), (clean(row.text), (name,))]
+            return self._fit(parts, width, (name, *extra))
+        if not self.split or row.kind is RowKind.NOTE:
+            return self._unified(row, width, extra)
+        left = (width - 1) // 2
+        halves = [self._half(row, False, left, extra), self._half(row, True, width - 1 - left, extra)]
+        bar = Segment("│", self._style("diff-lines--gutter", *extra).rich_style)
+        return Strip([*halves[0], bar, *halves[1]]).adjust_cell_length(width)
+
+    def _file_header(self, row: Row, width: int, extra: tuple[str, ...]) -> Strip:
+        diff = self.changes.files[row.file]
+        path = f"{diff.old_path} → {diff.path}" if diff.old_path else diff.path
+        parts: list[tuple[str, tuple[str, ...]]] = [
+            (f" {STATUS_GLYPHS[diff.status]} ", ("diff-lines--status",)),
+            (clean(path), ()),
+            (f"  +{diff.added}", ("diff-lines--stat-added",)),
+            (f" \u2212{diff.removed}", ("diff-lines--stat-removed",)),
+        ]
+        if diff.binary or diff.omitted:
+            parts.append((f"  {'binary' if diff.binary else clean(diff.omitted)}", ("diff-lines--info",)))
+        return self._fit(parts, width, ("diff-lines--file", *extra))
+
+    def _fit(self, parts: Sequence[tuple[str, tuple[str, ...]]], width: int, base: tuple[str, ...]) -> Strip:
+        """Plain parts in one row: cut with "…" when too long, padded in the row's style."""
+        segments = [Segment(text, self._style(*base[:1], *names, *base[1:]).rich_style) for text, names in parts]
+        return self._crop(Strip(segments), width, self._style(*base))
+
+    def _crop(self, strip: Strip, width: int, base: Style) -> Strip:
+        if strip.cell_length > width:
+            strip = Strip([*strip.crop(0, max(0, width - 1)), Segment("…", base.rich_style)])
+        return strip.adjust_cell_length(width, base.rich_style)
+
+    def _line_content(self, row: Row, line: DiffLine) -> Content:
+        key = (row.file, line.text)
+        content = self._texts.get(key)
+        if content is None:
+            lexer = lexer_for(self.changes.files[row.file].path) if line.kind is not LineKind.NOTE else None
+            content = self._texts[key] = highlight_line(clean(line.text), lexer)
+        return content
+
+    def _segments(self, content: Content, base: Style) -> list[Segment]:
+        segments = []
+        for text, style in content.render(base, end="", parse_style=self._get_style):
+            key = (base, style)
+            rich = self._rich.get(key)
+            if rich is None:  # a screenful has a few dozen distinct styles, met hundreds of times
+                rich = self._rich[key] = (base + style).rich_style
+            segments.append(Segment(text, rich))
+        return segments
+
+    def _unified(self, row: Row, width: int, extra: tuple[str, ...]) -> Strip:
+        line = row.left
+        assert line is not None
+        kind = _KIND_CLASS[line.kind]
+        number = self._layout.number_width
+        gutter = self._style("diff-lines--gutter", kind, *extra)
+        mark = self._style("diff-lines--gutter", kind, "diff-lines--mark", *extra)
+        old = "" if line.old_no is None else str(line.old_no)
+        new = "" if line.new_no is None else str(line.new_no)
+        base = self._style(kind, *extra)
+        head = [
+            Segment(COMMENT_MARK if row.comment >= 0 else " ", mark.rich_style),
+            Segment(f"{old:>{number}} {new:>{number}} ", gutter.rich_style),
+            Segment(f"{_SIGNS[line.kind]} ", base.rich_style),
+        ]
+        body = self._segments(self._line_content(row, line), base)
+        return self._crop(Strip([*head, *body]), width, base)
+
+    def _half(self, row: Row, new_side: bool, width: int, extra: tuple[str, ...]) -> list[Segment]:
+        number = self._layout.number_width
+        line = row.right if new_side else row.left
+        if line is None:
+            filler = self._style("diff-lines--filler", *extra)
+            return list(Strip.blank(width, filler.rich_style))
+        kind = _KIND_CLASS[line.kind]
+        base = self._style(kind, *extra)
+        gutter = self._style("diff-lines--gutter", kind, *extra)
+        mark = self._style("diff-lines--gutter", kind, "diff-lines--mark", *extra)
+        no = line.new_no if new_side else line.old_no
+        mine = row.comment >= 0 and self._commented(row.comment, line, new_side)
+        head = [
+            Segment(COMMENT_MARK if mine else " ", mark.rich_style),
+            Segment(f"{'' if no is None else no:>{number}} ", gutter.rich_style),
+            Segment(f"{_SIGNS[line.kind]} ", base.rich_style),
+        ]
+        body = self._segments(self._line_content(row, line), base)
+        return list(self._crop(Strip([*head, *body]), width, base))
+
+    def _commented(self, index: int, line: DiffLine, new_side: bool) -> bool:
+        """Whether comment ``index`` is on this half of a split row (context lines show it right)."""
+        comment = self.comments[index]
+        if new_side:
+            return comment.side is Side.NEW and comment.line == line.new_no
+        return line.kind is LineKind.REMOVED and comment.side is Side.OLD and comment.line == line.old_no

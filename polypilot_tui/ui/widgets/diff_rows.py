@@ -1,0 +1,207 @@
+"""A changeset laid out as a flat list of rows, unified or side by side, with comments placed.
+
+The diff view draws row ``y`` by indexing this list: building it costs one pass over the
+changeset, and drawing any line afterwards costs the same in a 10-line diff as in a
+100,000-line one. Pure data: no Textual here, so the layout is tested on its own.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from polypilot_tui.domain.changeset import Changeset, DiffLine, FileDiff, Hunk, LineKind, ReviewComment, Side
+
+
+class RowKind(Enum):
+    FILE = "file"
+    """A file's header: status, path, stats."""
+    INFO = "info"
+    """Why a file shows no lines (binary, too large, unreadable)."""
+    HUNK = "hunk"
+    LINE = "line"
+    """A diff line (unified) or a pair of them, old left and new right (split)."""
+    NOTE = "note"
+    """``\\ No newline at end of file``."""
+    COMMENT = "comment"
+    """One line of a review comment's text, under what it comments."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    kind: RowKind
+    file: int
+    hunk: int = -1
+    left: DiffLine | None = None
+    """Unified: the line. Split: the old side (removed or context), or None."""
+    right: DiffLine | None = None
+    """Split only: the new side (added or context), or None."""
+    comment: int = -1
+    """The comment (an index into the list given) this row shows, or that the line carries."""
+    text: str = ""
+    """A comment row's line of text, or an info row's reason."""
+    first: bool = False
+    """The first row of a comment (it carries the mark)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    rows: tuple[Row, ...]
+    file_rows: tuple[int, ...]
+    """Where each file's header row is."""
+    number_width: int
+    """Cells for a line number: the widest number in the changeset."""
+
+
+def hunk_anchor(path: str, hunk: Hunk) -> tuple[Side, int, int]:
+    """Where a comment on a whole hunk points: its new lines, or its old ones if it has none."""
+    if hunk.new_count:
+        return Side.NEW, hunk.new_start, hunk.new_start + hunk.new_count - 1
+    return Side.OLD, hunk.old_start, hunk.old_start + max(hunk.old_count, 1) - 1
+
+
+def _pairs(lines: Sequence[DiffLine]) -> list[tuple[DiffLine | None, DiffLine | None]]:
+    """Lines side by side: context on both sides; in a change block, removed i next to added i."""
+    out: list[tuple[DiffLine | None, DiffLine | None]] = []
+    removed: list[DiffLine] = []
+    added: list[DiffLine] = []
+
+    def flush() -> None:
+        for i in range(max(len(removed), len(added))):
+            out.append((removed[i] if i < len(removed) else None, added[i] if i < len(added) else None))
+        removed.clear()
+        added.clear()
+
+    for line in lines:
+        if line.kind is LineKind.REMOVED:
+            if added:  # a removal after additions starts a new block
+                flush()
+            removed.append(line)
+        elif line.kind is LineKind.ADDED:
+            added.append(line)
+        else:
+            flush()
+            out.append((line, line if line.kind is LineKind.CONTEXT else None))
+    flush()
+    return out
+
+
+class _Placer:
+    """Comments by where they point, handed out as rows as the layout meets those places."""
+
+    def __init__(self, comments: Sequence[ReviewComment]) -> None:
+        self.lines: dict[tuple[str, Side, int], list[int]] = defaultdict(list)
+        self.ranges: dict[tuple[str, Side, int, int], list[int]] = defaultdict(list)
+        self.by_path: dict[str, list[int]] = defaultdict(list)
+        self.placed: set[int] = set()
+        self.comments = comments
+        for i, comment in enumerate(comments):
+            self.by_path[comment.path].append(i)
+            if comment.end_line is not None:
+                self.ranges[(comment.path, comment.side, comment.line, comment.end_line)].append(i)
+            else:
+                self.lines[(comment.path, comment.side, comment.line)].append(i)
+
+    def for_line(self, path: str, line: DiffLine | None) -> list[int]:
+        if line is None or line.kind is LineKind.NOTE:
+            return []
+        if line.kind is LineKind.REMOVED:
+            key = (path, Side.OLD, line.old_no or 0)
+        else:
+            key = (path, Side.NEW, line.new_no or 0)
+        return self.lines.get(key, [])
+
+    def rows(self, indices: Sequence[int], file: int, hunk: int, prefix: str = "") -> list[Row]:
+        out: list[Row] = []
+        for i in indices:
+            if i in self.placed:
+                continue
+            self.placed.add(i)
+            text = self.comments[i].text.strip() or "(empty comment)"
+            for n, part in enumerate((prefix + text).split("\n")):
+                out.append(Row(RowKind.COMMENT, file, hunk, comment=i, text=part, first=n == 0))
+        return out
+
+
+def layout(changes: Changeset, comments: Sequence[ReviewComment], *, split: bool) -> Layout:
+    """Every row of ``changes``, comments placed under the line or hunk they point at."""
+    placer = _Placer(comments)
+    rows: list[Row] = []
+    file_rows: list[int] = []
+    widest = 1
+    for f, diff in enumerate(changes.files):
+        file_rows.append(len(rows))
+        rows.append(Row(RowKind.FILE, f))
+        reason = "binary file: no lines to show" if diff.binary else diff.omitted
+        if reason:
+            rows.append(Row(RowKind.INFO, f, text=reason))
+        for h, hunk in enumerate(diff.hunks):
+            widest = max(widest, hunk.old_start + hunk.old_count, hunk.new_start + hunk.new_count)
+            side, start, end = hunk_anchor(diff.path, hunk)
+            rows.append(Row(RowKind.HUNK, f, h))
+            rows.extend(placer.rows(placer.ranges.get((diff.path, side, start, end), []), f, h))
+            _hunk_rows(rows, placer, diff, f, h, split=split)
+        stale = [i for i in placer.by_path.get(diff.path, []) if i not in placer.placed]
+        rows.extend(placer.rows(stale, f, -1, prefix="(no longer in the diff) "))
+    return Layout(tuple(rows), tuple(file_rows), len(str(widest)))
+
+
+def _hunk_rows(rows: list[Row], placer: _Placer, diff: FileDiff, f: int, h: int, *, split: bool) -> None:
+    path = diff.path
+    lines = diff.hunks[h].lines
+    if not split:
+        for line in lines:
+            mine = placer.for_line(path, line)
+            kind = RowKind.NOTE if line.kind is LineKind.NOTE else RowKind.LINE
+            rows.append(Row(kind, f, h, left=line, comment=mine[0] if mine else -1))
+            rows.extend(placer.rows(mine, f, h))
+        return
+    for left, right in _pairs(lines):
+        if left is not None and left.kind is LineKind.NOTE:
+            rows.append(Row(RowKind.NOTE, f, h, left=left))
+            continue
+        mine = placer.for_line(path, left) + [i for i in placer.for_line(path, right) if right is not left]
+        rows.append(Row(RowKind.LINE, f, h, left=left, right=right, comment=mine[0] if mine else -1))
+        rows.extend(placer.rows(mine, f, h))
+
+
+def comment_anchor(changes: Changeset, row: Row) -> ReviewComment | None:
+    """A comment (without text yet) on what ``row`` shows: its line, or its whole hunk.
+
+    On a split row with both sides the new line is meant: that is the code that stays.
+    None for rows that are no line of code (file headers, notes, comments).
+    """
+    if row.kind not in (RowKind.LINE, RowKind.HUNK) or row.file >= len(changes.files):
+        return None
+    diff = changes.files[row.file]
+    hunk = diff.hunks[row.hunk]
+    if row.kind is RowKind.HUNK:
+        side, start, end = hunk_anchor(diff.path, hunk)
+        wanted = LineKind.ADDED if side is Side.NEW else LineKind.REMOVED
+        quote = tuple(line.text for line in hunk.lines if line.kind in (wanted, LineKind.CONTEXT))
+        return ReviewComment(diff.path, start, "", side, end_line=end, quote=quote)
+    line = row.right if row.right is not None else row.left
+    if line is None or line.kind is LineKind.NOTE:
+        return None
+    if line.kind is LineKind.REMOVED:
+        return ReviewComment(diff.path, line.old_no or 0, "", Side.OLD, quote=(line.text,))
+    return ReviewComment(diff.path, line.new_no or 0, "", Side.NEW, quote=(line.text,))
+
+
+def comment_at(changes: Changeset, comments: Sequence[ReviewComment], row: Row) -> int | None:
+    """The comment a row shows or carries (a hunk header: the comment on the whole hunk)."""
+    if row.comment >= 0:
+        return row.comment
+    if row.kind is RowKind.HUNK:
+        anchor = comment_anchor(changes, row)
+        for i, comment in enumerate(comments):
+            if anchor is not None and (comment.path, comment.side, comment.line, comment.end_line) == (
+                anchor.path,
+                anchor.side,
+                anchor.line,
+                anchor.end_line,
+            ):
+                return i
+    return None

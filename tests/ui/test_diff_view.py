@@ -1,0 +1,235 @@
+"""The diff view driven by keys and clicks, on a changeset parsed from a real git repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+from textual.widgets import OptionList, TextArea
+
+from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, ReviewComment, Side, review_prompt
+from polypilot_tui.ui.screens.diff_view import DiffViewScreen, diff_title
+from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
+from polypilot_tui.ui.widgets.diff_lines import DiffLines
+from polypilot_tui.ui.widgets.diff_rows import RowKind, layout
+from tests.support.diff_app import DiffHostApp, sample_repo
+
+SIZE = (120, 40)
+
+
+@pytest.fixture
+def changes(tmp_path: Path) -> Changeset:
+    return sample_repo(tmp_path / "repo")[1]
+
+
+def diff_lines(app: DiffHostApp) -> DiffLines:
+    return app.diff_screen.query_one(DiffLines)
+
+
+def row_of(lines: DiffLines, text: str) -> int:
+    """The first row whose drawn text contains ``text``."""
+    for i in range(len(lines.rows)):
+        if text in lines.row_text(i):
+            return i
+    raise AssertionError(f"no row shows {text!r}")
+
+
+async def test_n_and_p_move_between_files_and_the_list_follows(changes: Changeset) -> None:
+    app = DiffHostApp(changes)
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        files = app.diff_screen.query_one("#diff-files", OptionList)
+        assert lines.cursor == 0 and [f.path for f in changes.files][0] == "docs/README.md"
+        await pilot.press("n", "n")
+        await pilot.pause()
+        assert lines.cursor == lines.file_rows[2] and files.highlighted == 2
+        assert "old.txt" in lines.row_text(lines.cursor)
+        await pilot.press("down", "p")  # inside a file, p goes to that file's header first
+        assert lines.cursor == lines.file_rows[2]
+        await pilot.press("p")
+        assert lines.cursor == lines.file_rows[1]
+        await pilot.press("end", "n")  # past the last file, n stays on it
+        assert lines.cursor == lines.file_rows[-1]
+
+
+async def test_choosing_a_file_in_the_list_jumps_to_it(changes: Changeset) -> None:
+    app = DiffHostApp(changes)
+    async with app.run_test(size=SIZE) as pilot:
+        app.diff_screen.query_one("#diff-files", OptionList).focus()
+        await pilot.press("down", "down", "down", "enter")
+        await pilot.pause()
+        lines = diff_lines(app)
+        assert lines.has_focus and lines.cursor == lines.file_rows[3]
+        assert "src/app.py" in lines.row_text(lines.cursor)
+
+
+async def test_split_pairs_removed_and_added_lines_and_keeps_the_cursor(changes: Changeset) -> None:
+    app = DiffHostApp(changes)
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        lines.cursor = row_of(lines, "+ It does many things.")
+        await pilot.press("s")
+        await pilot.pause()
+        assert lines.split
+        row = lines.row_text(lines.cursor)  # still on the changed line, now paired
+        left, right = row.split("│")
+        assert "5 - It does things." in left and "5 + It does many things." in right
+        assert cell_len(row) == lines.scrollable_content_region.width
+        await pilot.press("s")
+        assert not lines.split and "+ It does many things." in lines.row_text(lines.cursor)
+
+
+async def test_split_cuts_long_lines_with_an_ellipsis(changes: Changeset) -> None:
+    app = DiffHostApp(changes)
+    async with app.run_test(size=(90, 30)) as pilot:
+        lines = diff_lines(app)
+        await pilot.press("s")
+        row = lines.row_text(row_of(lines, "print(greet(sys"))
+        assert row.endswith("…") and "world" not in row.split("│")[1]
+
+
+async def test_comment_edit_delete_and_send(changes: Changeset) -> None:
+    app = DiffHostApp(changes)
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        lines.cursor = row_of(lines, "+ import sys")
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, ReviewCommentScreen)
+        await pilot.press(*"why sys?", "ctrl+s")
+        await pilot.pause()
+        screen = app.diff_screen
+        assert screen.comments == (ReviewComment("src/app.py", 2, "why sys?", Side.NEW, quote=("import sys",)),)
+        assert lines.row_text(lines.cursor).startswith("●")
+        assert "│ why sys?" in lines.row_text(lines.cursor + 1)
+        assert "1 comment" in str(screen.query_one("#diff-title").render())
+
+        lines.cursor += 1  # on the comment itself
+        await pilot.press("e")
+        await pilot.pause()
+        assert app.screen.query_one(TextArea).text == "why sys?"
+        await pilot.press(*" Use argparse.", "ctrl+s")
+        await pilot.pause()
+        assert screen.comments[0].text == "why sys? Use argparse."
+
+        lines.cursor = row_of(lines, "@@ -1,10 +1,11 @@")  # a hunk header: the whole hunk
+        await pilot.press("c", *"tidy", "ctrl+s")
+        await pilot.pause()
+        hunk_comment = screen.comments[1]
+        assert (hunk_comment.line, hunk_comment.end_line, hunk_comment.side) == (1, 11, Side.NEW)
+        assert hunk_comment.quote[:2] == ("import os", "import sys")
+
+        lines.cursor = row_of(lines, "- obsolete")  # a removed line counts in the old file
+        await pilot.press("c", *"keep it", "ctrl+s")
+        await pilot.pause()
+        assert screen.comments[2].where == "old.txt:1 (a removed line)"
+
+        lines.cursor = row_of(lines, "│ keep it")
+        await pilot.press("x")
+        await pilot.pause()
+        assert len(screen.comments) == 2
+        assert not any("keep it" in lines.row_text(i) for i in range(len(lines.rows)))
+
+        await pilot.press("R")
+        await pilot.pause()
+    [result] = app.results
+    assert result.send and len(result.comments) == 2
+    prompt = review_prompt(result.comments)
+    assert "src/app.py:1-11" in prompt and "src/app.py:2\n   > import sys\n   why sys? Use argparse." in prompt
+
+
+async def test_escape_in_the_composer_keeps_nothing_and_escape_closes_unsent(changes: Changeset) -> None:
+    earlier = ReviewComment("old.txt", 2, "earlier remark", Side.OLD)
+    app = DiffHostApp(changes, comments=(earlier,))
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        assert "│ earlier remark" in lines.row_text(row_of(lines, "- file") + 1)  # shown under its line
+        lines.cursor = row_of(lines, "+ import sys")
+        await pilot.press("c", *"draft", "escape")
+        await pilot.pause()
+        assert isinstance(app.screen, DiffViewScreen) and app.screen.comments == (earlier,)
+        await pilot.press("R")  # with a comment, R sends; here we close instead
+        await pilot.pause()
+    assert app.results[0].send and app.results[0].comments == (earlier,)
+
+    app = DiffHostApp(changes, comments=(earlier,))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("escape")
+        await pilot.pause()
+    assert [(r.send, r.comments) for r in app.results] == [(False, (earlier,))]
+
+
+async def test_send_without_comments_stays_and_comment_needs_a_line(changes: Changeset) -> None:
+    app = DiffHostApp(changes)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("c")  # the cursor is on a file header: nothing to comment on
+        await pilot.press("R")
+        await pilot.pause()
+        assert isinstance(app.screen, DiffViewScreen) and app.results == []
+
+
+async def test_hostile_text_is_drawn_verbatim(changes: Changeset) -> None:
+    app = DiffHostApp(changes)
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        width = lines.scrollable_content_region.width
+        for split in (False, True):
+            lines.split = split
+            await pilot.pause()
+            shown = [lines.row_text(i) for i in range(len(lines.rows))]
+            text = "\n".join(shown)
+            for expected in (
+                "<b>x</b>",
+                "[bold]y[/]",
+                "+ red",
+                "🎉 party 🎉",
+                "漢字かな混じり",
+                "+     indented    cells",
+            ):
+                assert expected in text, (split, expected)
+            assert "\x1b" not in text and "\t" not in text
+            assert all(cell_len(row) == width for row in shown)  # wide characters keep the columns
+
+
+async def test_click_moves_the_cursor(changes: Changeset) -> None:
+    app = DiffHostApp(changes)
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        await pilot.click(DiffLines, offset=(10, 4))
+        assert lines.cursor == 4
+
+
+async def test_empty_changeset_says_so() -> None:
+    app = DiffHostApp(Changeset("main"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.diff_screen
+        assert str(screen.query_one("#diff-empty").render()) == "No changes against main."
+        assert not screen.query_one("#diff-body").display
+        await pilot.press("n", "s", "c", "x")  # nothing to move to or comment on: no crash
+
+
+def test_title_names_session_branch_base_and_stats(changes: Changeset) -> None:
+    title = diff_title("refactor", "polypilot/refactor", changes)
+    assert title == f"Changes of refactor · polypilot/refactor vs {changes.base[:12]} · 5 files +11 −6"
+    assert diff_title("s", "", Changeset("HEAD")) == "Changes of s · vs HEAD · 0 files +0 −0"
+
+
+def test_layout_marks_binary_and_omitted_files_and_places_stale_comments() -> None:
+    changes = Changeset(
+        "HEAD",
+        (
+            FileDiff("img.png", FileStatus.ADDED, binary=True),
+            FileDiff("big.sql", FileStatus.MODIFIED, 9, 9, omitted="too large to show (40,000 lines)"),
+        ),
+    )
+    stale = ReviewComment("big.sql", 7, "gone?")
+    rows = layout(changes, (stale,), split=False).rows
+    assert [(row.kind, row.text) for row in rows] == [
+        (RowKind.FILE, ""),
+        (RowKind.INFO, "binary file: no lines to show"),
+        (RowKind.FILE, ""),
+        (RowKind.INFO, "too large to show (40,000 lines)"),
+        (RowKind.COMMENT, "(no longer in the diff) gone?"),
+    ]
