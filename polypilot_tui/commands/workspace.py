@@ -125,11 +125,11 @@ async def cmd_diff(settings: Settings, key: str, *, stat: bool) -> int:
             total = ChangeStats(len(counts), sum(c.added for c in counts), sum(c.removed for c in counts))
             print(total.short() if total else "no changes")
             return EXIT_OK
-        text, cut = await diff_text(workspace)
+        diff = await diff_text(workspace)
     except WorkspaceError as exc:
         return _fail(str(exc))
-    sys.stdout.write(text)
-    if cut:
+    sys.stdout.write(diff.text)
+    if diff.truncated:
         return _fail("the diff was cut: it is larger than the limit")
     return EXIT_OK
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.changeset import Changeset, ChangeStats
 from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.workspace.diff_parse import parse_diff
 from polypilot_tui.workspace.git import WorkspaceError, git
 
 MAX_UNTRACKED_FILES = 2000
@@ -101,19 +102,38 @@ async def change_stats(workspace: Workspace) -> ChangeStats:
     return ChangeStats(len(counts), sum(c.added for c in counts), sum(c.removed for c in counts))
 
 
-async def diff_text(workspace: Workspace) -> tuple[str, bool]:
-    """The whole diff against the base as git prints it, untracked files as new files;
-    and whether it was cut for size."""
+@dataclass(frozen=True, slots=True)
+class DiffText:
+    """The whole diff as git prints it; ``untracked`` names the files shown as new."""
+
+    text: str
+    truncated: bool = False
+    untracked: tuple[str, ...] = ()
+
+
+async def diff_text(workspace: Workspace) -> DiffText:
+    """The whole diff against the base as git prints it, untracked files as new files."""
     if not workspace.is_git:
-        return "", False
+        return DiffText("")
     tracked = await git(["diff", "--no-color", "--no-ext-diff", "-M", base_of(workspace)], workspace.folder)
     parts = [tracked.out]
     truncated = tracked.truncated
-    for name in (await untracked(workspace))[:MAX_UNTRACKED_FILES]:
+    names = (await untracked(workspace))[:MAX_UNTRACKED_FILES]
+    for name in names:
         # --no-index exits 1 when the files differ, which is the point here
         new = await git(["diff", "--no-color", "--no-index", "--", os.devnull, name], workspace.folder, check=False)
         if new.code not in (0, 1):
             raise WorkspaceError(f"the new file {name} cannot be read: {new.err.strip()}")
         parts.append(new.out)
         truncated = truncated or new.truncated
-    return b"".join(parts).decode("utf-8", "replace"), truncated
+    shown = tuple(os.fsencode(name).decode("utf-8", "replace") for name in names)
+    return DiffText(b"".join(parts).decode("utf-8", "replace"), truncated, shown)
+
+
+async def changeset(workspace: Workspace) -> Changeset:
+    """The session's changes against its base, parsed for the diff view."""
+    diff = await diff_text(workspace)
+    changes = await asyncio.to_thread(parse_diff, diff.text, base_of(workspace), untracked=diff.untracked)
+    if workspace.base and workspace.base_commit:  # people read branch names, not commit ids
+        changes = replace(changes, base=workspace.base)
+    return changes

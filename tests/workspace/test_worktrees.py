@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.changeset import ChangeStats, FileStatus
 from polypilot_tui.domain.workspace import Isolation
-from polypilot_tui.workspace.changes import change_stats, diff_text
+from polypilot_tui.workspace.changes import change_stats, changeset, diff_text
 from polypilot_tui.workspace.finish import (
     WorktreeState,
     commit_all,
@@ -109,9 +109,14 @@ async def test_changes_count_committed_uncommitted_untracked_binary_and_renamed(
     (folder / "caf\xe9.txt".encode("latin-1").decode("utf-8", "surrogateescape")).write_bytes(b"x\ny\n")
     stats = await change_stats(tree)
     assert stats == ChangeStats(files=4, added=3, removed=1), stats  # a.txt +1 −1 net; rename 0; bin 0; new +2
-    text, cut = await diff_text(tree)
-    assert not cut and "rename from old.txt" in text and "+4" in text and "Binary files" in text
+    diff = await diff_text(tree)
+    text = diff.text
+    assert not diff.truncated and "rename from old.txt" in text and "+4" in text and "Binary files" in text
     assert "\ufffd.txt" in text or "caf" in text  # a name that is not UTF-8 is shown, not dropped
+    changes = await changeset(tree)
+    assert changes.base == "main" and changes.stats == stats
+    kinds = {f.path: f.status for f in changes.files}
+    assert kinds["renamed.txt"] is FileStatus.RENAMED and kinds["image.bin"] is FileStatus.UNTRACKED
 
 
 async def test_commit_merge_and_the_base_moves(tmp_path: Path) -> None:
