@@ -60,7 +60,7 @@ class PolypilotApp(SessionDialogs):
         Binding("f2", "details", "Details", id="details"),
         Binding("f3", "copy_reply", "Copy reply", id="copy_reply", show=False),
         Binding("f5", "finish_session", "Finish", id="finish_session", show=False),
-        Binding("f6", "rename_session", "Rename", id="rename_session", show=False),
+        Binding("f4", "rename_session", "Rename", id="rename_session", show=False),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
 
@@ -342,7 +342,7 @@ class PolypilotApp(SessionDialogs):
             self.action_close_session,
         )
         yield SystemCommand("Undo close", "Bring back the session closed last (ctrl+z)", self.action_undo_close)
-        yield SystemCommand("Rename session", "Give the selected session another name (F6)", self.action_rename_session)
+        yield SystemCommand("Rename session", "Give the selected session another name (F4)", self.action_rename_session)
         yield SystemCommand(
             "Finish session…",
             "Commit, merge, push, open a pull request for or discard its worktree (F5)",

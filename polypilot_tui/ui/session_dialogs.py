@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 class SessionDialogs(Dashboard):
-    """New session (ctrl+n), rename (F6) and finish (F5) for the dashboard."""
+    """New session (ctrl+n), rename (F4) and finish (F5) for the dashboard."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
