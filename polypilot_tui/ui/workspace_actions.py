@@ -47,6 +47,11 @@ def resolved(folder: str) -> str:
     return str(Path(os.path.expanduser(folder.strip() or ".")).resolve())
 
 
+def pull_request_unavailable() -> str:
+    """Why a pull request cannot be opened from here ("" when the GitHub CLI is installed)."""
+    return "" if shutil.which("gh") else "needs the GitHub CLI (gh), which is not installed here"
+
+
 class WorkspaceActions:
     """Folder inspection, request checks and workspace creation for new sessions."""
 
@@ -108,9 +113,7 @@ class FinishActions:
         self.workspace = workspace
         self.session_name = session_name
         self.last_prompt = last_prompt
-        self.pull_request_unavailable = (
-            "" if shutil.which("gh") else "needs the GitHub CLI (gh), which is not installed here"
-        )
+        self.pull_request_unavailable = pull_request_unavailable()
         """Why Open pull request cannot work here ("" when it can)."""
 
     async def state(self) -> WorktreeState:
