@@ -20,11 +20,10 @@ from textual.screen import Screen
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
-from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
-from polypilot_tui.ui.screens.new_session import AgentChoice, NewSessionScreen
+from polypilot_tui.ui.session_dialogs import SessionDialogs
 from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
 from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 from polypilot_tui.ui.widgets.queue_panel import QueuePanel
@@ -45,7 +44,7 @@ class ClosedSession:
     """Where it was in the session list."""
 
 
-class PolypilotApp(Dashboard):
+class PolypilotApp(SessionDialogs):
     """Drive several agent sessions at once and see, honestly, what each one is doing."""
 
     BINDINGS = [
@@ -60,6 +59,8 @@ class PolypilotApp(Dashboard):
         Binding("ctrl+z", "undo_close", "Undo close", id="undo_close", priority=True),
         Binding("f2", "details", "Details", id="details"),
         Binding("f3", "copy_reply", "Copy reply", id="copy_reply", show=False),
+        Binding("f5", "finish_session", "Finish", id="finish_session", show=False),
+        Binding("f4", "rename_session", "Rename", id="rename_session", show=False),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
 
@@ -150,21 +151,7 @@ class PolypilotApp(Dashboard):
     def on_permission_prompt_leave(self, event: PermissionPrompt.Leave) -> None:
         self.pane.editor.focus()
 
-    # ---- new sessions and attention ------------------------------------------------
-    def action_new_session(self) -> None:
-        """Pick an agent and start a session on it."""
-        agents = [
-            AgentChoice(name, config.kind, self.manager.cannot_start(name))
-            for name, config in self.catalog.agents.items()
-        ]
-
-        def picked(agent: str | None) -> None:
-            if agent:
-                self._add_session(agent)
-            self.pane.editor.focus()
-
-        self.push_screen(NewSessionScreen(agents, self.settings.default_agent), picked)
-
+    # ---- attention ---------------------------------------------------------------
     async def action_attention(self) -> None:
         """Answer the session on screen if it waits for permission, else go to the next one
         needing you: sessions blocked on a permission first, then the rest, in sidebar order.
@@ -192,10 +179,6 @@ class PolypilotApp(Dashboard):
         if views[sid].pending_permission is not None:
             await self.flush()
             self.pane.permission.focus_first()
-
-    def _refocus_editor(self, _closed_with: object = None) -> None:
-        """A dialog closed: typing goes to the prompt again."""
-        self.pane.editor.focus()
 
     # ---- turn control --------------------------------------------------------------
     def action_stop(self) -> None:
@@ -325,7 +308,7 @@ class PolypilotApp(Dashboard):
         view = self._views.get(self.selected or "")
         if action == "stop":
             return True if view is not None and view.status.busy else None
-        if action in ("reconnect", "details", "copy_reply"):
+        if action in ("reconnect", "details", "copy_reply", "rename_session", "finish_session"):
             return True if view is not None else None
         if action == "resend_interrupted":
             return view is not None and bool(view.interrupted_prompt)
@@ -338,7 +321,9 @@ class PolypilotApp(Dashboard):
     # ---- command palette -----------------------------------------------------------
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """Every session action, with its key in the help text, then Textual's own."""
-        yield SystemCommand("New session", "Start a session on an agent (ctrl+n)", self.action_new_session)
+        yield SystemCommand(
+            "New session", "Start a session: agent, folder, name, worktree (ctrl+n)", self.action_new_session
+        )
         yield SystemCommand("Stop session", "Stop the selected session's turn (ctrl+x)", self.action_stop)
         yield SystemCommand(
             "Reconnect session", "Reconnect the selected session's agent (ctrl+r)", self.action_reconnect
@@ -357,6 +342,12 @@ class PolypilotApp(Dashboard):
             self.action_close_session,
         )
         yield SystemCommand("Undo close", "Bring back the session closed last (ctrl+z)", self.action_undo_close)
+        yield SystemCommand("Rename session", "Give the selected session another name (F4)", self.action_rename_session)
+        yield SystemCommand(
+            "Finish session…",
+            "Commit, merge, push, open a pull request for or discard its worktree (F5)",
+            self.action_finish_session,
+        )
         yield SystemCommand("Session details", "Agent, folder, command, logs and stderr tail (F2)", self.action_details)
         yield SystemCommand(
             "Copy last reply", "Copy the selected session's last reply to the clipboard (F3)", self.action_copy_reply

@@ -32,6 +32,7 @@ from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.stream import Unsubscribe
@@ -55,9 +56,9 @@ Attach = Callable[[SessionManager, Settings], "Persistence"]
 
 
 RENDER_INTERVAL = 0.05
+"""Seconds between coalesced redraws (PolyPilot's render debounce)."""
 UI_STATE_DELAY = 1.0
 """A changed draft or selection is saved this many seconds later (and at quit)."""
-"""Seconds between coalesced redraws (PolyPilot's render debounce)."""
 
 
 class EngineChanged(Message, bubble=False):
@@ -230,7 +231,7 @@ class Dashboard(App[int]):
         }
         live = set(self.manager.ids())
         drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
-        state = UiState(self.selected, drafts, scroll)
+        state = UiState(self.selected, drafts, scroll, list(self._ui_state.recent_folders))
         if state == self._ui_saved:
             return
         problem = save_ui_state(Path(self.settings.state_dir), state)
@@ -347,9 +348,9 @@ class Dashboard(App[int]):
         self.notify(alert.message, title=alert.title, severity=alert.severity, markup=False)
 
     # ---- selection -----------------------------------------------------------------
-    def _add_session(self, agent: str) -> str | None:
+    def _add_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str | None:
         try:
-            sid = self.manager.add_session(agent)
+            sid = self.manager.add_session(agent, name, workspace=workspace)
         except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
             self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
             return None

@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 UI_STATE_FILE = "ui-state.json"
 MAX_FILE_BYTES = 4_000_000
+MAX_RECENT_FOLDERS = 10
+MAX_PATH_CHARS = 4096
 MAX_DRAFT_CHARS = 200_000
 """A longer draft is kept cut (a paste that big belongs in a file)."""
 
@@ -34,6 +36,8 @@ class UiState:
     """Unsent prompt text per session."""
     scroll_back: dict[str, int] = field(default_factory=dict)
     """Lines above the end each chat was scrolled back to (absent: following the end)."""
+    recent_folders: list[str] = field(default_factory=list)
+    """Folders sessions were made in, most recent first (offered by the new-session dialog)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,7 +45,13 @@ class UiState:
             "selected": self.selected,
             "drafts": {k: REDACTOR.text(v[:MAX_DRAFT_CHARS]) for k, v in self.drafts.items() if v},
             "scroll_back": {k: v for k, v in self.scroll_back.items() if v > 0},
+            "recent_folders": self.recent_folders[:MAX_RECENT_FOLDERS],
         }
+
+
+def remember_folder(recent: list[str], folder: str) -> list[str]:
+    """``folder`` first, then the others, at most :data:`MAX_RECENT_FOLDERS`."""
+    return [folder, *(f for f in recent if f != folder)][:MAX_RECENT_FOLDERS]
 
 
 def load_ui_state(state_dir: Path) -> tuple[UiState, str]:
@@ -60,6 +70,7 @@ def load_ui_state(state_dir: Path) -> tuple[UiState, str]:
     selected = raw.get("selected")
     drafts = raw.get("drafts")
     scroll = raw.get("scroll_back")
+    recent = raw.get("recent_folders")
     return UiState(
         selected=selected if isinstance(selected, str) else None,
         drafts={k: v[:MAX_DRAFT_CHARS] for k, v in drafts.items() if isinstance(k, str) and isinstance(v, str)}
@@ -68,6 +79,9 @@ def load_ui_state(state_dir: Path) -> tuple[UiState, str]:
         scroll_back={k: v for k, v in scroll.items() if isinstance(k, str) and type(v) is int and 0 < v < 10**9}
         if isinstance(scroll, dict)
         else {},
+        recent_folders=[f for f in recent if isinstance(f, str) and 0 < len(f) <= MAX_PATH_CHARS][:MAX_RECENT_FOLDERS]
+        if isinstance(recent, list)
+        else [],
     ), ""
 
 

@@ -19,10 +19,15 @@ from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.connector import BackendFactory
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
+from polypilot_tui.ui.workspace_actions import FinishActions, NewSessionRequest, WorkspaceActions
+from polypilot_tui.workspace.finish import WorktreeState
+from polypilot_tui.workspace.git import WorkspaceError
+from polypilot_tui.workspace.worktrees import FolderInfo
 
 DENIAL = "Permission denied and could not request permission from user"
 
@@ -76,6 +81,45 @@ class FakeBackend:
         )
 
 
+LAUNCH_FOLDER = "/home/dev/notes"
+"""The folder the snapshot app pretends it was started in (never the real cwd)."""
+FOLDERS = {
+    LAUNCH_FOLDER: FolderInfo(LAUNCH_FOLDER),
+    "/home/dev/polypilot": FolderInfo(
+        "/home/dev/polypilot", "/home/dev/polypilot", "main", "3f2c1a9d0b7e4c55a1d2e3f4a5b6c7d8e9f0a1b2", dirty=True
+    ),
+}
+
+
+class FakeFinish(FinishActions):
+    """Fixed answers for the Finish dialog: two files uncommitted, one commit not pushed."""
+
+    def __init__(self, workspace: Workspace, session_name: str, last_prompt: str) -> None:
+        super().__init__(workspace, session_name, last_prompt)
+        self.pull_request_unavailable = "needs the GitHub CLI (gh), which is not installed here"
+
+    async def state(self) -> WorktreeState:
+        return WorktreeState(uncommitted=2, ahead=1, unpushed=1)
+
+    async def draft_message(self) -> str:
+        return "Fix the login redirect\n\n- src/login.py\n- tests/test_login.py"
+
+
+class FakeWorkspaces(WorkspaceActions):
+    """Folders from :data:`FOLDERS` instead of the disk; every request is fine."""
+
+    async def inspect(self, folder: str) -> FolderInfo:
+        if folder not in FOLDERS:
+            raise WorkspaceError(f"the folder {folder} does not exist")
+        return FOLDERS[folder]
+
+    async def check(self, request: NewSessionRequest) -> str:
+        return ""
+
+    def finisher(self, workspace: Workspace, session_name: str, last_prompt: str) -> FinishActions:
+        return FakeFinish(workspace, session_name, last_prompt)
+
+
 def build_app(
     tmp_path: Path,
     *,
@@ -104,7 +148,7 @@ def build_app(
         backend_factory=backend_factory or (lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent])),
         id_factory=lambda: f"s{next(ids)}",
     )
-    return PolypilotApp(
+    app = PolypilotApp(
         settings,
         catalog,
         manager,
@@ -113,6 +157,9 @@ def build_app(
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
     )
+    app.launch_folder = LAUNCH_FOLDER
+    app.workspace_actions = FakeWorkspaces(Path("/home/dev/.local/state/polypilot/worktrees"))
+    return app
 
 
 class Driver:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from textual.widgets import Input, TextArea
+
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.session import Session
+from polypilot_tui.domain.workspace import Isolation, Workspace
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
+from polypilot_tui.ui.screens.finish import FinishScreen
+from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from tests.snapshots.fakes import DENIAL, Driver
 
 REPLY = (
@@ -270,3 +275,47 @@ async def tool_states_session(d: Driver, name: str = "tools") -> str:
     )
     await d.clock.settle()
     return sid
+
+
+async def new_session_dialog(d: Driver, folder: str = "/home/dev/notes") -> NewSessionScreen:
+    """The new-session dialog on ``folder``, once it has looked at it."""
+    d.app.launch_folder = folder
+    d.app.action_new_session()
+    await d.settle()
+    screen = d.app.screen
+    assert isinstance(screen, NewSessionScreen)
+    while screen.inspected != folder:
+        await d.pilot.pause(0.01)
+    return screen
+
+
+async def new_session_in_git(d: Driver) -> None:
+    """The new-session dialog on a git checkout with uncommitted changes, a worktree picked."""
+    screen = await new_session_dialog(d, "/home/dev/polypilot")
+    await d.pilot.click("#worktree")
+    screen.query_one("#name", Input).value = "fix login"
+    await d.settle()
+    screen.query_one("#agent-list").focus()
+
+
+async def finish_dialog(d: Driver) -> None:
+    """The Finish dialog of a session in its own worktree (fixed state: see FakeFinish)."""
+    workspace = Workspace(
+        "/home/dev/.local/state/polypilot/worktrees/polypilot-1a2b3c4d/polypilot-fix-login",
+        Isolation.WORKTREE,
+        "/home/dev/polypilot",
+        "polypilot/fix-login",
+        "main",
+        "3f2c1a9d0b7e4c55a1d2e3f4a5b6c7d8e9f0a1b2",
+    )
+    sid = d.manager.add_session("demo", "fix-login", workspace=workspace)
+    await d.settle()
+    d.app.select(sid)
+    await d.settle()
+    d.app.action_finish_session()
+    await d.settle()
+    screen = d.app.screen
+    assert isinstance(screen, FinishScreen)
+    while screen.state is None or not screen.query_one(TextArea).text:
+        await d.pilot.pause(0.01)
+    screen.query_one(TextArea).move_cursor((0, 0))

@@ -1,16 +1,40 @@
-"""Pick the agent for a new session."""
+"""The new-session dialog: agent, folder, name and, in a git repository, a worktree of its own.
+
+The folder is looked at (git or not, which branch, uncommitted changes) a moment after it
+stops changing, in a worker, never on the key path. Create asks the app's ``check`` first:
+a problem (the folder is gone, the branch exists, the base is unknown) is shown in words and
+the dialog stays open with everything typed. The dialog returns a
+:class:`~polypilot_tui.ui.workspace_actions.NewSessionRequest`; the app does the git work.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
+from textual.timer import Timer
+from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
+
+from polypilot_tui.domain.workspace import Isolation
+from polypilot_tui.ui.folder_suggester import FolderSuggester
+from polypilot_tui.ui.workspace_actions import NewSessionRequest
+from polypilot_tui.workspace.git import WorkspaceError
+from polypilot_tui.workspace.worktrees import FolderInfo, branch_name_for
+
+Inspect = Callable[[str], Awaitable[FolderInfo]]
+"""Looks at a folder; raises WorkspaceError when it cannot be used."""
+Check = Callable[[NewSessionRequest], Awaitable[str]]
+"""Says why a request cannot be made ("" when it can)."""
+
+INSPECT_DELAY = 0.25
+"""Seconds the folder must stay unchanged before it is looked at (typing is not slowed)."""
 
 
 @dataclass(frozen=True)
@@ -22,25 +46,82 @@ class AgentChoice:
     cannot_start: str | None = None
 
 
-class NewSessionScreen(ModalScreen[str | None]):
-    """A modal list of agents; Enter picks one, Escape cancels. An agent that cannot start
-    here (its command not installed, its key not set) is listed, greyed out, with the reason."""
+class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
+    """Enter or Create makes the session, Escape cancels. An agent that cannot start here (its
+    command not installed, its key not set) is listed, greyed out, with the reason."""
 
     CSS_PATH = "new_session.tcss"
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, agents: list[AgentChoice], default: str | None = None) -> None:
+    def __init__(
+        self,
+        agents: list[AgentChoice],
+        default: str | None = None,
+        *,
+        folder: str,
+        inspect: Inspect,
+        check: Check,
+        recent: Sequence[str] = (),
+        initial: NewSessionRequest | None = None,
+        problem: str = "",
+    ) -> None:
         super().__init__()
         self._agents = agents
-        self._default = default
+        self._default = initial.agent if initial else default
+        self._folder = initial.folder if initial else folder
+        self._inspect = inspect
+        self._check = check
+        self._recent = list(recent)
+        self._initial = initial
+        self._problem = problem
+        self._inspect_timer: Timer | None = None
+        self._auto_branch = ""
+        self._auto_base = ""
+        self._branch_edited = bool(initial and initial.branch)
+        self._base_edited = bool(initial and initial.base)
+        self.checking = False
+        """A Create is being checked (a second Enter waits for it)."""
+        self.folder_info: FolderInfo | None = None
+        """The folder as last looked at (None while unknown or unusable)."""
+        self.inspected: str | None = None
+        """The folder text the last look was for."""
 
+    # ---- layout --------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        with Vertical(id="new-session-dialog"):
-            yield Static("New session — pick an agent", id="new-session-title", markup=False)
+        initial = self._initial
+        with VerticalScroll(id="new-session-dialog"):
+            yield Static("New session", id="new-session-title", markup=False)
+            yield Label("Agent", classes="field-label")
             yield OptionList(*[self._option(agent) for agent in self._agents], id="agent-list")
-            hint = "Enter to start · Esc to cancel"
+            yield Label("Folder", classes="field-label")
+            yield Input(self._folder, id="folder", suggester=FolderSuggester(self._recent), select_on_focus=False)
+            yield Static("", id="folder-note", markup=False)
+            if self._recent:
+                yield Label("Recent folders", classes="field-label")
+                yield OptionList(*[Option(Content(f), id=f) for f in self._recent], id="recent-list")
+            yield Label("Name (optional)", classes="field-label")
+            yield Input(initial.name if initial else "", placeholder="<agent>-<number>", id="name")
+            with Vertical(id="git-box"):
+                yield Static("", id="git-note", markup=False)
+                with RadioSet(id="isolation"):
+                    worktree = bool(initial and initial.isolation is Isolation.WORKTREE)
+                    yield RadioButton(Content("Work in the checkout"), value=not worktree, id="in-place")
+                    yield RadioButton(Content("New worktree on a new branch"), value=worktree, id="worktree")
+                with Horizontal(id="worktree-fields"):
+                    with Vertical():
+                        yield Label("Branch", classes="field-label")
+                        yield Input(initial.branch if initial else "", id="branch")
+                    with Vertical():
+                        yield Label("Base", classes="field-label")
+                        yield Input(initial.base if initial else "", id="base")
+                yield Static("", id="worktree-note", markup=False)
+            yield Static(self._problem, id="new-session-error", markup=False)
+            with Horizontal(id="new-session-buttons"):
+                yield Button(Content("Cancel"), id="new-session-cancel", compact=True)
+                yield Button(Content("Create"), id="new-session-create", variant="primary", compact=True)
+            hint = "Enter creates · Esc cancels · → takes the suggested folder"
             if any(agent.cannot_start for agent in self._agents):
-                hint += " · `polypilot agents` says what each needs"
+                hint += " · `polypilot agents` says what each agent needs"
             yield Static(hint, id="new-session-hint", markup=False)
 
     @staticmethod
@@ -51,16 +132,172 @@ class NewSessionScreen(ModalScreen[str | None]):
         return Option(label, id=agent.name, disabled=agent.cannot_start is not None)
 
     def on_mount(self) -> None:
-        options = self.query_one(OptionList)
+        options = self.query_one("#agent-list", OptionList)
         startable = [agent.name for agent in self._agents if not agent.cannot_start]
         if startable:
             pick = self._default if self._default in startable else startable[0]
             options.highlighted = [agent.name for agent in self._agents].index(pick)
+        self.query_one("#git-box").display = False
+        self._error(self._problem)
+        self._sync_branch()
+        self._start_inspect()
         options.focus()
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        event.stop()
-        self.dismiss(event.option.id)
+    # ---- what the user types -------------------------------------------------------
+    @property
+    def agent(self) -> str | None:
+        """The agent highlighted in the list (None when none can start)."""
+        option = self.query_one("#agent-list", OptionList).highlighted_option
+        return option.id if option is not None and not option.disabled else None
 
+    @property
+    def isolation(self) -> Isolation:
+        """A worktree only when the folder is in git and the user picked one."""
+        worktree = self.query_one("#worktree", RadioButton).value
+        return Isolation.WORKTREE if self.query_one("#git-box").display and worktree else Isolation.FOLDER
+
+    def _value(self, id: str) -> str:
+        return self.query_one(f"#{id}", Input).value
+
+    @on(Input.Changed, "#folder")
+    def _folder_changed(self) -> None:
+        if self._inspect_timer is not None:
+            self._inspect_timer.stop()
+        self._inspect_timer = self.set_timer(INSPECT_DELAY, self._start_inspect, name="inspect folder")
+
+    @on(Input.Changed, "#name")
+    @on(OptionList.OptionHighlighted, "#agent-list")
+    def _sync_branch(self) -> None:
+        """The branch follows the name (or agent) until the user edits it."""
+        auto = branch_name_for(self._value("name") or self.agent or "session")
+        if not self._branch_edited:
+            self._auto_branch = auto
+            self.query_one("#branch", Input).value = auto
+
+    @on(Input.Changed, "#branch")
+    def _branch_changed(self, event: Input.Changed) -> None:
+        self._branch_edited = event.value != self._auto_branch
+        self._describe_worktree()
+
+    @on(Input.Changed, "#base")
+    def _base_changed(self, event: Input.Changed) -> None:
+        self._base_edited = event.value != self._auto_base
+        self._describe_worktree()
+
+    @on(RadioSet.Changed)
+    def _isolation_changed(self) -> None:
+        self._describe_worktree()
+
+    @on(OptionList.OptionSelected, "#recent-list")
+    def _recent_picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.query_one("#folder", Input).value = event.option.id or ""
+        self.query_one("#name", Input).focus()
+
+    # ---- looking at the folder (a worker, after a pause in typing) -----------------
+    def _start_inspect(self) -> None:
+        self._inspect_timer = None
+        folder = self._value("folder")
+        self.run_worker(self._inspect_folder(folder), group="inspect", exclusive=True, exit_on_error=False)
+
+    async def _inspect_folder(self, folder: str) -> None:
+        try:
+            info, problem = await self._inspect(folder), ""
+        except WorkspaceError as exc:
+            info, problem = None, str(exc)
+        if folder != self._value("folder"):
+            return  # typed on meanwhile: the next look is already due
+        self.folder_info = info
+        self._show_folder(info, problem)
+        self.inspected = folder
+
+    def _show_folder(self, info: FolderInfo | None, problem: str) -> None:
+        note = self.query_one("#folder-note", Static)
+        note.set_class(bool(problem), "-error")
+        git_box = self.query_one("#git-box")
+        git_box.display = info is not None and info.is_git
+        if info is None:
+            note.update(f"✗ {problem}")
+            return
+        if not info.is_git:
+            note.update("Not in a git repository: the session works in this folder as it is.")
+            return
+        note.update(f"In the git repository {info.repo}")
+        if info.branch:
+            where = f"The checkout is on {info.branch}"
+        elif info.head:
+            where = f"HEAD is detached at {info.head[:10]} (no branch is checked out)"
+        else:
+            where = "The repository has no commits yet"
+        self.query_one("#git-note", Static).update(where + (", with uncommitted changes." if info.dirty else "."))
+        if not self._base_edited:  # the checkout's branch, until the user names another base
+            self._auto_base = info.branch or info.head[:10]
+            self.query_one("#base", Input).value = self._auto_base
+        self._describe_worktree()
+
+    def _describe_worktree(self) -> None:
+        worktree = self.query_one("#worktree", RadioButton).value
+        self.query_one("#worktree-fields").display = worktree
+        info = self.folder_info
+        note = self.query_one("#worktree-note", Static)
+        note.display = worktree and info is not None
+        if info is None or not worktree:
+            return
+        base = self._value("base").strip() or info.branch or info.head[:10]
+        lines = [f"A worktree of its own on {self._value('branch').strip() or '?'}, starting from {base}."]
+        if info.dirty:
+            lines.append(f"Uncommitted changes stay in {info.repo}; the worktree starts from {base}.")
+        if not info.branch and info.head:
+            lines.append(f"HEAD is detached: name a base branch, or the worktree starts from {info.head[:10]}.")
+        note.update("\n".join(lines))
+
+    # ---- create and cancel ---------------------------------------------------------
+    def request(self) -> NewSessionRequest | None:
+        """What the dialog would create now (None when no agent can start)."""
+        agent = self.agent
+        if agent is None:
+            return None
+        worktree = self.isolation is Isolation.WORKTREE
+        return NewSessionRequest(
+            agent=agent,
+            name=self._value("name").strip(),
+            folder=self._value("folder").strip(),
+            isolation=self.isolation,
+            branch=self._value("branch").strip() if worktree else "",
+            base=self._value("base").strip() if worktree else "",
+        )
+
+    def _error(self, problem: str) -> None:
+        error = self.query_one("#new-session-error", Static)
+        error.update(f"✗ {problem}" if problem else "")
+        error.display = bool(problem)
+
+    @on(OptionList.OptionSelected, "#agent-list")
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#new-session-create")
+    def action_create(self) -> None:
+        """Check the request (in a worker) and close with it when nothing stands in the way."""
+        if self.checking:
+            return
+        request = self.request()
+        if request is None:
+            self._error("No agent can start here: `polypilot agents` says what each needs.")
+            return
+        self.checking = True
+        self.run_worker(self._check_then_close(request), group="check", exclusive=True, exit_on_error=False)
+
+    async def _check_then_close(self, request: NewSessionRequest) -> None:
+        try:
+            problem = await self._check(request)
+        except Exception as exc:  # noqa: BLE001 - shown in the dialog, never a crash
+            problem = str(exc) or type(exc).__name__
+        finally:
+            self.checking = False
+        if problem:
+            self._error(problem)
+        else:
+            self.dismiss(request)
+
+    @on(Button.Pressed, "#new-session-cancel")
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -1,0 +1,199 @@
+"""The new-session dialog on real folders and real git repositories, driven by keys and clicks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, OptionList, Static
+
+from polypilot_tui.domain.workspace import Isolation, Workspace
+from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.screens.new_session import NewSessionScreen
+from polypilot_tui.ui.screens.rename import RenameScreen
+from polypilot_tui.ui.workspace_actions import NewSessionRequest
+from tests.ui.helpers import demo_app, notifications, wait_for
+from tests.workspace.repos import IDENTITY, make_repo, run
+
+
+@pytest.fixture(autouse=True)
+def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in IDENTITY.items():
+        monkeypatch.setenv(name, value)
+
+
+async def open_dialog(pilot: Pilot[Any], app: PolypilotApp, folder: Path) -> NewSessionScreen:
+    """ctrl+n with ``folder`` as the launch folder; returns the dialog once it has looked at it."""
+    app.launch_folder = str(folder)
+    await wait_for(pilot, lambda: app.selected is not None)
+    await pilot.press("ctrl+n")
+    await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the dialog")
+    screen = app.screen
+    assert isinstance(screen, NewSessionScreen)
+    await wait_for(pilot, lambda: screen.inspected == str(folder), what="the folder looked at")
+    return screen
+
+
+def text_of(screen: NewSessionScreen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+async def set_input(pilot: Pilot[Any], screen: NewSessionScreen, input_id: str, value: str) -> None:
+    screen.query_one(f"#{input_id}", Input).value = value
+    await pilot.pause()
+
+
+async def test_a_plain_folder_offers_no_isolation_and_the_session_works_there(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    app = demo_app(tmp_path / "state")
+    async with app.run_test(size=(120, 44)) as pilot:
+        screen = await open_dialog(pilot, app, plain)
+        assert not screen.query_one("#git-box").display
+        assert "Not in a git repository" in text_of(screen, "#folder-note")
+        await pilot.press("enter")  # on the agent list, as before: Enter creates
+        await wait_for(pilot, lambda: app.manager.ids() == ["s1", "s2"], what="the session")
+        session = app.manager.session("s2")
+        assert session.workspace == Workspace(str(plain.resolve()))
+        assert session.cwd == str(plain.resolve())
+        assert app.selected == "s2"
+
+
+async def test_in_the_checkout_the_session_works_in_place_on_its_branch(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "README.md").write_text("changed\n")  # uncommitted: said, and they stay
+    app = demo_app(tmp_path / "state")
+    async with app.run_test(size=(120, 44)) as pilot:
+        screen = await open_dialog(pilot, app, repo)
+        assert screen.query_one("#git-box").display
+        assert "on main, with uncommitted changes" in text_of(screen, "#git-note")
+        assert screen.query_one("#base", Input).value == "main"
+        await set_input(pilot, screen, "name", "docs pass")
+        await pilot.click("#new-session-create")
+        await wait_for(pilot, lambda: "s2" in app.manager.ids(), what="the session")
+        workspace = app.manager.session("s2").workspace
+        assert workspace is not None
+        assert (workspace.folder, workspace.isolation, workspace.repo, workspace.branch) == (
+            str(repo.resolve()),
+            Isolation.FOLDER,
+            str(repo.resolve()),
+            "main",
+        )
+        assert app.manager.view("s2").name == "docs pass"
+
+
+async def test_a_new_worktree_is_made_kept_across_a_restart_and_the_folder_is_offered_again(
+    tmp_path: Path,
+) -> None:
+    from polypilot_tui.engine.persistence import attach_persistence
+
+    repo = make_repo(tmp_path / "repo")
+    (repo / "notes.txt").write_text("mine\n")
+    app = demo_app(tmp_path / "state", attach=attach_persistence)
+    async with app.run_test(size=(120, 44)) as pilot:
+        screen = await open_dialog(pilot, app, repo)
+        await pilot.click("#worktree")
+        await wait_for(pilot, lambda: screen.query_one("#worktree-fields").display, what="branch and base")
+        await set_input(pilot, screen, "name", "Fix the login")
+        assert screen.query_one("#branch", Input).value == "polypilot/fix-the-login"
+        note = text_of(screen, "#worktree-note")
+        assert f"Uncommitted changes stay in {repo.resolve()}; the worktree starts from main." in note
+        await pilot.click("#new-session-create")
+        await wait_for(pilot, lambda: "s2" in app.manager.ids(), what="the session")
+        workspace = app.manager.session("s2").workspace
+        assert workspace is not None and workspace.isolation is Isolation.WORKTREE
+        assert (workspace.branch, workspace.base, workspace.repo) == ("polypilot/fix-the-login", "main", str(repo))
+        folder = Path(workspace.folder)
+        assert folder.is_dir() and folder.is_relative_to(tmp_path / "state" / "worktrees")
+        assert run(folder, "branch", "--show-current") == "polypilot/fix-the-login"
+        assert not (folder / "notes.txt").exists()  # uncommitted changes stayed in the checkout
+        assert str(folder) in run(repo, "worktree", "list")
+    again = demo_app(tmp_path / "state", attach=attach_persistence)
+    async with again.run_test(size=(120, 44)) as pilot:
+        await wait_for(pilot, lambda: again.manager.ids() == ["s1", "s2"], what="both sessions back")
+        assert again.manager.session("s2").workspace == workspace
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        screen = await open_dialog(pilot, again, elsewhere)
+        recent = screen.query_one("#recent-list", OptionList)
+        assert [recent.get_option_at_index(i).id for i in range(recent.option_count)] == [str(repo.resolve())]
+        recent.focus()
+        recent.highlighted = 0
+        await pilot.press("enter")  # picks the folder, does not create
+        await wait_for(pilot, lambda: screen.inspected == str(repo.resolve()), what="the recent folder looked at")
+        assert screen.query_one("#git-box").display and isinstance(again.screen, NewSessionScreen)
+
+
+async def test_problems_are_shown_inline_and_keep_what_was_typed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run(repo, "branch", "taken")
+    app = demo_app(tmp_path / "state")
+    async with app.run_test(size=(120, 44)) as pilot:
+        screen = await open_dialog(pilot, app, repo)
+        await pilot.click("#worktree")
+        await set_input(pilot, screen, "name", "my session")
+        await set_input(pilot, screen, "branch", "taken")
+        await pilot.click("#new-session-create")
+        await wait_for(pilot, lambda: "exists already" in text_of(screen, "#new-session-error"), what="branch exists")
+        await set_input(pilot, screen, "branch", "fresh")
+        await set_input(pilot, screen, "base", "no-such-base")
+        await pilot.click("#new-session-create")
+        await wait_for(pilot, lambda: "'no-such-base' is neither" in text_of(screen, "#new-session-error"))
+        missing = tmp_path / "missing"
+        await set_input(pilot, screen, "folder", str(missing))
+        await wait_for(pilot, lambda: screen.inspected == str(missing), what="the missing folder looked at")
+        assert "does not exist" in text_of(screen, "#folder-note")
+        assert not screen.query_one("#git-box").display
+        await pilot.click("#new-session-create")
+        await wait_for(pilot, lambda: "does not exist" in text_of(screen, "#new-session-error"))
+        assert app.screen is screen and app.manager.ids() == ["s1"]
+        assert screen.query_one("#name", Input).value == "my session"
+        assert screen.query_one("#branch", Input).value == "fresh"
+        assert not list((tmp_path / "state").glob("worktrees/*/*"))
+
+
+async def test_a_failure_after_the_check_reopens_the_dialog_with_everything(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    app = demo_app(tmp_path / "state")
+
+    async def nothing_wrong(request: NewSessionRequest) -> str:
+        return ""  # the branch appears between the check and the creation
+
+    async with app.run_test(size=(120, 44), notifications=True) as pilot:
+        app.workspace_actions.check = nothing_wrong  # type: ignore[method-assign]
+        screen = await open_dialog(pilot, app, repo)
+        await pilot.click("#worktree")
+        await set_input(pilot, screen, "name", "race")
+        run(repo, "branch", "polypilot/race")
+        await pilot.click("#new-session-create")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen) and app.screen is not screen)
+        again = app.screen
+        assert isinstance(again, NewSessionScreen)
+        await wait_for(pilot, lambda: again.inspected == str(repo), what="the folder looked at again")
+        assert "exists already" in text_of(again, "#new-session-error")
+        assert any("was not created" in n for n in notifications(app))
+        assert again.request() == NewSessionRequest(
+            "demo", "race", str(repo), Isolation.WORKTREE, "polypilot/race", "main"
+        )
+        assert app.manager.ids() == ["s1"]
+
+
+async def test_escape_cancels_and_f4_renames(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_dialog(pilot, app, tmp_path)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, NewSessionScreen))
+        assert app.manager.ids() == ["s1"]
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, RenameScreen), what="the rename dialog")
+        assert app.screen.query_one(Input).value == app.manager.view("s1").name
+        await pilot.press(*"api", "enter")  # the name is selected: typing replaces it
+        await wait_for(pilot, lambda: app.manager.view("s1").name == "api", what="renamed")
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, RenameScreen))
+        await pilot.press("x", "escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, RenameScreen))
+        assert app.manager.view("s1").name == "api"
