@@ -9,7 +9,7 @@ failure becomes a toast, never a crash; every prompt goes to the session it was 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ class PolypilotApp(SessionDialogs):
         Binding("ctrl+y", "resend_interrupted", "Resend", id="resend_interrupted", priority=True),
         # Only while a closed session can come back; otherwise ctrl+z is the editor's undo.
         Binding("ctrl+z", "undo_close", "Undo close", id="undo_close", priority=True),
+        Binding("ctrl+o", "review_changes", "Changes", id="review_changes", priority=True),
         Binding("f2", "details", "Details", id="details"),
         Binding("f3", "copy_reply", "Copy reply", id="copy_reply", show=False),
         Binding("f5", "finish_session", "Finish", id="finish_session", show=False),
@@ -68,18 +69,6 @@ class PolypilotApp(SessionDialogs):
         super().__init__(*args, **kwargs)
         self._recently_closed: list[ClosedSession] = []
         """Most recent last; each leaves after UNDO_SECONDS."""
-
-    def _run(self, title: str, coro: Awaitable[Any]) -> None:
-        """Run an engine call as a worker; a failure becomes a toast, never a crash."""
-
-        async def guarded() -> None:
-            try:
-                await coro
-            except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
-                log.exception("%s failed", title)
-                self.notify(f"{title} failed: {exc}", severity="error", markup=False)
-
-        self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
 
     def _session_name(self, session_id: str) -> str:
         view = self._views.get(session_id)
@@ -342,6 +331,11 @@ class PolypilotApp(SessionDialogs):
             self.action_close_session,
         )
         yield SystemCommand("Undo close", "Bring back the session closed last (ctrl+z)", self.action_undo_close)
+        yield SystemCommand(
+            "Review changes",
+            "The selected session's diff against its base; comment and send a review (ctrl+o)",
+            self.action_review_changes,
+        )
         yield SystemCommand("Rename session", "Give the selected session another name (F4)", self.action_rename_session)
         yield SystemCommand(
             "Finish session…",

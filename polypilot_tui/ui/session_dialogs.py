@@ -9,22 +9,28 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
+from collections.abc import Awaitable
 from typing import Any
 
+from polypilot_tui.domain.changeset import ReviewComment, review_prompt
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.ui.dashboard import Dashboard
+from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.ui.screens.new_session import AgentChoice, NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import remember_folder
 from polypilot_tui.ui.workspace_actions import NewSessionRequest, WorkspaceActions, resolved
+from polypilot_tui.workspace.changes import changeset
 from polypilot_tui.workspace.git import WorkspaceError
 
 log = logging.getLogger(__name__)
 
 
 class SessionDialogs(Dashboard):
-    """New session (ctrl+n), rename (F4) and finish (F5) for the dashboard."""
+    """New session (ctrl+n), rename (F4), the changes and their review (ctrl+o) and finish (F5)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -32,6 +38,23 @@ class SessionDialogs(Dashboard):
         """The folder a new session starts in unless the user picks another."""
         self.workspace_actions = WorkspaceActions(self.settings.worktree_root)
         """The git work behind the dialogs (a test or snapshot may put fixed answers here)."""
+        self._reviews: dict[str, tuple[ReviewComment, ...]] = {}
+        """Review comments not sent yet, per session (they wait for the next look)."""
+        self._review_screens: weakref.WeakKeyDictionary[DiffViewScreen, tuple[str, Workspace]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _run(self, title: str, coro: Awaitable[Any]) -> None:
+        """Run an engine call as a worker; a failure becomes a toast, never a crash."""
+
+        async def guarded() -> None:
+            try:
+                await coro
+            except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
+                log.exception("%s failed", title)
+                self.notify(f"{title} failed: {exc}", severity="error", markup=False)
+
+        self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
 
     # ---- new session ---------------------------------------------------------------
     def action_new_session(self) -> None:
@@ -109,6 +132,65 @@ class SessionDialogs(Dashboard):
             else None
         )
         self.push_screen(FinishScreen(session.name, workspace, actions), self._refocus_editor)
+
+    # ---- changes and review -----------------------------------------------------------
+    def action_review_changes(self) -> None:
+        """The selected session's changes against its base, to read and comment on (ctrl+o)."""
+        sid = self.selected
+        if sid is None or sid not in self.manager.ids():
+            return
+        workspace = self.manager.session(sid).workspace
+        if workspace is None or not workspace.is_git:
+            self.notify(
+                "This session does not work in a git repository: there are no changes to show.",
+                severity="warning",
+                markup=False,
+            )
+            return
+        self.changes.refresh(sid)  # the sidebar's count follows what the diff shows
+        self.run_worker(self._open_changes(sid, workspace), group="changes", exclusive=True, exit_on_error=False)
+
+    async def _open_changes(self, sid: str, workspace: Workspace) -> None:
+        try:
+            changes = await changeset(workspace)
+        except WorkspaceError as exc:
+            self.notify(f"The changes cannot be shown: {exc}", severity="error", markup=False)
+            return
+        view = self.manager.view(sid)
+        screen = DiffViewScreen(changes, session=view.name, branch=view.branch, comments=self._reviews.get(sid, ()))
+
+        def closed(result: DiffViewResult | None) -> None:
+            comments = result.comments if result is not None else ()
+            if result is not None and result.send and comments and sid in self.manager.ids():
+                self._reviews.pop(sid, None)
+                self._run("Send review", self.manager.send(sid, review_prompt(comments)))
+                self.notify(f"Review sent: {len(comments)} comment(s).", title=view.name, timeout=4, markup=False)
+            elif comments:
+                self._reviews[sid] = comments  # kept for the next look, never lost
+            else:
+                self._reviews.pop(sid, None)
+            self.pane.editor.focus()
+
+        self._review_screens[screen] = (sid, workspace)
+        await self.push_screen(screen, closed)
+
+    def on_diff_view_screen_refresh_requested(self, event: DiffViewScreen.RefreshRequested) -> None:
+        screen = event.screen
+        target = self._review_screens.get(screen)
+        if target is None:
+            return
+        sid, workspace = target
+
+        async def refresh() -> None:
+            try:
+                changes = await changeset(workspace)
+            except WorkspaceError as exc:
+                self.notify(f"The changes cannot be read: {exc}", severity="error", markup=False)
+                return
+            screen.set_changeset(changes)
+            self.changes.refresh(sid)
+
+        self.run_worker(refresh(), group="changes-refresh", exclusive=True, exit_on_error=False)
 
     def _refocus_editor(self, _closed_with: object = None) -> None:
         """A dialog closed: typing goes to the prompt again."""

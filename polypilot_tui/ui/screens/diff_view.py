@@ -69,6 +69,14 @@ class DiffViewScreen(Screen[DiffViewResult]):
     class RefreshRequested(Message):
         """The user asked for a fresh diff: the app runs git and calls ``set_changeset``."""
 
+        def __init__(self, screen: DiffViewScreen) -> None:
+            super().__init__()
+            self.screen = screen
+
+        @property
+        def control(self) -> DiffViewScreen:
+            return self.screen
+
     def __init__(
         self, changes: Changeset, *, session: str, branch: str = "", comments: Sequence[ReviewComment] = ()
     ) -> None:
@@ -154,7 +162,7 @@ class DiffViewScreen(Screen[DiffViewResult]):
 
     def action_refresh(self) -> None:
         """Ask the app for a fresh diff."""
-        self.post_message(self.RefreshRequested())
+        self.post_message(self.RefreshRequested(self))
 
     def action_toggle_split(self) -> None:
         """Unified, or old and new side by side."""
