@@ -47,7 +47,7 @@ STATUS_LABELS: dict[SessionStatus, str] = {
 UNREAD_MARK = "●"
 """Shown on a row whose turn finished while another session was on screen."""
 WARNING_MARK = "⚠"
-"""Shown on a row whose tools keep failing with permission errors."""
+"""Shown on a row whose tools keep failing with permission errors, or whose folder is gone."""
 BRANCH_MARK = "⎇"
 """Before the git branch a session works on."""
 
@@ -179,7 +179,8 @@ class SessionEntry:
     """The compact status line as shown (e.g. ``2m · 8 tools · 45s ago``)."""
     unread: bool
     warning: bool
-    """Tools keep failing with permission errors (the ⚠ mark)."""
+    """Tools keep failing with permission errors, or the workspace cannot be read (the ⚠ mark;
+    the tooltip and F2 say which)."""
     tooltip: str
     added: int = 0
     """Lines the session added against its base (shown with ``removed`` when files changed)."""
@@ -196,7 +197,7 @@ class SessionEntry:
             one_line(view.name, 60),
             sidebar_status(view, now),
             unread,
-            view.permission_warning,
+            view.permission_warning or bool(view.workspace_problem),
             f"{view.name} · {view.agent}"
             + (f" · {view.cwd}" if view.cwd else "")
             + (f" · {view.branch}" if view.branch else "")

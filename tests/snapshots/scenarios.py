@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from textual.widgets import Input, TextArea
 
+from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.session import Session
@@ -319,3 +320,34 @@ async def finish_dialog(d: Driver) -> None:
     while screen.state is None or not screen.query_one(TextArea).text:
         await d.pilot.pause(0.01)
     screen.query_one(TextArea).move_cursor((0, 0))
+
+
+async def worktree_sessions(d: Driver) -> None:
+    """Three sessions on one repository: two in worktrees of their own with changes counted,
+    one in the checkout; one worktree was deleted behind the app's back (its details open).
+
+    The counts are set as the engine's counter sets them (it is stopped first: the paths are
+    fixed ones that do not exist here, so a real count would only find them gone).
+    """
+    d.app.changes.close()
+    repo = "/home/dev/shop"
+    root = "/home/dev/.local/state/polypilot/worktrees/shop-1a2b3c4d"
+    sessions = [
+        ("checkout", Workspace(repo, Isolation.FOLDER, repo, "main", "main", "a" * 40), ChangeStats(1, 3, 0), ""),
+        (
+            "fix-login",
+            Workspace(f"{root}/polypilot-fix-login", Isolation.WORKTREE, repo, "polypilot/fix-login", "main", "a" * 40),
+            ChangeStats(3, 120, 4),
+            "",
+        ),
+        (
+            "dark-mode",
+            Workspace(f"{root}/polypilot-dark-mode", Isolation.WORKTREE, repo, "polypilot/dark-mode", "main", "a" * 40),
+            ChangeStats(),
+            f"its folder {root}/polypilot-dark-mode is gone",
+        ),
+    ]
+    for name, workspace, changes, problem in sessions:
+        sid = d.manager.add_session("demo", name, workspace=workspace)
+        d.manager.set_changes(sid, changes, problem)
+    await d.settle()

@@ -78,6 +78,8 @@ CASES: dict[str, Case] = {
     "new_session_modal": Case(scenarios.new_session_dialog, size=(100, 36)),
     "new_session_worktree": Case(scenarios.new_session_in_git, size=(100, 44)),
     "finish_dialog": Case(scenarios.finish_dialog, size=(100, 40)),
+    "worktree_sessions": Case(scenarios.worktree_sessions, size=(120, 30), select="s3"),
+    "worktree_sessions_narrow": Case(scenarios.worktree_sessions, size=(80, 24), select="s3"),
     "prompt_editor_multiline": Case(scenarios.multiline_draft, size=(100, 30)),
     "queue_while_busy": Case(lambda d: scenarios.queued_prompts(d, held=False), size=(100, 30)),
     "queue_held_after_stop": Case(lambda d: scenarios.queued_prompts(d, held=True), size=(100, 30)),
