@@ -175,7 +175,7 @@ class SessionDialogs(Dashboard):
         await self.push_screen(screen, closed)
 
     def on_diff_view_screen_refresh_requested(self, event: DiffViewScreen.RefreshRequested) -> None:
-        screen = event.screen
+        screen = event.diff_screen
         target = self._review_screens.get(screen)
         if target is None:
             return

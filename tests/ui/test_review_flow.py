@@ -79,6 +79,13 @@ async def test_comments_not_sent_wait_for_the_next_look(tmp_path: Path) -> None:
         await pilot.press("ctrl+o")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffViewScreen))
         assert [c.text for c in app.screen.comments] == ["Why more?"]
+        Path(tree.folder, "later.txt").write_text("new\n")  # the agent goes on working
+        await pilot.press("r")
+        screen = app.screen
+        await wait_for(
+            pilot, lambda: [f.path for f in screen.changes.files] == ["README.md", "later.txt"], what="the re-read"
+        )
+        assert [c.text for c in screen.comments] == ["Why more?"]  # comments survive a refresh
 
 
 async def test_a_session_outside_git_has_no_changes_to_show(tmp_path: Path) -> None:

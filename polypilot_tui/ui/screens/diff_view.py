@@ -69,13 +69,13 @@ class DiffViewScreen(Screen[DiffViewResult]):
     class RefreshRequested(Message):
         """The user asked for a fresh diff: the app runs git and calls ``set_changeset``."""
 
-        def __init__(self, screen: DiffViewScreen) -> None:
+        def __init__(self, diff_screen: DiffViewScreen) -> None:
             super().__init__()
-            self.screen = screen
+            self.diff_screen = diff_screen
 
         @property
         def control(self) -> DiffViewScreen:
-            return self.screen
+            return self.diff_screen
 
     def __init__(
         self, changes: Changeset, *, session: str, branch: str = "", comments: Sequence[ReviewComment] = ()

@@ -47,6 +47,10 @@ _KIND_CLASS = {
 }
 
 
+WARM_ROWS = 8
+"""Rows drawn ahead per idle step (a few milliseconds of highlighting)."""
+
+
 class DiffLines(ScrollView, can_focus=True):
     """The rows of a changeset with a cursor row; ``split`` shows old and new side by side."""
 
@@ -107,6 +111,7 @@ class DiffLines(ScrollView, can_focus=True):
         self._texts: LRUCache[tuple[int, str], Content] = LRUCache(4096)
         self._styles: dict[tuple[bool, tuple[str, ...]], Style] = {}
         self._rich: dict[tuple[Style, Style], RichStyle] = {}
+        self._warming = False
 
     # ---- data ----------------------------------------------------------------------
     @property
@@ -234,7 +239,25 @@ class DiffLines(ScrollView, can_focus=True):
         index = self.scroll_offset.y + y
         if not 0 <= index < len(self.rows):
             return Strip.blank(width, self._style("diff-lines--context").rich_style)
+        if not self._warming:
+            self._warming = True
+            self.call_after_refresh(self._warm)
         return self.row_strip(index, width)
+
+    def _warm(self) -> None:
+        """Draw the screenful below the view (then the one above) ahead of time, a few rows per
+        idle step, so that paging finds its rows ready: highlighting is most of a fresh page's
+        cost, and a key press waits at most one small step."""
+        width = self.scrollable_content_region.width
+        top, height = self.scroll_offset.y, max(1, self.scrollable_content_region.height)
+        ahead = [*range(top + height, top + 2 * height), *range(max(0, top - height), top)]
+        todo = [i for i in ahead if i < len(self.rows) and (i, width, i == self.cursor) not in self._strips]
+        for index in todo[:WARM_ROWS]:
+            self.row_strip(index, width)
+        if len(todo) > WARM_ROWS:
+            self.set_timer(0.001, self._warm)
+        else:
+            self._warming = False
 
     def row_strip(self, index: int, width: int) -> Strip:
         """Row ``index`` drawn ``width`` cells wide."""
