@@ -131,7 +131,21 @@ class SessionDialogs(Dashboard):
             if workspace is not None and workspace.owned
             else None
         )
-        self.push_screen(FinishScreen(session.name, workspace, actions), self._refocus_editor)
+        screen = FinishScreen(session.name, workspace, actions)
+
+        def closed(_result: object) -> None:
+            if sid in self.manager.ids():
+                self.changes.refresh(sid)  # a commit or a merge changes what the sidebar counts
+                if screen.discarded:
+                    self.notify(
+                        f"The worktree of {session.name!r} is removed; its conversation stays. "
+                        "Close the session with ctrl+p → Close session when you no longer need it.",
+                        timeout=8,
+                        markup=False,
+                    )
+            self.pane.editor.focus()
+
+        self.push_screen(screen, closed)
 
     # ---- changes and review -----------------------------------------------------------
     def action_review_changes(self) -> None:

@@ -15,7 +15,7 @@ from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.workspace.worktrees import create_worktree, inspect_folder
-from tests.ui.helpers import demo_app, wait_for
+from tests.ui.helpers import demo_app, notifications, wait_for
 from tests.workspace.repos import IDENTITY, commit, make_repo, run
 
 REAL_WHICH = shutil.which
@@ -120,7 +120,7 @@ async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> Non
     ws = await worktree(tmp_path, repo)
     (Path(ws.folder) / "draft.txt").write_text("unsaved thoughts\n")
     app = demo_app(tmp_path / "state")
-    async with app.run_test(size=(120, 44)) as pilot:
+    async with app.run_test(size=(120, 44), notifications=True) as pilot:
         screen = await open_finish(pilot, app, ws)
         await pilot.click("#discard")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the first question")
@@ -142,6 +142,12 @@ async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> Non
         assert not Path(ws.folder).exists()
         assert run(repo, "branch", "--list", "polypilot/fix") == ""
         assert screen.query_one("#merge", Button).disabled
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is not screen, what="the dialog closed")
+        await wait_for(pilot, lambda: any("its conversation stays" in n for n in notifications(app)), what="the note")
+        sid = app.selected
+        assert sid is not None
+        await wait_for(pilot, lambda: "is gone" in app.manager.view(sid).workspace_problem, what="⚠ on the row")
 
 
 def which_but_gh(name: str, *args: Any, **kwargs: Any) -> str | None:
