@@ -166,6 +166,6 @@ async def cmd_finish(
         else:
             return _fail(f"unknown action {action!r}", EXIT_USAGE)
     except WorkspaceError as exc:
-        hint = " (add --force to throw it away)" if action == "discard" and "confirm" in str(exc) else ""
+        hint = " (--force throws it away)" if action == "discard" and "nothing was removed" in str(exc) else ""
         return _fail(f"{exc}{hint}")
     return EXIT_OK

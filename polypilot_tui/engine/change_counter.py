@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from polypilot_tui.domain.changes import Change, SessionAdded, SessionRemoved, TurnEnded
 from polypilot_tui.domain.changeset import ChangeStats
@@ -55,6 +56,16 @@ class ChangeCounter:
             return
         task = asyncio.get_running_loop().create_task(self._count(session_id), name=f"count-{session_id}")
         self._running[session_id] = task
+
+    def check_folders(self) -> None:
+        """Recount the sessions whose folder vanished (deleted by hand): one ``stat`` each, so
+        the heartbeat may call it; the count then says why the workspace cannot be read."""
+        for sid in self._manager.ids():
+            session = self._manager.session(sid)
+            workspace = session.workspace
+            gone = workspace is not None and workspace.is_git and not os.path.isdir(workspace.folder)
+            if gone and not session.workspace_problem:
+                self.refresh(sid)
 
     async def _count(self, session_id: str) -> None:
         try:

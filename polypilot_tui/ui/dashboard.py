@@ -117,6 +117,8 @@ class Dashboard(App[int]):
         self._ui_save_failed = False
         self.changes = ChangeCounter(manager)
         """Counts what each session changed in its folder (the sidebar's +adds −dels)."""
+        self.first_workspace: Workspace | None = None
+        """Where a first session works when none was saved (ui/launch.py finds it before the app starts)."""
         self.sidebar = SessionSidebar(id="sidebar")
         self.pane = ChatPane(id="chat-pane")
         # The theme is set before anything mounts: switching it later restyles every
@@ -135,25 +137,19 @@ class Dashboard(App[int]):
         yield Footer()
 
     async def on_mount(self) -> None:
-        self._load_keymap()
+        keymap, problem = load_keymap(self._keymap_file)
+        self.set_keymap(keymap)
+        if problem:
+            self.notify(problem, title="Keymap", severity="warning", markup=False)
         for message, title, severity in self._notes:
             self.notify(message, title=title, severity=severity, timeout=15, markup=False)
-        # What the screen shows: views, history rows, sessions coming and going (not the raw
-        # agent events or actions, which the views already reflect).
+        # What the screen shows (not raw agent events or actions: the views reflect those).
         self._unsubscribe = self.manager.subscribe(
             self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
         )
         self._restore()
         if not self.manager.ids():
-            agent = self.settings.default_agent
-            if agent not in self.catalog.agents:
-                self.notify(
-                    f"Default agent {agent!r} is not configured; using {DEMO_AGENT!r}.",
-                    severity="warning",
-                    markup=False,
-                )
-                agent = DEMO_AGENT if DEMO_AGENT in self.catalog.agents else next(iter(self.catalog.agents))
-            self._add_session(agent)
+            self.start_first_session()
         elif self._ui_state.selected in self.manager.ids():
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
@@ -243,13 +239,6 @@ class Dashboard(App[int]):
             self._ui_save_failed = True
             self.notify(problem, title="Saving", severity="error", timeout=20, markup=False)
 
-    def _load_keymap(self) -> None:
-        keymap, problem = load_keymap(self._keymap_file)
-        if problem:
-            self.notify(problem, title="Keymap", severity="warning", markup=False)
-        if keymap:
-            self.set_keymap(keymap)
-
     # ---- redraws -------------------------------------------------------------------
     def _on_engine_change(self, change: Change) -> None:
         """The engine's change stream: mark the session dirty and post one EngineChanged."""
@@ -277,7 +266,8 @@ class Dashboard(App[int]):
 
     async def heartbeat(self) -> None:
         """Refresh "ago" labels, repair a lost redraw (flushes directly, never via the guard),
-        and save where the user is when it changed (scrolling, say)."""
+        notice a session folder deleted by hand, and save where the user is when it changed."""
+        self.changes.check_folders()
         await self.flush()
         self._save_ui_state()
 
@@ -348,6 +338,16 @@ class Dashboard(App[int]):
         self.notify(alert.message, title=alert.title, severity=alert.severity, markup=False)
 
     # ---- selection -----------------------------------------------------------------
+    def start_first_session(self) -> None:
+        """A session to type into when none was saved: the default agent, in the launch folder."""
+        agent = self.settings.default_agent
+        if agent not in self.catalog.agents:
+            self.notify(
+                f"Default agent {agent!r} is not configured; using {DEMO_AGENT!r}.", severity="warning", markup=False
+            )
+            agent = DEMO_AGENT if DEMO_AGENT in self.catalog.agents else next(iter(self.catalog.agents))
+        self._add_session(agent, workspace=self.first_workspace)
+
     def _add_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str | None:
         try:
             sid = self.manager.add_session(agent, name, workspace=workspace)

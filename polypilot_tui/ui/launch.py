@@ -7,16 +7,22 @@ each ends the dashboard the way a confirmed ctrl+q does (ui/quit_signals.py).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 
 from textual.drivers.linux_driver import LinuxDriver
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.quit_signals import QuitOnSignal
 from polypilot_tui.ui.terminal import HangupSafeDriver
+from polypilot_tui.workspace.git import WorkspaceError
+from polypilot_tui.workspace.worktrees import workspace_here
+
+log = logging.getLogger(__name__)
 
 
 def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
@@ -57,4 +63,17 @@ def run_app(settings: Settings) -> int:
 async def _run(app: PolypilotApp) -> int | None:
     """What ``app.run()`` does, with the quit signals handled on the app's loop."""
     QuitOnSignal(app).install(asyncio.get_running_loop())
+    app.first_workspace = await first_workspace(app.settings, app.catalog)
     return await app.run_async()
+
+
+async def first_workspace(settings: Settings, catalog: AgentCatalog) -> Workspace | None:
+    """Where a first session works: its agent's folder (the agents file's ``cwd``), else the
+    folder polypilot started in — counted and diffed when it is in git."""
+    config = catalog.agents.get(settings.default_agent)
+    folder = str(config.cwd) if config is not None and config.cwd else os.getcwd()
+    try:
+        return await workspace_here(folder)
+    except WorkspaceError as exc:  # the folder is gone, or git is missing: the agent's own cwd
+        log.info("the first session works without a workspace: %s", exc)
+        return None

@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 class SessionDialogs(Dashboard):
     """New session (ctrl+n), rename (F4), the changes and their review (ctrl+o) and finish (F5)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, launch_folder: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.launch_folder = os.getcwd()
+        self.launch_folder = launch_folder or os.getcwd()
         """The folder a new session starts in unless the user picks another."""
         self.workspace_actions = WorkspaceActions(self.settings.worktree_root)
         """The git work behind the dialogs (a test or snapshot may put fixed answers here)."""

@@ -24,8 +24,18 @@ MAX_UNTRACKED_BYTES = 4 * 1024 * 1024
 _SNIFF = 8000  # git's own rule: a NUL in the first 8000 bytes makes a file binary
 
 
-def base_of(workspace: Workspace) -> str:
-    """What the changes are measured against: the base commit, else HEAD."""
+async def diff_base(workspace: Workspace) -> str:
+    """What the changes are measured against.
+
+    A worktree's branch is compared with where it meets its base branch *now* (their merge
+    base), so main merged into the branch is not shown as the branch's own work, and a line
+    the merge took out of main shows as removed. A session in the checkout is compared with
+    the commit it started from; without either, with HEAD.
+    """
+    if workspace.owned and workspace.base:
+        meet = await git(["merge-base", f"refs/heads/{workspace.base}", "HEAD"], workspace.folder, check=False)
+        if meet.ok and meet.text.strip():
+            return meet.text.strip()
     return workspace.base_commit or "HEAD"
 
 
@@ -67,7 +77,7 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
         raise WorkspaceError(f"the folder {workspace.folder} is gone")
     # The two walks of the tree run side by side: the count costs little more than git's diff.
     numstat, extra = await asyncio.gather(
-        git(["diff", "--numstat", "-z", "--no-ext-diff", "-M", base_of(workspace)], workspace.folder),
+        git(["diff", "--numstat", "-z", "--no-ext-diff", "-M", await diff_base(workspace)], workspace.folder),
         untracked(workspace),
     )
     counts: list[FileCount] = []
@@ -109,13 +119,16 @@ class DiffText:
     text: str
     truncated: bool = False
     untracked: tuple[str, ...] = ()
+    base: str = "HEAD"
+    """The commit the diff is against."""
 
 
 async def diff_text(workspace: Workspace) -> DiffText:
     """The whole diff against the base as git prints it, untracked files as new files."""
     if not workspace.is_git:
         return DiffText("")
-    tracked = await git(["diff", "--no-color", "--no-ext-diff", "-M", base_of(workspace)], workspace.folder)
+    base = await diff_base(workspace)
+    tracked = await git(["diff", "--no-color", "--no-ext-diff", "-M", base], workspace.folder)
     parts = [tracked.out]
     truncated = tracked.truncated
     names = (await untracked(workspace))[:MAX_UNTRACKED_FILES]
@@ -127,13 +140,13 @@ async def diff_text(workspace: Workspace) -> DiffText:
         parts.append(new.out)
         truncated = truncated or new.truncated
     shown = tuple(os.fsencode(name).decode("utf-8", "replace") for name in names)
-    return DiffText(b"".join(parts).decode("utf-8", "replace"), truncated, shown)
+    return DiffText(b"".join(parts).decode("utf-8", "replace"), truncated, shown, base)
 
 
 async def changeset(workspace: Workspace) -> Changeset:
     """The session's changes against its base, parsed for the diff view."""
     diff = await diff_text(workspace)
-    changes = await asyncio.to_thread(parse_diff, diff.text, base_of(workspace), untracked=diff.untracked)
+    changes = await asyncio.to_thread(parse_diff, diff.text, diff.base, untracked=diff.untracked)
     if workspace.base and workspace.base_commit:  # people read branch names, not commit ids
         changes = replace(changes, base=workspace.base)
     return changes

@@ -49,18 +49,37 @@ async def _count(args: list[str], cwd: str) -> int:
 
 
 async def worktree_state(workspace: Workspace) -> WorktreeState:
-    """Uncommitted files, and commits not in the base and not on any remote."""
-    folder = workspace.folder
-    status = await git(["status", "--porcelain", "-z", "--untracked-files=all"], folder)
-    entries = [entry for entry in status.out.split(b"\0") if entry]
-    renames = sum(1 for entry in entries if entry[:1] in (b"R", b"C"))
-    uncommitted = len(entries) - renames  # a rename's source path is a field of its own
-    # Merged means in the base branch as it is now, not as it was when the worktree began.
-    branch = await git(["rev-parse", "--verify", "--quiet", f"refs/heads/{workspace.base}"], folder, check=False)
-    base = f"refs/heads/{workspace.base}" if workspace.base and branch.ok else workspace.base_commit
-    ahead = await _count(["rev-list", "--count", "HEAD", "--not", base], folder)
-    unpushed = await _count(["rev-list", "--count", "HEAD", "--not", base, "--remotes"], folder)
+    """Uncommitted files, and commits not in the base and not on any remote.
+
+    The commits are read from the repository by branch name, so they are still counted when
+    the worktree's folder was deleted behind our back (its branch may hold the only copy).
+    """
+    folder = Path(workspace.folder)
+    uncommitted = 0
+    if folder.is_dir():
+        status = await git(["status", "--porcelain", "-z", "--untracked-files=all"], str(folder))
+        entries = [entry for entry in status.out.split(b"\0") if entry]
+        renames = sum(1 for entry in entries if entry[:1] in (b"R", b"C"))
+        uncommitted = len(entries) - renames  # a rename's source path is a field of its own
+    where = str(folder) if folder.is_dir() else workspace.repo
+    head = f"refs/heads/{workspace.branch}" if workspace.owned and workspace.branch else "HEAD"
+    exists = await git(["rev-parse", "--verify", "--quiet", head], where, check=False)
+    if not exists.ok:
+        return WorktreeState(uncommitted, 0, 0)
+    base = await current_base(workspace, where)
+    ahead = await _count(["rev-list", "--count", head, "--not", base], where)
+    unpushed = await _count(["rev-list", "--count", head, "--not", base, "--remotes"], where)
     return WorktreeState(uncommitted, ahead, unpushed)
+
+
+async def current_base(workspace: Workspace, cwd: str) -> str:
+    """The base branch as it is now (merged means in it now, not as it was when the worktree
+    began), else the commit the worktree started from."""
+    if workspace.base:
+        branch = await git(["rev-parse", "--verify", "--quiet", f"refs/heads/{workspace.base}"], cwd, check=False)
+        if branch.ok:
+            return f"refs/heads/{workspace.base}"
+    return workspace.base_commit or "HEAD"
 
 
 async def draft_commit_message(workspace: Workspace, session_name: str, last_prompt: str) -> str:
@@ -132,6 +151,13 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
             "undone and nothing changed: ask the agent to merge the base into its branch, then merge again",
             files,
         )
+    if fast_forward_only and "fast-forward" in merged.err.lower():
+        return MergeResult(
+            False,
+            f"{workspace.base} has commits {workspace.branch} does not have, so it cannot simply move forward: "
+            "merge with a merge commit instead (not fast-forward only), or ask the agent to merge "
+            f"{workspace.base} into its branch first; nothing changed",
+        )
     return MergeResult(False, f"the merge was not made: {describe(merged)}")
 
 
@@ -178,10 +204,10 @@ async def discard(workspace: Workspace, *, force: bool = False) -> str:
     if not workspace.owned:
         raise WorkspaceError("only a worktree made for the session is removed; a folder of yours is left alone")
     folder = Path(workspace.folder)
-    if folder.is_dir() and not force:
+    if not force:  # a folder deleted by hand does not make its branch's commits any less precious
         state = await worktree_state(workspace)
         if state.at_risk():
-            raise WorkspaceError(f"the worktree has {state.at_risk()}: confirm to throw them away")
+            raise WorkspaceError(f"the worktree has {state.at_risk()}; nothing was removed")
     removed = await git(["worktree", "remove", "--force", str(folder)], workspace.repo, check=False)
     if not removed.ok and folder.exists():
         raise WorkspaceError(f"the worktree could not be removed: {describe(removed)}")

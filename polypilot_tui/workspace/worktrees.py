@@ -60,6 +60,12 @@ def in_place(info: FolderInfo) -> Workspace:
     return Workspace(info.folder, Isolation.FOLDER, info.repo, info.branch, info.branch, info.head)
 
 
+async def workspace_here(path: str) -> Workspace:
+    """A session working in ``path`` as it is: in the checkout when it is in git."""
+    info = await inspect_folder(path)
+    return in_place(info) if info.is_git else Workspace(info.folder)
+
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
 
 

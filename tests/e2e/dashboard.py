@@ -37,6 +37,7 @@ def dashboard(state: Path, agents: dict[str, AgentConfig], default: str, **setti
         manager.clock,
         theme_dirs=[BUNDLED_DIR],
         keymap_file=state / "no-keymap.toml",
+        launch_folder=str(state.parent),  # the test's folder, not the checkout the tests run in
         attach=attach_persistence,
     )
 

@@ -50,6 +50,7 @@ def demo_app(
         clock,
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=keymap_file or tmp_path / "no-keymap.toml",
+        launch_folder=str(tmp_path),  # not the checkout the tests run in
         attach=attach,
     )
 

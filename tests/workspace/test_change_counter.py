@@ -7,6 +7,8 @@ import itertools
 import shutil
 from pathlib import Path
 
+import pytest
+
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.clock import FakeClock
@@ -52,7 +54,7 @@ async def test_counts_follow_the_turns_and_a_vanished_folder_is_said(tmp_path: P
     assert h.manager.view(plain).changes == ChangeStats()
 
     shutil.rmtree(tree.folder)
-    counter.refresh(sid)
+    counter.check_folders()  # the dashboard's heartbeat: a stat per session, no git
     await counter.idle()
     view = h.manager.view(sid)
     assert "is gone" in view.workspace_problem and view.changes == ChangeStats()
@@ -115,3 +117,23 @@ def test_the_details_view_names_the_branch_the_changes_and_a_problem() -> None:
     assert "Branch         polypilot/fix (its own worktree)" in text
     assert "Changes        3 files +120 \u22124" in text
     assert "Workspace      cannot be read: its folder /x is gone" in text
+
+
+async def test_the_first_session_works_where_polypilot_started_or_in_its_agents_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from polypilot_tui.config import AgentCatalog, demo_agent
+    from polypilot_tui.ui.launch import first_workspace
+
+    repo = make_repo(tmp_path / "repo")
+    settings = Settings(_env_file=None, state_dir=tmp_path / "state")  # type: ignore[call-arg]
+    monkeypatch.chdir(repo)
+    here = await first_workspace(settings, load_agents(None))
+    assert here is not None and (here.folder, here.branch, here.repo) == (str(repo), "main", str(repo))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    elsewhere = AgentCatalog({"demo": demo_agent().model_copy(update={"cwd": plain})})
+    there = await first_workspace(settings, elsewhere)
+    assert there is not None and (there.folder, there.is_git) == (str(plain), False)
+    gone = AgentCatalog({"demo": demo_agent().model_copy(update={"cwd": tmp_path / "nowhere"})})
+    assert await first_workspace(settings, gone) is None  # the agent's own cwd, as before

@@ -145,6 +145,8 @@ async def test_a_conflict_is_undone_and_reported_and_nothing_is_lost(tmp_path: P
     branch_commit = await commit_all(tree, "branch edit")
     (repo / "README.md").write_text("the base's line\n")
     base_commit = commit(repo, "base edit")
+    result = await merge_into_base(tree, fast_forward_only=True)
+    assert not result.merged and "cannot simply move forward" in result.message and not result.conflicts
     result = await merge_into_base(tree)
     assert not result.merged and result.conflicts == ("README.md",)
     assert "undone" in result.message
@@ -188,7 +190,7 @@ async def test_discard_asks_before_throwing_work_away(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     tree = await create_worktree(await inspect_folder(str(repo)), "risky", "", tmp_path / "wt")
     Path(tree.folder, "work.txt").write_text("hours of work\n")
-    with pytest.raises(WorkspaceError, match="1 uncommitted file: confirm"):
+    with pytest.raises(WorkspaceError, match="1 uncommitted file; nothing was removed"):
         await discard(tree)
     assert Path(tree.folder, "work.txt").exists()
     await commit_all(tree, "work")
@@ -224,3 +226,36 @@ async def test_without_git_the_message_says_so(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(GitMissing, match="git is not installed"):
         await git(["status"], str(tmp_path))
+
+
+async def test_changes_are_the_branchs_own_against_where_it_meets_the_base_now(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={"README.md": "# Shop\n", "tax.py": "RATE = 0\n"})
+    tree = await create_worktree(await inspect_folder(str(repo)), "cart", "", tmp_path / "wt")
+    folder = Path(tree.folder)
+    (folder / "cart.py").write_text("ITEMS = []\n")
+    commit(folder, "cart")
+    (repo / "tax.py").write_text("RATE = 0.2\n")
+    (repo / "README.md").write_text("# Shop\n## Shipping\nFree over 50.\n")
+    commit(repo, "main moves on")
+    run(folder, "merge", "--quiet", "main")  # the agent brings main in: not the branch's own work
+    assert await change_stats(tree) == ChangeStats(1, 1, 0)
+    # A merge that drops main's lines (say, -X ours on a conflict) shows them as removed.
+    (folder / "README.md").write_text("# Shop\n")
+    commit(folder, "lose the shipping note")
+    stats = await change_stats(tree)
+    assert stats == ChangeStats(2, 1, 2), stats
+    assert "-Free over 50." in (await diff_text(tree)).text
+
+
+async def test_discard_refuses_for_a_branch_with_work_even_when_its_folder_is_gone(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "precious", "", tmp_path / "wt")
+    Path(tree.folder, "work.txt").write_text("work\n")
+    sha = await commit_all(tree, "the only copy")
+    subprocess.run(["rm", "-rf", tree.folder], check=True)
+    assert await worktree_state(tree) == WorktreeState(uncommitted=0, ahead=1, unpushed=1)
+    with pytest.raises(WorkspaceError, match="1 commit neither merged nor pushed; nothing was removed"):
+        await discard(tree)
+    assert run(repo, "rev-parse", "precious") == sha  # the branch and its commit are still there
+    assert "removed" in await discard(tree, force=True)
+    assert run(repo, "branch", "--list", "precious") == ""
