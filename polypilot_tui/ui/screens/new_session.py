@@ -81,6 +81,8 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         self._base_edited = bool(initial and initial.base)
         self.checking = False
         """A Create is being checked (a second Enter waits for it)."""
+        self._refused: NewSessionRequest | None = None
+        """What the shown error was about (edited away, the error goes)."""
         self.folder_info: FolderInfo | None = None
         """The folder as last looked at (None while unknown or unusable)."""
         self.inspected: str | None = None
@@ -186,7 +188,14 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
 
     @on(RadioSet.Changed)
     def _isolation_changed(self) -> None:
+        self._edited()
         self._describe_worktree()
+
+    @on(Input.Changed)
+    def _edited(self) -> None:
+        """What was refused has been changed: the old reason no longer applies."""
+        if self._refused is not None and self.request() != self._refused:
+            self._error("")
 
     @on(OptionList.OptionSelected, "#recent-list")
     def _recent_picked(self, event: OptionList.OptionSelected) -> None:
@@ -268,6 +277,7 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         )
 
     def _error(self, problem: str) -> None:
+        self._refused = self.request() if problem else None
         error = self.query_one("#new-session-error", Static)
         error.update(f"✗ {problem}" if problem else "")
         error.display = bool(problem)
