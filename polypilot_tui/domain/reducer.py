@@ -58,13 +58,15 @@ def apply_event(session: Session, event: AgentEvent, now: float, clock: WallCloc
         session_handler = _SESSION_HANDLERS.get(kind)
         if session_handler is not None:
             session.revision += 1
-            session.last_activity_at = now
+            if kind != EventType.CONNECTION_LOST:  # an agent going away is not its activity
+                session.last_activity_at = now
             signal = session_handler(session, event)
             if signal is not _NONE:
                 return signal
     session.revision += 1
-    session.last_activity_at = now
     turn = session.turn
+    if turn is not None or handler is not None:  # not the chatter of an idle agent shutting down
+        session.last_activity_at = now
     if turn is None:
         if kind == EventType.TURN_START and session.may_rearm(now):
             turn = session.begin_turn("", now, rearmed=True)
