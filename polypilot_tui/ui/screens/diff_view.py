@@ -183,7 +183,7 @@ class DiffViewScreen(Screen[DiffViewResult]):
             return
         anchor = comment_anchor(self.changes, row)
         if anchor is None:
-            self.notify("Move the cursor to a line or a hunk header to comment.", timeout=4)
+            self.notify("Comments go on a line or a hunk header: move the cursor down (↓) to one.", timeout=4)
             return
 
         def saved(text: str | None) -> None:

@@ -77,7 +77,7 @@ class FinishScreen(ModalScreen[None]):
                     yield Button(Content(f"Merge into {ws.base}"), id="merge", compact=True)
                     yield Checkbox(Content("fast-forward only"), value=True, id="fast-forward", compact=True)
                 with Horizontal(classes="finish-row"):
-                    yield Button(Content("Push"), id="push", compact=True)
+                    yield Button(Content("Push branch"), id="push", compact=True)
                     unavailable = self._actions.pull_request_unavailable
                     yield Button(
                         Content("Open pull request"), id="pull-request", compact=True, disabled=bool(unavailable)
