@@ -114,7 +114,8 @@ class Settings(BaseSettings):
     @property
     def worktree_root(self) -> Path:
         """The folder that holds every session's worktree."""
-        return self.worktrees_dir.expanduser() if self.worktrees_dir else self.state_dir / "worktrees"
+        root = self.worktrees_dir.expanduser() if self.worktrees_dir else self.state_dir / "worktrees"
+        return root.resolve()  # git runs in the repository: a relative folder would land inside it
 
 
 class ProviderConfig(BaseModel):

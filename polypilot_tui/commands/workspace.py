@@ -147,6 +147,11 @@ async def cmd_finish(
     """Commit, merge, push, open a pull request for, or discard the session's worktree."""
     try:
         record, workspace = _workspace(settings, key)
+        if not workspace.owned:  # `git add --all` in the user's own checkout would sweep up their work
+            raise WorkspaceError(
+                f"the session {record.name!r} works in {workspace.folder} itself, not in a worktree of its own: "
+                "commit, merge and push there with git"
+            )
         if action == "commit":
             text = message or await finish.draft_commit_message(workspace, record.name, record.last_prompt)
             print(f"committed {await finish.commit_all(workspace, text)}")

@@ -75,7 +75,8 @@ class ChangeCounter:
                 if session_id not in self._again:
                     return
         finally:
-            self._running.pop(session_id, None)
+            if self._running.get(session_id) is asyncio.current_task():  # not a newer count's entry
+                del self._running[session_id]
 
     async def _count_once(self, session_id: str) -> None:
         try:

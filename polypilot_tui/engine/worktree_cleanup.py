@@ -19,8 +19,11 @@ log = logging.getLogger(__name__)
 
 async def prune_orphaned_worktrees(manager: SessionManager, root: Path) -> list[str]:
     """Remove the orphans of every repository with worktrees under ``root``; returns their folders."""
+
+    def in_use() -> set[str]:  # read at each removal: ctrl+n may add a worktree meanwhile
+        return {w.folder for sid in manager.ids() if (w := manager.session(sid).workspace) is not None}
+
     workspaces = [manager.session(sid).workspace for sid in manager.ids()]
-    in_use = {w.folder for w in workspaces if w is not None}
     repos = {w.repo for w in workspaces if w is not None and w.owned} | await repos_under(root)
     removed: list[str] = []
     for repo in sorted(repos):

@@ -153,7 +153,7 @@ class Dashboard(App[int]):
         elif self._ui_state.selected in self.manager.ids():
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
-        if self.persistence is not None:  # only the app that owns the saved sessions may judge orphans
+        if self.persistence is not None and not self.persistence.restored.problem:  # it knows every session
             self.run_worker(self._prune_worktrees(), name="prune-worktrees", exit_on_error=False)
         await self.flush()
         self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.manager.ids()})

@@ -151,8 +151,12 @@ class SessionDialogs(Dashboard):
     def action_review_changes(self) -> None:
         """The selected session's changes against its base, to read and comment on (ctrl+o)."""
         sid = self.selected
-        if sid is None or sid not in self.manager.ids():
-            return
+        if (
+            sid is None
+            or sid not in self.manager.ids()
+            or any(isinstance(s, DiffViewScreen) for s in self.screen_stack)
+        ):
+            return  # one diff view at a time: two would each keep their own comments
         workspace = self.manager.session(sid).workspace
         if workspace is None or not workspace.is_git:
             self.notify(
@@ -176,9 +180,15 @@ class SessionDialogs(Dashboard):
         def closed(result: DiffViewResult | None) -> None:
             comments = result.comments if result is not None else ()
             if result is not None and result.send and comments and sid in self.manager.ids():
-                self._reviews.pop(sid, None)
-                self._run("Send review", self.manager.send(sid, review_prompt(comments)))
-                self.notify(f"Review sent: {len(comments)} comment(s).", title=view.name, timeout=4, markup=False)
+                self._reviews[sid] = comments  # until the agent has it: a failed send loses nothing
+
+                async def send() -> None:
+                    await self.manager.send(sid, review_prompt(comments))
+                    if self._reviews.get(sid) == comments:
+                        del self._reviews[sid]
+                    self.notify(f"Review sent: {len(comments)} comment(s).", title=view.name, timeout=4, markup=False)
+
+                self._run("Send review", send())
             elif comments:
                 self._reviews[sid] = comments  # kept for the next look, never lost
             else:

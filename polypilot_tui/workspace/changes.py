@@ -21,6 +21,8 @@ MAX_UNTRACKED_FILES = 2000
 """Untracked files beyond this are counted as files, not read for their lines."""
 MAX_UNTRACKED_BYTES = 4 * 1024 * 1024
 """An untracked file larger than this counts as a file without lines (like a binary)."""
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+"""git's empty tree: the base of a repository that has no commit yet."""
 _SNIFF = 8000  # git's own rule: a NUL in the first 8000 bytes makes a file binary
 
 
@@ -36,7 +38,10 @@ async def diff_base(workspace: Workspace) -> str:
         meet = await git(["merge-base", f"refs/heads/{workspace.base}", "HEAD"], workspace.folder, check=False)
         if meet.ok and meet.text.strip():
             return meet.text.strip()
-    return workspace.base_commit or "HEAD"
+    if workspace.base_commit:
+        return workspace.base_commit
+    head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], workspace.folder, check=False)
+    return "HEAD" if head.ok else EMPTY_TREE  # a repository without commits: everything is new
 
 
 async def untracked(workspace: Workspace) -> list[str]:
@@ -77,7 +82,10 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
         raise WorkspaceError(f"the folder {workspace.folder} is gone")
     # The two walks of the tree run side by side: the count costs little more than git's diff.
     numstat, extra = await asyncio.gather(
-        git(["diff", "--numstat", "-z", "--no-ext-diff", "-M", await diff_base(workspace)], workspace.folder),
+        git(
+            ["diff", "--numstat", "-z", "--no-ext-diff", "--no-textconv", "-M", await diff_base(workspace), "--"],
+            workspace.folder,
+        ),
         untracked(workspace),
     )
     counts: list[FileCount] = []
@@ -128,13 +136,15 @@ async def diff_text(workspace: Workspace) -> DiffText:
     if not workspace.is_git:
         return DiffText("")
     base = await diff_base(workspace)
-    tracked = await git(["diff", "--no-color", "--no-ext-diff", "-M", base], workspace.folder)
+    tracked = await git(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M", base, "--"], workspace.folder)
     parts = [tracked.out]
     truncated = tracked.truncated
     names = (await untracked(workspace))[:MAX_UNTRACKED_FILES]
     for name in names:
         # --no-index exits 1 when the files differ, which is the point here
-        new = await git(["diff", "--no-color", "--no-index", "--", os.devnull, name], workspace.folder, check=False)
+        new = await git(
+            ["diff", "--no-color", "--no-textconv", "--no-index", "--", os.devnull, name], workspace.folder, check=False
+        )
         if new.code not in (0, 1):
             raise WorkspaceError(f"the new file {name} cannot be read: {new.err.strip()}")
         parts.append(new.out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,9 +100,7 @@ async def commit_all(workspace: Workspace, message: str) -> str:
     staged = await git(["diff", "--cached", "--quiet"], workspace.folder, check=False)
     if staged.ok:
         raise WorkspaceError("there is nothing to commit")
-    committed = await git(
-        ["commit", "--quiet", "--no-verify", "-F", "-"], workspace.folder, check=False, stdin=message.encode()
-    )
+    committed = await git(["commit", "--quiet", "-F", "-"], workspace.folder, check=False, stdin=message.encode())
     if not committed.ok:
         raise WorkspaceError(f"the commit failed: {describe(committed)}")
     return (await git(["rev-parse", "HEAD"], workspace.folder)).text.strip()
@@ -138,7 +137,7 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
     if state.uncommitted:
         raise WorkspaceError(f"the worktree has {state.at_risk()}: commit them first")
     how = ["--ff-only"] if fast_forward_only else ["--no-ff", "-m", f"Merge branch '{workspace.branch}'"]
-    merged = await git(["merge", "--quiet", *how, workspace.branch], repo, check=False)
+    merged = await git(["merge", "--quiet", *how, f"refs/heads/{workspace.branch}"], repo, check=False)
     if merged.ok:
         return MergeResult(True, f"{workspace.branch} is merged into {workspace.base}")
     conflicted = await git(["diff", "--name-only", "--diff-filter=U", "-z"], repo, check=False)
@@ -163,7 +162,8 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
 
 async def push_branch(workspace: Workspace, remote: str = "origin") -> str:
     """Push the branch (setting its upstream); returns what to tell the user."""
-    pushed = await git(["push", "--set-upstream", remote, workspace.branch], workspace.folder, check=False, timeout=120)
+    ref = f"refs/heads/{workspace.branch}"  # a full refspec: a name is never read as "+force" or a tag
+    pushed = await git(["push", "--set-upstream", remote, f"{ref}:{ref}"], workspace.folder, check=False, timeout=120)
     if not pushed.ok:
         raise WorkspaceError(f"the push to {remote} failed: {describe(pushed)}")
     return f"{workspace.branch} is pushed to {remote}"
@@ -176,6 +176,8 @@ async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
         raise WorkspaceError(
             "the GitHub CLI (gh) is not installed: push the branch and open the pull request on the website"
         )
+    if not Path(workspace.folder).is_dir():
+        raise WorkspaceError(f"the worktree {workspace.folder} is gone: a pull request needs its branch pushed")
     proc = await asyncio.create_subprocess_exec(
         gh,
         "pr",
@@ -192,8 +194,14 @@ async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise WorkspaceError("gh pr create did not finish within 120 s") from None
     if proc.returncode:
         raise WorkspaceError(f"gh pr create failed: {err.decode('utf-8', 'replace').strip()[:500]}")
     return out.decode("utf-8", "replace").strip()
@@ -217,7 +225,7 @@ async def discard(workspace: Workspace, *, force: bool = False) -> str:
     return f"the worktree {folder} and its branch {workspace.branch} are removed{gone}"
 
 
-async def prune_orphans(repo: str, root: Path, in_use: set[str]) -> list[str]:
+async def prune_orphans(repo: str, root: Path, in_use: Callable[[], Collection[str]]) -> list[str]:
     """Remove worktrees of ``repo`` under ``root`` that no session uses, but only those whose
     folder is gone, or whose tree is clean and whose branch is merged into the main
     checkout's HEAD (PolyPilot #782): anything else may hold work. Returns what was removed."""
@@ -232,14 +240,14 @@ async def prune_orphans(repo: str, root: Path, in_use: set[str]) -> list[str]:
         records[-1][key] = value
     for record in records:
         path, branch = record.get("worktree", ""), record.get("branch", "").removeprefix("refs/heads/")
-        if not path or not path.startswith(str(root) + "/") or path in in_use or not branch:
+        if not path or not path.startswith(str(root) + "/") or path in in_use() or not branch:
             continue
         if not Path(path).is_dir():
             removed.append(path)  # `worktree prune` below forgets it; the branch may hold work: kept
             continue
         clean = not (await git(["status", "--porcelain"], path, check=False)).out.strip()
         merged = (await git(["merge-base", "--is-ancestor", branch, "HEAD"], repo, check=False)).ok
-        if clean and merged:
+        if clean and merged and path not in in_use():  # asked again: a session made meanwhile keeps it
             await git(["worktree", "remove", path], repo, check=False)
             await git(["branch", "-d", branch], repo, check=False)
             removed.append(path)

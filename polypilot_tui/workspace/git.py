@@ -62,6 +62,8 @@ def _environment() -> dict[str, str]:
         LC_ALL="C",  # messages we match on (conflicts) are not translated
         GIT_OPTIONAL_LOCKS="0",  # status and diff never fight the agent for the index lock
     )
+    # ssh ignores GIT_TERMINAL_PROMPT and would ask on /dev/tty, over the dashboard.
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)
     return env
@@ -77,7 +79,8 @@ async def git(
 ) -> GitResult:
     """Run ``git args`` in ``cwd``; with ``check``, a non-zero exit raises :class:`WorkspaceError`
     naming the command and git's own message."""
-    command = [git_binary(), "-c", "color.ui=false", "-c", "core.quotepath=false", *args]
+    # No fsmonitor hook: a command a repository's config names never runs behind the user's back.
+    command = [git_binary(), "-c", "color.ui=false", "-c", "core.quotepath=false", "-c", "core.fsmonitor=false", *args]
     try:
         proc = await asyncio.create_subprocess_exec(
             *command,
@@ -86,6 +89,7 @@ async def git(
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # no controlling terminal: nothing can prompt over the dashboard
         )
     except FileNotFoundError:
         raise WorkspaceError(f"the folder {cwd} does not exist") from None

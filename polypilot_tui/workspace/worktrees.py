@@ -81,7 +81,7 @@ async def check_branch_name(repo: str, branch: str) -> None:
     if not branch.strip():
         raise WorkspaceError("the branch needs a name")
     valid = await git(["check-ref-format", "--branch", branch], repo, check=False)
-    if not valid.ok:
+    if not valid.ok or branch.startswith("+"):  # "+main" would be a forced refspec to git push
         raise WorkspaceError(f"{branch!r} is not a valid branch name")
     exists = await git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo, check=False)
     if exists.ok:

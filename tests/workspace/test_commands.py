@@ -72,6 +72,12 @@ def test_bad_requests_say_why_and_change_nothing(tmp_path: Path) -> None:
     assert no_git.returncode == 1 and "does not work in a git repository" in no_git.stderr
     unknown = polypilot(state, "diff", "nobody")
     assert unknown.returncode == 1 and "no session 'nobody'" in unknown.stderr
+    in_place = polypilot(state, "new", "--name", "here", cwd=repo)
+    assert in_place.returncode == 0, in_place.stderr
+    (repo / "mine.txt").write_text("the user's own work\n")
+    refused = polypilot(state, "finish", "here", "commit", "-m", "sweep")
+    assert refused.returncode == 1 and "not in a worktree of its own" in refused.stderr
+    assert run(repo, "status", "--porcelain") == "?? mine.txt"  # nothing was added or committed
     dashboard = StateLock.acquire(state)  # as a running dashboard holds it
     try:
         busy = polypilot(state, "new", "--cwd", str(plain))

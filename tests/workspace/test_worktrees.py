@@ -81,6 +81,8 @@ async def test_bad_worktree_requests_are_refused_in_words(tmp_path: Path) -> Non
         await create_worktree(info, "taken", "", root)
     with pytest.raises(WorkspaceError, match="not a valid branch name"):
         await create_worktree(info, "two..dots", "", root)
+    with pytest.raises(WorkspaceError, match="not a valid branch name"):  # git push would force "+main"
+        await create_worktree(info, "+main", "", root)
     with pytest.raises(WorkspaceError, match="neither a branch nor a commit"):
         await create_worktree(info, "fine", "no-such-base", root)
     plain = tmp_path / "plain"
@@ -214,7 +216,7 @@ async def test_a_worktree_deleted_behind_our_back_is_named_and_pruned(tmp_path: 
     assert await folder_problem(gone) == ""
     subprocess.run(["rm", "-rf", gone.folder], check=True)
     assert "is gone" in await folder_problem(gone)
-    removed = await prune_orphans(str(repo), root, {in_use.folder})
+    removed = await prune_orphans(str(repo), root, lambda: {in_use.folder})
     assert sorted(removed) == sorted([gone.folder, merged.folder])  # busy has work; in-use is a session's
     assert Path(busy.folder, "w.txt").exists() and Path(in_use.folder).exists()
     assert run(repo, "branch", "--list", "gone") != ""  # its commits may matter: kept
@@ -259,3 +261,14 @@ async def test_discard_refuses_for_a_branch_with_work_even_when_its_folder_is_go
     assert run(repo, "rev-parse", "precious") == sha  # the branch and its commit are still there
     assert "removed" in await discard(tree, force=True)
     assert run(repo, "branch", "--list", "precious") == ""
+
+
+async def test_a_repository_without_commits_counts_everything_as_new(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    run(tmp_path, "init", "--quiet", "-b", "main", str(empty))
+    (empty / "a.txt").write_text("one\ntwo\n")
+    here = in_place(await inspect_folder(str(empty)))
+    assert await change_stats(here) == ChangeStats(1, 2, 0)
+    commit(empty, "first")
+    (empty / "HEAD").write_text("a file named like a revision\n")  # revisions are ended with --
+    assert await change_stats(in_place(await inspect_folder(str(empty)))) == ChangeStats(1, 1, 0)

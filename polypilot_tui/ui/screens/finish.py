@@ -135,8 +135,8 @@ class FinishScreen(ModalScreen[None]):
             text = await step(actions)
             if text:
                 self._result(text)
-        except WorkspaceError as exc:
-            self._result(str(exc), error=True)
+        except (WorkspaceError, OSError, TimeoutError) as exc:  # said in the dialog, never swallowed
+            self._result(str(exc) or type(exc).__name__, error=True)
         finally:
             self.busy = False
         if not self.discarded:
@@ -200,4 +200,7 @@ class FinishScreen(ModalScreen[None]):
 
     @on(Button.Pressed, "#finish-close")
     def action_close(self) -> None:
+        if self.busy:  # closing would cancel git in the middle of a merge or a removal
+            self.notify("Wait for the action to finish: git is still at work.", timeout=3)
+            return
         self.dismiss(None)
