@@ -13,14 +13,13 @@ import uuid
 from pathlib import Path
 
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.registry_sync import workspace_fields, workspace_of
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.storage.lock import StateFolderBusy, StateLock
 from polypilot_tui.storage.registry import Registry, SessionRecord
 from polypilot_tui.workspace import finish
-from polypilot_tui.workspace.changes import diff_text, file_counts
+from polypilot_tui.workspace.changes import diff_text, file_counts, totals
 from polypilot_tui.workspace.git import WorkspaceError
 from polypilot_tui.workspace.worktrees import branch_name_for, create_worktree, in_place, inspect_folder
 
@@ -122,7 +121,7 @@ async def cmd_diff(settings: Settings, key: str, *, stat: bool) -> int:
             for count in counts:
                 tag = " (binary)" if count.binary else " (new)" if count.untracked else ""
                 print(f"+{count.added}\t\u2212{count.removed}\t{count.path}{tag}")
-            total = ChangeStats(len(counts), sum(c.added for c in counts), sum(c.removed for c in counts))
+            total = totals(counts)
             print(total.short() if total else "no changes")
             return EXIT_OK
         diff = await diff_text(workspace)

@@ -15,14 +15,13 @@ from pathlib import Path
 from polypilot_tui.domain.workspace import Isolation, Workspace
 from polypilot_tui.workspace import finish
 from polypilot_tui.workspace.finish import MergeResult, WorktreeState
-from polypilot_tui.workspace.git import GitMissing, WorkspaceError, git
+from polypilot_tui.workspace.git import GitMissing, WorkspaceError
 from polypilot_tui.workspace.worktrees import (
     FolderInfo,
-    check_branch_name,
     create_worktree,
     in_place,
     inspect_folder,
-    worktree_folder,
+    plan_worktree,
 )
 
 
@@ -72,21 +71,10 @@ class WorkspaceActions:
             return str(exc)
         if request.isolation is not Isolation.WORKTREE:
             return ""
-        if not info.is_git:
-            return f"{info.folder} is not in a git repository: a worktree needs one"
-        if not info.head:
-            return f"{info.repo} has no commits yet: a worktree needs one to start from"
-        base = request.base.strip() or info.branch or info.head
-        found = await git(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], info.repo, check=False)
-        if not found.ok:
-            return f"the base {base!r} is neither a branch nor a commit of {info.repo}"
         try:
-            await check_branch_name(info.repo, request.branch)
+            await plan_worktree(info, request.branch, request.base, self.worktree_root)
         except WorkspaceError as exc:
             return str(exc)
-        folder = worktree_folder(self.worktree_root, info.repo, request.branch)
-        if folder.exists():
-            return f"{folder} exists already: pick another branch name"
         return ""
 
     async def prepare(self, request: NewSessionRequest) -> Workspace:

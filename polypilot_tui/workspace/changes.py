@@ -114,10 +114,14 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
     return counts + await asyncio.to_thread(count_new)
 
 
+def totals(counts: list[FileCount]) -> ChangeStats:
+    """The files' counts added up."""
+    return ChangeStats(len(counts), sum(c.added for c in counts), sum(c.removed for c in counts))
+
+
 async def change_stats(workspace: Workspace) -> ChangeStats:
     """Files changed and lines added and removed, against the base."""
-    counts = await file_counts(workspace)
-    return ChangeStats(len(counts), sum(c.added for c in counts), sum(c.removed for c in counts))
+    return totals(await file_counts(workspace))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.workspace.git import WorkspaceError, describe, git
+from polypilot_tui.workspace.worktrees import worktree_list
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,14 +232,7 @@ async def prune_orphans(repo: str, root: Path, in_use: Callable[[], Collection[s
     checkout's HEAD (PolyPilot #782): anything else may hold work. Returns what was removed."""
     listed = await git(["worktree", "list", "--porcelain", "-z"], repo)
     removed: list[str] = []
-    records: list[dict[str, str]] = [{}]
-    for field in listed.text.split("\0"):
-        if not field:
-            records.append({})
-            continue
-        key, _, value = field.partition(" ")
-        records[-1][key] = value
-    for record in records:
+    for record in worktree_list(listed.text):
         path, branch = record.get("worktree", ""), record.get("branch", "").removeprefix("refs/heads/")
         if not path or not path.startswith(str(root) + "/") or path in in_use() or not branch:
             continue

@@ -94,8 +94,18 @@ def worktree_folder(root: Path, repo: str, branch: str) -> Path:
     return root / f"{Path(repo).name}-{tag}" / branch.replace("/", "-")
 
 
-async def create_worktree(info: FolderInfo, branch: str, base: str, root: Path) -> Workspace:
-    """A new worktree of ``info``'s repository on a new ``branch`` starting at ``base``."""
+@dataclass(frozen=True, slots=True)
+class WorktreePlan:
+    """A worktree that can be made: where, on which branch, from which base and commit."""
+
+    folder: Path
+    branch: str
+    base: str
+    base_commit: str
+
+
+async def plan_worktree(info: FolderInfo, branch: str, base: str, root: Path) -> WorktreePlan:
+    """Check a worktree request without making anything; :class:`WorkspaceError` says why not."""
     if not info.is_git:
         raise WorkspaceError(f"{info.folder} is not in a git repository: a worktree needs one")
     if not info.head:
@@ -108,13 +118,30 @@ async def create_worktree(info: FolderInfo, branch: str, base: str, root: Path) 
     folder = worktree_folder(root, info.repo, branch)
     if folder.exists():
         raise WorkspaceError(f"{folder} exists already: remove it or pick another branch name")
+    return WorktreePlan(folder, branch, base, resolved.text.strip())
+
+
+async def create_worktree(info: FolderInfo, branch: str, base: str, root: Path) -> Workspace:
+    """A new worktree of ``info``'s repository on a new ``branch`` starting at ``base``."""
+    plan = await plan_worktree(info, branch, base, root)
     private_dir(root)
-    private_dir(folder.parent)
-    base_commit = resolved.text.strip()
-    added = await git(["worktree", "add", "-b", branch, str(folder), base_commit], info.repo, check=False)
+    private_dir(plan.folder.parent)
+    added = await git(["worktree", "add", "-b", branch, str(plan.folder), plan.base_commit], info.repo, check=False)
     if not added.ok:
         raise WorkspaceError(f"the worktree could not be made: {describe(added)}")
-    return Workspace(str(folder), Isolation.WORKTREE, info.repo, branch, base, base_commit)
+    return Workspace(str(plan.folder), Isolation.WORKTREE, info.repo, branch, plan.base, plan.base_commit)
+
+
+def worktree_list(text: str) -> list[dict[str, str]]:
+    """``git worktree list --porcelain -z`` as one record per worktree (``worktree``, ``branch``…)."""
+    records: list[dict[str, str]] = [{}]
+    for field in text.split("\0"):
+        if not field:
+            records.append({})
+            continue
+        key, _, value = field.partition(" ")
+        records[-1][key] = value
+    return [record for record in records if record]
 
 
 async def folder_problem(workspace: Workspace) -> str:
@@ -126,7 +153,7 @@ async def folder_problem(workspace: Workspace) -> str:
         listed = await git(["worktree", "list", "--porcelain", "-z"], workspace.repo, check=False)
         if not listed.ok:
             return f"its repository {workspace.repo} cannot be read: {describe(listed)}"
-        paths = {field.removeprefix("worktree ") for field in listed.text.split("\0") if field.startswith("worktree ")}
+        paths = {record.get("worktree") for record in worktree_list(listed.text)}
         if str(folder) not in paths and str(folder.resolve()) not in paths:
             return f"{folder} is no longer a worktree of {workspace.repo}"
     return ""
