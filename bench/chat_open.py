@@ -38,13 +38,14 @@ def fill(session: Session, count: int) -> None:
 
 
 async def run() -> None:
+    from polypilot_tui.engine.local import LocalEngine
     from polypilot_tui.ui.app import PolypilotApp
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = bench_settings(Path(tmp))
         clock = FakeClock()
         manager, catalog = bench_manager(settings, clock)
-        app = PolypilotApp(settings, catalog, manager, clock, keymap_file=Path(tmp) / "none.toml")
+        app = PolypilotApp(settings, catalog, LocalEngine(manager), clock, keymap_file=Path(tmp) / "none.toml")
         timings: dict[int, list[float]] = {20: [], 2000: []}
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()

@@ -25,6 +25,7 @@ from typing import Any
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.engine.restore import restore_sessions
@@ -115,10 +116,9 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
     app = Measured(
         settings,
         catalog,
-        SessionManager(settings, catalog, clock),
+        LocalEngine(SessionManager(settings, catalog, clock), attach_persistence),
         clock,
         keymap_file=state / "no-keymap.toml",
-        attach=attach_persistence,
     )
     async with app.run_test(size=(160, 48)) as pilot:
         shown = await asyncio.wait_for(first, 120)

@@ -51,6 +51,7 @@ class Streamer(QuietBackend):
 
 
 async def run() -> None:
+    from polypilot_tui.engine.local import LocalEngine
     from polypilot_tui.ui.app import PolypilotApp
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,7 +71,7 @@ async def run() -> None:
             changes += 1
 
         manager.subscribe(count, ViewChanged)
-        app = PolypilotApp(settings, catalog, manager, clock, keymap_file=Path(tmp) / "none.toml")
+        app = PolypilotApp(settings, catalog, LocalEngine(manager), clock, keymap_file=Path(tmp) / "none.toml")
         lags: list[float] = []
         async with app.run_test(size=(160, 48)) as pilot:
             ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]

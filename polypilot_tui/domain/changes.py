@@ -12,15 +12,14 @@ view, not one per token).
 
 from __future__ import annotations
 
-import types
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 from polypilot_tui.domain.chat import ChatItem, TurnRecord
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.wire import from_plain, to_plain
 
 
 class EngineAction(StrEnum):
@@ -131,22 +130,7 @@ CHANGE_TYPES: tuple[type[Change], ...] = (
 
 def change_to_json(change: Change) -> dict[str, Any]:
     """The wire form: ``{"change": "TurnEnded", ...fields}`` with nested records as objects."""
-    out: dict[str, Any] = {"change": type(change).__name__}
-    for f in fields(change):
-        out[f.name] = _plain(getattr(change, f.name))
-    return out
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, AgentEvent):
-        return value.to_json()
-    if isinstance(value, StrEnum):
-        return value.value
-    if hasattr(value, "__dataclass_fields__"):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
+    return {"change": type(change).__name__, **to_plain(change)}
 
 
 CHANGES_BY_NAME: dict[str, type[Change]] = {cls.__name__: cls for cls in CHANGE_TYPES}
@@ -158,49 +142,4 @@ def change_from_json(obj: Mapping[str, Any]) -> Change:
     cls = CHANGES_BY_NAME.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown change {name!r}")
-    return _record(cls, obj, name or "")  # type: ignore[no-any-return]
-
-
-def _record(cls: type, obj: Any, where: str) -> Any:
-    if not isinstance(obj, Mapping):
-        raise ValueError(f"{where}: expected an object")
-    values = {}
-    for f in fields(cls):
-        if f.name in obj:
-            values[f.name] = _value(_hints(cls)[f.name], obj[f.name], f"{where}.{f.name}")
-    try:
-        return cls(**values)
-    except TypeError as exc:  # a required field is missing
-        raise ValueError(f"{where}: {exc}") from None
-
-
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
-
-
-def _value(hint: Any, value: Any, where: str) -> Any:
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):  # X | None
-        options = [h for h in get_args(hint) if h is not type(None)]
-        return None if value is None else _value(options[0], value, where)
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise ValueError(f"{where}: expected a list")
-        return tuple(_value(get_args(hint)[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-    if hint is AgentEvent:
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{where}: expected an event object")
-        return AgentEvent.from_json(value)
-    if isinstance(hint, type) and issubclass(hint, StrEnum):
-        try:
-            return hint(value)
-        except ValueError:
-            raise ValueError(f"{where}: {value!r} is not a {hint.__name__}") from None
-    if hasattr(hint, "__dataclass_fields__"):
-        return _record(hint, value, where)
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if type(value) is not hint:
-        raise ValueError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
-    return value
+    return from_plain(cls, obj, name or "")

@@ -16,6 +16,7 @@ from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase
 from polypilot_tui.domain.watchdog import WatchdogConfig, gives_up_at, waiting_for
+from polypilot_tui.domain.workspace import Workspace
 
 
 class SessionStatus(StrEnum):
@@ -124,6 +125,8 @@ class SessionView:
     """Files and lines the session changed against its base, as last counted."""
     workspace_problem: str = ""
     """Why its folder or worktree could not be read, or ""."""
+    workspace: Workspace | None = None
+    """Its folder, and for a worktree the repository, branch and base (None: the agent's own cwd)."""
 
     @property
     def queued(self) -> int:
@@ -189,6 +192,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         worktree=bool(session.workspace and session.workspace.owned),
         changes=session.changes,
         workspace_problem=session.workspace_problem,
+        workspace=session.workspace,
         title=session.title,
         agent_session_id=session.agent_session_id,
         turn_started_at=turn.started_at if turn else None,

@@ -48,14 +48,15 @@ class NoticeBoard:
         if key in self._open:
             return
         notice = self._open[key] = Notice(key, message, severity)
-        self._emit(notice)
+        self.emit(notice)
 
     def over(self, key: str, message: str) -> None:
         """A told problem has ended: say so once."""
         if self._open.pop(key, None) is not None:
-            self._emit(Notice(f"{key}:over", message, "information"))
+            self.emit(Notice(f"{key}:over", message, "information"))
 
-    def _emit(self, notice: Notice) -> None:
+    def emit(self, notice: Notice) -> None:
+        """Tell ``notice`` to every listener as it is (one relayed from elsewhere)."""
         log.log(logging.ERROR if notice.severity == "error" else logging.WARNING, "%s", notice.message)
         if len(self.told) < 1000:
             self.told.append(notice)

@@ -18,11 +18,12 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from polypilot_tui.domain.chat import ItemKind
-from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
+from polypilot_tui.ui.screens.quit import QuitScreen, turn_names
 from polypilot_tui.ui.session_dialogs import SessionDialogs
 from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
 from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
@@ -36,9 +37,10 @@ UNDO_SECONDS = 30.0
 
 @dataclass
 class ClosedSession:
-    """A session closed moments ago, kept whole for an undo."""
+    """A session closed moments ago (the engine keeps it for an undo)."""
 
-    session: Session
+    session_id: str
+    name: str
     draft: str
     position: int
     """Where it was in the session list."""
@@ -78,7 +80,7 @@ class PolypilotApp(SessionDialogs):
     def on_prompt_editor_submitted(self, event: PromptEditor.Submitted) -> None:
         event.stop()
         sid = event.session_id
-        if sid is None or sid not in self.manager.ids():
+        if sid is None or sid not in self.engine.ids():
             # Nothing to send to (closed meanwhile): the text goes back, never lost.
             self.pane.editor.insert(event.text)
             self.notify("No session to send to: press ctrl+n to start one.", severity="warning")
@@ -89,7 +91,7 @@ class PolypilotApp(SessionDialogs):
         self._run("Send", self._send(sid, event.text))
 
     async def _send(self, session_id: str, text: str) -> None:
-        result = await self.manager.send(session_id, text)
+        result = await self.engine.send(session_id, text)
         if result == "queued" and session_id != self.selected:
             self.notify(
                 "Queued: it is sent when the current turn ends.",
@@ -100,7 +102,10 @@ class PolypilotApp(SessionDialogs):
 
     def on_queue_panel_edit(self, event: QueuePanel.Edit) -> None:
         event.stop()
-        prompt = self.manager.unqueue(event.session_id, event.index, event.prompt)
+        self._run("Edit", self._edit_queued(event))
+
+    async def _edit_queued(self, event: QueuePanel.Edit) -> None:
+        prompt = await self.engine.unqueue(event.session_id, event.index, event.prompt)
         if prompt is None:
             self.notify("That prompt was already sent.", timeout=3)
             return
@@ -113,27 +118,30 @@ class PolypilotApp(SessionDialogs):
 
     def on_queue_panel_drop(self, event: QueuePanel.Drop) -> None:
         event.stop()
-        prompt = self.manager.unqueue(event.session_id, event.index, event.prompt)
+        self._run("Drop", self._drop_queued(event))
+        self.pane.editor.focus()
+
+    async def _drop_queued(self, event: QueuePanel.Drop) -> None:
+        prompt = await self.engine.unqueue(event.session_id, event.index, event.prompt)
         if prompt is not None:
             self.notify(f"Dropped: {one_line(prompt, 60)}", timeout=3, markup=False)
-        self.pane.editor.focus()
 
     def on_queue_panel_send_next(self, event: QueuePanel.SendNext) -> None:
         event.stop()
-        self._run("Send", self.manager.send_queued(event.session_id))
+        self._run("Send", self.engine.send_queued(event.session_id))
         self.pane.editor.focus()
 
     def action_send_queued(self) -> None:
         """Send the selected session's held queue (its next prompt goes out now)."""
         if self.selected:
-            self._run("Send", self.manager.send_queued(self.selected))
+            self._run("Send", self.engine.send_queued(self.selected))
 
     # ---- permissions ---------------------------------------------------------------
     def on_permission_prompt_answered(self, event: PermissionPrompt.Answered) -> None:
         event.stop()
         if event.session_id is not None:
             self._run(
-                "Permission answer", self.manager.answer_permission(event.session_id, event.request_id, event.option_id)
+                "Permission answer", self.engine.answer_permission(event.session_id, event.request_id, event.option_id)
             )
         self.pane.editor.focus()
 
@@ -148,7 +156,7 @@ class PolypilotApp(SessionDialogs):
         Awaited to the end (the permission drawn and focused) before the next key is read,
         so the "y" of a quick ctrl+g, y answers instead of landing in the prompt.
         """
-        views = {view.id: view for view in self.manager.views()}  # now, not as last drawn
+        views = {view.id: view for view in self.engine.views()}  # now, not as last drawn
         view = views.get(self.selected or "")
         prompt = self.pane.permission
         if view is not None and view.pending_permission is not None and not prompt.has_focus_within:
@@ -173,12 +181,12 @@ class PolypilotApp(SessionDialogs):
     def action_stop(self) -> None:
         """Stop the selected session's turn (abort, then kill if it does not stop)."""
         if self.selected:
-            self._run("Stop", self.manager.stop(self.selected))
+            self._run("Stop", self.engine.stop(self.selected))
 
     def action_reconnect(self) -> None:
         """Reconnect the selected session's agent, keeping its history."""
         if self.selected:
-            self._run("Reconnect", self.manager.reconnect(self.selected))
+            self._run("Reconnect", self.engine.reconnect(self.selected))
 
     def action_help_quit(self) -> None:
         """ctrl+c with nothing selected: it neither stops nor quits, so say which keys do."""
@@ -191,7 +199,7 @@ class PolypilotApp(SessionDialogs):
     def action_resend_interrupted(self) -> None:
         """Resend the prompt of a turn lost to a restart, a quit, a dead agent or a reconnect."""
         if self.selected:
-            self._run("Resend", self.manager.resend_interrupted(self.selected))
+            self._run("Resend", self.engine.resend_interrupted(self.selected))
 
     # ---- close and undo ------------------------------------------------------------
     def action_close_session(self) -> None:
@@ -215,19 +223,19 @@ class PolypilotApp(SessionDialogs):
 
     async def _close(self, session_id: str) -> None:
         draft = self.pane.drafts().get(session_id, "")
-        ids = self.manager.ids()
+        ids = self.engine.ids()
         position = ids.index(session_id) if session_id in ids else len(ids)
         if self.selected == session_id and len(ids) > 1:
             index = ids.index(session_id)
             self.select(ids[index + 1] if index + 1 < len(ids) else ids[index - 1])  # its neighbour
-        session = await self.manager.close(session_id)
-        if session is None:
+        name = self._session_name(session_id)
+        if not await self.engine.close_session(session_id):
             return
-        closed = ClosedSession(session, draft, position)
+        closed = ClosedSession(session_id, name, draft, position)
         self._recently_closed.append(closed)
         self.set_timer(UNDO_SECONDS, lambda: self._expire(closed), name="undo close")
         self.notify(
-            f"Closed “{one_line(session.name, 40)}”. ctrl+z brings it back for {UNDO_SECONDS:.0f} s.",
+            f"Closed “{one_line(name, 40)}”. ctrl+z brings it back for {UNDO_SECONDS:.0f} s.",
             timeout=8,
             markup=False,
         )
@@ -242,11 +250,14 @@ class PolypilotApp(SessionDialogs):
         if not self._recently_closed:
             return
         closed = self._recently_closed.pop()
-        self.manager.reopen(closed.session, closed.position)
+        self._run("Undo", self._reopen(closed))
+
+    async def _reopen(self, closed: ClosedSession) -> None:
+        await self.engine.reopen(closed.session_id, closed.position)
         if closed.draft:
-            self.pane.restore_drafts({closed.session.id: closed.draft})
-        self.select(closed.session.id)
-        self.notify(f"“{one_line(closed.session.name, 40)}” is back.", timeout=4, markup=False)
+            self.pane.restore_drafts({closed.session_id: closed.draft})
+        self.select(closed.session_id)
+        self.notify(f"“{one_line(closed.name, 40)}” is back.", timeout=4, markup=False)
 
     # ---- copy and details ----------------------------------------------------------
     def action_copy_reply(self) -> None:
@@ -254,9 +265,9 @@ class PolypilotApp(SessionDialogs):
         sid = self.selected
         if sid is None:
             return
-        streaming = self.manager.streaming_text(sid)
+        streaming = self.engine.streaming_text(sid)
         text = streaming or next(
-            (item.text for item in reversed(self.manager.history(sid)) if item.kind is ItemKind.ASSISTANT), ""
+            (item.text for item in reversed(self.engine.history(sid)) if item.kind is ItemKind.ASSISTANT), ""
         )
         if not text:
             self.notify("No reply to copy yet.", timeout=3)
@@ -267,18 +278,24 @@ class PolypilotApp(SessionDialogs):
     def action_details(self) -> None:
         """Show the selected session's details: agent, folder, command, logs, stderr tail."""
         if self.selected:
-            self.push_screen(SessionDetailsScreen(self.manager.details(self.selected)), self._refocus_editor)
+            self._run("Details", self._show_details(self.selected))
+
+    async def _show_details(self, session_id: str) -> None:
+        details = await self.engine.details(session_id)
+        self.push_screen(SessionDetailsScreen(details), self._refocus_editor)
 
     # ---- sessions and quitting -----------------------------------------------------
     async def action_quit(self) -> None:
         """Quit; with turns in flight, ask first (they are offered for resending next time)."""
-        busy = [v for v in self.manager.views() if v.status.busy]
+        busy = [v for v in self.engine.views() if v.status.busy]
+        if self.engine.separate:
+            self._quit_attached(busy)
+            return
         if not busy:
             self.exit()
             return
-        names = ", ".join(one_line(v.name, 30) for v in busy[:4]) + (" …" if len(busy) > 4 else "")
         message = (
-            f"{plural(len(busy), 'turn')} still running ({names}). Quitting stops "
+            f"{plural(len(busy), 'turn')} still running ({turn_names(busy)}). Quitting stops "
             f"{'it' if len(busy) == 1 else 'them'}; each is offered for resending (ctrl+y) next time."
         )
         queued = sum(len(v.queue) for v in self._views.values())
@@ -292,6 +309,27 @@ class PolypilotApp(SessionDialogs):
                 self.pane.editor.focus()
 
         self.push_screen(ConfirmScreen("Quit with turns running?", message, "Quit"), answered)
+
+    def _quit_attached(self, busy: list[SessionView]) -> None:
+        """Quit a dashboard attached to the engine: its sessions go on unless the user stops it."""
+        self.stop_engine_on_quit = False
+        if not busy:
+            self.exit()
+            return
+
+        def answered(choice: object) -> None:
+            if choice in ("leave", "stop"):
+                self.stop_engine_on_quit = choice == "stop"
+                self.exit()
+            else:
+                self.pane.editor.focus()
+
+        self.push_screen(QuitScreen(busy), answered)
+
+    def action_stop_engine(self) -> None:
+        """Quit and stop the engine: every session ends (turns in flight are offered for resending)."""
+        self.stop_engine_on_quit = True
+        self.exit()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         view = self._views.get(self.selected or "")
@@ -349,4 +387,10 @@ class PolypilotApp(SessionDialogs):
         yield SystemCommand(
             "Send queued prompts", "Release the held queue: its prompts go out in order", self.action_send_queued
         )
+        if self.engine.separate:
+            yield SystemCommand(
+                "Stop the engine and quit",
+                "End every session's agent now (turns in flight are offered for resending next time)",
+                self.action_stop_engine,
+            )
         yield from super().get_system_commands(screen)

@@ -1,6 +1,6 @@
 """The dashboard's machinery: a sidebar of sessions, the chat of the selected one, redraws.
 
-The app is a thin view over :class:`~polypilot_tui.engine.manager.SessionManager`. Engine changes
+The app is a thin view over an :class:`~polypilot_tui.engine.api.Engine`. Engine changes
 reach the screen one way: the change-stream listener marks the session dirty and posts ONE
 :class:`EngineChanged` message (Textual's ``post_message`` is safe from any thread and any
 context — the Copilot SDK delivers events through ``call_soon_threadsafe``, outside the
@@ -16,9 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import App, ComposeResult
@@ -33,10 +32,8 @@ from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, Sessio
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.change_counter import ChangeCounter
-from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.stream import Unsubscribe
-from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
@@ -46,19 +43,20 @@ from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_list import SessionList
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
 
-if TYPE_CHECKING:
-    from polypilot_tui.engine.persistence import Persistence
-
 log = logging.getLogger(__name__)
-
-Attach = Callable[[SessionManager, Settings], "Persistence"]
-"""Restores saved sessions into the manager and keeps them saved (``attach_persistence``)."""
-
 
 RENDER_INTERVAL = 0.05
 """Seconds between coalesced redraws (PolyPilot's render debounce)."""
 UI_STATE_DELAY = 1.0
 """A changed draft or selection is saved this many seconds later (and at quit)."""
+
+
+def notice_title(key: str) -> str:
+    """The toast title of an engine notice, by what it is about."""
+    for prefix, title in (("restore", "Restore"), ("worktrees", "Worktrees"), ("engine", "Engine")):
+        if key.startswith(prefix):
+            return title
+    return "Saving"
 
 
 class EngineChanged(Message, bubble=False):
@@ -78,18 +76,18 @@ class Dashboard(App[int]):
         self,
         settings: Settings,
         catalog: AgentCatalog,
-        manager: SessionManager,
+        engine: Engine,
         clock: Clock,
         *,
         notes: Sequence[str] = (),
         theme_dirs: Sequence[Path] | None = None,
         keymap_file: Path | None = None,
-        attach: Attach | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
         self.catalog = catalog
-        self.manager = manager
+        self.engine = engine
+        """The sessions: in this process, or in the engine service this dashboard is attached to."""
         self.clock = clock
         self.attention = Attention()
         self.selected: str | None = None
@@ -97,9 +95,6 @@ class Dashboard(App[int]):
         self._notes: list[tuple[str, str, SeverityLevel]] = [(n, "Configuration", "warning") for n in notes]
         self._theme_dirs = list(theme_dirs) if theme_dirs is not None else [BUNDLED_DIR, user_themes_dir()]
         self._keymap_file = keymap_file if keymap_file is not None else keymap_path()
-        self._attach_persistence = attach
-        self.persistence: Persistence | None = None
-        """Saves sessions while the app runs (None in tests that do not persist)."""
         self._views: dict[str, SessionView] = {}
         self._dirty: set[str] = set()
         self._redraw_posted = False
@@ -115,8 +110,8 @@ class Dashboard(App[int]):
         self._ui_saved: UiState | None = None
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
-        self.changes = ChangeCounter(manager)
-        """Counts what each session changed in its folder (the sidebar's +adds −dels)."""
+        self.stop_engine_on_quit = True
+        """Quitting ends the engine too (an attached dashboard asks; in-process it always does)."""
         self.first_workspace: Workspace | None = None
         """Where a first session works when none was saved (ui/launch.py finds it before the app starts)."""
         self.sidebar = SessionSidebar(id="sidebar")
@@ -144,67 +139,37 @@ class Dashboard(App[int]):
         for message, title, severity in self._notes:
             self.notify(message, title=title, severity=severity, timeout=15, markup=False)
         # What the screen shows (not raw agent events or actions: the views reflect those).
-        self._unsubscribe = self.manager.subscribe(
+        self._unsubscribe = self.engine.subscribe(
             self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
         )
-        self._restore()
-        if not self.manager.ids():
-            self.start_first_session()
-        elif self._ui_state.selected in self.manager.ids():
+        try:
+            await self.engine.start()
+        except Exception as exc:  # noqa: BLE001 - said on screen; the dashboard stays to read it
+            log.exception("the engine did not start")
+            self.notify(f"The engine did not start: {exc}", severity="error", timeout=30, markup=False)
+        # Saving, restore and engine problems are told once each, with the reason and the path.
+        self.engine.on_notice(
+            lambda notice: self.notify(
+                notice.message, title=notice_title(notice.key), severity=notice.severity, timeout=20, markup=False
+            )
+        )
+        if self.engine.persistent:
+            self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
+            if problem:
+                self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
+        if not self.engine.ids():
+            await self.start_first_session()
+        elif self._ui_state.selected in self.engine.ids():
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
-        if self.persistence is not None and not self.persistence.restored.problem:  # it knows every session
-            self.run_worker(self._prune_worktrees(), name="prune-worktrees", exit_on_error=False)
         await self.flush()
-        self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.manager.ids()})
+        self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.engine.ids()})
         self.pane.editor.focus()
 
     async def on_unmount(self) -> None:
         self._unsubscribe()
-        self.changes.close()
         self._save_ui_state(quitting=True)
-        try:
-            await self.manager.quit()
-        finally:
-            if self.persistence is not None:  # after the quit: the final state is what is saved
-                await self.persistence.close()
-
-    async def _prune_worktrees(self) -> None:
-        removed = await prune_orphaned_worktrees(self.manager, self.settings.worktree_root)
-        if removed:
-            self.notify(
-                f"Removed {len(removed)} worktree(s) no session used (clean and merged, or already gone).",
-                title="Worktrees",
-                timeout=8,
-                markup=False,
-            )
-
-    def _restore(self) -> None:
-        if self._attach_persistence is None:
-            return
-        try:
-            self.persistence = self._attach_persistence(self.manager, self.settings)
-        except Exception as exc:  # noqa: BLE001 - the dashboard still works, unsaved
-            log.exception("restore failed")
-            self.notify(
-                f"Saved sessions could not be restored, and new ones will not be saved: {exc}",
-                severity="error",
-                timeout=15,
-                markup=False,
-            )
-            return
-        # Saving problems (and their ends) are told once each, with the reason and the path.
-        self.persistence.on_notice(
-            lambda notice: self.notify(
-                notice.message, title="Saving", severity=notice.severity, timeout=20, markup=False
-            )
-        )
-        problem = self.persistence.restored.problem
-        if problem:
-            self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
-        self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
-        if problem:
-            self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
+        await self.engine.detach(stop_engine=self.stop_engine_on_quit)
 
     # ---- where the user is (drafts, selection, scroll): saved while the app runs ----------
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
@@ -212,20 +177,20 @@ class Dashboard(App[int]):
         self._ui_state_changed()
 
     def _ui_state_changed(self) -> None:
-        if self.persistence is None or self._ui_save_timer is not None:
+        if not self.engine.persistent or self._ui_save_timer is not None:
             return
         self._ui_save_timer = self.set_timer(UI_STATE_DELAY, self._save_ui_state, name="save ui state")
 
     def _save_ui_state(self, quitting: bool = False) -> None:
         self._ui_save_timer = None
-        if self.persistence is None:
+        if not self.engine.persistent:
             return
         scroll = {
             sid: back
-            for sid in self.manager.ids()
+            for sid in self.engine.ids()
             if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0
         }
-        live = set(self.manager.ids())
+        live = set(self.engine.ids())
         drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
         state = UiState(self.selected, drafts, scroll, list(self._ui_state.recent_folders))
         if state == self._ui_saved:
@@ -266,8 +231,7 @@ class Dashboard(App[int]):
 
     async def heartbeat(self) -> None:
         """Refresh "ago" labels, repair a lost redraw (flushes directly, never via the guard),
-        notice a session folder deleted by hand, and save where the user is when it changed."""
-        self.changes.check_folders()
+        and save where the user is when it changed."""
         await self.flush()
         self._save_ui_state()
 
@@ -283,7 +247,7 @@ class Dashboard(App[int]):
         self._last_flush = self.clock.now()
         self.redraws += 1
         dirty, self._dirty = self._dirty, set()
-        views = self.manager.views()
+        views = self.engine.views()
         now = self.clock.now()
         current = {view.id: view for view in views}
         for view in views:
@@ -310,8 +274,8 @@ class Dashboard(App[int]):
             first_time = self.pane.log_for(shown.id) is None
             await self.pane.show(
                 shown,
-                self.manager.history(shown.id),
-                self.manager.streaming_text(shown.id),
+                self.engine.history(shown.id),
+                self.engine.streaming_text(shown.id),
                 now,
                 self._empty_text(shown),
             )
@@ -338,7 +302,7 @@ class Dashboard(App[int]):
         self.notify(alert.message, title=alert.title, severity=alert.severity, markup=False)
 
     # ---- selection -----------------------------------------------------------------
-    def start_first_session(self) -> None:
+    async def start_first_session(self) -> None:
         """A session to type into when none was saved: the default agent, in the launch folder."""
         agent = self.settings.default_agent
         if agent not in self.catalog.agents:
@@ -346,11 +310,12 @@ class Dashboard(App[int]):
                 f"Default agent {agent!r} is not configured; using {DEMO_AGENT!r}.", severity="warning", markup=False
             )
             agent = DEMO_AGENT if DEMO_AGENT in self.catalog.agents else next(iter(self.catalog.agents))
-        self._add_session(agent, workspace=self.first_workspace)
+        await self.add_session(agent, workspace=self.first_workspace)
 
-    def _add_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str | None:
+    async def add_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str | None:
+        """Start a session and put it on screen; None (and a toast saying why) when it cannot be."""
         try:
-            sid = self.manager.add_session(agent, name, workspace=workspace)
+            sid = await self.engine.new_session(agent, name, workspace=workspace)
         except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
             self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
             return None
@@ -359,7 +324,7 @@ class Dashboard(App[int]):
 
     def select(self, session_id: str) -> None:
         """Put a session on screen; the prompt editor follows at once (this keystroke)."""
-        if session_id not in self.manager.ids():
+        if session_id not in self.engine.ids():
             return
         self.pane.bind(session_id)
         if session_id == self.selected:
@@ -383,7 +348,7 @@ class Dashboard(App[int]):
             self.pane.editor.insert(event.character)
 
     def _step(self, delta: int) -> None:
-        ids = list(self._views) or self.manager.ids()
+        ids = list(self._views) or self.engine.ids()
         if not ids:
             return
         index = ids.index(self.selected) if self.selected in ids else 0

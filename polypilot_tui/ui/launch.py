@@ -15,6 +15,7 @@ from textual.drivers.linux_driver import LinuxDriver
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.quit_signals import QuitOnSignal
@@ -48,7 +49,7 @@ def run_app(settings: Settings) -> int:
     manager = SessionManager(settings, catalog, clock)
     from polypilot_tui.engine.persistence import attach_persistence
 
-    app = PolypilotApp(settings, catalog, manager, clock, notes=notes, attach=attach_persistence)
+    app = PolypilotApp(settings, catalog, LocalEngine(manager, attach_persistence), clock, notes=notes)
     # Textual sizes the screen with shutil.get_terminal_size(), which prefers COLUMNS/LINES
     # over the terminal itself: an exported COLUMNS=80 pinned the dashboard to 80 columns
     # in a wider terminal, resize or not.

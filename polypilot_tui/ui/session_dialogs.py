@@ -1,7 +1,7 @@
 """The dialogs that make, rename and finish sessions, and the app's side of each.
 
 The dialogs ask; this layer does: the git work goes through
-:class:`~polypilot_tui.ui.workspace_actions.WorkspaceActions`, then the manager. A failure is
+:class:`~polypilot_tui.ui.workspace_actions.WorkspaceActions`, then the engine. A failure is
 shown and loses nothing (the new-session dialog comes back with everything typed).
 """
 
@@ -63,8 +63,11 @@ class SessionDialogs(Dashboard):
 
     def open_new_session(self, initial: NewSessionRequest | None = None, problem: str = "") -> None:
         """The new-session dialog, filled with ``initial`` and showing ``problem`` when given."""
+        self.run_worker(self._open_new_session(initial, problem), group="new-session-dialog", exit_on_error=False)
+
+    async def _open_new_session(self, initial: NewSessionRequest | None, problem: str) -> None:
         agents = [
-            AgentChoice(name, config.kind, self.manager.cannot_start(name))
+            AgentChoice(name, config.kind, await self.engine.cannot_start(name))
             for name, config in self.catalog.agents.items()
         ]
         screen = NewSessionScreen(
@@ -94,7 +97,7 @@ class SessionDialogs(Dashboard):
             self.notify(f"The session was not created: {exc}", severity="error", markup=False)
             self.open_new_session(request, str(exc))
             return
-        if self._add_session(request.agent, request.name or None, workspace) is None:
+        if await self.add_session(request.agent, request.name or None, workspace) is None:
             return
         self._ui_state.recent_folders = remember_folder(self._ui_state.recent_folders, resolved(request.folder))
         self._ui_state_changed()
@@ -104,28 +107,25 @@ class SessionDialogs(Dashboard):
     def action_rename_session(self) -> None:
         """Give the selected session another name."""
         sid = self.selected
-        if sid is None or sid not in self.manager.ids():
+        if sid is None or sid not in self.engine.ids():
             return
 
         def answered(name: str | None) -> None:
-            if name is not None and sid in self.manager.ids():
-                try:
-                    self.manager.rename(sid, name)
-                except ValueError as exc:
-                    self.notify(f"Not renamed: {exc}", severity="warning", markup=False)
+            if name is not None and sid in self.engine.ids():
+                self._run("Rename", self.engine.rename(sid, name))
             self.pane.editor.focus()
 
-        self.push_screen(RenameScreen(self.manager.view(sid).name), answered)
+        self.push_screen(RenameScreen(self.engine.view(sid).name), answered)
 
     # ---- finish --------------------------------------------------------------------
     def action_finish_session(self) -> None:
         """Commit, merge, push, open a pull request for or discard the selected session's worktree."""
         sid = self.selected
-        if sid is None or sid not in self.manager.ids():
+        if sid is None or sid not in self.engine.ids():
             return
-        session = self.manager.session(sid)
+        session = self.engine.view(sid)
         workspace = session.workspace
-        last_prompt = next((i.text for i in reversed(session.history) if i.kind is ItemKind.USER), "")
+        last_prompt = next((i.text for i in reversed(self.engine.history(sid)) if i.kind is ItemKind.USER), "")
         actions = (
             self.workspace_actions.finisher(workspace, session.name, last_prompt)
             if workspace is not None and workspace.owned
@@ -134,8 +134,8 @@ class SessionDialogs(Dashboard):
         screen = FinishScreen(session.name, workspace, actions)
 
         def closed(_result: object) -> None:
-            if sid in self.manager.ids():
-                self.changes.refresh(sid)  # a commit or a merge changes what the sidebar counts
+            if sid in self.engine.ids():
+                self._run("Count changes", self.engine.refresh_changes(sid))  # a commit or a merge changes the counts
                 if screen.discarded:
                     self.notify(
                         f"The worktree of {session.name!r} is removed; its conversation stays. "
@@ -151,13 +151,9 @@ class SessionDialogs(Dashboard):
     def action_review_changes(self) -> None:
         """The selected session's changes against its base, to read and comment on (ctrl+o)."""
         sid = self.selected
-        if (
-            sid is None
-            or sid not in self.manager.ids()
-            or any(isinstance(s, DiffViewScreen) for s in self.screen_stack)
-        ):
+        if sid is None or sid not in self.engine.ids() or any(isinstance(s, DiffViewScreen) for s in self.screen_stack):
             return  # one diff view at a time: two would each keep their own comments
-        workspace = self.manager.session(sid).workspace
+        workspace = self.engine.view(sid).workspace
         if workspace is None or not workspace.is_git:
             self.notify(
                 "This session does not work in a git repository: there are no changes to show.",
@@ -165,7 +161,7 @@ class SessionDialogs(Dashboard):
                 markup=False,
             )
             return
-        self.changes.refresh(sid)  # the sidebar's count follows what the diff shows
+        self._run("Count changes", self.engine.refresh_changes(sid))  # the sidebar follows the diff
         self.run_worker(self._open_changes(sid, workspace), group="changes", exclusive=True, exit_on_error=False)
 
     async def _open_changes(self, sid: str, workspace: Workspace) -> None:
@@ -174,16 +170,16 @@ class SessionDialogs(Dashboard):
         except WorkspaceError as exc:
             self.notify(f"The changes cannot be shown: {exc}", severity="error", markup=False)
             return
-        view = self.manager.view(sid)
+        view = self.engine.view(sid)
         screen = DiffViewScreen(changes, session=view.name, branch=view.branch, comments=self._reviews.get(sid, ()))
 
         def closed(result: DiffViewResult | None) -> None:
             comments = result.comments if result is not None else ()
-            if result is not None and result.send and comments and sid in self.manager.ids():
+            if result is not None and result.send and comments and sid in self.engine.ids():
                 self._reviews[sid] = comments  # until the agent has it: a failed send loses nothing
 
                 async def send() -> None:
-                    await self.manager.send(sid, review_prompt(comments))
+                    await self.engine.send(sid, review_prompt(comments))
                     if self._reviews.get(sid) == comments:
                         del self._reviews[sid]
                     self.notify(f"Review sent: {len(comments)} comment(s).", title=view.name, timeout=4, markup=False)
@@ -212,7 +208,7 @@ class SessionDialogs(Dashboard):
                 self.notify(f"The changes cannot be read: {exc}", severity="error", markup=False)
                 return
             screen.set_changeset(changes)
-            self.changes.refresh(sid)
+            await self.engine.refresh_changes(sid)
 
         self.run_worker(refresh(), group="changes-refresh", exclusive=True, exit_on_error=False)
 

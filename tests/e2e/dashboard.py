@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, demo_agent
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.ui.app import PolypilotApp
@@ -33,12 +34,11 @@ def dashboard(state: Path, agents: dict[str, AgentConfig], default: str, **setti
     return PolypilotApp(
         config,
         catalog,
-        manager,
+        LocalEngine(manager, attach_persistence),
         manager.clock,
         theme_dirs=[BUNDLED_DIR],
         keymap_file=state / "no-keymap.toml",
         launch_folder=str(state.parent),  # the test's folder, not the checkout the tests run in
-        attach=attach_persistence,
     )
 
 

@@ -36,7 +36,7 @@ async def test_a_copilot_session_from_prompt_to_restore(
         sid = app.selected
         await wait_for(
             pilot,
-            lambda: app.manager.view(sid).status is SessionStatus.IDLE,
+            lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE,
             timeout=AGENT_WAIT,
             what="the Copilot CLI connected",
         )
@@ -54,7 +54,7 @@ async def test_a_copilot_session_from_prompt_to_restore(
         await wait_for(pilot, lambda: app.pane.permission.has_focus_within, what="the prompt focused")
         await pilot.press("y")
         await see(pilot, "done: hi")
-        tools = [i for i in app.manager.history(sid) if i.kind is ItemKind.TOOL]
+        tools = [i for i in app.engine.manager.history(sid) if i.kind is ItemKind.TOOL]
         assert [t.tool_status for t in tools] == ["completed"] and "✓" in screen_text(app)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=AGENT_WAIT)
         assert app.pane.editor.has_focus
@@ -62,24 +62,24 @@ async def test_a_copilot_session_from_prompt_to_restore(
         # Stop in the middle of a streamed reply: what arrived stays, the session answers again.
         await send(pilot, "SLOW please")
         await wait_for(pilot, lambda: "Writing" in status_line(app), timeout=AGENT_WAIT, what="the reply streaming")
-        await wait_for(pilot, lambda: len(app.manager.streaming_text(sid)) > 20, timeout=AGENT_WAIT)
+        await wait_for(pilot, lambda: len(app.engine.manager.streaming_text(sid)) > 20, timeout=AGENT_WAIT)
         await pilot.press("ctrl+x")
         await wait_for(pilot, lambda: "Stopped" in status_line(app), timeout=30, what="Stopped on screen")
-        partial = [i for i in app.manager.history(sid) if i.kind is ItemKind.ASSISTANT][-1]
+        partial = [i for i in app.engine.manager.history(sid) if i.kind is ItemKind.ASSISTANT][-1]
         assert partial.interrupted and partial.text.strip()
         await see(pilot, "interrupted")
 
         # Reconnect: a fresh CLI resumes the same agent session; the status is no longer "stopped".
         await pilot.press("ctrl+r")
         await see(pilot, "Session reconnected: resumed")
-        await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
+        await wait_for(pilot, lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what='the status no longer "Stopped"')
         await send(pilot, "after the reconnect")
         await see(pilot, "echo: after the reconnect")
-        await wait_for(pilot, lambda: app.manager.view(sid).turns == 4, timeout=AGENT_WAIT)
+        await wait_for(pilot, lambda: app.engine.manager.view(sid).turns == 4, timeout=AGENT_WAIT)
         await pilot.press(*"an unsent draft")
-        history = [(i.kind, i.text) for i in app.manager.history(sid)]
-        agent_session = app.manager.view(sid).agent_session_id
+        history = [(i.kind, i.text) for i in app.engine.manager.history(sid)]
+        agent_session = app.engine.manager.view(sid).agent_session_id
 
     # Quit and start again on the same state folder: the session, its history and the draft
     # are back, and the agent session resumes by id on the next prompt.

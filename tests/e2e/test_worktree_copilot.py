@@ -47,13 +47,13 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
         for name in ("alpha", "beta"):
             request = NewSessionRequest("copilot", name, str(repo), Isolation.WORKTREE, f"polypilot/{name}", "main")
             workspace = await app.workspace_actions.prepare(request)
-            sid = app.manager.add_session("copilot", name, workspace=workspace)
+            sid = app.engine.manager.add_session("copilot", name, workspace=workspace)
             sids.append(sid)
         for sid, name in zip(sids, ("alpha", "beta"), strict=True):
             app.select(sid)
             await wait_for(
                 pilot,
-                lambda s=sid: app.manager.view(s).status is SessionStatus.IDLE,
+                lambda s=sid: app.engine.manager.view(s).status is SessionStatus.IDLE,
                 timeout=AGENT_WAIT,
                 what=f"{name}'s Copilot CLI connected",
             )
@@ -63,13 +63,18 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
             await wait_for(pilot, lambda: app.pane.permission.has_focus_within, what="the prompt focused")
             await pilot.press("y")
             await wait_for(
-                pilot, lambda s=sid: app.manager.view(s).turns == 1, timeout=AGENT_WAIT, what=f"{name}'s tool turn"
+                pilot,
+                lambda s=sid: app.engine.manager.view(s).turns == 1,
+                timeout=AGENT_WAIT,
+                what=f"{name}'s tool turn",
             )
-        folders = [Path(app.manager.session(sid).workspace.folder) for sid in sids]  # type: ignore[union-attr]
+        folders = [Path(app.engine.manager.session(sid).workspace.folder) for sid in sids]  # type: ignore[union-attr]
         assert [(f / "notes.txt").read_text() for f in folders] == ["alpha was here\n", "beta was here\n"]
         assert (repo / "notes.txt").read_text() == "from main\n"  # the checkout is untouched
         for sid in sids:  # counted after the turn, without asking
-            await wait_for(pilot, lambda s=sid: app.manager.view(s).changes == ChangeStats(1, 1, 1), what="a count")
+            await wait_for(
+                pilot, lambda s=sid: app.engine.manager.view(s).changes == ChangeStats(1, 1, 1), what="a count"
+            )
         alpha = sids[0]
         assert "+1 \u22121" in app.sidebar.session_list.rendered(alpha)[0]
 
@@ -87,7 +92,7 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
         before = len(model_server.model_requests())
         await pilot.press("R")
         await wait_for(
-            pilot, lambda: app.manager.view(alpha).turns == 2, timeout=AGENT_WAIT, what="the review answered"
+            pilot, lambda: app.engine.manager.view(alpha).turns == 2, timeout=AGENT_WAIT, what="the review answered"
         )
         asked = [r.last.text for r in model_server.model_requests()[before:]]
         assert any(

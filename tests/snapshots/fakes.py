@@ -21,6 +21,7 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.connector import BackendFactory
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
@@ -151,7 +152,7 @@ def build_app(
     app = PolypilotApp(
         settings,
         catalog,
-        manager,
+        LocalEngine(manager),
         clock,
         notes=notes,
         theme_dirs=theme_dirs or [BUNDLED_DIR],
@@ -168,7 +169,7 @@ class Driver:
     def __init__(self, pilot: Pilot[Any]) -> None:
         self.pilot = pilot
         self.app: PolypilotApp = pilot.app  # type: ignore[assignment]
-        self.manager = self.app.manager
+        self.manager = self.app.engine.manager
         self.clock: FakeClock = self.app.clock  # type: ignore[assignment]
         self._calls = itertools.count(1)
 

@@ -16,9 +16,9 @@ from textual.widget import Widget
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.local import Attach, LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
-from polypilot_tui.ui.dashboard import Attach
 from polypilot_tui.ui.theming import BUNDLED_DIR
 
 
@@ -46,12 +46,11 @@ def demo_app(
     return PolypilotApp(
         settings,
         catalog,
-        manager,
+        LocalEngine(manager, attach),
         clock,
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=keymap_file or tmp_path / "no-keymap.toml",
         launch_folder=str(tmp_path),  # not the checkout the tests run in
-        attach=attach,
     )
 
 

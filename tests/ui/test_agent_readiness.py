@@ -17,6 +17,7 @@ from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.view import SessionStatus
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.ui.app import PolypilotApp
@@ -61,11 +62,10 @@ provider = {{ type = "openai", base_url = "http://127.0.0.1:9/v1", api_key_env =
     return PolypilotApp(
         settings,
         catalog,
-        manager,
+        LocalEngine(manager, attach_persistence),
         SystemClock(),
         theme_dirs=[BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
-        attach=attach_persistence,
     )
 
 
@@ -108,8 +108,8 @@ async def test_the_picker_greys_out_agents_that_cannot_start_and_says_why(
         while options.highlighted_option is None or options.highlighted_option.id != "fake":
             await pilot.press("down")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.manager.ids()) == 2, what="the session on the fake agent")
-        assert app.manager.view(app.manager.ids()[-1]).agent == "fake"
+        await wait_for(pilot, lambda: len(app.engine.manager.ids()) == 2, what="the session on the fake agent")
+        assert app.engine.manager.view(app.engine.manager.ids()[-1]).agent == "fake"
 
 
 async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_tries_again(tmp_path: Path) -> None:
@@ -117,16 +117,19 @@ async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_trie
     install_agent(command)
     app = app_for(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        sid = await app.manager.create_session("fake")
+        sid = await app.engine.manager.create_session("fake")
         await wait_for(
-            pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=30, what="the agent started"
+            pilot,
+            lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE,
+            timeout=30,
+            what="the agent started",
         )
     command.unlink()  # uninstalled while the app was closed
 
     again = app_for(tmp_path)
     async with again.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: sid in again.manager.ids(), what="the session restored")
-        view = again.manager.view(sid)
+        await wait_for(pilot, lambda: sid in again.engine.manager.ids(), what="the session restored")
+        view = again.engine.manager.view(sid)
         # Not "Idle" until the first prompt fails: the reason is there from the start.
         assert view.status is SessionStatus.DISCONNECTED
         assert f"agent 'fake' cannot start here: its command {command} is not found" in view.reason
@@ -135,7 +138,7 @@ async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_trie
         await pilot.press("ctrl+r")
         await wait_for(
             pilot,
-            lambda: again.manager.view(sid).status is SessionStatus.IDLE,
+            lambda: again.engine.manager.view(sid).status is SessionStatus.IDLE,
             timeout=30,
             what="the reinstalled agent connected",
         )

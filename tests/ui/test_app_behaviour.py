@@ -76,7 +76,9 @@ async def test_bell_and_toast_only_for_sessions_off_screen_and_only_once(tmp_pat
         await app.heartbeat()
         await d.settle()
         assert len(bells) == 1  # the same request never pings twice
-        await app.manager.answer_permission(sid, app.manager.view(sid).pending_permission.request_id, "allow_once")
+        await app.engine.manager.answer_permission(
+            sid, app.engine.manager.view(sid).pending_permission.request_id, "allow_once"
+        )
         d.say(sid, "done")
         d.idle(sid)
         await d.settle()
@@ -96,19 +98,19 @@ async def test_stop_on_a_wedged_agent_runs_in_a_worker_and_leaves_a_usable_sessi
     async with app.run_test(size=(120, 36)) as pilot:
         d = Driver(pilot)
         await d.settle()
-        app.manager.add_session("demo", name="other")
+        app.engine.manager.add_session("demo", name="other")
         await d.send("s1", "long job")
         d.turn_start("s1")
         await d.settle()
         await pilot.press("ctrl+x")
-        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.STOPPED)
+        await wait_for(pilot, lambda: app.engine.manager.view("s1").status is SessionStatus.STOPPED)
         await pilot.press("ctrl+down")  # the UI answers while the abort hangs
         await wait_for(pilot, lambda: app.selected == "s2")
         await wait_for(pilot, lambda: wedged[0].killed, what="the kill after the grace period")
-        await wait_for(pilot, lambda: app.manager.view("s1").status is SessionStatus.DISCONNECTED)
+        await wait_for(pilot, lambda: app.engine.manager.view("s1").status is SessionStatus.DISCONNECTED)
         app.select("s1")
         await d.send("s1", "still there?")
-        assert app.manager.view("s1").status.busy and wedged[-1] is not wedged[0]
+        assert app.engine.manager.view("s1").status.busy and wedged[-1] is not wedged[0]
         assert wedged[-1].sent == ["still there?"]
 
 
@@ -122,7 +124,7 @@ async def test_ctrl_y_resends_an_interrupted_prompt(tmp_path: Path) -> None:
         await d.settle()
         assert app.pane.notice.display
         await pilot.press("ctrl+y")
-        await wait_for(pilot, lambda: app.manager.view(sid).status.busy, what="the resent turn")
+        await wait_for(pilot, lambda: app.engine.manager.view(sid).status.busy, what="the resent turn")
         await d.settle()
         assert not app.pane.notice.display
 
@@ -130,7 +132,7 @@ async def test_ctrl_y_resends_an_interrupted_prompt(tmp_path: Path) -> None:
 async def test_permission_banner_reconnect_button(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     actions: list[str] = []
-    app.manager.subscribe(lambda change: actions.append(change.action.value), ActionTaken)
+    app.engine.manager.subscribe(lambda change: actions.append(change.action.value), ActionTaken)
     async with app.run_test(size=(120, 36)) as pilot:
         d = Driver(pilot)
         await d.settle()
@@ -163,9 +165,9 @@ async def test_click_a_row_selects_it_and_close_session_removes_it(tmp_path: Pat
         assert app.pane.editor.has_focus  # a click on a row hands the keyboard back to the prompt
         app.action_close_session()
         await pilot.pause()
-        assert sid in app.manager.ids()  # nothing happens before the user confirms
+        assert sid in app.engine.manager.ids()  # nothing happens before the user confirms
         await pilot.press("y")
-        await wait_for(pilot, lambda: sid not in app.manager.ids())
+        await wait_for(pilot, lambda: sid not in app.engine.manager.ids())
         await d.settle()
         assert app.selected == "s1" and app.sidebar.session_list.session_ids == ["s1"]
         assert app.pane.log_for(sid) is None
@@ -183,4 +185,4 @@ async def test_broken_agents_file_falls_back_to_demo_with_one_notice(tmp_path: P
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await Driver(pilot).settle()
         assert sum("not valid TOML" in n for n in notifications(app)) == 1
-        assert app.manager.ids() == ["s1"]
+        assert app.engine.manager.ids() == ["s1"]

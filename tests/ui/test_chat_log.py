@@ -36,7 +36,7 @@ async def test_opening_a_session_with_2000_messages_mounts_one_page(tmp_path: Pa
         d = Driver(pilot)
         await d.settle()
         sid = await d.add("big")
-        fill(app.manager.session(sid), 2000)
+        fill(app.engine.manager.session(sid), 2000)
         await d.settle()
         started = time.perf_counter()
         app.select(sid)
@@ -54,7 +54,7 @@ async def test_opening_a_session_with_2000_messages_mounts_one_page(tmp_path: Pa
         await pilot.pause()
         assert log.mounted_rows == 2 * PAGE
         # New rows still go to the end, after a page was loaded above.
-        await app.manager.send(sid, "one more")
+        await app.engine.manager.send(sid, "one more")
         await d.settle()
         assert log.mounted_rows == 2 * PAGE + 1
         assert list(log.children)[-1].__class__.__name__ == "UserMessage"
@@ -115,7 +115,7 @@ async def test_stop_marks_the_streamed_reply_interrupted(tmp_path: Path) -> None
         d.turn_start("s1")
         d.stream("s1", "Once upon a time")
         await d.settle()
-        await app.manager.stop("s1")
+        await app.engine.manager.stop("s1")
         await d.settle()
         message = app.pane.log_for("s1").query(AssistantMessage).last()
         assert message.interrupted and message.has_class("-interrupted")
@@ -129,7 +129,7 @@ async def test_a_replaced_shorter_history_rebuilds_the_log(tmp_path: Path) -> No
         await d.settle()
         await d.finished_turn("s1", "one", "first reply")
         await d.settle()
-        session = app.manager.session("s1")
+        session = app.engine.manager.session("s1")
         del session.history[1:]
         session.revision += 1
         await app.heartbeat()
@@ -147,7 +147,7 @@ async def test_pageup_in_the_prompt_scrolls_the_chat_and_typing_in_the_chat_goes
         d = Driver(pilot)
         await d.settle()
         sid = await d.add("long")
-        fill(app.manager.session(sid), 40)
+        fill(app.engine.manager.session(sid), 40)
         app.select(sid)
         await d.settle()
         log = app.pane.log_for(sid)
@@ -163,4 +163,6 @@ async def test_pageup_in_the_prompt_scrolls_the_chat_and_typing_in_the_chat_goes
         # The user clicked into the chat (to scroll or select) and types on: nothing is lost.
         app.screen.set_focus(log)
         await pilot.press(*" more", "enter")
-        await wait_for(pilot, lambda: app.manager.session(sid).last_prompt == "draft more", what="the prompt sent")
+        await wait_for(
+            pilot, lambda: app.engine.manager.session(sid).last_prompt == "draft more", what="the prompt sent"
+        )

@@ -34,7 +34,7 @@ async def worktree(tmp_path: Path, repo: Path, branch: str = "polypilot/fix") ->
 async def open_finish(pilot: Pilot[Any], app: PolypilotApp, workspace: Workspace | None) -> FinishScreen:
     """A session on ``workspace``, selected, with the Finish dialog open (F5) and looked at."""
     await wait_for(pilot, lambda: app.selected == "s1")
-    sid = app.manager.add_session("demo", "fix", workspace=workspace)
+    sid = app.engine.manager.add_session("demo", "fix", workspace=workspace)
     app.select(sid)
     await app.flush()  # F5 applies to the session on screen, as last drawn
     await pilot.press("f5")
@@ -147,7 +147,7 @@ async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> Non
         await wait_for(pilot, lambda: any("its conversation stays" in n for n in notifications(app)), what="the note")
         sid = app.selected
         assert sid is not None
-        await wait_for(pilot, lambda: "is gone" in app.manager.view(sid).workspace_problem, what="⚠ on the row")
+        await wait_for(pilot, lambda: "is gone" in app.engine.manager.view(sid).workspace_problem, what="⚠ on the row")
 
 
 def which_but_gh(name: str, *args: Any, **kwargs: Any) -> str | None:

@@ -23,6 +23,7 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
@@ -90,7 +91,12 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
     catalog = load_agents(None)
     manager = SessionManager(settings, catalog, SystemClock(), backend_factory=factory, id_factory=lambda: next(ids))
     app = PolypilotApp(
-        settings, catalog, manager, manager.clock, theme_dirs=[BUNDLED_DIR], keymap_file=tmp_path / "none.toml"
+        settings,
+        catalog,
+        LocalEngine(manager),
+        manager.clock,
+        theme_dirs=[BUNDLED_DIR],
+        keymap_file=tmp_path / "none.toml",
     )
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s01")

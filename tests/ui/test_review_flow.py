@@ -29,7 +29,7 @@ async def test_review_a_worktree_and_send_the_comments_to_the_agent(tmp_path: Pa
     tree = await create_worktree(await inspect_folder(str(repo)), "polypilot/greet", "", tmp_path / "wt")
     app = demo_app(tmp_path / "state", speed=50)
     async with app.run_test(size=(130, 40), notifications=True) as pilot:
-        sid = app.manager.add_session("demo", "greet", workspace=tree)
+        sid = app.engine.manager.add_session("demo", "greet", workspace=tree)
         app.select(sid)
         Path(tree.folder, "app.py").write_text("def greet(name):\n    return f'hi {name}'\n")
         Path(tree.folder, "notes.md").write_text("# Notes\n")
@@ -47,13 +47,13 @@ async def test_review_a_worktree_and_send_the_comments_to_the_agent(tmp_path: Pa
         await wait_for(pilot, lambda: app.screen is screen, what="back in the diff")
         await pilot.press("R")
         await wait_for(pilot, lambda: not isinstance(app.screen, DiffViewScreen), what="the review sent")
-        await wait_for(pilot, lambda: app.manager.view(sid).turns == 1, timeout=20, what="the agent's turn")
-        prompt = [i.text for i in app.manager.history(sid) if i.kind is ItemKind.USER][-1]
+        await wait_for(pilot, lambda: app.engine.manager.view(sid).turns == 1, timeout=20, what="the agent's turn")
+        prompt = [i.text for i in app.engine.manager.history(sid) if i.kind is ItemKind.USER][-1]
         assert prompt.startswith("Review of your changes: 1 comment.")
         assert "1. app.py:2\n   >     return f'hi {name}'\n   Say hello, not hi." in prompt
         assert any("Review sent" in n for n in notifications(app))
         # app.py: both lines changed (+2 −2); notes.md is new (+1)
-        await wait_for(pilot, lambda: app.manager.view(sid).changes == ChangeStats(2, 3, 2), what="the count")
+        await wait_for(pilot, lambda: app.engine.manager.view(sid).changes == ChangeStats(2, 3, 2), what="the count")
 
 
 async def test_comments_not_sent_wait_for_the_next_look(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ async def test_comments_not_sent_wait_for_the_next_look(tmp_path: Path) -> None:
     tree = await create_worktree(await inspect_folder(str(repo)), "polypilot/later", "", tmp_path / "wt")
     app = demo_app(tmp_path / "state")
     async with app.run_test(size=(130, 40)) as pilot:
-        sid = app.manager.add_session("demo", "later", workspace=tree)
+        sid = app.engine.manager.add_session("demo", "later", workspace=tree)
         app.select(sid)
         Path(tree.folder, "README.md").write_text("hello\nmore\n")
         await pilot.press("ctrl+o")
@@ -75,7 +75,7 @@ async def test_comments_not_sent_wait_for_the_next_look(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, DiffViewScreen))
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, DiffViewScreen))
-        assert not [i for i in app.manager.history(sid) if i.kind is ItemKind.USER]  # nothing sent
+        assert not [i for i in app.engine.manager.history(sid) if i.kind is ItemKind.USER]  # nothing sent
         await pilot.press("ctrl+o")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffViewScreen))
         assert [c.text for c in app.screen.comments] == ["Why more?"]

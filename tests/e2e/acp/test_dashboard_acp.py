@@ -90,7 +90,7 @@ async def test_an_acp_session_from_prompt_to_restore(
         sid = app.selected
         await wait_for(
             pilot,
-            lambda: app.manager.view(sid).status is SessionStatus.IDLE,
+            lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE,
             timeout=AGENT_WAIT,
             what="the agent connected",
         )
@@ -108,24 +108,27 @@ async def test_an_acp_session_from_prompt_to_restore(
         await pilot.press("y")
         await see(pilot, script.tool_reply)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=AGENT_WAIT)
-        tools = [i for i in app.manager.history(sid) if i.kind is ItemKind.TOOL]
+        tools = [i for i in app.engine.manager.history(sid) if i.kind is ItemKind.TOOL]
         assert tools and tools[-1].tool_status == "completed", [t.tool_status for t in tools]
 
         await send(pilot, script.slow)
         await wait_for(
-            pilot, lambda: len(app.manager.streaming_text(sid)) > 10, timeout=AGENT_WAIT, what="the reply streaming"
+            pilot,
+            lambda: len(app.engine.manager.streaming_text(sid)) > 10,
+            timeout=AGENT_WAIT,
+            what="the reply streaming",
         )
         assert "Writing" in status_line(app)
         await pilot.press("ctrl+x")
         await wait_for(pilot, lambda: "Stopped" in status_line(app), timeout=30, what="Stopped on screen")
-        assert [i for i in app.manager.history(sid) if i.kind is ItemKind.ASSISTANT][-1].interrupted
+        assert [i for i in app.engine.manager.history(sid) if i.kind is ItemKind.ASSISTANT][-1].interrupted
 
         await pilot.press("ctrl+r")
         await see(pilot, "Session reconnected")
-        await wait_for(pilot, lambda: app.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
+        await wait_for(pilot, lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what='the status no longer "Stopped"')
-        history = [(i.kind, i.text) for i in app.manager.history(sid)]
-        turns_before = app.manager.view(sid).turns
+        history = [(i.kind, i.text) for i in app.engine.manager.history(sid)]
+        turns_before = app.engine.manager.view(sid).turns
 
     again = dashboard(state, {name: agent}, name, stop_grace_seconds=8)
     async with again.run_test(size=SIZE, notifications=True) as pilot:

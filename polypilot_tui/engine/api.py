@@ -1,0 +1,84 @@
+"""What a front end needs of an engine, wherever it runs.
+
+The dashboard (and every command) drives an :class:`Engine`: the engine in this process
+(:class:`~polypilot_tui.engine.local.LocalEngine`) or one in another process, reached over its
+socket (:class:`~polypilot_tui.service.client.RemoteEngine`). Reads are answered at once from
+what the engine last said (the views, the history, the streaming text), so a redraw never
+waits on a socket; everything that changes a session is a coroutine. Changes arrive as the
+records of :mod:`polypilot_tui.domain.changes`, problems worth telling as notices.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from polypilot_tui.domain.changes import Change
+from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.view import SessionDetails, SessionView
+from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine.stream import Listener, Unsubscribe
+from polypilot_tui.storage.notices import NoticeListener
+
+
+class EngineError(Exception):
+    """The engine refused or could not do what was asked (the message says why, for people)."""
+
+
+class Engine(Protocol):
+    """Sessions to read and drive; every change comes back through :meth:`subscribe`."""
+
+    @property
+    def clock(self) -> Clock:
+        """The engine's clock: the times in its views are read against it."""
+
+    @property
+    def separate(self) -> bool:
+        """The engine runs in a process of its own: quitting a front end leaves its sessions running."""
+
+    @property
+    def persistent(self) -> bool:
+        """Sessions are saved (a front end then saves where the user was, too)."""
+
+    # ---- reads: what the engine last said, answered at once -------------------------
+    def ids(self) -> list[str]: ...
+    def view(self, session_id: str) -> SessionView: ...
+    def views(self) -> tuple[SessionView, ...]: ...
+    def history(self, session_id: str) -> tuple[ChatItem, ...]: ...
+    def streaming_text(self, session_id: str) -> str: ...
+    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe: ...
+    def on_notice(self, listener: NoticeListener) -> None:
+        """Call ``listener`` with every notice so far (saving, restore, engine problems) and later."""
+
+    # ---- life --------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Restore or fetch the sessions; reads work from here on."""
+
+    async def detach(self, stop_engine: bool) -> None:
+        """This front end leaves; with ``stop_engine`` the engine ends too (turns in flight
+        end as interrupted, offered for resending at the next start)."""
+
+    # ---- commands ------------------------------------------------------------------------
+    async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
+        """Add a session (its agent connects in the background); returns its id."""
+
+    async def send(self, session_id: str, prompt: str) -> str:
+        """Send, or queue while a turn runs: "sent" or "queued"."""
+
+    async def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None: ...
+    async def send_queued(self, session_id: str) -> bool: ...
+    async def stop(self, session_id: str) -> None: ...
+    async def reconnect(self, session_id: str) -> None: ...
+    async def resend_interrupted(self, session_id: str) -> bool: ...
+    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None: ...
+    async def rename(self, session_id: str, name: str) -> None: ...
+    async def close_session(self, session_id: str) -> bool:
+        """Stop and close a session; it can be reopened for a while (undo)."""
+
+    async def reopen(self, session_id: str, position: int | None = None) -> None: ...
+    async def details(self, session_id: str) -> SessionDetails: ...
+    async def cannot_start(self, agent: str) -> str | None:
+        """Why ``agent`` cannot start where the engine runs, or None."""
+
+    async def refresh_changes(self, session_id: str) -> None:
+        """Count the session's changes in its folder again (after a commit, a merge)."""

@@ -1,0 +1,225 @@
+"""The engine in this process: a SessionManager with what runs beside it.
+
+:class:`LocalEngine` is the :class:`~polypilot_tui.engine.api.Engine` a front end drives when
+the engine runs in its own process — the engine service (``polypilot serve``) and the tests'
+in-process dashboard. Beside the manager it owns persistence (restore, then saves), the
+change counter (the sidebar's +adds −dels), the pruning of orphaned worktrees at start, and
+the sessions closed moments ago (for an undo).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from polypilot_tui.config import Settings
+from polypilot_tui.domain.changes import Change
+from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.session import Session
+from polypilot_tui.domain.view import SessionDetails, SessionView
+from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.change_counter import ChangeCounter
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.stream import Listener, Unsubscribe
+from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
+from polypilot_tui.storage.notices import NoticeBoard, NoticeListener
+
+if TYPE_CHECKING:
+    from polypilot_tui.engine.persistence import Persistence
+
+log = logging.getLogger(__name__)
+
+Attach = Callable[[SessionManager, Settings], "Persistence"]
+"""Restores saved sessions into the manager and keeps them saved (``attach_persistence``)."""
+
+KEEP_CLOSED = 20
+"""Closed sessions kept for an undo (the dashboard offers it for 30 s)."""
+
+
+class LocalEngine:
+    """A SessionManager, its persistence, change counts and worktree pruning, in this process."""
+
+    def __init__(self, manager: SessionManager, attach: Attach | None = None) -> None:
+        self.manager = manager
+        self.settings = manager.settings
+        self._attach = attach
+        self.persistence: Persistence | None = None
+        """Saves sessions (None when nothing is saved: tests, ``attach`` not given)."""
+        self.changes = ChangeCounter(manager)
+        """Counts what each session changed in its folder."""
+        self.notices = NoticeBoard()
+        self._closed: OrderedDict[str, tuple[Session, int]] = OrderedDict()
+        self._folder_watch: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[object]] = set()
+
+    @property
+    def clock(self) -> Clock:
+        return self.manager.clock
+
+    @property
+    def separate(self) -> bool:
+        return False
+
+    @property
+    def persistent(self) -> bool:
+        return self.persistence is not None
+
+    # ---- reads -------------------------------------------------------------------------
+    def ids(self) -> list[str]:
+        return self.manager.ids()
+
+    def view(self, session_id: str) -> SessionView:
+        return self.manager.view(session_id)
+
+    def views(self) -> tuple[SessionView, ...]:
+        return self.manager.views()
+
+    def history(self, session_id: str) -> tuple[ChatItem, ...]:
+        return self.manager.history(session_id)
+
+    def streaming_text(self, session_id: str) -> str:
+        return self.manager.streaming_text(session_id)
+
+    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe:
+        return self.manager.subscribe(listener, *kinds)
+
+    def on_notice(self, listener: NoticeListener) -> None:
+        self.notices.listen(listener)
+
+    def running_turns(self) -> int:
+        """Sessions with a turn in flight."""
+        return sum(1 for view in self.views() if view.status.busy)
+
+    # ---- life --------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Restore the saved sessions and keep them saved; prune orphaned worktrees."""
+        if self._attach is not None:
+            self._restore(self._attach)
+        if self.persistence is not None and not self.persistence.restored.problem:  # it knows every session
+            self._spawn(self._prune_worktrees())
+
+    def _restore(self, attach: Attach) -> None:
+        try:
+            self.persistence = attach(self.manager, self.settings)
+        except Exception as exc:  # noqa: BLE001 - the engine still works, unsaved
+            log.exception("restore failed")
+            self.notices.tell(
+                "restore-failed", f"Saved sessions could not be restored, and new ones will not be saved: {exc}"
+            )
+            return
+        self.persistence.on_notice(self.notices.emit)  # saving problems, told once each
+        if self.persistence.restored.problem:
+            self.notices.tell("restore", self.persistence.restored.problem, "warning")
+
+    async def _prune_worktrees(self) -> None:
+        removed = await prune_orphaned_worktrees(self.manager, self.settings.worktree_root)
+        if removed:
+            self.notices.tell(
+                "worktrees-pruned",
+                f"Removed {len(removed)} worktree(s) no session used (clean and merged, or already gone).",
+                "information",
+            )
+
+    def watch_folders(self, on: bool) -> None:
+        """Notice a session folder deleted by hand, every heartbeat, while somebody watches."""
+        if on and self._folder_watch is None:
+            self._folder_watch = asyncio.get_running_loop().create_task(self._watch_folders())
+        elif not on and self._folder_watch is not None:
+            self._folder_watch.cancel()
+            self._folder_watch = None
+
+    async def _watch_folders(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            self.changes.check_folders()
+
+    async def detach(self, stop_engine: bool = True) -> None:
+        """In this process the engine goes with its front end: turns in flight end as interrupted."""
+        await self.close(quitting=True)
+
+    async def close(self, quitting: bool = True) -> None:
+        """End the engine: with ``quitting``, turns in flight end as interrupted (else they stay on record)."""
+        self.watch_folders(False)
+        for task in list(self._background):
+            task.cancel()
+        self.changes.close()
+        try:
+            if quitting:
+                await self.manager.quit()
+            else:
+                await self.manager.shutdown()
+        finally:
+            if self.persistence is not None:  # after the quit: the final state is what is saved
+                await self.persistence.close()
+
+    def _spawn(self, coro: object) -> None:
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # ---- commands ----------------------------------------------------------------------
+    async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
+        if agent not in self.manager.catalog.agents:
+            raise EngineError(f"no agent named {agent!r} is configured")
+        return self.manager.add_session(agent, name, workspace=workspace)
+
+    async def send(self, session_id: str, prompt: str) -> str:
+        return await self.manager.send(self._known(session_id), prompt)
+
+    async def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None:
+        return self.manager.unqueue(self._known(session_id), index, expected)
+
+    async def send_queued(self, session_id: str) -> bool:
+        return await self.manager.send_queued(self._known(session_id))
+
+    async def stop(self, session_id: str) -> None:
+        await self.manager.stop(self._known(session_id))
+
+    async def reconnect(self, session_id: str) -> None:
+        await self.manager.reconnect(self._known(session_id))
+
+    async def resend_interrupted(self, session_id: str) -> bool:
+        return await self.manager.resend_interrupted(self._known(session_id))
+
+    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
+        await self.manager.answer_permission(self._known(session_id), request_id, option_id)
+
+    async def rename(self, session_id: str, name: str) -> None:
+        self.manager.rename(self._known(session_id), name)
+
+    async def close_session(self, session_id: str) -> bool:
+        """Stop and close a session, kept for an undo (:meth:`reopen`)."""
+        position = self.ids().index(session_id) if session_id in self.ids() else 0
+        session = await self.manager.close(session_id)
+        if session is None:
+            return False
+        self._closed[session_id] = (session, position)
+        while len(self._closed) > KEEP_CLOSED:
+            self._closed.popitem(last=False)
+        return True
+
+    async def reopen(self, session_id: str, position: int | None = None) -> None:
+        closed = self._closed.pop(session_id, None)
+        if closed is None:
+            raise EngineError("that session can no longer be brought back")
+        session, was_at = closed
+        self.manager.reopen(session, was_at if position is None else position)
+
+    async def details(self, session_id: str) -> SessionDetails:
+        return self.manager.details(self._known(session_id))
+
+    async def cannot_start(self, agent: str) -> str | None:
+        return self.manager.cannot_start(agent)
+
+    async def refresh_changes(self, session_id: str) -> None:
+        self.changes.refresh(self._known(session_id))
+
+    def _known(self, session_id: str) -> str:
+        if session_id not in self.manager.ids():
+            raise EngineError(f"no session {session_id!r} (closed meanwhile?)")
+        return session_id
