@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     done.add_argument("--ff-only", action="store_true", help="merge: fast-forward only")
     done.add_argument("--force", action="store_true", help="discard: even with uncommitted or unpushed work")
     done.add_argument("--remote", default="origin", help="push: the remote")
+    sub.add_parser("serve", help="run the engine in this process (the dashboard starts one by itself)")
+    engine = sub.add_parser("engine", help="the engine service: start it detached, see it, stop it")
+    engine.add_argument("action", choices=["start", "status", "stop"])
+    engine.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--in-process", action="store_true", help="run the engine inside the dashboard (sessions end with it)"
+    )
     return parser
 
 
@@ -102,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("replay", "status", "agents", "new", "diff", "finish"):
+    if args.command in ("replay", "status", "agents", "new", "diff", "finish", "engine"):
         if args.log_file:
             setup_file_logging(Path("."), "", extra_file=args.log_file)
         else:
@@ -136,7 +144,16 @@ def _command(argv: Sequence[str] | None) -> int:
         return print_agents(load_catalog(settings))
     if args.command in ("new", "diff", "finish"):
         return cmd_workspace(args, settings)
-    return cmd_tui(settings, args.log_file)
+    if args.command in ("serve", "engine"):
+        from polypilot_tui.commands.engine import cmd_engine, cmd_serve
+
+        if args.command == "engine":
+            return cmd_engine(settings, args.action, args.json)
+        setup_file_logging(Path(settings.state_dir), "engine.log", logging.INFO, extra_file=args.log_file)
+        return cmd_serve(settings, load_catalog(settings))
+    if args.in_process:
+        return cmd_tui(settings, args.log_file)
+    return cmd_attach(settings, args.log_file)
 
 
 def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
@@ -230,6 +247,14 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
         for note in QUIT_NOTES:  # the terminal is ours again: what could not be saved, and where it is
             print(note, file=sys.stderr)
         QUIT_NOTES.clear()
+
+
+def cmd_attach(settings: Settings, log_file: Path | None = None) -> int:
+    """The dashboard, attached to the state folder's engine (started detached when none runs)."""
+    setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=log_file)
+    from polypilot_tui.ui.launch import run_attached
+
+    return run_attached(settings)
 
 
 if __name__ == "__main__":

@@ -44,8 +44,10 @@ KEEP_CLOSED = 20
 class LocalEngine:
     """A SessionManager, its persistence, change counts and worktree pruning, in this process."""
 
-    def __init__(self, manager: SessionManager, attach: Attach | None = None) -> None:
+    def __init__(self, manager: SessionManager, attach: Attach | None = None, *, must_persist: bool = False) -> None:
         self.manager = manager
+        self._must_persist = must_persist
+        """A restore that fails stops the start (the engine service) instead of running unsaved."""
         self.settings = manager.settings
         self._attach = attach
         self.persistence: Persistence | None = None
@@ -88,8 +90,8 @@ class LocalEngine:
     def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe:
         return self.manager.subscribe(listener, *kinds)
 
-    def on_notice(self, listener: NoticeListener) -> None:
-        self.notices.listen(listener)
+    def on_notice(self, listener: NoticeListener) -> Unsubscribe:
+        return self.notices.listen(listener)
 
     def running_turns(self) -> int:
         """Sessions with a turn in flight."""
@@ -107,6 +109,8 @@ class LocalEngine:
         try:
             self.persistence = attach(self.manager, self.settings)
         except Exception as exc:  # noqa: BLE001 - the engine still works, unsaved
+            if self._must_persist:
+                raise
             log.exception("restore failed")
             self.notices.tell(
                 "restore-failed", f"Saved sessions could not be restored, and new ones will not be saved: {exc}"

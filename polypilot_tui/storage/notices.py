@@ -33,11 +33,17 @@ class NoticeBoard:
         """Every notice so far, oldest first (bounded: one per distinct problem and end)."""
         self._listeners: list[NoticeListener] = []
 
-    def listen(self, listener: NoticeListener) -> None:
-        """Call ``listener`` with every notice so far and every later one."""
+    def listen(self, listener: NoticeListener) -> Callable[[], None]:
+        """Call ``listener`` with every notice so far and every later one; returns a stop."""
         self._listeners.append(listener)
         for notice in list(self.told):
             listener(notice)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
 
     def open(self, key: str) -> bool:
         """Is the problem ``key`` going on?"""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from pathlib import Path
 
 from textual.drivers.linux_driver import LinuxDriver
 
@@ -17,6 +18,8 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.service.remote import EngineClock, RemoteEngine
+from polypilot_tui.service.spawn import ensure_engine
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.quit_signals import QuitOnSignal
 from polypilot_tui.ui.terminal import HangupSafeDriver
@@ -43,13 +46,30 @@ def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
 
 
 def run_app(settings: Settings) -> int:
-    """Run the dashboard until the user quits; returns the exit code (logging: cli.py)."""
+    """Run the dashboard with the engine inside it until the user quits (``--in-process``)."""
     catalog, notes = build_catalog(settings)
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock)
     from polypilot_tui.engine.persistence import attach_persistence
 
-    app = PolypilotApp(settings, catalog, LocalEngine(manager, attach_persistence), clock, notes=notes)
+    return _start(PolypilotApp(settings, catalog, LocalEngine(manager, attach_persistence), clock, notes=notes))
+
+
+def run_attached(settings: Settings) -> int:
+    """Run the dashboard attached to the state folder's engine (started detached when none runs).
+
+    Quitting leaves the engine and its sessions running unless the user asks to stop it."""
+    catalog, notes = build_catalog(settings)
+
+    async def connect() -> Path:
+        path, _started = await ensure_engine(settings)
+        return path
+
+    app = PolypilotApp(settings, catalog, RemoteEngine(connect), EngineClock(), notes=notes)
+    return _start(app)
+
+
+def _start(app: PolypilotApp) -> int:
     # Textual sizes the screen with shutil.get_terminal_size(), which prefers COLUMNS/LINES
     # over the terminal itself: an exported COLUMNS=80 pinned the dashboard to 80 columns
     # in a wider terminal, resize or not.

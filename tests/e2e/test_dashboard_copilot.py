@@ -86,13 +86,13 @@ async def test_a_copilot_session_from_prompt_to_restore(
     again = dashboard(state, agents, "copilot", stop_grace_seconds=8)
     async with again.run_test(size=SIZE, notifications=True) as pilot:
         await wait_for(pilot, lambda: again.selected == sid, what="the session restored and on screen")
-        assert [(i.kind, i.text) for i in again.manager.history(sid)] == history
+        assert [(i.kind, i.text) for i in again.engine.manager.history(sid)] == history
         await see(pilot, "echo: after the reconnect", "done: hi")
         assert again.pane.editor.text == "an unsent draft"
         again.pane.editor.load_text("")
         await send(pilot, "after the restart")
         await see(pilot, "echo: after the restart")
-        assert again.manager.view(sid).agent_session_id == agent_session
+        assert again.engine.manager.view(sid).agent_session_id == agent_session
         # The model saw the earlier conversation: the agent session really resumed.
         last = model_server.model_requests()[-1]
         assert "hello from the dashboard" in last.text()

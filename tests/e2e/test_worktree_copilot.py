@@ -104,7 +104,9 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
 
     again = dashboard(state, agents, "demo")
     async with again.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: set(sids) <= set(again.manager.ids()), what="the sessions restored")
-        restored = again.manager.session(sids[1]).workspace
+        await wait_for(pilot, lambda: set(sids) <= set(again.engine.manager.ids()), what="the sessions restored")
+        restored = again.engine.manager.session(sids[1]).workspace
         assert restored is not None and restored.folder == str(folders[1]) and restored.branch == "polypilot/beta"
-        await wait_for(pilot, lambda: again.manager.view(sids[1]).changes == ChangeStats(1, 1, 1), what="recount")
+        await wait_for(
+            pilot, lambda: again.engine.manager.view(sids[1]).changes == ChangeStats(1, 1, 1), what="recount"
+        )

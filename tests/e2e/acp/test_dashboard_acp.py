@@ -133,16 +133,16 @@ async def test_an_acp_session_from_prompt_to_restore(
     again = dashboard(state, {name: agent}, name, stop_grace_seconds=8)
     async with again.run_test(size=SIZE, notifications=True) as pilot:
         await wait_for(pilot, lambda: again.selected == sid, what="the session restored")
-        assert [(i.kind, i.text) for i in again.manager.history(sid)] == history
+        assert [(i.kind, i.text) for i in again.engine.manager.history(sid)] == history
         await see(pilot, script.tool_reply)
         await send(pilot, script.hello)
         await wait_for(
             pilot,
-            lambda: again.manager.view(sid).turns == turns_before + 1,
+            lambda: again.engine.manager.view(sid).turns == turns_before + 1,
             timeout=AGENT_WAIT,
             what="the first turn after the restart (the count carries over)",
         )
-        new_rows = again.manager.history(sid)[len(history) :]
+        new_rows = again.engine.manager.history(sid)[len(history) :]
         replies = [i.text for i in new_rows if i.kind is ItemKind.ASSISTANT]
         # Exactly one answer, and it answers this prompt: a conversation the agent replayed
         # while reconnecting (session/load) is never shown as the reply.

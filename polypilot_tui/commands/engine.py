@@ -1,0 +1,80 @@
+"""``polypilot serve`` and ``polypilot engine start|status|stop``: the engine service's life."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from polypilot_tui.commands.run import EXIT_OK
+from polypilot_tui.config import AgentCatalog, Settings
+from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.service.serve import EngineRefused, serve
+from polypilot_tui.service.spawn import engine_info, ensure_engine
+from polypilot_tui.service.wire import socket_path
+
+EXIT_NO_ENGINE = 5
+"""``engine status`` / ``engine stop``: no engine runs for this state folder."""
+EXIT_REFUSED = 6
+"""The engine could not start (another one runs, the socket cannot be made)."""
+STOP_WAIT = 30.0
+
+
+def cmd_serve(settings: Settings, catalog: AgentCatalog) -> int:
+    """Run the engine in this process until it is stopped."""
+    try:
+        return asyncio.run(serve(settings, catalog))
+    except EngineRefused as exc:
+        print(f"polypilot: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+def cmd_engine(settings: Settings, action: str, json_mode: bool = False) -> int:
+    """``start`` (detached, when none runs; prints where it listens), ``status``, ``stop``."""
+    return asyncio.run(_engine(settings, action, json_mode))
+
+
+async def _engine(settings: Settings, action: str, json_mode: bool) -> int:
+    if action == "start":
+        try:
+            path, started = await ensure_engine(settings)
+        except EngineError as exc:
+            print(f"polypilot: {exc}", file=sys.stderr)
+            return EXIT_REFUSED
+        running = await engine_info(settings) or {}
+        print(dump_json({"socket": str(path), "pid": running.get("pid"), "started": started}))
+        return EXIT_OK
+    info = await engine_info(settings)
+    if info is None:
+        print(f"No engine runs for {settings.state_dir}.", file=sys.stderr)
+        return EXIT_NO_ENGINE
+    if action == "status":
+        if json_mode:
+            print(dump_json({**info, "socket": str(socket_path(settings.state_dir))}))
+        else:
+            where = socket_path(settings.state_dir)
+            print(
+                f"Engine pid {info.get('pid')} on {where}: {info.get('sessions')} session(s), "
+                f"{info.get('running_turns')} turn(s) running, {info.get('attached')} client(s) attached."
+            )
+        return EXIT_OK
+    return await _stop(settings, info)
+
+
+async def _stop(settings: Settings, info: dict[str, object]) -> int:
+    http = EngineHttp(socket_path(settings.state_dir))
+    try:
+        await http.post("/engine/stop")
+    finally:
+        await http.aclose()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STOP_WAIT
+    while loop.time() < deadline:
+        if not Path(socket_path(settings.state_dir)).exists() and await engine_info(settings) is None:
+            print(f"Engine pid {info.get('pid')} stopped.")
+            return EXIT_OK
+        await asyncio.sleep(0.05)
+    print(f"polypilot: engine pid {info.get('pid')} did not stop within {STOP_WAIT:.0f} s", file=sys.stderr)
+    return EXIT_REFUSED

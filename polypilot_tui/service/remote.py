@@ -1,0 +1,324 @@
+"""RemoteEngine: an engine service as the dashboard sees it — a mirror kept by the live stream.
+
+Reads (views, history, the reply streaming now) are answered from the mirror, so a redraw
+never waits on the socket; commands are requests. The mirror publishes the same change
+records an engine in this process would, so the dashboard cannot tell the two apart.
+
+When the stream ends (the engine was killed, or the SSH forward dropped), the loss is told at
+once and ``connect`` is called again — it starts a new engine when none runs — and the new
+snapshot replaces the mirror: the sessions come back through the engine's own restore.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from polypilot_tui.domain.changes import (
+    Change,
+    ItemAdded,
+    ItemReplaced,
+    SessionAdded,
+    SessionRemoved,
+    ViewChanged,
+    change_from_json,
+)
+from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.view import SessionDetails, SessionView
+from polypilot_tui.domain.wire import from_plain, to_plain
+from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.stream import ChangeStream, Listener, Unsubscribe
+from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
+from polypilot_tui.service.wire import items_from_json, view_from_json
+from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
+
+log = logging.getLogger(__name__)
+
+Connect = Callable[[], Awaitable[Path]]
+"""Makes sure an engine runs and returns its socket (starts one, or opens an SSH forward)."""
+
+SNAPSHOT_TIMEOUT = 15.0
+RECONNECT_TRIES = 5
+
+
+class EngineClock(SystemClock):
+    """This machine's clock, set to read the engine's: views carry the engine's clock times."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self.offset
+
+
+class RemoteEngine:
+    """An :class:`~polypilot_tui.engine.api.Engine` in another process, reached through ``connect``."""
+
+    def __init__(self, connect: Connect, *, reconnect: bool = True) -> None:
+        self._connect = connect
+        self._reconnect = reconnect
+        self._clock = EngineClock()
+        self._stream = ChangeStream()
+        self.notices = NoticeBoard()
+        self.http: EngineHttp | None = None
+        self.info: dict[str, Any] = {}
+        """What the engine said of itself in its last snapshot (pid, state folder, …)."""
+        self._views: dict[str, SessionView] = {}
+        self._history: dict[str, list[ChatItem]] = {}
+        self._streaming: dict[str, str] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._detaching = False
+
+    @property
+    def clock(self) -> SystemClock:
+        return self._clock
+
+    @property
+    def separate(self) -> bool:
+        return True
+
+    @property
+    def persistent(self) -> bool:
+        return True
+
+    # ---- reads -------------------------------------------------------------------------
+    def ids(self) -> list[str]:
+        return list(self._views)
+
+    def view(self, session_id: str) -> SessionView:
+        return self._views[session_id]
+
+    def views(self) -> tuple[SessionView, ...]:
+        return tuple(self._views.values())
+
+    def history(self, session_id: str) -> tuple[ChatItem, ...]:
+        return tuple(self._history.get(session_id, ()))
+
+    def streaming_text(self, session_id: str) -> str:
+        return self._streaming.get(session_id, "")
+
+    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe:
+        return self._stream.subscribe(listener, *kinds)
+
+    def on_notice(self, listener: NoticeListener) -> Unsubscribe:
+        return self.notices.listen(listener)
+
+    # ---- life --------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Attach: the snapshot is in the mirror when this returns; changes follow."""
+        snapshot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._reader = asyncio.create_task(self._read(snapshot), name="engine stream")
+        await asyncio.wait_for(asyncio.shield(snapshot), SNAPSHOT_TIMEOUT)
+
+    async def _read(self, first: asyncio.Future[None]) -> None:
+        attempt = 0
+        while not self._detaching:
+            try:
+                socket = await self._connect()
+                if self.http is None or self.http.socket != socket:
+                    if self.http is not None:
+                        await self.http.aclose()
+                    self.http = EngineHttp(socket)
+                async with self.http.stream() as events:
+                    async for event in events:
+                        self._apply(event.event, event_data(event))
+                        if event.event == "snapshot":
+                            attempt = 0
+                            if not first.done():
+                                first.set_result(None)
+                            self.notices.over(
+                                "engine-lost", f"Attached to the engine again (pid {self.info.get('pid')})."
+                            )
+                reason = "the engine closed the connection"
+            except (EngineError, ValueError, OSError) as exc:
+                reason = str(exc)
+            except Exception as exc:  # noqa: BLE001 - whatever it was, the dashboard must hear of it
+                log.exception("engine stream failed")
+                reason = f"{type(exc).__name__}: {exc}"
+            if self._detaching:
+                return
+            log.warning("engine stream ended: %s", reason)
+            if not first.done():
+                first.set_exception(EngineUnreachable(reason))
+                return
+            if not self._reconnect or attempt >= RECONNECT_TRIES:
+                self.notices.tell("engine-lost", f"The engine is gone and could not be started again: {reason}")
+                return
+            self.notices.tell("engine-lost", f"The engine stopped ({reason}); starting a new one — sessions come back.")
+            attempt += 1
+            await asyncio.sleep(min(0.2 * attempt, 2.0))
+
+    async def detach(self, stop_engine: bool) -> None:
+        self._detaching = True
+        try:
+            if stop_engine and self.http is not None:
+                try:
+                    await self.http.post("/engine/stop")
+                except EngineError as exc:
+                    log.warning("the engine could not be stopped: %s", exc)
+        finally:
+            if self._reader is not None:
+                self._reader.cancel()
+            if self.http is not None:
+                await self.http.aclose()
+
+    # ---- the stream, into the mirror ------------------------------------------------------
+    def _apply(self, kind: str, data: Any) -> None:
+        if not isinstance(data, dict):
+            raise ValueError(f"a {kind} event is not an object")
+        if kind == "snapshot":
+            self._resync(data)
+        elif kind == "session":
+            sid = self._put(data)
+            self._stream.publish(SessionAdded(sid))
+            self._stream.publish(ViewChanged(sid, self._views[sid].revision))
+        elif kind == "removed":
+            sid = str(data.get("session_id"))
+            if self._forget(sid):
+                self._stream.publish(SessionRemoved(sid))
+        elif kind == "view":
+            self._view(data)
+        elif kind == "change":
+            self._change(change_from_json(data))
+        elif kind == "notice":
+            self.notices.emit(from_plain(Notice, data))
+
+    def _resync(self, data: dict[str, Any]) -> None:
+        info = data.get("engine")
+        self.info = info if isinstance(info, dict) else {}
+        now = self.info.get("now")
+        if isinstance(now, (int, float)):
+            self._clock.offset = float(now) - time.monotonic()
+        sessions = data.get("sessions")
+        if not isinstance(sessions, list):
+            raise ValueError("snapshot: sessions must be a list")
+        before = set(self._views)
+        after = [self._put(s) for s in sessions]
+        for sid in before - set(after):
+            self._forget(sid)
+            self._stream.publish(SessionRemoved(sid))
+        self._views = {sid: self._views[sid] for sid in after}  # the engine's order
+        for sid in after:
+            if sid not in before:
+                self._stream.publish(SessionAdded(sid, restored=True))
+            self._stream.publish(ViewChanged(sid, self._views[sid].revision))
+
+    def _put(self, data: Any) -> str:
+        if not isinstance(data, dict):
+            raise ValueError("a session must be an object")
+        view = view_from_json(data.get("view"))
+        streaming = data.get("streaming", "")
+        self._views[view.id] = view
+        self._history[view.id] = items_from_json(data.get("history", []))
+        self._streaming[view.id] = streaming if isinstance(streaming, str) else ""
+        return view.id
+
+    def _forget(self, sid: str) -> bool:
+        self._history.pop(sid, None)
+        self._streaming.pop(sid, None)
+        return self._views.pop(sid, None) is not None
+
+    def _view(self, data: dict[str, Any]) -> None:
+        view = view_from_json(data.get("view"))
+        if view.id not in self._views:
+            return
+        start, text = data.get("stream_from"), data.get("stream")
+        if isinstance(start, int) and isinstance(text, str):
+            current = self._streaming.get(view.id, "")
+            self._streaming[view.id] = current[:start] + text
+        self._views[view.id] = view
+        self._stream.publish(ViewChanged(view.id, view.revision))
+
+    def _change(self, change: Change) -> None:
+        history = self._history.get(change.session_id)
+        if history is not None and isinstance(change, (ItemAdded, ItemReplaced)):
+            if change.index < len(history):
+                history[change.index] = change.item  # a row the snapshot had already
+            elif change.index == len(history):
+                history.append(change.item)
+            else:
+                raise ValueError(f"history row {change.index} of {change.session_id} arrived before row {len(history)}")
+        self._stream.publish(change)
+
+    # ---- commands ----------------------------------------------------------------------
+    def _api(self) -> EngineHttp:
+        if self.http is None:
+            raise EngineUnreachable("not attached to an engine")
+        return self.http
+
+    async def _act(self, sid: str, action: str, **body: Any) -> Any:
+        answer = await self._api().post(f"/sessions/{sid}/{action}", body)
+        return answer.get("result") if isinstance(answer, dict) else None
+
+    async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
+        body = {"agent": agent, "name": name, "workspace": to_plain(workspace) if workspace else None}
+        answer = await self._api().post("/sessions", body)
+        sid = answer.get("id") if isinstance(answer, dict) else None
+        if not isinstance(sid, str):
+            raise EngineError("the engine did not say which session it made")
+        await self._arrival(sid)
+        return sid
+
+    async def _arrival(self, sid: str, timeout: float = 10.0) -> None:
+        """Wait until the stream has brought ``sid`` into the mirror (the answer can come first)."""
+        arrived = asyncio.Event()
+        unsubscribe = self._stream.subscribe(lambda change: arrived.set() if change.session_id == sid else None)
+        try:
+            if sid not in self._views:
+                await asyncio.wait_for(arrived.wait(), timeout)
+        except TimeoutError:
+            pass  # it comes with the stream later; the dashboard selects it then
+        finally:
+            unsubscribe()
+
+    async def send(self, session_id: str, prompt: str) -> str:
+        return str(await self._act(session_id, "send", prompt=prompt))
+
+    async def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None:
+        result = await self._act(session_id, "unqueue", index=index, expected=expected)
+        return result if isinstance(result, str) else None
+
+    async def send_queued(self, session_id: str) -> bool:
+        return bool(await self._act(session_id, "send-queued"))
+
+    async def stop(self, session_id: str) -> None:
+        await self._act(session_id, "stop")
+
+    async def reconnect(self, session_id: str) -> None:
+        await self._act(session_id, "reconnect")
+
+    async def resend_interrupted(self, session_id: str) -> bool:
+        return bool(await self._act(session_id, "resend"))
+
+    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
+        await self._act(session_id, "permission", request_id=request_id, option_id=option_id)
+
+    async def rename(self, session_id: str, name: str) -> None:
+        await self._act(session_id, "rename", name=name)
+
+    async def close_session(self, session_id: str) -> bool:
+        return bool(await self._act(session_id, "close"))
+
+    async def reopen(self, session_id: str, position: int | None = None) -> None:
+        await self._act(session_id, "reopen", position=position)
+        await self._arrival(session_id)
+
+    async def details(self, session_id: str) -> SessionDetails:
+        return from_plain(SessionDetails, await self._api().get(f"/sessions/{session_id}/details"))
+
+    async def cannot_start(self, agent: str) -> str | None:
+        answer = await self._api().get("/agents")
+        for entry in answer.get("agents", []) if isinstance(answer, dict) else []:
+            if isinstance(entry, dict) and entry.get("name") == agent:
+                reason = entry.get("cannot_start")
+                return reason if isinstance(reason, str) else None
+        return f"the engine has no agent named {agent!r}"
+
+    async def refresh_changes(self, session_id: str) -> None:
+        await self._act(session_id, "refresh-changes")

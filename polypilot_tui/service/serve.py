@@ -1,0 +1,94 @@
+"""``polypilot serve``: the engine as a process of its own, on a Unix socket in the state folder.
+
+One engine per state folder: the state folder's lock (taken by persistence) is held from start
+to exit, so a second ``serve`` exits at once naming the running one. The socket is made 0600 in
+a 0700 folder before anyone can connect. SIGTERM, SIGINT and ``POST /v1/engine/stop`` end the
+engine the way a dashboard's quit did: turns in flight end as interrupted and are offered for
+resending at the next start; everything is saved before the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from pathlib import Path
+
+import uvicorn
+
+from polypilot_tui.config import AgentCatalog, Settings
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import attach_persistence
+from polypilot_tui.infra.private import private_dir
+from polypilot_tui.service.server import build_app
+from polypilot_tui.service.wire import SOCKET_PATH_MAX, socket_path
+from polypilot_tui.storage.lock import StateFolderBusy, lock_holder
+from polypilot_tui.storage.retention import prune_state_dir
+
+log = logging.getLogger(__name__)
+
+
+class EngineRefused(Exception):
+    """The engine cannot start here (another runs, the socket path is too long, …)."""
+
+
+def bind_socket(path: Path) -> socket.socket:
+    """A listening Unix socket at ``path``, private (0600) from the moment it exists."""
+    if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+        raise EngineRefused(
+            f"the socket path {path} is longer than {SOCKET_PATH_MAX} bytes; use a shorter state folder"
+        )
+    if path.exists() or path.is_symlink():
+        path.unlink()  # a socket left by an engine that died: the lock says nobody uses it
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(64)
+    return sock
+
+
+async def serve(settings: Settings, catalog: AgentCatalog, ready: asyncio.Event | None = None) -> int:
+    """Run the engine until it is stopped; returns the exit code."""
+    state = Path(settings.state_dir)
+    private_dir(state)
+    holder = lock_holder(state)
+    if holder is not None:
+        raise EngineRefused(f"an engine already runs for {state} ({holder.describe()})")
+    engine = LocalEngine(SessionManager(settings, catalog, SystemClock()), attach_persistence, must_persist=True)
+    try:
+        await engine.start()
+    except StateFolderBusy as exc:
+        raise EngineRefused(f"an engine already runs for {state} ({exc.holder.describe()})") from None
+    prune_state_dir(state)
+    path = socket_path(state)
+    try:
+        sock = bind_socket(path)
+    except (OSError, EngineRefused):
+        await engine.close(quitting=False)
+        raise
+    server: uvicorn.Server | None = None
+
+    def stop() -> None:
+        if server is not None:
+            server.should_exit = True
+
+    config = uvicorn.Config(build_app(engine, stop), log_level="warning", lifespan="off", access_log=False)
+    server = uvicorn.Server(config)
+    log.info("engine %d listening on %s", os.getpid(), path)
+    if ready is not None:
+        ready.set()
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        log.info("engine stopping: %d turn(s) in flight end as interrupted", engine.running_turns())
+        await engine.close(quitting=True)
+        path.unlink(missing_ok=True)
+        sock.close()
+    return 0

@@ -1,0 +1,288 @@
+"""The engine's HTTP API (Starlette): requests that drive sessions, and one live stream.
+
+Every request maps to one :class:`~polypilot_tui.engine.local.LocalEngine` call. The stream
+(``GET /v1/stream``, Server-Sent Events) starts with a snapshot of every session and then
+carries the changes in order: history rows as they are added or replaced, turn ends, notices,
+sessions added and removed, and views. Views are coalesced per client: a burst of deltas is
+one view, built when the client is ready for it, with the reply text that streamed since the
+last one (never the whole reply again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from polypilot_tui.agents.base import BackendError
+from polypilot_tui.domain.changes import (
+    Change,
+    ItemAdded,
+    ItemReplaced,
+    SessionAdded,
+    SessionRemoved,
+    TurnEnded,
+    ViewChanged,
+    change_to_json,
+)
+from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.domain.wire import from_plain, to_plain
+from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.service.wire import API, session_state
+from polypilot_tui.storage.notices import Notice
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1 << 20
+"""Bytes a request body may have (a prompt of a megabyte is already a lot)."""
+
+
+class StreamClient:
+    """One attached client's queue: records in order, views coalesced until it reads them."""
+
+    def __init__(self, engine: LocalEngine) -> None:
+        self.engine = engine
+        self._queue: list[tuple[str, Any]] = []
+        self._views_queued: set[str] = set()
+        self._sent_stream: dict[str, str] = {}
+        self._ready = asyncio.Event()
+
+    def on_change(self, change: Change) -> None:
+        sid = change.session_id
+        if isinstance(change, ViewChanged):
+            if sid in self._views_queued:
+                return  # the view queued already will be built when sent: the latest one
+            self._views_queued.add(sid)
+            self._queue.append(("view", sid))
+        elif isinstance(change, SessionAdded):
+            self._queue.append(("session", sid))
+        elif isinstance(change, SessionRemoved):
+            self._queue.append(("removed", sid))
+        else:
+            self._queue.append(("change", change_to_json(change)))
+        self._ready.set()
+
+    def on_notice(self, notice: Notice) -> None:
+        self._queue.append(("notice", to_plain(notice)))
+        self._ready.set()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every session whole, and what the client needs to read times against the engine."""
+        sessions = [self._session(sid) for sid in self.engine.ids()]
+        return {"engine": engine_info(self.engine), "sessions": sessions}
+
+    def _session(self, sid: str) -> dict[str, Any]:
+        engine = self.engine
+        streaming = engine.streaming_text(sid)
+        self._sent_stream[sid] = streaming
+        return session_state(engine.view(sid), engine.history(sid), streaming)
+
+    async def events(self) -> AsyncIterator[tuple[str, Any]]:
+        """(event, data) in order, forever; a view is built when its turn to be sent comes."""
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            batch, self._queue = self._queue, []
+            for kind, data in batch:
+                if kind == "view":
+                    self._views_queued.discard(data)
+                    if data in self.engine.ids():
+                        yield "view", self._view(data)
+                elif kind == "session":
+                    if data in self.engine.ids():
+                        yield "session", self._session(data)
+                elif kind == "removed":
+                    self._sent_stream.pop(data, None)
+                    yield "removed", {"session_id": data}
+                else:
+                    yield kind, data
+
+    def _view(self, sid: str) -> dict[str, Any]:
+        text = self.engine.streaming_text(sid)
+        sent = self._sent_stream.get(sid, "")
+        start = len(sent) if text.startswith(sent) else 0
+        self._sent_stream[sid] = text
+        return {"view": to_plain(self.engine.view(sid)), "stream_from": start, "stream": text[start:]}
+
+
+def engine_info(engine: LocalEngine) -> dict[str, Any]:
+    """Who the engine is and how busy: for ``polypilot engine``, ``status`` and clients."""
+    views = engine.views()
+    return {
+        "pid": os.getpid(),
+        "state_dir": str(engine.settings.state_dir),
+        "started_at": STARTED_AT,
+        "now": engine.clock.now(),
+        "wall": engine.clock.wall(),
+        "sessions": len(views),
+        "running_turns": sum(1 for v in views if v.status.busy),
+        "persistent": engine.persistent,
+    }
+
+
+STARTED_AT = time.time()
+
+
+def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
+    """The API around ``engine``; ``stop`` ends the service (``POST /v1/engine/stop``)."""
+    attached: list[StreamClient] = []
+
+    async def stream(request: Request) -> Response:
+        client = StreamClient(engine)
+        unsubscribe = engine.subscribe(
+            client.on_change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, TurnEnded
+        )
+        first = client.snapshot()  # same tick as the subscribe: nothing falls in between
+        stop_notices = engine.on_notice(client.on_notice)
+        attached.append(client)
+        engine.watch_folders(True)
+
+        async def events() -> AsyncIterator[ServerSentEvent]:
+            try:
+                yield ServerSentEvent(dump_json(first), event="snapshot")
+                async for kind, data in client.events():
+                    yield ServerSentEvent(dump_json(data), event=kind)
+            finally:
+                unsubscribe()
+                stop_notices()
+                attached.remove(client)
+                engine.watch_folders(bool(attached))
+
+        return EventSourceResponse(events(), ping=15, send_timeout=30)
+
+    async def info(request: Request) -> Response:
+        return JSONResponse({**engine_info(engine), "attached": len(attached)})
+
+    async def stop_engine(request: Request) -> Response:
+        stop()
+        return JSONResponse({"stopping": True}, status_code=202)
+
+    async def sessions(request: Request) -> Response:
+        return JSONResponse({"now": engine.clock.now(), "sessions": [to_plain(v) for v in engine.views()]})
+
+    async def new_session(request: Request) -> Response:
+        body = await _body(request)
+        workspace = body.get("workspace")
+        sid = await engine.new_session(
+            _text(body, "agent"),
+            _text(body, "name", required=False) or None,
+            from_plain(Workspace, workspace) if workspace is not None else None,
+        )
+        return JSONResponse({"id": sid}, status_code=201)
+
+    async def one(request: Request) -> Response:
+        return JSONResponse(to_plain(engine.view(_sid(request, engine))))
+
+    async def history(request: Request) -> Response:
+        items = engine.history(_sid(request, engine))
+        start = _int(request.query_params.get("start", "0"), "start")
+        limit = _int(request.query_params.get("limit", "200"), "limit")
+        page = items[start : start + min(limit, 1000)]
+        return JSONResponse({"total": len(items), "start": start, "items": [to_plain(i) for i in page]})
+
+    async def details(request: Request) -> Response:
+        return JSONResponse(to_plain(await engine.details(_sid(request, engine))))
+
+    async def agents(request: Request) -> Response:
+        catalog = engine.manager.catalog.agents
+        return JSONResponse(
+            {
+                "agents": [
+                    {"name": n, "kind": c.kind, "cannot_start": await engine.cannot_start(n)}
+                    for n, c in catalog.items()
+                ]
+            }
+        )
+
+    def command(act: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            sid = request.path_params["sid"]
+            result = await act(sid, await _body(request))
+            return JSONResponse({"result": result})
+
+        return handle
+
+    actions: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
+        "send": lambda sid, b: engine.send(sid, _text(b, "prompt")),
+        "stop": lambda sid, b: engine.stop(sid),
+        "reconnect": lambda sid, b: engine.reconnect(sid),
+        "resend": lambda sid, b: engine.resend_interrupted(sid),
+        "send-queued": lambda sid, b: engine.send_queued(sid),
+        "unqueue": lambda sid, b: engine.unqueue(sid, _int(b.get("index"), "index"), b.get("expected")),
+        "permission": lambda sid, b: engine.answer_permission(sid, _text(b, "request_id"), _text(b, "option_id")),
+        "rename": lambda sid, b: engine.rename(sid, _text(b, "name")),
+        "close": lambda sid, b: engine.close_session(sid),
+        "reopen": lambda sid, b: engine.reopen(sid, b.get("position") if isinstance(b.get("position"), int) else None),
+        "refresh-changes": lambda sid, b: engine.refresh_changes(sid),
+    }
+    routes = [
+        Route(f"{API}/engine", info, methods=["GET"]),
+        Route(f"{API}/engine/stop", stop_engine, methods=["POST"]),
+        Route(f"{API}/stream", stream, methods=["GET"]),
+        Route(f"{API}/agents", agents, methods=["GET"]),
+        Route(f"{API}/sessions", sessions, methods=["GET"]),
+        Route(f"{API}/sessions", new_session, methods=["POST"]),
+        Route(f"{API}/sessions/{{sid}}", one, methods=["GET"]),
+        Route(f"{API}/sessions/{{sid}}/history", history, methods=["GET"]),
+        Route(f"{API}/sessions/{{sid}}/details", details, methods=["GET"]),
+        *(Route(f"{API}/sessions/{{sid}}/{name}", command(act), methods=["POST"]) for name, act in actions.items()),
+    ]
+    return Starlette(routes=routes, exception_handlers={Exception: _error})
+
+
+async def _error(request: Request, exc: Exception) -> Response:
+    """Refusals say why, for people; anything unexpected is logged and said in one line."""
+    if isinstance(exc, (EngineError, ValueError, BackendError)):
+        status = 404 if isinstance(exc, EngineError) and "no session" in str(exc) else 409
+        return JSONResponse({"error": str(exc)}, status_code=400 if isinstance(exc, ValueError) else status)
+    log.exception("request %s %s failed", request.method, request.url.path)
+    return JSONResponse({"error": f"the engine failed: {type(exc).__name__}: {exc}"}, status_code=500)
+
+
+def _sid(request: Request, engine: LocalEngine) -> str:
+    sid: str = request.path_params["sid"]
+    if sid not in engine.ids():
+        raise EngineError(f"no session {sid!r} (closed meanwhile?)")
+    return sid
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    if len(raw) > MAX_BODY:
+        raise ValueError(f"the request is larger than {MAX_BODY} bytes")
+    body = load_json(raw, "the request")
+    if not isinstance(body, dict):
+        raise ValueError("the request must be a JSON object")
+    return body
+
+
+def _text(body: dict[str, Any], key: str, required: bool = True) -> str:
+    value = body.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{key!r} must be a string")
+    return value
+
+
+def _int(value: Any, key: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key!r} must be a whole number") from None
+    if number < 0:
+        raise ValueError(f"{key!r} must not be negative")
+    return number

@@ -1,0 +1,41 @@
+"""The engine service's wire: paths, and what travels as JSON besides the change records.
+
+Requests and answers are JSON over HTTP on a Unix socket in the state folder; the live
+stream is Server-Sent Events, one JSON object per event (see docs/engine-api.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.view import SessionView
+from polypilot_tui.domain.wire import from_plain, to_plain
+
+API = "/v1"
+SOCKET_NAME = "engine.sock"
+SOCKET_PATH_MAX = 107
+"""Bytes a Unix socket path may have on Linux (sun_path holds 108 with the NUL)."""
+
+
+def socket_path(state_dir: Path | str) -> Path:
+    """Where the engine of a state folder listens."""
+    return Path(state_dir) / SOCKET_NAME
+
+
+def session_state(view: SessionView, history: tuple[ChatItem, ...], streaming: str) -> dict[str, Any]:
+    """One session whole: its view, its history and the reply streaming now."""
+    return {"view": to_plain(view), "history": [to_plain(i) for i in history], "streaming": streaming}
+
+
+def view_from_json(obj: Any) -> SessionView:
+    """A view as :func:`session_state` or a view event sent it; ValueError on any other shape."""
+    return from_plain(SessionView, obj, "view")
+
+
+def items_from_json(obj: Any) -> list[ChatItem]:
+    """History rows; ValueError on any other shape."""
+    if not isinstance(obj, list):
+        raise ValueError("history: expected a list")
+    return [from_plain(ChatItem, item, f"history[{i}]") for i, item in enumerate(obj)]
