@@ -238,7 +238,9 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         Route(f"{API}/sessions/{{sid}}/details", details, methods=["GET"]),
         *(Route(f"{API}/sessions/{{sid}}/{name}", command(act), methods=["POST"]) for name, act in actions.items()),
     ]
-    return Starlette(routes=routes, exception_handlers={Exception: _error})
+    # Refusals are answers (ExceptionMiddleware); anything else also reaches the 500 handler.
+    refusals = {EngineError: _error, ValueError: _error, BackendError: _error, Exception: _error}
+    return Starlette(routes=routes, exception_handlers=refusals)
 
 
 async def _error(request: Request, exc: Exception) -> Response:

@@ -1,0 +1,94 @@
+"""The engine service as a process: its API, its stream, its socket and its lock."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.service.remote import RemoteEngine
+from tests.support.engine_service import engine_env, running_engine
+
+pytestmark = pytest.mark.slow
+
+
+def tcp_listeners_of(pid: int) -> list[str]:
+    """The TCP sockets ``pid`` listens on (from /proc: no tool needed)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            parts = line.split()
+            if parts[3] == "0A" and parts[9] in inodes:  # 0A: LISTEN
+                listening.append(parts[1])
+    return listening
+
+
+async def test_the_socket_is_private_there_is_no_tcp_listener_and_a_second_engine_is_refused() -> None:
+    async with running_engine() as engine:
+        mode = engine.socket.stat().st_mode
+        assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+        assert stat.S_IMODE(engine.state.stat().st_mode) == 0o700
+        assert stat.S_IMODE((engine.state / "polypilot.lock").stat().st_mode) == 0o600
+        info = await engine.info()
+        assert info["pid"] == engine.process.pid and info["sessions"] == 0
+        assert tcp_listeners_of(engine.process.pid) == []
+        second = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "polypilot_tui", "serve"],
+            env=engine_env(engine.state),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 6
+        assert f"an engine already runs for {engine.state} (pid {engine.process.pid}" in second.stderr
+        assert (await engine.info())["pid"] == engine.process.pid  # the first one is untouched
+
+
+async def test_requests_drive_a_session_and_the_stream_mirrors_it_whole() -> None:
+    async with running_engine() as engine:
+        mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket), reconnect=False)
+        await mirror.start()
+        try:
+            sid = await mirror.new_session("demo", "one")
+            assert mirror.ids() == [sid] and mirror.view(sid).name == "one"
+            assert await mirror.send(sid, "hello there") == "sent"
+            await wait(lambda: mirror.view(sid).turns == 1 and not mirror.view(sid).status.busy, "the turn's end")
+            history = (await engine.http.get(f"/sessions/{sid}/history"))["items"]
+            assert [(i["kind"], i["text"]) for i in history] == [(i.kind.value, i.text) for i in mirror.history(sid)]
+            assert mirror.history(sid)[0].text == "hello there"
+            assert mirror.streaming_text(sid) == ""
+            with pytest.raises(EngineError, match="no session 'nope'"):
+                await mirror.send("nope", "x")
+            with pytest.raises(EngineError, match="empty prompt"):
+                await mirror.send(sid, "   ")
+            await mirror.rename(sid, "renamed")
+            await wait(lambda: mirror.view(sid).name == "renamed", "the new name")
+            details = await mirror.details(sid)
+            assert details.view.id == sid and details.agent_kind == "demo"
+            assert await mirror.close_session(sid)
+            await wait(lambda: mirror.ids() == [], "the session gone")
+            await mirror.reopen(sid)
+            assert mirror.ids() == [sid] and mirror.history(sid)[0].text == "hello there"
+        finally:
+            await mirror.detach(stop_engine=False)
+
+
+async def wait(predicate: object, what: str, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():  # type: ignore[operator]
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)

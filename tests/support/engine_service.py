@@ -1,0 +1,116 @@
+"""A real engine service for tests: ``polypilot serve`` as a process of its own, in a short
+state folder (Unix socket paths are limited to 107 bytes), stopped by the test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polypilot_tui.service.client import EngineHttp, EngineUnreachable
+from polypilot_tui.service.wire import socket_path
+from polypilot_tui.storage.lock import lock_holder
+
+START_WAIT = 30.0
+
+
+def short_state_dir() -> Path:
+    """A fresh private folder with a short path (its socket must fit in 107 bytes)."""
+    return Path(tempfile.mkdtemp(prefix="pp-", dir="/tmp"))
+
+
+def engine_env(state: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a test engine or dashboard: this state folder, fast demo, no recordings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env.update({"POLYPILOT_STATE_DIR": str(state), "POLYPILOT_DEMO_SPEED": "20", "POLYPILOT_RECORD": "false"})
+    env["POLYPILOT_NPM_CACHE"] = os.environ.get("POLYPILOT_NPM_CACHE", "")
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class EngineProcess:
+    """A running engine and a client of its API."""
+
+    state: Path
+    process: subprocess.Popen[bytes]
+    http: EngineHttp
+
+    @property
+    def socket(self) -> Path:
+        return socket_path(self.state)
+
+    async def info(self) -> dict[str, Any]:
+        info = await self.http.get("/engine")
+        assert isinstance(info, dict)
+        return info
+
+
+async def wait_until_answering(state: Path, timeout: float = START_WAIT) -> EngineHttp:
+    """A client of the engine of ``state`` once it answers (AssertionError after ``timeout``)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        http = EngineHttp(socket_path(state), timeout=30.0)
+        try:
+            await http.get("/engine")
+            return http
+        except EngineUnreachable:
+            await http.aclose()
+            if loop.time() > deadline:
+                raise AssertionError(f"no engine answered on {socket_path(state)} within {timeout} s") from None
+            await asyncio.sleep(0.05)
+
+
+def kill_engine_of(state: Path) -> None:
+    """End whatever engine serves ``state`` (one a dashboard started detached), hard."""
+    holder = lock_holder(state)
+    if holder is not None and holder.pid:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(holder.pid, signal.SIGKILL)
+
+
+@asynccontextmanager
+async def running_engine(
+    state: Path | None = None, env: Mapping[str, str] | None = None, keep: bool = False
+) -> AsyncIterator[EngineProcess]:
+    """``polypilot serve`` on ``state`` (a new short folder by default); stopped (SIGTERM, then
+    SIGKILL) and its folder removed at the end unless ``keep``."""
+    state = state or short_state_dir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "polypilot_tui", "serve"],
+        env=engine_env(state, env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    http: EngineHttp | None = None
+    try:
+        http = await wait_until_answering(state)
+        yield EngineProcess(state, process, http)
+    finally:
+        if http is not None:
+            await http.aclose()
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(process.wait, 20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        if process.stderr is not None:
+            process.stderr.close()
+        kill_engine_of(state)  # one a test's dashboard started after this one died
+        if not keep:
+            shutil.rmtree(state, ignore_errors=True)
