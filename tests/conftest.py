@@ -6,7 +6,10 @@ developer shell with ``NO_COLOR=1`` would otherwise change every snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.pop("NO_COLOR", None)
@@ -49,3 +52,33 @@ def settings(tmp_path: Path) -> Settings:
 def fake_clock() -> FakeClock:
     """Virtual time: nothing moves until the test advances it."""
     return FakeClock()
+
+
+def _engines_under(folder: Path) -> list[int]:
+    """Engine processes (``polypilot serve``) whose state folder lies under ``folder``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"polypilot_tui" not in b" ".join(argv) or b"serve" not in argv:
+                continue
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        state = next((e.split(b"=", 1)[1] for e in environ if e.startswith(b"POLYPILOT_STATE_DIR=")), b"")
+        if state and Path(os.fsdecode(state)).is_relative_to(folder):
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_engine_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A dashboard under test starts its engine detached, as ``polypilot`` does: the engine
+    of a test's state folder is ended with the test (a leftover would hold CPU and memory)."""
+    tmp_path: Path | None = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    for pid in _engines_under(tmp_path) if tmp_path is not None else ():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

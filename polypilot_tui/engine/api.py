@@ -50,6 +50,13 @@ class Engine(Protocol):
     def on_notice(self, listener: NoticeListener) -> Unsubscribe:
         """Call ``listener`` with every notice so far (saving, restore, engine problems) and later."""
 
+    def alerts_here(self) -> bool:
+        """Attention alerts (bell, toast) belong to this front end: its terminal had the focus
+        last among those attached."""
+
+    async def focus(self) -> None:
+        """This front end's terminal has the focus now."""
+
     # ---- life --------------------------------------------------------------------------
     async def start(self) -> None:
         """Restore or fetch the sessions; reads work from here on."""

@@ -97,6 +97,12 @@ class LocalEngine:
         """Sessions with a turn in flight."""
         return sum(1 for view in self.views() if view.status.busy)
 
+    def alerts_here(self) -> bool:
+        return True  # the only front end
+
+    async def focus(self) -> None:
+        """One front end: nothing to tell."""
+
     # ---- life --------------------------------------------------------------------------
     async def start(self) -> None:
         """Restore the saved sessions and keep them saved; prune orphaned worktrees."""

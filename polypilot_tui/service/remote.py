@@ -73,6 +73,9 @@ class RemoteEngine:
         self._history: dict[str, list[ChatItem]] = {}
         self._streaming: dict[str, str] = {}
         self._reader: asyncio.Task[None] | None = None
+        self._client_id = 0
+        self._focused = 0
+        """The client whose terminal had the focus last (0: none said yet)."""
         self._detaching = False
 
     @property
@@ -186,12 +189,16 @@ class RemoteEngine:
             self._view(data)
         elif kind == "change":
             self._change(change_from_json(data))
+        elif kind == "focus":
+            self._focused = int(data.get("client") or 0)
         elif kind == "notice":
             self.notices.emit(from_plain(Notice, data))
 
     def _resync(self, data: dict[str, Any]) -> None:
         info = data.get("engine")
         self.info = info if isinstance(info, dict) else {}
+        self._client_id = int(data.get("client") or 0)
+        self._focused = int(data.get("focused") or 0)
         now = self.info.get("now")
         if isinstance(now, (int, float)):
             self._clock.offset = float(now) - time.monotonic()
@@ -245,6 +252,15 @@ class RemoteEngine:
             else:
                 raise ValueError(f"history row {change.index} of {change.session_id} arrived before row {len(history)}")
         self._stream.publish(change)
+
+    def alerts_here(self) -> bool:
+        """Attention alerts ring here: this terminal had the focus last (or none said so)."""
+        return self._focused in (0, self._client_id)
+
+    async def focus(self) -> None:
+        """This terminal has the focus now: alerts come here."""
+        if self._client_id:
+            await self._api().post(f"/clients/{self._client_id}/focus")
 
     # ---- commands ----------------------------------------------------------------------
     def _api(self) -> EngineHttp:

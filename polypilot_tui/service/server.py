@@ -11,6 +11,7 @@ last one (never the whole reply again).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import time
@@ -51,8 +52,9 @@ MAX_BODY = 1 << 20
 class StreamClient:
     """One attached client's queue: records in order, views coalesced until it reads them."""
 
-    def __init__(self, engine: LocalEngine) -> None:
+    def __init__(self, engine: LocalEngine, client_id: int) -> None:
         self.engine = engine
+        self.client_id = client_id
         self._queue: list[tuple[str, Any]] = []
         self._views_queued: set[str] = set()
         self._sent_stream: dict[str, str] = {}
@@ -74,13 +76,17 @@ class StreamClient:
         self._ready.set()
 
     def on_notice(self, notice: Notice) -> None:
-        self._queue.append(("notice", to_plain(notice)))
+        self.tell("notice", to_plain(notice))
+
+    def tell(self, kind: str, data: dict[str, Any]) -> None:
+        """Send ``data`` as a ``kind`` event, in order with the changes."""
+        self._queue.append((kind, data))
         self._ready.set()
 
     def snapshot(self) -> dict[str, Any]:
         """Every session whole, and what the client needs to read times against the engine."""
         sessions = [self._session(sid) for sid in self.engine.ids()]
-        return {"engine": engine_info(self.engine), "sessions": sessions}
+        return {"engine": engine_info(self.engine), "client": self.client_id, "sessions": sessions}
 
     def _session(self, sid: str) -> dict[str, Any]:
         engine = self.engine
@@ -137,9 +143,11 @@ STARTED_AT = time.time()
 def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
     """The API around ``engine``; ``stop`` ends the service (``POST /v1/engine/stop``)."""
     attached: list[StreamClient] = []
+    clients = itertools.count(1)
+    focused = [0]  # the client whose terminal had the focus last (0: none said)
 
     async def stream(request: Request) -> Response:
-        client = StreamClient(engine)
+        client = StreamClient(engine, next(clients))
         unsubscribe = engine.subscribe(
             client.on_change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, TurnEnded
         )
@@ -150,7 +158,7 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
 
         async def events() -> AsyncIterator[ServerSentEvent]:
             try:
-                yield ServerSentEvent(dump_json(first), event="snapshot")
+                yield ServerSentEvent(dump_json({**first, "focused": focused[0]}), event="snapshot")
                 async for kind, data in client.events():
                     yield ServerSentEvent(dump_json(data), event=kind)
             finally:
@@ -163,6 +171,13 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
 
     async def info(request: Request) -> Response:
         return JSONResponse({**engine_info(engine), "attached": len(attached)})
+
+    async def focus(request: Request) -> Response:
+        """A client's terminal has the focus: attention alerts go there (every client hears)."""
+        focused[0] = _int(request.path_params["cid"], "client")
+        for client in attached:
+            client.tell("focus", {"client": focused[0]})
+        return JSONResponse({"result": None})
 
     async def stop_engine(request: Request) -> Response:
         stop()
@@ -230,6 +245,7 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         Route(f"{API}/engine", info, methods=["GET"]),
         Route(f"{API}/engine/stop", stop_engine, methods=["POST"]),
         Route(f"{API}/stream", stream, methods=["GET"]),
+        Route(f"{API}/clients/{{cid}}/focus", focus, methods=["POST"]),
         Route(f"{API}/agents", agents, methods=["GET"]),
         Route(f"{API}/sessions", sessions, methods=["GET"]),
         Route(f"{API}/sessions", new_session, methods=["POST"]),

@@ -110,8 +110,9 @@ class Dashboard(App[int]):
         self._ui_saved: UiState | None = None
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
-        self.stop_engine_on_quit = True
-        """Quitting ends the engine too (an attached dashboard asks; in-process it always does)."""
+        self.stop_engine_on_quit = not engine.separate
+        """Quitting ends the engine too: always in this process; an attached dashboard leaves it
+        running (a closed terminal, a signal) unless the user asks to stop it."""
         self.first_workspace: Workspace | None = None
         """Where a first session works when none was saved (ui/launch.py finds it before the app starts)."""
         self.sidebar = SessionSidebar(id="sidebar")
@@ -162,6 +163,7 @@ class Dashboard(App[int]):
         elif self._ui_state.selected in self.engine.ids():
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
+        self.on_app_focus()  # started by a person at this terminal: alerts come here
         await self.flush()
         self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.engine.ids()})
         self.pane.editor.focus()
@@ -293,11 +295,17 @@ class Dashboard(App[int]):
             self._binding_state = state
             self.refresh_bindings()
 
+    def on_app_focus(self, _event: events.AppFocus | None = None) -> None:
+        """The terminal has the focus: attention alerts of every dashboard attached come here."""
+        self.run_worker(self.engine.focus(), group="focus", exclusive=True, exit_on_error=False)
+
     def _empty_text(self, view: SessionView) -> str:
         config = self.catalog.agents.get(view.agent)
         return EMPTY_TEXT + (DEMO_HINT if config is not None and config.kind == "demo" else "")
 
     def _ping(self, alert: Alert) -> None:
+        if not self.engine.alerts_here():
+            return  # another dashboard's terminal has the focus: it rings there
         self.bell()
         self.notify(alert.message, title=alert.title, severity=alert.severity, markup=False)
 

@@ -3,13 +3,17 @@
 Keys go in with ``tmux send-keys`` and the screen comes back with ``capture-pane``: the
 same bytes a person's terminal shows, through the real driver, bracketed keys and all. One
 session: a prompt and its streamed reply, a tool whose permission prompt is answered by key,
-Stop in the middle of a reply, Reconnect, quit, and a second start that shows it all again.
+Stop in the middle of a reply, Reconnect, quit, and a second start that shows it all again;
+then a quit in the middle of a reply, which the engine finishes while no dashboard is attached.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,8 +74,39 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
         term.type("after the restart")
         term.keys("Enter")
         term.wait_for("echo: after the restart")
+
+        # Quit in the middle of a reply: the engine goes on with it, and the next start shows it whole.
+        term.type("SLOW again please")
+        term.keys("Enter")
+        term.wait_for("Writing", "word3")
         term.keys("C-q")
+        term.wait_for("Quit while turns run?", "1 turn running", "Stop the engine too [s]")
+        term.keys("y")
         term.wait_until_dead()
+        status = engine_command(env, "status", "--json")
+        assert status["running_turns"] == 1 and status["attached"] == 0, status
+        term.restart(command)
+        screen = term.wait_for("word59", "Idle")
+        assert "interrupted" not in screen.split("SLOW again please")[-1]
+        term.keys("C-q")  # nothing running: it quits at once, and the engine stays
+        term.wait_until_dead()
+        assert engine_command(env, "status", "--json")["sessions"] == 1
     finally:
         term.close()
-    assert not home_processes(tmp_path / "copilot-home"), "a Copilot CLI outlived the dashboard"
+        engine_command(env, "stop", check=False)
+    assert not home_processes(tmp_path / "copilot-home"), "a Copilot CLI outlived the engine"
+
+
+def engine_command(env: dict[str, str], action: str, *args: str, check: bool = True) -> dict[str, Any]:
+    """``polypilot engine ACTION`` from a shell, as a person would type it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "polypilot_tui.cli", "engine", action, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if "--json" in args and done.stdout else {}

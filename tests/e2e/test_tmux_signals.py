@@ -29,7 +29,8 @@ from tests.e2e.tmux import Terminal
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).parents[2]
-POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
+# The engine inside the dashboard: a signal ends both (tests/e2e/test_tmux_engine.py has the service).
+POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli", "--in-process"]
 DRAFT = "a draft the signal must not lose"
 CSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]")
 
@@ -136,7 +137,7 @@ def test_a_hung_up_terminal_ends_the_app_with_129_not_a_crash(tmp_path: Path) ->
     state = tmp_path / "state"
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-c", CONTROLLING, "-m", "polypilot_tui.cli"],
+        [sys.executable, "-c", CONTROLLING, "-m", "polypilot_tui.cli", "--in-process"],
         cwd=ROOT,
         env=environment(state),
         stdin=slave,

@@ -134,7 +134,13 @@ class Dashboard:
     def __init__(self, env: dict[str, str]) -> None:
         master, slave = pty.openpty()
         self.proc = subprocess.Popen(
-            POLYPILOT, cwd=ROOT, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+            [*POLYPILOT, "--in-process"],
+            cwd=ROOT,
+            env=env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
         )
         os.close(slave)
         self._master = master

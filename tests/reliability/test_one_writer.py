@@ -24,7 +24,7 @@ def test_a_second_dashboard_names_the_holder_and_exits_before_drawing_and_status
     first = dashboards(env)
     first.wait_for_lock(state)
 
-    second = polypilot(env, timeout=60)  # no terminal needed: it must stop before the UI starts
+    second = polypilot(env, "--in-process", timeout=60)  # no terminal needed: it must stop before the UI starts
     assert second.returncode == 3, (second.returncode, second.stderr[-2000:])
     assert f"pid {first.proc.pid}" in second.stderr and str(state) in second.stderr
     assert "POLYPILOT_STATE_DIR" in second.stderr  # and what to do about it

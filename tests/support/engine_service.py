@@ -114,3 +114,29 @@ async def running_engine(
         kill_engine_of(state)  # one a test's dashboard started after this one died
         if not keep:
             shutil.rmtree(state, ignore_errors=True)
+
+
+def attached_dashboard(state: Path, agents_file: Path | None = None, **options: Any) -> Any:
+    """The dashboard as ``polypilot`` builds it: attached to the engine of ``state`` (started
+    detached when none runs, with this process's POLYPILOT_* environment)."""
+    from polypilot_tui.config import Settings, load_agents
+    from polypilot_tui.service.remote import EngineClock, RemoteEngine
+    from polypilot_tui.service.spawn import ensure_engine
+    from polypilot_tui.ui.app import PolypilotApp
+    from polypilot_tui.ui.theming import BUNDLED_DIR
+
+    settings = Settings(_env_file=None, state_dir=state, agents_file=agents_file, **options)  # type: ignore[call-arg]
+
+    async def connect() -> Path:
+        path, _started = await ensure_engine(settings)
+        return path
+
+    return PolypilotApp(
+        settings,
+        load_agents(agents_file),
+        RemoteEngine(connect),
+        EngineClock(),
+        theme_dirs=[BUNDLED_DIR],
+        keymap_file=state / "no-keymap.toml",
+        launch_folder=str(state),
+    )

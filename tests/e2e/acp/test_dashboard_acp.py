@@ -148,4 +148,6 @@ async def test_an_acp_session_from_prompt_to_restore(
         # while reconnecting (session/load) is never shown as the reply.
         assert len(replies) == 1 and script.hello_reply in replies[0], replies
         assert script.tool_reply not in replies[0]
-        assert screen_text(again).count(script.hello_reply) >= 2  # before and after the restart
+        await wait_for(  # before and after the restart (drawn by the next coalesced redraw)
+            pilot, lambda: screen_text(again).count(script.hello_reply) >= 2, timeout=10, what="both replies drawn"
+        )
