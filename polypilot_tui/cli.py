@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     engine = sub.add_parser("engine", help="the engine service: start it detached, see it, stop it")
     engine.add_argument("action", choices=["start", "status", "stop"])
     engine.add_argument("--json", action="store_true")
+    web = sub.add_parser("web", help="serve the dashboard to a browser on 127.0.0.1, behind a printed token")
+    web.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    web.add_argument("--host", default="127.0.0.1", help="127.0.0.1, localhost or ::1 (loopback only)")
     parser.add_argument(
         "--in-process", action="store_true", help="run the engine inside the dashboard (sessions end with it)"
     )
@@ -151,6 +154,10 @@ def _command(argv: Sequence[str] | None) -> int:
             return cmd_engine(settings, args.action, args.json)
         setup_file_logging(Path(settings.state_dir), "engine.log", logging.INFO, extra_file=args.log_file)
         return cmd_serve(settings, load_catalog(settings))
+    if args.command == "web":
+        from polypilot_tui.service.web import run_web
+
+        return run_web(args.host, args.port, args.agents_file)
     if args.in_process:
         return cmd_tui(settings, args.log_file)
     return cmd_attach(settings, args.log_file)
