@@ -72,9 +72,11 @@ def run_attached(settings: Settings) -> int:
 def _start(app: PolypilotApp) -> int:
     # Textual sizes the screen with shutil.get_terminal_size(), which prefers COLUMNS/LINES
     # over the terminal itself: an exported COLUMNS=80 pinned the dashboard to 80 columns
-    # in a wider terminal, resize or not.
-    for name in ("COLUMNS", "LINES"):
-        os.environ.pop(name, None)
+    # in a wider terminal, resize or not. Under textual-serve (``polypilot web``, TEXTUAL_DRIVER
+    # set) COLUMNS is the browser's width and the web driver's only source for it: kept.
+    if "TEXTUAL_DRIVER" not in os.environ:
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
     if app.driver_class is LinuxDriver:  # not a driver chosen with TEXTUAL_DRIVER
         app.driver_class = HangupSafeDriver
     result = asyncio.run(_run(app))
