@@ -157,6 +157,7 @@ def test_ipv6_loopback_binds_only_there() -> None:
         sock.close()
 
 
+@pytest.mark.timeout(10)  # were it accepted, the server would run until killed
 def test_polypilot_web_refuses_another_host_with_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["web", "--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err
