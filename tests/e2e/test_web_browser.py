@@ -20,13 +20,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from polypilot_tui.storage.lock import lock_holder
+from tests.support.engine_service import engine_env, short_state_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -110,17 +111,13 @@ def history(state: Path) -> list[tuple[str, str]]:
         conn.close()
 
 
-def start_server(tmp_path: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
-    env.update(
-        POLYPILOT_STATE_DIR=str(tmp_path / "state"),
-        HOME=str(tmp_path / "home"),
-        PYTHONPATH=str(ROOT),  # this checkout's package, in the server and in the dashboards it starts
-        PYTHONUNBUFFERED="1",
-    )
+def start_server(state: Path, home: Path) -> tuple[subprocess.Popen[str], queue.Queue[str], dict[str, str]]:
+    """``polypilot web`` in a process group of its own (its dashboards join it), and its env."""
+    # This checkout's package, in the server, the dashboards it starts and their engine.
+    env = engine_env(state, {"HOME": str(home), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
     proc = subprocess.Popen(
         [sys.executable, "-m", "polypilot_tui", "web"],
-        cwd=tmp_path / "home",
+        cwd=home,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -129,10 +126,40 @@ def start_server(tmp_path: Path) -> tuple[subprocess.Popen[str], queue.Queue[str
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
-    return proc, lines
+    return proc, lines, env
 
 
-def test_a_prompt_typed_in_the_browser_gets_the_demo_agents_reply(tmp_path: Path) -> None:
+def process_group(pgid: int) -> list[int]:
+    """The live processes of a process group (from /proc; zombies excluded)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def stop_engine(state: Path, env: dict[str, str]) -> None:
+    """The engine the dashboard started detached outlives it by design: stop it, and wait."""
+    if lock_holder(state) is not None:
+        subprocess.run([sys.executable, "-m", "polypilot_tui", "engine", "stop"], env=env, timeout=60, check=False)
+    wait_until("the engine to stop", 30, lambda: lock_holder(state) is None)
+
+
+@pytest.fixture
+def state() -> Iterator[Path]:
+    """The state folder: short, since the engine's Unix socket lives in it; removed after."""
+    folder = short_state_dir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_prompt_typed_in_the_browser_gets_the_demo_agents_reply(state: Path, tmp_path: Path) -> None:
     chromium, chromedriver = browser_binaries()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -140,9 +167,9 @@ def test_a_prompt_typed_in_the_browser_gets_the_demo_agents_reply(tmp_path: Path
     from selenium.webdriver.common.keys import Keys
 
     started = time.monotonic()
-    (tmp_path / "home").mkdir()
-    state = tmp_path / "state"
-    proc, lines = start_server(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    proc, lines, env = start_server(state, home)
     output: list[str] = []
     driver = None
     try:
@@ -196,9 +223,12 @@ def test_a_prompt_typed_in_the_browser_gets_the_demo_agents_reply(tmp_path: Path
                 proc.wait(5)
         if driver is not None:
             driver.quit()
+        engine_outlived_the_page = lock_holder(state) is not None
+        stop_engine(state, env)
     assert proc.returncode == 0, "".join(output)
-    # The dashboard went with the server (its lock released): none is left running behind it.
-    wait_until("the dashboard to quit with the server", 10, lambda: lock_holder(state) is None)
+    assert engine_outlived_the_page  # the page's dashboard attached to an engine, which keeps the sessions
+    # Its dashboards went with the server (told to quit, not left behind).
+    wait_until("the dashboards to quit with the server", 10, lambda: process_group(proc.pid) == [])
     token = url.split("token=", 1)[1]
     written = [p for p in state.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
     assert written == [], f"the token was written to {written}"
