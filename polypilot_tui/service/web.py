@@ -61,11 +61,14 @@ def bind_address(host: str) -> str:
         ) from None
 
 
-def dashboard_command(agents_file: Path | None = None) -> str:
-    """The shell command textual-serve runs for each browser connection: this dashboard, same Python."""
+def dashboard_command(agents_file: Path | None = None, in_process: bool = False) -> str:
+    """The shell command textual-serve runs for each browser connection: this dashboard, same Python
+    (attached to the state folder's engine, or with ``--in-process`` its own)."""
     argv = [sys.executable, "-m", "polypilot_tui"]
     if agents_file is not None:
         argv += ["--agents-file", str(agents_file.expanduser().resolve())]
+    if in_process:
+        argv.append("--in-process")
     return shlex.join(argv)
 
 
@@ -199,7 +202,7 @@ async def serve_until_signalled(server: TokenServer) -> None:
         await server.stop()
 
 
-def run_web(host: str, port: int, agents_file: Path | None = None) -> int:
+def run_web(host: str, port: int, agents_file: Path | None = None, in_process: bool = False) -> int:
     """``polypilot web``: exit 2 for a host that is not loopback or a port that cannot be had."""
     from polypilot_tui.infra.logs import setup_stderr_logging
 
@@ -212,6 +215,6 @@ def run_web(host: str, port: int, agents_file: Path | None = None) -> int:
     except OSError as exc:
         print(f"polypilot web: cannot listen on {host} port {port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
-    server = TokenServer(dashboard_command(agents_file), sock, secrets.token_urlsafe(32))
+    server = TokenServer(dashboard_command(agents_file, in_process), sock, secrets.token_urlsafe(32))
     asyncio.run(serve_until_signalled(server))
     return EXIT_OK

@@ -26,8 +26,10 @@ from polypilot_tui.service.web import (
     listen,
 )
 
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
 TOKEN = "the-right-token-" + "x" * 27
-NO_DASHBOARD = shlex.join([sys.executable, "-c", "pass"])
+NO_DASHBOARD = "exit 0"  # textual-serve runs it with the shell: gone at once, nothing started
 
 
 @pytest.fixture
@@ -88,7 +90,9 @@ async def test_the_cookie_alone_opens_the_page_and_its_static_files(server: Toke
 
 
 # textual-serve never closes a dashboard's stdin pipe: the process's transport is closed when
-# it is collected, which must happen while the loop runs (the server's loop always does).
+# it is collected, which must happen while the loop runs (the server's loop always does; here
+# the collection is forced before the test's loop ends, and should the shell not have exited
+# yet, the late report is ignored for this module).
 @pytest.mark.filterwarnings("ignore:unclosed transport:ResourceWarning")
 async def test_the_websocket_needs_the_cookie_and_the_pages_own_origin(server: TokenServer) -> None:
     url = f"{server.public_url}/ws?width=80&height=24"
@@ -170,3 +174,4 @@ def test_the_dashboard_command_is_this_python_with_the_agents_file(tmp_path: Pat
     argv = shlex.split(dashboard_command(agents))
     assert argv == [sys.executable, "-m", "polypilot_tui", "--agents-file", str(agents.resolve())]
     assert shlex.split(dashboard_command()) == [sys.executable, "-m", "polypilot_tui"]
+    assert shlex.split(dashboard_command(in_process=True))[-1] == "--in-process"
