@@ -1,0 +1,104 @@
+"""The engine service with the real Copilot CLI: a dashboard attached to it by keys, the engine
+killed in the middle of a reply, and the session back — resumed, or its prompt offered again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.domain.chat import ItemKind
+from tests.e2e.dashboard import AGENT_WAIT, see, send
+from tests.support.copilot_e2e import KEY, KEY_ENV
+from tests.support.copilot_harness import AGENT, agents_toml, home_processes
+from tests.support.engine_service import attached_dashboard, kill_engine_of, running_engine, short_state_dir
+from tests.support.model_server import ModelServer
+from tests.ui.helpers import notifications, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+SIZE = (150, 45)
+
+
+async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_back(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(agents_toml(copilot_cli, model_server, tmp_path))
+    # The engines this test starts (and the one the dashboard starts after the kill) read these.
+    env = {"POLYPILOT_AGENTS_FILE": str(agents), "POLYPILOT_DEFAULT_AGENT": AGENT, KEY_ENV: KEY}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    state = short_state_dir()
+    try:
+        async with running_engine(state, env, keep=True) as engine:
+            app = attached_dashboard(state, agents, default_agent=AGENT)
+            async with app.run_test(size=SIZE, notifications=True) as pilot:
+                await see(pilot, "Ready — type a prompt below")
+                sid = app.selected
+                assert sid is not None
+                await send(pilot, "hello through the engine")
+                await see(pilot, "echo: hello through the engine")
+                # Quit mid-reply: the engine finishes the turn with nobody attached.
+                await send(pilot, "SLOW please")
+                await wait_for(pilot, lambda: "word3" in app.engine.streaming_text(sid), timeout=AGENT_WAIT)
+                await pilot.press("ctrl+q")
+                await see(pilot, "Quit while turns run?")
+                await pilot.press("y")
+            view = await poll(engine, sid, lambda v: v["turns"] == 2 and v["status"] == "idle")
+            assert view["last_outcome"] == "completed"
+
+            again = attached_dashboard(state, agents, default_agent=AGENT)
+            async with again.run_test(size=SIZE, notifications=True) as pilot:
+                await wait_for(pilot, lambda: again.selected == sid, what="the session on screen")
+                await see(pilot, "word59")
+                replies = [i for i in again.engine.history(sid) if i.kind is ItemKind.ASSISTANT]
+                assert "word59" in replies[-1].text and not replies[-1].interrupted
+                # Now the engine dies in the middle of a reply.
+                await send(pilot, "SLOW once more")
+                await wait_for(pilot, lambda: "word3" in again.engine.streaming_text(sid), timeout=AGENT_WAIT)
+                seen = [(i.kind, i.text) for i in again.engine.history(sid)]
+                os.kill(engine.process.pid, signal.SIGKILL)
+                await wait_for(pilot, lambda: any("The engine stopped" in n for n in notifications(again)), timeout=2)
+                await wait_for(
+                    pilot,
+                    lambda: any("Attached to the engine again" in n for n in notifications(again)),
+                    timeout=AGENT_WAIT,
+                )
+                assert [(i.kind, i.text) for i in again.engine.history(sid)][: len(seen)] == seen
+                # Resumed by the new engine (the reply completes), or reported with a one-key resend.
+                await wait_for(pilot, lambda: not again.engine.view(sid).status.busy, timeout=AGENT_WAIT)
+                restored = again.engine.view(sid)
+                if restored.last_outcome != "completed":
+                    assert restored.interrupted_prompt == "SLOW once more", restored
+                    await see(pilot, "^y Resend")  # drawn: the key is live
+                    await pilot.press("ctrl+y")
+                    await wait_for(
+                        pilot, lambda: again.engine.view(sid).last_outcome == "completed", timeout=AGENT_WAIT
+                    )
+                await send(pilot, "and after the kill")
+                await see(pilot, "echo: and after the kill")
+                again.stop_engine_on_quit = True  # the palette's "Stop the engine and quit"
+                await pilot.press("ctrl+q")
+    finally:
+        kill_engine_of(state)
+    await asyncio.sleep(0)
+    deadline = asyncio.get_running_loop().time() + 15
+    while home_processes(tmp_path / "copilot-home") and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+    assert not home_processes(tmp_path / "copilot-home"), "a Copilot CLI outlived the engines"
+
+
+async def poll(engine: object, sid: str, check: object, timeout: float = AGENT_WAIT) -> dict[str, object]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        view = await engine.http.get(f"/sessions/{sid}")  # type: ignore[attr-defined]
+        if check(view):  # type: ignore[operator]
+            return view  # type: ignore[no-any-return]
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out; the session: {view}")
+        await asyncio.sleep(0.2)
