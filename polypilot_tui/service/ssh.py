@@ -4,7 +4,8 @@
 ``ssh`` (their ~/.ssh/config, agent and keys; we store nothing), reads the one JSON line it
 prints (``{"socket": …, "pid": …, "started": …}``), then forwards that remote Unix socket to a
 local one in a fresh 0700 folder with ``ssh -N -L``. The dashboard's client then talks HTTP
-to :attr:`Tunnel.socket_path` as if the engine ran here.
+to :attr:`Tunnel.socket_path` as if the engine ran here; :func:`open_tunnel` returns once
+``GET /v1/engine`` has been answered through the forward.
 
 Every ssh runs in batch mode (no password or host-key prompt can hang a dashboard), without
 a terminal (its own session, stdin from /dev/null), and every wait is bounded by ``timeout``.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -27,6 +29,8 @@ from typing import Any
 
 from polypilot_tui.infra.redact import REDACTOR
 
+log = logging.getLogger(__name__)
+
 MAX_OUTPUT = 64 * 1024
 """Bytes of ``engine start``'s stdout kept (the JSON line is a few dozen)."""
 MAX_STDERR = 16 * 1024
@@ -36,7 +40,7 @@ STDERR_LINES = 5
 MAX_SOCKET_PATH = 100
 """Bytes of a Unix socket path (the kernel's limit is 107 with the NUL; macOS's 103)."""
 STOP_GRACE = 3.0
-"""Seconds an ssh gets to end on SIGTERM before SIGKILL."""
+"""Seconds an ssh gets to end on SIGTERM before SIGKILL (and again after)."""
 _POLL = 0.05
 _TARGET = re.compile(
     r"(?:(?P<user>[^@\s/:\[\]]+)@)?(?P<host>\[[0-9A-Fa-f:.%\w]+\]|[^@\s/:\[\]]+)(?::(?P<port>\d{1,5}))?"
@@ -127,25 +131,30 @@ async def _spawn(argv: Sequence[str], *, stdout: int) -> asyncio.subprocess.Proc
 
 
 async def _end(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the process's group (a ProxyCommand too), then SIGKILL after the grace."""
-    for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, None)):
+    """SIGTERM the process's group (a ProxyCommand too), then SIGKILL; every wait bounded."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         if proc.returncode is not None:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
         try:
-            await asyncio.wait_for(proc.wait(), grace)
+            await asyncio.wait_for(proc.wait(), STOP_GRACE)
             return
         except TimeoutError:
             continue
+    log.warning("ssh (pid %d) did not end on SIGKILL within %g s", proc.pid, STOP_GRACE)
 
 
 def _common_options(ssh: str, ssh_options: Sequence[str], port: int | None, timeout: float) -> list[str]:
     # ssh keeps the first value it is given for an option: ours that must hold come before the
     # caller's, the ones a caller may change after.
-    argv = [ssh, "-o", "BatchMode=yes", "-T", "-x", "-a", *ssh_options]
-    argv += ["-o", f"ConnectTimeout={max(1, int(timeout))}"]
+    argv = [ssh, *_o("BatchMode=yes"), "-T", "-x", "-a", *ssh_options, *_o(f"ConnectTimeout={max(1, int(timeout))}")]
     return argv + (["-p", str(port)] if port is not None else [])
+
+
+def _o(*settings: str) -> list[str]:
+    """``-o`` before each setting."""
+    return [word for setting in settings for word in ("-o", setting)]
 
 
 def _engine_info(host: str, sink: _Sink) -> tuple[str, int, bool]:
@@ -156,16 +165,9 @@ def _engine_info(host: str, sink: _Sink) -> tuple[str, int, bool]:
         info: Any = json.loads(last)
     except ValueError:
         info = None
-    socket, pid, started = (
-        (info.get("socket"), info.get("pid"), info.get("started")) if isinstance(info, dict) else ((None,) * 3)
-    )
-    if (
-        sink.overflow
-        or not isinstance(socket, str)
-        or not isinstance(pid, int)
-        or isinstance(pid, bool)
-        or not isinstance(started, bool)
-    ):
+    info = info if isinstance(info, dict) else {}
+    socket, pid, started = info.get("socket"), info.get("pid"), info.get("started")
+    if sink.overflow or not (isinstance(socket, str) and type(pid) is int and isinstance(started, bool)):
         shown = REDACTOR.text(last[:160]) if last else "nothing"
         raise TunnelError(
             f"{host}: `engine start` did not answer the engine's JSON line "
@@ -198,10 +200,8 @@ async def _start_engine(argv: list[str], host: str, deadline: float, timeout: fl
     if code == 255:
         raise TunnelError(f"cannot reach {host} over ssh{_said(err)}")
     if code == 127:
-        raise TunnelError(
-            f"{host}: the remote command was not found (exit 127){_said(err)} — "
-            "give its full path, e.g. ~/.local/bin/polypilot"
-        )
+        hint = "is it installed there?" if "/" in argv[-1].split()[0] else "give its full path (~/.local/bin/…?)"
+        raise TunnelError(f"{host}: the remote command was not found (exit 127){_said(err)} — {hint}")
     if code != 0:
         raise TunnelError(f"{host}: `engine start` failed (exit {code}){_said(err)}")
     return _engine_info(host, out)
@@ -220,16 +220,14 @@ class Tunnel:
 
     def __init__(
         self,
-        *,
         target: str,
         socket_path: str,
         remote_socket: str,
         remote_pid: int,
         started: bool,
+        *,
         folder: str,
         proc: asyncio.subprocess.Process,
-        stderr: _Sink,
-        pump: asyncio.Future[None],
     ) -> None:
         self.target = target
         self.socket_path = socket_path
@@ -239,10 +237,25 @@ class Tunnel:
         """True when ``engine start`` started the engine (False: one was running)."""
         self._folder = folder
         self._proc = proc
-        self._stderr = stderr
-        self._pump = pump
+        self._stderr = _Sink(MAX_STDERR, head=False)
+        self._pump = asyncio.ensure_future(self._stderr.pump(proc.stderr))
         self._lock = asyncio.Lock()
         self._closed = False
+
+    @property
+    def process(self) -> asyncio.subprocess.Process:
+        """The forwarding ssh."""
+        return self._proc
+
+    @property
+    def stderr_sink(self) -> _Sink:
+        """What the forwarding ssh wrote to stderr (its end)."""
+        return self._stderr
+
+    @property
+    def pid(self) -> int:
+        """The forwarding ssh's process id."""
+        return self._proc.pid
 
     def alive(self) -> bool:
         """Whether the forward runs (False once ssh ended or :meth:`close` was called)."""
@@ -276,24 +289,50 @@ class Tunnel:
         return f"Tunnel({self.target!r}, {self.socket_path!r} -> {self.remote_socket!r}, alive={self.alive()})"
 
 
-async def _wait_listening(path: str, proc: asyncio.subprocess.Process, err: _Sink, host: str, deadline: float) -> None:
-    """Until ``path`` accepts a connection; ssh's exit or the deadline is an error."""
+PROBE = b"GET /v1/engine HTTP/1.0\r\nHost: engine\r\n\r\n"
+"""Asked through the forward before it is handed over: the engine answers, not only ssh."""
+
+
+async def _probe(path: str) -> bool | None:
+    """None: nothing listens on ``path`` yet; True: an HTTP answer came back through it."""
+    try:
+        reader, writer = await asyncio.open_unix_connection(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None
+    try:
+        writer.write(PROBE)
+        await writer.drain()
+        return await reader.readexactly(5) == b"HTTP/"
+    except (OSError, asyncio.IncompleteReadError):
+        return False  # ssh accepted, then the server refused the channel or nothing listened there
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+async def _wait_answering(tunnel: Tunnel, deadline: float) -> None:
+    """Until the engine answers through the forward; ssh's exit, a refusal or the deadline is an error."""
     loop = asyncio.get_running_loop()
+    host, proc, err = tunnel.target, tunnel.process, tunnel.stderr_sink
     exited = asyncio.ensure_future(proc.wait())
     try:
         while True:
+            left = deadline - loop.time()
             try:
-                _, writer = await asyncio.open_unix_connection(path)
-            except (FileNotFoundError, ConnectionRefusedError):
-                pass
-            else:
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
+                answered = await asyncio.wait_for(_probe(tunnel.socket_path), max(left, 0.01))
+            except TimeoutError:
+                answered = None
+            if answered:
                 return
+            if answered is False:
+                raise TunnelError(
+                    f"{host}: ssh forwards the socket but the engine at {tunnel.remote_socket} did not answer "
+                    f"through it (does the server allow it: sshd's AllowStreamLocalForwarding?){_said(err)}"
+                )
             left = deadline - loop.time()
             if left <= 0:
-                raise TunnelError(f"{host}: the ssh forward did not listen in time{_said(err)}")
+                raise TunnelError(f"{host}: the engine did not answer through the ssh forward in time{_said(err)}")
             done, _ = await asyncio.wait({exited}, timeout=min(_POLL, left))
             if done:
                 await asyncio.sleep(0.2)  # its last words
@@ -323,7 +362,7 @@ async def open_tunnel(
     common = _common_options(ssh, ssh_options, port, timeout)
     # No forwardings from the user's config on the first call: they could clash with a
     # session the user has open. Their connection master, when one runs, is used.
-    start = [*common, "-o", "ClearAllForwardings=yes", "-o", "ControlMaster=no", "--", destination, command]
+    start = [*common, *_o("ClearAllForwardings=yes", "ControlMaster=no"), "--", destination, command]
     remote_socket, pid, started = await _start_engine(start, target, deadline, timeout)
 
     folder = _socket_folder()
@@ -332,42 +371,17 @@ async def open_tunnel(
         local = os.path.join(folder, "engine.sock")
         if len(local.encode()) > MAX_SOCKET_PATH or not _SAFE_PATH.fullmatch(local):
             raise TunnelError(f"the local socket path {local!r} is too long or holds blanks or ':'")
-        forward = [
-            common[0],
-            "-o",
-            "ExitOnForwardFailure=yes",
-            "-o",
-            "ControlPath=none",  # our own connection: closing it ends exactly this forward
-            *common[1:],
-            "-N",
-            "-o",
-            "StreamLocalBindUnlink=yes",
-            "-o",
-            "ServerAliveInterval=15",
-            "-L",
-            f"{local}:{remote_socket}",
-            "--",
-            destination,
-        ]
+        # ControlPath=none: our own connection, so closing it ends exactly this forward.
+        forward = [common[0], *_o("ExitOnForwardFailure=yes", "ControlPath=none"), *common[1:], "-N"]
+        forward += [*_o("StreamLocalBindUnlink=yes", "ServerAliveInterval=15"), "-L", f"{local}:{remote_socket}"]
+        forward += ["--", destination]
         proc = await _spawn(forward, stdout=asyncio.subprocess.DEVNULL)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    err = _Sink(MAX_STDERR, head=False)
-    pump = asyncio.ensure_future(err.pump(proc.stderr))
-    tunnel = Tunnel(
-        target=target,
-        socket_path=local,
-        remote_socket=remote_socket,
-        remote_pid=pid,
-        started=started,
-        folder=folder,
-        proc=proc,
-        stderr=err,
-        pump=pump,
-    )
+    tunnel = Tunnel(target, local, remote_socket, pid, started, folder=folder, proc=proc)
     try:
-        await _wait_listening(local, proc, err, target, deadline)
+        await _wait_answering(tunnel, deadline)
     except BaseException:
         await tunnel.close()
         raise

@@ -43,9 +43,13 @@ if "-N" in args:
     server.settimeout(1)
     while time.monotonic() < end:
         try:
-            server.accept()[0].close()
+            conn = server.accept()[0]
         except TimeoutError:
-            pass
+            continue
+        if mode == "listen":
+            conn.recv(1000)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{{}}")
+        conn.close()
     sys.exit(0)
 code, out, err = {start!r}
 if code == "hang":
@@ -60,7 +64,11 @@ FakeSsh = Callable[..., Path]
 
 @pytest.fixture
 def fake_ssh(tmp_path: Path) -> FakeSsh:
-    """``fake_ssh(start=(code, stdout, stderr), forward="listen"|"die")`` → the script's path."""
+    """``fake_ssh(start=(code, stdout, stderr), forward=…)`` → the script's path.
+
+    ``forward``: "listen" answers HTTP on the local socket, "mute" accepts and closes (a
+    server that refuses the channel), "die" exits 255 at once.
+    """
 
     def make(start: tuple[int | str, str, str] = (0, GOOD + "\n", ""), forward: str = "listen") -> Path:
         path = tmp_path / "ssh"
@@ -187,6 +195,13 @@ async def test_a_forward_that_dies_is_reported_with_its_stderr(tmp_path: Path, f
     with pytest.raises(TunnelError, match=r"devbox: the ssh forward ended \(exit 255\): bind: Address already in use"):
         await open_tunnel("devbox", ssh=str(ssh), timeout=10)
     assert set(Path("/tmp").glob("pp-ssh-*")) <= before  # its folder went with it
+    assert pids_gone(tmp_path)
+
+
+async def test_a_forward_the_server_refuses_is_reported(tmp_path: Path, fake_ssh: FakeSsh) -> None:
+    ssh = fake_ssh(forward="mute")
+    with pytest.raises(TunnelError, match=r"devbox: ssh forwards the socket but the engine at /run/.* did not answer"):
+        await open_tunnel("devbox", ssh=str(ssh), timeout=10)
     assert pids_gone(tmp_path)
 
 
