@@ -228,6 +228,7 @@ class Tunnel:
         *,
         folder: str,
         proc: asyncio.subprocess.Process,
+        stderr: _Sink,
     ) -> None:
         self.target = target
         self.socket_path = socket_path
@@ -237,20 +238,10 @@ class Tunnel:
         """True when ``engine start`` started the engine (False: one was running)."""
         self._folder = folder
         self._proc = proc
-        self._stderr = _Sink(MAX_STDERR, head=False)
+        self._stderr = stderr
         self._pump = asyncio.ensure_future(self._stderr.pump(proc.stderr))
         self._lock = asyncio.Lock()
         self._closed = False
-
-    @property
-    def process(self) -> asyncio.subprocess.Process:
-        """The forwarding ssh."""
-        return self._proc
-
-    @property
-    def stderr_sink(self) -> _Sink:
-        """What the forwarding ssh wrote to stderr (its end)."""
-        return self._stderr
 
     @property
     def pid(self) -> int:
@@ -311,10 +302,10 @@ async def _probe(path: str) -> bool | None:
             await writer.wait_closed()
 
 
-async def _wait_answering(tunnel: Tunnel, deadline: float) -> None:
+async def _wait_answering(tunnel: Tunnel, proc: asyncio.subprocess.Process, err: _Sink, deadline: float) -> None:
     """Until the engine answers through the forward; ssh's exit, a refusal or the deadline is an error."""
     loop = asyncio.get_running_loop()
-    host, proc, err = tunnel.target, tunnel.process, tunnel.stderr_sink
+    host = tunnel.target
     exited = asyncio.ensure_future(proc.wait())
     try:
         while True:
@@ -379,9 +370,10 @@ async def open_tunnel(
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    tunnel = Tunnel(target, local, remote_socket, pid, started, folder=folder, proc=proc)
+    err = _Sink(MAX_STDERR, head=False)
+    tunnel = Tunnel(target, local, remote_socket, pid, started, folder=folder, proc=proc, stderr=err)
     try:
-        await _wait_answering(tunnel, deadline)
+        await _wait_answering(tunnel, proc, err, deadline)
     except BaseException:
         await tunnel.close()
         raise
