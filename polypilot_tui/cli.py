@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--in-process", action="store_true", help="run the engine inside the dashboard (sessions end with it)"
     )
+    parser.add_argument("--ssh", metavar="[USER@]HOST[:PORT]", help="attach to the engine on another machine over ssh")
+    parser.add_argument(
+        "--remote-command", default="polypilot", help="--ssh: how polypilot is run there (default: polypilot)"
+    )
+    parser.add_argument("--ssh-option", action="append", default=[], help="--ssh: an option for ssh (e.g. -F FILE)")
     return parser
 
 
@@ -160,6 +165,12 @@ def _command(argv: Sequence[str] | None) -> int:
         return run_web(args.host, args.port, args.agents_file, args.in_process)
     if args.in_process:
         return cmd_tui(settings, args.log_file)
+    if args.ssh:
+        from polypilot_tui.service.attach import SshAttach
+        from polypilot_tui.ui.launch import run_over_ssh
+
+        setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=args.log_file)
+        return run_over_ssh(settings, SshAttach(args.ssh, args.remote_command, args.ssh_option))
     return cmd_attach(settings, args.log_file)
 
 

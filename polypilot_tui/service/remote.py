@@ -60,8 +60,11 @@ class EngineClock(SystemClock):
 class RemoteEngine:
     """An :class:`~polypilot_tui.engine.api.Engine` in another process, reached through ``connect``."""
 
-    def __init__(self, connect: Connect, *, reconnect: bool = True) -> None:
+    def __init__(
+        self, connect: Connect, *, reconnect: bool = True, on_detach: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self._connect = connect
+        self._on_detach = on_detach
         self._reconnect = reconnect
         self._clock = EngineClock()
         self._stream = ChangeStream()
@@ -170,6 +173,8 @@ class RemoteEngine:
                 self._reader.cancel()
             if self.http is not None:
                 await self.http.aclose()
+            if self._on_detach is not None:
+                await self._on_detach()
 
     # ---- the stream, into the mirror ------------------------------------------------------
     def _apply(self, kind: str, data: Any) -> None:

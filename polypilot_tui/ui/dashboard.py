@@ -82,11 +82,14 @@ class Dashboard(App[int]):
         notes: Sequence[str] = (),
         theme_dirs: Sequence[Path] | None = None,
         keymap_file: Path | None = None,
+        remote: str | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
+        self.remote = remote
+        """The machine the engine runs on when it is another one (over SSH), else None."""
         """The sessions: in this process, or in the engine service this dashboard is attached to."""
         self.clock = clock
         self.attention = Attention()
@@ -289,7 +292,9 @@ class Dashboard(App[int]):
             self.pane.editor.focus()  # e.g. the permission buttons that had focus went away
         needy = sum(1 for v in views if self.attention.wants_user(v))
         count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
-        self.sub_title = count + (f" · {needy} need you" if needy else "")
+        self.sub_title = (
+            count + (f" · {needy} need you" if needy else "") + (f" · on {self.remote}" if self.remote else "")
+        )
         state = (self.selected, shown.status if shown else None, bool(shown and shown.interrupted_prompt))
         if state != self._binding_state:
             self._binding_state = state

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from textual.drivers.linux_driver import LinuxDriver
@@ -16,10 +18,13 @@ from textual.drivers.linux_driver import LinuxDriver
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.service.attach import SshAttach, engine_agents
 from polypilot_tui.service.remote import EngineClock, RemoteEngine
 from polypilot_tui.service.spawn import ensure_engine
+from polypilot_tui.service.ssh import TunnelError
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.quit_signals import QuitOnSignal
 from polypilot_tui.ui.terminal import HangupSafeDriver
@@ -65,11 +70,31 @@ def run_attached(settings: Settings) -> int:
         path, _started = await ensure_engine(settings)
         return path
 
-    app = PolypilotApp(settings, catalog, RemoteEngine(connect), EngineClock(), notes=notes)
-    return _start(app)
+    return _start(PolypilotApp(settings, catalog, RemoteEngine(connect), EngineClock(), notes=notes))
 
 
-def _start(app: PolypilotApp) -> int:
+def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
+    """Run the dashboard attached to the engine of another machine, through an SSH tunnel.
+
+    The first tunnel is opened before the terminal is taken, so a failure is said in the shell;
+    the agents are that engine's. Its sessions' folders are there: the diff view and Finish,
+    which run git here, are not offered."""
+
+    async def prepare() -> PolypilotApp | None:
+        try:
+            catalog = await engine_agents(await attach.open())
+        except (TunnelError, EngineError) as exc:
+            print(f"polypilot: {exc}", file=sys.stderr)
+            await attach.close()
+            return None
+        engine = RemoteEngine(attach.connect, on_detach=attach.close)
+        return PolypilotApp(settings, catalog, engine, EngineClock(), remote=attach.target)
+
+    return _start(prepare)
+
+
+def _start(app: PolypilotApp | Callable[[], Awaitable[PolypilotApp | None]]) -> int:
+    """Run the app (or the app ``app()`` makes on the loop it will run on); its exit code."""
     # Textual sizes the screen with shutil.get_terminal_size(), which prefers COLUMNS/LINES
     # over the terminal itself: an exported COLUMNS=80 pinned the dashboard to 80 columns
     # in a wider terminal, resize or not. Under textual-serve (``polypilot web``, TEXTUAL_DRIVER
@@ -77,17 +102,21 @@ def _start(app: PolypilotApp) -> int:
     if "TEXTUAL_DRIVER" not in os.environ:
         for name in ("COLUMNS", "LINES"):
             os.environ.pop(name, None)
+    return asyncio.run(_run(app))
+
+
+async def _run(made: PolypilotApp | Callable[[], Awaitable[PolypilotApp | None]]) -> int:
+    """What ``app.run()`` does, with the quit signals handled on the app's loop."""
+    app = made if isinstance(made, PolypilotApp) else await made()
+    if app is None:
+        return 1
     if app.driver_class is LinuxDriver:  # not a driver chosen with TEXTUAL_DRIVER
         app.driver_class = HangupSafeDriver
-    result = asyncio.run(_run(app))
-    return result if isinstance(result, int) else (app.return_code or 0)
-
-
-async def _run(app: PolypilotApp) -> int | None:
-    """What ``app.run()`` does, with the quit signals handled on the app's loop."""
     QuitOnSignal(app).install(asyncio.get_running_loop())
-    app.first_workspace = await first_workspace(app.settings, app.catalog)
-    return await app.run_async()
+    if app.remote is None:  # a session on another machine starts in its agent's folder there
+        app.first_workspace = await first_workspace(app.settings, app.catalog)
+    result = await app.run_async()
+    return result if isinstance(result, int) else (app.return_code or 0)
 
 
 async def first_workspace(settings: Settings, catalog: AgentCatalog) -> Workspace | None:

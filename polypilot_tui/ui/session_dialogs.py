@@ -59,6 +59,10 @@ class SessionDialogs(Dashboard):
     # ---- new session ---------------------------------------------------------------
     def action_new_session(self) -> None:
         """Pick an agent, a folder, a name and (in git) a worktree, and start a session."""
+        if self.remote is not None:  # its folders are on that machine: the dialog's git runs here
+            self.notify(f"A new session on {self.remote} starts in its agent's folder there.", timeout=5, markup=False)
+            self.run_worker(self.start_first_session(), group="new-session", exit_on_error=False)
+            return
         self.open_new_session()
 
     def open_new_session(self, initial: NewSessionRequest | None = None, problem: str = "") -> None:
@@ -121,7 +125,7 @@ class SessionDialogs(Dashboard):
     def action_finish_session(self) -> None:
         """Commit, merge, push, open a pull request for or discard the selected session's worktree."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids():
+        if sid is None or sid not in self.engine.ids() or self._remote_folder():
             return
         session = self.engine.view(sid)
         workspace = session.workspace
@@ -153,6 +157,8 @@ class SessionDialogs(Dashboard):
         sid = self.selected
         if sid is None or sid not in self.engine.ids() or any(isinstance(s, DiffViewScreen) for s in self.screen_stack):
             return  # one diff view at a time: two would each keep their own comments
+        if self._remote_folder():
+            return
         workspace = self.engine.view(sid).workspace
         if workspace is None or not workspace.is_git:
             self.notify(
@@ -211,6 +217,14 @@ class SessionDialogs(Dashboard):
             await self.engine.refresh_changes(sid)
 
         self.run_worker(refresh(), group="changes-refresh", exclusive=True, exit_on_error=False)
+
+    def _remote_folder(self) -> bool:
+        """The session's folder is on another machine: git cannot reach it from here (says so)."""
+        if self.remote is not None:
+            self.notify(
+                f"The session's folder is on {self.remote}: use `polypilot diff` or `finish` there.", markup=False
+            )
+        return self.remote is not None
 
     def _refocus_editor(self, _closed_with: object = None) -> None:
         """A dialog closed: typing goes to the prompt again."""

@@ -1,0 +1,60 @@
+"""Attaching to an engine on another machine: an SSH tunnel per attach, and that engine's agents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from polypilot_tui.config import AgentCatalog, AgentConfig
+from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.service.ssh import Tunnel, open_tunnel
+
+KINDS = ("demo", "copilot", "acp")
+
+
+class SshAttach:
+    """The ``connect`` of a RemoteEngine over SSH: the engine there is started when none runs;
+    after a loss (the engine died, the connection dropped) a new tunnel is opened."""
+
+    def __init__(self, target: str, remote_command: str = "polypilot", ssh_options: Sequence[str] = ()) -> None:
+        self.target = target
+        self.remote_command = remote_command
+        self.ssh_options = tuple(ssh_options)
+        self.tunnel: Tunnel | None = None
+        self._fresh = False
+
+    async def open(self) -> Path:
+        """Open the first tunnel (before the dashboard starts: a failure is told in the shell)."""
+        self.tunnel = await open_tunnel(self.target, remote_command=self.remote_command, ssh_options=self.ssh_options)
+        self._fresh = True
+        return Path(self.tunnel.socket_path)
+
+    async def connect(self) -> Path:
+        """The tunnel just opened, else a new one."""
+        if self._fresh and self.tunnel is not None and self.tunnel.alive():
+            self._fresh = False
+            return Path(self.tunnel.socket_path)
+        await self.close()
+        return await self.open()
+
+    async def close(self) -> None:
+        """End the tunnel (the engine there goes on)."""
+        self._fresh = False
+        if self.tunnel is not None:
+            await self.tunnel.close()
+            self.tunnel = None
+
+
+async def engine_agents(socket: Path) -> AgentCatalog:
+    """The agents the engine on ``socket`` offers, by name and kind (how it starts them is its own)."""
+    http = EngineHttp(socket, timeout=30.0)
+    try:
+        answer = await http.get("/agents")
+    finally:
+        await http.aclose()
+    agents = {}
+    for entry in answer.get("agents", []) if isinstance(answer, dict) else []:
+        name, kind = (entry.get("name"), entry.get("kind")) if isinstance(entry, dict) else (None, None)
+        if isinstance(name, str) and kind in KINDS:
+            agents[name] = AgentConfig(name=name, kind=kind)
+    return AgentCatalog(agents)
