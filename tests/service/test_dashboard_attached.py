@@ -4,8 +4,12 @@ two dashboards show the same state, and a killed engine is replaced without losi
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import signal
+import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -101,6 +105,8 @@ async def test_a_killed_engine_is_told_at_once_replaced_and_the_lost_turn_offere
             sid = app.selected
             await send(pilot, "!slow a long one")
             await wait_for(pilot, lambda: "word3" in app.engine.streaming_text(sid), what="the reply streaming")
+            # Saves are written behind (0.2 s, 0.5 s): a kill within that window loses them by design.
+            await wait_for(pilot, lambda: saved_mid_turn(state, sid), what="the turn saved as in flight")
             seen = list(app.engine.history(sid))
             loop = asyncio.get_running_loop()
             os.kill(engine.process.pid, signal.SIGKILL)
@@ -110,7 +116,7 @@ async def test_a_killed_engine_is_told_at_once_replaced_and_the_lost_turn_offere
             await wait_for(
                 pilot, lambda: any("Attached to the engine again" in n for n in notifications(app)), timeout=60
             )
-            await wait_for(pilot, lambda: app.engine.view(sid).interrupted_prompt == "!slow a long one")
+            await wait_for(pilot, lambda: app.engine.view(sid).interrupted_prompt == "!slow a long one", timeout=60)
             history = app.engine.history(sid)
             assert [(i.kind, i.text) for i in history[: len(seen)]] == [(i.kind, i.text) for i in seen]
             assert any(i.kind is ItemKind.ASSISTANT and "word3" in i.text for i in history)  # the partial reply
@@ -120,6 +126,20 @@ async def test_a_killed_engine_is_told_at_once_replaced_and_the_lost_turn_offere
             await pilot.press("ctrl+q")
             await wait_for(pilot, lambda: "Stop the engine too" in screen_text(app) or not app.is_running)
     kill_engine_of(state)
+
+
+def saved_mid_turn(state: Path, sid: str) -> bool:
+    """The registry says the session's turn is in flight and the history holds its prompt and
+    the reply so far (what a restore brings back)."""
+    try:
+        saved = json.loads((state / "sessions.json").read_text())
+        with contextlib.closing(sqlite3.connect(f"file:{state / 'history.db'}?mode=ro", uri=True)) as db:
+            rows = db.execute("SELECT count(*) FROM items WHERE session_id = ?", (sid,)).fetchone()[0]
+            drafts = db.execute("SELECT count(*) FROM drafts WHERE session_id = ?", (sid,)).fetchone()[0]
+    except (OSError, ValueError, sqlite3.Error):
+        return False
+    in_flight = any(s.get("id") == sid and s.get("turn_in_flight") for s in saved.get("sessions", []))
+    return in_flight and rows >= 1 and drafts >= 1
 
 
 async def poll(fetch: object, check: object, timeout: float = 60.0) -> None:
