@@ -80,6 +80,8 @@ class RemoteEngine:
         self._focused = 0
         """The client whose terminal had the focus last (0: none said yet)."""
         self._detaching = False
+        self._stopping = False
+        """The engine said it stops because somebody asked (no new one is started then)."""
 
     @property
     def clock(self) -> SystemClock:
@@ -150,6 +152,14 @@ class RemoteEngine:
             if self._detaching:
                 return
             log.warning("engine stream ended: %s", reason)
+            if self._stopping:
+                self.notices.tell(
+                    "engine-stopped",
+                    "The engine was stopped (polypilot engine stop, or another dashboard): its sessions are "
+                    "saved. Quit, and run polypilot again to start it.",
+                    "warning",
+                )
+                return
             if not first.done():
                 first.set_exception(EngineUnreachable(reason))
                 return
@@ -194,6 +204,8 @@ class RemoteEngine:
             self._view(data)
         elif kind == "change":
             self._change(change_from_json(data))
+        elif kind == "stopping":
+            self._stopping = True
         elif kind == "focus":
             self._focused = int(data.get("client") or 0)
         elif kind == "notice":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import socket
 from pathlib import Path
 
@@ -29,6 +30,10 @@ from polypilot_tui.storage.lock import StateFolderBusy, lock_holder
 from polypilot_tui.storage.retention import prune_state_dir
 
 log = logging.getLogger(__name__)
+
+
+SHUTDOWN_GRACE = 3
+"""Seconds attached clients get to close their streams when the engine stops."""
 
 
 class EngineRefused(Exception):
@@ -73,22 +78,32 @@ async def serve(settings: Settings, catalog: AgentCatalog, ready: asyncio.Event 
     except (OSError, EngineRefused):
         await engine.close(quitting=False)
         raise
-    server: uvicorn.Server | None = None
-
-    def stop() -> None:
-        if server is not None:
-            server.should_exit = True
-
-    config = uvicorn.Config(build_app(engine, stop), log_level="warning", lifespan="off", access_log=False)
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopped.set)
+    config = uvicorn.Config(
+        build_app(engine, stopped.set),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )
+    config.load()
     server = uvicorn.Server(config)
+    # uvicorn's own serve() wakes ten times a second to look for a stop: an idle engine must
+    # not poll, so the stop is an event and only startup() and shutdown() are uvicorn's.
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
     log.info("engine %d listening on %s", os.getpid(), path)
     if ready is not None:
         ready.set()
     try:
-        await server.serve(sockets=[sock])
+        await stopped.wait()
     finally:
         log.info("engine stopping: %d turn(s) in flight end as interrupted", engine.running_turns())
-        await engine.close(quitting=True)
+        await engine.close(quitting=True)  # clients hear the turns end, then that the engine stops
+        await server.shutdown(sockets=[sock])
         path.unlink(missing_ok=True)
         sock.close()
     return 0

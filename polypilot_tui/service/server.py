@@ -180,6 +180,8 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         return JSONResponse({"result": None})
 
     async def stop_engine(request: Request) -> Response:
+        for client in attached:  # a stop asked for: clients do not start a new engine
+            client.tell("stopping", {})
         stop()
         return JSONResponse({"stopping": True}, status_code=202)
 

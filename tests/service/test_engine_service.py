@@ -92,3 +92,25 @@ async def wait(predicate: object, what: str, timeout: float = 20.0) -> None:
         if loop.time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+async def test_a_stop_asked_for_is_not_undone_by_an_attached_client(tmp_path: Path) -> None:
+    async with running_engine() as engine:
+        mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket))
+        told: list[str] = []
+        mirror.on_notice(lambda notice: told.append(notice.message))
+        await mirror.start()
+        stop = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "polypilot_tui", "engine", "stop"],
+            env=engine_env(engine.state),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert stop.returncode == 0 and f"Engine pid {engine.process.pid} stopped." in stop.stdout
+        await wait(lambda: any("The engine was stopped" in m for m in told), "the client told")
+        assert await asyncio.to_thread(engine.process.wait, 10) == 0
+        assert not engine.socket.exists()
+        await mirror.detach(stop_engine=False)
+        assert not any("starting a new one" in m for m in told)
