@@ -135,7 +135,7 @@ class RemoteEngine:
                     self.http = EngineHttp(socket)
                 async with self.http.stream() as events:
                     async for event in events:
-                        self._apply(event.event, event_data(event))
+                        self.apply_event(event.event, event_data(event))
                         if event.event == "snapshot":
                             attempt = 0
                             if not first.done():
@@ -187,7 +187,8 @@ class RemoteEngine:
                 await self._on_detach()
 
     # ---- the stream, into the mirror ------------------------------------------------------
-    def _apply(self, kind: str, data: Any) -> None:
+    def apply_event(self, kind: str, data: Any) -> None:
+        """Fold one stream event into the mirror and publish what changed."""
         if not isinstance(data, dict):
             raise ValueError(f"a {kind} event is not an object")
         if kind == "snapshot":

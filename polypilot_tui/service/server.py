@@ -49,6 +49,10 @@ MAX_BODY = 1 << 20
 """Bytes a request body may have (a prompt of a megabyte is already a lot)."""
 
 
+STREAMED = (ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, TurnEnded)
+"""The change records a client hears (not raw agent events or actions: views reflect those)."""
+
+
 class StreamClient:
     """One attached client's queue: records in order, views coalesced until it reads them."""
 
@@ -94,25 +98,43 @@ class StreamClient:
         self._sent_stream[sid] = streaming
         return session_state(engine.view(sid), engine.history(sid), streaming)
 
+    def attach(self) -> Callable[[], None]:
+        """Hear the engine's changes and notices from now on; returns the detach."""
+        unsubscribe = self.engine.subscribe(self.on_change, *STREAMED)
+        stop_notices = self.engine.on_notice(self.on_notice)
+
+        def detach() -> None:
+            unsubscribe()
+            stop_notices()
+
+        return detach
+
     async def events(self) -> AsyncIterator[tuple[str, Any]]:
         """(event, data) in order, forever; a view is built when its turn to be sent comes."""
         while True:
             await self._ready.wait()
             self._ready.clear()
-            batch, self._queue = self._queue, []
-            for kind, data in batch:
-                if kind == "view":
-                    self._views_queued.discard(data)
-                    if data in self.engine.ids():
-                        yield "view", self._view(data)
-                elif kind == "session":
-                    if data in self.engine.ids():
-                        yield "session", self._session(data)
-                elif kind == "removed":
-                    self._sent_stream.pop(data, None)
-                    yield "removed", {"session_id": data}
-                else:
-                    yield kind, data
+            for event in self.drain():
+                yield event
+
+    def drain(self) -> list[tuple[str, Any]]:
+        """Every event queued so far, built now (views and sessions as they are at this moment)."""
+        batch, self._queue = self._queue, []
+        out: list[tuple[str, Any]] = []
+        for kind, data in batch:
+            if kind == "view":
+                self._views_queued.discard(data)
+                if data in self.engine.ids():
+                    out.append(("view", self._view(data)))
+            elif kind == "session":
+                if data in self.engine.ids():
+                    out.append(("session", self._session(data)))
+            elif kind == "removed":
+                self._sent_stream.pop(data, None)
+                out.append(("removed", {"session_id": data}))
+            else:
+                out.append((kind, data))
+        return out
 
     def _view(self, sid: str) -> dict[str, Any]:
         text = self.engine.streaming_text(sid)
@@ -148,11 +170,8 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
 
     async def stream(request: Request) -> Response:
         client = StreamClient(engine, next(clients))
-        unsubscribe = engine.subscribe(
-            client.on_change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, TurnEnded
-        )
+        detach = client.attach()
         first = client.snapshot()  # same tick as the subscribe: nothing falls in between
-        stop_notices = engine.on_notice(client.on_notice)
         attached.append(client)
         engine.watch_folders(True)
 
@@ -162,8 +181,7 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
                 async for kind, data in client.events():
                     yield ServerSentEvent(dump_json(data), event=kind)
             finally:
-                unsubscribe()
-                stop_notices()
+                detach()
                 attached.remove(client)
                 engine.watch_folders(bool(attached))
 

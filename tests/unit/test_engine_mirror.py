@@ -1,0 +1,101 @@
+"""The engine service's wire, end to end without a socket: what a StreamClient sends, folded
+by a RemoteEngine, is the engine's state — views, history, the reply streaming now — after
+every step of real turns on the demo agent in virtual time (deltas, tools, permissions,
+stop, close and reopen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.service.remote import RemoteEngine
+from polypilot_tui.service.server import StreamClient
+from tests.support.engine import Harness
+
+
+class Wire:
+    """An engine, a stream client of it, and a mirror fed through JSON text (as on the socket)."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.engine = LocalEngine(harness.manager)
+        self.client = StreamClient(self.engine, 1)
+        self.client.attach()
+        self.mirror = RemoteEngine(self._no_socket)
+        self.events = 0
+        self._feed([("snapshot", self.client.snapshot())])
+
+    @staticmethod
+    async def _no_socket() -> Path:
+        raise AssertionError("the mirror is fed by hand here")
+
+    def _feed(self, events: list[tuple[str, object]]) -> None:
+        for kind, data in events:
+            self.mirror.apply_event(kind, load_json(dump_json(data), kind))
+            self.events += 1
+
+    def sync(self) -> None:
+        """Send what is queued, then check the mirror holds exactly the engine's state."""
+        self._feed(self.client.drain())
+        engine, mirror = self.engine, self.mirror
+        assert mirror.ids() == engine.ids()
+        for sid in engine.ids():
+            assert mirror.view(sid) == engine.view(sid)
+            assert mirror.history(sid) == engine.history(sid)
+            assert mirror.streaming_text(sid) == engine.streaming_text(sid)
+
+
+async def step_until_rest(harness: Harness, wire: Wire, sid: str) -> int:
+    """Advance virtual time deadline by deadline, checking the mirror at each; returns the steps."""
+    steps = 0
+    await harness.clock.settle()
+    wire.sync()
+    while harness.busy(sid):
+        deadline = harness.clock.next_deadline()
+        assert deadline is not None
+        await harness.clock.advance_to(deadline)
+        wire.sync()
+        steps += 1
+    await harness.manager.idle()
+    wire.sync()
+    return steps
+
+
+async def test_a_streamed_reply_a_tool_and_a_permission_arrive_whole(harness: Harness) -> None:
+    wire = Wire(harness)
+    sid = await wire.engine.new_session("demo", "mirrored")
+    await harness.manager.connect(sid)
+    wire.sync()
+    await wire.engine.send(sid, "!slow stream it")
+    assert await step_until_rest(harness, wire, sid) > 20  # checked between many deltas
+    assert "word59" in wire.mirror.history(sid)[-1].text
+    await wire.engine.send(sid, "look at the project")  # a tool row, replaced when it completes
+    await step_until_rest(harness, wire, sid)
+    await wire.engine.send(sid, "!permission write the file")
+    await harness.until(lambda: wire.engine.view(sid).pending_permission is not None)
+    wire.sync()
+    request = wire.mirror.view(sid).pending_permission
+    assert request is not None and request.options
+    await wire.engine.answer_permission(sid, request.request_id, request.options[0][0])
+    await step_until_rest(harness, wire, sid)
+    assert wire.mirror.view(sid).pending_permission is None
+
+
+async def test_a_stop_mid_reply_then_close_and_reopen_keep_the_mirror_exact(harness: Harness) -> None:
+    wire = Wire(harness)
+    sid = await wire.engine.new_session("demo")
+    await harness.manager.connect(sid)
+    await wire.engine.send(sid, "!slow to be stopped")
+    await harness.until(lambda: "word5" in wire.engine.streaming_text(sid))
+    wire.sync()
+    await wire.engine.stop(sid)
+    await step_until_rest(harness, wire, sid)
+    assert wire.mirror.streaming_text(sid) == "" and wire.mirror.history(sid)[-1].interrupted is not None
+    await wire.engine.send(sid, "!slow again")  # a new reply after a stopped one: the stream restarts
+    await step_until_rest(harness, wire, sid)
+    assert await wire.engine.close_session(sid)
+    wire.sync()
+    assert wire.mirror.ids() == []
+    await wire.engine.reopen(sid)
+    wire.sync()
+    assert wire.mirror.history(sid)[0].text == "!slow to be stopped"
