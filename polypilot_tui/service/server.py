@@ -18,10 +18,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from polypilot_tui.agents.base import BackendError
@@ -144,6 +143,11 @@ class StreamClient:
         return {"view": to_plain(self.engine.view(sid)), "stream_from": start, "stream": text[start:]}
 
 
+def sse(kind: str, data: Any) -> str:
+    """One Server-Sent Event: compact JSON holds no raw newline, so it is one ``data:`` line."""
+    return f"event: {kind}\ndata: {dump_json(data)}\n\n"
+
+
 def engine_info(engine: LocalEngine) -> dict[str, Any]:
     """Who the engine is and how busy: for ``polypilot engine``, ``status`` and clients."""
     views = engine.views()
@@ -175,17 +179,21 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         attached.append(client)
         engine.watch_folders(True)
 
-        async def events() -> AsyncIterator[ServerSentEvent]:
+        async def events() -> AsyncIterator[str]:
             try:
-                yield ServerSentEvent(dump_json({**first, "focused": focused[0]}), event="snapshot")
+                yield sse("snapshot", {**first, "focused": focused[0]})
                 async for kind, data in client.events():
-                    yield ServerSentEvent(dump_json(data), event=kind)
+                    yield sse(kind, data)
             finally:
                 detach()
                 attached.remove(client)
                 engine.watch_folders(bool(attached))
 
-        return EventSourceResponse(events(), ping=15, send_timeout=30)
+        # Starlette ends the generator when the client leaves. (sse-starlette was not used: its
+        # shutdown watcher wakes twice a second for the engine's whole life, and an idle
+        # engine must not poll; the framing below is the whole of what it would add.)
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
     async def info(request: Request) -> Response:
         return JSONResponse({**engine_info(engine), "attached": len(attached)})
