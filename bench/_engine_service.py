@@ -139,14 +139,18 @@ def short_state_dir() -> Path:
 
 
 @asynccontextmanager
-async def engine_process(argv: list[str], state: Path) -> AsyncIterator[subprocess.Popen[bytes]]:
-    """Run ``argv`` (an engine serving ``state``) until it answers; at the end stop it
-    (SIGTERM, then SIGKILL) and remove ``state``."""
+async def engine_process(
+    argv: list[str], state: Path, prepare: Callable[[Path], None] | None = None
+) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """Run ``argv`` (an engine serving ``state``, after ``prepare(state)``) until it answers;
+    at the end stop it (SIGTERM, then SIGKILL) and remove ``state``."""
     from polypilot_tui.service.client import EngineHttp, EngineUnreachable
     from polypilot_tui.service.wire import socket_path
 
     with tempfile.TemporaryFile() as err:
         try:
+            if prepare is not None:
+                prepare(state)
             process = subprocess.Popen(
                 argv, env=engine_env(state), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
             )

@@ -129,12 +129,18 @@ async def measure(attached: Path, local_full: Path, scratch: Path, repeat: int) 
 
 async def run(sessions: int, items: int, repeat: int) -> None:
     state = short_state_dir()
-    seed(state, sessions, items)
     with tempfile.TemporaryDirectory(prefix="ppb-") as tmp:
         local_full = Path(tmp) / "full"
-        shutil.copytree(state, local_full)
-        started = time.perf_counter()
-        async with engine_process(polypilot_serve(), state):
+
+        started = 0.0
+
+        def prepare(state: Path) -> None:
+            nonlocal started
+            seed(state, sessions, items)
+            shutil.copytree(state, local_full)
+            started = time.perf_counter()
+
+        async with engine_process(polypilot_serve(), state, prepare):
             up = time.perf_counter() - started
             runs = await measure(state, local_full, Path(tmp), repeat)
     med = {k: statistics.median(v) for k, v in runs.items()}
