@@ -6,7 +6,7 @@ does), and ~10 s after that client left. From /proc: CPU time (every thread's ``
 nanoseconds) and wakeups (context switches, voluntary and not, of every thread), per minute.
 Target: ~0 — an idle engine should wake for nothing. The ratio is CPU time / wall time.
 
-What wakes it (2026-11-24, found by turning each off in a throwaway copy of the engine):
+What wakes it (2026-11-23, found by turning each off in a throwaway copy of the engine):
 uvicorn's ``Server.main_loop`` ticks every 0.1 s (600/min, from the start, client or not);
 sse-starlette's shutdown watcher polls every 0.5 s (120/min) from the first stream on, and
 keeps going after the client left; ``LocalEngine.watch_folders`` checks the session folders
