@@ -1,0 +1,175 @@
+"""Attaching to an engine holding 200 saved sessions: time to the dashboard's first frame.
+
+An engine (``polypilot serve``, a process of its own) restores 200 saved sessions x 50 history
+rows; the headless dashboard (``App.run_test``) attaches to it with a RemoteEngine, as
+``polypilot`` does when an engine runs already. The clock runs from building the dashboard to
+its first frame, and to the first frame whose session list holds every session. Against:
+an empty local start (the dashboard with its engine in this process and no saved session,
+a fresh folder each time), and for reference the same 200 sessions restored in this process.
+Alternating runs, medians; the ratio attached / empty local start (target <= 1.5x).
+
+    python -m bench.engine_attach [--sessions 200] [--items 50] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench._engine_service import engine_process, polypilot_serve, short_state_dir
+from bench.startup import seed, settings_for
+
+MakeEngine = Callable[[Path], tuple[Any, Any]]
+"""A state folder -> (engine, clock) for the dashboard."""
+
+
+def local_engine(state: Path) -> tuple[Any, Any]:
+    from polypilot_tui.config import load_agents
+    from polypilot_tui.domain.clock import SystemClock
+    from polypilot_tui.engine.local import LocalEngine
+    from polypilot_tui.engine.manager import SessionManager
+    from polypilot_tui.engine.persistence import attach_persistence
+
+    clock = SystemClock()
+    return LocalEngine(SessionManager(settings_for(state), load_agents(None), clock), attach_persistence), clock
+
+
+def remote_engine(state: Path) -> tuple[Any, Any]:
+    from polypilot_tui.service.remote import EngineClock, RemoteEngine
+    from polypilot_tui.service.wire import socket_path
+
+    async def connect() -> Path:
+        return socket_path(state)
+
+    return RemoteEngine(connect, reconnect=False), EngineClock()
+
+
+async def first_frame(state: Path, make: MakeEngine) -> tuple[float, float, int]:
+    """Seconds from building the dashboard to its first frame, and to the first frame whose
+    session list holds every session; and how many it lists."""
+    from polypilot_tui.config import load_agents
+    from polypilot_tui.ui import app as ui_app
+    from polypilot_tui.ui.app import PolypilotApp
+    from polypilot_tui.ui.theming import BUNDLED_DIR
+    from polypilot_tui.ui.widgets.session_list import ROW_HEIGHT
+
+    loop = asyncio.get_running_loop()
+    first, listed = loop.create_future(), loop.create_future()
+    css_dir = Path(ui_app.__file__).parent
+
+    class Measured(PolypilotApp):
+        # Textual resolves CSS paths next to the subclass's module: point them back at the app's.
+        CSS_PATH = [str(css_dir / path) for path in PolypilotApp.CSS_PATH]  # type: ignore[union-attr]
+
+        def _display(self, screen: Any, renderable: Any) -> None:
+            if renderable is not None:
+                now = time.perf_counter()
+                if not first.done():
+                    first.set_result(now)
+                rows = self.sidebar.session_list
+                wanted = len(self.engine.ids())
+                if (
+                    not listed.done()
+                    and wanted
+                    and len(rows.session_ids) >= wanted
+                    and rows.virtual_size.height >= wanted * ROW_HEIGHT
+                ):
+                    listed.set_result(now)
+            super()._display(screen, renderable)
+
+    start = time.perf_counter()
+    engine, clock = make(state)
+    app = Measured(
+        settings_for(state),
+        load_agents(None),
+        engine,
+        clock,
+        theme_dirs=[BUNDLED_DIR],
+        keymap_file=state / "no-keymap.toml",
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        shown = await asyncio.wait_for(first, 60)
+        all_rows = await asyncio.wait_for(listed, 60)
+        count = len(app.sidebar.session_list.session_ids)
+        await pilot.pause()
+    return shown - start, all_rows - start, count
+
+
+async def measure(attached: Path, local_full: Path, scratch: Path, repeat: int) -> dict[str, list[float]]:
+    """Alternate the three starts (same process, warm caches, a collected heap before each)."""
+    runs: dict[str, list[float]] = {}
+    shown: dict[str, int] = {}
+
+    async def one(name: str, state: Path, make: MakeEngine) -> None:
+        gc.collect()
+        a, b, shown[name] = await first_frame(state, make)
+        runs.setdefault(f"{name} first", []).append(a)
+        runs.setdefault(f"{name} listed", []).append(b)
+
+    for i in range(repeat + 1):  # the first round warms up: imports, CSS, SQLite, the engine's JSON
+        empty = scratch / f"empty{i}"
+        empty.mkdir()
+        await one("empty local", empty, local_engine)
+        await one("local 200", local_full, local_engine)
+        await one("attached 200", attached, remote_engine)
+        if i == 0:
+            runs.clear()
+    runs["shown"] = [float(shown["attached 200"])]
+    return runs
+
+
+async def run(sessions: int, items: int, repeat: int) -> None:
+    state = short_state_dir()
+    with tempfile.TemporaryDirectory(prefix="ppb-") as tmp:
+        local_full = Path(tmp) / "full"
+
+        started = 0.0
+
+        def prepare(state: Path) -> None:
+            nonlocal started
+            seed(state, sessions, items)
+            shutil.copytree(state, local_full)
+            started = time.perf_counter()
+
+        async with engine_process(polypilot_serve(), state, prepare):
+            up = time.perf_counter() - started
+            runs = await measure(state, local_full, Path(tmp), repeat)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    label = f"{sessions} sessions x {items} rows"
+    print(f"first frame, median of {repeat} alternating runs (headless dashboard in this process)")
+    print(f"  engine process up and answering with {label}: {up * 1000:.0f} ms (not in the figures below)")
+    for name in ("empty local", "local 200", "attached 200"):
+        print(
+            f"  {name:<13} first frame {med[f'{name} first'] * 1000:7.1f} ms | "
+            f"every session listed {med[f'{name} listed'] * 1000:7.1f} ms"
+        )
+    base = med["empty local first"]
+    print(
+        f"ratio attached ({label}) / empty local start: first frame {med['attached 200 first'] / base:.2f}x, "
+        f"session list {med['attached 200 listed'] / base:.2f}x (target <= 1.5x); "
+        f"attached / local with the same sessions {med['attached 200 listed'] / med['local 200 listed']:.2f}x"
+    )
+    if runs["shown"][0] < sessions:
+        raise RuntimeError(f"the attached dashboard listed {runs['shown'][0]:.0f} of {sessions} sessions")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench.engine_attach", description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--items", type=int, default=50, help="history rows per saved session")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args([] if argv is None else argv)  # `python -m bench` calls main()
+    asyncio.run(run(args.sessions, args.items, args.repeat))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
