@@ -99,7 +99,7 @@ async def first_frame_ui(state: Path) -> tuple[float, float, int]:
                 # Listed = the sidebar's one list widget holds a row for every session and is
                 # laid out to scroll through all of them (it draws only the rows on screen).
                 rows = self.sidebar.session_list
-                wanted = len(self.manager.ids())
+                wanted = len(self.engine.ids())
                 if (
                     not listed.done()
                     and wanted
