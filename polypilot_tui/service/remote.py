@@ -35,6 +35,7 @@ from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.stream import ChangeStream, Listener, Unsubscribe
 from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
+from polypilot_tui.service.histories import Histories
 from polypilot_tui.service.wire import items_from_json, view_from_json
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
 
@@ -73,7 +74,7 @@ class RemoteEngine:
         self.info: dict[str, Any] = {}
         """What the engine said of itself in its last snapshot (pid, state folder, …)."""
         self._views: dict[str, SessionView] = {}
-        self._history: dict[str, list[ChatItem]] = {}
+        self._history = Histories(self._fetch_history, self._history_loaded)
         self._streaming: dict[str, str] = {}
         self._reader: asyncio.Task[None] | None = None
         self._client_id = 0
@@ -106,7 +107,8 @@ class RemoteEngine:
         return tuple(self._views.values())
 
     def history(self, session_id: str) -> tuple[ChatItem, ...]:
-        return tuple(self._history.get(session_id, ()))
+        """The rows so far; the first ask fetches them (a ViewChanged follows when they are here)."""
+        return self._history.get(session_id) if session_id in self._views else ()
 
     def streaming_text(self, session_id: str) -> str:
         return self._streaming.get(session_id, "")
@@ -181,6 +183,7 @@ class RemoteEngine:
         finally:
             if self._reader is not None:
                 self._reader.cancel()
+            self._history.cancel()
             if self.http is not None:
                 await self.http.aclose()
             if self._on_detach is not None:
@@ -240,12 +243,27 @@ class RemoteEngine:
         view = view_from_json(data.get("view"))
         streaming = data.get("streaming", "")
         self._views[view.id] = view
-        self._history[view.id] = items_from_json(data.get("history", []))
+        history = data.get("history")
+        self._history.put(view.id, items_from_json(history) if history is not None else None)
         self._streaming[view.id] = streaming if isinstance(streaming, str) else ""
         return view.id
 
+    async def _fetch_history(self, sid: str) -> list[ChatItem]:
+        rows: list[ChatItem] = []
+        while True:
+            page = await self._api().get(f"/sessions/{sid}/history", start=len(rows), limit=1000)
+            items = items_from_json(page.get("items") if isinstance(page, dict) else None)
+            rows += items
+            total = page.get("total") if isinstance(page, dict) else None
+            if not items or not isinstance(total, int) or len(rows) >= total:
+                return rows
+
+    def _history_loaded(self, sid: str) -> None:
+        if sid in self._views:
+            self._stream.publish(ViewChanged(sid, self._views[sid].revision))  # a redraw shows it
+
     def _forget(self, sid: str) -> bool:
-        self._history.pop(sid, None)
+        self._history.forget(sid)
         self._streaming.pop(sid, None)
         return self._views.pop(sid, None) is not None
 
@@ -261,14 +279,8 @@ class RemoteEngine:
         self._stream.publish(ViewChanged(view.id, view.revision))
 
     def _change(self, change: Change) -> None:
-        history = self._history.get(change.session_id)
-        if history is not None and isinstance(change, (ItemAdded, ItemReplaced)):
-            if change.index < len(history):
-                history[change.index] = change.item  # a row the snapshot had already
-            elif change.index == len(history):
-                history.append(change.item)
-            else:
-                raise ValueError(f"history row {change.index} of {change.session_id} arrived before row {len(history)}")
+        if isinstance(change, (ItemAdded, ItemReplaced)):
+            self._history.apply(change)
         self._stream.publish(change)
 
     def alerts_here(self) -> bool:

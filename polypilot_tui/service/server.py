@@ -86,16 +86,17 @@ class StreamClient:
         self._queue.append((kind, data))
         self._ready.set()
 
-    def snapshot(self) -> dict[str, Any]:
-        """Every session whole, and what the client needs to read times against the engine."""
-        sessions = [self._session(sid) for sid in self.engine.ids()]
+    def snapshot(self, with_history: bool = False) -> dict[str, Any]:
+        """Every session (its history only ``with_history``), and what the client needs to read
+        times against the engine."""
+        sessions = [self._session(sid, with_history) for sid in self.engine.ids()]
         return {"engine": engine_info(self.engine), "client": self.client_id, "sessions": sessions}
 
-    def _session(self, sid: str) -> dict[str, Any]:
+    def _session(self, sid: str, with_history: bool = True) -> dict[str, Any]:
         engine = self.engine
         streaming = engine.streaming_text(sid)
         self._sent_stream[sid] = streaming
-        return session_state(engine.view(sid), engine.history(sid), streaming)
+        return session_state(engine.view(sid), engine.history(sid) if with_history else None, streaming)
 
     def attach(self) -> Callable[[], None]:
         """Hear the engine's changes and notices from now on; returns the detach."""
@@ -175,7 +176,8 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
     async def stream(request: Request) -> Response:
         client = StreamClient(engine, next(clients))
         detach = client.attach()
-        first = client.snapshot()  # same tick as the subscribe: nothing falls in between
+        # Same tick as the subscribe: nothing falls in between.
+        first = client.snapshot(with_history=request.query_params.get("history") == "all")
         attached.append(client)
         engine.watch_folders(True)
 

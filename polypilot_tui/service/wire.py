@@ -24,9 +24,13 @@ def socket_path(state_dir: Path | str) -> Path:
     return Path(state_dir) / SOCKET_NAME
 
 
-def session_state(view: SessionView, history: tuple[ChatItem, ...], streaming: str) -> dict[str, Any]:
-    """One session whole: its view, its history and the reply streaming now."""
-    return {"view": to_plain(view), "history": [to_plain(i) for i in history], "streaming": streaming}
+def session_state(view: SessionView, history: tuple[ChatItem, ...] | None, streaming: str) -> dict[str, Any]:
+    """One session: its view, the reply streaming now and, unless None, its history (a client
+    that attaches to hundreds of sessions fetches a history when it shows it)."""
+    state = {"view": to_plain(view), "streaming": streaming}
+    if history is not None:
+        state["history"] = [to_plain(i) for i in history]
+    return state
 
 
 def view_from_json(obj: Any) -> SessionView:

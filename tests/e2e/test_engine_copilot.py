@@ -55,6 +55,7 @@ async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_b
             async with again.run_test(size=SIZE, notifications=True) as pilot:
                 await wait_for(pilot, lambda: again.selected == sid, what="the session on screen")
                 await see(pilot, "word59")
+                await wait_for(pilot, lambda: len(again.engine.history(sid)) >= 4, what="the history fetched")
                 replies = [i for i in again.engine.history(sid) if i.kind is ItemKind.ASSISTANT]
                 assert "word59" in replies[-1].text and not replies[-1].interrupted
                 # Now the engine dies in the middle of a reply.
@@ -68,6 +69,7 @@ async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_b
                     lambda: any("Attached to the engine again" in n for n in notifications(again)),
                     timeout=AGENT_WAIT,
                 )
+                await wait_for(pilot, lambda: len(again.engine.history(sid)) > len(seen), what="the history fetched")
                 assert [(i.kind, i.text) for i in again.engine.history(sid)][: len(seen)] == seen
                 # Resumed by the new engine (the reply completes), or reported with a one-key resend.
                 await wait_for(pilot, lambda: not again.engine.view(sid).status.busy, timeout=AGENT_WAIT)

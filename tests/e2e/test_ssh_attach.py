@@ -83,7 +83,13 @@ async def test_a_dashboard_attached_over_ssh_drives_the_remote_engine_which_outl
         again = RemoteEngine(second.connect, on_detach=second.close)
         await again.start()
         try:
-            assert again.ids() == [sid] and again.history(sid)[0].text == "hello over ssh"
+            assert again.ids() == [sid]
+            again.history(sid)  # fetched when first asked for
+            for _ in range(200):
+                if again.history(sid):
+                    break
+                await asyncio.sleep(0.05)
+            assert again.history(sid)[0].text == "hello over ssh"
         finally:
             await again.detach(stop_engine=True)
         await asyncio.sleep(0)

@@ -54,6 +54,7 @@ async def test_quitting_mid_turn_leaves_it_running_and_the_next_dashboard_shows_
         again = attached_dashboard(engine.state)
         async with again.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: again.selected == sid, what="the session back on screen")
+            await wait_for(pilot, lambda: len(again.engine.history(sid)) >= 2, what="the history fetched")
             reply = [i.text for i in again.engine.history(sid) if i.kind is ItemKind.ASSISTANT]
             assert reply and "word59" in reply[-1] and "interrupted" not in reply[-1]
             await wait_for(pilot, lambda: "word59" in screen_text(again), what="the finished reply on screen")
@@ -117,6 +118,7 @@ async def test_a_killed_engine_is_told_at_once_replaced_and_the_lost_turn_offere
                 pilot, lambda: any("Attached to the engine again" in n for n in notifications(app)), timeout=60
             )
             await wait_for(pilot, lambda: app.engine.view(sid).interrupted_prompt == "!slow a long one", timeout=60)
+            await wait_for(pilot, lambda: len(app.engine.history(sid)) > len(seen), what="the history fetched")
             history = app.engine.history(sid)
             assert [(i.kind, i.text) for i in history[: len(seen)]] == [(i.kind, i.text) for i in seen]
             assert any(i.kind is ItemKind.ASSISTANT and "word3" in i.text for i in history)  # the partial reply

@@ -23,7 +23,7 @@ class Wire:
         self.client.attach()
         self.mirror = RemoteEngine(self._no_socket)
         self.events = 0
-        self._feed([("snapshot", self.client.snapshot())])
+        self._feed([("snapshot", self.client.snapshot(with_history=True))])
 
     @staticmethod
     async def _no_socket() -> Path:

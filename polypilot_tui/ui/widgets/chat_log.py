@@ -98,8 +98,8 @@ class ChatLog(VerticalScroll):
 
     async def sync(self, history: Sequence[ChatItem], streaming: str) -> None:
         """Bring the log up to date with ``history`` and the ``streaming`` reply so far."""
-        if len(history) < len(self._known):
-            await self._reset()
+        if len(history) < len(self._known) or (history and not self._known and self.children):
+            await self._reset()  # replaced, or arrived after an empty first look: paged in afresh
         if not self._known and not self.children:
             await self._open(history)
         else:
