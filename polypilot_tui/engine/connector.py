@@ -144,7 +144,7 @@ class Connector:
                 turn.used_tools = True  # RESUME-ACTIVE: the tool tier, the agent is working
             elif result.lost_turn:
                 ctx.end_turn(
-                    session_id, Outcome.FAILED, EndCause.LOST_IN_RESTART, "the agent lost this turn in the app restart"
+                    session_id, Outcome.FAILED, EndCause.LOST_IN_RESTART, "the agent lost this turn in the restart"
                 )
         ctx.changed(session_id)
         return backend

@@ -151,7 +151,9 @@ class EngineContext:
         if restored and outcome in (Outcome.STUCK, Outcome.FAILED) and record.prompt:
             session.interrupted_prompt = record.prompt
             session.error(
-                f"⚠ Your request “{one_line(record.prompt, 60)}” was interrupted by an app restart ({reason}).", wall
+                f"⚠ Your request “{one_line(record.prompt, 60)}” was interrupted by a restart of polypilot; "
+                "resend it with ctrl+y.",
+                wall,
             )
         elif outcome is Outcome.STUCK:
             if session.consecutive_stuck >= 3:

@@ -38,7 +38,7 @@ from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 
 log = logging.getLogger(__name__)
 
-QUIT_REASON = "interrupted: the app quit during this turn"
+QUIT_REASON = "interrupted: polypilot stopped during this turn"
 
 
 class SessionManager:
@@ -370,7 +370,7 @@ class SessionManager:
                 if turn.prompt:
                     managed.session.interrupted_prompt = turn.prompt
                     managed.session.error(
-                        f"⚠ Your request “{one_line(turn.prompt, 60)}” was interrupted when the app quit.",
+                        f"⚠ Your request “{one_line(turn.prompt, 60)}” was interrupted when polypilot stopped.",
                         self.clock.wall(),
                     )
         await self.shutdown()

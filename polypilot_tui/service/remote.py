@@ -157,8 +157,8 @@ class RemoteEngine:
             if self._stopping:
                 self.notices.tell(
                     "engine-stopped",
-                    "The engine was stopped (polypilot engine stop, or another dashboard): its sessions are "
-                    "saved. Quit, and run polypilot again to start it.",
+                    "The engine was stopped (polypilot engine stop, or another dashboard); its sessions are "
+                    "saved. Sending, ctrl+r or ctrl+y starts it again.",
                     "warning",
                 )
                 return
@@ -168,7 +168,9 @@ class RemoteEngine:
             if not self._reconnect or attempt >= RECONNECT_TRIES:
                 self.notices.tell("engine-lost", f"The engine is gone and could not be started again: {reason}")
                 return
-            self.notices.tell("engine-lost", f"The engine stopped ({reason}); starting a new one — sessions come back.")
+            self.notices.tell(
+                "engine-lost", "The engine stopped unexpectedly; starting a new one — your sessions come back."
+            )
             attempt += 1
             await asyncio.sleep(min(0.2 * attempt, 2.0))
 
@@ -298,13 +300,21 @@ class RemoteEngine:
             raise EngineUnreachable("not attached to an engine")
         return self.http
 
+    async def _attached(self) -> EngineHttp:
+        """The engine's API; after a stop asked for elsewhere, the engine is started again first."""
+        if self._reader is not None and self._reader.done() and not self._detaching:
+            self._stopping = False
+            self.notices.over("engine-stopped", "The engine runs again.")
+            await self.start()
+        return self._api()
+
     async def _act(self, sid: str, action: str, **body: Any) -> Any:
-        answer = await self._api().post(f"/sessions/{sid}/{action}", body)
+        answer = await (await self._attached()).post(f"/sessions/{sid}/{action}", body)
         return answer.get("result") if isinstance(answer, dict) else None
 
     async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
         body = {"agent": agent, "name": name, "workspace": to_plain(workspace) if workspace else None}
-        answer = await self._api().post("/sessions", body)
+        answer = await (await self._attached()).post("/sessions", body)
         sid = answer.get("id") if isinstance(answer, dict) else None
         if not isinstance(sid, str):
             raise EngineError("the engine did not say which session it made")

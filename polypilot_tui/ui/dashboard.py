@@ -293,7 +293,9 @@ class Dashboard(App[int]):
         needy = sum(1 for v in views if self.attention.wants_user(v))
         count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
         self.sub_title = (
-            count + (f" · {needy} need you" if needy else "") + (f" · on {self.remote}" if self.remote else "")
+            count
+            + (f" · {needy} need{'s' if needy == 1 else ''} you" if needy else "")
+            + (f" · on {self.remote}" if self.remote else "")
         )
         state = (self.selected, shown.status if shown else None, bool(shown and shown.interrupted_prompt))
         if state != self._binding_state:

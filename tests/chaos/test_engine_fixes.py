@@ -142,4 +142,4 @@ async def test_a_restored_turn_that_saw_events_is_still_offered_for_resending(tm
     session = manager.session("s")
     assert [t.outcome.value for t in session.turns] == ["stuck"]
     assert session.interrupted_prompt == "build it"
-    assert "interrupted by an app restart" in session.history[-1].text
+    assert "interrupted by a restart of polypilot" in session.history[-1].text

@@ -104,7 +104,8 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
         if outcome["outcome"] != "completed":  # reported interrupted, with a one-key resend
             assert outcome["interrupted_prompt"] == "now tell me something SLOW", outcome
             assert any(
-                h["kind"] == "error" and "interrupted by an app restart" in h["text"] for h in outcome["history"]
+                h["kind"] == "error" and "interrupted by a restart of polypilot" in h["text"]
+                for h in outcome["history"]
             ), outcome["history"]
         assert as_rows(outcome["history"])[: len(rows) + 1] == history[: len(rows) + 1]
 
@@ -123,7 +124,7 @@ async def test_sigkill_app_mid_turn_then_restore(copilot_cli: Path, model_server
     trace = Path(closed["recording"]).read_text().splitlines()
     restore = json.loads(trace[0])["restore"]
     assert restore["mid_turn"] and restore["prompt"] == "now tell me something SLOW"
-    assert restore["lost_turn"] is (outcome["reason"] == "the agent lost this turn in the app restart")
+    assert restore["lost_turn"] is (outcome["reason"] == "the agent lost this turn in the restart")
     replayed = await run_trace(trace)  # the restore and the next prompt end the same way in replay
     assert [t["turn_end"] for t in replayed.timeline if "turn_end" in t] == [outcome["outcome"], "completed"]
     assert not home_processes(tmp_path / "copilot-home"), "a CLI (or its child) outlived the app"

@@ -128,7 +128,9 @@ async def test_sigkill_mid_turn_then_restore_and_resend(tmp_path: Path) -> None:
         assert outcome["seconds"] <= 35  # resumed or reported interrupted within the quiescence tier
         assert outcome["outcome"] == "failed" and outcome["status"] == "error"
         assert outcome["interrupted_prompt"] == "!slow"
-        assert any(h["kind"] == "error" and "interrupted by an app restart" in h["text"] for h in outcome["history"])
+        assert any(
+            h["kind"] == "error" and "interrupted by a restart of polypilot" in h["text"] for h in outcome["history"]
+        )
 
         resent = second.expect("resent", 45)
         assert resent["ok"] and resent["outcome"] == "completed" and resent["status"] == "idle"

@@ -80,7 +80,7 @@ def test_sigterm_quits_like_ctrl_q_and_gives_the_terminal_back(tmp_path: Path) -
         assert_quit_cleanly(state)
 
         term.restart(POLYPILOT)  # everything comes back
-        term.wait_for(DRAFT, "interrupted when the app quit", "ctrl+y")
+        term.wait_for(DRAFT, "interrupted when polypilot stopped", "ctrl+y")
         term.keys("C-q")
         term.wait_until_dead()
     finally:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from polypilot_tui.config import Settings
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.service.remote import RemoteEngine
-from tests.support.engine_service import engine_env, running_engine
+from polypilot_tui.service.spawn import engine_info, ensure_engine
+from tests.support.engine_service import engine_env, kill_engine_of, running_engine
 
 pytestmark = pytest.mark.slow
 
@@ -94,23 +96,43 @@ async def wait(predicate: object, what: str, timeout: float = 20.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_a_stop_asked_for_is_not_undone_by_an_attached_client(tmp_path: Path) -> None:
+async def test_a_stop_asked_for_is_not_undone_by_an_attached_client_until_it_acts(demo_speed: None) -> None:
     async with running_engine() as engine:
-        mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket))
+        settings = Settings(_env_file=None, state_dir=engine.state)  # type: ignore[call-arg]
+
+        async def connect() -> Path:
+            return (await ensure_engine(settings))[0]
+
+        mirror = RemoteEngine(connect)
         told: list[str] = []
         mirror.on_notice(lambda notice: told.append(notice.message))
         await mirror.start()
-        stop = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "polypilot_tui", "engine", "stop"],
-            env=engine_env(engine.state),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert stop.returncode == 0 and f"Engine pid {engine.process.pid} stopped." in stop.stdout
-        await wait(lambda: any("The engine was stopped" in m for m in told), "the client told")
-        assert await asyncio.to_thread(engine.process.wait, 10) == 0
-        assert not engine.socket.exists()
-        await mirror.detach(stop_engine=False)
-        assert not any("starting a new one" in m for m in told)
+        try:
+            stop = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "polypilot_tui", "engine", "stop"],
+                env=engine_env(engine.state),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert stop.returncode == 0 and f"Engine pid {engine.process.pid} stopped." in stop.stdout
+            await wait(lambda: any("The engine was stopped" in m for m in told), "the client told")
+            assert await asyncio.to_thread(engine.process.wait, 10) == 0
+            assert not engine.socket.exists() and await engine_info(settings) is None  # nobody restarted it
+            assert not any("starting a new one" in m for m in told)
+            # The user acts (a new session, a send): the engine starts again, with what was saved.
+            sid = await mirror.new_session("demo", "after the stop")
+            info = await engine_info(settings)
+            assert info is not None and info["pid"] != engine.process.pid
+            assert sid in mirror.ids() and any("The engine runs again." in m for m in told)
+        finally:
+            await mirror.detach(stop_engine=True)
+            kill_engine_of(engine.state)
+
+
+@pytest.fixture
+def demo_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine a client starts gets the tests' settings through the environment."""
+    monkeypatch.setenv("POLYPILOT_DEMO_SPEED", "20")
+    monkeypatch.setenv("POLYPILOT_RECORD", "false")

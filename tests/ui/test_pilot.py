@@ -427,7 +427,7 @@ async def test_quit_with_a_turn_running_asks_and_the_turn_is_offered_for_resendi
         await pilot.press("y")
     session = app.engine.manager.session("s1")
     assert session.turn is None and session.interrupted_prompt == "!slow"
-    assert session.last_outcome.reason == "interrupted: the app quit during this turn"
+    assert session.last_outcome.reason == "interrupted: polypilot stopped during this turn"
 
 
 async def test_ctrl_g_then_y_in_one_burst_answers_the_permission(tmp_path: Path) -> None:

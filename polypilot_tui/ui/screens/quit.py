@@ -38,8 +38,9 @@ class QuitScreen(ConfirmScreen):
 
     def __init__(self, busy: Sequence[SessionView]) -> None:
         message = (
-            f"{plural(len(busy), 'turn')} running ({turn_names(busy)}). They go on in the engine after you "
-            "quit, and polypilot shows them again when you come back. Stopping the engine ends them now "
+            f"{plural(len(busy), 'turn')} running ({turn_names(busy)}). "
+            f"{'It goes' if len(busy) == 1 else 'They go'} on in the engine after you quit, and polypilot "
+            f"shows {'it' if len(busy) == 1 else 'them'} again when you come back. Stopping the engine ends them now "
             "(each is offered for resending next time)."
         )
         super().__init__("Quit while turns run?", message, "Quit")

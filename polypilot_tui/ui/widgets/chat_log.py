@@ -98,10 +98,14 @@ class ChatLog(VerticalScroll):
 
     async def sync(self, history: Sequence[ChatItem], streaming: str) -> None:
         """Bring the log up to date with ``history`` and the ``streaming`` reply so far."""
+        following = False
         if len(history) < len(self._known) or (history and not self._known and self.children):
+            following = self.scroll_back == 0  # the end was on screen: it stays there
             await self._reset()  # replaced, or arrived after an empty first look: paged in afresh
         if not self._known and not self.children:
             await self._open(history)
+            if following:
+                self.anchor()
         else:
             self._redraw_changed(history)
             await self._append(history)
