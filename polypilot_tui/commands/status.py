@@ -187,7 +187,8 @@ def print_status(settings: Settings, json_mode: bool = False, out: TextIO | None
     """Print the status model (the running engine's, else the registry's); exit 0 (an empty or
     missing registry is not an error)."""
     out = out or sys.stdout
-    doc = asyncio.run(live_document(settings)) or status_document(settings)
+    live = asyncio.run(live_document(settings)) if socket_path(settings.state_dir).exists() else None
+    doc = live or status_document(settings)
     if json_mode:
         out.write(dump_json(doc, indent=2) + "\n")
     else:
