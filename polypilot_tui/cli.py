@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     engine = sub.add_parser("engine", help="the engine service: start it detached, see it, stop it")
     engine.add_argument("action", choices=["start", "status", "stop"])
     engine.add_argument("--json", action="store_true")
+    add_session_commands(sub)
     web = sub.add_parser("web", help="serve the dashboard to a browser on 127.0.0.1, behind a printed token")
     web.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
     web.add_argument("--host", default="127.0.0.1", help="127.0.0.1, localhost or ::1 (loopback only)")
@@ -75,6 +76,52 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--ssh-option", action="append", default=[], help="--ssh: an option for ssh (e.g. -F FILE)")
     return parser
+
+
+def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``ls``, ``send``, ``stop``, ``reconnect``, ``close``, ``answer``, ``follow``: the dashboard's
+    actions against the state folder's engine (commands/sessions.py, commands/follow.py)."""
+    ls = sub.add_parser("ls", help="the sessions of the running engine")
+    ls.add_argument("--json", action="store_true", help="a JSON array of views")
+    send = sub.add_parser("send", help="send a prompt to a session (queued while a turn runs)")
+    send.add_argument("session", help="id or name")
+    send.add_argument("prompt")
+    send.add_argument("--wait", action="store_true", help="stream the turn and exit with `run`'s codes")
+    send.add_argument("--json", action="store_true", help="--wait: JSONL events instead of text")
+    send.add_argument("--timeout", type=float, default=None, help="--wait: give up waiting after S seconds (exit 1)")
+    for name, what in (
+        ("stop", "stop a session's turn"),
+        ("reconnect", "reconnect a session's agent"),
+        ("close", "close a session"),
+    ):
+        sub.add_parser(name, help=what).add_argument("session", help="id or name")
+    answer = sub.add_parser("answer", help="answer a session's pending permission (no OPTION: list them, exit 2)")
+    answer.add_argument("session", help="id or name")
+    answer.add_argument("option", nargs="?", help="an option id, or the unique start of an id or label")
+    follow = sub.add_parser("follow", help="a session's history, then its turns live (ctrl+c ends it)")
+    follow.add_argument("session", help="id or name")
+    follow.add_argument("--json", action="store_true", help="JSONL rows and events")
+
+
+def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
+    """The session commands (commands/sessions.py, commands/follow.py)."""
+    from polypilot_tui.commands import follow, sessions
+
+    if args.command == "ls":
+        return asyncio.run(sessions.cmd_ls(settings, args.json))
+    if args.command == "send":
+        send = follow.cmd_send(
+            settings, args.session, args.prompt, wait=args.wait, json_mode=args.json, timeout=args.timeout
+        )
+        return asyncio.run(send)
+    if args.command == "answer":
+        return asyncio.run(sessions.cmd_answer(settings, args.session, args.option))
+    if args.command == "follow":
+        return asyncio.run(follow.cmd_follow(settings, args.session, args.json))
+    return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
+
+
+SESSION_COMMANDS = ("ls", "send", "stop", "reconnect", "close", "answer", "follow")
 
 
 def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
@@ -118,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("replay", "status", "agents", "new", "diff", "finish", "engine"):
+    if args.command in ("replay", "status", "agents", "new", "diff", "finish", "engine", *SESSION_COMMANDS):
         if args.log_file:
             setup_file_logging(Path("."), "", extra_file=args.log_file)
         else:
@@ -152,6 +199,8 @@ def _command(argv: Sequence[str] | None) -> int:
         return print_agents(load_catalog(settings))
     if args.command in ("new", "diff", "finish"):
         return cmd_workspace(args, settings)
+    if args.command in SESSION_COMMANDS:
+        return cmd_session(args, settings)
     if args.command in ("serve", "engine"):
         from polypilot_tui.commands.engine import cmd_engine, cmd_serve
 
@@ -176,8 +225,6 @@ def _command(argv: Sequence[str] | None) -> int:
 
 def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
     """``new``, ``diff`` and ``finish`` (commands/workspace.py)."""
-    import time
-
     from polypilot_tui.commands import workspace
 
     if args.command == "new":
@@ -191,7 +238,6 @@ def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
                 worktree=args.worktree,
                 branch=args.branch,
                 base=args.base,
-                clock_wall=time.time(),
             )
         )
     if args.command == "diff":

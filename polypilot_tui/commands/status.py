@@ -1,6 +1,7 @@
-"""``polypilot status [--json]``: the sessions' status from the registry, without the TUI.
+"""``polypilot status [--json]``: the sessions' status, without the TUI.
 
-It reads ``sessions.json`` only: no agent starts and nothing is written. The rows use the
+With an engine running it asks the engine (its views are the truth; a turn in flight is
+busy there); otherwise it reads ``sessions.json``: no agent starts and nothing is written. The rows use the
 names of :class:`~polypilot_tui.domain.view.SessionView` (the sidebar's model) so scripts can
 treat both alike; times are epoch seconds here because they outlive the process.
 
@@ -12,6 +13,7 @@ text goes through the redactor, fed with the environment's and the agents' secre
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -20,8 +22,12 @@ from typing import Any, TextIO
 from polypilot_tui.config import AgentsFileError, Settings, load_agents
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import compact_duration, one_line
-from polypilot_tui.domain.view import SessionStatus
+from polypilot_tui.domain.view import SessionStatus, SessionView
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.service.spawn import engine_info
+from polypilot_tui.service.wire import socket_path, view_from_json
 from polypilot_tui.storage.lock import lock_holder
 from polypilot_tui.storage.registry import Registry, SessionRecord
 
@@ -62,13 +68,19 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
     }
 
 
-def status_document(settings: Settings) -> dict[str, Any]:
-    """The whole ``--json`` document (prompts are never included: they may hold secrets)."""
+def learn_secrets(settings: Settings) -> None:
+    """The redactor learns the environment's and the agents' secrets (a second line of defence:
+    what the engine sends and the registry holds was redacted already)."""
     REDACTOR.learn_environment()
     try:
         REDACTOR.learn_agents(load_agents(settings.agents_file).agents.values())
     except AgentsFileError:
-        pass  # the registry was redacted when it was written; this is the second line of defence
+        pass
+
+
+def status_document(settings: Settings) -> dict[str, Any]:
+    """The whole ``--json`` document (prompts are never included: they may hold secrets)."""
+    learn_secrets(settings)
     holder = lock_holder(Path(settings.state_dir))
     snapshot = Registry(Path(settings.state_dir)).load(repair=False)
     running = holder is not None
@@ -94,7 +106,8 @@ def format_table(doc: dict[str, Any], now: float) -> str:
     """Human form: one line per session."""
     sessions = doc["sessions"]
     head = f"{len(sessions)} session(s) in {doc['state_dir']}"
-    head += f" (the app runs as pid {doc['app_pid']})" if doc["app_running"] else " (the app is not running)"
+    running = "the engine" if doc.get("engine") else "the app"
+    head += f" ({running} runs as pid {doc['app_pid']})" if doc["app_running"] else " (the app is not running)"
     if doc.get("problem"):
         head += f"\nwarning: {doc['problem']}"
     if not sessions:
@@ -118,10 +131,64 @@ def format_table(doc: dict[str, Any], now: float) -> str:
     return head + "\n" + "\n".join(line.rstrip() for line in lines)
 
 
+def live_row(view: SessionView, record: SessionRecord | None, to_wall: float) -> dict[str, Any]:
+    """One session as the running engine shows it, in :func:`status_row`'s shape (``to_wall``
+    turns the engine's clock times into epoch seconds)."""
+    return {
+        "id": view.id,
+        "name": REDACTOR.text(view.name),
+        "agent": view.agent,
+        "status": view.status.value,
+        "reason": REDACTOR.text(view.reason),
+        "model": view.model,
+        "cwd": view.cwd,
+        "branch": view.branch,
+        "worktree": view.worktree,
+        "title": REDACTOR.text(view.title),
+        "agent_session_id": view.agent_session_id,
+        "last_activity_at": view.last_activity_at + to_wall if view.last_activity_at is not None else None,
+        "created_at": record.created_at if record is not None else None,
+        "busy": view.status.busy,
+        "needs_user": view.status.needs_user,
+        "turn_in_flight": view.status.busy,
+        "interrupted": bool(view.interrupted_prompt),
+    }
+
+
+async def live_document(settings: Settings) -> dict[str, Any] | None:
+    """The ``--json`` document from the running engine, or None when none answers."""
+    info = await engine_info(settings)
+    if info is None:
+        return None
+    http = EngineHttp(socket_path(settings.state_dir), timeout=10.0)
+    try:
+        answer = await http.get("/sessions")
+    except EngineError:
+        return None  # it went away meanwhile: the registry tells the rest
+    finally:
+        await http.aclose()
+    learn_secrets(settings)
+    snapshot = Registry(Path(settings.state_dir)).load(repair=False)
+    records = {r.id: r for r in snapshot.sessions}
+    now, wall = info.get("now"), info.get("wall")
+    to_wall = float(wall) - float(now) if isinstance(now, (int, float)) and isinstance(wall, (int, float)) else 0.0
+    views = [view_from_json(v) for v in answer.get("sessions", [])] if isinstance(answer, dict) else []
+    return {
+        "state_dir": str(settings.state_dir),
+        "app_running": True,
+        "app_pid": info.get("pid"),
+        "saved_at": snapshot.saved_at,
+        "engine": True,
+        "sessions": [live_row(v, records.get(v.id), to_wall) for v in views],
+    }
+
+
 def print_status(settings: Settings, json_mode: bool = False, out: TextIO | None = None) -> int:
-    """Print the status model; exit 0 (an empty or missing registry is not an error)."""
+    """Print the status model (the running engine's, else the registry's); exit 0 (an empty or
+    missing registry is not an error)."""
     out = out or sys.stdout
-    doc = status_document(settings)
+    live = asyncio.run(live_document(settings)) if socket_path(settings.state_dir).exists() else None
+    doc = live or status_document(settings)
     if json_mode:
         out.write(dump_json(doc, indent=2) + "\n")
     else:

@@ -1,22 +1,25 @@
 """Sessions' folders and worktrees for scripts: ``new``, ``diff`` and ``finish``.
 
-``new`` adds a session to the saved list (the dashboard shows it at its next start), so it
-needs the state folder to itself, like the dashboard: while a dashboard runs, create the
-session there (ctrl+n). ``diff`` only reads. ``finish`` acts on the session's worktree
-through git and never on the saved list; a discarded worktree shows as gone in the dashboard.
+``new`` asks the state folder's engine (started when none runs) to add the session, as the
+dashboard's ctrl+n does: every attached dashboard shows it at once. ``diff`` only reads.
+``finish`` acts on the session's worktree through git and never on the saved list; a
+discarded worktree shows as gone in the dashboard.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
-import uuid
 from pathlib import Path
 
+from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import AgentCatalog, Settings
+from polypilot_tui.domain.wire import to_plain
 from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.registry_sync import workspace_fields, workspace_of
-from polypilot_tui.infra.private import private_dir
-from polypilot_tui.storage.lock import StateFolderBusy, StateLock
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.registry_sync import workspace_of
+from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.service.spawn import ensure_engine
 from polypilot_tui.storage.registry import Registry, SessionRecord
 from polypilot_tui.workspace import finish
 from polypilot_tui.workspace.changes import diff_text, file_counts, totals
@@ -26,7 +29,8 @@ from polypilot_tui.workspace.worktrees import branch_name_for, create_worktree, 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_BUSY = 3
+SAVE_WAIT = 5.0
+"""Seconds ``new`` waits for the engine to save the session it made (it writes within 0.5 s)."""
 
 
 def _fail(message: str, code: int = EXIT_FAILED) -> int:
@@ -44,25 +48,20 @@ async def cmd_new(
     worktree: bool,
     branch: str | None,
     base: str,
-    clock_wall: float,
 ) -> int:
-    """Add a session in ``cwd`` (or a new worktree of it); prints its id, folder and branch."""
+    """Add a session in ``cwd`` (or a new worktree of it) to the state folder's engine (started
+    when none runs); prints its id, folder and branch once the engine has saved it."""
     if agent not in catalog.agents:
         return _fail(f"no agent named {agent!r} (see `polypilot agents`)", EXIT_USAGE)
-    state = Path(settings.state_dir)
     try:
-        private_dir(state)
-        lock = StateLock.acquire(state)
-    except StateFolderBusy as exc:
-        return _fail(f"{exc}: create the session in that dashboard (ctrl+n)", EXIT_BUSY)
-    except OSError as exc:
-        return _fail(f"the state folder {state} cannot be used: {exc}")
+        path, _started = await ensure_engine(settings)
+    except EngineError as exc:
+        return _fail(str(exc))
+    http = EngineHttp(path)
     try:
-        registry = Registry(state)
-        snapshot = registry.load()
-        if snapshot.problem:
-            return _fail(f"the saved session list cannot be used: {snapshot.problem}")
-        label = name or f"{agent}-{len(snapshot.sessions) + 1}"
+        listed = await http.get("/sessions")
+        count = len(listed.get("sessions", [])) if isinstance(listed, dict) else 0
+        label = name or f"{agent}-{count + 1}"
         try:
             info = await inspect_folder(cwd)
             if worktree:
@@ -73,35 +72,37 @@ async def cmd_new(
                 workspace = Workspace(info.folder)
         except WorkspaceError as exc:
             return _fail(str(exc))
-        record = SessionRecord(
-            id=uuid.uuid4().hex[:8],
-            name=label,
-            agent=agent,
-            cwd=workspace.folder,
-            model=catalog.agents[agent].model or "",
-            created_at=clock_wall,
-            **workspace_fields(workspace),
-        )
-        registry.save((*snapshot.sessions, record), clock_wall)
+        answer = await http.post("/sessions", {"agent": agent, "name": label, "workspace": to_plain(workspace)})
+        sid = answer.get("id") if isinstance(answer, dict) else None
+        if not isinstance(sid, str):
+            return _fail("the engine did not say which session it made")
+    except EngineError as exc:
+        return _fail(str(exc))
     finally:
-        lock.release()
+        await http.aclose()
+    await _saved(Path(settings.state_dir), sid)
     where = f" on {workspace.branch}" if workspace.branch else ""
-    print(f"{record.id}\t{workspace.folder}{where}")
+    print(f"{sid}\t{workspace.folder}{where}")
     return EXIT_OK
+
+
+async def _saved(state: Path, sid: str, timeout: float = SAVE_WAIT) -> None:
+    """Until the engine has written ``sid`` to the saved list (``diff`` and ``finish`` read it)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        if any(r.id == sid for r in Registry(state).load(repair=False).sessions):
+            return
+        await asyncio.sleep(0.05)
 
 
 def find_session(settings: Settings, key: str) -> SessionRecord:
     """A saved session by id, or by name when exactly one has it."""
     sessions = Registry(Path(settings.state_dir)).load(repair=False).sessions
-    by_id = [r for r in sessions if r.id == key]
-    if by_id:
-        return by_id[0]
-    by_name = [r for r in sessions if r.name == key]
-    if len(by_name) == 1:
-        return by_name[0]
-    if by_name:
-        raise WorkspaceError(f"{len(by_name)} sessions are named {key!r}: use the id (`polypilot status`)")
-    raise WorkspaceError(f"no session {key!r} (see `polypilot status`)")
+    try:
+        return pick_session(key, sessions, lambda r: r.id, lambda r: r.name)
+    except NoSuchSession as exc:
+        raise WorkspaceError(str(exc).replace("polypilot ls", "polypilot status")) from None
 
 
 def _workspace(settings: Settings, key: str) -> tuple[SessionRecord, Workspace]:

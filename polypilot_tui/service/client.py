@@ -59,17 +59,29 @@ class EngineHttp:
         return data
 
     @asynccontextmanager
-    async def stream(self) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
-        """The live stream: the snapshot first, then every change (see server.py)."""
+    async def stream(self, **params: str) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
+        """The live stream: the snapshot first, then every change (see server.py); ``params``
+        narrow it (``session=ID``, and ``events="1"`` for that session's agent events too)."""
         try:
             async with aconnect_sse(
-                self._http, "GET", API + "/stream", timeout=httpx.Timeout(None, connect=5.0)
+                self._http, "GET", API + "/stream", params=params or None, timeout=httpx.Timeout(None, connect=5.0)
             ) as source:
                 if source.response.status_code != 200:
-                    raise EngineError(f"the engine refused the stream (HTTP {source.response.status_code})")
+                    await source.response.aread()
+                    raise EngineError(_refusal(source.response))
                 yield source.aiter_sse()
         except (httpx.TransportError, FileNotFoundError) as exc:  # refused, or cut off (a killed engine)
             raise EngineUnreachable(f"the engine on {self.socket} is gone ({type(exc).__name__})") from None
+
+
+def _refusal(response: httpx.Response) -> str:
+    """What a refused stream said (its ``error``), or its status."""
+    try:
+        data = load_json(response.content, "the engine's refusal") if response.content else {}
+    except ValueError:
+        data = {}
+    message = data.get("error") if isinstance(data, dict) else None
+    return str(message or f"the engine refused the stream (HTTP {response.status_code})")
 
 
 def event_data(event: ServerSentEvent) -> Any:

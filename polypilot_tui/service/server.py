@@ -26,6 +26,7 @@ from starlette.routing import Route
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.domain.changes import (
     Change,
+    EventReceived,
     ItemAdded,
     ItemReplaced,
     SessionAdded,
@@ -53,11 +54,16 @@ STREAMED = (ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, 
 
 
 class StreamClient:
-    """One attached client's queue: records in order, views coalesced until it reads them."""
+    """One attached client's queue: records in order, views coalesced until it reads them.
 
-    def __init__(self, engine: LocalEngine, client_id: int) -> None:
+    ``only`` narrows it to one session (a command following it); ``events`` adds that
+    session's agent events, in order with its changes (the reply's deltas as they come)."""
+
+    def __init__(self, engine: LocalEngine, client_id: int, only: str | None = None, events: bool = False) -> None:
         self.engine = engine
         self.client_id = client_id
+        self.only = only
+        self.events_too = events and only is not None
         self._queue: list[tuple[str, Any]] = []
         self._views_queued: set[str] = set()
         self._sent_stream: dict[str, str] = {}
@@ -65,7 +71,11 @@ class StreamClient:
 
     def on_change(self, change: Change) -> None:
         sid = change.session_id
-        if isinstance(change, ViewChanged):
+        if self.only is not None and sid != self.only:
+            return
+        if isinstance(change, EventReceived):
+            self._queue.append(("event", {"type": change.event.type, "data": dict(change.event.data)}))
+        elif isinstance(change, ViewChanged):
             if sid in self._views_queued:
                 return  # the view queued already will be built when sent: the latest one
             self._views_queued.add(sid)
@@ -89,7 +99,8 @@ class StreamClient:
     def snapshot(self, with_history: bool = False) -> dict[str, Any]:
         """Every session (its history only ``with_history``), and what the client needs to read
         times against the engine."""
-        sessions = [self._session(sid, with_history) for sid in self.engine.ids()]
+        ids = [sid for sid in self.engine.ids() if self.only in (None, sid)]
+        sessions = [self._session(sid, with_history) for sid in ids]
         return {"engine": engine_info(self.engine), "client": self.client_id, "sessions": sessions}
 
     def _session(self, sid: str, with_history: bool = True) -> dict[str, Any]:
@@ -100,7 +111,7 @@ class StreamClient:
 
     def attach(self) -> Callable[[], None]:
         """Hear the engine's changes and notices from now on; returns the detach."""
-        unsubscribe = self.engine.subscribe(self.on_change, *STREAMED)
+        unsubscribe = self.engine.subscribe(self.on_change, *STREAMED, *((EventReceived,) if self.events_too else ()))
         stop_notices = self.engine.on_notice(self.on_notice)
 
         def detach() -> None:
@@ -174,7 +185,10 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
     focused = [0]  # the client whose terminal had the focus last (0: none said)
 
     async def stream(request: Request) -> Response:
-        client = StreamClient(engine, next(clients))
+        only = request.query_params.get("session") or None
+        if only is not None and only not in engine.ids():
+            raise EngineError(f"no session {only!r}")
+        client = StreamClient(engine, next(clients), only, request.query_params.get("events") == "1")
         detach = client.attach()
         # Same tick as the subscribe: nothing falls in between.
         first = client.snapshot(with_history=request.query_params.get("history") == "all")

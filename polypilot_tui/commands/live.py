@@ -1,0 +1,183 @@
+"""The commands' way to the state folder's engine: reach it (or start it), name a session, follow it.
+
+Read-only commands never start an engine: with none running they say so and exit
+:data:`EXIT_NO_ENGINE`. The others start it detached, as the dashboard does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from polypilot_tui.commands.resolve import NoSuchSession, pick_session
+from polypilot_tui.config import Settings
+from polypilot_tui.domain.changes import Change, change_from_json
+from polypilot_tui.domain.text import strip_control
+from polypilot_tui.domain.view import SessionView
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
+from polypilot_tui.service.spawn import engine_info, ensure_engine
+from polypilot_tui.service.wire import socket_path, view_from_json
+
+EXIT_NO_ENGINE = 5
+"""A read-only command found no engine running for the state folder."""
+EXIT_INTERRUPTED = 130
+T = TypeVar("T")
+
+
+class CommandFailed(Exception):
+    """A command cannot go on: its message (for stderr) and exit code."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class EngineGone(Exception):
+    """The engine stopped answering while a command followed it."""
+
+
+def fail(message: str) -> None:
+    """One line on stderr, agent or engine text stripped of terminal controls."""
+    print(f"polypilot: {strip_control(message)}", file=sys.stderr)
+
+
+async def connect(settings: Settings, *, start: bool) -> EngineHttp:
+    """A client of the state folder's engine; started detached when none runs and ``start``,
+    else CommandFailed with :data:`EXIT_NO_ENGINE`."""
+    if start:
+        try:
+            path, _started = await ensure_engine(settings)
+        except EngineError as exc:
+            raise CommandFailed(str(exc)) from None
+        return EngineHttp(path)
+    if await engine_info(settings) is None:
+        raise CommandFailed(f"No engine runs for {settings.state_dir}.", EXIT_NO_ENGINE)
+    return EngineHttp(socket_path(settings.state_dir))
+
+
+async def views(http: EngineHttp) -> tuple[float, list[SessionView]]:
+    """The engine's clock now and every session's view, in the sidebar's order."""
+    answer = await http.get("/sessions")
+    if not isinstance(answer, dict) or not isinstance(answer.get("sessions"), list):
+        raise EngineError("the engine's session list has an unexpected shape")
+    now = answer.get("now")
+    return float(now) if isinstance(now, (int, float)) else 0.0, [view_from_json(v) for v in answer["sessions"]]
+
+
+async def find_view(http: EngineHttp, key: str) -> SessionView:
+    """The live session ``key`` names (an id, or a name only one session has)."""
+    _now, found = await views(http)
+    try:
+        return pick_session(key, found, lambda v: v.id, lambda v: v.name)
+    except NoSuchSession as exc:
+        raise CommandFailed(str(exc)) from None
+
+
+async def one_view(http: EngineHttp, sid: str) -> SessionView:
+    """The session's view now."""
+    return view_from_json(await http.get(f"/sessions/{sid}"))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The followed session as the stream began: its view and the reply streaming then."""
+
+    view: SessionView
+    streaming: str
+
+
+Item = tuple[str, Any]
+"""("view", SessionView) | ("change", Change) | ("event", (type, data)) | ("removed", id) | ("stopping", None)."""
+
+
+@asynccontextmanager
+async def follow_session(http: EngineHttp, sid: str) -> AsyncIterator[tuple[Snapshot, AsyncIterator[Item]]]:
+    """The session's stream, narrowed by the engine to it, with its agent events: the snapshot,
+    then its records in order. The iterator raises EngineGone when the stream ends."""
+    try:
+        async with http.stream(session=sid, events="1") as source:
+            first = await anext(source, None)
+            if first is None or first.event != "snapshot":
+                raise EngineGone("the engine closed the stream before its snapshot")
+            sessions = event_data(first).get("sessions") or []
+            if len(sessions) != 1:
+                raise CommandFailed(f"no session {sid!r} (closed meanwhile?)")
+            state = sessions[0]
+            streaming = state.get("streaming")
+            snapshot = Snapshot(view_from_json(state.get("view")), streaming if isinstance(streaming, str) else "")
+            yield snapshot, _items(source)
+    except EngineUnreachable as exc:
+        raise EngineGone(str(exc)) from None
+
+
+async def _items(source: AsyncIterator[Any]) -> AsyncIterator[Item]:
+    try:
+        async for event in source:
+            kind, data = event.event, event_data(event)
+            if kind == "view":
+                yield "view", view_from_json(data.get("view"))
+            elif kind == "change":
+                change: Change = change_from_json(data)
+                yield "change", change
+            elif kind == "event":
+                payload = data.get("data")
+                yield "event", (str(data.get("type")), payload if isinstance(payload, dict) else {})
+            elif kind == "removed":
+                yield "removed", data.get("session_id")
+            elif kind == "stopping":
+                yield "stopping", None
+    except EngineUnreachable as exc:
+        raise EngineGone(str(exc)) from None
+    raise EngineGone("the engine closed the stream")
+
+
+async def until_signal(work: Awaitable[T], on_signal: Callable[[str], T]) -> T:
+    """``work``'s result; a SIGINT or SIGTERM cancels it and returns ``on_signal(name)`` instead."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    caught: list[str] = []
+
+    def cancel(name: str) -> None:
+        caught.append(name)
+        task.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, cancel, signal.Signals(signum).name)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if caught:
+            return on_signal(caught[0])
+        raise
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signum)
+
+
+async def run_command(settings: Settings, start: bool, body: Callable[[EngineHttp], Awaitable[int]]) -> int:
+    """Reach the engine and run ``body`` with it; a refusal or a failure is one line on stderr."""
+    http: EngineHttp | None = None
+    try:
+        http = await connect(settings, start=start)
+        return await body(http)
+    except CommandFailed as exc:
+        fail(str(exc))
+        return exc.code
+    except EngineGone as exc:
+        fail(f"the engine went away: {exc}")
+        return 1
+    except EngineError as exc:
+        fail(str(exc))
+        return 1
+    finally:
+        if http is not None:
+            await http.aclose()
