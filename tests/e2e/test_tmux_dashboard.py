@@ -73,12 +73,12 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
         term.keys("C-u")  # the editor's "delete to line start": an empty prompt again
         term.type("after the restart")
         term.keys("Enter")
-        term.wait_for("echo: after the restart")
+        term.wait_for("echo: after the restart", "Idle")  # the turn over: the next prompt is sent, not queued
 
         # Quit in the middle of a reply: the engine goes on with it, and the next start shows it whole.
         term.type("SLOW again please")
         term.keys("Enter")
-        term.wait_for("Writing", "word3")
+        term.wait_for("SLOW again please", "Writing")
         term.keys("C-q")
         term.wait_for("Quit while turns run?", "1 turn running", "Stop the engine too [s]")
         term.keys("y")

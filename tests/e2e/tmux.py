@@ -129,7 +129,14 @@ class Terminal:
         program could start before tmux applied the window's size and draw at 80x24.
         """
         self._run("kill-server", check=False)
-        self.start(command)
+        for attempt in range(50):  # the old server may still be going away: its socket refuses a while
+            try:
+                self.start(command)
+                return
+            except subprocess.CalledProcessError:
+                if attempt == 49:
+                    raise
+                time.sleep(0.1)
 
     def close(self) -> None:
         self._run("kill-server", check=False)
