@@ -15,7 +15,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
+from types import NoneType
 from typing import Any
 
 from polypilot_tui.domain.changes import (
@@ -207,7 +209,9 @@ class RemoteEngine:
             if self._forget(sid):
                 self._stream.publish(SessionRemoved(sid))
         elif kind == "view":
-            self._view(data)
+            self._view(view_from_json(data.get("view")), data)
+        elif kind == "stream":
+            self._stream_moved(data)
         elif kind == "change":
             self._change(change_from_json(data))
         elif kind == "stopping":
@@ -269,8 +273,20 @@ class RemoteEngine:
         self._streaming.pop(sid, None)
         return self._views.pop(sid, None) is not None
 
-    def _view(self, data: dict[str, Any]) -> None:
-        view = view_from_json(data.get("view"))
+    def _stream_moved(self, data: dict[str, Any]) -> None:
+        """Only the reply streamed on: the view as last sent, with what a delta changes."""
+        last = self._views.get(str(data.get("session_id")))
+        if last is None:
+            return
+        revision, chars = data.get("revision"), data.get("streaming_chars")
+        active, gives_up = data.get("last_activity_at"), data.get("gives_up_at")
+        times_ok = all(isinstance(t, (int, float, NoneType)) and not isinstance(t, bool) for t in (active, gives_up))
+        if not (isinstance(revision, int) and isinstance(chars, int) and times_ok):
+            raise ValueError("a stream event's revision, streaming_chars or times have the wrong type")
+        moved = replace(last, revision=revision, streaming_chars=chars, last_activity_at=active, gives_up_at=gives_up)
+        self._view(moved, data)
+
+    def _view(self, view: SessionView, data: dict[str, Any]) -> None:
         if view.id not in self._views:
             return
         start, text = data.get("stream_from"), data.get("stream")

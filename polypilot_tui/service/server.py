@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -36,6 +37,7 @@ from polypilot_tui.domain.changes import (
     change_to_json,
 )
 from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.domain.view import SessionView
 from polypilot_tui.domain.wire import from_plain, to_plain
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError
@@ -67,6 +69,7 @@ class StreamClient:
         self._queue: list[tuple[str, Any]] = []
         self._views_queued: set[str] = set()
         self._sent_stream: dict[str, str] = {}
+        self._sent_view: dict[str, SessionView] = {}
         self._ready = asyncio.Event()
 
     def on_change(self, change: Change) -> None:
@@ -106,8 +109,9 @@ class StreamClient:
     def _session(self, sid: str, with_history: bool = True) -> dict[str, Any]:
         engine = self.engine
         streaming = engine.streaming_text(sid)
+        view = self._sent_view[sid] = engine.view(sid)
         self._sent_stream[sid] = streaming
-        return session_state(engine.view(sid), engine.history(sid) if with_history else None, streaming)
+        return session_state(view, engine.history(sid) if with_history else None, streaming)
 
     def attach(self) -> Callable[[], None]:
         """Hear the engine's changes and notices from now on; returns the detach."""
@@ -136,23 +140,42 @@ class StreamClient:
             if kind == "view":
                 self._views_queued.discard(data)
                 if data in self.engine.ids():
-                    out.append(("view", self._view(data)))
+                    out.append(self._view(data))
             elif kind == "session":
                 if data in self.engine.ids():
                     out.append(("session", self._session(data)))
             elif kind == "removed":
                 self._sent_stream.pop(data, None)
+                self._sent_view.pop(data, None)
                 out.append(("removed", {"session_id": data}))
             else:
                 out.append((kind, data))
         return out
 
-    def _view(self, sid: str) -> dict[str, Any]:
+    def _view(self, sid: str) -> tuple[str, dict[str, Any]]:
+        """The session's view now, with the reply text streamed since the last; while only the
+        stream moved (most deltas), just that: a "stream" event, not the whole view again."""
         text = self.engine.streaming_text(sid)
         sent = self._sent_stream.get(sid, "")
         start = len(sent) if text.startswith(sent) else 0
         self._sent_stream[sid] = text
-        return {"view": to_plain(self.engine.view(sid)), "stream_from": start, "stream": text[start:]}
+        view, last = self.engine.view(sid), self._sent_view.get(sid)
+        self._sent_view[sid] = view
+        stream = {"stream_from": start, "stream": text[start:]}
+        moved = streamed_fields(view)
+        if last is not None and view == replace(last, **moved):
+            return "stream", {"session_id": sid, **moved, **stream}
+        return "view", {"view": to_plain(view), **stream}
+
+
+def streamed_fields(view: SessionView) -> dict[str, Any]:
+    """What a delta changes in a view: a "stream" event carries these, the rest is as last sent."""
+    return {
+        "revision": view.revision,
+        "streaming_chars": view.streaming_chars,
+        "last_activity_at": view.last_activity_at,
+        "gives_up_at": view.gives_up_at,
+    }
 
 
 def sse(kind: str, data: Any) -> str:
