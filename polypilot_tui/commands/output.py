@@ -12,8 +12,10 @@ own (``[tool bash] …``) starts a new line only when one is needed — never an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Callable
 from typing import TextIO
@@ -64,6 +66,22 @@ class Output:
         """End the open line, if there is one."""
         if self.line_open:
             self.write("\n")
+
+    def watch_reader(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Notice a pipe's reader leaving while nothing is written (a turn that waits): the
+        write end of a pipe reports an error to the loop's poller once its read end is closed."""
+        try:
+            fd = self._stream.fileno()
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                return
+            loop.add_reader(fd, self._reader_gone, loop, fd)
+        except (OSError, ValueError, NotImplementedError):
+            return  # not a pipe, or a loop that cannot watch it: a write still notices
+
+    def _reader_gone(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        loop.remove_reader(fd)
+        if not self.closed:
+            self._closed()
 
     def _closed(self) -> None:
         self.closed = True

@@ -116,6 +116,7 @@ async def run_headless(
     interrupted: list[str] = []
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
+    out.watch_reader(loop)  # a reader that leaves while the turn is quiet is noticed too
 
     def cancel(signame: str) -> None:
         """First ctrl+c / SIGTERM: stop the turn (abort, grace, kill); a second one: leave now."""

@@ -76,6 +76,34 @@ def test_run_into_head_stops_the_turn_and_exits_141_without_a_traceback(tmp_path
     assert took < 15, f"the turn ran on for {took:.1f} s after its reader left"
 
 
+def test_a_reader_leaving_while_the_turn_is_quiet_is_noticed_without_a_write(tmp_path: Path) -> None:
+    """Everything was written before the reader left and the turn hangs: nothing more is ever
+    written, so no failed write can tell — the pipe's closed end must (it had waited 120 s)."""
+    run = subprocess.Popen(
+        [*POLYPILOT, "run", "--json", "!hang"],
+        cwd=ROOT,
+        env=clean_env(tmp_path / "state"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert run.stdout is not None and run.stderr is not None
+    try:
+        while "assistant.turn_start" not in (line := run.stdout.readline()):  # its last word: it hangs here
+            assert line, "the run ended before its turn started"
+        run.stdout.close()  # the reader leaves with the pipe drained: no write is pending
+        began = time.monotonic()
+        code = run.wait(60)
+        took = time.monotonic() - began
+        stderr = run.stderr.read()
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert code == EXIT_STDOUT_CLOSED and stderr == "", stderr
+    assert took < 15, f"the turn ran on for {took:.1f} s after its reader left"
+
+
 def test_run_stops_a_real_agent_when_its_reader_leaves(tmp_path: Path) -> None:
     agents = fake_agents_file(tmp_path / "a.toml", shell="sleep 300 & exec {agent}")  # the agent has a child
     env = clean_env(tmp_path / "state", POLYPILOT_AGENTS_FILE=str(agents))
