@@ -25,6 +25,10 @@ class EngineError(Exception):
     """The engine refused or could not do what was asked (the message says why, for people)."""
 
 
+class UnknownSession(EngineError):
+    """No session has that id (closed meanwhile, or never there)."""
+
+
 class Engine(Protocol):
     """Sessions to read and drive; every change comes back through :meth:`subscribe`."""
 

@@ -22,7 +22,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.api import EngineError, UnknownSession
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.stream import Listener, Unsubscribe
@@ -179,32 +179,33 @@ class LocalEngine:
         return self.manager.add_session(agent, name, workspace=workspace)
 
     async def send(self, session_id: str, prompt: str) -> str:
-        return await self.manager.send(self._known(session_id), prompt)
+        return await self.manager.send(self.known(session_id), prompt)
 
     async def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None:
-        return self.manager.unqueue(self._known(session_id), index, expected)
+        return self.manager.unqueue(self.known(session_id), index, expected)
 
     async def send_queued(self, session_id: str) -> bool:
-        return await self.manager.send_queued(self._known(session_id))
+        return await self.manager.send_queued(self.known(session_id))
 
     async def stop(self, session_id: str) -> None:
-        await self.manager.stop(self._known(session_id))
+        await self.manager.stop(self.known(session_id))
 
     async def reconnect(self, session_id: str) -> None:
-        await self.manager.reconnect(self._known(session_id))
+        await self.manager.reconnect(self.known(session_id))
 
     async def resend_interrupted(self, session_id: str) -> bool:
-        return await self.manager.resend_interrupted(self._known(session_id))
+        return await self.manager.resend_interrupted(self.known(session_id))
 
     async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
-        await self.manager.answer_permission(self._known(session_id), request_id, option_id)
+        await self.manager.answer_permission(self.known(session_id), request_id, option_id)
 
     async def rename(self, session_id: str, name: str) -> None:
-        self.manager.rename(self._known(session_id), name)
+        self.manager.rename(self.known(session_id), name)
 
     async def close_session(self, session_id: str) -> bool:
         """Stop and close a session, kept for an undo (:meth:`reopen`)."""
-        position = self.ids().index(session_id) if session_id in self.ids() else 0
+        ids = self.ids()
+        position = ids.index(session_id) if session_id in ids else 0
         session = await self.manager.close(session_id)
         if session is None:
             return False
@@ -221,15 +222,16 @@ class LocalEngine:
         self.manager.reopen(session, was_at if position is None else position)
 
     async def details(self, session_id: str) -> SessionDetails:
-        return self.manager.details(self._known(session_id))
+        return self.manager.details(self.known(session_id))
 
     async def cannot_start(self, agent: str) -> str | None:
         return self.manager.cannot_start(agent)
 
     async def refresh_changes(self, session_id: str) -> None:
-        self.changes.refresh(self._known(session_id))
+        self.changes.refresh(self.known(session_id))
 
-    def _known(self, session_id: str) -> str:
+    def known(self, session_id: str) -> str:
+        """``session_id``, when a session has it; else UnknownSession."""
         if session_id not in self.manager.ids():
-            raise EngineError(f"no session {session_id!r} (closed meanwhile?)")
+            raise UnknownSession(f"no session {session_id!r} (closed meanwhile?)")
         return session_id

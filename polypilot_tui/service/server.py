@@ -40,7 +40,7 @@ from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.domain.wire import from_plain, to_plain
 from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.api import EngineError, UnknownSession
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.service.wire import API, session_state
 from polypilot_tui.storage.notices import Notice
@@ -135,14 +135,15 @@ class StreamClient:
     def drain(self) -> list[tuple[str, Any]]:
         """Every event queued so far, built now (views and sessions as they are at this moment)."""
         batch, self._queue = self._queue, []
+        live = set(self.engine.ids())  # once per batch: a burst of deltas is many views
         out: list[tuple[str, Any]] = []
         for kind, data in batch:
             if kind == "view":
                 self._views_queued.discard(data)
-                if data in self.engine.ids():
+                if data in live:
                     out.append(self._view(data))
             elif kind == "session":
-                if data in self.engine.ids():
+                if data in live:
                     out.append(("session", self._session(data)))
             elif kind == "removed":
                 self._sent_stream.pop(data, None)
@@ -209,8 +210,8 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
 
     async def stream(request: Request) -> Response:
         only = request.query_params.get("session") or None
-        if only is not None and only not in engine.ids():
-            raise EngineError(f"no session {only!r}")
+        if only is not None:
+            engine.known(only)
         client = StreamClient(engine, next(clients), only, request.query_params.get("events") == "1")
         detach = client.attach()
         # Same tick as the subscribe: nothing falls in between.
@@ -264,17 +265,17 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         return JSONResponse({"id": sid}, status_code=201)
 
     async def one(request: Request) -> Response:
-        return JSONResponse(to_plain(engine.view(_sid(request, engine))))
+        return JSONResponse(to_plain(engine.view(engine.known(request.path_params["sid"]))))
 
     async def history(request: Request) -> Response:
-        items = engine.history(_sid(request, engine))
+        items = engine.history(engine.known(request.path_params["sid"]))
         start = _int(request.query_params.get("start", "0"), "start")
         limit = _int(request.query_params.get("limit", "200"), "limit")
         page = items[start : start + min(limit, 1000)]
         return JSONResponse({"total": len(items), "start": start, "items": [to_plain(i) for i in page]})
 
     async def details(request: Request) -> Response:
-        return JSONResponse(to_plain(await engine.details(_sid(request, engine))))
+        return JSONResponse(to_plain(await engine.details(request.path_params["sid"])))
 
     async def agents(request: Request) -> Response:
         catalog = engine.manager.catalog.agents
@@ -329,17 +330,10 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
 async def _error(request: Request, exc: Exception) -> Response:
     """Refusals say why, for people; anything unexpected is logged and said in one line."""
     if isinstance(exc, (EngineError, ValueError, BackendError)):
-        status = 404 if isinstance(exc, EngineError) and "no session" in str(exc) else 409
-        return JSONResponse({"error": str(exc)}, status_code=400 if isinstance(exc, ValueError) else status)
+        status = 400 if isinstance(exc, ValueError) else 404 if isinstance(exc, UnknownSession) else 409
+        return JSONResponse({"error": str(exc)}, status_code=status)
     log.exception("request %s %s failed", request.method, request.url.path)
     return JSONResponse({"error": f"the engine failed: {type(exc).__name__}: {exc}"}, status_code=500)
-
-
-def _sid(request: Request, engine: LocalEngine) -> str:
-    sid: str = request.path_params["sid"]
-    if sid not in engine.ids():
-        raise EngineError(f"no session {sid!r} (closed meanwhile?)")
-    return sid
 
 
 async def _body(request: Request) -> dict[str, Any]:

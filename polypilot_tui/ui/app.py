@@ -37,13 +37,11 @@ UNDO_SECONDS = 30.0
 
 @dataclass
 class ClosedSession:
-    """A session closed moments ago (the engine keeps it for an undo)."""
+    """A session closed moments ago (the engine keeps it, and its place in the list, for an undo)."""
 
     session_id: str
     name: str
     draft: str
-    position: int
-    """Where it was in the session list."""
 
 
 class PolypilotApp(SessionDialogs):
@@ -224,14 +222,13 @@ class PolypilotApp(SessionDialogs):
     async def _close(self, session_id: str) -> None:
         draft = self.pane.drafts().get(session_id, "")
         ids = self.engine.ids()
-        position = ids.index(session_id) if session_id in ids else len(ids)
         if self.selected == session_id and len(ids) > 1:
             index = ids.index(session_id)
             self.select(ids[index + 1] if index + 1 < len(ids) else ids[index - 1])  # its neighbour
         name = self._session_name(session_id)
         if not await self.engine.close_session(session_id):
             return
-        closed = ClosedSession(session_id, name, draft, position)
+        closed = ClosedSession(session_id, name, draft)
         self._recently_closed.append(closed)
         self.set_timer(UNDO_SECONDS, lambda: self._expire(closed), name="undo close")
         self.notify(
@@ -253,7 +250,7 @@ class PolypilotApp(SessionDialogs):
         self._run("Undo", self._reopen(closed))
 
     async def _reopen(self, closed: ClosedSession) -> None:
-        await self.engine.reopen(closed.session_id, closed.position)
+        await self.engine.reopen(closed.session_id)
         if closed.draft:
             self.pane.restore_drafts({closed.session_id: closed.draft})
         self.select(closed.session_id)
@@ -312,7 +309,6 @@ class PolypilotApp(SessionDialogs):
 
     def _quit_attached(self, busy: list[SessionView]) -> None:
         """Quit a dashboard attached to the engine: its sessions go on unless the user stops it."""
-        self.stop_engine_on_quit = False
         if not busy:
             self.exit()
             return
