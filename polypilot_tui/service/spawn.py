@@ -53,9 +53,9 @@ async def ensure_engine(settings: Settings, timeout: float = START_TIMEOUT) -> t
     if await engine_info(settings) is not None:
         return path, False
     state = private_dir(Path(settings.state_dir))
-    argv, env = engine_command(settings)
     holder = lock_holder(state)
     if holder is None:
+        argv, env = engine_command(settings)
         err = open_private(state / ENGINE_ERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # may quote a setting
         try:
             process = subprocess.Popen(

@@ -88,9 +88,9 @@ class Dashboard(App[int]):
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
+        """The sessions: in this process, or in the engine service this dashboard is attached to."""
         self.remote = remote
         """The machine the engine runs on when it is another one (over SSH), else None."""
-        """The sessions: in this process, or in the engine service this dashboard is attached to."""
         self.clock = clock
         self.attention = Attention()
         self.selected: str | None = None
