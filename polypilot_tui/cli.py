@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from polypilot_tui.config import AgentCatalog, AgentsFileError, Settings, load_agents
+from polypilot_tui.config import CONFIG_FILE, AgentCatalog, AgentsFileError, ConfigFileError, Settings, config_dir
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.trace import MAX_BYTES, TraceError
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
@@ -41,7 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--horizon", type=float, default=4 * 3600.0, help="virtual seconds to run at most")
     status = sub.add_parser("status", help="the sessions' status from the registry, without the TUI")
     status.add_argument("--json", action="store_true")
-    sub.add_parser("agents", help="list configured agents and whether each can run here")
+    agents = sub.add_parser("agents", help="every known agent and what each needs to run here")
+    agents.add_argument("--json", action="store_true")
+    config = sub.add_parser("config", help="the files in use and the settings in effect (secrets redacted)")
+    config.add_argument("--json", action="store_true")
     new = sub.add_parser("new", help="add a session in a folder, or in a new git worktree of it")
     new.add_argument("--agent", default=None, help="agent name (default: the configured default agent)")
     new.add_argument("--name", default=None, help="the session's name")
@@ -130,12 +133,16 @@ def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
         settings = Settings() if env_file else Settings(_env_file=None)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        print(f"polypilot: invalid POLYPILOT_* setting ({problems})", file=sys.stderr)
+        where = f"POLYPILOT_* variables, .env or {config_dir() / CONFIG_FILE}"
+        print(f"polypilot: invalid setting ({problems}) in {where}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     except SettingsError as exc:  # a nested setting that is not even JSON: POLYPILOT_WATCHDOG={
         field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else "?"
         cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        print(f"polypilot: invalid POLYPILOT_* setting ({field}: not valid JSON{cause})", file=sys.stderr)
+        print(f"polypilot: invalid setting ({field}: not valid JSON{cause}) in POLYPILOT_* variables", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    except ConfigFileError as exc:
+        print(f"polypilot: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     if args.agents_file is not None:
         settings = settings.model_copy(update={"agents_file": args.agents_file})
@@ -143,8 +150,11 @@ def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
 
 
 def load_catalog(settings: Settings) -> AgentCatalog:
+    """The built-in catalog and the user's agents file, or a clear error naming the file."""
+    from polypilot_tui.agents.catalog import load_catalog as catalog_of
+
     try:
-        return load_agents(settings.agents_file)
+        return catalog_of(settings)
     except AgentsFileError as exc:
         print(f"polypilot: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
@@ -165,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("replay", "status", "agents", "new", "diff", "finish", "engine", *SESSION_COMMANDS):
+    if args.command in ("replay", "status", "agents", "config", "new", "diff", "finish", "engine", *SESSION_COMMANDS):
         if args.log_file:
             setup_file_logging(Path("."), "", extra_file=args.log_file)
         else:
@@ -194,9 +204,13 @@ def _command(argv: Sequence[str] | None) -> int:
 
         return print_status(settings, json_mode=args.json)
     if args.command == "agents":
-        from polypilot_tui.commands.run import print_agents
+        from polypilot_tui.commands.agents import print_agents
 
-        return print_agents(load_catalog(settings))
+        return print_agents(load_catalog(settings), json_mode=args.json)
+    if args.command == "config":
+        from polypilot_tui.commands.config_show import show_config
+
+        return show_config(settings, json_mode=args.json)
     if args.command in ("new", "diff", "finish"):
         return cmd_workspace(args, settings)
     if args.command in SESSION_COMMANDS:

@@ -1,7 +1,9 @@
-"""Settings (POLYPILOT_* environment, .env) and the agents file (TOML).
+"""Settings (POLYPILOT_* environment, ``.env``, the user's ``config.toml``) and agents files (TOML).
 
-Secrets never live here: a provider names the environment variable that holds its key
-(``api_key_env``) and the key is read only when the agent is started.
+Both files live in the platform config folder (``~/.config/polypilot/`` on Linux, or
+``POLYPILOT_CONFIG_DIR``). The environment wins over ``.env``, which wins over
+``config.toml``. Secrets never live here: a provider names the environment variable that
+holds its key (``api_key_env``) and the key is read only when the agent is started.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from polypilot_tui.domain.safe_json import ParseError, load_toml
 from polypilot_tui.domain.watchdog import WatchdogConfig
@@ -25,6 +28,55 @@ DEMO_AGENT = "demo"
 WEEK = 7 * 86400.0
 """The longest any timeout may be: longer is a typo, and an absurd value must not pass."""
 MAX_AGENTS_FILE_BYTES = 1_000_000
+MAX_CONFIG_FILE_BYTES = 1_000_000
+CONFIG_FILE = "config.toml"
+AGENTS_FILE = "agents.toml"
+
+
+def config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's config folder: ``POLYPILOT_CONFIG_DIR``, else the platform's (XDG on Linux)."""
+    env = os.environ if environ is None else environ
+    chosen = env.get("POLYPILOT_CONFIG_DIR", "").strip()
+    return Path(chosen).expanduser() if chosen else Path(platformdirs.user_config_dir(APP_NAME))
+
+
+class ConfigFileError(ValueError):
+    """``config.toml`` cannot be used; the message names the file and why."""
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The settings table of ``config.toml`` ({} when there is none); ConfigFileError otherwise."""
+    try:
+        if path.stat().st_size > MAX_CONFIG_FILE_BYTES:
+            raise ConfigFileError(f"config file {path} is larger than {MAX_CONFIG_FILE_BYTES:,} bytes")
+        return load_toml(path.read_text(encoding="utf-8"), f"config file {path}")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigFileError(f"config file {path} cannot be read: {exc}") from None
+    except ParseError as exc:
+        raise ConfigFileError(str(exc)) from None
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """``config.toml`` as a settings source below the environment and ``.env``."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self._data = read_config_file(config_dir() / CONFIG_FILE)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        known = self.settings_cls.model_fields
+        unknown = sorted(name for name in self._data if name not in known)
+        if unknown:  # a typo must not be a setting that silently does nothing
+            raise ConfigFileError(
+                f"config file {config_dir() / CONFIG_FILE}: unknown setting {unknown[0]!r} "
+                f"(settings: {', '.join(sorted(known))})"
+            )
+        return dict(self._data)
 
 
 class PermissionPolicy(StrEnum):
@@ -89,7 +141,8 @@ class Settings(BaseSettings):
     state_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)))
     """Registry, history database, recordings and logs."""
     agents_file: Path | None = None
-    """TOML file of agents (POLYPILOT_AGENTS_FILE or --agents-file)."""
+    """TOML file of agents (POLYPILOT_AGENTS_FILE or --agents-file; default ``agents.toml`` in
+    the config folder when it exists): they extend the built-in catalog or override its entries."""
     default_agent: str = DEMO_AGENT
     """Agent used by `make run` and new sessions unless another is chosen."""
     record: bool = True
@@ -110,6 +163,25 @@ class Settings(BaseSettings):
     """Speed factor of the demo agent's scripted replies (2 = twice as fast)."""
     worktrees_dir: Path | None = None
     """Where sessions' worktrees are made (default: ``worktrees/`` in the state folder)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, dotenv_settings, _ConfigFileSource(settings_cls)
+
+    @property
+    def agents_path(self) -> Path | None:
+        """The agents file in use: the one named, else the config folder's when it exists."""
+        if self.agents_file is not None:
+            return self.agents_file.expanduser()
+        default = config_dir() / AGENTS_FILE
+        return default if default.is_file() else None
 
     @property
     def worktree_root(self) -> Path:
@@ -143,11 +215,32 @@ class ProviderConfig(BaseModel):
         return env.get(self.api_key_env, "") if self.api_key_env else ""
 
 
+class SignInEvidence(BaseModel):
+    """One sign that an agent is signed in: a variable set, or a file (holding ``contains``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str | None = None
+    file: str | None = None
+    """A path; ``~`` and ``${VAR}`` / ``${VAR:-default}`` are expanded."""
+    contains: str | None = None
+
+
 class AgentConfig(BaseModel):
-    """One configured agent (a table of the agents file)."""
+    """One agent: a built-in catalog entry, or a table of the user's agents file."""
 
     name: str
     kind: Literal["demo", "copilot", "acp"]
+    title: str = ""
+    """What it is, in a few words ("GitHub Copilot CLI")."""
+    install: str = ""
+    """How to install it (a command), said when it is not found."""
+    sign_in: str = ""
+    """How to sign in or set a key, said when it is not signed in."""
+    signed_in: list[SignInEvidence] = Field(default_factory=list)
+    """Any one of these says it is signed in; none listed: nothing to check."""
+    pass_env: list[str] = Field(default_factory=list)
+    """Variables of ours an ACP agent gets as they are (``NAME``, or ``PREFIX_*``)."""
     command: str | None = None
     """Executable: the Copilot CLI path, or the ACP agent command. None = the default."""
     args: list[str] = Field(default_factory=list)
@@ -199,33 +292,42 @@ def demo_agent() -> AgentConfig:
     return AgentConfig(name=DEMO_AGENT, kind="demo")
 
 
-def load_agents(path: Path | None) -> AgentCatalog:
-    """Read the agents file. A broken file raises AgentsFileError; a bad entry is skipped."""
-    agents: dict[str, AgentConfig] = {DEMO_AGENT: demo_agent()}
-    if path is None:
-        return AgentCatalog(agents)
-    try:
-        if Path(path).stat().st_size > MAX_AGENTS_FILE_BYTES:
-            raise AgentsFileError(f"agents file {path} is larger than {MAX_AGENTS_FILE_BYTES:,} bytes")
-        raw: dict[str, Any] = load_toml(Path(path).read_text(encoding="utf-8"), f"agents file {path}")
-    except FileNotFoundError:
-        raise AgentsFileError(f"agents file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AgentsFileError(f"agents file {path} cannot be read: {exc}") from None
-    except ParseError as exc:
-        raise AgentsFileError(str(exc)) from None
+def load_agents(path: Path | None, builtin: Mapping[str, Mapping[str, Any]] | None = None) -> AgentCatalog:
+    """The agents: ``demo``, the ``builtin`` catalog's tables, then the agents file's. A file
+    table with a built-in's name changes only the keys it sets; a new name adds an agent.
+    A broken file raises AgentsFileError; a bad entry is skipped (and said in ``problems``)."""
+    tables: dict[str, Any] = {name: dict(table) for name, table in (builtin or {}).items()}
+    raw = read_agents_file(path) if path is not None else {}
     problems: list[str] = []
     for name, table in raw.items():
         if not isinstance(table, dict):
             problems.append(f"{name}: expected a table, got {type(table).__name__}")
-            continue
-        if name == DEMO_AGENT and table.get("kind", "demo") != "demo":
+        elif name == DEMO_AGENT and table.get("kind", "demo") != "demo":
             problems.append(f"{name}: the name 'demo' is the built-in demo agent; pick another name")
-            continue
+        else:
+            tables[name] = tables.get(name, {}) | table
+    agents: dict[str, AgentConfig] = {DEMO_AGENT: demo_agent()}
+    for name, table in tables.items():
         try:
             agents[name] = AgentConfig(name=name, **table)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ())) or name
             problems.append(f"{name}: {where}: {first.get('msg', 'invalid')}")
+        except TypeError as exc:  # a key named like a keyword argument ("name = …")
+            problems.append(f"{name}: {exc}")
     return AgentCatalog(agents, tuple(problems))
+
+
+def read_agents_file(path: Path) -> dict[str, Any]:
+    """The tables of an agents file; AgentsFileError when it is missing, too large or not TOML."""
+    try:
+        if Path(path).stat().st_size > MAX_AGENTS_FILE_BYTES:
+            raise AgentsFileError(f"agents file {path} is larger than {MAX_AGENTS_FILE_BYTES:,} bytes")
+        return load_toml(Path(path).read_text(encoding="utf-8"), f"agents file {path}")
+    except FileNotFoundError:
+        raise AgentsFileError(f"agents file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentsFileError(f"agents file {path} cannot be read: {exc}") from None
+    except ParseError as exc:
+        raise AgentsFileError(str(exc)) from None

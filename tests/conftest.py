@@ -36,10 +36,12 @@ def no_cursor_blink(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def no_polypilot_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_polypilot_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The developer's POLYPILOT_* variables never leak into a test."""
     for key in [k for k in os.environ if k.startswith("POLYPILOT_")]:
         monkeypatch.delenv(key)
+    # Nor their config folder (config.toml, agents.toml): an empty one of the test's own.
+    monkeypatch.setenv("POLYPILOT_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))
 
 
 @pytest.fixture

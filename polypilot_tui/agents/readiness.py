@@ -1,60 +1,83 @@
 """Whether an agent can start on this machine, without starting it.
 
-One answer for every place that asks: ``polypilot agents`` prints it, the new-session picker
-marks agents that cannot start, and a restored session whose agent cannot start says why
-instead of looking idle until the first prompt fails.
+One answer for every place that asks: ``polypilot agents`` prints it, the new-session dialog
+marks agents that cannot start (and those that may need a sign-in), and a restored session
+whose agent cannot start says why instead of looking idle until the first prompt fails.
 """
 
 from __future__ import annotations
 
-import shutil
+import logging
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
 
-from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, resolve_command
-from polypilot_tui.config import AgentConfig
+from polypilot_tui.agents.locate import expand, locate
+from polypilot_tui.config import AgentConfig, SignInEvidence
+from polypilot_tui.domain.agents import AgentOffer, Availability
 
-Mark = Literal["ready", "missing", "no key"]
+log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Readiness:
-    """``mark`` in a word, ``where`` the command (or what is not found), ``problem`` why not."""
-
-    mark: Mark
-    where: str
-    problem: str | None = None
-
-    @property
-    def ready(self) -> bool:
-        return self.mark == "ready"
+#: A sign-in file larger than this is not read for its marker (it is not a config file).
+MAX_EVIDENCE_BYTES = 4_000_000
 
 
-def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> Readiness:
+def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> AgentOffer:
     """Can ``agent`` start here: its command found (on the agent's PATH, else ours, else the
-    npm cache) and the provider key variable it names set."""
-    found, where = _command(agent)
-    if not found:
-        return Readiness("missing", where, f"its command {where}")
-    missing_key = agent.missing_key(environ)
-    if missing_key:
-        return Readiness("no key", where, missing_key)
-    return Readiness("ready", where)
-
-
-def _command(agent: AgentConfig) -> tuple[bool, str]:
-    """Whether the agent's command is found, and where it is (or what is not found)."""
+    usual install folders and the npm cache), the provider key variable it names set, and
+    some sign of a sign-in when it lists any."""
+    env = dict(os.environ if environ is None else environ) | agent.env
+    base = {"name": agent.name, "kind": agent.kind, "title": agent.title}
     if agent.kind == "demo":
-        return True, "built in"
-    path = agent.env.get("PATH")
-    if agent.kind == "copilot":
-        command = resolve_command(agent.command, COPILOT_CLI)
-        if command is None:
-            return False, "copilot is not found"
-        found = shutil.which(command, path=path)
-        return found is not None, found or f"{command} is not found"
-    fallback = OPENCODE if "opencode" in (agent.command or "") else CODEX_ACP
-    command = agent.command or resolve_command(None, fallback)
-    found = shutil.which(command, path=path) if command else None
-    return found is not None, found or f"{command or fallback.binary} is not found"
+        return AgentOffer(**base, availability=Availability.READY, where="built in")
+    command = command_of(agent)
+    found = locate(command, agent.env.get("PATH"), env)
+    if found is None:
+        install = f"; install it with: {agent.install}" if agent.install else ""
+        return AgentOffer(
+            **base,
+            availability=Availability.NOT_INSTALLED,
+            where=f"{command} is not found",
+            problem=f"its command {command} is not found{install}",
+            hint=agent.install,
+        )
+    missing_key = agent.missing_key(env)
+    if missing_key:
+        return AgentOffer(**base, availability=Availability.NO_KEY, where=found, problem=missing_key)
+    if agent.signed_in and not any(_present(sign, env) for sign in agent.signed_in):
+        how = agent.sign_in or "sign in with the agent's own command"
+        return AgentOffer(
+            **base,
+            availability=Availability.NEEDS_SIGN_IN,
+            where=found,
+            problem=f"no sign-in found: {how}",
+            hint=agent.sign_in,
+        )
+    return AgentOffer(**base, availability=Availability.READY, where=found)
+
+
+def command_of(agent: AgentConfig) -> str:
+    """The executable an agent's ``command`` names (its first word when it holds arguments)."""
+    command = (agent.command or "").strip()
+    if not command:
+        return "copilot" if agent.kind == "copilot" else agent.name
+    return command.split()[0] if not agent.args and " " in command else command
+
+
+def _present(sign: SignInEvidence, env: Mapping[str, str]) -> bool:
+    if sign.env is not None and env.get(sign.env, "").strip():
+        return True
+    if sign.file is None:
+        return False
+    path = Path(expand(sign.file, env))
+    try:
+        if not path.is_file():
+            return False
+        if sign.contains is None:
+            return True
+        if path.stat().st_size > MAX_EVIDENCE_BYTES:
+            return False
+        return sign.contains in path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        log.debug("sign-in file %s unreadable: %s", path, exc)
+        return False

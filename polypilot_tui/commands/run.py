@@ -58,8 +58,8 @@ async def run_headless(
     if agent not in catalog.agents:
         print(f"polypilot run: no agent named {agent!r} (configured: {', '.join(catalog.agents)})", file=sys.stderr)
         return EXIT_USAGE
-    if missing := catalog.agents[agent].missing_key():  # not an empty key, and a 401 much later
-        print(f"polypilot run: agent {agent!r} cannot start: {missing}", file=sys.stderr)
+    if cannot := readiness(catalog.agents[agent]).cannot_start:  # said now, not as a 401 much later
+        print(f"polypilot run: agent {agent!r} cannot start: {cannot}", file=sys.stderr)
         return EXIT_USAGE
     if allow_tools:
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
@@ -215,16 +215,3 @@ async def _ask(manager: SessionManager, session_id: str, prompt: PermissionPromp
         )
         choice = REJECT_ONCE
     await manager.answer_permission(session_id, prompt.request_id, choice)
-
-
-def print_agents(catalog: AgentCatalog) -> int:
-    """List configured agents and whether each can start here: ``ready``, ``missing`` (its
-    command is not found) or ``no key`` (the variable its provider's ``api_key_env`` names is
-    unset); the last column is the command, then what is wrong."""
-    for problem in catalog.problems:
-        print(f"skipped: {problem}", file=sys.stderr)
-    for name, agent in catalog.agents.items():
-        state = readiness(agent)
-        key = f"; {state.problem}" if state.mark == "no key" else ""
-        print(f"{name:<16} {agent.kind:<8} {state.mark:<8} {state.where}{key}")
-    return EXIT_OK

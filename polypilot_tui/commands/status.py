@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from polypilot_tui.config import AgentsFileError, Settings, load_agents
+from polypilot_tui.agents.catalog import load_catalog
+from polypilot_tui.config import AgentsFileError, Settings
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import compact_duration, one_line
 from polypilot_tui.domain.view import SessionStatus, SessionView
@@ -73,7 +74,7 @@ def learn_secrets(settings: Settings) -> None:
     what the engine sends and the registry holds was redacted already)."""
     REDACTOR.learn_environment()
     try:
-        REDACTOR.learn_agents(load_agents(settings.agents_file).agents.values())
+        REDACTOR.learn_agents(load_catalog(settings).agents.values())
     except AgentsFileError:
         pass
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
@@ -88,8 +89,8 @@ class Engine(Protocol):
 
     async def reopen(self, session_id: str, position: int | None = None) -> None: ...
     async def details(self, session_id: str) -> SessionDetails: ...
-    async def cannot_start(self, agent: str) -> str | None:
-        """Why ``agent`` cannot start where the engine runs, or None."""
+    async def agents(self) -> tuple[AgentOffer, ...]:
+        """The agents the engine offers, and whether each can start where it runs."""
 
     async def refresh_changes(self, session_id: str) -> None:
         """Count the session's changes in its folder again (after a commit, a merge)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, EventSink
 from polypilot_tui.agents.readiness import readiness
+from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.changes import EventReceived
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -41,16 +42,19 @@ class Connector:
         self._real_backends = factory is None
         self._on_event = on_event
 
-    def cannot_start(self, agent: str) -> str | None:
-        """Why ``agent`` cannot start here (not configured, command not found, key not set),
-        or None. An injected factory (tests, chaos runs) starts what it is given: only the
-        real backends' commands and keys are checked."""
-        config = self._ctx.catalog.agents.get(agent)
-        if config is None:
-            return "it is not configured any more"
+    def offer(self, agent: str) -> AgentOffer:
+        """``agent`` and whether it can start here. An injected factory (tests, chaos runs)
+        starts what it is given: only the real backends' commands, keys and sign-ins are checked."""
+        config = self._ctx.catalog.agents[agent]
         if not self._real_backends:
-            return None
-        return readiness(config).problem
+            return AgentOffer(agent, config.kind, Availability.READY, config.title, "injected")
+        return readiness(config)
+
+    def cannot_start(self, agent: str) -> str | None:
+        """Why ``agent`` cannot start here (not configured, command not found, key not set), or None."""
+        if agent not in self._ctx.catalog.agents:
+            return "it is not configured any more"
+        return self.offer(agent).cannot_start
 
     def workdir(self, session_id: str) -> Path:
         """The session's own folder under the state directory (agent logs, transcripts)."""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from polypilot_tui.config import Settings
+from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
@@ -224,8 +225,8 @@ class LocalEngine:
     async def details(self, session_id: str) -> SessionDetails:
         return self.manager.details(self.known(session_id))
 
-    async def cannot_start(self, agent: str) -> str | None:
-        return self.manager.cannot_start(agent)
+    async def agents(self) -> tuple[AgentOffer, ...]:
+        return self.manager.offers()
 
     async def refresh_changes(self, session_id: str) -> None:
         self.changes.refresh(self.known(session_id))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, Diagnostics
 from polypilot_tui.config import AgentCatalog, Settings
+from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change, EngineAction, SessionAdded, SessionRemoved
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem
@@ -137,6 +138,10 @@ class SessionManager:
     def diagnostics(self, session_id: str) -> Diagnostics:
         """The live backend's diagnostics, else those its predecessor left behind."""
         return self._ctx.diagnostics(session_id)
+
+    def offers(self) -> tuple[AgentOffer, ...]:
+        """Every agent of the catalog and whether it can start here (see Connector.offer)."""
+        return tuple(self._connector.offer(name) for name in self.catalog.agents)
 
     def cannot_start(self, agent: str) -> str | None:
         """Why ``agent`` cannot start on this machine, or None (see Connector.cannot_start)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import NoneType
 from typing import Any
 
+from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import (
     Change,
     ItemAdded,
@@ -38,7 +39,7 @@ from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.stream import ChangeStream, Listener, Unsubscribe
 from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
 from polypilot_tui.service.histories import Histories
-from polypilot_tui.service.wire import items_from_json, view_from_json
+from polypilot_tui.service.wire import items_from_json, offers_from_json, view_from_json
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
 
 log = logging.getLogger(__name__)
@@ -384,13 +385,8 @@ class RemoteEngine:
     async def details(self, session_id: str) -> SessionDetails:
         return from_plain(SessionDetails, await self._api().get(f"/sessions/{session_id}/details"))
 
-    async def cannot_start(self, agent: str) -> str | None:
-        answer = await self._api().get("/agents")
-        for entry in answer.get("agents", []) if isinstance(answer, dict) else []:
-            if isinstance(entry, dict) and entry.get("name") == agent:
-                reason = entry.get("cannot_start")
-                return reason if isinstance(reason, str) else None
-        return f"the engine has no agent named {agent!r}"
+    async def agents(self) -> tuple[AgentOffer, ...]:
+        return offers_from_json(await self._api().get("/agents"))
 
     async def refresh_changes(self, session_id: str) -> None:
         await self._act(session_id, "refresh-changes")

@@ -278,15 +278,7 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         return JSONResponse(to_plain(await engine.details(request.path_params["sid"])))
 
     async def agents(request: Request) -> Response:
-        catalog = engine.manager.catalog.agents
-        return JSONResponse(
-            {
-                "agents": [
-                    {"name": n, "kind": c.kind, "cannot_start": await engine.cannot_start(n)}
-                    for n, c in catalog.items()
-                ]
-            }
-        )
+        return JSONResponse({"agents": [to_plain(offer) for offer in await engine.agents()]})
 
     def command(act: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.domain.wire import from_plain, to_plain
@@ -43,3 +44,11 @@ def items_from_json(obj: Any) -> list[ChatItem]:
     if not isinstance(obj, list):
         raise ValueError("history: expected a list")
     return [from_plain(ChatItem, item, f"history[{i}]") for i, item in enumerate(obj)]
+
+
+def offers_from_json(obj: Any) -> tuple[AgentOffer, ...]:
+    """The agents an engine offers, as its ``/agents`` answered; ValueError on any other shape."""
+    entries = obj.get("agents") if isinstance(obj, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError("agents: expected {'agents': [...]}")
+    return tuple(from_plain(AgentOffer, entry, f"agents[{i}]") for i, entry in enumerate(entries))

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from textual.drivers.linux_driver import LinuxDriver
 
-from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent, load_agents
+from polypilot_tui.agents.catalog import load_catalog
+from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
     """The agents to offer, and notes for the user (a broken agents file falls back to demo)."""
     try:
-        catalog = load_agents(settings.agents_file)
+        catalog = load_catalog(settings)
     except AgentsFileError as exc:
         return AgentCatalog({DEMO_AGENT: demo_agent()}), [f"{exc} — continuing with the demo agent only."]
     notes = [f"Agents file entry skipped: {problem}" for problem in catalog.problems]

@@ -19,7 +19,7 @@ from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
-from polypilot_tui.ui.screens.new_session import AgentChoice, NewSessionScreen
+from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import remember_folder
 from polypilot_tui.ui.workspace_actions import NewSessionRequest, WorkspaceActions, resolved
@@ -70,12 +70,8 @@ class SessionDialogs(Dashboard):
         self.run_worker(self._open_new_session(initial, problem), group="new-session-dialog", exit_on_error=False)
 
     async def _open_new_session(self, initial: NewSessionRequest | None, problem: str) -> None:
-        agents = [
-            AgentChoice(name, config.kind, await self.engine.cannot_start(name))
-            for name, config in self.catalog.agents.items()
-        ]
         screen = NewSessionScreen(
-            agents,
+            list(await self.engine.agents()),
             self.settings.default_agent,
             folder=self.launch_folder,
             inspect=self.workspace_actions.inspect,

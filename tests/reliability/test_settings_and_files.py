@@ -48,7 +48,7 @@ def test_the_dashboard_refuses_a_setting_that_would_hang_or_break_it_and_names_i
     began = time.monotonic()
     done = polypilot(env, timeout=60)  # the dashboard itself: it must stop before drawing
     assert done.returncode == 2, (done.returncode, done.stdout[-500:], done.stderr[-2000:])
-    assert "invalid POLYPILOT_* setting" in done.stderr and field in done.stderr, done.stderr
+    assert "invalid setting" in done.stderr and field in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "\x1b[" not in done.stdout
     assert time.monotonic() - began < 30  # a hang guard, not a performance target
 

@@ -15,6 +15,7 @@ from textual.widgets import OptionList
 
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.agents import Availability
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.engine.local import LocalEngine
@@ -76,13 +77,16 @@ def test_readiness_names_what_is_missing(tmp_path: Path, monkeypatch: pytest.Mon
     app = app_for(tmp_path)
     agents = app.catalog.agents
     gone = readiness(agents["gone"])
-    assert (gone.mark, gone.problem) == ("missing", f"its command {tmp_path / 'never-installed'} is not found")
+    assert (gone.availability, gone.problem) == (
+        Availability.NOT_INSTALLED,
+        f"its command {tmp_path / 'never-installed'} is not found",
+    )
     keyless = readiness(agents["keyless"])
-    assert keyless.mark in ("no key", "missing")  # the Copilot CLI may not be installed here
-    if keyless.mark == "no key":
+    assert keyless.availability in (Availability.NO_KEY, Availability.NOT_INSTALLED)  # the CLI may be absent
+    if keyless.availability is Availability.NO_KEY:
         assert UNSET_KEY in (keyless.problem or "")
     monkeypatch.setenv(UNSET_KEY, "set")
-    assert readiness(agents["keyless"]).mark != "no key"
+    assert readiness(agents["keyless"]).availability is not Availability.NO_KEY
 
 
 async def test_the_picker_greys_out_agents_that_cannot_start_and_says_why(

@@ -10,7 +10,6 @@ the dialog stays open with everything typed. The dialog returns a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
@@ -22,6 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
 
+from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.ui.folder_suggester import FolderSuggester
 from polypilot_tui.ui.workspace_actions import NewSessionRequest
@@ -37,15 +37,6 @@ INSPECT_DELAY = 0.25
 """Seconds the folder must stay unchanged before it is looked at (typing is not slowed)."""
 
 
-@dataclass(frozen=True)
-class AgentChoice:
-    """One agent offered: its name, its kind, and why it cannot start here (or None)."""
-
-    name: str
-    kind: str
-    cannot_start: str | None = None
-
-
 class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
     """Enter or Create makes the session, Escape cancels. An agent that cannot start here (its
     command not installed, its key not set) is listed, greyed out, with the reason."""
@@ -55,7 +46,7 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
 
     def __init__(
         self,
-        agents: list[AgentChoice],
+        agents: list[AgentOffer],
         default: str | None = None,
         *,
         folder: str,
@@ -122,22 +113,25 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
                 yield Button(Content("Cancel"), id="new-session-cancel", compact=True)
                 yield Button(Content("Create"), id="new-session-create", variant="primary", compact=True)
             hint = "Enter creates · Esc cancels · → takes the suggested folder"
-            if any(agent.cannot_start for agent in self._agents):
+            if any(not agent.ready for agent in self._agents):
                 hint += " · `polypilot agents` says what each agent needs"
             yield Static(hint, id="new-session-hint", markup=False)
 
     @staticmethod
-    def _option(agent: AgentChoice) -> Option:
-        label = Content(f"{agent.name}  ({agent.kind})")
+    def _option(agent: AgentOffer) -> Option:
+        label = Content(f"{agent.name}  ({agent.title or agent.kind})")
         if agent.cannot_start:
-            label = Content.assemble(label, "\n", (f"  ✗ {agent.cannot_start}", "$text-error"))
+            label = Content.assemble(label, "\n", (f"  ✗ {agent.availability}: {agent.cannot_start}", "$text-error"))
+        elif not agent.ready:  # may work (signed in where polypilot cannot see): offered, with the reason
+            label = Content.assemble(label, "\n", (f"  ! {agent.availability}: {agent.problem}", "$text-warning"))
         return Option(label, id=agent.name, disabled=agent.cannot_start is not None)
 
     def on_mount(self) -> None:
         options = self.query_one("#agent-list", OptionList)
         startable = [agent.name for agent in self._agents if not agent.cannot_start]
+        ready = [agent.name for agent in self._agents if agent.ready]
         if startable:
-            pick = self._default if self._default in startable else startable[0]
+            pick = self._default if self._default in startable else (ready or startable)[0]
             options.highlighted = [agent.name for agent in self._agents].index(pick)
         self.query_one("#git-box").display = False
         self._error(self._problem)

@@ -1,0 +1,31 @@
+"""The built-in catalog of known agents (``catalog.toml``), merged with the user's agents file.
+
+Every place that needs the agents — the engine, ``polypilot agents``, ``run`` and ``new`` —
+builds them here, so an installed agent is offered the same way everywhere, with no file to
+write first.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from polypilot_tui.config import AgentCatalog, Settings, load_agents
+from polypilot_tui.domain.safe_json import load_toml
+
+CATALOG_FILE = "catalog.toml"
+
+
+@cache
+def builtin_tables() -> dict[str, dict[str, Any]]:
+    """The known agents' tables, as shipped with polypilot."""
+    text = resources.files(__package__).joinpath(CATALOG_FILE).read_text(encoding="utf-8")
+    return load_toml(text, f"built-in {CATALOG_FILE}")
+
+
+def load_catalog(settings: Settings, agents_file: Path | None = None) -> AgentCatalog:
+    """The demo agent, the built-in catalog and the user's agents file (``agents_file``, else
+    the one the settings name or the config folder holds); AgentsFileError for a broken file."""
+    return load_agents(agents_file or settings.agents_path, builtin_tables())

@@ -1,0 +1,66 @@
+"""Finding an agent's command and its sign-in files, as a user's machine has them.
+
+A command is looked for on PATH, then in the folders npm, pipx, volta and bun install into
+(a login shell adds them to PATH; a dashboard started from a desktop launcher may not have
+them), then in polypilot's own npm cache of pinned agents.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, NpmAgent
+
+#: Where installers put commands that a non-login PATH may lack.
+USER_BIN_DIRS = (
+    "~/.local/bin",
+    "~/.npm-global/bin",
+    "~/.volta/bin",
+    "~/.bun/bin",
+    "~/.nvm/versions/node/*/bin",
+    "/usr/local/bin",
+    "/opt/homebrew/bin",
+)
+PINNED: dict[str, NpmAgent] = {Path(a.binary).name: a for a in (COPILOT_CLI, OPENCODE, CODEX_ACP)}
+"""The agents polypilot's npm cache may hold, by command name."""
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def locate(command: str, path: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The executable ``command`` names, or None. A command with a slash is taken as a path."""
+    if os.sep in command:
+        found = Path(command).expanduser()
+        return str(found) if found.is_file() and os.access(found, os.X_OK) else None
+    on_path = shutil.which(command, path=path)
+    if on_path:
+        return on_path
+    env = os.environ if environ is None else environ
+    prefix = env.get("NPM_CONFIG_PREFIX", "")
+    folders = [f"{prefix}/bin"] if prefix else []
+    for pattern in USER_BIN_DIRS:
+        folders += sorted(glob.glob(expand(pattern, env)), reverse=True)  # newest node first
+    for folder in folders:
+        candidate = Path(folder) / command
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    pinned = PINNED.get(command)
+    return str(pinned.path) if pinned is not None and pinned.installed() else None
+
+
+def expand(text: str, environ: Mapping[str, str]) -> str:
+    """``~``, ``${VAR}`` and ``${VAR:-default}`` expanded from ``environ`` (an unset VAR is "")."""
+
+    def value(match: re.Match[str]) -> str:
+        found = environ.get(match.group(1), "")
+        return found if found else (match.group(2) or "")
+
+    expanded = _VARIABLE.sub(value, text)
+    if expanded == "~" or expanded.startswith("~/"):
+        expanded = (environ.get("HOME") or str(Path.home())) + expanded[1:]
+    return expanded

@@ -1,0 +1,64 @@
+"""``polypilot config``: the files polypilot reads, and the settings in effect with where each
+came from (environment, ``.env``, ``config.toml`` or the default), secrets redacted."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dotenv import dotenv_values
+
+from polypilot_tui.config import AGENTS_FILE, CONFIG_FILE, Settings, config_dir, read_config_file
+from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.text import strip_control
+from polypilot_tui.infra.redact import REDACTOR
+
+EXIT_OK = 0
+PREFIX = "POLYPILOT_"
+
+
+def files_in_use(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Each file polypilot reads: its path and whether it is there (and so in use)."""
+    folder = config_dir()
+    agents = settings.agents_path or folder / AGENTS_FILE
+    files = {
+        "config": folder / CONFIG_FILE,
+        "agents": agents,
+        "dotenv": Path(".env").resolve(),
+    }
+    return {name: {"path": str(path), "in_use": path.is_file()} for name, path in files.items()}
+
+
+def origin(name: str) -> str:
+    """Where the setting ``name`` came from: ``environment``, ``.env``, ``config.toml`` or ``default``."""
+    variable = PREFIX + name.upper()
+    if any(key == variable or key.startswith(variable + "__") for key in os.environ):
+        return "environment"
+    if Path(".env").is_file():
+        dotenv = {k.upper() for k in dotenv_values(".env")}
+        if any(key == variable or key.startswith(variable + "__") for key in dotenv):
+            return ".env"
+    if name in read_config_file(config_dir() / CONFIG_FILE):
+        return "config.toml"
+    return "default"
+
+
+def show_config(settings: Settings, json_mode: bool = False) -> int:
+    """Print the files in use and the effective settings."""
+    REDACTOR.learn_environment()
+    values = settings.model_dump(mode="json")
+    effective = {name: {"value": REDACTOR.value(value), "from": origin(name)} for name, value in values.items()}
+    files = files_in_use(settings)
+    if json_mode:
+        print(dump_json({"files": files, "settings": effective}, indent=2))
+        return EXIT_OK
+    for name, file in files.items():
+        state = "in use" if file["in_use"] else "not there"
+        print(strip_control(f"{name + ' file':<12} {file['path']}  ({state})"))
+    print()
+    for name, setting in effective.items():
+        value = setting["value"]
+        shown = dump_json(value) if isinstance(value, (dict, list)) else str(value)
+        print(strip_control(f"{name:<24} {shown}  ({setting['from']})"))
+    return EXIT_OK

@@ -1,0 +1,48 @@
+"""What the engine offers to start sessions with: each agent and whether it can start here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Availability(StrEnum):
+    """Whether an agent can start on the engine's machine, in a word."""
+
+    READY = "ready"
+    NOT_INSTALLED = "not installed"
+    """Its command is not found."""
+    NO_KEY = "no key"
+    """The variable its provider's ``api_key_env`` names is not set."""
+    NEEDS_SIGN_IN = "needs sign-in"
+    """No sign of a sign-in was found (a guess: it may still start, and then say why not)."""
+
+    @property
+    def startable(self) -> bool:
+        """Worth starting: ready, or maybe signed in in a way polypilot cannot see."""
+        return self in (Availability.READY, Availability.NEEDS_SIGN_IN)
+
+
+@dataclass(frozen=True)
+class AgentOffer:
+    """One agent as the engine offers it: what it is, where, and what it needs when not ready."""
+
+    name: str
+    kind: str
+    availability: Availability
+    title: str = ""
+    where: str = ""
+    """Its command's path ("built in" for the demo), or what is not found."""
+    problem: str | None = None
+    """Why it is not ready, in words (None when ready)."""
+    hint: str = ""
+    """The command that fixes it: the install command, or how to sign in."""
+
+    @property
+    def ready(self) -> bool:
+        return self.availability is Availability.READY
+
+    @property
+    def cannot_start(self) -> str | None:
+        """Why starting it would fail for sure (not installed, key not set), or None."""
+        return None if self.availability.startable else self.problem
