@@ -81,14 +81,3 @@ def ensure_installed(agent: NpmAgent, timeout: float = 900.0) -> Path:
         if result.returncode != 0 or not agent.installed():
             raise NpmUnavailable(f"npm install {agent.package}@{agent.version} failed: {result.stderr[-2000:]}")
     return agent.path
-
-
-def resolve_command(command: str | None, fallback: NpmAgent) -> str | None:
-    """An explicit command, else the one on PATH, else the cached npm install, else None."""
-    if command:
-        return command
-    name = Path(fallback.binary).name
-    found = shutil.which(name)
-    if found:
-        return found
-    return str(fallback.path) if fallback.installed() else None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, resolve_command
+from polypilot_tui.agents.locate import locate
 from polypilot_tui.config import AgentConfig
 
 #: How long to wait after SIGTERM before SIGKILL.
@@ -49,27 +49,24 @@ _ENV_PREFIXES = ("LC_", "XDG_")
 
 
 def agent_command(agent: AgentConfig) -> list[str]:
-    """The argv of an ACP agent: its configured command, else a pinned npm install by name."""
-    if agent.command:
-        argv = shlex.split(agent.command) if not agent.args and " " in agent.command else [agent.command]
-        argv += list(agent.args)
-        if os.sep not in argv[0] and shutil.which(argv[0]) is None:
-            for npm in (OPENCODE, CODEX_ACP):  # not on PATH: the test/npm cache may have it
-                if Path(npm.binary).name == argv[0] and npm.installed():
-                    argv[0] = str(npm.path)
-        return argv
-    name = agent.name.lower()
-    if "opencode" in name and (found := resolve_command(None, OPENCODE)):
-        return [found, "acp", *agent.args]
-    if "codex" in name and (found := resolve_command(None, CODEX_ACP)):
-        return [found, *agent.args]
-    raise BackendError(f"agent {agent.name!r} has no command (set `command` in the agents file)")
+    """The argv of an ACP agent: its command found where :func:`locate` looks, and its args."""
+    if not agent.command:
+        raise BackendError(f"agent {agent.name!r} has no command (set `command` in the agents file)")
+    argv = shlex.split(agent.command) if not agent.args and " " in agent.command else [agent.command]
+    argv += list(agent.args)
+    found = locate(argv[0], agent.env.get("PATH"))
+    if found is None:
+        install = f" (install it with: {agent.install})" if agent.install else ""
+        raise BackendError(f"cannot start ACP agent {argv[0]!r}: it is not found{install}")
+    return [found, *argv[1:]]
 
 
 def agent_environment(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The agent's whole environment, spelled out (the SDK passes only a handful of names)."""
     source = os.environ if environ is None else environ
-    env = {k: v for k, v in source.items() if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
+    names = {name for name in agent.pass_env if not name.endswith("*")}
+    prefixes = (*_ENV_PREFIXES, *(name[:-1] for name in agent.pass_env if name.endswith("*")))
+    env = {k: v for k, v in source.items() if k in _ENV_NAMES or k in names or k.startswith(prefixes)}
     if agent.provider is not None and agent.provider.api_key_env:
         key = agent.provider.api_key(dict(source))
         if key:

@@ -35,7 +35,7 @@ from polypilot_tui.agents.copilot.runtime import (
     watch_process,
 )
 from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.npm_cache import COPILOT_CLI, resolve_command
+from polypilot_tui.agents.locate import locate
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -142,12 +142,12 @@ class CopilotConnection:
         """Start the CLI, then create a session or resume ``resume_id`` (handler first)."""
         if self._client is not None:
             raise BackendError("this Copilot backend is already connected")
-        cli = resolve_command(self._agent.command, COPILOT_CLI)
+        cli = locate(self._agent.command or "copilot", self._agent.env.get("PATH"))
         self._command = cli or self._agent.command or ""
         if not cli:
             raise BackendError(
-                "Copilot CLI not found: install @github/copilot from npm, put `copilot` on PATH, "
-                "or set `command` for this agent"
+                "Copilot CLI not found: install it (npm install -g @github/copilot), put `copilot` on "
+                "PATH, or set `command` for this agent"
             )
         self._loop = asyncio.get_running_loop()
         # The SDK's generated modules take ~1.3 s to import: off the loop, so the first
@@ -190,7 +190,9 @@ class CopilotConnection:
             connection=RuntimeConnection.for_stdio(path=argv[0], args=(*argv[1:], *self._agent.args)),
             env=self._env,
             working_directory=cwd,
-            use_logged_in_user=False,
+            # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
+            # works. With a provider of one's own, nothing may reach GitHub.
+            use_logged_in_user=self._provider is None,
         )
         await self._client.start()
         # The SDK does not expose the CLI process; its private attribute is the only handle.

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.config import AgentConfig
+from polypilot_tui.config import AgentConfig, ProviderConfig
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.events import EventType
 
 log = logging.getLogger(__name__)
 
 #: Credentials the CLI would pick up on its own. Offline/BYOK sessions must not send them
-#: anywhere, so they are dropped unless the agent config sets them explicitly.
+#: anywhere, so they are dropped unless the agent config sets them explicitly. A session
+#: signed in with GitHub keeps the GitHub tokens: they are how it signs in.
 DROPPED_ENV: frozenset[str] = frozenset(
     {
         "GH_TOKEN",
@@ -40,18 +41,42 @@ DROPPED_ENV: frozenset[str] = frozenset(
 )
 
 
+GITHUB_TOKENS: frozenset[str] = frozenset({"GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN"})
+
+
+def byok_provider(agent: AgentConfig, environ: Mapping[str, str]) -> ProviderConfig | None:
+    """The model provider a session uses instead of GitHub's: the agent's ``provider``, else the
+    one the CLI's own ``COPILOT_PROVIDER_*`` variables describe (the headless CLI ignores them
+    for SDK sessions, so they are handed over as a provider), else None (GitHub sign-in)."""
+    if agent.provider is not None:
+        return agent.provider
+    env = dict(environ) | agent.env
+    base_url = env.get("COPILOT_PROVIDER_BASE_URL", "").strip()
+    if not base_url:
+        return None
+    kind = env.get("COPILOT_PROVIDER_TYPE", "openai").strip() or "openai"
+    return ProviderConfig(
+        type=kind if kind in ("openai", "azure", "anthropic") else "openai",
+        base_url=base_url,
+        api_key_env="COPILOT_PROVIDER_API_KEY",
+        wire_api=env.get("COPILOT_PROVIDER_WIRE_API") or None,
+    )
+
+
 def build_env(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """The CLI's full environment: ours minus credentials, plus the agent's, plus BYOK."""
-    env = {k: v for k, v in environ.items() if k not in DROPPED_ENV}
+    provider = byok_provider(agent, environ)
+    dropped = DROPPED_ENV if provider is not None else DROPPED_ENV - GITHUB_TOKENS
+    env = {k: v for k, v in environ.items() if k not in dropped}
     env.update(agent.env)
-    if agent.provider is not None:
+    if provider is not None:
         # The headless CLI refuses BYOK sessions unless offline mode and the base URL are
         # in its env as well as in the per-session provider (verified, see reference).
         env["COPILOT_OFFLINE"] = "true"
-        env["COPILOT_PROVIDER_BASE_URL"] = agent.provider.base_url
-        env["COPILOT_PROVIDER_TYPE"] = agent.provider.type
-        if agent.provider.wire_api:
-            env["COPILOT_PROVIDER_WIRE_API"] = agent.provider.wire_api
+        env["COPILOT_PROVIDER_BASE_URL"] = provider.base_url
+        env["COPILOT_PROVIDER_TYPE"] = provider.type
+        if provider.wire_api:
+            env["COPILOT_PROVIDER_WIRE_API"] = provider.wire_api
         if agent.model:
             env["COPILOT_MODEL"] = agent.model
     return env
@@ -59,7 +84,7 @@ def build_env(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, str]:
 
 def provider_dict(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, Any] | None:
     """The SDK ``provider=`` dict; the key comes from the env var the config names."""
-    provider = agent.provider
+    provider = byok_provider(agent, environ)
     if provider is None:
         return None
     out: dict[str, Any] = {"type": provider.type, "base_url": provider.base_url}
