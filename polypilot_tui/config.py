@@ -189,6 +189,11 @@ class Settings(BaseSettings):
         root = self.worktrees_dir.expanduser() if self.worktrees_dir else self.state_dir / "worktrees"
         return root.resolve()  # git runs in the repository: a relative folder would land inside it
 
+    notifications: Literal["auto", "terminal", "system", "off"] = "auto"
+    """Desktop notifications while the terminal is not focused (permission asked, turn over):
+    auto = the system notifier (notify-send, osascript) when found and not over SSH, else a
+    terminal escape (OSC 9 / OSC 777); terminal; system; off."""
+
 
 class ProviderConfig(BaseModel):
     """A bring-your-own-key model provider (OpenAI-compatible by default)."""

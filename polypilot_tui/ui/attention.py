@@ -35,7 +35,7 @@ _END_WORDS: dict[SessionStatus, str] = {
 
 @dataclass(frozen=True)
 class Alert:
-    """One ping: a bell and a toast."""
+    """One ping: a bell and a toast (and a desktop notification while the terminal is not focused)."""
 
     session_id: str
     title: str

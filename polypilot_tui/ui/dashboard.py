@@ -36,6 +36,7 @@ from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
+from polypilot_tui.ui.notifier import Notifier, desktop_notifier
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
 from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT
@@ -93,6 +94,8 @@ class Dashboard(App[int]):
         """The machine the engine runs on when it is another one (over SSH), else None."""
         self.clock = clock
         self.attention = Attention()
+        self.notifier: Notifier | None = desktop_notifier(settings.notifications, self._write_to_terminal)
+        """Where alerts go while the terminal is not focused (None: notifications are off)."""
         self.selected: str | None = None
         """The session on screen."""
         self._notes: list[tuple[str, str, SeverityLevel]] = [(n, "Configuration", "warning") for n in notes]
@@ -315,6 +318,14 @@ class Dashboard(App[int]):
             return  # another dashboard's terminal has the focus: it rings there
         self.bell()
         self.notify(alert.message, title=alert.title, severity=alert.severity, markup=False)
+        if not self.app_focus and self.notifier is not None:  # the user is in another window
+            notice = self.notifier.notify(alert.title, alert.message)
+            self.run_worker(notice, group="desktop notification", exit_on_error=False)
+
+    def _write_to_terminal(self, text: str) -> None:
+        """Write an escape sequence to the terminal, as Textual's own bell and clipboard do."""
+        if not self.is_headless and self._driver is not None:
+            self._driver.write(text)
 
     # ---- selection -----------------------------------------------------------------
     async def start_first_session(self) -> None:
