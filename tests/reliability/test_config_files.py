@@ -1,0 +1,80 @@
+"""config.toml in the config folder: a settings source below the environment and .env, checked
+like them (NaN, negative, absurd and unknown names refused with the field named), and
+``polypilot config`` says which files are in use and where each setting came from."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.config import ConfigFileError, Settings
+
+POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
+ROOT = Path(__file__).parents[2]
+
+
+def config_file() -> Path:
+    return Path(os.environ["POLYPILOT_CONFIG_DIR"]) / "config.toml"
+
+
+def polypilot(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")} | env
+    environ["POLYPILOT_CONFIG_DIR"] = os.environ["POLYPILOT_CONFIG_DIR"]
+    environ["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([*POLYPILOT, *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=60)
+
+
+def test_config_toml_sets_what_the_environment_does_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config_file().write_text('heartbeat_seconds = 2.5\ntheme = "textual-dark"\n[watchdog]\ninactivity = 90\n')
+    monkeypatch.setenv("POLYPILOT_THEME", "polypilot-day")
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.heartbeat_seconds == 2.5 and settings.watchdog.inactivity == 90
+    assert settings.theme == "polypilot-day"  # the environment wins
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("heartbeat_seconds = nan\n", "heartbeat_seconds"),
+        ("stop_grace_seconds = -1\n", "stop_grace_seconds"),
+        ("[watchdog]\ntool = 1e12\n", "watchdog.tool"),
+        ("record_max_bytes = 99999999999999\n", "record_max_bytes"),
+        ("heartbeat_secs = 3\n", "heartbeat_secs"),
+        ("heartbeat_seconds = [1, \n", "not valid TOML"),
+    ],
+)
+def test_a_bad_config_file_stops_the_start_and_names_the_field(text: str, named: str, tmp_path: Path) -> None:
+    config_file().write_text(text)
+    done = polypilot("config", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout
+    assert named in done.stderr and str(config_file()) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_names_are_refused_in_process_too(tmp_path: Path) -> None:
+    config_file().write_text("permision_policy = 'allow'\n")  # a typo must not silently do nothing
+    with pytest.raises(ConfigFileError, match="unknown setting 'permision_policy'"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def test_polypilot_config_says_where_each_setting_came_from(tmp_path: Path) -> None:
+    config_file().write_text('theme = "textual-dark"\n')
+    (tmp_path / ".env").write_text("POLYPILOT_DEMO_SPEED=3\n")
+    secret = {"OPENAI_API_KEY": "sk-never-printed-0123456789"}
+    done = polypilot("config", "--json", cwd=tmp_path, POLYPILOT_STATE_DIR=str(tmp_path / "state"), **secret)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    origins = {name: setting["from"] for name, setting in shown["settings"].items()}
+    assert origins["theme"] == "config.toml" and origins["demo_speed"] == ".env"
+    assert origins["state_dir"] == "environment" and origins["heartbeat_seconds"] == "default"
+    assert shown["settings"]["demo_speed"]["value"] == 3.0
+    assert shown["files"]["config"] == {"path": str(config_file()), "in_use": True}
+    assert shown["files"]["agents"]["in_use"] is False
+    text = polypilot("config", cwd=tmp_path, OPENAI_API_KEY="sk-never-printed-0123456789")
+    assert "sk-never-printed" not in text.stdout + done.stdout
+    assert "theme" in text.stdout and "(config.toml)" in text.stdout
