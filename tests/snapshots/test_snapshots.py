@@ -77,6 +77,7 @@ CASES: dict[str, Case] = {
     "interrupted_restore": Case(scenarios.interrupted_session, size=(100, 30), select="s9"),
     "new_session_modal": Case(scenarios.new_session_dialog, size=(100, 36)),
     "new_session_worktree": Case(scenarios.new_session_in_git, size=(100, 44)),
+    "new_session_catalog": Case(scenarios.new_session_catalog, size=(100, 40)),
     "finish_dialog": Case(scenarios.finish_dialog, size=(100, 40)),
     "worktree_sessions": Case(scenarios.worktree_sessions, size=(120, 30), select="s3"),
     "worktree_sessions_narrow": Case(scenarios.worktree_sessions, size=(80, 24), select="s3"),

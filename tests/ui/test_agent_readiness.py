@@ -100,7 +100,7 @@ async def test_the_picker_greys_out_agents_that_cannot_start_and_says_why(
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the agent picker")
         options = app.screen.query_one(OptionList)
         shown = {options.get_option_at_index(i).id: options.get_option_at_index(i) for i in range(options.option_count)}
-        assert list(shown) == ["demo", "fake", "gone", "keyless"]  # every configured agent is listed
+        assert list(shown) == ["demo", "fake", "keyless", "gone"]  # every agent, those that can start first
         assert not shown["demo"].disabled and not shown["fake"].disabled
         assert shown["gone"].disabled and "never-installed is not found" in str(shown["gone"].prompt)
         assert shown["keyless"].disabled

@@ -21,7 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
 
-from polypilot_tui.domain.agents import AgentOffer
+from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.ui.folder_suggester import FolderSuggester
 from polypilot_tui.ui.workspace_actions import NewSessionRequest
@@ -33,6 +33,7 @@ Inspect = Callable[[str], Awaitable[FolderInfo]]
 Check = Callable[[NewSessionRequest], Awaitable[str]]
 """Says why a request cannot be made ("" when it can)."""
 
+_ORDER = (Availability.READY, Availability.NEEDS_SIGN_IN, Availability.NO_KEY, Availability.NOT_INSTALLED)
 INSPECT_DELAY = 0.25
 """Seconds the folder must stay unchanged before it is looked at (typing is not slowed)."""
 
@@ -57,7 +58,8 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         problem: str = "",
     ) -> None:
         super().__init__()
-        self._agents = agents
+        # Those that can start first, then those that may (a sign-in polypilot cannot see), then the rest.
+        self._agents = sorted(agents, key=lambda agent: _ORDER.index(agent.availability))
         self._default = initial.agent if initial else default
         self._folder = initial.folder if initial else folder
         self._inspect = inspect
@@ -119,11 +121,12 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
 
     @staticmethod
     def _option(agent: AgentOffer) -> Option:
-        label = Content(f"{agent.name}  ({agent.title or agent.kind})")
+        what = agent.title if agent.title and agent.title.lower() != agent.name.lower() else agent.kind
+        label = Content(f"{agent.name}  ({what})")
         if agent.cannot_start:
-            label = Content.assemble(label, "\n", (f"  ✗ {agent.availability}: {agent.cannot_start}", "$text-error"))
+            label = Content.assemble(label, "\n", (f"  ✗ {agent.cannot_start}", "$text-error"))
         elif not agent.ready:  # may work (signed in where polypilot cannot see): offered, with the reason
-            label = Content.assemble(label, "\n", (f"  ! {agent.availability}: {agent.problem}", "$text-warning"))
+            label = Content.assemble(label, "\n", (f"  ! {agent.problem}", "$text-warning"))
         return Option(label, id=agent.name, disabled=agent.cannot_start is not None)
 
     def on_mount(self) -> None:
