@@ -163,3 +163,14 @@ def test_a_no_key_agent_is_refused_not_guessed(machine: Path, tmp_path: Path) ->
     offer = readiness(agent, {"PATH": str(machine / "bin")})
     assert offer.availability is Availability.NO_KEY
     assert offer.cannot_start and "POLYPILOT_TEST_UNSET_KEY" in offer.cannot_start
+
+
+def test_the_readmes_agents_file_example_is_valid(machine: Path, tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    example = readme.split("a new name adds an agent:\n\n```toml\n", 1)[1].split("```", 1)[0]
+    agents = tmp_path / "agents.toml"
+    agents.write_text(example)
+    catalog = load_catalog(Settings(_env_file=None, agents_file=agents))  # type: ignore[call-arg]
+    assert catalog.problems == ()
+    assert catalog.agents["codex"].command == "codex-acp" and catalog.agents["codex"].env
+    assert readiness(catalog.agents["my-agent"]).hint == "pipx install my-agent"
