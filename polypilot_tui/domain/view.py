@@ -143,6 +143,7 @@ class SessionView:
         data.pop("queue")
         data.pop("interrupted_prompt")
         data["queued"] = self.queued
+        data["usage"] = self.usage.to_json()
         if self.pending_permission is not None:
             data["pending_permission"] = {
                 "request_id": self.pending_permission.request_id,

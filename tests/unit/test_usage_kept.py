@@ -102,5 +102,6 @@ async def test_usage_reaches_an_attached_dashboard_exactly(tmp_path: Path) -> No
     back = view_from_json(json.loads(text)["view"])
     assert back == view and repr(back.usage) == repr(SPENT)  # ints stay ints, floats floats
     assert live_row(back, None, 0.0)["usage"] == SPENT.to_json()  # status --json from a running engine
+    assert back.to_json()["usage"] == SPENT.to_json()  # ls --json
     await manager.shutdown()
     await persistence.close()
