@@ -82,7 +82,7 @@ class Usage:
             return self._with_call(data)
         if kind == _CONTEXT_USAGE:
             return self._with_context(data)
-        return self  # other metrics (session.usage_record repeats assistant.usage in the CLI's log)
+        return self  # the CLI-only session.usage_record: calls are summed from assistant.usage alone
 
     def _with_call(self, data: Mapping[str, Any]) -> Usage:
         given = {

@@ -11,6 +11,8 @@ dropped or counted twice fails here. What each agent reports was measured with t
   ``usage_update`` (the call's input) with a cumulative cost of 0 USD.
 - codex-acp: no token counts at all, only ``usage_update``: the context it used is the last
   call's input plus output. The view must invent nothing else.
+
+Each test reconnects between its turns: a resumed or loaded session must not count its past again.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ async def test_copilot_sums_every_model_call(copilot_cli: Path, model_server: Mo
         sid = await manager.create_session(AGENT)
         await turn(manager, sid, "hello there")
         first = manager.view(sid).usage
+        assert (await manager.reconnect(sid)).how == "resumed"  # a resume must not report the past again
         await turn(manager, sid, "TOOL now")  # a tool call and the answer to its result: two calls
         calls = model_server.usage_reports()
         assert len(calls) == 3 and calls == turn_calls(model_server)
@@ -92,6 +95,7 @@ async def test_acp_usage_is_what_the_agent_reported(
     try:
         sid = await manager.create_session(agent)
         await turn(manager, sid, "hello there")
+        await manager.reconnect(sid)  # loading the session replays it: nothing may be counted again
         await turn(manager, sid, "and once more")
         calls = turn_calls(model_server)
         assert len(calls) == 2, [r.request.path for r in model_server.usage_reports()]
