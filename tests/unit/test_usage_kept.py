@@ -17,7 +17,7 @@ from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
 from polypilot_tui.service.wire import session_state, view_from_json
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
-from tests.unit.test_persistence import until
+from tests.support.copilot_harness import until
 
 SPENT = Usage(
     input_tokens=52_000,
@@ -60,7 +60,7 @@ async def test_a_restarted_app_shows_what_the_session_used(tmp_path: Path) -> No
     for event in REPORTS:
         manager.apply(sid, event)  # as the agent reports them
     assert manager.view(sid).usage == SPENT
-    await until(lambda: (saved_usage(tmp_path, sid) or {}).get("input_tokens") == 52_000, 5)
+    await until(lambda: (saved_usage(tmp_path, sid) or {}).get("input_tokens") == 52_000, 5, "the usage saved")
     await manager.shutdown()
     await persistence.close()
 
