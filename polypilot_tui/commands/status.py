@@ -66,6 +66,7 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
         "needs_user": status.needs_user,
         "turn_in_flight": record.turn_in_flight and app_running,
         "interrupted": bool(record.interrupted_prompt) or (record.turn_in_flight and not app_running),
+        "usage": record.usage.to_json(),
     }
 
 
@@ -153,6 +154,7 @@ def live_row(view: SessionView, record: SessionRecord | None, to_wall: float) ->
         "needs_user": view.status.needs_user,
         "turn_in_flight": view.status.busy,
         "interrupted": bool(view.interrupted_prompt),
+        "usage": view.usage.to_json(),
     }
 
 

@@ -53,7 +53,7 @@ def apply_event(session: Session, event: AgentEvent, now: float, clock: WallCloc
     handler = _HANDLERS.get(kind)
     if handler is None:  # rare kinds: usage, session-level, unknown
         if kind in USAGE_EVENT_TYPES:
-            session.note_usage(event.data)
+            session.note_usage(kind, event.data)
             return _NONE  # metrics never count as progress (#230)
         session_handler = _SESSION_HANDLERS.get(kind)
         if session_handler is not None:

@@ -15,6 +15,7 @@ from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome, ToolCall, Turn
+from polypilot_tui.domain.usage import Usage
 from polypilot_tui.domain.workspace import Workspace
 
 #: A closed turn may be re-armed by a late turn_start this long after it was cleared (#375).
@@ -45,7 +46,8 @@ class Session:
     recovering: bool = False
     closed: bool = False
     consecutive_stuck: int = 0
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: Usage = Usage()
+    """Tokens, context and cost the agent reported (domain/usage.py)."""
     plan: tuple[tuple[str, str], ...] = ()
     cleared_at: float | None = None
     allow_rearm: bool = False
@@ -235,12 +237,12 @@ class Session:
             return False
         return self.allow_rearm or (self.cleared_at is not None and now - self.cleared_at >= REARM_AFTER)
 
-    def note_usage(self, data: Mapping[str, Any]) -> None:
-        """Keep the token figures of a usage event."""
-        for key in ("currentTokens", "tokenLimit", "inputTokens", "outputTokens"):
-            value = data.get(key)
-            if isinstance(value, (int, float)):
-                self.usage[key] = value
+    def note_usage(self, kind: str, data: Mapping[str, Any]) -> None:
+        """Fold a usage event's figures in (a change shows in the view; it is never activity)."""
+        usage = self.usage.fold(kind, data)
+        if usage != self.usage:
+            self.usage = usage
+            self.revision += 1
 
     def set_plan(self, entries: Any) -> None:
         """The agent's plan (ACP plan entries), bounded for display."""

@@ -15,6 +15,7 @@ from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase
+from polypilot_tui.domain.usage import Usage
 from polypilot_tui.domain.watchdog import WatchdogConfig, gives_up_at, waiting_for
 from polypilot_tui.domain.workspace import Workspace
 
@@ -127,6 +128,8 @@ class SessionView:
     """Why its folder or worktree could not be read, or ""."""
     workspace: Workspace | None = None
     """Its folder, and for a worktree the repository, branch and base (None: the agent's own cwd)."""
+    usage: Usage = Usage()
+    """Tokens, context window and cost the agent reported (``usage.reported`` False: none)."""
 
     @property
     def queued(self) -> int:
@@ -140,6 +143,7 @@ class SessionView:
         data.pop("queue")
         data.pop("interrupted_prompt")
         data["queued"] = self.queued
+        data["usage"] = self.usage.to_json()
         if self.pending_permission is not None:
             data["pending_permission"] = {
                 "request_id": self.pending_permission.request_id,
@@ -215,6 +219,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         queue_held=session.queue_held,
         waiting_for=waiting_for(turn) if turn else "",
         gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
+        usage=session.usage,
     )
 
 

@@ -70,6 +70,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
         session.earlier_turns = record.turns
         session.queue = list(record.queue)
         session.queue_held = bool(record.queue)  # after a restart the user decides when they go
+        session.usage = record.usage  # a restarted dashboard does not show zero for a spent session
         if record.last_activity_at is not None:  # "last activity 3 h ago" survives the restart
             session.last_activity_at = now - max(0.0, wall - record.last_activity_at)
         mid_turn = record.turn_in_flight

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.domain.usage import Usage, usage_from_plain
 from polypilot_tui.infra.private import atomic_write, move_aside
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -74,6 +75,8 @@ class SessionRecord:
     branch: str = ""
     base: str = ""
     base_commit: str = ""
+    usage: Usage = Usage()
+    """What the agent reported it used (tokens, context, cost), all runs of the app together."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +104,8 @@ class SessionRecord:
                 ok = isinstance(value, bool)
             elif f.name == "turns":
                 ok = type(value) is int and 0 <= value < 10**9
+            elif f.name == "usage":  # an older file has none; a bad one reads as none
+                ok, value = True, usage_from_plain(value)
             elif f.name == "queue":
                 ok = isinstance(value, list) and all(isinstance(prompt, str) for prompt in value)
                 value = tuple(value) if ok else ()

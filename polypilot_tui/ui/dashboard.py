@@ -30,6 +30,7 @@ from textual.widgets import Footer, Header, TextArea
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.usage import fleet_usage
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import Engine
@@ -39,6 +40,7 @@ from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.notifier import Notifier, desktop_notifier
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
+from polypilot_tui.ui.usage_text import fleet_summary
 from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_list import SessionList
@@ -295,10 +297,12 @@ class Dashboard(App[int]):
             self.pane.editor.focus()  # e.g. the permission buttons that had focus went away
         needy = sum(1 for v in views if self.attention.wants_user(v))
         count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
+        spent = fleet_summary(fleet_usage(v.usage for v in views))  # what the whole fleet used
         self.sub_title = (
             count
             + (f" · {needy} need{'s' if needy == 1 else ''} you" if needy else "")
             + (f" · on {self.remote}" if self.remote else "")
+            + (f" · {spent}" if spent else "")
         )
         state = (self.selected, shown.status if shown else None, bool(shown and shown.interrupted_prompt))
         if state != self._binding_state:

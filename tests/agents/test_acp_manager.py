@@ -72,7 +72,7 @@ async def test_tool_turn_completes_with_its_tool_row(manager: SessionManager) ->
     assert tool.tool_detail == "cat README.md"
     replies = [i.text for i in session.history if i.kind is ItemKind.ASSISTANT]
     assert replies[-1] == "done: readme text Hello from the fake agent."
-    assert session.usage.get("currentTokens") == 123
+    assert session.usage.context_used == 123
 
 
 async def test_stop_during_a_permission_prompt(manager: SessionManager) -> None:

@@ -91,6 +91,15 @@ class RecordedRequest:
         return "\n".join(p for p in pieces if p)
 
 
+@dataclass(frozen=True)
+class UsageReport:
+    """The token counts the server sent for one model call (what the agent was told it used)."""
+
+    request: RecordedRequest
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # hanging handlers are released by the stop event instead
@@ -113,6 +122,7 @@ class ModelServer:
         self.max_requests = max_requests
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+        self._usage: list[UsageReport] = []
         self._serial = itertools.count(1)
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -204,6 +214,16 @@ class ModelServer:
         with self._lock:
             self._requests.append(request)
             return len(self._requests)
+
+    def usage_reports(self) -> list[UsageReport]:
+        """Every usage the server sent with a finished answer, oldest first (a streamed chat
+        answer carries one only when the agent asked for it with ``include_usage``)."""
+        with self._lock:
+            return list(self._usage)
+
+    def note_usage(self, report: UsageReport) -> None:
+        with self._lock:
+            self._usage.append(report)
 
     def _next_serial(self) -> int:
         with self._lock:
@@ -305,6 +325,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 shape = _responses_object if responses else _chat_object
                 self._send_json(200, shape(request.body, reply, self.owner.settings.model))
+            streamed_chat = request.body.get("stream") and not responses
+            if not streamed_chat or (request.body.get("stream_options") or {}).get("include_usage"):
+                self.owner.note_usage(UsageReport(request, *_usage(request.body, reply.text or reply.arguments)))
         except (ClientGone, BrokenPipeError, ConnectionResetError):
             log.debug("model server: client left during %s", request.path)
         finally:

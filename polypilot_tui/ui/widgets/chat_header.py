@@ -1,4 +1,4 @@
-"""One line naming the session on screen: name, agent, model, folder, title."""
+"""One line naming the session on screen: name, agent, model, title, usage, folder."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from textual.widgets import Static
 
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.ui.usage_text import usage_summary
 
 
 class ChatHeader(Static):
@@ -25,6 +26,9 @@ class ChatHeader(Static):
                 parts.append(one_line(view.model, 30))
             if view.title:
                 parts.append(one_line(view.title, 60))
+            usage = usage_summary(view.usage)
+            if usage:  # before the folder: what the session spent matters more than where
+                parts.append(usage)
             if view.cwd:
                 parts.append(one_line(view.cwd, 60))
             text = " · ".join(parts)
