@@ -108,10 +108,13 @@ class Connector:
             await ctx.safe(backend.close())
             raise
         except Exception as exc:  # noqa: BLE001
-            ctx.diagnostics(session_id)  # its stderr says why it could not start
+            tail = ctx.diagnostics(session_id).stderr_tail  # its stderr says why it could not start
             managed.backend = None
             session.connecting = False
-            session.lost = f"could not start the agent: {exc}"
+            said = str(exc)
+            if tail and tail[-1] not in said:  # the Copilot SDK quotes it; an ACP agent's is only in its log
+                said += f" — its stderr: {one_line(' | '.join(tail[-3:]), 300)}"
+            session.lost = f"could not start the agent: {said}"
             ctx.changed(session_id)
             await ctx.safe(backend.close())
             raise BackendError(session.lost) from exc
