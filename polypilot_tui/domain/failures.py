@@ -99,7 +99,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
         FailureKind.NOT_INSTALLED,
         re.compile(
             r"command not found|is not found|cli not found|not found at |not found \(or not executable\)|"
-            r"\[errno 2\] no such file or directory|not installed|spawn \S+ enoent|cannot start here|"
+            r"\[errno 2\] no such file or directory|not installed|spawn \S+ enoent|"
             r"executable file not found",
             re.I,
         ),
@@ -118,7 +118,8 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
             r"unauthori[sz]ed|authentication|not authenticated|invalid[_ ]api[_ ]key|incorrect api key|"
             r"api key .{0,40}(missing|invalid|not set)|missing api key|no api key|not logged in|"
             r"please (log|sign) ?in|login required|(sign|log)[ -]in (is )?required|forbidden|"
-            r"permission_denied|access denied|invalid (token|credentials)|token (has )?expired",
+            r"key variable .{0,80} not set|permission_denied|access denied|invalid (token|credentials)|"
+            r"token (has )?expired",
             re.I,
         ),
     ),
@@ -136,8 +137,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     (
         FailureKind.EXITED_AT_START,
         re.compile(
-            r"could not start the agent|exited (with|before|during|at start)|process exited|"
-            r"died (at|during) (start|initiali[sz]e)|closed its (stdout|connection) during",
+            r"could not start the agent|failed to start|exited (before|during) (initiali[sz]e|start|session)",
             re.I,
         ),
     ),
@@ -203,4 +203,4 @@ def failure_text(reason: str, agent: str, detail: str = "") -> str:
     failure = classify(reason, agent, status_code(detail) if detail else None)
     if failure is None:
         return reason
-    return f"{failure.title} — {reason}\nFix: {failure.fix}"
+    return f"{failure.title.capitalize()} — {reason}\nFix: {failure.fix}"

@@ -159,7 +159,8 @@ def chat_status(view: SessionView, now: float) -> str:
             text += f" · last activity {compact_duration(age)} ago"
         return text
     if view.failure is not None:
-        return f"{view.failure.title.capitalize()} — {reason} · Fix: {view.failure.fix}"
+        # The fix first: the line is cut at the pane's width, and the chat row has the agent's words in full.
+        return f"{view.failure.title.capitalize()} — Fix: {view.failure.fix} · {reason}"
     if status is S.DISCONNECTED:
         return f"Disconnected — {reason or 'agent not running'} · the next prompt reconnects (ctrl+r now)"
     if status is S.CONNECTING:

@@ -100,7 +100,7 @@ def assert_named(manager: SessionManager, sid: str, fault: str) -> None:
     assert view.failure.detail == view.reason
     # The chat's error row says the title, the agent's words and the fix.
     [row] = texts(manager, sid, ItemKind.ERROR)
-    assert row.startswith(f"{view.failure.title} — {view.reason}\nFix: {view.failure.fix}")
+    assert row.startswith(f"{view.failure.title.capitalize()} — {view.reason}\nFix: {view.failure.fix}")
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))

@@ -109,6 +109,12 @@ REAL: list[tuple[str, str, int | None, FailureKind]] = [
     ),
     ("copilot", "could not start the agent: Copilot CLI not found at /nonexistent/copilot", None, K.NOT_INSTALLED),
     ("opencode", "agent 'opencode' cannot start here: its command opencode is not found", None, K.NOT_INSTALLED),
+    (
+        "copilot",
+        "agent 'copilot' cannot start here: the provider key variable OPENAI_KEY is not set (api_key_env)",
+        None,
+        K.NEEDS_SIGN_IN,
+    ),
 ]
 
 
@@ -159,6 +165,8 @@ def test_variants_of_each_class(text: str, kind: FailureKind) -> None:
         "the agent lost this turn in the restart",
         "agent error: tool 'bash' crashed with exit code 1",
         "agent error: listening on port 4011 since 10:29",  # a number is not a status code
+        "agent disconnected: agent process exited with code 1",  # died later on, not at its start
+        "model overloaded (HTTP 529)",
     ],
 )
 def test_unknown_texts_stay_unnamed(text: str) -> None:
@@ -214,5 +222,5 @@ def test_the_fix_names_the_agents_own_sign_in() -> None:
 
 def test_the_chat_row_says_title_words_and_fix() -> None:
     text = failure_text("agent error: Resource not found (HTTP 404).", "copilot", "HTTP 404")
-    assert text.startswith("model unavailable — agent error: Resource not found (HTTP 404).\nFix: pick a model")
+    assert text.startswith("Model unavailable — agent error: Resource not found (HTTP 404).\nFix: pick a model")
     assert failure_text("agent error: session error", "copilot") == "agent error: session error"
