@@ -224,3 +224,9 @@ def test_the_chat_row_says_title_words_and_fix() -> None:
     text = failure_text("agent error: Resource not found (HTTP 404).", "copilot", "HTTP 404")
     assert text.startswith("Model unavailable — agent error: Resource not found (HTTP 404).\nFix: pick a model")
     assert failure_text("agent error: session error", "copilot") == "agent error: session error"
+
+
+@given(st.text(max_size=400), st.sampled_from(["", "copilot", "codex", "opencode", "x"]))
+def test_any_text_is_named_or_left_alone_never_changed(text: str, agent: str) -> None:
+    failure = classify(text, agent)
+    assert failure is None or (failure.detail == text and failure.title and failure.fix)
