@@ -4,9 +4,10 @@
 The Copilot CLI and codex-acp run through the SessionManager (default backend factory).
 Both retry a 429 with backoff unless told not to: the 429 carries ``x-should-retry: false``
 (Copilot then reports at once) and codex gets ``request_max_retries = 0``. Without them a
-429 costs about a minute per agent (opencode retries for over a minute whatever it is
-told, so it is not driven here). Agents that cannot start are real processes too: a
-command that is not there, and one that dies during its start with a word on stderr.
+429 costs about a minute per agent (opencode retries a 429 and a closed port for over a
+minute whatever the answer says, so it gets only the 401 and the unknown model). Agents
+that cannot start are real processes too: a command that is not there, and one that dies
+during its start with a word on stderr.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from polypilot_tui.agents.npm_cache import CODEX_ACP, NpmAgent
+from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.failures import FailureKind
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.engine.manager import SessionManager
-from tests.support.acp_agents import codex_agent
+from tests.support.acp_agents import codex_agent, opencode_agent
 from tests.support.copilot_harness import AGENT, catalog_entry, texts, until
 from tests.support.model_server import ModelServer
 
@@ -131,6 +132,23 @@ async def test_codex_failures_are_named(
         assert_named(manager, sid, fault)
         if fault == "401":
             assert "codex login" in manager.view(sid).failure.fix  # type: ignore[union-attr]
+    finally:
+        await manager.shutdown()
+
+
+@pytest.mark.parametrize("fault", ["401", "unknown-model"])
+async def test_opencode_failures_are_named_from_its_words_alone(
+    fault: str, npm_agent: Callable[[NpmAgent], Path], model_server: ModelServer, tmp_path: Path
+) -> None:
+    """opencode says no status code: its words name the failure (it retries a 429 or a closed
+    port for over a minute, so those two are left to Copilot and codex)."""
+    config = opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "home")
+    manager = manager_for(config, tmp_path)
+    break_server(model_server, fault)
+    try:
+        sid = await failed_turn(manager, config.name, 60)
+        assert_named(manager, sid, fault)
+        assert manager.session(sid).turns[-1].detail == ""  # no code: the words did it
     finally:
         await manager.shutdown()
 
