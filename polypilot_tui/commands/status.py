@@ -21,9 +21,10 @@ from typing import Any, TextIO
 
 from polypilot_tui.agents.catalog import load_catalog
 from polypilot_tui.config import AgentsFileError, Settings
+from polypilot_tui.domain.failures import Failure
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import compact_duration, one_line
-from polypilot_tui.domain.view import SessionStatus, SessionView
+from polypilot_tui.domain.view import SessionStatus, SessionView, derive_failure
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.service.client import EngineHttp
@@ -67,6 +68,7 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
         "turn_in_flight": record.turn_in_flight and app_running,
         "interrupted": bool(record.interrupted_prompt) or (record.turn_in_flight and not app_running),
         "usage": record.usage.to_json(),
+        "failure": _failure_json(derive_failure(status, reason, record.agent)),
     }
 
 
@@ -121,7 +123,7 @@ def format_table(doc: dict[str, Any], now: float) -> str:
                 s["id"],
                 one_line(s["name"], 24),
                 s["agent"],
-                s["status"],
+                s["failure"]["title"] if s.get("failure") else s["status"],
                 _ago(s["last_activity_at"], now),
                 s["model"] or "-",
                 one_line(s["reason"], 70),
@@ -155,7 +157,13 @@ def live_row(view: SessionView, record: SessionRecord | None, to_wall: float) ->
         "turn_in_flight": view.status.busy,
         "interrupted": bool(view.interrupted_prompt),
         "usage": view.usage.to_json(),
+        "failure": _failure_json(view.failure),
     }
+
+
+def _failure_json(failure: Failure | None) -> dict[str, str] | None:
+    """A named failure as the ``--json`` rows carry it (kind, title, fix; the reason is the detail)."""
+    return failure.to_json() if failure is not None else None
 
 
 async def live_document(settings: Settings) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.failures import Failure, classify, status_code
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase
@@ -130,6 +131,8 @@ class SessionView:
     """Its folder, and for a worktree the repository, branch and base (None: the agent's own cwd)."""
     usage: Usage = Usage()
     """Tokens, context window and cost the agent reported (``usage.reported`` False: none)."""
+    failure: Failure | None = None
+    """Why it cannot work, named with the fix in words (derived from ``reason``; None: no known class)."""
 
     @property
     def queued(self) -> int:
@@ -149,6 +152,7 @@ class SessionView:
                 "request_id": self.pending_permission.request_id,
                 "title": self.pending_permission.title,
             }
+        data["failure"] = self.failure.to_json() if self.failure is not None else None
         return data
 
 
@@ -172,6 +176,13 @@ def derive_status(session: Session) -> tuple[SessionStatus, str]:
     if record is not None and record.outcome in _OUTCOME_STATUS and not session.outcome_dismissed:
         return _OUTCOME_STATUS[record.outcome], record.reason
     return SessionStatus.IDLE, ""
+
+
+def derive_failure(status: SessionStatus, reason: str, agent: str, code: int | None = None) -> Failure | None:
+    """The named failure behind an error or disconnected status (None otherwise, or of no known class)."""
+    if status not in (SessionStatus.ERROR, SessionStatus.DISCONNECTED):
+        return None
+    return classify(reason, agent, code if status is SessionStatus.ERROR else None)  # the code is the turn's
 
 
 def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probes | None = None) -> SessionView:
@@ -220,6 +231,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         waiting_for=waiting_for(turn) if turn else "",
         gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
         usage=session.usage,
+        failure=derive_failure(status, reason, session.agent, status_code(record.detail) if record else None),
     )
 
 

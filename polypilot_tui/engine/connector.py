@@ -19,6 +19,7 @@ from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.changes import EventReceived
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.context import EngineContext, ManagedSession
@@ -112,10 +113,15 @@ class Connector:
             await ctx.safe(backend.close())
             raise
         except Exception as exc:  # noqa: BLE001
-            ctx.diagnostics(session_id)  # its stderr says why it could not start
+            tail = ctx.diagnostics(session_id).stderr_tail  # its stderr says why it could not start
             managed.backend = None
             session.connecting = False
-            session.lost = f"could not start the agent: {exc}"
+            said = str(exc)
+            if tail and tail[-1] not in said:  # the Copilot SDK quotes it; an ACP agent's is only in its log
+                said += f" — its stderr: {one_line(' | '.join(tail[-3:]), 300)}"
+            session.lost = f"could not start the agent: {said}"
+            if session.turn is None:  # a turn's end says it (with the fix) in its own row
+                session.error(failure_text(session.lost, session.agent), ctx.clock.wall())
             ctx.changed(session_id)
             await ctx.safe(backend.close())
             raise BackendError(session.lost) from exc

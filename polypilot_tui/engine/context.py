@@ -18,6 +18,7 @@ from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.changes import ActionTaken, EngineAction, ItemAdded, ItemReplaced, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import ChatItem, TurnRecord
 from polypilot_tui.domain.clock import Clock, TimerHandle
+from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.recovery import RecoveryGate
 from polypilot_tui.domain.session import Session
@@ -165,7 +166,7 @@ class EngineContext:
             else:
                 session.error(f"⚠ Session appears stuck — {reason}. You can try sending your message again.", wall)
         elif outcome is Outcome.FAILED:
-            session.error(reason + self.stderr_lines(session_id), wall)
+            session.error(failure_text(reason, session.agent, detail) + self.stderr_lines(session_id), wall)
         if cause in _OFFERS_RESEND and record.prompt:  # lost, not refused: one key sends it again
             session.interrupted_prompt = record.prompt
         elif outcome is Outcome.COMPLETED:

@@ -188,7 +188,10 @@ class TurnRunner:
             ctx.end_turn(session_id, Outcome.ABORTED, EndCause.AGENT_ABORTED, "the agent ended the turn as aborted")
         elif signal is Signal.ERROR:
             message = event.text("message") or event.text("errorType") or "session error"
-            ctx.end_turn(session_id, Outcome.FAILED, EndCause.AGENT_ERROR, f"agent error: {one_line(message, 300)}")
+            code = event.get("statusCode")  # Copilot's: the provider's HTTP status (names the failure)
+            detail = f"HTTP {code}" if isinstance(code, int) and not isinstance(code, bool) else ""
+            reason = f"agent error: {one_line(message, 300)}"
+            ctx.end_turn(session_id, Outcome.FAILED, EndCause.AGENT_ERROR, reason, detail)
         elif signal is Signal.CONNECTION_LOST:
             reason = managed.session.lost or "agent connection lost"
             ctx.end_turn(session_id, Outcome.FAILED, EndCause.DISCONNECTED, f"agent disconnected: {reason}")

@@ -102,6 +102,8 @@ def sidebar_status(view: SessionView, now: float) -> str:
         return " · ".join(parts)
     if status is S.IDLE:
         parts = ["Idle" if view.turns or view.history_len else "Ready"]
+    elif view.failure is not None:
+        parts = [view.failure.title]
     else:
         parts = [STATUS_LABELS[status]]
         if view.reason and status in (S.STUCK, S.ERROR, S.DISCONNECTED):
@@ -156,6 +158,9 @@ def chat_status(view: SessionView, now: float) -> str:
         if age is not None and age >= IDLE_AGO_FROM:
             text += f" · last activity {compact_duration(age)} ago"
         return text
+    if view.failure is not None:
+        # The fix first: the line is cut at the pane's width, and the chat row has the agent's words in full.
+        return f"{view.failure.title.capitalize()} — Fix: {view.failure.fix} · {reason}"
     if status is S.DISCONNECTED:
         return f"Disconnected — {reason or 'agent not running'} · the next prompt reconnects (ctrl+r now)"
     if status is S.CONNECTING:

@@ -111,9 +111,12 @@ async def test_an_agent_failure_is_said_in_words_with_the_agents_own_stderr(mana
     await manager.send(sid, "MODELDOWN")
     await until(lambda: session.turn is None)
     [error] = [i.text for i in session.history if i.kind is ItemKind.ERROR]
-    first, *rest = error.split("\n")
-    # The agent's own message first (not a dict dump), then its last stderr lines.
-    assert first.startswith("agent error: stream disconnected before completion: error sending request")
+    first, fix, *rest = error.split("\n")
+    # The failure named, the agent's own message (not a dict dump), the fix, then its last stderr lines.
+    assert first.startswith(
+        "Model server unreachable — agent error: stream disconnected before completion: error sending request"
+    )
+    assert fix.startswith("Fix: check that the model server is running")
     assert "{" not in first and "(Internal error)" in first
     assert "fake agent: error sending request for url (http://127.0.0.1:9/v1/responses)" in "\n".join(rest)
     details = manager.details(sid)

@@ -59,8 +59,10 @@ def opencode_agent(binary: Path, server: ModelServer, home: Path) -> AgentConfig
     return AgentConfig(name="opencode", kind="acp", command=str(binary), args=["acp"], env=env)
 
 
-def codex_agent(binary: Path, server: ModelServer, home: Path) -> AgentConfig:
-    """codex-acp with a Responses-API provider pointing at the model server."""
+def codex_agent(binary: Path, server: ModelServer, home: Path, *, retries: bool = True) -> AgentConfig:
+    """codex-acp with a Responses-API provider pointing at the model server (``retries=False``:
+    a failed model call is reported at once, not retried with backoff)."""
+    no_retries = "request_max_retries = 0\nstream_max_retries = 0\n" if not retries else ""
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(f"""\
@@ -77,7 +79,7 @@ wire_api = "responses"
 env_key = "MOCK_API_KEY"
 requires_openai_auth = false
 supports_websockets = false
-
+{no_retries}
 [analytics]
 enabled = false
 """)

@@ -128,6 +128,8 @@ class ModelServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._timer: threading.Timer | None = None
+        self.fault: tuple[int, Any, dict[str, str]] | None = None
+        """(status, JSON body, headers) every model call gets instead of its scripted reply (a failure test)."""
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -286,9 +288,11 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return request
 
-    def _send_json(self, status: int, obj: Any) -> None:
+    def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(obj).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Connection", "close")
@@ -314,6 +318,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not request.is_model_call or not isinstance(request.body, dict):
             self._send_json(404, {"error": {"message": f"no route {request.path}"}})
+            return
+        if self.owner.fault is not None:
+            self._send_json(*self.owner.fault)
             return
         reply = self.owner.plan(request)
         responses = request.path == RESPONSES_PATH

@@ -35,10 +35,12 @@ def _workspace_rows(view: SessionView) -> list[tuple[str, str]]:
 def details_text(details: SessionDetails) -> str:
     """The details as plain text (what the screen shows; also easy to test)."""
     view = details.view
-    status = STATUS_LABELS[view.status] + (f" — {one_line(view.reason, 200)}" if view.reason else "")
+    label = view.failure.title.capitalize() if view.failure is not None else STATUS_LABELS[view.status]
+    status = label + (f" — {one_line(view.reason, 200)}" if view.reason else "")
     rows = [
         ("Session", f"{view.name} ({view.id})"),
         ("Status", status),
+        *([("Fix", view.failure.fix)] if view.failure is not None else []),
         ("Agent", f"{view.agent} ({details.agent_kind})" + (f" · model {view.model}" if view.model else "")),
         ("Command", details.command or "—"),
         ("Folder", details.folder or "—"),

@@ -1,0 +1,206 @@
+"""Named failure states: why an agent cannot work, and the fix in words.
+
+A failed turn, a lost connection or an agent that cannot start says so in the agent's own
+words ("Authentication failed with provider … (HTTP 401)", "Internal error: You exceeded
+your current quota …", "fetch failed"). :func:`classify` recognises the class of such a
+text — an HTTP status code when the text carries one, then the words agents use — and
+names it with a fix a person can act on. Texts of no known class stay unnamed (None): the
+status reads "error" with the text as it was.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class FailureKind(StrEnum):
+    """The failure states a user can act on."""
+
+    NEEDS_SIGN_IN = "needs-sign-in"
+    RATE_LIMITED = "rate-limited"
+    MODEL_UNAVAILABLE = "model-unavailable"
+    SERVER_UNREACHABLE = "server-unreachable"
+    NOT_INSTALLED = "not-installed"
+    EXITED_AT_START = "exited-at-start"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A named failure: its kind, a short title, the fix in words and the original text."""
+
+    kind: FailureKind
+    title: str
+    """A few words for the sidebar ("needs sign-in")."""
+    fix: str
+    """What to do about it, in words."""
+    detail: str
+    """The agent's own text, verbatim."""
+
+    def to_json(self) -> dict[str, str]:
+        """What ``status --json`` says of it (the detail is the view's reason already)."""
+        return {"kind": self.kind.value, "title": self.title, "fix": self.fix}
+
+
+TITLES: dict[FailureKind, str] = {
+    FailureKind.NEEDS_SIGN_IN: "needs sign-in",
+    FailureKind.RATE_LIMITED: "rate-limited",
+    FailureKind.MODEL_UNAVAILABLE: "model unavailable",
+    FailureKind.SERVER_UNREACHABLE: "model server unreachable",
+    FailureKind.NOT_INSTALLED: "agent not installed",
+    FailureKind.EXITED_AT_START: "agent exited at start",
+}
+
+#: How each agent is signed in; keyed by the start of the agent's name (data, not code:
+#: a catalog of agents may bring its own hints).
+SIGN_IN_HINTS: dict[str, str] = {
+    "copilot": "run `copilot` and type /login, or set GH_TOKEN",
+    "codex": "run `codex login`, or set OPENAI_API_KEY",
+    "opencode": "run `opencode auth login`",
+    "gemini": "run `gemini` and sign in, or set GEMINI_API_KEY",
+    "claude": "run `claude` and type /login, or set ANTHROPIC_API_KEY",
+}
+
+_GENERIC_SIGN_IN = "sign in with the agent's own login command"
+_KEY_HINT = "or check the API key its provider uses (the key variable named in agents.toml)"
+
+FIXES: dict[FailureKind, str] = {
+    FailureKind.RATE_LIMITED: (
+        "wait a minute and send again; if it keeps happening the account's quota or billing "
+        "needs attention, or pick another model"
+    ),
+    FailureKind.MODEL_UNAVAILABLE: (
+        "pick a model this provider serves (set `model` in agents.toml, or start a new session with another)"
+    ),
+    FailureKind.SERVER_UNREACHABLE: (
+        "check that the model server is running and that its address (the provider base_url) is right, then send again"
+    ),
+    FailureKind.NOT_INSTALLED: (
+        "install the agent (`polypilot agents` says what is missing), or set its `command` in agents.toml"
+    ),
+    FailureKind.EXITED_AT_START: "read its last stderr lines (F2 shows its logs), fix what they name, then send again",
+}
+
+# Words agents use, in the order they are tried: the more specific classes first (a
+# "model not found" text also says "not found"; a text that names a missing command may
+# also say "could not start").
+_WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
+    (
+        FailureKind.MODEL_UNAVAILABLE,
+        re.compile(
+            r"model[_ ]not[_ ]found|unknown model|model .{0,80}(does not exist|not supported|is not available|"
+            r"not available|unavailable)|(unsupported|invalid) model|model_not_supported|no such model|"
+            r"check the base url and model name",
+            re.I,
+        ),
+    ),
+    (
+        FailureKind.NOT_INSTALLED,
+        re.compile(
+            r"command not found|is not found|cli not found|not found at |not found \(or not executable\)|"
+            r"\[errno 2\] no such file or directory|not installed|spawn \S+ enoent|"
+            r"executable file not found",
+            re.I,
+        ),
+    ),
+    (
+        FailureKind.RATE_LIMITED,
+        re.compile(
+            r"rate[ _-]?limit|too many requests|quota|insufficient_quota|resource[_ ]exhausted|"
+            r"usage limit|exceeded your",
+            re.I,
+        ),
+    ),
+    (
+        FailureKind.NEEDS_SIGN_IN,
+        re.compile(
+            r"unauthori[sz]ed|authentication|not authenticated|invalid[_ ]api[_ ]key|incorrect api key|"
+            r"api key .{0,40}(missing|invalid|not set)|missing api key|no api key|not logged in|"
+            r"please (log|sign) ?in|login required|(sign|log)[ -]in (is )?required|forbidden|"
+            r"key variable .{0,80} not set|permission_denied|access denied|invalid (token|credentials)|"
+            r"token (has )?expired",
+            re.I,
+        ),
+    ),
+    (
+        FailureKind.SERVER_UNREACHABLE,
+        re.compile(
+            r"econnrefused|connection refused|econnreset|connection reset|enotfound|eai_again|"
+            r"getaddrinfo|name or service not known|fetch failed|failed to fetch|unable to connect|"
+            r"could not connect to|couldn't connect|connect error|error sending request|etimedout|"
+            r"timed out|connection error|network error|server unreachable|stream disconnected|"
+            r"ehostunreach|enetunreach|socket hang up",
+            re.I,
+        ),
+    ),
+    (
+        FailureKind.EXITED_AT_START,
+        re.compile(
+            r"could not start the agent|failed to start|exited (before|during) (initiali[sz]e|start|session)",
+            re.I,
+        ),
+    ),
+)
+
+_STATUS = re.compile(
+    r"(?:\bHTTP[ /]?(?:\d(?:\.\d)?\s+)?|\bstatus(?:[ _]?code)?\s*[:=]?\s*|\bstatusCode\W{0,3}|\berror:?\s+|\(|^|\s)"
+    r"(401|403|404|429)\b",
+    re.I,
+)
+_STATUS_KINDS = {
+    401: FailureKind.NEEDS_SIGN_IN,
+    403: FailureKind.NEEDS_SIGN_IN,
+    404: FailureKind.MODEL_UNAVAILABLE,
+    429: FailureKind.RATE_LIMITED,
+}
+
+
+def status_code(text: str) -> int | None:
+    """The HTTP status code a failure text names (``(HTTP 401)``, ``Last error: 429 …``), if any."""
+    match = _STATUS.search(text)
+    return int(match.group(1)) if match else None
+
+
+def kind_of(text: str, status: int | None = None) -> FailureKind | None:
+    """The class of a failure text (and of the status code the agent gave), or None."""
+    words = next((kind for kind, pattern in _WORDS if pattern.search(text)), None)
+    # Words that name the class outrank a bare code: a 404 whose text says "rate limit"
+    # is a rate limit, and a 403 that says "quota" is a quota.
+    if words is not None and words is not FailureKind.EXITED_AT_START:
+        return words
+    code = status if status is not None else status_code(text)
+    if code in _STATUS_KINDS:
+        return _STATUS_KINDS[code]
+    return words
+
+
+def sign_in_hint(agent: str) -> str:
+    """How ``agent`` is signed in, in words (generic for an agent not in :data:`SIGN_IN_HINTS`)."""
+    name = agent.strip().lower()
+    hint = next((hint for key, hint in SIGN_IN_HINTS.items() if name.startswith(key)), _GENERIC_SIGN_IN)
+    return f"{hint}, {_KEY_HINT}"
+
+
+def classify(text: str, agent: str = "", status: int | None = None) -> Failure | None:
+    """Name the failure ``text`` describes (None for a text of no known class).
+
+    ``agent`` picks the sign-in hint; ``status`` is a status code the agent gave apart
+    from its text.
+    """
+    if not text.strip() and status is None:
+        return None
+    kind = kind_of(text, status)
+    if kind is None:
+        return None
+    fix = sign_in_hint(agent) if kind is FailureKind.NEEDS_SIGN_IN else FIXES[kind]
+    return Failure(kind, TITLES[kind], fix, text)
+
+
+def failure_text(reason: str, agent: str, detail: str = "") -> str:
+    """A failed turn's chat row: the failure's title, the agent's words, then the fix (the words
+    alone when the failure has no name). ``detail`` is the turn's technical why ("HTTP 401")."""
+    failure = classify(reason, agent, status_code(detail) if detail else None)
+    if failure is None:
+        return reason
+    return f"{failure.title.capitalize()} — {reason}\nFix: {failure.fix}"
