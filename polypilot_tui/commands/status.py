@@ -38,8 +38,9 @@ EXIT_OK = 0
 NOT_RUNNING = "the app is not running; the turn in flight resumes or is reported interrupted at the next start"
 
 
-def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
-    """One session in the sidebar's terms (a SessionView-compatible subset)."""
+def status_row(record: SessionRecord, app_running: bool, sign_in: str = "") -> dict[str, Any]:
+    """One session in the sidebar's terms (a SessionView-compatible subset); ``sign_in`` is how
+    its agent is signed in (the fix a refused sign-in names)."""
     try:
         status = SessionStatus(record.status)
     except ValueError:
@@ -68,23 +69,26 @@ def status_row(record: SessionRecord, app_running: bool) -> dict[str, Any]:
         "turn_in_flight": record.turn_in_flight and app_running,
         "interrupted": bool(record.interrupted_prompt) or (record.turn_in_flight and not app_running),
         "usage": record.usage.to_json(),
-        "failure": _failure_json(derive_failure(status, reason, record.agent)),
+        "failure": _failure_json(derive_failure(status, reason, sign_in)),
     }
 
 
-def learn_secrets(settings: Settings) -> None:
+def learn_secrets(settings: Settings) -> dict[str, str]:
     """The redactor learns the environment's and the agents' secrets (a second line of defence:
-    what the engine sends and the registry holds was redacted already)."""
+    what the engine sends and the registry holds was redacted already); returns how each agent
+    is signed in, by name."""
     REDACTOR.learn_environment()
     try:
-        REDACTOR.learn_agents(load_catalog(settings).agents.values())
+        agents = load_catalog(settings).agents
     except AgentsFileError:
-        pass
+        return {}
+    REDACTOR.learn_agents(agents.values())
+    return {name: agent.sign_in for name, agent in agents.items()}
 
 
 def status_document(settings: Settings) -> dict[str, Any]:
     """The whole ``--json`` document (prompts are never included: they may hold secrets)."""
-    learn_secrets(settings)
+    sign_ins = learn_secrets(settings)
     holder = lock_holder(Path(settings.state_dir))
     snapshot = Registry(Path(settings.state_dir)).load(repair=False)
     running = holder is not None
@@ -93,7 +97,7 @@ def status_document(settings: Settings) -> dict[str, Any]:
         "app_running": running,
         "app_pid": holder.pid if holder is not None else None,
         "saved_at": snapshot.saved_at,
-        "sessions": [status_row(r, running) for r in snapshot.sessions],
+        "sessions": [status_row(r, running, sign_ins.get(r.agent, "")) for r in snapshot.sessions],
     }
     if snapshot.problem:
         doc["problem"] = REDACTOR.text(snapshot.problem)

@@ -52,16 +52,6 @@ TITLES: dict[FailureKind, str] = {
     FailureKind.EXITED_AT_START: "agent exited at start",
 }
 
-#: How each agent is signed in; keyed by the start of the agent's name (data, not code:
-#: a catalog of agents may bring its own hints).
-SIGN_IN_HINTS: dict[str, str] = {
-    "copilot": "run `copilot` and type /login, or set GH_TOKEN",
-    "codex": "run `codex login`, or set OPENAI_API_KEY",
-    "opencode": "run `opencode auth login`",
-    "gemini": "run `gemini` and sign in, or set GEMINI_API_KEY",
-    "claude": "run `claude` and type /login, or set ANTHROPIC_API_KEY",
-}
-
 _GENERIC_SIGN_IN = "sign in with the agent's own login command"
 _KEY_HINT = "or check the API key its provider uses (the key variable named in agents.toml)"
 
@@ -119,7 +109,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
             r"api key .{0,40}(missing|invalid|not set)|missing api key|no api key|not logged in|"
             r"please (log|sign) ?in|login required|(sign|log)[ -]in (is )?required|forbidden|"
             r"key variable .{0,80} not set|permission_denied|access denied|invalid (token|credentials)|"
-            r"token (has )?expired",
+            r"token (has )?expired|no (github )?(oauth )?token|hmac key|not signed in|no sign-in found",
             re.I,
         ),
     ),
@@ -175,32 +165,31 @@ def kind_of(text: str, status: int | None = None) -> FailureKind | None:
     return words
 
 
-def sign_in_hint(agent: str) -> str:
-    """How ``agent`` is signed in, in words (generic for an agent not in :data:`SIGN_IN_HINTS`)."""
-    name = agent.strip().lower()
-    hint = next((hint for key, hint in SIGN_IN_HINTS.items() if name.startswith(key)), _GENERIC_SIGN_IN)
-    return f"{hint}, {_KEY_HINT}"
+def sign_in_fix(sign_in: str) -> str:
+    """The fix for a refused sign-in: the agent's own way (its catalog entry's ``sign_in``), else
+    the generic one."""
+    return sign_in.strip() or f"{_GENERIC_SIGN_IN}, {_KEY_HINT}"
 
 
-def classify(text: str, agent: str = "", status: int | None = None) -> Failure | None:
+def classify(text: str, sign_in: str = "", status: int | None = None) -> Failure | None:
     """Name the failure ``text`` describes (None for a text of no known class).
 
-    ``agent`` picks the sign-in hint; ``status`` is a status code the agent gave apart
-    from its text.
+    ``sign_in`` is how the agent is signed in (the fix for a refused sign-in); ``status`` is a
+    status code the agent gave apart from its text.
     """
     if not text.strip() and status is None:
         return None
     kind = kind_of(text, status)
     if kind is None:
         return None
-    fix = sign_in_hint(agent) if kind is FailureKind.NEEDS_SIGN_IN else FIXES[kind]
+    fix = sign_in_fix(sign_in) if kind is FailureKind.NEEDS_SIGN_IN else FIXES[kind]
     return Failure(kind, TITLES[kind], fix, text)
 
 
-def failure_text(reason: str, agent: str, detail: str = "") -> str:
+def failure_text(reason: str, sign_in: str = "", detail: str = "") -> str:
     """A failed turn's chat row: the failure's title, the agent's words, then the fix (the words
     alone when the failure has no name). ``detail`` is the turn's technical why ("HTTP 401")."""
-    failure = classify(reason, agent, status_code(detail) if detail else None)
+    failure = classify(reason, sign_in, status_code(detail) if detail else None)
     if failure is None:
         return reason
     return f"{failure.title.capitalize()} — {reason}\nFix: {failure.fix}"

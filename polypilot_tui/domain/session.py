@@ -76,6 +76,8 @@ class Session:
     """The session's folder and, for git, its branch and base (None: the agent's own cwd)."""
     changes: ChangeStats = field(default_factory=ChangeStats)
     """What the session changed in its workspace, as last counted."""
+    sign_in: str = ""
+    """How its agent is signed in, in words (its catalog entry's): the fix a refused sign-in names."""
     workspace_problem: str = ""
     """Why the workspace could not be read last time (its folder deleted, say), or ""."""
     _turn_seq: int = 0

@@ -178,11 +178,12 @@ def derive_status(session: Session) -> tuple[SessionStatus, str]:
     return SessionStatus.IDLE, ""
 
 
-def derive_failure(status: SessionStatus, reason: str, agent: str, code: int | None = None) -> Failure | None:
-    """The named failure behind an error or disconnected status (None otherwise, or of no known class)."""
+def derive_failure(status: SessionStatus, reason: str, sign_in: str = "", code: int | None = None) -> Failure | None:
+    """The named failure behind an error or disconnected status (None otherwise, or of no known
+    class); ``sign_in`` is how the session's agent is signed in."""
     if status not in (SessionStatus.ERROR, SessionStatus.DISCONNECTED):
         return None
-    return classify(reason, agent, code if status is SessionStatus.ERROR else None)  # the code is the turn's
+    return classify(reason, sign_in, code if status is SessionStatus.ERROR else None)  # the code is the turn's
 
 
 def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probes | None = None) -> SessionView:
@@ -231,7 +232,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         waiting_for=waiting_for(turn) if turn else "",
         gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
         usage=session.usage,
-        failure=derive_failure(status, reason, session.agent, status_code(record.detail) if record else None),
+        failure=derive_failure(status, reason, session.sign_in, status_code(record.detail) if record else None),
     )
 
 

@@ -121,7 +121,7 @@ class Connector:
                 said += f" — its stderr: {one_line(' | '.join(tail[-3:]), 300)}"
             session.lost = f"could not start the agent: {said}"
             if session.turn is None:  # a turn's end says it (with the fix) in its own row
-                session.error(failure_text(session.lost, session.agent), ctx.clock.wall())
+                session.error(failure_text(session.lost, session.sign_in), ctx.clock.wall())
             ctx.changed(session_id)
             await ctx.safe(backend.close())
             raise BackendError(session.lost) from exc

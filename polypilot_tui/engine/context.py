@@ -98,6 +98,8 @@ class EngineContext:
     def register(self, session: Session) -> ManagedSession:
         """Take ``session`` in: every history row it adds or replaces goes on the stream."""
         managed = self.sessions[session.id] = ManagedSession(session)
+        if (config := self.catalog.agents.get(session.agent)) is not None:
+            session.sign_in = config.sign_in
         sid, publish = session.id, self.stream.publish
 
         def on_item(index: int, item: ChatItem, replaced: bool) -> None:
@@ -166,7 +168,7 @@ class EngineContext:
             else:
                 session.error(f"⚠ Session appears stuck — {reason}. You can try sending your message again.", wall)
         elif outcome is Outcome.FAILED:
-            session.error(failure_text(reason, session.agent, detail) + self.stderr_lines(session_id), wall)
+            session.error(failure_text(reason, session.sign_in, detail) + self.stderr_lines(session_id), wall)
         if cause in _OFFERS_RESEND and record.prompt:  # lost, not refused: one key sends it again
             session.interrupted_prompt = record.prompt
         elif outcome is Outcome.COMPLETED:

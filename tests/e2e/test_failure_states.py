@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from polypilot_tui.agents.catalog import builtin_tables
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.chat import ItemKind
@@ -108,14 +109,17 @@ def assert_named(manager: SessionManager, sid: str, fault: str) -> None:
 async def test_copilot_failures_are_named(
     fault: str, copilot_cli: Path, model_server: ModelServer, tmp_path: Path
 ) -> None:
-    manager = manager_for(catalog_entry(copilot_cli, model_server, tmp_path), tmp_path)
+    sign_in = str(builtin_tables()["copilot"]["sign_in"])  # as the catalog's copilot has it
+    manager = manager_for(
+        catalog_entry(copilot_cli, model_server, tmp_path).model_copy(update={"sign_in": sign_in}), tmp_path
+    )
     break_server(model_server, fault)
     try:
         sid = await failed_turn(manager, AGENT, 60)
         assert_named(manager, sid, fault)
         assert manager.session(sid).turns[-1].detail == ("" if fault == "down" else f"HTTP {FAULTS[fault][0]}")  # type: ignore[index]
         if fault == "401":
-            assert "copilot" in manager.view(sid).failure.fix  # type: ignore[union-attr]
+            assert manager.view(sid).failure.fix == sign_in  # type: ignore[union-attr]
     finally:
         await manager.shutdown()
 
@@ -125,6 +129,7 @@ async def test_codex_failures_are_named(
     fault: str, npm_agent: Callable[[NpmAgent], Path], model_server: ModelServer, tmp_path: Path
 ) -> None:
     config = codex_agent(npm_agent(CODEX_ACP), model_server, tmp_path / "home", retries=False)
+    config = config.model_copy(update={"sign_in": builtin_tables()["codex"]["sign_in"]})
     manager = manager_for(config, tmp_path)
     break_server(model_server, fault)
     try:

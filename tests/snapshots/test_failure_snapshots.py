@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics, EventSink
+from polypilot_tui.agents.catalog import builtin_tables
 from polypilot_tui.domain.events import EventType
 from tests.snapshots.fakes import Driver, FakeBackend, build_app
 from tests.snapshots.test_snapshots import Case, run_before_for
@@ -99,8 +100,8 @@ async def failure_states(d: Driver) -> dict[str, str]:
         if name in FAILURES:
             await d.send(sid, "hello")
             d.turn_start(sid)
-            if name == "sign-in":  # named after the agent, so the fix names its sign-in (the fakes' are demo)
-                d.manager.session(sid).agent = "copilot"
+            if name == "sign-in":  # as the catalog's copilot is signed in (the fakes' are demo agents)
+                d.manager.session(sid).sign_in = str(builtin_tables()["copilot"]["sign_in"])
             event, data = FAILURES[name]
             d.emit(sid, event, **data)
     await d.advance(5)

@@ -3,6 +3,7 @@ status line its title and fix first (it is cut at the pane's width), then the ag
 
 from __future__ import annotations
 
+from polypilot_tui.agents.catalog import builtin_tables
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.view import SessionStatus, SessionView, make_view
@@ -12,7 +13,7 @@ REASON = "agent error: 429 You exceeded your current quota, please check your pl
 
 
 def failed_view(reason: str, detail: str = "") -> SessionView:
-    session = Session("s1", "one", "codex")
+    session = Session("s1", "one", "codex", sign_in=str(builtin_tables()["codex"]["sign_in"]))
     session.begin_turn("hello", 10.0)
     session.end_turn(Outcome.FAILED, EndCause.AGENT_ERROR, reason, 11.0, 1011.0, detail)
     return make_view(session)

@@ -8,13 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from polypilot_tui.agents.catalog import builtin_tables
 from polypilot_tui.domain.failures import (
-    SIGN_IN_HINTS,
     FailureKind,
     classify,
     failure_text,
     kind_of,
-    sign_in_hint,
     status_code,
 )
 
@@ -108,6 +107,12 @@ REAL: list[tuple[str, str, int | None, FailureKind]] = [
         K.NOT_INSTALLED,
     ),
     ("copilot", "could not start the agent: Copilot CLI not found at /nonexistent/copilot", None, K.NOT_INSTALLED),
+    (  # the Copilot CLI with neither a GitHub sign-in nor a provider of one's own
+        "copilot",
+        "agent error: Execution failed: InvalidArg, No GitHub OAuth token or Copilot HMAC key provided",
+        None,
+        K.NEEDS_SIGN_IN,
+    ),
     ("opencode", "agent 'opencode' cannot start here: its command opencode is not found", None, K.NOT_INSTALLED),
     (
         "copilot",
@@ -209,14 +214,12 @@ def test_a_code_in_any_usual_form_names_the_class(
     assert found is (words or expected)
 
 
-def test_the_fix_names_the_agents_own_sign_in() -> None:
-    assert "copilot" in sign_in_hint("copilot") and "GH_TOKEN" in sign_in_hint("copilot")
-    assert "codex login" in sign_in_hint("codex-acp")
-    assert "opencode auth login" in sign_in_hint("opencode")
-    generic = sign_in_hint("my-own-agent")
-    assert not any(hint in generic for hint in SIGN_IN_HINTS.values()) and "sign in" in generic
-    failure = classify("401 Unauthorized", "codex")
-    assert failure is not None and failure.title == "needs sign-in" and "codex login" in failure.fix
+def test_the_fix_is_the_agents_own_sign_in_from_its_catalog_entry() -> None:
+    codex = str(builtin_tables()["codex"]["sign_in"])
+    failure = classify("401 Unauthorized", codex)
+    assert failure is not None and failure.title == "needs sign-in" and failure.fix == codex
+    generic = classify("401 Unauthorized")
+    assert generic is not None and "sign in" in generic.fix and "codex" not in generic.fix
     assert failure.to_json() == {"kind": "needs-sign-in", "title": "needs sign-in", "fix": failure.fix}
 
 
