@@ -76,6 +76,8 @@ class Session:
     """What the session changed in its workspace, as last counted."""
     workspace_problem: str = ""
     """Why the workspace could not be read last time (its folder deleted, say), or ""."""
+    model_choice: str = ""
+    """The model the user switched this session to ("" for none): set again after every connect."""
     _turn_seq: int = 0
 
     # ---- history -------------------------------------------------------------------

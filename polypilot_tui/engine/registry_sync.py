@@ -47,6 +47,7 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
                 interrupted_prompt=s.interrupted_prompt,
                 turns=s.earlier_turns + len(s.turns),
                 queue=tuple(s.queue),
+                model_choice=s.model_choice,
                 **workspace_fields(s.workspace),
             )
         )

@@ -74,6 +74,8 @@ class SessionRecord:
     branch: str = ""
     base: str = ""
     base_commit: str = ""
+    model_choice: str = ""
+    """The model the user switched the session to: a restart does not revert it."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

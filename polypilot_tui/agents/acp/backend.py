@@ -20,11 +20,14 @@ from acp.schema import AgentCapabilities
 from polypilot_tui.agents.acp.client import AcpClient, PermissionDesk
 from polypilot_tui.agents.acp.intake import StreamIntake
 from polypilot_tui.agents.acp.link import STDERR_LOG, TRANSCRIPT, AgentLink
+from polypilot_tui.agents.acp.models import SessionModels
 from polypilot_tui.agents.acp.opening import SessionOpener
 from polypilot_tui.agents.acp.turns import TurnControl
 from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -65,6 +68,7 @@ class AcpBackend:
             on_lost=self._on_lost,
         )
         self._opener = SessionOpener(self._link, self._intake, root, prefer_load)
+        self._models = SessionModels(self._link)
         self._turns = TurnControl(
             self._link, self._intake, self._desk, clock, settings, reconnect=self.connect, kill=self.kill
         )
@@ -99,6 +103,9 @@ class AcpBackend:
             raise
         self._link.mark_ready()
         self._intake.reset_mapper()
+        self._models.update(self._opener.config_options)
+        if self._models.current():  # the view names the model the agent really runs
+            self._intake.emit(AgentEvent(EventType.SESSION_MODEL_CHANGE, {"newModel": self._models.current()}))
         logger.info("ACP session %s: %s", result.agent_session_id, result.how)
         return result
 
@@ -126,6 +133,14 @@ class AcpBackend:
     async def answer_permission(self, request_id: str, option_id: str) -> None:
         """Answer a pending permission request with one of its option ids."""
         await self._turns.answer_permission(request_id, option_id)
+
+    async def models(self) -> ModelChoices:
+        """The agent's model select for this session (``configOptions``, category ``model``)."""
+        return self._models.choices()
+
+    async def set_model(self, model_id: str) -> None:
+        """``session/set_config_option`` on the model select; applies from the next prompt."""
+        await self._models.switch(model_id)
 
     def probe(self) -> Probes | None:
         """Whether the agent process is alive, and how long it has been silent."""
