@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from textual.widgets import Input, TextArea
+from textual.widgets import Input, OptionList, TextArea
 
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.model_choice import ModelChoices, ModelOption
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.workspace import Isolation, Workspace
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
+from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from tests.snapshots.fakes import DENIAL, Driver
 
@@ -351,4 +354,37 @@ async def worktree_sessions(d: Driver) -> None:
     for name, workspace, changes, problem in sessions:
         sid = d.manager.add_session("demo", name, workspace=workspace)
         d.manager.set_changes(sid, changes, problem)
+    await d.settle()
+
+
+# ---- models ("Switch model…") ----------------------------------------------------------
+CODEX_MODELS = ModelChoices(
+    "mock-model",
+    (
+        ModelOption("mock-model", "mock-model"),
+        ModelOption("gpt-5.5", "GPT-5.5", "Frontier model for complex coding, research, and real-world work."),
+        ModelOption("gpt-5.4", "gpt-5.4", "Strong model for everyday coding."),
+        ModelOption("gpt-5.4-mini", "GPT-5.4-Mini", "Small, fast, and cost-efficient model for simpler coding tasks."),
+    ),
+)
+"""What codex-acp 0.16.0 offers against the scripted model server (its configOptions model select)."""
+
+
+async def model_picker(d: Driver) -> None:
+    """The picker over codex's models after a refused switch (a turn was running)."""
+    sid = await d.add("codex-review")
+    d.app.select(sid)
+    await d.settle()
+
+    async def load() -> ModelChoices:
+        return CODEX_MODELS
+
+    async def refuse(model_id: str) -> None:
+        raise EngineError("a turn is running: switch the model when it has ended (or Stop it first)")
+
+    d.app.push_screen(ModelPickerScreen("codex-review", load, refuse))
+    await d.settle()
+    options = d.app.screen.query_one(OptionList)
+    options.action_cursor_down()
+    options.action_select()
     await d.settle()

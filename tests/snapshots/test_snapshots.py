@@ -90,6 +90,7 @@ CASES: dict[str, Case] = {
     "hostile_markdown_narrow": Case(scenarios.hostile_session, size=(80, 50), select="s2"),
     "hostile_code_scrolled": Case(scenarios.hostile_session, size=(120, 46), select="s2", then=_scroll_code),
     "tool_rows_unfolded": Case(scenarios.tool_states_session, size=(120, 46), select="s2", then=_unfold_last_tool_row),
+    "model_picker": Case(scenarios.model_picker, size=(100, 30)),
 }
 
 

@@ -34,7 +34,7 @@ async def test_f8_lists_the_models_with_the_current_one_marked_and_enter_switche
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await open_picker(pilot, app)
-        assert lines(screen) == ["● demo-model · Demo", "  demo-fast · Demo Fast", "  demo-deep · Demo Deep"]
+        assert lines(screen) == ["● demo-model · Demo", "○ demo-fast · Demo Fast", "○ demo-deep · Demo Deep"]
         assert screen.query_one("#model-list", OptionList).highlighted == 0
         assert "Now: demo-model" in str(screen.query_one("#model-status", Static).render())
         await pilot.press("down", "enter")

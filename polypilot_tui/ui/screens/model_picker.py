@@ -24,7 +24,7 @@ Load = Callable[[], Awaitable[ModelChoices]]
 Switch = Callable[[str], Awaitable[None]]
 
 CURRENT = "● "
-OTHER = "  "
+OTHER = "○ "
 
 
 class ModelPickerScreen(ModalScreen[str | None]):
@@ -92,9 +92,7 @@ class ModelPickerScreen(ModalScreen[str | None]):
     def show(self, choices: ModelChoices) -> None:
         """Fill the list from ``choices`` (the current model first marked, then highlighted)."""
         self._choices = choices
-        status = self.query_one("#model-status", Static)
-        current = f"Now: {choices.current}" if choices.current else "The agent does not say which model it runs."
-        status.update(Content("\n".join(part for part in (current, choices.note) if part)))
+        self._status(choices)
         options = self.query_one("#model-list", OptionList)
         options.clear_options()
         options.add_options([self._option(o, o.id == choices.current) for o in choices.options])
@@ -108,13 +106,18 @@ class ModelPickerScreen(ModalScreen[str | None]):
         elif choices.free_form:
             free.focus()
 
+    def _status(self, choices: ModelChoices) -> None:
+        current = f"Now: {choices.current}" if choices.current else "The agent does not say which model it runs."
+        text = "\n".join(part for part in (current, choices.note) if part)
+        self.query_one("#model-status", Static).update(Content(text))
+
     @staticmethod
     def _option(model: ModelOption, current: bool) -> Option:
         label = Content.assemble(CURRENT if current else OTHER, (model.id, "bold" if current else ""))
         if model.name and model.name != model.id:
             label = Content.assemble(label, (f" · {model.name}", "$text-muted"))
         if model.description:
-            label = Content.assemble(label, "\n", (f"    {model.description}", "$text-muted"))
+            label = Content.assemble(label, "\n", (model.description, "$text-muted"))
         return Option(label, id=model.id)
 
     @on(OptionList.OptionSelected, "#model-list")
@@ -142,7 +145,7 @@ class ModelPickerScreen(ModalScreen[str | None]):
             await self._switch(model_id)
         except Exception as exc:  # noqa: BLE001 - shown in the dialog, which stays open
             if self._choices is not None:
-                self.show(self._choices)
+                self._status(self._choices)  # the list stays as it was, the pick highlighted
             self._error(str(exc))
             return
         self.dismiss(model_id)
