@@ -37,11 +37,12 @@ async def session_models(client: Any, session: Any, configured: str | None, byok
         raise BackendError(f"the Copilot CLI did not say its model: {exc}") from exc
     options: list[ModelOption] = []
     note = ""
-    try:
-        listed = await asyncio.wait_for(client.list_models(), RPC_TIMEOUT)
-        options = [ModelOption(one_line(m.id, 200), one_line(m.name or "", 120)) for m in listed[:MAX_OPTIONS]]
-    except Exception as exc:  # noqa: BLE001 - BYOK: "Not authenticated"; the list is then ours
-        log.info("copilot: no model list (%s)", exc)
+    if not byok:  # with a provider models.list always fails ("Not authenticated"): not asked
+        try:
+            listed = await asyncio.wait_for(client.list_models(), RPC_TIMEOUT)
+            options = [ModelOption(one_line(m.id, 200), one_line(m.name or "", 120)) for m in listed[:MAX_OPTIONS]]
+        except Exception as exc:  # noqa: BLE001 - not signed in either: the list is then ours
+            log.info("copilot: no model list (%s)", exc)
     if not options:
         note = BYOK_NOTE if byok else "the Copilot CLI lists no models for this session"
     known = {o.id for o in options}
