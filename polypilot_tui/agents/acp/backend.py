@@ -56,7 +56,8 @@ class AcpBackend:
         self._clock = clock
         root = Path(cwd or agent.cwd or Path.cwd()).expanduser().resolve()
         # The intake reads the session id from the link, which needs the intake to exist first.
-        self._intake = StreamIntake(sink, clock, lambda: self._link.session_id)
+        self._sink = sink
+        self._intake = StreamIntake(self._watch_models, clock, lambda: self._link.session_id)
         self._desk = PermissionDesk(self._intake.emit, self._intake.permission_tool)
         self._link = AgentLink(
             agent,
@@ -160,6 +161,12 @@ class AcpBackend:
         self._desk.cancel_all(emit=False)
         await self._turns.cancel_prompt()
         await self._link.shut_down()
+
+    def _watch_models(self, event: AgentEvent) -> None:
+        """Every event on its way to the engine; an agent that changes its model itself is followed."""
+        self._sink(event)
+        if event.type == "config_option_update" and self._models.update_from_wire(event.get("configOptions")):
+            self._sink(AgentEvent(EventType.SESSION_MODEL_CHANGE, {"newModel": self._models.current()}))
 
     def _on_lost(self, reason: str) -> None:
         """The link lost its process: open prompts are cancelled, then the loss is reported."""

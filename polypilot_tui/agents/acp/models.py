@@ -15,6 +15,7 @@ from typing import Any
 
 from acp import RequestError
 from acp.schema import SessionConfigOptionSelect, SessionConfigSelectGroup, SessionConfigSelectOption
+from pydantic import ValidationError
 
 from polypilot_tui.agents.acp.errors import request_error_text
 from polypilot_tui.agents.acp.link import AgentLink
@@ -53,6 +54,23 @@ class SessionModels:
     def update(self, config_options: Sequence[Any] | None) -> None:
         """Take the options of a session answer (new, load, resume, set_config_option)."""
         self._select = model_select(config_options)
+
+    def update_from_wire(self, raw: Any) -> bool:
+        """Take a ``config_option_update`` as it arrived (JSON); True when the model changed."""
+        if not isinstance(raw, list):
+            return False
+        selects = []
+        for item in raw:
+            if isinstance(item, dict) and item.get("type") == "select":
+                try:
+                    selects.append(SessionConfigOptionSelect.model_validate(item))
+                except ValidationError:
+                    continue  # an option we cannot read is not a model we can show
+        before = self.current()
+        select = model_select(selects)
+        if select is not None:
+            self._select = select
+        return self.current() != before
 
     def current(self) -> str:
         """The model the agent runs now ("" when it offers no model select)."""
