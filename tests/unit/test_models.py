@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.demo.backend import DemoBackend
+from polypilot_tui.config import AgentConfig, Settings, load_agents
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.api import EngineError
@@ -113,3 +115,18 @@ async def test_a_choice_the_agent_refuses_after_a_restart_is_told_and_the_sessio
     assert any("demo-retired" in text and "could not be set again" in text for text in texts)
     assert len(again.manager.session(sid).turns) == 1  # the turn ran on the agent's own model
     await again.close()
+
+
+async def test_a_demo_agent_configured_with_another_model_offers_it_too(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, state_dir=tmp_path)  # type: ignore[call-arg]
+    agent = AgentConfig(name="demo2", kind="demo", model="demo-custom")
+    backend = DemoBackend(agent, lambda event: None, SystemClock(), settings, tmp_path / "s")
+    await backend.connect(None)
+    choices = await backend.models()
+    assert choices.current == "demo-custom" and choices.options[-1].description == "configured"
+    await backend.set_model("demo-fast")
+    await backend.set_model("demo-custom")  # back to the configured one: still offered
+    assert (await backend.models()).current == "demo-custom"
+    with pytest.raises(BackendError, match="no model 'gpt-9'"):
+        await backend.set_model("gpt-9")
+    await backend.close()

@@ -167,12 +167,14 @@ class DemoBackend:
 
     async def models(self) -> ModelChoices:
         """The demo's three fake models (one more when the agent's config names another)."""
-        extra = () if any(m.id == self._model for m in DEMO_MODELS) else (ModelOption(self._model),)
+        configured = self._agent.model
+        known = not configured or any(m.id == configured for m in DEMO_MODELS)
+        extra = () if known else (ModelOption(str(configured), "", "configured"),)
         return ModelChoices(self._model, DEMO_MODELS + extra)
 
     async def set_model(self, model_id: str) -> None:
         """Switch to one of the demo's models (a new agent session starts at the default again)."""
-        if not any(m.id == model_id for m in DEMO_MODELS):
+        if not (await self.models()).offers(model_id):
             raise BackendError(f"the demo agent has no model {model_id!r}")
         self._model = model_id
 
