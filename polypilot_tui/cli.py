@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``ls``, ``send``, ``stop``, ``reconnect``, ``close``, ``answer``, ``follow``: the dashboard's
+    """``ls``, ``send``, ``stop``, ``reconnect``, ``close``, ``answer``, ``follow``, ``model``: the dashboard's
     actions against the state folder's engine (commands/sessions.py, commands/follow.py)."""
     ls = sub.add_parser("ls", help="the sessions of the running engine")
     ls.add_argument("--json", action="store_true", help="a JSON array of views")
@@ -101,6 +101,9 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     answer = sub.add_parser("answer", help="answer a session's pending permission (no OPTION: list them, exit 2)")
     answer.add_argument("session", help="id or name")
     answer.add_argument("option", nargs="?", help="an option id, or the unique start of an id or label")
+    model = sub.add_parser("model", help="a session's models (* marks the current one), or switch with MODEL")
+    model.add_argument("session", help="id or name")
+    model.add_argument("model", nargs="?", help="the model id to switch to (from the next turn)")
     follow = sub.add_parser("follow", help="a session's history, then its turns live (ctrl+c ends it)")
     follow.add_argument("session", help="id or name")
     follow.add_argument("--json", action="store_true", help="JSONL rows and events")
@@ -108,7 +111,7 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     """The session commands (commands/sessions.py, commands/follow.py)."""
-    from polypilot_tui.commands import follow, sessions
+    from polypilot_tui.commands import follow, models, sessions
 
     if args.command == "ls":
         return asyncio.run(sessions.cmd_ls(settings, args.json))
@@ -121,10 +124,12 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(sessions.cmd_answer(settings, args.session, args.option))
     if args.command == "follow":
         return asyncio.run(follow.cmd_follow(settings, args.session, args.json))
+    if args.command == "model":
+        return asyncio.run(models.cmd_model(settings, args.session, args.model))
     return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
 
 
-SESSION_COMMANDS = ("ls", "send", "stop", "reconnect", "close", "answer", "follow")
+SESSION_COMMANDS = ("ls", "send", "stop", "reconnect", "close", "answer", "follow", "model")
 
 
 def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:

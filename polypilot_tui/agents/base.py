@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.probes import Probes
 
 EventSink = Callable[[AgentEvent], None]
@@ -109,6 +110,14 @@ class AgentBackend(Protocol):
         """Cheap liveness facts for the watchdog (process alive, agent log age), or None."""
         ...
 
+    async def models(self) -> ModelChoices:
+        """The models the agent offers this (connected) session, and the current one."""
+        ...
+
+    async def set_model(self, model_id: str) -> None:
+        """Switch the session to ``model_id`` from its next turn on (BackendError when refused)."""
+        ...
+
     def diagnostics(self) -> Diagnostics:
         """How the agent was started, where it logs, and its last stderr lines."""
         ...
@@ -157,6 +166,12 @@ class NullBackend:
 
     def probe(self) -> Probes | None:
         return None
+
+    async def models(self) -> ModelChoices:
+        return ModelChoices(note="this agent offers no model choice")
+
+    async def set_model(self, model_id: str) -> None:
+        raise BackendError("this agent offers no model choice")
 
     def diagnostics(self) -> Diagnostics:
         return Diagnostics()

@@ -80,6 +80,8 @@ class Session:
     """How its agent is signed in, in words (its catalog entry's): the fix a refused sign-in names."""
     workspace_problem: str = ""
     """Why the workspace could not be read last time (its folder deleted, say), or ""."""
+    model_choice: str = ""
+    """The model the user switched this session to ("" for none): set again after every connect."""
     _turn_seq: int = 0
 
     # ---- history -------------------------------------------------------------------

@@ -16,6 +16,7 @@ from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.stream import Listener, Unsubscribe
@@ -94,3 +95,10 @@ class Engine(Protocol):
 
     async def refresh_changes(self, session_id: str) -> None:
         """Count the session's changes in its folder again (after a commit, a merge)."""
+
+    # ---- models ("Switch model…") ---------------------------------------------------------
+    async def models(self, session_id: str) -> ModelChoices:
+        """The models the session's agent offers and the current one (connects the agent first)."""
+
+    async def set_model(self, session_id: str, model_id: str) -> None:
+        """Switch the session's model from its next turn on; refused while a turn runs; kept across restarts."""

@@ -23,6 +23,7 @@ from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.context import EngineContext, ManagedSession
+from polypilot_tui.engine.model_restore import restore_model_choice
 from polypilot_tui.infra.private import private_dir
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,7 @@ class Connector:
                     "agent session: the agent does not remember the conversation above.",
                     wall,
                 )
+        await restore_model_choice(session, backend, wall)  # a restart keeps the user's model
         if result.interrupted_tool:
             session.interrupted_tool = True  # aborted before the next send (#393)
         turn = session.turn

@@ -20,12 +20,14 @@ from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError, UnknownSession
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.models import ModelDesk
 from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
 from polypilot_tui.storage.notices import NoticeBoard, NoticeListener
@@ -59,6 +61,7 @@ class LocalEngine:
         self._closed: OrderedDict[str, tuple[Session, int]] = OrderedDict()
         self._folder_watch: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[object]] = set()
+        self._models = ModelDesk(manager)
 
     @property
     def clock(self) -> Clock:
@@ -230,6 +233,13 @@ class LocalEngine:
 
     async def refresh_changes(self, session_id: str) -> None:
         self.changes.refresh(self.known(session_id))
+
+    # ---- models ------------------------------------------------------------------------
+    async def models(self, session_id: str) -> ModelChoices:
+        return await self._models.models(self.known(session_id))
+
+    async def set_model(self, session_id: str, model_id: str) -> None:
+        await self._models.set_model(self.known(session_id), model_id)
 
     def known(self, session_id: str) -> str:
         """``session_id``, when a session has it; else UnknownSession."""

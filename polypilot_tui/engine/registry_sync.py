@@ -48,6 +48,7 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
                 turns=s.earlier_turns + len(s.turns),
                 queue=tuple(s.queue),
                 usage=s.usage,
+                model_choice=s.model_choice,
                 **workspace_fields(s.workspace),
             )
         )

@@ -69,6 +69,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
         session.last_prompt = record.last_prompt
         session.earlier_turns = record.turns
         session.queue = list(record.queue)
+        session.model_choice = record.model_choice
         session.queue_held = bool(record.queue)  # after a restart the user decides when they go
         session.usage = record.usage  # a restarted dashboard does not show zero for a spent session
         if record.last_activity_at is not None:  # "last activity 3 h ago" survives the restart

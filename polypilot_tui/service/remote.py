@@ -39,6 +39,7 @@ from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.stream import ChangeStream, Listener, Unsubscribe
 from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
 from polypilot_tui.service.histories import Histories
+from polypilot_tui.service.remote_models import RemoteModels
 from polypilot_tui.service.wire import items_from_json, offers_from_json, view_from_json
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
 
@@ -61,7 +62,7 @@ class EngineClock(SystemClock):
         return time.monotonic() + self.offset
 
 
-class RemoteEngine:
+class RemoteEngine(RemoteModels):
     """An :class:`~polypilot_tui.engine.api.Engine` in another process, reached through ``connect``."""
 
     def __init__(

@@ -280,6 +280,9 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
     async def agents(request: Request) -> Response:
         return JSONResponse({"agents": [to_plain(offer) for offer in await engine.agents()]})
 
+    async def models(sid: str, body: dict[str, Any]) -> Any:
+        return to_plain(await engine.models(sid))
+
     def command(act: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
             sid = request.path_params["sid"]
@@ -300,6 +303,8 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         "close": lambda sid, b: engine.close_session(sid),
         "reopen": lambda sid, b: engine.reopen(sid, b.get("position") if isinstance(b.get("position"), int) else None),
         "refresh-changes": lambda sid, b: engine.refresh_changes(sid),
+        "models": models,  # a command, not a read: listing may start the agent
+        "model": lambda sid, b: engine.set_model(sid, _text(b, "model")),
     }
     routes = [
         Route(f"{API}/engine", info, methods=["GET"]),

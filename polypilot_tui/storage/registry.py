@@ -77,6 +77,8 @@ class SessionRecord:
     base_commit: str = ""
     usage: Usage = Usage()
     """What the agent reported it used (tokens, context, cost), all runs of the app together."""
+    model_choice: str = ""
+    """The model the user switched the session to: a restart does not revert it."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

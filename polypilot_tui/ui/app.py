@@ -62,6 +62,7 @@ class PolypilotApp(SessionDialogs):
         Binding("f3", "copy_reply", "Copy reply", id="copy_reply", show=False),
         Binding("f5", "finish_session", "Finish", id="finish_session", show=False),
         Binding("f4", "rename_session", "Rename", id="rename_session", show=False),
+        Binding("f8", "switch_model", "Model", id="switch_model", show=False),  # F6/F7: the editor's
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
 
@@ -331,7 +332,7 @@ class PolypilotApp(SessionDialogs):
         view = self._views.get(self.selected or "")
         if action == "stop":
             return True if view is not None and view.status.busy else None
-        if action in ("reconnect", "details", "copy_reply", "rename_session", "finish_session"):
+        if action in ("reconnect", "details", "copy_reply", "rename_session", "finish_session", "switch_model"):
             return True if view is not None else None
         if action == "resend_interrupted":
             return view is not None and bool(view.interrupted_prompt)
@@ -375,6 +376,9 @@ class PolypilotApp(SessionDialogs):
             "Finish session…",
             "Commit, merge, push, open a pull request for or discard its worktree (F5)",
             self.action_finish_session,
+        )
+        yield SystemCommand(
+            "Switch model…", "List the selected session's models and switch (F8)", self.action_switch_model
         )
         yield SystemCommand("Session details", "Agent, folder, command, logs and stderr tail (F2)", self.action_details)
         yield SystemCommand(

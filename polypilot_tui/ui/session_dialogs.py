@@ -19,6 +19,7 @@ from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
+from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import remember_folder
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 
 
 class SessionDialogs(Dashboard):
-    """New session (ctrl+n), rename (F4), the changes and their review (ctrl+o) and finish (F5)."""
+    """New session (ctrl+n), rename (F4), the changes and their review (ctrl+o), finish (F5) and
+    switch model (F8)."""
 
     def __init__(self, *args: Any, launch_folder: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -116,6 +118,25 @@ class SessionDialogs(Dashboard):
             self.pane.editor.focus()
 
         self.push_screen(RenameScreen(self.engine.view(sid).name), answered)
+
+    # ---- switch model --------------------------------------------------------------
+    def action_switch_model(self) -> None:
+        """List the selected session's models and switch it to the one picked (F8)."""
+        sid = self.selected
+        if sid is None or sid not in self.engine.ids():
+            return
+
+        def answered(model_id: str | None) -> None:
+            if model_id is not None:
+                self.notify(f"Model: {model_id} (from the next turn).", timeout=3, markup=False)
+            self.pane.editor.focus()
+
+        screen = ModelPickerScreen(
+            self.engine.view(sid).name,
+            lambda: self.engine.models(sid),
+            lambda model_id: self.engine.set_model(sid, model_id),
+        )
+        self.push_screen(screen, answered)
 
     # ---- finish --------------------------------------------------------------------
     def action_finish_session(self) -> None:

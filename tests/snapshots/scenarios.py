@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from textual.widgets import Input, TextArea
 
-from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import EventType
@@ -353,44 +352,3 @@ async def worktree_sessions(d: Driver) -> None:
         sid = d.manager.add_session("demo", name, workspace=workspace)
         d.manager.set_changes(sid, changes, problem)
     await d.settle()
-
-
-CATALOG_OFFERS = (
-    AgentOffer("demo", "demo", Availability.READY, where="built in"),
-    AgentOffer("copilot", "copilot", Availability.READY, "GitHub Copilot CLI", "/usr/local/bin/copilot"),
-    AgentOffer(
-        "opencode",
-        "acp",
-        Availability.NEEDS_SIGN_IN,
-        "opencode",
-        "/home/dev/.npm-global/bin/opencode",
-        "no sign-in found: run `opencode auth login`, or set a provider key such as ANTHROPIC_API_KEY",
-    ),
-    AgentOffer(
-        "codex",
-        "acp",
-        Availability.NOT_INSTALLED,
-        "OpenAI Codex (codex-acp)",
-        "codex-acp is not found",
-        "its command codex-acp is not found; install it with: npm install -g @zed-industries/codex-acp",
-    ),
-    AgentOffer(
-        "byok",
-        "copilot",
-        Availability.NO_KEY,
-        "",
-        "/usr/local/bin/copilot",
-        "the provider key variable MY_KEY is not set (api_key_env)",
-    ),
-)
-
-
-async def new_session_catalog(d: Driver) -> None:
-    """The dialog offering agents that are ready, may need a sign-in, are not installed, or lack a key."""
-
-    async def offers() -> tuple[AgentOffer, ...]:
-        return CATALOG_OFFERS
-
-    d.app.engine.agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
-    d.app.settings = d.app.settings.model_copy(update={"default_agent": "codex"})  # not installed: not picked
-    await new_session_dialog(d)

@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 
 from polypilot_tui.ui.widgets.code_block import CodeBlock
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
-from tests.snapshots import scenarios
+from tests.snapshots import agent_scenarios, scenarios
 from tests.snapshots.fakes import Driver, build_app
 
 Scenario = Callable[[Driver], Awaitable[Any]]
@@ -77,7 +77,7 @@ CASES: dict[str, Case] = {
     "interrupted_restore": Case(scenarios.interrupted_session, size=(100, 30), select="s9"),
     "new_session_modal": Case(scenarios.new_session_dialog, size=(100, 36)),
     "new_session_worktree": Case(scenarios.new_session_in_git, size=(100, 44)),
-    "new_session_catalog": Case(scenarios.new_session_catalog, size=(100, 40)),
+    "new_session_catalog": Case(agent_scenarios.new_session_catalog, size=(100, 40)),
     "finish_dialog": Case(scenarios.finish_dialog, size=(100, 40)),
     "worktree_sessions": Case(scenarios.worktree_sessions, size=(120, 30), select="s3"),
     "worktree_sessions_narrow": Case(scenarios.worktree_sessions, size=(80, 24), select="s3"),
@@ -91,6 +91,7 @@ CASES: dict[str, Case] = {
     "hostile_markdown_narrow": Case(scenarios.hostile_session, size=(80, 50), select="s2"),
     "hostile_code_scrolled": Case(scenarios.hostile_session, size=(120, 46), select="s2", then=_scroll_code),
     "tool_rows_unfolded": Case(scenarios.tool_states_session, size=(120, 46), select="s2", then=_unfold_last_tool_row),
+    "model_picker": Case(agent_scenarios.model_picker, size=(100, 30)),
 }
 
 

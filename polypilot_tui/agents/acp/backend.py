@@ -20,11 +20,14 @@ from acp.schema import AgentCapabilities
 from polypilot_tui.agents.acp.client import AcpClient, PermissionDesk
 from polypilot_tui.agents.acp.intake import StreamIntake
 from polypilot_tui.agents.acp.link import STDERR_LOG, TRANSCRIPT, AgentLink
+from polypilot_tui.agents.acp.models import SessionModels
 from polypilot_tui.agents.acp.opening import SessionOpener
 from polypilot_tui.agents.acp.turns import TurnControl
 from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -53,7 +56,8 @@ class AcpBackend:
         self._clock = clock
         root = Path(cwd or agent.cwd or Path.cwd()).expanduser().resolve()
         # The intake reads the session id from the link, which needs the intake to exist first.
-        self._intake = StreamIntake(sink, clock, lambda: self._link.session_id)
+        self._sink = sink
+        self._intake = StreamIntake(self._watch_models, clock, lambda: self._link.session_id)
         self._desk = PermissionDesk(self._intake.emit, self._intake.permission_tool)
         self._link = AgentLink(
             agent,
@@ -65,6 +69,7 @@ class AcpBackend:
             on_lost=self._on_lost,
         )
         self._opener = SessionOpener(self._link, self._intake, root, prefer_load)
+        self._models = SessionModels(self._link)
         self._turns = TurnControl(
             self._link, self._intake, self._desk, clock, settings, reconnect=self.connect, kill=self.kill
         )
@@ -99,6 +104,9 @@ class AcpBackend:
             raise
         self._link.mark_ready()
         self._intake.reset_mapper()
+        self._models.update(self._opener.config_options)
+        if self._models.current():  # the view names the model the agent really runs
+            self._intake.emit(AgentEvent(EventType.SESSION_MODEL_CHANGE, {"newModel": self._models.current()}))
         logger.info("ACP session %s: %s", result.agent_session_id, result.how)
         return result
 
@@ -127,6 +135,14 @@ class AcpBackend:
         """Answer a pending permission request with one of its option ids."""
         await self._turns.answer_permission(request_id, option_id)
 
+    async def models(self) -> ModelChoices:
+        """The agent's model select for this session (``configOptions``, category ``model``)."""
+        return self._models.choices()
+
+    async def set_model(self, model_id: str) -> None:
+        """``session/set_config_option`` on the model select; applies from the next prompt."""
+        await self._models.switch(model_id)
+
     def probe(self) -> Probes | None:
         """Whether the agent process is alive, and how long it has been silent."""
         last = self._intake.last_inbound
@@ -145,6 +161,12 @@ class AcpBackend:
         self._desk.cancel_all(emit=False)
         await self._turns.cancel_prompt()
         await self._link.shut_down()
+
+    def _watch_models(self, event: AgentEvent) -> None:
+        """Every event on its way to the engine; an agent that changes its model itself is followed."""
+        self._sink(event)
+        if event.type == "config_option_update" and self._models.update_from_wire(event.get("configOptions")):
+            self._sink(AgentEvent(EventType.SESSION_MODEL_CHANGE, {"newModel": self._models.current()}))
 
     def _on_lost(self, reason: str) -> None:
         """The link lost its process: open prompts are cancelled, then the loss is reported."""

@@ -12,7 +12,7 @@ import importlib.metadata
 import logging
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import AgentCapabilities, ClientCapabilities, FileSystemCapabilities, Implementation
@@ -49,6 +49,8 @@ class SessionOpener:
         """Use session/load even when session/resume exists (to get the history back)."""
         self.capabilities: AgentCapabilities | None = None
         """What the agent said it can do, in its answer to initialize."""
+        self.config_options: list[Any] | None = None
+        """The session's config options (its model select among them), from the open's answer."""
 
     async def open(self, resume_id: str | None) -> ConnectResult:
         """initialize, then resume or load ``resume_id`` when the agent can, else a new session."""
@@ -72,9 +74,10 @@ class SessionOpener:
         if resume_id and can_resume and not (self._prefer_load and caps.load_session):
             try:
                 link.session_id = resume_id
-                await self._call(
+                resumed = await self._call(
                     conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=[]), "session/resume"
                 )
+                self.config_options = resumed.config_options
                 return ConnectResult(resume_id, "resumed", resumed=True)
             except Refused as exc:
                 failures.append(str(exc))
@@ -87,6 +90,7 @@ class SessionOpener:
         link.session_id = None
         created = await self._call(conn.new_session(cwd=str(self._cwd), mcp_servers=[]), "session/new")
         link.session_id = created.session_id
+        self.config_options = created.config_options
         if not resume_id:
             how = "new session"
         elif failures:
@@ -102,9 +106,10 @@ class SessionOpener:
         events: list[AgentEvent] = []
         self._link.session_id = session_id
         with self._intake.replaying(events.append) as replay:
-            await self._call(
+            loaded = await self._call(
                 conn.load_session(session_id=session_id, cwd=str(self._cwd), mcp_servers=[]), "session/load"
             )
+            self.config_options = loaded.config_options
         replay.finish()
         # The agent process is new: a tool the history leaves open can no longer finish.
         replay.close_open_tools("interrupted (the agent was restarted)")

@@ -18,9 +18,11 @@ from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
 from polypilot_tui.agents.copilot.busy import BusyFlag
 from polypilot_tui.agents.copilot.connection import CopilotConnection
 from polypilot_tui.agents.copilot.intake import EventIntake
+from polypilot_tui.agents.copilot.models import session_models, switch_model
 from polypilot_tui.agents.copilot.turns import TurnControl
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -40,6 +42,7 @@ class CopilotBackend:
         self.connection = CopilotConnection(agent, clock, self.events, busy, abort=self.abort)
         """The CLI and the attached session (public so tests can attach a fake session)."""
         self._turns = TurnControl(self.connection, self.events, busy, settings)
+        self._agent = agent
 
     @property
     def session_id(self) -> str:
@@ -79,6 +82,16 @@ class CopilotBackend:
     async def answer_permission(self, request_id: str, option_id: str) -> None:
         """Answer a pending request (also one that survived a restart) by option id."""
         await self._turns.answer_permission(request_id, option_id)
+
+    async def models(self) -> ModelChoices:
+        """The session's model and the CLI's list (with a BYOK provider: what is known, any id allowed)."""
+        connection = self.connection
+        byok = self._agent.provider is not None
+        return await session_models(connection.client, connection.session, self._agent.model, byok)
+
+    async def set_model(self, model_id: str) -> None:
+        """``session.set_model``: from the next message on (the CLI reports ``session.model_change``)."""
+        await switch_model(self.connection.session, model_id)
 
     async def kill(self) -> None:
         """SIGKILL the CLI and its children, report connection.lost, release the client."""

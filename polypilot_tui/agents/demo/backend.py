@@ -31,6 +31,7 @@ from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.model_choice import ModelChoices, ModelOption
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.infra.private import open_private, private_dir
@@ -57,6 +58,13 @@ _PERSISTED = frozenset(
     }
 )
 
+#: The models the demo agent offers (fakes, so the model picker can be tried offline).
+DEMO_MODELS = (
+    ModelOption("demo-model", "Demo", "the default: replies at the demo speed"),
+    ModelOption("demo-fast", "Demo Fast", "a pretend small model"),
+    ModelOption("demo-deep", "Demo Deep", "a pretend large model"),
+)
+
 #: Faults fire once per agent session, like a real binding loss: after a reconnect it works.
 _FAULTS_SEEN: set[tuple[str, str]] = set()
 
@@ -81,6 +89,7 @@ class DemoBackend:
         self._log_size = self._log_path.stat().st_size if self._log_path.exists() else 0
         self._last_write = clock.now()
         self._last_type: str | None = None
+        self._model = agent.model or DEMO_MODELS[0].id
 
     # ---- AgentBackend --------------------------------------------------------------
     async def connect(self, resume_id: str | None) -> ConnectResult:
@@ -97,7 +106,7 @@ class DemoBackend:
                 still_processing=False,
                 lost_turn=eventlog.lost_turn(entries),
             )
-        self.emit(EventType.SESSION_START, {"sessionId": self._session_id, "selectedModel": "demo-model"})
+        self.emit(EventType.SESSION_START, {"sessionId": self._session_id, "selectedModel": self._model})
         return ConnectResult(self._session_id, "new session")
 
     async def send(self, prompt: str) -> None:
@@ -155,6 +164,19 @@ class DemoBackend:
             log_size=self._log_size,
             log_last_type=self._last_type,
         )
+
+    async def models(self) -> ModelChoices:
+        """The demo's three fake models (one more when the agent's config names another)."""
+        configured = self._agent.model
+        known = not configured or any(m.id == configured for m in DEMO_MODELS)
+        extra = () if known else (ModelOption(str(configured), "", "configured"),)
+        return ModelChoices(self._model, DEMO_MODELS + extra)
+
+    async def set_model(self, model_id: str) -> None:
+        """Switch to one of the demo's models (a new agent session starts at the default again)."""
+        if not (await self.models()).offers(model_id):
+            raise BackendError(f"the demo agent has no model {model_id!r}")
+        self._model = model_id
 
     def diagnostics(self) -> Diagnostics:
         """The demo agent runs in the app; its only log is its events.jsonl."""

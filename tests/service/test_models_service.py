@@ -1,0 +1,53 @@
+"""Switching a session's model through the engine service (a real ``polypilot serve`` process)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.service.remote import RemoteEngine
+from tests.service.test_engine_service import wait
+from tests.support.engine_service import running_engine, short_state_dir
+
+pytestmark = pytest.mark.slow
+
+
+async def test_an_attached_dashboard_lists_and_switches_and_a_restarted_engine_keeps_it() -> None:
+    state = short_state_dir()
+    try:
+        async with running_engine(state, keep=True) as engine:
+            mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket), reconnect=False)
+            await mirror.start()
+            try:
+                sid = await mirror.new_session("demo", "one")
+                choices = await mirror.models(sid)
+                assert choices.current == "demo-model"
+                assert [o.id for o in choices.options] == ["demo-model", "demo-fast", "demo-deep"]
+                assert choices.options[1].name == "Demo Fast"
+                await mirror.set_model(sid, "demo-deep")
+                await wait(lambda: mirror.view(sid).model == "demo-deep", "the new model in the mirror")
+                assert (await mirror.models(sid)).current == "demo-deep"
+                with pytest.raises(EngineError, match="does not offer the model 'gpt-9'"):
+                    await mirror.set_model(sid, "gpt-9")
+                assert await mirror.send(sid, "!slow") == "sent"
+                await wait(lambda: mirror.view(sid).status.busy, "the turn")
+                with pytest.raises(EngineError, match="a turn is running"):
+                    await mirror.set_model(sid, "demo-fast")
+                await mirror.stop(sid)
+                with pytest.raises(EngineError, match="no session 'nope'"):
+                    await mirror.models("nope")
+            finally:
+                await mirror.detach(stop_engine=False)
+        async with running_engine(state) as engine:  # the same state folder, a new engine process
+            mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket), reconnect=False)
+            await mirror.start()
+            try:
+                assert mirror.view(sid).model == "demo-deep"
+                assert (await mirror.models(sid)).current == "demo-deep"  # its new agent was set again
+            finally:
+                await mirror.detach(stop_engine=False)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
