@@ -24,7 +24,7 @@ def print_agents(catalog: AgentCatalog, json_mode: bool = False) -> int:
         return EXIT_OK
     for offer in offers:
         what = offer.where if offer.ready else f"{offer.problem}"
-        if offer.ready and offer.title:
+        if offer.ready and offer.title and offer.title.lower() != offer.name.lower():
             what = f"{offer.where}  ({offer.title})"
         print(strip_control(f"{offer.name:<14} {offer.kind:<8} {offer.availability.value:<14} {what}"))
     return EXIT_OK
