@@ -97,17 +97,18 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     (
         FailureKind.RATE_LIMITED,
         re.compile(
-            r"rate[ _-]?limit|too many requests|quota|insufficient_quota|resource[_ ]exhausted|"
-            r"usage limit|exceeded your",
+            r"rate[ _-]?limit|too many requests|quota (exceeded|reached)|exceeded .{0,30}quota|out of quota|"
+            r"insufficient_quota|resource[_ ]exhausted|usage limit|exceeded your",
             re.I,
         ),
     ),
     (
         FailureKind.NEEDS_SIGN_IN,
         re.compile(
-            r"unauthori[sz]ed|authentication|not authenticated|invalid[_ ]api[_ ]key|incorrect api key|"
+            r"unauthori[sz]ed|authentication (failed|error|required)|not authenticated|invalid[_ ]api[_ ]key|"
+            r"incorrect api key|"
             r"api key .{0,40}(missing|invalid|not set)|missing api key|no api key|not logged in|"
-            r"please (log|sign) ?in|login required|(sign|log)[ -]in (is )?required|forbidden|"
+            r"please (log|sign) ?in|login required|(sign|log)[ -]in (is )?required|"
             r"key variable .{0,80} not set|permission_denied|access denied|invalid (token|credentials)|"
             r"token (has )?expired|no (github )?(oauth )?token|hmac key|not signed in|no sign-in found",
             re.I,
@@ -119,7 +120,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
             r"econnrefused|connection refused|econnreset|connection reset|enotfound|eai_again|"
             r"getaddrinfo|name or service not known|fetch failed|failed to fetch|unable to connect|"
             r"could not connect to|couldn't connect|connect error|error sending request|etimedout|"
-            r"timed out|connection error|network error|server unreachable|stream disconnected|"
+            r"connect(ion)? timed out|connection error|network error|server unreachable|stream disconnected|"
             r"ehostunreach|enetunreach|socket hang up",
             re.I,
         ),
@@ -127,17 +128,22 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     (
         FailureKind.EXITED_AT_START,
         re.compile(
-            r"could not start the agent|failed to start|exited (before|during) (initiali[sz]e|start|session)",
+            r"exited (before|during) (initiali[sz]e|start|session)|process exited|\bexited\b.{0,40}(code|signal)|"
+            r"died|crashed",
             re.I,
         ),
     ),
 )
 
 _STATUS = re.compile(
-    r"(?:\bHTTP[ /]?(?:\d(?:\.\d)?\s+)?|\bstatus(?:[ _]?code)?\s*[:=]?\s*|\bstatusCode\W{0,3}|\berror:?\s+|\(|^|\s)"
+    r"(?:\bHTTP[ /]?(?:\d(?:\.\d)?\s+)?|\bstatus(?:[ _]?code)?\s*[:=]?\s*|\bstatusCode\W{0,3}|\berror:?\s+)"
     r"(401|403|404|429)\b",
     re.I,
 )
+#: Reasons polypilot writes when an agent does not start: only these can name a missing
+#: command or an agent that died at start (a turn's "file is not found" names neither).
+_STARTING = re.compile(r"could not start the agent|cannot start here|cannot start ACP agent", re.I)
+_START_KINDS = frozenset({FailureKind.NOT_INSTALLED, FailureKind.EXITED_AT_START})
 _STATUS_KINDS = {
     401: FailureKind.NEEDS_SIGN_IN,
     403: FailureKind.NEEDS_SIGN_IN,
@@ -154,7 +160,10 @@ def status_code(text: str) -> int | None:
 
 def kind_of(text: str, status: int | None = None) -> FailureKind | None:
     """The class of a failure text (and of the status code the agent gave), or None."""
-    words = next((kind for kind, pattern in _WORDS if pattern.search(text)), None)
+    starting = _STARTING.search(text) is not None
+    words = next(
+        (kind for kind, pattern in _WORDS if (starting or kind not in _START_KINDS) and pattern.search(text)), None
+    )
     # Words that name the class outrank a bare code: a 404 whose text says "rate limit"
     # is a rate limit, and a 403 that says "quota" is a quota.
     if words is not None and words is not FailureKind.EXITED_AT_START:

@@ -151,7 +151,7 @@ def test_the_real_agents_texts_are_named(agent: str, text: str, code: int | None
         ("getaddrinfo ENOTFOUND api.example.invalid", K.SERVER_UNREACHABLE),
         ("stream disconnected before completion: error sending request for url", K.SERVER_UNREACHABLE),
         ("Connection refused (os error 111)", K.SERVER_UNREACHABLE),
-        ("bash: opencode: command not found", K.NOT_INSTALLED),
+        ("could not start the agent: bash: opencode: command not found", K.NOT_INSTALLED),
         ("could not start the agent: [Errno 2] No such file or directory: 'codex-acp'", K.NOT_INSTALLED),
     ],
 )
@@ -233,3 +233,21 @@ def test_the_chat_row_says_title_words_and_fix() -> None:
 def test_any_text_is_named_or_left_alone_never_changed(text: str, agent: str) -> None:
     failure = classify(text, agent)
     assert failure is None or (failure.detail == text and failure.title and failure.fix)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "agent error: tool bash exited after 404 ms",
+        "agent error: file src/a.py is not found",
+        "agent error: the request timed out after 30 s of silence",
+        "agent error: Write forbidden by sandbox policy",
+        "agent error: processed 429 items, then stopped",
+        "agent error: the quota table has 3 rows",
+        "agent error: bash: foo: command not found",
+        "agent error: the subprocess exited with code 2",
+        "could not start the agent: the Copilot CLI did not answer within 60 s",
+    ],
+)
+def test_ordinary_failures_are_not_given_a_name_they_do_not_have(text: str) -> None:
+    assert classify(text) is None, kind_of(text)
