@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -194,7 +195,7 @@ def _command(argv: Sequence[str] | None) -> int:
         catalog = load_catalog(settings)
         # The agents' output and the SDKs' tracebacks go to the log, never the job's terminal.
         setup_file_logging(Path(settings.state_dir), "run.log", extra_file=args.log_file)
-        return asyncio.run(
+        code = asyncio.run(
             run_headless(
                 settings,
                 catalog,
@@ -204,6 +205,10 @@ def _command(argv: Sequence[str] | None) -> int:
                 allow_tools=args.allow_tools,
             )
         )
+        # The run is over and the process ends: the interpreter's last collection would walk
+        # every object alive (the Copilot SDK's ~2,000 generated classes), 0.1-0.3 s for nothing.
+        gc.freeze()
+        return code
     if args.command == "status":
         from polypilot_tui.commands.status import print_status
 

@@ -74,7 +74,8 @@ class RepeatFilter(logging.Filter):
         self._seen: dict[tuple[str, str, str], int] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info is None or record.levelno >= logging.CRITICAL:
+        # ``exc_info=False`` (the Copilot SDK's timing lines at debug) is kept as False, not None.
+        if not record.exc_info or record.levelno >= logging.CRITICAL:
             return True
         exc = record.exc_info[1]
         first_line = str(exc).splitlines()[0][:200] if exc is not None and str(exc) else ""

@@ -140,3 +140,16 @@ def test_a_repeated_failure_is_logged_once_in_full_then_counted(tmp_path) -> Non
     assert text.count("Traceback") == 2  # the first of each failure, in full
     assert "(the same failure 100 times so far)" in text and "(the same failure 200 times so far)" in text
     assert text.count("Unhandled error while handling notification") == 3
+
+
+def test_a_line_logged_with_exc_info_false_is_written_not_an_error() -> None:
+    """The Copilot SDK logs its timings with ``exc_info=False``; at debug level (``--log-file``)
+    that must not raise inside the filter (it failed the CLI start)."""
+    import logging
+
+    from polypilot_tui.infra.logs import RepeatFilter
+
+    record = logging.getLogger("copilot.client").makeRecord(
+        "copilot.client", logging.DEBUG, __file__, 1, "subprocess spawned", (), False
+    )
+    assert RepeatFilter().filter(record) is True

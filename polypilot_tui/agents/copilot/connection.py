@@ -34,6 +34,7 @@ from polypilot_tui.agents.copilot.runtime import (
     session_home,
     watch_process,
 )
+from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
 from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.locate import locate
 from polypilot_tui.config import AgentConfig
@@ -150,9 +151,6 @@ class CopilotConnection:
                 "PATH, or set `command` for this agent"
             )
         self._loop = asyncio.get_running_loop()
-        # The SDK's generated modules take ~1.3 s to import: off the loop, so the first
-        # Copilot session does not freeze the dashboard.
-        await asyncio.to_thread(importlib.import_module, "copilot")
         self._env = build_env(self._agent, os.environ)
         self._provider = provider_dict(self._agent, os.environ)
         if self._provider is not None:
@@ -177,8 +175,6 @@ class CopilotConnection:
         return self._agent.model or self._env.get("COPILOT_MODEL") or None
 
     async def _start_client(self, cli: str) -> None:
-        from copilot import CopilotClient, RuntimeConnection
-
         found = shutil.which(cli, path=self._env.get("PATH")) if os.sep not in cli else cli
         if found is None or not os.access(found, os.X_OK):
             raise BackendError(f"Copilot CLI not found at {cli}")
@@ -186,14 +182,22 @@ class CopilotConnection:
         # dies with the app, however the app ends. The SDK appends its own flags after these.
         argv = leashed(["node", found] if found.endswith(".js") else [found])
         cwd = str(self._agent.cwd or Path.cwd())
+        # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
+        # works. With a provider of one's own, nothing may reach GitHub.
+        logged_in = self._provider is None
+        # The CLI boots while the SDK's generated modules import (~0.9 s each, spawn.py);
+        # the import runs off the loop, so the first Copilot session does not freeze the dashboard.
+        self._proc = spawn_cli([*argv, *self._agent.args], self._env, cwd, use_logged_in_user=logged_in)
+        await asyncio.to_thread(importlib.import_module, "copilot")
+        from copilot import CopilotClient, RuntimeConnection
+
         self._client = CopilotClient(
             connection=RuntimeConnection.for_stdio(path=argv[0], args=(*argv[1:], *self._agent.args)),
             env=self._env,
             working_directory=cwd,
-            # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
-            # works. With a provider of one's own, nothing may reach GitHub.
-            use_logged_in_user=self._provider is None,
+            use_logged_in_user=logged_in,
         )
+        adopt(self._client, self._proc)
         await self._client.start()
         # The SDK does not expose the CLI process; its private attribute is the only handle.
         self._proc = getattr(self._client, "_cli_process", None)

@@ -1,0 +1,60 @@
+"""Start the Copilot CLI before the SDK is imported, and hand the process to the SDK.
+
+Importing the SDK (its generated RPC and event modules) takes ~0.9 s on an idle machine and
+the CLI takes about as long to boot; the SDK only spawns the CLI once it is imported. So the
+CLI is started here first, exactly as the SDK would start it (same argv, environment, cwd and
+pipes; a test compares the two), and boots while the SDK loads. The SDK then adopts it:
+:func:`adopt` makes the client's spawn step take this process instead of starting another,
+so everything after it (the JSON-RPC handshake, stop, force stop) is the SDK's own code.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+LOG_LEVEL = "info"
+"""The SDK's default ``log_level`` (``CopilotClient(log_level=…)``), which it passes to the CLI."""
+
+
+def sdk_argv(argv: Sequence[str], *, use_logged_in_user: bool) -> list[str]:
+    """``argv`` plus the flags the SDK appends for a stdio CLI (client.py ``_start_cli_server``)."""
+    flags = ["--headless", "--no-auto-update", "--log-level", LOG_LEVEL]
+    if not use_logged_in_user:
+        flags.append("--no-auto-login")
+    return [*argv, *flags, "--stdio"]
+
+
+def sdk_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment the SDK gives the CLI (mode ``copilot-cli``, no token, no telemetry)."""
+    return {**env, "COPILOT_RUNTIME_PROCESS_FILE_LOGGING": "1"}
+
+
+def spawn_cli(
+    argv: Sequence[str], env: Mapping[str, str], cwd: str, *, use_logged_in_user: bool
+) -> subprocess.Popen[bytes]:
+    """Start the CLI on stdio pipes, unbuffered, as ``CopilotClient.start()`` would."""
+    return subprocess.Popen(
+        sdk_argv(argv, use_logged_in_user=use_logged_in_user),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        cwd=cwd,
+        env=sdk_env(env),
+    )
+
+
+def adopt(client: Any, process: subprocess.Popen[bytes]) -> None:
+    """Make ``client.start()`` connect to ``process`` instead of spawning a CLI of its own.
+
+    The SDK has no public way to take a running process; its spawn step is replaced on this
+    one client by one that records ``process`` where the spawn would have put its own.
+    """
+
+    async def take_process() -> None:
+        setattr(client, "_process", process)  # noqa: B010 - the SDK's private names, by name
+        setattr(client, "_cli_process", process)  # noqa: B010
+
+    setattr(client, "_start_cli_server", take_process)  # noqa: B010

@@ -1,0 +1,81 @@
+"""The CLI started before the SDK import is started exactly as the SDK would start it.
+
+spawn.py copies what ``CopilotClient._start_cli_server`` does (argv flags, environment,
+cwd, pipes) so the CLI can boot while the SDK imports. These tests run the pinned SDK's own
+spawn step with ``Popen`` recorded and compare: an SDK upgrade that changes its flags fails
+here, not as a subtly different CLI in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polypilot_tui.agents.copilot import spawn
+
+SPAWN, PROCESS, CLI_PROCESS = "_start_cli_server", "_process", "_cli_process"
+"""The pinned SDK's private names this module relies on (spawn.adopt sets the same)."""
+
+
+class Recorded:
+    """Stands in for ``subprocess.Popen``: remembers its call, starts nothing."""
+
+    calls: list[tuple[list[str], dict[str, Any]]] = []
+
+    def __init__(self, args: list[str], **kwargs: Any) -> None:
+        Recorded.calls.append((list(args), kwargs))
+        self.pid = 0
+
+    def poll(self) -> int | None:
+        return None
+
+
+def sdk_client(argv: list[str], env: dict[str, str], cwd: str, logged_in: bool) -> Any:
+    from copilot import CopilotClient, RuntimeConnection
+
+    return CopilotClient(
+        connection=RuntimeConnection.for_stdio(path=argv[0], args=tuple(argv[1:])),
+        env=env,
+        working_directory=cwd,
+        use_logged_in_user=logged_in,
+    )
+
+
+@pytest.mark.parametrize("logged_in", [True, False])
+def test_the_early_spawn_matches_the_sdks_own(logged_in: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli = tmp_path / "copilot"
+    cli.write_text("#!/bin/sh\n")
+    cli.chmod(0o755)
+    argv = [str(cli), "--some-agent-arg"]
+    env = {"PATH": "/usr/bin", "COPILOT_HOME": str(tmp_path / "home"), "COPILOT_OFFLINE": "true"}
+    monkeypatch.setattr(subprocess, "Popen", Recorded)  # both call subprocess.Popen
+    Recorded.calls = []
+    asyncio.run(getattr(sdk_client(argv, env, str(tmp_path), logged_in), SPAWN)())
+    spawn.spawn_cli(argv, env, str(tmp_path), use_logged_in_user=logged_in)
+    (sdk_args, sdk_kwargs), (our_args, our_kwargs) = Recorded.calls
+    sdk_kwargs.pop("creationflags", None)  # 0 off Windows
+    assert our_args == sdk_args
+    assert our_kwargs == sdk_kwargs
+    assert ("--no-auto-login" in our_args) is not logged_in
+
+
+def test_an_adopted_process_is_the_clients_and_no_other_is_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the SDK started a second CLI")
+
+    proc = subprocess.Popen(["sleep", "30"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        client = sdk_client(["/bin/true"], {}, str(tmp_path), False)
+        spawn.adopt(client, proc)
+        monkeypatch.setattr(subprocess, "Popen", refuse)
+        asyncio.run(getattr(client, SPAWN)())
+        assert getattr(client, CLI_PROCESS) is proc and getattr(client, PROCESS) is proc
+    finally:
+        proc.kill()
+        proc.wait()
