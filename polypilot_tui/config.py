@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -101,7 +101,7 @@ class WatchdogSettings(BaseModel):
     half a second (a smaller one would call every turn stuck at its first breath).
     """
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")  # a misspelt tier must not silently be the default
 
     inactivity: float = Field(_TIERS.inactivity, ge=0.5, le=WEEK)
     tool: float = Field(_TIERS.tool, ge=0.5, le=WEEK)
@@ -163,6 +163,12 @@ class Settings(BaseSettings):
     """Speed factor of the demo agent's scripted replies (2 = twice as fast)."""
     worktrees_dir: Path | None = None
     """Where sessions' worktrees are made (default: ``worktrees/`` in the state folder)."""
+
+    @field_validator("state_dir", "agents_file", "worktrees_dir", mode="after")
+    @classmethod
+    def _expand_home(cls, path: Path | None) -> Path | None:
+        # "~/state" in config.toml or a quoted variable is the home folder, never a "~" folder here.
+        return path.expanduser() if path is not None else None
 
     @classmethod
     def settings_customise_sources(

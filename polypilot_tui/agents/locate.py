@@ -10,11 +10,13 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
 from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, NpmAgent
+from polypilot_tui.config import AgentConfig
 
 #: Where installers put commands that a non-login PATH may lack.
 USER_BIN_DIRS = (
@@ -30,6 +32,26 @@ PINNED: dict[str, NpmAgent] = {Path(a.binary).name: a for a in (COPILOT_CLI, OPE
 """The agents polypilot's npm cache may hold, by command name."""
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def argv_of(agent: AgentConfig) -> list[str]:
+    """The command line an agent's config names: ``command`` (split like a shell when it holds
+    arguments and ``args`` is empty; ``copilot`` for a Copilot agent without one), then ``args``.
+    Empty when an ACP agent names no command."""
+    command = (agent.command or "").strip() or ("copilot" if agent.kind == "copilot" else "")
+    if not command:
+        return []
+    words = shlex.split(command) if not agent.args and " " in command else [command]
+    return [*words, *agent.args]
+
+
+def find_command(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> str | None:
+    """Where the agent's executable is, looked for with its own variables over ``environ``."""
+    argv = argv_of(agent)
+    if not argv:
+        return None
+    env = dict(os.environ if environ is None else environ) | agent.env
+    return locate(argv[0], env.get("PATH"), env)
 
 
 def locate(command: str, path: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from polypilot_tui.agents.locate import expand, locate
+from polypilot_tui.agents.locate import argv_of, expand, find_command
 from polypilot_tui.config import AgentConfig, SignInEvidence
 from polypilot_tui.domain.agents import AgentOffer, Availability
 
@@ -30,8 +30,9 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
     base = {"name": agent.name, "kind": agent.kind, "title": agent.title}
     if agent.kind == "demo":
         return AgentOffer(**base, availability=Availability.READY, where="built in")
-    command = command_of(agent)
-    found = locate(command, agent.env.get("PATH"), env)
+    argv = argv_of(agent)
+    command = argv[0] if argv else f"(none: set `command` for {agent.name})"
+    found = find_command(agent, env) if argv else None
     if found is None:
         install = f"; install it with: {agent.install}" if agent.install else ""
         return AgentOffer(
@@ -54,14 +55,6 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
             hint=agent.sign_in,
         )
     return AgentOffer(**base, availability=Availability.READY, where=found)
-
-
-def command_of(agent: AgentConfig) -> str:
-    """The executable an agent's ``command`` names (its first word when it holds arguments)."""
-    command = (agent.command or "").strip()
-    if not command:
-        return "copilot" if agent.kind == "copilot" else agent.name
-    return command.split()[0] if not agent.args and " " in command else command
 
 
 def _present(sign: SignInEvidence, env: Mapping[str, str]) -> bool:

@@ -78,3 +78,15 @@ def test_polypilot_config_says_where_each_setting_came_from(tmp_path: Path) -> N
     text = polypilot("config", cwd=tmp_path, OPENAI_API_KEY="sk-never-printed-0123456789")
     assert "sk-never-printed" not in text.stdout + done.stdout
     assert "theme" in text.stdout and "(config.toml)" in text.stdout
+
+
+def test_paths_in_config_toml_expand_the_home_folder_and_nested_typos_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    config_file().write_text('state_dir = "~/pp-state"\nworktrees_dir = "~/trees"\n')
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.state_dir == tmp_path / "pp-state" and settings.worktree_root == tmp_path / "trees"
+    config_file().write_text("[watchdog]\ninactivty = 5\n")
+    done = polypilot("config", cwd=tmp_path)
+    assert done.returncode == 2 and "watchdog.inactivty" in done.stderr, done.stderr

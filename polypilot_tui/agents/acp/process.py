@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 import shutil
 import signal
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.locate import locate
+from polypilot_tui.agents.locate import argv_of, find_command
 from polypilot_tui.config import AgentConfig
 
 #: How long to wait after SIGTERM before SIGKILL.
@@ -50,11 +49,10 @@ _ENV_PREFIXES = ("LC_", "XDG_")
 
 def agent_command(agent: AgentConfig) -> list[str]:
     """The argv of an ACP agent: its command found where :func:`locate` looks, and its args."""
-    if not agent.command:
+    argv = argv_of(agent)
+    if not argv:
         raise BackendError(f"agent {agent.name!r} has no command (set `command` in the agents file)")
-    argv = shlex.split(agent.command) if not agent.args and " " in agent.command else [agent.command]
-    argv += list(agent.args)
-    found = locate(argv[0], agent.env.get("PATH"))
+    found = find_command(agent)
     if found is None:
         install = f" (install it with: {agent.install})" if agent.install else ""
         raise BackendError(f"cannot start ACP agent {argv[0]!r}: it is not found{install}")

@@ -36,7 +36,7 @@ from polypilot_tui.agents.copilot.runtime import (
 )
 from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
 from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.locate import locate
+from polypilot_tui.agents.locate import find_command
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -143,7 +143,7 @@ class CopilotConnection:
         """Start the CLI, then create a session or resume ``resume_id`` (handler first)."""
         if self._client is not None:
             raise BackendError("this Copilot backend is already connected")
-        cli = locate(self._agent.command or "copilot", self._agent.env.get("PATH"))
+        cli = find_command(self._agent)
         self._command = cli or self._agent.command or ""
         if not cli:
             raise BackendError(
