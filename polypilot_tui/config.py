@@ -252,6 +252,17 @@ class AgentConfig(BaseModel):
     """Any one of these says it is signed in; none listed: nothing to check."""
     pass_env: list[str] = Field(default_factory=list)
     """Variables of ours an ACP agent gets as they are (``NAME``, or ``PREFIX_*``)."""
+
+    @field_validator("pass_env")
+    @classmethod
+    def _named_variables(cls, names: list[str]) -> list[str]:
+        for name in names:
+            stem = name.removesuffix("*")
+            if not stem.replace("_", "").isalnum() or len(stem) < 3:
+                # "*" or "A*" would hand the agent every secret of the environment.
+                raise ValueError(f"pass_env: {name!r} is not a variable name or a prefix of 3 or more characters")
+        return names
+
     command: str | None = None
     """Executable: the Copilot CLI path, or the ACP agent command. None = the default."""
     args: list[str] = Field(default_factory=list)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import sys
 
 from polypilot_tui.agents.readiness import readiness
+from polypilot_tui.commands.output import EXIT_OK
 from polypilot_tui.config import AgentCatalog
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.wire import to_plain
-
-EXIT_OK = 0
 
 
 def print_agents(catalog: AgentCatalog, json_mode: bool = False) -> int:

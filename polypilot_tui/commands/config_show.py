@@ -9,12 +9,12 @@ from typing import Any
 
 from dotenv import dotenv_values
 
+from polypilot_tui.commands.output import EXIT_OK
 from polypilot_tui.config import AGENTS_FILE, CONFIG_FILE, Settings, config_dir, read_config_file
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.infra.redact import REDACTOR
 
-EXIT_OK = 0
 PREFIX = "POLYPILOT_"
 
 
@@ -33,7 +33,8 @@ def files_in_use(settings: Settings) -> dict[str, dict[str, Any]]:
 def origin(name: str) -> str:
     """Where the setting ``name`` came from: ``environment``, ``.env``, ``config.toml`` or ``default``."""
     variable = PREFIX + name.upper()
-    if any(key == variable or key.startswith(variable + "__") for key in os.environ):
+    set_here = {key.upper() for key, value in os.environ.items() if value.strip()}  # empty = unset
+    if any(key == variable or key.startswith(variable + "__") for key in set_here):
         return "environment"
     if Path(".env").is_file():
         dotenv = {k.upper() for k in dotenv_values(".env")}

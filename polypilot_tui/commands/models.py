@@ -11,13 +11,12 @@ from __future__ import annotations
 import sys
 
 from polypilot_tui.commands.live import CommandFailed, find_view, run_command
+from polypilot_tui.commands.output import EXIT_OK
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.wire import from_plain
 from polypilot_tui.service.client import EngineHttp
-
-EXIT_OK = 0
 
 
 def format_models(choices: ModelChoices) -> str:

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
+EXIT_OK = 0
 EXIT_STDOUT_CLOSED = 141
 """128 + SIGPIPE: what a shell reports for a writer whose reader went away."""
 

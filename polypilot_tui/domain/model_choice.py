@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MAX_OPTIONS = 500
+"""More models than anyone picks from; the rest of a longer list is left out."""
+
 
 @dataclass(frozen=True)
 class ModelOption:
@@ -29,6 +32,14 @@ class ModelChoices:
     """Why the list is short or empty, in words ("the agent offers no model choice")."""
     free_form: bool = False
     """The agent takes any model id, listed or not (Copilot with a BYOK provider)."""
+
+    def __post_init__(self) -> None:
+        # Agents' lists are untrusted: a repeated id (across groups, or after a cut) would be
+        # two rows of one model, and the picker's list refuses duplicate ids.
+        unique: dict[str, ModelOption] = {}
+        for option in self.options[:MAX_OPTIONS]:
+            unique.setdefault(option.id, option)
+        object.__setattr__(self, "options", tuple(unique.values()))
 
     def offers(self, model_id: str) -> bool:
         """True when ``model_id`` is one of the options."""

@@ -121,8 +121,12 @@ class Connector:
             if tail and tail[-1] not in said:  # the Copilot SDK quotes it; an ACP agent's is only in its log
                 said += f" — its stderr: {one_line(' | '.join(tail[-3:]), 300)}"
             session.lost = f"could not start the agent: {said}"
-            if session.turn is None:  # a turn's end says it (with the fix) in its own row
-                session.error(failure_text(session.lost, session.sign_in), ctx.clock.wall())
+            row = failure_text(session.lost, session.sign_in)
+            last = session.history[-1] if session.history else None
+            # A turn's end says it (with the fix) in its own row; a retry that fails the same way
+            # (F8, a model list, Reconnect) does not add the same row again.
+            if session.turn is None and not (last is not None and last.kind is ItemKind.ERROR and last.text == row):
+                session.error(row, ctx.clock.wall())
             ctx.changed(session_id)
             await ctx.safe(backend.close())
             raise BackendError(session.lost) from exc

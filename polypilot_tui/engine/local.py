@@ -229,7 +229,8 @@ class LocalEngine:
         return self.manager.details(self.known(session_id))
 
     async def agents(self) -> tuple[AgentOffer, ...]:
-        return self.manager.offers()
+        # Off the loop: readiness looks on disk (commands, sign-in files) for every agent.
+        return await asyncio.to_thread(self.manager.offers)
 
     async def refresh_changes(self, session_id: str) -> None:
         self.changes.refresh(self.known(session_id))

@@ -9,6 +9,9 @@ the registry) and set again after every connect (:mod:`polypilot_tui.engine.mode
 
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
+
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.model_choice import ModelChoices
@@ -24,6 +27,8 @@ class ModelDesk:
 
     def __init__(self, manager: SessionManager) -> None:
         self._manager = manager
+        # One switch of a session at a time: a failed one's rollback must not undo another's.
+        self._switching: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def models(self, session_id: str) -> ModelChoices:
         """What the session's agent offers (its agent is connected first, if it is not)."""
@@ -35,6 +40,10 @@ class ModelDesk:
 
     async def set_model(self, session_id: str, model_id: str) -> None:
         """Switch the session to ``model_id`` from its next turn on; refused while a turn runs."""
+        async with self._switching[session_id]:
+            await self._switch(session_id, model_id)
+
+    async def _switch(self, session_id: str, model_id: str) -> None:
         manager = self._manager
         model_id = model_id.strip()
         if not model_id:
@@ -45,10 +54,10 @@ class ModelDesk:
         if not (choices.free_form or choices.offers(model_id)):
             offered = ", ".join(o.id for o in choices.options[:12]) or "none"
             raise EngineError(f"the agent does not offer the model {one_line(model_id, 80)!r} (it offers: {offered})")
-        if manager.view(session_id).status.busy:  # a queued prompt may have started meanwhile
-            raise EngineError(BUSY)
         session = manager.session(session_id)
         backend = await manager.connect(session_id)
+        if manager.view(session_id).status.busy:  # a queued prompt may have started meanwhile
+            raise EngineError(BUSY)
         previous = session.model_choice
         session.model_choice = model_id  # before the event below: it is saved with that change
         try:

@@ -174,3 +174,10 @@ def test_the_readmes_agents_file_example_is_valid(machine: Path, tmp_path: Path)
     assert catalog.problems == ()
     assert catalog.agents["codex"].command == "codex-acp" and catalog.agents["codex"].env
     assert readiness(catalog.agents["my-agent"]).hint == "pipx install my-agent"
+
+
+@pytest.mark.parametrize("wide", ["*", "A*", "=X", "MY VAR"])
+def test_an_agent_cannot_be_handed_the_whole_environment(wide: str) -> None:
+    with pytest.raises(ValueError, match="pass_env"):
+        AgentConfig(name="x", kind="acp", command="x", pass_env=[wide])
+    assert AgentConfig(name="x", kind="acp", command="x", pass_env=["GEMINI_*", "HTTP_PROXY"]).pass_env

@@ -130,3 +130,12 @@ async def test_a_demo_agent_configured_with_another_model_offers_it_too(tmp_path
     with pytest.raises(BackendError, match="no model 'gpt-9'"):
         await backend.set_model("gpt-9")
     await backend.close()
+
+
+def test_an_agents_repeated_or_endless_model_list_is_one_row_per_model() -> None:
+    from polypilot_tui.domain.model_choice import MAX_OPTIONS, ModelChoices, ModelOption
+
+    twice = ModelChoices("a", (ModelOption("a", "A"), ModelOption("b"), ModelOption("a", "A again")))
+    assert [(o.id, o.name) for o in twice.options] == [("a", "A"), ("b", "")]
+    endless = ModelChoices("", tuple(ModelOption(f"m{i}") for i in range(MAX_OPTIONS + 50)))
+    assert len(endless.options) == MAX_OPTIONS

@@ -86,8 +86,7 @@ class CopilotBackend:
     async def models(self) -> ModelChoices:
         """The session's model and the CLI's list (with a BYOK provider: what is known, any id allowed)."""
         connection = self.connection
-        byok = self._agent.provider is not None
-        return await session_models(connection.client, connection.session, self._agent.model, byok)
+        return await session_models(connection.client, connection.session, connection.configured_model, connection.byok)
 
     async def set_model(self, model_id: str) -> None:
         """``session.set_model``: from the next message on (the CLI reports ``session.model_change``)."""

@@ -174,6 +174,16 @@ class CopilotConnection:
     def _model(self) -> str | None:
         return self._agent.model or self._env.get("COPILOT_MODEL") or None
 
+    @property
+    def byok(self) -> bool:
+        """Sessions use a model provider of one's own (the agent's, or the CLI's COPILOT_PROVIDER_*)."""
+        return self._provider is not None
+
+    @property
+    def configured_model(self) -> str | None:
+        """The model sessions start on (the agent's ``model``, else COPILOT_MODEL), or None."""
+        return self._model()
+
     async def _start_client(self, cli: str) -> None:
         found = shutil.which(cli, path=self._env.get("PATH")) if os.sep not in cli else cli
         if found is None or not os.access(found, os.X_OK):
