@@ -46,6 +46,10 @@ class Exits(Protocol):
     def exit(self, result: Any = None, return_code: int = 0, message: Any = None) -> None: ...
 
 
+TERMINAL_CHECK_SECONDS = 2.0
+"""How often the terminal is asked whether it is still there (one ioctl)."""
+
+
 def exit_code(signo: int) -> int:
     """The exit code of a quit on ``signo`` (what a shell shows for a process it ended)."""
     return 128 + signo
@@ -75,6 +79,20 @@ class QuitOnSignal:
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         for signo in QUIT_SIGNALS:
             loop.add_signal_handler(signo, self, signo)
+        if self._ttys:
+            loop.call_later(TERMINAL_CHECK_SECONDS, self.watch_terminal, loop)
+
+    def watch_terminal(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Quit as on SIGHUP when the terminal is gone without one (its other end closed while
+        the hangup went to another process group): its input then reads as endless empty
+        reads, and the driver's input thread would spin on them for good."""
+        if self.received is not None:
+            return
+        if terminal_gone(self._ttys):
+            log.warning("the terminal is gone and no SIGHUP came")
+            self(signal.SIGHUP)
+            return
+        loop.call_later(TERMINAL_CHECK_SECONDS, self.watch_terminal, loop)
 
     def __call__(self, signo: int) -> None:
         name = signal.Signals(signo).name

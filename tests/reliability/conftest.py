@@ -143,14 +143,15 @@ class Dashboard:
             start_new_session=True,
         )
         os.close(slave)
-        self._master = master
+        self.master = master
+        """The terminal's end the test holds (closing it is a closed terminal window)."""
         self.screen = bytearray()
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
 
     def _drain(self) -> None:
         with contextlib.suppress(OSError):
-            while chunk := os.read(self._master, 65536):
+            while chunk := os.read(self.master, 65536):
                 self.screen += chunk
 
     def text(self) -> str:
@@ -158,7 +159,7 @@ class Dashboard:
         return _CSI.sub("", bytes(self.screen).decode("utf-8", "replace"))
 
     def type(self, keys: bytes) -> None:
-        os.write(self._master, keys)
+        os.write(self.master, keys)
 
     def wait_for_lock(self, state: Path, timeout: float = 60) -> None:
         wait_until(
@@ -176,7 +177,7 @@ class Dashboard:
     def close(self) -> None:
         self.kill()
         with contextlib.suppress(OSError):
-            os.close(self._master)
+            os.close(self.master)
 
 
 @pytest.fixture
