@@ -105,6 +105,10 @@ class Usage:
             changes.update(self._cost_changes(cost.get("amount"), cost.get("currency")))
         return replace(self, **changes, reported=True) if changes else self
 
+    def new_counter(self) -> Usage:
+        """The same figures, for an agent whose cumulative cost starts again from zero."""
+        return replace(self, cost_mark=None)
+
     def _cost_changes(self, amount: Any, currency: Any) -> dict[str, Any]:
         total = _money(amount)
         code = currency.strip().upper() if isinstance(currency, str) else ""

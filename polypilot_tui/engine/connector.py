@@ -146,6 +146,8 @@ class Connector:
             if result.resumed:
                 session.system(f"🔄 Session reconnected: {result.how}.", wall)
             else:
+                # A new agent session counts its cost from zero: the old mark would swallow it.
+                session.usage = session.usage.new_counter()
                 session.error(
                     f"⚠ The agent could not resume its earlier session ({result.how}). This is a new "
                     "agent session: the agent does not remember the conversation above.",

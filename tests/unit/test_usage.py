@@ -181,3 +181,13 @@ def test_usage_changes_the_view_but_is_never_progress() -> None:
     assert turn.last_event_at == 0.0 and session.last_activity_at is None  # no progress, no activity
     apply_event(session, AgentEvent(CONTEXT, {"currentTokens": 10, "tokenLimit": 100}), later, clock)
     assert session.revision == before + 2  # the same report again: nothing to redraw
+
+
+def test_a_new_agent_session_counts_its_cost_from_zero() -> None:
+    report = {"currentTokens": 10, "tokenLimit": 100}
+    before = Usage().fold("session.usage_info", {**report, "cost": {"amount": 0.05, "currency": "USD"}})
+    # the old counter reached 0.05; a new agent session's counter starts again and reaches 0.08
+    kept = before.fold("session.usage_info", {**report, "cost": {"amount": 0.08, "currency": "USD"}})
+    fresh = before.new_counter().fold("session.usage_info", {**report, "cost": {"amount": 0.08, "currency": "USD"}})
+    assert kept.cost == pytest.approx(0.08)  # read as the same counter grown by 0.03
+    assert fresh.cost == pytest.approx(0.13)  # 0.05 before + 0.08 of the new session
