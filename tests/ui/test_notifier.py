@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from polypilot_tui.config import Settings
-from polypilot_tui.ui.notifier import DesktopNotifier, desktop_notifier, system_command
+from polypilot_tui.infra.notify_command import system_command
+from polypilot_tui.ui.notifier import DesktopNotifier, desktop_notifier
 from tests.support.fake_notifier import fake_notifier, runs
 
 
