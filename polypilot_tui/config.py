@@ -44,18 +44,27 @@ class ConfigFileError(ValueError):
     """``config.toml`` cannot be used; the message names the file and why."""
 
 
+def read_toml_file(path: Path, what: str, max_bytes: int, error: type[Exception]) -> dict[str, Any]:
+    """The tables of the TOML file ``path`` (``what`` names it in messages), read within
+    ``max_bytes``; FileNotFoundError when it is missing, ``error`` when it cannot be used."""
+    try:
+        if path.stat().st_size > max_bytes:
+            raise error(f"{what} {path} is larger than {max_bytes:,} bytes")
+        return load_toml(path.read_text(encoding="utf-8"), f"{what} {path}")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{what} {path} cannot be read: {exc}") from None
+    except ParseError as exc:
+        raise error(str(exc)) from None
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """The settings table of ``config.toml`` ({} when there is none); ConfigFileError otherwise."""
     try:
-        if path.stat().st_size > MAX_CONFIG_FILE_BYTES:
-            raise ConfigFileError(f"config file {path} is larger than {MAX_CONFIG_FILE_BYTES:,} bytes")
-        return load_toml(path.read_text(encoding="utf-8"), f"config file {path}")
+        return read_toml_file(path, "config file", MAX_CONFIG_FILE_BYTES, ConfigFileError)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigFileError(f"config file {path} cannot be read: {exc}") from None
-    except ParseError as exc:
-        raise ConfigFileError(str(exc)) from None
 
 
 class _ConfigFileSource(PydanticBaseSettingsSource):
@@ -163,6 +172,10 @@ class Settings(BaseSettings):
     """Speed factor of the demo agent's scripted replies (2 = twice as fast)."""
     worktrees_dir: Path | None = None
     """Where sessions' worktrees are made (default: ``worktrees/`` in the state folder)."""
+    notifications: Literal["auto", "terminal", "system", "off"] = "auto"
+    """Desktop notifications while the terminal is not focused (permission asked, turn over):
+    auto = the system notifier (notify-send, osascript) when found and not over SSH, else a
+    terminal escape (OSC 9 / OSC 777); terminal; system; off."""
 
     @field_validator("state_dir", "agents_file", "worktrees_dir", mode="after")
     @classmethod
@@ -185,20 +198,15 @@ class Settings(BaseSettings):
     def agents_path(self) -> Path | None:
         """The agents file in use: the one named, else the config folder's when it exists."""
         if self.agents_file is not None:
-            return self.agents_file.expanduser()
+            return self.agents_file.expanduser()  # --agents-file is set by model_copy, past the validator
         default = config_dir() / AGENTS_FILE
         return default if default.is_file() else None
 
     @property
     def worktree_root(self) -> Path:
         """The folder that holds every session's worktree."""
-        root = self.worktrees_dir.expanduser() if self.worktrees_dir else self.state_dir / "worktrees"
+        root = self.worktrees_dir or self.state_dir / "worktrees"
         return root.resolve()  # git runs in the repository: a relative folder would land inside it
-
-    notifications: Literal["auto", "terminal", "system", "off"] = "auto"
-    """Desktop notifications while the terminal is not focused (permission asked, turn over):
-    auto = the system notifier (notify-send, osascript) when found and not over SSH, else a
-    terminal escape (OSC 9 / OSC 777); terminal; system; off."""
 
 
 class ProviderConfig(BaseModel):
@@ -344,12 +352,6 @@ def load_agents(path: Path | None, builtin: Mapping[str, Mapping[str, Any]] | No
 def read_agents_file(path: Path) -> dict[str, Any]:
     """The tables of an agents file; AgentsFileError when it is missing, too large or not TOML."""
     try:
-        if Path(path).stat().st_size > MAX_AGENTS_FILE_BYTES:
-            raise AgentsFileError(f"agents file {path} is larger than {MAX_AGENTS_FILE_BYTES:,} bytes")
-        return load_toml(Path(path).read_text(encoding="utf-8"), f"agents file {path}")
+        return read_toml_file(Path(path), "agents file", MAX_AGENTS_FILE_BYTES, AgentsFileError)
     except FileNotFoundError:
         raise AgentsFileError(f"agents file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AgentsFileError(f"agents file {path} cannot be read: {exc}") from None
-    except ParseError as exc:
-        raise AgentsFileError(str(exc)) from None
