@@ -4,6 +4,7 @@ came from (environment, ``.env``, ``config.toml`` or the default), secrets redac
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,25 +31,32 @@ def files_in_use(settings: Settings) -> dict[str, dict[str, Any]]:
     return {name: {"path": str(path), "in_use": path.is_file()} for name, path in files.items()}
 
 
-def origin(name: str) -> str:
-    """Where the setting ``name`` came from: ``environment``, ``.env``, ``config.toml`` or ``default``."""
-    variable = PREFIX + name.upper()
-    set_here = {key.upper() for key, value in os.environ.items() if value.strip()}  # empty = unset
-    if any(key == variable or key.startswith(variable + "__") for key in set_here):
-        return "environment"
-    if Path(".env").is_file():
-        dotenv = {k.upper() for k in dotenv_values(".env")}
-        if any(key == variable or key.startswith(variable + "__") for key in dotenv):
+def origins() -> Callable[[str], str]:
+    """Where a setting came from, by its name: ``environment``, ``.env``, ``config.toml`` or
+    ``default`` (each source is read once)."""
+    in_env = {key.upper() for key, value in os.environ.items() if value.strip()}  # empty = unset
+    in_dotenv = {key.upper() for key in dotenv_values(".env")} if Path(".env").is_file() else set()
+    in_file = read_config_file(config_dir() / CONFIG_FILE)
+
+    def sets(names: set[str], name: str) -> bool:
+        variable = PREFIX + name.upper()
+        return any(key == variable or key.startswith(variable + "__") for key in names)
+
+    def origin(name: str) -> str:
+        if sets(in_env, name):
+            return "environment"
+        if sets(in_dotenv, name):
             return ".env"
-    if name in read_config_file(config_dir() / CONFIG_FILE):
-        return "config.toml"
-    return "default"
+        return "config.toml" if name in in_file else "default"
+
+    return origin
 
 
 def show_config(settings: Settings, json_mode: bool = False) -> int:
     """Print the files in use and the effective settings."""
     REDACTOR.learn_environment()
     values = settings.model_dump(mode="json")
+    origin = origins()
     effective = {name: {"value": REDACTOR.value(value), "from": origin(name)} for name, value in values.items()}
     files = files_in_use(settings)
     if json_mode:
