@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.base import AgentBackend, BackendError
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.text import one_line
@@ -32,9 +32,12 @@ class ModelDesk:
 
     async def models(self, session_id: str) -> ModelChoices:
         """What the session's agent offers (its agent is connected first, if it is not)."""
+        return (await self._listed(session_id))[1]
+
+    async def _listed(self, session_id: str) -> tuple[AgentBackend, ModelChoices]:
         try:
             backend = await self._manager.connect(session_id)
-            return await backend.models()
+            return backend, await backend.models()
         except BackendError as exc:
             raise EngineError(f"the models could not be listed: {exc}") from None
 
@@ -50,12 +53,11 @@ class ModelDesk:
             raise EngineError("name a model")
         if manager.view(session_id).status.busy:
             raise EngineError(BUSY)
-        choices = await self.models(session_id)
+        backend, choices = await self._listed(session_id)
         if not (choices.free_form or choices.offers(model_id)):
             offered = ", ".join(o.id for o in choices.options[:12]) or "none"
             raise EngineError(f"the agent does not offer the model {one_line(model_id, 80)!r} (it offers: {offered})")
         session = manager.session(session_id)
-        backend = await manager.connect(session_id)
         if manager.view(session_id).status.busy:  # a queued prompt may have started meanwhile
             raise EngineError(BUSY)
         previous = session.model_choice
