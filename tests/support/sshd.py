@@ -88,6 +88,7 @@ class Sshd:
         """Keys, configs and a listening server (a few tries should the free port be taken)."""
         for name in ("host_key", "user_key", "other_key"):
             _keygen(self.folder / name)
+        (self.folder / "home").mkdir(mode=0o700, exist_ok=True)
         (self.folder / "authorized_keys").write_bytes((self.folder / "user_key.pub").read_bytes())
         if not os.path.isdir("/run/sshd"):  # privilege separation folder, absent until a first run
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
@@ -114,6 +115,10 @@ class Sshd:
             "PermitRootLogin prohibit-password\nPermitTTY no\nX11Forwarding no\n"
             "AllowStreamLocalForwarding yes\nAllowAgentForwarding no\n"
             "MaxStartups 50\nLogLevel VERBOSE\n"
+            # The login shell reads the account's ~/.bashrc, whose tools (pyenv's rehash lock,
+            # seen stale on fresh machines) can hang every session: the tests log in to an
+            # empty home of their own instead.
+            f"SetEnv HOME={f / 'home'}\n"
         )
 
     def _write_client_config(self, path: Path, key: Path) -> None:
