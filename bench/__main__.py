@@ -1,18 +1,80 @@
-"""`make bench`: run every benchmark module in bench/ (or those named on the command line)."""
+"""`make bench`: run every benchmark module in bench/ (or those named) and print one table.
+
+Each module's ``main()`` prints its details and returns the rows it measured (see
+:data:`bench._support.Row`). A full run writes the table, with the date and the machine, to
+``bench/results.md`` and into the README's Performance section (between its markers), so
+the README always shows a real run; a run of named modules only prints its table.
+"""
 
 from __future__ import annotations
 
+import datetime
 import importlib
+import os
 import pkgutil
+import platform
 import sys
 import time
 from pathlib import Path
 
+from bench._support import Row
+
+HERE = Path(__file__).parent
+RESULTS = HERE / "results.md"
+README = HERE.parent / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def machine() -> str:
+    """The machine in one line: CPU model, cores, memory, OS, Python, load when the run began."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f", {mem_kib / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        memory = ""
+    load = f", load {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
+    return (
+        f"{model or platform.machine()}, {os.cpu_count()} cores{memory}; {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}{load} at the start"
+    )
+
+
+def table(rows: list[Row], failed: list[str], when: str, where: str, took: float) -> str:
+    """The markdown table of a run, with when, where and what failed."""
+    lines = [
+        f"`make bench` on {when}, {where}; {took / 60:.1f} min in all.",
+        "",
+        "| path | measured | target |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {path} | {figure} | {target or '—'} |" for path, figure, target in rows]
+    if failed:
+        lines += ["", "Did not run: " + "; ".join(failed) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def into_readme(text: str) -> bool:
+    """Put ``text`` between the README's markers (False when they are missing)."""
+    readme = README.read_text()
+    if START not in readme or END not in readme:
+        return False
+    head, rest = readme.split(START, 1)
+    README.write_text(f"{head}{START}\n{text}{END}{rest.split(END, 1)[1]}")
+    return True
+
 
 def main(argv: list[str]) -> int:
-    here = Path(__file__).parent
-    names = argv or sorted(m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_"))
-    failed = 0
+    names = argv or sorted(m.name for m in pkgutil.iter_modules([str(HERE)]) if not m.name.startswith("_"))
+    where = machine()
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    began = time.perf_counter()
+    rows: list[Row] = []
+    failed: list[str] = []
     for name in names:
         module = importlib.import_module(f"bench.{name}")
         if not hasattr(module, "main"):
@@ -20,11 +82,18 @@ def main(argv: list[str]) -> int:
         print(f"\n=== bench/{name}.py ===", flush=True)
         started = time.perf_counter()
         try:
-            module.main()
+            result = module.main()
         except Exception as exc:  # noqa: BLE001 - report and go on with the others
-            failed += 1
+            failed.append(f"{name} ({type(exc).__name__}: {exc})")
             print(f"FAILED: {type(exc).__name__}: {exc}", flush=True)
+        else:
+            rows += result if isinstance(result, list) else []
         print(f"({time.perf_counter() - started:.1f} s)", flush=True)
+    text = table(rows, failed, when, where, time.perf_counter() - began)
+    print("\n" + text)
+    if not argv:
+        RESULTS.write_text(text)
+        print(f"written to {RESULTS}" + (" and README.md" if into_readme(text) else " (README.md has no markers)"))
     return 1 if failed else 0
 
 

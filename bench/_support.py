@@ -13,6 +13,9 @@ from polypilot_tui.engine.manager import SessionManager
 
 AGENT = "bench"
 
+Row = tuple[str, str, str]
+"""One line of `make bench`'s table: what was measured, the figures of this run, the target ("" for none)."""
+
 
 QuietBackend = NullBackend
 """Accepts everything and emits nothing; a benchmark feeds events through ``sink``."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._engine_service import engine_process, polypilot_serve, short_state_dir
+from bench._support import Row
 from bench.startup import seed, settings_for
 
 MakeEngine = Callable[[Path], tuple[Any, Any]]
@@ -127,7 +128,7 @@ async def measure(attached: Path, local_full: Path, scratch: Path, repeat: int) 
     return runs
 
 
-async def run(sessions: int, items: int, repeat: int) -> None:
+async def run(sessions: int, items: int, repeat: int) -> list[Row]:
     state = short_state_dir()
     with tempfile.TemporaryDirectory(prefix="ppb-") as tmp:
         local_full = Path(tmp) / "full"
@@ -160,15 +161,18 @@ async def run(sessions: int, items: int, repeat: int) -> None:
     )
     if runs["shown"][0] < sessions:
         raise RuntimeError(f"the attached dashboard listed {runs['shown'][0]:.0f} of {sessions} sessions")
+    listed, empty = med["attached 200 listed"] * 1000, base * 1000
+    figure = f"{listed:.0f} ms vs {empty:.0f} ms: {listed / empty:.2f}x"
+    return [(f"attach to an engine with {label}: every session listed vs an empty local start", figure, "≤ 1.5x")]
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(prog="bench.engine_attach", description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--items", type=int, default=50, help="history rows per saved session")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args([] if argv is None else argv)  # `python -m bench` calls main()
-    asyncio.run(run(args.sessions, args.items, args.repeat))
+    return asyncio.run(run(args.sessions, args.items, args.repeat))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._engine_service import engine_process, polypilot_serve, short_state_dir
+from bench._support import Row
 from bench.startup import seed
 
 SETTLE = 2.0
@@ -78,7 +79,7 @@ def show(name: str, idle: Idle) -> None:
     )
 
 
-async def run(seconds: float, sessions: int) -> None:
+async def run(seconds: float, sessions: int) -> list[Row]:
     from polypilot_tui.service.remote import RemoteEngine
     from polypilot_tui.service.wire import socket_path
 
@@ -113,14 +114,18 @@ async def run(seconds: float, sessions: int) -> None:
         )
         + " (target ~0)"
     )
+    figure = ", ".join(
+        f"{name} {idle.cpu_per_min / 60:.2%}" for name, idle in (("alone", alone), ("attached", attached))
+    )
+    return [(f"engine idle with {sessions} sessions: CPU share of one core", figure, "~0")]
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(prog="bench.engine_idle", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--sessions", type=int, default=5)
     args = parser.parse_args([] if argv is None else argv)  # `python -m bench` calls main()
-    asyncio.run(run(args.seconds, args.sessions))
+    return asyncio.run(run(args.seconds, args.sessions))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench._support import Row
 from bench.stop_latency import find_cli
 
 PAIRS = 7
@@ -123,14 +124,14 @@ def one(kind: str, cli: Path, server_url: str) -> tuple[float, int]:
     return wall, peak
 
 
-def main(pairs: int = PAIRS) -> None:
+def main(pairs: int = PAIRS) -> list[Row]:
     if str(ROOT) not in sys.path:  # tests.support (model server) lives beside bench/
         sys.path.insert(0, str(ROOT))
     from tests.support.model_server import ModelServer
 
     cli = find_cli()
     if cli is None:
-        return
+        return []
     walls: dict[str, list[float]] = {"polypilot": [], "bare": []}
     peaks: dict[str, list[int]] = {"polypilot": [], "bare": []}
     ratios: list[float] = []
@@ -159,6 +160,9 @@ def main(pairs: int = PAIRS) -> None:
         )
     extra = (statistics.median(peaks["polypilot"]) - statistics.median(peaks["bare"])) / mib
     print(f"ratio polypilot/bare: median {statistics.median(ratios):.2f}x (target ≤ 1.2x); RSS +{extra:.0f} MiB")
+    ours, bare = statistics.median(walls["polypilot"]), statistics.median(walls["bare"])
+    figure = f"{ours:.2f} s vs {bare:.2f} s: {statistics.median(ratios):.2f}x; peak RSS +{extra:.0f} MiB"
+    return [("`polypilot run` vs bare `copilot -p`, one tool turn (real CLI)", figure, "≤ 1.2x, ≤ +80 MiB")]
 
 
 if __name__ == "__main__":

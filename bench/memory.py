@@ -12,7 +12,7 @@ import resource
 import tempfile
 from pathlib import Path
 
-from bench._support import AGENT, bench_manager, bench_settings
+from bench._support import AGENT, Row, bench_manager, bench_settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
 
@@ -27,7 +27,7 @@ def rss_mb() -> float:
     return pages * resource.getpagesize() / 1e6
 
 
-async def run() -> None:
+async def run() -> list[Row]:
     gc.collect()
     base = rss_mb()
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,10 +48,12 @@ async def run() -> None:
     print(f"RSS:                       {total:.0f} MB total (target < 250 MB), {growth:.0f} MB for the sessions")
     print(f"raw text held:             {raw:.1f} MB")
     print(f"ratio RSS growth / text:   {growth / raw:.2f}x")
+    figure = f"{total:.0f} MB ({growth:.0f} MB for {raw:.1f} MB of text)"
+    return [(f"engine memory, {SESSIONS} sessions x {MESSAGES} messages", figure, "< 250 MB")]
 
 
-def main() -> None:
-    asyncio.run(run())
+def main() -> list[Row]:
+    return asyncio.run(run())
 
 
 if __name__ == "__main__":

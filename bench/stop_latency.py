@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._support import Row
 from polypilot_tui.domain.changes import Change, ViewChanged
 
 RUNS = 7
@@ -39,7 +40,7 @@ CASES = (
 )
 
 
-async def run(cli: Path, runs: int = RUNS) -> None:
+async def run(cli: Path, runs: int = RUNS) -> list[Row]:
     from polypilot_tui.domain.turn import Outcome
     from tests.support.copilot_harness import AGENT, cli_pid, make_manager, until
     from tests.support.model_server import ModelServer
@@ -107,6 +108,10 @@ async def run(cli: Path, runs: int = RUNS) -> None:
             f"  Stop → CLI idle (stop() done): {ms(ready)}   ratio to the grace: "
             f"median {statistics.median(ready) / grace:.4f}x, max {max(ready) / grace:.4f}x"
         )
+    return [
+        (f"Stop on the real Copilot CLI ({label}): Stop → 'stopped' shown", ms(shown), "")
+        for label, shown, _ in results
+    ]
 
 
 def find_cli() -> Path | None:
@@ -128,13 +133,12 @@ def find_cli() -> Path | None:
         return None
 
 
-def main() -> None:
+def main() -> list[Row]:
     root = str(Path(__file__).resolve().parents[1])
     if root not in sys.path:  # tests.support (model server) lives beside bench/
         sys.path.insert(0, root)
     cli = find_cli()
-    if cli is not None:
-        asyncio.run(run(cli))
+    return asyncio.run(run(cli)) if cli is not None else []
 
 
 if __name__ == "__main__":
