@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,12 @@ log = logging.getLogger(__name__)
 
 RELEASE_TIMEOUT = 15.0
 _OFFERS_RESEND = frozenset({EndCause.DISCONNECTED, EndCause.RECONNECT})
+
+
+def _nothing(session_id: str) -> None:
+    """No stream deltas are ever held (until the turn runner says otherwise)."""
+
+
 """Turns lost to a dead agent or a reconnect: their prompt is offered for resending (ctrl+y)."""
 """How long closing a session waits for its agents to be released (each close is bounded too)."""
 
@@ -83,6 +89,8 @@ class EngineContext:
         self.cfg: WatchdogConfig = settings.watchdog.to_config()
         self.sessions: dict[str, ManagedSession] = {}
         self.stream = ChangeStream()
+        self.flush_stream: Callable[[str], None] = _nothing
+        """Folds in the stream deltas a session was sent and not yet folded (set by the turn runner)."""
         self.recovery = RecoveryGate(
             settings.recovery_max_attempts, settings.recovery_breaker_limit, settings.recovery_breaker_window
         )
@@ -134,6 +142,7 @@ class EngineContext:
         self, session_id: str, outcome: Outcome, cause: EndCause, reason: str, detail: str = ""
     ) -> TurnRecord | None:
         """End the session's turn (Session.end_turn flushes first), say why in the chat, tell the world."""
+        self.flush_stream(session_id)
         managed = self.get(session_id)
         session = managed.session
         managed.disarm()

@@ -18,6 +18,7 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.reducer import Signal, apply_event
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
+from polypilot_tui.engine.bursts import DeltaBursts
 from polypilot_tui.engine.connector import Connector
 from polypilot_tui.engine.context import EngineContext, ManagedSession
 from polypilot_tui.engine.permission_recovery import PermissionRecovery
@@ -51,6 +52,8 @@ class TurnRunner:
         self._ctx = ctx
         self._connector = connector
         self._watchdog = watchdog
+        self._bursts = DeltaBursts(self._fold)
+        ctx.flush_stream = self._bursts.flush  # a turn ends with every delta it was sent
         self._recovery = PermissionRecovery(
             ctx, connector, lambda sid, prompt: self.start_turn(sid, prompt, resend=True, by_user=False)
         )
@@ -160,11 +163,17 @@ class TurnRunner:
             self._ctx.spawn(session.id, self.start_turn(session.id, session.queue.pop(0)))
 
     def apply(self, session_id: str, event: AgentEvent) -> None:
-        """Fold one agent event into a session and act on what it signals."""
+        """Fold one agent event into a session and act on what it signals (a burst of deltas
+        is folded as one: engine/bursts.py)."""
         ctx = self._ctx
         stream = ctx.stream
         if stream.wants(EventReceived):
             stream.publish(EventReceived(session_id, event))
+        if not self._bursts.take(session_id, event):
+            self._fold(session_id, event)
+
+    def _fold(self, session_id: str, event: AgentEvent) -> None:
+        ctx = self._ctx
         managed = ctx.sessions.get(session_id)
         if managed is None:
             return

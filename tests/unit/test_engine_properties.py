@@ -1,7 +1,8 @@
 """Property tests over random event orders.
 
 Whatever order events arrive in — duplicated, out of order, for unknown tools, with usage
-floods and long silences — no turn stays processing past its tier plus 1 s, and no text
+floods and long silences, one at a time or several in one pass of the event loop (where
+stream deltas are folded as one burst) — no turn stays processing past its tier plus 1 s, and no text
 that was streamed is ever lost (it is in history or still in the turn's buffer).
 """
 
@@ -54,7 +55,9 @@ def event_strategy() -> st.SearchStrategy[tuple[str, dict]]:
 
 
 steps = st.lists(
-    st.tuples(st.floats(min_value=0.0, max_value=400.0), event_strategy(), st.booleans()), min_size=1, max_size=40
+    st.tuples(st.floats(min_value=0.0, max_value=400.0), event_strategy(), st.booleans(), st.booleans()),
+    min_size=1,
+    max_size=40,
 )
 
 
@@ -79,11 +82,13 @@ async def _check(script) -> None:
         sid = await manager.create_session("fake")
         streamed: list[str] = []
         cfg = manager.cfg
-        for gap, (kind, data), send_first in script:
+        for gap, (kind, data), send_first, same_burst in script:
             session = manager.session(sid)
-            if send_first and session.turn is None:
-                await manager.send(sid, f"prompt {next(_words)}")
-            await _advance_checking(manager, clock, sid, gap, cfg)
+            if not same_burst:  # else: in the same loop iteration as the event before
+                await clock.settle()
+                if send_first and session.turn is None:
+                    await manager.send(sid, f"prompt {next(_words)}")
+                await _advance_checking(manager, clock, sid, gap, cfg)
             data = dict(data)
             if kind == EventType.MESSAGE_DELTA:
                 word = f"w{next(_words)} "
@@ -97,7 +102,7 @@ async def _check(script) -> None:
                     streamed.append(word)
             if manager.backend(sid) is not None:
                 manager.backend(sid).sink(AgentEvent(kind, data))
-            await clock.settle()
+        await clock.settle()
         await _advance_checking(manager, clock, sid, 4000.0, cfg)
         assert manager.session(sid).turn is None, "a turn outlived every tier"
         kept = "".join(
