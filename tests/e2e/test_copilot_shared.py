@@ -7,6 +7,7 @@ Reconnect, a model switch and closing stay with the session they are meant for.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -171,20 +172,41 @@ async def test_sigkill_of_the_shared_cli_mid_turn_resumes_every_session(
         assert ({"PELICAN", "HERON"} - {word}).isdisjoint(request.text().split()), "histories must not mix"
 
 
-async def test_a_kill_to_stop_one_session_tells_the_others(manager: SessionManager) -> None:
-    a, b = [await manager.create_session(AGENT, name) for name in ("a", "b")]
-    await manager.send(a, "something SLOW for a")
-    await manager.send(b, "something SLOW for b")
-    await streaming(manager, [a, b])
-    backend = manager.backend(a)
-    assert backend is not None
-    await backend.kill()  # what a Stop does when the abort does not end the turn
-    await until(lambda: manager.view(b).status.value == "disconnected", 5, "the other session to be told")
-    record = manager.session(b).last_outcome
-    assert record.outcome is Outcome.FAILED and "another session's turn" in record.reason
-    await manager.send(b, "still there")
-    await settled(manager, b, 2)
-    assert "echo: still there" in texts(manager, b, ItemKind.ASSISTANT)[-1]
+async def test_a_stop_that_escalates_to_a_kill_tells_the_others(
+    copilot_cli: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
+    manager = make_manager(copilot_cli, model_server, tmp_path, stop_grace_seconds=1.0)
+    try:
+        a, b = [await manager.create_session(AGENT, name) for name in ("a", "b")]
+        pid = cli_pid(manager, a)
+        backend = manager.backend(a)
+        assert backend is not None
+
+        async def abort_that_never_returns() -> None:
+            await asyncio.Event().wait()
+
+        # The one fault injected: a's abort does not return, so its Stop kills the CLI after the grace.
+        backend.abort = abort_that_never_returns  # type: ignore[method-assign]
+        await manager.send(a, "something SLOW for a")
+        await manager.send(b, "something SLOW for b")
+        await streaming(manager, [a, b])
+        await manager.stop(a)
+        assert pid is not None
+        await until(lambda: not alive(pid), 5, "the Stop to escalate to a kill of the shared CLI")
+        assert manager.session(a).last_outcome.outcome is Outcome.ABORTED
+        await until(lambda: manager.view(b).status.value == "disconnected", 5, "the other session to be told")
+        record = manager.session(b).last_outcome
+        assert record.outcome is Outcome.FAILED and "another session's turn" in record.reason
+        assert manager.session(b).interrupted_prompt == "something SLOW for b"  # one key resends it
+        for sid in (a, b):
+            await manager.send(sid, f"still there {sid}")
+        for sid in (a, b):
+            await settled(manager, sid, 2)
+            assert f"echo: still there {sid}" in texts(manager, sid, ItemKind.ASSISTANT)[-1]
+        assert cli_pid(manager, a) == cli_pid(manager, b) != pid
+    finally:
+        await manager.shutdown()
+    await until(lambda: not home_processes(tmp_path / "copilot-home"), 15, "every CLI to exit after shutdown")
 
 
 async def test_a_model_switch_stays_with_its_session(manager: SessionManager, model_server: ModelServer) -> None:
