@@ -92,11 +92,6 @@ class CopilotConnection:
         return self._server.client if self._server is not None else None
 
     @property
-    def server(self) -> CopilotServer | None:
-        """The shared CLI this session is on (None before connect and after release)."""
-        return self._server
-
-    @property
     def pid(self) -> int | None:
         """The shared CLI's process id (for tests and diagnostics)."""
         proc = self._server.proc if self._server is not None else None
@@ -142,7 +137,7 @@ class CopilotConnection:
     # -- connect ----------------------------------------------------------------------------
 
     async def connect(self, resume_id: str | None) -> ConnectResult:
-        """Start the CLI, then create a session or resume ``resume_id`` (handler first)."""
+        """Join (or start) the shared CLI, then create a session or resume ``resume_id`` (handler first)."""
         if self._server is not None:
             raise BackendError("this Copilot backend is already connected")
         cli = find_command(self._agent)
@@ -325,7 +320,7 @@ class CopilotConnection:
         if server is None:
             return
         forget_session(server.client, session)
-        await server.leave(self._intake, self._last_stderr)
+        await server.leave(self._intake)
 
     async def _abandon(self) -> None:
         """Connect failed or was cancelled half way: leave the server quietly (the last one

@@ -81,7 +81,6 @@ class CopilotServer:
         self.dead = False
         """Lost, killed or stopping: no session may join it any more."""
         self._starting: asyncio.Task[None] | None = None
-        self.last_stderr: tuple[str, ...] = ()
 
     @property
     def alive(self) -> bool:
@@ -161,12 +160,11 @@ class CopilotServer:
         if proc is not None:
             kill_tree(proc)
 
-    async def leave(self, member: ServerMember, stderr: tuple[str, ...] = ()) -> None:
+    async def leave(self, member: ServerMember) -> None:
         """``member`` no longer uses the server; the last one out stops it. Never raises."""
         self.members.discard(member)
         if self.members:
             return
-        self.last_stderr = stderr or self.last_stderr
         graceful = not self.dead and self._starting is not None and self._starting.done()
         if not graceful:
             self._give_up()
