@@ -1,7 +1,11 @@
-"""The Copilot backend: ``github-copilot-sdk`` driving one real Copilot CLI per session.
+"""The Copilot backend: one ``github-copilot-sdk`` session on a real Copilot CLI.
+
+Sessions of the same agent configuration share one CLI process (server.py): the SDK runs
+many sessions on one client, and a CLI costs 290–450 MiB. Stop aborts only its own session;
+a Kill (a Stop that escalated) ends the shared CLI, and every other session on it is told.
 
 The backend is the :class:`~polypilot_tui.agents.base.AgentBackend` face of three parts:
-:class:`CopilotConnection` starts the CLI and attaches the session (and stops them),
+:class:`CopilotConnection` joins the shared CLI and attaches the session (and detaches it),
 :class:`TurnControl` sends, aborts and answers permission requests, and
 :class:`EventIntake` turns what the SDK reports into engine events for the sink.
 
@@ -28,7 +32,7 @@ from polypilot_tui.infra.redact import REDACTOR
 
 
 class CopilotBackend:
-    """One Copilot CLI process and one SDK session in it."""
+    """One SDK session on the Copilot CLI its agent configuration shares."""
 
     kind = "copilot"
 
@@ -68,7 +72,7 @@ class CopilotBackend:
         return self.connection.diagnostics()
 
     async def connect(self, resume_id: str | None) -> ConnectResult:
-        """Start the CLI, then create a session or resume ``resume_id`` (handler first)."""
+        """Join (or start) the shared CLI, then create a session or resume ``resume_id`` (handler first)."""
         return await self.connection.connect(resume_id)
 
     async def send(self, prompt: str) -> None:
@@ -93,9 +97,9 @@ class CopilotBackend:
         await switch_model(self.connection.session, model_id)
 
     async def kill(self) -> None:
-        """SIGKILL the CLI and its children, report connection.lost, release the client."""
+        """SIGKILL the shared CLI and its tools (the other sessions on it are told), report connection.lost."""
         await self.connection.kill()
 
     async def close(self) -> None:
-        """Detach the session and stop the CLI; never raises."""
+        """Detach the session and leave the shared CLI (the last one out stops it); never raises."""
         await self.connection.close()

@@ -1,21 +1,22 @@
-"""The Copilot CLI process and the SDK session in it: start, create or resume, stop.
+"""The SDK session of one engine session on a shared Copilot CLI: create or resume, stop.
 
-One ``CopilotClient`` (so one CLI process) per backend, so Stop/Kill of a session never
-touches another. The recipe (see shared/reference/copilot-sdk.md): pass the CLI path
-explicitly, pass the environment explicitly (GitHub tokens dropped unless the agent config
-sets them), and with a BYOK provider set ``COPILOT_OFFLINE`` + ``COPILOT_PROVIDER_BASE_URL``
-+ ``COPILOT_MODEL`` in the env AND pass ``provider=`` on create and on every resume. The
-event handler is registered before create/resume.
+The CLI process and its ``CopilotClient`` are a :class:`~polypilot_tui.agents.copilot.server.
+CopilotServer`, shared by every session of the same agent configuration (server.py says what
+that is). The recipe (see shared/reference/copilot-sdk.md): pass the CLI path explicitly, pass
+the environment explicitly (GitHub tokens dropped unless the agent config sets them), and with
+a BYOK provider set ``COPILOT_OFFLINE`` + ``COPILOT_PROVIDER_BASE_URL`` + ``COPILOT_MODEL`` in
+the env AND pass ``provider=`` on create and on every resume. The event handler is registered
+before create/resume, and the session id is known before either (we choose it on create), so
+an event is never routed to the wrong session of a shared CLI.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import os
 import shutil
-import subprocess
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,15 +27,12 @@ from polypilot_tui.agents.copilot.busy import BusyFlag
 from polypilot_tui.agents.copilot.intake import EventIntake
 from polypilot_tui.agents.copilot.runtime import (
     build_env,
-    install_hooks,
     is_processing,
-    kill_tree,
     provider_dict,
     resume_hints,
     session_home,
-    watch_process,
 )
-from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
+from polypilot_tui.agents.copilot.server import CopilotServer, ServerSpec, join
 from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.locate import find_command
 from polypilot_tui.config import AgentConfig
@@ -51,7 +49,7 @@ DEFAULT_BYOK_MODEL = "gpt-4.1"
 
 
 class CopilotConnection:
-    """Starts the CLI, attaches the SDK session, and stops them again (never twice)."""
+    """Joins the shared CLI, attaches the SDK session, and detaches and leaves again (never twice)."""
 
     def __init__(
         self,
@@ -69,10 +67,8 @@ class CopilotConnection:
         """Ends the current turn; used on a resume that ended inside a tool."""
         self._env: dict[str, str] = {}
         self._provider: dict[str, Any] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Any = None
+        self._server: CopilotServer | None = None
         self._session: Any = None
-        self._proc: subprocess.Popen[bytes] | None = None
         self._session_id = ""
         self._command = ""
         self._last_stderr: tuple[str, ...] = ()
@@ -92,13 +88,14 @@ class CopilotConnection:
 
     @property
     def client(self) -> Any:
-        """The ``CopilotClient`` while it runs (None before start and after release)."""
-        return self._client
+        """The shared ``CopilotClient`` while this session is on it (None before and after)."""
+        return self._server.client if self._server is not None else None
 
     @property
     def pid(self) -> int | None:
-        """The CLI's process id (for tests and diagnostics)."""
-        return self._proc.pid if self._proc is not None else None
+        """The shared CLI's process id (for tests and diagnostics)."""
+        proc = self._server.proc if self._server is not None else None
+        return proc.pid if proc is not None else None
 
     @property
     def log_path(self) -> Path | None:
@@ -109,9 +106,9 @@ class CopilotConnection:
 
     def probe(self) -> Probes | None:
         """Process liveness plus a stat (and 8 KiB tail) of the CLI's own event log."""
-        if self._proc is None:
+        if self._server is None or self._server.proc is None:
             return None
-        alive = self._proc.poll() is None and not self._intake.lost
+        alive = self._server.alive and not self._intake.lost
         path = self.log_path
         stat = agent_log.stat_log(path, self._clock.wall()) if path is not None else None
         if stat is None:
@@ -127,7 +124,7 @@ class CopilotConnection:
         if self.log_path is not None:
             paths.append(("Session event log", str(self.log_path)))
         # The SDK keeps the CLI's stderr on its private JSON-RPC client; read it if still there.
-        rpc = getattr(self._client, "_client", None)
+        rpc = getattr(self.client, "_client", None)
         stderr = ""
         try:
             stderr = rpc.get_stderr_output() if rpc is not None else ""
@@ -140,8 +137,8 @@ class CopilotConnection:
     # -- connect ----------------------------------------------------------------------------
 
     async def connect(self, resume_id: str | None) -> ConnectResult:
-        """Start the CLI, then create a session or resume ``resume_id`` (handler first)."""
-        if self._client is not None:
+        """Join (or start) the shared CLI, then create a session or resume ``resume_id`` (handler first)."""
+        if self._server is not None:
             raise BackendError("this Copilot backend is already connected")
         cli = find_command(self._agent)
         self._command = cli or self._agent.command or ""
@@ -150,13 +147,12 @@ class CopilotConnection:
                 "Copilot CLI not found: install it (npm install -g @github/copilot), put `copilot` on "
                 "PATH, or set `command` for this agent"
             )
-        self._loop = asyncio.get_running_loop()
         self._env = build_env(self._agent, os.environ)
         self._provider = provider_dict(self._agent, os.environ)
         if self._provider is not None:
             self._env.setdefault("COPILOT_MODEL", self._model() or DEFAULT_BYOK_MODEL)
         try:
-            await asyncio.wait_for(self._start_client(cli), START_TIMEOUT)
+            await asyncio.wait_for(self._join(cli), START_TIMEOUT)
             if resume_id:
                 return await self._resume(resume_id)
             return await self._create("new session")
@@ -164,6 +160,9 @@ class CopilotConnection:
             await self._abandon()
             raise
         except TimeoutError:
+            # A shared CLI that answers no create or resume is of no use to anyone on it.
+            if self._server is not None and self._server.client is not None:
+                self._server.lost(f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s", killer=self._intake)
             await self._abandon()
             raise BackendError(f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s") from None
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
@@ -184,39 +183,22 @@ class CopilotConnection:
         """The model sessions start on (the agent's ``model``, else COPILOT_MODEL), or None."""
         return self._model()
 
-    async def _start_client(self, cli: str) -> None:
+    async def _join(self, cli: str) -> None:
+        """Join (or start) the shared CLI of this agent configuration."""
         found = shutil.which(cli, path=self._env.get("PATH")) if os.sep not in cli else cli
         if found is None or not os.access(found, os.X_OK):
             raise BackendError(f"Copilot CLI not found at {cli}")
         # On a leash (agents/leash.py): the CLI and its tools form one process group that
         # dies with the app, however the app ends. The SDK appends its own flags after these.
         argv = leashed(["node", found] if found.endswith(".js") else [found])
-        cwd = str(self._agent.cwd or Path.cwd())
         # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
         # works. With a provider of one's own, nothing may reach GitHub.
-        logged_in = self._provider is None
-        # The CLI boots while the SDK's generated modules import (~0.9 s each, spawn.py);
-        # the import runs off the loop, so the first Copilot session does not freeze the dashboard.
-        self._proc = spawn_cli([*argv, *self._agent.args], self._env, cwd, use_logged_in_user=logged_in)
-        await asyncio.to_thread(importlib.import_module, "copilot")
-        from copilot import CopilotClient, RuntimeConnection
-
-        self._client = CopilotClient(
-            connection=RuntimeConnection.for_stdio(path=argv[0], args=(*argv[1:], *self._agent.args)),
-            env=self._env,
-            working_directory=cwd,
-            use_logged_in_user=logged_in,
+        spec = ServerSpec(
+            (*argv, *self._agent.args), tuple(sorted(self._env.items())), logged_in=self._provider is None
         )
-        adopt(self._client, self._proc)
-        await self._client.start()
-        # The SDK does not expose the CLI process; its private attribute is the only handle.
-        self._proc = getattr(self._client, "_cli_process", None)
-        assert self._loop is not None
-        intake = self._intake
-        install_hooks(self._client, self._loop, on_raw_event=intake.on_raw_event, on_closed=intake.on_transport_closed)
-        if self._proc is not None:
-            watch_process(self._proc, self._loop, lambda code: intake.mark_lost(f"Copilot CLI exited (code {code})"))
-        log.info("copilot: CLI %s started (pid %s)", cli, self.pid)
+        self._server = join(spec, self._intake)
+        await self._server.ready()
+        log.info("copilot: on the CLI %s (pid %s, %d session(s))", cli, self.pid, len(self._server.members))
 
     def _session_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -233,7 +215,12 @@ class CopilotConnection:
         return kwargs
 
     async def _create(self, how: str) -> ConnectResult:
-        session = await asyncio.wait_for(self._client.create_session(**self._session_kwargs()), START_TIMEOUT)
+        # The id is ours, so the intake knows it before the CLI's first event of the session.
+        session_id = str(uuid.uuid4())
+        self._intake.attach(session_id)
+        session = await asyncio.wait_for(
+            self.client.create_session(session_id=session_id, **self._session_kwargs()), START_TIMEOUT
+        )
         self.adopt(session)
         return ConnectResult(agent_session_id=self._session_id, how=how)
 
@@ -243,9 +230,10 @@ class CopilotConnection:
         path = session_home(self._env) / "session-state" / resume_id / "events.jsonl"
         entries = agent_log.read_tail(path)  # before the resume appends to it
         stat = agent_log.stat_log(path, self._clock.wall())
+        self._intake.attach(resume_id)
         try:
             session = await asyncio.wait_for(
-                self._client.resume_session(resume_id, continue_pending_work=True, **self._session_kwargs()),
+                self.client.resume_session(resume_id, continue_pending_work=True, **self._session_kwargs()),
                 START_TIMEOUT,
             )
         except JsonRpcError as exc:
@@ -306,47 +294,50 @@ class CopilotConnection:
     # -- stopping ---------------------------------------------------------------------------
 
     async def kill(self) -> None:
-        """SIGKILL the CLI and its children, report connection.lost, release the client."""
-        if self._client is None and self._proc is None:
+        """SIGKILL the shared CLI and its tools (every other session on it is told), report
+        connection.lost, leave the server."""
+        if self._server is None:
             return  # never started: nothing to kill, nothing was lost
-        if self._proc is not None:
-            kill_tree(self._proc)
+        self._server.kill(self._intake)
         self._intake.mark_lost("killed")
-        await self._release(graceful=False)
+        await self._release()
 
     async def close(self) -> None:
-        """Detach the session and stop the CLI; never raises."""
+        """Detach the session and leave the shared CLI (the last one out stops it); never raises."""
         self._intake.closing_on_purpose()
         try:
             if self._session is not None and not self._intake.lost:
                 await asyncio.wait_for(self._session.disconnect(), CLOSE_TIMEOUT / 2)
         except Exception as exc:  # noqa: BLE001 - close never raises
             log.debug("copilot: detach failed: %r", exc)
-        await self._release(graceful=not self._intake.lost)
+        await self._release()
 
-    async def _release(self, graceful: bool) -> None:
+    async def _release(self) -> None:
         self._last_stderr = self.diagnostics().stderr_tail
-        client, self._client = self._client, None
-        self._session = None
-        if client is None:
-            return
+        server, self._server = self._server, None
+        session, self._session = self._session, None
         self._intake.closing_on_purpose()
-        try:
-            if graceful:
-                await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT)
-                return
-        except Exception as exc:  # noqa: BLE001
-            log.debug("copilot: graceful stop failed: %r", exc)
-        try:
-            await asyncio.wait_for(client.force_stop(), CLOSE_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
-            log.warning("copilot: force stop failed: %r", exc)
+        if server is None:
+            return
+        forget_session(server.client, session)
+        await server.leave(self._intake)
 
     async def _abandon(self) -> None:
-        """Connect failed or was cancelled half way: stop whatever was started, quietly."""
+        """Connect failed or was cancelled half way: leave the server quietly (the last one
+        out kills a CLI still starting, synchronously, before anything is awaited)."""
         self._intake.closing_on_purpose()
-        # Cancelled inside start(): the SDK has the process but has not handed it to us yet.
-        proc = self._proc or getattr(self._client, "_cli_process", None)
-        if proc is not None:
-            kill_tree(proc)  # synchronous first: a second cancellation must not leak the CLI
-        await self._release(graceful=False)
+        await self._release()
+
+
+def forget_session(client: Any, session: Any) -> None:
+    """Drop a detached session from the shared client's table. The SDK keeps every session
+    it ever created there (``disconnect`` only clears its handlers); on a client that lives
+    as long as its sessions keep coming, that table would only grow."""
+    sessions = getattr(client, "_sessions", None)
+    lock = getattr(client, "_sessions_lock", None)
+    session_id = getattr(session, "session_id", None)
+    if not isinstance(sessions, dict) or lock is None or session_id is None:
+        return
+    with lock:
+        if sessions.get(session_id) is session:
+            del sessions[session_id]

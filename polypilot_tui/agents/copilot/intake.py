@@ -52,7 +52,8 @@ class EventIntake:
         return self._lost
 
     def attach(self, session_id: str) -> None:
-        """Events are for ``session_id`` from now on (raw events of other sessions are dropped)."""
+        """Events are for ``session_id`` from now on (raw events of other sessions are dropped).
+        Called before create/resume, with the id asked for, and again with the one adopted."""
         self._session_id = session_id
 
     def closing_on_purpose(self) -> None:
@@ -85,8 +86,8 @@ class EventIntake:
 
     def on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
         """An event the SDK could not parse (seen on resume): deliver it from the raw dict."""
-        if self._session_id and session_id and session_id != self._session_id:
-            return
+        if session_id != self._session_id:
+            return  # another session's, on the CLI this one shares (or none attached yet)
         try:
             self.handle(event_from_dict(raw))
         except Exception:  # noqa: BLE001
