@@ -45,7 +45,8 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
     missing_key = agent.missing_key(env)
     if missing_key:
         return AgentOffer(**base, availability=Availability.NO_KEY, where=found, problem=missing_key)
-    if agent.signed_in and not any(_present(sign, env) for sign in agent.signed_in):
+    # A provider of one's own (its key checked above) is the sign-in: no GitHub login is used.
+    if agent.signed_in and agent.provider is None and not any(_present(sign, env) for sign in agent.signed_in):
         how = agent.sign_in or "sign in with the agent's own command"
         return AgentOffer(
             **base,

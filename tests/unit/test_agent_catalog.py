@@ -12,7 +12,7 @@ from polypilot_tui.agents import locate as locate_module
 from polypilot_tui.agents.catalog import builtin_tables, load_catalog
 from polypilot_tui.agents.locate import expand, locate
 from polypilot_tui.agents.readiness import readiness
-from polypilot_tui.config import AgentConfig, Settings
+from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.agents import Availability
 
 #: What the issue names, at least.
@@ -95,6 +95,19 @@ def test_a_variable_or_a_file_of_the_agents_own_is_a_sign_in(
     found = offers(settings)
     assert found["copilot"] == found["codex"] == found["claude"] == (Availability.READY, None)
     assert found["copilot-acp"] == (Availability.READY, None)  # same command, same sign-in
+
+
+def test_a_provider_of_ones_own_needs_its_key_and_no_sign_in(
+    machine: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(machine / "bin", "copilot")
+    table = builtin_tables()["copilot"]
+    provider = ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_MODEL_KEY")
+    byok = AgentConfig(name="copilot", **table, provider=provider)
+    assert readiness(AgentConfig(name="copilot", **table)).availability is Availability.NEEDS_SIGN_IN
+    assert readiness(byok).availability is Availability.NO_KEY
+    monkeypatch.setenv("MY_MODEL_KEY", "sk-test")
+    assert readiness(byok).availability is Availability.READY
 
 
 def test_commands_are_found_where_installers_put_them_when_path_lacks_them(machine: Path, settings: Settings) -> None:
