@@ -5,8 +5,7 @@ trace/events.jsonl line form. The ratio is (decode + manager) / decode, measured
 Each read is timed twice, decoded alone and then through the engine, in CPU time of this
 process (steadier than wall time on a shared machine). The engine gets the events as it
 would from busy agents: the event loop runs between reads of :data:`READ_BYTES` (one pipe
-read's worth), so stream deltas that arrive together are folded together (engine/bursts.py)
-and nothing more is.
+read's worth), so the deltas that arrive together make one view change (EngineContext.streamed).
 """
 
 from __future__ import annotations

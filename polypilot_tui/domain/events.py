@@ -108,12 +108,6 @@ class AgentEvent(NamedTuple):
         return cls(kind, dict(data))
 
 
-def delta_text(event: AgentEvent) -> str:
-    """The text a streamed delta adds (``deltaContent``, or ``content`` from some agents)."""
-    text = event.data.get("deltaContent")
-    return text if type(text) is str else event.text("content")
-
-
 def tool_result_text(event: AgentEvent) -> str:
     """The human text of a ``tool.execution_complete`` result or error."""
     error = event.get("error")

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from polypilot_tui.domain.chat import ItemKind
-from polypilot_tui.domain.events import USAGE_EVENT_TYPES, AgentEvent, EventType, delta_text, tool_result_text
+from polypilot_tui.domain.events import USAGE_EVENT_TYPES, AgentEvent, EventType, tool_result_text
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import PermissionPrompt, Phase, ToolCall, Turn
@@ -91,7 +91,9 @@ def _on_delta(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) 
     mid = data.get("messageId")
     if mid and mid not in t.delta_message_ids:
         t.delta_message_ids.add(mid)
-    text = delta_text(e)
+    text = data.get("deltaContent")
+    if type(text) is not str:
+        text = e.text("content")
     t.response.append(text)
     t.streamed_chars += len(text)
     return _NONE

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,12 +31,6 @@ log = logging.getLogger(__name__)
 
 RELEASE_TIMEOUT = 15.0
 _OFFERS_RESEND = frozenset({EndCause.DISCONNECTED, EndCause.RECONNECT})
-
-
-def _nothing(session_id: str) -> None:
-    """No stream deltas are ever held (until the turn runner says otherwise)."""
-
-
 """Turns lost to a dead agent or a reconnect: their prompt is offered for resending (ctrl+y)."""
 """How long closing a session waits for its agents to be released (each close is bounded too)."""
 
@@ -89,8 +83,9 @@ class EngineContext:
         self.cfg: WatchdogConfig = settings.watchdog.to_config()
         self.sessions: dict[str, ManagedSession] = {}
         self.stream = ChangeStream()
-        self.flush_stream: Callable[[str], None] = _nothing
-        """Folds in the stream deltas a session was sent and not yet folded (set by the turn runner)."""
+        self._streamed: dict[str, None] = {}
+        """Sessions whose stream grew in this loop iteration (see :meth:`streamed`), in order."""
+        self._streamed_soon = False
         self.recovery = RecoveryGate(
             settings.recovery_max_attempts, settings.recovery_breaker_limit, settings.recovery_breaker_window
         )
@@ -119,9 +114,33 @@ class EngineContext:
     # ---- the stream ----------------------------------------------------------------
     def changed(self, session_id: str) -> None:
         """What the session shows changed (its view is at the session's revision now)."""
+        self._streamed.pop(session_id, None)  # this view change covers its stream's too
         managed = self.sessions.get(session_id)
         revision = managed.session.revision if managed is not None else -1
         self.stream.publish(ViewChanged(session_id, revision))
+
+    def streamed(self, session_id: str) -> None:
+        """The session's streaming reply grew: its view change goes out at the end of this loop
+        iteration, once however many tokens came in it (each would be a redraw, and a frame
+        to every attached dashboard), or sooner with the session's next other change. The
+        session itself is up to date at once: nothing but the notice waits."""
+        if session_id in self._streamed:
+            return
+        if not self._streamed_soon:
+            try:
+                asyncio.get_running_loop().call_soon(self._publish_streamed)
+            except RuntimeError:  # no loop: at once
+                self.changed(session_id)
+                return
+            self._streamed_soon = True
+        self._streamed[session_id] = None
+
+    def _publish_streamed(self) -> None:
+        self._streamed_soon = False
+        pending, self._streamed = self._streamed, {}
+        for session_id in pending:
+            if session_id in self.sessions:  # not closed meanwhile
+                self.changed(session_id)
 
     def action(
         self,
@@ -142,7 +161,6 @@ class EngineContext:
         self, session_id: str, outcome: Outcome, cause: EndCause, reason: str, detail: str = ""
     ) -> TurnRecord | None:
         """End the session's turn (Session.end_turn flushes first), say why in the chat, tell the world."""
-        self.flush_stream(session_id)
         managed = self.get(session_id)
         session = managed.session
         managed.disarm()

@@ -18,7 +18,6 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.reducer import Signal, apply_event
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
-from polypilot_tui.engine.bursts import DeltaBursts
 from polypilot_tui.engine.connector import Connector
 from polypilot_tui.engine.context import EngineContext, ManagedSession
 from polypilot_tui.engine.permission_recovery import PermissionRecovery
@@ -43,6 +42,7 @@ _SHORTENING = frozenset(
     )
 )
 _NONE = Signal.NONE
+_DELTA = str(EventType.MESSAGE_DELTA)
 
 
 class TurnRunner:
@@ -52,8 +52,6 @@ class TurnRunner:
         self._ctx = ctx
         self._connector = connector
         self._watchdog = watchdog
-        self._bursts = DeltaBursts(self._fold)
-        ctx.flush_stream = self._bursts.flush  # a turn ends with every delta it was sent
         self._recovery = PermissionRecovery(
             ctx, connector, lambda sid, prompt: self.start_turn(sid, prompt, resend=True, by_user=False)
         )
@@ -163,17 +161,11 @@ class TurnRunner:
             self._ctx.spawn(session.id, self.start_turn(session.id, session.queue.pop(0)))
 
     def apply(self, session_id: str, event: AgentEvent) -> None:
-        """Fold one agent event into a session and act on what it signals (a burst of deltas
-        is folded as one: engine/bursts.py)."""
+        """Fold one agent event into a session and act on what it signals."""
         ctx = self._ctx
         stream = ctx.stream
         if stream.wants(EventReceived):
             stream.publish(EventReceived(session_id, event))
-        if not self._bursts.take(session_id, event):
-            self._fold(session_id, event)
-
-    def _fold(self, session_id: str, event: AgentEvent) -> None:
-        ctx = self._ctx
         managed = ctx.sessions.get(session_id)
         if managed is None:
             return
@@ -186,7 +178,10 @@ class TurnRunner:
         else:
             self._on_signal(managed, signal, event)
         if session.revision != before:
-            ctx.changed(session_id)
+            if signal is _NONE and event.type == _DELTA:
+                ctx.streamed(session_id)  # one view change per loop iteration, not per token
+            else:
+                ctx.changed(session_id)
 
     def _on_signal(self, managed: ManagedSession, signal: Signal, event: AgentEvent) -> None:
         ctx = self._ctx

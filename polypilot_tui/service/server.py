@@ -67,7 +67,8 @@ class StreamClient:
         self.only = only
         self.events_too = events and only is not None
         self._queue: list[tuple[str, Any]] = []
-        self._views_queued: set[str] = set()
+        self._views_queued: dict[str, int] = {}
+        """Where each session's queued view sits in the queue."""
         self._sent_stream: dict[str, str] = {}
         self._sent_view: dict[str, SessionView] = {}
         self._ready = asyncio.Event()
@@ -79,9 +80,12 @@ class StreamClient:
         if isinstance(change, EventReceived):
             self._queue.append(("event", {"type": change.event.type, "data": dict(change.event.data)}))
         elif isinstance(change, ViewChanged):
-            if sid in self._views_queued:
-                return  # the view queued already will be built when sent: the latest one
-            self._views_queued.add(sid)
+            # One view per session per batch, built when sent (the latest), and after every
+            # record queued before this change: a client never sees a turn over before its rows.
+            earlier = self._views_queued.get(sid)
+            if earlier is not None:
+                self._queue[earlier] = ("moved", None)
+            self._views_queued[sid] = len(self._queue)
             self._queue.append(("view", sid))
         elif isinstance(change, SessionAdded):
             self._queue.append(("session", sid))
@@ -134,12 +138,13 @@ class StreamClient:
 
     def drain(self) -> list[tuple[str, Any]]:
         """Every event queued so far, built now (views and sessions as they are at this moment)."""
-        batch, self._queue = self._queue, []
+        batch, self._queue, self._views_queued = self._queue, [], {}
         live = set(self.engine.ids())  # once per batch: a burst of deltas is many views
         out: list[tuple[str, Any]] = []
         for kind, data in batch:
+            if kind == "moved":
+                continue
             if kind == "view":
-                self._views_queued.discard(data)
                 if data in live:
                     out.append(self._view(data))
             elif kind == "session":

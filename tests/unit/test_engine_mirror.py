@@ -99,3 +99,17 @@ async def test_a_stop_mid_reply_then_close_and_reopen_keep_the_mirror_exact(harn
     await wire.engine.reopen(sid)
     wire.sync()
     assert wire.mirror.history(sid)[0].text == "!slow to be stopped"
+
+
+async def test_a_view_goes_after_the_rows_queued_before_its_change(harness: Harness) -> None:
+    """A view queued early and changed again later is sent after what came between (a client
+    read the turn as over before its reply's rows had arrived)."""
+    wire = Wire(harness)
+    sid = await harness.new()
+    await harness.manager.send(sid, "!slow")
+    await harness.clock.advance(1.0)  # streaming: the session's view is queued (not sent yet)
+    await harness.manager.stop(sid)  # the reply's row, the turn over, its view changed again
+    kinds = [kind for kind, _ in wire.client.drain()]
+    views = [i for i, kind in enumerate(kinds) if kind in ("view", "stream")]  # "stream": a view that moved only it
+    assert len(views) == 1 and "change" in kinds, kinds
+    assert views[0] > max(i for i, kind in enumerate(kinds) if kind == "change"), kinds

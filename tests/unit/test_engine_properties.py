@@ -1,8 +1,8 @@
 """Property tests over random event orders.
 
 Whatever order events arrive in — duplicated, out of order, for unknown tools, with usage
-floods and long silences, one at a time or several in one pass of the event loop (where
-stream deltas are folded as one burst) — no turn stays processing past its tier plus 1 s, and no text
+floods and long silences, one at a time or several in one pass of the event loop (whose
+stream deltas make one view change) — no turn stays processing past its tier plus 1 s, and no text
 that was streamed is ever lost (it is in history or still in the turn's buffer).
 """
 
