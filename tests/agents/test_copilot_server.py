@@ -38,12 +38,16 @@ class Member:
 class FakeClient:
     def __init__(self) -> None:
         self.stopped: list[str] = []
+        self.pings = 0
 
     async def stop(self) -> None:
         self.stopped.append("stop")
 
     async def force_stop(self) -> None:
         self.stopped.append("force")
+
+    async def ping(self) -> None:
+        self.pings += 1
 
 
 @pytest.fixture
@@ -54,16 +58,15 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
-async def started(server: CopilotServer, proc: subprocess.Popen[bytes]) -> FakeClient:
-    """Make ``server`` look started on ``proc`` (what ``ready()`` leaves behind)."""
+async def started(server: CopilotServer, proc: subprocess.Popen[bytes], client: FakeClient | None = None) -> FakeClient:
+    """Start ``server`` through ``ready()`` with a launch that puts ``client`` on ``proc``."""
+    client = client or FakeClient()
 
-    async def nothing() -> None:
-        return None
+    async def launch() -> None:
+        server.client, server.proc = client, proc
 
-    client = FakeClient()
-    server.client, server.proc = client, proc
-    server._starting = asyncio.get_running_loop().create_task(nothing())  # noqa: SLF001 - a started server
-    await server._starting  # noqa: SLF001
+    server.launch = launch  # type: ignore[method-assign]
+    await server.ready()
     return client
 
 
@@ -73,7 +76,6 @@ async def test_one_spec_one_server_and_another_spec_another() -> None:
     assert join(SPEC, b) is first and first.members == {a, b}
     other = join(ServerSpec(("copilot",), (("COPILOT_HOME", "/other"),), logged_in=False), c)
     assert other is not first and set(live_servers()) == {first, other}
-    assert "sk-secret" not in SPEC.key and len(SPEC.key) == 64
     for server, member in ((first, a), (first, b), (other, c)):
         await server.leave(member)
     assert live_servers() == []
@@ -129,16 +131,42 @@ async def test_leaving_while_it_starts_kills_it_even_if_the_leave_is_cancelled(
 ) -> None:
     member = Member()
     server = join(SPEC, member)
-    server.client, server.proc = HangingClient(), sleeper  # spawned; the SDK's handshake still runs
-    gate = asyncio.Event()
-    server._starting = asyncio.get_running_loop().create_task(gate.wait())  # noqa: SLF001 - a start in flight
+
+    async def launch() -> None:
+        server.client, server.proc = HangingClient(), sleeper  # spawned; the SDK's handshake still runs
+        await asyncio.Event().wait()
+
+    server.launch = launch  # type: ignore[method-assign]
+    starting = asyncio.get_running_loop().create_task(server.ready())
+    await asyncio.sleep(0)  # the start task is created...
+    await asyncio.sleep(0)  # ...and runs up to the handshake
     leaving = asyncio.get_running_loop().create_task(server.leave(member))
     await asyncio.sleep(0)  # the leave runs up to the stop that never answers...
     leaving.cancel()  # ...and is cancelled there (a second Stop): the CLI must be gone anyway
     with pytest.raises(asyncio.CancelledError):
         await leaving
     assert sleeper.wait(5) == -9
-    assert server._starting.cancelled() and live_servers() == []  # noqa: SLF001
+    with pytest.raises(asyncio.CancelledError):
+        await starting  # the start was cancelled with the last one out
+    assert live_servers() == []
+
+
+class HangingStopClient(FakeClient):
+    async def stop(self) -> None:
+        await asyncio.Event().wait()  # a graceful stop that is still running when a second Stop comes
+
+
+async def test_a_cancelled_graceful_stop_still_kills_the_cli(sleeper: subprocess.Popen[bytes]) -> None:
+    member = Member()
+    server = join(SPEC, member)
+    client = await started(server, sleeper, HangingStopClient())
+    leaving = asyncio.get_running_loop().create_task(server.leave(member))
+    await asyncio.sleep(0)  # the last one out stops it gracefully...
+    leaving.cancel()  # ...and a second Stop (or finish_background) cancels that stop
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    assert sleeper.wait(5) == -9, "a CLI that left the pool must not outlive a cancelled stop"
+    assert client.stopped == [] and live_servers() == []
 
 
 async def test_raw_events_reach_only_their_own_session() -> None:
@@ -152,7 +180,75 @@ async def test_raw_events_reach_only_their_own_session() -> None:
     for member in (intakes["b"], unattached):
         join(SPEC, member)
     raw = {"type": "tool.execution_complete", "data": {"toolCallId": "t", "success": True}}
-    server._raw_event("sid-b", raw)  # noqa: SLF001 - what the JSON-RPC hook calls
+    server.on_raw_event("sid-b", raw)  # what the JSON-RPC hook calls
     assert seen["a"] == [] and unattached_seen == [] and [e.type for e in seen["b"]] == ["tool.execution_complete"]
     for member in (intakes["a"], intakes["b"], unattached):
         await server.leave(member)
+
+
+class SilentClient(FakeClient):
+    async def ping(self) -> None:
+        await asyncio.Event().wait()  # a CLI that answers nothing
+
+
+async def test_one_slow_connect_does_not_kill_a_cli_that_still_answers(sleeper: subprocess.Popen[bytes]) -> None:
+    slow, other = Member(), Member()
+    server = join(SPEC, slow)
+    join(SPEC, other)
+    client = await started(server, sleeper)
+    await server.timed_out(slow, "the Copilot CLI did not answer within 60 s")
+    assert client.pings == 1 and other.lost == [] and server.alive and live_servers() == [server]
+    for member in (slow, other):
+        await server.leave(member)
+
+
+@pytest.mark.parametrize("alone", [True, False])
+async def test_a_slow_connect_kills_the_cli_when_alone_or_when_it_answers_nothing(
+    sleeper: subprocess.Popen[bytes], alone: bool
+) -> None:
+    slow, other = Member(), Member()
+    server = join(SPEC, slow)
+    if not alone:
+        join(SPEC, other)
+    client = await started(server, sleeper, FakeClient() if alone else SilentClient())
+    # A timeout of 0: wait_for gives up on a pending ping at once (no real time passes).
+    await server.timed_out(slow, "the Copilot CLI did not answer within 60 s", timeout=0)
+    assert sleeper.wait(5) == -9 and live_servers() == [] and slow.lost == []
+    assert other.lost == ([] if alone else ["the Copilot CLI did not answer within 60 s"])
+    assert client.pings == 0, "a session alone on the CLI does not ask it anything"
+
+
+async def test_join_does_not_hand_out_a_cli_that_exited_before_its_watcher_said_so(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    first = Member()
+    server = join(SPEC, first)
+    await started(server, sleeper)  # no watcher thread here: its report never comes
+    sleeper.kill()
+    sleeper.wait()
+    fresh = join(SPEC, Member())
+    assert fresh is not server and live_servers() == [fresh]
+    assert first.lost == ["Copilot CLI exited (code -9)"]
+
+
+async def test_a_failed_spawn_gives_the_server_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_cli(*_: object, **__: object) -> subprocess.Popen[bytes]:
+        raise FileNotFoundError("no such file: copilot")
+
+    monkeypatch.setattr("polypilot_tui.agents.copilot.server.spawn_cli", no_cli)
+    member = Member()
+    server = join(SPEC, member)
+    with pytest.raises(FileNotFoundError):
+        await server.ready()
+    assert server.dead and live_servers() == [], "the next connect must not wait on a failed start"
+    assert join(SPEC, member) is not server
+
+
+async def test_no_repr_shows_the_environment(sleeper: subprocess.Popen[bytes]) -> None:
+    server = join(SPEC, Member())
+    await started(server, sleeper)
+    for text in (repr(SPEC), str(SPEC), repr(server), str(server), repr(live_servers())):
+        assert "sk-secret" not in text and "COPILOT_HOME" not in text
+    assert hash(SPEC) == hash(ServerSpec(SPEC.argv, SPEC.env, logged_in=False)), "the spec is the pool's key"
+    other_key = ServerSpec(SPEC.argv, (("COPILOT_HOME", "/h"), ("KEY", "sk-other")), logged_in=False)
+    assert join(other_key, Member()) is not server, "another environment, another CLI"

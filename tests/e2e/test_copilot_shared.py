@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.copilot.backend import CopilotBackend
 from polypilot_tui.config import PermissionPolicy
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.turn import Outcome
@@ -127,6 +129,30 @@ async def test_reconnect_of_one_session_keeps_the_others_turn(manager: SessionMa
     await manager.send(a, "hello again")
     await settled(manager, a, 2)
     assert "echo: hello again" in texts(manager, a, ItemKind.ASSISTANT)[-1]
+
+
+async def test_one_sessions_connect_timing_out_leaves_the_others_turn(
+    manager: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = await manager.create_session(AGENT, "a")
+    pid = cli_pid(manager, a)
+    backend = manager.backend(a)
+    assert isinstance(backend, CopilotBackend) and pid is not None
+    client = backend.connection.client  # the one CopilotClient every session of this agent uses
+
+    async def create_that_never_answers(**_: object) -> None:
+        await asyncio.Event().wait()
+
+    # The one fault injected: the next create on the shared CLI never answers (and is given 2 s).
+    monkeypatch.setattr(client, "create_session", create_that_never_answers)
+    monkeypatch.setattr("polypilot_tui.agents.copilot.connection.START_TIMEOUT", 2.0)
+    await manager.send(a, "something SLOW for a")
+    await streaming(manager, [a])
+    with pytest.raises(BackendError, match="did not answer"):
+        await manager.create_session(AGENT, "b")
+    assert alive(pid) and cli_pid(manager, a) == pid, "the CLI still answers a ping: it is not killed"
+    await settled(manager, a, 1)
+    assert manager.session(a).last_outcome.outcome is Outcome.COMPLETED, "a's turn must not be disconnected"
 
 
 async def test_sigkill_of_the_shared_cli_mid_turn_resumes_every_session(

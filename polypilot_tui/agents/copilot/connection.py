@@ -32,7 +32,7 @@ from polypilot_tui.agents.copilot.runtime import (
     resume_hints,
     session_home,
 )
-from polypilot_tui.agents.copilot.server import CopilotServer, ServerSpec, join
+from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, ServerSpec, join
 from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.locate import find_command
 from polypilot_tui.config import AgentConfig
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 60.0
 RPC_TIMEOUT = 30.0
-CLOSE_TIMEOUT = 10.0
 DEFAULT_BYOK_MODEL = "gpt-4.1"
 
 
@@ -160,11 +159,13 @@ class CopilotConnection:
             await self._abandon()
             raise
         except TimeoutError:
-            # A shared CLI that answers no create or resume is of no use to anyone on it.
-            if self._server is not None and self._server.client is not None:
-                self._server.lost(f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s", killer=self._intake)
-            await self._abandon()
-            raise BackendError(f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s") from None
+            reason = f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s"
+            try:  # killed only if no one else is on it, or it answers nothing at all (server.py)
+                if self._server is not None:
+                    await self._server.timed_out(self._intake, reason)
+            finally:
+                await self._abandon()
+            raise BackendError(reason) from None
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
             log.warning("copilot: connect failed: %s", exc, exc_info=True)
             await self._abandon()
@@ -319,7 +320,7 @@ class CopilotConnection:
         self._intake.closing_on_purpose()
         if server is None:
             return
-        forget_session(server.client, session)
+        server.forget_session(session)
         await server.leave(self._intake)
 
     async def _abandon(self) -> None:
@@ -327,17 +328,3 @@ class CopilotConnection:
         out kills a CLI still starting, synchronously, before anything is awaited)."""
         self._intake.closing_on_purpose()
         await self._release()
-
-
-def forget_session(client: Any, session: Any) -> None:
-    """Drop a detached session from the shared client's table. The SDK keeps every session
-    it ever created there (``disconnect`` only clears its handlers); on a client that lives
-    as long as its sessions keep coming, that table would only grow."""
-    sessions = getattr(client, "_sessions", None)
-    lock = getattr(client, "_sessions_lock", None)
-    session_id = getattr(session, "session_id", None)
-    if not isinstance(sessions, dict) or lock is None or session_id is None:
-        return
-    with lock:
-        if sessions.get(session_id) is session:
-            del sessions[session_id]

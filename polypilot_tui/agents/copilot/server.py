@@ -17,12 +17,11 @@ next connect of any of them (the engine's resume) starts a new one.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import logging
 import subprocess
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +31,9 @@ from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT = 10.0
+"""How long a graceful stop (or a session's detach, half of it) may take before it is forced."""
+PING_TIMEOUT = 5.0
+"""How long a CLI may take to answer a ping before a session that timed out has it killed."""
 
 
 @dataclass(frozen=True)
@@ -40,15 +42,10 @@ class ServerSpec:
 
     argv: tuple[str, ...]
     """The full argv before the SDK's own flags (the leash, the CLI, the agent's args)."""
-    env: tuple[tuple[str, str], ...]
-    """The CLI's whole environment, sorted (it may hold keys: never logged or shown)."""
+    env: tuple[tuple[str, str], ...] = field(repr=False)
+    """The CLI's whole environment, sorted (it may hold keys: never in a repr, log or traceback)."""
     logged_in: bool
     """Signed in with GitHub (no BYOK provider): the SDK then lets the CLI log in."""
-
-    @property
-    def key(self) -> str:
-        """A digest of the spec: the pool's key (so no secret sits in a readable key)."""
-        return hashlib.sha256(repr((self.argv, self.env, self.logged_in)).encode()).hexdigest()
 
 
 def server_cwd() -> str:
@@ -82,6 +79,10 @@ class CopilotServer:
         """Lost, killed or stopping: no session may join it any more."""
         self._starting: asyncio.Task[None] | None = None
 
+    def __repr__(self) -> str:  # the spec's env (keys) stays out of it
+        pid = self.proc.pid if self.proc is not None else None
+        return f"<CopilotServer pid={pid} members={len(self.members)} dead={self.dead}>"
+
     @property
     def alive(self) -> bool:
         """The process runs and the server has not been given up."""
@@ -93,25 +94,24 @@ class CopilotServer:
         The start is a task of its own: one session's connect being cancelled (Stop) must
         not cancel the start others wait for; the last one leaving cancels it.
         """
-        if self.dead:
-            raise RuntimeError("the shared Copilot CLI is gone")
         if self._starting is None:
-            self._starting = self.loop.create_task(self._start(), name="copilot-cli-start")
+            self._starting = self.loop.create_task(self.launch(), name="copilot-cli-start")
         await asyncio.shield(self._starting)
 
-    async def _start(self) -> None:
-        argv, env = list(self.spec.argv), dict(self.spec.env)
-        # The CLI boots while the SDK's generated modules import (~0.9 s each, spawn.py);
-        # the import runs off the loop, so the first Copilot session does not freeze the dashboard.
-        self.proc = spawn_cli(argv, env, server_cwd(), use_logged_in_user=self.spec.logged_in)
+    async def launch(self) -> None:
+        """Spawn the CLI and connect the SDK client to it: run once, by :meth:`ready`."""
+        argv, cwd = list(self.spec.argv), server_cwd()
         try:
+            # The CLI boots while the SDK's generated modules import (~0.9 s each, spawn.py);
+            # the import runs off the loop, so the first Copilot session does not freeze the dashboard.
+            self.proc = spawn_cli(argv, dict(self.spec.env), cwd, use_logged_in_user=self.spec.logged_in)
             await asyncio.to_thread(importlib.import_module, "copilot")
             from copilot import CopilotClient, RuntimeConnection
 
             self.client = CopilotClient(
                 connection=RuntimeConnection.for_stdio(path=argv[0], args=tuple(argv[1:])),
-                env=env,
-                working_directory=server_cwd(),
+                env=dict(self.spec.env),
+                working_directory=cwd,
                 use_logged_in_user=self.spec.logged_in,
             )
             adopt(self.client, self.proc)
@@ -121,12 +121,13 @@ class CopilotServer:
             raise
         # The SDK does not expose the CLI process; its private attribute is the only handle.
         self.proc = getattr(self.client, "_cli_process", None) or self.proc
-        install_hooks(self.client, self.loop, on_raw_event=self._raw_event, on_closed=self._closed)
+        install_hooks(self.client, self.loop, on_raw_event=self.on_raw_event, on_closed=self._closed)
         watch_process(self.proc, self.loop, lambda code: self.lost(f"Copilot CLI exited (code {code})"))
         log.info("copilot: CLI started (pid %s)", self.proc.pid)
 
-    def _raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
-        for member in list(self.members):  # each member keeps only its own session's events
+    def on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
+        """An event the SDK could not parse (the JSON-RPC hook): to every member, each keeps its own."""
+        for member in list(self.members):
             member.on_raw_event(session_id, raw)
 
     def _closed(self) -> None:
@@ -151,17 +152,56 @@ class CopilotServer:
             killer=killer,
         )
 
+    async def answers(self, timeout: float = PING_TIMEOUT) -> bool:
+        """The CLI answers a ping within ``timeout`` (a cheap RPC no session is involved in)."""
+        if self.client is None or not self.alive:
+            return False
+        try:
+            await asyncio.wait_for(self.client.ping(), timeout)
+        except Exception as exc:  # noqa: BLE001 - any failure means it does not answer
+            log.warning("copilot: the shared CLI does not answer a ping: %r", exc)
+            return False
+        return True
+
+    async def timed_out(self, member: ServerMember, reason: str, *, timeout: float = PING_TIMEOUT) -> None:
+        """``member``'s create or resume did not answer in time. One slow session must not end
+        every other session's turn: the CLI is killed only when ``member`` is alone on it or
+        the CLI does not answer a ping either; otherwise only this connect fails."""
+        if self.dead or self.client is None:
+            return
+        if self.members - {member} and await self.answers(timeout):
+            log.warning("copilot: %s; the shared CLI still answers, so only this session fails", reason)
+            return
+        self.lost(reason, killer=member)
+
+    def forget_session(self, session: Any) -> None:
+        """Drop a detached session from the client's table. The SDK keeps every session it
+        ever created there (``disconnect`` only clears its handlers); on a client that lives
+        as long as its sessions keep coming, that table would only grow."""
+        sessions = getattr(self.client, "_sessions", None)
+        lock = getattr(self.client, "_sessions_lock", None)
+        session_id = getattr(session, "session_id", None)
+        if not isinstance(sessions, dict) or lock is None or session_id is None:
+            return
+        with lock:
+            if sessions.get(session_id) is session:
+                del sessions[session_id]
+
+    def _process(self) -> subprocess.Popen[bytes] | None:
+        return self.proc or getattr(self.client, "_cli_process", None)
+
     def _give_up(self) -> None:
         """Synchronously: no one joins any more, and the process (if any) is killed. Killing
         first and awaiting after means a second cancellation cannot leak the CLI."""
         self.dead = True
         _forget(self)
-        proc = self.proc or getattr(self.client, "_cli_process", None)
+        proc = self._process()
         if proc is not None:
             kill_tree(proc)
 
     async def leave(self, member: ServerMember) -> None:
-        """``member`` no longer uses the server; the last one out stops it. Never raises."""
+        """``member`` no longer uses the server; the last one out stops it. Raises only a
+        cancellation, and never leaves the CLI running behind it."""
         self.members.discard(member)
         if self.members:
             return
@@ -173,31 +213,42 @@ class CopilotServer:
             _forget(self)
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()
+        proc = self._process()
         client, self.client = self.client, None
-        if client is None:
-            return
         try:
-            if graceful:
-                await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT)
-                return
+            if client is not None:
+                await _stop(client, graceful=graceful)
+        finally:
+            # However the stop ended (a second Stop cancelling it included), a CLI that left
+            # the pool is killed now: nothing else would ever stop it. A no-op once it exited.
+            if proc is not None:
+                kill_tree(proc)
+
+
+async def _stop(client: Any, *, graceful: bool) -> None:
+    """Stop ``client`` gracefully (if ``graceful``), else or if that fails, forcibly."""
+    if graceful:
+        try:
+            await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT)
+            return
         except Exception as exc:  # noqa: BLE001
             log.debug("copilot: graceful stop failed: %r", exc)
-        try:
-            await asyncio.wait_for(client.force_stop(), CLOSE_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
-            log.warning("copilot: force stop failed: %r", exc)
-        if self.proc is not None:
-            kill_tree(self.proc)  # force_stop timed out or failed: the CLI must not outlive us
+    try:
+        await asyncio.wait_for(client.force_stop(), CLOSE_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("copilot: force stop failed: %r", exc)
 
 
-_POOL: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, CopilotServer]] = weakref.WeakKeyDictionary()
+_POOL: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[ServerSpec, CopilotServer]] = (
+    weakref.WeakKeyDictionary()
+)
 """Live servers per event loop (a client delivers its events on the loop that started it)."""
 
 
 def _forget(server: CopilotServer) -> None:
     servers = _POOL.get(server.loop, {})
-    if servers.get(server.spec.key) is server:
-        del servers[server.spec.key]
+    if servers.get(server.spec) is server:
+        del servers[server.spec]
 
 
 def join(spec: ServerSpec, member: ServerMember) -> CopilotServer:
@@ -205,9 +256,12 @@ def join(spec: ServerSpec, member: ServerMember) -> CopilotServer:
     The caller awaits :meth:`CopilotServer.ready` and calls :meth:`CopilotServer.leave`."""
     loop = asyncio.get_running_loop()
     servers = _POOL.setdefault(loop, {})
-    server = servers.get(spec.key)
+    server = servers.get(spec)
+    if server is not None and server.proc is not None and server.proc.poll() is not None:
+        # Exited before its watcher's report ran on the loop: report it now, take a new one.
+        server.lost(f"Copilot CLI exited (code {server.proc.returncode})")
     if server is None or server.dead:
-        server = servers[spec.key] = CopilotServer(spec, loop)
+        server = servers[spec] = CopilotServer(spec, loop)
     server.members.add(member)
     return server
 
