@@ -7,9 +7,6 @@ working until it has quit properly:
 
 - :class:`HangupSafeDriver` is Textual's Linux driver with an output that stops writing at
   the first failure instead of raising (the screen is gone; nothing is worth a crash);
-- the driver also checks the terminal's size twice in the first seconds and redraws when the
-  dashboard was laid out for another size: a dashboard started in a new tmux window was
-  seen (rarely) drawing 80 columns in a 150-column pane for good, a resize lost at start-up;
 - :func:`detach` points the terminal's output descriptors at ``/dev/null`` once it is gone,
   so the exit's last flush of stderr cannot fail (which would turn the exit code into 120).
   Input is left alone: the driver's input thread may be between a ``select`` and a ``read``
@@ -18,16 +15,13 @@ working until it has quit properly:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import termios
 from collections.abc import Sequence
 from typing import IO, Any
 
-from textual import events
 from textual.drivers.linux_driver import LinuxDriver
-from textual.geometry import Size
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +59,6 @@ class QuietOutput:
         log.info("the terminal stopped taking output (%s); the screen is no longer drawn", exc)
 
 
-SIZE_CHECKS = (0.5, 2.0)
-"""Seconds after start at which the terminal's size is compared with the dashboard's."""
-
-
 class HangupSafeDriver(LinuxDriver):
     """Textual's Linux driver, whose screen writes end quietly when the terminal is gone."""
 
@@ -76,24 +66,6 @@ class HangupSafeDriver(LinuxDriver):
         super().__init__(app, **kwargs)
         if self._file is not None:  # what its writer thread writes to (Textual types it a TextIOWrapper)
             self._file = QuietOutput(self._file)  # type: ignore[assignment]
-
-    def start_application_mode(self) -> None:
-        super().start_application_mode()  # type: ignore[no-untyped-call]
-        loop = asyncio.get_running_loop()
-        for delay in SIZE_CHECKS:
-            loop.call_later(delay, self.check_size)
-
-    def terminal_size(self) -> Size:
-        """The terminal's size now."""
-        return Size(*self._get_terminal_size())
-
-    def check_size(self) -> None:
-        """Lay the dashboard out again if the terminal's size is not the one it was drawn for."""
-        size = self.terminal_size()
-        app = self._app
-        if size != app.size or (app.screen_stack and size != app.screen.size):
-            log.info("the terminal is %s but the dashboard was drawn for %s: laid out again", size, app.size)
-            app.post_message(events.Resize(size, size))
 
 
 def terminal_fds() -> list[int]:

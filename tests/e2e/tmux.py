@@ -64,8 +64,8 @@ class Terminal:
         )
         self._run("set-option", "-t", "main", "remain-on-exit", "on")
         # tmux 3.3a can report a detached pane at its size while its terminal still has
-        # another (a dashboard drew 80 columns in a "150-column" pane, its own size check
-        # agreeing with the terminal): setting the size twice makes tmux set the terminal's.
+        # another (a dashboard drew 80 columns in a "150-column" pane, rarely): setting the
+        # size twice makes tmux set the terminal's.
         self._run("resize-window", "-t", "main", "-x", str(width - 1), "-y", str(height))
         self._run("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
 

@@ -10,14 +10,10 @@ import os
 import pty
 import signal
 import threading
-from types import SimpleNamespace
 from typing import Any
 
-from textual import events
-from textual.geometry import Size
-
 from polypilot_tui.ui.quit_signals import QuitOnSignal, exit_code
-from polypilot_tui.ui.terminal import HangupSafeDriver, QuietOutput, detach, terminal_gone
+from polypilot_tui.ui.terminal import QuietOutput, detach, terminal_gone
 
 
 class FakeApp:
@@ -115,32 +111,3 @@ def test_the_drivers_output_ends_at_its_first_failure_instead_of_raising() -> No
     out.flush()
     out.write("more")
     assert stream.calls == 1 and isinstance(out.failed, OSError)
-
-
-class SizedApp:
-    """What the driver's size check reads of the app, and the messages it posts."""
-
-    def __init__(self, size: tuple[int, int], screen: tuple[int, int]) -> None:
-        self.size = Size(*size)
-        self.screen_stack = [object()]
-        self.screen = SimpleNamespace(size=Size(*screen))
-        self.posted: list[object] = []
-
-    def post_message(self, message: object) -> bool:
-        self.posted.append(message)
-        return True
-
-
-class WideTerminal(HangupSafeDriver):
-    def terminal_size(self) -> Size:
-        return Size(150, 45)
-
-
-async def test_a_dashboard_drawn_for_another_size_than_the_terminals_is_laid_out_again() -> None:
-    for app_size, screen_size in (((80, 24), (80, 24)), ((150, 45), (80, 24))):
-        app = SizedApp(app_size, screen_size)
-        WideTerminal(app, debug=False).check_size()
-        assert [(type(m), m.size) for m in app.posted] == [(events.Resize, Size(150, 45))]  # type: ignore[attr-defined]
-    right = SizedApp((150, 45), (150, 45))
-    WideTerminal(right, debug=False).check_size()
-    assert right.posted == []
