@@ -69,7 +69,9 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
 
         term.restart(command)
         screen = term.wait_for("done: hi", "Session reconnected: resumed", "a draft kept over the restart")
-        assert max(map(len, screen.splitlines())) > 120, f"the terminal kept its size (pane {term.pane('pane_width')} wide)"
+        assert max(map(len, screen.splitlines())) > 120, (
+            f"the terminal kept its size (pane {term.pane('pane_width')} wide)"
+        )
         term.keys("C-u")  # the editor's "delete to line start": an empty prompt again
         term.type("after the restart")
         term.keys("Enter")
