@@ -12,7 +12,7 @@ import logging
 from polypilot_tui.domain.chat import HistoryPage, ItemKind
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import Engine
-from polypilot_tui.ui.widgets.chat_log import PAGE, ChatLog
+from polypilot_tui.ui.widgets.chat_log import FIRST, ChatLog
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ async def history_to_show(engine: Engine, chat: ChatLog | None, view: SessionVie
         return engine.history_tail(view.id, chat.first)
     total = view.history_len
     try:
-        page = await engine.history_page(view.id, total - PAGE, total)
+        page = await engine.history_page(view.id, total - FIRST, total)
     except Exception as exc:  # noqa: BLE001 - the log opens with what is at hand; "show earlier" asks again
         log.warning("the last page of %s could not be read: %s", view.id, exc)
         return engine.history_tail(view.id, total)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textual.widgets import Button
+
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.engine.persistence import attach_persistence
-from polypilot_tui.ui.widgets.chat_log import PAGE, ChatLog
+from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog
 from polypilot_tui.ui.widgets.notice_message import NoticeMessage
 from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.ui.helpers import demo_app, wait_for
@@ -26,37 +28,60 @@ def shown(log: ChatLog) -> list[str]:
     return [str(w.render()) for w in log.query(NoticeMessage)]
 
 
-async def test_show_earlier_pages_older_rows_from_storage(tmp_path: Path) -> None:
+async def test_older_rows_are_paged_from_storage_on_scroll_and_show_earlier(tmp_path: Path) -> None:
     seed(tmp_path, {"big": chat(SIZE), "small": chat(3)})
     app = demo_app(tmp_path, attach=attach_persistence)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "big", what="the first saved session on screen")
         log = app.pane.log_for("big")
         assert log is not None
-        await wait_for(pilot, lambda: log.mounted_rows == PAGE, what="its last page")
+        await wait_for(pilot, lambda: log.first == SIZE - FIRST, what="its last rows")
         session = app.engine.manager.session("big")
         assert session.history == [] and session.history_start == SIZE  # read for the pane, not held
-        assert log.first == SIZE - PAGE
-        assert shown(log) == [f"saved row {i}" for i in range(SIZE - PAGE, SIZE)]
-        earlier = log.query_one("#show-earlier")
-        assert earlier.display and f"{SIZE - PAGE:,} not shown" in str(earlier.label)
-        log.scroll_home(animate=False)
+        assert shown(log) == [f"saved row {i}" for i in range(log.first, SIZE)]
+        earlier = log.query_one("#show-earlier", Button)
+        assert earlier.display and f"{log.first:,} not shown" in str(earlier.label)
+        earlier.press()
+        await wait_for(pilot, lambda: log.first == SIZE - FIRST - PAGE, what="the page above")
+        log.scroll_end(animate=False)
         await pilot.pause()
-        await pilot.click(earlier)
-        await wait_for(pilot, lambda: log.mounted_rows == 2 * PAGE, what="the page above")
-        assert shown(log) == [f"saved row {i}" for i in range(SIZE - 2 * PAGE, SIZE)]
-        assert session.history == []  # still only on disk
-        for _ in range((SIZE - 2 * PAGE) // PAGE + 1):
+        while log.first > 0:  # scrolling to the top reads the next page up, to the first row
+            first = log.first
             log.scroll_home(animate=False)
+            await wait_for(pilot, lambda: log.first == max(0, first - PAGE), what="the page above")  # noqa: B023
+            log.scroll_end(animate=False)
             await pilot.pause()
-            await pilot.click(earlier)
-            await pilot.pause()
-        await wait_for(pilot, lambda: log.mounted_rows == SIZE, what="every row")
         assert shown(log) == [f"saved row {i}" for i in range(SIZE)] and not earlier.display
+        assert session.history == []  # still only on disk
         # A prompt after the paging goes to the end, after the saved rows.
         await app.engine.send("big", "one more")
         await wait_for(pilot, lambda: isinstance(list(log.children)[-1], UserMessage), what="the prompt drawn")
         assert app.engine.view("big").history_len > SIZE
+
+
+async def test_a_screen_the_last_rows_do_not_fill_reads_the_page_above_at_once(tmp_path: Path) -> None:
+    seed(tmp_path, {"big": chat(SIZE)})
+    app = demo_app(tmp_path, attach=attach_persistence)
+    async with app.run_test(size=(120, 100)) as pilot:  # FIRST notes are ~40 lines: not a screenful
+        await wait_for(pilot, lambda: app.selected == "big")
+        log = app.pane.log_for("big")
+        assert log is not None
+        await wait_for(pilot, lambda: log.first == SIZE - FIRST - PAGE, what="the page above, unasked")
+        await pilot.pause()
+        assert log.first == SIZE - FIRST - PAGE and log.max_scroll_y > 0  # filled: no more is read
+        assert shown(log) == [f"saved row {i}" for i in range(log.first, SIZE)]
+
+
+async def test_a_saved_scroll_back_above_the_first_rows_reads_up_to_it(tmp_path: Path) -> None:
+    seed(tmp_path, {"big": chat(SIZE)})
+    (tmp_path / "ui-state.json").write_text('{"selected": "big", "scroll_back": {"big": 300}}')
+    app = demo_app(tmp_path, attach=attach_persistence)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "big")
+        log = app.pane.log_for("big")
+        assert log is not None
+        await wait_for(pilot, lambda: log.scroll_back == 300, what="the scroll-back restored")
+        assert log.first < SIZE - FIRST  # the rows it reaches were read first
 
 
 async def test_a_small_saved_chat_opens_whole_and_says_nothing_is_hidden(tmp_path: Path) -> None:

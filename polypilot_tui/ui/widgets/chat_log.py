@@ -1,9 +1,10 @@
 """The scrolling history of one session, kept in sync incrementally.
 
-Opening a session mounts only its last :data:`PAGE` items; older ones come a page at a time
-from a button at the top: the log asks (:class:`ChatLog.Earlier`), the app reads that page
-from the engine (from storage when the engine does not hold it) and hands it back. After
-that each :meth:`ChatLog.sync` touches only what changed:
+Opening a session mounts only its last :data:`FIRST` items; older ones come :data:`PAGE` at
+a time when the log is scrolled to its top or its "show earlier" button is pressed: the log
+asks (:class:`ChatLog.Earlier`), the app reads that page from the engine (from storage when
+the engine does not hold it) and hands it back. After that each :meth:`ChatLog.sync` touches
+only what changed:
 rows replaced in history (a tool that completed) are redrawn in place, new rows are mounted
 at the end, and the streaming reply is one Markdown widget that grows by appends and becomes
 the history row once the engine flushes it. Nothing is ever recomposed wholesale.
@@ -26,8 +27,11 @@ from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from polypilot_tui.ui.widgets.user_message import UserMessage
 
+FIRST = 20
+"""History rows mounted when a session is first shown: more than a screen holds of most chats
+(a log they do not fill asks for the page above at once, as does scrolling to the top)."""
 PAGE = 60
-"""History rows mounted when a session is opened, and per "show earlier" press."""
+"""History rows read per "show earlier"."""
 
 EMPTY_TEXT = "No messages yet. Type a prompt below."
 DEMO_HINT = " The demo agent knows !help."
@@ -83,6 +87,8 @@ class ChatLog(VerticalScroll):
         self._stream: AssistantMessage | None = None
         self._asked = False
         """An Earlier is on its way (one at a time)."""
+        self._scroll_back_wanted = 0
+        """A scroll-back to restore once the rows it reaches are mounted."""
         self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
         self._empty = Static(empty_text, classes="chat-empty", markup=False)
 
@@ -108,6 +114,19 @@ class ChatLog(VerticalScroll):
 
     def on_mount(self) -> None:
         self.anchor()
+        self.watch(self, "scroll_y", self._scrolled, init=False)
+
+    def _scrolled(self, old: float, new: float) -> None:
+        if new <= 0 < old:  # scrolled to the top: the page above comes
+            self.ask_earlier()
+
+    def _fill(self) -> None:
+        """After a layout: read further up while the rows do not fill the screen, or do not
+        reach the scroll-back being restored."""
+        if self._scroll_back_wanted:
+            self.restore_scroll_back(self._scroll_back_wanted)
+        elif self.size.height and self.max_scroll_y == 0:
+            self.ask_earlier()
 
     @property
     def scroll_back(self) -> int:
@@ -116,6 +135,11 @@ class ChatLog(VerticalScroll):
 
     def restore_scroll_back(self, lines: int) -> None:
         """Scroll back to ``lines`` above the end (as saved at the last quit)."""
+        if lines > self.max_scroll_y and self._first > 0:
+            self._scroll_back_wanted = lines  # above the rows mounted: read them first
+            self.ask_earlier()
+            return
+        self._scroll_back_wanted = 0
         if lines > 0:
             # As if the user had scrolled there: scrolling back to the end follows it again.
             self.scroll_to(y=max(0, self.max_scroll_y - lines), animate=False, immediate=True)
@@ -152,6 +176,7 @@ class ChatLog(VerticalScroll):
         """Mount ``page`` (the rows just above the oldest one shown) above what is shown."""
         self._asked = False
         if not page.items or page.stop != self._first:
+            self._scroll_back_wanted = 0
             await self._sync_placeholders()  # not readable now, or the log moved on: asked again later
             return
         rows = range(page.start, page.stop)
@@ -169,6 +194,7 @@ class ChatLog(VerticalScroll):
         else:
             await self.mount_all(widgets)
         await self._sync_placeholders()
+        self.call_after_refresh(self._fill)
 
     async def _reset(self) -> None:
         """History shrank (it was replaced): start over with fresh widgets."""
@@ -178,7 +204,7 @@ class ChatLog(VerticalScroll):
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
 
     async def _open(self, page: HistoryPage) -> None:
-        self._first = max(page.start, page.stop - PAGE)
+        self._first = max(page.start, page.stop - FIRST)
         widgets: list[Widget] = [self._earlier, self._empty]
         for index in range(self._first, page.stop):
             widget = make_item_widget(page[index], page[index - 1] if index > page.start else None)
@@ -187,6 +213,7 @@ class ChatLog(VerticalScroll):
             widgets.append(widget)
         self._total = page.stop
         await self.mount_all(widgets)
+        self.call_after_refresh(self._fill)
 
     def _redraw_changed(self, page: HistoryPage) -> None:
         for index in range(max(self._first, page.start), min(self._total, page.stop)):
