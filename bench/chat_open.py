@@ -98,7 +98,7 @@ async def measure(saved: bool) -> dict[int, list[float]]:
                     await pilot.pause()  # the frame that shows it
                     timings[size].append((time.perf_counter() - started) * 1000)
                     log = app.pane.log_for(sid)
-                    assert log is not None and log.mounted_rows == min(size, 60), "the session was not shown"
+                    assert log is not None and log.mounted_rows >= min(size, 20), "the session was not shown"
     return timings
 
 
