@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 Attach = Callable[[SessionManager, Settings], "Persistence"]
 """Restores saved sessions into the manager and keeps them saved (``attach_persistence``)."""
 
+PAGE_TIMEOUT = 2.0
+"""Seconds a page of saved rows may take (a hung disk): then the page has only the held rows."""
 KEEP_CLOSED = 20
 """Closed sessions kept for an undo (the dashboard offers it for 30 s)."""
 
@@ -97,8 +99,8 @@ class LocalEngine:
         split = min(stop, session.history_start)
         if start >= split:
             return session.held(start, stop)
-        # Saved rows only: read on the store's thread, in order with its writes.
-        older = await self.persistence.read_rows_later(session_id, start, split) if self.persistence else None
+        # Saved rows only (never touched again): read on the store's thread, in order with its writes.
+        older = self.persistence.read_rows(session_id, start, split, PAGE_TIMEOUT) if self.persistence else None
         if older is None or len(older) != split - start:
             return session.held(split, stop)
         return HistoryPage(start, (*older, *session.held(split, stop).items), session.history_len)
