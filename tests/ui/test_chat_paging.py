@@ -31,6 +31,9 @@ def shown(log: ChatLog) -> list[str]:
 async def test_older_rows_are_paged_from_storage_on_scroll_and_show_earlier(tmp_path: Path) -> None:
     seed(tmp_path, {"big": chat(SIZE), "small": chat(3)})
     app = demo_app(tmp_path, attach=attach_persistence)
+    copies: list[str] = []
+    whole = app.engine.history
+    app.engine.history = lambda sid: copies.append(sid) or whole(sid)  # type: ignore[method-assign]
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "big", what="the first saved session on screen")
         log = app.pane.log_for("big")
@@ -53,6 +56,11 @@ async def test_older_rows_are_paged_from_storage_on_scroll_and_show_earlier(tmp_
             await pilot.pause()
         assert shown(log) == [f"saved row {i}" for i in range(SIZE)] and not earlier.display
         assert session.history == []  # still only on disk
+        app.select("small")
+        await wait_for(pilot, lambda: app.pane.session_id == "small", what="the other session")
+        app.select("big")
+        await wait_for(pilot, lambda: app.pane.session_id == "big", what="back")
+        assert copies == []  # the pane never asked for a whole history
         # A prompt after the paging goes to the end, after the saved rows.
         await app.engine.send("big", "one more")
         await wait_for(pilot, lambda: isinstance(list(log.children)[-1], UserMessage), what="the prompt drawn")
