@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import ContentSwitcher
 
-from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.chat import HistoryPage
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.widgets.chat_header import ChatHeader
 from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT, ChatLog
@@ -62,12 +60,14 @@ class ChatPane(Vertical):
     async def show(
         self,
         view: SessionView | None,
-        history: Sequence[ChatItem],
+        history: HistoryPage,
         streaming: str,
         now: float,
         empty_text: str = EMPTY_TEXT,
     ) -> None:
-        """Bring everything in the pane up to date for ``view`` (``empty_text``: a new log's hint)."""
+        """Bring everything in the pane up to date for ``view``: ``history`` holds the rows from
+        its log's :attr:`~ChatLog.first` on, or its last page when the log is new
+        (``empty_text``: a new log's hint)."""
         if view is None:
             await self._switch(None)
             self.header.show(None)
@@ -79,7 +79,7 @@ class ChatPane(Vertical):
             return
         log = self.log_for(view.id)
         if log is None:
-            log = self._logs[view.id] = ChatLog(id=log_id(view.id), empty_text=empty_text)
+            log = self._logs[view.id] = ChatLog(id=log_id(view.id), empty_text=empty_text, session_id=view.id)
             await self.logs.add_content(log)
         await self._switch(view.id)
         self.header.show(view)
