@@ -56,26 +56,3 @@ class TurnRecord:
     """Permission requests refused during the turn (their titles)."""
     cause: EndCause = EndCause.IDLE
     """Why, for code: what ended the turn."""
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryPage:
-    """Consecutive rows of a session's history: ``items[0]`` is row ``start`` of ``total``.
-
-    How a front end reads history: a page of the rows it shows, never a copy of all of them.
-    """
-
-    start: int
-    items: tuple[ChatItem, ...]
-    total: int
-
-    @property
-    def stop(self) -> int:
-        """One past the last row of the page."""
-        return self.start + len(self.items)
-
-    def __getitem__(self, index: int) -> ChatItem:
-        """Row ``index`` of the history (it must be on this page)."""
-        if not self.start <= index < self.stop:
-            raise IndexError(f"row {index} is not on the page {self.start}..{self.stop}")
-        return self.items[index - self.start]

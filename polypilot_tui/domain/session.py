@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from polypilot_tui.domain.changeset import ChangeStats
-from polypilot_tui.domain.chat import ChatItem, HistoryPage, ItemKind, TurnRecord
+from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome, ToolCall, Turn
@@ -35,10 +35,6 @@ class Session:
     agent_session_id: str = ""
     title: str = ""
     history: list[ChatItem] = field(default_factory=list)
-    """The rows held in memory: row ``history_start + i`` is ``history[i]``."""
-    history_start: int = 0
-    """Rows before this index are saved but not held (a restored session's): read through
-    :attr:`saved_rows` when asked for, so a restore does not read every chat."""
     turn: Turn | None = None
     turns: list[TurnRecord] = field(default_factory=list)
     window: DenialWindow = field(default_factory=DenialWindow)
@@ -86,55 +82,15 @@ class Session:
     """Why the workspace could not be read last time (its folder deleted, say), or ""."""
     model_choice: str = ""
     """The model the user switched this session to ("" for none): set again after every connect."""
-    saved_rows: Callable[[int, int], list[ChatItem] | None] | None = field(default=None, repr=False, compare=False)
-    """The engine's: reads the saved rows ``start <= index < stop`` (None: not now)."""
     _turn_seq: int = 0
 
     # ---- history -------------------------------------------------------------------
-    @property
-    def history_len(self) -> int:
-        """Rows in the whole history, held or not."""
-        return self.history_start + len(self.history)
-
-    def held(self, start: int, stop: int | None = None) -> HistoryPage:
-        """The held rows from ``start`` (or the first held one) to ``stop`` (or the end)."""
-        first = max(start, self.history_start)
-        end = self.history_len if stop is None else min(stop, self.history_len)
-        rows = self.history[first - self.history_start : end - self.history_start] if end > first else []
-        return HistoryPage(first, tuple(rows), self.history_len)
-
-    def row(self, index: int) -> ChatItem | None:
-        """Row ``index``, read from storage when it is not held (None: no such row, or unreadable)."""
-        if not 0 <= index < self.history_len:
-            return None
-        if index >= self.history_start:
-            return self.history[index - self.history_start]
-        rows = self.saved_rows(index, index + 1) if self.saved_rows is not None else None
-        return rows[0] if rows else None
-
-    def load_all(self) -> bool:
-        """Hold every row (read the saved ones once); False when they cannot be read now."""
-        if self.history_start == 0:
-            return True
-        rows = self.saved_rows(0, self.history_start) if self.saved_rows is not None else None
-        if rows is None or len(rows) != self.history_start:
-            return False
-        self.history[:0] = rows
-        self.history_start = 0
-        return True
-
-    def all_rows(self) -> list[ChatItem]:
-        """Every row (saved ones read once and held from then on); only the held rows when
-        the saved ones cannot be read now."""
-        self.load_all()
-        return self.history
-
     def add_item(self, kind: ItemKind, text: str, wall: float, **extra: Any) -> int:
         """Append a history row; returns its index."""
         item = ChatItem(kind, strip_control(text), wall, **extra)
         self.history.append(item)
         self.revision += 1
-        index = self.history_len - 1
+        index = len(self.history) - 1
         if self.on_item is not None:
             self.on_item(index, item, False)
         return index
@@ -261,7 +217,7 @@ class Session:
         interrupted at once, never "running" forever.
         """
         turn = self.turn
-        for row, item in enumerate(self.history, self.history_start):
+        for row, item in enumerate(self.history):
             if item.kind is not ItemKind.TOOL or item.tool_status not in ("running", "waiting"):
                 continue
             call = ToolCall(
@@ -304,12 +260,11 @@ class Session:
     def set_tool_row(self, call: ToolCall, status: str, output: str) -> None:
         """Replace a tool's history row in place with its new status (and output, if any)."""
         call.status = status
-        held = call.row - self.history_start  # a tool's row is held: added this run, or open at restore
-        if 0 <= held < len(self.history):
-            old = self.history[held]
+        if 0 <= call.row < len(self.history):
+            old = self.history[call.row]
             text = strip_control(output) if output else old.text
             item = replace(old, tool_status=status, text=text)
-            self.history[held] = item
+            self.history[call.row] = item
             self.revision += 1
             if self.on_item is not None:
                 self.on_item(call.row, item, True)

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
-from polypilot_tui.domain.chat import ChatItem, HistoryPage
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.view import SessionDetails, SessionView
@@ -50,14 +50,7 @@ class Engine(Protocol):
     def ids(self) -> list[str]: ...
     def view(self, session_id: str) -> SessionView: ...
     def views(self) -> tuple[SessionView, ...]: ...
-    def history(self, session_id: str) -> tuple[ChatItem, ...]:
-        """Every row, in order (for commands; a redraw reads :meth:`history_tail`: this may
-        read a saved chat whole, or answer with what is here so far)."""
-
-    def history_tail(self, session_id: str, start: int) -> HistoryPage:
-        """The rows from ``start`` to the end that are at hand, at once; ``page.start`` says
-        where they begin (later than ``start`` when older rows are only in storage)."""
-
+    def history(self, session_id: str) -> tuple[ChatItem, ...]: ...
     def streaming_text(self, session_id: str) -> str: ...
     def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe: ...
     def on_notice(self, listener: NoticeListener) -> Unsubscribe:
@@ -96,10 +89,6 @@ class Engine(Protocol):
         """Stop and close a session; it can be reopened for a while (undo)."""
 
     async def reopen(self, session_id: str, position: int | None = None) -> None: ...
-    async def history_page(self, session_id: str, start: int, stop: int) -> HistoryPage:
-        """Rows ``start <= index < stop`` (clipped to the history), read from storage when they
-        are not at hand; a page that could not be read starts later (at the rows it has)."""
-
     async def details(self, session_id: str) -> SessionDetails: ...
     async def agents(self) -> tuple[AgentOffer, ...]:
         """The agents the engine offers, and whether each can start where it runs."""

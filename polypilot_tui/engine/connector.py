@@ -122,7 +122,7 @@ class Connector:
                 said += f" — its stderr: {one_line(' | '.join(tail[-3:]), 300)}"
             session.lost = f"could not start the agent: {said}"
             row = failure_text(session.lost, session.sign_in)
-            last = session.row(session.history_len - 1)
+            last = session.history[-1] if session.history else None
             # A turn's end says it (with the fix) in its own row; a retry that fails the same way
             # (F8, a model list, Reconnect) does not add the same row again.
             if session.turn is None and not (last is not None and last.kind is ItemKind.ERROR and last.text == row):
@@ -136,7 +136,7 @@ class Connector:
         session.lost = ""
         session.agent_session_id = result.agent_session_id or session.agent_session_id
         wall = ctx.clock.wall()
-        if result.history and not session.history_len:  # saved rows count, held or not
+        if result.history and not session.history:
             for event in result.history:
                 kind = _HISTORY_KINDS.get(event.type)  # type: ignore[call-overload]
                 if kind is not None and event.text("content"):

@@ -78,7 +78,7 @@ class HistoryWriter(DebouncedWriter):
             return
         session = self._manager.session(session_id)
         self.install(session, True)
-        for index, item in enumerate(session.history, session.history_start):
+        for index, item in enumerate(session.history):
             self._pending[(session_id, index)] = item
 
     def drafts_restored(self, session_ids: set[str]) -> None:
@@ -129,9 +129,7 @@ class HistoryWriter(DebouncedWriter):
             except KeyError:
                 continue
             self._offsets[sid] = 0
-            # Rows not held (a restored session's older ones) went with the unusable file:
-            # they are in the copy moved aside, not in the new database.
-            for index, item in enumerate(session.history, session.history_start):
+            for index, item in enumerate(session.history):
                 self._pending[(sid, index)] = item
             self._draft_dirty.add(sid)
 

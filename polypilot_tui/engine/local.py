@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
-from polypilot_tui.domain.chat import ChatItem, HistoryPage
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.session import Session
@@ -40,8 +40,6 @@ log = logging.getLogger(__name__)
 Attach = Callable[[SessionManager, Settings], "Persistence"]
 """Restores saved sessions into the manager and keeps them saved (``attach_persistence``)."""
 
-PAGE_TIMEOUT = 2.0
-"""Seconds a page of saved rows may take (a hung disk): then the page has only the held rows."""
 KEEP_CLOSED = 20
 """Closed sessions kept for an undo (the dashboard offers it for 30 s)."""
 
@@ -89,21 +87,6 @@ class LocalEngine:
 
     def history(self, session_id: str) -> tuple[ChatItem, ...]:
         return self.manager.history(session_id)
-
-    def history_tail(self, session_id: str, start: int) -> HistoryPage:
-        return self.manager.session(session_id).held(start)
-
-    async def history_page(self, session_id: str, start: int, stop: int) -> HistoryPage:
-        session = self.manager.session(self.known(session_id))
-        start, stop = max(0, start), min(stop, session.history_len)
-        split = min(stop, session.history_start)
-        if start >= split:
-            return session.held(start, stop)
-        # Saved rows only (never touched again): read on the store's thread, in order with its writes.
-        older = self.persistence.read_rows(session_id, start, split, PAGE_TIMEOUT) if self.persistence else None
-        if older is None or len(older) != split - start:
-            return session.held(split, stop)
-        return HistoryPage(start, (*older, *session.held(split, stop).items), session.history_len)
 
     def streaming_text(self, session_id: str) -> str:
         return self.manager.streaming_text(session_id)
@@ -227,8 +210,6 @@ class LocalEngine:
         """Stop and close a session, kept for an undo (:meth:`reopen`)."""
         ids = self.ids()
         position = ids.index(session_id) if session_id in ids else 0
-        if session_id in ids:  # its saved rows are deleted now: an undo brings them back from memory
-            self.manager.session(session_id).load_all()
         session = await self.manager.close(session_id)
         if session is None:
             return False

@@ -107,14 +107,14 @@ class SessionManager:
         return tuple(make_view(m.session, cfg, m.probes) for m in self._ctx.sessions.values())
 
     def history(self, session_id: str) -> tuple[ChatItem, ...]:
-        """Every row in order: saved rows not held are read once (see Session.all_rows)."""
-        return tuple(self._ctx.get(session_id).session.all_rows())
+        return tuple(self._ctx.get(session_id).session.history)
 
     def streaming_text(self, session_id: str) -> str:
         turn = self._ctx.get(session_id).session.turn
         return turn.response_text if turn else ""
 
-    def backend(self, session_id: str) -> AgentBackend | None:  # None while disconnected
+    def backend(self, session_id: str) -> AgentBackend | None:
+        """The session's live agent connection (None while disconnected)."""
         return self._ctx.get(session_id).backend
 
     def details(self, session_id: str) -> SessionDetails:

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
-from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.engine.history_sync import HistoryWriter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.recorder import Recorder
@@ -85,7 +84,7 @@ class Persistence:
         self._unsubscribe = self.manager.subscribe(
             self._on_change, ItemAdded, ItemReplaced, ViewChanged, SessionAdded, SessionRemoved
         )
-        self.restored = restore_sessions(self.manager, self.store, self.history.install, self.read_rows)
+        self.restored = restore_sessions(self.manager, self.store, self.history.install)
         if self.restored.problem:
             self._tell("registry-load", self.restored.problem, "warning")
         if self.restored.unloaded:
@@ -107,19 +106,6 @@ class Persistence:
         self.history.arm()
         self.registry.arm()
         return self.restored
-
-    # ---- reads of saved rows (a restored session's, when asked for) -------------------
-    def read_rows(
-        self, session_id: str, start: int, stop: int, timeout: float = CLOSE_TIMEOUT
-    ) -> list[ChatItem] | None:
-        """Saved rows ``start <= index < stop``, read on the I/O thread, in order with its
-        writes; the loop waits for them (None: closed, not readable now, or not within
-        ``timeout``). A page is read in about a millisecond; awaiting it instead let the
-        loop's other work go first, which cost the first frame ~20 ms at start."""
-        try:
-            return self._io.submit(self.store.history.load_range, session_id, start, stop).result(timeout)
-        except (RuntimeError, TimeoutError):  # shut down, or a hung disk
-            return None
 
     def _on_change(self, change: Change) -> None:
         self.history.track(change)

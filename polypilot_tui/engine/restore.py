@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.registry_sync import workspace_of
-from polypilot_tui.storage.history import Extent
 from polypilot_tui.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -31,32 +29,22 @@ class RestoreResult:
 
 
 BeforeAdopt = Callable[[Session, bool], None]
-"""(session, history readable) — called before a restored session is adopted."""
-
-ReadRows = Callable[[str, int, int], list[ChatItem] | None]
-"""(session id, start, stop) → the saved rows ``start <= index < stop`` (None: not now)."""
+"""(session, history loaded) — called before a restored session is adopted."""
 
 
-def restore_sessions(
-    manager: SessionManager, store: Store, before_adopt: BeforeAdopt | None = None, read: ReadRows | None = None
-) -> RestoreResult:
-    """Build every saved session (agent session id kept) and adopt it.
+def restore_sessions(manager: SessionManager, store: Store, before_adopt: BeforeAdopt | None = None) -> RestoreResult:
+    """Build every saved session (history loaded, agent session id kept) and adopt it.
 
-    Lazy: no chat is read here, only how many rows each has (a session's rows are read when
-    somebody asks for them, through ``read``, else straight from ``store``). Only the rows
-    from the first tool a killed run left open are held at once: they are settled now.
-    Only a session whose turn was in flight reconnects at once, mid-turn, with the 30 s
-    resume-quiescence tier seeded from now; the engine reports a lost turn as interrupted
-    with a one-key resend.
+    Lazy: only a session whose turn was in flight reconnects at once, mid-turn, with the
+    30 s resume-quiescence tier seeded from now; the engine reports a lost turn as
+    interrupted with a one-key resend.
     """
     snapshot = store.registry.load()
     known = set(manager.ids())
     records = [r for r in snapshot.sessions if r.id not in known]
     ids = [r.id for r in records]
-    extents = store.history.extents(ids)
+    histories = store.history.load_many(ids)
     drafts = store.history.load_drafts(ids) or {}
-    read_rows: ReadRows = read or store.history.load_range
-    cannot: dict[str, str | None] = {}  # per agent: the same answer for each of its sessions
     problem = ""
     if snapshot.problem:
         kept = f"it was moved to {snapshot.moved_to}" if snapshot.moved_to else "it was left as it is"
@@ -65,7 +53,7 @@ def restore_sessions(
     clock = manager.clock
     now, wall = clock.now(), clock.wall()
     for record in records:
-        history = _held_rows(store, record.id, extents)
+        history = histories.get(record.id)
         session = Session(
             record.id,
             record.name,
@@ -75,10 +63,8 @@ def restore_sessions(
             model=record.model,
             agent_session_id=record.agent_session_id,
             title=record.title,
+            history=list(history or ()),
         )
-        if history is not None:
-            session.history_start, session.history = history
-            session.saved_rows = functools.partial(read_rows, record.id)
         session.workspace = workspace_of(record)
         session.last_prompt = record.last_prompt
         session.earlier_turns = record.turns
@@ -89,9 +75,7 @@ def restore_sessions(
         if record.last_activity_at is not None:  # "last activity 3 h ago" survives the restart
             session.last_activity_at = now - max(0.0, wall - record.last_activity_at)
         mid_turn = record.turn_in_flight
-        if record.agent not in cannot:
-            cannot[record.agent] = manager.cannot_start(record.agent)
-        cannot_start = cannot[record.agent]
+        cannot_start = manager.cannot_start(record.agent)
         if cannot_start:  # said now, not by the first prompt failing; Reconnect tries again
             session.lost = f"agent {record.agent!r} cannot start here: {cannot_start}"
             mid_turn = False
@@ -114,25 +98,3 @@ def restore_sessions(
     if records:
         log.info("restored %d sessions (%d mid-turn)", len(result.ids), len(result.mid_turn))
     return result
-
-
-def _held_rows(store: Store, session_id: str, extents: dict[str, Extent] | None) -> tuple[int, list[ChatItem]] | None:
-    """(first held index, held rows) of a saved session; None when its history cannot be read.
-
-    Nothing is held but the rows from the first tool left open (settled at adoption); a
-    history with gaps is read whole once, which renumbers it.
-    """
-    if extents is None:
-        return None
-    extent = extents.get(session_id)
-    if extent is None:
-        return 0, []
-    if not extent.dense:
-        rows = store.history.load(session_id)
-        return None if rows is None else (0, rows)
-    if extent.first_open_tool is None:
-        return extent.count, []
-    rows = store.history.load_range(session_id, extent.first_open_tool, extent.count)
-    if rows is None or len(rows) != extent.count - extent.first_open_tool:
-        return None
-    return extent.first_open_tool, rows

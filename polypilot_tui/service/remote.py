@@ -30,7 +30,7 @@ from polypilot_tui.domain.changes import (
     ViewChanged,
     change_from_json,
 )
-from polypilot_tui.domain.chat import ChatItem, HistoryPage
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.wire import from_plain, to_plain
@@ -78,7 +78,7 @@ class RemoteEngine(RemoteModels):
         self.info: dict[str, Any] = {}
         """What the engine said of itself in its last snapshot (pid, state folder, …)."""
         self._views: dict[str, SessionView] = {}
-        self._history = Histories(self._api, self._history_loaded)
+        self._history = Histories(self._fetch_history, self._history_loaded)
         self._streaming: dict[str, str] = {}
         self._reader: asyncio.Task[None] | None = None
         self._client_id = 0
@@ -113,14 +113,6 @@ class RemoteEngine(RemoteModels):
     def history(self, session_id: str) -> tuple[ChatItem, ...]:
         """The rows so far; the first ask fetches them (a ViewChanged follows when they are here)."""
         return self._history.get(session_id) if session_id in self._views else ()
-
-    def history_tail(self, session_id: str, start: int) -> HistoryPage:
-        view = self._views.get(session_id)
-        total = view.history_len if view is not None else 0
-        return self._history.tail(session_id, start, total)
-
-    async def history_page(self, session_id: str, start: int, stop: int) -> HistoryPage:
-        return await self._history.page(session_id, start, stop)
 
     def streaming_text(self, session_id: str) -> str:
         return self._streaming.get(session_id, "")
@@ -263,6 +255,16 @@ class RemoteEngine(RemoteModels):
         self._history.put(view.id, items_from_json(history) if history is not None else None)
         self._streaming[view.id] = streaming if isinstance(streaming, str) else ""
         return view.id
+
+    async def _fetch_history(self, sid: str) -> list[ChatItem]:
+        rows: list[ChatItem] = []
+        while True:
+            page = await self._api().get(f"/sessions/{sid}/history", start=len(rows), limit=1000)
+            items = items_from_json(page.get("items") if isinstance(page, dict) else None)
+            rows += items
+            total = page.get("total") if isinstance(page, dict) else None
+            if not items or not isinstance(total, int) or len(rows) >= total:
+                return rows
 
     def _history_loaded(self, sid: str) -> None:
         if sid in self._views:

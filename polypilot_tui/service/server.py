@@ -273,12 +273,11 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         return JSONResponse(to_plain(engine.view(engine.known(request.path_params["sid"]))))
 
     async def history(request: Request) -> Response:
-        sid = engine.known(request.path_params["sid"])
-        start = max(0, _int(request.query_params.get("start", "0"), "start"))
+        items = engine.history(engine.known(request.path_params["sid"]))
+        start = _int(request.query_params.get("start", "0"), "start")
         limit = _int(request.query_params.get("limit", "200"), "limit")
-        page = await engine.history_page(sid, start, start + max(0, min(limit, 1000)))  # storage, if not held
-        items = page.items if page.start == start else ()  # not readable now: none rather than others
-        return JSONResponse({"total": page.total, "start": start, "items": [to_plain(i) for i in items]})
+        page = items[start : start + min(limit, 1000)]
+        return JSONResponse({"total": len(items), "start": start, "items": [to_plain(i) for i in page]})
 
     async def details(request: Request) -> Response:
         return JSONResponse(to_plain(await engine.details(request.path_params["sid"])))

@@ -22,24 +22,13 @@ import logging
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.infra.private import FILE_MODE, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
-from polypilot_tui.storage.history_rows import (
-    COLUMNS,
-    OPEN_TOOLS,
-    REQUIRED,
-    SCHEMA,
-    is_corrupt,
-    is_locked,
-    item_from_row,
-    reason,
-)
 
 log = logging.getLogger(__name__)
 
@@ -61,30 +50,63 @@ class WriteResult(StrEnum):
     """An unexpected error: the batch is lost (logged)."""
 
 
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    session_id TEXT NOT NULL, idx INTEGER NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
+    at REAL NOT NULL, tool_call_id TEXT, tool_name TEXT NOT NULL DEFAULT '',
+    tool_status TEXT NOT NULL DEFAULT '', tool_detail TEXT NOT NULL DEFAULT '',
+    interrupted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (session_id, idx));
+CREATE TABLE IF NOT EXISTS drafts (
+    session_id TEXT PRIMARY KEY, text TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS owner (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
+"""
+_COLUMNS = "kind, text, at, tool_call_id, tool_name, tool_status, tool_detail, interrupted"
+_REQUIRED = {
+    "items": {"session_id", "idx", *_COLUMNS.replace(" ", "").split(",")},
+    "drafts": {"session_id", "text", "at"},
+    "owner": {"id", "token"},
+}
+_KINDS = {k.value: k for k in ItemKind}
 _READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 Row = tuple[str, int, ChatItem]
 """(session id, index in the database, item)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Extent:
-    """A session's saved rows, as far as a restore needs to know them."""
-
-    count: int
-    next_index: int
-    """One past the highest index (``count`` unless a gap was left)."""
-    first_open_tool: int | None
-    """The first tool row left "running" or "waiting" (None: none)."""
-
-    @property
-    def dense(self) -> bool:
-        """Indexes run 0..count-1 without a gap (else a load renumbers them)."""
-        return self.count == self.next_index
-
-
 class _Unusable(Exception):
     """The file is there but is not a history database this app can use."""
+
+
+def _item(row: Sequence[Any]) -> ChatItem:
+    kind, text, at, call_id, tool_name, tool_status, tool_detail, interrupted = row
+    return ChatItem(
+        _KINDS.get(kind, ItemKind.SYSTEM),
+        text or "",
+        float(at or 0.0),
+        call_id or None,
+        tool_name or "",
+        tool_status or "",
+        tool_detail or "",
+        bool(interrupted),
+    )
+
+
+def _is_locked(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _is_corrupt(exc: BaseException) -> bool:
+    # Only SQLITE_CORRUPT / SQLITE_NOTADB: a binding bug must never move the user's file aside.
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc).lower()
+    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
 
 
 class HistoryDB:
@@ -166,7 +188,7 @@ class HistoryDB:
             self._check_schema(conn)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never torn
-            conn.executescript(SCHEMA)
+            conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except BaseException:
             conn.close()
@@ -182,7 +204,7 @@ class HistoryDB:
         if version > SCHEMA_VERSION:
             raise _Unusable(f"it was made by a newer version (schema {version})")
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        for table, columns in REQUIRED.items():
+        for table, columns in _REQUIRED.items():
             if table in tables:
                 have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
                 if not columns <= have:
@@ -210,11 +232,11 @@ class HistoryDB:
                 os.unlink(f"{self.path}{suffix}")
 
     def _failed(self, exc: BaseException, what: str) -> WriteResult:
-        self.last_error = reason(exc)
-        if isinstance(exc, _Unusable) or is_corrupt(exc):
+        self.last_error = _reason(exc)
+        if isinstance(exc, _Unusable) or _is_corrupt(exc):
             self._reset(str(exc) if isinstance(exc, _Unusable) else "not a valid SQLite database")
             return WriteResult.RESET
-        if is_locked(exc):
+        if _is_locked(exc):
             self._log_once("locked", "history database is locked (%s); will retry", what)
             return WriteResult.RETRY
         if isinstance(exc, (sqlite3.OperationalError, OSError)):
@@ -225,50 +247,26 @@ class HistoryDB:
         return WriteResult.DROPPED
 
     # ---- reads ----------------------------------------------------------------------
-    def extents(self, session_ids: Iterable[str]) -> dict[str, Extent] | None:
-        """Of each session with saved rows: how many, the next index, and the first tool row a
-        killed run left open — without reading the rows (None when unreadable now)."""
-        wanted = set(session_ids)
-        try:
-            conn = self._connect()
-            sizes = conn.execute("SELECT session_id, COUNT(*), MAX(idx) FROM items GROUP BY session_id").fetchall()
-            opened = dict(
-                conn.execute(f"SELECT session_id, MIN(idx) FROM items WHERE {OPEN_TOOLS} GROUP BY session_id")
-            )
-        except Exception as exc:  # noqa: BLE001 - a cache never blocks a session (#276)
-            return {} if self._failed(exc, "reading sizes") is WriteResult.RESET else None
-        return {
-            sid: Extent(int(count), int(top) + 1, opened.get(sid))
-            for sid, count, top in sizes
-            if sid in wanted and top is not None
-        }
-
-    def load_range(self, session_id: str, start: int, stop: int) -> list[ChatItem] | None:
-        """The rows ``start <= index < stop`` in order (None when unreadable now)."""
-        try:
-            rows = (
-                self._connect()
-                .execute(
-                    f"SELECT {COLUMNS} FROM items WHERE session_id=? AND idx>=? AND idx<? ORDER BY idx",
-                    (session_id, start, stop),
-                )
-                .fetchall()
-            )
-        except Exception as exc:  # noqa: BLE001
-            return [] if self._failed(exc, f"loading {session_id}") is WriteResult.RESET else None
-        return [item_from_row(row) for row in rows]
+    def load_many(self, session_ids: Iterable[str]) -> dict[str, list[ChatItem]]:
+        """History of each session; ids that could not be read are missing from the result."""
+        result: dict[str, list[ChatItem]] = {}
+        for sid in session_ids:
+            items = self.load(sid)
+            if items is not None:
+                result[sid] = items
+        return result
 
     def load(self, session_id: str) -> list[ChatItem] | None:
         """One session's rows in order (None when the database cannot be read now)."""
         try:
             conn = self._connect()
             rows = conn.execute(
-                f"SELECT idx, {COLUMNS} FROM items WHERE session_id=? ORDER BY idx", (session_id,)
+                f"SELECT idx, {_COLUMNS} FROM items WHERE session_id=? ORDER BY idx", (session_id,)
             ).fetchall()
         except Exception as exc:  # noqa: BLE001 - a cache never blocks a session (#276)
             # After a reset the new database is known to be empty; otherwise: unknown.
             return [] if self._failed(exc, f"loading {session_id}") is WriteResult.RESET else None
-        items = [item_from_row(row[1:]) for row in rows]
+        items = [_item(row[1:]) for row in rows]
         if any(row[0] != i for i, row in enumerate(rows)) and not self.read_only:
             # Gaps would make new rows overwrite old ones: renumber densely once.
             self._log_once(f"gap:{session_id}", "history of %s had gaps; renumbered", session_id)
@@ -315,7 +313,7 @@ class HistoryDB:
                     conn.execute("DELETE FROM items WHERE session_id=?", (sid,))
                     conn.execute("DELETE FROM drafts WHERE session_id=?", (sid,))
                 conn.executemany(
-                    f"INSERT OR REPLACE INTO items (session_id, idx, {COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT OR REPLACE INTO items (session_id, idx, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     [
                         (
                             sid,

@@ -20,7 +20,6 @@ from textual.screen import Screen
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.ui.chat_history import last_text
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
@@ -262,11 +261,12 @@ class PolypilotApp(SessionDialogs):
     def action_copy_reply(self) -> None:
         """Copy the selected session's last reply to the clipboard (OSC 52: works over SSH)."""
         sid = self.selected
-        if sid is not None:
-            self._run("Copy reply", self._copy_reply(sid))
-
-    async def _copy_reply(self, sid: str) -> None:
-        text = self.engine.streaming_text(sid) or await last_text(self.engine, sid, ItemKind.ASSISTANT)
+        if sid is None:
+            return
+        streaming = self.engine.streaming_text(sid)
+        text = streaming or next(
+            (item.text for item in reversed(self.engine.history(sid)) if item.kind is ItemKind.ASSISTANT), ""
+        )
         if not text:
             self.notify("No reply to copy yet.", timeout=3)
             return

@@ -29,7 +29,6 @@ from textual.widgets import Footer, Header, TextArea
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
-from polypilot_tui.domain.chat import HistoryPage
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.usage import fleet_usage
 from polypilot_tui.domain.view import SessionView
@@ -37,13 +36,12 @@ from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.attention import Alert, Attention
-from polypilot_tui.ui.chat_history import earlier_page, history_to_show
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.notifier import Notifier, desktop_notifier
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
 from polypilot_tui.ui.usage_text import fleet_summary
-from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT, ChatLog
+from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_list import SessionList
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
@@ -281,12 +279,12 @@ class Dashboard(App[int]):
         await self.sidebar.sync(views, now, self.attention.unread, self.selected)
         shown = current.get(self.selected) if self.selected else None
         if shown is None:
-            await self.pane.show(None, HistoryPage(0, (), 0), "", now)
+            await self.pane.show(None, (), "", now)
         elif self.selected in dirty or previous.get(shown.id) != shown or self.pane.session_id != shown.id:
             first_time = self.pane.log_for(shown.id) is None
             await self.pane.show(
                 shown,
-                await history_to_show(self.engine, self.pane.log_for(shown.id), shown),
+                self.engine.history(shown.id),
                 self.engine.streaming_text(shown.id),
                 now,
                 self._empty_text(shown),
@@ -310,10 +308,6 @@ class Dashboard(App[int]):
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
-
-    async def on_chat_log_earlier(self, message: ChatLog.Earlier) -> None:
-        """A chat log wants the page above its oldest row: read it, hand it back."""
-        await message.chat.prepend(await earlier_page(self.engine, message))
 
     def on_app_focus(self, _event: events.AppFocus | None = None) -> None:
         """The terminal has the focus: attention alerts of every dashboard attached come here."""

@@ -16,7 +16,6 @@ from typing import Any
 from polypilot_tui.domain.changeset import ReviewComment, review_prompt
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.ui.chat_history import last_text
 from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
@@ -145,14 +144,9 @@ class SessionDialogs(Dashboard):
         sid = self.selected
         if sid is None or sid not in self.engine.ids() or self._remote_folder():
             return
-        self._run("Finish", self._finish_session(sid))
-
-    async def _finish_session(self, sid: str) -> None:
         session = self.engine.view(sid)
         workspace = session.workspace
-        last_prompt = await last_text(self.engine, sid, ItemKind.USER)  # the commit message's default
-        if sid not in self.engine.ids():
-            return
+        last_prompt = next((i.text for i in reversed(self.engine.history(sid)) if i.kind is ItemKind.USER), "")
         actions = (
             self.workspace_actions.finisher(workspace, session.name, last_prompt)
             if workspace is not None and workspace.owned

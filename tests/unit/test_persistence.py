@@ -171,7 +171,7 @@ async def test_quit_mid_turn_restores_the_draft_and_offers_a_resend(tmp_path: Pa
     assert again.persistence.restored.mid_turn == [sid]
     await until(lambda: again.started == ["demo"], 2.0)  # mid-turn: reconnects at once
     session = again.manager.session(sid)
-    draft = again.manager.history(sid)[1]  # the saved prompt is read when asked for; the draft is held
+    draft = session.history[1]
     assert draft.kind is ItemKind.ASSISTANT and draft.interrupted and draft.text.startswith("word0 word1 word2")
     await until(lambda: session.turn is None, 35)  # the demo reports the lost turn at once
     assert session.interrupted_prompt == "!slow"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import ContentSwitcher
 
-from polypilot_tui.domain.chat import HistoryPage
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.widgets.chat_header import ChatHeader
 from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT, ChatLog
@@ -60,14 +62,12 @@ class ChatPane(Vertical):
     async def show(
         self,
         view: SessionView | None,
-        history: HistoryPage,
+        history: Sequence[ChatItem],
         streaming: str,
         now: float,
         empty_text: str = EMPTY_TEXT,
     ) -> None:
-        """Bring everything in the pane up to date for ``view``: ``history`` holds the rows from
-        its log's :attr:`~ChatLog.first` on, or its last page when the log is new
-        (``empty_text``: a new log's hint)."""
+        """Bring everything in the pane up to date for ``view`` (``empty_text``: a new log's hint)."""
         if view is None:
             await self._switch(None)
             self.header.show(None)
@@ -79,7 +79,7 @@ class ChatPane(Vertical):
             return
         log = self.log_for(view.id)
         if log is None:
-            log = self._logs[view.id] = ChatLog(id=log_id(view.id), empty_text=empty_text, session_id=view.id)
+            log = self._logs[view.id] = ChatLog(id=log_id(view.id), empty_text=empty_text)
             await self.logs.add_content(log)
         await self._switch(view.id)
         self.header.show(view)
