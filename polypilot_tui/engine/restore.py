@@ -52,6 +52,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
     result = RestoreResult(problem=problem)
     clock = manager.clock
     now, wall = clock.now(), clock.wall()
+    cannot: dict[str, str | None] = {}  # per agent: one look for all its sessions (200 looks took ~22 %)
     for record in records:
         history = histories.get(record.id)
         session = Session(
@@ -75,7 +76,9 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
         if record.last_activity_at is not None:  # "last activity 3 h ago" survives the restart
             session.last_activity_at = now - max(0.0, wall - record.last_activity_at)
         mid_turn = record.turn_in_flight
-        cannot_start = manager.cannot_start(record.agent)
+        if record.agent not in cannot:
+            cannot[record.agent] = manager.cannot_start(record.agent)
+        cannot_start = cannot[record.agent]
         if cannot_start:  # said now, not by the first prompt failing; Reconnect tries again
             session.lost = f"agent {record.agent!r} cannot start here: {cannot_start}"
             mid_turn = False
