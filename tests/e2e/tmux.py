@@ -58,7 +58,11 @@ class Terminal:
     def start(self, command: Sequence[str]) -> None:
         """Run ``command`` in a fresh window (the server starts with the first one)."""
         width, height = self.size
-        line = " ".join(_quote(part) for part in command)
+        # The program starts only once its terminal has the window's size (at most 5 s), so
+        # a start never races tmux's sizing: a restarted dashboard rarely drew 80 columns in
+        # a 150-column pane for good (seen in CI; the cause was not pinned down).
+        wait = f'i=0; while [ "$(stty size)" != "{height} {width}" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done'
+        line = " ".join(_quote(part) for part in ["sh", "-c", f'{wait}; exec "$@"', "sh", *command])
         self._run(
             "new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "-c", str(self.cwd), f"exec {line}"
         )
