@@ -131,6 +131,10 @@ class Terminal:
                 raise AssertionError(f"the program did not exit within {timeout} s:\n{self.screen()}")
             time.sleep(0.1)
 
+    def resize(self, width: int, height: int) -> None:
+        """Resize the window, as a person dragging the terminal's corner."""
+        self._run("resize-window", "-t", "main", "-x", str(width), "-y", str(height))
+
     def restart(self, command: Sequence[str]) -> None:
         """Run ``command`` again in a fresh window of the same size (after the first one exited).
 
