@@ -5,7 +5,9 @@ The app starts ``python -I -S leash.py <app pid> -- <agent argv…>`` instead of
 1. ``setsid()``: the agent gets a session (and process group) of its own, so a ctrl+c on the
    app's terminal reaches the app (which stops its agents properly), not the agents directly;
 2. a *watcher* is started in that session (forked twice, so it is no process of the agent's
-   tree, and run with no environment). It holds none of the agent's pipes and waits until the
+   tree, and run with no environment), in a process group of its own: the app stops an agent
+   by killing its group, and that must not end the watcher before it has ended the tools that
+   left the group (it did once). It holds none of the agent's pipes and waits until the
    app or the agent ends (a pidfd where Linux has them, else a 0.1 s poll), looking at what
    the agent started every :data:`SCAN` seconds meanwhile. When the app ends, however it ends
    (SIGKILL included), the watcher sends SIGTERM to every process of the agent's and SIGKILL
@@ -59,6 +61,10 @@ SCAN = 0.25
 found within this long, and ended with the agent however it regrouped)."""
 KILL_ROUNDS = 20
 """Looks for processes still to kill at the end (a tool may fork while it is being killed)."""
+UNSEEN_LOOKS = 8
+"""Looks again at a pid handed out but not yet in /proc: a fork takes the pid (and /proc/loadavg
+names it) a moment before the process shows in /proc, and a look in that moment would skip
+the process for good."""
 LEASH_FILE = os.path.abspath(__file__)
 
 
@@ -163,6 +169,8 @@ class Tree:
         self._me = os.getpid()
         self._last = since
         self._pid_max = _pid_max()
+        self._unseen: dict[int, int] = {}
+        """Pids handed out that /proc did not show yet -> looks left (see UNSEEN_LOOKS)."""
 
     def refresh(self) -> None:
         """Forget the processes that ended; take in those born since the last look that are ours."""
@@ -179,11 +187,17 @@ class Tree:
         else:  # the pids wrapped around
             born = itertools.chain(range(self._last + 1, self._pid_max), range(1, last + 1))
         self._last = last
-        for pid in born:  # in the order they were handed out: a parent before its children
+        unseen, self._unseen = self._unseen, {}
+        # In the order they were handed out: a parent before its children.
+        for pid in itertools.chain(sorted(unseen), born):
             if pid in live or pid == self._me:
                 continue
             proc = read_proc(pid)
-            if proc is not None and self._ours(proc, live) and _leads_its_process(pid):
+            if proc is None:  # ended already, or its fork is not done yet: look again
+                looks = unseen.get(pid, UNSEEN_LOOKS) - 1
+                if looks > 0:
+                    self._unseen[pid] = looks
+            elif self._ours(proc, live) and _leads_its_process(pid):
                 live[pid] = proc
         self.known = live
 
@@ -274,12 +288,11 @@ def watch(app_pid: int, agent_pid: int, since: int | None = None) -> None:
         for pid, proc in left.items():
             signal_if_same(pid, proc, signal.SIGKILL)
         time.sleep(0.01)
-    os.killpg(0, signal.SIGKILL)  # the agent's group, this watcher included
 
 
 def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> None:
     """Fork twice, so the watcher is nobody's child (not a process of the agent's tree) but
-    stays in the agent's session; it runs as its own small program with an empty environment
+    stays in the agent's session (in a group of its own); it runs as its own small program with an empty environment
     and /dev/null for stdio (it must hold none of the agent's pipes)."""
     child = os.fork()
     if child:
@@ -287,6 +300,7 @@ def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> None:
         return
     try:
         if os.fork() == 0:
+            os.setpgid(0, 0)  # out of the agent's group, still in its session
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)

@@ -93,14 +93,23 @@ def gone_within(pids: list[int], seconds: float) -> float:
     return took
 
 
-def test_what_a_killed_agent_started_dies_with_it_however_it_regrouped(tmp_path: Path, reaper: list[int]) -> None:
+@pytest.mark.parametrize("kill", ["the agent", "its process group"])
+def test_what_a_killed_agent_started_dies_with_it_however_it_regrouped(
+    tmp_path: Path, reaper: list[int], kill: str
+) -> None:
+    """Killing the group is what the app itself does to stop an agent (the Copilot runtime's
+    kill_tree, the ACP agent's last resort); it once took the watcher with it, and the tools
+    that had left the group lived on (seen in CI after a SIGKILLed Copilot CLI)."""
     pids_file = tmp_path / "pids"
     agent = subprocess.Popen(leashed([sys.executable, "-c", AGENT, str(pids_file)]))
     bystander = subprocess.Popen(["sleep", "300"])  # born amid the agent's children; not the agent's
     reaper.append(bystander.pid)
     pids = started(pids_file, reaper)
     assert pids[0] == agent.pid  # the leash execs the agent: same pid
-    agent.send_signal(signal.SIGKILL)
+    if kill == "the agent":
+        agent.send_signal(signal.SIGKILL)
+    else:
+        os.killpg(agent.pid, signal.SIGKILL)
     agent.wait(10)
     gone_within(pids, 2.0)
     assert bystander.poll() is None, "the watcher killed a process the agent did not start"
