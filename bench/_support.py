@@ -39,3 +39,15 @@ def bench_manager(
     catalog = AgentCatalog({AGENT: AgentConfig(name=AGENT, kind="demo")})
     manager = SessionManager(settings, catalog, clock, backend_factory=lambda agent, sink, workdir: backend(sink))
     return manager, catalog
+
+
+def proc_kib(pid: int, path: str, field: str) -> int:
+    """A ``field`` in KiB from ``/proc/<pid>/<path>`` (``status`` VmRSS:, ``smaps_rollup`` Pss:),
+    0 once the process has gone."""
+    try:
+        for line in Path(f"/proc/{pid}/{path}").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

@@ -17,22 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._support import Row, proc_kib
+
 SESSIONS = 10
 TARGET = 1.5
 SETTLE = 2.0
 """Seconds idle after the last turn before measuring (the CLI finishes its log writes)."""
-
-Row = tuple[str, str, str]
-
-
-def _kib(pid: int, path: str, field: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/{path}").read_text().splitlines():
-            if line.startswith(field):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def tree_memory(home: Path) -> tuple[int, float, float]:
@@ -40,8 +30,8 @@ def tree_memory(home: Path) -> tuple[int, float, float]:
     from tests.support.copilot_harness import home_processes
 
     pids = home_processes(home)
-    rss = sum(_kib(p, "status", "VmRSS:") for p in pids) / 1024
-    pss = sum(_kib(p, "smaps_rollup", "Pss:") for p in pids) / 1024
+    rss = sum(proc_kib(p, "status", "VmRSS:") for p in pids) / 1024
+    pss = sum(proc_kib(p, "smaps_rollup", "Pss:") for p in pids) / 1024
     return len(pids), rss, pss
 
 
