@@ -8,7 +8,7 @@ from pathlib import Path
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
-from polypilot_tui.ui.widgets.chat_log import PAGE
+from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from tests.snapshots.fakes import Driver, build_app
 from tests.ui.helpers import wait_for
@@ -30,7 +30,7 @@ def fill(session, count: int) -> None:
         session.add_item(ItemKind.SYSTEM, f"note {i}", 0.0)
 
 
-async def test_opening_a_session_with_2000_messages_mounts_one_page(tmp_path: Path) -> None:
+async def test_opening_a_session_with_2000_messages_mounts_a_screenful(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     async with app.run_test(size=(160, 45)) as pilot:
         d = Driver(pilot)
@@ -44,20 +44,57 @@ async def test_opening_a_session_with_2000_messages_mounts_one_page(tmp_path: Pa
         await pilot.pause()
         elapsed = time.perf_counter() - started
         log = app.pane.log_for(sid)
-        assert log is not None and log.mounted_rows == PAGE
+        assert log is not None and log.mounted_rows == FIRST
+        assert log.max_scroll_y > 0, "the first rows do not fill the pane"
         assert elapsed < 10.0, f"opening took {elapsed:.2f} s"  # hang guard; bench/chat_open.py measures
         earlier = log.query_one("#show-earlier")
-        assert earlier.display and "1,940 not shown" in str(earlier.label)
+        assert earlier.display and "1,980 not shown" in str(earlier.label)
         log.scroll_home(animate=False)
         await pilot.pause()
         await pilot.click(earlier)
         await pilot.pause()
-        assert log.mounted_rows == 2 * PAGE
+        assert log.mounted_rows == FIRST + PAGE
         # New rows still go to the end, after a page was loaded above.
         await app.engine.manager.send(sid, "one more")
         await d.settle()
-        assert log.mounted_rows == 2 * PAGE + 1
+        assert log.mounted_rows == FIRST + PAGE + 1
         assert list(log.children)[-1].__class__.__name__ == "UserMessage"
+
+
+async def test_one_line_rows_in_a_tall_pane_are_paged_in_until_it_is_full(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(100, 120)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        sid = await d.add("notes")
+        session = app.engine.manager.session(sid)
+        for i in range(1000):
+            session.add_item(ItemKind.SYSTEM, f"note {i}", 0.0)
+        await d.settle()
+        app.select(sid)
+        await app.flush()
+        log = app.pane.log_for(sid)
+        assert log is not None
+        await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows to fill the pane")
+        assert FIRST < log.mounted_rows < 1000
+
+
+async def test_a_scroll_position_saved_far_back_is_restored(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        sid = await d.add("big")
+        fill(app.engine.manager.session(sid), 2000)
+        await d.settle()
+        app.select(sid)
+        await app.flush()
+        await pilot.pause()
+        app.pane.scroll_back(sid, 500)  # lines: far more than the first rows hold
+        log = app.pane.log_for(sid)
+        assert log is not None
+        await wait_for(pilot, lambda: log.scroll_back == 500, what="the saved position to be restored")
+        assert log.mounted_rows > FIRST
 
 
 async def test_streamed_reply_becomes_the_history_row(tmp_path: Path) -> None:

@@ -308,8 +308,12 @@ async def test_agent_markup_and_escape_sequences_are_shown_literally(tmp_path: P
         assert user == ["[bold red]boom[/] ok"]
         assert "[bold red]boom[/]" in replies(app, sid)[0] and "\x1b" not in replies(app, sid)[0]
         assert "[b]nasty[/b]" in app.sidebar.session_list.rendered(sid)[0]
-        rendered = "\n".join(widget_lines(app.pane.log_for(sid).query(AssistantMessage).first()))
-        assert "[bold red]boom[/]" in rendered and "\x1b" not in rendered
+
+        def rendered() -> str:  # the reply's Markdown is laid out a refresh after its text is set
+            return "\n".join(widget_lines(app.pane.log_for(sid).query(AssistantMessage).first()))
+
+        await wait_for(pilot, lambda: "[bold red]boom[/]" in rendered(), what="the reply's text on screen")
+        assert "\x1b" not in rendered()
 
 
 async def test_keymap_file_remaps_a_binding(tmp_path: Path) -> None:

@@ -1,14 +1,16 @@
 """The scrolling history of one session, kept in sync incrementally.
 
-Opening a session mounts only its last :data:`PAGE` items; older ones load a page at a time
-from a button at the top. After that each :meth:`ChatLog.sync` touches only what changed:
-rows replaced in history (a tool that completed) are redrawn in place, new rows are mounted
-at the end, and the streaming reply is one Markdown widget that grows by appends and becomes
-the history row once the engine flushes it. Nothing is ever recomposed wholesale.
+Opening a session mounts only its last :data:`FIRST` items (more pages while they do not fill
+the pane); older ones load a page at a time from a button at the top. After that each
+:meth:`ChatLog.sync` touches only what changed: rows replaced in history (a tool that
+completed) are redrawn in place, new rows are mounted at the end, and the streaming reply is
+one Markdown widget that grows by appends and becomes the history row once the engine flushes
+it. Nothing is ever recomposed wholesale.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -24,8 +26,12 @@ from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from polypilot_tui.ui.widgets.user_message import UserMessage
 
+FIRST = 20
+"""History rows mounted when a session is opened: what it costs must not grow with the
+history, and 20 usual rows are more than a screen; where they are not (a tall pane, one-line
+rows), earlier pages follow until the pane is full."""
 PAGE = 60
-"""History rows mounted when a session is opened, and per "show earlier" press."""
+"""History rows mounted per "show earlier" press (and per page while filling the pane)."""
 
 EMPTY_TEXT = "No messages yet. Type a prompt below."
 DEMO_HINT = " The demo agent knows !help."
@@ -66,6 +72,8 @@ class ChatLog(VerticalScroll):
         self._stream: AssistantMessage | None = None
         self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
         self._empty = Static(empty_text, classes="chat-empty", markup=False)
+        self._loading = asyncio.Lock()
+        """One earlier page at a time: a page is mounted above the one loaded before it."""
 
     @property
     def mounted_rows(self) -> int:
@@ -85,12 +93,27 @@ class ChatLog(VerticalScroll):
         """Lines above the end the user has scrolled back to (0: following the end)."""
         return max(0, round(self.max_scroll_y - self.scroll_y))
 
-    def restore_scroll_back(self, lines: int) -> None:
+    async def restore_scroll_back(self, lines: int) -> None:
         """Scroll back to ``lines`` above the end (as saved at the last quit)."""
-        if lines > 0:
-            # As if the user had scrolled there: scrolling back to the end follows it again.
-            self.scroll_to(y=max(0, self.max_scroll_y - lines), animate=False, immediate=True)
-            self.release_anchor()
+        if lines <= 0:
+            return
+        if self.max_scroll_y < lines and self._first:
+            # Not that far back mounted yet: a page more, and again once it is laid out.
+            await self.load_earlier()
+            self.call_after_refresh(self.restore_scroll_back, lines)
+            return
+        # As if the user had scrolled there: scrolling back to the end follows it again.
+        self.scroll_to(y=max(0, self.max_scroll_y - lines), animate=False, immediate=True)
+        self.release_anchor()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fill)
+
+    async def _fill(self) -> None:
+        """Earlier pages while the mounted rows do not fill the pane (nothing to scroll yet)."""
+        if self._first and self.is_attached and self.size.height and self.max_scroll_y == 0:
+            await self.load_earlier()
+            self.call_after_refresh(self._fill)
 
     def follow_end(self) -> None:
         """Jump to the end and follow new content (after the user sends a prompt)."""
@@ -115,21 +138,22 @@ class ChatLog(VerticalScroll):
 
     async def load_earlier(self) -> None:
         """Mount the previous page of history above what is shown."""
-        if self._first == 0:
-            return
-        start = max(0, self._first - PAGE)
-        widgets = [
-            make_item_widget(self._known[i], self._known[i - 1] if i else None) for i in range(start, self._first)
-        ]
-        for offset, widget in enumerate(widgets):
-            self._rows[start + offset] = widget
-        anchor = self._rows.get(self._first)
-        self._first = start
-        if anchor is not None:
-            await self.mount_all(widgets, before=anchor)
-        else:
-            await self.mount_all(widgets)
-        await self._sync_placeholders()
+        async with self._loading:
+            if self._first == 0:
+                return
+            start = max(0, self._first - PAGE)
+            widgets = [
+                make_item_widget(self._known[i], self._known[i - 1] if i else None) for i in range(start, self._first)
+            ]
+            for offset, widget in enumerate(widgets):
+                self._rows[start + offset] = widget
+            anchor = self._rows.get(self._first)
+            self._first = start
+            if anchor is not None:
+                await self.mount_all(widgets, before=anchor)
+            else:
+                await self.mount_all(widgets)
+            await self._sync_placeholders()
 
     async def _reset(self) -> None:
         """History shrank (it was replaced): start over with fresh widgets."""
@@ -139,13 +163,14 @@ class ChatLog(VerticalScroll):
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
 
     async def _open(self, history: Sequence[ChatItem]) -> None:
-        self._first = max(0, len(history) - PAGE)
+        self._first = max(0, len(history) - FIRST)
         widgets: list[Widget] = [self._earlier, self._empty]
         for index in range(self._first, len(history)):
             widget = make_item_widget(history[index], history[index - 1] if index else None)
             self._rows[index] = widget
             widgets.append(widget)
         await self.mount_all(widgets)
+        self.call_after_refresh(self._fill)
 
     def _redraw_changed(self, history: Sequence[ChatItem]) -> None:
         known = self._known
