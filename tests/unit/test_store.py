@@ -170,6 +170,36 @@ def test_gaps_are_renumbered_on_load(tmp_path: Path) -> None:
     assert db.next_index("a") == 3  # new rows go after, never over an old one
 
 
+def test_many_sessions_load_as_each_alone_would(tmp_path: Path) -> None:
+    """``load_many`` reads in a few queries (500 ids each); what it returns is what ``load``
+    returns per session: rows in order, gaps renumbered, a session without rows empty."""
+    db = HistoryDB(tmp_path / HISTORY_FILE)
+    rows = items(3)
+    ids = [f"s{n:04d}" for n in range(1100)]
+    db.write([(sid, i, rows[(n + i) % 3]) for n, sid in enumerate(ids) for i in range(n % 4)])
+    db.write([("gappy", 0, rows[0]), ("gappy", 7, rows[1])])
+    loaded = db.load_many([*ids, "gappy", "nobody", ids[0]])
+    assert list(loaded) == [*ids, "gappy", "nobody"]
+    assert all(loaded[sid] == [rows[(n + i) % 3] for i in range(n % 4)] for n, sid in enumerate(ids))
+    assert loaded["gappy"] == rows[:2] and db.next_index("gappy") == 2 and loaded["nobody"] == []
+
+
+def test_many_sessions_of_an_unreadable_database_are_missing_not_empty(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    first = HistoryDB(path)
+    first.write([("a", 0, items(1)[0])])
+    first.close()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("PRAGMA locking_mode=EXCLUSIVE")
+    other.execute("BEGIN EXCLUSIVE")
+    other.execute("INSERT INTO drafts VALUES ('z', 't', 0)")
+    other.execute("COMMIT")  # exclusive mode keeps the lock after the commit
+    db = HistoryDB(path)
+    assert db.load_many(["a", "b"]) == {}  # unknown, so never shown (or saved) as empty
+    other.close()
+    assert db.load_many(["a", "b"]) == {"a": items(1), "b": []}
+
+
 def test_corrupt_database_is_moved_aside_and_replaced(tmp_path: Path) -> None:
     path = tmp_path / HISTORY_FILE
     path.write_bytes(b"this is not a database" * 100)
