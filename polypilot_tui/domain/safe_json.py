@@ -29,7 +29,7 @@ MAX_INT_DIGITS = 40
 """Longer integers read as null (int() of thousands of digits is slow and nothing needs them)."""
 
 # What brackets inside do not count in: a JSON string; TOML strings (multi-line first) and comments.
-_JSON_SKIP = r'"(?:[^"\\]|\\.)*"?'
+_JSON_SKIP = r'"[^"\\]*(?:\\.[^"\\]*)*"?'  # the loop unrolled: twice as fast in `re`
 _TOML_SKIP = (
     r'"""(?:[^\\]|\\.)*?(?:"""|$)|\'\'\'.*?(?:\'\'\'|$)|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?'
     r"|#[^\n]*"
