@@ -7,6 +7,7 @@ each ends the dashboard the way a confirmed ctrl+q does (ui/quit_signals.py).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import sys
@@ -58,7 +59,7 @@ def run_app(settings: Settings) -> int:
     manager = SessionManager(settings, catalog, clock)
     from polypilot_tui.engine.persistence import attach_persistence
 
-    return _start(PolypilotApp(settings, catalog, LocalEngine(manager, attach_persistence), clock, notes=notes))
+    return _start(lambda: PolypilotApp(settings, catalog, LocalEngine(manager, attach_persistence), clock, notes=notes))
 
 
 def run_attached(settings: Settings) -> int:
@@ -71,7 +72,7 @@ def run_attached(settings: Settings) -> int:
         path, _started = await ensure_engine(settings)
         return path
 
-    return _start(PolypilotApp(settings, catalog, RemoteEngine(connect), EngineClock(), notes=notes))
+    return _start(lambda: PolypilotApp(settings, catalog, RemoteEngine(connect), EngineClock(), notes=notes))
 
 
 def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
@@ -94,21 +95,23 @@ def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
     return _start(prepare)
 
 
-def _start(app: PolypilotApp | Callable[[], Awaitable[PolypilotApp | None]]) -> int:
-    """Run the app (or the app ``app()`` makes on the loop it will run on); its exit code."""
+def _start(make: Callable[[], PolypilotApp] | Callable[[], Awaitable[PolypilotApp | None]]) -> int:
+    """Run the app ``make()`` makes (on the loop it will run on); its exit code."""
     # Textual sizes the screen with shutil.get_terminal_size(), which prefers COLUMNS/LINES
     # over the terminal itself: an exported COLUMNS=80 pinned the dashboard to 80 columns
-    # in a wider terminal, resize or not. Under textual-serve (``polypilot web``, TEXTUAL_DRIVER
-    # set) COLUMNS is the browser's width and the web driver's only source for it: kept.
+    # in a wider terminal, resize or not. Rich reads them too, once, when the app's console
+    # is made: so they go before the app is made. Under textual-serve (``polypilot web``,
+    # TEXTUAL_DRIVER set) COLUMNS is the browser's width and the web driver's only source: kept.
     if "TEXTUAL_DRIVER" not in os.environ:
         for name in ("COLUMNS", "LINES"):
             os.environ.pop(name, None)
-    return asyncio.run(_run(app))
+    return asyncio.run(_run(make))
 
 
-async def _run(made: PolypilotApp | Callable[[], Awaitable[PolypilotApp | None]]) -> int:
+async def _run(make: Callable[[], PolypilotApp] | Callable[[], Awaitable[PolypilotApp | None]]) -> int:
     """What ``app.run()`` does, with the quit signals handled on the app's loop."""
-    app = made if isinstance(made, PolypilotApp) else await made()
+    made = make()
+    app = await made if inspect.isawaitable(made) else made
     if app is None:
         return 1
     if app.driver_class is LinuxDriver:  # not a driver chosen with TEXTUAL_DRIVER
