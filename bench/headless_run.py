@@ -12,7 +12,8 @@ Every run is a fresh process with its own temporary HOME and COPILOT_HOME; the t
 run in pairs, alternating which goes first, so a load change on the (shared) machine hits
 both alike. Reported: the median wall of each, the ratio per pair and its median, and the
 peak memory of each process tree (the sum over the process and its descendants, polled from
-/proc every 10 ms) as PSS, which splits a page among the processes that share it, and as RSS.
+/proc: RSS every 10 ms, PSS every 100 ms) as PSS, which splits a page among the processes that
+share it, and as RSS.
 The target is on PSS: the CLI forks before it execs each tool or shell, and for that moment
 the child's RSS counts every page it shares with the CLI again (a 276 MiB "second CLI" was
 caught in one run of four), so an RSS sum reports memory nothing uses. Skips (with the
@@ -21,7 +22,9 @@ reason) when the CLI is missing.
 
 from __future__ import annotations
 
+import itertools
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,12 +38,16 @@ from bench.stop_latency import find_cli
 
 PAIRS = 7
 PROMPT = "please TOOL now"
+PAGE_KIB = resource.getpagesize() // 1024
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def tree_memory(root: int) -> tuple[int, int]:
-    """(PSS, RSS) in KiB of ``root`` and every process below it (a snapshot of /proc)."""
+def tree_memory(root: int, pss: bool) -> tuple[int, int]:
+    """(PSS, RSS) in KiB of ``root`` and every process below it (a snapshot of /proc); PSS
+    only when asked (0 otherwise): reading it walks the page tables of the process, ~3.5 ms
+    for a CLI, which polled often would slow the very run it measures."""
     children: dict[int, list[int]] = {}
+    resident: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -50,18 +57,20 @@ def tree_memory(root: int) -> tuple[int, int]:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1] is the parent id
-    pss = rss = 0
+        resident[int(entry)] = int(fields[21]) * PAGE_KIB  # field 24 of stat: resident pages
+    total_pss = total_rss = 0
     todo = [root]
     while todo:
         pid = todo.pop()
-        pss += proc_kib(pid, "smaps_rollup", "Pss:")
-        rss += proc_kib(pid, "status", "VmRSS:")
+        total_pss += proc_kib(pid, "smaps_rollup", "Pss:") if pss else 0
+        total_rss += resident.get(pid, 0)
         todo.extend(children.get(pid, ()))
-    return pss, rss
+    return total_pss, total_rss
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, tuple[int, int], subprocess.CompletedProcess[str]]:
-    """Run ``argv``; its wall seconds, the peak (PSS, RSS) KiB of its process tree and its result."""
+    """Run ``argv``; its wall seconds, the peak (PSS, RSS) KiB of its process tree and its result.
+    RSS is polled every 10 ms, PSS every 100 ms."""
     peak_pss = peak_rss = 0
     started = time.perf_counter()
     proc = subprocess.Popen(
@@ -70,8 +79,10 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, tuple[int, int],
 
     def poll() -> None:
         nonlocal peak_pss, peak_rss
-        while proc.poll() is None:
-            pss, rss = tree_memory(proc.pid)
+        for n in itertools.count():
+            if proc.poll() is not None:
+                return
+            pss, rss = tree_memory(proc.pid, pss=n % 10 == 0)
             peak_pss, peak_rss = max(peak_pss, pss), max(peak_rss, rss)
             time.sleep(0.01)
 

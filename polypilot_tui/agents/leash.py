@@ -288,19 +288,37 @@ def watch(app_pid: int, agent_pid: int, since: int | None = None) -> None:
         for pid, proc in left.items():
             signal_if_same(pid, proc, signal.SIGKILL)
         time.sleep(0.01)
+    # What is left of the agent's group (a fork loop can outrun the rounds) goes at once. Safe:
+    # the watcher, out of that group, still holds the session of that id, so no stranger can
+    # have been given it as a group.
+    try:
+        os.killpg(agent_pid, signal.SIGKILL)
+    except OSError:
+        pass  # the group is empty
+
+
+def _own_group(pid: int) -> None:
+    """Give the watcher ``pid`` (0: this process) a process group of its own."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # done already by the other side of the fork (EACCES once it has exec'd)
 
 
 def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> None:
     """Fork twice, so the watcher is nobody's child (not a process of the agent's tree) but
-    stays in the agent's session (in a group of its own); it runs as its own small program with an empty environment
-    and /dev/null for stdio (it must hold none of the agent's pipes)."""
+    stays in the agent's session (in a group of its own); it runs as its own small program
+    with an empty environment and /dev/null for stdio (it must hold none of the agent's pipes)."""
     child = os.fork()
     if child:
         os.waitpid(child, 0)
         return
     try:
-        if os.fork() == 0:
-            os.setpgid(0, 0)  # out of the agent's group, still in its session
+        watcher = os.fork()
+        if watcher:
+            _own_group(watcher)  # here too: the agent may be killed by group before it runs
+        else:
+            _own_group(0)  # out of the agent's group, still in its session
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)

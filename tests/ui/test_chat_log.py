@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from polypilot_tui.domain.chat import ItemKind
+from textual.app import App, ComposeResult
+from textual.widgets import ContentSwitcher, Static
+
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
-from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE
+from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from tests.snapshots.fakes import Driver, build_app
 from tests.ui.helpers import wait_for
@@ -203,3 +206,56 @@ async def test_pageup_in_the_prompt_scrolls_the_chat_and_typing_in_the_chat_goes
         await wait_for(
             pilot, lambda: app.engine.manager.session(sid).last_prompt == "draft more", what="the prompt sent"
         )
+
+
+class LogHost(App[None]):
+    """One ChatLog beside another pane, as the chat pane switches between sessions."""
+
+    def compose(self) -> ComposeResult:
+        with ContentSwitcher(initial="other"):
+            yield Static("another session", id="other")
+
+    async def show_log(self) -> ChatLog:
+        """A new session's log, added and shown as the chat pane does."""
+        log = ChatLog(id="log")
+        switcher = self.query_one(ContentSwitcher)
+        await switcher.add_content(log)
+        switcher.current = "log"
+        return log
+
+
+def notes(count: int) -> list[ChatItem]:
+    return [ChatItem(ItemKind.SYSTEM, f"note {i}", 0.0) for i in range(count)]
+
+
+async def test_history_arriving_in_a_laid_out_log_pages_in_without_a_race() -> None:
+    """A page filling the pane must not start while the first rows are still being mounted
+    (it read the history before it was kept, and the app died of an IndexError)."""
+    app = LogHost()
+    async with app.run_test(size=(100, 150)) as pilot:
+        log = await app.show_log()
+        await pilot.pause()  # laid out, empty
+        await log.sync(notes(3000), "")
+        await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows to fill the pane")
+        assert FIRST < log.mounted_rows < 3000
+        await log.sync(notes(5), "")  # replaced by a shorter history: paged in afresh
+        await wait_for(pilot, lambda: log.mounted_rows == 5, what="the new history alone")
+        assert len(log.children) == 5 + 2  # the rows, the "show earlier" button and the empty note
+
+
+async def test_a_hidden_log_pages_nothing_in() -> None:
+    """A hidden widget keeps its last size: paging by it loaded a whole history for nothing."""
+    app = LogHost()
+    async with app.run_test(size=(100, 40)) as pilot:
+        log = await app.show_log()
+        switcher = app.query_one(ContentSwitcher)
+        await pilot.pause()
+        await log.sync(notes(3000), "")
+        switcher.current = "other"
+        log.call_after_refresh(log.restore_scroll_back, 500)
+        for _ in range(10):
+            await pilot.pause()
+        assert log.mounted_rows < 200
+        switcher.current = "log"  # shown again: it fills the pane, no more
+        await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows to fill the pane")
+        assert log.mounted_rows < 200

@@ -73,7 +73,9 @@ class ChatLog(VerticalScroll):
         self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
         self._empty = Static(empty_text, classes="chat-empty", markup=False)
         self._loading = asyncio.Lock()
-        """One earlier page at a time: a page is mounted above the one loaded before it."""
+        """Held while rows are mounted or removed as a whole (open, reset, an earlier page): a
+        page is mounted above rows that are all there, never above rows being removed."""
+        self._fill_due = False
 
     @property
     def mounted_rows(self) -> int:
@@ -95,11 +97,12 @@ class ChatLog(VerticalScroll):
 
     async def restore_scroll_back(self, lines: int) -> None:
         """Scroll back to ``lines`` above the end (as saved at the last quit)."""
-        if lines <= 0:
-            return
+        if lines <= 0 or not self._laid_out():
+            return  # hidden meanwhile: its layout says nothing, and paging in blind costs rows
         if self.max_scroll_y < lines and self._first:
             # Not that far back mounted yet: a page more, and again once it is laid out.
-            await self.load_earlier()
+            if not self._loading.locked():
+                await self.load_earlier()
             self.call_after_refresh(self.restore_scroll_back, lines)
             return
         # As if the user had scrolled there: scrolling back to the end follows it again.
@@ -107,13 +110,27 @@ class ChatLog(VerticalScroll):
         self.release_anchor()
 
     def on_resize(self) -> None:
-        self.call_after_refresh(self._fill)
+        self._fill_later()
+
+    def on_show(self) -> None:
+        self._fill_later()
+
+    def _fill_later(self) -> None:
+        if not self._fill_due:
+            self._fill_due = self.call_after_refresh(self._fill)
+
+    def _laid_out(self) -> bool:
+        """On screen with a layout to go by (a hidden widget keeps its last size)."""
+        return self.is_attached and self.display and bool(self.region.height)
 
     async def _fill(self) -> None:
         """Earlier pages while the mounted rows do not fill the pane (nothing to scroll yet)."""
-        if self._first and self.is_attached and self.size.height and self.max_scroll_y == 0:
+        self._fill_due = False
+        if not (self._first and self._laid_out() and self.max_scroll_y == 0):
+            return
+        if not self._loading.locked():  # else rows are coming or going: look again after
             await self.load_earlier()
-            self.call_after_refresh(self._fill)
+        self._fill_later()
 
     def follow_end(self) -> None:
         """Jump to the end and follow new content (after the user sends a prompt)."""
@@ -139,7 +156,7 @@ class ChatLog(VerticalScroll):
     async def load_earlier(self) -> None:
         """Mount the previous page of history above what is shown."""
         async with self._loading:
-            if self._first == 0:
+            if not 0 < self._first <= len(self._known):
                 return
             start = max(0, self._first - PAGE)
             widgets = [
@@ -157,20 +174,23 @@ class ChatLog(VerticalScroll):
 
     async def _reset(self) -> None:
         """History shrank (it was replaced): start over with fresh widgets."""
-        await self.remove_children()
-        self._known, self._first, self._rows, self._stream = (), 0, {}, None
+        async with self._loading:
+            self._known, self._first, self._rows, self._stream = (), 0, {}, None
+            await self.remove_children()
         self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
 
     async def _open(self, history: Sequence[ChatItem]) -> None:
-        self._first = max(0, len(history) - FIRST)
-        widgets: list[Widget] = [self._earlier, self._empty]
-        for index in range(self._first, len(history)):
-            widget = make_item_widget(history[index], history[index - 1] if index else None)
-            self._rows[index] = widget
-            widgets.append(widget)
-        await self.mount_all(widgets)
-        self.call_after_refresh(self._fill)
+        async with self._loading:
+            self._known = tuple(history)
+            self._first = max(0, len(history) - FIRST)
+            widgets: list[Widget] = [self._earlier, self._empty]
+            for index in range(self._first, len(history)):
+                widget = make_item_widget(history[index], history[index - 1] if index else None)
+                self._rows[index] = widget
+                widgets.append(widget)
+            await self.mount_all(widgets)
+        self._fill_later()
 
     def _redraw_changed(self, history: Sequence[ChatItem]) -> None:
         known = self._known
