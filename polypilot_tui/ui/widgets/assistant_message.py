@@ -77,7 +77,7 @@ class AssistantMessage(Widget):
         self._composed = False
         self._solo: ProseRun | None = None
         """A reply of prose alone mounts no child: this widget draws that run itself (one
-        widget per reply, like before; opening a long session mounts 60 rows at once)."""
+        widget per reply, like before; opening a long session mounts 20 rows at once)."""
         self._note: Static | None = None
         """The "interrupted" line, made when first needed (most replies never are)."""
         self._show_note()
