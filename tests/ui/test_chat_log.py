@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 from textual.widgets import ContentSwitcher, Static
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.session import Session
+from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
@@ -64,20 +69,29 @@ async def test_opening_a_session_with_2000_messages_mounts_a_screenful(tmp_path:
         assert list(log.children)[-1].__class__.__name__ == "UserMessage"
 
 
+def one_line_notes(session: Session) -> None:
+    for i in range(1000):
+        session.add_item(ItemKind.SYSTEM, f"note {i}", 0.0)
+
+
+async def opened(app: PolypilotApp, pilot: Pilot[Any], rows: Callable[[Session], None]) -> tuple[str, ChatLog]:
+    """A new session given ``rows``, then selected: its id and its log."""
+    d = Driver(pilot)
+    await d.settle()
+    sid = await d.add("big")
+    rows(app.engine.manager.session(sid))
+    await d.settle()
+    app.select(sid)
+    await app.flush()
+    log = app.pane.log_for(sid)
+    assert log is not None
+    return sid, log
+
+
 async def test_one_line_rows_in_a_tall_pane_are_paged_in_until_it_is_full(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     async with app.run_test(size=(100, 120)) as pilot:
-        d = Driver(pilot)
-        await d.settle()
-        sid = await d.add("notes")
-        session = app.engine.manager.session(sid)
-        for i in range(1000):
-            session.add_item(ItemKind.SYSTEM, f"note {i}", 0.0)
-        await d.settle()
-        app.select(sid)
-        await app.flush()
-        log = app.pane.log_for(sid)
-        assert log is not None
+        _, log = await opened(app, pilot, one_line_notes)
         await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows to fill the pane")
         assert FIRST < log.mounted_rows < 1000
 
@@ -85,17 +99,9 @@ async def test_one_line_rows_in_a_tall_pane_are_paged_in_until_it_is_full(tmp_pa
 async def test_a_scroll_position_saved_far_back_is_restored(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        d = Driver(pilot)
-        await d.settle()
-        sid = await d.add("big")
-        fill(app.engine.manager.session(sid), 2000)
-        await d.settle()
-        app.select(sid)
-        await app.flush()
+        sid, log = await opened(app, pilot, lambda session: fill(session, 2000))
         await pilot.pause()
         app.pane.scroll_back(sid, 500)  # lines: far more than the first rows hold
-        log = app.pane.log_for(sid)
-        assert log is not None
         await wait_for(pilot, lambda: log.scroll_back == 500, what="the saved position to be restored")
         assert log.mounted_rows > FIRST
 

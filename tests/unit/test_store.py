@@ -184,8 +184,8 @@ def test_many_sessions_load_as_each_alone_would(tmp_path: Path) -> None:
     assert loaded["gappy"] == rows[:2] and db.next_index("gappy") == 2 and loaded["nobody"] == []
 
 
-def test_many_sessions_of_an_unreadable_database_are_missing_not_empty(tmp_path: Path) -> None:
-    path = tmp_path / HISTORY_FILE
+def held_exclusively(path: Path) -> sqlite3.Connection:
+    """A history with one row of session "a", locked by another connection until it closes."""
     first = HistoryDB(path)
     first.write([("a", 0, items(1)[0])])
     first.close()
@@ -194,6 +194,12 @@ def test_many_sessions_of_an_unreadable_database_are_missing_not_empty(tmp_path:
     other.execute("BEGIN EXCLUSIVE")
     other.execute("INSERT INTO drafts VALUES ('z', 't', 0)")
     other.execute("COMMIT")  # exclusive mode keeps the lock after the commit
+    return other
+
+
+def test_many_sessions_of_an_unreadable_database_are_missing_not_empty(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    other = held_exclusively(path)
     db = HistoryDB(path)
     assert db.load_many(["a", "b"]) == {}  # unknown, so never shown (or saved) as empty
     other.close()
@@ -242,14 +248,7 @@ def test_locked_database_returns_retry_at_once_and_loses_nothing(tmp_path: Path)
 
 def test_exclusively_locked_database_reads_none_not_empty(tmp_path: Path) -> None:
     path = tmp_path / HISTORY_FILE
-    first = HistoryDB(path)
-    first.write([("a", 0, items(1)[0])])
-    first.close()
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("PRAGMA locking_mode=EXCLUSIVE")
-    other.execute("BEGIN EXCLUSIVE")
-    other.execute("INSERT INTO drafts VALUES ('z', 't', 0)")
-    other.execute("COMMIT")  # exclusive mode keeps the lock after the commit
+    other = held_exclusively(path)
     db = HistoryDB(path)
     start = time.perf_counter()
     assert db.load("a") is None and db.next_index("a") is None and db.load_drafts(["a"]) is None
