@@ -4,12 +4,14 @@ One engine per state folder: the state folder's lock (taken by persistence) is h
 to exit, so a second ``serve`` exits at once naming the running one. The socket is made 0600 in
 a 0700 folder before anyone can connect. SIGTERM, SIGINT and ``POST /v1/engine/stop`` end the
 engine the way a dashboard's quit did: turns in flight end as interrupted and are offered for
-resending at the next start; everything is saved before the process exits.
+resending at the next start; everything is saved before the process exits. An engine whose
+socket is gone or another's (the state folder deleted or moved) stops the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -36,6 +38,12 @@ SHUTDOWN_GRACE = 3
 """Seconds attached clients get to close their streams when the engine stops."""
 
 
+SOCKET_CHECK = 30.0
+"""Seconds between two looks that the socket is still this engine's. When it is gone (the
+state folder deleted or moved) or another engine's, nobody can reach this one any more: it
+stops, rather than live on unreachable beside a new engine for the same folder."""
+
+
 class EngineRefused(Exception):
     """The engine cannot start here (another runs, the socket path is too long, …)."""
 
@@ -59,7 +67,34 @@ def bind_socket(path: Path) -> socket.socket:
     return sock
 
 
-async def serve(settings: Settings, catalog: AgentCatalog, ready: asyncio.Event | None = None) -> int:
+def _inode(path: Path) -> int | None:
+    """The inode at ``path`` (None when nothing is there; raises OSError when it cannot tell)."""
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+async def _watch_socket(path: Path, inode: int, stopped: asyncio.Event, every: float) -> None:
+    """Set ``stopped`` once ``path`` is no longer this engine's socket (see SOCKET_CHECK)."""
+    while not stopped.is_set():
+        await asyncio.sleep(every)
+        try:
+            now = _inode(path)
+        except OSError:
+            continue  # cannot tell now (a network folder, say): look again later
+        if now != inode:
+            log.warning("engine %d: its socket %s is gone or replaced; nobody can reach it", os.getpid(), path)
+            stopped.set()
+
+
+async def serve(
+    settings: Settings,
+    catalog: AgentCatalog,
+    ready: asyncio.Event | None = None,
+    *,
+    socket_check: float = SOCKET_CHECK,
+) -> int:
     """Run the engine until it is stopped; returns the exit code."""
     state = Path(settings.state_dir)
     private_dir(state)
@@ -96,14 +131,19 @@ async def serve(settings: Settings, catalog: AgentCatalog, ready: asyncio.Event 
     server.lifespan = config.lifespan_class(config)
     await server.startup(sockets=[sock])
     log.info("engine %d listening on %s", os.getpid(), path)
+    ours = os.stat(path).st_ino
+    watcher = asyncio.create_task(_watch_socket(path, ours, stopped, socket_check))
     if ready is not None:
         ready.set()
     try:
         await stopped.wait()
     finally:
+        watcher.cancel()
         log.info("engine stopping: %d turn(s) in flight end as interrupted", engine.running_turns())
         await engine.close(quitting=True)  # clients hear the turns end, then that the engine stops
         await server.shutdown(sockets=[sock])
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if _inode(path) == ours:  # never another engine's socket, bound since at this path
+                path.unlink()
         sock.close()
     return 0
