@@ -17,6 +17,11 @@ Row = tuple[str, str, str]
 """One line of `make bench`'s table: what was measured, the figures of this run, the target ("" for none)."""
 
 
+def ms_ratio(ours_ms: float, base_ms: float) -> str:
+    """A measured figure of the table: ``"120 ms vs 100 ms: 1.20x"``."""
+    return f"{ours_ms:.0f} ms vs {base_ms:.0f} ms: {ours_ms / base_ms:.2f}x"
+
+
 QuietBackend = NullBackend
 """Accepts everything and emits nothing; a benchmark feeds events through ``sink``."""
 

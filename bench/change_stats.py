@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._support import Row
+from bench._support import Row, ms_ratio
 
 FILES = 50_000
 FOLDERS = 500
@@ -94,5 +94,5 @@ def main() -> list[Row]:
         print(f"git diff --stat alone: {floor * 1000:.0f} ms (best of {RUNS})")
         print(f"change_stats:          {ours * 1000:.0f} ms (best of {RUNS})")
         print(f"ratio: {ours / floor:.2f}x git (target <= 1.3x)")
-    figure = f"{ours * 1000:.0f} ms vs {floor * 1000:.0f} ms: {ours / floor:.2f}x"
+    figure = ms_ratio(ours * 1000, floor * 1000)
     return [(f"change stats of a worktree ({FILES:,} files) vs `git diff --stat`", figure, "≤ 1.3x")]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from bench._support import AGENT, bench_manager, bench_settings
+from bench._support import AGENT, Row, bench_manager, bench_settings, ms_ratio
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.session import Session
@@ -27,7 +27,6 @@ from polypilot_tui.storage.store import Store
 REPEAT = 5
 SIZES = (20, 2_000, 20_000)
 TARGET = 1.2
-Row = tuple[str, str, str]
 
 
 def rows_of(count: int) -> list[tuple[ItemKind, str, dict[str, str]]]:
@@ -111,7 +110,7 @@ def report(what: str, timings: dict[int, list[float]]) -> list[Row]:
         rows.append(
             (
                 f"open {what} {size:,}-message session vs a {SIZES[0]}-message one",
-                f"{big:.0f} ms vs {small:.0f} ms: {big / small:.2f}x",
+                ms_ratio(big, small),
                 f"≤ {TARGET}x",
             )
         )

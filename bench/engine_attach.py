@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._engine_service import engine_process, polypilot_serve, short_state_dir
-from bench._support import Row
+from bench._support import Row, ms_ratio
 from bench.startup import seed, settings_for
 
 MakeEngine = Callable[[Path], tuple[Any, Any]]
@@ -161,8 +161,7 @@ async def run(sessions: int, items: int, repeat: int) -> list[Row]:
     )
     if runs["shown"][0] < sessions:
         raise RuntimeError(f"the attached dashboard listed {runs['shown'][0]:.0f} of {sessions} sessions")
-    listed, empty = med["attached 200 listed"] * 1000, base * 1000
-    figure = f"{listed:.0f} ms vs {empty:.0f} ms: {listed / empty:.2f}x"
+    figure = ms_ratio(med["attached 200 listed"] * 1000, base * 1000)
     return [(f"attach to an engine with {label}: every session listed vs an empty local start", figure, "≤ 1.5x")]
 
 

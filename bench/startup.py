@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench._support import Row
+from bench._support import Row, ms_ratio
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import SystemClock
@@ -185,7 +185,7 @@ TARGET = 1.2
 
 def ratio_row(path: str, full: float, empty: float, target: str = f"≤ {TARGET}x") -> Row:
     """One row of ``make bench``'s table: (path, measured, target)."""
-    return path, f"{full * 1000:.0f} ms vs {empty * 1000:.0f} ms: {full / empty:.2f}x", target
+    return path, ms_ratio(full * 1000, empty * 1000), target
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
