@@ -326,5 +326,4 @@ class CopilotConnection:
     async def _abandon(self) -> None:
         """Connect failed or was cancelled half way: leave the server quietly (the last one
         out kills a CLI still starting, synchronously, before anything is awaited)."""
-        self._intake.closing_on_purpose()
         await self._release()
