@@ -247,3 +247,22 @@ def test_changed_input_after_the_start_is_progress() -> None:
         ("tool.execution_start", None),
         ("tool.execution_progress", "ls -la"),
     ]
+
+
+def test_a_permission_requests_content_is_not_taken_for_the_tools_output() -> None:
+    """codex asks with content describing the request; its completion has only rawOutput.
+    Under load the row showed the question, not what the command printed."""
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "bash", "rawInput": {"command": "echo x"}})
+    asked = {"type": "content", "content": {"type": "text", "text": "Proposed Amendment: /bin/bash -lc echo x"}}
+    state = m.note_permission_tool({"toolCallId": "t1", "title": "bash", "content": [asked]})
+    assert tool_content_text(state["content"]) == "Proposed Amendment: /bin/bash -lc echo x"  # for the prompt
+    m.handle(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "status": "completed",
+            "rawOutput": {"formatted_output": "x\nProcess exited with code 0"},
+        }
+    )
+    assert ev[-1].data["result"] == {"content": "x\nProcess exited with code 0"}

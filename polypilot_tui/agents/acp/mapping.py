@@ -159,11 +159,18 @@ class UpdateMapper:
             logger.exception("could not map ACP update %r", kind)
 
     def note_permission_tool(self, tool_call: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge the ``toolCall`` of a permission request (its id may be unknown yet, trap 4)."""
+        """Merge the ``toolCall`` of a permission request (its id may be unknown yet, trap 4);
+        returns what is known of the call, the request's content included.
+
+        That content describes what is asked (codex: "Proposed Amendment: …"), not what the
+        tool printed, so it is not kept as the call's content: a completion without content of
+        its own then showed the question instead of the output (``rawOutput``).
+        """
         call_id = str(tool_call.get("toolCallId") or "")
         state = self.tools.setdefault(call_id, {"toolCallId": call_id})
-        self._merge(state, tool_call)
-        return state
+        self._merge(state, {key: value for key, value in tool_call.items() if key != "content"})
+        asked = tool_call.get("content")
+        return state if asked is None else {**state, "content": asked}
 
     def begin_turn(self) -> None:
         """A new prompt: message and reasoning ids start afresh."""
