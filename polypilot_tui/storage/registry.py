@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -94,30 +94,48 @@ class SessionRecord:
         if not isinstance(obj, Mapping):
             return None
         values: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in obj:
-                continue
-            value = obj[f.name]
-            if f.name == "last_activity_at":
-                ok = value is None or _number(value)
-            elif f.name == "created_at":
-                ok = _number(value)
-            elif f.name == "turn_in_flight":
-                ok = isinstance(value, bool)
-            elif f.name == "turns":
-                ok = type(value) is int and 0 <= value < 10**9
-            elif f.name == "usage":  # an older file has none; a bad one reads as none
-                ok, value = True, usage_from_plain(value)
-            elif f.name == "queue":
-                ok = isinstance(value, list) and all(isinstance(prompt, str) for prompt in value)
-                value = tuple(value) if ok else ()
-            else:
-                ok = isinstance(value, str)
-            if ok:
-                values[f.name] = float(value) if f.name.endswith("_at") and value is not None else value
+        for name, value in obj.items():  # one table look per key: 200 records are read at every start
+            parse = _FIELD_PARSERS.get(name)
+            if parse is not None and (parsed := parse(value)) is not _DROP:
+                values[name] = parsed
         if not all(isinstance(values.get(k), str) and values[k] for k in ("id", "name", "agent")):
             return None
         return cls(**values)
+
+
+_DROP = object()
+"""A field value that does not fit: the field keeps its default."""
+
+
+def _text(value: Any) -> Any:
+    return value if isinstance(value, str) else _DROP
+
+
+def _time(value: Any) -> Any:
+    return float(value) if _number(value) else _DROP
+
+
+def _flag(value: Any) -> Any:
+    return value if isinstance(value, bool) else _DROP
+
+
+def _count(value: Any) -> Any:
+    return value if type(value) is int and 0 <= value < 10**9 else _DROP
+
+
+def _queue(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) and all(isinstance(p, str) for p in value) else _DROP
+
+
+_FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
+    **{f.name: _text for f in fields(SessionRecord)},
+    "created_at": _time,
+    "last_activity_at": lambda value: None if value is None else _time(value),
+    "turn_in_flight": _flag,
+    "turns": _count,
+    "usage": usage_from_plain,  # an older file has none; a bad one reads as none
+    "queue": _queue,
+}
 
 
 @dataclass(frozen=True)
