@@ -49,6 +49,9 @@ class SessionRemoved:
     """A session was closed."""
 
     session_id: str
+    rows_kept: bool = False
+    """Some of its saved chat rows could not be read at the close: they stay on disk (where an
+    undo finds them) instead of being deleted with the session."""
 
 
 @dataclass(frozen=True, slots=True)

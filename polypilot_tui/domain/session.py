@@ -12,6 +12,7 @@ from typing import Any
 
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
+from polypilot_tui.domain.history import History
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome, ToolCall, Turn
@@ -34,7 +35,8 @@ class Session:
     model: str = ""
     agent_session_id: str = ""
     title: str = ""
-    history: list[ChatItem] = field(default_factory=list)
+    history: History = field(default_factory=History)
+    """Rows saved before a restart are read from disk when first looked at (domain/history.py)."""
     turn: Turn | None = None
     turns: list[TurnRecord] = field(default_factory=list)
     window: DenialWindow = field(default_factory=DenialWindow)
@@ -83,6 +85,10 @@ class Session:
     model_choice: str = ""
     """The model the user switched this session to ("" for none): set again after every connect."""
     _turn_seq: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.history, History):  # a plain list of rows (a test, a replay)
+            self.history = History(self.history)
 
     # ---- history -------------------------------------------------------------------
     def add_item(self, kind: ItemKind, text: str, wall: float, **extra: Any) -> int:
@@ -217,7 +223,8 @@ class Session:
         interrupted at once, never "running" forever.
         """
         turn = self.turn
-        for row, item in enumerate(self.history):
+        # Only held rows: a restore reads at once every session with open tool rows on disk.
+        for row, item in list(self.history.held()):
             if item.kind is not ItemKind.TOOL or item.tool_status not in ("running", "waiting"):
                 continue
             call = ToolCall(

@@ -78,7 +78,7 @@ class HistoryWriter(DebouncedWriter):
             return
         session = self._manager.session(session_id)
         self.install(session, True)
-        for index, item in enumerate(session.history):
+        for index, item in session.history.held():  # rows not read (an undo) are still on disk
             self._pending[(session_id, index)] = item
 
     def drafts_restored(self, session_ids: set[str]) -> None:
@@ -92,9 +92,10 @@ class HistoryWriter(DebouncedWriter):
                 self._pending[(change.session_id, change.index)] = change.item
                 self.arm()
         elif isinstance(change, SessionRemoved):
-            self._forget(change.session_id)
+            self._forget(change.session_id, delete=not change.rows_kept)
         elif isinstance(change, SessionAdded):
             self.install_new(change.session_id)
+            self.arm()  # an undone close brings rows its close deleted: written now, not at quit
         else:
             self._draft_maybe_changed(change.session_id)
 
@@ -109,7 +110,7 @@ class HistoryWriter(DebouncedWriter):
             self._draft_dirty.add(session_id)
             self.arm()
 
-    def _forget(self, session_id: str) -> None:
+    def _forget(self, session_id: str, delete: bool = True) -> None:
         if session_id not in self._offsets:
             return
         del self._offsets[session_id]
@@ -117,8 +118,9 @@ class HistoryWriter(DebouncedWriter):
         self._draft_dirty.discard(session_id)
         for key in [k for k in self._pending if k[0] == session_id]:
             del self._pending[key]
-        self._deleted.add(session_id)
-        self.arm()
+        if delete:
+            self._deleted.add(session_id)
+            self.arm()
 
     def reseed(self) -> None:
         """The database was replaced by an empty one: write every live session again."""
@@ -129,7 +131,10 @@ class HistoryWriter(DebouncedWriter):
             except KeyError:
                 continue
             self._offsets[sid] = 0
-            for index, item in enumerate(session.history):
+            # Unread rows are read from the old file if it still can be; those that cannot are
+            # left out (shown as unreadable), never written as placeholders.
+            session.history.read_all()
+            for index, item in session.history.held():
                 self._pending[(sid, index)] = item
             self._draft_dirty.add(sid)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from polypilot_tui.config import Settings
@@ -85,7 +85,7 @@ class LocalEngine:
     def views(self) -> tuple[SessionView, ...]:
         return self.manager.views()
 
-    def history(self, session_id: str) -> tuple[ChatItem, ...]:
+    def history(self, session_id: str) -> Sequence[ChatItem]:
         return self.manager.history(session_id)
 
     def streaming_text(self, session_id: str) -> str:

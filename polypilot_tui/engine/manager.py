@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, Diagnostics
@@ -106,8 +106,8 @@ class SessionManager:
         cfg = self._ctx.cfg
         return tuple(make_view(m.session, cfg, m.probes) for m in self._ctx.sessions.values())
 
-    def history(self, session_id: str) -> tuple[ChatItem, ...]:
-        return tuple(self._ctx.get(session_id).session.history)
+    def history(self, session_id: str) -> Sequence[ChatItem]:
+        return self._ctx.get(session_id).session.history  # live: copy what must not change
 
     def streaming_text(self, session_id: str) -> str:
         turn = self._ctx.get(session_id).session.turn
@@ -189,11 +189,9 @@ class SessionManager:
         return sid
 
     def adopt(self, session: Session, mid_turn_prompt: str | None = None, *, restored: bool = True) -> None:
-        """Take over a session restored from disk (lazy: connects on first use).
-
-        A session that was mid-turn comes back processing with the 30 s resume-quiescence
-        tier seeded from now (never from file time, #148/#211) and reconnects at once.
-        """
+        """Take over a session restored from disk (lazy: connects on first use). A session that
+        was mid-turn comes back processing with the 30 s resume-quiescence tier seeded from now
+        (never from file time, #148/#211) and reconnects at once."""
         self._ctx.register(session)
         now = self.clock.now()
         if mid_turn_prompt is not None:
@@ -336,12 +334,13 @@ class SessionManager:
             return None
         if managed.session.turn is not None:
             await self.stop(session_id)
+        rows_read = managed.session.history.read_all()  # rows on disk go at the next write; an undo needs them
         managed.session.closed = True
         await self._connector.drop_backend(session_id, "")
         await ctx.finish_background(managed)
         del ctx.sessions[session_id]
         managed.session.on_item = None
-        ctx.stream.publish(SessionRemoved(session_id))
+        ctx.stream.publish(SessionRemoved(session_id, rows_kept=not rows_read))
         return managed.session
 
     def reopen(self, session: Session, position: int | None = None) -> None:

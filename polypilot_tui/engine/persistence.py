@@ -26,6 +26,7 @@ from polypilot_tui.config import Settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.engine.history_sync import HistoryWriter
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.read_ahead import ReadAhead
 from polypilot_tui.engine.recorder import Recorder
 from polypilot_tui.engine.registry_sync import RegistryWriter, session_records
 from polypilot_tui.engine.restore import RestoreResult, restore_sessions
@@ -71,6 +72,7 @@ class Persistence:
         self.registry = RegistryWriter(manager, self.store.registry, self._io, self.board, registry_delay, self._fence)
         self.history = HistoryWriter(manager, self.store.history, self._io, self.board, history_delay, self._fence)
         self.restored = RestoreResult()
+        self.read_ahead = ReadAhead(manager)
 
     # ---- start ----------------------------------------------------------------------
     def start(self) -> RestoreResult:
@@ -96,6 +98,7 @@ class Persistence:
                 "warning",
             )
         self.history.drafts_restored(self.restored.draft_ids)
+        self.read_ahead.start(self.restored.ids)
         if self.store.history.claim() is WriteResult.RETRY:  # a newer writer wins: an older one stops
             self.history.tell_failing()
         self.history.tell_moved()
@@ -175,6 +178,7 @@ class Persistence:
 
     def _stop_writers(self) -> None:
         self._closed = True
+        self.read_ahead.stop()
         self.registry.stop()
         self.history.stop()  # also cancels a retry armed by the last failed write
 

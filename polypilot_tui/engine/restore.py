@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.history import History
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.registry_sync import workspace_of
+from polypilot_tui.storage.registry import SessionRecord
 from polypilot_tui.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -33,7 +36,8 @@ BeforeAdopt = Callable[[Session, bool], None]
 
 
 def restore_sessions(manager: SessionManager, store: Store, before_adopt: BeforeAdopt | None = None) -> RestoreResult:
-    """Build every saved session (history loaded, agent session id kept) and adopt it.
+    """Build every saved session (agent session id kept; chat rows read when first looked at,
+    see :func:`_histories`) and adopt it.
 
     Lazy: only a session whose turn was in flight reconnects at once, mid-turn, with the
     30 s resume-quiescence tier seeded from now; the engine reports a lost turn as
@@ -43,8 +47,8 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
     known = set(manager.ids())
     records = [r for r in snapshot.sessions if r.id not in known]
     ids = [r.id for r in records]
-    histories = store.history.load_many(ids)
     drafts = store.history.load_drafts(ids) or {}
+    histories = _histories(store, records, set(drafts))
     problem = ""
     if snapshot.problem:
         kept = f"it was moved to {snapshot.moved_to}" if snapshot.moved_to else "it was left as it is"
@@ -64,7 +68,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
             model=record.model,
             agent_session_id=record.agent_session_id,
             title=record.title,
-            history=list(history or ()),
+            history=history or History(),
         )
         session.workspace = workspace_of(record)
         session.last_prompt = record.last_prompt
@@ -100,4 +104,28 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
             result.mid_turn.append(record.id)
     if records:
         log.info("restored %d sessions (%d mid-turn)", len(result.ids), len(result.mid_turn))
+    return result
+
+
+def _histories(store: Store, records: list[SessionRecord], drafts: set[str]) -> dict[str, History]:
+    """Each session's history; rows stay on disk where the restore does not change them.
+
+    Read at once: sessions with tool rows a killed run left open (settled now), gaps (renumbered
+    now), a draft (it becomes a row) or a turn in flight (it reconnects now); and every session
+    when the extents cannot be read (the old way, which says what failed and how). Sessions
+    missing from the result could not be read at all.
+    """
+    ids = [r.id for r in records]
+    extents = store.saved.extents(ids) if ids else {}
+    if extents is None:
+        return {sid: History(rows) for sid, rows in store.history.load_many(ids).items()}
+    in_flight = {r.id for r in records if r.turn_in_flight}
+    result: dict[str, History] = {sid: History() for sid in ids if sid not in extents}  # nothing saved
+    eager = []
+    for sid, extent in extents.items():
+        if extent.open_tools or extent.rows != extent.end or sid in drafts or sid in in_flight:
+            eager.append(sid)
+        else:
+            result[sid] = History(saved=extent.rows, read=partial(store.saved.read, sid))
+    result.update((sid, History(rows)) for sid, rows in store.history.load_many(eager).items())
     return result

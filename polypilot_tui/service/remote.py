@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import NoneType
@@ -110,7 +110,7 @@ class RemoteEngine(RemoteModels):
     def views(self) -> tuple[SessionView, ...]:
         return tuple(self._views.values())
 
-    def history(self, session_id: str) -> tuple[ChatItem, ...]:
+    def history(self, session_id: str) -> Sequence[ChatItem]:
         """The rows so far; the first ask fetches them (a ViewChanged follows when they are here)."""
         return self._history.get(session_id) if session_id in self._views else ()
 

@@ -6,6 +6,7 @@ stream is Server-Sent Events, one JSON object per event (see docs/engine-api.md)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ def socket_path(state_dir: Path | str) -> Path:
     return Path(state_dir) / SOCKET_NAME
 
 
-def session_state(view: SessionView, history: tuple[ChatItem, ...] | None, streaming: str) -> dict[str, Any]:
+def session_state(view: SessionView, history: Sequence[ChatItem] | None, streaming: str) -> dict[str, Any]:
     """One session: its view, the reply streaming now and, unless None, its history (a client
     that attaches to hundreds of sessions fetches a history when it shows it)."""
     state = {"view": to_plain(view), "streaming": streaming}

@@ -26,9 +26,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.infra.private import FILE_MODE, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.storage.saved_rows import COLUMNS, IDS_PER_QUERY, OPEN_TOOL, item_of_row
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class WriteResult(StrEnum):
     """An unexpected error: the batch is lost (logged)."""
 
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS items (
     session_id TEXT NOT NULL, idx INTEGER NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
     at REAL NOT NULL, tool_call_id TEXT, tool_name TEXT NOT NULL DEFAULT '',
@@ -59,16 +60,14 @@ CREATE TABLE IF NOT EXISTS items (
 CREATE TABLE IF NOT EXISTS drafts (
     session_id TEXT PRIMARY KEY, text TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS owner (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
+-- A restore reads no rows, only which sessions a killed run left with an open tool row.
+CREATE INDEX IF NOT EXISTS items_open_tools ON items(session_id) WHERE {OPEN_TOOL};
 """
-_COLUMNS = "kind, text, at, tool_call_id, tool_name, tool_status, tool_detail, interrupted"
 _REQUIRED = {
-    "items": {"session_id", "idx", *_COLUMNS.replace(" ", "").split(",")},
+    "items": {"session_id", "idx", *COLUMNS.replace(" ", "").split(",")},
     "drafts": {"session_id", "text", "at"},
     "owner": {"id", "token"},
 }
-_KINDS = {k.value: k for k in ItemKind}
-_IDS_PER_QUERY = 500
-"""Session ids in one query (SQLite before 3.32 allows 999 parameters)."""
 _READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 Row = tuple[str, int, ChatItem]
@@ -77,20 +76,6 @@ Row = tuple[str, int, ChatItem]
 
 class _Unusable(Exception):
     """The file is there but is not a history database this app can use."""
-
-
-def _item(row: Sequence[Any]) -> ChatItem:
-    kind, text, at, call_id, tool_name, tool_status, tool_detail, interrupted = row
-    return ChatItem(
-        _KINDS.get(kind, ItemKind.SYSTEM),
-        text or "",
-        float(at or 0.0),
-        call_id or None,
-        tool_name or "",
-        tool_status or "",
-        tool_detail or "",
-        bool(interrupted),
-    )
 
 
 def _is_locked(exc: BaseException) -> bool:
@@ -255,11 +240,11 @@ class HistoryDB:
         rows: dict[str, list[Sequence[Any]]] = {sid: [] for sid in wanted}
         try:  # a few queries, not one per session (200 of them were a tenth of a start)
             conn = self._connect()
-            for start in range(0, len(wanted), _IDS_PER_QUERY):
-                chunk = wanted[start : start + _IDS_PER_QUERY]
+            for start in range(0, len(wanted), IDS_PER_QUERY):
+                chunk = wanted[start : start + IDS_PER_QUERY]
                 marks = ",".join("?" * len(chunk))
                 query = (
-                    f"SELECT session_id, idx, {_COLUMNS} FROM items"
+                    f"SELECT session_id, idx, {COLUMNS} FROM items"
                     f" WHERE session_id IN ({marks}) ORDER BY session_id, idx"
                 )
                 for row in conn.execute(query, chunk):
@@ -277,7 +262,7 @@ class HistoryDB:
         try:
             conn = self._connect()
             rows = conn.execute(
-                f"SELECT idx, {_COLUMNS} FROM items WHERE session_id=? ORDER BY idx", (session_id,)
+                f"SELECT idx, {COLUMNS} FROM items WHERE session_id=? ORDER BY idx", (session_id,)
             ).fetchall()
         except Exception as exc:  # noqa: BLE001 - a cache never blocks a session (#276)
             # After a reset the new database is known to be empty; otherwise: unknown.
@@ -286,7 +271,7 @@ class HistoryDB:
 
     def _items_of(self, session_id: str, rows: Sequence[Sequence[Any]]) -> list[ChatItem] | None:
         """The items of (idx, columns…) rows in order; gaps are renumbered away (None if that fails)."""
-        items = [_item(row[1:]) for row in rows]
+        items = [item_of_row(row[1:]) for row in rows]
         if any(row[0] != i for i, row in enumerate(rows)) and not self.read_only:
             # Gaps would make new rows overwrite old ones: renumber densely once.
             self._log_once(f"gap:{session_id}", "history of %s had gaps; renumbered", session_id)
@@ -333,7 +318,7 @@ class HistoryDB:
                     conn.execute("DELETE FROM items WHERE session_id=?", (sid,))
                     conn.execute("DELETE FROM drafts WHERE session_id=?", (sid,))
                 conn.executemany(
-                    f"INSERT OR REPLACE INTO items (session_id, idx, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT OR REPLACE INTO items (session_id, idx, {COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     [
                         (
                             sid,

@@ -10,6 +10,7 @@ from polypilot_tui.domain.safe_json import ParseError
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB, WriteResult
 from polypilot_tui.storage.registry import Registry, SessionRecord
+from polypilot_tui.storage.saved_rows import SavedRows
 from polypilot_tui.storage.spill import Spill, find_spills, read_spill
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,12 @@ class Store:
             self.problem = f"the state folder {self.state_dir} cannot be created ({exc.strerror or exc})"
         self.registry = Registry(self.state_dir)
         self.history = HistoryDB(self.state_dir / HISTORY_FILE, owner=owner)
+        self.saved = SavedRows(self.state_dir / HISTORY_FILE)
+        """Saved rows read on demand, on the loop (the writer has its own connection and thread)."""
 
     def close(self) -> None:
         self.history.close()
+        self.saved.close()
 
     def recover_spills(self) -> list[str]:
         """Write back what earlier runs could not save at quit; one sentence per spill file."""

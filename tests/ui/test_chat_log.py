@@ -13,6 +13,8 @@ from textual.widgets import ContentSwitcher, Static
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.history import PAGE as HISTORY_PAGE
+from polypilot_tui.domain.history import History
 from polypilot_tui.domain.session import Session
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
@@ -176,7 +178,7 @@ async def test_a_replaced_shorter_history_rebuilds_the_log(tmp_path: Path) -> No
         await d.finished_turn("s1", "one", "first reply")
         await d.settle()
         session = app.engine.manager.session("s1")
-        del session.history[1:]
+        session.history = History(session.history[:1])
         session.revision += 1
         await app.heartbeat()
         await d.settle()
@@ -265,3 +267,27 @@ async def test_a_hidden_log_pages_nothing_in() -> None:
         switcher.current = "log"  # shown again: it fills the pane, no more
         await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows to fill the pane")
         assert log.mounted_rows < 200
+
+
+async def test_a_saved_history_is_read_from_disk_only_as_far_as_the_log_shows_it() -> None:
+    """A restored session's rows stay on disk (domain/history.py): the log looks at the rows
+    it mounts and no others, so opening it reads a page, not the whole history."""
+    saved = notes(3000)
+    read: list[int] = []
+
+    def from_disk(start: int, stop: int) -> list[ChatItem]:
+        read.extend(range(start, stop))
+        return saved[start:stop]
+
+    history = History(saved=3000, read=from_disk)
+    app = LogHost()
+    async with app.run_test(size=(100, 60)) as pilot:
+        log = await app.show_log()
+        await pilot.pause()
+        await log.sync(history, "")
+        await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows to fill the pane")
+        assert 0 < len(read) <= log.mounted_rows + HISTORY_PAGE < 3000
+        history.append(ChatItem(ItemKind.USER, "a new prompt", 0.0))
+        mounted, reads = log.mounted_rows, len(read)
+        await log.sync(history, "")
+        assert log.mounted_rows == mounted + 1 and len(read) == reads  # nothing more read for it

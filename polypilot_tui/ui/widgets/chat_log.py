@@ -64,8 +64,13 @@ class ChatLog(VerticalScroll):
     def __init__(self, *, id: str | None = None, empty_text: str = EMPTY_TEXT) -> None:
         super().__init__(id=id, classes="chat-log")
         self._empty_text = empty_text
-        self._known: Sequence[ChatItem] = ()
-        """The history as last synced."""
+        self._history: Sequence[ChatItem] = ()
+        """The history as last synced (never copied whole: rows saved before a restart are
+        read from disk as they are looked at, and only the shown ones are looked at)."""
+        self._length = 0
+        """``len(self._history)`` at the last sync."""
+        self._seen: dict[int, ChatItem] = {}
+        """The row each mounted widget shows, by index (a replaced row is redrawn)."""
         self._first = 0
         """Index of the oldest mounted history row."""
         self._rows: dict[int, Widget] = {}
@@ -139,31 +144,27 @@ class ChatLog(VerticalScroll):
     async def sync(self, history: Sequence[ChatItem], streaming: str) -> None:
         """Bring the log up to date with ``history`` and the ``streaming`` reply so far."""
         following = False
-        if len(history) < len(self._known) or (history and not self._known and self.children):
+        if len(history) < self._length or (history and not self._length and self.children):
             following = self.scroll_back == 0  # the end was on screen: it stays there
             await self._reset()  # replaced, or arrived after an empty first look: paged in afresh
-        if not self._known and not self.children:
+        if not self._length and not self.children:
             await self._open(history)
             if following:
                 self.anchor()
         else:
             self._redraw_changed(history)
             await self._append(history)
-        self._known = tuple(history)
+        self._history, self._length = history, len(history)
         await self._sync_stream(streaming)
         await self._sync_placeholders()
 
     async def load_earlier(self) -> None:
         """Mount the previous page of history above what is shown."""
         async with self._loading:
-            if not 0 < self._first <= len(self._known):
+            if not 0 < self._first <= self._length:
                 return
             start = max(0, self._first - PAGE)
-            widgets = [
-                make_item_widget(self._known[i], self._known[i - 1] if i else None) for i in range(start, self._first)
-            ]
-            for offset, widget in enumerate(widgets):
-                self._rows[start + offset] = widget
+            widgets = [self._widget(self._history, i) for i in range(start, self._first)]
             anchor = self._rows.get(self._first)
             self._first = start
             if anchor is not None:
@@ -175,35 +176,39 @@ class ChatLog(VerticalScroll):
     async def _reset(self) -> None:
         """History shrank (it was replaced): start over with fresh widgets."""
         async with self._loading:
-            self._known, self._first, self._rows, self._stream = (), 0, {}, None
+            self._history, self._length, self._first, self._rows, self._seen, self._stream = (), 0, 0, {}, {}, None
             await self.remove_children()
         self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
 
     async def _open(self, history: Sequence[ChatItem]) -> None:
         async with self._loading:
-            self._known = tuple(history)
-            self._first = max(0, len(history) - FIRST)
-            widgets: list[Widget] = [self._earlier, self._empty]
-            for index in range(self._first, len(history)):
-                widget = make_item_widget(history[index], history[index - 1] if index else None)
-                self._rows[index] = widget
-                widgets.append(widget)
+            self._history, self._length = history, len(history)
+            self._first = max(0, self._length - FIRST)
+            widgets = [
+                self._earlier,
+                self._empty,
+                *(self._widget(history, i) for i in range(self._first, self._length)),
+            ]
             await self.mount_all(widgets)
         self._fill_later()
 
+    def _widget(self, history: Sequence[ChatItem], index: int) -> Widget:
+        """The widget of row ``index`` (kept by index, with the row it shows)."""
+        item = self._seen[index] = history[index]
+        widget = self._rows[index] = make_item_widget(item, history[index - 1] if index else None)
+        return widget
+
     def _redraw_changed(self, history: Sequence[ChatItem]) -> None:
-        known = self._known
-        for index in range(self._first, len(known)):
-            if history[index] is not known[index]:
-                row = self._rows.get(index)
-                if row is not None:
-                    row.show(history[index])  # type: ignore[attr-defined]
+        for index, shown in list(self._seen.items()):
+            if index < len(history) and (item := history[index]) is not shown:
+                self._seen[index] = item
+                self._rows[index].show(item)  # type: ignore[attr-defined]
 
     async def _append(self, history: Sequence[ChatItem]) -> None:
         new: list[Widget] = []
-        for index in range(len(self._known), len(history)):
-            item = history[index]
+        for index in range(self._length, len(history)):
+            item = self._seen[index] = history[index]
             stream = self._stream
             if (
                 stream is not None
@@ -217,8 +222,7 @@ class ChatLog(VerticalScroll):
                 stream.show(item)
                 self._rows[index] = stream
                 continue
-            widget = make_item_widget(item, history[index - 1] if index else None)
-            self._rows[index] = widget
+            widget = self._widget(history, index)
             if self._stream is not None:
                 await self.mount(widget, before=self._stream)
             else:

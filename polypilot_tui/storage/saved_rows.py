@@ -1,0 +1,124 @@
+"""Reading saved chat rows on demand: how many each session has, and a range of them.
+
+A restore asks only for each session's extent (one grouped query); a session's rows are read
+when something first looks at them (domain/history.py). That happens on the event loop
+while the history writer may be writing on its own thread, so reads use their own read-only
+connection: SQLite's WAL lets it read committed rows while the writer writes. Any failure is
+an answer of None (the caller reads again later, or falls back to reading everything), never
+an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from polypilot_tui.domain.chat import ChatItem, ItemKind
+
+log = logging.getLogger(__name__)
+
+COLUMNS = "kind, text, at, tool_call_id, tool_name, tool_status, tool_detail, interrupted"
+"""The row columns after (session_id, idx), in the order :func:`item_of_row` takes them."""
+OPEN_TOOL = "tool_status IN ('running', 'waiting')"
+"""A tool row a killed run left open (history.db has a partial index on it)."""
+IDS_PER_QUERY = 500
+"""Session ids in one query (SQLite before 3.32 allows 999 parameters)."""
+_KINDS = {k.value: k for k in ItemKind}
+
+
+def item_of_row(row: Sequence[Any]) -> ChatItem:
+    """A ChatItem from the :data:`COLUMNS` of one row (unknown kinds become system rows)."""
+    kind, text, at, call_id, tool_name, tool_status, tool_detail, interrupted = row
+    return ChatItem(
+        _KINDS.get(kind, ItemKind.SYSTEM),
+        text or "",
+        float(at or 0.0),
+        call_id or None,
+        tool_name or "",
+        tool_status or "",
+        tool_detail or "",
+        bool(interrupted),
+    )
+
+
+class Extent(NamedTuple):
+    """What a session has on disk, without its rows."""
+
+    rows: int
+    end: int
+    """One past the highest index (``rows`` unless there are gaps)."""
+    open_tools: bool
+    """Some tool row is still running or waiting (a killed run)."""
+
+
+class SavedRows:
+    """Read-only access to ``history.db`` for extents and row ranges (one thread at a time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None
+        self.last_error = ""
+        """Why the last read failed ("" after a success)."""
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            # mode=ro: never creates the file, never writes; a missing file is an error.
+            # timeout=0: a locked file is an answer now (on the loop), not a wait.
+            self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=0, check_same_thread=False)
+        return self._conn
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    def _failed(self, exc: Exception, what: str) -> None:
+        self.last_error = str(exc) or type(exc).__name__
+        log.warning("history.db: %s failed: %s", what, self.last_error)
+        self.close()  # the next read opens the file afresh (it may have been replaced)
+
+    def extents(self, session_ids: Iterable[str]) -> dict[str, Extent] | None:
+        """Each session's extent (sessions without rows are missing); None when unreadable."""
+        wanted = list(dict.fromkeys(session_ids))
+        found: dict[str, Extent] = {}
+        try:
+            conn = self._connect()
+            for start in range(0, len(wanted), IDS_PER_QUERY):
+                chunk = wanted[start : start + IDS_PER_QUERY]
+                marks = ",".join("?" * len(chunk))
+                open_ids = {
+                    sid
+                    for (sid,) in conn.execute(
+                        f"SELECT DISTINCT session_id FROM items WHERE {OPEN_TOOL} AND session_id IN ({marks})", chunk
+                    )
+                }
+                query = f"SELECT session_id, COUNT(*), MAX(idx) FROM items WHERE session_id IN ({marks})"
+                for sid, count, top in conn.execute(f"{query} GROUP BY session_id", chunk):
+                    found[sid] = Extent(int(count), int(top) + 1, sid in open_ids)
+        except Exception as exc:  # noqa: BLE001 - the caller reads everything the old way instead
+            self._failed(exc, "reading session extents")
+            return None
+        self.last_error = ""
+        return found
+
+    def read(self, session_id: str, start: int, stop: int) -> list[ChatItem] | None:
+        """Rows ``start <= idx < stop`` of one session, in order; None when unreadable now."""
+        try:
+            rows = (
+                self._connect()
+                .execute(
+                    f"SELECT {COLUMNS} FROM items WHERE session_id=? AND idx>=? AND idx<? ORDER BY idx",
+                    (session_id, start, stop),
+                )
+                .fetchall()
+            )
+        except Exception as exc:  # noqa: BLE001 - shown as unreadable rows, read again later
+            self._failed(exc, f"reading rows of {session_id}")
+            return None
+        self.last_error = ""
+        return [item_of_row(row) for row in rows]

@@ -1,0 +1,182 @@
+"""A restore reads chat rows from history.db only when they are looked at (then in the
+background), and a lazily restored session keeps every row through sends, closes and undos.
+Real SQLite, the demo agent, real time."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.domain.history import PAGE, UNREADABLE
+from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB
+from polypilot_tui.storage.registry import SessionRecord
+from tests.unit.test_persistence import App, db_rows, save_registry, texts, until
+
+
+async def saved_sessions(state: Path, count: int = 2) -> dict[str, list[tuple[int, str, str]]]:
+    """``count`` sessions with a finished turn each, saved and closed: their rows by id."""
+    app = App(state)
+    rows = {}
+    for n in range(count):
+        sid = await app.manager.create_session("demo", f"s{n}")
+        await app.manager.send(sid, f"look at the project {n}")
+        await until(lambda sid=sid: app.manager.session(sid).turns, 10)
+        rows[sid] = texts(app, sid)
+    await app.close()
+    return rows
+
+
+def restarted(state: Path) -> App:
+    """The app started again with its background read stopped: only looks read rows."""
+    app = App(state)
+    app.persistence.read_ahead.stop()
+    return app
+
+
+async def test_a_restore_reads_no_rows_until_they_are_looked_at(tmp_path: Path) -> None:
+    saved = await saved_sessions(tmp_path)
+    again = restarted(tmp_path)
+    for sid, rows in saved.items():
+        history = again.manager.session(sid).history
+        assert history.unread == len(rows) == again.manager.view(sid).history_len
+    first = next(iter(saved))
+    assert again.manager.history(first)[-1].text == saved[first][-1][2]  # the newest: read now
+    assert texts(again, first) == saved[first]
+    other = again.manager.session(list(saved)[1]).history
+    assert other.unread == len(saved[list(saved)[1]])  # the other one is still on disk
+    await again.close()
+
+
+async def test_the_background_read_brings_every_row_into_memory(tmp_path: Path) -> None:
+    saved = await saved_sessions(tmp_path, 3)
+    again = App(tmp_path)
+    await until(lambda: again.persistence.read_ahead.done, 10)
+    assert all(again.manager.session(sid).history.unread == 0 for sid in saved)
+    assert {sid: texts(again, sid) for sid in saved} == saved
+    await again.close()
+
+
+async def test_rows_sent_before_any_was_read_are_saved_after_the_saved_ones(tmp_path: Path) -> None:
+    saved = await saved_sessions(tmp_path, 1)
+    sid = next(iter(saved))
+    again = restarted(tmp_path)
+    session = again.manager.session(sid)
+    await again.manager.send(sid, "and one more")
+    await until(lambda: len(session.turns) == 1, 10)
+    assert session.history.unread > 0  # the new turn read nothing of the old ones
+    await again.close()
+
+    third = App(tmp_path)
+    rows = texts(third, sid)
+    assert rows[: len(saved[sid])] == saved[sid] and rows[len(saved[sid])][2] == "and one more"
+    assert db_rows(tmp_path, sid) == rows
+    await third.close()
+
+
+async def test_undo_after_closing_a_session_no_row_of_which_was_read(tmp_path: Path) -> None:
+    saved = await saved_sessions(tmp_path, 1)
+    sid = next(iter(saved))
+    again = restarted(tmp_path)
+    closed = await again.manager.close(sid)
+    assert closed is not None
+    await until(lambda: db_rows(tmp_path, sid) == [], 3.0)  # the close deleted them on disk
+    again.manager.reopen(closed)
+    assert texts(again, sid) == saved[sid]
+    await until(lambda: db_rows(tmp_path, sid) == saved[sid], 3.0)  # and the undo wrote them back
+    await again.close()
+
+
+async def test_a_long_session_opens_reading_a_page(tmp_path: Path) -> None:
+    save_registry(tmp_path, SessionRecord("long", "long", "demo"))
+    rows = [ChatItem(ItemKind.SYSTEM, f"note {i}", 1.0) for i in range(3000)]
+    HistoryDB(tmp_path / HISTORY_FILE).write([("long", i, item) for i, item in enumerate(rows)])
+    again = restarted(tmp_path)
+    history = again.manager.session("long").history
+    assert history[-20:] == rows[-20:] and history.unread == 3000 - PAGE
+    assert list(history) == rows
+    await again.close()
+
+
+async def test_tool_rows_a_killed_run_left_open_are_settled_on_restore(tmp_path: Path) -> None:
+    save_registry(tmp_path, SessionRecord("killed", "killed", "demo"), SessionRecord("calm", "calm", "demo"))
+    running = ChatItem(ItemKind.TOOL, "", 1.0, "c1", "bash", "running", "make test")
+    note = ChatItem(ItemKind.SYSTEM, "hello", 1.0)
+    HistoryDB(tmp_path / HISTORY_FILE).write(
+        [("killed", 0, note), ("killed", 1, running), ("calm", 0, note), ("calm", 1, note)]
+    )
+    again = restarted(tmp_path)
+    assert again.manager.session("killed").history.unread == 0  # read at once: the restore changed it
+    assert again.manager.session("calm").history.unread == 2
+    assert again.manager.history("killed")[1].tool_status == "interrupted"
+    await until(lambda: (db_rows(tmp_path, "killed") or [(0, "", "")])[-1:] == [(1, "tool", "")], 3.0)
+    await again.close()
+
+
+async def test_a_close_that_cannot_read_the_saved_rows_keeps_them_on_disk(tmp_path: Path) -> None:
+    saved = await saved_sessions(tmp_path, 1)
+    sid = next(iter(saved))
+    again = restarted(tmp_path)
+    path = tmp_path / HISTORY_FILE
+    again.persistence.store.saved.close()  # its next read opens the file by name: gone for now
+    path.rename(tmp_path / "away.db")
+    try:
+        closed = await again.manager.close(sid)
+        assert closed is not None and closed.history.unread == len(saved[sid])
+    finally:
+        (tmp_path / "away.db").rename(path)
+    await again.persistence.flush()
+    assert db_rows(tmp_path, sid) == saved[sid]  # not deleted with the session
+    again.manager.reopen(closed)  # the undo
+    assert texts(again, sid) == saved[sid]
+    await again.close()
+
+
+async def damage(app: App, state: Path, in_place: bool) -> None:
+    """history.db damaged under the running app: overwritten in place, or replaced (the old
+    file moved away by someone, garbage put where it was)."""
+    loop = asyncio.get_running_loop()
+    # On the store's own thread (its connection is used there): a test-only reach.
+    await loop.run_in_executor(app.persistence._io, app.persistence.store.history.close)  # noqa: SLF001
+    path = state / HISTORY_FILE
+    if not in_place:
+        path.rename(state / "moved-away.db")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"\0broken" * 1000)
+
+
+async def long_session_then_damage(state: Path, in_place: bool) -> tuple[App, list[ChatItem]]:
+    """A restored 3,000-row session of which only the newest page was read, then the file
+    damaged and a new row written (the write finds the damage and starts a new file)."""
+    save_registry(state, SessionRecord("long", "long", "demo"))
+    rows = [ChatItem(ItemKind.SYSTEM, f"note {i}", 1.0) for i in range(3000)]
+    db = HistoryDB(state / HISTORY_FILE)
+    db.write([("long", i, item) for i, item in enumerate(rows)])
+    db.close()
+    app = restarted(state)
+    assert app.manager.history("long")[-1] == rows[-1] and app.manager.session("long").history.unread == 2800
+    await damage(app, state, in_place)
+    sid = await app.manager.create_session("demo")
+    await app.manager.send(sid, "after the damage")
+    await until(lambda: app.manager.session(sid).turns, 10)
+    await until(lambda: app.persistence.store.history.resets == 1, 3.0)
+    await app.persistence.flush()
+    return app, rows
+
+
+async def test_a_file_damaged_in_place_keeps_what_was_read_and_writes_no_placeholder(tmp_path: Path) -> None:
+    app, rows = await long_session_then_damage(tmp_path, in_place=True)
+    history = app.manager.session("long").history
+    assert history[0] is UNREADABLE and history[-1] == rows[-1]  # shown as unreadable, never wrong
+    on_disk = db_rows(tmp_path, "long")
+    assert on_disk == [(i, "system", f"note {i}") for i in range(2800, 3000)]  # the rows read, where they were
+    assert list(tmp_path.glob(f"{HISTORY_FILE}.corrupt-*"))  # the damaged file is kept aside (the user is told)
+    await app.close()
+
+
+async def test_a_replaced_file_is_read_through_the_old_one_and_nothing_is_lost(tmp_path: Path) -> None:
+    app, rows = await long_session_then_damage(tmp_path, in_place=False)
+    assert list(app.manager.history("long")) == rows
+    assert db_rows(tmp_path, "long") == [(i, "system", f"note {i}") for i in range(3000)]
+    await app.close()
