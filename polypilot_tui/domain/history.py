@@ -21,29 +21,33 @@ ReadRows = Callable[[int, int], "list[ChatItem] | None"]
 PAGE = 200
 """Saved rows read at least at once when reading backwards (one query, about a millisecond)."""
 
-UNREADABLE = ChatItem(
-    ItemKind.ERROR,
-    "(this saved row could not be read from history.db; it is kept there and read again when shown)",
-    0.0,
-)
-"""What an unreadable saved row shows; it is not kept, so the next look reads it again."""
+UNREADABLE = ChatItem(ItemKind.ERROR, "(this saved row could not be read from history.db)", 0.0)
+"""What a saved row shows while it cannot be read; it is not kept: a later try reads the row."""
 
 
 class History(Sequence[ChatItem]):
     """Chat rows ``0 .. len-1``: rows below :attr:`unread` are still on disk, the rest here."""
 
-    __slots__ = ("_read", "_rows", "_unread")
+    __slots__ = ("_broken", "_read", "_rows", "_unread")
 
     def __init__(self, rows: Iterable[ChatItem] = (), *, saved: int = 0, read: ReadRows | None = None) -> None:
         """``rows`` held now; with ``read``, ``saved`` rows on disk come before them."""
         self._rows = list(rows)
         self._unread = saved if read is not None else 0
         self._read = read
+        self._broken = False
 
     @property
     def unread(self) -> int:
         """How many rows, from index 0, have not been read from disk yet."""
         return self._unread
+
+    @property
+    def broken(self) -> bool:
+        """The last read failed: looks show :data:`UNREADABLE` without touching the disk until
+        :meth:`read_more` or :meth:`read_all` tries again (one failing file must not cost a
+        query per row shown, per redraw)."""
+        return self._broken
 
     def __len__(self) -> int:
         return self._unread + len(self._rows)
@@ -112,22 +116,25 @@ class History(Sequence[ChatItem]):
         was left, or the disk could not be read now)."""
         before = self._unread
         if before:
-            self._read_from(before - 1)
+            self._read_from(before - 1, retry=True)
         return self._unread < before
 
     def read_all(self) -> bool:
-        """Read every saved row now (False: some could not be read)."""
-        self._read_from(0)
+        """Read every saved row now, trying again if a read failed (False: some could not be read)."""
+        self._read_from(0, retry=True)
         return not self._unread
 
-    def _read_from(self, position: int) -> None:
+    def _read_from(self, position: int, retry: bool = False) -> None:
         """Make rows ``position ..`` held, reading a page or more below what is held already."""
-        if position >= self._unread or self._read is None:
+        if position >= self._unread or self._read is None or (self._broken and not retry):
             return
         start = max(0, min(position, self._unread - PAGE)) if position else 0
         rows = self._read(start, self._unread)
-        if rows is None or len(rows) != self._unread - start:
-            return  # not kept: the next look tries again (the disk may be back)
+        # A short read is a file that lost rows (replaced underneath): taking it would shift
+        # every later index, so it counts as a failure too.
+        self._broken = rows is None or len(rows) != self._unread - start
+        if rows is None or self._broken:
+            return
         self._rows[:0] = rows
         self._unread = start
         if not start:

@@ -12,7 +12,7 @@ from typing import Any
 
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
-from polypilot_tui.domain.history import History
+from polypilot_tui.domain.history import UNREADABLE, History
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome, ToolCall, Turn
@@ -267,8 +267,7 @@ class Session:
     def set_tool_row(self, call: ToolCall, status: str, output: str) -> None:
         """Replace a tool's history row in place with its new status (and output, if any)."""
         call.status = status
-        if 0 <= call.row < len(self.history):
-            old = self.history[call.row]
+        if 0 <= call.row < len(self.history) and (old := self.history[call.row]) is not UNREADABLE:
             text = strip_control(output) if output else old.text
             item = replace(old, tool_status=status, text=text)
             self.history[call.row] = item

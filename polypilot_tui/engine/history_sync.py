@@ -65,6 +65,8 @@ class HistoryWriter(DebouncedWriter):
         self._draft_dirty: set[str] = set()
         self._drafts_saved: set[str] = set()
         self._deleted: set[str] = set()
+        self._kept: dict[str, int | None] = {}
+        """Closed sessions whose rows stayed on disk (not all in memory): their offset, for an undo."""
 
     # ---- which sessions, which rows ------------------------------------------------------
     def install(self, session: Session, loaded: bool) -> None:
@@ -73,13 +75,19 @@ class HistoryWriter(DebouncedWriter):
         self._draft_dirty.add(session.id)  # clears a stale draft, or saves the one restored
 
     def install_new(self, session_id: str) -> None:
-        """A session that is not on disk yet (new, or reopened after a close): all of its rows."""
+        """A session that is not on disk yet (new, or reopened after a close): all of its rows
+        (those of a close that kept them on disk go back where they were)."""
         if session_id in self._offsets:
             return
         session = self._manager.session(session_id)
-        self.install(session, True)
-        for index, item in session.history.held():  # rows not read (an undo) are still on disk
-            self._pending[(session_id, index)] = item
+        self._offsets[session_id] = self._kept.pop(session_id, 0)
+        self._draft_dirty.add(session_id)
+        self._queue_held(session)
+
+    def _queue_held(self, session: Session) -> None:
+        """Every row the session holds goes at the next write (rows still unread are on disk)."""
+        for index, item in session.history.held():
+            self._pending[(session.id, index)] = item
 
     def drafts_restored(self, session_ids: set[str]) -> None:
         """These sessions' drafts became rows at restore: their draft rows go at the next write."""
@@ -92,7 +100,7 @@ class HistoryWriter(DebouncedWriter):
                 self._pending[(change.session_id, change.index)] = change.item
                 self.arm()
         elif isinstance(change, SessionRemoved):
-            self._forget(change.session_id, delete=not change.rows_kept)
+            self._forget(change.session_id, keep_rows=change.rows_kept)
         elif isinstance(change, SessionAdded):
             self.install_new(change.session_id)
             self.arm()  # an undone close brings rows its close deleted: written now, not at quit
@@ -110,15 +118,19 @@ class HistoryWriter(DebouncedWriter):
             self._draft_dirty.add(session_id)
             self.arm()
 
-    def _forget(self, session_id: str, delete: bool = True) -> None:
+    def _forget(self, session_id: str, keep_rows: bool = False) -> None:
         if session_id not in self._offsets:
             return
-        del self._offsets[session_id]
+        offset = self._offsets.pop(session_id)
+        # Rows on disk that are not in memory (unread, or before an unknown or non-zero offset:
+        # a restore that could not read them) are kept: deleting them would lose them to an undo.
         self._draft_seen.pop(session_id, None)
         self._draft_dirty.discard(session_id)
         for key in [k for k in self._pending if k[0] == session_id]:
             del self._pending[key]
-        if delete:
+        if keep_rows or offset != 0:
+            self._kept[session_id] = offset
+        else:
             self._deleted.add(session_id)
             self.arm()
 
@@ -134,8 +146,7 @@ class HistoryWriter(DebouncedWriter):
             # Unread rows are read from the old file if it still can be; those that cannot are
             # left out (shown as unreadable), never written as placeholders.
             session.history.read_all()
-            for index, item in session.history.held():
-                self._pending[(sid, index)] = item
+            self._queue_held(session)
             self._draft_dirty.add(sid)
 
     # ---- writing ------------------------------------------------------------------------

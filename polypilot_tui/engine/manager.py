@@ -349,10 +349,9 @@ class SessionManager:
         sessions = self._ctx.sessions
         if session.id in sessions:
             raise ValueError(f"session {session.id} already exists")
-        session.closed = False
-        session.connected = False
-        session.connecting = False
+        session.closed = session.connected = session.connecting = False
         session.revision += 1
+        session.history.read_all()  # what its close could not read is tried once more
         self.adopt(session, restored=False)
         if position is not None:
             order = [sid for sid in sessions if sid != session.id]

@@ -162,7 +162,8 @@ class Persistence:
         try:  # a hung disk must not hang the quit
             await asyncio.wait_for(self.flush(), CLOSE_TIMEOUT)
             self._stop_writers()
-            await asyncio.wait_for(self._loop.run_in_executor(self._io, self.store.close), CLOSE_TIMEOUT)
+            self.store.saved.close()  # the loop's connection, closed on the loop
+            await asyncio.wait_for(self._loop.run_in_executor(self._io, self.store.history.close), CLOSE_TIMEOUT)
         except TimeoutError:
             self._stop_writers()
             self._quit_note(

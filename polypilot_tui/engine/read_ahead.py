@@ -50,11 +50,14 @@ class ReadAhead:
         self._timer = self._clock.call_at(self._clock.now() + delay, self._step)
 
     def _step(self) -> None:
-        """One page of the first session that still has unread rows."""
+        """One page of the next session that still has unread rows; one that cannot be read
+        now goes to the back of the queue, so it never holds the others up."""
         self._timer = None
-        while self._waiting:
+        tried = 0
+        while self._waiting and tried < len(self._waiting):
+            sid = self._waiting[-1]
             try:
-                history = self._manager.session(self._waiting[-1]).history
+                history = self._manager.session(sid).history
             except KeyError:  # closed meanwhile (its rows were read then)
                 self._waiting.pop()
                 continue
@@ -63,7 +66,9 @@ class ReadAhead:
                 continue
             if history.read_more():
                 self._schedule(0.0)
-            else:
-                log.info("saved rows could not be read now; trying again in %.0f s", RETRY_AFTER)
-                self._schedule(RETRY_AFTER)
-            return
+                return
+            self._waiting.insert(0, self._waiting.pop())
+            tried += 1
+        if self._waiting:  # every session left could not be read now
+            log.info("saved rows of %d session(s) could not be read; trying again in %.0f s", tried, RETRY_AFTER)
+            self._schedule(RETRY_AFTER)

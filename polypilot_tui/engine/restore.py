@@ -68,7 +68,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
             model=record.model,
             agent_session_id=record.agent_session_id,
             title=record.title,
-            history=history or History(),
+            history=history if history is not None else History(),
         )
         session.workspace = workspace_of(record)
         session.last_prompt = record.last_prompt

@@ -109,16 +109,10 @@ class SavedRows:
     def read(self, session_id: str, start: int, stop: int) -> list[ChatItem] | None:
         """Rows ``start <= idx < stop`` of one session, in order; None when unreadable now."""
         try:
-            rows = (
-                self._connect()
-                .execute(
-                    f"SELECT {COLUMNS} FROM items WHERE session_id=? AND idx>=? AND idx<? ORDER BY idx",
-                    (session_id, start, stop),
-                )
-                .fetchall()
-            )
-        except Exception as exc:  # noqa: BLE001 - shown as unreadable rows, read again later
+            query = f"SELECT {COLUMNS} FROM items WHERE session_id=? AND idx>=? AND idx<? ORDER BY idx"
+            items = [item_of_row(row) for row in self._connect().execute(query, (session_id, start, stop))]
+        except Exception as exc:  # noqa: BLE001 - shown as unreadable rows (a bad value too), read again later
             self._failed(exc, f"reading rows of {session_id}")
             return None
         self.last_error = ""
-        return [item_of_row(row) for row in rows]
+        return items

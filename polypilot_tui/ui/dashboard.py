@@ -280,7 +280,12 @@ class Dashboard(App[int]):
         shown = current.get(self.selected) if self.selected else None
         if shown is None:
             await self.pane.show(None, (), "", now)
-        elif self.selected in dirty or previous.get(shown.id) != shown or self.pane.session_id != shown.id:
+        elif (
+            self.selected in dirty
+            or previous.get(shown.id) != shown
+            or self.pane.session_id != shown.id
+            or ((log := self.pane.log_for(shown.id)) is not None and log.shows_unreadable)  # until read
+        ):
             first_time = self.pane.log_for(shown.id) is None
             await self.pane.show(
                 shown,

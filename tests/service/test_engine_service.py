@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.config import Settings
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.spawn import engine_info, ensure_engine
-from tests.support.engine_service import engine_env, kill_engine_of, running_engine
+from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB
+from polypilot_tui.storage.registry import Registry, SessionRecord
+from tests.support.engine_service import engine_env, kill_engine_of, running_engine, short_state_dir
 
 pytestmark = pytest.mark.slow
 
@@ -136,3 +139,26 @@ def demo_speed(monkeypatch: pytest.MonkeyPatch) -> None:
     """An engine a client starts gets the tests' settings through the environment."""
     monkeypatch.setenv("POLYPILOT_DEMO_SPEED", "20")
     monkeypatch.setenv("POLYPILOT_RECORD", "false")
+
+
+async def test_an_attached_mirror_gets_a_restored_sessions_saved_rows_whole_and_in_order() -> None:
+    """The engine restores without reading chat rows; the mirror's first look at a long saved
+    session gets every row (read on the engine a page at a time) and the rows sent after them."""
+    state = short_state_dir()
+    Registry(state).save([SessionRecord("long", "long", "demo")], 0.0)
+    rows = [ChatItem(ItemKind.SYSTEM, f"note {i}", 1.0) for i in range(2500)]
+    db = HistoryDB(state / HISTORY_FILE)
+    db.write([("long", i, item) for i, item in enumerate(rows)])
+    db.close()
+    async with running_engine(state) as engine:
+        mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket), reconnect=False)
+        await mirror.start()
+        try:
+            assert mirror.history("long") == ()  # fetched when first shown, as the dashboard does
+            await wait(lambda: len(mirror.history("long")) == 2500, "the saved rows")
+            assert list(mirror.history("long")) == rows
+            assert await mirror.send("long", "and now") == "sent"
+            await wait(lambda: mirror.view("long").turns == 1 and not mirror.view("long").status.busy, "the turn")
+            assert mirror.history("long")[2500].text == "and now" and list(mirror.history("long")[:2500]) == rows
+        finally:
+            await mirror.detach(stop_engine=False)

@@ -20,6 +20,7 @@ from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
+from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.snapshots.fakes import Driver, build_app
 from tests.ui.helpers import wait_for
 
@@ -291,3 +292,32 @@ async def test_a_saved_history_is_read_from_disk_only_as_far_as_the_log_shows_it
         mounted, reads = log.mounted_rows, len(read)
         await log.sync(history, "")
         assert log.mounted_rows == mounted + 1 and len(read) == reads  # nothing more read for it
+
+
+async def test_rows_that_could_not_be_read_are_redrawn_as_what_they_are_once_read() -> None:
+    """Shown as unreadable while the file could not be read (with no query per row, per sync);
+    read at last, each becomes the widget of its own kind, not an error line showing its text."""
+    saved = [ChatItem(ItemKind.USER if i % 2 == 0 else ItemKind.ASSISTANT, f"row {i}", 0.0) for i in range(10)]
+    disk = {"up": False, "reads": 0}
+
+    def from_disk(start: int, stop: int) -> list[ChatItem] | None:
+        disk["reads"] += 1
+        return saved[start:stop] if disk["up"] else None
+
+    history = History(saved=10, read=from_disk)
+    app = LogHost()
+    async with app.run_test(size=(100, 40)) as pilot:
+        log = await app.show_log()
+        await pilot.pause()
+        await log.sync(history, "")
+        await pilot.pause()
+        assert log.shows_unreadable and log.mounted_rows == 10
+        assert disk["reads"] == 1
+        await log.sync(history, "")  # the dashboard syncs it again while it shows such rows
+        assert disk["reads"] == 1
+        disk["up"] = True
+        assert history.read_all()  # the background read, trying again
+        await log.sync(history, "")
+        await pilot.pause()
+        assert not log.shows_unreadable
+        assert [type(w) for w in log.query(".chat-item")] == [UserMessage, AssistantMessage] * 5

@@ -29,8 +29,10 @@ class Disk:
         self.saved = saved
         self.read_rows: list[int] = []
         self.down = False
+        self.attempts = 0
 
     def read(self, start: int, stop: int) -> list[ChatItem] | None:
+        self.attempts += 1
         if self.down:
             return None
         self.read_rows += range(start, stop)
@@ -110,15 +112,20 @@ def test_appended_rows_take_the_indexes_after_the_saved_ones_without_reading_the
     assert [index for index, _ in history.held()] == [300]
 
 
-def test_unreadable_rows_show_a_placeholder_and_are_read_again_later() -> None:
+def test_unreadable_rows_show_a_placeholder_and_are_read_when_tried_again() -> None:
     history, disk, model = lazy(50)
     disk.down = True
-    assert history[-1] is UNREADABLE and history.unread == 50
-    assert list(history) == [UNREADABLE] * 50
+    assert history[-1] is UNREADABLE and history.unread == 50 and history.broken
+    attempts = disk.attempts
+    assert list(history) == [UNREADABLE] * 50 and history[3] is UNREADABLE and history[-5:] == [UNREADABLE] * 5
+    assert disk.attempts == attempts  # broken: looks do not touch the disk again, row by row
     with pytest.raises(IndexError, match="could not be read"):
         history[3] = ChatItem(ItemKind.USER, "no", 0.0)
-    assert history.read_more() is False and history.read_all() is False
+    assert history.read_more() is False and history.read_all() is False  # explicit tries do
+    assert disk.attempts == attempts + 2
     disk.down = False  # the disk is back: nothing was kept of the failure
+    assert history[-1] is UNREADABLE  # until something tries again
+    assert history.read_more() is True and not history.broken
     assert list(history) == model and history.unread == 0
 
 
@@ -148,22 +155,26 @@ async def test_read_ahead_reads_a_page_per_loop_turn_after_its_delay_and_retries
     fake_clock: FakeClock,
 ) -> None:
     """Virtual time: nothing before START_AFTER, then page by page (newest first) until every
-    session is in memory; a disk that fails is tried again RETRY_AFTER later."""
+    session is in memory; a session that cannot be read goes to the back of the queue (the
+    others are read meanwhile) and is tried again RETRY_AFTER later."""
     settings = Settings(_env_file=None, record=False)  # type: ignore[call-arg]
     manager = SessionManager(settings, load_agents(None), fake_clock)
-    disks = {"a": Disk(rows(3 * PAGE)), "b": Disk(rows(10))}
+    disks = {"bad": Disk(rows(10)), "a": Disk(rows(3 * PAGE)), "b": Disk(rows(10))}
     for sid, disk in disks.items():
         manager.adopt(Session(sid, sid, "demo", history=History(saved=len(disk.saved), read=disk.read)))
-    disks["b"].down = True
+    disks["bad"].down = True
     ahead = ReadAhead(manager)
-    ahead.start(["a", "b"])
+    ahead.start(["bad", "a", "b"])
     await fake_clock.advance(START_AFTER - 0.01)
-    assert all(not disk.read_rows for disk in disks.values())
+    assert all(not disk.attempts for disk in disks.values())
     await fake_clock.advance(0.01)
-    assert manager.session("a").history.unread == 0  # three pages, one per turn of the loop
+    assert [manager.session(sid).history.unread for sid in disks] == [10, 0, 0]  # page by page, per loop turn
     assert disks["a"].read_rows[:PAGE] == list(range(2 * PAGE, 3 * PAGE))  # the newest first
-    assert manager.session("b").history.unread == 10 and not ahead.done
-    disks["b"].down = False
+    assert not ahead.done and fake_clock.next_deadline() == START_AFTER + RETRY_AFTER
+    attempts = disks["bad"].attempts
     await fake_clock.advance(RETRY_AFTER)
-    assert manager.session("b").history.unread == 0 and ahead.done
-    assert list(manager.history("b")) == disks["b"].saved and fake_clock.next_deadline() is None
+    assert disks["bad"].attempts == attempts + 1 and not ahead.done  # still down: tried once more
+    disks["bad"].down = False
+    await fake_clock.advance(RETRY_AFTER)
+    assert manager.session("bad").history.unread == 0 and ahead.done
+    assert list(manager.history("bad")) == disks["bad"].saved and fake_clock.next_deadline() is None

@@ -5,6 +5,7 @@ Real SQLite, the demo agent, real time."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
@@ -180,3 +181,30 @@ async def test_a_replaced_file_is_read_through_the_old_one_and_nothing_is_lost(t
     assert list(app.manager.history("long")) == rows
     assert db_rows(tmp_path, "long") == [(i, "system", f"note {i}") for i in range(3000)]
     await app.close()
+
+
+async def test_undo_after_closing_a_session_whose_history_could_not_be_read_at_start(tmp_path: Path) -> None:
+    """Restored with history.db locked (shown empty, rows kept on disk), then closed and the
+    close undone: the saved rows are neither deleted by the close nor written over by the undo."""
+    saved = await saved_sessions(tmp_path, 1)
+    sid = next(iter(saved))
+    other = sqlite3.connect(tmp_path / HISTORY_FILE, isolation_level=None)
+    other.execute("PRAGMA locking_mode=EXCLUSIVE")
+    other.execute("BEGIN EXCLUSIVE")
+    other.execute("COMMIT")  # exclusive mode keeps the lock after the commit
+    locked = App(tmp_path)
+    assert sid in locked.persistence.restored.unloaded
+    other.close()
+    await locked.manager.send(sid, "while unread")
+    await until(lambda: locked.manager.session(sid).turns, 10)
+    closed = await locked.manager.close(sid)
+    assert closed is not None
+    await locked.persistence.flush()
+    assert db_rows(tmp_path, sid)[: len(saved[sid])] == saved[sid]  # not deleted by the close
+    locked.manager.reopen(closed)
+    await locked.close()
+    again = App(tmp_path)
+    rows = [text for _, _, text in texts(again, sid)]
+    assert rows[: len(saved[sid])] == [text for _, _, text in saved[sid]] and "while unread" in rows
+    assert len(rows) == len(saved[sid]) + len(closed.history)  # the new rows once, after the saved ones
+    await again.close()

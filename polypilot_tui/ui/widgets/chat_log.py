@@ -19,6 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Static
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.domain.history import UNREADABLE
 from polypilot_tui.ui.formatting import safe_text
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.notice_message import NoticeMessage
@@ -152,7 +153,7 @@ class ChatLog(VerticalScroll):
             if following:
                 self.anchor()
         else:
-            self._redraw_changed(history)
+            await self._redraw_changed(history)
             await self._append(history)
         self._history, self._length = history, len(history)
         await self._sync_stream(streaming)
@@ -199,11 +200,24 @@ class ChatLog(VerticalScroll):
         widget = self._rows[index] = make_item_widget(item, history[index - 1] if index else None)
         return widget
 
-    def _redraw_changed(self, history: Sequence[ChatItem]) -> None:
+    @property
+    def shows_unreadable(self) -> bool:
+        """Some row on screen is a saved row that could not be read (yet): sync again later."""
+        return any(item is UNREADABLE for item in self._seen.values())
+
+    async def _redraw_changed(self, history: Sequence[ChatItem]) -> None:
         for index, shown in list(self._seen.items()):
-            if index < len(history) and (item := history[index]) is not shown:
-                self._seen[index] = item
-                self._rows[index].show(item)  # type: ignore[attr-defined]
+            if index >= len(history) or (item := history[index]) is shown:
+                continue
+            self._seen[index] = item
+            old = self._rows[index]
+            if item.kind is shown.kind and shown is not UNREADABLE:
+                old.show(item)  # type: ignore[attr-defined]
+            else:  # a row read at last (it showed as unreadable): a widget of its kind
+                async with self._loading:  # never beside a page being mounted above it
+                    new = self._rows[index] = make_item_widget(item, history[index - 1] if index else None)
+                    await self.mount(new, before=old)
+                    await old.remove()
 
     async def _append(self, history: Sequence[ChatItem]) -> None:
         new: list[Widget] = []
