@@ -122,12 +122,12 @@ class HistoryWriter(DebouncedWriter):
         if session_id not in self._offsets:
             return
         offset = self._offsets.pop(session_id)
-        # Rows on disk that are not in memory (unread, or before an unknown or non-zero offset:
-        # a restore that could not read them) are kept: deleting them would lose them to an undo.
         self._draft_seen.pop(session_id, None)
         self._draft_dirty.discard(session_id)
         for key in [k for k in self._pending if k[0] == session_id]:
             del self._pending[key]
+        # Rows on disk that are not in memory (unread, or before an unknown or non-zero offset:
+        # a restore that could not read them) are kept: deleting them would lose them to an undo.
         if keep_rows or offset != 0:
             self._kept[session_id] = offset
         else:
