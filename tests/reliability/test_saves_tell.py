@@ -105,14 +105,13 @@ TOAST_WORDS = re.compile(r"database.{0,120}?or.{0,120}?disk.{0,120}?is.{0,120}?f
 def fill(folder: Path) -> Path:
     """Fill the file system of ``folder`` to the last byte; returns the filler file."""
     filler = folder / "filler"
-    with open(filler, "wb") as fh, contextlib.suppress(OSError):
+    # Unbuffered: a buffered file kept what did not fit and raised ENOSPC again at its close.
+    with open(filler, "wb", buffering=0) as fh, contextlib.suppress(OSError):
         while True:
             fh.write(b"\0" * 65536)
-            fh.flush()
-    with contextlib.suppress(OSError), open(filler, "ab") as fh:  # the last few bytes
+    with open(filler, "ab", buffering=0) as fh, contextlib.suppress(OSError):  # the last few bytes
         while True:
             fh.write(b"\0")
-            fh.flush()
     return filler
 
 
