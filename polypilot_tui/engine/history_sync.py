@@ -134,6 +134,12 @@ class HistoryWriter(DebouncedWriter):
             self._deleted.add(session_id)
             self.arm()
 
+    def end_undo(self) -> None:
+        """No undo any more (the app quits): rows kept on disk for one are deleted now."""
+        self._deleted.update(self._kept)
+        self._kept.clear()
+        self.arm()
+
     def reseed(self) -> None:
         """The database was replaced by an empty one: write every live session again."""
         self._drafts_saved.clear()
@@ -228,6 +234,8 @@ class HistoryWriter(DebouncedWriter):
             for sid, offset in resolved.items():
                 if sid in self._offsets:
                     self._offsets[sid] = offset
+                elif sid in self._kept and self._kept[sid] is None:  # closed while this write flew
+                    self._kept[sid] = offset
             for sid, draft in batch.drafts.items():
                 (self._drafts_saved.add if draft is not None else self._drafts_saved.discard)(sid)
             self.written()

@@ -112,6 +112,8 @@ class Persistence:
 
     def _on_change(self, change: Change) -> None:
         self.history.track(change)
+        if isinstance(change, SessionAdded):  # an undone close may bring rows not read yet
+            self.read_ahead.add(change.session_id)
         if not isinstance(change, (ItemAdded, ItemReplaced)):
             self.registry.arm()
 
@@ -159,6 +161,7 @@ class Persistence:
             self._unsubscribe()
         if self.recorder is not None:
             self.recorder.close()
+        self.history.end_undo()
         try:  # a hung disk must not hang the quit
             await asyncio.wait_for(self.flush(), CLOSE_TIMEOUT)
             self._stop_writers()

@@ -36,6 +36,17 @@ class ReadAhead:
         self._waiting = list(reversed(session_ids))  # popped from the end: the list's order
         self._schedule(delay)
 
+    def add(self, session_id: str) -> None:
+        """Read this session's rows too (a closed session brought back), unless all are read."""
+        try:
+            unread = self._manager.session(session_id).history.unread
+        except KeyError:
+            return
+        if unread and session_id not in self._waiting:
+            self._waiting.append(session_id)
+            if self._timer is None:
+                self._schedule(0.0)
+
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -50,11 +61,11 @@ class ReadAhead:
         self._timer = self._clock.call_at(self._clock.now() + delay, self._step)
 
     def _step(self) -> None:
-        """One page of the next session that still has unread rows; one that cannot be read
-        now goes to the back of the queue, so it never holds the others up."""
+        """One page of the next session that still has unread rows. A read that fails ends the
+        round (one failing file must not cost a query per session): that session goes to the
+        back of the queue, so the next round begins with another one."""
         self._timer = None
-        tried = 0
-        while self._waiting and tried < len(self._waiting):
+        while self._waiting:
             sid = self._waiting[-1]
             try:
                 history = self._manager.session(sid).history
@@ -66,9 +77,8 @@ class ReadAhead:
                 continue
             if history.read_more():
                 self._schedule(0.0)
-                return
-            self._waiting.insert(0, self._waiting.pop())
-            tried += 1
-        if self._waiting:  # every session left could not be read now
-            log.info("saved rows of %d session(s) could not be read; trying again in %.0f s", tried, RETRY_AFTER)
-            self._schedule(RETRY_AFTER)
+            else:
+                self._waiting.insert(0, self._waiting.pop())
+                log.info("saved chat rows could not be read now; trying again in %.0f s", RETRY_AFTER)
+                self._schedule(RETRY_AFTER)
+            return

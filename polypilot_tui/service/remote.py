@@ -78,7 +78,7 @@ class RemoteEngine(RemoteModels):
         self.info: dict[str, Any] = {}
         """What the engine said of itself in its last snapshot (pid, state folder, …)."""
         self._views: dict[str, SessionView] = {}
-        self._history = Histories(self._fetch_history, self._history_loaded)
+        self._history = Histories(self._fetch_history, self._history_loaded, self._clock)
         self._streaming: dict[str, str] = {}
         self._reader: asyncio.Task[None] | None = None
         self._client_id = 0

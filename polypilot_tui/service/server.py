@@ -221,7 +221,8 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
             engine.known(only)
         with_history = request.query_params.get("history") == "all"
         for sid in engine.ids() if with_history else ():
-            await read_in(engine.history(sid))
+            if not await read_in(engine.history(sid)):  # rather than send placeholders as rows
+                raise EngineError(f"saved chat rows of {sid} cannot be read now; ask again later")
         client = StreamClient(engine, next(clients), only, request.query_params.get("events") == "1")
         detach = client.attach()
         # Same tick as the subscribe: nothing falls in between.

@@ -35,14 +35,19 @@ def item_of_row(row: Sequence[Any]) -> ChatItem:
     kind, text, at, call_id, tool_name, tool_status, tool_detail, interrupted = row
     return ChatItem(
         _KINDS.get(kind, ItemKind.SYSTEM),
-        text or "",
-        float(at or 0.0),
-        call_id or None,
-        tool_name or "",
-        tool_status or "",
-        tool_detail or "",
+        _text(text),
+        at if isinstance(at, float) else float(at) if isinstance(at, int) else 0.0,
+        _text(call_id) or None,
+        _text(tool_name),
+        _text(tool_status),
+        _text(tool_detail),
         bool(interrupted),
     )
+
+
+def _text(value: Any) -> str:
+    """A text column as text: another type (a file edited by hand) is shown, never raised."""
+    return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 class Extent(NamedTuple):
@@ -111,7 +116,7 @@ class SavedRows:
         try:
             query = f"SELECT {COLUMNS} FROM items WHERE session_id=? AND idx>=? AND idx<? ORDER BY idx"
             items = [item_of_row(row) for row in self._connect().execute(query, (session_id, start, stop))]
-        except Exception as exc:  # noqa: BLE001 - shown as unreadable rows (a bad value too), read again later
+        except Exception as exc:  # noqa: BLE001 - shown as unreadable rows, read again later
             self._failed(exc, f"reading rows of {session_id}")
             return None
         self.last_error = ""

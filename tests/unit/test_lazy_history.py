@@ -155,8 +155,8 @@ async def test_read_ahead_reads_a_page_per_loop_turn_after_its_delay_and_retries
     fake_clock: FakeClock,
 ) -> None:
     """Virtual time: nothing before START_AFTER, then page by page (newest first) until every
-    session is in memory; a session that cannot be read goes to the back of the queue (the
-    others are read meanwhile) and is tried again RETRY_AFTER later."""
+    session is in memory. A failed read ends the round (one try per RETRY_AFTER, not one per
+    session) and sends that session to the back, so the next round reads the others."""
     settings = Settings(_env_file=None, record=False)  # type: ignore[call-arg]
     manager = SessionManager(settings, load_agents(None), fake_clock)
     disks = {"bad": Disk(rows(10)), "a": Disk(rows(3 * PAGE)), "b": Disk(rows(10))}
@@ -168,13 +168,28 @@ async def test_read_ahead_reads_a_page_per_loop_turn_after_its_delay_and_retries
     await fake_clock.advance(START_AFTER - 0.01)
     assert all(not disk.attempts for disk in disks.values())
     await fake_clock.advance(0.01)
+    assert [disk.attempts for disk in disks.values()] == [1, 0, 0]  # the round ended there
+    await fake_clock.advance(RETRY_AFTER)
     assert [manager.session(sid).history.unread for sid in disks] == [10, 0, 0]  # page by page, per loop turn
     assert disks["a"].read_rows[:PAGE] == list(range(2 * PAGE, 3 * PAGE))  # the newest first
-    assert not ahead.done and fake_clock.next_deadline() == START_AFTER + RETRY_AFTER
-    attempts = disks["bad"].attempts
-    await fake_clock.advance(RETRY_AFTER)
-    assert disks["bad"].attempts == attempts + 1 and not ahead.done  # still down: tried once more
+    assert disks["bad"].attempts == 2 and not ahead.done
     disks["bad"].down = False
     await fake_clock.advance(RETRY_AFTER)
     assert manager.session("bad").history.unread == 0 and ahead.done
     assert list(manager.history("bad")) == disks["bad"].saved and fake_clock.next_deadline() is None
+
+
+async def test_a_session_brought_back_with_unread_rows_is_read_again(fake_clock: FakeClock) -> None:
+    """An undo brings back a session whose rows could not be read at its close: the read-ahead,
+    done by then, takes it up again."""
+    settings = Settings(_env_file=None, record=False)  # type: ignore[call-arg]
+    manager = SessionManager(settings, load_agents(None), fake_clock)
+    ahead = ReadAhead(manager)
+    ahead.start([])
+    await fake_clock.advance(START_AFTER)
+    disk = Disk(rows(10))
+    manager.adopt(Session("back", "back", "demo", history=History(saved=10, read=disk.read)), restored=False)
+    ahead.add("back")
+    ahead.add("nobody")  # closed again meanwhile: nothing to do
+    await fake_clock.advance(0)
+    assert manager.session("back").history.unread == 0 and ahead.done

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.history import PAGE, UNREADABLE
@@ -208,3 +210,58 @@ async def test_undo_after_closing_a_session_whose_history_could_not_be_read_at_s
     assert rows[: len(saved[sid])] == [text for _, _, text in saved[sid]] and "while unread" in rows
     assert len(rows) == len(saved[sid]) + len(closed.history)  # the new rows once, after the saved ones
     await again.close()
+
+
+async def test_a_close_while_the_write_that_finds_the_offset_flies_then_an_undo_writes_each_row_once(
+    tmp_path: Path,
+) -> None:
+    """Restored while locked (its offset on disk unknown); closed while the write that finds
+    the offset is on the store's thread; undone: the rows of this run are on disk once."""
+    saved = await saved_sessions(tmp_path, 1)
+    sid = next(iter(saved))
+    other = sqlite3.connect(tmp_path / HISTORY_FILE, isolation_level=None)
+    other.execute("PRAGMA locking_mode=EXCLUSIVE")
+    other.execute("BEGIN EXCLUSIVE")
+    other.execute("COMMIT")
+    app = App(tmp_path)
+    assert sid in app.persistence.restored.unloaded
+    other.close()
+    # Test-only reach: hold the writer's first batch on its thread until the close is done.
+    writer = app.persistence.history
+    write, gate, batches = writer._write, threading.Event(), []  # noqa: SLF001
+
+    def held(batch: Any) -> Any:
+        batches.append(batch)
+        if len(batches) == 1:
+            gate.wait(10)
+        return write(batch)
+
+    writer._write = held  # type: ignore[method-assign]  # noqa: SLF001
+    await app.manager.send(sid, "while unread")
+    await until(lambda: app.manager.session(sid).turns, 10)
+    await until(lambda: batches, 5)
+    assert batches[0].offsets.get(sid, "none") is None  # this write finds the offset
+    closed = await app.manager.close(sid)
+    gate.set()
+    await app.persistence.flush()
+    app.manager.reopen(closed)
+    await app.persistence.flush()
+    await app.close()
+    assert len(db_rows(tmp_path, sid)) == len(saved[sid]) + len(closed.history)
+
+
+async def test_rows_kept_for_an_undo_are_deleted_at_quit_when_none_came(tmp_path: Path) -> None:
+    saved = await saved_sessions(tmp_path, 1)
+    sid = next(iter(saved))
+    again = restarted(tmp_path)
+    path = tmp_path / HISTORY_FILE
+    again.persistence.store.saved.close()
+    path.rename(tmp_path / "away.db")
+    try:
+        assert await again.manager.close(sid) is not None
+    finally:
+        (tmp_path / "away.db").rename(path)
+    await again.persistence.flush()
+    assert db_rows(tmp_path, sid) == saved[sid]  # kept while an undo may come
+    await again.close()
+    assert db_rows(tmp_path, sid) == []  # the quit ends the undo: the close is carried out

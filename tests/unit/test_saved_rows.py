@@ -89,3 +89,14 @@ def test_missing_or_locked_files_answer_none_and_the_next_read_tries_again(tmp_p
     assert saved.read("a", 0, 1) is None and saved.last_error
     other.close()
     assert saved.read("a", 0, 1) == items(1) and saved.last_error == ""
+
+
+def test_a_row_edited_by_hand_with_values_of_other_types_is_shown_not_raised(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    HistoryDB(path).write([("a", 0, items(1)[0])])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE items SET text=42, at='yesterday', tool_call_id=7 WHERE session_id='a'")
+    conn.commit()
+    conn.close()
+    (row,) = SavedRows(path).read("a", 0, 1) or [None]
+    assert row is not None and (row.text, row.at, row.tool_call_id) == ("42", 0.0, "7")
