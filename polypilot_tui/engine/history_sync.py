@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -134,11 +134,15 @@ class HistoryWriter(DebouncedWriter):
             self._deleted.add(session_id)
             self.arm()
 
-    def end_undo(self) -> None:
-        """No undo any more (the app quits): rows kept on disk for one are deleted now."""
-        self._deleted.update(self._kept)
-        self._kept.clear()
-        self.arm()
+    def end_undo(self, session_ids: Iterable[str] | None = None) -> None:
+        """These closed sessions (None: every one, at quit) can no longer come back: the rows
+        kept on disk for their undo are deleted now."""
+        ending = list(self._kept) if session_ids is None else [sid for sid in session_ids if sid in self._kept]
+        for sid in ending:
+            del self._kept[sid]
+            self._deleted.add(sid)
+        if ending:
+            self.arm()
 
     def reseed(self) -> None:
         """The database was replaced by an empty one: write every live session again."""

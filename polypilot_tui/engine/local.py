@@ -215,7 +215,9 @@ class LocalEngine:
             return False
         self._closed[session_id] = (session, position)
         while len(self._closed) > KEEP_CLOSED:
-            self._closed.popitem(last=False)
+            gone, _ = self._closed.popitem(last=False)
+            if self.persistence is not None:  # no undo for it any more: rows kept for one go
+                self.persistence.history.end_undo([gone])
         return True
 
     async def reopen(self, session_id: str, position: int | None = None) -> None:

@@ -10,8 +10,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.history import PAGE, UNREADABLE
+from polypilot_tui.engine import local
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB
 from polypilot_tui.storage.registry import SessionRecord
 from tests.unit.test_persistence import App, db_rows, save_registry, texts, until
@@ -265,3 +273,26 @@ async def test_rows_kept_for_an_undo_are_deleted_at_quit_when_none_came(tmp_path
     assert db_rows(tmp_path, sid) == saved[sid]  # kept while an undo may come
     await again.close()
     assert db_rows(tmp_path, sid) == []  # the quit ends the undo: the close is carried out
+
+
+async def test_rows_kept_for_an_undo_go_when_the_session_leaves_the_engines_closed_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saved = await saved_sessions(tmp_path, 1)
+    sid = next(iter(saved))
+    settings = Settings(_env_file=None, state_dir=tmp_path, demo_speed=20.0)  # type: ignore[call-arg]
+    engine = LocalEngine(SessionManager(settings, load_agents(None), SystemClock()), attach_persistence)
+    await engine.start()
+    assert engine.persistence is not None
+    engine.persistence.read_ahead.stop()
+    monkeypatch.setattr(local, "KEEP_CLOSED", 0)  # no room for an undo: it leaves the list at once
+    path = tmp_path / HISTORY_FILE
+    engine.persistence.store.saved.close()
+    path.rename(tmp_path / "away.db")
+    try:
+        assert await engine.close_session(sid)  # its rows could not be read: kept for an undo...
+    finally:
+        (tmp_path / "away.db").rename(path)
+    await engine.persistence.flush()
+    assert db_rows(tmp_path, sid) == []  # ...that can no longer come: deleted
+    await engine.close()
