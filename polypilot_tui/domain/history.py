@@ -64,18 +64,14 @@ class History(Sequence[ChatItem]):
             if positions:
                 self._read_from(min(positions[0], positions[-1]))
             return [self[i] for i in positions]
-        position = index + len(self) if index < 0 else index
-        if not 0 <= position < len(self):
-            raise IndexError("history index out of range")
+        position = self._position(index)
         self._read_from(position)
         if position < self._unread:
             return UNREADABLE
         return self._rows[position - self._unread]
 
     def __setitem__(self, index: int, item: ChatItem) -> None:
-        position = index + len(self) if index < 0 else index
-        if not 0 <= position < len(self):
-            raise IndexError("history index out of range")
+        position = self._position(index)
         self._read_from(position)
         if position < self._unread:
             raise IndexError(f"history row {position} could not be read: it cannot be replaced")
@@ -123,6 +119,13 @@ class History(Sequence[ChatItem]):
         """Read every saved row now, trying again if a read failed (False: some could not be read)."""
         self._read_from(0, retry=True)
         return not self._unread
+
+    def _position(self, index: int) -> int:
+        """``index`` from 0 (a negative one counts from the end), or IndexError, as a list says."""
+        position = index + len(self) if index < 0 else index
+        if not 0 <= position < len(self):
+            raise IndexError("history index out of range")
+        return position
 
     def _read_from(self, position: int, retry: bool = False) -> None:
         """Make rows ``position ..`` held, reading a page or more below what is held already."""

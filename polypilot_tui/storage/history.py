@@ -29,7 +29,7 @@ from typing import Any
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.infra.private import FILE_MODE, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
-from polypilot_tui.storage.saved_rows import COLUMNS, IDS_PER_QUERY, OPEN_TOOL, item_of_row
+from polypilot_tui.storage.saved_rows import COLUMNS, OPEN_TOOL, id_chunks, item_of_row
 
 log = logging.getLogger(__name__)
 
@@ -240,9 +240,7 @@ class HistoryDB:
         rows: dict[str, list[Sequence[Any]]] = {sid: [] for sid in wanted}
         try:  # a few queries, not one per session (200 of them were a tenth of a start)
             conn = self._connect()
-            for start in range(0, len(wanted), IDS_PER_QUERY):
-                chunk = wanted[start : start + IDS_PER_QUERY]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in id_chunks(wanted):
                 query = (
                     f"SELECT session_id, idx, {COLUMNS} FROM items"
                     f" WHERE session_id IN ({marks}) ORDER BY session_id, idx"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,6 +28,13 @@ OPEN_TOOL = "tool_status IN ('running', 'waiting')"
 IDS_PER_QUERY = 500
 """Session ids in one query (SQLite before 3.32 allows 999 parameters)."""
 _KINDS = {k.value: k for k in ItemKind}
+
+
+def id_chunks(session_ids: list[str]) -> Iterator[tuple[list[str], str]]:
+    """The ids a few hundred at a time, each with its ``?,?,…`` for an ``IN (…)`` clause."""
+    for start in range(0, len(session_ids), IDS_PER_QUERY):
+        chunk = session_ids[start : start + IDS_PER_QUERY]
+        yield chunk, ",".join("?" * len(chunk))
 
 
 def item_of_row(row: Sequence[Any]) -> ChatItem:
@@ -93,9 +100,7 @@ class SavedRows:
         found: dict[str, Extent] = {}
         try:
             conn = self._connect()
-            for start in range(0, len(wanted), IDS_PER_QUERY):
-                chunk = wanted[start : start + IDS_PER_QUERY]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in id_chunks(wanted):
                 open_ids = {
                     sid
                     for (sid,) in conn.execute(

@@ -215,7 +215,7 @@ class ChatLog(VerticalScroll):
                 old.show(item)  # type: ignore[attr-defined]
             else:  # a row read at last (it showed as unreadable): a widget of its kind
                 async with self._loading:  # never beside a page being mounted above it
-                    new = self._rows[index] = make_item_widget(item, history[index - 1] if index else None)
+                    new = self._widget(history, index)
                     await self.mount(new, before=old)
                     await old.remove()
 
