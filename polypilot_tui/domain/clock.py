@@ -10,8 +10,10 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class TimerHandle(Protocol):
@@ -38,6 +40,34 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` of this clock's time."""
         ...
+
+
+async def within(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T:
+    """``awaitable``'s result, or :class:`TimeoutError` once ``seconds`` of ``clock``'s time pass.
+
+    Like :func:`asyncio.wait_for`, but on the one clock (so a grace period runs in virtual time
+    in tests), and a timed-out awaitable is cancelled without waiting for it: the case this is
+    for is an agent that ignores even that.
+    """
+    task = asyncio.ensure_future(awaitable)
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({task, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeper.cancel()
+        given_up = not task.done()
+        if given_up:
+            task.cancel()
+            task.add_done_callback(_retrieve)
+    if given_up:
+        raise TimeoutError
+    return task.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Read a given-up task's outcome, so a late failure is not logged as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 class SystemClock:

@@ -8,12 +8,14 @@ token passes through :meth:`TurnRunner.apply`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from polypilot_tui.agents.base import ALLOW_ONCE, CANCELLED, REJECT_ONCE
 from polypilot_tui.config import PermissionPolicy
 from polypilot_tui.domain.changes import Change, EngineAction, EventReceived, TurnEnded
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.clock import within
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.reducer import Signal, apply_event
 from polypilot_tui.domain.text import one_line
@@ -85,7 +87,7 @@ class TurnRunner:
         for request_id in pending:
             await ctx.safe(backend.answer_permission(request_id, CANCELLED))
         try:
-            await asyncio.wait_for(backend.abort(), ctx.settings.stop_grace_seconds)
+            await within(ctx.clock, backend.abort(), ctx.settings.stop_grace_seconds)
         except Exception as exc:  # noqa: BLE001 - a wedged agent is exactly the case to handle
             log.warning("abort of %s failed (%s); killing the agent", session_id, exc)
             ctx.action(session_id, EngineAction.KILL, f"abort did not return: {exc or 'timeout'}")
@@ -121,7 +123,8 @@ class TurnRunner:
         if settling is not None and not settling.done():
             # The agent of the last (stuck) turn is still being aborted or killed; a send
             # now would reach an agent still busy with that turn, or one about to be killed.
-            await asyncio.wait({settling}, timeout=ctx.settings.stop_grace_seconds + SETTLE_MARGIN)
+            with contextlib.suppress(TimeoutError):  # asyncio.wait: never cancels the abort, never raises
+                await within(ctx.clock, asyncio.wait({settling}), ctx.settings.stop_grace_seconds + SETTLE_MARGIN)
             if session.turn is not turn:
                 return
         try:

@@ -7,11 +7,11 @@ engine's single end-turn path.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from polypilot_tui.agents.base import AgentBackend
 from polypilot_tui.domain.changes import EngineAction
+from polypilot_tui.domain.clock import within
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.turn import EndCause, Outcome, Turn
 from polypilot_tui.domain.watchdog import Action, decide, next_deadline
@@ -114,7 +114,7 @@ class WatchdogTimer:
         ctx = self._ctx
         session_id = managed.session.id
         try:
-            await asyncio.wait_for(backend.abort(), ctx.settings.stop_grace_seconds)
+            await within(ctx.clock, backend.abort(), ctx.settings.stop_grace_seconds)
         except Exception as exc:  # noqa: BLE001
             ctx.action(session_id, EngineAction.KILL, f"abort after stuck turn failed: {exc or 'timeout'}")
             await ctx.safe(backend.kill())

@@ -116,7 +116,10 @@ async def test_an_agent_killed_after_a_stuck_turn_does_not_fail_the_next_turn(tm
     log: list[str] = []
     manager, clock = _manager(tmp_path, log, release=None)
     second = await _stuck_then_send(manager, clock)
-    await asyncio.wait_for(second, 5)  # the abort times out (0.2 s real), the agent is killed
+    await clock.settle()
+    assert "kill" not in log and not second.done()  # the abort hangs: its grace runs on the clock
+    await clock.advance(0.2)
+    await asyncio.wait_for(second, 5)  # the abort timed out, the agent was killed
     await clock.settle()
     session = manager.session("s")
     assert [t.outcome.value for t in session.turns] == ["stuck", "completed"]
