@@ -63,7 +63,7 @@ async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_b
                 await wait_for(pilot, lambda: "word3" in again.engine.streaming_text(sid), timeout=AGENT_WAIT)
                 seen = [(i.kind, i.text) for i in again.engine.history(sid)]
                 os.kill(engine.process.pid, signal.SIGKILL)
-                await wait_for(pilot, lambda: any("The engine stopped" in n for n in notifications(again)), timeout=2)
+                await wait_for(pilot, lambda: any("The engine stopped" in n for n in notifications(again)), timeout=5)
                 await wait_for(
                     pilot,
                     lambda: any("Attached to the engine again" in n for n in notifications(again)),

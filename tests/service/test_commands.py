@@ -213,7 +213,8 @@ async def _queued(engine: EngineProcess, sid: str) -> bool:
 
 
 async def test_follow_prints_the_history_then_a_turn_as_it_streams() -> None:
-    async with running_engine(env={"POLYPILOT_DEMO_SPEED": "5"}) as engine:
+    # "!slow" lasts 30 s: a loaded machine's `polypilot stop` (a new process, 3-5 s then) comes mid-turn.
+    async with running_engine(env={"POLYPILOT_DEMO_SPEED": "1"}) as engine:
         sid = await new_session(engine, "delta")
         assert (await polypilot(engine.state, "send", sid, "hello there", "--wait")).code == 0
         follow = await start(engine.state, "follow", "delta")

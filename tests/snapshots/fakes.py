@@ -133,6 +133,9 @@ def build_app(
 ) -> PolypilotApp:
     """A PolypilotApp on a FakeClock with fixed session ids (s1, s2, …) and fake agents."""
     clock = clock or FakeClock()
+    # The heartbeat is Textual's real-time interval: a test runs it when it means to
+    # (Driver.advance, app.heartbeat()), never when the machine's load lets 5 s pass.
+    overrides.setdefault("heartbeat_seconds", 3600)
     settings = Settings(
         _env_file=None,
         state_dir=tmp_path,

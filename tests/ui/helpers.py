@@ -57,13 +57,18 @@ def demo_app(
 async def wait_for(
     pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition"
 ) -> None:
-    """Poll app state (letting the app run between polls) until ``predicate()`` holds."""
+    """Poll app state (letting the app run between polls) until ``predicate()`` holds.
+
+    Then the app is let finish what that started (a pushed screen composes and mounts), as a
+    user's next key would find it: under load a poll can wake between the two.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await pilot.pause(0.02)
+    await pilot.pause()
 
 
 # Textual has no public API for what a user sees of toasts, the composed screen, or keys

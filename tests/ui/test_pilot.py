@@ -332,7 +332,7 @@ async def test_typing_after_a_click_on_the_sidebar_goes_to_the_prompt_and_never_
     app = demo_app(tmp_path, speed=4)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
-        await send(pilot, "!slow")
+        await send(pilot, "!hang")  # a turn that lasts however slowly the keys below arrive
         await wait_for(pilot, lambda: app.engine.manager.view("s1").status.busy)
         rows = app.sidebar.session_list
         await pilot.click(rows, offset=rows.row_offset("s1"))

@@ -47,11 +47,12 @@ async def test_review_a_worktree_and_send_the_comments_to_the_agent(tmp_path: Pa
         await wait_for(pilot, lambda: app.screen is screen, what="back in the diff")
         await pilot.press("R")
         await wait_for(pilot, lambda: not isinstance(app.screen, DiffViewScreen), what="the review sent")
+        # Looked for now: the toast lasts 4 s of real time, the agent's turn may take longer on a loaded machine.
+        await wait_for(pilot, lambda: any("Review sent" in n for n in notifications(app)), what="the toast")
         await wait_for(pilot, lambda: app.engine.manager.view(sid).turns == 1, timeout=20, what="the agent's turn")
         prompt = [i.text for i in app.engine.manager.history(sid) if i.kind is ItemKind.USER][-1]
         assert prompt.startswith("Review of your changes: 1 comment.")
         assert "1. app.py:2\n   >     return f'hi {name}'\n   Say hello, not hi." in prompt
-        assert any("Review sent" in n for n in notifications(app))
         # app.py: both lines changed (+2 −2); notes.md is new (+1)
         await wait_for(pilot, lambda: app.engine.manager.view(sid).changes == ChangeStats(2, 3, 2), what="the count")
 
