@@ -124,6 +124,7 @@ async def test_a_killed_engine_is_told_at_once_replaced_and_the_lost_turn_offere
             history = app.engine.history(sid)
             assert [(i.kind, i.text) for i in history[: len(seen)]] == [(i.kind, i.text) for i in seen]
             assert any(i.kind is ItemKind.ASSISTANT and "word3" in i.text for i in history)  # the partial reply
+            app.clear_notifications()  # the toasts cover the reply's line ends (they go after 10-20 s)
             await pilot.press("ctrl+y")  # the lost prompt, sent again to the new engine
             await wait_for(pilot, lambda: app.engine.view(sid).turns >= 1 and "word59" in screen_text(app), timeout=60)
             app.stop_engine_on_quit = True
