@@ -87,10 +87,6 @@ enabled = false
     return AgentConfig(name="codex", kind="acp", command=str(binary), env=env)
 
 
-_PACKAGES: dict[str, NpmAgent] = {"opencode": OPENCODE, "codex": CODEX_ACP}
-_BUILDERS = {"opencode": opencode_agent, "codex": codex_agent}
-
-
 PACKAGES: dict[str, NpmAgent] = {"opencode": OPENCODE, "codex": CODEX_ACP}
 BUILDERS = {"opencode": opencode_agent, "codex": codex_agent}
 
