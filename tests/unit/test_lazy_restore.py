@@ -5,7 +5,6 @@ Real SQLite, the demo agent, real time."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB
 from polypilot_tui.storage.registry import SessionRecord
 from tests.unit.test_persistence import App, db_rows, save_registry, texts, until
+from tests.unit.test_store import lock_exclusively
 
 
 async def saved_sessions(state: Path, count: int = 2) -> dict[str, list[tuple[int, str, str]]]:
@@ -198,10 +198,7 @@ async def test_undo_after_closing_a_session_whose_history_could_not_be_read_at_s
     close undone: the saved rows are neither deleted by the close nor written over by the undo."""
     saved = await saved_sessions(tmp_path, 1)
     sid = next(iter(saved))
-    other = sqlite3.connect(tmp_path / HISTORY_FILE, isolation_level=None)
-    other.execute("PRAGMA locking_mode=EXCLUSIVE")
-    other.execute("BEGIN EXCLUSIVE")
-    other.execute("COMMIT")  # exclusive mode keeps the lock after the commit
+    other = lock_exclusively(tmp_path / HISTORY_FILE)
     locked = App(tmp_path)
     assert sid in locked.persistence.restored.unloaded
     other.close()
@@ -227,10 +224,7 @@ async def test_a_close_while_the_write_that_finds_the_offset_flies_then_an_undo_
     the offset is on the store's thread; undone: the rows of this run are on disk once."""
     saved = await saved_sessions(tmp_path, 1)
     sid = next(iter(saved))
-    other = sqlite3.connect(tmp_path / HISTORY_FILE, isolation_level=None)
-    other.execute("PRAGMA locking_mode=EXCLUSIVE")
-    other.execute("BEGIN EXCLUSIVE")
-    other.execute("COMMIT")
+    other = lock_exclusively(tmp_path / HISTORY_FILE)
     app = App(tmp_path)
     assert sid in app.persistence.restored.unloaded
     other.close()

@@ -12,6 +12,14 @@ from polypilot_tui.storage.saved_rows import Extent, SavedRows
 from tests.unit.test_store import held_exclusively, items
 
 
+def edit_by_hand(path: Path, statement: str) -> None:
+    """Change the file as another program (or a person with the sqlite3 shell) would."""
+    conn = sqlite3.connect(path)
+    conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
 def test_extents_say_rows_gaps_and_open_tools_without_reading_rows(tmp_path: Path) -> None:
     db = HistoryDB(tmp_path / HISTORY_FILE)
     open_tool = ChatItem(ItemKind.TOOL, "", 1.0, "c1", "bash", "running")
@@ -42,10 +50,7 @@ def test_extents_say_rows_gaps_and_open_tools_without_reading_rows(tmp_path: Pat
 def test_an_older_database_gets_the_open_tool_index(tmp_path: Path) -> None:
     path = tmp_path / HISTORY_FILE
     HistoryDB(path).write([("a", 0, items(1)[0])])
-    conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX items_open_tools")
-    conn.commit()
-    conn.close()
+    edit_by_hand(path, "DROP INDEX items_open_tools")
     assert HistoryDB(path).write([]) is WriteResult.OK
     names = [r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")]
     assert "items_open_tools" in names
@@ -94,9 +99,6 @@ def test_missing_or_locked_files_answer_none_and_the_next_read_tries_again(tmp_p
 def test_a_row_edited_by_hand_with_values_of_other_types_is_shown_not_raised(tmp_path: Path) -> None:
     path = tmp_path / HISTORY_FILE
     HistoryDB(path).write([("a", 0, items(1)[0])])
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE items SET text=42, at='yesterday', tool_call_id=7 WHERE session_id='a'")
-    conn.commit()
-    conn.close()
+    edit_by_hand(path, "UPDATE items SET text=42, at='yesterday', tool_call_id=7 WHERE session_id='a'")
     (row,) = SavedRows(path).read("a", 0, 1) or [None]
     assert row is not None and (row.text, row.at, row.tool_call_id) == ("42", 0.0, "7")

@@ -184,17 +184,23 @@ def test_many_sessions_load_as_each_alone_would(tmp_path: Path) -> None:
     assert loaded["gappy"] == rows[:2] and db.next_index("gappy") == 2 and loaded["nobody"] == []
 
 
+def lock_exclusively(path: Path, *statements: str) -> sqlite3.Connection:
+    """Another connection that holds the database's lock until it closes (after ``statements``)."""
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("PRAGMA locking_mode=EXCLUSIVE")
+    other.execute("BEGIN EXCLUSIVE")
+    for statement in statements:
+        other.execute(statement)
+    other.execute("COMMIT")  # exclusive mode keeps the lock after the commit
+    return other
+
+
 def held_exclusively(path: Path) -> sqlite3.Connection:
     """A history with one row of session "a", locked by another connection until it closes."""
     first = HistoryDB(path)
     first.write([("a", 0, items(1)[0])])
     first.close()
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("PRAGMA locking_mode=EXCLUSIVE")
-    other.execute("BEGIN EXCLUSIVE")
-    other.execute("INSERT INTO drafts VALUES ('z', 't', 0)")
-    other.execute("COMMIT")  # exclusive mode keeps the lock after the commit
-    return other
+    return lock_exclusively(path, "INSERT INTO drafts VALUES ('z', 't', 0)")
 
 
 def test_many_sessions_of_an_unreadable_database_are_missing_not_empty(tmp_path: Path) -> None:
