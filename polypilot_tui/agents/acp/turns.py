@@ -24,7 +24,7 @@ from polypilot_tui.agents.acp.intake import StreamIntake
 from polypilot_tui.agents.acp.link import AgentLink
 from polypilot_tui.agents.base import CANCELLED, BackendError, ConnectResult
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.clock import Clock, within
 from polypilot_tui.domain.events import AgentEvent, EventType
 
 logger = logging.getLogger(__name__)
@@ -214,9 +214,6 @@ class TurnControl:
 
     async def _wait(self, task: asyncio.Task[Any], seconds: float) -> bool:
         """True when ``task`` finished within ``seconds`` of the backend's clock."""
-        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
-        try:
-            await asyncio.wait({task, sleeper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
+        with contextlib.suppress(TimeoutError):  # asyncio.wait: never cancels the task, never raises
+            await within(self._clock, asyncio.wait({task}), seconds)
         return task.done()
