@@ -2,11 +2,12 @@
 
 textual-serve's :class:`~textual_serve.server.Server` does the serving: its aiohttp app has
 ``/`` (the page), ``/ws`` (the websocket that starts one dashboard process per connection and
-carries its terminal), ``/static/…`` and ``/download/{key}``. This module binds the socket, adds
+carries its terminal), ``/static/…`` and ``/download/{key}``. This module binds the sockets, adds
 three routes and one aiohttp middleware in front of every route, and one script at the end of
 the page (web_page.js); nothing of textual-serve is copied. Who may get in (web_access.py):
 
-- the listening socket is bound to 127.0.0.1 (or ::1) only, never to another address;
+- the listening sockets are bound to 127.0.0.1 and ::1 only, never to another address (the one
+  not asked for is held so that no one else gets ``localhost:PORT``);
 - a random token is printed once on stdout, in the fragment of the address to open
   (``http://127.0.0.1:PORT/#token=…``): browsers send a fragment to no server, in no Referer;
 - the page and its static files hold no secret and are served to anyone on the machine; the
@@ -26,6 +27,7 @@ The token is never logged: aiohttp's access log is off and the dashboard process
 from __future__ import annotations
 
 import asyncio
+import errno
 import shlex
 import signal
 import socket
@@ -45,6 +47,9 @@ EXIT_USAGE = 2
 
 LOOPBACK_HOSTS: Final = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1"}
 """The ``--host`` values accepted, and the address each binds."""
+LOOPBACK_TWINS: Final = {"127.0.0.1": "::1", "::1": "127.0.0.1"}
+"""The other loopback, where a browser may look for ``localhost`` too: held as well."""
+TWIN_TRIES = 20
 
 KEY_PATH = "/key"
 PAGE_SCRIPT_PATH = "/polypilot/page.js"
@@ -98,13 +103,14 @@ def dashboard_command(agents_file: Path | None = None, in_process: bool = False)
 
 
 class TokenServer(Server):
-    """textual-serve's server behind the token and page keys, on a socket bound before the app is made."""
+    """textual-serve's server behind the token and page keys, on sockets bound before the app is made."""
 
-    def __init__(self, command: str, sock: socket.socket, token: str, clock: Clock | None = None) -> None:
-        address, port = sock.getsockname()[:2]
+    def __init__(self, command: str, socks: list[socket.socket], token: str, clock: Clock | None = None) -> None:
+        address, port = socks[0].getsockname()[:2]
         url_host = f"[{address}]" if ":" in address else address
         super().__init__(command, host=address, port=port, title="polypilot", public_url=f"http://{url_host}:{port}")
-        self.sock = sock
+        self.socks = socks
+        """The canonical address's first, then the other loopback's at the same port (if any)."""
         self.token = token
         self.page_keys = PageKeys(clock or SystemClock())
         self.canonical_host = f"{url_host}:{port}"
@@ -208,23 +214,51 @@ class TokenServer(Server):
             await asyncio.wait(tasks, timeout=SHUTDOWN_SECONDS)
 
     async def start(self) -> None:
-        """Serve on the bound socket (no access log: keep request lines and page keys out of logs)."""
+        """Serve on the bound sockets (no access log: keep request lines and page keys out of logs)."""
         app = await self._make_app()
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_SECONDS)
         await self.runner.setup()
-        await web.SockSite(self.runner, self.sock).start()
+        for sock in self.socks:
+            await web.SockSite(self.runner, sock).start()
 
     async def stop(self) -> None:
         """Close the connections; each dashboard is told to quit and waited for by textual-serve."""
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
-        self.sock.close()
+        for sock in self.socks:
+            sock.close()
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on the loopback address ``host`` names (port 0: the OS picks)."""
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Listening TCP sockets on the loopback address ``host`` names (port 0: the OS picks), first,
+    and on the machine's other loopback at the same port when it has one.
+
+    A browser may try ``localhost:PORT`` on ::1 before 127.0.0.1: whoever listens on the twin
+    would get the page, and its script the token in the address's fragment. So the twin is held
+    too (its requests are sent to the canonical address), or the port is not used: with a port
+    given, a twin taken by another program is an error; with port 0 another port is tried.
+    """
     address = bind_address(host)
+    twin = LOOPBACK_TWINS[address]
+    for _ in range(TWIN_TRIES if port == 0 else 1):
+        first = _listening(address, port)
+        try:
+            return [first, _listening(twin, first.getsockname()[1])]
+        except OSError as exc:
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                return [first]  # no such loopback here: no one can listen there either
+            first.close()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+    raise OSError(
+        errno.EADDRINUSE,
+        f"the same port on {twin} is taken by another program (a browser that opens localhost at "
+        "this port could reach it instead)",
+    )
+
+
+def _listening(address: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -266,13 +300,13 @@ def run_web(host: str, port: int, agents_file: Path | None = None, in_process: b
 
     setup_stderr_logging()  # textual-serve's warnings as one line on stderr; no log file, no token
     try:
-        sock = listen(host, port)
+        socks = listen(host, port)
     except NotLoopback as exc:
         print(f"polypilot web: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
         print(f"polypilot web: cannot listen on {host} port {port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
-    server = TokenServer(dashboard_command(agents_file, in_process), sock, new_secret())
+    server = TokenServer(dashboard_command(agents_file, in_process), socks, new_secret())
     asyncio.run(serve_until_signalled(server))
     return EXIT_OK

@@ -10,6 +10,7 @@ dashboard command is a shell command that exits at once, so no dashboard starts 
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import json
 import re
@@ -289,11 +290,63 @@ async def test_localhost_is_sent_to_the_canonical_address_the_page_keys_want(ser
     assert len(server.page_keys) == 0
 
 
+def listening_on(port: int) -> list[str]:
+    """The addresses (hex, as /proc shows them) with a TCP socket listening on ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in [line.split() for line in Path(table).read_text().splitlines()[1:]]:
+            address, hex_port = row[1].split(":")
+            if row[3] == "0A" and int(hex_port, 16) == port:
+                found.append(address)
+    return found
+
+
+def has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+IPV6_LOOPBACK_HEX = "00000000000000000000000001000000"
+needs_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")
+
+
 async def test_the_server_listens_on_loopback_only(server: TokenServer) -> None:
-    assert server.sock.getsockname() == ("127.0.0.1", server.port)
-    listening = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
-    ours = [row for row in listening if row[3] == "0A" and int(row[1].split(":")[1], 16) == server.port]
-    assert [row[1].split(":")[0] for row in ours] == ["0100007F"]  # 127.0.0.1, and nothing else
+    assert server.socks[0].getsockname() == ("127.0.0.1", server.port)
+    expected = ["0100007F", IPV6_LOOPBACK_HEX] if has_ipv6_loopback() else ["0100007F"]
+    assert listening_on(server.port) == expected  # 127.0.0.1 and ::1, and nothing else
+
+
+@needs_ipv6
+async def test_no_one_else_can_listen_where_a_browser_looks_for_localhost(server: TokenServer) -> None:
+    # Chromium tries localhost:PORT on ::1 first: another user listening there would get the
+    # page, and its script the #token (tried by hand: it did, before the twin was held).
+    with socket.socket(socket.AF_INET6) as other, pytest.raises(OSError) as taken:
+        other.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        other.bind(("::1", server.port))
+        other.listen()
+    assert taken.value.errno == errno.EADDRINUSE
+    # What reaches the twin is sent to the canonical address, where the page's origin is.
+    status, _, headers = await get(f"http://[::1]:{server.port}/", Host=f"localhost:{server.port}")
+    assert (status, headers["Location"]) == (307, f"{server.public_url}/")
+
+
+@needs_ipv6
+def test_a_port_whose_twin_another_program_holds_is_not_used(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket(socket.AF_INET6) as other:
+        other.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        other.bind(("::1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        with pytest.raises(OSError, match="localhost") as refused:
+            listen("127.0.0.1", port)
+        assert refused.value.errno == errno.EADDRINUSE
+        assert listening_on(port) == [IPV6_LOOPBACK_HEX]  # 127.0.0.1:port was let go
+        assert main(["web", "--port", str(port)]) == 2
+        assert "taken by another program" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "", "::", "192.168.1.10", "example.com", "127.0.0.2", "localhost.evil"])
@@ -313,18 +366,18 @@ def test_the_loopback_names_bind_loopback_addresses() -> None:
     ]
 
 
-def test_ipv6_loopback_binds_only_there() -> None:
+@needs_ipv6
+def test_ipv6_loopback_binds_there_and_holds_127_0_0_1() -> None:
+    socks = listen("::1", 0)
     try:
-        sock = listen("::1", 0)
-    except OSError:
-        pytest.skip("no IPv6 loopback here")
-    try:
-        assert sock.family == socket.AF_INET6
-        assert sock.getsockname()[0] == "::1"
-        server = TokenServer(NO_DASHBOARD, sock, TOKEN)
+        assert [s.family for s in socks] == [socket.AF_INET6, socket.AF_INET]
+        assert socks[0].getsockname()[0] == "::1"
+        assert socks[1].getsockname() == ("127.0.0.1", socks[0].getsockname()[1])
+        server = TokenServer(NO_DASHBOARD, socks, TOKEN)
         assert server.url == f"http://[::1]:{server.port}/#token={TOKEN}"
     finally:
-        sock.close()
+        for sock in socks:
+            sock.close()
 
 
 @pytest.mark.timeout(10)  # were it accepted, the server would run until killed
