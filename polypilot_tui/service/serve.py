@@ -25,7 +25,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
-from polypilot_tui.infra.private import private_dir
+from polypilot_tui.infra.private import NotPrivate, private_dir
 from polypilot_tui.service.server import build_app
 from polypilot_tui.service.wire import SOCKET_PATH_MAX, socket_path
 from polypilot_tui.storage.lock import StateFolderBusy, lock_holder
@@ -97,7 +97,10 @@ async def serve(
 ) -> int:
     """Run the engine until it is stopped; returns the exit code."""
     state = Path(settings.state_dir)
-    private_dir(state)
+    try:
+        private_dir(state)
+    except NotPrivate as exc:
+        raise EngineRefused(str(exc)) from None
     holder = lock_holder(state)
     if holder is not None:
         raise EngineRefused(f"an engine already runs for {state} ({holder.describe()})")

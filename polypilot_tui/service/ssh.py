@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from polypilot_tui.infra.private import private_dir
 from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
@@ -208,11 +209,19 @@ async def _start_engine(argv: list[str], host: str, deadline: float, timeout: fl
 
 
 def _socket_folder() -> str:
-    """A fresh 0700 folder with a short path (Unix socket paths are short)."""
+    """A fresh 0700 folder with a short path (Unix socket paths are short), in a place nobody
+    else can replace it (NotPrivate otherwise)."""
     for base in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp"):
         if base and len(base) < 60 and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
-            return tempfile.mkdtemp(prefix="pp-ssh-", dir=base)
-    return tempfile.mkdtemp(prefix="pp-ssh-")
+            folder = tempfile.mkdtemp(prefix="pp-ssh-", dir=base)
+            break
+    else:
+        folder = tempfile.mkdtemp(prefix="pp-ssh-")
+    try:
+        return str(private_dir(folder))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 class Tunnel:
@@ -358,7 +367,6 @@ async def open_tunnel(
 
     folder = _socket_folder()
     try:
-        os.chmod(folder, 0o700)
         local = os.path.join(folder, "engine.sock")
         if len(local.encode()) > MAX_SOCKET_PATH or not _SAFE_PATH.fullmatch(local):
             raise TunnelError(f"the local socket path {local!r} is too long or holds blanks or ':'")
