@@ -29,6 +29,7 @@ from typing import Any
 
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.service.peer import foreign_peer
 
 log = logging.getLogger(__name__)
 
@@ -294,12 +295,19 @@ PROBE = b"GET /v1/engine HTTP/1.0\r\nHost: engine\r\n\r\n"
 
 
 async def _probe(path: str) -> bool | None:
-    """None: nothing listens on ``path`` yet; True: an HTTP answer came back through it."""
+    """None: nothing listens on ``path`` yet; True: an HTTP answer came back through it.
+
+    The listener must be this user's (our ssh): TunnelError before a byte is sent otherwise."""
     try:
         reader, writer = await asyncio.open_unix_connection(path)
     except (FileNotFoundError, ConnectionRefusedError):
         return None
     try:
+        other = foreign_peer(writer.get_extra_info("socket"))
+        if other is not None:
+            raise TunnelError(
+                f"the process listening on {path} ({other.describe()}) is not your ssh; nothing was sent to it"
+            )
         writer.write(PROBE)
         await writer.drain()
         return await reader.readexactly(5) == b"HTTP/"

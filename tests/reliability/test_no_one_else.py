@@ -10,7 +10,9 @@ nothing is followed, truncated, read, sent or served.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +26,8 @@ from polypilot_tui.agents.stderr_log import AgentStderr
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.infra.logs import PrivateLogFile
 from polypilot_tui.infra.private import NotPrivate
+from polypilot_tui.service.peer import REFUSAL_TEXT
+from polypilot_tui.service.serve import EngineRefused, bind_socket
 from polypilot_tui.storage.history import HistoryDB, WriteResult
 from polypilot_tui.storage.lock import StateLock
 from polypilot_tui.storage.registry import Registry
@@ -31,7 +35,7 @@ from polypilot_tui.storage.saved_rows import SavedRows
 from polypilot_tui.storage.spill import Spill, read_spill, write_spill
 from polypilot_tui.ui.ui_state import load_ui_state
 from tests.reliability.conftest import clean_env, polypilot
-from tests.support.engine_service import kill_engine_of
+from tests.support.engine_service import kill_engine_of, running_engine
 from tests.support.local_users import LocalUser, local_user, shared_folder
 
 EXIT_NOT_PRIVATE = 7
@@ -284,3 +288,93 @@ def test_a_replaced_file_replaces_the_link_not_its_target(planted: Callable[[str
     Registry(state).save([], 1.0)
     intact(victim)
     assert not (state / "sessions.json").is_symlink()
+
+
+# ---- the socket ----------------------------------------------------------------------------
+def _listen(path: Path, stop: Path) -> dict[str, Any]:
+    """Another user's listener at ``path``: what it was sent, until ``stop`` exists (bounded)."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    os.chmod(path, 0o777)
+    server.listen(8)
+    server.settimeout(0.05)
+    got, connections = b"", 0
+    deadline = time.monotonic() + 120
+    while not stop.exists() and time.monotonic() < deadline:
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            continue
+        connections += 1
+        conn.settimeout(1.0)
+        try:
+            while chunk := conn.recv(65536):
+                got += chunk
+        except TimeoutError:
+            pass
+        conn.close()
+    server.close()
+    return {"got": got, "connections": connections}
+
+
+def test_another_users_listener_at_engine_sock_gets_nothing(tmp_path: Path, other: LocalUser, shared: Path) -> None:
+    state = shared / "state"
+    state.mkdir(mode=0o700)
+    sock, stop = state / "engine.sock", shared / "stop"
+    state.chmod(0o777)
+    listener = other.start(lambda: _listen(sock, stop))
+    deadline = time.monotonic() + 15
+    while not (sock.exists() and stat.S_IMODE(sock.lstat().st_mode) == 0o777):
+        assert time.monotonic() < deadline, "the other user's listener did not start"
+        time.sleep(0.02)
+    state.chmod(0o700)
+    env = clean_env(state)
+    try:
+        # The socket file is theirs: every entry point refuses it, and serve leaves it alone.
+        for name, args in ENTRY_POINTS.items():
+            said = refused(env, args)
+            assert f"{sock} belongs to {other.name}" in said, (name, said)
+        with pytest.raises(EngineRefused, match=f"a socket of {other.name}"):
+            bind_socket(sock)
+        assert sock.lstat().st_uid == other.uid
+
+        # Made to look like ours (root can chown it): the listener's own user still shows on connect.
+        os.chown(sock, os.geteuid(), os.getegid(), follow_symlinks=False)
+        said = refused(env, ["send", "demo", "the secret prompt"])
+        assert f"{sock} is listened on by a process of another user" in said and other.name in said
+        assert "nothing was sent" in said
+    finally:
+        stop.touch()
+        heard = listener.result(30)
+        kill_engine_of(state)
+    assert heard["got"] == b"", heard
+    assert heard["connections"] >= 1  # it was reached, and told nothing
+
+
+def _connect_and_ask(path: Path) -> bytes:
+    """Another user's client: asks our engine to stop; what it answered."""
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(10)
+    client.connect(str(path))
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it may have closed already
+        client.sendall(b"POST /v1/engine/stop HTTP/1.1\r\nhost: engine\r\ncontent-length: 2\r\n\r\n{}")
+    answer = b""
+    try:
+        while chunk := client.recv(65536):
+            answer += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    client.close()
+    return answer
+
+
+async def test_our_engine_refuses_another_users_connection(other: LocalUser) -> None:
+    async with running_engine() as engine:
+        engine.state.chmod(0o711)  # reachable to them for the test: the kernel lets them connect
+        engine.socket.chmod(0o666)
+        answer = other.run(lambda: _connect_and_ask(engine.socket))
+        assert answer.startswith(b"HTTP/1.1 403"), answer
+        assert REFUSAL_TEXT.encode() in answer
+        assert engine.process.poll() is None  # their stop was never read
+        info = await engine.info()  # and we are still served
+        assert info["pid"] == engine.process.pid
