@@ -78,8 +78,9 @@ def _own_folder_problem(path: Path, st: os.stat_result) -> NotPrivate | None:
     return None
 
 
-def _parent_problem(path: Path, st: os.stat_result, below: Path) -> NotPrivate | None:
-    """Why ``path`` (a folder above ``below``) lets someone else replace ``below``, or None."""
+def _parent_problem(path: Path, st: os.stat_result, below: Path, writable: int) -> NotPrivate | None:
+    """Why ``path`` (a folder above ``below``) lets someone else replace ``below``, or None
+    (``writable``: the write bits that let others in, unless the folder is sticky)."""
     me = os.geteuid()
     if stat.S_ISLNK(st.st_mode):
         if st.st_uid in (me, _ROOT):
@@ -95,7 +96,7 @@ def _parent_problem(path: Path, st: os.stat_result, below: Path) -> NotPrivate |
             f"(above {below}) belongs to {user_name(st.st_uid)}; that user could replace what is in it",
             "choose a folder outside it",
         )
-    if st.st_mode & _OTHERS_WRITE and not st.st_mode & stat.S_ISVTX:
+    if st.st_mode & writable and not st.st_mode & stat.S_ISVTX:
         return NotPrivate(
             path,
             f"(above {below}) can be written by other users and is not sticky ({_mode(st)}); "
@@ -110,6 +111,40 @@ def _prefixes(path: Path) -> list[Path]:
     return [*reversed(path.parents), path]
 
 
+def _check_way(path: Path, writable: int) -> os.stat_result | None:
+    """Raise NotPrivate when a folder above ``path`` (as written, and as its links resolve) is
+    not this user's or root's, or has a bit of ``writable`` and is not sticky, or when a link
+    on the way (``path`` included) is another user's. ``path``'s stat, None when it is missing."""
+    for folder in _prefixes(path)[:-1]:
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            return None  # the rest is made by us
+        problem = _parent_problem(folder, st, path, writable)
+        if problem is None and stat.S_ISLNK(st.st_mode):
+            problem = _parent_problem(folder, os.stat(folder), path, writable)  # the folder the link leads to
+        if problem is not None:
+            raise problem
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    real = Path(os.path.realpath(path))
+    if real != path:  # reached through links: the folders they lead through count too
+        for folder in _prefixes(real)[:-1]:
+            problem = _parent_problem(folder, os.stat(folder), path, writable)
+            if problem is not None:
+                raise problem
+        link = os.lstat(path)
+        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (os.geteuid(), _ROOT):
+            raise NotPrivate(
+                path,
+                f"is a link made by {user_name(link.st_uid)}; that user can point it elsewhere",
+                "remove it, or use one of your own",
+            )
+    return st
+
+
 def check_private_dir(path: Path | str) -> Path:
     """Raise :class:`NotPrivate` unless ``path`` is safe to keep private things in.
 
@@ -119,36 +154,35 @@ def check_private_dir(path: Path | str) -> Path:
     Nothing is created or changed. Returns ``path``.
     """
     path = Path(os.path.abspath(path))
-    for folder in _prefixes(path)[:-1]:
-        try:
-            st = os.lstat(folder)
-        except FileNotFoundError:
-            return path  # the rest is made by us, 0700
-        problem = _parent_problem(folder, st, path)
-        if problem is None and stat.S_ISLNK(st.st_mode):
-            problem = _parent_problem(folder, os.stat(folder), path)  # the folder the link leads to
-        if problem is not None:
-            raise problem
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return path
-    real = Path(os.path.realpath(path))
-    if real != path:  # reached through links: the folders they lead through count too
-        for folder in _prefixes(real)[:-1]:
-            problem = _parent_problem(folder, os.stat(folder), path)
-            if problem is not None:
-                raise problem
-        link = os.lstat(path)
-        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (os.geteuid(), _ROOT):
-            raise NotPrivate(
-                path,
-                f"is a link made by {user_name(link.st_uid)}; that user can point it elsewhere",
-                "remove it, or choose a folder of your own",
-            )
-    problem = _own_folder_problem(path, st)
+    st = _check_way(path, _OTHERS_WRITE)
+    problem = _own_folder_problem(path, st) if st is not None else None
     if problem is not None:
         raise problem
+    return path
+
+
+def check_trusted_file(path: Path | str) -> Path:
+    """Raise :class:`NotPrivate` when another user could have written ``path``, a file whose
+    contents decide what polypilot runs (the settings, the agents file); FileNotFoundError
+    when it is missing.
+
+    It and every folder above it must be this user's or root's and not writable by all (a
+    folder only when not sticky). Group write is accepted here, unlike for what the app makes:
+    these are the user's own files, and with a user-private group (umask 002) that group is
+    the user.
+    """
+    path = Path(os.path.abspath(path))
+    st = _check_way(path, stat.S_IWOTH)
+    if st is None:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+    if st.st_uid not in (os.geteuid(), _ROOT):
+        raise NotPrivate(
+            path,
+            f"belongs to {user_name(st.st_uid)}, not to you; it says what polypilot runs",
+            "use a file of your own",
+        )
+    if st.st_mode & stat.S_IWOTH:
+        raise NotPrivate(path, f"can be written by every user ({_mode(st)})", f"`chmod o-w {path}`")
     return path
 
 

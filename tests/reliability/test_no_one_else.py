@@ -2,8 +2,9 @@
 link or the engine's socket.
 
 Real users (made with useradd, removed after; tests/support/local_users.py) do what an
-attacker on the same machine can: make the state folder (or a folder above it) first, put
-links in our folder to files of ours, listen on ``engine.sock``, connect to our engine.
+attacker on the same machine can: make the state folder (or a folder above it, or the config
+folder) first, put links in our folder to files of ours, listen on ``engine.sock``, connect to
+our engine.
 Every entry point must refuse with a message naming the path, what is wrong and the fix;
 nothing is followed, truncated, read, sent or served.
 """
@@ -154,6 +155,38 @@ def test_a_spill_folder_another_user_made_is_refused_and_left_alone(
         write_spill(spill)
     assert f"{theirs} belongs to {other.name}" in str(caught.value)
     assert os.listdir(theirs) == [] and stat.S_IMODE(theirs.stat().st_mode) == 0o777
+
+
+def test_settings_and_agents_files_another_user_could_write_are_refused(
+    tmp_path: Path, other: LocalUser, shared: Path
+) -> None:
+    """The agents file names the commands polypilot runs, the settings where it keeps things:
+    a config folder another user made first is theirs to fill."""
+    config = shared / "config"
+    agents = 'kind = "acp"\ncommand = "/bin/sh"\nargs = ["-c", "echo theirs"]\n'
+
+    def make_it_first() -> None:
+        os.mkdir(config, 0o755)
+        (config / "agents.toml").write_text("[theirs]\n" + agents)
+        (config / "config.toml").write_text(f'state_dir = "{shared}/their-state"\n')
+
+    other.run(make_it_first)
+    env = clean_env(tmp_path / "state", POLYPILOT_CONFIG_DIR=str(config))
+    for args in (["agents"], ["status"]):
+        done = polypilot(env, *args, timeout=60)
+        assert done.returncode == 2 and "theirs" not in done.stdout, (done.stdout, done.stderr)
+        said = f"config file {config / 'config.toml'} is not safe: {config} (above {config / 'config.toml'}) belongs to"
+        assert f"{said} {other.name}" in done.stderr, done.stderr
+
+    mine = tmp_path / "agents.toml"
+    mine.write_text("[mine]\n" + agents)
+    mine.chmod(0o666)
+    env = clean_env(tmp_path / "state", POLYPILOT_AGENTS_FILE=str(mine))
+    done = polypilot(env, "agents", timeout=60)
+    assert done.returncode == 2 and f"agents file {mine} can be written by every user" in done.stderr, done.stderr
+    mine.chmod(0o664)  # a user-private group (umask 002) is the user: accepted
+    done = polypilot(env, "agents", timeout=60)
+    assert done.returncode == 0 and "mine" in done.stdout, done.stderr
 
 
 # ---- links ---------------------------------------------------------------------------------
