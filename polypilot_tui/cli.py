@@ -347,6 +347,8 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BUSY
+    except NotPrivate:
+        raise  # main() says why (exit 7): never a dashboard saving into another user's folder
     except OSError:
         lock = None  # the folder cannot even be created: the dashboard runs and says it cannot save
     setup_file_logging(Path(settings.state_dir), "polypilot.log", extra_file=log_file)
