@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,11 +18,16 @@ from polypilot_tui.config import CONFIG_FILE, AgentCatalog, AgentsFileError, Con
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.trace import MAX_BYTES, TraceError
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
+from polypilot_tui.infra.private import NotPrivate, check_private_dir, check_private_socket
 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_BUSY = 3
 """Another dashboard holds the state folder."""
+EXIT_NOT_PRIVATE = 7
+"""The state folder (a folder above it, or its engine's socket) is another user's or others can write it."""
+STATELESS_COMMANDS = ("replay", "agents", "config", "web")
+"""Commands that keep nothing in the state folder and talk to no engine of it."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,7 +182,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         stdout_to_devnull()
         return EXIT_STDOUT_CLOSED
+    except NotPrivate as exc:  # found on the way (a link at engine.err, another user listening on its socket)
+        print(f"polypilot: {exc}", file=sys.stderr)
+        return EXIT_NOT_PRIVATE
     return code
+
+
+def refuse_foreign_state(settings: Settings) -> None:
+    """Exit with a message naming the path, what is wrong and the fix, before anything touches
+    the state folder, when it (or a folder above it, or the engine's socket in it) is another
+    user's or others can write it. Nothing is created: ``status`` only reads."""
+    from polypilot_tui.service.wire import socket_path
+
+    state = Path(settings.state_dir)
+    try:
+        check_private_dir(state)
+        if os.path.lexists(socket_path(state)):
+            check_private_socket(socket_path(state))
+    except NotPrivate as exc:
+        print(f"polypilot: refusing the state folder: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_NOT_PRIVATE) from None
 
 
 def _command(argv: Sequence[str] | None) -> int:
@@ -189,6 +214,8 @@ def _command(argv: Sequence[str] | None) -> int:
     if args.command == "replay":
         return cmd_replay(args)
     settings = load_settings(args)
+    if args.command not in STATELESS_COMMANDS:
+        refuse_foreign_state(settings)
     if args.command == "run":
         from polypilot_tui.commands.run import run_headless
 
@@ -320,6 +347,8 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BUSY
+    except NotPrivate:
+        raise  # main() says why (exit 7): never a dashboard saving into another user's folder
     except OSError:
         lock = None  # the folder cannot even be created: the dashboard runs and says it cannot save
     setup_file_logging(Path(settings.state_dir), "polypilot.log", extra_file=log_file)

@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from polypilot_tui.domain.safe_json import ParseError, load_toml
 from polypilot_tui.domain.watchdog import WatchdogConfig
+from polypilot_tui.infra.private import NotPrivate, check_trusted_file
 
 APP_NAME = "polypilot"
 DEMO_AGENT = "demo"
@@ -46,13 +47,17 @@ class ConfigFileError(ValueError):
 
 def read_toml_file(path: Path, what: str, max_bytes: int, error: type[Exception]) -> dict[str, Any]:
     """The tables of the TOML file ``path`` (``what`` names it in messages), read within
-    ``max_bytes``; FileNotFoundError when it is missing, ``error`` when it cannot be used."""
+    ``max_bytes``; FileNotFoundError when it is missing, ``error`` when it cannot be used (another
+    user could have written it, too: it names the commands polypilot runs)."""
     try:
+        check_trusted_file(path)
         if path.stat().st_size > max_bytes:
             raise error(f"{what} {path} is larger than {max_bytes:,} bytes")
         return load_toml(path.read_text(encoding="utf-8"), f"{what} {path}")
     except FileNotFoundError:
         raise
+    except NotPrivate as exc:
+        raise error(f"{what} {exc}" if exc.path == path.absolute() else f"{what} {path} is not safe: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{what} {path} cannot be read: {exc}") from None
     except ParseError as exc:

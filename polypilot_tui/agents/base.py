@@ -9,6 +9,7 @@ turns, statuses and the watchdog; the backend only talks to the agent.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Protocol
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.infra.private import open_private
 
 EventSink = Callable[[AgentEvent], None]
 """Called by a backend, on the loop, for every agent event (including ``connection.lost``)."""
@@ -62,7 +64,7 @@ class Diagnostics:
 def tail_lines(path: Path, count: int = 20, window: int = 16384) -> tuple[str, ...]:
     """The last ``count`` non-empty lines of a text file (reads at most ``window`` bytes)."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_private(path, os.O_RDONLY), "rb") as fh:
             size = fh.seek(0, 2)
             fh.seek(max(0, size - window))
             data = fh.read().decode("utf-8", "replace")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import platformdirs
 
+from polypilot_tui.infra.private import open_private, private_dir
+
 CACHE_ROOT = Path(os.environ.get("POLYPILOT_NPM_CACHE") or Path(platformdirs.user_cache_dir("polypilot")) / "npm")
 
 
@@ -58,8 +60,8 @@ def ensure_installed(agent: NpmAgent, timeout: float = 900.0) -> Path:
     npm = shutil.which("npm")
     if npm is None:
         raise NpmUnavailable("npm is not on PATH")
-    agent.prefix.mkdir(parents=True, exist_ok=True)
-    with open(agent.prefix / ".install.lock", "w") as lock:
+    private_dir(agent.prefix)  # what runs from here must be nobody else's to change
+    with os.fdopen(open_private(agent.prefix / ".install.lock", os.O_WRONLY | os.O_CREAT), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if agent.installed():
             return agent.path

@@ -61,7 +61,7 @@ class AgentStderr:
 
     def _rotate(self) -> None:
         with contextlib.suppress(OSError):
-            if self.path.stat().st_size >= self.max_bytes:
+            if os.lstat(self.path).st_size >= self.max_bytes:
                 os.replace(self.path, self.path.with_name(self.path.name + ".1"))
 
     def started(self) -> None:

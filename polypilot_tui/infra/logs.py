@@ -126,7 +126,10 @@ def setup_file_logging(
     threading.excepthook = _thread_exception
     target = Path(extra_file) if extra_file is not None else Path(state_dir) / file_name
     try:
-        private_dir(target.parent)
+        # The user's --log-file may be in a folder they merely use (/tmp): only a folder made
+        # for it is ours to check; the file itself is opened the private way either way.
+        if extra_file is None or not target.parent.is_dir():
+            private_dir(target.parent)
         handler: logging.Handler = PrivateLogFile(target)
     except OSError:
         _install(logging.NullHandler(), level)

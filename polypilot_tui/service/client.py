@@ -1,7 +1,14 @@
-"""Requests to an engine service over its Unix socket (httpx), for the dashboard and commands."""
+"""Requests to an engine service over its Unix socket (httpx), for the dashboard and commands.
+
+Before a byte is sent on a new connection the socket must be this user's, in a private
+folder, and the process listening on it must run as this user (``SO_PEERCRED``): another
+user's listener put at the engine's path gets nothing (:class:`~polypilot_tui.infra.private.NotPrivate`,
+which no caller takes for "no engine runs").
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,6 +19,8 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 
 from polypilot_tui.domain.safe_json import load_json
 from polypilot_tui.engine.api import EngineError
+from polypilot_tui.infra.private import NotPrivate, check_private_socket
+from polypilot_tui.service.peer import foreign_peer
 from polypilot_tui.service.wire import API
 
 REQUEST_TIMEOUT = 120.0
@@ -44,9 +53,30 @@ class EngineHttp:
     async def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return await self._request("POST", path, json=body or {})
 
+    async def _check(self, event: str, info: dict[str, Any]) -> None:
+        """httpx's trace hook: a new connection is checked before anything is sent on it."""
+        if event == "connection.connect_unix_socket.started":
+            with contextlib.suppress(FileNotFoundError):  # nothing there: the connect says no engine answers
+                check_private_socket(self.socket)
+        elif event == "connection.connect_unix_socket.complete":
+            stream = info["return_value"]
+            try:
+                other = foreign_peer(stream.get_extra_info("socket"))
+                who = other.describe() if other is not None else ""
+            except OSError as exc:
+                who = f"who cannot be told: {exc}"
+            if who:
+                await stream.aclose()
+                raise NotPrivate(
+                    self.socket,
+                    f"is listened on by a process of another user ({who}): it is not your engine, and "
+                    "nothing was sent to it",
+                    "have that socket removed (by that user or root)",
+                )
+
     async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            response = await self._http.request(method, API + path, **kwargs)
+            response = await self._http.request(method, API + path, extensions={"trace": self._check}, **kwargs)
         except (httpx.TransportError, FileNotFoundError) as exc:
             raise EngineUnreachable(f"no engine answers on {self.socket} ({exc})") from None
         try:
@@ -64,7 +94,12 @@ class EngineHttp:
         narrow it (``session=ID``, and ``events="1"`` for that session's agent events too)."""
         try:
             async with aconnect_sse(
-                self._http, "GET", API + "/stream", params=params or None, timeout=httpx.Timeout(None, connect=5.0)
+                self._http,
+                "GET",
+                API + "/stream",
+                params=params or None,
+                timeout=httpx.Timeout(None, connect=5.0),
+                extensions={"trace": self._check},
             ) as source:
                 if source.response.status_code != 200:
                     await source.response.aread()

@@ -2,9 +2,11 @@
 
 One engine per state folder: the state folder's lock (taken by persistence) is held from start
 to exit, so a second ``serve`` exits at once naming the running one. The socket is made 0600 in
-a 0700 folder before anyone can connect. SIGTERM, SIGINT and ``POST /v1/engine/stop`` end the
-engine the way a dashboard's quit did: turns in flight end as interrupted and are offered for
-resending at the next start; everything is saved before the process exits. An engine whose
+a 0700 folder of this user before anyone can connect, and every connection of another user is
+closed before its request is read (service/peer.py). SIGTERM, SIGINT and ``POST
+/v1/engine/stop`` end the engine the way a dashboard's quit did: turns in flight end as
+interrupted and are offered for resending at the next start; everything is saved before the
+process exits. An engine whose
 socket is gone or another's (the state folder deleted or moved) stops the same way.
 """
 
@@ -16,6 +18,7 @@ import logging
 import os
 import signal
 import socket
+import stat
 from pathlib import Path
 
 import uvicorn
@@ -25,7 +28,8 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
-from polypilot_tui.infra.private import private_dir
+from polypilot_tui.infra.private import NotPrivate, private_dir, user_name
+from polypilot_tui.service.peer import own_user_only
 from polypilot_tui.service.server import build_app
 from polypilot_tui.service.wire import SOCKET_PATH_MAX, socket_path
 from polypilot_tui.storage.lock import StateFolderBusy, lock_holder
@@ -49,13 +53,28 @@ class EngineRefused(Exception):
 
 
 def bind_socket(path: Path) -> socket.socket:
-    """A listening Unix socket at ``path``, private (0600) from the moment it exists."""
+    """A listening Unix socket at ``path``, private (0600) from the moment it exists.
+
+    Only a socket of this user is removed from the path first (one left by an engine that
+    died: the lock says nobody uses it); anything else there is refused, never removed.
+    """
     if len(os.fsencode(path)) > SOCKET_PATH_MAX:
         raise EngineRefused(
             f"the socket path {path} is longer than {SOCKET_PATH_MAX} bytes; use a shorter state folder"
         )
-    if path.exists() or path.is_symlink():
-        path.unlink()  # a socket left by an engine that died: the lock says nobody uses it
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(found.st_mode):
+            raise EngineRefused(f"{path} is there and is not a socket: remove it, then start the engine again")
+        if found.st_uid != os.geteuid():
+            raise EngineRefused(
+                f"{path} is a socket of {user_name(found.st_uid)}, not yours: it was left as it is; have it "
+                "removed (by that user or root), or use a state folder of your own"
+            )
+        path.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
@@ -97,7 +116,10 @@ async def serve(
 ) -> int:
     """Run the engine until it is stopped; returns the exit code."""
     state = Path(settings.state_dir)
-    private_dir(state)
+    try:
+        private_dir(state)
+    except NotPrivate as exc:
+        raise EngineRefused(str(exc)) from None
     holder = lock_holder(state)
     if holder is not None:
         raise EngineRefused(f"an engine already runs for {state} ({holder.describe()})")
@@ -125,6 +147,7 @@ async def serve(
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
     config.load()
+    config.http_protocol_class = own_user_only(config.http_protocol_class)
     server = uvicorn.Server(config)
     # uvicorn's own serve() wakes ten times a second to look for a stop: an idle engine must
     # not poll, so the stop is an event and only startup() and shutdown() are uvicorn's.

@@ -20,6 +20,8 @@ START_TIMEOUT = 30.0
 """Seconds a new engine has to answer (it restores the saved sessions first)."""
 ENGINE_ERR = "engine.err"
 """The engine's stderr, in the state folder: what it said before its log was set up."""
+LAST_WORDS_BYTES = 16384
+"""Bytes of the end of ``engine.err`` read for the engine's last words."""
 
 
 async def engine_info(settings: Settings) -> dict[str, Any] | None:
@@ -79,7 +81,10 @@ async def ensure_engine(settings: Settings, timeout: float = START_TIMEOUT) -> t
 
 def _last_words(path: Path) -> str:
     try:
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        with os.fdopen(open_private(path, os.O_RDONLY), "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - LAST_WORDS_BYTES))
+            text = fh.read(LAST_WORDS_BYTES).decode("utf-8", "replace")
     except OSError:
         return "it said nothing"
+    lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1][:500] if lines else "it exited without a word"

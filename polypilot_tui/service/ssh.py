@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from polypilot_tui.infra.private import private_dir
 from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.service.peer import foreign_peer
 
 log = logging.getLogger(__name__)
 
@@ -208,11 +210,19 @@ async def _start_engine(argv: list[str], host: str, deadline: float, timeout: fl
 
 
 def _socket_folder() -> str:
-    """A fresh 0700 folder with a short path (Unix socket paths are short)."""
+    """A fresh 0700 folder with a short path (Unix socket paths are short), in a place nobody
+    else can replace it (NotPrivate otherwise)."""
     for base in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp"):
         if base and len(base) < 60 and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
-            return tempfile.mkdtemp(prefix="pp-ssh-", dir=base)
-    return tempfile.mkdtemp(prefix="pp-ssh-")
+            folder = tempfile.mkdtemp(prefix="pp-ssh-", dir=base)
+            break
+    else:
+        folder = tempfile.mkdtemp(prefix="pp-ssh-")
+    try:
+        return str(private_dir(folder))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 class Tunnel:
@@ -285,12 +295,19 @@ PROBE = b"GET /v1/engine HTTP/1.0\r\nHost: engine\r\n\r\n"
 
 
 async def _probe(path: str) -> bool | None:
-    """None: nothing listens on ``path`` yet; True: an HTTP answer came back through it."""
+    """None: nothing listens on ``path`` yet; True: an HTTP answer came back through it.
+
+    The listener must be this user's (our ssh): TunnelError before a byte is sent otherwise."""
     try:
         reader, writer = await asyncio.open_unix_connection(path)
     except (FileNotFoundError, ConnectionRefusedError):
         return None
     try:
+        other = foreign_peer(writer.get_extra_info("socket"))
+        if other is not None:
+            raise TunnelError(
+                f"the process listening on {path} ({other.describe()}) is not your ssh; nothing was sent to it"
+            )
         writer.write(PROBE)
         await writer.drain()
         return await reader.readexactly(5) == b"HTTP/"
@@ -358,7 +375,6 @@ async def open_tunnel(
 
     folder = _socket_folder()
     try:
-        os.chmod(folder, 0o700)
         local = os.path.join(folder, "engine.sock")
         if len(local.encode()) > MAX_SOCKET_PATH or not _SAFE_PATH.fullmatch(local):
             raise TunnelError(f"the local socket path {local!r} is too long or holds blanks or ':'")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.domain.chat import ChatItem
-from polypilot_tui.infra.private import FILE_MODE, move_aside, open_private
+from polypilot_tui.infra.private import move_aside, private_database
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.storage.saved_rows import COLUMNS, OPEN_TOOL, id_chunks, item_of_row
 
@@ -128,9 +128,8 @@ class HistoryDB:
         if self.path.is_dir():
             raise _Unusable("it is a folder, not a database")
         try:
-            # Created by us first, so it is 0600 from its first byte; SQLite gives the
-            # -wal and -shm files the same mode as the database.
-            os.close(open_private(self.path, os.O_CREAT | os.O_RDWR))
+            # Made by us first, so they are 0600 from their first byte and never a link's target.
+            private_database(self.path, create=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
             self._prepare(conn)
             self.read_only = False
@@ -153,6 +152,7 @@ class HistoryDB:
         """Read what is there although it cannot be written (a read-only mount)."""
         if not self.path.exists():
             raise cause
+        private_database(self.path, create=False)
         for query in ("mode=ro", "mode=ro&immutable=1"):  # immutable: no -shm can be created
             try:
                 conn = sqlite3.connect(
@@ -180,9 +180,6 @@ class HistoryDB:
         except BaseException:
             conn.close()
             raise
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(OSError):
-                os.chmod(f"{self.path}{suffix}", FILE_MODE)
 
     @staticmethod
     def _check_schema(conn: sqlite3.Connection) -> None:

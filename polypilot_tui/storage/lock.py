@@ -116,7 +116,7 @@ class StateLock:
                 # A read-only folder: flock works on a read-only descriptor, and with no lock
                 # file at all nobody can write there anyway (the stores say so to the user).
                 try:
-                    fd = os.open(state_dir / LOCK_FILE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                    fd = open_private(state_dir / LOCK_FILE, os.O_RDONLY)
                 except OSError:
                     lock = cls._held[state_dir] = cls(state_dir, None)
                     return lock
@@ -157,7 +157,7 @@ def lock_holder(state_dir: Path) -> LockHolder | None:
     Reads only: nothing is created, and the shared probe lasts microseconds.
     """
     try:
-        fd = os.open(Path(state_dir) / LOCK_FILE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_private(Path(state_dir) / LOCK_FILE, os.O_RDONLY)
     except OSError:
         return None
     try:

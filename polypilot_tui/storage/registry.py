@@ -24,7 +24,7 @@ from typing import Any
 
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.domain.usage import Usage, usage_from_plain
-from polypilot_tui.infra.private import atomic_write, move_aside
+from polypilot_tui.infra.private import atomic_write, move_aside, read_private
 from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
@@ -162,9 +162,7 @@ class Registry:
     def load(self, repair: bool = True) -> RegistrySnapshot:
         """Read the registry; an unusable file is moved aside when ``repair`` (never raises)."""
         try:
-            if self.path.stat().st_size > MAX_REGISTRY_BYTES:
-                raise ParseError(str(self.path), None, f"larger than {MAX_REGISTRY_BYTES:,} bytes")
-            raw = self.path.read_bytes()
+            raw = read_private(self.path, MAX_REGISTRY_BYTES)
             obj = load_json(raw, str(self.path))
             if not isinstance(obj, dict) or not isinstance(obj.get("sessions"), list):
                 raise ParseError(str(self.path), None, "expected an object with a 'sessions' list")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.infra.private import private_database
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class SavedRows:
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
+            private_database(self.path, create=False)  # SQLite follows links: those are refused first
             # mode=ro: never creates the file, never writes; a missing file is an error.
             # timeout=0: a locked file is an answer now (on the loop), not a wait.
             self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=0, check_same_thread=False)

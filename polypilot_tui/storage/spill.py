@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import stat
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -24,7 +23,7 @@ from typing import Any, TypeVar
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
-from polypilot_tui.infra.private import atomic_write, private_dir
+from polypilot_tui.infra.private import atomic_write, private_dir, read_private
 from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
@@ -90,11 +89,7 @@ def runtime_dir() -> Path:
     path = (
         Path(base) / "polypilot-unsaved" if base else Path(tempfile.gettempdir()) / f"polypilot-unsaved-{os.getuid()}"
     )
-    private_dir(path)
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise OSError(f"{path} is not a private folder of this user")
-    return path
+    return private_dir(path)  # another user's folder there is refused (NotPrivate)
 
 
 def _name(state_dir: Path) -> str:
@@ -145,9 +140,7 @@ def find_spills(state_dir: Path) -> list[Path]:
 
 def read_spill(path: Path) -> Spill:
     """Parse a spill file; raises ParseError or OSError."""
-    if path.stat().st_size > MAX_SPILL_BYTES:
-        raise ParseError(str(path), None, f"larger than {MAX_SPILL_BYTES:,} bytes")
-    doc = load_json(path.read_bytes(), str(path))
+    doc = load_json(read_private(path, MAX_SPILL_BYTES), str(path))
     if not isinstance(doc, dict):
         raise ParseError(str(path), None, "expected an object")
     spill = Spill(str(doc.get("state_dir") or ""), _seconds(doc.get("saved_at")))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
-from polypilot_tui.infra.private import atomic_write, private_dir
+from polypilot_tui.infra.private import atomic_write, private_dir, read_private
 from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
@@ -58,9 +58,7 @@ def load_ui_state(state_dir: Path) -> tuple[UiState, str]:
     """The saved state and a problem sentence ("" when fine or absent)."""
     path = Path(state_dir) / UI_STATE_FILE
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return UiState(), f"{path} is larger than {MAX_FILE_BYTES:,} bytes; ignored"
-        raw = load_json(path.read_bytes(), str(path))
+        raw = load_json(read_private(path, MAX_FILE_BYTES), str(path))
     except FileNotFoundError:
         return UiState(), ""
     except (OSError, ParseError) as exc:

@@ -167,7 +167,7 @@ class Transcript:
         REDACTOR.learn_environment()
         # 0600: it holds every message, code and tool output included. Lives as long as the agent.
         self._fh = os.fdopen(open_private(path), "a", encoding="utf-8", errors="replace")
-        self._size = path.stat().st_size
+        self._size = os.fstat(self._fh.fileno()).st_size
         self._full = False
 
     def write(self, direction: str, message: Mapping[str, Any]) -> None:

@@ -262,8 +262,12 @@ class DemoBackend:
             + "\n"
         )
         try:
-            private_dir(self._log_path.parent)
-            with os.fdopen(open_private(self._log_path), "a", encoding="utf-8") as fh:
+            try:
+                fd = open_private(self._log_path)
+            except FileNotFoundError:  # its folder first (checked once, not at every line)
+                private_dir(self._log_path.parent)
+                fd = open_private(self._log_path)
+            with os.fdopen(fd, "a", encoding="utf-8") as fh:
                 fh.write(line)
         except OSError as exc:  # the log is a convenience for restore hints, never fatal
             log.warning("demo log write failed: %s", exc)
