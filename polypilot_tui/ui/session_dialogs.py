@@ -159,8 +159,9 @@ class SessionDialogs(Dashboard):
                 self._run("Count changes", self.engine.refresh_changes(sid))  # a commit or a merge changes the counts
                 if screen.discarded:
                     self.notify(
-                        f"The worktree of {session.name!r} is removed; its conversation stays. "
-                        "Close the session with ctrl+p → Close session when you no longer need it.",
+                        f"The worktree of {session.name!r} is removed: the session takes no more prompts "
+                        "(its agent would work in a deleted folder); its conversation stays. "
+                        "Close it with ctrl+p → Close session when you no longer need it.",
                         timeout=8,
                         markup=False,
                     )
