@@ -72,10 +72,14 @@ async def cmd_new(
                 workspace = Workspace(info.folder)
         except WorkspaceError as exc:
             return _fail(str(exc))
-        answer = await http.post("/sessions", {"agent": agent, "name": label, "workspace": to_plain(workspace)})
-        sid = answer.get("id") if isinstance(answer, dict) else None
-        if not isinstance(sid, str):
-            return _fail("the engine did not say which session it made")
+        try:
+            answer = await http.post("/sessions", {"agent": agent, "name": label, "workspace": to_plain(workspace)})
+            sid = answer.get("id") if isinstance(answer, dict) else None
+            if not isinstance(sid, str):
+                raise EngineError("the engine did not say which session it made")
+        except EngineError as exc:
+            undone = await finish.unmake(workspace)
+            return _fail(f"{exc}" + (f" ({undone})" if undone else ""))
     except EngineError as exc:
         return _fail(str(exc))
     finally:

@@ -100,6 +100,9 @@ class SessionDialogs(Dashboard):
             self.open_new_session(request, str(exc))
             return
         if await self.add_session(request.agent, request.name or None, workspace) is None:
+            if workspace.owned:  # made for a session that does not exist: removed again
+                undone = await self.workspace_actions.unmake(workspace)
+                self.notify(f"The session was not created: {undone}.", severity="warning", markup=False)
             return
         self._ui_state.recent_folders = remember_folder(self._ui_state.recent_folders, resolved(request.folder))
         self._ui_state_changed()

@@ -89,6 +89,10 @@ class WorkspaceActions:
             return await create_worktree(info, request.branch.strip(), request.base.strip(), self.worktree_root)
         return in_place(info)
 
+    async def unmake(self, workspace: Workspace) -> str:
+        """Remove the worktree made for a session that could not be created; says what happened."""
+        return await finish.unmake(workspace)
+
     def finisher(self, workspace: Workspace, session_name: str, last_prompt: str) -> FinishActions:
         """What the Finish dialog may do to ``workspace``."""
         return FinishActions(workspace, session_name, last_prompt)

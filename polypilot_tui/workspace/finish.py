@@ -226,6 +226,18 @@ async def discard(workspace: Workspace, *, force: bool = False) -> str:
     return f"the worktree {folder} and its branch {workspace.branch} are removed{gone}"
 
 
+async def unmake(workspace: Workspace) -> str:
+    """Remove the worktree made for a session that was then not created; what happened, in
+    words. Like :func:`discard` without force, it keeps one that holds anything."""
+    if not workspace.owned:
+        return ""
+    try:
+        await discard(workspace)
+    except WorkspaceError as exc:
+        return f"the worktree made for it stays: {exc}"
+    return f"the worktree made for it ({workspace.folder}) is removed again"
+
+
 async def prune_orphans(repo: str, root: Path, in_use: Callable[[], Collection[str]]) -> list[str]:
     """Remove worktrees of ``repo`` under ``root`` that no session uses, but only those whose
     folder is gone, or whose tree is clean and whose branch is merged into the main

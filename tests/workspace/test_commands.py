@@ -80,3 +80,21 @@ def test_bad_requests_say_why_and_change_nothing(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "not in a worktree of its own" in refused.stderr
     assert run(repo, "status", "--porcelain") == "?? mine.txt"  # nothing was added or committed
     assert polypilot(state, "engine", "stop").returncode == 0  # `new` started it; the conftest also ends it
+
+
+def test_bad_branch_names_are_refused_up_front_and_leave_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    repo = make_repo(tmp_path / "repo")
+    for branch, said in (
+        ("@", "'@' is not a valid branch name"),
+        ("@{-1}", "is not a valid branch name"),
+        ("-x", "is not a valid branch name"),
+        ("x" * 300, "the branch name is too long (300 characters, 300 bytes): at most 200 bytes"),
+        ("é" * 150, "too long (150 characters, 300 bytes)"),
+    ):
+        refused = polypilot(state, "new", "--worktree", f"--branch={branch}", cwd=repo)
+        assert refused.returncode == 1 and said in refused.stderr, (branch, refused.stderr)
+        assert "Traceback" not in refused.stderr
+    assert run(repo, "branch", "--list", "--format=%(refname:short)") == "main"
+    assert not (state / "worktrees").exists() or not any((state / "worktrees").rglob("*"))
+    assert polypilot(state, "engine", "stop").returncode == 0

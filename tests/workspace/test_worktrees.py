@@ -19,6 +19,7 @@ from polypilot_tui.workspace.finish import (
     prune_orphans,
     push_branch,
     repos_under,
+    unmake,
     worktree_state,
 )
 from polypilot_tui.workspace.git import GitMissing, WorkspaceError, git
@@ -272,3 +273,44 @@ async def test_a_repository_without_commits_counts_everything_as_new(tmp_path: P
     commit(empty, "first")
     (empty / "HEAD").write_text("a file named like a revision\n")  # revisions are ended with --
     assert await change_stats(in_place(await inspect_folder(str(empty)))) == ChangeStats(1, 1, 0)
+
+
+async def test_a_failed_worktree_creation_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"big.bin": "data\n", ".gitattributes": "*.bin filter=broken\n"})
+    info = await inspect_folder(str(repo))
+    root = tmp_path / "wt"
+    # The user's own required filter fails on checkout (a git-lfs that cannot reach its server).
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text('[filter "broken"]\n\tsmudge = false\n\tclean = cat\n\trequired = true\n')
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(WorkspaceError, match="the worktree could not be made: .*smudge filter broken failed"):
+        await create_worktree(info, "polypilot/lfs", "", root)
+    assert run(repo, "branch", "--list", "polypilot/lfs") == ""
+    assert run(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not root.exists()  # the folders made for it went too
+    monkeypatch.undo()
+    # A folder that cannot be made (the root is a file): the branch made first goes again.
+    root.write_text("not a folder\n")
+    with pytest.raises(WorkspaceError, match="the worktree could not be made"):
+        await create_worktree(info, "polypilot/nowhere", "", root)
+    assert run(repo, "branch", "--list", "polypilot/nowhere") == ""
+    assert root.read_text() == "not a folder\n"
+    # Refused up front: a name that is not its own, or too long for a folder.
+    for branch in ("@", "@{-1}", "HEAD", "-b", "a" * 201):
+        with pytest.raises(WorkspaceError, match="not a valid branch name|too long"):
+            await create_worktree(info, branch, "", tmp_path / "wt2")
+    assert run(repo, "branch", "--list", "--format=%(refname:short)") == "main"
+    assert not (tmp_path / "wt2").exists()
+
+
+async def test_unmake_removes_the_worktree_of_a_session_that_was_not_created(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "unused", "", tmp_path / "wt")
+    assert "is removed again" in await unmake(tree)
+    assert not Path(tree.folder).exists() and run(repo, "branch", "--list", "unused") == ""
+    kept = await create_worktree(await inspect_folder(str(repo)), "kept", "", tmp_path / "wt")
+    Path(kept.folder, "already.txt").write_text("work\n")
+    assert "stays" in await unmake(kept) and Path(kept.folder, "already.txt").exists()
