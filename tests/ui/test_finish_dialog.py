@@ -116,9 +116,10 @@ async def test_push_to_a_bare_repository(tmp_path: Path) -> None:
 
 
 async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = make_repo(tmp_path / "repo", {".gitignore": "*.env\n"})
     ws = await worktree(tmp_path, repo)
     (Path(ws.folder) / "draft.txt").write_text("unsaved thoughts\n")
+    (Path(ws.folder) / "secret.env").write_text("TOKEN=x\n")  # git-ignored: the only copy
     app = demo_app(tmp_path / "state")
     async with app.run_test(size=(120, 44), notifications=True) as pilot:
         screen = await open_finish(pilot, app, ws)
@@ -130,6 +131,7 @@ async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> Non
             lambda: isinstance(app.screen, ConfirmScreen) and "1 uncommitted file" in screen_message(app),
             what="the second question, naming the loss",
         )
+        assert "draft.txt" in screen_message(app) and "git-ignored file or folder (secret.env)" in screen_message(app)
         await pilot.press("n")  # not this time: all is kept
         await wait_for(pilot, lambda: app.screen is screen and "Nothing was discarded" in result(screen))
         assert (Path(ws.folder) / "draft.txt").exists()
@@ -148,6 +150,13 @@ async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> Non
         sid = app.selected
         assert sid is not None
         await wait_for(pilot, lambda: "is gone" in app.engine.manager.view(sid).workspace_problem, what="⚠ on the row")
+        # Its agent would work in a deleted folder: a prompt is refused, said, and kept.
+        app.pane.editor.load_text("one more thing")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("Send failed" in n for n in notifications(app)), what="the refusal")
+        assert any("takes no more prompts" in n and "worktree was discarded" in n for n in notifications(app))
+        assert app.pane.editor.text == "one more thing"
+        assert "one more thing" not in [i.text for i in app.engine.history(sid)]
 
 
 def which_but_gh(name: str, *args: Any, **kwargs: Any) -> str | None:

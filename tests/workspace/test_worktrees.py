@@ -193,7 +193,7 @@ async def test_discard_asks_before_throwing_work_away(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     tree = await create_worktree(await inspect_folder(str(repo)), "risky", "", tmp_path / "wt")
     Path(tree.folder, "work.txt").write_text("hours of work\n")
-    with pytest.raises(WorkspaceError, match="1 uncommitted file; nothing was removed"):
+    with pytest.raises(WorkspaceError, match=r"1 uncommitted file \(new: work.txt\); nothing was removed"):
         await discard(tree)
     assert Path(tree.folder, "work.txt").exists()
     await commit_all(tree, "work")
@@ -314,3 +314,56 @@ async def test_unmake_removes_the_worktree_of_a_session_that_was_not_created(tmp
     kept = await create_worktree(await inspect_folder(str(repo)), "kept", "", tmp_path / "wt")
     Path(kept.folder, "already.txt").write_text("work\n")
     assert "stays" in await unmake(kept) and Path(kept.folder, "already.txt").exists()
+
+
+async def test_discard_names_untracked_and_ignored_files_and_keeps_them(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {".gitignore": "*.env\nbuild/\n", "README.md": "hello\n"})
+    tree = await create_worktree(await inspect_folder(str(repo)), "secrets", "", tmp_path / "wt")
+    folder = Path(tree.folder)
+    (folder / "secret.env").write_text("TOKEN=hunter2\n")
+    with pytest.raises(WorkspaceError, match=r"^the worktree has 1 git-ignored file or folder \(secret.env\);"):
+        await discard(tree)
+    assert (folder / "secret.env").exists()
+    for n in range(6):
+        (folder / f"more{n}.env").write_text("x\n")
+    (folder / "build").mkdir()
+    (folder / "build" / "out.o").write_bytes(b"\0")
+    (folder / "notes.md").write_text("new\n")
+    state = await worktree_state(tree)
+    assert state.untracked == ("notes.md",) and len(state.ignored) == 8 and "build/" in state.ignored
+    said = state.at_risk()
+    assert said.startswith("1 uncommitted file (new: notes.md) and 8 git-ignored files or folders (")
+    assert said.endswith(" and 3 more)")  # five named, the rest counted
+    with pytest.raises(WorkspaceError, match="nothing was removed"):
+        await discard(tree)
+    assert "removed" in await discard(tree, force=True)
+    assert not folder.exists()
+
+
+async def test_a_checked_out_submodule_is_work_at_risk(tmp_path: Path) -> None:
+    sub = make_repo(tmp_path / "lib", {"lib.py": "x = 1\n"})
+    repo = make_repo(tmp_path / "repo")
+    run(repo, "-c", "protocol.file.allow=always", "submodule", "--quiet", "add", str(sub), "lib")
+    commit(repo, "the library")
+    tree = await create_worktree(await inspect_folder(str(repo)), "with-lib", "", tmp_path / "wt")
+    assert (await worktree_state(tree)).at_risk() == ""  # not checked out: nothing in it
+    run(Path(tree.folder), "-c", "protocol.file.allow=always", "submodule", "--quiet", "update", "--init")
+    Path(tree.folder, "lib", "lib.py").write_text("x = 2\n")  # its own change, not looked at
+    with pytest.raises(WorkspaceError, match=r"1 checked-out submodule \(lib\); nothing was removed"):
+        await discard(tree)
+    assert Path(tree.folder, "lib", "lib.py").read_text() == "x = 2\n"
+
+
+async def test_the_start_up_prune_keeps_worktrees_holding_ignored_or_untracked_files(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {".gitignore": ".env\n"})
+    root = tmp_path / "wt"
+    info = await inspect_folder(str(repo))
+    secret = await create_worktree(info, "secret", "", root)
+    new = await create_worktree(info, "new", "", root)
+    clean = await create_worktree(info, "clean", "", root)
+    Path(secret.folder, ".env").write_text("PASSWORD=x\n")
+    Path(new.folder, "idea.txt").write_text("an idea\n")
+    assert await prune_orphans(str(repo), root, lambda: set()) == [clean.folder]
+    assert Path(secret.folder, ".env").read_text() == "PASSWORD=x\n"
+    assert Path(new.folder, "idea.txt").exists()
+    assert run(repo, "branch", "--list", "secret") != ""
