@@ -149,9 +149,9 @@ class SessionDialogs(Dashboard):
             return
         session = self.engine.view(sid)
         workspace = session.workspace
-        last_prompt = next((i.text for i in reversed(self.engine.history(sid)) if i.kind is ItemKind.USER), "")
+        prompts = [item.text for item in self.engine.history(sid) if item.kind is ItemKind.USER]
         actions = (
-            self.workspace_actions.finisher(workspace, session.name, last_prompt)
+            self.workspace_actions.finisher(workspace, session.name, prompts)
             if workspace is not None and workspace.owned
             else None
         )

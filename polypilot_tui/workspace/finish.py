@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.changeset import FileStatus
+from polypilot_tui.domain.commit_message import draft_message
 from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.workspace.git import WorkspaceError, describe, git
 from polypilot_tui.workspace.worktrees import worktree_list
 
@@ -155,13 +157,18 @@ async def current_base(workspace: Workspace, cwd: str) -> str:
     return workspace.base_commit or "HEAD"
 
 
-async def draft_commit_message(workspace: Workspace, session_name: str, last_prompt: str) -> str:
-    """A first line from the session, then the files changed (the user edits it)."""
-    subject = one_line(last_prompt or session_name, 72) or "Changes from polypilot"
-    names = await git(["status", "--porcelain", "--untracked-files=all"], workspace.folder)
-    files = [line[3:] for line in names.text.splitlines() if len(line) > 3][:20]
-    body = "\n".join(f"- {name}" for name in files)
-    return f"{subject}\n\n{body}" if body else subject
+_FILE_STATUS = {"?": FileStatus.ADDED, "A": FileStatus.ADDED, "D": FileStatus.DELETED, "R": FileStatus.RENAMED}
+
+
+async def draft_commit_message(workspace: Workspace, prompts: Iterable[str]) -> str:
+    """The message :func:`commit_all` is offered: the session's first real request (``prompts``:
+    the user's, in order), then the files it would commit. One draft for the dashboard and
+    ``polypilot finish commit``; secrets the redactor knows are taken out."""
+    status = await git(["status", "--porcelain", "-z", "--untracked-files=all"], workspace.folder)
+    files = [
+        (_FILE_STATUS.get(code.strip()[:1], FileStatus.MODIFIED), path) for code, path in _status_entries(status.out)
+    ]
+    return REDACTOR.text(draft_message(prompts, files))
 
 
 async def commit_all(workspace: Workspace, message: str) -> str:

@@ -126,8 +126,8 @@ async def test_commit_merge_and_the_base_moves(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     tree = await create_worktree(await inspect_folder(str(repo)), "feature", "", tmp_path / "wt")
     Path(tree.folder, "feature.txt").write_text("new\n")
-    message = await draft_commit_message(tree, "feature session", "add the feature file")
-    assert message.startswith("add the feature file\n\n- feature.txt")
+    message = await draft_commit_message(tree, ["add the feature file"])
+    assert message == "Add the feature file\n\n- feature.txt"
     sha = await commit_all(tree, message)
     with pytest.raises(WorkspaceError, match="nothing to commit"):
         await commit_all(tree, "again")
