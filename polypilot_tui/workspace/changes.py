@@ -31,14 +31,17 @@ async def diff_base(workspace: Workspace) -> str:
 
     A worktree's branch is compared with where it meets its base branch *now* (their merge
     base), so main merged into the branch is not shown as the branch's own work, and a line
-    the merge took out of main shows as removed. A session in the checkout is compared with
-    the commit it started from; without either, with HEAD.
+    the merge took out of main shows as removed; without a base branch, with the commit it
+    started from. A session in the checkout shares it with the user and with every merge
+    into it: its changes are what is not committed there (against HEAD now). Commits made in
+    the checkout are its branch's history, as a worktree's are once merged; the commit it
+    started at would count another session's merge as this one's work.
     """
     if workspace.owned and workspace.base:
         meet = await git(["merge-base", f"refs/heads/{workspace.base}", "HEAD"], workspace.folder, check=False)
         if meet.ok and meet.text.strip():
             return meet.text.strip()
-    if workspace.base_commit:
+    if workspace.owned and workspace.base_commit:
         return workspace.base_commit
     head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], workspace.folder, check=False)
     return "HEAD" if head.ok else EMPTY_TREE  # a repository without commits: everything is new
