@@ -172,14 +172,17 @@ async def draft_commit_message(workspace: Workspace, prompts: Iterable[str]) -> 
 
 
 async def commit_all(workspace: Workspace, message: str) -> str:
-    """Commit every change of the worktree (untracked files included); returns the commit id."""
+    """Commit every change of the worktree (untracked files included); returns the commit id.
+    The user asked for it: the repository's hooks run, as ``git commit`` would run them."""
     if not message.strip():
         raise WorkspaceError("the commit needs a message")
-    await git(["add", "--all"], workspace.folder)
+    await git(["add", "--all"], workspace.folder, user_asked=True)
     staged = await git(["diff", "--cached", "--quiet"], workspace.folder, check=False)
     if staged.ok:
         raise WorkspaceError("there is nothing to commit")
-    committed = await git(["commit", "--quiet", "-F", "-"], workspace.folder, check=False, stdin=message.encode())
+    committed = await git(
+        ["commit", "--quiet", "-F", "-"], workspace.folder, check=False, stdin=message.encode(), user_asked=True
+    )
     if not committed.ok:
         raise WorkspaceError(f"the commit failed: {describe(committed)}")
     return (await git(["rev-parse", "HEAD"], workspace.folder)).text.strip()
@@ -216,13 +219,13 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
     if state.uncommitted:
         raise WorkspaceError(f"the worktree has {state.risks()[0]}: commit them first")
     how = ["--ff-only"] if fast_forward_only else ["--no-ff", "-m", f"Merge branch '{workspace.branch}'"]
-    merged = await git(["merge", "--quiet", *how, f"refs/heads/{workspace.branch}"], repo, check=False)
+    merged = await git(["merge", "--quiet", *how, f"refs/heads/{workspace.branch}"], repo, check=False, user_asked=True)
     if merged.ok:
         return MergeResult(True, f"{workspace.branch} is merged into {workspace.base}")
     conflicted = await git(["diff", "--name-only", "--diff-filter=U", "-z"], repo, check=False)
     files = tuple(name for name in conflicted.text.split("\0") if name)
     if files:
-        await git(["merge", "--abort"], repo, check=False)
+        await git(["merge", "--abort"], repo, check=False, user_asked=True)
         return MergeResult(
             False,
             f"{workspace.branch} conflicts with {workspace.base} in {len(files)} file(s); the merge was "
@@ -242,7 +245,13 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
 async def push_branch(workspace: Workspace, remote: str = "origin") -> str:
     """Push the branch (setting its upstream); returns what to tell the user."""
     ref = f"refs/heads/{workspace.branch}"  # a full refspec: a name is never read as "+force" or a tag
-    pushed = await git(["push", "--set-upstream", remote, f"{ref}:{ref}"], workspace.folder, check=False, timeout=120)
+    pushed = await git(
+        ["push", "--set-upstream", "--end-of-options", remote, f"{ref}:{ref}"],
+        workspace.folder,
+        check=False,
+        timeout=120,
+        user_asked=True,
+    )
     if not pushed.ok:
         raise WorkspaceError(f"the push to {remote} failed: {describe(pushed)}")
     return f"{workspace.branch} is pushed to {remote}"

@@ -3,6 +3,7 @@ starts the state folder's engine, which the test ends)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -11,8 +12,11 @@ import time
 from pathlib import Path
 
 from polypilot_tui.domain.changeset import ReviewComment, Side, review_prompt
+from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.service.wire import socket_path
 from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.saved_rows import SavedRows
+from tests.workspace.hostile import hostile_repo
 from tests.workspace.repos import IDENTITY, make_repo, run
 
 POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
@@ -148,3 +152,39 @@ def test_bad_branch_names_are_refused_up_front_and_leave_nothing(tmp_path: Path)
     assert run(repo, "branch", "--list", "--format=%(refname:short)") == "main"
     assert not (state / "worktrees").exists() or not any((state / "worktrees").rglob("*"))
     assert polypilot(state, "engine", "stop").returncode == 0
+
+
+async def counted(state: Path, sid: str, timeout: float = 15.0) -> dict[str, object]:
+    """The session's change counts once the engine has counted them (bounded wait)."""
+    http = EngineHttp(socket_path(state))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        while loop.time() < deadline:
+            changes = (await http.get(f"/sessions/{sid}")).get("changes") or {}
+            if changes.get("files"):
+                return dict(changes)
+            await asyncio.sleep(0.1)
+    finally:
+        await http.aclose()
+    raise AssertionError(f"the engine did not count the changes of {sid} within {timeout} s")
+
+
+async def test_a_hostile_repository_runs_nothing_through_the_engine_and_the_commands(tmp_path: Path) -> None:
+    """The engine's own change counts, `polypilot new --worktree` and `polypilot diff`."""
+    state = tmp_path / "state"
+    repo, marks = hostile_repo(tmp_path)
+    (repo / "a.txt").write_text("one\ntwo\nthree\n")
+    (repo / "new.txt").write_text("new\n")
+    here = polypilot(state, "new", "--name", "here", cwd=repo)
+    assert here.returncode == 0, here.stderr
+    sid = here.stdout.split("\t")[0]
+    assert await counted(state, sid) == {"files": 2, "added": 2, "removed": 0}
+    tree = polypilot(state, "new", "--name", "tree", "--worktree", cwd=repo)
+    assert tree.returncode == 0, tree.stderr
+    diff = polypilot(state, "diff", "here")
+    assert diff.returncode == 0 and "+three" in diff.stdout and "+++ b/new.txt" in diff.stdout, diff.stderr
+    stat = polypilot(state, "diff", "here", "--stat")
+    assert stat.stdout.splitlines()[-1] == "2 files +2 \u22120"
+    assert polypilot(state, "engine", "stop").returncode == 0
+    assert marks.ran() == []
