@@ -20,7 +20,7 @@ from polypilot_tui.domain.changeset import FileStatus
 from polypilot_tui.domain.commit_message import draft_message
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.infra.redact import REDACTOR
-from polypilot_tui.workspace.git import WorkspaceError, describe, git
+from polypilot_tui.workspace.git import WorkspaceError, describe, git, git_environment
 from polypilot_tui.workspace.worktrees import worktree_list
 
 log = logging.getLogger(__name__)
@@ -279,6 +279,7 @@ async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
         "--body",
         body,
         cwd=workspace.folder,
+        env=git_environment(),  # gh runs git: the same environment as ours, nothing leaked in
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

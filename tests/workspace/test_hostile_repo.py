@@ -7,6 +7,7 @@ Real repositories, real scripts: each program a repository names leaves a mark w
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from polypilot_tui.workspace.finish import (
     commit_all,
     discard,
     draft_commit_message,
+    open_pull_request,
     prune_orphans,
     push_branch,
     worktree_state,
@@ -234,3 +236,21 @@ def test_every_git_call_goes_through_the_one_builder() -> None:
         str(p.relative_to(package)) for p in package.rglob("*.py") if p != builder and starts_git(p.read_text())
     ]
     assert offenders == []
+
+
+async def test_gh_gets_the_same_environment_as_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gh pr create` runs git itself: nothing the app's git does not get leaks into it."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    seen = tmp_path / "gh-env"
+    (bin_ / "gh").write_text(f"#!/bin/sh\nenv > '{seen}'\necho https://example.invalid/pull/1\n")
+    (bin_ / "gh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "pr", "", tmp_path / "wt")
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", "/bin/false")
+    assert await open_pull_request(tree, "Title", "Body") == "https://example.invalid/pull/1"
+    env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "GIT_DIR" not in env and "GIT_EXTERNAL_DIFF" not in env
+    assert env["GIT_TERMINAL_PROMPT"] == "0" and env["PATH"].startswith(str(bin_))
