@@ -20,7 +20,9 @@ from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.registry_sync import workspace_of
 from polypilot_tui.service.client import EngineHttp
 from polypilot_tui.service.spawn import ensure_engine
+from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.registry import Registry, SessionRecord
+from polypilot_tui.storage.saved_rows import SavedRows
 from polypilot_tui.workspace import finish
 from polypilot_tui.workspace.changes import diff_text, file_counts, totals
 from polypilot_tui.workspace.git import WorkspaceError
@@ -72,10 +74,14 @@ async def cmd_new(
                 workspace = Workspace(info.folder)
         except WorkspaceError as exc:
             return _fail(str(exc))
-        answer = await http.post("/sessions", {"agent": agent, "name": label, "workspace": to_plain(workspace)})
-        sid = answer.get("id") if isinstance(answer, dict) else None
-        if not isinstance(sid, str):
-            return _fail("the engine did not say which session it made")
+        try:
+            answer = await http.post("/sessions", {"agent": agent, "name": label, "workspace": to_plain(workspace)})
+            sid = answer.get("id") if isinstance(answer, dict) else None
+            if not isinstance(sid, str):
+                raise EngineError("the engine did not say which session it made")
+        except EngineError as exc:
+            undone = await finish.unmake(workspace)
+            return _fail(f"{exc}" + (f" ({undone})" if undone else ""))
     except EngineError as exc:
         return _fail(str(exc))
     finally:
@@ -103,6 +109,15 @@ def find_session(settings: Settings, key: str) -> SessionRecord:
         return pick_session(key, sessions, lambda r: r.id, lambda r: r.name)
     except NoSuchSession as exc:
         raise WorkspaceError(str(exc).replace("polypilot ls", "polypilot status")) from None
+
+
+def _prompts(settings: Settings, sid: str) -> list[str]:
+    """The session's prompts as saved (the engine writes them within a second of each send)."""
+    rows = SavedRows(Path(settings.state_dir) / HISTORY_FILE)
+    try:
+        return rows.prompts(sid) or []
+    finally:
+        rows.close()
 
 
 def _workspace(settings: Settings, key: str) -> tuple[SessionRecord, Workspace]:
@@ -153,7 +168,7 @@ async def cmd_finish(
                 "commit, merge and push there with git"
             )
         if action == "commit":
-            text = message or await finish.draft_commit_message(workspace, record.name, record.last_prompt)
+            text = message or await finish.draft_commit_message(workspace, _prompts(settings, record.id))
             print(f"committed {await finish.commit_all(workspace, text)}")
         elif action == "merge":
             result = await finish.merge_into_base(workspace, fast_forward_only=fast_forward_only)
@@ -165,7 +180,11 @@ async def cmd_finish(
         elif action == "push":
             print(await finish.push_branch(workspace, remote))
         elif action == "pr":
-            print(await finish.open_pull_request(workspace, record.name, message or ""))
+            draft = await finish.draft_commit_message(workspace, _prompts(settings, record.id))
+            title, _, body = draft.partition("\n")
+            print(
+                await finish.open_pull_request(workspace, title.strip(), body.strip() if message is None else message)
+            )
         elif action == "discard":
             print(await finish.discard(workspace, force=force))
         else:

@@ -138,14 +138,22 @@ class ReviewComment:
 MAX_QUOTE_LINES = 6
 
 
+REVIEW_OPENING = "Review of your changes: "
+"""How every review prompt begins (:func:`is_review_prompt` knows one by it)."""
+
+
+def is_review_prompt(text: str) -> bool:
+    """Whether ``text`` is a prompt :func:`review_prompt` wrote (comments on the work, not a task)."""
+    head = text.strip().split("\n", 1)[0]
+    return head.startswith(REVIEW_OPENING) and head.endswith("Please address each one.")
+
+
 def review_prompt(comments: Sequence[ReviewComment]) -> str:
     """All comments as one prompt, in file and line order, each with its ``file:line``."""
     if not comments:
         raise ValueError("a review needs at least one comment")
     ordered = sorted(comments, key=lambda c: (c.path, c.line, c.side != Side.NEW))
-    parts = [
-        f"Review of your changes: {len(ordered)} comment{'s' if len(ordered) != 1 else ''}. Please address each one."
-    ]
+    parts = [f"{REVIEW_OPENING}{len(ordered)} comment{'s' if len(ordered) != 1 else ''}. Please address each one."]
     for number, comment in enumerate(ordered, 1):
         lines = [f"{number}. {comment.where}"]
         quote = comment.quote[:MAX_QUOTE_LINES]

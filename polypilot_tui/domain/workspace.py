@@ -29,7 +29,8 @@ class Workspace:
     base: str = ""
     """The branch the worktree was made from: what Finish merges into."""
     base_commit: str = ""
-    """The commit the branch started from: what the diff is measured against."""
+    """The commit the branch started from: a worktree's diff falls back to it. A session in
+    the checkout records where it began; its changes are counted against HEAD as it is now."""
 
     @property
     def is_git(self) -> bool:

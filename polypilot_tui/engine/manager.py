@@ -34,7 +34,7 @@ from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.connector import BackendFactory, Connector
 from polypilot_tui.engine.context import EngineContext
 from polypilot_tui.engine.stream import Listener, Unsubscribe
-from polypilot_tui.engine.turns import TurnRunner
+from polypilot_tui.engine.turns import TurnRunner, checked_prompt, refuse_without_folder
 from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 
 log = logging.getLogger(__name__)
@@ -242,9 +242,7 @@ class SessionManager:
         multi-line prompt) is sent as typed.
         """
         session = self._ctx.get(session_id).session
-        prompt = prompt.strip("\n").rstrip()
-        if not prompt.strip():
-            raise ValueError("empty prompt")
+        prompt = checked_prompt(session, prompt)  # nothing is queued or sent to a folder that is gone
         if session.turn is not None or session.recovering:
             session.queue.append(prompt)
             session.revision += 1
@@ -275,6 +273,7 @@ class SessionManager:
     async def send_queued(self, session_id: str) -> bool:
         """Release a held queue: the next queued prompt goes out now if the session is idle."""
         session = self._ctx.get(session_id).session
+        refuse_without_folder(session)
         session.queue_held = False
         session.revision += 1
         self._ctx.changed(session_id)
@@ -322,6 +321,7 @@ class SessionManager:
         prompt = session.interrupted_prompt
         if not prompt or session.turn is not None:
             return False
+        refuse_without_folder(session)
         session.interrupted_prompt = ""
         await self._turns.start_turn(session_id, prompt, resend=True)
         return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 
 from polypilot_tui.agents.base import ALLOW_ONCE, CANCELLED, REJECT_ONCE
 from polypilot_tui.config import PermissionPolicy
@@ -18,14 +19,47 @@ from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import within
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.reducer import Signal, apply_event
+from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.connector import Connector
 from polypilot_tui.engine.context import EngineContext, ManagedSession
 from polypilot_tui.engine.permission_recovery import PermissionRecovery
 from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 
 log = logging.getLogger(__name__)
+
+
+def checked_prompt(session: Session, prompt: str) -> str:
+    """``prompt`` without its leading and trailing blank lines (the text itself as typed);
+    ValueError when empty, :class:`EngineError` when the session's folder is gone."""
+    prompt = prompt.strip("\n").rstrip()
+    if not prompt.strip():
+        raise ValueError("empty prompt")
+    refuse_without_folder(session)
+    return prompt
+
+
+def refuse_without_folder(session: Session) -> None:
+    """:class:`EngineError` when the session's folder is gone (see :func:`folder_gone`)."""
+    if why := folder_gone(session):
+        raise EngineError(why)
+
+
+def folder_gone(session: Session) -> str:
+    """Why the session takes no prompt: the folder its agent works in is gone (its worktree
+    discarded, or the folder deleted by hand), so the agent would work in a deleted folder;
+    "" when it can take one. One ``stat``."""
+    if not session.cwd or os.path.isdir(session.cwd):
+        return ""
+    workspace = session.workspace
+    why = " (its worktree was discarded)" if workspace is not None and workspace.owned else ""
+    return (
+        f"{session.name!r} takes no more prompts: its folder {session.cwd} is gone{why}. "
+        "Close the session and start a new one"
+    )
+
 
 SEND_TIMEOUT = 60.0
 #: A send waits for the previous stuck turn's abort at most this long past the stop grace
@@ -161,6 +195,11 @@ class TurnRunner:
             return
         session = managed.session
         if session.queue and not session.queue_held and session.turn is None:
+            if folder_gone(session):  # the queue waits, kept: the user reads why on the next send
+                session.queue_held = True
+                session.revision += 1
+                self._ctx.changed(session.id)
+                return
             self._ctx.spawn(session.id, self.start_turn(session.id, session.queue.pop(0)))
 
     def apply(self, session_id: str, event: AgentEvent) -> None:

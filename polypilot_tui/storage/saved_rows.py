@@ -128,3 +128,15 @@ class SavedRows:
             return None
         self.last_error = ""
         return items
+
+    def prompts(self, session_id: str, limit: int = 100) -> list[str] | None:
+        """The text of the user's first ``limit`` prompts in one session, in order (as saved:
+        redacted); None when unreadable now."""
+        try:
+            query = "SELECT text FROM items WHERE session_id=? AND kind=? ORDER BY idx LIMIT ?"
+            rows = self._connect().execute(query, (session_id, ItemKind.USER.value, limit)).fetchall()
+        except Exception as exc:  # noqa: BLE001 - a draft without the prompts, never a failure
+            self._failed(exc, f"reading prompts of {session_id}")
+            return None
+        self.last_error = ""
+        return [_text(text) for (text,) in rows]

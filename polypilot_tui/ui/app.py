@@ -20,6 +20,7 @@ from textual.screen import Screen
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
@@ -84,13 +85,16 @@ class PolypilotApp(SessionDialogs):
             self.pane.editor.insert(event.text)
             self.notify("No session to send to: press ctrl+n to start one.", severity="warning")
             return
-        log_ = self.pane.log_for(sid)
-        if log_ is not None:
+        if (log_ := self.pane.log_for(sid)) is not None:
             log_.follow_end()  # whoever sends wants to see what comes back
         self._run("Send", self._send(sid, event.text))
 
     async def _send(self, session_id: str, text: str) -> None:
-        result = await self.engine.send(session_id, text)
+        try:
+            result = await self.engine.send(session_id, text)
+        except EngineError:  # refused (its folder is gone…): the text goes back, the toast says why
+            self.pane.editor.give_back(session_id, text)
+            raise
         if result == "queued" and session_id != self.selected:
             self.notify(
                 "Queued: it is sent when the current turn ends.",

@@ -100,6 +100,9 @@ class SessionDialogs(Dashboard):
             self.open_new_session(request, str(exc))
             return
         if await self.add_session(request.agent, request.name or None, workspace) is None:
+            if workspace.owned:  # made for a session that does not exist: removed again
+                undone = await self.workspace_actions.unmake(workspace)
+                self.notify(f"The session was not created: {undone}.", severity="warning", markup=False)
             return
         self._ui_state.recent_folders = remember_folder(self._ui_state.recent_folders, resolved(request.folder))
         self._ui_state_changed()
@@ -146,9 +149,9 @@ class SessionDialogs(Dashboard):
             return
         session = self.engine.view(sid)
         workspace = session.workspace
-        last_prompt = next((i.text for i in reversed(self.engine.history(sid)) if i.kind is ItemKind.USER), "")
+        prompts = [item.text for item in self.engine.history(sid) if item.kind is ItemKind.USER]
         actions = (
-            self.workspace_actions.finisher(workspace, session.name, last_prompt)
+            self.workspace_actions.finisher(workspace, session.name, prompts)
             if workspace is not None and workspace.owned
             else None
         )
@@ -159,8 +162,9 @@ class SessionDialogs(Dashboard):
                 self._run("Count changes", self.engine.refresh_changes(sid))  # a commit or a merge changes the counts
                 if screen.discarded:
                     self.notify(
-                        f"The worktree of {session.name!r} is removed; its conversation stays. "
-                        "Close the session with ctrl+p → Close session when you no longer need it.",
+                        f"The worktree of {session.name!r} is removed: the session takes no more prompts "
+                        "(its agent would work in a deleted folder); its conversation stays. "
+                        "Close it with ctrl+p → Close session when you no longer need it.",
                         timeout=8,
                         markup=False,
                     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,18 +90,23 @@ class WorkspaceActions:
             return await create_worktree(info, request.branch.strip(), request.base.strip(), self.worktree_root)
         return in_place(info)
 
-    def finisher(self, workspace: Workspace, session_name: str, last_prompt: str) -> FinishActions:
-        """What the Finish dialog may do to ``workspace``."""
-        return FinishActions(workspace, session_name, last_prompt)
+    async def unmake(self, workspace: Workspace) -> str:
+        """Remove the worktree made for a session that could not be created; says what happened."""
+        return await finish.unmake(workspace)
+
+    def finisher(self, workspace: Workspace, session_name: str, prompts: Sequence[str]) -> FinishActions:
+        """What the Finish dialog may do to ``workspace`` (``prompts``: the user's, in order)."""
+        return FinishActions(workspace, session_name, prompts)
 
 
 class FinishActions:
     """Finishing one session's worktree: each method is one button of the Finish dialog."""
 
-    def __init__(self, workspace: Workspace, session_name: str, last_prompt: str) -> None:
+    def __init__(self, workspace: Workspace, session_name: str, prompts: Sequence[str]) -> None:
         self.workspace = workspace
         self.session_name = session_name
-        self.last_prompt = last_prompt
+        self.prompts = tuple(prompts)
+        """The session's prompts, in order: the commit message is drafted from them."""
         self.pull_request_unavailable = pull_request_unavailable()
         """Why Open pull request cannot work here ("" when it can)."""
 
@@ -108,7 +114,7 @@ class FinishActions:
         return await finish.worktree_state(self.workspace)
 
     async def draft_message(self) -> str:
-        return await finish.draft_commit_message(self.workspace, self.session_name, self.last_prompt)
+        return await finish.draft_commit_message(self.workspace, self.prompts)
 
     async def commit(self, message: str) -> str:
         sha = await finish.commit_all(self.workspace, message)

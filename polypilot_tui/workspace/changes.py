@@ -15,7 +15,7 @@ from pathlib import Path
 from polypilot_tui.domain.changeset import Changeset, ChangeStats
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.workspace.diff_parse import parse_diff
-from polypilot_tui.workspace.git import WorkspaceError, git
+from polypilot_tui.workspace.git import WorkspaceError, app_config, git
 
 MAX_UNTRACKED_FILES = 2000
 """Untracked files beyond this are counted as files, not read for their lines."""
@@ -31,22 +31,32 @@ async def diff_base(workspace: Workspace) -> str:
 
     A worktree's branch is compared with where it meets its base branch *now* (their merge
     base), so main merged into the branch is not shown as the branch's own work, and a line
-    the merge took out of main shows as removed. A session in the checkout is compared with
-    the commit it started from; without either, with HEAD.
+    the merge took out of main shows as removed; without a base branch, with the commit it
+    started from. A session in the checkout shares it with the user and with every merge
+    into it: its changes are what is not committed there (against HEAD now). Commits made in
+    the checkout are its branch's history, as a worktree's are once merged; the commit it
+    started at would count another session's merge as this one's work.
     """
     if workspace.owned and workspace.base:
         meet = await git(["merge-base", f"refs/heads/{workspace.base}", "HEAD"], workspace.folder, check=False)
         if meet.ok and meet.text.strip():
             return meet.text.strip()
-    if workspace.base_commit:
+    if workspace.owned and workspace.base_commit:
         return workspace.base_commit
     head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], workspace.folder, check=False)
     return "HEAD" if head.ok else EMPTY_TREE  # a repository without commits: everything is new
 
 
+def top_level(workspace: Workspace) -> str:
+    """The top of the working tree the changes are counted in: a worktree's folder, or the
+    checkout holding a session's folder (the agent may change any file of it, and the diff
+    names every path from there)."""
+    return workspace.folder if workspace.owned or not workspace.repo else workspace.repo
+
+
 async def untracked(workspace: Workspace) -> list[str]:
-    """Untracked, not ignored files of the workspace (paths relative to its folder)."""
-    listed = await git(["ls-files", "--others", "--exclude-standard", "-z"], workspace.folder)
+    """Untracked, not ignored files of the workspace (paths from its :func:`top_level`)."""
+    listed = await git(["ls-files", "--others", "--exclude-standard", "-z"], top_level(workspace))
     return [name for name in listed.out.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
@@ -82,10 +92,7 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
         raise WorkspaceError(f"the folder {workspace.folder} is gone")
     # The two walks of the tree run side by side: the count costs little more than git's diff.
     numstat, extra = await asyncio.gather(
-        git(
-            ["diff", "--numstat", "-z", "--no-ext-diff", "--no-textconv", "-M", await diff_base(workspace), "--"],
-            workspace.folder,
-        ),
+        git(["diff", "--numstat", "-z", "-M", await diff_base(workspace), "--"], workspace.folder),
         untracked(workspace),
     )
     counts: list[FileCount] = []
@@ -103,7 +110,7 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
             index += 2
         binary = parts[0] == "-"  # git prints "-" for the counts of a binary file
         counts.append(FileCount(path, 0 if binary else int(parts[0]), 0 if binary else int(parts[1]), binary))
-    folder = Path(workspace.folder)
+    folder = Path(top_level(workspace))
     readable = set(extra[:MAX_UNTRACKED_FILES])
 
     def count_new() -> list[FileCount]:
@@ -140,15 +147,15 @@ async def diff_text(workspace: Workspace) -> DiffText:
     if not workspace.is_git:
         return DiffText("")
     base = await diff_base(workspace)
-    tracked = await git(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M", base, "--"], workspace.folder)
+    tracked = await git(["diff", "-M", base, "--"], workspace.folder)
     parts = [tracked.out]
     truncated = tracked.truncated
     names = (await untracked(workspace))[:MAX_UNTRACKED_FILES]
+    top = top_level(workspace)
+    settings = await app_config(top)  # once for the burst of calls below
     for name in names:
         # --no-index exits 1 when the files differ, which is the point here
-        new = await git(
-            ["diff", "--no-color", "--no-textconv", "--no-index", "--", os.devnull, name], workspace.folder, check=False
-        )
+        new = await git(["diff", "--no-index", "--", os.devnull, name], top, check=False, settings=settings)
         if new.code not in (0, 1):
             raise WorkspaceError(f"the new file {name} cannot be read: {new.err.strip()}")
         parts.append(new.out)

@@ -2,22 +2,37 @@
 or discard it — each through git (and ``gh``), each saying plainly what it did or why not.
 
 Nothing is lost on the way: a merge that conflicts is aborted (the base is as it was and the
-branch keeps its commits), and a worktree with uncommitted or unpushed work is removed only
-when the caller says the user agreed (``force``).
+branch keeps its commits), and a worktree holding uncommitted, untracked or git-ignored files
+(a ``.env`` has no other copy), a checked-out submodule or unpushed commits is removed only
+when the caller says the user agreed (``force``), after naming them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.changeset import FileStatus
+from polypilot_tui.domain.commit_message import draft_message
 from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.workspace.git import WorkspaceError, describe, git
+from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.workspace.git import WorkspaceError, describe, git, git_environment
 from polypilot_tui.workspace.worktrees import worktree_list
+
+log = logging.getLogger(__name__)
+
+
+MAX_NAMED = 5
+"""Files named in a sentence about work at risk; the others are counted."""
+
+
+def _named(names: tuple[str, ...]) -> str:
+    shown = ", ".join(names[:MAX_NAMED])
+    return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,19 +45,42 @@ class WorktreeState:
     """Commits on the branch that the base does not have."""
     unpushed: int
     """Commits on the branch that no remote branch has."""
+    untracked: tuple[str, ...] = ()
+    """The new files among the uncommitted ones (git tracks no copy of them anywhere)."""
+    ignored: tuple[str, ...] = ()
+    """Git-ignored files and folders (a ``.env``, build output): never committed, so a removed
+    folder takes the only copy."""
+    submodules: tuple[str, ...] = ()
+    """Checked-out submodules: their own changes are not looked at (git would run their config)."""
 
     @property
     def merged(self) -> bool:
         return self.uncommitted == 0 and self.ahead == 0
 
-    def at_risk(self) -> str:
-        """What removing the worktree would throw away, in words ("" when nothing)."""
+    def risks(self) -> list[str]:
+        """What removing the worktree would throw away, one phrase each (files named)."""
         parts = []
         if self.uncommitted:
-            parts.append(f"{self.uncommitted} uncommitted file{'s' if self.uncommitted != 1 else ''}")
+            new = f" (new: {_named(self.untracked)})" if self.untracked else ""
+            parts.append(f"{self.uncommitted} uncommitted file{'s' if self.uncommitted != 1 else ''}{new}")
+        if self.ignored:
+            parts.append(
+                f"{len(self.ignored)} git-ignored file{'s' if len(self.ignored) != 1 else ''} or folder"
+                f"{'s' if len(self.ignored) != 1 else ''} ({_named(self.ignored)})"
+            )
+        if self.submodules:
+            parts.append(
+                f"{len(self.submodules)} checked-out submodule{'s' if len(self.submodules) != 1 else ''} "
+                f"({_named(self.submodules)})"
+            )
         if self.unpushed and self.ahead:
             parts.append(f"{self.unpushed} commit{'s' if self.unpushed != 1 else ''} neither merged nor pushed")
-        return " and ".join(parts)
+        return parts
+
+    def at_risk(self) -> str:
+        """What removing the worktree would throw away, in words ("" when nothing)."""
+        parts = self.risks()
+        return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)
 
 
 async def _count(args: list[str], cwd: str) -> int:
@@ -50,28 +88,63 @@ async def _count(args: list[str], cwd: str) -> int:
     return int(result.text.strip() or 0) if result.ok and result.text.strip().isdigit() else 0
 
 
+def _status_entries(out: bytes) -> list[tuple[str, str]]:
+    """``git status --porcelain -z`` as (code, path) pairs (a rename's source path skipped)."""
+    fields = out.split(b"\0")
+    entries = []
+    index = 0
+    while index < len(fields):
+        field = fields[index]
+        index += 1
+        if len(field) < 4:
+            continue
+        code = field[:2].decode("ascii", "replace")
+        if code[0] in "RC":
+            index += 1  # the source path is a field of its own
+        entries.append((code, field[3:].decode("utf-8", "replace")))
+    return entries
+
+
+async def _files_at_risk(folder: Path) -> tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Uncommitted files (a count), and the names of the untracked ones, the ignored ones and
+    the checked-out submodules."""
+    status = await git(["status", "--porcelain", "-z", "--untracked-files=all", "--ignored=matching"], str(folder))
+    entries = _status_entries(status.out)
+    uncommitted = [path for code, path in entries if code != "!!"]
+    untracked = tuple(path for code, path in entries if code == "??")
+    ignored = tuple(path for code, path in entries if code == "!!")
+    staged = await git(["ls-files", "--stage", "-z"], str(folder))
+    gitlinks = [entry.split(b"\t", 1) for entry in staged.out.split(b"\0") if entry.startswith(b"160000 ")]
+    submodules = tuple(
+        name
+        for _, raw in (link for link in gitlinks if len(link) == 2)
+        if (folder / (name := raw.decode("utf-8", "surrogateescape")) / ".git").exists()
+    )
+    return len(uncommitted), untracked, ignored, submodules
+
+
 async def worktree_state(workspace: Workspace) -> WorktreeState:
-    """Uncommitted files, and commits not in the base and not on any remote.
+    """Uncommitted, untracked and ignored files, and commits not in the base and not on any
+    remote.
 
     The commits are read from the repository by branch name, so they are still counted when
     the worktree's folder was deleted behind our back (its branch may hold the only copy).
     """
     folder = Path(workspace.folder)
-    uncommitted = 0
-    if folder.is_dir():
-        status = await git(["status", "--porcelain", "-z", "--untracked-files=all"], str(folder))
-        entries = [entry for entry in status.out.split(b"\0") if entry]
-        renames = sum(1 for entry in entries if entry[:1] in (b"R", b"C"))
-        uncommitted = len(entries) - renames  # a rename's source path is a field of its own
     where = str(folder) if folder.is_dir() else workspace.repo
     head = f"refs/heads/{workspace.branch}" if workspace.owned and workspace.branch else "HEAD"
+    return await _state(folder, where, head, await current_base(workspace, where))
+
+
+async def _state(folder: Path, where: str, head: str, base: str) -> WorktreeState:
+    files = await _files_at_risk(folder) if folder.is_dir() else (0, (), (), ())
+    uncommitted, untracked, ignored, submodules = files
     exists = await git(["rev-parse", "--verify", "--quiet", head], where, check=False)
     if not exists.ok:
-        return WorktreeState(uncommitted, 0, 0)
-    base = await current_base(workspace, where)
+        return WorktreeState(uncommitted, 0, 0, untracked, ignored, submodules)
     ahead = await _count(["rev-list", "--count", head, "--not", base], where)
     unpushed = await _count(["rev-list", "--count", head, "--not", base, "--remotes"], where)
-    return WorktreeState(uncommitted, ahead, unpushed)
+    return WorktreeState(uncommitted, ahead, unpushed, untracked, ignored, submodules)
 
 
 async def current_base(workspace: Workspace, cwd: str) -> str:
@@ -84,24 +157,32 @@ async def current_base(workspace: Workspace, cwd: str) -> str:
     return workspace.base_commit or "HEAD"
 
 
-async def draft_commit_message(workspace: Workspace, session_name: str, last_prompt: str) -> str:
-    """A first line from the session, then the files changed (the user edits it)."""
-    subject = one_line(last_prompt or session_name, 72) or "Changes from polypilot"
-    names = await git(["status", "--porcelain", "--untracked-files=all"], workspace.folder)
-    files = [line[3:] for line in names.text.splitlines() if len(line) > 3][:20]
-    body = "\n".join(f"- {name}" for name in files)
-    return f"{subject}\n\n{body}" if body else subject
+_FILE_STATUS = {"?": FileStatus.ADDED, "A": FileStatus.ADDED, "D": FileStatus.DELETED, "R": FileStatus.RENAMED}
+
+
+async def draft_commit_message(workspace: Workspace, prompts: Iterable[str]) -> str:
+    """The message :func:`commit_all` is offered: the session's first real request (``prompts``:
+    the user's, in order), then the files it would commit. One draft for the dashboard and
+    ``polypilot finish commit``; secrets the redactor knows are taken out."""
+    status = await git(["status", "--porcelain", "-z", "--untracked-files=all"], workspace.folder)
+    files = [
+        (_FILE_STATUS.get(code.strip()[:1], FileStatus.MODIFIED), path) for code, path in _status_entries(status.out)
+    ]
+    return REDACTOR.text(draft_message(prompts, files))
 
 
 async def commit_all(workspace: Workspace, message: str) -> str:
-    """Commit every change of the worktree (untracked files included); returns the commit id."""
+    """Commit every change of the worktree (untracked files included); returns the commit id.
+    The user asked for it: the repository's hooks run, as ``git commit`` would run them."""
     if not message.strip():
         raise WorkspaceError("the commit needs a message")
-    await git(["add", "--all"], workspace.folder)
+    await git(["add", "--all"], workspace.folder, user_asked=True)
     staged = await git(["diff", "--cached", "--quiet"], workspace.folder, check=False)
     if staged.ok:
         raise WorkspaceError("there is nothing to commit")
-    committed = await git(["commit", "--quiet", "-F", "-"], workspace.folder, check=False, stdin=message.encode())
+    committed = await git(
+        ["commit", "--quiet", "-F", "-"], workspace.folder, check=False, stdin=message.encode(), user_asked=True
+    )
     if not committed.ok:
         raise WorkspaceError(f"the commit failed: {describe(committed)}")
     return (await git(["rev-parse", "HEAD"], workspace.folder)).text.strip()
@@ -136,15 +217,15 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
         raise WorkspaceError(f"{repo} has uncommitted changes: commit or stash them there before merging")
     state = await worktree_state(workspace)
     if state.uncommitted:
-        raise WorkspaceError(f"the worktree has {state.at_risk()}: commit them first")
+        raise WorkspaceError(f"the worktree has {state.risks()[0]}: commit them first")
     how = ["--ff-only"] if fast_forward_only else ["--no-ff", "-m", f"Merge branch '{workspace.branch}'"]
-    merged = await git(["merge", "--quiet", *how, f"refs/heads/{workspace.branch}"], repo, check=False)
+    merged = await git(["merge", "--quiet", *how, f"refs/heads/{workspace.branch}"], repo, check=False, user_asked=True)
     if merged.ok:
         return MergeResult(True, f"{workspace.branch} is merged into {workspace.base}")
     conflicted = await git(["diff", "--name-only", "--diff-filter=U", "-z"], repo, check=False)
     files = tuple(name for name in conflicted.text.split("\0") if name)
     if files:
-        await git(["merge", "--abort"], repo, check=False)
+        await git(["merge", "--abort"], repo, check=False, user_asked=True)
         return MergeResult(
             False,
             f"{workspace.branch} conflicts with {workspace.base} in {len(files)} file(s); the merge was "
@@ -164,7 +245,13 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
 async def push_branch(workspace: Workspace, remote: str = "origin") -> str:
     """Push the branch (setting its upstream); returns what to tell the user."""
     ref = f"refs/heads/{workspace.branch}"  # a full refspec: a name is never read as "+force" or a tag
-    pushed = await git(["push", "--set-upstream", remote, f"{ref}:{ref}"], workspace.folder, check=False, timeout=120)
+    pushed = await git(
+        ["push", "--set-upstream", "--end-of-options", remote, f"{ref}:{ref}"],
+        workspace.folder,
+        check=False,
+        timeout=120,
+        user_asked=True,
+    )
     if not pushed.ok:
         raise WorkspaceError(f"the push to {remote} failed: {describe(pushed)}")
     return f"{workspace.branch} is pushed to {remote}"
@@ -192,6 +279,7 @@ async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
         "--body",
         body,
         cwd=workspace.folder,
+        env=git_environment(),  # gh runs git: the same environment as ours, nothing leaked in
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -209,7 +297,8 @@ async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
 
 
 async def discard(workspace: Workspace, *, force: bool = False) -> str:
-    """Remove the worktree and its branch. Without ``force`` it refuses when work would be lost."""
+    """Remove the worktree and its branch. Without ``force`` it refuses, naming what would be
+    lost: uncommitted, untracked and git-ignored files, checked-out submodules, commits."""
     if not workspace.owned:
         raise WorkspaceError("only a worktree made for the session is removed; a folder of yours is left alone")
     folder = Path(workspace.folder)
@@ -221,15 +310,29 @@ async def discard(workspace: Workspace, *, force: bool = False) -> str:
     if not removed.ok and folder.exists():
         raise WorkspaceError(f"the worktree could not be removed: {describe(removed)}")
     await git(["worktree", "prune"], workspace.repo, check=False)
-    deleted = await git(["branch", "-D", workspace.branch], workspace.repo, check=False)
+    deleted = await git(["branch", "-D", "--end-of-options", workspace.branch], workspace.repo, check=False)
     gone = "" if deleted.ok else f" (the branch stays: {describe(deleted)})"
     return f"the worktree {folder} and its branch {workspace.branch} are removed{gone}"
 
 
+async def unmake(workspace: Workspace) -> str:
+    """Remove the worktree made for a session that was then not created; what happened, in
+    words. Like :func:`discard` without force, it keeps one that holds anything."""
+    if not workspace.owned:
+        return ""
+    try:
+        await discard(workspace)
+    except WorkspaceError as exc:
+        return f"the worktree made for it stays: {exc}"
+    return f"the worktree made for it ({workspace.folder}) is removed again"
+
+
 async def prune_orphans(repo: str, root: Path, in_use: Callable[[], Collection[str]]) -> list[str]:
     """Remove worktrees of ``repo`` under ``root`` that no session uses, but only those whose
-    folder is gone, or whose tree is clean and whose branch is merged into the main
-    checkout's HEAD (PolyPilot #782): anything else may hold work. Returns what was removed."""
+    folder is gone, or that hold nothing :meth:`WorktreeState.at_risk` names (no uncommitted,
+    untracked or ignored file, no checked-out submodule) and whose branch is merged into the
+    main checkout's HEAD (PolyPilot #782): anything else may hold work. Returns what was
+    removed; what is kept is logged with the reason."""
     listed = await git(["worktree", "list", "--porcelain", "-z"], repo)
     removed: list[str] = []
     for record in worktree_list(listed.text):
@@ -239,11 +342,15 @@ async def prune_orphans(repo: str, root: Path, in_use: Callable[[], Collection[s
         if not Path(path).is_dir():
             removed.append(path)  # `worktree prune` below forgets it; the branch may hold work: kept
             continue
-        clean = not (await git(["status", "--porcelain"], path, check=False)).out.strip()
+        state = await _state(Path(path), repo, f"refs/heads/{branch}", "HEAD")  # HEAD: the main checkout's
         merged = (await git(["merge-base", "--is-ancestor", branch, "HEAD"], repo, check=False)).ok
-        if clean and merged and path not in in_use():  # asked again: a session made meanwhile keeps it
-            await git(["worktree", "remove", path], repo, check=False)
-            await git(["branch", "-d", branch], repo, check=False)
+        if state.at_risk() or not merged:
+            log.info("kept the unused worktree %s: %s", path, state.at_risk() or f"{branch} is not merged")
+            continue
+        if path not in in_use():  # asked again: a session made meanwhile keeps it
+            # --force: git's own check would miss the ignored files ours just looked at.
+            await git(["worktree", "remove", "--force", path], repo, check=False)
+            await git(["branch", "-d", "--end-of-options", branch], repo, check=False)
             removed.append(path)
     await git(["worktree", "prune"], repo, check=False)
     return removed

@@ -1,8 +1,60 @@
-"""Running the git CLI: one async call, bounded in time and output, errors in words.
+"""Running the git CLI: the one place that builds every git command the app runs.
 
-git is the engine for everything in this package (worktrees, diffs, merges); nothing here
-reimplements it. Calls never prompt (no terminal, no credential helper questions) and never
-read the user's pager or colour settings.
+Calls are bounded in time and output, never prompt (no terminal, no credential question,
+no editor, no pager) and fail in words. What a repository can make git run is decided here.
+
+**Two kinds of call.** The app's own calls (the default): change counts, diffs, folder
+checks, drafting a message, and making, listing, pruning and removing worktrees. The user
+did not ask to run git, so no program a repository names runs — a repository is content
+(cloned, unpacked, or written to by an agent), not code we run. Calls the user asked for by
+name (``user_asked=True``: Finish's commit, merge and push) run as ``git commit`` typed in
+that worktree would, hooks included: they are the repository's rules for exactly these
+commands (a pre-commit formatter, a secret-scanning pre-push, git-lfs's pre-push that uploads
+the files a push refers to); skipping them silently would commit and push what the user's
+own checks refuse. A hook a hostile repository planted runs at the user's next ``git commit``
+there just the same: the button adds no exposure the repository did not already have.
+
+**The inherited environment** is dropped (``GIT_DIR``, ``GIT_INDEX_FILE``,
+``GIT_EXTERNAL_DIFF``, ``GIT_CONFIG_PARAMETERS``/``GIT_CONFIG_COUNT``, ``GIT_EXEC_PATH``…
+would point git elsewhere or inject config) except the user's identity, their choice of
+config file and their ssh command (:data:`KEPT_ENVIRONMENT`). The system and global config
+files (``/etc/gitconfig``, ``~/.gitconfig``) are the user's and the admin's: trusted. The
+repository's own (``.git/config``, ``config.worktree`` and what they include) is not.
+
+**Every key of ``git help config`` that names a program**, and what the app's calls do:
+
+- ``core.fsmonitor`` (a hook program, or git's daemon): ``false``.
+- ``core.hooksPath`` and ``$GIT_DIR/hooks``: ``core.hooksPath=/dev/null``, so no hook runs
+  (``post-checkout`` on ``worktree add``, ``reference-transaction`` on every branch made or
+  deleted, ``post-index-change``, ``pre-auto-gc``).
+- ``filter.<x>.clean`` / ``smudge`` / ``process`` / ``required``: a driver the repository's
+  config defines or redefines is blanked (set back to the user's own value if they have
+  one); the user's own drivers (git-lfs in ``~/.gitconfig``) run, or new worktrees of an
+  LFS repository would hold pointer files. Read with ``git config --show-scope`` per call.
+- ``diff.external``, ``diff.<x>.command``: ``--no-ext-diff`` on every ``diff`` (also a
+  user-level difftastic prints nothing we can read); ``GIT_EXTERNAL_DIFF`` is dropped.
+- ``diff.<x>.textconv``: ``--no-textconv`` on every ``diff``.
+- ``core.pager``, ``pager.<cmd>``: ``--no-pager`` and ``GIT_PAGER=cat``.
+- ``core.editor``, ``sequence.editor``: ``GIT_EDITOR=true``, ``GIT_SEQUENCE_EDITOR=true``.
+- ``core.sshCommand``, ``ssh.variant``, ``core.gitProxy``, ``core.askPass``,
+  ``credential.helper``, ``credential.<url>.helper``, ``remote.<x>.uploadpack`` /
+  ``receivepack`` / ``vcs`` / ``proxy``, ``url.<x>.insteadOf``, ``core.alternateRefsCommand``:
+  only a transport runs them, and the app's calls never reach one: ``protocol.allow=never``
+  (a partial clone's lazy fetch fails in words instead of running them).
+- ``gpg.program``, ``gpg.<format>.program``, ``gpg.ssh.defaultKeyCommand``: the app makes
+  no commit; ``log.showSignature=false`` so no listing verifies one.
+- ``merge.<x>.driver``: only a merge runs it, and only the user merges.
+- ``submodule.recurse``: ``false``; ``status`` and ``diff`` get ``--ignore-submodules=dirty``
+  (git would otherwise run ``git status`` inside each submodule, under its own config).
+- ``alias.*``: never; the app runs git's own commands, which no alias can replace.
+- ``difftool.*``, ``mergetool.*``, ``guitool.*``, ``browser.*``, ``web.browser``, ``man.*``,
+  ``sendemail.*``, ``gitcvs.*``, ``instaweb.*``: belong to commands the app never runs.
+- ``uploadpack.packObjectsHook``, ``receive.*``, ``trace2.*``, ``init.templateDir``: the
+  serving side, or read by git only from the system and global files (the user's).
+
+The user's calls keep all of this as git would have it, except: the environment is
+dropped as above, nothing prompts (ssh in ``BatchMode`` unless the user set their own
+``GIT_SSH_COMMAND``), and ``ext::`` remotes (a command as transport) never run.
 """
 
 from __future__ import annotations
@@ -16,6 +68,54 @@ from dataclasses import dataclass
 DEFAULT_TIMEOUT = 60.0
 MAX_OUTPUT = 64 * 1024 * 1024
 """A diff larger than this is cut (the view says so) rather than held whole in memory."""
+
+KEPT_ENVIRONMENT = frozenset(
+    {
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_SSH_COMMAND",
+        "GIT_SSH",
+    }
+)
+"""The only inherited ``GIT_*`` variables: who commits, which config files, which ssh."""
+
+TRUSTED_SCOPES = frozenset({"system", "global"})
+"""Config files of the user and the admin; ``local``, ``worktree`` (and ``command``) are not."""
+
+_APP_CONFIG = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", os.devnull),
+    ("protocol.allow", "never"),
+    ("submodule.recurse", "false"),
+    ("log.showSignature", "false"),
+)
+_EVERY_CALL_CONFIG = (
+    ("color.ui", "false"),
+    ("core.quotePath", "false"),
+    ("protocol.ext.allow", "never"),
+)
+_SUBCOMMAND_OPTIONS = {
+    # Our parser reads a/ and b/ prefixes and whole-repository paths, whatever diff.noprefix,
+    # diff.mnemonicPrefix or diff.relative say.
+    "diff": (
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-color",
+        "--no-relative",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
+        "--ignore-submodules=dirty",
+    ),
+    "status": ("--ignore-submodules=dirty",),
+}
+_FILTER_KEYS = ("clean", "smudge", "process", "required")
+_NO_CONTENT = frozenset({"rev-parse", "symbolic-ref", "check-ref-format", "merge-base", "rev-list", "config"})
+"""Commands that read refs and objects only: no file goes through a filter, no lookup needed."""
 
 
 class WorkspaceError(Exception):
@@ -53,20 +153,88 @@ def git_binary() -> str:
     return found
 
 
-def _environment() -> dict[str, str]:
-    env = dict(os.environ)
+def git_environment(config: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+    """The environment of every git (and ``gh``) the app runs: ``config`` as command-line
+    settings (``GIT_CONFIG_KEY_n``: a name holding ``=`` or spaces needs no quoting)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_") or key in KEPT_ENVIRONMENT}
     env.update(
         GIT_TERMINAL_PROMPT="0",  # a push that needs a password fails instead of hanging
         GIT_PAGER="cat",
         GIT_EDITOR="true",  # a merge never opens an editor for its message
+        GIT_SEQUENCE_EDITOR="true",
         LC_ALL="C",  # messages we match on (conflicts) are not translated
         GIT_OPTIONAL_LOCKS="0",  # status and diff never fight the agent for the index lock
     )
     # ssh ignores GIT_TERMINAL_PROMPT and would ask on /dev/tty, over the dashboard.
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
+    env["GIT_CONFIG_COUNT"] = str(len(config))
+    for n, (key, value) in enumerate(config):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
     return env
+
+
+def git_arguments(args: Sequence[str]) -> list[str]:
+    """The command line for ``git args``: no pager, and the options every ``diff`` and
+    ``status`` needs (no external diff, no textconv, nothing run inside submodules)."""
+    head = [git_binary(), "--no-pager"]
+    if not args:
+        return head
+    return [*head, args[0], *_SUBCOMMAND_OPTIONS.get(args[0], ()), *args[1:]]
+
+
+def untrusted_filters(listing: str) -> list[tuple[str, str]]:
+    """Settings that undo every filter setting the repository's own config makes.
+
+    ``listing`` is ``git config --null --show-scope --get-regexp ^filter\\.`` output. Each key
+    an untrusted scope sets goes back to the value the user's own config gives it, or blank
+    (no filter, not required). A ``process`` the user does not set cannot be taken back (set
+    at all, even blank, git stops using clean and smudge), so that driver is blanked whole.
+    """
+    trusted: dict[str, str] = {}
+    untrusted: dict[str, set[str]] = {}
+    fields = listing.split("\0")
+    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key, _, value = entry.partition("\n")
+        name, _, item = key.removeprefix("filter.").rpartition(".")
+        if not name or item not in _FILTER_KEYS:
+            continue
+        if scope in TRUSTED_SCOPES:
+            trusted[key] = value
+        else:
+            untrusted.setdefault(name, set()).add(item)
+    settings = []
+    for name, items in sorted(untrusted.items()):
+        if "process" in items and f"filter.{name}.process" not in trusted:
+            settings += [(f"filter.{name}.{item}", "") for item in _FILTER_KEYS]
+        else:
+            settings += [(key, trusted.get(key, "")) for key in (f"filter.{name}.{item}" for item in sorted(items))]
+    return settings
+
+
+@dataclass(frozen=True, slots=True)
+class AppConfig:
+    """The settings the app's own calls in one folder run with (looked up once, reusable for
+    a burst of calls there, such as one diff per new file)."""
+
+    config: tuple[tuple[str, str], ...]
+
+
+async def app_config(cwd: str, args: Sequence[str] = ()) -> AppConfig:
+    """What the app's own call ``git args`` in ``cwd`` runs with: nothing a repository names.
+    Without ``args``: settings good for any command there."""
+    config = (*_EVERY_CALL_CONFIG, *_APP_CONFIG)
+    if args and args[0] in _NO_CONTENT:
+        return AppConfig(config)
+    listed = await _run(
+        git_arguments(["config", "--null", "--show-scope", "--get-regexp", r"^filter\."]),
+        cwd,
+        git_environment(),
+        None,
+        DEFAULT_TIMEOUT,
+    )
+    # 1: no filter configured. Anything else: the command itself fails on the same config.
+    return AppConfig(config + tuple(untrusted_filters(listed.text)) if listed.ok else config)
 
 
 async def git(
@@ -76,16 +244,31 @@ async def git(
     check: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
     stdin: bytes | None = None,
+    user_asked: bool = False,
+    settings: AppConfig | None = None,
 ) -> GitResult:
     """Run ``git args`` in ``cwd``; with ``check``, a non-zero exit raises :class:`WorkspaceError`
-    naming the command and git's own message."""
-    # No fsmonitor hook: a command a repository's config names never runs behind the user's back.
-    command = [git_binary(), "-c", "color.ui=false", "-c", "core.quotepath=false", "-c", "core.fsmonitor=false", *args]
+    naming the command and git's own message.
+
+    ``user_asked``: the user asked for this git operation by name (commit, merge, push), so
+    the repository's hooks and configured programs run as git would run them for the user;
+    otherwise none does (see the module's docstring), with ``settings`` when given (from
+    :func:`app_config` for the same folder), else looked up now.
+    """
+    config = _EVERY_CALL_CONFIG if user_asked else (settings or await app_config(cwd, args)).config
+    result = await _run(git_arguments(args), cwd, git_environment(config), stdin, timeout)
+    if check and not result.ok:
+        raise WorkspaceError(f"git {' '.join(args[:2])} failed in {cwd}: {describe(result)}")
+    return result
+
+
+async def _run(command: list[str], cwd: str, env: dict[str, str], stdin: bytes | None, timeout: float) -> GitResult:
+    what = " ".join(command[2:3])  # after "git --no-pager": the subcommand
     try:
         proc = await asyncio.create_subprocess_exec(
             *command,
             cwd=cwd,
-            env=_environment(),
+            env=env,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -100,16 +283,13 @@ async def git(
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        raise WorkspaceError(f"git {args[0]} did not finish within {timeout:.0f} s in {cwd}") from None
+        raise WorkspaceError(f"git {what} did not finish within {timeout:.0f} s in {cwd}") from None
     except asyncio.CancelledError:
         if proc.returncode is None:
             proc.kill()
         raise
     truncated = len(out) > MAX_OUTPUT
-    result = GitResult(proc.returncode or 0, out[:MAX_OUTPUT], err.decode("utf-8", "replace"), truncated)
-    if check and not result.ok:
-        raise WorkspaceError(f"git {' '.join(args[:2])} failed in {cwd}: {describe(result)}")
-    return result
+    return GitResult(proc.returncode or 0, out[:MAX_OUTPUT], err.decode("utf-8", "replace"), truncated)
 
 
 def describe(result: GitResult) -> str:

@@ -7,9 +7,11 @@ on a new branch that starts at the base the user chose. Everything goes through
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,12 +78,24 @@ def branch_name_for(session_name: str) -> str:
     return f"polypilot/{slug}"
 
 
+MAX_BRANCH_BYTES = 200
+"""A branch name's limit: its folder's name and git's ref file must each fit in 255 bytes."""
+
+
 async def check_branch_name(repo: str, branch: str) -> None:
-    """:class:`WorkspaceError` unless ``branch`` is a valid and unused branch name."""
+    """:class:`WorkspaceError` unless ``branch`` is a valid, unused branch name that means
+    itself (``@`` or ``@{-1}`` would be read as another branch or commit)."""
     if not branch.strip():
         raise WorkspaceError("the branch needs a name")
+    size = len(branch.encode("utf-8", "surrogateescape"))
+    if size > MAX_BRANCH_BYTES:
+        raise WorkspaceError(
+            f"the branch name is too long ({len(branch)} characters, {size} bytes): at most {MAX_BRANCH_BYTES} bytes"
+        )
     valid = await git(["check-ref-format", "--branch", branch], repo, check=False)
-    if not valid.ok or branch.startswith("+"):  # "+main" would be a forced refspec to git push
+    # --branch expands shorthands: a name that comes back changed is not a name of its own.
+    # "+main" would be a forced refspec to git push; "@" is HEAD to every git command.
+    if not valid.ok or valid.text.strip() != branch or branch.startswith(("+", "-")) or branch == "@":
         raise WorkspaceError(f"{branch!r} is not a valid branch name")
     exists = await git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo, check=False)
     if exists.ok:
@@ -111,25 +125,62 @@ async def plan_worktree(info: FolderInfo, branch: str, base: str, root: Path) ->
     if not info.head:
         raise WorkspaceError(f"{info.repo} has no commits yet: a worktree needs one to start from")
     base = base.strip() or info.branch or info.head
-    resolved = await git(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], info.repo, check=False)
+    resolved = await git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}"], info.repo, check=False
+    )
     if not resolved.ok:
         raise WorkspaceError(f"the base {base!r} is neither a branch nor a commit of {info.repo}")
     await check_branch_name(info.repo, branch)
     folder = worktree_folder(root, info.repo, branch)
-    if folder.exists():
+    try:
+        taken = folder.exists()
+    except OSError as exc:  # a name too long for the file system, a folder we may not read
+        raise WorkspaceError(f"the worktree cannot go to {folder}: {exc.strerror or exc}") from None
+    if taken:
         raise WorkspaceError(f"{folder} exists already: remove it or pick another branch name")
     return WorktreePlan(folder, branch, base, resolved.text.strip())
 
 
 async def create_worktree(info: FolderInfo, branch: str, base: str, root: Path) -> Workspace:
-    """A new worktree of ``info``'s repository on a new ``branch`` starting at ``base``."""
+    """A new worktree of ``info``'s repository on a new ``branch`` starting at ``base``.
+
+    A creation that fails leaves nothing behind: the branch, the worktree's folder and record,
+    and the folders made for it are removed (only what this call made: the branch is made
+    first, on its own, so a branch someone else made meanwhile is refused, never removed).
+    """
     plan = await plan_worktree(info, branch, base, root)
-    private_dir(root)
-    private_dir(plan.folder.parent)
-    added = await git(["worktree", "add", "-b", branch, str(plan.folder), plan.base_commit], info.repo, check=False)
-    if not added.ok:
-        raise WorkspaceError(f"the worktree could not be made: {describe(added)}")
+    made = [folder for folder in (root, plan.folder.parent) if not folder.exists()]
+    created = await git(["branch", "--end-of-options", branch, plan.base_commit], info.repo, check=False)
+    if not created.ok:
+        raise WorkspaceError(f"the branch {branch!r} could not be made: {describe(created)}")
+    folder_ours = False
+    try:
+        private_dir(root)
+        private_dir(plan.folder.parent)
+        if plan.folder.exists():  # made meanwhile, by someone else: theirs, never removed
+            raise WorkspaceError(f"{plan.folder} exists already: remove it or pick another branch name")
+        folder_ours = True
+        added = await git(["worktree", "add", str(plan.folder), branch], info.repo, check=False)
+        if not added.ok:
+            raise WorkspaceError(f"the worktree could not be made: {describe(added)}")
+    except (WorkspaceError, OSError) as exc:
+        await _undo_worktree(info.repo, plan, made, folder_ours)
+        if isinstance(exc, OSError):
+            raise WorkspaceError(f"the worktree could not be made: {exc.strerror or exc}") from None
+        raise
     return Workspace(str(plan.folder), Isolation.WORKTREE, info.repo, branch, plan.base, plan.base_commit)
+
+
+async def _undo_worktree(repo: str, plan: WorktreePlan, made: list[Path], folder_ours: bool) -> None:
+    """Remove what a failed :func:`create_worktree` made: its branch and its folders (git
+    removes a half-made worktree itself, unless it was killed on a timeout)."""
+    if folder_ours and plan.folder.is_dir() and not plan.folder.is_symlink():  # absent before git ran
+        shutil.rmtree(plan.folder, ignore_errors=True)
+    await git(["worktree", "prune"], repo, check=False)
+    await git(["branch", "-D", "--end-of-options", plan.branch], repo, check=False)
+    for folder in reversed(made):  # the deepest first; only if still empty
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def worktree_list(text: str) -> list[dict[str, str]]:

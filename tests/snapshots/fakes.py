@@ -95,8 +95,8 @@ FOLDERS = {
 class FakeFinish(FinishActions):
     """Fixed answers for the Finish dialog: two files uncommitted, one commit not pushed."""
 
-    def __init__(self, workspace: Workspace, session_name: str, last_prompt: str) -> None:
-        super().__init__(workspace, session_name, last_prompt)
+    def __init__(self, workspace: Workspace, session_name: str, prompts: Sequence[str]) -> None:
+        super().__init__(workspace, session_name, prompts)
         self.pull_request_unavailable = "needs the GitHub CLI (gh), which is not installed here"
 
     async def state(self) -> WorktreeState:
@@ -117,8 +117,8 @@ class FakeWorkspaces(WorkspaceActions):
     async def check(self, request: NewSessionRequest) -> str:
         return ""
 
-    def finisher(self, workspace: Workspace, session_name: str, last_prompt: str) -> FinishActions:
-        return FakeFinish(workspace, session_name, last_prompt)
+    def finisher(self, workspace: Workspace, session_name: str, prompts: Sequence[str]) -> FinishActions:
+        return FakeFinish(workspace, session_name, prompts)
 
 
 def build_app(

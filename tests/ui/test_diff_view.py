@@ -233,3 +233,27 @@ def test_layout_marks_binary_and_omitted_files_and_places_stale_comments() -> No
         (RowKind.INFO, "too large to show (40,000 lines)"),
         (RowKind.COMMENT, "(no longer in the diff) gone?"),
     ]
+
+
+async def test_split_puts_each_comment_under_its_own_column(changes: Changeset) -> None:
+    old = ReviewComment("docs/README.md", 5, "the old wording was clearer", Side.OLD)
+    new = ReviewComment("docs/README.md", 5, "say which things", Side.NEW)
+    context = ReviewComment("docs/README.md", 3, "a context line's comment", Side.NEW)
+    app = DiffHostApp(changes, comments=(old, new, context))
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        await pilot.press("s")
+        await pilot.pause()
+        width = lines.scrollable_content_region.width
+        middle = (width - 1) // 2  # the column of the bar between the halves
+        paired = lines.row_text(row_of(lines, "+ It does many things."))
+        left, right = paired.split("│", 1)
+        assert left.startswith("●") and right.startswith("●")  # each side marks its own comment
+        for comment, column in ((new, "right"), (context, "right"), (old, "left")):
+            row = lines.row_text(row_of(lines, comment.text))
+            at = row.index("│ " + comment.text)
+            assert (at > middle) == (column == "right"), (comment.text, at, middle, row)
+        await pilot.press("s")  # unified: every comment under the one column
+        await pilot.pause()
+        starts = {lines.row_text(row_of(lines, c.text)).index("│ " + c.text) for c in (old, new, context)}
+        assert len(starts) == 1

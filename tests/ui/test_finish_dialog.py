@@ -10,6 +10,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Button, Checkbox, Static, TextArea
 
+from polypilot_tui.domain.changeset import ReviewComment, Side, review_prompt
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
@@ -31,10 +32,16 @@ async def worktree(tmp_path: Path, repo: Path, branch: str = "polypilot/fix") ->
     return await create_worktree(await inspect_folder(str(repo)), branch, "main", tmp_path / "worktrees")
 
 
-async def open_finish(pilot: Pilot[Any], app: PolypilotApp, workspace: Workspace | None) -> FinishScreen:
-    """A session on ``workspace``, selected, with the Finish dialog open (F5) and looked at."""
+async def open_finish(
+    pilot: Pilot[Any], app: PolypilotApp, workspace: Workspace | None, *, sid: str | None = None
+) -> FinishScreen:
+    """A session on ``workspace`` (or the session ``sid``), selected, with the Finish dialog
+    open (F5) and looked at."""
     await wait_for(pilot, lambda: app.selected == "s1")
-    sid = app.engine.manager.add_session("demo", "fix", workspace=workspace)
+    if sid is None:
+        sid = app.engine.manager.add_session("demo", "fix", workspace=workspace)
+    else:
+        workspace = app.engine.manager.session(sid).workspace
     app.select(sid)
     await app.flush()  # F5 applies to the session on screen, as last drawn
     await pilot.press("f5")
@@ -116,9 +123,10 @@ async def test_push_to_a_bare_repository(tmp_path: Path) -> None:
 
 
 async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = make_repo(tmp_path / "repo", {".gitignore": "*.env\n"})
     ws = await worktree(tmp_path, repo)
     (Path(ws.folder) / "draft.txt").write_text("unsaved thoughts\n")
+    (Path(ws.folder) / "secret.env").write_text("TOKEN=x\n")  # git-ignored: the only copy
     app = demo_app(tmp_path / "state")
     async with app.run_test(size=(120, 44), notifications=True) as pilot:
         screen = await open_finish(pilot, app, ws)
@@ -130,6 +138,7 @@ async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> Non
             lambda: isinstance(app.screen, ConfirmScreen) and "1 uncommitted file" in screen_message(app),
             what="the second question, naming the loss",
         )
+        assert "draft.txt" in screen_message(app) and "git-ignored file or folder (secret.env)" in screen_message(app)
         await pilot.press("n")  # not this time: all is kept
         await wait_for(pilot, lambda: app.screen is screen and "Nothing was discarded" in result(screen))
         assert (Path(ws.folder) / "draft.txt").exists()
@@ -148,6 +157,13 @@ async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> Non
         sid = app.selected
         assert sid is not None
         await wait_for(pilot, lambda: "is gone" in app.engine.manager.view(sid).workspace_problem, what="⚠ on the row")
+        # Its agent would work in a deleted folder: a prompt is refused, said, and kept.
+        app.pane.editor.load_text("one more thing")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("Send failed" in n for n in notifications(app)), what="the refusal")
+        assert any("takes no more prompts" in n and "worktree was discarded" in n for n in notifications(app))
+        assert app.pane.editor.text == "one more thing"
+        assert "one more thing" not in [i.text for i in app.engine.history(sid)]
 
 
 def which_but_gh(name: str, *args: Any, **kwargs: Any) -> str | None:
@@ -181,3 +197,29 @@ async def test_open_pull_request_is_disabled_with_the_reason_without_gh(
         screen = await open_finish(pilot, app, ws)
         assert screen.query_one("#pull-request", Button).disabled
         assert "GitHub CLI (gh)" in str(screen.query_one("#pull-request-note", Static).render())
+
+
+async def test_the_drafted_message_is_the_sessions_first_request_never_a_review(tmp_path: Path) -> None:
+    """The same draft as `polypilot finish commit` makes: the first real prompt, whole words."""
+    repo = make_repo(tmp_path / "repo")
+    ws = await worktree(tmp_path, repo)
+    (Path(ws.folder) / "login.py").write_text("fixed = True\n")
+    app = demo_app(tmp_path / "state")
+    request = (
+        "Fix the login redirect so that users who sign in from a deep link land on the page they asked for. "
+        "Keep the old behaviour for the home page."
+    )
+    review = review_prompt([ReviewComment("login.py", 1, "name it better", Side.NEW)])
+    async with app.run_test(size=(120, 44)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        sid = app.engine.manager.add_session("demo", "fix", workspace=ws)
+        for prompt in (request, review):
+            await app.engine.send(sid, prompt)
+            await wait_for(pilot, lambda: app.engine.manager.session(sid).turn is None, what="the turn")
+        screen = await open_finish(pilot, app, None, sid=sid)
+        await wait_for(pilot, lambda: screen.query_one("#commit-message", TextArea).text, what="the draft")
+        text = screen.query_one("#commit-message", TextArea).text
+        subject, _, body = text.partition("\n\n")
+        assert subject == "Fix the login redirect so that users who sign in from a deep link land"
+        assert "…" not in text and "Review of your changes" not in text
+        assert body.startswith(request) and body.endswith("- login.py")

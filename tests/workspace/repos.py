@@ -33,6 +33,7 @@ def make_repo(folder: Path, files: dict[str, str] | None = None) -> Path:
     folder.mkdir(parents=True)
     run(folder, "init", "--quiet", "-b", "main")
     for name, text in (files or {"README.md": "hello\n"}).items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     commit(folder, "first")
     return folder

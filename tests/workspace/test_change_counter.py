@@ -137,3 +137,39 @@ async def test_the_first_session_works_where_polypilot_started_or_in_its_agents_
     assert there is not None and (there.folder, there.is_git) == (str(plain), False)
     gone = AgentCatalog({"demo": demo_agent().model_copy(update={"cwd": tmp_path / "nowhere"})})
     assert await first_workspace(settings, gone) is None  # the agent's own cwd, as before
+
+
+async def test_a_session_in_the_checkout_counts_only_its_own_changes_after_a_merge(tmp_path: Path) -> None:
+    """Another session's worktree merged into main moves the checkout's HEAD: after a restart
+    the checkout's session still shows only what it changed itself."""
+    from polypilot_tui.engine.persistence import attach_persistence
+    from polypilot_tui.workspace.changes import diff_text
+    from polypilot_tui.workspace.finish import commit_all, merge_into_base
+
+    repo = make_repo(tmp_path / "repo", {"README.md": "hello\n", "app.py": "x = 1\n"})
+    info = await inspect_folder(str(repo))
+    first = harness(tmp_path)
+    saved = attach_persistence(first.manager, first.manager.settings)
+    here = first.manager.add_session("demo", "here", workspace=in_place(info), connect=False)
+    tree = await create_worktree(info, "polypilot/other", "", tmp_path / "wt")
+    Path(tree.folder, "feature.py").write_text("".join(f"line {n}\n" for n in range(6)))
+    Path(tree.folder, "README.md").write_text("hello, merged\n")
+    await commit_all(tree, "the other session's work")
+    assert (await merge_into_base(tree, fast_forward_only=True)).merged
+    (repo / "app.py").write_text("x = 2\n")  # the checkout's session: its own one-line change
+    await saved.close()
+    await first.manager.quit()
+
+    again = harness(tmp_path)
+    restored = attach_persistence(again.manager, again.manager.settings)
+    counter = ChangeCounter(again.manager)
+    counter.refresh(here)
+    await counter.idle()
+    assert again.manager.view(here).changes == ChangeStats(1, 1, 1)
+    workspace = again.manager.session(here).workspace
+    assert workspace is not None
+    text = (await diff_text(workspace)).text
+    assert "app.py" in text and "feature.py" not in text and "merged" not in text
+    counter.close()
+    await restored.close()
+    await again.manager.quit()

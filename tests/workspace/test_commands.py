@@ -3,12 +3,20 @@ starts the state folder's engine, which the test ends)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from polypilot_tui.domain.changeset import ReviewComment, Side, review_prompt
+from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.service.wire import socket_path
+from polypilot_tui.storage.history import HISTORY_FILE
+from polypilot_tui.storage.saved_rows import SavedRows
+from tests.workspace.hostile import hostile_repo
 from tests.workspace.repos import IDENTITY, make_repo, run
 
 POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
@@ -80,3 +88,103 @@ def test_bad_requests_say_why_and_change_nothing(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "not in a worktree of its own" in refused.stderr
     assert run(repo, "status", "--porcelain") == "?? mine.txt"  # nothing was added or committed
     assert polypilot(state, "engine", "stop").returncode == 0  # `new` started it; the conftest also ends it
+
+
+def saved_prompts(state: Path, sid: str, count: int, timeout: float = 10.0) -> list[str]:
+    """The session's prompts once the engine has saved ``count`` of them (it writes within a second)."""
+    rows = SavedRows(state / HISTORY_FILE)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            prompts = rows.prompts(sid) if (state / HISTORY_FILE).exists() else None
+            if prompts is not None and len(prompts) >= count:
+                return prompts
+            time.sleep(0.05)
+    finally:
+        rows.close()
+    raise AssertionError(f"the engine did not save {count} prompts of {sid} within {timeout} s")
+
+
+def test_finish_commit_drafts_from_the_first_request_and_discard_names_ignored_files(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    repo = make_repo(tmp_path / "repo", {".gitignore": "*.env\n", "README.md": "hello\n"})
+    made = polypilot(state, "new", "--name", "login", "--worktree", cwd=repo)
+    assert made.returncode == 0, made.stderr
+    sid, where = made.stdout.strip().split("\t")
+    folder = Path(where.split(" on ")[0])
+    request = "Make the login page remember the last user name. It should also trim spaces."
+    review = review_prompt([ReviewComment("login.py", 1, "trim both ends", Side.NEW)])
+    for prompt in (request, review):
+        sent = polypilot(state, "send", sid, prompt, "--wait")
+        assert sent.returncode == 0, sent.stderr
+    assert saved_prompts(state, sid, 2)[1] == review
+    (folder / "login.py").write_text("remember = True\n")
+    (folder / "secret.env").write_text("TOKEN=x\n")
+    committed = polypilot(state, "finish", sid, "commit")
+    assert committed.returncode == 0, committed.stderr
+    message = run(folder, "log", "-1", "--format=%B")
+    assert message.startswith("Make the login page remember the last user name\n\n" + request + "\n\n- login.py")
+    refused = polypilot(state, "finish", sid, "discard")
+    assert refused.returncode == 1 and "git-ignored file or folder (secret.env)" in refused.stderr
+    assert "--force" in refused.stderr and (folder / "secret.env").exists()
+    assert polypilot(state, "finish", sid, "discard", "--force").returncode == 0
+    assert not folder.exists()
+    after = polypilot(state, "send", sid, "are you still there?")
+    assert (
+        after.returncode != 0 and "takes no more prompts" in after.stderr and "worktree was discarded" in after.stderr
+    )
+    assert polypilot(state, "engine", "stop").returncode == 0
+
+
+def test_bad_branch_names_are_refused_up_front_and_leave_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    repo = make_repo(tmp_path / "repo")
+    for branch, said in (
+        ("@", "'@' is not a valid branch name"),
+        ("@{-1}", "is not a valid branch name"),
+        ("-x", "is not a valid branch name"),
+        ("x" * 300, "the branch name is too long (300 characters, 300 bytes): at most 200 bytes"),
+        ("é" * 150, "too long (150 characters, 300 bytes)"),
+    ):
+        refused = polypilot(state, "new", "--worktree", f"--branch={branch}", cwd=repo)
+        assert refused.returncode == 1 and said in refused.stderr, (branch, refused.stderr)
+        assert "Traceback" not in refused.stderr
+    assert run(repo, "branch", "--list", "--format=%(refname:short)") == "main"
+    assert not (state / "worktrees").exists() or not any((state / "worktrees").rglob("*"))
+    assert polypilot(state, "engine", "stop").returncode == 0
+
+
+async def counted(state: Path, sid: str, timeout: float = 15.0) -> dict[str, object]:
+    """The session's change counts once the engine has counted them (bounded wait)."""
+    http = EngineHttp(socket_path(state))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        while loop.time() < deadline:
+            changes = (await http.get(f"/sessions/{sid}")).get("changes") or {}
+            if changes.get("files"):
+                return dict(changes)
+            await asyncio.sleep(0.1)
+    finally:
+        await http.aclose()
+    raise AssertionError(f"the engine did not count the changes of {sid} within {timeout} s")
+
+
+async def test_a_hostile_repository_runs_nothing_through_the_engine_and_the_commands(tmp_path: Path) -> None:
+    """The engine's own change counts, `polypilot new --worktree` and `polypilot diff`."""
+    state = tmp_path / "state"
+    repo, marks = hostile_repo(tmp_path)
+    (repo / "a.txt").write_text("one\ntwo\nthree\n")
+    (repo / "new.txt").write_text("new\n")
+    here = polypilot(state, "new", "--name", "here", cwd=repo)
+    assert here.returncode == 0, here.stderr
+    sid = here.stdout.split("\t")[0]
+    assert await counted(state, sid) == {"files": 2, "added": 2, "removed": 0}
+    tree = polypilot(state, "new", "--name", "tree", "--worktree", cwd=repo)
+    assert tree.returncode == 0, tree.stderr
+    diff = polypilot(state, "diff", "here")
+    assert diff.returncode == 0 and "+three" in diff.stdout and "+++ b/new.txt" in diff.stdout, diff.stderr
+    stat = polypilot(state, "diff", "here", "--stat")
+    assert stat.stdout.splitlines()[-1] == "2 files +2 \u22120"
+    assert polypilot(state, "engine", "stop").returncode == 0
+    assert marks.ran() == []

@@ -19,6 +19,7 @@ from polypilot_tui.workspace.finish import (
     prune_orphans,
     push_branch,
     repos_under,
+    unmake,
     worktree_state,
 )
 from polypilot_tui.workspace.git import GitMissing, WorkspaceError, git
@@ -125,8 +126,8 @@ async def test_commit_merge_and_the_base_moves(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     tree = await create_worktree(await inspect_folder(str(repo)), "feature", "", tmp_path / "wt")
     Path(tree.folder, "feature.txt").write_text("new\n")
-    message = await draft_commit_message(tree, "feature session", "add the feature file")
-    assert message.startswith("add the feature file\n\n- feature.txt")
+    message = await draft_commit_message(tree, ["add the feature file"])
+    assert message == "Add the feature file\n\n- feature.txt"
     sha = await commit_all(tree, message)
     with pytest.raises(WorkspaceError, match="nothing to commit"):
         await commit_all(tree, "again")
@@ -192,7 +193,7 @@ async def test_discard_asks_before_throwing_work_away(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     tree = await create_worktree(await inspect_folder(str(repo)), "risky", "", tmp_path / "wt")
     Path(tree.folder, "work.txt").write_text("hours of work\n")
-    with pytest.raises(WorkspaceError, match="1 uncommitted file; nothing was removed"):
+    with pytest.raises(WorkspaceError, match=r"1 uncommitted file \(new: work.txt\); nothing was removed"):
         await discard(tree)
     assert Path(tree.folder, "work.txt").exists()
     await commit_all(tree, "work")
@@ -272,3 +273,97 @@ async def test_a_repository_without_commits_counts_everything_as_new(tmp_path: P
     commit(empty, "first")
     (empty / "HEAD").write_text("a file named like a revision\n")  # revisions are ended with --
     assert await change_stats(in_place(await inspect_folder(str(empty)))) == ChangeStats(1, 1, 0)
+
+
+async def test_a_failed_worktree_creation_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"big.bin": "data\n", ".gitattributes": "*.bin filter=broken\n"})
+    info = await inspect_folder(str(repo))
+    root = tmp_path / "wt"
+    # The user's own required filter fails on checkout (a git-lfs that cannot reach its server).
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text('[filter "broken"]\n\tsmudge = false\n\tclean = cat\n\trequired = true\n')
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(WorkspaceError, match="the worktree could not be made: .*smudge filter broken failed"):
+        await create_worktree(info, "polypilot/lfs", "", root)
+    assert run(repo, "branch", "--list", "polypilot/lfs") == ""
+    assert run(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not root.exists()  # the folders made for it went too
+    monkeypatch.undo()
+    # A folder that cannot be made (the root is a file): the branch made first goes again.
+    root.write_text("not a folder\n")
+    with pytest.raises(WorkspaceError, match="the worktree could not be made"):
+        await create_worktree(info, "polypilot/nowhere", "", root)
+    assert run(repo, "branch", "--list", "polypilot/nowhere") == ""
+    assert root.read_text() == "not a folder\n"
+    # Refused up front: a name that is not its own, or too long for a folder.
+    for branch in ("@", "@{-1}", "HEAD", "-b", "a" * 201):
+        with pytest.raises(WorkspaceError, match="not a valid branch name|too long"):
+            await create_worktree(info, branch, "", tmp_path / "wt2")
+    assert run(repo, "branch", "--list", "--format=%(refname:short)") == "main"
+    assert not (tmp_path / "wt2").exists()
+
+
+async def test_unmake_removes_the_worktree_of_a_session_that_was_not_created(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "unused", "", tmp_path / "wt")
+    assert "is removed again" in await unmake(tree)
+    assert not Path(tree.folder).exists() and run(repo, "branch", "--list", "unused") == ""
+    kept = await create_worktree(await inspect_folder(str(repo)), "kept", "", tmp_path / "wt")
+    Path(kept.folder, "already.txt").write_text("work\n")
+    assert "stays" in await unmake(kept) and Path(kept.folder, "already.txt").exists()
+
+
+async def test_discard_names_untracked_and_ignored_files_and_keeps_them(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {".gitignore": "*.env\nbuild/\n", "README.md": "hello\n"})
+    tree = await create_worktree(await inspect_folder(str(repo)), "secrets", "", tmp_path / "wt")
+    folder = Path(tree.folder)
+    (folder / "secret.env").write_text("TOKEN=hunter2\n")
+    with pytest.raises(WorkspaceError, match=r"^the worktree has 1 git-ignored file or folder \(secret.env\);"):
+        await discard(tree)
+    assert (folder / "secret.env").exists()
+    for n in range(6):
+        (folder / f"more{n}.env").write_text("x\n")
+    (folder / "build").mkdir()
+    (folder / "build" / "out.o").write_bytes(b"\0")
+    (folder / "notes.md").write_text("new\n")
+    state = await worktree_state(tree)
+    assert state.untracked == ("notes.md",) and len(state.ignored) == 8 and "build/" in state.ignored
+    said = state.at_risk()
+    assert said.startswith("1 uncommitted file (new: notes.md) and 8 git-ignored files or folders (")
+    assert said.endswith(" and 3 more)")  # five named, the rest counted
+    with pytest.raises(WorkspaceError, match="nothing was removed"):
+        await discard(tree)
+    assert "removed" in await discard(tree, force=True)
+    assert not folder.exists()
+
+
+async def test_a_checked_out_submodule_is_work_at_risk(tmp_path: Path) -> None:
+    sub = make_repo(tmp_path / "lib", {"lib.py": "x = 1\n"})
+    repo = make_repo(tmp_path / "repo")
+    run(repo, "-c", "protocol.file.allow=always", "submodule", "--quiet", "add", str(sub), "lib")
+    commit(repo, "the library")
+    tree = await create_worktree(await inspect_folder(str(repo)), "with-lib", "", tmp_path / "wt")
+    assert (await worktree_state(tree)).at_risk() == ""  # not checked out: nothing in it
+    run(Path(tree.folder), "-c", "protocol.file.allow=always", "submodule", "--quiet", "update", "--init")
+    Path(tree.folder, "lib", "lib.py").write_text("x = 2\n")  # its own change, not looked at
+    with pytest.raises(WorkspaceError, match=r"1 checked-out submodule \(lib\); nothing was removed"):
+        await discard(tree)
+    assert Path(tree.folder, "lib", "lib.py").read_text() == "x = 2\n"
+
+
+async def test_the_start_up_prune_keeps_worktrees_holding_ignored_or_untracked_files(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {".gitignore": ".env\n"})
+    root = tmp_path / "wt"
+    info = await inspect_folder(str(repo))
+    secret = await create_worktree(info, "secret", "", root)
+    new = await create_worktree(info, "new", "", root)
+    clean = await create_worktree(info, "clean", "", root)
+    Path(secret.folder, ".env").write_text("PASSWORD=x\n")
+    Path(new.folder, "idea.txt").write_text("an idea\n")
+    assert await prune_orphans(str(repo), root, lambda: set()) == [clean.folder]
+    assert Path(secret.folder, ".env").read_text() == "PASSWORD=x\n"
+    assert Path(new.folder, "idea.txt").exists()
+    assert run(repo, "branch", "--list", "secret") != ""

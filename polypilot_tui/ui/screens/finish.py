@@ -35,6 +35,8 @@ def describe_state(state: WorktreeState, base: str) -> str:
     ]
     if state.ahead:
         parts.append(f"{plural(state.unpushed, 'commit')} not pushed" if state.unpushed else "all pushed")
+    if state.ignored:  # never committed: the folder holds the only copy
+        parts.append(f"{plural(len(state.ignored), 'git-ignored file')} only here")
     return " · ".join(parts) + (" — merged, nothing to finish." if state.merged else ".")
 
 
@@ -182,16 +184,16 @@ class FinishScreen(ModalScreen[None]):
         )
         if not await self.app.push_screen(first, wait_for_dismiss=True):
             return "Nothing was discarded."
-        risk = (await actions.state()).at_risk()
-        if risk:
+        risks = (await actions.state()).risks()
+        if risks:
             second = ConfirmScreen(
                 "Throw this work away?",
-                f"The worktree has {risk}: discarding loses them for good.",
+                "Discarding loses these for good:\n" + "\n".join(f"• {risk}" for risk in risks),
                 "Discard anyway",
             )
             if not await self.app.push_screen(second, wait_for_dismiss=True):
                 return "Nothing was discarded."
-        said = await actions.discard(force=bool(risk))
+        said = await actions.discard(force=bool(risks))
         self.discarded = True
         for button in ACTION_BUTTONS:
             self.query_one(f"#{button}", Button).disabled = True

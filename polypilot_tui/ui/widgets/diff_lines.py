@@ -283,6 +283,8 @@ class DiffLines(ScrollView, can_focus=True):
         if row.kind in (RowKind.INFO, RowKind.COMMENT):
             name = "diff-lines--info" if row.kind is RowKind.INFO else "diff-lines--comment"
             lead = "  " if row.kind is RowKind.INFO else "│ "
+            if self.split and row.kind is RowKind.COMMENT and self.comments[row.comment].side is Side.NEW:
+                gutter += (width - 1) // 2 + 1  # under the new (right) column, as its mark
             parts = [(" " * gutter + lead, (name,)), (clean(row.text), (name,))]
             return self._fit(parts, width, (name, *extra))
         if not self.split or row.kind is RowKind.NOTE:
@@ -362,7 +364,7 @@ class DiffLines(ScrollView, can_focus=True):
         gutter = self._style("diff-lines--gutter", kind, *extra)
         mark = self._style("diff-lines--gutter", kind, "diff-lines--mark", *extra)
         no = line.new_no if new_side else line.old_no
-        mine = row.comment >= 0 and self._commented(row.comment, line, new_side)
+        mine = any(self._commented(index, line, new_side) for index in row.carried)
         head = [
             Segment(COMMENT_MARK if mine else " ", mark.rich_style),
             Segment(f"{'' if no is None else no:>{number}} ", gutter.rich_style),

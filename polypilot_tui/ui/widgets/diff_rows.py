@@ -39,7 +39,10 @@ class Row:
     right: DiffLine | None = None
     """Split only: the new side (added or context), or None."""
     comment: int = -1
-    """The comment (an index into the list given) this row shows, or that the line carries."""
+    """The comment (an index into the list given) this row shows, or that the line carries
+    (on a split row with comments on both sides: the new side's, as :func:`comment_anchor`)."""
+    carried: tuple[int, ...] = ()
+    """Every comment a line row carries (a split row may carry one on each side)."""
     text: str = ""
     """A comment row's line of text, or an info row's reason."""
     first: bool = False
@@ -155,15 +158,18 @@ def _hunk_rows(rows: list[Row], placer: _Placer, diff: FileDiff, f: int, h: int,
         for line in lines:
             mine = placer.for_line(path, line)
             kind = RowKind.NOTE if line.kind is LineKind.NOTE else RowKind.LINE
-            rows.append(Row(kind, f, h, left=line, comment=mine[0] if mine else -1))
+            rows.append(Row(kind, f, h, left=line, comment=mine[0] if mine else -1, carried=tuple(mine)))
             rows.extend(placer.rows(mine, f, h))
         return
     for left, right in _pairs(lines):
         if left is not None and left.kind is LineKind.NOTE:
             rows.append(Row(RowKind.NOTE, f, h, left=left))
             continue
-        mine = placer.for_line(path, left) + [i for i in placer.for_line(path, right) if right is not left]
-        rows.append(Row(RowKind.LINE, f, h, left=left, right=right, comment=mine[0] if mine else -1))
+        # The new side first: a key on this row means its new line (comment_anchor).
+        mine = (placer.for_line(path, right) if right is not left else []) + placer.for_line(path, left)
+        rows.append(
+            Row(RowKind.LINE, f, h, left=left, right=right, comment=mine[0] if mine else -1, carried=tuple(mine))
+        )
         rows.extend(placer.rows(mine, f, h))
 
 

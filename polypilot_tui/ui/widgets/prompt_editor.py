@@ -120,6 +120,16 @@ class PromptEditor(TextArea):
         else:
             self.drafts.setdefault(session_id, text)
 
+    def give_back(self, session_id: str, text: str) -> None:
+        """A prompt the engine refused goes back to the session it was typed for, after
+        whatever was typed since (never lost, never overwriting)."""
+        current = self.text if session_id == self.session_id else self.drafts.get(session_id, "")
+        joined = f"{text}\n\n{current}" if current.strip() else text
+        if session_id == self.session_id:
+            self._set(joined)
+        else:
+            self.drafts[session_id] = joined
+
     # ---- keys ------------------------------------------------------------------------
     async def _on_key(self, event: events.Key) -> None:
         if self.read_only:
