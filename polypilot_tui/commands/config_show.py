@@ -57,7 +57,7 @@ def show_config(settings: Settings, json_mode: bool = False) -> int:
     REDACTOR.learn_environment()
     values = settings.model_dump(mode="json")
     origin = origins()
-    effective = {name: {"value": REDACTOR.value(value), "from": origin(name)} for name, value in values.items()}
+    effective = {name: {"value": REDACTOR.scrub(value), "from": origin(name)} for name, value in values.items()}
     files = files_in_use(settings)
     if json_mode:
         print(dump_json({"files": files, "settings": effective}, indent=2))

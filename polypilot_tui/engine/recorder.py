@@ -105,7 +105,7 @@ class Recorder:
     # ---- taps ---------------------------------------------------------------------
     def on_event(self, session_id: str, event: AgentEvent) -> None:
         # Deltas are redacted as pieces: a key streamed in pieces must not survive in pieces.
-        self._guard(self._line, session_id, "event", {"type": event.type, "data": self.redactor.value(event.data)})
+        self._guard(self._line, session_id, "event", {"type": event.type, "data": self.redactor.scrub(event.data)})
 
     def _guard(self, fn: Any, *args: Any) -> None:
         if self._closed:  # the app is quitting: late events must not open new files

@@ -257,7 +257,7 @@ class DemoBackend:
         # The agent's own log lives in our state folder: it is redacted like everything we write.
         line = (
             dump_json(
-                {"type": kind, "data": REDACTOR.value(data), "id": uuid.uuid4().hex, "timestamp": self.clock.wall()}
+                {"type": kind, "data": REDACTOR.scrub(data), "id": uuid.uuid4().hex, "timestamp": self.clock.wall()}
             )
             + "\n"
         )
