@@ -32,6 +32,8 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from polypilot_tui.agents.acp.client import Transcript
 from polypilot_tui.agents.stderr_log import MAX_LINE_BYTES, AgentStderr
+from polypilot_tui.commands.status import print_status
+from polypilot_tui.config import Settings
 from polypilot_tui.domain.changes import ActionTaken, EngineAction, EventReceived, SessionAdded
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import SystemClock
@@ -306,3 +308,18 @@ def test_every_text_field_of_every_record_is_redacted_by_every_writer(tmp_path: 
         for secret in (KNOWN_SECRET, URL_PASSWORD, TOKEN_BODY):
             found = [p for p in pieces(secret) if p.encode() in data]
             assert not found, f"{path.relative_to(tmp_path)} holds pieces of a secret: {found[:3]}"
+
+
+def test_status_shows_no_secret_whatever_field_of_the_registry_holds_one(tmp_path: Path) -> None:
+    """``status`` reads ``sessions.json`` as it finds it (an older version's, edited by hand):
+    every text of its document goes through the redactor, not only the names it knows."""
+    REDACTOR.learn([KNOWN_SECRET])
+    doc = {"version": 1, "saved_at": 1.0, "sessions": [planted(SessionRecord).to_json()]}
+    (tmp_path / "sessions.json").write_text(json.dumps(doc))  # not through the registry: unredacted
+    settings = Settings(_env_file=None, state_dir=tmp_path)  # type: ignore[call-arg]
+    for json_mode in (True, False):
+        out = io.StringIO()
+        assert print_status(settings, json_mode=json_mode, out=out) == 0
+        assert "[redacted]" in out.getvalue()
+        for secret in (KNOWN_SECRET, URL_PASSWORD, TOKEN_BODY):
+            assert not [p for p in pieces(secret) if p in out.getvalue()], out.getvalue()
