@@ -323,3 +323,24 @@ def test_status_shows_no_secret_whatever_field_of_the_registry_holds_one(tmp_pat
         assert "[redacted]" in out.getvalue()
         for secret in (KNOWN_SECRET, URL_PASSWORD, TOKEN_BODY):
             assert not [p for p in pieces(secret) if p in out.getvalue()], out.getvalue()
+
+
+def test_an_exception_that_ends_a_process_is_logged_and_said_redacted(tmp_path: Path) -> None:
+    """A detached engine's stderr is ``engine.err`` in the state folder: the exception that
+    ends a process (its message may quote an agent) reaches it, and the log, redacted."""
+    password = unique("")
+    crash = (
+        "from pathlib import Path; from polypilot_tui.infra.logs import setup_file_logging;"
+        f"setup_file_logging(Path({str(tmp_path)!r}), 'engine.log');"
+        f"raise RuntimeError('the agent said postgres://app:{password}@db/x')"
+    )
+    with (tmp_path / "engine.err").open("w") as err:
+        done = subprocess.run([sys.executable, "-c", crash], cwd=ROOT, stderr=err, timeout=60)
+    assert done.returncode == 1
+    said, log = (tmp_path / "engine.err").read_text(), (tmp_path / "engine.log").read_text()
+    assert (
+        said.startswith("polypilot: RuntimeError: the agent said postgres://app:[redacted]@db/x")
+        and "engine.log" in said
+    )
+    assert "Traceback" in log and "postgres://app:[redacted]@db/x" in log
+    assert password not in said + log
