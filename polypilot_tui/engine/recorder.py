@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from polypilot_tui.engine.manager import SessionManager
 
 log = logging.getLogger(__name__)
+
+_STREAM_IDS = ("messageId", "toolCallId", "reasoningId")
+"""What tells one stream of an event type from another (one reply, one tool call)."""
 
 
 # ---- recordings --------------------------------------------------------------------
@@ -219,9 +223,14 @@ class Recorder:
 
     @staticmethod
     def _entry(rec: _Recording, at: float, action: str, value: Any) -> str:
-        """One line, every text in it redacted: the one way a line is made. An event's deltas
-        are read after what its stream (reply, reasoning …) said before them."""
-        stream = value.get("type", action) if action == "event" and isinstance(value, dict) else action
+        """One line, every text in it redacted: the one way a line is made. An event's pieces
+        (deltas) are read after what their stream (this reply, this tool call's arguments …)
+        said before them."""
+        stream: tuple[Any, ...] = (action,)
+        if action == "event" and isinstance(value, dict):
+            data = value.get("data")
+            ids = [data.get(k) for k in _STREAM_IDS] if isinstance(data, Mapping) else []
+            stream = (value.get("type"), *ids)
         return dump_entry(at, action, rec.streams.scrub(stream, value))
 
     def _emit(self, rec: _Recording, line: str) -> None:

@@ -58,8 +58,11 @@ MAX_REMEMBERED = 4096
 MAX_REMEMBERED_CHARS = 64
 """Texts this short (keys, names, ids) have their redaction remembered (at most
 :data:`MAX_REMEMBERED` of them: then they are forgotten and remembered afresh)."""
-STREAMED_FIELDS = frozenset({"deltaContent"})
-"""Event fields that carry a piece of a streamed reply (a key may be split across pieces)."""
+STREAMED_FIELDS = frozenset({"deltaContent", "inputDelta", "partialOutput", "chunk"})
+"""Event fields that carry a piece of a stream (a reply, a tool call's arguments, a tool's
+output as it runs): a secret may be split across pieces."""
+MAX_STREAMS = 16
+"""Streams a :class:`StreamTails` keeps the end of (the most recent ones)."""
 
 T = TypeVar("T")
 
@@ -291,12 +294,11 @@ class StreamTails:
         seen: list[str] = []
         clean = self._redactor._scrub(value, pieces, before, seen)  # noqa: SLF001 - the redactor's own helper
         if seen:
+            self._tails.pop(stream, None)  # the most recent last: the oldest goes first
             self._tails[stream] = (before + "".join(seen))[-CONTEXT_CHARS:]
+            while len(self._tails) > MAX_STREAMS:
+                del self._tails[next(iter(self._tails))]
         return cast(T, clean)
-
-    def forget(self, stream: Hashable) -> None:
-        """The stream ended (a turn, a session): its next piece starts afresh."""
-        self._tails.pop(stream, None)
 
 
 REDACTOR = Redactor()

@@ -13,7 +13,14 @@ import pytest
 
 from polypilot_tui.config import AgentConfig, ProviderConfig
 from polypilot_tui.domain.text import one_line
-from polypilot_tui.infra.redact import REDACTED, REDACTOR, Redactor, StreamTails, is_secret_key, looks_like_key
+from polypilot_tui.infra.redact import (
+    REDACTED,
+    REDACTOR,
+    Redactor,
+    StreamTails,
+    is_secret_key,
+    looks_like_key,
+)
 from polypilot_tui.storage.registry import Registry, SessionRecord
 
 KEY = "Zq8xKpL2mN4vB7cD9fGhJ3kL5pQ"
@@ -394,3 +401,14 @@ def test_a_text_redacted_before_a_secret_was_learned_is_redacted_again_after() -
     assert redactor.scrub(record) == record
     redactor.learn(["deploy-key-0123456789"])
     assert redactor.scrub(record) == {"toolName": REDACTED, REDACTED: 1}
+
+
+@pytest.mark.parametrize("name", ["deltaContent", "inputDelta", "partialOutput"])
+def test_every_streamed_field_is_read_after_its_stream(name: str) -> None:
+    """Not only replies stream: the Copilot CLI streams a tool call's arguments (``inputDelta``)
+    and a running tool's output (``partialOutput``) in pieces too."""
+    said = f'{{"command": "psql postgres://app:{PW}@db/x"}}'
+    cut = said.index(PW) + 5
+    tails, stream = StreamTails(Redactor()), ("assistant.tool_call_delta", "call-1")
+    out = "".join(tails.scrub(stream, {name: p})[name] for p in (said[:cut], said[cut:]))
+    assert not pieces_in(PW, out), out
