@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 
 from polypilot_tui.infra.private import open_private
-from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.infra.redact import CONTEXT_CHARS, REDACTOR
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,8 @@ class AgentStderr:
         self._size = os.fstat(self._out).st_size
         self._read_fd, self.write_fd = os.pipe()  # both close-on-exec; the agent gets write_fd as its fd 2
         self._recent = ""
+        self._line = ""
+        """The line being written in pieces, so far (its end: the next piece's context)."""
         self._lock = threading.Lock()
         self._dropped = 0
         self._tail: collections.deque[bytes] = collections.deque()
@@ -138,7 +140,9 @@ class AgentStderr:
 
     def _write(self, data: bytes, whole: bool, force: bool = False) -> None:
         text = data.decode("utf-8", "replace")  # invalid bytes are shown replaced, never dropped
-        clean = REDACTOR.text(text) if whole else REDACTOR.fragment(text)
+        # A piece of a long line is read after the pieces before it: a secret cut in two is found.
+        clean = REDACTOR.text(text) if whole and not self._line else REDACTOR.fragment(text, self._line)
+        self._line = "" if whole else (self._line + text)[-CONTEXT_CHARS:]
         self._remember(clean)
         if self._size >= self.max_bytes and not force:
             return

@@ -55,10 +55,10 @@ def origins() -> Callable[[str], str]:
 def show_config(settings: Settings, json_mode: bool = False) -> int:
     """Print the files in use and the effective settings."""
     REDACTOR.learn_environment()
-    values = settings.model_dump(mode="json")
+    values = REDACTOR.scrub(settings.model_dump(mode="json"))  # a setting named like a secret goes whole
     origin = origins()
-    effective = {name: {"value": REDACTOR.value(value), "from": origin(name)} for name, value in values.items()}
-    files = files_in_use(settings)
+    effective = {name: {"value": value, "from": origin(name)} for name, value in values.items()}
+    files = REDACTOR.scrub(files_in_use(settings))
     if json_mode:
         print(dump_json({"files": files, "settings": effective}, indent=2))
         return EXIT_OK

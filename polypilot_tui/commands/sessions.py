@@ -3,7 +3,8 @@
 
 ``ls``, ``stop`` and ``answer`` never start an engine (with none running there is nothing to
 list, stop or answer: exit 5); ``reconnect`` and ``close`` start it as the dashboard does.
-Every text an agent or a user wrote is printed stripped of terminal control sequences.
+Every text an agent or a user wrote is printed stripped of terminal control sequences; ``ls``
+is a listing like ``status`` and is redacted.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import sys
 
 from polypilot_tui.commands.live import CommandFailed, find_view, one_view, run_command, views
+from polypilot_tui.commands.status import learn_secrets
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import compact_duration, one_line, strip_control
 from polypilot_tui.domain.turn import PermissionPrompt
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.service.client import EngineHttp
 
 EXIT_OK = 0
@@ -28,6 +31,8 @@ async def cmd_ls(settings: Settings, json_mode: bool = False) -> int:
 
     async def body(http: EngineHttp) -> int:
         now, found = await views(http)
+        learn_secrets(settings)
+        found = REDACTOR.scrub(found)  # a listing, like status: redacted (``follow`` shows the chat as it is)
         if json_mode:
             print(dump_json([v.to_json() for v in found], indent=2, ascii_only=True))
         else:

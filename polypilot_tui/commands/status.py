@@ -8,7 +8,8 @@ treat both alike; times are epoch seconds here because they outlive the process.
 Whether an app runs is read from the state folder's lock (never from the registry, which
 another app may have written): if none holds it, a session saved mid-turn is not
 "thinking" any more: it is shown ``disconnected`` with the reason, never as busy. Every
-text goes through the redactor, fed with the environment's and the agents' secrets.
+text of the document goes through the redactor at once (:meth:`Redactor.scrub`), fed with
+the environment's and the agents' secrets.
 """
 
 from __future__ import annotations
@@ -52,15 +53,15 @@ def status_row(record: SessionRecord, app_running: bool, sign_in: str = "") -> d
         reason = "a turn was interrupted by a restart; resend it from the dashboard"
     return {
         "id": record.id,
-        "name": REDACTOR.text(record.name),
+        "name": record.name,
         "agent": record.agent,
         "status": status.value,
-        "reason": REDACTOR.text(reason),
+        "reason": reason,
         "model": record.model,
         "cwd": record.cwd,
         "branch": record.branch,
         "worktree": record.isolation == "worktree",
-        "title": REDACTOR.text(record.title),
+        "title": record.title,
         "agent_session_id": record.agent_session_id,
         "last_activity_at": record.last_activity_at,
         "created_at": record.created_at,
@@ -100,7 +101,7 @@ def status_document(settings: Settings) -> dict[str, Any]:
         "sessions": [status_row(r, running, sign_ins.get(r.agent, "")) for r in snapshot.sessions],
     }
     if snapshot.problem:
-        doc["problem"] = REDACTOR.text(snapshot.problem)
+        doc["problem"] = snapshot.problem
     return doc
 
 
@@ -144,15 +145,15 @@ def live_row(view: SessionView, record: SessionRecord | None, to_wall: float) ->
     turns the engine's clock times into epoch seconds)."""
     return {
         "id": view.id,
-        "name": REDACTOR.text(view.name),
+        "name": view.name,
         "agent": view.agent,
         "status": view.status.value,
-        "reason": REDACTOR.text(view.reason),
+        "reason": view.reason,
         "model": view.model,
         "cwd": view.cwd,
         "branch": view.branch,
         "worktree": view.worktree,
-        "title": REDACTOR.text(view.title),
+        "title": view.title,
         "agent_session_id": view.agent_session_id,
         "last_activity_at": view.last_activity_at + to_wall if view.last_activity_at is not None else None,
         "created_at": record.created_at if record is not None else None,
@@ -203,7 +204,7 @@ def print_status(settings: Settings, json_mode: bool = False, out: TextIO | None
     missing registry is not an error)."""
     out = out or sys.stdout
     live = asyncio.run(live_document(settings)) if socket_path(settings.state_dir).exists() else None
-    doc = live or status_document(settings)
+    doc = REDACTOR.scrub(live or status_document(settings))  # every text of every row
     if json_mode:
         out.write(dump_json(doc, indent=2) + "\n")
     else:

@@ -44,10 +44,15 @@ def bound_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
     return "\n".join(out)
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, the cut marked by "…" right where it is:
+    the redactor reads a "…" as a cut, and removes the start of a secret cut through there."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
 def one_line(text: str, limit: int = 80) -> str:
     """A single-line preview of ``text`` at most ``limit`` characters long."""
-    flat = " ".join(strip_control(text).split())
-    return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "…"
+    return clip(" ".join(strip_control(text).split()), limit)
 
 
 def compact_duration(seconds: float) -> str:

@@ -206,7 +206,7 @@ class Persistence:
         batch = self.history.take_batch()
         spill = Spill(str(self.store.state_dir), self.manager.clock.wall())
         if registry_failed:
-            spill.sessions = [r.redacted().to_json() for r in session_records(self.manager)]
+            spill.sessions = [r.to_json() for r in session_records(self.manager)]  # redacted by write_spill
         if batch is not None:
             for sid, idx, item in batch.rows:
                 offset = batch.offsets.get(sid)

@@ -5,8 +5,9 @@ One file per session per app run, ``state_dir/recordings/<session-id>-<start>.js
 ``stop`` and ``reconnect`` lines for what the user did and a ``restore`` line first when the
 session came back from disk. Engine-initiated actions (watchdog aborts, automatic recovery)
 are written as ``#`` comments: a replay re-derives them, so replaying them would double them.
-Secrets are redacted before anything is written; a recording stops at its size cap with a
-marker line.
+Every line is redacted whole before it is written (:meth:`Recorder._entry`; a streamed
+delta with the text its stream said before it, so a secret split across deltas is found); a
+recording stops at its size cap with a marker line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -31,13 +33,16 @@ from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.trace import dump_entry
 from polypilot_tui.domain.turn import EndCause
 from polypilot_tui.infra.private import open_private, private_dir
-from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.infra.redact import REDACTOR, StreamTails
 
 if TYPE_CHECKING:
     from polypilot_tui.domain.clock import Clock
     from polypilot_tui.engine.manager import SessionManager
 
 log = logging.getLogger(__name__)
+
+_STREAM_IDS = ("messageId", "toolCallId", "reasoningId")
+"""What tells one stream of an event type from another (one reply, one tool call)."""
 
 
 # ---- recordings --------------------------------------------------------------------
@@ -57,6 +62,8 @@ class _Recording:
     pending: list[str] = field(default_factory=list)
     """Lines that arrived while a restored session was still connecting: they are written
     after the ``restore`` line, once the resume hints they depend on are known."""
+    streams: StreamTails = field(default_factory=StreamTails)
+    """What each of its streams (reply, reasoning) said last: the context of the next delta."""
 
 
 class Recorder:
@@ -66,7 +73,6 @@ class Recorder:
         self.directory = Path(directory)
         self.clock = clock
         self.max_bytes = max(0, int(max_bytes))
-        self.redactor = REDACTOR
         REDACTOR.learn_environment()
         self._recordings: dict[str, _Recording] = {}
         self._manager: SessionManager | None = None
@@ -94,7 +100,7 @@ class Recorder:
         """The session comes back from disk: its recording starts with a ``restore`` line."""
         restore: dict[str, Any] = {"mid_turn": mid_turn}
         if mid_turn and prompt:
-            restore["prompt"] = self.redactor.text(prompt)
+            restore["prompt"] = prompt
         self._recordings[session_id] = _Recording(session_id, self.clock.now(), restore)
 
     def path(self, session_id: str) -> Path | None:
@@ -104,8 +110,7 @@ class Recorder:
 
     # ---- taps ---------------------------------------------------------------------
     def on_event(self, session_id: str, event: AgentEvent) -> None:
-        # Deltas are redacted as pieces: a key streamed in pieces must not survive in pieces.
-        self._guard(self._line, session_id, "event", {"type": event.type, "data": self.redactor.value(event.data)})
+        self._guard(self._line, session_id, "event", {"type": event.type, "data": event.data})
 
     def _guard(self, fn: Any, *args: Any) -> None:
         if self._closed:  # the app is quitting: late events must not open new files
@@ -120,7 +125,7 @@ class Recorder:
     def _action(self, change: ActionTaken) -> None:
         session_id, action = change.session_id, change.action
         if change.by_user and action in (EngineAction.SEND, EngineAction.RESEND):
-            self._line(session_id, "send", self.redactor.text(change.prompt))
+            self._line(session_id, "send", change.prompt)
         elif change.by_user and action is EngineAction.ABORT:
             self._line(session_id, "stop", {})
         elif change.by_user and action is EngineAction.RECONNECT:
@@ -128,7 +133,7 @@ class Recorder:
         else:  # the engine did it; a replay re-derives it
             said = change.reason or change.prompt
             note = f"{action.value}: {said}" if said else action.value
-            self._comment(session_id, self.redactor.text(" ".join(note.split())))
+            self._comment(session_id, " ".join(note.split()))
 
     def _change(self, session_id: str) -> None:
         rec = self._recordings.get(session_id)
@@ -205,16 +210,28 @@ class Recorder:
             rec.path = path
             if rec.restore is not None:
                 restore, rec.restore = rec.restore, None
-                self._write(rec, dump_entry(0.0, "restore", restore))
+                self._write(rec, self._entry(rec, 0.0, "restore", restore))
         return not rec.stopped
 
     def _line(self, session_id: str, action: str, value: Any) -> None:
         rec = self._recording(session_id)
-        self._emit(rec, dump_entry(max(0.0, self.clock.now() - rec.start), action, value))
+        self._emit(rec, self._entry(rec, max(0.0, self.clock.now() - rec.start), action, value))
 
     def _comment(self, session_id: str, text: str) -> None:
         rec = self._recording(session_id)
-        self._emit(rec, f"# {max(0.0, self.clock.now() - rec.start):.3f} {text}")
+        self._emit(rec, f"# {max(0.0, self.clock.now() - rec.start):.3f} {REDACTOR.text(text)}")
+
+    @staticmethod
+    def _entry(rec: _Recording, at: float, action: str, value: Any) -> str:
+        """One line, every text in it redacted: the one way a line is made. An event's pieces
+        (deltas) are read after what their stream (this reply, this tool call's arguments …)
+        said before them."""
+        stream: tuple[Any, ...] = (action,)
+        if action == "event" and isinstance(value, dict):
+            data = value.get("data")
+            ids = [data.get(k) for k in _STREAM_IDS] if isinstance(data, Mapping) else []
+            stream = (value.get("type"), *ids)
+        return dump_entry(at, action, rec.streams.scrub(stream, value))
 
     def _emit(self, rec: _Recording, line: str) -> None:
         session = self._session(rec.session_id) if rec.restore is not None and not rec.hints_known else None

@@ -10,11 +10,13 @@ dashboard draws on.
 - A log that cannot be written (full disk, read-only folder) is dropped quietly: never a
   ``--- Logging error ---`` traceback on the terminal. Saving problems reach the user as
   notices, not through the log.
-- Python warnings and exceptions in threads go to the log too, redacted like the rest.
+- Python warnings and exceptions in threads go to the log too, redacted like the rest; an
+  exception that ends the process is logged in full and said in one redacted line on stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import logging.handlers
@@ -113,6 +115,19 @@ def _thread_exception(args: threading.ExceptHookArgs) -> None:
     )
 
 
+def _uncaught(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+    """An exception that ends the process: in the log in full, on stderr one line, both
+    redacted (a detached engine's stderr is a file of the state folder, ``engine.err``)."""
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, exc, tb)
+        return
+    logging.getLogger("polypilot_tui").critical("uncaught exception", exc_info=(kind, exc, tb))
+    files = [h.baseFilename for h in _installed if isinstance(h, PrivateLogFile)]
+    where = f" (the traceback is in {files[0]})" if files else ""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(REDACTOR.text(f"polypilot: {kind.__name__}: {exc}") + where + "\n")
+
+
 def setup_file_logging(
     state_dir: Path, file_name: str, level: int = logging.WARNING, extra_file: Path | None = None
 ) -> Path | None:
@@ -124,6 +139,7 @@ def setup_file_logging(
     logging.raiseExceptions = False  # a failing handler never prints a traceback
     logging.captureWarnings(True)
     threading.excepthook = _thread_exception
+    sys.excepthook = _uncaught
     target = Path(extra_file) if extra_file is not None else Path(state_dir) / file_name
     try:
         # The user's --log-file may be in a folder they merely use (/tmp): only a folder made

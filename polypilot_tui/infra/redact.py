@@ -8,21 +8,41 @@ It removes two kinds of secret:
   with ``api_key_env``, and every agent ``env`` value that is named like a secret or looks
   like a key. Fed once at start (:meth:`Redactor.learn_environment`,
   :meth:`Redactor.learn_agents`); the process shares one instance, :data:`REDACTOR`.
-- **shapes**: ``NAME_KEY=value``, ``Authorization: Bearer …``, and well-known token formats
-  (``ghp_…``, ``sk-…``, ``AKIA…``) even when the value was never seen.
+- **shapes**, even when the value was never seen (:mod:`~polypilot_tui.infra.secret_shapes`):
+  well-known token formats, the password of a URL, PEM private keys, ``Authorization``
+  headers, and values after a secret's name (``DB_PASSWORD=…``, ``"apiKey": "…"``).
 
-Text that was cut before it got here ("…" previews, pieces of a long stderr line) may hold
-only the start or the end of a secret: those partial values are removed too, so a cut can
-never leak a key's prefix.
+Text that was cut before it got here ("…" previews, a streamed delta, a piece of a long
+stderr line) may hold only the start or the end of a secret: those partial secrets are
+removed too, and a piece read with the text that came before it (:meth:`Redactor.fragment`'s
+``before``, :class:`StreamTails`) is redacted as part of the whole, so a secret split
+across two pieces is found.
+
+Records are redacted whole (:meth:`Redactor.scrub`): every string of a dataclass, mapping,
+list or tuple, however deeply nested, so a field added later cannot be forgotten.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import threading
-from collections.abc import Collection, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping
+from dataclasses import fields, is_dataclass
+from enum import Enum
+from typing import Any, Protocol, TypeVar, cast
+
+from polypilot_tui.infra.secret_shapes import (
+    Span,
+    context_start,
+    cut_spans,
+    is_secret_key,
+    looks_like_key,
+    shape_spans,
+)
+
+__all__ = ["REDACTED", "REDACTOR", "Redactor", "StreamTails", "is_secret_key", "looks_like_key"]
 
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
@@ -30,78 +50,21 @@ MIN_SECRET_CHARS = 8
 MIN_PARTIAL_CHARS = 6
 """A piece of a known secret this long at a cut is removed as well."""
 ELLIPSIS = "…"
-STREAMED_FIELDS = frozenset({"deltaContent"})
-"""Event fields that carry a piece of a streamed reply (a key may be split across pieces)."""
+MAX_CUTS = 64
+"""Ellipses looked at for a partial secret before them (the last ones; bounds the work)."""
+CONTEXT_CHARS = 8192
+"""How much of a stream's earlier text is kept for its next piece (a PEM key fits)."""
+MAX_REMEMBERED = 4096
+MAX_REMEMBERED_CHARS = 64
+"""Texts this short (keys, names, ids) have their redaction remembered (at most
+:data:`MAX_REMEMBERED` of them: then they are forgotten and remembered afresh)."""
+STREAMED_FIELDS = frozenset({"deltaContent", "inputDelta", "partialOutput", "chunk"})
+"""Event fields that carry a piece of a stream (a reply, a tool call's arguments, a tool's
+output as it runs): a secret may be split across pieces."""
+MAX_STREAMS = 16
+"""Streams a :class:`StreamTails` keeps the end of (the most recent ones)."""
 
-_SECRET_NAMES = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "set-cookie",
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "apikey",
-        "api_key",
-        "api-key",
-        "x-api-key",
-        "access_token",
-        "refresh_token",
-        "id_token",
-        "client_secret",
-        "private_key",
-        "bearer",
-    }
-)
-# ENV_VAR style (GITHUB_TOKEN, OPENAI_API_KEY, my-secret), SHOUTED (APIKEY) and camelCase (apiKey).
-_SECRET_SUFFIX = re.compile(r"[_\-.](?:key|token|secret|password|passwd|credentials?|pat)$", re.IGNORECASE)
-_SECRET_SHOUTED = re.compile(r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
-_SECRET_CAMEL = re.compile(r"[a-z0-9](?:Key|Token|Secret|Password|Credentials?)$")
-_KNOWN_TOKENS = (
-    r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|sk-[A-Za-z0-9_-]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}"
-)
-_TEXT_PATTERNS = (
-    # KEY=value in shell commands and .env text
-    (
-        re.compile(
-            r"\b([A-Za-z][A-Za-z0-9_]*(?:_KEY|_TOKEN|_SECRET|_PASSWORD|_PASSWD|_PAT))(\s*[=:]\s*)"
-            r"(\"[^\"]*\"|'[^']*'|[^\s\"']+)",
-            re.IGNORECASE,
-        ),
-        rf"\1\2{REDACTED}",
-    ),
-    (
-        re.compile(r"\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s\"',}]+", re.IGNORECASE),
-        rf"\1\2 {REDACTED}",
-    ),
-    (re.compile(r"\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), rf"\1{REDACTED}"),
-    (re.compile(rf"\b(?:{_KNOWN_TOKENS})\b"), REDACTED),
-)
-_KEY_SHAPE = re.compile(r"[A-Za-z0-9_\-+/=.]{16,}")
-_KNOWN_SHAPE = re.compile(rf"(?:{_KNOWN_TOKENS})")
-
-
-def is_secret_key(name: str) -> bool:
-    """A variable or field name whose value is a credential (``GITHUB_TOKEN``, ``apiKey``)."""
-    return name.lower() in _SECRET_NAMES or bool(
-        _SECRET_SUFFIX.search(name) or _SECRET_SHOUTED.search(name) or _SECRET_CAMEL.search(name)
-    )
-
-
-def looks_like_key(value: str) -> bool:
-    """A value shaped like a key: a known token format, or a long unbroken mix of letters
-    and digits that is not a path."""
-    if _KNOWN_SHAPE.fullmatch(value):
-        return True
-    return (
-        bool(_KEY_SHAPE.fullmatch(value))
-        and not value.startswith(("/", ".", "~"))
-        and any(c.isdigit() for c in value)
-        and any(c.isalpha() for c in value)
-    )
+T = TypeVar("T")
 
 
 class AgentLike(Protocol):
@@ -115,12 +78,13 @@ class AgentLike(Protocol):
 
 
 class Redactor:
-    """Removes credentials from text and JSON-like data. Thread-safe."""
+    """Removes credentials from text and from records. Thread-safe."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self._values: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
+        self._remembered: dict[str, str] = {}
         self.learn(secrets)
 
     # ---- what it knows ------------------------------------------------------------
@@ -139,6 +103,7 @@ class Redactor:
             ordered = sorted(values, key=len, reverse=True)  # longest first: no half replacements
             self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
             self._values = frozenset(values)
+            self._remembered = {}  # a new secret may be in a text already redacted
 
     def learn_environment(self, environ: Mapping[str, str] | None = None) -> None:
         """Every secret-named variable of the environment (``*_TOKEN``, ``*_API_KEY`` …)."""
@@ -164,78 +129,176 @@ class Redactor:
         """``text`` without known secrets, secret shapes, or pieces of a secret before a "…"."""
         if not text:
             return text
-        pattern = self._pattern
-        if pattern is not None:
-            text = pattern.sub(REDACTED, text)
-            if ELLIPSIS in text:
-                text = self._partials(text, _ellipses(text), at_start=False)
-        for shape, replacement in _TEXT_PATTERNS:
-            text = shape.sub(replacement, text)
-        return text
+        return _replace(text, self._spans(text, _ellipses(text), at_start=False))
 
-    def fragment(self, text: str) -> str:
+    def fragment(self, text: str, before: str = "") -> str:
         """Like :meth:`text` for a piece cut out of something longer (a streamed delta, a
         draft, a slice of a long line): a secret's start at the end of the piece, its end
-        at the start, or a piece that is all inside a secret, goes too."""
-        text = self.text(text)
-        if self._pattern is None or not text:
+        at the start, or a piece that is all inside a secret, goes too. ``before`` is what
+        came before the piece in the same stream: a secret that began there is found whole."""
+        if not text:
             return text
-        if len(text.strip()) >= MIN_PARTIAL_CHARS and any(text.strip() in secret for secret in self._values):
+        context = before[-CONTEXT_CHARS:]
+        context = context[context_start(context) :]
+        joined = context + text
+        spans = self._spans(joined, [*_ellipses(joined), len(joined)], at_start=True)
+        offset = len(context)
+        clipped = [(max(s, offset) - offset, e - offset) for s, e in spans if e > offset]
+        stripped = text.strip()
+        if len(stripped) >= MIN_PARTIAL_CHARS and any(stripped in secret for secret in self._values):
             return REDACTED  # a middle piece of a secret streamed in several deltas
-        return self._partials(text, [*_ellipses(text), len(text)], at_start=True)
+        return _replace(text, clipped)
 
     def cut(self, text: str, limit: int) -> str:
         """Redact, then cut to ``limit`` characters (never the other way round)."""
         text = self.text(text)
         return text if len(text) <= limit else text[: max(0, limit - 1)] + ELLIPSIS
 
-    def value(self, value: Any, pieces: Collection[str] = STREAMED_FIELDS) -> Any:
-        """A redacted copy of JSON-like data (mappings, lists, strings); strings under a key
-        in ``pieces`` are pieces of a stream and redacted as fragments."""
+    def scrub(self, value: T, pieces: Collection[str] = STREAMED_FIELDS, before: str = "") -> T:
+        """A redacted copy of ``value``: every string in it, in dataclasses (every field),
+        mappings, lists and tuples however nested. A value under a secret's name
+        (``"apiKey": …``) goes whole; strings under a key in ``pieces`` are pieces of a
+        stream (redacted as fragments that follow ``before``). Enums, numbers and other
+        values are kept as they are."""
+        return cast(T, self._scrub(value, pieces, before, None))
+
+    def _scrub(self, value: Any, pieces: Collection[str], before: str, seen: list[str] | None) -> Any:
+        if isinstance(value, Enum):  # before str: a StrEnum is a str
+            return value
         if isinstance(value, str):
-            return self.text(value)
+            return self._short(value) if len(value) <= MAX_REMEMBERED_CHARS else self.text(value)
         if isinstance(value, Mapping):
-            return {
-                k: (
-                    REDACTED
-                    if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
-                    else self.fragment(v)
-                    if k in pieces and isinstance(v, str)
-                    else self.value(v, pieces)
-                )
-                for k, v in value.items()
-            }
-        if isinstance(value, (list, tuple)):
-            return [self.value(v, pieces) for v in value]
+            return {self._short(k): self._field(k, v, pieces, before, seen, whole=True) for k, v in value.items()}
+        if is_dataclass(value) and not isinstance(value, type):
+            clone = copy.copy(value)
+            for f in fields(value):  # every field, init or not; frozen ones too
+                old = getattr(value, f.name)
+                object.__setattr__(clone, f.name, self._field(f.name, old, pieces, before, seen, whole=False))
+            return clone
+        if isinstance(value, tuple):
+            items = [self._scrub(v, pieces, before, seen) for v in value]
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        if isinstance(value, list):
+            return [self._scrub(v, pieces, before, seen) for v in value]
         return value
 
-    def _partials(self, text: str, cuts: list[int], at_start: bool) -> str:
-        """Remove the start of a known secret right before each cut, and, when ``at_start``,
-        the end of one at the very beginning."""
-        values = self._values
-        for end in sorted(set(cuts), reverse=True):  # from the back: earlier indices stay valid
-            longest = 0
-            for secret in values:
-                for size in range(min(len(secret) - 1, end), MIN_PARTIAL_CHARS - 1, -1):
-                    if size > longest and text.startswith(secret[:size], end - size):
-                        longest = size
-                        break
-            if longest:
-                text = text[: end - longest] + REDACTED + text[end:]
-        if at_start:
-            longest = 0
-            for secret in values:
-                for size in range(min(len(secret) - 1, len(text)), MIN_PARTIAL_CHARS - 1, -1):
-                    if size > longest and text.startswith(secret[-size:]):
-                        longest = size
-                        break
-            if longest:
-                text = REDACTED + text[longest:]
+    def _short(self, text: Any) -> Any:
+        """A short text redacted, remembered: keys and names repeat (``deltaContent``,
+        ``toolCallId``, an event's type, a tool's name) in every event."""
+        if not isinstance(text, str) or isinstance(text, Enum):
+            return text
+        memo = self._remembered  # learn() replaces it: what was redacted before lands in the old one
+        clean = memo.get(text)
+        if clean is None:
+            clean = self.text(text)
+            if len(memo) < MAX_REMEMBERED:
+                memo[text] = clean
+            else:
+                self._remembered = {text: clean}
+        return clean
+
+    def _field(
+        self, key: Any, value: Any, pieces: Collection[str], before: str, seen: list[str] | None, whole: bool
+    ) -> Any:
+        if (
+            isinstance(key, str)
+            and is_secret_key(key)
+            and value not in (None, "")
+            and (whole or isinstance(value, str))
+        ):
+            return REDACTED
+        if key in pieces and isinstance(value, str):
+            if seen is not None:
+                seen.append(value)
+            return self.fragment(value, before)
+        return self._scrub(value, pieces, before, seen)
+
+    # ---- where the secrets are ----------------------------------------------------
+    def _spans(self, text: str, cuts: list[int], at_start: bool) -> list[Span]:
+        found: list[Span] = []
+        pattern = self._pattern
+        if pattern is not None:
+            found += [m.span() for m in pattern.finditer(text)]
+        found += shape_spans(text)
+        for cut in sorted(set(cuts))[-MAX_CUTS:]:
+            found += self._cut_spans(text, cut)
+        if at_start and self._values:
+            found += self._known_end_at_start(text)
+        return found
+
+    def _cut_spans(self, text: str, cut: int) -> Iterator[Span]:
+        """The start of a secret right before ``cut``: a known one, or one of a known shape."""
+        for secret in self._values:
+            for size in range(min(len(secret) - 1, cut), MIN_PARTIAL_CHARS - 1, -1):
+                if text.startswith(secret[:size], cut - size):
+                    yield cut - size, cut
+                    break
+        yield from cut_spans(text, cut, CONTEXT_CHARS)
+
+    def _known_end_at_start(self, text: str) -> Iterator[Span]:
+        """The end of a known secret at the very start (a piece that began inside one)."""
+        for secret in self._values:
+            for size in range(min(len(secret) - 1, len(text)), MIN_PARTIAL_CHARS - 1, -1):
+                if text.startswith(secret[-size:]):
+                    yield 0, size
+                    break
+
+
+def _replace(text: str, spans: Iterable[Span]) -> str:
+    """``text`` with each (merged) span replaced by :data:`REDACTED`."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    if not merged:
         return text
+    out: list[str] = []
+    pos = 0
+    for start, end in merged:
+        out += [text[pos:start], REDACTED]
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _ellipses(text: str) -> list[int]:
-    return [m.start() for m in re.finditer(ELLIPSIS, text)]
+    """Where ``text`` was cut: before each "…", and before the spaces in front of one ("abc …")."""
+    if ELLIPSIS not in text:
+        return []
+    cuts = []
+    for match in re.finditer(ELLIPSIS, text):
+        end = match.start()
+        cuts.append(end)
+        while end > 0 and text[end - 1] in " \t\n" and match.start() - end < 4:
+            end -= 1
+        cuts.append(end)
+    return cuts
+
+
+class StreamTails:
+    """What each stream (a session's reply, an agent's thoughts …) said last, so its next
+    piece is redacted with the text before it: a URL whose password arrives in the next
+    delta, or a key split in three, is found whole. Not thread-safe: one writer's state."""
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        self._redactor = redactor or REDACTOR
+        self._tails: dict[Hashable, str] = {}
+
+    def scrub(self, stream: Hashable, value: T, pieces: Collection[str] = STREAMED_FIELDS) -> T:
+        """:meth:`Redactor.scrub` of ``value``, whose strings under ``pieces`` continue ``stream``."""
+        before = self._tails.get(stream, "")
+        seen: list[str] = []
+        clean = self._redactor._scrub(value, pieces, before, seen)  # noqa: SLF001 - the redactor's own helper
+        if seen:
+            self._tails.pop(stream, None)  # the most recent last: the oldest goes first
+            self._tails[stream] = (before + "".join(seen))[-CONTEXT_CHARS:]
+            while len(self._tails) > MAX_STREAMS:
+                del self._tails[next(iter(self._tails))]
+        return cast(T, clean)
 
 
 REDACTOR = Redactor()

@@ -9,7 +9,8 @@ be opened for writing is still read (read-only), so a restore shows what was sav
 
 One writer: the database records which app owns it (a token per run). A writer whose
 token is no longer the owner's gets :attr:`WriteResult.FENCED` and stops, so two writers
-on one folder can never overwrite each other's rows. Row text goes through the redactor.
+on one folder can never overwrite each other's rows. Every text of a row goes through the
+redactor (:meth:`~polypilot_tui.infra.redact.Redactor.scrub`: all fields, whatever they are).
 
 Not thread-safe: use it from one thread at a time (the app uses one I/O thread).
 """
@@ -300,7 +301,10 @@ class HistoryDB:
     ) -> WriteResult:
         """Insert or replace rows, set or clear drafts, forget sessions: one transaction."""
         deletions = list(deletions)
-        drafts = drafts or {}
+        # Every field of every row, whatever fields a ChatItem grows (a tool's title, its
+        # arguments, a new column …); a draft ends wherever the stream was: inside a secret, maybe.
+        rows = REDACTOR.scrub(rows)
+        drafts = {sid: None if d is None else (REDACTOR.fragment(d[0]), d[1]) for sid, d in (drafts or {}).items()}
         try:
             conn = self._connect(write=True)
             conn.execute("BEGIN IMMEDIATE")
@@ -319,12 +323,12 @@ class HistoryDB:
                             sid,
                             idx,
                             it.kind.value,
-                            REDACTOR.text(it.text),
+                            it.text,
                             it.at,
                             it.tool_call_id,
                             it.tool_name,
                             it.tool_status,
-                            REDACTOR.text(it.tool_detail),
+                            it.tool_detail,
                             int(it.interrupted),
                         )
                         for sid, idx, it in rows
@@ -333,10 +337,10 @@ class HistoryDB:
                 for sid, draft in drafts.items():
                     if draft is None:
                         conn.execute("DELETE FROM drafts WHERE session_id=?", (sid,))
-                    else:  # a draft ends wherever the stream was: it may end inside a secret
+                    else:
                         conn.execute(
                             "INSERT OR REPLACE INTO drafts (session_id, text, at) VALUES (?,?,?)",
-                            (sid, REDACTOR.fragment(draft[0]), draft[1]),
+                            (sid, draft[0], draft[1]),
                         )
                 conn.execute("COMMIT")
             except BaseException:

@@ -9,7 +9,8 @@ that does not fit (a NaN time, a number as a name) is dropped, never the session
 One writer: a registry that finds the file replaced by someone else since its own last
 write refuses to overwrite it (:class:`RegistryFenced`); with the state-folder lock that
 only happens when the lock was broken, and then neither app silently undoes the other.
-Text fields go through the redactor on the way out.
+Every record goes through the redactor whole on the way out (every text field, the queue
+and any field added later).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,6 @@ REGISTRY_FILE = "sessions.json"
 REGISTRY_VERSION = 1
 MAX_REGISTRY_BYTES = 64_000_000
 """A registry bigger than this is not ours (200 sessions take ~100 KB)."""
-_REDACTED_FIELDS = ("name", "title", "reason", "last_prompt", "interrupted_prompt")
 
 
 class RegistryFenced(OSError):
@@ -82,11 +82,6 @@ class SessionRecord:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-    def redacted(self) -> SessionRecord:
-        """This record with every free-text field through the redactor."""
-        redacted: dict[str, Any] = {name: REDACTOR.text(getattr(self, name)) for name in _REDACTED_FIELDS}
-        return replace(self, **redacted, queue=tuple(REDACTOR.text(prompt) for prompt in self.queue))
 
     @classmethod
     def from_json(cls, obj: Any) -> SessionRecord | None:
@@ -207,7 +202,11 @@ class Registry:
             else:
                 if (st.st_dev, st.st_ino) != self._written:
                     raise RegistryFenced(f"{self.path} was replaced by another process; not overwriting it")
-        doc = {"version": REGISTRY_VERSION, "saved_at": saved_at, "sessions": [r.redacted().to_json() for r in records]}
+        doc = {
+            "version": REGISTRY_VERSION,
+            "saved_at": saved_at,
+            "sessions": [r.to_json() for r in REDACTOR.scrub(list(records))],
+        }
         atomic_write(self.path, dump_json(doc, indent=1).encode("utf-8"))
         st = os.stat(self.path)
         self._written = (st.st_dev, st.st_ino)

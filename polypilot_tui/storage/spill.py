@@ -59,8 +59,6 @@ class Spill:
 def _item_json(item: ChatItem) -> dict[str, Any]:
     data = asdict(item)
     data["kind"] = item.kind.value
-    data["text"] = REDACTOR.text(item.text)
-    data["tool_detail"] = REDACTOR.text(item.tool_detail)
     return data
 
 
@@ -108,7 +106,7 @@ def write_spill(spill: Spill) -> Path:
         "drafts": {sid: (None if d is None else [REDACTOR.fragment(d[0]), d[1]]) for sid, d in spill.drafts.items()},
         "deletions": spill.deletions,
     }
-    data = dump_json(doc).encode("utf-8")
+    data = dump_json(REDACTOR.scrub(doc)).encode("utf-8")  # every text in it, rows and sessions alike
     file_name = f"{_name(Path(spill.state_dir))}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.json"
     errors = []
     for folder in (Path(spill.state_dir), None):

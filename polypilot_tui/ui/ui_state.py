@@ -43,7 +43,7 @@ class UiState:
         return {
             "version": 1,
             "selected": self.selected,
-            "drafts": {k: REDACTOR.text(v[:MAX_DRAFT_CHARS]) for k, v in self.drafts.items() if v},
+            "drafts": {k: v[:MAX_DRAFT_CHARS] for k, v in self.drafts.items() if v},
             "scroll_back": {k: v for k, v in self.scroll_back.items() if v > 0},
             "recent_folders": self.recent_folders[:MAX_RECENT_FOLDERS],
         }
@@ -88,7 +88,7 @@ def save_ui_state(state_dir: Path, state: UiState) -> str:
     path = Path(state_dir) / UI_STATE_FILE
     try:
         private_dir(path.parent)
-        atomic_write(path, dump_json(state.to_json()).encode("utf-8"))
+        atomic_write(path, dump_json(REDACTOR.scrub(state.to_json())).encode("utf-8"))
     except (OSError, ValueError) as exc:
         log.error("saving %s failed: %s", path, exc)
         return f"your unsent drafts could not be saved to {path}: {exc}"

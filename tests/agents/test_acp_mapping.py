@@ -8,6 +8,7 @@ import pytest
 
 from polypilot_tui.agents.acp.mapping import UpdateMapper, raw_output_text, summarize_input, tool_content_text
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.infra.redact import REDACTOR
 
 
 def mapper(replay: bool = False) -> tuple[UpdateMapper, list[AgentEvent]]:
@@ -266,3 +267,16 @@ def test_a_permission_requests_content_is_not_taken_for_the_tools_output() -> No
         }
     )
     assert ev[-1].data["result"] == {"content": "x\nProcess exited with code 0"}
+
+
+def test_a_summary_cut_through_a_secret_marks_the_cut_so_no_piece_of_it_is_kept() -> None:
+    """A tool's input is cut to a summary before anything redacts it: the cut says "…", the
+    redactor reads it as a cut and removes the start of the password it went through."""
+    password = "Zr8-" + "k3Lm" * 5
+    command = f"psql postgres://app:{password}@db/x -c 'select 1'"
+    at = command.index(password)
+    for limit in range(at + 3, at + len(password)):
+        summary = summarize_input({"command": command}, limit)
+        assert summary.endswith("…") and len(summary) == limit
+        shown = REDACTOR.text(summary)
+        assert password[:3] not in shown, (limit, shown)

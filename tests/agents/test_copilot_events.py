@@ -19,6 +19,7 @@ from polypilot_tui.agents.copilot.events import (
     is_unknown,
     permission_fields,
 )
+from polypilot_tui.infra.redact import REDACTOR
 
 
 def sdk_event(kind: str, data: dict[str, Any]) -> SessionEvent:
@@ -205,3 +206,11 @@ def test_aborted_completion_shape() -> None:
     assert event.type == "tool.execution_complete"
     assert event.data["success"] is False and event.data["error"]["message"] == "aborted"
     assert event.data["toolName"] == "bash"
+
+
+def test_a_permission_detail_cut_through_a_secret_keeps_no_piece_of_it() -> None:
+    token = "ghp_" + "Ab3dEf6hIj9kLm2nOp5q" * 2
+    command = "x" * 3990 + f" echo {token}"  # the detail is cut at 4,000 characters, inside the token
+    data, _ = permission_fields({"requestId": "r1", "permissionRequest": {**SHELL_REQUEST, "fullCommandText": command}})
+    assert data["detail"].endswith("…")
+    assert "ghp_A" not in REDACTOR.text(data["detail"])

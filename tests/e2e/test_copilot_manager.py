@@ -21,6 +21,7 @@ from polypilot_tui.config import WatchdogSettings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.persistence import attach_persistence
 from tests.support.copilot_e2e import wait_on_disk
 from tests.support.copilot_harness import AGENT, StatusLog, alive, cli_pid, in_order, make_manager, texts, until
 from tests.support.model_server import ModelServer
@@ -255,3 +256,29 @@ async def test_three_sessions_at_once(manager: SessionManager) -> None:
         assert f"done: session{i}" in texts(manager, sid, ItemKind.ASSISTANT)[-1]
     assert len({manager.session(s).agent_session_id for s in sids}) == 3
     assert len({cli_pid(manager, s) for s in sids}) == 1  # one agent configuration, one shared CLI
+
+
+async def test_a_tool_with_credentials_in_its_command_leaves_them_in_no_file(
+    managers: MakeManager, tmp_path: Path
+) -> None:
+    """The real CLI runs a shell tool whose command holds a URL with a password and a token:
+    its title, arguments, permission detail, output and the model's reply hold them. Every
+    file of the state folder (history, recordings, registry, logs) is searched for them."""
+    password, token = "Zr8-" + "k3Lm" * 5, "ghp_" + "Ab3dEf6hIj9kLm2nOp5q" * 2
+    manager = managers(record=True)
+    persistence = attach_persistence(manager, manager.settings)
+    sid = await manager.create_session(AGENT)
+    await manager.send(sid, f"please TOOL CMD=`echo postgres://app:{password}@db/x {token}`")
+    await manager.answer_permission(sid, await pending(manager, sid), ALLOW_ONCE)
+    await settled(manager, sid, 1)
+    shown = [(i.kind, i.tool_name, i.text, i.tool_detail) for i in manager.history(sid)]
+    assert any(f"app:{password}@db" in str(i) for i in shown), shown  # on screen as said
+    await persistence.flush()
+    await manager.shutdown()
+    await persistence.close()
+    state = tmp_path / "state"
+    files = [p for p in state.rglob("*") if p.is_file()]
+    assert any(p.name == "history.db" for p in files) and any("recordings" in p.parts for p in files)
+    for path in files:
+        data = path.read_bytes()
+        assert password[:8].encode() not in data and token[4:14].encode() not in data, path.relative_to(state)

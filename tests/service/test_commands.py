@@ -258,3 +258,19 @@ async def test_commands_that_only_read_do_not_start_an_engine() -> None:
         assert not (state / "engine.sock").exists()
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+async def test_listings_are_redacted_and_the_chat_is_shown_as_the_agent_said_it() -> None:
+    """``ls`` and ``status`` are summaries a user pastes anywhere: no secret in them, whatever
+    field holds it. The chat (``send --wait``, ``follow``) is the user's own conversation on
+    the user's own terminal: shown as the agent said it."""
+    password, token = "Xk9-" + "q7Zr" * 4, "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8t"
+    async with running_engine() as engine:
+        sid = await new_session(engine, f"db postgres://app:{password}@db/x {token}")
+        said = await polypilot(engine.state, "send", sid, f"use {token}", "--wait")
+        assert said.code == 0 and token in said.out, said.err  # the reply, as the demo agent said it
+        for args in (("ls",), ("ls", "--json"), ("status",), ("status", "--json")):
+            listed = await polypilot(engine.state, *args)
+            assert listed.code == 0, listed.err
+            assert password not in listed.out and token[4:] not in listed.out, (args, listed.out)
+            assert "postgres://app:[reda" in listed.out, (args, listed.out)  # the name (its table column is cut)

@@ -25,6 +25,12 @@ Run as ``python fake_acp_agent.py``. Keywords in the prompt pick the behaviour:
              a traceback, says them, then fails the turn with them in the error message
 - LEAKCRASH  prints them to stderr, then ``os._exit(3)``
 - LEAKHANG   prints and says them, then waits (a draft holding them) until cancelled
+- LEAKTOOL   puts every text of ``FAKE_ACP_SHAPES`` (a file: a JSON list of [text, the secret
+             in it]) and the ``FAKE_ACP_LEAK`` values everywhere an agent can: the session
+             title, a plan, thoughts, a tool's title, input and output, a permission's
+             title (answer it: a refusal leaves a tool row titled with it), stderr (also a
+             line longer than the stderr log's pieces, cut inside a URL's password), and
+             replies streamed with a secret split across two and three chunks
 
 Chaos faults (tests/chaos) are whole prompts ``CHAOS <name> [seconds]``, checked before
 any keyword above; each ends with ``cancelled`` on ``session/cancel`` unless noted:
@@ -40,7 +46,7 @@ any keyword above; each ends with ``cancelled`` on ``session/cancel`` unless not
 Environment: ``FAKE_ACP_STATE`` (folder of one JSON history file per session, for
 ``session/load`` and ``session/resume`` after a restart), ``FAKE_ACP_CAPS`` (comma list
 of ``load``, ``resume``; default both), ``FAKE_ACP_HANG_INIT`` (``initialize`` never
-answers), ``FAKE_ACP_LEAK`` (see LEAK).
+answers), ``FAKE_ACP_LEAK`` (see LEAK), ``FAKE_ACP_SHAPES`` (see LEAKTOOL).
 """
 
 from __future__ import annotations
@@ -179,6 +185,8 @@ class FakeAgent:
         if "STDERR" in text:
             sys.stderr.write("x" * 2_000_000 + "\n")
             sys.stderr.flush()
+        if "LEAKTOOL" in text:
+            return await self._leak_everywhere(sid)
         if "LEAK" in text:
             secrets = [os.environ.get(name, "") for name in os.environ.get("FAKE_ACP_LEAK", "").split(",") if name]
             sys.stderr.write(f"config dump: {' '.join(secrets)}\n")
@@ -311,6 +319,58 @@ class FakeAgent:
         await self._send(sid, update_plan([plan_entry("read the readme", status="completed")]))
         await self._say(sid, f"done: {read.content.strip()} ")
         return None
+
+    async def _leak_everywhere(self, sid: str) -> PromptResponse:
+        known = [os.environ.get(name, "") for name in os.environ.get("FAKE_ACP_LEAK", "").split(",") if name]
+        pairs: list[list[str]] = json.loads(Path(os.environ["FAKE_ACP_SHAPES"]).read_text())  # [text, its secret]
+        shapes = [text for text, _ in pairs]
+        every = " ".join([*shapes, *known])
+        url = next(s for s in shapes if "://" in s and "@" in s)
+        await self._raw_update(sid, {"sessionUpdate": "session_info_update", "title": f"deploy via {url}"})
+        await self._send(sid, update_plan([plan_entry(f"connect with {every}", status="in_progress")]))
+        await self._send(sid, update_agent_thought_text(f"the credentials are {every}"))
+        sys.stderr.write(f"connecting with {every}\n")
+        at = url.index("://") + 3
+        password = url.index(":", at) + 1
+        cut = password + 3  # the stderr log writes a long line in pieces of MAX_LINE_BYTES
+        sys.stderr.write("y" * (64_000 - cut) + url + " end of a long line " + "z" * 4000 + "\n")  # > a pipe read
+        sys.stderr.flush()
+        await self._send(
+            sid,
+            start_tool_call(
+                "leak-1",
+                f"show env {every}",
+                kind="execute",
+                status="in_progress",
+                raw_input={"command": f"env; {every}"},
+            ),
+        )
+        await self._send(
+            sid,
+            update_tool_call(
+                "leak-1",
+                title=f"printed {every}",
+                status="completed",
+                content=[tool_content(text_block(f"output:\n{every}\n"))],
+                raw_output={"stdout": every},
+            ),
+        )
+        await self._conn.request_permission(
+            session_id=sid,
+            options=OPTIONS,
+            tool_call=ToolCallUpdate(
+                tool_call_id="leak-2", title=f"psql {every}", kind="execute", raw_input={"command": f"psql {url}"}
+            ),
+        )
+        for text, secret in [*pairs, *((k, k) for k in known)]:  # each secret cut in two, then in three
+            at, size = text.index(secret), len(secret)
+            for cuts in ((at + size // 2,), (at + size // 3, at + 2 * size // 3)):
+                bounds = [0, *cuts, len(text)]
+                pieces = [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+                pieces[0], pieces[-1] = "use " + pieces[0], pieces[-1] + " now. "
+                for piece in pieces:
+                    await self._say(sid, piece)
+        return PromptResponse(stop_reason="end_turn")
 
     # ---------------------------------------------------------------- chaos
     async def _chaos(self, sid: str, words: list[str], cancelled: asyncio.Event) -> PromptResponse:

@@ -11,6 +11,11 @@ planted secrets (the values of the variables named in ``SECRET_VARS``):
 - a fake ACP agent that prints them to stderr and in a traceback, says them, and fails the
   turn with them in its error (``LEAK``); another that prints them and dies (``LEAKCRASH``);
 - a "Copilot CLI" that prints the key and exits (the SDK logs its stderr and a traceback);
+- a demo session named after a URL with a password, sent every secret-bearing text of
+  ``SHAPES_FILE`` (secrets only their shape gives away: URL passwords, JWTs, a PEM key …);
+- a fake ACP agent that puts them, and the planted secrets, in every field an agent can
+  (``LEAKTOOL``: the session title, a tool's title, input and output, a permission's title
+  — refused here, so it is saved as a tool row — thoughts, a plan, stderr, split replies);
 - a fake ACP agent that says them and hangs mid-reply (``LEAKHANG``): then it prints
   ``CRASH-ME`` and waits to be SIGKILLed, with the secrets in an unfinished draft.
 
@@ -20,11 +25,13 @@ planted secrets (the values of the variables named in ``SECRET_VARS``):
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from polypilot_tui.agents.base import REJECT_ONCE
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
@@ -70,6 +77,21 @@ async def main(state: Path, agents_file: Path, mode: str) -> None:
         sid = await manager.create_session("leaky")
         await manager.send(sid, f"{prompt} " + " ".join(secrets))
         await wait(lambda sid=sid: manager.session(sid).turns)
+
+    shapes = [text for text, _ in json.loads(Path(os.environ["SHAPES_FILE"]).read_text())]
+    url = next(text for text in shapes if "://" in text)
+    named = await manager.create_session("demo", f"db {url}")
+    for done, text in enumerate(shapes, start=1):
+        await manager.send(named, text)
+        await wait(lambda done=done: len(manager.session(named).turns) >= done)
+
+    tools = await manager.create_session("leaky")
+    await manager.send(tools, "LEAKTOOL now")
+    await wait(lambda: manager.view(tools).pending_permission is not None)
+    asked = manager.view(tools).pending_permission
+    assert asked is not None
+    await manager.answer_permission(tools, asked.request_id, REJECT_ONCE)
+    await wait(lambda: manager.session(tools).turns)
 
     broken = manager.add_session("broken-copilot")
     await manager.send(broken, "hello")

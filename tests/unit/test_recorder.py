@@ -159,7 +159,7 @@ async def test_secrets_never_reach_the_file(tmp_path: Path, monkeypatch: pytest.
 
 def test_redactor_leaves_ordinary_data_alone() -> None:
     data = {"content": "Here is the plan.", "items": [1, 2.5, None, True], "nested": {"toolName": "grep"}}
-    assert Redactor().value(data) == data
+    assert Redactor().scrub(data) == data
 
 
 # ---- a live demo turn replays to the same statuses ---------------------------------------

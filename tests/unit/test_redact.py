@@ -1,15 +1,26 @@
-"""The one redactor (storage/redact.py): what it learns, and what a cut can no longer leak."""
+"""The one redactor (infra/redact.py): what it learns, the shapes it knows without learning,
+what a cut or a stream can no longer leak, and records redacted whole."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
 from polypilot_tui.config import AgentConfig, ProviderConfig
 from polypilot_tui.domain.text import one_line
-from polypilot_tui.infra.redact import REDACTED, REDACTOR, Redactor, is_secret_key, looks_like_key
+from polypilot_tui.infra.redact import (
+    REDACTED,
+    REDACTOR,
+    Redactor,
+    StreamTails,
+    is_secret_key,
+    looks_like_key,
+)
 from polypilot_tui.storage.registry import Registry, SessionRecord
 
 KEY = "Zq8xKpL2mN4vB7cD9fGhJ3kL5pQ"
@@ -60,7 +71,7 @@ def test_pieces_of_a_streamed_key_are_removed_from_deltas() -> None:
     assert redactor.fragment("here it is: " + start) == "here it is: " + REDACTED
     assert redactor.fragment(middle) == REDACTED
     assert redactor.fragment(end + " done") == REDACTED + " done"
-    assert redactor.value({"deltaContent": middle, "toolName": "bash"}) == {
+    assert redactor.scrub({"deltaContent": middle, "toolName": "bash"}) == {
         "deltaContent": REDACTED,
         "toolName": "bash",
     }
@@ -153,3 +164,251 @@ def test_a_line_logged_with_exc_info_false_is_written_not_an_error() -> None:
         "copilot.client", logging.DEBUG, __file__, 1, "subprocess spawned", (), False
     )
     assert RepeatFilter().filter(record) is True
+
+
+# ---- shapes: secrets the redactor was never told ------------------------------------------
+PW = "Tr0ub4dor-3xq9Zk"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+PEM_BODY = "MIIEowIBAAKCAQEAx4Ub1tYhz3GQ9vWzK\nQ8mN2pL5rT7vX9zB1dF3hJ5kL7nP9rT1v\nX3zB5dF7hJ9kL1nP3rT5vX7zB9dF1hJ=="
+ESCAPED_PEM_BODY = PEM_BODY.replace("\n", "\\n")
+# (text, the secret in it): each case removes the secret and keeps the rest readable.
+SHAPES = [
+    (f"postgres://app:{PW}@db.internal:5432/prod", PW),
+    (f"mysql://root:{PW}@127.0.0.1/x", PW),
+    (f"redis://:{PW}@cache:6379/0", PW),
+    (f"https://ci:{PW}@github.com/org/repo.git", PW),
+    (f"mongodb+srv://admin:p@ss:{PW}@cluster0.example.net/db", f"p@ss:{PW}"),  # the last "@" ends it
+    ("https://0123456789abcdef0123456789abcdef01234567@github.com/o/r", "0123456789abcdef0123456789abcdef01234567"),
+    (f"token {JWT} expires", JWT),
+    (f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----", PEM_BODY),
+    (f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}\n-----END OPENSSH PRIVATE KEY-----", PEM_BODY),
+    ("-----BEGIN PRIVATE KEY-----\\n" + ESCAPED_PEM_BODY + "\\n-----END PRIVATE KEY-----", "x4Ub1tYhz3"),  # a repr
+    ("sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
+    ("sk-ant-api03-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z-AA", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
+    ("ghp_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
+    ("github_pat_11ABCDEFG0123456789_abcdefghijkLMNOP", "11ABCDEFG0123456789_abcdefghijk"),
+    ("xoxb-1234567890-0987654321-Ab3dEf6hIj9kLm2n", "1234567890-0987654321"),
+    ("sk_live_Ab3dEf6hIj9kLm2nOp5q", "Ab3dEf6hIj9kLm2nOp5q"),
+    ("AKIAIOSFODNN7EXAMPLE", "IOSFODNN7EXAMPLE"),
+    ("AIzaSyAb3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z", "SyAb3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
+    ("ya29.a0Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z", "a0Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
+    ("npm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
+    ("glpat-Ab3dEf6hIj9kLm2nOp5q", "Ab3dEf6hIj9kLm2nOp5q"),
+    ("hf_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
+    ("https://hooks.slack.com/services/T0000/B0000/Ab3dEf6hIj9kLm2nOp5q", "Ab3dEf6hIj9kLm2nOp5q"),
+    (f"aws_secret_access_key = {PW}", PW),
+    (f"export AWS_SECRET_ACCESS_KEY={PW}", PW),
+    (f'{{"AccessKeyId": "AKIA", "SecretAccessKey": "{PW}", "SessionToken": "{PW}x"}}', PW),
+    (f"host=db user=app password={PW} dbname=x", PW),
+    (f"Server=db;Database=app;User Id=sa;Password={PW};", PW),
+    (f"Driver={{ODBC}};Uid=sa;Pwd={PW};", PW),
+    (f"jdbc:mysql://db/app?user=app&password={PW}&ssl=true", PW),
+    (f"mysql -u root -p{PW} app", PW),
+    (f"sshpass -p {PW} ssh deploy@host", PW),
+    (f"curl -u alice:{PW} https://api.example.com", PW),
+    (f"app --password {PW} --verbose", PW),
+    (f"app --password={PW}", PW),
+    (f"deploy --api-key {PW}", PW),
+    (f"password: {PW}\nuser: bob", PW),
+    (f"  db_password: {PW}", PW),
+    (f"The admin account is admin, password: {PW}.", PW),
+    (f'client_secret = "{PW}"', PW),
+    (f"X-Api-Key: {PW}", PW),
+    (f"machine api.example.com login bob password {PW}", PW),
+    (f"Authorization: Bearer {PW}", PW),
+    (f"Authorization: token {PW}", PW),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), SHAPES, ids=[t[:28] for t, _ in SHAPES])
+def test_a_secret_given_away_by_its_shape_is_removed(text: str, secret: str) -> None:
+    clean = Redactor().text(text)
+    assert not pieces_in(secret, clean), clean
+    assert REDACTED in clean
+
+
+def test_what_surrounds_a_secret_stays_readable() -> None:
+    redactor = Redactor()
+    assert redactor.text(f"postgres://app:{PW}@db:5432/x") == f"postgres://app:{REDACTED}@db:5432/x"  # the user stays
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----\nafter"
+    assert redactor.text(pem) == f"-----BEGIN RSA PRIVATE KEY-----{REDACTED}-----END RSA PRIVATE KEY-----\nafter"
+    assert redactor.text(f"Authorization: Bearer {PW}") == f"Authorization: Bearer {REDACTED}"
+    assert redactor.text(f'"password": "{PW}", "user": "bob"') == f'"password": "{REDACTED}", "user": "bob"'
+
+
+NOT_SECRETS = [
+    "commit 3f2a9c1b8e7d6f5a4b3c2d1e0f9a8b7c6d5e4f3a\nAuthor: Ann <ann@example.com>\nMerge: 3f2a9c1 8e7d6f5",
+    "HEAD is now at 9fceb02d0ae598e95dc970b74767f19372d61af8 Fix the parser",
+    "/home/user/projects/x86_64/sk-learn/build/lib.linux-x86_64-3.11/module.so",
+    "ssh://git@github.com:22/org/repo.git and git@github.com:org/repo.git",
+    "http://[::1]:8080/health http://localhost:8080/a@b https://example.com:443/path?q=1",
+    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    '"integrity": "sha512-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123456789=="',
+    "id 550e8400-e29b-41d4-a716-446655440000 and base64 eyJhbGciOiJIUzI1NiJ9 alone",
+    "max_tokens=4096 tokens: 12 token_count=5 input_tokens: 300",
+    "def login(username: str, password: str) -> Token:\n    password: str\n    token: Optional[str] = None",
+    "connect(host=h, password=password, token=self.token)\nself.token = token",
+    "if password == other:\n    missing_key = agent.missing_key(env)\n    if missing_key:\n        return None",
+    "token = tokens[index]; set_cookie = headers['Set-Cookie']",
+    "password: ${DB_PASSWORD}\napi_key: <your key here>\nsecret: '{{ vault_secret }}'\ntoken: ****",
+    "The theme's style for a token: its own, else its parent's.",
+    "mysql -u root -p app  # -p alone: asks for the password",
+    "PWD=/home/user/projects OLDPWD=/tmp",
+    "see ?token=… in the address bar",
+    "task-1234567890abcdefghij risk-assessment-for-the-whole-project",
+]
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS, ids=[t[:24] for t in NOT_SECRETS])
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert Redactor(["Zq8xKpL2mN4vB7cD9fGhJ3kL5pQ"]).text(text) == text
+
+
+def pieces_in(secret: str, text: str, size: int = 6) -> list[str]:
+    """The runs of ``size`` characters of ``secret`` (of each of its lines) found in ``text``."""
+    runs = {line[i : i + size] for line in secret.splitlines() for i in range(max(1, len(line) - size + 1))}
+    return sorted(run for run in runs if len(run) == size and run in text)
+
+
+WHOLE_ONLY = {
+    "https://0123456789abcdef0123456789abcdef01234567@github.com/o/r",  # a user name is a key only before "@"
+    f"mongodb+srv://admin:p@ss:{PW}@cluster0.example.net/db",  # an "@" in a password: which "@" ends it?
+}
+"""Secrets found whole, but not from a piece of them."""
+CUT_SHAPES = [(text, secret) for text, secret in SHAPES if text not in WHOLE_ONLY]
+
+
+def _cuts(text: str, secret: str) -> range:
+    at = text.index(secret.splitlines()[0])
+    return range(at + 1, at + len(secret))
+
+
+@pytest.mark.parametrize(("text", "secret"), CUT_SHAPES, ids=[t[:28] for t, _ in CUT_SHAPES])
+def test_a_secret_cut_anywhere_leaves_no_piece_before_the_cut(text: str, secret: str) -> None:
+    """A preview cut through the secret ("…") may keep only its start: that goes too."""
+    redactor = Redactor()
+    for cut in _cuts(text, secret):
+        clean = redactor.text(text[:cut] + "… more")
+        assert not pieces_in(secret, clean), (cut, clean)
+
+
+@pytest.mark.parametrize(("text", "secret"), CUT_SHAPES, ids=[t[:28] for t, _ in CUT_SHAPES])
+def test_a_secret_streamed_in_two_or_three_pieces_leaves_no_piece(text: str, secret: str) -> None:
+    """Each delta is redacted with what its stream said before: the password of a URL that
+    arrives in the next delta, or a token cut in three, is found whole."""
+    redactor = Redactor()
+    said = f"Here you go: {text} and that is all."
+    for cut in _cuts(said, secret):
+        for pieces in ([said[:cut], said[cut:]], [said[: cut - 3], said[cut - 3 : cut + 2], said[cut + 2 :]]):
+            tails = StreamTails(redactor)
+            out = "".join(tails.scrub("reply", {"deltaContent": p})["deltaContent"] for p in pieces)
+            assert not pieces_in(secret, out), (pieces, out)
+            assert out.startswith("Here you go:") and out.endswith("that is all.")
+
+
+def test_a_stream_of_one_character_deltas_leaks_nothing() -> None:
+    redactor = Redactor([KEY])
+    for text, secret in [*CUT_SHAPES[:8], (f"key {KEY} end", KEY)]:
+        tails = StreamTails(redactor)
+        out = "".join(tails.scrub("s", {"deltaContent": c})["deltaContent"] for c in f"{text} done")
+        assert not pieces_in(secret, out), out
+
+
+# ---- records are redacted whole --------------------------------------------------------------
+class Tone(StrEnum):
+    LOUD = "loud ghp_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"  # an enum is a name, never redacted
+
+
+class Pair(NamedTuple):
+    left: str
+    right: int
+
+
+@dataclass(frozen=True, slots=True)
+class Inner:
+    note: str
+    pair: Pair
+
+
+@dataclass(frozen=True)
+class Outer:
+    title: str
+    tags: tuple[str, ...]
+    inner: Inner
+    rows: list[dict[str, Any]]
+    tone: Tone = Tone.LOUD
+    count: int = 3
+    ratio: float | None = 0.5
+    apiKey: str = "any value at all"  # noqa: N815 - a field named like a secret goes whole
+    late: str = field(default="", init=False)
+
+
+def test_scrub_redacts_every_string_of_a_record_and_keeps_its_shape() -> None:
+    url = f"postgres://u:{PW}@h/x"
+    record = Outer(url, (url, "plain"), Inner(url, Pair(url, 7)), [{"deltaContent": url, url: [url, 1, None]}])
+    object.__setattr__(record, "late", url)  # not an init field: still a field
+    clean = Redactor().scrub(record)
+    assert PW not in repr(clean)
+    assert type(clean) is Outer and type(clean.inner) is Inner and type(clean.inner.pair) is Pair
+    assert (
+        clean.tags[1] == "plain"
+        and clean.inner.pair.right == 7
+        and clean.rows[0][f"postgres://u:{REDACTED}@h/x"][1:] == [1, None]
+    )
+    assert clean.tone is Tone.LOUD and clean.count == 3 and clean.ratio == 0.5
+    assert clean.apiKey == REDACTED and clean.late == f"postgres://u:{REDACTED}@h/x"
+    assert record.title == url  # a copy: the record itself is untouched
+
+
+# ---- bounded work ------------------------------------------------------------------------
+ADVERSARIAL = {
+    "a run of letters": "a" * 200_000,
+    "dotted words": "a." * 100_000,
+    "token starts": "sk-" * 70_000,
+    "URL starts": "://a:" * 40_000,
+    "a URL without an @": "http://u:" + "p" * 200_000,
+    "names and =": "password=" * 22_000,
+    "an open quote": 'password: "' + "a" * 200_000,
+    "YAML lines": "password: x\n" * 16_000,
+    "PEM headers": "-----BEGIN RSA PRIVATE KEY-----\n" * 6_000,
+    "an endless PEM body": "-----BEGIN RSA PRIVATE KEY-----" + "\nAAAA" * 40_000,
+    "mysql words": "mysql " * 33_000,
+    "ellipses": "sk-abc…" * 28_000,
+    "JWT-ish dots": "eyJaaaaaaaaa." * 15_000,
+    "colons": ":" * 200_000,
+    "escaped quotes": '"password": "' + "\\a" * 100_000,
+}
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_hostile_text_is_redacted_in_bounded_time(text: str) -> None:
+    """No shape backtracks: 200 KB of the worst input for it takes well under a second (a
+    quadratic pattern would take minutes)."""
+    redactor = Redactor([KEY])
+    start = time.perf_counter()
+    redactor.text(text)
+    redactor.fragment(text, before="x" * 10_000)
+    assert time.perf_counter() - start < 3.0
+
+
+def test_a_text_redacted_before_a_secret_was_learned_is_redacted_again_after() -> None:
+    """Short texts (keys, names) have their redaction remembered: learning forgets it."""
+    redactor = Redactor()
+    record = {"toolName": "deploy-key-0123456789", "deploy-key-0123456789": 1}
+    assert redactor.scrub(record) == record
+    redactor.learn(["deploy-key-0123456789"])
+    assert redactor.scrub(record) == {"toolName": REDACTED, REDACTED: 1}
+
+
+@pytest.mark.parametrize("name", ["deltaContent", "inputDelta", "partialOutput"])
+def test_every_streamed_field_is_read_after_its_stream(name: str) -> None:
+    """Not only replies stream: the Copilot CLI streams a tool call's arguments (``inputDelta``)
+    and a running tool's output (``partialOutput``) in pieces too."""
+    said = f'{{"command": "psql postgres://app:{PW}@db/x"}}'
+    cut = said.index(PW) + 5
+    tails, stream = StreamTails(Redactor()), ("assistant.tool_call_delta", "call-1")
+    out = "".join(tails.scrub(stream, {name: p})[name] for p in (said[:cut], said[cut:]))
+    assert not pieces_in(PW, out), out

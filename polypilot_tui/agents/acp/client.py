@@ -42,7 +42,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.infra.private import open_private
-from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.infra.redact import REDACTOR, StreamTails
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,8 @@ MAX_READ_BYTES = 20_000_000
 #: Stop appending to the transcript past this size (a marker line says so).
 MAX_TRANSCRIPT_BYTES = 50_000_000
 REJECT_ALWAYS = "reject_always"
+_CHUNK_TEXT = frozenset({"text"})
+"""Where a ``*_chunk`` update carries its piece of the stream (``content.text``)."""
 # A generic option id the manager may send, and the kinds that can stand in for it.
 _KIND_FALLBACK = {
     ALLOW_ONCE: (ALLOW_ONCE, ALLOW_ALWAYS),
@@ -169,11 +171,22 @@ class Transcript:
         self._fh = os.fdopen(open_private(path), "a", encoding="utf-8", errors="replace")
         self._size = os.fstat(self._fh.fileno()).st_size
         self._full = False
+        self._streams = StreamTails()
+
+    def _redacted(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The message with every text in it redacted (the structure, not its JSON text: a
+        value keeps its quotes); a streamed chunk's text read after what its stream said before."""
+        params = message.get("params")
+        update = params.get("update") if isinstance(params, Mapping) else None
+        kind = update.get("sessionUpdate") if isinstance(update, Mapping) else None
+        if message.get("method") == "session/update" and isinstance(kind, str) and kind.endswith("_chunk"):
+            return self._streams.scrub((params.get("sessionId"), kind), message, pieces=_CHUNK_TEXT)  # type: ignore[union-attr]
+        return REDACTOR.scrub(message, pieces=())
 
     def write(self, direction: str, message: Mapping[str, Any]) -> None:
         if self._fh.closed or self._full:
             return
-        line = REDACTOR.text(dump_json({"at": round(self._clock.wall(), 3), "dir": direction, "msg": message})) + "\n"
+        line = dump_json({"at": round(self._clock.wall(), 3), "dir": direction, "msg": self._redacted(message)}) + "\n"
         if self._size + len(line) > self._max:
             line = (
                 dump_json(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.text import clip
 
 logger = logging.getLogger(__name__)
 
@@ -100,17 +101,17 @@ def summarize_input(raw: Any, limit: int = 300) -> str:
             if isinstance(value, list):
                 value = " ".join(str(v) for v in value)
             if isinstance(value, str) and value:
-                return value[:limit]
+                return clip(value, limit)
         # Bookkeeping fields alone (opencode starts a bash call with only its cwd) say nothing.
         raw = {k: v for k, v in raw.items() if k not in _NOISE_KEYS}
         if not raw:
             return ""
     text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
-    return text[:limit]
+    return clip(text, limit)
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TOOL_TEXT else text[:MAX_TOOL_TEXT] + "\n… (truncated)"
+    return text if len(text) <= MAX_TOOL_TEXT else clip(text, MAX_TOOL_TEXT) + " (truncated)"
 
 
 class UpdateMapper:

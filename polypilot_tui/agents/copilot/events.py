@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.text import clip
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ def permission_fields(data: Mapping[str, Any]) -> tuple[dict[str, Any], PromptIn
             "toolCallId": tool_call_id,
             "kind": kind,
             "title": title,
-            "detail": detail[:_DETAIL_MAX],
+            "detail": clip(detail, _DETAIL_MAX),
             "options": permission_options(kind, request),
         }
     )

@@ -255,12 +255,8 @@ class DemoBackend:
 
     def _write(self, kind: str, data: dict[str, Any]) -> None:
         # The agent's own log lives in our state folder: it is redacted like everything we write.
-        line = (
-            dump_json(
-                {"type": kind, "data": REDACTOR.value(data), "id": uuid.uuid4().hex, "timestamp": self.clock.wall()}
-            )
-            + "\n"
-        )
+        entry = {"type": kind, "data": data, "id": uuid.uuid4().hex, "timestamp": self.clock.wall()}
+        line = dump_json(REDACTOR.scrub(entry)) + "\n"
         try:
             try:
                 fd = open_private(self._log_path)
