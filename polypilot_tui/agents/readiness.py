@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from polypilot_tui.agents.locate import argv_of, expand, find_command
+from polypilot_tui.agents.locate import argv_of, expand, find_command, missing_command, not_runnable
 from polypilot_tui.config import AgentConfig, SignInEvidence
 from polypilot_tui.domain.agents import AgentOffer, Availability
 
@@ -30,18 +30,21 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
     base = {"name": agent.name, "kind": agent.kind, "title": agent.title}
     if agent.kind == "demo":
         return AgentOffer(**base, availability=Availability.READY, where="built in")
-    argv = argv_of(agent)
-    command = argv[0] if argv else f"(none: set `command` for {agent.name})"
-    found = find_command(agent, env) if argv else None
+    found = find_command(agent, env)
     if found is None:
-        install = f"; install it with: {agent.install}" if agent.install else ""
+        argv = argv_of(agent)
+        if argv and (unrunnable := not_runnable(argv[0], env.get("PATH"), env)):
+            return AgentOffer(**base, availability=Availability.NOT_EXECUTABLE, where=unrunnable, problem=unrunnable)
+        command = argv[0] if argv else f"(none: set `command` for {agent.name})"
         return AgentOffer(
             **base,
             availability=Availability.NOT_INSTALLED,
             where=f"{command} is not found",
-            problem=f"its command {command} is not found{install}",
+            problem=missing_command(agent, env),
             hint=agent.install,
         )
+    if bad_url := agent.bad_provider_url(env):
+        return AgentOffer(**base, availability=Availability.MISCONFIGURED, where=found, problem=bad_url)
     missing_key = agent.missing_key(env)
     if missing_key:
         return AgentOffer(**base, availability=Availability.NO_KEY, where=found, problem=missing_key)

@@ -56,7 +56,7 @@ async def run_headless(
 ) -> int:
     """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
     if agent not in catalog.agents:
-        print(f"polypilot run: no agent named {agent!r} (configured: {', '.join(catalog.agents)})", file=sys.stderr)
+        print(f"polypilot run: {catalog.missing(agent)}", file=sys.stderr)
         return EXIT_USAGE
     if cannot := readiness(catalog.agents[agent]).cannot_start:  # said now, not as a 401 much later
         print(f"polypilot run: agent {agent!r} cannot start: {cannot}", file=sys.stderr)

@@ -34,7 +34,7 @@ from polypilot_tui.agents.copilot.runtime import (
 )
 from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, ServerSpec, join
 from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.locate import find_command
+from polypilot_tui.agents.locate import find_command, missing_command, not_runnable
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -142,10 +142,7 @@ class CopilotConnection:
         cli = find_command(self._agent)
         self._command = cli or self._agent.command or ""
         if not cli:
-            raise BackendError(
-                "Copilot CLI not found: install it (npm install -g @github/copilot), put `copilot` on "
-                "PATH, or set `command` for this agent"
-            )
+            raise BackendError(f"Copilot CLI cannot be started: {missing_command(self._agent)}")
         self._env = build_env(self._agent, os.environ)
         self._provider = provider_dict(self._agent, os.environ)
         if self._provider is not None:
@@ -188,7 +185,8 @@ class CopilotConnection:
         """Join (or start) the shared CLI of this agent configuration."""
         found = shutil.which(cli, path=self._env.get("PATH")) if os.sep not in cli else cli
         if found is None or not os.access(found, os.X_OK):
-            raise BackendError(f"Copilot CLI not found at {cli}")
+            why = not_runnable(cli, self._env.get("PATH"), self._env) or f"{cli} is not found"
+            raise BackendError(f"Copilot CLI cannot be started: {why}")
         # On a leash (agents/leash.py): the CLI and its tools form one process group that
         # dies with the app, however the app ends. The SDK appends its own flags after these.
         argv = leashed(["node", found] if found.endswith(".js") else [found])

@@ -33,7 +33,14 @@ Inspect = Callable[[str], Awaitable[FolderInfo]]
 Check = Callable[[NewSessionRequest], Awaitable[str]]
 """Says why a request cannot be made ("" when it can)."""
 
-_ORDER = (Availability.READY, Availability.NEEDS_SIGN_IN, Availability.NO_KEY, Availability.NOT_INSTALLED)
+_ORDER = (
+    Availability.READY,
+    Availability.NEEDS_SIGN_IN,
+    Availability.NO_KEY,
+    Availability.MISCONFIGURED,
+    Availability.NOT_EXECUTABLE,
+    Availability.NOT_INSTALLED,
+)
 INSPECT_DELAY = 0.25
 """Seconds the folder must stay unchanged before it is looked at (typing is not slowed)."""
 
