@@ -230,6 +230,7 @@ async def test_cli_death_on_send_is_connection_lost_once(wired) -> None:
         await backend.send("hi")
     backend.events.on_transport_closed()
     assert [e.type for e in events] == ["connection.lost"]
+    assert events[0].get("reason") == "Copilot CLI exited: CLI process killed by SIGKILL (9)"
     with pytest.raises(BackendError, match="gone"):
         await backend.send("again")
 

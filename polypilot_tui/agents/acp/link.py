@@ -29,6 +29,7 @@ from polypilot_tui.agents.base import BackendError, Diagnostics, tail_lines
 from polypilot_tui.agents.stderr_log import AgentStderr
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.infra.private import private_dir
 
 logger = logging.getLogger(__name__)
@@ -201,7 +202,8 @@ class AgentLink:
         self._kill_gen = gen
         if proc.returncode is None:
             await terminate(proc)
-        self.lost(gen, f"agent process killed (exit code {proc.returncode})")
+        how = exit_text(proc.returncode)
+        self.lost(gen, f"agent process {how}" if how.startswith("killed") else f"agent process killed ({how})")
 
     # ------------------------------------------------------------------ death
 
@@ -222,7 +224,7 @@ class AgentLink:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=0.5)
         code = proc.returncode if proc is not None else None
-        what = "still running" if code is None else f"exit code {code}"
+        what = "still running" if code is None else exit_text(code)
         await self.stderr_drained()
         self.lost(gen, f"connection to the agent closed ({what})")
 
@@ -255,7 +257,7 @@ class AgentLink:
         code = await proc.wait()
         if gen == self._gen and self._ready:
             await self.stderr_drained()
-            self.lost(gen, f"agent process exited (exit code {code})")
+            self.lost(gen, f"agent process exited ({exit_text(code)})")
 
     def _observe(self, gen: int, event: StreamEvent) -> None:
         """Every message in and out of the current generation: transcript, then the observer."""

@@ -23,6 +23,7 @@ from polypilot_tui.agents.acp.intake import StreamIntake
 from polypilot_tui.agents.acp.link import AgentLink
 from polypilot_tui.agents.base import BackendError, ConnectResult
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.exit_status import exit_text
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -124,7 +125,7 @@ class SessionOpener:
         except ConnectionError:
             await self._link.stderr_drained()
             code = await self._link.exit_code()
-            how = f" (exit code {code})" if code is not None else ""
+            how = f" ({exit_text(code)})" if code is not None else ""
             raise BackendError(f"the agent exited during {what}{how}{self._stray_text()}") from None
         except TimeoutError:
             raise BackendError(

@@ -38,6 +38,7 @@ from polypilot_tui.agents.locate import find_command, missing_command, not_runna
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.exit_status import signals_named
 from polypilot_tui.domain.probes import Probes
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ class CopilotConnection:
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
             log.warning("copilot: connect failed: %s", exc, exc_info=True)
             await self._abandon()
-            raise BackendError(f"Copilot CLI failed to start: {exc}") from exc
+            raise BackendError(f"Copilot CLI failed to start: {signals_named(str(exc))}") from exc
 
     def _model(self) -> str | None:
         return self._agent.model or self._env.get("COPILOT_MODEL") or None

@@ -20,6 +20,7 @@ from polypilot_tui.agents.copilot.intake import EventIntake
 from polypilot_tui.agents.copilot.runtime import is_processing
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.exit_status import signals_named
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ class TurnControl:
         try:
             return await asyncio.wait_for(awaitable, RPC_TIMEOUT)
         except ProcessExitedError as exc:
-            self._intake.mark_lost(f"Copilot CLI exited: {exc}")
+            self._intake.mark_lost(f"Copilot CLI exited: {signals_named(str(exc))}")
             raise BackendError(f"{what} failed: the Copilot CLI exited") from None
         except (TimeoutError, JsonRpcError, OSError, RuntimeError) as exc:
             log.warning("copilot: %s failed: %r", what, exc)
