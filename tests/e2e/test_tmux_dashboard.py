@@ -37,7 +37,7 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
     command = [sys.executable, "-m", "polypilot_tui.cli"]
     term = Terminal(command, env, ROOT)
     try:
-        screen = term.wait_for("Ready — type a prompt below")
+        screen = term.wait_for("Idle — type a prompt below")
         # The whole pane, although pytest's environment exports COLUMNS=80 (the app drops it).
         assert max(map(len, screen.splitlines())) > 120, screen
 
