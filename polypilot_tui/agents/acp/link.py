@@ -21,6 +21,7 @@ from typing import Any
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 from acp.interfaces import Client
+from pydantic import ValidationError
 
 from polypilot_tui.agents.acp.client import Transcript
 from polypilot_tui.agents.acp.process import agent_command, agent_environment, start_agent, stop_agent, terminate
@@ -42,6 +43,27 @@ TRANSCRIPT = "acp-transcript.jsonl"
 
 #: Called with every raw message of the current generation: (message, incoming).
 MessageObserver = Callable[[Mapping[str, Any], bool], None]
+
+#: How the ACP SDK logs a notification its schema rejects (on the root logger, with a traceback).
+_SDK_REJECTION = "Unhandled error while handling notification method=%s"
+
+
+class SchemaRejections(logging.Filter):
+    """The ACP SDK logs a traceback for each ``session/update`` its schema rejects
+    (claude-agent-acp's ``usage_update`` with ``"used": null``: one per turn in engine.log).
+    Those updates are mapped from the raw message, field by field (agents/acp/mapping.py), so
+    the rejection is no failure: it becomes one debug line, without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.msg != _SDK_REJECTION or record.args != ("session/update",) or not isinstance(exc, ValidationError):
+            return True
+        where = "; ".join(".".join(str(part) for part in error["loc"]) for error in exc.errors()[:3])
+        logger.debug("the ACP SDK's schema refused a session/update (mapped from the raw message): %s", where)
+        return False
+
+
+SCHEMA_REJECTIONS = SchemaRejections()
 
 
 class AgentLink:
@@ -163,6 +185,7 @@ class AgentLink:
         stack.push_async_callback(stop_agent, proc, SHUTDOWN_GRACE)
         assert proc.stdout is not None and proc.stdin is not None
         transport = StdioTransport(proc.stdout, proc.stdin)
+        logging.getLogger().addFilter(SCHEMA_REJECTIONS)  # once: a filter is added only once
         conn = ClientSideConnection(self._client, transport, observers=[lambda ev: self._observe(gen, ev)])
         stack.push_async_callback(conn.close)
         self._stack, self._conn, self._proc, self._transport = stack, conn, proc, transport
