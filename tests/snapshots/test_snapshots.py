@@ -73,6 +73,8 @@ CASES: dict[str, Case] = {
     "permission_warning": Case(scenarios.denied_session, select="s2"),
     "permission_prompt": Case(scenarios.all_statuses, select="awaiting_permission"),
     "permission_long_options": Case(scenarios.codex_permission, size=(100, 30), select="s2"),
+    # After ctrl+g: the keys on the card and in the footer, those of the options offered only.
+    "permission_by_key": Case(scenarios.codex_permission, size=(100, 30), select="s2", press=("ctrl+g",)),
     "stuck_after_watchdog": Case(_stuck, select="s2"),
     "interrupted_restore": Case(scenarios.interrupted_session, size=(100, 30), select="s9"),
     "new_session_modal": Case(scenarios.new_session_dialog, size=(100, 36)),
