@@ -178,6 +178,12 @@ class CopilotConnection:
         return self._provider is not None
 
     @property
+    def provider_url(self) -> str | None:
+        """The model server sessions talk to, when it is one of ours to name (BYOK), else None."""
+        url = self._provider.get("base_url") if self._provider is not None else None
+        return url if isinstance(url, str) and url else None
+
+    @property
     def configured_model(self) -> str | None:
         """The model sessions start on (the agent's ``model``, else COPILOT_MODEL), or None."""
         return self._model()

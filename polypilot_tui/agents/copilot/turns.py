@@ -105,6 +105,16 @@ class TurnControl:
         finally:
             self._aborting -= 1
 
+    @property
+    def in_turn(self) -> bool:
+        """The CLI is in a turn (a prompt went out and its ``session.idle`` has not come)."""
+        return self._busy.busy
+
+    async def abort_quietly(self) -> None:
+        """Abort the CLI's turn with its events muted: the engine ends the turn its own way."""
+        with self._intake.muted():
+            await self.abort()
+
     def _abort_settle_seconds(self) -> float:
         return max(0.5, self._settings.stop_grace_seconds * ABORT_SETTLE_SHARE)
 
