@@ -79,13 +79,16 @@ class SessionOpener:
                     conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=[]), "session/resume"
                 )
                 self.config_options = resumed.config_options
-                return ConnectResult(resume_id, "resumed", resumed=True)
+                # A new agent process: no turn of the one before runs in it.
+                return ConnectResult(resume_id, "resumed", resumed=True, lost_turn=True)
             except Refused as exc:
                 failures.append(str(exc))
         if resume_id and caps.load_session:
             try:
                 history = await self._load(resume_id)
-                return ConnectResult(resume_id, "loaded (history replayed)", resumed=True, history=history)
+                return ConnectResult(
+                    resume_id, "loaded (history replayed)", resumed=True, lost_turn=True, history=history
+                )
             except Refused as exc:
                 failures.append(str(exc))
         link.session_id = None
