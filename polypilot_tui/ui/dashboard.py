@@ -28,6 +28,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, TextArea
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
+from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.usage import fleet_usage
@@ -41,7 +42,8 @@ from polypilot_tui.ui.notifier import Notifier, desktop_notifier
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
 from polypilot_tui.ui.usage_text import fleet_summary
-from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT
+from polypilot_tui.ui.welcome import demo_welcome
+from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_list import SessionList
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
@@ -121,6 +123,8 @@ class Dashboard(App[int]):
         self.stop_engine_on_quit = not engine.separate
         """Quitting ends the engine too: always in this process; an attached dashboard leaves it
         running (a closed terminal, a signal) unless the user asks to stop it."""
+        self.offers: tuple[AgentOffer, ...] | None = None
+        """The agents the engine can start, as last asked (None until known: asked at start)."""
         self.first_workspace: Workspace | None = None
         """Where a first session works when none was saved (ui/launch.py finds it before the app starts)."""
         self.sidebar = SessionSidebar(id="sidebar")
@@ -166,6 +170,7 @@ class Dashboard(App[int]):
             self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
             if problem:
                 self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
+        self.run_worker(self.look_for_agents(), group="agents", exclusive=True, exit_on_error=False)
         if not self.engine.ids():
             await self.start_first_session()
         elif self._ui_state.selected in self.engine.ids():
@@ -320,7 +325,18 @@ class Dashboard(App[int]):
 
     def _empty_text(self, view: SessionView) -> str:
         config = self.catalog.agents.get(view.agent)
-        return EMPTY_TEXT + (DEMO_HINT if config is not None and config.kind == "demo" else "")
+        return demo_welcome(self.offers) if config is not None and config.kind == "demo" else EMPTY_TEXT
+
+    async def look_for_agents(self) -> None:
+        """Ask the engine which agents can start where it runs, for the demo's welcome (it says
+        which are real); done at start."""
+        try:
+            self.offers = await self.engine.agents()
+        except Exception as exc:  # noqa: BLE001 - the welcome then says where to look instead
+            log.warning("could not list the agents: %s", exc)
+            self.offers = ()
+        self._dirty.update(self.engine.ids())
+        self._request_redraw()
 
     def _ping(self, alert: Alert) -> None:
         if not self.engine.alerts_here():

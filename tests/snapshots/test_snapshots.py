@@ -64,6 +64,7 @@ async def _scroll_code(d: Driver) -> None:
 
 CASES: dict[str, Case] = {
     "empty_start": Case(_nothing, size=(100, 30)),
+    "first_start_agents_found": Case(agent_scenarios.first_start, size=(100, 30)),
     "all_statuses_wide": Case(scenarios.all_statuses, size=(160, 45), select="working"),
     "all_statuses_narrow": Case(scenarios.all_statuses, size=(80, 24), select="working"),
     "all_statuses_day": Case(scenarios.all_statuses, size=(160, 45), theme="polypilot-day", select="stuck"),
