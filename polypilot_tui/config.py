@@ -8,21 +8,22 @@ holds its key (``api_key_env``) and the key is read only when the agent is start
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from polypilot_tui.domain.agents import why_missing
+from polypilot_tui.domain.entry_errors import entry_problem
 from polypilot_tui.domain.safe_json import ParseError, line_of, load_toml, toml_key_lines
+from polypilot_tui.domain.urls import url_problem
 from polypilot_tui.domain.watchdog import WatchdogConfig
 from polypilot_tui.infra.private import NotPrivate, check_trusted_file
 
@@ -34,8 +35,7 @@ MAX_AGENTS_FILE_BYTES = 1_000_000
 MAX_CONFIG_FILE_BYTES = 1_000_000
 CONFIG_FILE = "config.toml"
 AGENTS_FILE = "agents.toml"
-PROVIDER_URL_VARIABLE = "COPILOT_PROVIDER_BASE_URL"
-"""The Copilot CLI's own variable for a model server of one's own (a provider without a file)."""
+PROVIDER_URL_VARIABLE = "COPILOT_PROVIDER_BASE_URL"  # the Copilot CLI's own: a model server of one's own
 
 
 def config_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -219,21 +219,6 @@ class Settings(BaseSettings):
         return root.resolve()  # git runs in the repository: a relative folder would land inside it
 
 
-def url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be a model server's address (an http or https URL with a host), or None."""
-    try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError as exc:
-        return f"{url!r} is not a URL ({exc})"
-    if parts.scheme not in ("http", "https"):
-        said = f"its scheme is {parts.scheme!r}" if parts.scheme else "it has no scheme"
-        return f"{url!r} is not an http:// or https:// URL ({said})"
-    if not parts.hostname:
-        return f"{url!r} names no host"
-    return None
-
-
 class ProviderConfig(BaseModel):
     """A bring-your-own-key model provider (OpenAI-compatible by default)."""
 
@@ -332,15 +317,6 @@ class AgentConfig(BaseModel):
             return None
         return f"the provider key variable {provider.api_key_env} is not set (api_key_env)"
 
-    def bad_provider_url(self, environ: Mapping[str, str] | None = None) -> str | None:
-        """Why the model server address a Copilot agent gets from :data:`PROVIDER_URL_VARIABLE`
-        cannot work, or None (a provider in the agents file is checked when the file is read)."""
-        if self.kind != "copilot" or self.provider is not None:
-            return None
-        url = (dict(os.environ if environ is None else environ) | self.env).get(PROVIDER_URL_VARIABLE, "").strip()
-        problem = url_problem(url) if url else None
-        return f"{PROVIDER_URL_VARIABLE}: {problem}" if problem else None
-
 
 class AgentsFileError(Exception):
     """The agents file cannot be used; the message says where and why."""
@@ -366,19 +342,8 @@ class AgentCatalog:
             raise KeyError(self.missing(name)) from None
 
     def missing(self, name: str) -> str:
-        """Why there is no agent ``name``: its entry was skipped (where, and why), or the
-        names it may be a typo of, else the names there are."""
-        if name in self.skipped:
-            return f"agent {name!r} was skipped because of an error at {self.skipped[name]}"
-        known = [*self.agents, *self.skipped]
-        folded = name.casefold()
-        close = [n for n in known if folded and n.casefold().startswith(folded)]
-        close += [n for n in difflib.get_close_matches(name, known, n=3, cutoff=0.6) if n not in close]
-        if not close:
-            return f"no agent named {name!r} (agents: {', '.join(self.agents)})"
-        said = f"no agent named {name!r}; did you mean {' or '.join(repr(n) for n in close[:3])}?"
-        broken = [n for n in close[:3] if n in self.skipped]
-        return " ".join([said, *(f"({n!r} was skipped because of an error at {self.skipped[n]})" for n in broken)])
+        """Why there is no agent ``name`` (skipped: where and why; else the close names)."""
+        return why_missing(name, list(self.agents), self.skipped)
 
 
 def demo_agent() -> AgentConfig:
@@ -386,28 +351,11 @@ def demo_agent() -> AgentConfig:
     return AgentConfig(name=DEMO_AGENT, kind="demo")
 
 
-def _unknown_key(key: str, model: type[BaseModel]) -> str:
-    """``unknown key 'comand' (did you mean 'command'?)``, or the keys there are."""
-    keys = [name for name in model.model_fields if name != "name"]
-    close = difflib.get_close_matches(key, keys, n=2, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(k) for k in close)}?" if close else f"keys: {', '.join(keys)}"
-    return f"unknown key {key!r} ({hint})"
-
-
-def _entry_errors(exc: ValidationError) -> list[tuple[tuple[str, ...], str]]:
-    """Each error of an entry: where in its table (the key path) and what, in words."""
-    models: dict[str, type[BaseModel]] = {"provider": ProviderConfig, "signed_in": SignInEvidence}
-    found: list[tuple[tuple[str, ...], str]] = []
-    for error in exc.errors():
-        loc = tuple(str(part) for part in error.get("loc", ()))
-        if error.get("type") == "extra_forbidden" and loc:
-            model = models.get(loc[0], AgentConfig) if len(loc) > 1 else AgentConfig
-            inside = f"{'.'.join(loc[:-1])}: " if len(loc) > 1 else ""
-            found.append((loc, inside + _unknown_key(loc[-1], model)))
-        else:
-            said = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-            found.append((loc, f"{'.'.join(loc) or 'entry'}: {said}"))
-    return found
+_ENTRY_KEYS = {  # what an agents-file entry and its tables may hold (for "did you mean")
+    "": [n for n in AgentConfig.model_fields if n != "name"],
+    "provider": list(ProviderConfig.model_fields),
+    "signed_in": list(SignInEvidence.model_fields),
+}
 
 
 def load_agents(path: Path | None, builtin: Mapping[str, Mapping[str, Any]] | None = None) -> AgentCatalog:
@@ -439,18 +387,12 @@ def load_agents(path: Path | None, builtin: Mapping[str, Mapping[str, Any]] | No
         try:
             agents[name] = AgentConfig(name=name, **table)
         except ValidationError as exc:
-            (first, said), *more = _entry_errors(exc)
-            first_line = line_of(lines, (name, *first))
-            for where, what in more:  # each error at its own line
-                line = line_of(lines, (name, *where))
-                said += f"; {f'line {line}: ' if line not in (None, first_line) else ''}{what}"
-            skip(name, first, said)
+            skip(name, *entry_problem(exc.errors(), _ENTRY_KEYS, lines, name))
     return AgentCatalog(agents, tuple(skipped.values()), skipped)
 
 
 def read_agents_file(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
-    """The tables of an agents file and the line of each key (:func:`toml_key_lines`);
-    AgentsFileError when it is missing, too large or not TOML."""
+    """Its tables and the line of each key; AgentsFileError when it is missing, too large or not TOML."""
     try:
         tables, text = read_toml_text(Path(path), "agents file", MAX_AGENTS_FILE_BYTES, AgentsFileError)
     except FileNotFoundError:

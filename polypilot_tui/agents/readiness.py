@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from polypilot_tui.agents.locate import argv_of, expand, find_command, missing_command, not_runnable
-from polypilot_tui.config import AgentConfig, SignInEvidence
+from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, SignInEvidence
 from polypilot_tui.domain.agents import AgentOffer, Availability
+from polypilot_tui.domain.urls import url_problem
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
             problem=missing_command(agent, env),
             hint=agent.install,
         )
-    if bad_url := agent.bad_provider_url(env):
+    if bad_url := _bad_provider_url(agent, env):
         return AgentOffer(**base, availability=Availability.MISCONFIGURED, where=found, problem=bad_url)
     missing_key = agent.missing_key(env)
     if missing_key:
@@ -59,6 +60,14 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
             hint=agent.sign_in,
         )
     return AgentOffer(**base, availability=Availability.READY, where=found)
+
+
+def _bad_provider_url(agent: AgentConfig, env: Mapping[str, str]) -> str | None:
+    """Why the model server address a Copilot agent gets from the CLI's own variable cannot
+    work, or None (a provider of the agents file is checked when the file is read)."""
+    url = env.get(PROVIDER_URL_VARIABLE, "").strip() if agent.kind == "copilot" and agent.provider is None else ""
+    problem = url_problem(url) if url else None
+    return f"{PROVIDER_URL_VARIABLE}: {problem}" if problem else None
 
 
 def _present(sign: SignInEvidence, env: Mapping[str, str]) -> bool:

@@ -28,7 +28,6 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, TextArea
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
-from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.usage import fleet_usage
@@ -42,8 +41,7 @@ from polypilot_tui.ui.notifier import Notifier, desktop_notifier
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
 from polypilot_tui.ui.usage_text import fleet_summary
-from polypilot_tui.ui.welcome import demo_welcome
-from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT
+from polypilot_tui.ui.welcome import AgentsFound
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_list import SessionList
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
@@ -54,14 +52,6 @@ RENDER_INTERVAL = 0.05
 """Seconds between coalesced redraws (PolyPilot's render debounce)."""
 UI_STATE_DELAY = 1.0
 """A changed draft or selection is saved this many seconds later (and at quit)."""
-
-
-def notice_title(key: str) -> str:
-    """The toast title of an engine notice, by what it is about."""
-    for prefix, title in (("restore", "Restore"), ("worktrees", "Worktrees"), ("engine", "Engine")):
-        if key.startswith(prefix):
-            return title
-    return "Saving"
 
 
 class EngineChanged(Message, bubble=False):
@@ -123,8 +113,7 @@ class Dashboard(App[int]):
         self.stop_engine_on_quit = not engine.separate
         """Quitting ends the engine too: always in this process; an attached dashboard leaves it
         running (a closed terminal, a signal) unless the user asks to stop it."""
-        self.offers: tuple[AgentOffer, ...] | None = None
-        """The agents the engine can start, as last asked (None until known: asked at start)."""
+        self.agents_found = AgentsFound()  # for the demo's welcome
         self.first_workspace: Workspace | None = None
         """Where a first session works when none was saved (ui/launch.py finds it before the app starts)."""
         self.sidebar = SessionSidebar(id="sidebar")
@@ -163,7 +152,7 @@ class Dashboard(App[int]):
         # Saving, restore and engine problems are told once each, with the reason and the path.
         self.engine.on_notice(
             lambda notice: self.notify(
-                notice.message, title=notice_title(notice.key), severity=notice.severity, timeout=20, markup=False
+                notice.message, title=notice.title, severity=notice.severity, timeout=20, markup=False
             )
         )
         if self.engine.persistent:
@@ -297,7 +286,7 @@ class Dashboard(App[int]):
                 self.engine.history(shown.id),
                 self.engine.streaming_text(shown.id),
                 now,
-                self._empty_text(shown),
+                self.agents_found.empty_text(shown, self.catalog),
             )
             if first_time and shown.id in self._ui_state.scroll_back:
                 self.pane.scroll_back(shown.id, self._ui_state.scroll_back.pop(shown.id))
@@ -323,18 +312,9 @@ class Dashboard(App[int]):
         """The terminal has the focus: attention alerts of every dashboard attached come here."""
         self.run_worker(self.engine.focus(), group="focus", exclusive=True, exit_on_error=False)
 
-    def _empty_text(self, view: SessionView) -> str:
-        config = self.catalog.agents.get(view.agent)
-        return demo_welcome(self.offers) if config is not None and config.kind == "demo" else EMPTY_TEXT
-
     async def look_for_agents(self) -> None:
-        """Ask the engine which agents can start where it runs, for the demo's welcome (it says
-        which are real); done at start."""
-        try:
-            self.offers = await self.engine.agents()
-        except Exception as exc:  # noqa: BLE001 - the welcome then says where to look instead
-            log.warning("could not list the agents: %s", exc)
-            self.offers = ()
+        """Ask the engine which agents it can start (the demo's welcome names them); at start."""
+        await self.agents_found.look(self.engine)
         self._dirty.update(self.engine.ids())
         self._request_redraw()
 

@@ -6,9 +6,16 @@ it must not pass for a real agent, and a new user must learn what is installed."
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
+from polypilot_tui.config import AgentCatalog
 from polypilot_tui.domain.agents import AgentOffer, Availability
+from polypilot_tui.domain.view import SessionView
+from polypilot_tui.engine.api import Engine
+from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT
+
+log = logging.getLogger(__name__)
 
 DEMO_SAYS = (
     "This is the built-in demo agent: scripted replies, no model, nothing is run on your machine "
@@ -16,6 +23,26 @@ DEMO_SAYS = (
 )
 MAX_NAMED = 6
 """Agents named in the line; the rest are counted (ctrl+n lists them all)."""
+
+
+class AgentsFound:
+    """The agents the engine can start where it runs, asked at start (None until it answers)."""
+
+    def __init__(self) -> None:
+        self.offers: tuple[AgentOffer, ...] | None = None
+
+    async def look(self, engine: Engine) -> None:
+        """Ask the engine (readiness looks on its disk, off its loop)."""
+        try:
+            self.offers = await engine.agents()
+        except Exception as exc:  # noqa: BLE001 - the welcome then says where to look instead
+            log.warning("could not list the agents: %s", exc)
+            self.offers = ()
+
+    def empty_text(self, view: SessionView, catalog: AgentCatalog) -> str:
+        """What the session's chat says before its first message: a demo's welcome, else the usual."""
+        config = catalog.agents.get(view.agent)
+        return demo_welcome(self.offers) if config is not None and config.kind == "demo" else EMPTY_TEXT
 
 
 def demo_welcome(offers: Sequence[AgentOffer] | None) -> str:

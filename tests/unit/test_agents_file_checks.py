@@ -15,10 +15,11 @@ import pytest
 
 from polypilot_tui.agents import locate as locate_module
 from polypilot_tui.agents.readiness import readiness
-from polypilot_tui.config import AgentCatalog, AgentConfig, ProviderConfig, Settings, load_agents, url_problem
+from polypilot_tui.config import AgentCatalog, AgentConfig, ProviderConfig, Settings, load_agents
 from polypilot_tui.domain.agents import Availability
 from polypilot_tui.domain.failures import FailureKind, classify
 from polypilot_tui.domain.safe_json import line_of, toml_key_lines
+from polypilot_tui.domain.urls import url_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 

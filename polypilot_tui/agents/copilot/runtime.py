@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.agents.base import BackendError
-from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, ProviderConfig, url_problem
+from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, ProviderConfig
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.urls import url_problem
 
 log = logging.getLogger(__name__)
 
