@@ -247,7 +247,8 @@ def _command(argv: Sequence[str] | None) -> int:
     if args.command == "config":
         from polypilot_tui.commands.config_show import show_config
 
-        return show_config(settings, json_mode=args.json)
+        given = frozenset({"agents_file"} if args.agents_file is not None else ())
+        return show_config(settings, json_mode=args.json, given=given)
     if args.command in ("new", "diff", "finish"):
         return cmd_workspace(args, settings)
     if args.command in SESSION_COMMANDS:

@@ -20,7 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from polypilot_tui.domain.safe_json import ParseError, load_toml
+from polypilot_tui.domain.agents import why_missing
+from polypilot_tui.domain.entry_errors import entry_problem
+from polypilot_tui.domain.safe_json import ParseError, line_of, load_toml, toml_key_lines
+from polypilot_tui.domain.urls import url_problem
 from polypilot_tui.domain.watchdog import WatchdogConfig
 from polypilot_tui.infra.private import NotPrivate, check_trusted_file
 
@@ -32,6 +35,7 @@ MAX_AGENTS_FILE_BYTES = 1_000_000
 MAX_CONFIG_FILE_BYTES = 1_000_000
 CONFIG_FILE = "config.toml"
 AGENTS_FILE = "agents.toml"
+PROVIDER_URL_VARIABLE = "COPILOT_PROVIDER_BASE_URL"  # the Copilot CLI's own: a model server of one's own
 
 
 def config_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -45,15 +49,16 @@ class ConfigFileError(ValueError):
     """``config.toml`` cannot be used; the message names the file and why."""
 
 
-def read_toml_file(path: Path, what: str, max_bytes: int, error: type[Exception]) -> dict[str, Any]:
+def read_toml_text(path: Path, what: str, max_bytes: int, error: type[Exception]) -> tuple[dict[str, Any], str]:
     """The tables of the TOML file ``path`` (``what`` names it in messages), read within
-    ``max_bytes``; FileNotFoundError when it is missing, ``error`` when it cannot be used (another
-    user could have written it, too: it names the commands polypilot runs)."""
+    ``max_bytes``, and its text; FileNotFoundError when it is missing, ``error`` when it cannot
+    be used (another user could have written it, too: it names the commands polypilot runs)."""
     try:
         check_trusted_file(path)
         if path.stat().st_size > max_bytes:
             raise error(f"{what} {path} is larger than {max_bytes:,} bytes")
-        return load_toml(path.read_text(encoding="utf-8"), f"{what} {path}")
+        text = path.read_text(encoding="utf-8")
+        return load_toml(text, f"{what} {path}"), text
     except FileNotFoundError:
         raise
     except NotPrivate as exc:
@@ -67,7 +72,7 @@ def read_toml_file(path: Path, what: str, max_bytes: int, error: type[Exception]
 def read_config_file(path: Path) -> dict[str, Any]:
     """The settings table of ``config.toml`` ({} when there is none); ConfigFileError otherwise."""
     try:
-        return read_toml_file(path, "config file", MAX_CONFIG_FILE_BYTES, ConfigFileError)
+        return read_toml_text(path, "config file", MAX_CONFIG_FILE_BYTES, ConfigFileError)[0]
     except FileNotFoundError:
         return {}
 
@@ -217,6 +222,8 @@ class Settings(BaseSettings):
 class ProviderConfig(BaseModel):
     """A bring-your-own-key model provider (OpenAI-compatible by default)."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt key must not silently be the default
+
     type: Literal["openai", "azure", "anthropic"] = "openai"
     base_url: str
     api_key_env: str | None = None
@@ -232,6 +239,15 @@ class ProviderConfig(BaseModel):
                 "and name that variable with api_key_env"
             )
         return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _a_url(cls, url: str) -> str:
+        # "127.0.0.1:8000/v1" reported ready and then failed every turn far from the typo.
+        problem = url_problem(url)
+        if problem is not None:
+            raise ValueError(problem)
+        return url.strip()
 
     def api_key(self, environ: dict[str, str] | None = None) -> str:
         """Read the key from the named variable ("" when unset)."""
@@ -252,6 +268,8 @@ class SignInEvidence(BaseModel):
 
 class AgentConfig(BaseModel):
     """One agent: a built-in catalog entry, or a table of the user's agents file."""
+
+    model_config = ConfigDict(extra="forbid")  # `comand = …` must not be an agent without a command
 
     name: str
     kind: Literal["demo", "copilot", "acp"]
@@ -310,7 +328,9 @@ class AgentCatalog:
 
     agents: dict[str, AgentConfig] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
-    """Entries that were skipped, with the reason (shown once in the UI)."""
+    """Entries that were skipped, with the reason, the file and the line (shown once in the UI)."""
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """The problem of each skipped entry, by the entry's name."""
 
     def names(self) -> list[str]:
         return list(self.agents)
@@ -319,7 +339,11 @@ class AgentCatalog:
         try:
             return self.agents[name]
         except KeyError:
-            raise KeyError(f"no agent named {name!r}; configured: {', '.join(self.agents)}") from None
+            raise KeyError(self.missing(name)) from None
+
+    def missing(self, name: str) -> str:
+        """Why there is no agent ``name`` (skipped: where and why; else the close names)."""
+        return why_missing(name, list(self.agents), self.skipped)
 
 
 def demo_agent() -> AgentConfig:
@@ -327,36 +351,50 @@ def demo_agent() -> AgentConfig:
     return AgentConfig(name=DEMO_AGENT, kind="demo")
 
 
+_ENTRY_KEYS = {  # what an agents-file entry and its tables may hold (for "did you mean")
+    "": [n for n in AgentConfig.model_fields if n != "name"],
+    "provider": list(ProviderConfig.model_fields),
+    "signed_in": list(SignInEvidence.model_fields),
+}
+
+
 def load_agents(path: Path | None, builtin: Mapping[str, Mapping[str, Any]] | None = None) -> AgentCatalog:
     """The agents: ``demo``, the ``builtin`` catalog's tables, then the agents file's. A file
     table with a built-in's name changes only the keys it sets; a new name adds an agent.
-    A broken file raises AgentsFileError; a bad entry is skipped (and said in ``problems``)."""
+    A broken file raises AgentsFileError; a bad entry is skipped and said in ``problems``, with
+    the file and the line (an unknown key is an error: a typo must not pass as a default)."""
     tables: dict[str, Any] = {name: dict(table) for name, table in (builtin or {}).items()}
-    raw = read_agents_file(path) if path is not None else {}
-    problems: list[str] = []
+    raw, lines = read_agents_file(path) if path is not None else ({}, {})
+    skipped: dict[str, str] = {}
+
+    def skip(name: str, where: tuple[str, ...], why: str) -> None:
+        line = line_of(lines, (name, *where))
+        skipped[name] = f"{path}{f':{line}' if line else ''}: {name}: {why}"
+
     for name, table in raw.items():
         if not isinstance(table, dict):
-            problems.append(f"{name}: expected a table, got {type(table).__name__}")
+            skip(name, (), f"expected a table, got {type(table).__name__}")
         elif name == DEMO_AGENT and table.get("kind", "demo") != "demo":
-            problems.append(f"{name}: the name 'demo' is the built-in demo agent; pick another name")
+            skip(name, (), "the name 'demo' is the built-in demo agent; pick another name")
+        elif "name" in table:
+            skip(name, ("name",), "a table's name is its agent's name: remove the `name` key")
         else:
             tables[name] = tables.get(name, {}) | table
     agents: dict[str, AgentConfig] = {DEMO_AGENT: demo_agent()}
     for name, table in tables.items():
+        if name in skipped:
+            continue
         try:
             agents[name] = AgentConfig(name=name, **table)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or name
-            problems.append(f"{name}: {where}: {first.get('msg', 'invalid')}")
-        except TypeError as exc:  # a key named like a keyword argument ("name = …")
-            problems.append(f"{name}: {exc}")
-    return AgentCatalog(agents, tuple(problems))
+            skip(name, *entry_problem(exc.errors(), _ENTRY_KEYS, lines, name))
+    return AgentCatalog(agents, tuple(skipped.values()), skipped)
 
 
-def read_agents_file(path: Path) -> dict[str, Any]:
-    """The tables of an agents file; AgentsFileError when it is missing, too large or not TOML."""
+def read_agents_file(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
+    """Its tables and the line of each key; AgentsFileError when it is missing, too large or not TOML."""
     try:
-        return read_toml_file(Path(path), "agents file", MAX_AGENTS_FILE_BYTES, AgentsFileError)
+        tables, text = read_toml_text(Path(path), "agents file", MAX_AGENTS_FILE_BYTES, AgentsFileError)
     except FileNotFoundError:
         raise AgentsFileError(f"agents file {path} does not exist") from None
+    return tables, toml_key_lines(text)

@@ -44,7 +44,9 @@ class ConnectResult:
     still_processing: bool = False
     """The agent's own log says a turn is still running (restore hint)."""
     lost_turn: bool = False
-    """The log shows a turn that started and never ended, and the agent is not running it."""
+    """No turn of the session is running in the agent now, though one may have been: its log
+    shows a turn that started and never ended, or the agent process is new (ACP). A turn
+    restored mid-flight then ends at once, offered for resending."""
     history: tuple[AgentEvent, ...] = field(default_factory=tuple)
     """Past conversation replayed by the agent (ACP ``session/load``), oldest first."""
 

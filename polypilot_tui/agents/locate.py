@@ -58,21 +58,60 @@ def locate(command: str, path: str | None = None, environ: Mapping[str, str] | N
     """The executable ``command`` names, or None. A command with a slash is taken as a path."""
     if os.sep in command:
         found = Path(command).expanduser()
-        return str(found) if found.is_file() and os.access(found, os.X_OK) else None
+        return str(found) if _runnable(found) else None
     on_path = shutil.which(command, path=path)
     if on_path:
         return on_path
     env = os.environ if environ is None else environ
-    prefix = env.get("NPM_CONFIG_PREFIX", "")
-    folders = [f"{prefix}/bin"] if prefix else []
-    for pattern in USER_BIN_DIRS:
-        folders += sorted(glob.glob(expand(pattern, env)), reverse=True)  # newest node first
-    for folder in folders:
+    for folder in _install_folders(env):
         candidate = Path(folder) / command
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        if _runnable(candidate):
             return str(candidate)
     pinned = PINNED.get(command)
     return str(pinned.path) if pinned is not None and pinned.installed() else None
+
+
+def not_runnable(command: str, path: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    """When :func:`locate` finds nothing: the file of that name that is there but cannot be run
+    (not executable, or a folder), said with the fix; None when there is no such file at all."""
+    env = os.environ if environ is None else environ
+    if os.sep in command:
+        candidates = [Path(command).expanduser()]
+    else:
+        search = env.get("PATH", os.defpath) if path is None else path
+        folders = [*(f for f in search.split(os.pathsep) if f), *_install_folders(env)]
+        candidates = [Path(folder) / command for folder in folders]
+    for candidate in candidates:
+        if candidate.is_dir() and os.sep in command:
+            return f"{candidate} is a folder, not a program"
+        if candidate.is_file() and not os.access(candidate, os.X_OK):
+            return f"{candidate} is not executable (make it so with: chmod +x {shlex.quote(str(candidate))})"
+    return None
+
+
+def _runnable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _install_folders(env: Mapping[str, str]) -> list[str]:
+    """The folders npm, pipx, volta and bun install into, newest node first."""
+    prefix = env.get("NPM_CONFIG_PREFIX", "")
+    folders = [f"{prefix}/bin"] if prefix else []
+    for pattern in USER_BIN_DIRS:
+        folders += sorted(glob.glob(expand(pattern, env)), reverse=True)
+    return folders
+
+
+def missing_command(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> str:
+    """Why the agent's command cannot be run, when :func:`find_command` finds nothing: the file
+    that is there but cannot be run, else that it is not found (with the install command)."""
+    argv = argv_of(agent)
+    command = argv[0] if argv else f"(none: set `command` for {agent.name})"
+    env = dict(os.environ if environ is None else environ) | agent.env
+    if argv and (unrunnable := not_runnable(command, env.get("PATH"), env)):
+        return unrunnable
+    install = f"; install it with: {agent.install}" if agent.install else ""
+    return f"its command {command} is not found{install}"
 
 
 def expand(text: str, environ: Mapping[str, str]) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import platformdirs
 
+from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.infra.private import open_private, private_dir
 
 CACHE_ROOT = Path(os.environ.get("POLYPILOT_NPM_CACHE") or Path(platformdirs.user_cache_dir("polypilot")) / "npm")
@@ -81,5 +82,6 @@ def ensure_installed(agent: NpmAgent, timeout: float = 900.0) -> Path:
             timeout=timeout,
         )
         if result.returncode != 0 or not agent.installed():
-            raise NpmUnavailable(f"npm install {agent.package}@{agent.version} failed: {result.stderr[-2000:]}")
+            said = result.stderr[-2000:] or exit_text(result.returncode)
+            raise NpmUnavailable(f"npm install {agent.package}@{agent.version} failed: {said}")
     return agent.path

@@ -12,9 +12,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from polypilot_tui.agents.locate import argv_of, expand, find_command
-from polypilot_tui.config import AgentConfig, SignInEvidence
+from polypilot_tui.agents.locate import argv_of, expand, find_command, missing_command, not_runnable
+from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, SignInEvidence
 from polypilot_tui.domain.agents import AgentOffer, Availability
+from polypilot_tui.domain.urls import url_problem
 
 log = logging.getLogger(__name__)
 
@@ -30,18 +31,21 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
     base = {"name": agent.name, "kind": agent.kind, "title": agent.title}
     if agent.kind == "demo":
         return AgentOffer(**base, availability=Availability.READY, where="built in")
-    argv = argv_of(agent)
-    command = argv[0] if argv else f"(none: set `command` for {agent.name})"
-    found = find_command(agent, env) if argv else None
+    found = find_command(agent, env)
     if found is None:
-        install = f"; install it with: {agent.install}" if agent.install else ""
+        argv = argv_of(agent)
+        if argv and (unrunnable := not_runnable(argv[0], env.get("PATH"), env)):
+            return AgentOffer(**base, availability=Availability.NOT_EXECUTABLE, where=unrunnable, problem=unrunnable)
+        command = argv[0] if argv else f"(none: set `command` for {agent.name})"
         return AgentOffer(
             **base,
             availability=Availability.NOT_INSTALLED,
             where=f"{command} is not found",
-            problem=f"its command {command} is not found{install}",
+            problem=missing_command(agent, env),
             hint=agent.install,
         )
+    if bad_url := _bad_provider_url(agent, env):
+        return AgentOffer(**base, availability=Availability.MISCONFIGURED, where=found, problem=bad_url)
     missing_key = agent.missing_key(env)
     if missing_key:
         return AgentOffer(**base, availability=Availability.NO_KEY, where=found, problem=missing_key)
@@ -56,6 +60,14 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
             hint=agent.sign_in,
         )
     return AgentOffer(**base, availability=Availability.READY, where=found)
+
+
+def _bad_provider_url(agent: AgentConfig, env: Mapping[str, str]) -> str | None:
+    """Why the model server address a Copilot agent gets from the CLI's own variable cannot
+    work, or None (a provider of the agents file is checked when the file is read)."""
+    url = env.get(PROVIDER_URL_VARIABLE, "").strip() if agent.kind == "copilot" and agent.provider is None else ""
+    problem = url_problem(url) if url else None
+    return f"{PROVIDER_URL_VARIABLE}: {problem}" if problem else None
 
 
 def _present(sign: SignInEvidence, env: Mapping[str, str]) -> bool:

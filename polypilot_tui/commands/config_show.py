@@ -52,12 +52,25 @@ def origins() -> Callable[[str], str]:
     return origin
 
 
-def show_config(settings: Settings, json_mode: bool = False) -> int:
-    """Print the files in use and the effective settings."""
+def in_effect(settings: Settings) -> dict[str, Any]:
+    """The settings whose unset value stands for one chosen at run time, as they are in effect:
+    the agents file found in the config folder, the worktrees folder inside the state folder."""
+    agents = settings.agents_path
+    return {
+        "agents_file": str(agents) if agents is not None else None,
+        "worktrees_dir": str(settings.worktree_root),
+    }
+
+
+def show_config(settings: Settings, json_mode: bool = False, given: frozenset[str] = frozenset()) -> int:
+    """Print the files in use and the effective settings (``given``: those set by an option)."""
     REDACTOR.learn_environment()
-    values = REDACTOR.scrub(settings.model_dump(mode="json"))  # a setting named like a secret goes whole
+    values = REDACTOR.scrub(settings.model_dump(mode="json") | in_effect(settings))  # a secret-named one goes whole
     origin = origins()
-    effective = {name: {"value": value, "from": origin(name)} for name, value in values.items()}
+    effective = {
+        name: {"value": value, "from": "command line" if name in given else origin(name)}
+        for name, value in values.items()
+    }
     files = REDACTOR.scrub(files_in_use(settings))
     if json_mode:
         print(dump_json({"files": files, "settings": effective}, indent=2))
@@ -68,6 +81,6 @@ def show_config(settings: Settings, json_mode: bool = False) -> int:
     print()
     for name, setting in effective.items():
         value = setting["value"]
-        shown = dump_json(value) if isinstance(value, (dict, list)) else str(value)
+        shown = dump_json(value) if isinstance(value, (dict, list)) else "none" if value is None else str(value)
         print(strip_control(f"{name:<24} {shown}  ({setting['from']})"))
     return EXIT_OK

@@ -26,6 +26,7 @@ def replay_backend(sink: EventSink, restore: dict[str, Any]) -> NullBackend:
     hints = ConnectResult(
         "replay-session",
         "resumed" if restore else "new session",
+        resumed=bool(restore),
         interrupted_tool=bool(restore.get("interrupted_tool")),
         still_processing=bool(restore.get("still_processing")),
         lost_turn=bool(restore.get("lost_turn")),

@@ -32,6 +32,7 @@ from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewC
 from polypilot_tui.domain.chat import TurnRecord
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.failures import Failure
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt
@@ -56,7 +57,7 @@ async def run_headless(
 ) -> int:
     """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
     if agent not in catalog.agents:
-        print(f"polypilot run: no agent named {agent!r} (configured: {', '.join(catalog.agents)})", file=sys.stderr)
+        print(f"polypilot run: {catalog.missing(agent)}", file=sys.stderr)
         return EXIT_USAGE
     if cannot := readiness(catalog.agents[agent]).cannot_start:  # said now, not as a 401 much later
         print(f"polypilot run: agent {agent!r} cannot start: {cannot}", file=sys.stderr)
@@ -72,6 +73,7 @@ async def run_headless(
     sid = ""
     record: TurnRecord
     stderr_tail: tuple[str, ...] = ()
+    failure: Failure | None = None
 
     def reader_left() -> None:
         """stdout was closed (``| head``): stop the turn (or the start) and leave quietly."""
@@ -136,6 +138,7 @@ async def run_headless(
         await manager.send(sid, prompt)
         await done.wait()
         record = manager.session(sid).turns[0]
+        failure = manager.view(sid).failure
         stderr_tail = manager.diagnostics(sid).stderr_tail
     except asyncio.CancelledError:
         if out.closed:
@@ -177,6 +180,8 @@ async def run_headless(
     if verdict:
         kept = "" if completed else f" (agent logs kept in {manager.workdir(sid)})"
         print(f"polypilot run: {verdict}{kept}", file=sys.stderr)
+    if failure is not None and code != EXIT_OK:  # the failure by its name, with the fix in words
+        print(f"polypilot run: {failure.title} — fix: {strip_control(failure.fix)}", file=sys.stderr)
     if code != EXIT_OK and stderr_tail:
         lines = "\n".join(f"  {strip_control(line)}" for line in stderr_tail[-10:])
         print(f"polypilot run: the agent's last lines on stderr:\n{lines}", file=sys.stderr)

@@ -54,7 +54,7 @@ async def cmd_new(
     """Add a session in ``cwd`` (or a new worktree of it) to the state folder's engine (started
     when none runs); prints its id, folder and branch once the engine has saved it."""
     if agent not in catalog.agents:
-        return _fail(f"no agent named {agent!r} (see `polypilot agents`)", EXIT_USAGE)
+        return _fail(f"{catalog.missing(agent)} (see `polypilot agents`)", EXIT_USAGE)
     try:
         path, _started = await ensure_engine(settings)
     except EngineError as exc:

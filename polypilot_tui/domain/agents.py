@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+from polypilot_tui.domain.names import close_names, either
 
 
 class Availability(StrEnum):
@@ -12,6 +15,10 @@ class Availability(StrEnum):
     READY = "ready"
     NOT_INSTALLED = "not installed"
     """Its command is not found."""
+    NOT_EXECUTABLE = "not executable"
+    """A file of its command's name is there, but cannot be run (not executable, or a folder)."""
+    MISCONFIGURED = "misconfigured"
+    """Its settings cannot work (a model server address that is not an http(s) URL)."""
     NO_KEY = "no key"
     """The variable its provider's ``api_key_env`` names is not set."""
     NEEDS_SIGN_IN = "needs sign-in"
@@ -46,3 +53,15 @@ class AgentOffer:
     def cannot_start(self) -> str | None:
         """Why starting it would fail for sure (not installed, key not set), or None."""
         return None if self.availability.startable else self.problem
+
+
+def why_missing(name: str, agents: Sequence[str], skipped: Mapping[str, str]) -> str:
+    """Why there is no agent ``name``: its entry was skipped (``skipped``: where, and why), or
+    the names it may be a typo of (and why those are skipped, if they are), else the agents."""
+    if name in skipped:
+        return f"agent {name!r} was skipped because of an error at {skipped[name]}"
+    close = close_names(name, [*agents, *skipped])
+    if not close:
+        return f"no agent named {name!r} (agents: {', '.join(agents)})"
+    why = [f"({n!r} was skipped because of an error at {skipped[n]})" for n in close if n in skipped]
+    return " ".join([f"no agent named {name!r}; did you mean {either(close)}?", *why])

@@ -67,7 +67,8 @@ FIXES: dict[FailureKind, str] = {
         "check that the model server is running and that its address (the provider base_url) is right, then send again"
     ),
     FailureKind.NOT_INSTALLED: (
-        "install the agent (`polypilot agents` says what is missing), or set its `command` in agents.toml"
+        "install the agent or make its command executable (`polypilot agents` says what is wrong), "
+        "or set its `command` in agents.toml"
     ),
     FailureKind.EXITED_AT_START: "read its last stderr lines (F2 shows its logs), fix what they name, then send again",
 }
@@ -89,6 +90,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
         FailureKind.NOT_INSTALLED,
         re.compile(
             r"command not found|is not found|cli not found|not found at |not found \(or not executable\)|"
+            r"is not executable|is a folder, not a program|"
             r"\[errno 2\] no such file or directory|not installed|spawn \S+ enoent|"
             r"executable file not found",
             re.I,

@@ -89,7 +89,7 @@ def apply_event(session: Session, event: AgentEvent, now: float, clock: WallCloc
 def _on_delta(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     data = e.data
     mid = data.get("messageId")
-    if mid and mid not in t.delta_message_ids:
+    if mid and type(mid) is str and mid not in t.delta_message_ids:
         t.delta_message_ids.add(mid)
     text = data.get("deltaContent")
     if type(text) is not str:
@@ -184,7 +184,7 @@ def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, clock: Wal
     if call.status not in ("running", "waiting"):
         return Signal.NONE  # duplicated completion
     t.active_tools.pop(call.call_id, None)
-    success = bool(e.get("success", False))
+    success = e.get("success") is True  # "false" or [0] is not a success
     text = tool_result_text(e)
     t.tool_call_count += 1
     if success:
@@ -211,7 +211,7 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clo
             str(o.get("kind", "")),
         )
         for o in (e.get("options") or [])
-        if isinstance(o, Mapping) and o.get("optionId")
+        if isinstance(o, Mapping) and o.get("optionId") and isinstance(o.get("optionId"), str)
     )
     tool_call_id = e.text("toolCallId") or None
     t.pending_permissions[request_id] = PermissionPrompt(
@@ -253,14 +253,15 @@ def _on_intent(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock)
 
 
 def _on_idle(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
-    if e.get("aborted") and t.expect_abort_echo:
+    aborted = e.get("aborted") is True
+    if aborted and t.expect_abort_echo:
         t.expect_abort_echo = False
         return Signal.NONE
     note = e.text("note")
     if note:  # ACP: the turn ended early (max_tokens, refusal, max_turn_requests)
         s.flush(clock.wall())
         s.system(f"⚠ The turn ended early: {one_line(note, 200)}.", clock.wall())
-    return Signal.IDLE_ABORTED if e.get("aborted") else Signal.IDLE
+    return Signal.IDLE_ABORTED if aborted else Signal.IDLE
 
 
 def _on_error(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:

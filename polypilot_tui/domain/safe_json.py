@@ -21,6 +21,7 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Mapping
 from typing import Any
 
 MAX_DEPTH = 64
@@ -132,6 +133,64 @@ def load_toml(text: str, source: str, *, max_depth: int = MAX_DEPTH) -> dict[str
         raise ParseError(source, int(where.group(1)) if where else None, f"not valid TOML ({reason})") from None
     except (ValueError, RecursionError) as exc:  # e.g. an integer of 5000 digits
         raise ParseError(source, None, f"not valid TOML ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+_TOML_KEY = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
+_TOML_DOTTED = rf"{_TOML_KEY}(?:[ \t]*\.[ \t]*{_TOML_KEY})*"
+_TOML_HEADER = re.compile(rf"[ \t]*\[\[?[ \t]*({_TOML_DOTTED})[ \t]*\]")
+_TOML_ASSIGN = re.compile(rf"[ \t]*({_TOML_DOTTED})[ \t]*=")
+_TOML_MULTILINE = re.compile(r'"""|\'\'\'')
+
+
+def _dotted_path(dotted: str) -> tuple[str, ...]:
+    """The keys of a dotted TOML key as written (quotes and escapes undone by tomllib itself)."""
+    node: Any = tomllib.loads(f"{dotted} = 0")
+    path: list[str] = []
+    while isinstance(node, dict) and node:
+        key = next(iter(node))
+        path.append(key)
+        node = node[key]
+    return tuple(path)
+
+
+def toml_key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """The line each table and key of a TOML text is first written on, by its full path
+    (``[agent]`` then ``command = …`` gives ``("agent",)`` and ``("agent", "command")``).
+
+    For messages about a file that parsed (tomllib keeps no positions): keys inside inline
+    tables and lines inside multi-line strings are not listed (a lookup falls back to the
+    nearest enclosing key)."""
+    lines: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    in_string: str | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if in_string is not None:
+            if line.count(in_string) % 2 == 1:
+                in_string = None
+            continue
+        header = _TOML_HEADER.match(line)
+        assign = None if header else _TOML_ASSIGN.match(line)
+        try:
+            if header:
+                table = _dotted_path(header.group(1))
+                lines.setdefault(table, number)
+            elif assign:
+                lines.setdefault((*table, *_dotted_path(assign.group(1))), number)
+        except tomllib.TOMLDecodeError:
+            pass  # not a key after all (a line of an array, say)
+        rest = line[assign.end() :] if assign else ""
+        opened = _TOML_MULTILINE.findall(rest)
+        if len(opened) % 2 == 1:
+            in_string = opened[0]
+    return lines
+
+
+def line_of(lines: Mapping[tuple[str, ...], int], path: tuple[str, ...]) -> int | None:
+    """The line of ``path`` in :func:`toml_key_lines`' answer, else of its nearest enclosing key."""
+    for end in range(len(path), 0, -1):
+        if path[:end] in lines:
+            return lines[path[:end]]
+    return None
 
 
 def _finite(value: Any) -> Any:

@@ -259,7 +259,7 @@ class Session:
         """The agent's plan (ACP plan entries), bounded for display."""
         if isinstance(entries, list):
             self.plan = tuple(
-                (one_line(str(e.get("content", "")), 120), str(e.get("status", "")))
+                (one_line(_text(e.get("content")), 120), _text(e.get("status")))
                 for e in entries
                 if isinstance(e, Mapping)
             )
@@ -274,3 +274,8 @@ class Session:
             self.revision += 1
             if self.on_item is not None:
                 self.on_item(call.row, item, True)
+
+
+def _text(value: Any) -> str:
+    """An agent's field as text: a string as it is, anything else (null, a number, a list) as ""."""
+    return value if isinstance(value, str) else ""

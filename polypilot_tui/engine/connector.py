@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from polypilot_tui.agents.base import AgentBackend, BackendError, EventSink
+from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, EventSink
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.changes import EventReceived
@@ -121,6 +121,9 @@ class Connector:
             if tail and tail[-1] not in said:  # the Copilot SDK quotes it; an ACP agent's is only in its log
                 said += f" — its stderr: {one_line(' | '.join(tail[-3:]), 300)}"
             session.lost = f"could not start the agent: {said}"
+            if session.turn is not None and session.turn.restored:  # it cannot go on: offered for resending now
+                reason = f"the agent could not be started again after the restart: {said}"
+                ctx.end_turn(session_id, Outcome.FAILED, EndCause.LOST_IN_RESTART, reason)
             row = failure_text(session.lost, session.sign_in)
             last = session.history[-1] if session.history else None
             # A turn's end says it (with the fix) in its own row; a retry that fails the same way
@@ -160,10 +163,8 @@ class Connector:
         if turn is not None and turn.restored:
             if result.still_processing:
                 turn.used_tools = True  # RESUME-ACTIVE: the tool tier, the agent is working
-            elif result.lost_turn:
-                ctx.end_turn(
-                    session_id, Outcome.FAILED, EndCause.LOST_IN_RESTART, "the agent lost this turn in the restart"
-                )
+            elif lost := _lost_in_restart(result):  # known now: no 30 s wait for events that cannot come
+                ctx.end_turn(session_id, Outcome.FAILED, EndCause.LOST_IN_RESTART, lost)
         ctx.changed(session_id)
         return backend
 
@@ -227,3 +228,13 @@ class Connector:
         if managed is not None and managed.session.cwd:
             config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
         return create_backend(config, sink, ctx.clock, ctx.settings, workdir)
+
+
+def _lost_in_restart(result: ConnectResult) -> str:
+    """Why a turn in flight before a restart cannot go on with this connection ("" when it may):
+    the agent opened a new session (it cannot resume), or says the turn is not running."""
+    if not result.resumed:
+        return f"the agent could not resume its session ({result.how}), so this turn was lost in the restart"
+    if result.lost_turn:
+        return "the agent lost this turn in the restart"
+    return ""

@@ -179,7 +179,7 @@ class LocalEngine:
     # ---- commands ----------------------------------------------------------------------
     async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
         if agent not in self.manager.catalog.agents:
-            raise EngineError(f"no agent named {agent!r} is configured")
+            raise EngineError(self.manager.catalog.missing(agent))
         return self.manager.add_session(agent, name, workspace=workspace)
 
     async def send(self, session_id: str, prompt: str) -> str:

@@ -13,6 +13,7 @@ import shutil
 import sys
 from collections.abc import Callable
 
+from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.infra.notify_escapes import notification_text
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,6 @@ async def run_command(argv: list[str], timeout: float = COMMAND_TIMEOUT) -> bool
         return False
     if proc.returncode != 0:
         said = notification_text(err.decode("utf-8", "replace"), STDERR_CHARS)
-        log.warning("desktop notification: %s exited %s: %s", argv[0], proc.returncode, said)
+        log.warning("desktop notification: %s ended (%s): %s", argv[0], exit_text(proc.returncode), said)
         return False
     return True

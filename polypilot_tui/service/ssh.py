@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.service.peer import foreign_peer
@@ -205,7 +206,7 @@ async def _start_engine(argv: list[str], host: str, deadline: float, timeout: fl
         hint = "is it installed there?" if "/" in argv[-1].split()[0] else "give its full path (~/.local/bin/…?)"
         raise TunnelError(f"{host}: the remote command was not found (exit 127){_said(err)} — {hint}")
     if code != 0:
-        raise TunnelError(f"{host}: `engine start` failed (exit {code}){_said(err)}")
+        raise TunnelError(f"{host}: `engine start` failed ({exit_text(code)}){_said(err)}")
     return _engine_info(host, out)
 
 
@@ -344,7 +345,7 @@ async def _wait_answering(tunnel: Tunnel, proc: asyncio.subprocess.Process, err:
             done, _ = await asyncio.wait({exited}, timeout=min(_POLL, left))
             if done:
                 await asyncio.sleep(0.2)  # its last words
-                raise TunnelError(f"{host}: the ssh forward ended (exit {proc.returncode}){_said(err)}")
+                raise TunnelError(f"{host}: the ssh forward ended ({exit_text(proc.returncode)}){_said(err)}")
     finally:
         exited.cancel()
 

@@ -20,6 +20,14 @@ class Notice:
     message: str
     severity: Severity = "error"
 
+    @property
+    def title(self) -> str:
+        """What it is about, in a word (a toast's title), by its key."""
+        for prefix, title in (("restore", "Restore"), ("worktrees", "Worktrees"), ("engine", "Engine")):
+            if self.key.startswith(prefix):
+                return title
+        return "Saving"
+
 
 NoticeListener = Callable[[Notice], None]
 

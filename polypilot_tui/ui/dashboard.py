@@ -41,7 +41,7 @@ from polypilot_tui.ui.notifier import Notifier, desktop_notifier
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, save_ui_state
 from polypilot_tui.ui.usage_text import fleet_summary
-from polypilot_tui.ui.widgets.chat_log import DEMO_HINT, EMPTY_TEXT
+from polypilot_tui.ui.welcome import AgentsFound
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_list import SessionList
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
@@ -52,14 +52,6 @@ RENDER_INTERVAL = 0.05
 """Seconds between coalesced redraws (PolyPilot's render debounce)."""
 UI_STATE_DELAY = 1.0
 """A changed draft or selection is saved this many seconds later (and at quit)."""
-
-
-def notice_title(key: str) -> str:
-    """The toast title of an engine notice, by what it is about."""
-    for prefix, title in (("restore", "Restore"), ("worktrees", "Worktrees"), ("engine", "Engine")):
-        if key.startswith(prefix):
-            return title
-    return "Saving"
 
 
 class EngineChanged(Message, bubble=False):
@@ -121,6 +113,7 @@ class Dashboard(App[int]):
         self.stop_engine_on_quit = not engine.separate
         """Quitting ends the engine too: always in this process; an attached dashboard leaves it
         running (a closed terminal, a signal) unless the user asks to stop it."""
+        self.agents_found = AgentsFound()  # for the demo's welcome
         self.first_workspace: Workspace | None = None
         """Where a first session works when none was saved (ui/launch.py finds it before the app starts)."""
         self.sidebar = SessionSidebar(id="sidebar")
@@ -159,13 +152,14 @@ class Dashboard(App[int]):
         # Saving, restore and engine problems are told once each, with the reason and the path.
         self.engine.on_notice(
             lambda notice: self.notify(
-                notice.message, title=notice_title(notice.key), severity=notice.severity, timeout=20, markup=False
+                notice.message, title=notice.title, severity=notice.severity, timeout=20, markup=False
             )
         )
         if self.engine.persistent:
             self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
             if problem:
                 self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
+        self.run_worker(self.look_for_agents(), group="agents", exclusive=True, exit_on_error=False)
         if not self.engine.ids():
             await self.start_first_session()
         elif self._ui_state.selected in self.engine.ids():
@@ -292,7 +286,7 @@ class Dashboard(App[int]):
                 self.engine.history(shown.id),
                 self.engine.streaming_text(shown.id),
                 now,
-                self._empty_text(shown),
+                self.agents_found.empty_text(shown, self.catalog),
             )
             if first_time and shown.id in self._ui_state.scroll_back:
                 self.pane.scroll_back(shown.id, self._ui_state.scroll_back.pop(shown.id))
@@ -318,9 +312,11 @@ class Dashboard(App[int]):
         """The terminal has the focus: attention alerts of every dashboard attached come here."""
         self.run_worker(self.engine.focus(), group="focus", exclusive=True, exit_on_error=False)
 
-    def _empty_text(self, view: SessionView) -> str:
-        config = self.catalog.agents.get(view.agent)
-        return EMPTY_TEXT + (DEMO_HINT if config is not None and config.kind == "demo" else "")
+    async def look_for_agents(self) -> None:
+        """Ask the engine which agents it can start (the demo's welcome names them); at start."""
+        await self.agents_found.look(self.engine)
+        self._dirty.update(self.engine.ids())
+        self._request_redraw()
 
     def _ping(self, alert: Alert) -> None:
         if not self.engine.alerts_here():

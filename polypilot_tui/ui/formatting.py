@@ -35,7 +35,7 @@ STATUS_LABELS: dict[SessionStatus, str] = {
     S.SENDING: "Sending…",
     S.THINKING: "Thinking…",
     S.WRITING: "Writing…",
-    S.WORKING: "Working",
+    S.WORKING: "Working…",
     S.AWAITING_PERMISSION: "Needs permission",
     S.RECOVERING: "Recovering…",
     S.DISCONNECTED: "Disconnected",
@@ -43,6 +43,8 @@ STATUS_LABELS: dict[SessionStatus, str] = {
     S.STUCK: "Stuck",
     S.STOPPED: "Stopped",
 }
+"""The one word for each status, on every surface (sidebar, chat line, details): a state shown
+under two names ("Ready" and "Idle") reads as two states."""
 
 UNREAD_MARK = "●"
 """Shown on a row whose turn finished while another session was on screen."""
@@ -101,7 +103,7 @@ def sidebar_status(view: SessionView, now: float) -> str:
             parts.append(f"quiet {compact_duration(quiet)}")
         return " · ".join(parts)
     if status is S.IDLE:
-        parts = ["Idle" if view.turns or view.history_len else "Ready"]
+        parts = [STATUS_LABELS[status]]  # one word for the state, fresh or not ("Ready" was a second)
     elif view.failure is not None:
         parts = [view.failure.title]
     else:
@@ -113,16 +115,6 @@ def sidebar_status(view: SessionView, now: float) -> str:
     return " · ".join(parts)
 
 
-_BUSY_LABELS = {
-    S.SENDING: "Sending",
-    S.THINKING: "Thinking",
-    S.WRITING: "Writing",
-    S.WORKING: "Working",
-    S.AWAITING_PERMISSION: "Waiting for your permission",
-    S.RECOVERING: "Recovering",
-}
-
-
 def chat_status(view: SessionView, now: float) -> str:
     """The chat pane's status line, in words a person reads at a glance.
 
@@ -132,7 +124,7 @@ def chat_status(view: SessionView, now: float) -> str:
     reason = one_line(view.reason, 160) if view.reason else ""
     if status.busy:
         elapsed = _elapsed(view, now)
-        parts = [_BUSY_LABELS.get(status, STATUS_LABELS[status]) + "…"]
+        parts = [STATUS_LABELS[status]]
         if elapsed >= ELAPSED_FROM:
             parts.append(precise_duration(elapsed))
         if view.tool_calls:
@@ -152,8 +144,8 @@ def chat_status(view: SessionView, now: float) -> str:
         return f"{text} — {reason}" if reason else text
     if status is S.IDLE:
         if not view.turns and not view.history_len:
-            return "Ready — type a prompt below"
-        text = f"Idle · {plural(view.turns, 'turn')}" if view.turns else "Idle"
+            return f"{STATUS_LABELS[status]} — type a prompt below"
+        text = f"{STATUS_LABELS[status]} · {plural(view.turns, 'turn')}" if view.turns else STATUS_LABELS[status]
         age = _age(view, now)
         if age is not None and age >= IDLE_AGO_FROM:
             text += f" · last activity {compact_duration(age)} ago"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from polypilot_tui.domain.changeset import FileStatus
 from polypilot_tui.domain.commit_message import draft_message
+from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.workspace.git import WorkspaceError, describe, git, git_environment
@@ -292,7 +293,8 @@ async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
         await proc.wait()
         raise WorkspaceError("gh pr create did not finish within 120 s") from None
     if proc.returncode:
-        raise WorkspaceError(f"gh pr create failed: {err.decode('utf-8', 'replace').strip()[:500]}")
+        said = err.decode("utf-8", "replace").strip()[:500] or exit_text(proc.returncode)
+        raise WorkspaceError(f"gh pr create failed: {said}")
     return out.decode("utf-8", "replace").strip()
 
 

@@ -65,6 +65,8 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from polypilot_tui.domain.exit_status import exit_text
+
 DEFAULT_TIMEOUT = 60.0
 MAX_OUTPUT = 64 * 1024 * 1024
 """A diff larger than this is cut (the view says so) rather than held whole in memory."""
@@ -294,6 +296,6 @@ async def _run(command: list[str], cwd: str, env: dict[str, str], stdin: bytes |
 
 def describe(result: GitResult) -> str:
     """git's message, in a line or a few (its stderr, else its stdout)."""
-    text = (result.err.strip() or result.text.strip() or f"exit code {result.code}").splitlines()
+    text = (result.err.strip() or result.text.strip() or exit_text(result.code)).splitlines()
     lines = [line.removeprefix("fatal: ").removeprefix("error: ").strip() for line in text if line.strip()]
     return "; ".join(lines[:4])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -459,3 +461,15 @@ async def test_an_agent_that_exits_during_initialize_says_its_exit_code(tmp_path
         assert "quits: bad flag" in b.diagnostics().stderr_tail
     finally:
         await b.close()
+
+
+@pytest.mark.parametrize(("signum", "said"), [(signal.SIGKILL, "SIGKILL (9)"), (signal.SIGTERM, "SIGTERM (15)")])
+async def test_an_agent_killed_by_a_signal_is_said_so_by_name(
+    backend: AcpBackend, rec: Recorder, signum: signal.Signals, said: str
+) -> None:
+    await backend.send("SLOW")
+    await rec.wait_for("assistant.message_delta")
+    assert backend.pid is not None
+    os.kill(backend.pid, signum)  # not asked to stop: a crash, an OOM kill
+    lost = await rec.wait_for("connection.lost", timeout=5)
+    assert f"killed by {said}" in lost.get("reason") and "code -" not in lost.get("reason"), lost.get("reason")

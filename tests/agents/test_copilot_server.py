@@ -228,7 +228,7 @@ async def test_join_does_not_hand_out_a_cli_that_exited_before_its_watcher_said_
     sleeper.wait()
     fresh = join(SPEC, Member())
     assert fresh is not server and live_servers() == [fresh]
-    assert first.lost == ["Copilot CLI exited (code -9)"]
+    assert first.lost == ["Copilot CLI exited (killed by SIGKILL (9))"]
 
 
 async def test_a_failed_spawn_gives_the_server_up(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -230,6 +230,7 @@ async def test_cli_death_on_send_is_connection_lost_once(wired) -> None:
         await backend.send("hi")
     backend.events.on_transport_closed()
     assert [e.type for e in events] == ["connection.lost"]
+    assert events[0].get("reason") == "Copilot CLI exited: CLI process killed by SIGKILL (9)"
     with pytest.raises(BackendError, match="gone"):
         await backend.send("again")
 
@@ -253,7 +254,7 @@ async def test_sink_errors_never_escape(tmp_path: Path) -> None:
 async def test_connect_without_cli_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr("polypilot_tui.agents.copilot.connection.find_command", lambda *_: None)
     backend = CopilotBackend(AGENT, lambda e: None, SystemClock(), Settings(), tmp_path)
-    with pytest.raises(BackendError, match="Copilot CLI not found"):
+    with pytest.raises(BackendError, match="Copilot CLI cannot be started: its command .* is not found"):
         await backend.connect(None)
     assert backend.probe() is None
 

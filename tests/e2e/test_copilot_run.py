@@ -149,3 +149,24 @@ def test_hanging_model_exits_nonzero_within_10s_and_leaves_no_cli(
     assert took < 20, f"polypilot run took {took:.1f} s with a 5 s inactivity tier"
     assert not any(alive(pid) for pid in seen), "the run's CLI outlived it"
     assert not home_processes(tmp_path / "copilot-home"), "a CLI of this run (or a child) is still alive"
+
+
+def test_a_closed_model_port_fails_at_once_named_not_after_the_clis_retries(
+    setup: tuple[Path, dict[str, str]], model_server: ModelServer, tmp_path: Path
+) -> None:
+    """The Copilot CLI retries a model server it cannot reach five times over ~23 s (it took
+    26 s to fail). At its first failed connection the port is checked: refused, the turn ends
+    at once as "model server unreachable", and the CLI's retries are stopped."""
+    _, env = setup
+    model_server.stop()  # nothing listens on the provider's port any more
+    began = time.monotonic()
+    done = run(env, "--json", "hello")
+    took = time.monotonic() - began
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert took < 15, f"took {took:.1f} s"  # the CLI's start (~4 s) and one failed call, not its retries
+    assert "could not connect to the model server at http://127.0.0.1:" in done.stderr, done.stderr[-3000:]
+    assert "connection refused" in done.stderr and "would have retried" in done.stderr
+    assert "polypilot run: model server unreachable — fix: " in done.stderr
+    retries = [line for line in done.stdout.splitlines() if '"assistant.turn_retry"' in line]
+    assert len(retries) <= 1, retries  # stopped at the first failure (the first retry may be on its way)
+    assert not home_processes(tmp_path / "copilot-home"), "the CLI outlived the run"

@@ -37,7 +37,7 @@ async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_b
         async with running_engine(state, env, keep=True) as engine:
             app = attached_dashboard(state, agents, default_agent=AGENT)
             async with app.run_test(size=SIZE, notifications=True) as pilot:
-                await see(pilot, "Ready — type a prompt below")
+                await see(pilot, "Idle — type a prompt below")
                 sid = app.selected
                 assert sid is not None
                 await send(pilot, "hello through the engine")

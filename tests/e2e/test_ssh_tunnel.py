@@ -165,7 +165,7 @@ async def test_a_missing_remote_command_is_a_clear_error(sshd: Sshd, command: st
     ("command", "expected"),
     [
         ("echo hello", r"did not answer the engine's JSON line .* it printed 'hello engine start'"),
-        ("sh -c 'echo the state folder is locked >&2; exit 3'", r"failed \(exit 3\): the state folder is locked"),
+        ("sh -c 'echo the state folder is locked >&2; exit 3'", r"failed \(exit code 3\): the state folder is locked"),
     ],
     ids=["garbage", "engine-refuses"],
 )

@@ -37,7 +37,7 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
     command = [sys.executable, "-m", "polypilot_tui.cli"]
     term = Terminal(command, env, ROOT)
     try:
-        screen = term.wait_for("Ready — type a prompt below")
+        screen = term.wait_for("Idle — type a prompt below")
         # The whole pane, although pytest's environment exports COLUMNS=80 (the app drops it).
         assert max(map(len, screen.splitlines())) > 120, screen
 
@@ -47,8 +47,10 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
 
         term.type("TOOL now")
         term.keys("Enter")
-        term.wait_for("Permission requested", "Allow once [y]")
+        screen = term.wait_for("Permission requested", "Allow once", "ctrl+g to answer by key")
+        assert "[y]" not in screen  # the keyboard is in the prompt: there y is text
         term.keys("C-g")
+        term.wait_for("Allow once [y]")  # the keys show once they answer
         term.keys("y")
         screen = term.wait_for("done: hi", "✓ bash")
         assert "waiting" not in screen

@@ -43,7 +43,7 @@ def environment(state: Path) -> dict[str, str]:
 
 def turn_and_draft(term: Terminal) -> int:
     """A hanging turn in flight and a draft in the prompt; returns the app's pid."""
-    term.wait_for("Ready — type a prompt below")
+    term.wait_for("Idle — type a prompt below")
     term.type("!hang")
     term.keys("Enter")
     term.wait_for("Thinking")
@@ -155,7 +155,7 @@ def test_a_hung_up_terminal_ends_the_app_with_129_not_a_crash(tmp_path: Path) ->
                 screen.extend(os.read(master, 65536))
 
     try:
-        wait_for("Ready")
+        wait_for("type a prompt below")
         os.write(master, DRAFT.encode())
         wait_for(DRAFT)
         os.close(master)  # the window closes (nothing else holds the terminal's other end)

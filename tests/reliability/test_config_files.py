@@ -90,3 +90,23 @@ def test_paths_in_config_toml_expand_the_home_folder_and_nested_typos_are_refuse
     config_file().write_text("[watchdog]\ninactivty = 5\n")
     done = polypilot("config", cwd=tmp_path)
     assert done.returncode == 2 and "watchdog.inactivty" in done.stderr, done.stderr
+
+
+def test_polypilot_config_prints_the_agents_file_and_worktrees_folder_in_effect(tmp_path: Path) -> None:
+    """Unset, they are not "None": the config folder's agents.toml is read, worktrees go under
+    the state folder; ``config`` says those, as ``run`` and the engine use them."""
+    state = tmp_path / "state"
+    none = json.loads(polypilot("config", "--json", cwd=tmp_path, POLYPILOT_STATE_DIR=str(state)).stdout)["settings"]
+    assert none["agents_file"] == {"value": None, "from": "default"}  # no file: none in use
+    assert none["worktrees_dir"] == {"value": str(state / "worktrees"), "from": "default"}
+    agents = config_file().parent / "agents.toml"
+    agents.write_text('[mine]\nkind = "acp"\ncommand = "mine"\n')
+    shown = json.loads(polypilot("config", "--json", cwd=tmp_path, POLYPILOT_STATE_DIR=str(state)).stdout)
+    assert shown["settings"]["agents_file"] == {"value": str(agents), "from": "default"}
+    assert shown["files"]["agents"] == {"path": str(agents), "in_use": True}
+    text = polypilot("config", cwd=tmp_path, POLYPILOT_STATE_DIR=str(state)).stdout
+    assert f"agents_file              {agents}  (default)" in text and "None" not in text
+    named = tmp_path / "other.toml"
+    named.write_text("")
+    chosen = json.loads(polypilot("--agents-file", str(named), "config", "--json", cwd=tmp_path).stdout)
+    assert chosen["settings"]["agents_file"] == {"value": str(named), "from": "command line"}

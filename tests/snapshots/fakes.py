@@ -178,6 +178,10 @@ class Driver:
 
     async def settle(self) -> None:
         """Let background tasks run, redraw, and wait for the screen to be idle."""
+        for _ in range(500):  # the agents found, asked at start (the demo's welcome names them)
+            if self.app.agents_found.offers is not None:
+                break
+            await self.pilot.pause(0.01)
         await self.clock.settle()
         await self.app.flush()
         await self.pilot.pause()

@@ -64,6 +64,7 @@ async def _scroll_code(d: Driver) -> None:
 
 CASES: dict[str, Case] = {
     "empty_start": Case(_nothing, size=(100, 30)),
+    "first_start_agents_found": Case(agent_scenarios.first_start, size=(100, 30)),
     "all_statuses_wide": Case(scenarios.all_statuses, size=(160, 45), select="working"),
     "all_statuses_narrow": Case(scenarios.all_statuses, size=(80, 24), select="working"),
     "all_statuses_day": Case(scenarios.all_statuses, size=(160, 45), theme="polypilot-day", select="stuck"),
@@ -73,6 +74,8 @@ CASES: dict[str, Case] = {
     "permission_warning": Case(scenarios.denied_session, select="s2"),
     "permission_prompt": Case(scenarios.all_statuses, select="awaiting_permission"),
     "permission_long_options": Case(scenarios.codex_permission, size=(100, 30), select="s2"),
+    # After ctrl+g: the keys on the card and in the footer, those of the options offered only.
+    "permission_by_key": Case(scenarios.codex_permission, size=(100, 30), select="s2", press=("ctrl+g",)),
     "stuck_after_watchdog": Case(_stuck, select="s2"),
     "interrupted_restore": Case(scenarios.interrupted_session, size=(100, 30), select="s9"),
     "new_session_modal": Case(scenarios.new_session_dialog, size=(100, 36)),

@@ -57,11 +57,23 @@ def test_sidebar_polypilot_style() -> None:
 
 
 def test_sidebar_idle_and_ended() -> None:
-    assert sidebar_status(BASE, 0) == "Ready"
+    assert sidebar_status(BASE, 0) == "Idle"
     assert sidebar_status(replace(BASE, turns=2, last_activity_at=0), 59) == "Idle"
     assert sidebar_status(replace(BASE, turns=2, last_activity_at=0), 180) == "Idle · 3m ago"
     stuck = replace(BASE, status=S.STUCK, reason="no events for 121 s", last_activity_at=0)
     assert sidebar_status(stuck, 10) == "Stuck · no events for 121 s"
+
+
+@pytest.mark.parametrize("status", list(S))
+@pytest.mark.parametrize("history", [0, 3])
+def test_each_state_has_one_word_on_every_surface(status: S, history: int) -> None:
+    """The sidebar and the chat line name a state with the same word, a fresh session's too
+    ("Ready" on a new one and "Idle" on a used one read as two states)."""
+    view = replace(BASE, status=status, turns=history, history_len=history, reason="why", last_activity_at=0)
+    word = STATUS_LABELS[status].split()[0].rstrip("…")
+    for surface in (sidebar_status(view, 1), chat_status(view, 1)):
+        assert surface.split()[0].rstrip("…") == word, (status, surface)
+        assert "Ready" not in surface and "Waiting for your" not in surface
 
 
 def test_chat_status_line() -> None:
@@ -83,7 +95,7 @@ def test_a_quiet_turn_says_what_it_waits_for_and_when_the_watchdog_gives_up() ->
     assert chat_status(hung, 8).endswith("quiet for 8s")  # under 10 s of quiet: no countdown yet
     assert chat_status(hung, 121).endswith("giving up now")
     asking = busy(S.AWAITING_PERMISSION, last=0, waiting_for="waiting for your permission")
-    assert chat_status(asking, 30) == "Waiting for your permission… · 30s · quiet for 30s"
+    assert chat_status(asking, 30) == "Needs permission · 30s · quiet for 30s"
     for status in S:  # no internal names reach the user
         text = chat_status(replace(hung, status=status), 70)
         assert "tier" not in text and "assistant." not in text and "session." not in text

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.app import App
 from textual.pilot import Pilot
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Input, OptionList, RadioButton, Static
 
+from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.workspace import Isolation, Workspace
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.workspace_actions import NewSessionRequest
+from polypilot_tui.workspace.worktrees import inspect_folder
 from tests.ui.helpers import demo_app, notifications, wait_for
 from tests.workspace.repos import IDENTITY, make_repo, run
 
@@ -198,3 +202,90 @@ async def test_escape_cancels_and_f4_renames(tmp_path: Path) -> None:
         await pilot.press("x", "escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, RenameScreen))
         assert app.engine.manager.view("s1").name == "api"
+
+
+@dataclass
+class EnterPressed:
+    """What Enter did on one control of the dialog."""
+
+    closed: bool
+    request: NewSessionRequest | None
+    folder: str
+    """The folder field afterwards."""
+    chain: list[str]
+    """The controls the keyboard could reach (ids), in order, before Enter."""
+
+
+async def enter_on(tmp_path: Path, repo: Path, prepare: Any, target: Any) -> EnterPressed:
+    """Open the dialog on ``repo`` (a recent folder listed), ``prepare`` it, put the keyboard on
+    the control ``target`` picks, press Enter and see what it did."""
+    results: list[NewSessionRequest | None] = []
+    other = tmp_path / "other"
+    other.mkdir(exist_ok=True)
+
+    async def no_problem(request: NewSessionRequest) -> str:
+        return ""
+
+    screen = NewSessionScreen(
+        [AgentOffer("demo", "demo", Availability.READY, where="built in")],
+        "demo",
+        folder=str(repo),
+        inspect=inspect_folder,
+        check=no_problem,
+        recent=[str(other)],
+    )
+    app: App[None] = App()
+    async with app.run_test(size=(100, 50)) as pilot:
+        await app.push_screen(screen, results.append)
+        await wait_for(pilot, lambda: screen.inspected == str(repo), what="the folder looked at")
+        await prepare(pilot, screen)
+        chain = [w.id or type(w).__name__ for w in screen.focus_chain]
+        widget = target(screen)
+        widget.focus()
+        await wait_for(pilot, lambda: screen.focused is widget, what="the keyboard on the control")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(results) or screen.focused is not widget, timeout=2, what="an answer")
+        folder = "" if results else screen.query_one("#folder", Input).value
+        return EnterPressed(bool(results), results[0] if results else None, folder, chain)
+
+
+async def as_is(pilot: Pilot[Any], screen: NewSessionScreen) -> None:
+    return None
+
+
+async def worktree_chosen(pilot: Pilot[Any], screen: NewSessionScreen) -> None:
+    screen.query_one("#worktree", RadioButton).value = True
+    await wait_for(pilot, lambda: screen.query_one("#branch").display, what="the worktree fields")
+
+
+@pytest.mark.parametrize("prepare", [as_is, worktree_chosen], ids=["checkout", "worktree"])
+async def test_enter_creates_from_every_control_or_does_what_the_control_does(tmp_path: Path, prepare: Any) -> None:
+    """Every control the keyboard can reach answers Enter: it creates the session, or (a recent
+    folder, Cancel) does what that control says. On the checkout/worktree choice it did nothing."""
+    repo = make_repo(tmp_path / "repo")
+    chain = (await enter_on(tmp_path, repo, prepare, lambda s: s.query_one("#name"))).chain
+    assert {"agent-list", "folder", "recent-list", "name", "isolation", "new-session-create"} <= set(chain)
+    assert {"branch", "base"} <= set(chain) or prepare is as_is
+    wanted = Isolation.WORKTREE if prepare is worktree_chosen else Isolation.FOLDER
+    for index, name in enumerate(chain):
+        did = await enter_on(tmp_path, repo, prepare, lambda s, i=index: s.focus_chain[i])
+        if name == "recent-list":  # takes the folder, and goes on to the name
+            assert not did.closed and did.folder == str(tmp_path / "other"), name
+        elif name == "new-session-cancel":
+            assert did.closed and did.request is None
+        else:
+            assert did.closed and did.request is not None, name
+            assert did.request.isolation is wanted and did.request.folder == str(repo), name
+
+
+async def test_enter_on_the_choice_takes_the_highlighted_one(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+
+    async def highlight_worktree(pilot: Pilot[Any], screen: NewSessionScreen) -> None:
+        screen.query_one("#isolation").focus()
+        await pilot.press("down")  # highlighted, not taken yet
+        assert screen.isolation is Isolation.FOLDER
+
+    did = await enter_on(tmp_path, repo, highlight_worktree, lambda s: s.query_one("#isolation"))
+    assert did.closed and did.request is not None and did.request.isolation is Isolation.WORKTREE
+    assert did.request.branch == "polypilot/demo" and did.request.base == "main"

@@ -34,13 +34,15 @@ async def test_a_failing_or_hanging_notifier_is_logged_not_raised(
 ) -> None:
     failing = fake_notifier(tmp_path / "a", "#!/bin/sh\necho 'no \x1b[31mbus' >&2\nexit 3\n")
     hanging = fake_notifier(tmp_path / "b", "#!/bin/sh\nexec sleep 60\n")
+    killed = fake_notifier(tmp_path / "c", "#!/bin/sh\necho 'out of memory' >&2\nkill -KILL $$\n")
     caplog.set_level(logging.WARNING, "polypilot_tui.ui.notifier")
-    for exe in (failing, hanging):
+    for exe in (failing, hanging, killed):
         command = system_command(str(exe.parent), "linux")
         assert command is not None
         await DesktopNotifier(None, command, {}, timeout=0.5).notify("t", "b")
     messages = [r.getMessage() for r in caplog.records]
-    assert any("exited 3: no bus" in m for m in messages), messages  # stderr kept, its escape not
+    assert any("ended (exit code 3): no bus" in m for m in messages), messages  # stderr kept, its escape not
+    assert any("ended (killed by SIGKILL (9)): out of memory" in m for m in messages), messages
     assert any("took over" in m and "killed" in m for m in messages), messages
 
 

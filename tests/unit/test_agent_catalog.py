@@ -152,7 +152,8 @@ kind = "nope"
     assert codex.install == builtin_tables()["codex"]["install"]  # the rest is the catalog's
     mine = readiness(catalog.agents["mine"]).problem
     assert mine == "its command my-agent is not found; install it with: pipx install my-agent"
-    assert "broken" not in catalog.agents and any(p.startswith("broken: kind") for p in catalog.problems)
+    assert "broken" not in catalog.agents and catalog.problems == (catalog.skipped["broken"],)
+    assert catalog.skipped["broken"].startswith(f"{agents}:12: broken: kind:")
 
 
 def test_the_config_folders_agents_file_is_read_without_being_named(

@@ -198,7 +198,8 @@ def test_the_demo_agent_survives_bad_entries(tmp_path: Path) -> None:
     path = tmp_path / "agents.toml"
     path.write_text('[broken]\nkind = "nope"\n')
     catalog = load_agents(path)
-    assert catalog.names() == [DEMO_AGENT] and catalog.problems and catalog.problems[0].startswith("broken: kind:")
+    assert catalog.names() == [DEMO_AGENT] and catalog.problems
+    assert catalog.problems[0].startswith(f"{path}:2: broken: kind:")
 
 
 def test_a_missing_agents_file_is_an_error(tmp_path: Path) -> None:
@@ -212,5 +213,5 @@ def test_an_unknown_agent_names_the_configured_ones() -> None:
     catalog = AgentCatalog(
         {"demo": AgentConfig(name="demo", kind="demo"), "codex": AgentConfig(name="codex", kind="acp")}
     )
-    with pytest.raises(KeyError, match="no agent named 'gemini'; configured: demo, codex"):
+    with pytest.raises(KeyError, match=r"no agent named 'gemini' \(agents: demo, codex\)"):
         catalog.get("gemini")

@@ -21,6 +21,7 @@ from typing import Any
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 from acp.interfaces import Client
+from pydantic import ValidationError
 
 from polypilot_tui.agents.acp.client import Transcript
 from polypilot_tui.agents.acp.process import agent_command, agent_environment, start_agent, stop_agent, terminate
@@ -29,6 +30,7 @@ from polypilot_tui.agents.base import BackendError, Diagnostics, tail_lines
 from polypilot_tui.agents.stderr_log import AgentStderr
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.infra.private import private_dir
 
 logger = logging.getLogger(__name__)
@@ -41,6 +43,27 @@ TRANSCRIPT = "acp-transcript.jsonl"
 
 #: Called with every raw message of the current generation: (message, incoming).
 MessageObserver = Callable[[Mapping[str, Any], bool], None]
+
+#: How the ACP SDK logs a notification its schema rejects (on the root logger, with a traceback).
+_SDK_REJECTION = "Unhandled error while handling notification method=%s"
+
+
+class SchemaRejections(logging.Filter):
+    """The ACP SDK logs a traceback for each ``session/update`` its schema rejects
+    (claude-agent-acp's ``usage_update`` with ``"used": null``: one per turn in engine.log).
+    Those updates are mapped from the raw message, field by field (agents/acp/mapping.py), so
+    the rejection is no failure: it becomes one debug line, without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.msg != _SDK_REJECTION or record.args != ("session/update",) or not isinstance(exc, ValidationError):
+            return True
+        where = "; ".join(".".join(str(part) for part in error["loc"]) for error in exc.errors()[:3])
+        logger.debug("the ACP SDK's schema refused a session/update (mapped from the raw message): %s", where)
+        return False
+
+
+SCHEMA_REJECTIONS = SchemaRejections()
 
 
 class AgentLink:
@@ -162,6 +185,7 @@ class AgentLink:
         stack.push_async_callback(stop_agent, proc, SHUTDOWN_GRACE)
         assert proc.stdout is not None and proc.stdin is not None
         transport = StdioTransport(proc.stdout, proc.stdin)
+        logging.getLogger().addFilter(SCHEMA_REJECTIONS)  # once: a filter is added only once
         conn = ClientSideConnection(self._client, transport, observers=[lambda ev: self._observe(gen, ev)])
         stack.push_async_callback(conn.close)
         self._stack, self._conn, self._proc, self._transport = stack, conn, proc, transport
@@ -201,7 +225,8 @@ class AgentLink:
         self._kill_gen = gen
         if proc.returncode is None:
             await terminate(proc)
-        self.lost(gen, f"agent process killed (exit code {proc.returncode})")
+        how = exit_text(proc.returncode)
+        self.lost(gen, f"agent process {how}" if how.startswith("killed") else f"agent process killed ({how})")
 
     # ------------------------------------------------------------------ death
 
@@ -222,7 +247,7 @@ class AgentLink:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=0.5)
         code = proc.returncode if proc is not None else None
-        what = "still running" if code is None else f"exit code {code}"
+        what = "still running" if code is None else exit_text(code)
         await self.stderr_drained()
         self.lost(gen, f"connection to the agent closed ({what})")
 
@@ -255,7 +280,7 @@ class AgentLink:
         code = await proc.wait()
         if gen == self._gen and self._ready:
             await self.stderr_drained()
-            self.lost(gen, f"agent process exited (exit code {code})")
+            self.lost(gen, f"agent process exited ({exit_text(code)})")
 
     def _observe(self, gen: int, event: StreamEvent) -> None:
         """Every message in and out of the current generation: transcript, then the observer."""

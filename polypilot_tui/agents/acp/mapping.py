@@ -151,7 +151,8 @@ class UpdateMapper:
                 self._tool(update)
             elif kind == "plan":
                 self._flush_user()
-                self._emit(AgentEvent(EventType.PLAN, {"entries": list(update.get("entries") or [])}))
+                entries = update.get("entries")
+                self._emit(AgentEvent(EventType.PLAN, {"entries": list(entries) if isinstance(entries, list) else []}))
             elif kind == "usage_update":
                 self._usage(update)
             elif isinstance(kind, str) and not self.replay:

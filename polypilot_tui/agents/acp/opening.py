@@ -23,6 +23,7 @@ from polypilot_tui.agents.acp.intake import StreamIntake
 from polypilot_tui.agents.acp.link import AgentLink
 from polypilot_tui.agents.base import BackendError, ConnectResult
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.exit_status import exit_text
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -78,13 +79,16 @@ class SessionOpener:
                     conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=[]), "session/resume"
                 )
                 self.config_options = resumed.config_options
-                return ConnectResult(resume_id, "resumed", resumed=True)
+                # A new agent process: no turn of the one before runs in it.
+                return ConnectResult(resume_id, "resumed", resumed=True, lost_turn=True)
             except Refused as exc:
                 failures.append(str(exc))
         if resume_id and caps.load_session:
             try:
                 history = await self._load(resume_id)
-                return ConnectResult(resume_id, "loaded (history replayed)", resumed=True, history=history)
+                return ConnectResult(
+                    resume_id, "loaded (history replayed)", resumed=True, lost_turn=True, history=history
+                )
             except Refused as exc:
                 failures.append(str(exc))
         link.session_id = None
@@ -124,7 +128,7 @@ class SessionOpener:
         except ConnectionError:
             await self._link.stderr_drained()
             code = await self._link.exit_code()
-            how = f" (exit code {code})" if code is not None else ""
+            how = f" ({exit_text(code)})" if code is not None else ""
             raise BackendError(f"the agent exited during {what}{how}{self._stray_text()}") from None
         except TimeoutError:
             raise BackendError(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.locate import argv_of, find_command
+from polypilot_tui.agents.locate import argv_of, find_command, missing_command, not_runnable
 from polypilot_tui.config import AgentConfig
 
 #: How long to wait after SIGTERM before SIGKILL.
@@ -54,8 +54,7 @@ def agent_command(agent: AgentConfig) -> list[str]:
         raise BackendError(f"agent {agent.name!r} has no command (set `command` in the agents file)")
     found = find_command(agent)
     if found is None:
-        install = f" (install it with: {agent.install})" if agent.install else ""
-        raise BackendError(f"cannot start ACP agent {argv[0]!r}: it is not found{install}")
+        raise BackendError(f"cannot start ACP agent {argv[0]!r}: {missing_command(agent)}")
     return [found, *argv[1:]]
 
 
@@ -77,7 +76,7 @@ async def start_agent(argv: list[str], env: Mapping[str, str], cwd: Path, stderr
     """Start the agent on a leash (its own process group, dies with the app)."""
     found = shutil.which(argv[0], path=env.get("PATH")) if os.sep not in argv[0] else argv[0]
     if found is None or not os.access(found, os.X_OK):
-        raise FileNotFoundError(f"{argv[0]} not found (or not executable)")
+        raise FileNotFoundError(not_runnable(argv[0], env.get("PATH"), env) or f"{argv[0]} is not found")
     return await asyncio.create_subprocess_exec(
         *leashed([found, *argv[1:]]),
         stdin=asyncio.subprocess.PIPE,

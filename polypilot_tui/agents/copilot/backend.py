@@ -16,19 +16,25 @@ close hook, both of which hop onto the loop before touching anything.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 
-from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
+from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics, EventSink
 from polypilot_tui.agents.copilot.busy import BusyFlag
 from polypilot_tui.agents.copilot.connection import CopilotConnection
 from polypilot_tui.agents.copilot.intake import EventIntake
 from polypilot_tui.agents.copilot.models import session_models, switch_model
 from polypilot_tui.agents.copilot.turns import TurnControl
+from polypilot_tui.agents.reachability import down_because
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.infra.redact import REDACTOR
+
+log = logging.getLogger(__name__)
 
 
 class CopilotBackend:
@@ -47,6 +53,9 @@ class CopilotBackend:
         """The CLI and the attached session (public so tests can attach a fake session)."""
         self._turns = TurnControl(self.connection, self.events, busy, settings)
         self._agent = agent
+        self._sink = sink
+        self._checking: asyncio.Task[None] | None = None
+        self.events.on_unreachable = self._check_model_server
 
     @property
     def session_id(self) -> str:
@@ -95,6 +104,29 @@ class CopilotBackend:
     async def set_model(self, model_id: str) -> None:
         """``session.set_model``: from the next message on (the CLI reports ``session.model_change``)."""
         await switch_model(self.connection.session, model_id)
+
+    def _check_model_server(self) -> None:
+        """The CLI could not connect to the model server and will retry it (five times, ~23 s):
+        one connect of ours tells whether it is down; if so the turn ends now, named."""
+        url = self.connection.provider_url
+        if url is None or (self._checking is not None and not self._checking.done()):
+            return
+        self._checking = asyncio.get_running_loop().create_task(self._end_turn_if_down(url), name="copilot-model-check")
+
+    async def _end_turn_if_down(self, url: str) -> None:
+        why = await down_because(url)
+        if why is None or not self._turns.in_turn:
+            return  # it answers (a blip the CLI's retry may get over), or the turn is over already
+        log.info("copilot: the model server at %s is down (%s): ending the turn instead of the CLI's retries", url, why)
+        try:
+            await self._turns.abort_quietly()  # its retries stop; its own idle must not end the next turn
+        except BackendError as exc:
+            log.warning("copilot: the abort after a failed model connection failed: %s", exc)
+        message = (
+            f"could not connect to the model server at {url}: {why} "
+            "(the Copilot CLI would have retried it for about 25 s; stopped at its first failure)"
+        )
+        self._sink(AgentEvent(EventType.SESSION_ERROR, {"errorType": "model_unreachable", "message": message}))
 
     async def kill(self) -> None:
         """SIGKILL the shared CLI and its tools (the other sessions on it are told), report connection.lost."""

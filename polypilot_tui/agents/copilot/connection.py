@@ -34,10 +34,11 @@ from polypilot_tui.agents.copilot.runtime import (
 )
 from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, ServerSpec, join
 from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.locate import find_command
+from polypilot_tui.agents.locate import find_command, missing_command, not_runnable
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.exit_status import signals_named
 from polypilot_tui.domain.probes import Probes
 
 log = logging.getLogger(__name__)
@@ -142,10 +143,7 @@ class CopilotConnection:
         cli = find_command(self._agent)
         self._command = cli or self._agent.command or ""
         if not cli:
-            raise BackendError(
-                "Copilot CLI not found: install it (npm install -g @github/copilot), put `copilot` on "
-                "PATH, or set `command` for this agent"
-            )
+            raise BackendError(f"Copilot CLI cannot be started: {missing_command(self._agent)}")
         self._env = build_env(self._agent, os.environ)
         self._provider = provider_dict(self._agent, os.environ)
         if self._provider is not None:
@@ -169,7 +167,7 @@ class CopilotConnection:
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
             log.warning("copilot: connect failed: %s", exc, exc_info=True)
             await self._abandon()
-            raise BackendError(f"Copilot CLI failed to start: {exc}") from exc
+            raise BackendError(f"Copilot CLI failed to start: {signals_named(str(exc))}") from exc
 
     def _model(self) -> str | None:
         return self._agent.model or self._env.get("COPILOT_MODEL") or None
@@ -180,6 +178,12 @@ class CopilotConnection:
         return self._provider is not None
 
     @property
+    def provider_url(self) -> str | None:
+        """The model server sessions talk to, when it is one of ours to name (BYOK), else None."""
+        url = self._provider.get("base_url") if self._provider is not None else None
+        return url if isinstance(url, str) and url else None
+
+    @property
     def configured_model(self) -> str | None:
         """The model sessions start on (the agent's ``model``, else COPILOT_MODEL), or None."""
         return self._model()
@@ -188,7 +192,8 @@ class CopilotConnection:
         """Join (or start) the shared CLI of this agent configuration."""
         found = shutil.which(cli, path=self._env.get("PATH")) if os.sep not in cli else cli
         if found is None or not os.access(found, os.X_OK):
-            raise BackendError(f"Copilot CLI not found at {cli}")
+            why = not_runnable(cli, self._env.get("PATH"), self._env) or f"{cli} is not found"
+            raise BackendError(f"Copilot CLI cannot be started: {why}")
         # On a leash (agents/leash.py): the CLI and its tools form one process group that
         # dies with the app, however the app ends. The SDK appends its own flags after these.
         argv = leashed(["node", found] if found.endswith(".js") else [found])

@@ -219,10 +219,19 @@ def session_scope(kind: str, request: Mapping[str, Any]) -> str:
         return f"{request['serverName']}/{tool if isinstance(tool, str) else '*'}"
     if kind == "custom-tool" and isinstance(request.get("toolName"), str):
         return f"tool {request['toolName']}"
-    if kind == "url" and isinstance(request.get("url"), str):
-        host = urlparse(request["url"]).hostname
-        return f"requests to {host}" if host else ""
+    if kind == "url" and (host := _host(request.get("url"))):
+        return f"requests to {host}"
     return {"write": "all file writes", "read": "all file reads", "memory": "memory updates"}.get(kind, "")
+
+
+def _host(url: Any) -> str:
+    """The host a URL the agent sent names ("" for one that is not a URL, "http://[::1" too)."""
+    if not isinstance(url, str):
+        return ""
+    try:
+        return urlparse(url).hostname or ""
+    except ValueError:
+        return ""
 
 
 def decision_for(option_id: str, info: PromptInfo | None) -> Any:
@@ -266,8 +275,8 @@ def _session_approval(info: PromptInfo) -> Any:
         )
     elif info.kind == "custom-tool" and isinstance(req.get("toolName"), str):
         approval = rpc.PermissionDecisionApproveForSessionApprovalCustomTool(tool_name=req["toolName"])
-    elif info.kind == "url" and isinstance(req.get("url"), str):
-        host = urlparse(req["url"]).hostname
+    elif info.kind == "url":
+        host = _host(req.get("url"))
         return rpc.PermissionDecisionApproveForSession(domain=host) if host else None
     if approval is None:
         return None

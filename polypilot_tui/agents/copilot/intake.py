@@ -10,7 +10,7 @@ CLI is in a turn, and whether the CLI is gone (reported once, as ``connection.lo
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,6 +27,9 @@ from polypilot_tui.agents.copilot.events import (
 from polypilot_tui.domain.events import AgentEvent, EventType
 
 log = logging.getLogger(__name__)
+
+MODEL_CALL_FAILURE = "model.call_failure"
+"""The CLI's report of one failed model call (``failureKind: transport``: it could not connect)."""
 
 
 class EventIntake:
@@ -45,6 +48,8 @@ class EventIntake:
         self._closing = False
         self._muted = 0
         """While > 0, events (of a leftover turn being ended before a send) are not emitted."""
+        self.on_unreachable: Callable[[], None] | None = None
+        """Called when the CLI reports a model call that could not connect (it then retries)."""
 
     @property
     def lost(self) -> bool:
@@ -130,9 +135,15 @@ class EventIntake:
             self._busy.set(False)
         elif kind in (EventType.USER_MESSAGE, EventType.TURN_START):
             self._busy.set(True)
+        elif kind == MODEL_CALL_FAILURE and (notify := self._unreachable_hook(event)) is not None:
+            notify()
         self._emit(event)
         if kind == EventType.ABORT:
             self.close_open_tools()
+
+    def _unreachable_hook(self, event: AgentEvent) -> Callable[[], None] | None:
+        """Who wants to know that this model call of the live turn could not connect, if any."""
+        return self.on_unreachable if event.get("failureKind") == "transport" and not self._muted else None
 
     def close_open_tools(self) -> None:
         """Synthetic failed completions for tools an abort cut off (the CLI sends none)."""

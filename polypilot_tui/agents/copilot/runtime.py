@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.config import AgentConfig, ProviderConfig
+from polypilot_tui.agents.base import BackendError
+from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, ProviderConfig
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.urls import url_problem
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +53,11 @@ def byok_provider(agent: AgentConfig, environ: Mapping[str, str]) -> ProviderCon
     if agent.provider is not None:
         return agent.provider
     env = dict(environ) | agent.env
-    base_url = env.get("COPILOT_PROVIDER_BASE_URL", "").strip()
+    base_url = env.get(PROVIDER_URL_VARIABLE, "").strip()
     if not base_url:
         return None
+    if problem := url_problem(base_url):  # readiness says it first; this is the start's own guard
+        raise BackendError(f"{PROVIDER_URL_VARIABLE}: {problem}")
     kind = env.get("COPILOT_PROVIDER_TYPE", "openai").strip() or "openai"
     return ProviderConfig(
         type=kind if kind in ("openai", "azure", "anthropic") else "openai",

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from polypilot_tui.agents.copilot.runtime import install_hooks, kill_tree, watch_process
 from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
+from polypilot_tui.domain.exit_status import exit_text
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class CopilotServer:
         # The SDK does not expose the CLI process; its private attribute is the only handle.
         self.proc = getattr(self.client, "_cli_process", None) or self.proc
         install_hooks(self.client, self.loop, on_raw_event=self.on_raw_event, on_closed=self._closed)
-        watch_process(self.proc, self.loop, lambda code: self.lost(f"Copilot CLI exited (code {code})"))
+        watch_process(self.proc, self.loop, lambda code: self.lost(f"Copilot CLI exited ({exit_text(code)})"))
         log.info("copilot: CLI started (pid %s)", self.proc.pid)
 
     def on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
@@ -259,7 +260,7 @@ def join(spec: ServerSpec, member: ServerMember) -> CopilotServer:
     server = servers.get(spec)
     if server is not None and server.proc is not None and server.proc.poll() is not None:
         # Exited before its watcher's report ran on the loop: report it now, take a new one.
-        server.lost(f"Copilot CLI exited (code {server.proc.returncode})")
+        server.lost(f"Copilot CLI exited ({exit_text(server.proc.returncode)})")
     if server is None or server.dead:
         server = servers[spec] = CopilotServer(spec, loop)
     server.members.add(member)

@@ -20,6 +20,7 @@ from polypilot_tui.agents.copilot.intake import EventIntake
 from polypilot_tui.agents.copilot.runtime import is_processing
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.exit_status import signals_named
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,16 @@ class TurnControl:
         finally:
             self._aborting -= 1
 
+    @property
+    def in_turn(self) -> bool:
+        """The CLI is in a turn (a prompt went out and its ``session.idle`` has not come)."""
+        return self._busy.busy
+
+    async def abort_quietly(self) -> None:
+        """Abort the CLI's turn with its events muted: the engine ends the turn its own way."""
+        with self._intake.muted():
+            await self.abort()
+
     def _abort_settle_seconds(self) -> float:
         return max(0.5, self._settings.stop_grace_seconds * ABORT_SETTLE_SHARE)
 
@@ -140,7 +151,7 @@ class TurnControl:
         try:
             return await asyncio.wait_for(awaitable, RPC_TIMEOUT)
         except ProcessExitedError as exc:
-            self._intake.mark_lost(f"Copilot CLI exited: {exc}")
+            self._intake.mark_lost(f"Copilot CLI exited: {signals_named(str(exc))}")
             raise BackendError(f"{what} failed: the Copilot CLI exited") from None
         except (TimeoutError, JsonRpcError, OSError, RuntimeError) as exc:
             log.warning("copilot: %s failed: %r", what, exc)

@@ -10,12 +10,14 @@ the dialog stays open with everything typed. The dialog returns a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static
@@ -33,17 +35,52 @@ Inspect = Callable[[str], Awaitable[FolderInfo]]
 Check = Callable[[NewSessionRequest], Awaitable[str]]
 """Says why a request cannot be made ("" when it can)."""
 
-_ORDER = (Availability.READY, Availability.NEEDS_SIGN_IN, Availability.NO_KEY, Availability.NOT_INSTALLED)
+_ORDER = (
+    Availability.READY,
+    Availability.NEEDS_SIGN_IN,
+    Availability.NO_KEY,
+    Availability.MISCONFIGURED,
+    Availability.NOT_EXECUTABLE,
+    Availability.NOT_INSTALLED,
+)
 INSPECT_DELAY = 0.25
 """Seconds the folder must stay unchanged before it is looked at (typing is not slowed)."""
 
 
+class IsolationChoice(RadioSet):
+    """Work in the checkout or in a new worktree. Enter takes the highlighted choice and creates
+    the session (a RadioSet's own Enter only took it: Enter seemed to do nothing here); space and
+    the arrows choose as in any RadioSet."""
+
+    BINDINGS = [Binding("enter", "take_and_create", "Create", show=False)]
+
+    @dataclass
+    class Taken(Message):
+        """Enter on the choice: create the session with ``isolation``."""
+
+        isolation: Isolation
+
+    def action_take_and_create(self) -> None:
+        self.action_toggle_button()  # the highlighted one is the one taken (shown at once)
+        # Its Changed messages are on their way: the choice goes with this message, as taken.
+        highlighted = self._nodes[self._selected].id if self._selected is not None else None
+        worktree = highlighted == "worktree" if highlighted else bool(self.query_one("#worktree", RadioButton).value)
+        self.post_message(self.Taken(Isolation.WORKTREE if worktree else Isolation.FOLDER))
+
+
 class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
-    """Enter or Create makes the session, Escape cancels. An agent that cannot start here (its
-    command not installed, its key not set) is listed, greyed out, with the reason."""
+    """Enter creates the session from every field (in a list or on a button it does what that
+    control does: picks the agent and creates, takes a recent folder, presses the button);
+    Escape cancels. An agent that cannot start here (its command not installed, its key not
+    set) is listed, greyed out, with the reason."""
 
     CSS_PATH = "new_session.tcss"
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        # Reached when the control with the keyboard has no Enter of its own (the scrolled
+        # dialog itself, a label a click focused): Enter still creates.
+        Binding("enter", "create", "Create", show=False),
+    ]
 
     def __init__(
         self,
@@ -98,7 +135,7 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
             yield Input(initial.name if initial else "", placeholder="<agent>-<number>", id="name")
             with Vertical(id="git-box"):
                 yield Static("", id="git-note", markup=False)
-                with RadioSet(id="isolation"):
+                with IsolationChoice(id="isolation"):
                     worktree = bool(initial and initial.isolation is Isolation.WORKTREE)
                     yield RadioButton(Content("Work in the checkout"), value=not worktree, id="in-place")
                     yield RadioButton(Content("New worktree on a new branch"), value=worktree, id="worktree")
@@ -258,17 +295,20 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         note.update("\n".join(lines))
 
     # ---- create and cancel ---------------------------------------------------------
-    def request(self) -> NewSessionRequest | None:
-        """What the dialog would create now (None when no agent can start)."""
+    def request(self, isolation: Isolation | None = None) -> NewSessionRequest | None:
+        """What the dialog would create now (None when no agent can start); ``isolation``: the
+        checkout/worktree choice just taken by Enter, before the radio buttons say so."""
         agent = self.agent
         if agent is None:
             return None
-        worktree = self.isolation is Isolation.WORKTREE
+        if isolation is None or not self.query_one("#git-box").display:
+            isolation = self.isolation
+        worktree = isolation is Isolation.WORKTREE
         return NewSessionRequest(
             agent=agent,
             name=self._value("name").strip(),
             folder=self._value("folder").strip(),
-            isolation=self.isolation,
+            isolation=isolation,
             branch=self._value("branch").strip() if worktree else "",
             base=self._value("base").strip() if worktree else "",
         )
@@ -284,9 +324,16 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
     @on(Button.Pressed, "#new-session-create")
     def action_create(self) -> None:
         """Check the request (in a worker) and close with it when nothing stands in the way."""
+        self._create(None)
+
+    @on(IsolationChoice.Taken)
+    def _choice_taken(self, event: IsolationChoice.Taken) -> None:
+        self._create(event.isolation)
+
+    def _create(self, isolation: Isolation | None) -> None:
         if self.checking:
             return
-        request = self.request()
+        request = self.request(isolation)
         if request is None:
             self._error("No agent can start here: `polypilot agents` says what each needs.")
             return

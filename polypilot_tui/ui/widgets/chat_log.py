@@ -35,7 +35,6 @@ PAGE = 60
 """History rows mounted per "show earlier" press (and per page while filling the pane)."""
 
 EMPTY_TEXT = "No messages yet. Type a prompt below."
-DEMO_HINT = " The demo agent knows !help."
 
 
 class ItemWidget(Protocol):
@@ -181,6 +180,12 @@ class ChatLog(VerticalScroll):
             await self.remove_children()
         self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
+
+    def set_empty_text(self, text: str) -> None:
+        """What the log says while it has no rows (it may change: the agents found are known later)."""
+        if text != self._empty_text:
+            self._empty_text = text
+            self._empty.update(text)
 
     async def _open(self, history: Sequence[ChatItem]) -> None:
         async with self._loading:

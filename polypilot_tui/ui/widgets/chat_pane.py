@@ -67,7 +67,8 @@ class ChatPane(Vertical):
         now: float,
         empty_text: str = EMPTY_TEXT,
     ) -> None:
-        """Bring everything in the pane up to date for ``view`` (``empty_text``: a new log's hint)."""
+        """Bring everything in the pane up to date for ``view`` (``empty_text``: what its log
+        says while it has no rows)."""
         if view is None:
             await self._switch(None)
             self.header.show(None)
@@ -81,6 +82,7 @@ class ChatPane(Vertical):
         if log is None:
             log = self._logs[view.id] = ChatLog(id=log_id(view.id), empty_text=empty_text)
             await self.logs.add_content(log)
+        log.set_empty_text(empty_text)
         await self._switch(view.id)
         self.header.show(view)
         self.banner.show(view.permission_warning)

@@ -17,21 +17,30 @@ from polypilot_tui.domain.turn import PermissionPrompt as Prompt
 from polypilot_tui.ui.formatting import safe_text
 
 KIND_KEYS = {"allow_once": "y", "allow_always": "a", "reject_once": "n", "reject_always": "N"}
-"""Keys for the usual option kinds (ACP / Copilot naming)."""
+"""Keys for the usual option kinds (ACP / Copilot naming); each is a binding of the prompt."""
 DETAIL_LINES = 6
+AWAY_HINT = "ctrl+g to answer by key"
+"""Said while the keyboard is elsewhere (the prompt editor): there y, a and n are text."""
+HERE_HINT = "←/→ choose · Enter answers · Esc back to the prompt"
 
 
 class OptionButton(Button):
-    """A button that answers with one option id."""
+    """A button that answers with one option id; its key is shown while the keys answer."""
 
     def __init__(self, option_id: str, label: str, kind: str, key: str) -> None:
-        text = label + (f" [{key}]" if key else "")  # whole: the scope is often said at its end
         variant: ButtonVariant = (
             "success" if kind.startswith("allow") else "error" if kind.startswith("reject") else "default"
         )
-        super().__init__(Content(text), variant=variant, compact=True, classes="permission-option")
+        super().__init__(Content(label), variant=variant, compact=True, classes="permission-option")
         self.option_id = option_id
         self.kind = kind
+        self.key = key
+        self.text = label
+        """The option's words, whole: the scope is often said at its end."""
+
+    def show_key(self, shown: bool) -> None:
+        """Label with its key (``Allow once [y]``) when ``shown``, else the words alone."""
+        self.label = Content(self.text + (f" [{self.key}]" if shown and self.key else ""))
 
 
 class PermissionPrompt(Vertical):
@@ -41,6 +50,7 @@ class PermissionPrompt(Vertical):
         Binding("y", "pick('allow_once')", "Allow once", id="permission.allow_once"),
         Binding("a", "pick('allow_always')", "Allow & remember", id="permission.allow_always"),
         Binding("n", "pick('reject')", "Reject", id="permission.reject"),
+        Binding("N", "pick('reject_always')", "Reject always", id="permission.reject_always"),
         Binding("left", "app.focus_previous", show=False),
         Binding("right", "app.focus_next", show=False),
         Binding("escape", "leave", "Back to prompt", show=False),
@@ -67,7 +77,7 @@ class PermissionPrompt(Vertical):
         self._options = Horizontal(classes="permission-options")
         self.display = False
         self.border_title = "Permission"
-        self.border_subtitle = "ctrl+g to answer by key"
+        self.border_subtitle = AWAY_HINT
 
     def compose(self) -> ComposeResult:
         yield self._title
@@ -99,13 +109,44 @@ class PermissionPrompt(Vertical):
             ("allow_once", "Allow once", "allow_once"),
             ("reject_once", "Reject", "reject_once"),
         )
-        await self._options.mount_all(
-            OptionButton(oid, label, kind, KIND_KEYS.get(kind, "")) for oid, label, kind in options
-        )
-        self._fit_options()
+        keyed: set[str] = set()
+        buttons = []
+        for oid, label, kind in options:  # a key picks the first option of its kind: only that one shows it
+            key = KIND_KEYS.get(kind, "") if kind not in keyed else ""
+            keyed.add(kind)
+            buttons.append(OptionButton(oid, label, kind, key))
+        await self._options.mount_all(buttons)
+        self._show_keys(self.has_focus_within)
+        self.refresh_bindings()  # the footer offers the keys of these options only
 
     def on_resize(self) -> None:
         self._fit_options()
+
+    def on_descendant_focus(self) -> None:
+        self._show_keys(True)
+
+    def on_descendant_blur(self) -> None:
+        self.call_after_refresh(lambda: self._show_keys(self.has_focus_within))  # focus may move to a sibling
+
+    def _show_keys(self, shown: bool) -> None:
+        """Keys on the buttons only where they answer: with the keyboard here (after ctrl+g)."""
+        for button in self.buttons:
+            button.show_key(shown)
+        self.border_subtitle = HERE_HINT if shown else AWAY_HINT
+        self._fit_options()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key is offered (and works) only for a kind of option this request has."""
+        if action == "pick":
+            return self._option_of(str(parameters[0])) is not None
+        return True
+
+    def _option_of(self, kind: str) -> OptionButton | None:
+        """The first option of ``kind`` (``reject``: of any reject kind)."""
+        for button in self.buttons:
+            if button.kind == kind or (kind == "reject" and button.kind.startswith("reject")):
+                return button
+        return None
 
     def _fit_options(self) -> None:
         """Options side by side when they fit, one per line when they do not (never cut off)."""
@@ -119,12 +160,9 @@ class PermissionPrompt(Vertical):
 
     def action_pick(self, kind: str) -> None:
         """Answer with the first option of ``kind`` (``reject`` matches any reject kind)."""
-        if self.prompt is None:
-            return
-        for button in self.buttons:
-            if button.kind == kind or (kind == "reject" and button.kind.startswith("reject")):
-                self.post_message(self.Answered(self.session_id, self.prompt.request_id, button.option_id))
-                return
+        button = self._option_of(kind)
+        if self.prompt is not None and button is not None:
+            self.post_message(self.Answered(self.session_id, self.prompt.request_id, button.option_id))
 
     def action_leave(self) -> None:
         self.post_message(self.Leave())
