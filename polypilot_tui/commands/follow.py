@@ -35,7 +35,7 @@ from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.domain.wire import to_plain
+from polypilot_tui.engine.codec import encode
 from polypilot_tui.service.client import EngineHttp
 from polypilot_tui.service.wire import items_from_json
 
@@ -86,9 +86,7 @@ class Render:
     def row(self, index: int, item: ChatItem, live: bool, replaced: bool = False) -> None:
         """A history row (``live``: one the stream brought; its reply and tools streamed already)."""
         if self.json_mode:
-            self.json(
-                {"kind": "row", "index": index, "item": to_plain(item), **({"replaced": True} if replaced else {})}
-            )
+            self.json({"kind": "row", "index": index, "item": encode(item), **({"replaced": True} if replaced else {})})
             return
         if item.kind is ItemKind.ASSISTANT:
             if live:

@@ -17,10 +17,11 @@ from typing import Any, TypeVar
 
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.changes import Change, change_from_json
+from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.codec import change_from_json
 from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
 from polypilot_tui.service.spawn import engine_info, ensure_engine
 from polypilot_tui.service.wire import socket_path, view_from_json

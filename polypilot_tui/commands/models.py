@@ -15,7 +15,7 @@ from polypilot_tui.commands.output import EXIT_OK
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.text import one_line
-from polypilot_tui.domain.wire import from_plain
+from polypilot_tui.engine.codec import decode
 from polypilot_tui.service.client import EngineHttp
 
 
@@ -41,7 +41,7 @@ async def cmd_model(settings: Settings, key: str, model: str | None) -> int:
             return EXIT_OK
         answer = await http.post(f"/sessions/{view.id}/models")
         try:
-            choices = from_plain(ModelChoices, answer.get("result") if isinstance(answer, dict) else None)
+            choices = decode(ModelChoices, answer.get("result") if isinstance(answer, dict) else None)
         except ValueError as exc:
             raise CommandFailed(f"the engine's answer is not a model list: {exc}") from None
         if choices.note:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.wire import to_plain
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.registry_sync import workspace_of
 from polypilot_tui.service.client import EngineHttp
 from polypilot_tui.service.spawn import ensure_engine
@@ -75,7 +75,7 @@ async def cmd_new(
         except WorkspaceError as exc:
             return _fail(str(exc))
         try:
-            answer = await http.post("/sessions", {"agent": agent, "name": label, "workspace": to_plain(workspace)})
+            answer = await http.post("/sessions", {"agent": agent, "name": label, "workspace": encode(workspace)})
             sid = answer.get("id") if isinstance(answer, dict) else None
             if not isinstance(sid, str):
                 raise EngineError("the engine did not say which session it made")

@@ -28,14 +28,13 @@ from polypilot_tui.domain.changes import (
     SessionAdded,
     SessionRemoved,
     ViewChanged,
-    change_from_json,
 )
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.wire import from_plain, to_plain
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.codec import change_from_json, decode, encode
 from polypilot_tui.engine.stream import ChangeStream, Listener, Unsubscribe
 from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
 from polypilot_tui.service.histories import Histories
@@ -221,7 +220,7 @@ class RemoteEngine(RemoteModels):
         elif kind == "focus":
             self._focused = int(data.get("client") or 0)
         elif kind == "notice":
-            self.notices.emit(from_plain(Notice, data))
+            self.notices.emit(decode(Notice, data, "notice"))
 
     def _resync(self, data: dict[str, Any]) -> None:
         info = data.get("engine")
@@ -331,7 +330,7 @@ class RemoteEngine(RemoteModels):
         return answer.get("result") if isinstance(answer, dict) else None
 
     async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
-        body = {"agent": agent, "name": name, "workspace": to_plain(workspace) if workspace else None}
+        body = {"agent": agent, "name": name, "workspace": encode(workspace)}
         answer = await (await self._attached()).post("/sessions", body)
         sid = answer.get("id") if isinstance(answer, dict) else None
         if not isinstance(sid, str):
@@ -384,7 +383,7 @@ class RemoteEngine(RemoteModels):
         await self._arrival(session_id)
 
     async def details(self, session_id: str) -> SessionDetails:
-        return from_plain(SessionDetails, await self._api().get(f"/sessions/{session_id}/details"))
+        return decode(SessionDetails, await self._api().get(f"/sessions/{session_id}/details"))
 
     async def agents(self) -> tuple[AgentOffer, ...]:
         return offers_from_json(await self._api().get("/agents"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from polypilot_tui.domain.model_choice import ModelChoices
-from polypilot_tui.domain.wire import from_plain
+from polypilot_tui.engine.codec import decode
 
 
 class RemoteModels:
@@ -21,7 +21,7 @@ class RemoteModels:
 
     async def models(self, session_id: str) -> ModelChoices:
         """The models the session's agent offers, as the engine listed them."""
-        return from_plain(ModelChoices, await self._act(session_id, "models"))
+        return decode(ModelChoices, await self._act(session_id, "models"))
 
     async def set_model(self, session_id: str, model_id: str) -> None:
         """Switch the session's model from its next turn on (refused while a turn runs)."""

@@ -34,15 +34,14 @@ from polypilot_tui.domain.changes import (
     SessionRemoved,
     TurnEnded,
     ViewChanged,
-    change_to_json,
 )
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.domain.wire import from_plain, to_plain
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError, UnknownSession
+from polypilot_tui.engine.codec import change_to_json, decode, encode
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.service.wire import API, session_state
 from polypilot_tui.storage.notices import Notice
@@ -98,7 +97,7 @@ class StreamClient:
         self._ready.set()
 
     def on_notice(self, notice: Notice) -> None:
-        self.tell("notice", to_plain(notice))
+        self.tell("notice", encode(notice))
 
     def tell(self, kind: str, data: dict[str, Any]) -> None:
         """Send ``data`` as a ``kind`` event, in order with the changes."""
@@ -173,7 +172,7 @@ class StreamClient:
         moved = streamed_fields(view)
         if last is not None and view == replace(last, **moved):
             return "stream", {"session_id": sid, **moved, **stream}
-        return "view", {"view": to_plain(view), **stream}
+        return "view", {"view": encode(view), **stream}
 
 
 def streamed_fields(view: SessionView) -> dict[str, Any]:
@@ -263,7 +262,7 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         return JSONResponse({"stopping": True}, status_code=202)
 
     async def sessions(request: Request) -> Response:
-        return JSONResponse({"now": engine.clock.now(), "sessions": [to_plain(v) for v in engine.views()]})
+        return JSONResponse({"now": engine.clock.now(), "sessions": encode(engine.views(), tuple[SessionView, ...])})
 
     async def new_session(request: Request) -> Response:
         body = await _body(request)
@@ -271,12 +270,12 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         sid = await engine.new_session(
             _text(body, "agent"),
             _text(body, "name", required=False) or None,
-            from_plain(Workspace, workspace) if workspace is not None else None,
+            decode(Workspace, workspace, "workspace") if workspace is not None else None,
         )
         return JSONResponse({"id": sid}, status_code=201)
 
     async def one(request: Request) -> Response:
-        return JSONResponse(to_plain(engine.view(engine.known(request.path_params["sid"]))))
+        return JSONResponse(encode(engine.view(engine.known(request.path_params["sid"]))))
 
     async def history(request: Request) -> Response:
         items = engine.history(engine.known(request.path_params["sid"]))
@@ -285,16 +284,16 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         if not await read_in(items, start):  # a placeholder would be kept by the client as a row
             raise EngineError("saved chat rows of this session cannot be read now; ask again later")
         page = items[start : start + min(limit, 1000)]
-        return JSONResponse({"total": len(items), "start": start, "items": [to_plain(i) for i in page]})
+        return JSONResponse({"total": len(items), "start": start, "items": encode(tuple(page), tuple[ChatItem, ...])})
 
     async def details(request: Request) -> Response:
-        return JSONResponse(to_plain(await engine.details(request.path_params["sid"])))
+        return JSONResponse(encode(await engine.details(request.path_params["sid"])))
 
     async def agents(request: Request) -> Response:
-        return JSONResponse({"agents": [to_plain(offer) for offer in await engine.agents()]})
+        return JSONResponse({"agents": encode(await engine.agents())})
 
     async def models(sid: str, body: dict[str, Any]) -> Any:
-        return to_plain(await engine.models(sid))
+        return encode(await engine.models(sid))
 
     def command(act: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
