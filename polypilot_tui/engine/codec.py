@@ -99,6 +99,18 @@ def decode_text(form: type[T], obj: Any, where: str = "") -> T:
         raise ValueError(_say(form, exc, where or _name(form))) from None
 
 
+def from_text(cls: type, texts: Mapping[str, str]) -> dict[str, Any]:
+    """The fields of the record ``cls`` among ``texts`` (path and query parameters), read from
+    text; the other texts are left out."""
+    hints = _hints(cls)
+    return {name: decode_text(hints[name], text, name) for name, text in texts.items() if name in hints}
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
 # ---- the change stream's records -------------------------------------------------------------
 CHANGES_BY_NAME: dict[str, type[Change]] = {cls.__name__: cls for cls in CHANGE_TYPES}
 
@@ -180,8 +192,8 @@ def _hint_at(form: Any, loc: list[str | int]) -> Any:
         if isinstance(part, int):
             args = get_args(hint)
             hint = args[0] if len(args) == 2 and args[1] is Ellipsis else args[part] if part < len(args) else Any
-        elif is_dataclass(hint):
-            hint = get_type_hints(hint).get(part, Any)
+        elif isinstance(hint, type) and is_dataclass(hint):
+            hint = _hints(hint).get(part, Any)
         else:
             return Any
     return _non_null(hint)

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.codec import decode, encode
@@ -43,11 +42,3 @@ def view_from_json(obj: Any) -> SessionView:
 def items_from_json(obj: Any) -> list[ChatItem]:
     """History rows; ValueError on any other shape."""
     return list(decode(tuple[ChatItem, ...], obj, "history"))
-
-
-def offers_from_json(obj: Any) -> tuple[AgentOffer, ...]:
-    """The agents an engine offers, as its ``/agents`` answered; ValueError on any other shape."""
-    entries = obj.get("agents") if isinstance(obj, dict) else None
-    if not isinstance(entries, list):
-        raise ValueError("agents: expected {'agents': [...]}")
-    return decode(tuple[AgentOffer, ...], entries, "agents")
