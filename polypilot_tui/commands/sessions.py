@@ -87,6 +87,18 @@ async def cmd_act(settings: Settings, key: str, action: str) -> int:
     return await run_command(settings, action != "stop", body)
 
 
+async def cmd_clear_queue(settings: Settings, key: str) -> int:
+    """Drop every prompt queued in the session ``key`` names; one line says how many."""
+
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
+        dropped = await client.call(verbs.CLEAR_QUEUE, verbs.SessionRef(view.id))
+        print(f"{one_line(view.name, 60)}: {dropped} queued prompt(s) dropped")
+        return EXIT_OK
+
+    return await run_command(settings, True, body)
+
+
 async def cmd_answer(settings: Settings, key: str, option: str | None) -> int:
     """Answer the session's pending permission with ``option`` (an id, or a unique start of an
     id or label); with none, list the options (``id<TAB>label``) and exit 2."""

@@ -275,6 +275,9 @@ class LocalEngine:
     async def unqueue(self, request: Unqueue) -> str | None:
         return self.manager.unqueue(self.known(request.session_id), request.index, request.expected)
 
+    async def clear_queue(self, request: SessionRef) -> int:
+        return self.manager.clear_queue(self.known(request.session_id))
+
     async def answer_permission(self, request: AnswerPermission) -> None:
         await self.manager.answer_permission(self.known(request.session_id), request.request_id, request.option_id)
 

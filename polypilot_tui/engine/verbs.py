@@ -258,6 +258,16 @@ UNQUEUE: Verb[Unqueue, str | None] = Verb(
     "takes a queued prompt back (null: it is not queued any more)",
     _GONE,
 )
+CLEAR_QUEUE: Verb[SessionRef, int] = Verb(
+    "clear_queue",
+    "POST",
+    _S + "/clear-queue",
+    SessionRef,
+    int,
+    "drops every queued prompt (the running turn goes on); how many were dropped",
+    (UnknownSession,),
+    "clear-queue",
+)
 ANSWER_PERMISSION: Verb[AnswerPermission, None] = Verb(
     "answer_permission",
     "POST",
@@ -326,6 +336,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     RESEND,
     SEND_QUEUED,
     UNQUEUE,
+    CLEAR_QUEUE,
     ANSWER_PERMISSION,
     RENAME,
     CLOSE,

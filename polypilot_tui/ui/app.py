@@ -135,6 +135,16 @@ class PolypilotApp(SessionDialogs):
         self._run("Send", self.engine.call(verbs.SEND_QUEUED, verbs.SessionRef(event.session_id)))
         self.pane.editor.focus()
 
+    def on_queue_panel_clear(self, event: QueuePanel.Clear) -> None:
+        event.stop()
+        self._run("Clear queue", self._clear_queue(event.session_id))
+        self.pane.editor.focus()
+
+    async def _clear_queue(self, session_id: str) -> None:
+        dropped = await self.engine.call(verbs.CLEAR_QUEUE, verbs.SessionRef(session_id))
+        if dropped:
+            self.notify(f"Dropped {plural(dropped, 'queued prompt')}.", timeout=3, markup=False)
+
     def action_send_queued(self) -> None:
         """Send the selected session's held queue (its next prompt goes out now)."""
         if self.selected:
