@@ -144,7 +144,8 @@ async def engine_process(
 ) -> AsyncIterator[subprocess.Popen[bytes]]:
     """Run ``argv`` (an engine serving ``state``, after ``prepare(state)``) until it answers;
     at the end stop it (SIGTERM, then SIGKILL) and remove ``state``."""
-    from polypilot_tui.service.client import EngineHttp, EngineUnreachable
+    from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
+    from polypilot_tui.service.client import EngineClient, EngineUnreachable
     from polypilot_tui.service.wire import socket_path
 
     with tempfile.TemporaryFile() as err:
@@ -160,9 +161,9 @@ async def engine_process(
         try:
             deadline = time.monotonic() + START_WAIT
             while True:
-                http = EngineHttp(socket_path(state), timeout=10.0)
+                client = EngineClient(socket_path(state), timeout=10.0)
                 try:
-                    await http.get("/engine")
+                    await client.call(ENGINE_INFO, NoArgs())
                     break
                 except EngineUnreachable:
                     if process.poll() is not None or time.monotonic() > deadline:
@@ -171,7 +172,7 @@ async def engine_process(
                         raise RuntimeError(f"the engine did not come up: {' | '.join(said) or 'no word'}") from None
                     await asyncio.sleep(0.05)
                 finally:
-                    await http.aclose()
+                    await client.aclose()
             yield process
         finally:
             if process.poll() is None:

@@ -42,6 +42,7 @@ from bench._support import AGENT, Row, bench_manager, bench_settings
 from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, ViewChanged
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine import verbs
 
 SESSIONS = 20
 RATE = 100  # deltas per second per session
@@ -106,7 +107,7 @@ def reply(engine: Any, sid: str) -> str:
 async def drive(app: Any, run: Run) -> list[str]:
     """Start the streams on the dashboard's engine, wait for every reply; the session ids."""
     engine = app.engine
-    ids = [await engine.new_session(AGENT) for _ in range(SESSIONS)]
+    ids = [await engine.call(verbs.NEW_SESSION, verbs.NewSession(AGENT)) for _ in range(SESSIONS)]
     holder = Holder(engine, run)
     holder.seen = dict.fromkeys(ids, 0)
     unsubscribe = engine.subscribe(holder.on_change, ViewChanged, ItemAdded, ItemReplaced)
@@ -117,7 +118,7 @@ async def drive(app: Any, run: Run) -> list[str]:
     meter.start()
     try:
         for sid in ids:
-            await engine.send(sid, STREAM_PROMPT)
+            await engine.call(verbs.SEND, verbs.Send(sid, STREAM_PROMPT))
         while any(len(reply(engine, sid)) < full for sid in ids):
             await asyncio.sleep(0.05)
             if time.perf_counter() - started > SECONDS * 3:
@@ -167,8 +168,10 @@ async def in_process() -> Run:
 
 
 async def attached() -> Run:
+    import httpx
+
     from polypilot_tui.config import AgentCatalog, AgentConfig
-    from polypilot_tui.service.client import EngineHttp
+    from polypilot_tui.domain.safe_json import load_json
     from polypilot_tui.service.remote import EngineClock, RemoteEngine
     from polypilot_tui.service.wire import socket_path
 
@@ -188,11 +191,9 @@ async def attached() -> Run:
             ids = await drive(app, run)
             run.engine_cpu = cpu_seconds(process.pid) - cpu
             await pilot.pause()
-            http = EngineHttp(path)
-            try:
-                stats = await http.get("/bench/stats")
-            finally:
-                await http.aclose()
+            transport = httpx.AsyncHTTPTransport(uds=str(path))
+            async with httpx.AsyncClient(transport=transport, base_url="http://engine") as http:
+                stats = load_json((await http.get("/v1/bench/stats")).content, "the bench's stats")
             tally(run, app.engine, ids, stats["emitted"])
             run.engine_lag_ms = stats["lags_ms"]
     return run

@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``ls``, ``send``, ``stop``, ``reconnect``, ``close``, ``answer``, ``follow``, ``model``: the dashboard's
-    actions against the state folder's engine (commands/sessions.py, commands/follow.py)."""
+    """``ls``, ``send``, ``stop``, ``reconnect``, ``close``, ``answer``, ``follow``, ``model``,
+    ``clear-queue``: the dashboard's actions against the state folder's engine
+    (commands/sessions.py, commands/follow.py)."""
     ls = sub.add_parser("ls", help="the sessions of the running engine")
     ls.add_argument("--json", action="store_true", help="a JSON array of views")
     send = sub.add_parser("send", help="send a prompt to a session (queued while a turn runs)")
@@ -100,6 +101,7 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     send.add_argument("--json", action="store_true", help="--wait: JSONL events instead of text")
     send.add_argument("--timeout", type=float, default=None, help="--wait: give up waiting after S seconds (exit 1)")
     for name, what in (
+        ("clear-queue", "drop every prompt queued in a session (its running turn goes on)"),
         ("stop", "stop a session's turn"),
         ("reconnect", "reconnect a session's agent"),
         ("close", "close a session"),
@@ -133,10 +135,12 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(follow.cmd_follow(settings, args.session, args.json))
     if args.command == "model":
         return asyncio.run(models.cmd_model(settings, args.session, args.model))
+    if args.command == "clear-queue":
+        return asyncio.run(sessions.cmd_clear_queue(settings, args.session))
     return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
 
 
-SESSION_COMMANDS = ("ls", "send", "stop", "reconnect", "close", "answer", "follow", "model")
+SESSION_COMMANDS = ("ls", "send", "stop", "reconnect", "close", "answer", "follow", "model", "clear-queue")
 
 
 def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:

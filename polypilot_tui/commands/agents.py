@@ -9,7 +9,7 @@ from polypilot_tui.commands.output import EXIT_OK
 from polypilot_tui.config import AgentCatalog
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import strip_control
-from polypilot_tui.domain.wire import to_plain
+from polypilot_tui.engine.codec import encode
 
 
 def print_agents(catalog: AgentCatalog, json_mode: bool = False) -> int:
@@ -19,7 +19,7 @@ def print_agents(catalog: AgentCatalog, json_mode: bool = False) -> int:
         print(f"skipped: {strip_control(problem)}", file=sys.stderr)
     offers = [readiness(agent) for agent in catalog.agents.values()]
     if json_mode:
-        print(dump_json([to_plain(offer) for offer in offers]))
+        print(dump_json([encode(offer) for offer in offers]))
         return EXIT_OK
     for offer in offers:
         what = offer.where if offer.ready else f"{offer.problem}"

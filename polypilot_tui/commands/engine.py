@@ -10,7 +10,9 @@ from polypilot_tui.commands.run import EXIT_OK
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.engine.api import EngineError
-from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.engine.codec import encode
+from polypilot_tui.engine.verbs import ENGINE_STOP, EngineInfo, NoArgs
+from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.serve import EngineRefused, serve
 from polypilot_tui.service.spawn import engine_info, ensure_engine
 from polypilot_tui.service.wire import socket_path
@@ -43,8 +45,8 @@ async def _engine(settings: Settings, action: str, json_mode: bool) -> int:
         except EngineError as exc:
             print(f"polypilot: {exc}", file=sys.stderr)
             return EXIT_REFUSED
-        running = await engine_info(settings) or {}
-        print(dump_json({"socket": str(path), "pid": running.get("pid"), "started": started}))
+        running = await engine_info(settings)
+        print(dump_json({"socket": str(path), "pid": running.pid if running else None, "started": started}))
         return EXIT_OK
     info = await engine_info(settings)
     if info is None:
@@ -52,29 +54,29 @@ async def _engine(settings: Settings, action: str, json_mode: bool) -> int:
         return EXIT_NO_ENGINE
     if action == "status":
         if json_mode:
-            print(dump_json({**info, "socket": str(socket_path(settings.state_dir))}))
+            print(dump_json({**encode(info), "socket": str(socket_path(settings.state_dir))}))
         else:
             where = socket_path(settings.state_dir)
             print(
-                f"Engine pid {info.get('pid')} on {where}: {info.get('sessions')} session(s), "
-                f"{info.get('running_turns')} turn(s) running, {info.get('attached')} client(s) attached."
+                f"Engine pid {info.pid} on {where}: {info.sessions} session(s), "
+                f"{info.running_turns} turn(s) running, {info.attached} client(s) attached."
             )
         return EXIT_OK
     return await _stop(settings, info)
 
 
-async def _stop(settings: Settings, info: dict[str, object]) -> int:
-    http = EngineHttp(socket_path(settings.state_dir))
+async def _stop(settings: Settings, info: EngineInfo) -> int:
+    client = EngineClient(socket_path(settings.state_dir))
     try:
-        await http.post("/engine/stop")
+        await client.call(ENGINE_STOP, NoArgs())
     finally:
-        await http.aclose()
+        await client.aclose()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STOP_WAIT
     while loop.time() < deadline:
         if not Path(socket_path(settings.state_dir)).exists() and await engine_info(settings) is None:
-            print(f"Engine pid {info.get('pid')} stopped.")
+            print(f"Engine pid {info.pid} stopped.")
             return EXIT_OK
         await asyncio.sleep(0.05)
-    print(f"polypilot: engine pid {info.get('pid')} did not stop within {STOP_WAIT:.0f} s", file=sys.stderr)
+    print(f"polypilot: engine pid {info.pid} did not stop within {STOP_WAIT:.0f} s", file=sys.stderr)
     return EXIT_REFUSED

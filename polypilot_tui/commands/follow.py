@@ -35,11 +35,9 @@ from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.domain.wire import to_plain
-from polypilot_tui.service.client import EngineHttp
-from polypilot_tui.service.wire import items_from_json
-
-HISTORY_PAGE = 1000
+from polypilot_tui.engine.codec import encode
+from polypilot_tui.engine.verbs import SEND, Send
+from polypilot_tui.service.client import EngineClient
 
 
 class Render:
@@ -86,9 +84,7 @@ class Render:
     def row(self, index: int, item: ChatItem, live: bool, replaced: bool = False) -> None:
         """A history row (``live``: one the stream brought; its reply and tools streamed already)."""
         if self.json_mode:
-            self.json(
-                {"kind": "row", "index": index, "item": to_plain(item), **({"replaced": True} if replaced else {})}
-            )
+            self.json({"kind": "row", "index": index, "item": encode(item), **({"replaced": True} if replaced else {})})
             return
         if item.kind is ItemKind.ASSISTANT:
             if live:
@@ -218,31 +214,29 @@ async def cmd_send(
 ) -> int:
     """Send ``prompt`` to the session ``key`` names; print sent/queued, or (``wait``) follow its turn."""
 
-    async def body(http: EngineHttp) -> int:
-        view = await find_view(http, key)
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
         if not wait:
-            answer = await http.post(f"/sessions/{view.id}/send", {"prompt": prompt})
-            print(answer.get("result") if isinstance(answer, dict) else "sent")
+            print(await client.call(SEND, Send(view.id, prompt)))
             return EXIT_OK
 
         def interrupted(name: str) -> int:
             print(f"\npolypilot send: {name}: stopped waiting; the turn goes on in the engine", file=sys.stderr)
             return EXIT_INTERRUPTED
 
-        return await until_signal(_send_and_wait(http, view, key, prompt, json_mode, timeout), interrupted)
+        return await until_signal(_send_and_wait(client, view, key, prompt, json_mode, timeout), interrupted)
 
     return await run_command(settings, True, body)
 
 
 async def _send_and_wait(
-    http: EngineHttp, view: SessionView, key: str, prompt: str, json_mode: bool, timeout: float | None
+    client: EngineClient, view: SessionView, key: str, prompt: str, json_mode: bool, timeout: float | None
 ) -> int:
     out = Output()
     text = prompt.strip("\n").rstrip()  # as the engine keeps it
-    async with follow_session(http, view.id) as (snapshot, items):
+    async with follow_session(client, view.id) as (snapshot, items):
         waiter = TurnWaiter(key, text, snapshot.view.queue.count(text), Render(out, json_mode))
-        answer = await http.post(f"/sessions/{view.id}/send", {"prompt": prompt})
-        if isinstance(answer, dict) and answer.get("result") == "queued":
+        if await client.call(SEND, Send(view.id, prompt)) == "queued":
             print("polypilot send: queued: it goes out when the running turn ends", file=sys.stderr)
         try:
             async with asyncio.timeout(timeout):
@@ -264,28 +258,22 @@ async def _send_and_wait(
 async def cmd_follow(settings: Settings, key: str, json_mode: bool = False) -> int:
     """Print the session's history, then its turns live until ctrl+c (exit 0) or the engine goes (1)."""
 
-    async def body(http: EngineHttp) -> int:
-        view = await find_view(http, key)
-        return await until_signal(_follow(http, view, key, json_mode), lambda _name: EXIT_OK)
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
+        return await until_signal(_follow(client, view, key, json_mode), lambda _name: EXIT_OK)
 
     return await run_command(settings, False, body)
 
 
-async def _follow(http: EngineHttp, view: SessionView, key: str, json_mode: bool) -> int:
+async def _follow(client: EngineClient, view: SessionView, key: str, json_mode: bool) -> int:
     out = Output()
     render = Render(out, json_mode)
     told: set[str] = set()
-    async with follow_session(http, view.id) as (snapshot, items):
+    async with follow_session(client, view.id) as (snapshot, items):
         # Rows up to the snapshot's count come from the history; the stream brings the later ones.
-        upto, start = snapshot.view.history_len, 0
-        while start < upto:
-            page = await http.get(f"/sessions/{view.id}/history", start=start, limit=HISTORY_PAGE)
-            rows = items_from_json(page.get("items") if isinstance(page, dict) else None)
-            if not rows:
-                break
-            for offset, item in enumerate(rows[: upto - start]):
+        async for start, rows in client.history(view.id, upto=snapshot.view.history_len):
+            for offset, item in enumerate(rows):
                 render.row(start + offset, item, live=False)
-            start += len(rows)
         if snapshot.streaming:
             render.event(EventType.MESSAGE_DELTA, {"deltaContent": snapshot.streaming}, tagged=True)
         current: Item = ("view", snapshot.view)

@@ -17,11 +17,13 @@ from typing import Any, TypeVar
 
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.changes import Change, change_from_json
+from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError
-from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
+from polypilot_tui.engine.codec import change_from_json
+from polypilot_tui.engine.verbs import SESSION_VIEW, SESSIONS, NoArgs, SessionRef
+from polypilot_tui.service.client import EngineClient, EngineUnreachable, event_data
 from polypilot_tui.service.spawn import engine_info, ensure_engine
 from polypilot_tui.service.wire import socket_path, view_from_json
 
@@ -48,7 +50,7 @@ def fail(message: str) -> None:
     print(f"polypilot: {strip_control(message)}", file=sys.stderr)
 
 
-async def connect(settings: Settings, *, start: bool) -> EngineHttp:
+async def connect(settings: Settings, *, start: bool) -> EngineClient:
     """A client of the state folder's engine; started detached when none runs and ``start``,
     else CommandFailed with :data:`EXIT_NO_ENGINE`."""
     if start:
@@ -56,33 +58,24 @@ async def connect(settings: Settings, *, start: bool) -> EngineHttp:
             path, _started = await ensure_engine(settings)
         except EngineError as exc:
             raise CommandFailed(str(exc)) from None
-        return EngineHttp(path)
+        return EngineClient(path)
     if await engine_info(settings) is None:
         raise CommandFailed(f"No engine runs for {settings.state_dir}.", EXIT_NO_ENGINE)
-    return EngineHttp(socket_path(settings.state_dir))
+    return EngineClient(socket_path(settings.state_dir))
 
 
-async def views(http: EngineHttp) -> tuple[float, list[SessionView]]:
-    """The engine's clock now and every session's view, in the sidebar's order."""
-    answer = await http.get("/sessions")
-    if not isinstance(answer, dict) or not isinstance(answer.get("sessions"), list):
-        raise EngineError("the engine's session list has an unexpected shape")
-    now = answer.get("now")
-    return float(now) if isinstance(now, (int, float)) else 0.0, [view_from_json(v) for v in answer["sessions"]]
-
-
-async def find_view(http: EngineHttp, key: str) -> SessionView:
+async def find_view(client: EngineClient, key: str) -> SessionView:
     """The live session ``key`` names (an id, or a name only one session has)."""
-    _now, found = await views(http)
+    listed = await client.call(SESSIONS, NoArgs())
     try:
-        return pick_session(key, found, lambda v: v.id, lambda v: v.name)
+        return pick_session(key, listed.sessions, lambda v: v.id, lambda v: v.name)
     except NoSuchSession as exc:
         raise CommandFailed(str(exc)) from None
 
 
-async def one_view(http: EngineHttp, sid: str) -> SessionView:
+async def one_view(client: EngineClient, sid: str) -> SessionView:
     """The session's view now."""
-    return view_from_json(await http.get(f"/sessions/{sid}"))
+    return await client.call(SESSION_VIEW, SessionRef(sid))
 
 
 @dataclass(frozen=True)
@@ -98,11 +91,11 @@ Item = tuple[str, Any]
 
 
 @asynccontextmanager
-async def follow_session(http: EngineHttp, sid: str) -> AsyncIterator[tuple[Snapshot, AsyncIterator[Item]]]:
+async def follow_session(client: EngineClient, sid: str) -> AsyncIterator[tuple[Snapshot, AsyncIterator[Item]]]:
     """The session's stream, narrowed by the engine to it, with its agent events: the snapshot,
     then its records in order. The iterator raises EngineGone when the stream ends."""
     try:
-        async with http.stream(session=sid, events="1") as source:
+        async with client.stream(session=sid, events="1") as source:
             first = await anext(source, None)
             if first is None or first.event != "snapshot":
                 raise EngineGone("the engine closed the stream before its snapshot")
@@ -163,12 +156,12 @@ async def until_signal(work: Awaitable[T], on_signal: Callable[[str], T]) -> T:
                 loop.remove_signal_handler(signum)
 
 
-async def run_command(settings: Settings, start: bool, body: Callable[[EngineHttp], Awaitable[int]]) -> int:
+async def run_command(settings: Settings, start: bool, body: Callable[[EngineClient], Awaitable[int]]) -> int:
     """Reach the engine and run ``body`` with it; a refusal or a failure is one line on stderr."""
-    http: EngineHttp | None = None
+    client: EngineClient | None = None
     try:
-        http = await connect(settings, start=start)
-        return await body(http)
+        client = await connect(settings, start=start)
+        return await body(client)
     except CommandFailed as exc:
         fail(str(exc))
         return exc.code
@@ -179,5 +172,5 @@ async def run_command(settings: Settings, start: bool, body: Callable[[EngineHtt
         fail(str(exc))
         return 1
     finally:
-        if http is not None:
-            await http.aclose()
+        if client is not None:
+            await client.aclose()

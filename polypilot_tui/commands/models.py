@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sys
 
-from polypilot_tui.commands.live import CommandFailed, find_view, run_command
+from polypilot_tui.commands.live import find_view, run_command
 from polypilot_tui.commands.output import EXIT_OK
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.text import one_line
-from polypilot_tui.domain.wire import from_plain
-from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.engine import verbs
+from polypilot_tui.service.client import EngineClient
 
 
 def format_models(choices: ModelChoices) -> str:
@@ -32,18 +32,14 @@ def format_models(choices: ModelChoices) -> str:
 async def cmd_model(settings: Settings, key: str, model: str | None) -> int:
     """List the models of the session ``key`` names; with ``model``, switch to it."""
 
-    async def body(http: EngineHttp) -> int:
-        view = await find_view(http, key)
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
         name = one_line(view.name, 60)
         if model is not None:
-            await http.post(f"/sessions/{view.id}/model", {"model": model})
+            await client.call(verbs.SET_MODEL, verbs.SetModel(view.id, model))
             print(f"{name}: model {one_line(model, 120)} (from the next turn)")
             return EXIT_OK
-        answer = await http.post(f"/sessions/{view.id}/models")
-        try:
-            choices = from_plain(ModelChoices, answer.get("result") if isinstance(answer, dict) else None)
-        except ValueError as exc:
-            raise CommandFailed(f"the engine's answer is not a model list: {exc}") from None
+        choices = await client.call(verbs.MODELS, verbs.SessionRef(view.id))
         if choices.note:
             print(f"{name}: {one_line(choices.note, 200)}", file=sys.stderr)
         if choices.options:

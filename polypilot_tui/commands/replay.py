@@ -1,4 +1,9 @@
-"""``polypilot replay``: run a trace through the real manager and watchdog in virtual time."""
+"""``polypilot replay``: run a trace through the real engine and watchdog in virtual time.
+
+The trace's user actions (send, stop, reconnect) are asked of a LocalEngine through its one
+front door, :meth:`~polypilot_tui.engine.local.LocalEngine.call`, as the dashboard asks them;
+what the trace says the agent did is fed to the session's backend (the trace is the agent),
+and a restore is the engine's own (``adopt``), as at a start."""
 
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.trace import TraceEntry, parse_trace
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 
 DEFAULT_HORIZON = 4 * 3600.0
@@ -63,6 +70,7 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
 
     catalog = AgentCatalog({"replay": AgentConfig(name="replay", kind="demo")})
     manager = SessionManager(settings, catalog, clock, backend_factory=factory)
+    engine = LocalEngine(manager)
     last: dict[str, Any] = {}
     recoveries = 0
 
@@ -86,14 +94,14 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
             recoveries += change.action is EngineAction.RECONNECT and change.attempt > 0
             result.timeline.append({"at": _t(clock), "action": change.action.value, **details})
             return
-        if change.session_id not in manager.ids():
+        if change.session_id not in engine.ids():
             return
-        view = manager.view(change.session_id)
+        view = engine.view(change.session_id)
         if (view.status.value, view.reason) != (last.get("status"), last.get("reason")):
             last.update(status=view.status.value, reason=view.reason)
             result.timeline.append({"at": _t(clock), "status": view.status.value, "reason": view.reason})
 
-    manager.subscribe(on_change, ViewChanged, TurnEnded, ActionTaken)
+    engine.subscribe(on_change, ViewChanged, TurnEnded, ActionTaken)
 
     if restore:
         session = Session(SESSION_ID, "replay", "replay", created_wall=clock.wall(), agent_session_id="replay-session")
@@ -104,7 +112,7 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
         await manager.connect(SESSION_ID)
     for entry in entries:
         await clock.advance_to(entry.at)
-        await _perform(manager, entry)
+        await _perform(engine, entry)
     await clock.settle()
     while manager.session(SESSION_ID).turn is not None or manager.session(SESSION_ID).recovering:
         deadline = clock.next_deadline()
@@ -112,9 +120,9 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
             break
         await clock.advance_to(deadline)
     await manager.idle()
-    await manager.shutdown()
+    await engine.close(quitting=False)  # turns in flight stay on record: the timeline says how they went
     session = manager.session(SESSION_ID)
-    view = manager.view(SESSION_ID)
+    view = engine.view(SESSION_ID)
     result.final = {
         "status": view.status.value,
         "turns": [
@@ -137,18 +145,18 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
     return result
 
 
-async def _perform(manager: SessionManager, entry: TraceEntry) -> None:
+async def _perform(engine: LocalEngine, entry: TraceEntry) -> None:
     if entry.action == "send":
-        await manager.send(SESSION_ID, entry.value)
+        await engine.call(verbs.SEND, verbs.Send(SESSION_ID, entry.value))
     elif entry.action == "event":
-        current = manager.backend(SESSION_ID)
+        current = engine.manager.backend(SESSION_ID)
         if current is not None:  # after connection.lost the agent is gone until a reconnect
-            current.sink(entry.event)  # type: ignore[attr-defined]  # a NullBackend
+            current.sink(entry.event)  # type: ignore[attr-defined]  # a NullBackend: the trace is the agent
     elif entry.action == "stop":
-        await manager.stop(SESSION_ID)
+        await engine.call(verbs.STOP, verbs.SessionRef(SESSION_ID))
     elif entry.action == "reconnect":
-        await manager.reconnect(SESSION_ID)
-    await manager.idle()
+        await engine.call(verbs.RECONNECT, verbs.SessionRef(SESSION_ID))
+    await engine.manager.idle()
 
 
 def _t(clock: FakeClock) -> float:

@@ -1,4 +1,7 @@
-"""``polypilot run``: one session, one turn, same manager and watchdog — for CI jobs.
+"""``polypilot run``: one session, one turn, same engine and watchdog — for CI jobs.
+
+The run drives an engine in this process (nothing saved) through the one front door the
+dashboard uses, :meth:`LocalEngine.call <polypilot_tui.engine.local.LocalEngine.call>`.
 
 A hung agent must never hang the job: the watchdog ends the turn, the exit code says how
 it ended, and the agent is shut down on the way out. Agent text reaches the terminal the
@@ -36,6 +39,8 @@ from polypilot_tui.domain.failures import Failure
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.storage.retention import prune_state_dir
 
@@ -68,17 +73,24 @@ async def run_headless(
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     prune_state_dir(Path(settings.state_dir))
-    manager = SessionManager(settings, catalog, SystemClock())
+    engine = LocalEngine(SessionManager(settings, catalog, SystemClock()))
     done = asyncio.Event()
     sid = ""
-    record: TurnRecord
+    ended: list[TurnRecord] = []
     stderr_tail: tuple[str, ...] = ()
     failure: Failure | None = None
+    workdir = ""
+
+    def turn_running() -> bool:
+        return bool(sid) and not ended
+
+    def stop_turn() -> None:
+        loop.create_task(engine.call(verbs.STOP, verbs.SessionRef(sid)))
 
     def reader_left() -> None:
         """stdout was closed (``| head``): stop the turn (or the start) and leave quietly."""
-        if sid and manager.session(sid).turn is not None:
-            loop.create_task(manager.stop(sid))
+        if turn_running():
+            stop_turn()
         elif main is not None:
             main.cancel()
 
@@ -107,14 +119,20 @@ async def run_headless(
         """The policy is ask: a permission request is put to the user, as the dashboard does."""
         if not sid or change.session_id != sid or settings.permission_policy is not PermissionPolicy.ASK:
             return
-        prompt = manager.view(sid).pending_permission
+        prompt = engine.view(sid).pending_permission
         if prompt is not None and prompt.request_id not in asked:
             asked.add(prompt.request_id)
-            asyncio.get_running_loop().create_task(_ask(manager, sid, prompt, out))
+            asyncio.get_running_loop().create_task(_ask(engine, sid, prompt, out))
 
-    manager.subscribe(show, EventReceived)
-    manager.subscribe(ask_when_asked, ViewChanged)
-    manager.subscribe(lambda change: done.set(), TurnEnded)
+    def turn_ended(change: Change) -> None:
+        assert isinstance(change, TurnEnded)
+        if change.session_id == sid and not ended:
+            ended.append(change.record)
+            done.set()
+
+    engine.subscribe(show, EventReceived)
+    engine.subscribe(ask_when_asked, ViewChanged)
+    engine.subscribe(turn_ended, TurnEnded)
     interrupted: list[str] = []
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -124,9 +142,9 @@ async def run_headless(
         """First ctrl+c / SIGTERM: stop the turn (abort, grace, kill); a second one: leave now."""
         first = not interrupted
         interrupted.append(signame)
-        if first and sid and manager.session(sid).turn is not None:
+        if first and turn_running():
             say(f"polypilot run: {signame}: stopping the turn (again to quit at once)")
-            loop.create_task(manager.stop(sid))
+            stop_turn()
         elif main is not None:
             main.cancel()  # the finally below still closes the agent
 
@@ -134,12 +152,11 @@ async def run_headless(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, cancel, signal.Signals(signum).name)
     try:
-        sid = await manager.create_session(agent)
-        await manager.send(sid, prompt)
+        sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent))
+        await engine.call(verbs.SEND, verbs.Send(sid, prompt))
         await done.wait()
-        record = manager.session(sid).turns[0]
-        failure = manager.view(sid).failure
-        stderr_tail = manager.diagnostics(sid).stderr_tail
+        record = ended[0]
+        failure = engine.view(sid).failure
     except asyncio.CancelledError:
         if out.closed:
             return EXIT_STDOUT_CLOSED
@@ -152,14 +169,14 @@ async def run_headless(
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signum)
-        completed = bool(
-            sid and manager.session(sid).turns and manager.session(sid).turns[0].outcome is Outcome.COMPLETED
-        )
+        completed = bool(ended) and ended[0].outcome is Outcome.COMPLETED
         if sid:
-            await manager.close(sid)
-        await manager.shutdown()
+            details = await engine.call(verbs.DETAILS, verbs.SessionRef(sid))
+            stderr_tail, workdir = details.stderr_tail, details.state_folder
+            await engine.call(verbs.CLOSE, verbs.SessionRef(sid))
+        await engine.close(quitting=False)  # turns in flight stay on record: the run says how they went
         if completed:  # a failed run keeps its agent logs for diagnosis (pruned by the retention rule)
-            shutil.rmtree(manager.workdir(sid), ignore_errors=True)
+            shutil.rmtree(workdir, ignore_errors=True)
     code, verdict = exit_code(record.outcome, strip_control(record.reason), record.refused, interrupted)
     if json_mode:
         out.line(
@@ -178,7 +195,7 @@ async def run_headless(
     if out.closed:  # the reader left: the turn was stopped for that; nothing more to say
         return EXIT_STDOUT_CLOSED
     if verdict:
-        kept = "" if completed else f" (agent logs kept in {manager.workdir(sid)})"
+        kept = "" if completed else f" (agent logs kept in {workdir})"
         print(f"polypilot run: {verdict}{kept}", file=sys.stderr)
     if failure is not None and code != EXIT_OK:  # the failure by its name, with the fix in words
         print(f"polypilot run: {failure.title} — fix: {strip_control(failure.fix)}", file=sys.stderr)
@@ -204,7 +221,7 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
     return EXIT_NOT_COMPLETED, f"turn {outcome.value}: {reason}"
 
 
-async def _ask(manager: SessionManager, session_id: str, prompt: PermissionPrompt, out: Output) -> None:
+async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, out: Output) -> None:
     """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
     title = strip_control(prompt.title)
     if sys.stdin.isatty():
@@ -219,4 +236,4 @@ async def _ask(manager: SessionManager, session_id: str, prompt: PermissionPromp
             file=sys.stderr,
         )
         choice = REJECT_ONCE
-    await manager.answer_permission(session_id, prompt.request_id, choice)
+    await engine.call(verbs.ANSWER_PERMISSION, verbs.AnswerPermission(session_id, prompt.request_id, choice))

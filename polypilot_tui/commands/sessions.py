@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import sys
 
-from polypilot_tui.commands.live import CommandFailed, find_view, one_view, run_command, views
+from polypilot_tui.commands.live import CommandFailed, find_view, one_view, run_command
 from polypilot_tui.commands.status import learn_secrets
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import compact_duration, one_line, strip_control
 from polypilot_tui.domain.turn import PermissionPrompt
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.api import Verb
 from polypilot_tui.infra.redact import REDACTOR
-from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.service.client import EngineClient
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -29,8 +31,9 @@ EXIT_USAGE = 2
 async def cmd_ls(settings: Settings, json_mode: bool = False) -> int:
     """The live engine's sessions: a table, or (``json_mode``) a JSON array of views."""
 
-    async def body(http: EngineHttp) -> int:
-        now, found = await views(http)
+    async def body(client: EngineClient) -> int:
+        listed = await client.call(verbs.SESSIONS, verbs.NoArgs())
+        now, found = listed.now, list(listed.sessions)
         learn_secrets(settings)
         found = REDACTOR.scrub(found)  # a listing, like status: redacted (``follow`` shows the chat as it is)
         if json_mode:
@@ -57,17 +60,24 @@ def format_views(found: list[SessionView], now: float) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+ACTS: dict[str, Verb[verbs.SessionRef, object]] = {
+    "stop": verbs.STOP,
+    "reconnect": verbs.RECONNECT,
+    "close": verbs.CLOSE,
+}
+"""The session commands that are one verb of the session and nothing more."""
+
+
 async def cmd_act(settings: Settings, key: str, action: str) -> int:
     """``stop``, ``reconnect`` or ``close`` the session ``key`` names; one line says what happened."""
 
-    async def body(http: EngineHttp) -> int:
-        view = await find_view(http, key)
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
         name = one_line(view.name, 60)
         if action == "stop" and not view.status.busy:
             print(f"{name}: no turn is running")
             return EXIT_OK
-        answer = await http.post(f"/sessions/{view.id}/{action}")
-        result = answer.get("result") if isinstance(answer, dict) else None
+        result = await client.call(ACTS[action], verbs.SessionRef(view.id))
         if action == "close" and result is False:
             raise CommandFailed(f"{name} was not closed")
         done = {"stop": "stopped", "reconnect": "reconnected", "close": "closed"}[action]
@@ -77,12 +87,24 @@ async def cmd_act(settings: Settings, key: str, action: str) -> int:
     return await run_command(settings, action != "stop", body)
 
 
+async def cmd_clear_queue(settings: Settings, key: str) -> int:
+    """Drop every prompt queued in the session ``key`` names; one line says how many."""
+
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
+        dropped = await client.call(verbs.CLEAR_QUEUE, verbs.SessionRef(view.id))
+        print(f"{one_line(view.name, 60)}: {dropped} queued prompt(s) dropped")
+        return EXIT_OK
+
+    return await run_command(settings, True, body)
+
+
 async def cmd_answer(settings: Settings, key: str, option: str | None) -> int:
     """Answer the session's pending permission with ``option`` (an id, or a unique start of an
     id or label); with none, list the options (``id<TAB>label``) and exit 2."""
 
-    async def body(http: EngineHttp) -> int:
-        view = await find_view(http, key)
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
         prompt = view.pending_permission
         if prompt is None:
             raise CommandFailed(f"{one_line(view.name, 60)} is not waiting for a permission")
@@ -92,10 +114,11 @@ async def cmd_answer(settings: Settings, key: str, option: str | None) -> int:
                 print(f"{strip_control(option_id)}\t{one_line(label, 80)}")
             return EXIT_USAGE
         option_id, label = choose_option(prompt, option)
-        current = (await one_view(http, view.id)).pending_permission
+        current = (await one_view(client, view.id)).pending_permission
         if current is None or current.request_id != prompt.request_id:
             raise CommandFailed("that permission was answered meanwhile (or its turn ended)")
-        await http.post(f"/sessions/{view.id}/permission", {"request_id": prompt.request_id, "option_id": option_id})
+        answer = verbs.AnswerPermission(view.id, prompt.request_id, option_id)
+        await client.call(verbs.ANSWER_PERMISSION, answer)
         print(f"{one_line(view.name, 60)}: answered {one_line(label, 80)}")
         return EXIT_OK
 

@@ -27,10 +27,11 @@ from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import compact_duration, one_line
 from polypilot_tui.domain.view import SessionStatus, SessionView, derive_failure
 from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.verbs import SESSIONS, NoArgs
 from polypilot_tui.infra.redact import REDACTOR
-from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.spawn import engine_info
-from polypilot_tui.service.wire import socket_path, view_from_json
+from polypilot_tui.service.wire import socket_path
 from polypilot_tui.storage.lock import lock_holder
 from polypilot_tui.storage.registry import Registry, SessionRecord
 
@@ -176,26 +177,24 @@ async def live_document(settings: Settings) -> dict[str, Any] | None:
     info = await engine_info(settings)
     if info is None:
         return None
-    http = EngineHttp(socket_path(settings.state_dir), timeout=10.0)
+    client = EngineClient(socket_path(settings.state_dir), timeout=10.0)
     try:
-        answer = await http.get("/sessions")
+        listed = await client.call(SESSIONS, NoArgs())
     except EngineError:
         return None  # it went away meanwhile: the registry tells the rest
     finally:
-        await http.aclose()
+        await client.aclose()
     learn_secrets(settings)
     snapshot = Registry(Path(settings.state_dir)).load(repair=False)
     records = {r.id: r for r in snapshot.sessions}
-    now, wall = info.get("now"), info.get("wall")
-    to_wall = float(wall) - float(now) if isinstance(now, (int, float)) and isinstance(wall, (int, float)) else 0.0
-    views = [view_from_json(v) for v in answer.get("sessions", [])] if isinstance(answer, dict) else []
+    to_wall = info.wall - info.now
     return {
         "state_dir": str(settings.state_dir),
         "app_running": True,
-        "app_pid": info.get("pid"),
+        "app_pid": info.pid,
         "saved_at": snapshot.saved_at,
         "engine": True,
-        "sessions": [live_row(v, records.get(v.id), to_wall) for v in views],
+        "sessions": [live_row(v, records.get(v.id), to_wall) for v in listed.sessions],
     }
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.wire import to_plain
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.registry_sync import workspace_of
-from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.engine.verbs import NEW_SESSION, SESSIONS, NewSession, NoArgs
+from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.spawn import ensure_engine
 from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.registry import Registry, SessionRecord
@@ -59,11 +59,9 @@ async def cmd_new(
         path, _started = await ensure_engine(settings)
     except EngineError as exc:
         return _fail(str(exc))
-    http = EngineHttp(path)
+    client = EngineClient(path)
     try:
-        listed = await http.get("/sessions")
-        count = len(listed.get("sessions", [])) if isinstance(listed, dict) else 0
-        label = name or f"{agent}-{count + 1}"
+        label = name or f"{agent}-{len((await client.call(SESSIONS, NoArgs())).sessions) + 1}"
         try:
             info = await inspect_folder(cwd)
             if worktree:
@@ -75,17 +73,14 @@ async def cmd_new(
         except WorkspaceError as exc:
             return _fail(str(exc))
         try:
-            answer = await http.post("/sessions", {"agent": agent, "name": label, "workspace": to_plain(workspace)})
-            sid = answer.get("id") if isinstance(answer, dict) else None
-            if not isinstance(sid, str):
-                raise EngineError("the engine did not say which session it made")
+            sid = await client.call(NEW_SESSION, NewSession(agent, label, workspace))
         except EngineError as exc:
             undone = await finish.unmake(workspace)
             return _fail(f"{exc}" + (f" ({undone})" if undone else ""))
     except EngineError as exc:
         return _fail(str(exc))
     finally:
-        await http.aclose()
+        await client.aclose()
     await _saved(Path(settings.state_dir), sid)
     where = f" on {workspace.branch}" if workspace.branch else ""
     print(f"{sid}\t{workspace.folder}{where}")

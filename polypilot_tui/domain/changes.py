@@ -1,9 +1,8 @@
 """The one typed change stream: every way state leaves the engine, as records.
 
 The dashboard, persistence, the recorder, ``polypilot run`` and ``polypilot replay`` all
-read these and nothing else; an engine service will send the same records to clients in
-other processes, so every record turns into JSON and back (:func:`change_to_json`,
-:func:`change_from_json`, which checks every field of what it is given).
+read these and nothing else; the engine service sends the same records to clients in other
+processes, so every record turns into JSON and back (``engine/codec.py``).
 
 Records are small and frozen. :class:`ViewChanged` carries the session's revision, not its
 view: a consumer that redraws builds the view when it draws (a burst of deltas costs one
@@ -12,14 +11,11 @@ view, not one per token).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from polypilot_tui.domain.chat import ChatItem, TurnRecord
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.wire import from_plain, to_plain
 
 
 class EngineAction(StrEnum):
@@ -129,20 +125,3 @@ CHANGE_TYPES: tuple[type[Change], ...] = (
     ActionTaken,
     TurnEnded,
 )
-
-
-def change_to_json(change: Change) -> dict[str, Any]:
-    """The wire form: ``{"change": "TurnEnded", ...fields}`` with nested records as objects."""
-    return {"change": type(change).__name__, **to_plain(change)}
-
-
-CHANGES_BY_NAME: dict[str, type[Change]] = {cls.__name__: cls for cls in CHANGE_TYPES}
-
-
-def change_from_json(obj: Mapping[str, Any]) -> Change:
-    """The record :func:`change_to_json` wrote; ValueError (naming the field) on any other shape."""
-    name = obj.get("change")
-    cls = CHANGES_BY_NAME.get(name) if isinstance(name, str) else None
-    if cls is None:
-        raise ValueError(f"unknown change {name!r}")
-    return from_plain(cls, obj, name or "")

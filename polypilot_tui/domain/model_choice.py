@@ -2,7 +2,7 @@
 
 Pure data: the backends fill it from what their agent says (ACP ``configOptions``, the
 Copilot SDK's model list, the demo agent's fakes), the engine passes it on, the service
-sends it as it is (:mod:`polypilot_tui.domain.wire`).
+sends it as it is (:mod:`polypilot_tui.engine.codec`).
 """
 
 from __future__ import annotations

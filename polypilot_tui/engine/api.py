@@ -2,34 +2,85 @@
 
 The dashboard (and every command) drives an :class:`Engine`: the engine in this process
 (:class:`~polypilot_tui.engine.local.LocalEngine`) or one in another process, reached over its
-socket (:class:`~polypilot_tui.service.client.RemoteEngine`). Reads are answered at once from
+socket (:class:`~polypilot_tui.service.remote.RemoteEngine`). Reads are answered at once from
 what the engine last said (the views, the history, the streaming text), so a redraw never
-waits on a socket; everything that changes a session is a coroutine. Changes arrive as the
+waits on a socket; every command and one-shot query is a :class:`Verb` (all declared in
+engine/verbs.py), asked through the one door :meth:`Engine.call`. Changes arrive as the
 records of :mod:`polypilot_tui.domain.changes`, problems worth telling as notices.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass, fields
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
-from polypilot_tui.domain.model_choice import ModelChoices
-from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.storage.notices import NoticeListener
+
+Q = TypeVar("Q")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 
 class EngineError(Exception):
     """The engine refused or could not do what was asked (the message says why, for people)."""
 
+    status = 409
+    """The HTTP status the engine service answers it with: it cannot do that now."""
+
 
 class UnknownSession(EngineError):
     """No session has that id (closed meanwhile, or never there)."""
+
+    status = 404
+
+
+class BadRequest(EngineError):
+    """The request itself is wrong (a field missing or of another type, a negative count)."""
+
+    status = 400
+
+
+@dataclass(frozen=True)
+class Verb(Generic[Q, R_co]):
+    """One thing a front end asks of an engine, and how it travels."""
+
+    name: str
+    """The engine's method that answers it (LocalEngine.<name>)."""
+    method: Literal["GET", "POST"]
+    path: str
+    """Under ``/v1``; ``{field}`` is a field of the request (the session's id)."""
+    request: type[Q]
+    reply: Any
+    """The reply's type (``R_co``), as the codec reads it."""
+    summary: str
+    """One line for docs/engine-api.md."""
+    errors: tuple[type[EngineError], ...] = ()
+    """The refusals it may answer besides a malformed request (each has its HTTP status)."""
+    command: str | None = None
+    """The ``polypilot`` subcommand that exposes it, if one does."""
+    wrap: str | None = "result"
+    """The answer is ``{wrap: reply}``; None: the reply itself is the answer."""
+    status: int = 200
+    """The HTTP status of its answer."""
+
+    @property
+    def path_fields(self) -> tuple[str, ...]:
+        """The request's fields that travel in the path (the rest in the body or the query)."""
+        return tuple(f.name for f in fields(self.request) if "{" + f.name + "}" in self.path)  # type: ignore[arg-type]
+
+    def refusal(self, status: int) -> type[EngineError]:
+        """The error a refusal with ``status`` stands for."""
+        known: tuple[type[EngineError], ...] = (*self.errors, BadRequest)
+        for error in known:
+            if error.status == status:
+                return error
+        return EngineError
 
 
 class Engine(Protocol):
@@ -64,7 +115,7 @@ class Engine(Protocol):
         last among those attached."""
 
     async def focus(self) -> None:
-        """This front end's terminal has the focus now."""
+        """This front end's terminal has the focus now (the FOCUS_CLIENT verb, with its client)."""
 
     # ---- life --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -74,34 +125,6 @@ class Engine(Protocol):
         """This front end leaves; with ``stop_engine`` the engine ends too (turns in flight
         end as interrupted, offered for resending at the next start)."""
 
-    # ---- commands ------------------------------------------------------------------------
-    async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
-        """Add a session (its agent connects in the background); returns its id."""
-
-    async def send(self, session_id: str, prompt: str) -> str:
-        """Send, or queue while a turn runs: "sent" or "queued"."""
-
-    async def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None: ...
-    async def send_queued(self, session_id: str) -> bool: ...
-    async def stop(self, session_id: str) -> None: ...
-    async def reconnect(self, session_id: str) -> None: ...
-    async def resend_interrupted(self, session_id: str) -> bool: ...
-    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None: ...
-    async def rename(self, session_id: str, name: str) -> None: ...
-    async def close_session(self, session_id: str) -> bool:
-        """Stop and close a session; it can be reopened for a while (undo)."""
-
-    async def reopen(self, session_id: str, position: int | None = None) -> None: ...
-    async def details(self, session_id: str) -> SessionDetails: ...
-    async def agents(self) -> tuple[AgentOffer, ...]:
-        """The agents the engine offers, and whether each can start where it runs."""
-
-    async def refresh_changes(self, session_id: str) -> None:
-        """Count the session's changes in its folder again (after a commit, a merge)."""
-
-    # ---- models ("Switch model…") ---------------------------------------------------------
-    async def models(self, session_id: str) -> ModelChoices:
-        """The models the session's agent offers and the current one (connects the agent first)."""
-
-    async def set_model(self, session_id: str, model_id: str) -> None:
-        """Switch the session's model from its next turn on; refused while a turn runs; kept across restarts."""
+    # ---- the verbs (engine/verbs.py): every command and one-shot query -----------------
+    async def call(self, verb: Verb[Q, R], request: Q) -> R:
+        """Ask ``verb`` of the engine; its reply, or the EngineError it answered."""

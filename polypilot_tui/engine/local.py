@@ -11,24 +11,43 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.history import History
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.api import EngineError, UnknownSession
+from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession, Verb
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.models import ModelDesk
 from polypilot_tui.engine.stream import Listener, Unsubscribe
+from polypilot_tui.engine.verbs import (
+    HISTORY_PAGE,
+    AnswerPermission,
+    EngineInfo,
+    Focus,
+    HistoryPage,
+    HistoryRange,
+    NewSession,
+    NoArgs,
+    Rename,
+    Reopen,
+    Send,
+    SendResult,
+    SessionList,
+    SessionRef,
+    SetModel,
+    Unqueue,
+)
 from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
 from polypilot_tui.storage.notices import NoticeBoard, NoticeListener
 
@@ -42,6 +61,8 @@ Attach = Callable[[SessionManager, Settings], "Persistence"]
 
 KEEP_CLOSED = 20
 """Closed sessions kept for an undo (the dashboard offers it for 30 s)."""
+Q = TypeVar("Q")
+R = TypeVar("R")
 
 
 class LocalEngine:
@@ -62,6 +83,7 @@ class LocalEngine:
         self._folder_watch: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[object]] = set()
         self._models = ModelDesk(manager)
+        self.started_at = manager.clock.wall()
 
     @property
     def clock(self) -> Clock:
@@ -176,38 +198,95 @@ class LocalEngine:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    # ---- commands ----------------------------------------------------------------------
-    async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
-        if agent not in self.manager.catalog.agents:
-            raise EngineError(self.manager.catalog.missing(agent))
-        return self.manager.add_session(agent, name, workspace=workspace)
+    # ---- the verbs (engine/verbs.py) ---------------------------------------------------
+    async def call(self, verb: Verb[Q, R], request: Q) -> R:
+        """Answer ``verb`` with the method of its name (tests/unit/test_verbs.py checks each)."""
+        answer: Callable[[Q], Awaitable[R]] = getattr(self, verb.name)
+        return await answer(request)
 
-    async def send(self, session_id: str, prompt: str) -> str:
-        return await self.manager.send(self.known(session_id), prompt)
+    def info(self) -> EngineInfo:
+        """Who the engine is and how busy (``attached``: the service counts its clients)."""
+        views = self.views()
+        return EngineInfo(
+            pid=os.getpid(),
+            state_dir=str(self.settings.state_dir),
+            started_at=self.started_at,
+            now=self.clock.now(),
+            wall=self.clock.wall(),
+            sessions=len(views),
+            running_turns=sum(1 for view in views if view.status.busy),
+            persistent=self.persistent,
+        )
 
-    async def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None:
-        return self.manager.unqueue(self.known(session_id), index, expected)
+    async def engine_info(self, request: NoArgs) -> EngineInfo:
+        return self.info()
 
-    async def send_queued(self, session_id: str) -> bool:
-        return await self.manager.send_queued(self.known(session_id))
+    async def engine_stop(self, request: NoArgs) -> bool:
+        """In this process the engine ends with its front end: turns in flight end as interrupted."""
+        await self.close(quitting=True)
+        return True
 
-    async def stop(self, session_id: str) -> None:
-        await self.manager.stop(self.known(session_id))
+    async def focus_client(self, request: Focus) -> None:
+        """One front end: nothing to tell."""
 
-    async def reconnect(self, session_id: str) -> None:
-        await self.manager.reconnect(self.known(session_id))
+    async def agents(self, request: NoArgs) -> tuple[AgentOffer, ...]:
+        # Off the loop: readiness looks on disk (commands, sign-in files) for every agent.
+        return await asyncio.to_thread(self.manager.offers)
 
-    async def resend_interrupted(self, session_id: str) -> bool:
-        return await self.manager.resend_interrupted(self.known(session_id))
+    async def sessions(self, request: NoArgs) -> SessionList:
+        return SessionList(self.clock.now(), self.views())
 
-    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
-        await self.manager.answer_permission(self.known(session_id), request_id, option_id)
+    async def new_session(self, request: NewSession) -> str:
+        if request.agent not in self.manager.catalog.agents:
+            raise EngineError(self.manager.catalog.missing(request.agent))
+        return self.manager.add_session(request.agent, request.name, workspace=request.workspace)
 
-    async def rename(self, session_id: str, name: str) -> None:
-        self.manager.rename(self.known(session_id), name)
+    async def session_view(self, request: SessionRef) -> SessionView:
+        return self.view(self.known(request.session_id))
 
-    async def close_session(self, session_id: str) -> bool:
+    async def history_page(self, request: HistoryRange) -> HistoryPage:
+        if request.start < 0 or request.limit < 0:
+            raise BadRequest("start and limit must not be negative")
+        items = self.history(self.known(request.session_id))
+        if not await read_in(items, request.start):  # a placeholder would be kept by the client as a row
+            raise EngineError("saved chat rows of this session cannot be read now; ask again later")
+        page = items[request.start : request.start + min(request.limit, HISTORY_PAGE)]
+        return HistoryPage(len(items), request.start, tuple(page))
+
+    async def details(self, request: SessionRef) -> SessionDetails:
+        return self.manager.details(self.known(request.session_id))
+
+    async def send(self, request: Send) -> SendResult:
+        result = await self.manager.send(self.known(request.session_id), request.prompt)
+        return "queued" if result == "queued" else "sent"
+
+    async def stop(self, request: SessionRef) -> None:
+        await self.manager.stop(self.known(request.session_id))
+
+    async def reconnect(self, request: SessionRef) -> None:
+        await self.manager.reconnect(self.known(request.session_id))
+
+    async def resend(self, request: SessionRef) -> bool:
+        return await self.manager.resend_interrupted(self.known(request.session_id))
+
+    async def send_queued(self, request: SessionRef) -> bool:
+        return await self.manager.send_queued(self.known(request.session_id))
+
+    async def unqueue(self, request: Unqueue) -> str | None:
+        return self.manager.unqueue(self.known(request.session_id), request.index, request.expected)
+
+    async def clear_queue(self, request: SessionRef) -> int:
+        return self.manager.clear_queue(self.known(request.session_id))
+
+    async def answer_permission(self, request: AnswerPermission) -> None:
+        await self.manager.answer_permission(self.known(request.session_id), request.request_id, request.option_id)
+
+    async def rename(self, request: Rename) -> None:
+        self.manager.rename(self.known(request.session_id), request.name)
+
+    async def close_session(self, request: SessionRef) -> bool:
         """Stop and close a session, kept for an undo (:meth:`reopen`)."""
+        session_id = request.session_id
         ids = self.ids()
         position = ids.index(session_id) if session_id in ids else 0
         session = await self.manager.close(session_id)
@@ -220,32 +299,34 @@ class LocalEngine:
                 self.persistence.history.end_undo([gone])
         return True
 
-    async def reopen(self, session_id: str, position: int | None = None) -> None:
-        closed = self._closed.pop(session_id, None)
+    async def reopen(self, request: Reopen) -> None:
+        closed = self._closed.pop(request.session_id, None)
         if closed is None:
             raise EngineError("that session can no longer be brought back")
         session, was_at = closed
-        self.manager.reopen(session, was_at if position is None else position)
+        self.manager.reopen(session, was_at if request.position is None else request.position)
 
-    async def details(self, session_id: str) -> SessionDetails:
-        return self.manager.details(self.known(session_id))
+    async def refresh_changes(self, request: SessionRef) -> None:
+        self.changes.refresh(self.known(request.session_id))
 
-    async def agents(self) -> tuple[AgentOffer, ...]:
-        # Off the loop: readiness looks on disk (commands, sign-in files) for every agent.
-        return await asyncio.to_thread(self.manager.offers)
+    async def models(self, request: SessionRef) -> ModelChoices:
+        return await self._models.models(self.known(request.session_id))
 
-    async def refresh_changes(self, session_id: str) -> None:
-        self.changes.refresh(self.known(session_id))
-
-    # ---- models ------------------------------------------------------------------------
-    async def models(self, session_id: str) -> ModelChoices:
-        return await self._models.models(self.known(session_id))
-
-    async def set_model(self, session_id: str, model_id: str) -> None:
-        await self._models.set_model(self.known(session_id), model_id)
+    async def set_model(self, request: SetModel) -> None:
+        await self._models.set_model(self.known(request.session_id), request.model)
 
     def known(self, session_id: str) -> str:
         """``session_id``, when a session has it; else UnknownSession."""
         if session_id not in self.manager.ids():
             raise UnknownSession(f"no session {session_id!r} (closed meanwhile?)")
         return session_id
+
+
+async def read_in(items: Sequence[ChatItem], down_to: int = 0) -> bool:
+    """Saved rows from ``down_to`` on read from disk a page at a time, the loop serving others
+    between pages (20,000 rows in one query held it ~90 ms); False when some cannot be read now."""
+    if not isinstance(items, History):
+        return True
+    while items.unread > down_to and items.read_more():
+        await asyncio.sleep(0)
+    return items.unread <= down_to

@@ -270,6 +270,17 @@ class SessionManager:
         self._ctx.changed(session_id)
         return prompt
 
+    def clear_queue(self, session_id: str) -> int:
+        """Drop every queued prompt (the running turn goes on); returns how many were dropped."""
+        session = self._ctx.get(session_id).session
+        dropped = len(session.queue)
+        if dropped:
+            session.queue.clear()
+            session.queue_held = False
+            session.revision += 1
+            self._ctx.changed(session_id)
+        return dropped
+
     async def send_queued(self, session_id: str) -> bool:
         """Release a held queue: the next queued prompt goes out now if the session is idle."""
         session = self._ctx.get(session_id).session

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from polypilot_tui.config import AgentCatalog, AgentConfig
-from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.engine.verbs import AGENTS, NoArgs
+from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.ssh import Tunnel, open_tunnel
 
 KINDS = ("demo", "copilot", "acp")
@@ -47,14 +48,9 @@ class SshAttach:
 
 async def engine_agents(socket: Path) -> AgentCatalog:
     """The agents the engine on ``socket`` offers, by name and kind (how it starts them is its own)."""
-    http = EngineHttp(socket, timeout=30.0)
+    client = EngineClient(socket, timeout=30.0)
     try:
-        answer = await http.get("/agents")
+        offers = await client.call(AGENTS, NoArgs())
     finally:
-        await http.aclose()
-    agents = {}
-    for entry in answer.get("agents", []) if isinstance(answer, dict) else []:
-        name, kind = (entry.get("name"), entry.get("kind")) if isinstance(entry, dict) else (None, None)
-        if isinstance(name, str) and kind in KINDS:
-            agents[name] = AgentConfig(name=name, kind=kind)
-    return AgentCatalog(agents)
+        await client.aclose()
+    return AgentCatalog({o.name: AgentConfig(name=o.name, kind=o.kind) for o in offers if o.kind in KINDS})

@@ -1,4 +1,9 @@
-"""Requests to an engine service over its Unix socket (httpx), for the dashboard and commands.
+"""The one client of an engine service, over its Unix socket (httpx): for the dashboard's
+RemoteEngine and for every command.
+
+:meth:`EngineClient.call` asks any verb of engine/verbs.py (its path, body and reply all come
+from its declaration), :meth:`EngineClient.history` pages through a session's rows, and
+:meth:`EngineClient.stream` follows the live stream. No URL is written anywhere else.
 
 Before a byte is sent on a new connection the socket must be this user's, in a private
 folder, and the process listening on it must run as this user (``SO_PEERCRED``): another
@@ -12,13 +17,17 @@ import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from httpx_sse import ServerSentEvent, aconnect_sse
 
-from polypilot_tui.domain.safe_json import load_json
-from polypilot_tui.engine.api import EngineError
+from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.engine.api import EngineError, Verb
+from polypilot_tui.engine.codec import decode, encode
+from polypilot_tui.engine.verbs import HISTORY_PAGE, HISTORY_PAGE_OF, HistoryRange
 from polypilot_tui.infra.private import NotPrivate, check_private_socket
 from polypilot_tui.service.peer import foreign_peer
 from polypilot_tui.service.wire import API
@@ -29,12 +38,16 @@ MAX_EVENT = 64 << 20
 """Bytes one stream event may have (a snapshot of hundreds of sessions fits)."""
 
 
+Q = TypeVar("Q")
+R = TypeVar("R")
+
+
 class EngineUnreachable(EngineError):
     """No engine answers on the socket (none runs, or it died)."""
 
 
-class EngineHttp:
-    """One engine's API: JSON requests and the live stream, on ``socket``."""
+class EngineClient:
+    """One engine's API: its verbs and the live stream, on ``socket``."""
 
     def __init__(self, socket: Path | str, timeout: float = REQUEST_TIMEOUT) -> None:
         self.socket = Path(socket)
@@ -47,11 +60,39 @@ class EngineHttp:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def get(self, path: str, **params: Any) -> Any:
-        return await self._request("GET", path, params=params or None)
+    async def call(self, verb: Verb[Q, R], request: Q) -> R:
+        """Ask ``verb``; its reply, or the error the engine answered (UnknownSession for a 404…)."""
+        plain = encode(request, verb.request)
+        path = API + verb.path.format(**{name: quote(str(plain.pop(name)), safe="") for name in verb.path_fields})
+        if verb.method == "GET":
+            query = {name: str(value) for name, value in plain.items() if value is not None}
+            answer = await self._request(verb, "GET", path, params=query or None)
+        else:
+            headers = {"Content-Type": "application/json"}
+            answer = await self._request(verb, "POST", path, content=dump_json(plain).encode(), headers=headers)
+        if verb.wrap is not None:
+            if not isinstance(answer, dict) or verb.wrap not in answer:
+                raise EngineError(f"the engine's answer to {verb.name} has no {verb.wrap!r}")
+            answer = answer[verb.wrap]
+        try:
+            reply: R = decode(verb.reply, answer, f"the engine's answer to {verb.name}")
+        except ValueError as exc:
+            raise EngineError(str(exc)) from None
+        return reply
 
-    async def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        return await self._request("POST", path, json=body or {})
+    async def history(self, session_id: str, upto: int | None = None) -> AsyncIterator[tuple[int, list[ChatItem]]]:
+        """The session's rows a page at a time, as (index of the first, rows), up to ``upto``
+        rows (None: all there are, as many as the engine counts when each page is asked)."""
+        start = 0
+        while upto is None or start < upto:
+            page = await self.call(HISTORY_PAGE_OF, HistoryRange(session_id, start, HISTORY_PAGE))
+            rows = list(page.items[: None if upto is None else upto - start])
+            if not rows:
+                return
+            yield start, rows
+            start += len(page.items)
+            if start >= page.total:
+                return
 
     async def _check(self, event: str, info: dict[str, Any]) -> None:
         """httpx's trace hook: a new connection is checked before anything is sent on it."""
@@ -74,18 +115,18 @@ class EngineHttp:
                     "have that socket removed (by that user or root)",
                 )
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _request(self, verb: Verb[Any, Any], method: str, path: str, **kwargs: Any) -> Any:
         try:
-            response = await self._http.request(method, API + path, extensions={"trace": self._check}, **kwargs)
+            response = await self._http.request(method, path, extensions={"trace": self._check}, **kwargs)
         except (httpx.TransportError, FileNotFoundError) as exc:
             raise EngineUnreachable(f"no engine answers on {self.socket} ({exc})") from None
         try:
-            data = load_json(response.content, f"the engine's answer to {path}") if response.content else {}
+            data = load_json(response.content, f"the engine's answer to {verb.name}") if response.content else {}
         except ValueError as exc:
             raise EngineError(str(exc)) from None
         if response.status_code >= 400:
             message = data.get("error") if isinstance(data, dict) else None
-            raise EngineError(str(message or f"HTTP {response.status_code}"))
+            raise verb.refusal(response.status_code)(str(message or f"HTTP {response.status_code}"))
         return data
 
     @asynccontextmanager

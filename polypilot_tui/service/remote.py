@@ -18,9 +18,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import NoneType
-from typing import Any
+from typing import Any, TypeVar
 
-from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import (
     Change,
     ItemAdded,
@@ -28,19 +27,17 @@ from polypilot_tui.domain.changes import (
     SessionAdded,
     SessionRemoved,
     ViewChanged,
-    change_from_json,
 )
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.wire import from_plain, to_plain
-from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.api import EngineError
+from polypilot_tui.domain.view import SessionView
+from polypilot_tui.engine.api import EngineError, Verb
+from polypilot_tui.engine.codec import change_from_json, decode
 from polypilot_tui.engine.stream import ChangeStream, Listener, Unsubscribe
-from polypilot_tui.service.client import EngineHttp, EngineUnreachable, event_data
+from polypilot_tui.engine.verbs import ENGINE_STOP, FOCUS_CLIENT, NEW_SESSION, Focus, NoArgs, Reopen
+from polypilot_tui.service.client import EngineClient, EngineUnreachable, event_data
 from polypilot_tui.service.histories import Histories
-from polypilot_tui.service.remote_models import RemoteModels
-from polypilot_tui.service.wire import items_from_json, offers_from_json, view_from_json
+from polypilot_tui.service.wire import items_from_json, view_from_json
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
 
 log = logging.getLogger(__name__)
@@ -48,6 +45,8 @@ log = logging.getLogger(__name__)
 Connect = Callable[[], Awaitable[Path]]
 """Makes sure an engine runs and returns its socket (starts one, or opens an SSH forward)."""
 
+Q = TypeVar("Q")
+R = TypeVar("R")
 SNAPSHOT_TIMEOUT = 15.0
 RECONNECT_TRIES = 5
 
@@ -62,7 +61,7 @@ class EngineClock(SystemClock):
         return time.monotonic() + self.offset
 
 
-class RemoteEngine(RemoteModels):
+class RemoteEngine:
     """An :class:`~polypilot_tui.engine.api.Engine` in another process, reached through ``connect``."""
 
     def __init__(
@@ -74,7 +73,7 @@ class RemoteEngine(RemoteModels):
         self._clock = EngineClock()
         self._stream = ChangeStream()
         self.notices = NoticeBoard()
-        self.http: EngineHttp | None = None
+        self.http: EngineClient | None = None
         self.info: dict[str, Any] = {}
         """What the engine said of itself in its last snapshot (pid, state folder, …)."""
         self._views: dict[str, SessionView] = {}
@@ -138,7 +137,7 @@ class RemoteEngine(RemoteModels):
                 if self.http is None or self.http.socket != socket:
                     if self.http is not None:
                         await self.http.aclose()
-                    self.http = EngineHttp(socket)
+                    self.http = EngineClient(socket)
                 async with self.http.stream() as events:
                     async for event in events:
                         self.apply_event(event.event, event_data(event))
@@ -183,7 +182,7 @@ class RemoteEngine(RemoteModels):
         try:
             if stop_engine and self.http is not None:
                 try:
-                    await self.http.post("/engine/stop")
+                    await self.http.call(ENGINE_STOP, NoArgs())
                 except EngineError as exc:
                     log.warning("the engine could not be stopped: %s", exc)
         finally:
@@ -221,7 +220,7 @@ class RemoteEngine(RemoteModels):
         elif kind == "focus":
             self._focused = int(data.get("client") or 0)
         elif kind == "notice":
-            self.notices.emit(from_plain(Notice, data))
+            self.notices.emit(decode(Notice, data, "notice"))
 
     def _resync(self, data: dict[str, Any]) -> None:
         info = data.get("engine")
@@ -257,14 +256,7 @@ class RemoteEngine(RemoteModels):
         return view.id
 
     async def _fetch_history(self, sid: str) -> list[ChatItem]:
-        rows: list[ChatItem] = []
-        while True:
-            page = await self._api().get(f"/sessions/{sid}/history", start=len(rows), limit=1000)
-            items = items_from_json(page.get("items") if isinstance(page, dict) else None)
-            rows += items
-            total = page.get("total") if isinstance(page, dict) else None
-            if not items or not isinstance(total, int) or len(rows) >= total:
-                return rows
+        return [row async for _start, rows in self._api().history(sid) for row in rows]
 
     def _history_loaded(self, sid: str) -> None:
         if sid in self._views:
@@ -310,15 +302,15 @@ class RemoteEngine(RemoteModels):
     async def focus(self) -> None:
         """This terminal has the focus now: alerts come here."""
         if self._client_id:
-            await self._api().post(f"/clients/{self._client_id}/focus")
+            await self._api().call(FOCUS_CLIENT, Focus(self._client_id))
 
-    # ---- commands ----------------------------------------------------------------------
-    def _api(self) -> EngineHttp:
+    # ---- the verbs ---------------------------------------------------------------------
+    def _api(self) -> EngineClient:
         if self.http is None:
             raise EngineUnreachable("not attached to an engine")
         return self.http
 
-    async def _attached(self) -> EngineHttp:
+    async def _attached(self) -> EngineClient:
         """The engine's API; after a stop asked for elsewhere, the engine is started again first."""
         if self._reader is not None and self._reader.done() and not self._detaching:
             self._stopping = False
@@ -326,18 +318,14 @@ class RemoteEngine(RemoteModels):
             await self.start()
         return self._api()
 
-    async def _act(self, sid: str, action: str, **body: Any) -> Any:
-        answer = await (await self._attached()).post(f"/sessions/{sid}/{action}", body)
-        return answer.get("result") if isinstance(answer, dict) else None
-
-    async def new_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str:
-        body = {"agent": agent, "name": name, "workspace": to_plain(workspace) if workspace else None}
-        answer = await (await self._attached()).post("/sessions", body)
-        sid = answer.get("id") if isinstance(answer, dict) else None
-        if not isinstance(sid, str):
-            raise EngineError("the engine did not say which session it made")
-        await self._arrival(sid)
-        return sid
+    async def call(self, verb: Verb[Q, R], request: Q) -> R:
+        """Ask ``verb`` of the engine; a session it adds or brings back is in the mirror on return."""
+        reply = await (await self._attached()).call(verb, request)
+        if verb is NEW_SESSION and isinstance(reply, str):
+            await self._arrival(reply)
+        elif isinstance(request, Reopen):
+            await self._arrival(request.session_id)
+        return reply
 
     async def _arrival(self, sid: str, timeout: float = 10.0) -> None:
         """Wait until the stream has brought ``sid`` into the mirror (the answer can come first)."""
@@ -350,44 +338,3 @@ class RemoteEngine(RemoteModels):
             pass  # it comes with the stream later; the dashboard selects it then
         finally:
             unsubscribe()
-
-    async def send(self, session_id: str, prompt: str) -> str:
-        return str(await self._act(session_id, "send", prompt=prompt))
-
-    async def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None:
-        result = await self._act(session_id, "unqueue", index=index, expected=expected)
-        return result if isinstance(result, str) else None
-
-    async def send_queued(self, session_id: str) -> bool:
-        return bool(await self._act(session_id, "send-queued"))
-
-    async def stop(self, session_id: str) -> None:
-        await self._act(session_id, "stop")
-
-    async def reconnect(self, session_id: str) -> None:
-        await self._act(session_id, "reconnect")
-
-    async def resend_interrupted(self, session_id: str) -> bool:
-        return bool(await self._act(session_id, "resend"))
-
-    async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
-        await self._act(session_id, "permission", request_id=request_id, option_id=option_id)
-
-    async def rename(self, session_id: str, name: str) -> None:
-        await self._act(session_id, "rename", name=name)
-
-    async def close_session(self, session_id: str) -> bool:
-        return bool(await self._act(session_id, "close"))
-
-    async def reopen(self, session_id: str, position: int | None = None) -> None:
-        await self._act(session_id, "reopen", position=position)
-        await self._arrival(session_id)
-
-    async def details(self, session_id: str) -> SessionDetails:
-        return from_plain(SessionDetails, await self._api().get(f"/sessions/{session_id}/details"))
-
-    async def agents(self) -> tuple[AgentOffer, ...]:
-        return offers_from_json(await self._api().get("/agents"))
-
-    async def refresh_changes(self, session_id: str) -> None:
-        await self._act(session_id, "refresh-changes")

@@ -1,6 +1,8 @@
 """The engine's HTTP API (Starlette): requests that drive sessions, and one live stream.
 
-Every request maps to one :class:`~polypilot_tui.engine.local.LocalEngine` call. The stream
+Every route is a verb of engine/verbs.py, built from its declaration: its request is read
+from the path, the query and the JSON body, :meth:`LocalEngine.call
+<polypilot_tui.engine.local.LocalEngine.call>` answers it, and its reply goes back as JSON. The stream
 (``GET /v1/stream``, Server-Sent Events) starts with a snapshot of every session and then
 carries the changes in order: history rows as they are added or replaced, turn ends, notices,
 sessions added and removed, and views. Views are coalesced per client: a burst of deltas is
@@ -13,15 +15,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from polypilot_tui.agents.base import BackendError
@@ -34,16 +34,13 @@ from polypilot_tui.domain.changes import (
     SessionRemoved,
     TurnEnded,
     ViewChanged,
-    change_to_json,
 )
-from polypilot_tui.domain.chat import ChatItem
-from polypilot_tui.domain.history import History
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.domain.wire import from_plain, to_plain
-from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.api import EngineError, UnknownSession
-from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.api import BadRequest, EngineError, Verb
+from polypilot_tui.engine.codec import change_to_json, decode, encode, from_text
+from polypilot_tui.engine.local import LocalEngine, read_in
+from polypilot_tui.engine.verbs import ENGINE_INFO, ENGINE_STOP, FOCUS_CLIENT, VERBS, EngineInfo, Focus, NoArgs
 from polypilot_tui.service.wire import API, session_state
 from polypilot_tui.storage.notices import Notice
 
@@ -98,7 +95,7 @@ class StreamClient:
         self._ready.set()
 
     def on_notice(self, notice: Notice) -> None:
-        self.tell("notice", to_plain(notice))
+        self.tell("notice", encode(notice))
 
     def tell(self, kind: str, data: dict[str, Any]) -> None:
         """Send ``data`` as a ``kind`` event, in order with the changes."""
@@ -173,7 +170,7 @@ class StreamClient:
         moved = streamed_fields(view)
         if last is not None and view == replace(last, **moved):
             return "stream", {"session_id": sid, **moved, **stream}
-        return "view", {"view": to_plain(view), **stream}
+        return "view", {"view": encode(view), **stream}
 
 
 def streamed_fields(view: SessionView) -> dict[str, Any]:
@@ -192,21 +189,8 @@ def sse(kind: str, data: Any) -> str:
 
 
 def engine_info(engine: LocalEngine) -> dict[str, Any]:
-    """Who the engine is and how busy: for ``polypilot engine``, ``status`` and clients."""
-    views = engine.views()
-    return {
-        "pid": os.getpid(),
-        "state_dir": str(engine.settings.state_dir),
-        "started_at": STARTED_AT,
-        "now": engine.clock.now(),
-        "wall": engine.clock.wall(),
-        "sessions": len(views),
-        "running_turns": sum(1 for v in views if v.status.busy),
-        "persistent": engine.persistent,
-    }
-
-
-STARTED_AT = time.time()
+    """Who the engine is and how busy, for the stream's snapshot (as ENGINE_INFO answers)."""
+    return dict(encode(engine.info()))
 
 
 def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
@@ -246,104 +230,79 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
-    async def info(request: Request) -> Response:
-        return JSONResponse({**engine_info(engine), "attached": len(attached)})
+    async def info(request: NoArgs) -> EngineInfo:
+        return replace(engine.info(), attached=len(attached))
 
-    async def focus(request: Request) -> Response:
+    async def focus_client(request: Focus) -> None:
         """A client's terminal has the focus: attention alerts go there (every client hears)."""
-        focused[0] = _int(request.path_params["cid"], "client")
+        focused[0] = request.client
         for client in attached:
             client.tell("focus", {"client": focused[0]})
-        return JSONResponse({"result": None})
 
-    async def stop_engine(request: Request) -> Response:
+    async def engine_stop(request: NoArgs) -> bool:
         for client in attached:  # a stop asked for: clients do not start a new engine
             client.tell("stopping", {})
         stop()
-        return JSONResponse({"stopping": True}, status_code=202)
+        return True
 
-    async def sessions(request: Request) -> Response:
-        return JSONResponse({"now": engine.clock.now(), "sessions": [to_plain(v) for v in engine.views()]})
-
-    async def new_session(request: Request) -> Response:
-        body = await _body(request)
-        workspace = body.get("workspace")
-        sid = await engine.new_session(
-            _text(body, "agent"),
-            _text(body, "name", required=False) or None,
-            from_plain(Workspace, workspace) if workspace is not None else None,
-        )
-        return JSONResponse({"id": sid}, status_code=201)
-
-    async def one(request: Request) -> Response:
-        return JSONResponse(to_plain(engine.view(engine.known(request.path_params["sid"]))))
-
-    async def history(request: Request) -> Response:
-        items = engine.history(engine.known(request.path_params["sid"]))
-        start = _int(request.query_params.get("start", "0"), "start")
-        limit = _int(request.query_params.get("limit", "200"), "limit")
-        if not await read_in(items, start):  # a placeholder would be kept by the client as a row
-            raise EngineError("saved chat rows of this session cannot be read now; ask again later")
-        page = items[start : start + min(limit, 1000)]
-        return JSONResponse({"total": len(items), "start": start, "items": [to_plain(i) for i in page]})
-
-    async def details(request: Request) -> Response:
-        return JSONResponse(to_plain(await engine.details(request.path_params["sid"])))
-
-    async def agents(request: Request) -> Response:
-        return JSONResponse({"agents": [to_plain(offer) for offer in await engine.agents()]})
-
-    async def models(sid: str, body: dict[str, Any]) -> Any:
-        return to_plain(await engine.models(sid))
-
-    def command(act: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-        async def handle(request: Request) -> Response:
-            sid = request.path_params["sid"]
-            result = await act(sid, await _body(request))
-            return JSONResponse({"result": result})
-
-        return handle
-
-    actions: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
-        "send": lambda sid, b: engine.send(sid, _text(b, "prompt")),
-        "stop": lambda sid, b: engine.stop(sid),
-        "reconnect": lambda sid, b: engine.reconnect(sid),
-        "resend": lambda sid, b: engine.resend_interrupted(sid),
-        "send-queued": lambda sid, b: engine.send_queued(sid),
-        "unqueue": lambda sid, b: engine.unqueue(sid, _int(b.get("index"), "index"), b.get("expected")),
-        "permission": lambda sid, b: engine.answer_permission(sid, _text(b, "request_id"), _text(b, "option_id")),
-        "rename": lambda sid, b: engine.rename(sid, _text(b, "name")),
-        "close": lambda sid, b: engine.close_session(sid),
-        "reopen": lambda sid, b: engine.reopen(sid, b.get("position") if isinstance(b.get("position"), int) else None),
-        "refresh-changes": lambda sid, b: engine.refresh_changes(sid),
-        "models": models,  # a command, not a read: listing may start the agent
-        "model": lambda sid, b: engine.set_model(sid, _text(b, "model")),
+    # What the service answers itself: who is attached, whose terminal has the focus, its stop.
+    served: dict[str, Callable[[Any], Awaitable[Any]]] = {
+        ENGINE_INFO.name: info,
+        FOCUS_CLIENT.name: focus_client,
+        ENGINE_STOP.name: engine_stop,
     }
     routes = [
-        Route(f"{API}/engine", info, methods=["GET"]),
-        Route(f"{API}/engine/stop", stop_engine, methods=["POST"]),
         Route(f"{API}/stream", stream, methods=["GET"]),
-        Route(f"{API}/clients/{{cid}}/focus", focus, methods=["POST"]),
-        Route(f"{API}/agents", agents, methods=["GET"]),
-        Route(f"{API}/sessions", sessions, methods=["GET"]),
-        Route(f"{API}/sessions", new_session, methods=["POST"]),
-        Route(f"{API}/sessions/{{sid}}", one, methods=["GET"]),
-        Route(f"{API}/sessions/{{sid}}/history", history, methods=["GET"]),
-        Route(f"{API}/sessions/{{sid}}/details", details, methods=["GET"]),
-        *(Route(f"{API}/sessions/{{sid}}/{name}", command(act), methods=["POST"]) for name, act in actions.items()),
+        *(
+            Route(API + verb.path, _answer(engine, verb, served.get(verb.name)), methods=[verb.method])
+            for verb in VERBS
+        ),
     ]
     # Refusals are answers (ExceptionMiddleware); anything else also reaches the 500 handler.
     refusals = {EngineError: _error, ValueError: _error, BackendError: _error, Exception: _error}
     return Starlette(routes=routes, exception_handlers=refusals)
 
 
+def _answer(
+    engine: LocalEngine, verb: Verb[Any, Any], own: Callable[[Any], Awaitable[Any]] | None
+) -> Callable[[Request], Awaitable[Response]]:
+    """The route of ``verb``: its request read from the path, the query or the body, answered
+    by the engine (or by ``own``, a verb the service answers itself), its reply written back."""
+
+    async def handle(request: Request) -> Response:
+        asked = await _request_of(verb, request)
+        reply = await (own(asked) if own is not None else engine.call(verb, asked))
+        data = encode(reply, verb.reply)
+        return _json(data if verb.wrap is None else {verb.wrap: data}, verb.status)
+
+    return handle
+
+
+async def _request_of(verb: Verb[Any, Any], request: Request) -> Any:
+    """The verb's request: path and query parameters are text, the body is JSON."""
+    texts = dict(request.path_params)
+    body = await _body(request) if verb.method == "POST" else {}
+    if verb.method == "GET":
+        texts.update(request.query_params)
+    try:
+        return decode(verb.request, {**body, **from_text(verb.request, texts)}, verb.name)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    """Strict JSON (dump_json: a lone surrogate an agent sent is escaped, never a failed answer)."""
+    return Response(dump_json(data), status_code=status, media_type="application/json")
+
+
 async def _error(request: Request, exc: Exception) -> Response:
     """Refusals say why, for people; anything unexpected is logged and said in one line."""
-    if isinstance(exc, (EngineError, ValueError, BackendError)):
-        status = 400 if isinstance(exc, ValueError) else 404 if isinstance(exc, UnknownSession) else 409
-        return JSONResponse({"error": str(exc)}, status_code=status)
+    if isinstance(exc, EngineError):
+        return _json({"error": str(exc)}, exc.status)
+    if isinstance(exc, (ValueError, BackendError)):  # a value the engine refuses; an agent that cannot
+        return _json({"error": str(exc)}, BadRequest.status if isinstance(exc, ValueError) else EngineError.status)
     log.exception("request %s %s failed", request.method, request.url.path)
-    return JSONResponse({"error": f"the engine failed: {type(exc).__name__}: {exc}"}, status_code=500)
+    return _json({"error": f"the engine failed: {type(exc).__name__}: {exc}"}, 500)
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -365,23 +324,3 @@ def _text(body: dict[str, Any], key: str, required: bool = True) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{key!r} must be a string")
     return value
-
-
-async def read_in(items: Sequence[ChatItem], down_to: int = 0) -> bool:
-    """Saved rows from ``down_to`` on read from disk a page at a time, the loop serving others
-    between pages (20,000 rows in one query held it ~90 ms); False when some cannot be read now."""
-    if not isinstance(items, History):
-        return True
-    while items.unread > down_to and items.read_more():
-        await asyncio.sleep(0)
-    return items.unread <= down_to
-
-
-def _int(value: Any, key: str) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{key!r} must be a whole number") from None
-    if number < 0:
-        raise ValueError(f"{key!r} must not be negative")
-    return number

@@ -7,12 +7,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from polypilot_tui.config import Settings
 from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.verbs import ENGINE_INFO, EngineInfo, NoArgs
 from polypilot_tui.infra.private import open_private, private_dir
-from polypilot_tui.service.client import EngineHttp, EngineUnreachable
+from polypilot_tui.service.client import EngineClient, EngineUnreachable
 from polypilot_tui.service.wire import socket_path
 from polypilot_tui.storage.lock import lock_holder
 
@@ -24,19 +24,18 @@ LAST_WORDS_BYTES = 16384
 """Bytes of the end of ``engine.err`` read for the engine's last words."""
 
 
-async def engine_info(settings: Settings) -> dict[str, Any] | None:
+async def engine_info(settings: Settings) -> EngineInfo | None:
     """What the running engine of this state folder says of itself, or None when none answers."""
     path = socket_path(settings.state_dir)
     if not path.exists():
         return None
-    http = EngineHttp(path, timeout=5.0)
+    client = EngineClient(path, timeout=5.0)
     try:
-        info = await http.get("/engine")
+        return await client.call(ENGINE_INFO, NoArgs())
     except EngineUnreachable:
         return None
     finally:
-        await http.aclose()
-    return info if isinstance(info, dict) else None
+        await client.aclose()
 
 
 def engine_command(settings: Settings) -> tuple[list[str], dict[str, str]]:

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.domain.wire import from_plain, to_plain
+from polypilot_tui.engine.codec import decode, encode
 
 API = "/v1"
 SOCKET_NAME = "engine.sock"
@@ -29,27 +28,17 @@ def socket_path(state_dir: Path | str) -> Path:
 def session_state(view: SessionView, history: Sequence[ChatItem] | None, streaming: str) -> dict[str, Any]:
     """One session: its view, the reply streaming now and, unless None, its history (a client
     that attaches to hundreds of sessions fetches a history when it shows it)."""
-    state = {"view": to_plain(view), "streaming": streaming}
+    state = {"view": encode(view), "streaming": streaming}
     if history is not None:
-        state["history"] = [to_plain(i) for i in history]
+        state["history"] = encode(tuple(history), tuple[ChatItem, ...])
     return state
 
 
 def view_from_json(obj: Any) -> SessionView:
     """A view as :func:`session_state` or a view event sent it; ValueError on any other shape."""
-    return from_plain(SessionView, obj, "view")
+    return decode(SessionView, obj, "view")
 
 
 def items_from_json(obj: Any) -> list[ChatItem]:
     """History rows; ValueError on any other shape."""
-    if not isinstance(obj, list):
-        raise ValueError("history: expected a list")
-    return [from_plain(ChatItem, item, f"history[{i}]") for i, item in enumerate(obj)]
-
-
-def offers_from_json(obj: Any) -> tuple[AgentOffer, ...]:
-    """The agents an engine offers, as its ``/agents`` answered; ValueError on any other shape."""
-    entries = obj.get("agents") if isinstance(obj, dict) else None
-    if not isinstance(entries, list):
-        raise ValueError("agents: expected {'agents': [...]}")
-    return tuple(from_plain(AgentOffer, entry, f"agents[{i}]") for i, entry in enumerate(entries))
+    return list(decode(tuple[ChatItem, ...], obj, "history"))

@@ -20,6 +20,7 @@ from textual.screen import Screen
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
@@ -91,7 +92,7 @@ class PolypilotApp(SessionDialogs):
 
     async def _send(self, session_id: str, text: str) -> None:
         try:
-            result = await self.engine.send(session_id, text)
+            result = await self.engine.call(verbs.SEND, verbs.Send(session_id, text))
         except EngineError:  # refused (its folder is gone…): the text goes back, the toast says why
             self.pane.editor.give_back(session_id, text)
             raise
@@ -108,7 +109,7 @@ class PolypilotApp(SessionDialogs):
         self._run("Edit", self._edit_queued(event))
 
     async def _edit_queued(self, event: QueuePanel.Edit) -> None:
-        prompt = await self.engine.unqueue(event.session_id, event.index, event.prompt)
+        prompt = await self.engine.call(verbs.UNQUEUE, verbs.Unqueue(event.session_id, event.index, event.prompt))
         if prompt is None:
             self.notify("That prompt was already sent.", timeout=3)
             return
@@ -125,27 +126,36 @@ class PolypilotApp(SessionDialogs):
         self.pane.editor.focus()
 
     async def _drop_queued(self, event: QueuePanel.Drop) -> None:
-        prompt = await self.engine.unqueue(event.session_id, event.index, event.prompt)
+        prompt = await self.engine.call(verbs.UNQUEUE, verbs.Unqueue(event.session_id, event.index, event.prompt))
         if prompt is not None:
             self.notify(f"Dropped: {one_line(prompt, 60)}", timeout=3, markup=False)
 
     def on_queue_panel_send_next(self, event: QueuePanel.SendNext) -> None:
         event.stop()
-        self._run("Send", self.engine.send_queued(event.session_id))
+        self._run("Send", self.engine.call(verbs.SEND_QUEUED, verbs.SessionRef(event.session_id)))
         self.pane.editor.focus()
+
+    def on_queue_panel_clear(self, event: QueuePanel.Clear) -> None:
+        event.stop()
+        self._run("Clear queue", self._clear_queue(event.session_id))
+        self.pane.editor.focus()
+
+    async def _clear_queue(self, session_id: str) -> None:
+        dropped = await self.engine.call(verbs.CLEAR_QUEUE, verbs.SessionRef(session_id))
+        if dropped:
+            self.notify(f"Dropped {plural(dropped, 'queued prompt')}.", timeout=3, markup=False)
 
     def action_send_queued(self) -> None:
         """Send the selected session's held queue (its next prompt goes out now)."""
         if self.selected:
-            self._run("Send", self.engine.send_queued(self.selected))
+            self._run("Send", self.engine.call(verbs.SEND_QUEUED, verbs.SessionRef(self.selected)))
 
     # ---- permissions ---------------------------------------------------------------
     def on_permission_prompt_answered(self, event: PermissionPrompt.Answered) -> None:
         event.stop()
         if event.session_id is not None:
-            self._run(
-                "Permission answer", self.engine.answer_permission(event.session_id, event.request_id, event.option_id)
-            )
+            answer = verbs.AnswerPermission(event.session_id, event.request_id, event.option_id)
+            self._run("Permission answer", self.engine.call(verbs.ANSWER_PERMISSION, answer))
         self.pane.editor.focus()
 
     def on_permission_prompt_leave(self, event: PermissionPrompt.Leave) -> None:
@@ -184,12 +194,12 @@ class PolypilotApp(SessionDialogs):
     def action_stop(self) -> None:
         """Stop the selected session's turn (abort, then kill if it does not stop)."""
         if self.selected:
-            self._run("Stop", self.engine.stop(self.selected))
+            self._run("Stop", self.engine.call(verbs.STOP, verbs.SessionRef(self.selected)))
 
     def action_reconnect(self) -> None:
         """Reconnect the selected session's agent, keeping its history."""
         if self.selected:
-            self._run("Reconnect", self.engine.reconnect(self.selected))
+            self._run("Reconnect", self.engine.call(verbs.RECONNECT, verbs.SessionRef(self.selected)))
 
     def action_help_quit(self) -> None:
         """ctrl+c with nothing selected: it neither stops nor quits, so say which keys do."""
@@ -202,7 +212,7 @@ class PolypilotApp(SessionDialogs):
     def action_resend_interrupted(self) -> None:
         """Resend the prompt of a turn lost to a restart, a quit, a dead agent or a reconnect."""
         if self.selected:
-            self._run("Resend", self.engine.resend_interrupted(self.selected))
+            self._run("Resend", self.engine.call(verbs.RESEND, verbs.SessionRef(self.selected)))
 
     # ---- close and undo ------------------------------------------------------------
     def action_close_session(self) -> None:
@@ -231,7 +241,7 @@ class PolypilotApp(SessionDialogs):
             index = ids.index(session_id)
             self.select(ids[index + 1] if index + 1 < len(ids) else ids[index - 1])  # its neighbour
         name = self._session_name(session_id)
-        if not await self.engine.close_session(session_id):
+        if not await self.engine.call(verbs.CLOSE, verbs.SessionRef(session_id)):
             return
         closed = ClosedSession(session_id, name, draft)
         self._recently_closed.append(closed)
@@ -255,7 +265,7 @@ class PolypilotApp(SessionDialogs):
         self._run("Undo", self._reopen(closed))
 
     async def _reopen(self, closed: ClosedSession) -> None:
-        await self.engine.reopen(closed.session_id)
+        await self.engine.call(verbs.REOPEN, verbs.Reopen(closed.session_id))
         if closed.draft:
             self.pane.restore_drafts({closed.session_id: closed.draft})
         self.select(closed.session_id)
@@ -283,7 +293,7 @@ class PolypilotApp(SessionDialogs):
             self._run("Details", self._show_details(self.selected))
 
     async def _show_details(self, session_id: str) -> None:
-        details = await self.engine.details(session_id)
+        details = await self.engine.call(verbs.DETAILS, verbs.SessionRef(session_id))
         self.push_screen(SessionDetailsScreen(details), self._refocus_editor)
 
     # ---- sessions and quitting -----------------------------------------------------

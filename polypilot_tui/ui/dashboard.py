@@ -33,6 +33,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.usage import fleet_usage
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.attention import Alert, Attention
@@ -346,7 +347,7 @@ class Dashboard(App[int]):
     async def add_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str | None:
         """Start a session and put it on screen; None (and a toast saying why) when it cannot be."""
         try:
-            sid = await self.engine.new_session(agent, name, workspace=workspace)
+            sid = await self.engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, name, workspace))
         except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
             self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
             return None

@@ -16,6 +16,7 @@ from typing import Any
 from polypilot_tui.domain.changeset import ReviewComment, review_prompt
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine import verbs
 from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
@@ -73,7 +74,7 @@ class SessionDialogs(Dashboard):
 
     async def _open_new_session(self, initial: NewSessionRequest | None, problem: str) -> None:
         screen = NewSessionScreen(
-            list(await self.engine.agents()),
+            list(await self.engine.call(verbs.AGENTS, verbs.NoArgs())),
             self.settings.default_agent,
             folder=self.launch_folder,
             inspect=self.workspace_actions.inspect,
@@ -117,7 +118,7 @@ class SessionDialogs(Dashboard):
 
         def answered(name: str | None) -> None:
             if name is not None and sid in self.engine.ids():
-                self._run("Rename", self.engine.rename(sid, name))
+                self._run("Rename", self.engine.call(verbs.RENAME, verbs.Rename(sid, name)))
             self.pane.editor.focus()
 
         self.push_screen(RenameScreen(self.engine.view(sid).name), answered)
@@ -136,8 +137,8 @@ class SessionDialogs(Dashboard):
 
         screen = ModelPickerScreen(
             self.engine.view(sid).name,
-            lambda: self.engine.models(sid),
-            lambda model_id: self.engine.set_model(sid, model_id),
+            lambda: self.engine.call(verbs.MODELS, verbs.SessionRef(sid)),
+            lambda model_id: self.engine.call(verbs.SET_MODEL, verbs.SetModel(sid, model_id)),
         )
         self.push_screen(screen, answered)
 
@@ -159,7 +160,9 @@ class SessionDialogs(Dashboard):
 
         def closed(_result: object) -> None:
             if sid in self.engine.ids():
-                self._run("Count changes", self.engine.refresh_changes(sid))  # a commit or a merge changes the counts
+                self._run(
+                    "Count changes", self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
+                )  # a commit or a merge changes the counts
                 if screen.discarded:
                     self.notify(
                         f"The worktree of {session.name!r} is removed: the session takes no more prompts "
@@ -188,7 +191,9 @@ class SessionDialogs(Dashboard):
                 markup=False,
             )
             return
-        self._run("Count changes", self.engine.refresh_changes(sid))  # the sidebar follows the diff
+        self._run(
+            "Count changes", self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
+        )  # the sidebar follows the diff
         self.run_worker(self._open_changes(sid, workspace), group="changes", exclusive=True, exit_on_error=False)
 
     async def _open_changes(self, sid: str, workspace: Workspace) -> None:
@@ -206,7 +211,7 @@ class SessionDialogs(Dashboard):
                 self._reviews[sid] = comments  # until the agent has it: a failed send loses nothing
 
                 async def send() -> None:
-                    await self.engine.send(sid, review_prompt(comments))
+                    await self.engine.call(verbs.SEND, verbs.Send(sid, review_prompt(comments)))
                     if self._reviews.get(sid) == comments:
                         del self._reviews[sid]
                     self.notify(f"Review sent: {len(comments)} comment(s).", title=view.name, timeout=4, markup=False)
@@ -235,7 +240,7 @@ class SessionDialogs(Dashboard):
                 self.notify(f"The changes cannot be read: {exc}", severity="error", markup=False)
                 return
             screen.set_changeset(changes)
-            await self.engine.refresh_changes(sid)
+            await self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
 
         self.run_worker(refresh(), group="changes-refresh", exclusive=True, exit_on_error=False)
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from polypilot_tui.config import AgentCatalog
 from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT
 
@@ -34,7 +35,7 @@ class AgentsFound:
     async def look(self, engine: Engine) -> None:
         """Ask the engine (readiness looks on its disk, off its loop)."""
         try:
-            self.offers = await engine.agents()
+            self.offers = await engine.call(verbs.AGENTS, verbs.NoArgs())
         except Exception as exc:  # noqa: BLE001 - the welcome then says where to look instead
             log.warning("could not list the agents: %s", exc)
             self.offers = ()

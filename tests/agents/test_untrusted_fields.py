@@ -22,7 +22,7 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.wire import to_plain
+from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.manager import SessionManager
 
 #: What a field may hold instead: null, and one value of every other JSON type.
@@ -190,8 +190,8 @@ async def fresh_turn(manager: SessionManager) -> str:
 def readable(manager: SessionManager, sid: str) -> None:
     """What a front end reads of the session can be built and written as JSON."""
     view = manager.view(sid)
-    dump_json(to_plain(view))
-    dump_json([to_plain(item) for item in manager.history(sid)])
+    dump_json(encode(view))
+    dump_json([encode(item) for item in manager.history(sid)])
 
 
 def no_tracebacks(caplog: pytest.LogCaptureFixture) -> None:

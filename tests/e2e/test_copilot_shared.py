@@ -20,6 +20,7 @@ from polypilot_tui.agents.copilot.backend import CopilotBackend
 from polypilot_tui.config import PermissionPolicy
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.manager import SessionManager
 from tests.support.copilot_e2e import wait_on_disk
 from tests.support.copilot_harness import (
@@ -241,7 +242,7 @@ async def test_a_model_switch_stays_with_its_session(manager: SessionManager, mo
 
     engine = LocalEngine(manager)
     a, b = [await manager.create_session(AGENT, name) for name in ("a", "b")]
-    await engine.set_model(a, "gpt-5.4")
+    await engine.call(verbs.SET_MODEL, verbs.SetModel(a, "gpt-5.4"))
     since = len(model_server.model_requests())
     await manager.send(a, "hello APPLE")
     await manager.send(b, "hello PEAR")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.engine import verbs
 from tests.support.engine_service import attached_dashboard, kill_engine_of, running_engine, short_state_dir
 from tests.ui.helpers import notifications, screen_text, type_text, wait_for
 
@@ -88,8 +89,8 @@ async def test_two_dashboards_show_the_same_state_and_a_permission_answered_in_o
             second.bell = lambda: bells.__setitem__("second", bells["second"] + 1)  # type: ignore[method-assign]
             await second.engine.focus()
             await wait_for(one, lambda: not first.engine.alerts_here() and second.engine.alerts_here())
-            other = await first.engine.new_session("demo", "off screen")
-            await first.engine.send(other, "!permission write it")
+            other = await first.engine.call(verbs.NEW_SESSION, verbs.NewSession("demo", "off screen"))
+            await first.engine.call(verbs.SEND, verbs.Send(other, "!permission write it"))
             await wait_for(two, lambda: bells["second"] == 1, what="the bell in the focused terminal")
             await wait_for(one, lambda: first.engine.view(other).pending_permission is not None)
             await one.pause(0.3)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.domain.agents import Availability
+from polypilot_tui.engine import verbs
 from polypilot_tui.service.remote import RemoteEngine
 from tests.support.engine_service import running_engine
 
@@ -24,7 +25,7 @@ async def test_an_attached_client_sees_the_engines_catalog_with_what_each_agent_
         mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket), reconnect=False)
         await mirror.start()
         try:
-            offers = {offer.name: offer for offer in await mirror.agents()}
+            offers = {offer.name: offer for offer in await mirror.call(verbs.AGENTS, verbs.NoArgs())}
         finally:
             await mirror.detach(stop_engine=False)
     assert offers["demo"].availability is Availability.READY and offers["demo"].where == "built in"

@@ -13,6 +13,7 @@ import pytest
 
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.spawn import engine_info, ensure_engine
@@ -66,25 +67,25 @@ async def test_requests_drive_a_session_and_the_stream_mirrors_it_whole() -> Non
         mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket), reconnect=False)
         await mirror.start()
         try:
-            sid = await mirror.new_session("demo", "one")
+            sid = await mirror.call(verbs.NEW_SESSION, verbs.NewSession("demo", "one"))
             assert mirror.ids() == [sid] and mirror.view(sid).name == "one"
-            assert await mirror.send(sid, "hello there") == "sent"
+            assert await mirror.call(verbs.SEND, verbs.Send(sid, "hello there")) == "sent"
             await wait(lambda: mirror.view(sid).turns == 1 and not mirror.view(sid).status.busy, "the turn's end")
             history = (await engine.http.get(f"/sessions/{sid}/history"))["items"]
             assert [(i["kind"], i["text"]) for i in history] == [(i.kind.value, i.text) for i in mirror.history(sid)]
             assert mirror.history(sid)[0].text == "hello there"
             assert mirror.streaming_text(sid) == ""
             with pytest.raises(EngineError, match="no session 'nope'"):
-                await mirror.send("nope", "x")
+                await mirror.call(verbs.SEND, verbs.Send("nope", "x"))
             with pytest.raises(EngineError, match="empty prompt"):
-                await mirror.send(sid, "   ")
-            await mirror.rename(sid, "renamed")
+                await mirror.call(verbs.SEND, verbs.Send(sid, "   "))
+            await mirror.call(verbs.RENAME, verbs.Rename(sid, "renamed"))
             await wait(lambda: mirror.view(sid).name == "renamed", "the new name")
-            details = await mirror.details(sid)
+            details = await mirror.call(verbs.DETAILS, verbs.SessionRef(sid))
             assert details.view.id == sid and details.agent_kind == "demo"
-            assert await mirror.close_session(sid)
+            assert await mirror.call(verbs.CLOSE, verbs.SessionRef(sid))
             await wait(lambda: mirror.ids() == [], "the session gone")
-            await mirror.reopen(sid)
+            await mirror.call(verbs.REOPEN, verbs.Reopen(sid))
             assert mirror.ids() == [sid] and mirror.history(sid)[0].text == "hello there"
         finally:
             await mirror.detach(stop_engine=False)
@@ -125,9 +126,9 @@ async def test_a_stop_asked_for_is_not_undone_by_an_attached_client_until_it_act
             assert not engine.socket.exists() and await engine_info(settings) is None  # nobody restarted it
             assert not any("starting a new one" in m for m in told)
             # The user acts (a new session, a send): the engine starts again, with what was saved.
-            sid = await mirror.new_session("demo", "after the stop")
+            sid = await mirror.call(verbs.NEW_SESSION, verbs.NewSession("demo", "after the stop"))
             info = await engine_info(settings)
-            assert info is not None and info["pid"] != engine.process.pid
+            assert info is not None and info.pid != engine.process.pid
             assert sid in mirror.ids() and any("The engine runs again." in m for m in told)
         finally:
             await mirror.detach(stop_engine=True)
@@ -157,7 +158,7 @@ async def test_an_attached_mirror_gets_a_restored_sessions_saved_rows_whole_and_
             assert mirror.history("long") == ()  # fetched when first shown, as the dashboard does
             await wait(lambda: len(mirror.history("long")) == 2500, "the saved rows")
             assert list(mirror.history("long")) == rows
-            assert await mirror.send("long", "and now") == "sent"
+            assert await mirror.call(verbs.SEND, verbs.Send("long", "and now")) == "sent"
             await wait(lambda: mirror.view("long").turns == 1 and not mirror.view("long").status.busy, "the turn")
             assert mirror.history("long")[2500].text == "and now" and list(mirror.history("long")[:2500]) == rows
         finally:

@@ -15,7 +15,7 @@ import pytest
 from polypilot_tui.domain.failures import FailureKind, classify
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.view import SessionStatus, SessionView
-from polypilot_tui.domain.wire import to_plain
+from polypilot_tui.engine.codec import encode
 from polypilot_tui.service.wire import view_from_json
 from tests.service.test_commands import polypilot
 from tests.support.engine_service import running_engine, short_state_dir
@@ -36,7 +36,7 @@ def test_a_view_with_each_failure_survives_the_wire(kind: FailureKind) -> None:
     failure = classify(texts[kind], "copilot")
     assert failure is not None and failure.kind is kind
     view = SessionView("s1", "one", "copilot", SessionStatus.ERROR, texts[kind], 3, failure=failure)
-    back = view_from_json(load_json(dump_json(to_plain(view)), "view"))
+    back = view_from_json(load_json(dump_json(encode(view)), "view"))
     assert back == view and type(back.failure.kind) is FailureKind  # type: ignore[union-attr]
 
 

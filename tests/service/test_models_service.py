@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.service.remote import RemoteEngine
 from tests.service.test_engine_service import wait
@@ -22,23 +23,23 @@ async def test_an_attached_dashboard_lists_and_switches_and_a_restarted_engine_k
             mirror = RemoteEngine(lambda: asyncio.sleep(0, engine.socket), reconnect=False)
             await mirror.start()
             try:
-                sid = await mirror.new_session("demo", "one")
-                choices = await mirror.models(sid)
+                sid = await mirror.call(verbs.NEW_SESSION, verbs.NewSession("demo", "one"))
+                choices = await mirror.call(verbs.MODELS, verbs.SessionRef(sid))
                 assert choices.current == "demo-model"
                 assert [o.id for o in choices.options] == ["demo-model", "demo-fast", "demo-deep"]
                 assert choices.options[1].name == "Demo Fast"
-                await mirror.set_model(sid, "demo-deep")
+                await mirror.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-deep"))
                 await wait(lambda: mirror.view(sid).model == "demo-deep", "the new model in the mirror")
-                assert (await mirror.models(sid)).current == "demo-deep"
+                assert (await mirror.call(verbs.MODELS, verbs.SessionRef(sid))).current == "demo-deep"
                 with pytest.raises(EngineError, match="does not offer the model 'gpt-9'"):
-                    await mirror.set_model(sid, "gpt-9")
-                assert await mirror.send(sid, "!slow") == "sent"
+                    await mirror.call(verbs.SET_MODEL, verbs.SetModel(sid, "gpt-9"))
+                assert await mirror.call(verbs.SEND, verbs.Send(sid, "!slow")) == "sent"
                 await wait(lambda: mirror.view(sid).status.busy, "the turn")
                 with pytest.raises(EngineError, match="a turn is running"):
-                    await mirror.set_model(sid, "demo-fast")
-                await mirror.stop(sid)
+                    await mirror.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-fast"))
+                await mirror.call(verbs.STOP, verbs.SessionRef(sid))
                 with pytest.raises(EngineError, match="no session 'nope'"):
-                    await mirror.models("nope")
+                    await mirror.call(verbs.MODELS, verbs.SessionRef("nope"))
             finally:
                 await mirror.detach(stop_engine=False)
         async with running_engine(state) as engine:  # the same state folder, a new engine process
@@ -46,7 +47,9 @@ async def test_an_attached_dashboard_lists_and_switches_and_a_restarted_engine_k
             await mirror.start()
             try:
                 assert mirror.view(sid).model == "demo-deep"
-                assert (await mirror.models(sid)).current == "demo-deep"  # its new agent was set again
+                assert (
+                    await mirror.call(verbs.MODELS, verbs.SessionRef(sid))
+                ).current == "demo-deep"  # its new agent was set again
             finally:
                 await mirror.detach(stop_engine=False)
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from textual import events
 
+from polypilot_tui.engine import verbs
 from tests.support.engine_service import attached_dashboard, running_engine
 from tests.ui.helpers import wait_for
 
@@ -40,10 +41,10 @@ async def test_only_the_last_focused_of_two_blurred_dashboards_notifies(monkeypa
             first.post_message(events.AppBlur())
             second.post_message(events.AppBlur())
             await wait_for(one, lambda: not first.app_focus and not second.app_focus, what="both blurred")
-            await first.engine.send(sid, "!permission write it")
+            await first.engine.call(verbs.SEND, verbs.Send(sid, "!permission write it"))
             await wait_for(two, lambda: second.notifier.titles[-1:] == [f"{name(second, sid)} needs permission"])
             request = second.engine.view(sid).pending_permission.request_id
-            await second.engine.answer_permission(sid, request, "allow_once")
+            await second.engine.call(verbs.ANSWER_PERMISSION, verbs.AnswerPermission(sid, request, "allow_once"))
             await wait_for(two, lambda: len(second.notifier.titles) == 2, what="the finish notified")
             await wait_for(one, lambda: first.engine.view(sid).turns == 1, what="the turn's end in the first")
             await one.pause(0.3)

@@ -45,7 +45,7 @@ async def first_start(d: Driver) -> None:
     """A first start on a machine with agents installed: the demo session says it is the demo,
     and names the agents found ready (and the one that needs a sign-in) with ctrl+n."""
 
-    async def offers() -> tuple[AgentOffer, ...]:
+    async def offers(request: object) -> tuple[AgentOffer, ...]:
         return CATALOG_OFFERS
 
     d.app.engine.agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
@@ -56,7 +56,7 @@ async def first_start(d: Driver) -> None:
 async def new_session_catalog(d: Driver) -> None:
     """The dialog offering agents that are ready, may need a sign-in, are not installed, or lack a key."""
 
-    async def offers() -> tuple[AgentOffer, ...]:
+    async def offers(request: object) -> tuple[AgentOffer, ...]:
         return CATALOG_OFFERS
 
     d.app.engine.agents = offers  # type: ignore[method-assign]  # what the engine's machine answered

@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.service.client import EngineHttp, EngineUnreachable
-from polypilot_tui.service.wire import socket_path
+import httpx
+
+from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
+from polypilot_tui.service.client import EngineClient, EngineUnreachable
+from polypilot_tui.service.wire import API, socket_path
 from polypilot_tui.storage.lock import lock_holder
 
 START_WAIT = 30.0
@@ -38,13 +42,38 @@ def engine_env(state: Path, extra: Mapping[str, str] | None = None) -> dict[str,
     return env
 
 
+class RawApi:
+    """The engine's HTTP API as JSON on the wire, paths written out: what a test of the wire
+    itself (its documented shapes) asserts on. Everything else asks through EngineClient."""
+
+    def __init__(self, socket: Path) -> None:
+        transport = httpx.AsyncHTTPTransport(uds=str(socket))
+        self._http = httpx.AsyncClient(transport=transport, base_url="http://engine", timeout=30.0)
+
+    async def get(self, path: str) -> Any:
+        return await self._answer(await self._http.get(API + path))
+
+    async def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        return await self._answer(await self._http.post(API + path, content=dump_json(body or {}).encode()))
+
+    @staticmethod
+    async def _answer(response: httpx.Response) -> Any:
+        data = load_json(response.content, str(response.url))
+        assert response.status_code < 400, data
+        return data
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
 @dataclass
 class EngineProcess:
-    """A running engine and a client of its API."""
+    """A running engine, the one client of its API, and its raw JSON wire (for wire tests)."""
 
     state: Path
     process: subprocess.Popen[bytes]
-    http: EngineHttp
+    client: EngineClient
+    http: RawApi
 
     @property
     def socket(self) -> Path:
@@ -56,17 +85,17 @@ class EngineProcess:
         return info
 
 
-async def wait_until_answering(state: Path, timeout: float = START_WAIT) -> EngineHttp:
+async def wait_until_answering(state: Path, timeout: float = START_WAIT) -> EngineClient:
     """A client of the engine of ``state`` once it answers (AssertionError after ``timeout``)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
-        http = EngineHttp(socket_path(state), timeout=30.0)
+        client = EngineClient(socket_path(state), timeout=30.0)
         try:
-            await http.get("/engine")
-            return http
+            await client.call(ENGINE_INFO, NoArgs())
+            return client
         except EngineUnreachable:
-            await http.aclose()
+            await client.aclose()
             if loop.time() > deadline:
                 raise AssertionError(f"no engine answered on {socket_path(state)} within {timeout} s") from None
             await asyncio.sleep(0.05)
@@ -95,13 +124,15 @@ async def running_engine(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    http: EngineHttp | None = None
+    client: EngineClient | None = None
+    raw = RawApi(socket_path(state))
     try:
-        http = await wait_until_answering(state)
-        yield EngineProcess(state, process, http)
+        client = await wait_until_answering(state)
+        yield EngineProcess(state, process, client, raw)
     finally:
-        if http is not None:
-            await http.aclose()
+        await raw.aclose()
+        if client is not None:
+            await client.aclose()
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:

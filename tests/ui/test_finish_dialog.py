@@ -12,6 +12,7 @@ from textual.widgets import Button, Checkbox, Static, TextArea
 
 from polypilot_tui.domain.changeset import ReviewComment, Side, review_prompt
 from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine import verbs
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
@@ -214,7 +215,7 @@ async def test_the_drafted_message_is_the_sessions_first_request_never_a_review(
         await wait_for(pilot, lambda: app.selected == "s1")
         sid = app.engine.manager.add_session("demo", "fix", workspace=ws)
         for prompt in (request, review):
-            await app.engine.send(sid, prompt)
+            await app.engine.call(verbs.SEND, verbs.Send(sid, prompt))
             await wait_for(pilot, lambda: app.engine.manager.session(sid).turn is None, what="the turn")
         screen = await open_finish(pilot, app, None, sid=sid)
         await wait_for(pilot, lambda: screen.query_one("#commit-message", TextArea).text, what="the draft")

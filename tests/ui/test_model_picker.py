@@ -9,6 +9,7 @@ from textual.command import CommandList
 from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 
+from polypilot_tui.engine import verbs
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from tests.ui.helpers import demo_app, wait_for
@@ -52,7 +53,7 @@ async def test_escape_cancels_and_a_refusal_is_shown_in_the_dialog(tmp_path: Pat
         await pilot.press("down", "escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, ModelPickerScreen))
         assert app.engine.view("s1").model == "demo-model"
-        await app.engine.send("s1", "!slow")
+        await app.engine.call(verbs.SEND, verbs.Send("s1", "!slow"))
         await wait_for(pilot, lambda: app.engine.view("s1").status.busy, what="the turn")
         screen = await open_picker(pilot, app)
         await pilot.press("down", "enter")

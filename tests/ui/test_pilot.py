@@ -445,3 +445,21 @@ async def test_ctrl_g_then_y_in_one_burst_answers_the_permission(tmp_path: Path)
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", what="the tool allowed")
         assert app.pane.editor.text == ""
         await wait_for(pilot, lambda: any("written" in r for r in replies(app, "s1")), what="the reply drawn")
+
+
+async def test_the_queue_panels_clear_drops_every_queued_prompt_and_the_turn_goes_on(tmp_path: Path) -> None:
+    app = demo_app(tmp_path, speed=4)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        await send(pilot, "!slow")
+        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.busy)
+        await send(pilot, "next one")
+        await send(pilot, "and another")
+        panel = app.pane.queue
+        await wait_for(pilot, lambda: len(panel.query(QueuedPrompt)) == 2, what="the queue shown")
+        await pilot.click(panel.query_one(".queue-clear"))
+        await wait_for(pilot, lambda: not app.engine.manager.view("s1").queue, what="the queue cleared")
+        assert app.engine.manager.view("s1").status.busy  # the running turn goes on
+        await wait_for(pilot, lambda: not panel.display, what="the panel gone")
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", timeout=15)
+        assert [t.prompt for t in app.engine.manager.session("s1").turns] == ["!slow"]  # nothing queued went out

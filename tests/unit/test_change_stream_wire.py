@@ -12,8 +12,9 @@ import json
 import pytest
 
 from polypilot_tui.agents.base import REJECT_ONCE
-from polypilot_tui.domain.changes import CHANGE_TYPES, Change, EventReceived, change_from_json, change_to_json
+from polypilot_tui.domain.changes import CHANGE_TYPES, Change, EventReceived
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.engine.codec import change_from_json, change_to_json
 from tests.support.engine import Harness
 
 

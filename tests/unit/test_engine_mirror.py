@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.server import StreamClient
@@ -63,40 +64,44 @@ async def step_until_rest(harness: Harness, wire: Wire, sid: str) -> int:
 
 async def test_a_streamed_reply_a_tool_and_a_permission_arrive_whole(harness: Harness) -> None:
     wire = Wire(harness)
-    sid = await wire.engine.new_session("demo", "mirrored")
+    sid = await wire.engine.call(verbs.NEW_SESSION, verbs.NewSession("demo", "mirrored"))
     await harness.manager.connect(sid)
     wire.sync()
-    await wire.engine.send(sid, "!slow stream it")
+    await wire.engine.call(verbs.SEND, verbs.Send(sid, "!slow stream it"))
     assert await step_until_rest(harness, wire, sid) > 20  # checked between many deltas
     assert "word59" in wire.mirror.history(sid)[-1].text
-    await wire.engine.send(sid, "look at the project")  # a tool row, replaced when it completes
+    await wire.engine.call(verbs.SEND, verbs.Send(sid, "look at the project"))  # a tool row, replaced when it completes
     await step_until_rest(harness, wire, sid)
-    await wire.engine.send(sid, "!permission write the file")
+    await wire.engine.call(verbs.SEND, verbs.Send(sid, "!permission write the file"))
     await harness.until(lambda: wire.engine.view(sid).pending_permission is not None)
     wire.sync()
     request = wire.mirror.view(sid).pending_permission
     assert request is not None and request.options
-    await wire.engine.answer_permission(sid, request.request_id, request.options[0][0])
+    await wire.engine.call(
+        verbs.ANSWER_PERMISSION, verbs.AnswerPermission(sid, request.request_id, request.options[0][0])
+    )
     await step_until_rest(harness, wire, sid)
     assert wire.mirror.view(sid).pending_permission is None
 
 
 async def test_a_stop_mid_reply_then_close_and_reopen_keep_the_mirror_exact(harness: Harness) -> None:
     wire = Wire(harness)
-    sid = await wire.engine.new_session("demo")
+    sid = await wire.engine.call(verbs.NEW_SESSION, verbs.NewSession("demo"))
     await harness.manager.connect(sid)
-    await wire.engine.send(sid, "!slow to be stopped")
+    await wire.engine.call(verbs.SEND, verbs.Send(sid, "!slow to be stopped"))
     await harness.until(lambda: "word5" in wire.engine.streaming_text(sid))
     wire.sync()
-    await wire.engine.stop(sid)
+    await wire.engine.call(verbs.STOP, verbs.SessionRef(sid))
     await step_until_rest(harness, wire, sid)
     assert wire.mirror.streaming_text(sid) == "" and wire.mirror.history(sid)[-1].interrupted is not None
-    await wire.engine.send(sid, "!slow again")  # a new reply after a stopped one: the stream restarts
+    await wire.engine.call(
+        verbs.SEND, verbs.Send(sid, "!slow again")
+    )  # a new reply after a stopped one: the stream restarts
     await step_until_rest(harness, wire, sid)
-    assert await wire.engine.close_session(sid)
+    assert await wire.engine.call(verbs.CLOSE, verbs.SessionRef(sid))
     wire.sync()
     assert wire.mirror.ids() == []
-    await wire.engine.reopen(sid)
+    await wire.engine.call(verbs.REOPEN, verbs.Reopen(sid))
     wire.sync()
     assert wire.mirror.history(sid)[0].text == "!slow to be stopped"
 

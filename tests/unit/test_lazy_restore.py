@@ -15,7 +15,7 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.history import PAGE, UNREADABLE
-from polypilot_tui.engine import local
+from polypilot_tui.engine import local, verbs
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
@@ -284,7 +284,7 @@ async def test_rows_kept_for_an_undo_go_when_the_session_leaves_the_engines_clos
     engine.persistence.store.saved.close()
     path.rename(tmp_path / "away.db")
     try:
-        assert await engine.close_session(sid)  # its rows could not be read: kept for an undo...
+        assert await engine.call(verbs.CLOSE, verbs.SessionRef(sid))  # its rows could not be read: kept for an undo...
     finally:
         (tmp_path / "away.db").rename(path)
     await engine.persistence.flush()

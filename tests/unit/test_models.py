@@ -12,6 +12,7 @@ from polypilot_tui.agents.demo.backend import DemoBackend
 from polypilot_tui.config import AgentConfig, Settings, load_agents
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
@@ -23,13 +24,13 @@ from tests.support.engine import Harness
 async def test_the_demo_offers_three_models_and_switches_between_turns(harness: Harness) -> None:
     engine = LocalEngine(harness.manager)
     sid = await harness.new()
-    choices = await engine.models(sid)
+    choices = await engine.call(verbs.MODELS, verbs.SessionRef(sid))
     assert choices.current == "demo-model" == engine.view(sid).model
     assert [o.id for o in choices.options] == ["demo-model", "demo-fast", "demo-deep"]
 
-    await engine.set_model(sid, "demo-deep")
+    await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-deep"))
     assert engine.view(sid).model == "demo-deep"
-    assert (await engine.models(sid)).current == "demo-deep"  # the agent's own answer
+    assert (await engine.call(verbs.MODELS, verbs.SessionRef(sid))).current == "demo-deep"  # the agent's own answer
     assert harness.manager.session(sid).model_choice == "demo-deep"
     last = engine.history(sid)[-1]
     assert last.kind is ItemKind.SYSTEM and "Model switched to demo-deep" in last.text
@@ -39,23 +40,23 @@ async def test_a_model_the_agent_does_not_offer_is_refused(harness: Harness) -> 
     engine = LocalEngine(harness.manager)
     sid = await harness.new()
     with pytest.raises(EngineError, match="does not offer the model 'gpt-9'.*demo-fast"):
-        await engine.set_model(sid, "gpt-9")
+        await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "gpt-9"))
     with pytest.raises(EngineError, match="name a model"):
-        await engine.set_model(sid, "  ")
+        await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "  "))
     assert engine.view(sid).model == "demo-model" and harness.manager.session(sid).model_choice == ""
 
 
 async def test_a_switch_while_a_turn_runs_is_refused_and_works_after_it(harness: Harness) -> None:
     engine = LocalEngine(harness.manager)
     sid = await harness.new()
-    await engine.send(sid, "!slow")
+    await engine.call(verbs.SEND, verbs.Send(sid, "!slow"))
     await harness.clock.settle()
     assert engine.view(sid).status.busy
     with pytest.raises(EngineError, match="a turn is running"):
-        await engine.set_model(sid, "demo-fast")
+        await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-fast"))
     assert engine.view(sid).model == "demo-model"
     await harness.until_rest(sid)
-    await engine.set_model(sid, "demo-fast")
+    await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-fast"))
     assert engine.view(sid).model == "demo-fast"
     assert BUSY.startswith("a turn is running")
 
@@ -63,7 +64,7 @@ async def test_a_switch_while_a_turn_runs_is_refused_and_works_after_it(harness:
 async def test_an_unknown_session_is_said(harness: Harness) -> None:
     engine = LocalEngine(harness.manager)
     with pytest.raises(EngineError, match="no session"):
-        await engine.models("nope")
+        await engine.call(verbs.MODELS, verbs.SessionRef("nope"))
 
 
 def _engine(state: Path) -> LocalEngine:
@@ -82,15 +83,17 @@ async def _turn_ended(engine: LocalEngine, sid: str, turns: int) -> None:
 async def test_a_restart_keeps_the_chosen_model(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     await engine.start()
-    sid = await engine.new_session("demo", "pick")
-    await engine.set_model(sid, "demo-fast")
+    sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("demo", "pick"))
+    await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-fast"))
     await engine.close()
 
     again = _engine(tmp_path)
     await again.start()
     assert again.view(sid).model == "demo-fast"  # saved: shown before the agent starts
     assert again.manager.backend(sid) is None
-    await again.send(sid, "hello")  # connects: a new demo agent session starts at its default...
+    await again.call(
+        verbs.SEND, verbs.Send(sid, "hello")
+    )  # connects: a new demo agent session starts at its default...
     await _turn_ended(again, sid, 1)
     backend = again.manager.backend(sid)
     assert backend is not None
@@ -102,14 +105,14 @@ async def test_a_restart_keeps_the_chosen_model(tmp_path: Path) -> None:
 async def test_a_choice_the_agent_refuses_after_a_restart_is_told_and_the_session_works(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     await engine.start()
-    sid = await engine.new_session("demo", "pick")
-    await engine.set_model(sid, "demo-fast")
+    sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("demo", "pick"))
+    await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-fast"))
     await engine.close()
 
     again = _engine(tmp_path)
     await again.start()
     again.manager.session(sid).model_choice = "demo-retired"  # as if the agent dropped the model
-    await again.send(sid, "hello")
+    await again.call(verbs.SEND, verbs.Send(sid, "hello"))
     await _turn_ended(again, sid, 1)
     texts = [item.text for item in again.history(sid) if item.kind is ItemKind.ERROR]
     assert any("demo-retired" in text and "could not be set again" in text for text in texts)

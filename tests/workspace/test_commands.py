@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from polypilot_tui.domain.changeset import ReviewComment, Side, review_prompt
-from polypilot_tui.service.client import EngineHttp
+from polypilot_tui.engine.verbs import SESSION_VIEW, SessionRef
+from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.wire import socket_path
 from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.saved_rows import SavedRows
@@ -156,17 +157,17 @@ def test_bad_branch_names_are_refused_up_front_and_leave_nothing(tmp_path: Path)
 
 async def counted(state: Path, sid: str, timeout: float = 15.0) -> dict[str, object]:
     """The session's change counts once the engine has counted them (bounded wait)."""
-    http = EngineHttp(socket_path(state))
+    client = EngineClient(socket_path(state))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     try:
         while loop.time() < deadline:
-            changes = (await http.get(f"/sessions/{sid}")).get("changes") or {}
-            if changes.get("files"):
-                return dict(changes)
+            changes = (await client.call(SESSION_VIEW, SessionRef(sid))).changes
+            if changes.files:
+                return {"files": changes.files, "added": changes.added, "removed": changes.removed}
             await asyncio.sleep(0.1)
     finally:
-        await http.aclose()
+        await client.aclose()
     raise AssertionError(f"the engine did not count the changes of {sid} within {timeout} s")
 
 

@@ -52,6 +52,12 @@ class QueuePanel(Vertical):
         prompt: str
 
     @dataclass
+    class Clear(Message):
+        """Drop every queued prompt of the session."""
+
+        session_id: str
+
+    @dataclass
     class SendNext(Message):
         """Release a held queue: send its next prompt now."""
 
@@ -64,11 +70,13 @@ class QueuePanel(Vertical):
         self._title = Static("", classes="queue-title", markup=False)
         self._rows = Vertical(classes="queue-rows")
         self._send = Button("Send in order", classes="queue-send", compact=True, variant="primary")
+        self._clear = Button("Clear", classes="queue-clear", compact=True, tooltip="Drop every queued prompt")
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="queue-header"):
             yield self._title
             yield self._send
+            yield self._clear
         yield self._rows
 
     async def show(self, view: SessionView | None) -> None:
@@ -105,6 +113,9 @@ class QueuePanel(Vertical):
             return
         if event.button is self._send:
             self.post_message(self.SendNext(session_id))
+            return
+        if event.button is self._clear:
+            self.post_message(self.Clear(session_id))
             return
         row = event.button.parent
         if isinstance(row, QueuedPrompt):

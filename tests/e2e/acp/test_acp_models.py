@@ -14,6 +14,7 @@ import pytest
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
@@ -47,24 +48,26 @@ async def test_the_switched_model_is_the_one_the_next_request_names(
     settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
     engine = LocalEngine(SessionManager(settings, AgentCatalog({agent_name: config}), SystemClock()))
     try:
-        sid = await engine.new_session(agent_name)
-        choices = await engine.models(sid)
+        sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent_name))
+        choices = await engine.call(verbs.MODELS, verbs.SessionRef(sid))
         assert choices.current == first and engine.view(sid).model == first
         assert {first, second} <= {o.id for o in choices.options}
         with pytest.raises(EngineError, match="does not offer the model 'nope/nope'"):
-            await engine.set_model(sid, "nope/nope")
+            await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "nope/nope"))
 
-        await engine.set_model(sid, second)
-        assert (await engine.models(sid)).current == second  # the agent's own answer
+        await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, second))
+        assert (await engine.call(verbs.MODELS, verbs.SessionRef(sid))).current == second  # the agent's own answer
         assert engine.view(sid).model == second
         since = len(model_server.model_requests())
-        await engine.send(sid, "hello APPLE")
+        await engine.call(verbs.SEND, verbs.Send(sid, "hello APPLE"))
         await turn_done(engine, sid, 1)
         assert models_asked(model_server, since, "APPLE")[:1] == [wire]
 
-        await engine.reconnect(sid)  # a new agent process: its session starts on the configured model
+        await engine.call(
+            verbs.RECONNECT, verbs.SessionRef(sid)
+        )  # a new agent process: its session starts on the configured model
         since = len(model_server.model_requests())
-        await engine.send(sid, "hello PEAR")
+        await engine.call(verbs.SEND, verbs.Send(sid, "hello PEAR"))
         await turn_done(engine, sid, 2)
         assert models_asked(model_server, since, "PEAR")[:1] == [wire]
         assert engine.view(sid).model == second

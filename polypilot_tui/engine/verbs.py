@@ -1,0 +1,347 @@
+"""Every engine verb, declared once: its request, its reply, its route, its errors, its command.
+
+A front end drives an engine through one door, ``await engine.call(verb, request)``, whether
+the engine runs in this process (:class:`~polypilot_tui.engine.local.LocalEngine`, whose method
+named like the verb answers it) or in another one (the service's routes are built from
+:data:`VERBS`; its one client, ``service/client.py``, sends any verb the same way). The
+command line's subcommands and the API document's table are checked against this list
+(tests/unit/test_verbs.py), so adding a verb is: a :class:`Verb` here, the engine's method,
+and its UI.
+
+Pure data: no I/O. Reads a front end answers from what the engine last said (views,
+histories, the reply streaming now, the change stream) are not verbs: they are
+:class:`~polypilot_tui.engine.api.Engine`'s own methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from polypilot_tui.domain.agents import AgentOffer
+from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.model_choice import ModelChoices
+from polypilot_tui.domain.view import SessionDetails, SessionView
+from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.engine.api import EngineError, UnknownSession, Verb
+
+HISTORY_PAGE = 1000
+"""Rows one history page holds at most."""
+
+
+# ---- requests ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NoArgs:
+    """A verb of the engine as a whole."""
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """A verb of one session, with nothing more to say."""
+
+    session_id: str
+
+
+@dataclass(frozen=True)
+class NewSession:
+    agent: str
+    name: str | None = None
+    """None: the agent's name and a number."""
+    workspace: Workspace | None = None
+    """None: the agent's own folder."""
+
+
+@dataclass(frozen=True)
+class Send:
+    session_id: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class Unqueue:
+    session_id: str
+    index: int
+    expected: str | None = None
+    """The prompt the user saw at ``index`` (the queue may have moved on since)."""
+
+
+@dataclass(frozen=True)
+class AnswerPermission:
+    session_id: str
+    request_id: str
+    option_id: str
+
+
+@dataclass(frozen=True)
+class Rename:
+    session_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Reopen:
+    session_id: str
+    position: int | None = None
+    """Where it goes in the list (None: where it was)."""
+
+
+@dataclass(frozen=True)
+class SetModel:
+    session_id: str
+    model: str
+
+
+@dataclass(frozen=True)
+class HistoryRange:
+    session_id: str
+    start: int = 0
+    limit: int = 200
+    """At most :data:`HISTORY_PAGE`."""
+
+
+@dataclass(frozen=True)
+class Focus:
+    client: int
+    """The stream client whose terminal has the focus (its snapshot said its number)."""
+
+
+# ---- replies ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineInfo:
+    """Who the engine is and how busy."""
+
+    pid: int
+    state_dir: str
+    started_at: float
+    """Wall-clock epoch seconds."""
+    now: float
+    """The engine's clock: the times in its views are read against it."""
+    wall: float
+    sessions: int
+    running_turns: int
+    persistent: bool
+    attached: int = 0
+    """Clients following its stream."""
+
+
+@dataclass(frozen=True)
+class SessionList:
+    now: float
+    sessions: tuple[SessionView, ...]
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    total: int
+    start: int
+    items: tuple[ChatItem, ...]
+
+
+SendResult = Literal["sent", "queued"]
+
+# ---- the verbs ------------------------------------------------------------------------------
+_S = "/sessions/{session_id}"
+_GONE = (UnknownSession, EngineError)
+
+ENGINE_INFO: Verb[NoArgs, EngineInfo] = Verb(
+    "engine_info", "GET", "/engine", NoArgs, EngineInfo, "who the engine is and how busy", command="engine", wrap=None
+)
+ENGINE_STOP: Verb[NoArgs, bool] = Verb(
+    "engine_stop",
+    "POST",
+    "/engine/stop",
+    NoArgs,
+    bool,
+    "the engine ends (turns in flight end as interrupted, offered for resending)",
+    command="engine",
+    wrap="stopping",
+    status=202,
+)
+FOCUS_CLIENT: Verb[Focus, None] = Verb(
+    "focus_client",
+    "POST",
+    "/clients/{client}/focus",
+    Focus,
+    None,
+    "this client's terminal has the focus: attention alerts go there",
+)
+AGENTS: Verb[NoArgs, tuple[AgentOffer, ...]] = Verb(
+    "agents",
+    "GET",
+    "/agents",
+    NoArgs,
+    tuple[AgentOffer, ...],
+    "the agents it offers, and whether each can start where it runs",
+    wrap="agents",
+)
+SESSIONS: Verb[NoArgs, SessionList] = Verb(
+    "sessions",
+    "GET",
+    "/sessions",
+    NoArgs,
+    SessionList,
+    "every session's view, in the sidebar's order",
+    command="ls",
+    wrap=None,
+)
+NEW_SESSION: Verb[NewSession, str] = Verb(
+    "new_session",
+    "POST",
+    "/sessions",
+    NewSession,
+    str,
+    "adds a session (its agent connects in the background); its id",
+    errors=(EngineError,),
+    command="new",
+    wrap="id",
+    status=201,
+)
+SESSION_VIEW: Verb[SessionRef, SessionView] = Verb(
+    "session_view", "GET", _S, SessionRef, SessionView, "the session's view", errors=(UnknownSession,), wrap=None
+)
+HISTORY_PAGE_OF: Verb[HistoryRange, HistoryPage] = Verb(
+    "history_page",
+    "GET",
+    _S + "/history",
+    HistoryRange,
+    HistoryPage,
+    f"a page of its history rows (at most {HISTORY_PAGE})",
+    errors=_GONE,
+    command="follow",
+    wrap=None,
+)
+DETAILS: Verb[SessionRef, SessionDetails] = Verb(
+    "details",
+    "GET",
+    _S + "/details",
+    SessionRef,
+    SessionDetails,
+    "agent, command, folders, logs, the last stderr lines, plan",
+    errors=(UnknownSession,),
+    wrap=None,
+)
+SEND: Verb[Send, SendResult] = Verb(
+    "send",
+    "POST",
+    _S + "/send",
+    Send,
+    SendResult,
+    "sends, or queues while a turn runs; refused when its folder is gone (nothing is queued)",
+    errors=_GONE,
+    command="send",
+)
+STOP: Verb[SessionRef, None] = Verb(
+    "stop", "POST", _S + "/stop", SessionRef, None, "stops the turn (abort, then kill after the grace)", _GONE, "stop"
+)
+RECONNECT: Verb[SessionRef, None] = Verb(
+    "reconnect",
+    "POST",
+    _S + "/reconnect",
+    SessionRef,
+    None,
+    "a new agent connection, resuming its session",
+    _GONE,
+    "reconnect",
+)
+RESEND: Verb[SessionRef, bool] = Verb(
+    "resend", "POST", _S + "/resend", SessionRef, bool, "resends a prompt lost to a restart", _GONE
+)
+SEND_QUEUED: Verb[SessionRef, bool] = Verb(
+    "send_queued", "POST", _S + "/send-queued", SessionRef, bool, "releases a held queue", _GONE
+)
+UNQUEUE: Verb[Unqueue, str | None] = Verb(
+    "unqueue",
+    "POST",
+    _S + "/unqueue",
+    Unqueue,
+    str | None,
+    "takes a queued prompt back (null: it is not queued any more)",
+    _GONE,
+)
+CLEAR_QUEUE: Verb[SessionRef, int] = Verb(
+    "clear_queue",
+    "POST",
+    _S + "/clear-queue",
+    SessionRef,
+    int,
+    "drops every queued prompt (the running turn goes on); how many were dropped",
+    (UnknownSession,),
+    "clear-queue",
+)
+ANSWER_PERMISSION: Verb[AnswerPermission, None] = Verb(
+    "answer_permission",
+    "POST",
+    _S + "/permission",
+    AnswerPermission,
+    None,
+    "answers a pending permission",
+    _GONE,
+    "answer",
+)
+RENAME: Verb[Rename, None] = Verb("rename", "POST", _S + "/rename", Rename, None, "renames it", (UnknownSession,))
+CLOSE: Verb[SessionRef, bool] = Verb(
+    "close_session",
+    "POST",
+    _S + "/close",
+    SessionRef,
+    bool,
+    "stops and closes it (kept for a reopen: the last 20)",
+    _GONE,
+    "close",
+)
+REOPEN: Verb[Reopen, None] = Verb("reopen", "POST", _S + "/reopen", Reopen, None, "brings a closed session back", _GONE)
+REFRESH_CHANGES: Verb[SessionRef, None] = Verb(
+    "refresh_changes",
+    "POST",
+    _S + "/refresh-changes",
+    SessionRef,
+    None,
+    "counts its changes in its folder again",
+    (UnknownSession,),
+)
+MODELS: Verb[SessionRef, ModelChoices] = Verb(
+    "models",
+    "POST",  # listing may start the agent: not a read
+    _S + "/models",
+    SessionRef,
+    ModelChoices,
+    "the models its agent offers and the current one (free_form: any id is taken)",
+    _GONE,
+    "model",
+)
+SET_MODEL: Verb[SetModel, None] = Verb(
+    "set_model",
+    "POST",
+    _S + "/model",
+    SetModel,
+    None,
+    "switches its model from the next turn (refused while a turn runs, or for a model not offered)",
+    _GONE,
+    "model",
+)
+
+VERBS: tuple[Verb[Any, Any], ...] = (
+    ENGINE_INFO,
+    ENGINE_STOP,
+    FOCUS_CLIENT,
+    AGENTS,
+    SESSIONS,
+    NEW_SESSION,
+    SESSION_VIEW,
+    HISTORY_PAGE_OF,
+    DETAILS,
+    SEND,
+    STOP,
+    RECONNECT,
+    RESEND,
+    SEND_QUEUED,
+    UNQUEUE,
+    CLEAR_QUEUE,
+    ANSWER_PERMISSION,
+    RENAME,
+    CLOSE,
+    REOPEN,
+    REFRESH_CHANGES,
+    MODELS,
+    SET_MODEL,
+)
