@@ -50,8 +50,13 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
     drafts = store.history.load_drafts(ids) or {}
     histories = _histories(store, records, set(drafts))
     problem = ""
-    if snapshot.problem:
-        kept = f"it was moved to {snapshot.moved_to}" if snapshot.moved_to else "it was left as it is"
+    kept = f"it was moved to {snapshot.moved_to}" if snapshot.moved_to else "it was left as it is"
+    if snapshot.lost:
+        problem = (
+            f"The saved session list was read back in part: {snapshot.problem}; {kept}, and the other "
+            f"{len(records)} session(s) are back."
+        )
+    elif snapshot.problem:
         problem = f"The saved session list could not be used: {snapshot.problem}; {kept} and the list starts empty."
     result = RestoreResult(problem=problem)
     clock = manager.clock
