@@ -109,7 +109,7 @@ class PolypilotApp(SessionDialogs):
         self._run("Edit", self._edit_queued(event))
 
     async def _edit_queued(self, event: QueuePanel.Edit) -> None:
-        prompt = await self.engine.call(verbs.UNQUEUE, verbs.Unqueue(event.session_id, event.index, event.prompt))
+        prompt = await self.engine.call(verbs.UNQUEUE, verbs.Unqueue(event.session_id, event.index, event.key))
         if prompt is None:
             self.notify("That prompt was already sent.", timeout=3)
             return
@@ -126,7 +126,7 @@ class PolypilotApp(SessionDialogs):
         self.pane.editor.focus()
 
     async def _drop_queued(self, event: QueuePanel.Drop) -> None:
-        prompt = await self.engine.call(verbs.UNQUEUE, verbs.Unqueue(event.session_id, event.index, event.prompt))
+        prompt = await self.engine.call(verbs.UNQUEUE, verbs.Unqueue(event.session_id, event.index, event.key))
         if prompt is not None:
             self.notify(f"Dropped: {one_line(prompt, 60)}", timeout=3, markup=False)
 
