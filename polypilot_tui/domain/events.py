@@ -13,7 +13,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from polypilot_tui.domain.limits import ROW_CHARS, clip_texts, has_longer_text
+from polypilot_tui.domain.limits import ROW_CHARS, bounded_texts, has_longer_text
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _new_tuple = tuple.__new__
@@ -147,7 +147,7 @@ def kept(event: AgentEvent) -> AgentEvent:
 
 
 def _cut(event: AgentEvent) -> AgentEvent:
-    return AgentEvent(event.type, clip_texts(event.data, ROW_CHARS, depth=2))
+    return AgentEvent(event.type, bounded_texts(event.data, ROW_CHARS, depth=2))
 
 
 def not_kept(event: AgentEvent) -> int:

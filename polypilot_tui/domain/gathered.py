@@ -3,7 +3,7 @@ comes past it is counted, and said where the text ends, never silently dropped."
 
 from __future__ import annotations
 
-from polypilot_tui.domain.limits import ROW_CHARS
+from polypilot_tui.domain.limits import ROW_CHARS, cut_note
 
 
 class Gathered:
@@ -49,4 +49,4 @@ class Gathered:
         """What was kept, with a line saying how much was not; it starts again empty."""
         text, dropped = self.text(), self.dropped
         self.parts, self.chars, self.dropped = [], 0, 0
-        return f"{text}\n[… {dropped:,} more characters were not kept]" if dropped else text
+        return text + cut_note(dropped) if dropped else text

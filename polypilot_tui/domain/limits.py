@@ -6,7 +6,7 @@ Three kinds of limit:
 - **What a user gives** (prompts, queues, names, the prompt box): refused beyond its limit
   with a message that names it (:class:`LimitExceeded`); a user's text is never cut.
 - **What an agent gives** (a reply, a tool's output, one message line): kept up to its limit;
-  the rest is cut with a marker that says how much was not kept (:func:`clip`).
+  the rest is cut with a marker that says how much was not kept (:func:`bounded`).
 - **What a store or the stream must take**: derived from the two above — the registry's
   record and file, a spill file, one stream event — so the sum of everything accepted
   always fits. ``tests/unit/test_limits.py`` checks the derivations; the engine test fills
@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from polypilot_tui.domain.safe_json import MAX_DEPTH, json_text_bytes
+from polypilot_tui.domain.text import clip
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -39,8 +40,8 @@ HELD_BYTES = 16 * MIB
 interrupted (offered for resending). Every one of them is in the registry."""
 SESSIONS = 500
 """Sessions one engine holds."""
-NAME_CHARS = 60
-"""A session's name."""
+NAME_CHARS = 200
+"""A session's name (a URL with a password in it is one: it is redacted where it is written)."""
 DRAFT_CHARS = 4 * MIB
 """What the prompt box holds (a paste that would make it longer is refused); a draft is kept
 whole across a restart, in a file of its own."""
@@ -168,20 +169,26 @@ def check_prompt(text: str) -> int:
     return size
 
 
-CLIP_MARKER_CHARS = 64
-"""Room :func:`clip` leaves for its marker within the limit."""
+CUT_NOTE_CHARS = 64
+"""Room :func:`bounded` leaves within its limit for :func:`cut_note`."""
 
 
-def clip(text: str, limit: int) -> str:
-    """``text`` if it has at most ``limit`` characters; else its start and a marker saying how
-    many characters were not kept ("…" alone under a short limit), ``limit`` characters in
-    all (agent text only: a user's text is refused, never cut)."""
+def cut_note(count: int) -> str:
+    """What follows a text cut short: "…" right at the cut (the redactor reads it as one and
+    removes the start of a secret cut through there), then how many characters were not kept."""
+    return f"…\n[{count:,} more characters not kept]"
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters; else its start and :func:`cut_note`,
+    ``limit`` characters in all ("…" alone under a short limit: a name, an id). An agent's
+    text only: a user's text is refused, never cut."""
     if len(text) <= limit:
         return text
-    if limit < 2 * CLIP_MARKER_CHARS:  # a name, an id: no room for the count
-        return text[: max(0, limit - 1)] + "…"
-    keep = limit - CLIP_MARKER_CHARS
-    return f"{text[:keep]}\n[… {len(text) - keep:,} more characters not kept]"[: max(limit, 0)]
+    if limit < 2 * CUT_NOTE_CHARS:
+        return clip(text, limit)
+    keep = limit - CUT_NOTE_CHARS
+    return text[:keep] + cut_note(len(text) - keep)
 
 
 def has_longer_text(value: Any, limit: int, depth: int = MAX_DEPTH) -> bool:
@@ -195,12 +202,12 @@ def has_longer_text(value: Any, limit: int, depth: int = MAX_DEPTH) -> bool:
     return False
 
 
-def clip_texts(value: Any, limit: int, depth: int = MAX_DEPTH) -> Any:
-    """A copy of JSON-like ``value`` with every string longer than ``limit`` cut by :func:`clip`."""
+def bounded_texts(value: Any, limit: int, depth: int = MAX_DEPTH) -> Any:
+    """A copy of JSON-like ``value`` with every string longer than ``limit`` cut by :func:`bounded`."""
     if type(value) is str:
-        return clip(value, limit)
+        return bounded(value, limit)
     if depth > 0 and isinstance(value, Mapping):
-        return {k: clip_texts(v, limit, depth - 1) for k, v in value.items()}
+        return {k: bounded_texts(v, limit, depth - 1) for k, v in value.items()}
     if depth > 0 and isinstance(value, list):
-        return [clip_texts(v, limit, depth - 1) for v in value]
+        return [bounded_texts(v, limit, depth - 1) for v in value]
     return value

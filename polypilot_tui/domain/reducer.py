@@ -17,7 +17,7 @@ from polypilot_tui.domain.limits import (
     OPTION_LABEL_CHARS,
     PERMISSION_OPTIONS,
     PERMISSION_TEXT_CHARS,
-    clip,
+    bounded,
 )
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
@@ -221,7 +221,7 @@ def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clo
     t.pending_permissions[request_id] = PermissionPrompt(
         request_id,
         one_line(e.text("title") or e.text("kind") or "Permission requested", 120),
-        clip(strip_control(e.text("detail")), PERMISSION_TEXT_CHARS),
+        bounded(strip_control(e.text("detail")), PERMISSION_TEXT_CHARS),
         one_line(e.text("kind"), ID_CHARS),
         tool_call_id,
         options,

@@ -13,7 +13,7 @@ from typing import Any
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.history import UNREADABLE, History
-from polypilot_tui.domain.limits import CLIP_MARKER_CHARS, ROW_CHARS, TOOL_TEXT_CHARS, clip, saved_bytes
+from polypilot_tui.domain.limits import CUT_NOTE_CHARS, ROW_CHARS, TOOL_TEXT_CHARS, bounded, saved_bytes
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.prompt_queue import QueuedPrompt
 from polypilot_tui.domain.text import one_line, strip_control
@@ -104,7 +104,7 @@ class Session:
     def add_item(self, kind: ItemKind, text: str, wall: float, **extra: Any) -> int:
         """Append a history row; returns its index. Its text is kept up to limits.ROW_CHARS
         (a prompt always fits; an agent's text past it is cut with a marker saying how much)."""
-        item = ChatItem(kind, clip(strip_control(text), ROW_CHARS + CLIP_MARKER_CHARS), wall, **extra)
+        item = ChatItem(kind, bounded(strip_control(text), ROW_CHARS + CUT_NOTE_CHARS), wall, **extra)
         self.history.append(item)
         self.revision += 1
         index = len(self.history) - 1
@@ -277,7 +277,7 @@ class Session:
         """Replace a tool's history row in place with its new status (and output, if any)."""
         call.status = status
         if 0 <= call.row < len(self.history) and (old := self.history[call.row]) is not UNREADABLE:
-            text = clip(strip_control(output), TOOL_TEXT_CHARS) if output else old.text
+            text = bounded(strip_control(output), TOOL_TEXT_CHARS) if output else old.text
             item = replace(old, tool_status=status, text=text)
             self.history[call.row] = item
             self.revision += 1

@@ -20,7 +20,7 @@ from polypilot_tui.domain.limits import (
     QUEUE_PREVIEWS,
     REASON_CHARS,
     TITLE_CHARS,
-    clip,
+    bounded,
 )
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.prompt_queue import QueueEntry, entry
@@ -204,7 +204,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
     Every text is bounded (domain/limits.py): a view travels on every change, hundreds in one
     snapshot; an agent's long text is cut with a marker, a queued prompt is named, not carried."""
     status, reason = derive_status(session)
-    reason = clip(reason, REASON_CHARS)
+    reason = bounded(reason, REASON_CHARS)
     turn = session.turn
     record = session.last_outcome
     pending = next(iter(turn.pending_permissions.values()), None) if turn else None
@@ -213,30 +213,30 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         active = list(turn.active_tools.values())[-1].name
     return SessionView(
         id=session.id,
-        name=clip(session.name, NAME_CHARS),
+        name=bounded(session.name, NAME_CHARS),
         agent=session.agent,
         status=status,
         reason=reason,
         revision=session.revision,
-        model=clip(session.model, ID_CHARS),
+        model=bounded(session.model, ID_CHARS),
         cwd=session.cwd,
         branch=session.workspace.branch if session.workspace else "",
         worktree=bool(session.workspace and session.workspace.owned),
         changes=session.changes,
-        workspace_problem=clip(session.workspace_problem, REASON_CHARS),
+        workspace_problem=bounded(session.workspace_problem, REASON_CHARS),
         workspace=session.workspace,
-        title=clip(session.title, TITLE_CHARS),
-        agent_session_id=clip(session.agent_session_id, ID_CHARS),
+        title=bounded(session.title, TITLE_CHARS),
+        agent_session_id=bounded(session.agent_session_id, ID_CHARS),
         turn_started_at=turn.started_at if turn else None,
         last_activity_at=session.last_activity_at,
         tool_calls=len(turn.tools) if turn else 0,
-        active_tool=clip(active, ID_CHARS),
+        active_tool=bounded(active, ID_CHARS),
         intent=turn.intent if turn else "",
         permission_warning=session.permission_warning,
         pending_permission=pending,
         pending_permissions=len(turn.pending_permissions) if turn else 0,
         last_outcome=record.outcome.value if record else "",
-        last_outcome_reason=clip(record.reason, REASON_CHARS) if record else "",
+        last_outcome_reason=bounded(record.reason, REASON_CHARS) if record else "",
         turns=session.earlier_turns + len(session.turns),
         history_len=len(session.history),
         streaming_chars=turn.streamed_chars if turn else 0,
@@ -245,11 +245,11 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         interrupted_prompt=one_line(session.interrupted_prompt, PREVIEW_CHARS),
         queue=tuple(entry(p, i < QUEUE_PREVIEWS) for i, p in enumerate(session.queue)),
         queue_held=session.queue_held,
-        waiting_for=clip(waiting_for(turn), ID_CHARS) if turn else "",
+        waiting_for=bounded(waiting_for(turn), ID_CHARS) if turn else "",
         gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
         usage=session.usage,
         failure=derive_failure(
-            status, reason, clip(session.sign_in, REASON_CHARS), status_code(record.detail) if record else None
+            status, reason, bounded(session.sign_in, REASON_CHARS), status_code(record.detail) if record else None
         ),
     )
 

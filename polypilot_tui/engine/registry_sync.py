@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, TypedDict
 
-from polypilot_tui.domain.limits import ID_CHARS, NAME_CHARS, REASON_CHARS, TITLE_CHARS, clip
+from polypilot_tui.domain.limits import ID_CHARS, NAME_CHARS, REASON_CHARS, TITLE_CHARS, bounded
 from polypilot_tui.domain.view import derive_status
 from polypilot_tui.domain.workspace import Isolation, Workspace
 from polypilot_tui.engine.debounced import DebouncedWriter
@@ -36,15 +36,15 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
         records.append(
             SessionRecord(
                 id=s.id,
-                name=clip(s.name, NAME_CHARS),
+                name=bounded(s.name, NAME_CHARS),
                 agent=s.agent,
                 cwd=s.cwd,
-                model=clip(s.model, ID_CHARS),
+                model=bounded(s.model, ID_CHARS),
                 agent_session_id=s.agent_session_id,
-                title=clip(s.title, TITLE_CHARS),
+                title=bounded(s.title, TITLE_CHARS),
                 created_at=s.created_wall,
                 status=status.value,
-                reason=clip(reason, REASON_CHARS),
+                reason=bounded(reason, REASON_CHARS),
                 last_activity_at=activity,
                 turn_in_flight=turn is not None,
                 last_prompt=(turn.prompt or s.last_prompt) if turn else "",
@@ -52,7 +52,7 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
                 turns=s.earlier_turns + len(s.turns),
                 queue=tuple(p.text for p in s.queue),
                 usage=s.usage,
-                model_choice=clip(s.model_choice, ID_CHARS),
+                model_choice=bounded(s.model_choice, ID_CHARS),
                 **workspace_fields(s.workspace),
             )
         )

@@ -37,7 +37,7 @@ from polypilot_tui.domain.limits import (
     REGISTRY_BYTES,
     SESSIONS,
     TITLE_CHARS,
-    clip,
+    bounded,
 )
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.domain.usage import Usage, usage_from_plain
@@ -113,7 +113,7 @@ class SessionRecord:
             return None  # an id or a folder no engine writes: not cut into another one
         for key, limit in _TEXT_FIELD_CHARS.items():
             if key in values:
-                values[key] = clip(values[key], limit)
+                values[key] = bounded(values[key], limit)
         return cls(**values)
 
 

@@ -144,7 +144,7 @@ def _save_drafts(state_dir: Path, drafts: dict[str, str], saved: dict[str, str])
         private_dir(folder)
     for file, (sid, text) in kept.items():
         if saved.get(sid) != text or not file.exists():
-            atomic_write(file, dump_json({"session": sid, "text": REDACTOR.text(text)}).encode("utf-8"))
+            atomic_write(file, dump_json(REDACTOR.scrub({"session": sid, "text": text})).encode("utf-8"))
     if folder.is_dir():
         for file in folder.glob("*.json"):
             if file not in kept:

@@ -55,7 +55,7 @@ async def rows(mirror: RemoteEngine, sid: str, count: int) -> list[str]:
 def said_cut(text: str, limit: int) -> bool:
     """``text`` keeps the start of the 20 MB line (no more than ``limit`` characters of it)
     and says how many characters it did not keep: the rest of the line at least."""
-    found = re.search(r"\n\[… ([\d,]+) more characters (?:were )?not kept\]$", text)
+    found = re.search(r"…\n\[([\d,]+) more characters not kept\]$", text)
     if found is None or not text.startswith("0123456789abcdef"):
         return False
     kept = found.start()

@@ -13,8 +13,9 @@ import pytest
 from polypilot_tui.domain.chat import ItemKind, TurnRecord
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.limits import (
-    CLIP_MARKER_CHARS,
+    CUT_NOTE_CHARS,
     HELD_BYTES,
     ID_CHARS,
     NAME_CHARS,
@@ -29,6 +30,7 @@ from polypilot_tui.domain.limits import (
     ROW_CHARS,
     SESSIONS,
     VIEW_BYTES,
+    bounded,
     saved_bytes,
 )
 from polypilot_tui.domain.prompt_queue import QueuedPrompt
@@ -185,7 +187,22 @@ def test_a_prompt_always_fits_a_row_and_an_agents_row_is_cut_with_a_count() -> N
     session.error(BIG, 0.0)
     assert session.history[0].text == prompt
     kept = session.history[1].text
-    said = re.search(r"\n\[… ([\d,]+) more characters not kept\]$", kept)
-    assert said is not None and len(kept) <= ROW_CHARS + CLIP_MARKER_CHARS
+    said = re.search(r"…\n\[([\d,]+) more characters not kept\]$", kept)
+    assert said is not None and len(kept) <= ROW_CHARS + CUT_NOTE_CHARS
     start = kept[: said.start()]
     assert BIG.startswith(start) and len(start) + int(said.group(1).replace(",", "")) == len(BIG)
+
+
+def test_a_cut_through_a_secret_leaves_none_of_it_once_redacted() -> None:
+    """The cut is marked by "…" right where it is: the redactor removes the start of a known
+    secret cut through there (a marker a line later left its first characters on disk)."""
+    secret = "k3y-" + "Z9" * 20
+    REDACTOR.learn([secret])
+    limit = 4 * CUT_NOTE_CHARS
+    for at in range(limit - CUT_NOTE_CHARS - 30, limit - CUT_NOTE_CHARS):
+        cut = bounded("a" * at + secret + "b" * 1000, limit)
+        assert secret[:6] in cut or at + 6 > limit - CUT_NOTE_CHARS  # the cut goes through the secret
+        assert not any(secret[i : i + 6] in REDACTOR.text(cut) for i in range(len(secret) - 5)), at
+    gathered = Gathered(limit)
+    gathered.add("a" * (limit - 10) + secret)
+    assert secret[:6] not in REDACTOR.text(gathered.take())

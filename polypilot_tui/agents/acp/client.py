@@ -40,7 +40,7 @@ from polypilot_tui.agents.acp.mapping import Emit, summarize_input, tool_content
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
-from polypilot_tui.domain.limits import AGENT_READ_BYTES, ROW_CHARS, clip_texts, has_longer_text
+from polypilot_tui.domain.limits import AGENT_READ_BYTES, ROW_CHARS, bounded_texts, has_longer_text
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.infra.private import open_private
 from polypilot_tui.infra.redact import REDACTOR, StreamTails
@@ -189,7 +189,7 @@ class Transcript:
         if self._fh.closed or self._full:
             return
         if has_longer_text(message, ROW_CHARS):  # kept as the engine keeps it: a 20 MB line is not copied thrice
-            message = clip_texts(message, ROW_CHARS)
+            message = bounded_texts(message, ROW_CHARS)
         line = dump_json({"at": round(self._clock.wall(), 3), "dir": direction, "msg": self._redacted(message)}) + "\n"
         if self._size + len(line) > self._max:
             line = (

@@ -111,7 +111,7 @@ def summarize_input(raw: Any, limit: int = 300) -> str:
 
 
 def _clip(text: str) -> str:
-    return limits.clip(text, limits.TOOL_TEXT_CHARS)  # the count of what is not kept said
+    return limits.bounded(text, limits.TOOL_TEXT_CHARS)  # the count of what is not kept said
 
 
 class UpdateMapper:
