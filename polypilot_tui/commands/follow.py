@@ -31,6 +31,7 @@ from polypilot_tui.config import Settings
 from polypilot_tui.domain.changes import ItemAdded, ItemReplaced, TurnEnded
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.prompt_queue import prompt_key
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import Outcome
@@ -133,7 +134,8 @@ class TurnWaiter:
 
     def __init__(self, key: str, prompt: str, ahead: int, render: Render) -> None:
         self.key = key
-        self.prompt = prompt
+        self.prompt_key = prompt_key(prompt)
+        """How the view's queue names this prompt."""
         self.text = strip_control(prompt)
         self.ahead = ahead
         """The same text queued before this one: their turns start (and end) first."""
@@ -175,7 +177,12 @@ class TurnWaiter:
         if self.started and pending is not None and pending.request_id not in self.told:
             self.told.add(pending.request_id)
             self._say(permission_hint(view, self.key))
-        if not self.started and not view.status.busy and view.queue_held and self.prompt in view.queue:
+        if (
+            not self.started
+            and not view.status.busy
+            and view.queue_held
+            and any(q.key == self.prompt_key for q in view.queue)
+        ):
             before = self.before
             stopped = before is not None and before.outcome is Outcome.ABORTED
             why = f"{before.outcome.value}: {one_line(before.reason, 200)}" if before else "the queue is held"
@@ -235,7 +242,8 @@ async def _send_and_wait(
     out = Output()
     text = prompt.strip("\n").rstrip()  # as the engine keeps it
     async with follow_session(client, view.id) as (snapshot, items):
-        waiter = TurnWaiter(key, text, snapshot.view.queue.count(text), Render(out, json_mode))
+        queued_ahead = sum(1 for q in snapshot.view.queue if q.key == prompt_key(text))
+        waiter = TurnWaiter(key, text, queued_ahead, Render(out, json_mode))
         if await client.call(SEND, Send(view.id, prompt)) == "queued":
             print("polypilot send: queued: it goes out when the running turn ends", file=sys.stderr)
         try:

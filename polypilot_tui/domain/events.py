@@ -13,6 +13,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from polypilot_tui.domain.limits import ROW_CHARS, bounded_texts, has_longer_text
+
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _new_tuple = tuple.__new__
 
@@ -126,3 +128,29 @@ def tool_result_text(event: AgentEvent) -> str:
     elif isinstance(result, str):
         return result
     return ""
+
+
+def kept(event: AgentEvent) -> AgentEvent:
+    """``event`` with every text longer than limits.ROW_CHARS cut (what the engine keeps,
+    records and sends of an agent's text is bounded from here on). A streamed piece is cut
+    to the limit and says how much it lost in ``notKept`` (its reply says it where it ends);
+    any other text says it where it is cut.
+
+    The hot path: a streamed delta costs one look."""
+    data = event.data
+    delta = data.get("deltaContent")
+    if type(delta) is str:
+        if len(delta) <= ROW_CHARS:
+            return event if len(data) <= 3 or not has_longer_text(data, ROW_CHARS, depth=2) else _cut(event)
+        return AgentEvent(event.type, {**data, "deltaContent": delta[:ROW_CHARS], "notKept": len(delta) - ROW_CHARS})
+    return _cut(event) if has_longer_text(data, ROW_CHARS, depth=2) else event
+
+
+def _cut(event: AgentEvent) -> AgentEvent:
+    return AgentEvent(event.type, bounded_texts(event.data, ROW_CHARS, depth=2))
+
+
+def not_kept(event: AgentEvent) -> int:
+    """Characters a streamed piece lost to :func:`kept` (0 for one kept whole)."""
+    lost = event.data.get("notKept")
+    return lost if type(lost) is int and lost > 0 else 0

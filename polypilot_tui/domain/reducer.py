@@ -11,7 +11,14 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from polypilot_tui.domain.chat import ItemKind
-from polypilot_tui.domain.events import USAGE_EVENT_TYPES, AgentEvent, EventType, tool_result_text
+from polypilot_tui.domain.events import USAGE_EVENT_TYPES, AgentEvent, EventType, not_kept, tool_result_text
+from polypilot_tui.domain.limits import (
+    ID_CHARS,
+    OPTION_LABEL_CHARS,
+    PERMISSION_OPTIONS,
+    PERMISSION_TEXT_CHARS,
+    bounded,
+)
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import PermissionPrompt, Phase, ToolCall, Turn
@@ -25,9 +32,6 @@ class WallClock(Protocol):
 
 #: Tools that only carry bookkeeping; they count as tool use but get no row (PolyPilot).
 QUIET_TOOLS = frozenset({"report_intent", "skill", "store_memory"})
-
-#: Permission option labels are kept whole up to this (an agent may state the scope at the end).
-MAX_OPTION_LABEL = 300
 
 
 class Signal(StrEnum):
@@ -94,21 +98,19 @@ def _on_delta(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) 
     text = data.get("deltaContent")
     if type(text) is not str:
         text = e.text("content")
-    t.response.append(text)
-    t.streamed_chars += len(text)
+    t.add_response(text, not_kept(e))
     return _NONE
 
 
 def _on_message(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     mid = e.text("messageId")
     if not (mid and (mid in t.delta_message_ids or mid in s.seen_message_ids)):
-        t.response.append(e.text("content"))  # no deltas streamed for it: the whole reply
-        t.streamed_chars += len(e.text("content"))
+        t.add_response(e.text("content"))  # no deltas streamed for it: the whole reply
     if mid:
         s.seen_message_ids.add(mid)
     reasoning = e.text("reasoningText")
     if reasoning and not t.reasoning:
-        t.reasoning.append(reasoning)
+        t.reasoning.add(reasoning)
     requests = e.get("toolRequests")
     has_text = bool(e.text("content").strip()) or bool(t.response_text.strip())
     t.final_message_at = now if (not requests and has_text) else None
@@ -118,7 +120,8 @@ def _on_message(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock
 def _on_reasoning(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     if e.type == EventType.REASONING and t.reasoning:
         return Signal.NONE  # the full text after deltas repeats them
-    t.reasoning.append(e.text("deltaContent", "content"))
+    t.reasoning.add(e.text("deltaContent", "content"))
+    t.reasoning.lost(not_kept(e))
     return Signal.NONE
 
 
@@ -202,23 +205,24 @@ def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, clock: Wal
 
 def _on_permission_requested(s: Session, t: Turn, e: AgentEvent, now: float, clock: WallClock) -> Signal:
     request_id = e.text("requestId")
-    if not request_id:
-        return Signal.NONE
+    if not request_id or len(request_id) > ID_CHARS or len(e.text("toolCallId")) > ID_CHARS:
+        return Signal.NONE  # ids the answer must name whole: none of ours is that long
+    offered = e.get("options")
     options = tuple(
         (
             str(o.get("optionId", "")),
-            one_line(str(o.get("name", o.get("optionId", ""))), MAX_OPTION_LABEL),
-            str(o.get("kind", "")),
+            one_line(str(o.get("name", o.get("optionId", ""))), OPTION_LABEL_CHARS),
+            one_line(str(o.get("kind", "")), ID_CHARS),
         )
-        for o in (e.get("options") or [])
-        if isinstance(o, Mapping) and o.get("optionId") and isinstance(o.get("optionId"), str)
-    )
+        for o in (offered if isinstance(offered, list) else [])
+        if isinstance(o, Mapping) and isinstance(o.get("optionId"), str) and 0 < len(o["optionId"]) <= ID_CHARS
+    )[:PERMISSION_OPTIONS]  # an answer names an option by its id: one too long to keep is not offered
     tool_call_id = e.text("toolCallId") or None
     t.pending_permissions[request_id] = PermissionPrompt(
         request_id,
         one_line(e.text("title") or e.text("kind") or "Permission requested", 120),
-        strip_control(e.text("detail"))[:2000],
-        e.text("kind"),
+        bounded(strip_control(e.text("detail")), PERMISSION_TEXT_CHARS),
+        one_line(e.text("kind"), ID_CHARS),
         tool_call_id,
         options,
     )
@@ -280,12 +284,12 @@ def _on_title(s: Session, e: AgentEvent) -> Signal:
 
 
 def _on_model_change(s: Session, e: AgentEvent) -> Signal:
-    s.model = e.text("newModel") or s.model
+    s.model = one_line(e.text("newModel"), ID_CHARS) or s.model
     return Signal.NONE
 
 
 def _on_session_start(s: Session, e: AgentEvent) -> Signal:
-    s.model = s.model or e.text("selectedModel")
+    s.model = s.model or one_line(e.text("selectedModel"), ID_CHARS)
     return Signal.NONE
 
 

@@ -208,15 +208,29 @@ def dump_json(value: Any, *, indent: int | None = None, ascii_only: bool = False
     """Strict JSON text: NaN and infinities become null, anything else unknown its ``str``.
 
     Lone surrogates (from ``\\ud800`` escapes in what an agent sent) are escaped, so the
-    text always encodes to valid UTF-8. ``ascii_only`` escapes every non-ASCII character
-    too (for a terminal: no C1 control character gets through raw).
+    text always encodes to valid UTF-8 (and only they are). ``ascii_only`` escapes every
+    non-ASCII character too (for a terminal: no C1 control character gets through raw).
     """
     try:
         text = json.dumps(value, ensure_ascii=ascii_only, allow_nan=False, indent=indent, default=str)
     except ValueError:
         text = json.dumps(_finite(value), ensure_ascii=ascii_only, allow_nan=False, indent=indent, default=str)
+    return _escape_surrogates(text)
+
+
+def _escape_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate written as its JSON escape (``\\ud800``).
+
+    json.dumps leaves them raw in strings (the only place a non-ASCII character can be), and
+    raw they are not UTF-8; escaped, the rest of the text keeps its size, whatever else the
+    document holds (a size limit counts each string on its own)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(_finite(value), ensure_ascii=True, allow_nan=False, indent=indent, default=str)
+        return text.encode("utf-8", "backslashreplace").decode("ascii" if text.isascii() else "utf-8")
     return text
+
+
+def json_text_bytes(text: str) -> int:
+    """The UTF-8 bytes of ``text`` as a JSON string written by :func:`dump_json` (quotes included)."""
+    return len(_escape_surrogates(json.dumps(text, ensure_ascii=False)).encode("utf-8"))

@@ -13,7 +13,9 @@ from typing import Any
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.history import UNREADABLE, History
+from polypilot_tui.domain.limits import CUT_NOTE_CHARS, ROW_CHARS, TOOL_TEXT_CHARS, bounded, saved_bytes
 from polypilot_tui.domain.permissions import DenialWindow
+from polypilot_tui.domain.prompt_queue import QueuedPrompt
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome, ToolCall, Turn
 from polypilot_tui.domain.usage import Usage
@@ -60,7 +62,7 @@ class Session:
     """Why the agent connection died ("" while it is fine or not yet started)."""
     interrupted_prompt: str = ""
     """A turn lost to an app restart; the UI offers to resend it with one key."""
-    queue: list[str] = field(default_factory=list)
+    queue: list[QueuedPrompt] = field(default_factory=list)
     """Prompts typed while a turn was running; sent in order when it completes."""
     queue_held: bool = False
     """The queue waits for the user: the last turn was stopped or did not complete, or the app restarted."""
@@ -90,10 +92,19 @@ class Session:
         if not isinstance(self.history, History):  # a plain list of rows (a test, a replay)
             self.history = History(self.history)
 
+    def held_prompt_bytes(self) -> int:
+        """The prompt text this session holds, as saved: its queue, the prompt in flight and
+        the one interrupted by a restart (each is in the registry; limits.HELD_BYTES)."""
+        held = sum(p.size for p in self.queue)
+        if self.turn is not None:
+            held += saved_bytes(self.turn.prompt or self.last_prompt)
+        return held + (saved_bytes(self.interrupted_prompt) if self.interrupted_prompt else 0)
+
     # ---- history -------------------------------------------------------------------
     def add_item(self, kind: ItemKind, text: str, wall: float, **extra: Any) -> int:
-        """Append a history row; returns its index."""
-        item = ChatItem(kind, strip_control(text), wall, **extra)
+        """Append a history row; returns its index. Its text is kept up to limits.ROW_CHARS
+        (a prompt always fits; an agent's text past it is cut with a marker saying how much)."""
+        item = ChatItem(kind, bounded(strip_control(text), ROW_CHARS + CUT_NOTE_CHARS), wall, **extra)
         self.history.append(item)
         self.revision += 1
         index = len(self.history) - 1
@@ -113,12 +124,10 @@ class Session:
         if turn is None:
             return
         if turn.reasoning:
-            self.add_item(ItemKind.REASONING, "".join(turn.reasoning), wall)
-            turn.reasoning.clear()
-        text = turn.response_text
+            self.add_item(ItemKind.REASONING, turn.reasoning.take(), wall)
+        text = turn.response.take()
         if text.strip():
             self.add_item(ItemKind.ASSISTANT, text, wall, interrupted=interrupted)
-        turn.response.clear()
 
     # ---- turn lifecycle ------------------------------------------------------------
     def begin_turn(self, prompt: str, now: float, *, resumed: bool = False, rearmed: bool = False) -> Turn:
@@ -268,7 +277,7 @@ class Session:
         """Replace a tool's history row in place with its new status (and output, if any)."""
         call.status = status
         if 0 <= call.row < len(self.history) and (old := self.history[call.row]) is not UNREADABLE:
-            text = strip_control(output) if output else old.text
+            text = bounded(strip_control(output), TOOL_TEXT_CHARS) if output else old.text
             item = replace(old, tool_status=status, text=text)
             self.history[call.row] = item
             self.revision += 1

@@ -51,8 +51,13 @@ def clip(text: str, limit: int) -> str:
 
 
 def one_line(text: str, limit: int = 80) -> str:
-    """A single-line preview of ``text`` at most ``limit`` characters long."""
-    return clip(" ".join(strip_control(text).split()), limit)
+    """A single-line preview of ``text`` at most ``limit`` characters long, read from its start
+    only (an agent's label of megabytes costs no more than a short one)."""
+    head = text if len(text) <= 4 * limit + 64 else text[: 4 * limit + 64]
+    flat = " ".join(strip_control(head).split())
+    if head is not text and len(flat) < limit:  # more came after the part read: said
+        return flat + "…"
+    return clip(flat, limit)
 
 
 def compact_duration(seconds: float) -> str:

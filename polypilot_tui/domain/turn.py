@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.probes import Probes
 
 
@@ -124,10 +125,12 @@ class Turn:
     fallback_anchor: float = 0.0
     final_message_at: float | None = None
     """A reply with no tool requests arrived: the post-completion watchdog is armed."""
-    response: list[str] = field(default_factory=list)
+    response: Gathered = field(default_factory=Gathered)
+    """The reply since the last flush (at most limits.ROW_CHARS kept; the rest is counted)."""
     streamed_chars: int = 0
+    """Every character streamed this turn, kept or not."""
     delta_message_ids: set[str] = field(default_factory=set)
-    reasoning: list[str] = field(default_factory=list)
+    reasoning: Gathered = field(default_factory=Gathered)
     intent: str = ""
     pending_permissions: dict[str, PermissionPrompt] = field(default_factory=dict)
     waited_for_user: float = 0.0
@@ -145,7 +148,14 @@ class Turn:
 
     @property
     def response_text(self) -> str:
-        return "".join(self.response)
+        return self.response.text()
+
+    def add_response(self, text: str, lost: int = 0) -> None:
+        """More of the reply, of which ``lost`` characters were cut before (counted as
+        streamed whether kept or not)."""
+        self.streamed_chars += len(text) + lost
+        self.response.add(text)
+        self.response.lost(lost)
 
     def clear_resumed_if_plain(self, tool_related: bool) -> None:
         """A resumed turn whose events flow without tool activity is an ordinary turn again

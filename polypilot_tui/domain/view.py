@@ -13,8 +13,19 @@ from typing import Any
 
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.failures import Failure, classify, status_code
+from polypilot_tui.domain.limits import (
+    ID_CHARS,
+    NAME_CHARS,
+    PREVIEW_CHARS,
+    QUEUE_PREVIEWS,
+    REASON_CHARS,
+    TITLE_CHARS,
+    bounded,
+)
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.prompt_queue import QueueEntry, entry
 from polypilot_tui.domain.session import Session
+from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase
 from polypilot_tui.domain.usage import Usage
 from polypilot_tui.domain.watchdog import WatchdogConfig, gives_up_at, waiting_for
@@ -110,9 +121,10 @@ class SessionView:
     consecutive_stuck: int = 0
     resumed: bool = False
     interrupted_prompt: str = ""
-    """A turn lost to a restart: the prompt that one key resends."""
-    queue: tuple[str, ...] = ()
-    """Prompts waiting for the current turn to end, oldest first."""
+    """A turn lost to a restart: the first words of the prompt that one key resends ("" for none)."""
+    queue: tuple[QueueEntry, ...] = ()
+    """Prompts waiting for the current turn to end, oldest first: their keys, sizes and first
+    words, never their text (a queue may hold megabytes; ``unqueue`` gives a prompt back whole)."""
     queue_held: bool = False
     """The queue waits for the user (the last turn was stopped or did not complete, or the app restarted)."""
     waiting_for: str = ""
@@ -187,8 +199,12 @@ def derive_failure(status: SessionStatus, reason: str, sign_in: str = "", code: 
 
 
 def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probes | None = None) -> SessionView:
-    """Snapshot a session (with ``cfg``, also when the watchdog would give up on its turn)."""
+    """Snapshot a session (with ``cfg``, also when the watchdog would give up on its turn).
+
+    Every text is bounded (domain/limits.py): a view travels on every change, hundreds in one
+    snapshot; an agent's long text is cut with a marker, a queued prompt is named, not carried."""
     status, reason = derive_status(session)
+    reason = bounded(reason, REASON_CHARS)
     turn = session.turn
     record = session.last_outcome
     pending = next(iter(turn.pending_permissions.values()), None) if turn else None
@@ -197,42 +213,44 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         active = list(turn.active_tools.values())[-1].name
     return SessionView(
         id=session.id,
-        name=session.name,
+        name=bounded(session.name, NAME_CHARS),
         agent=session.agent,
         status=status,
         reason=reason,
         revision=session.revision,
-        model=session.model,
+        model=bounded(session.model, ID_CHARS),
         cwd=session.cwd,
         branch=session.workspace.branch if session.workspace else "",
         worktree=bool(session.workspace and session.workspace.owned),
         changes=session.changes,
-        workspace_problem=session.workspace_problem,
+        workspace_problem=bounded(session.workspace_problem, REASON_CHARS),
         workspace=session.workspace,
-        title=session.title,
-        agent_session_id=session.agent_session_id,
+        title=bounded(session.title, TITLE_CHARS),
+        agent_session_id=bounded(session.agent_session_id, ID_CHARS),
         turn_started_at=turn.started_at if turn else None,
         last_activity_at=session.last_activity_at,
         tool_calls=len(turn.tools) if turn else 0,
-        active_tool=active,
+        active_tool=bounded(active, ID_CHARS),
         intent=turn.intent if turn else "",
         permission_warning=session.permission_warning,
         pending_permission=pending,
         pending_permissions=len(turn.pending_permissions) if turn else 0,
         last_outcome=record.outcome.value if record else "",
-        last_outcome_reason=record.reason if record else "",
+        last_outcome_reason=bounded(record.reason, REASON_CHARS) if record else "",
         turns=session.earlier_turns + len(session.turns),
         history_len=len(session.history),
         streaming_chars=turn.streamed_chars if turn else 0,
         consecutive_stuck=session.consecutive_stuck,
         resumed=bool(turn and turn.resumed),
-        interrupted_prompt=session.interrupted_prompt,
-        queue=tuple(session.queue),
+        interrupted_prompt=one_line(session.interrupted_prompt, PREVIEW_CHARS),
+        queue=tuple(entry(p, i < QUEUE_PREVIEWS) for i, p in enumerate(session.queue)),
         queue_held=session.queue_held,
-        waiting_for=waiting_for(turn) if turn else "",
+        waiting_for=bounded(waiting_for(turn), ID_CHARS) if turn else "",
         gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
         usage=session.usage,
-        failure=derive_failure(status, reason, session.sign_in, status_code(record.detail) if record else None),
+        failure=derive_failure(
+            status, reason, bounded(session.sign_in, REASON_CHARS), status_code(record.detail) if record else None
+        ),
     )
 
 

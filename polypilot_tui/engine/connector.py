@@ -20,6 +20,7 @@ from polypilot_tui.domain.changes import EventReceived
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.failures import failure_text
+from polypilot_tui.domain.limits import ID_CHARS
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.context import EngineContext, ManagedSession
@@ -137,7 +138,8 @@ class Connector:
         session.connecting = False
         session.connected = True
         session.lost = ""
-        session.agent_session_id = result.agent_session_id or session.agent_session_id
+        if result.agent_session_id and len(result.agent_session_id) <= ID_CHARS:  # longer: not an id we can keep
+            session.agent_session_id = result.agent_session_id
         wall = ctx.clock.wall()
         if result.history and not session.history:
             for event in result.history:

@@ -18,12 +18,14 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, Diagnostics
 from polypilot_tui.config import AgentCatalog, Settings
+from polypilot_tui.domain.admission import admit_prompt, admit_session, session_name
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change, EngineAction, SessionAdded, SessionRemoved
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.prompt_queue import QueuedPrompt, take_back
 from polypilot_tui.domain.recovery import RecoveryGate
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
@@ -171,7 +173,8 @@ class SessionManager:
         sid = session_id or self._new_id()
         if sid in self._ctx.sessions:
             raise ValueError(f"session {sid} already exists")
-        label = name or f"{agent}-{len(self._ctx.sessions) + 1}"
+        admit_session(len(self._ctx.sessions), workspace)
+        label = session_name(name) if name and name.strip() else f"{agent}-{len(self._ctx.sessions) + 1}"
         session = Session(
             sid,
             label,
@@ -214,12 +217,9 @@ class SessionManager:
         self._ctx.changed(session_id)
 
     def rename(self, session_id: str, name: str) -> None:
-        """Give the session another name (one line, at most 60 characters)."""
+        """Give the session another name (one line, at most limits.NAME_CHARS characters)."""
         session = self._ctx.get(session_id).session
-        cleaned = one_line(name, 60)
-        if not cleaned:
-            raise ValueError("a session needs a name")
-        session.name = cleaned
+        session.name = session_name(name)
         session.revision += 1
         self._ctx.changed(session_id)
 
@@ -239,12 +239,14 @@ class SessionManager:
         """Send a prompt; while a turn runs it is queued. Returns "sent" or "queued".
 
         Leading and trailing blank lines are dropped; the text itself (every line of a
-        multi-line prompt) is sent as typed.
-        """
+        multi-line prompt) is sent as typed. One the engine could not keep whole is refused,
+        naming the limit (domain/admission.py): never cut."""
         session = self._ctx.get(session_id).session
         prompt = checked_prompt(session, prompt)  # nothing is queued or sent to a folder that is gone
-        if session.turn is not None or session.recovering:
-            session.queue.append(prompt)
+        queued = session.turn is not None or session.recovering
+        size = admit_prompt(prompt, session, queued, (m.session for m in self._ctx.sessions.values()))
+        if queued:
+            session.queue.append(QueuedPrompt.of(prompt, size))
             session.revision += 1
             self._ctx.changed(session_id)
             return "queued"
@@ -254,21 +256,17 @@ class SessionManager:
     def unqueue(self, session_id: str, index: int, expected: str | None = None) -> str | None:
         """Take a queued prompt back (to edit or drop it); returns its text.
 
-        ``expected`` is the text the user saw at ``index``: if the queue moved on since (its
-        head was sent), that text is looked up instead; None when it is no longer queued.
-        """
+        ``expected`` is the key of the prompt the user saw at ``index`` (``QueueEntry.key``):
+        if the queue moved on since (its head was sent), that prompt is looked up instead;
+        None when it is no longer queued."""
         session = self._ctx.get(session_id).session
-        if expected is not None and not (0 <= index < len(session.queue) and session.queue[index] == expected):
-            if expected not in session.queue:
-                return None
-            index = session.queue.index(expected)
-        if not 0 <= index < len(session.queue):
+        prompt = take_back(session.queue, index, expected)
+        if prompt is None:
             return None
-        prompt = session.queue.pop(index)
         session.queue_held = session.queue_held and bool(session.queue)
         session.revision += 1
         self._ctx.changed(session_id)
-        return prompt
+        return prompt.text
 
     def clear_queue(self, session_id: str) -> int:
         """Drop every queued prompt (the running turn goes on); returns how many were dropped."""
@@ -290,7 +288,7 @@ class SessionManager:
         self._ctx.changed(session_id)
         if session.turn is not None or session.recovering or not session.queue:
             return False
-        await self._turns.start_turn(session_id, session.queue.pop(0))
+        await self._turns.start_turn(session_id, session.queue.pop(0).text)
         return True
 
     async def stop(self, session_id: str) -> None:
@@ -360,6 +358,7 @@ class SessionManager:
         sessions = self._ctx.sessions
         if session.id in sessions:
             raise ValueError(f"session {session.id} already exists")
+        admit_session(len(self._ctx.sessions))
         session.closed = session.connected = session.connecting = False
         session.revision += 1
         session.history.read_all()  # what its close could not read is tried once more

@@ -221,7 +221,7 @@ class Persistence:
         why = self.store.history.last_error or "the store could not be written"
         what = f"{spill.row_count()} chat rows" + (" and the session list" if registry_failed else "")
         try:
-            path = write_spill(spill)
+            paths = write_spill(spill)
         except OSError as exc:
             self._quit_note(
                 f"{what} could not be saved to {self.store.state_dir} ({why}) nor kept anywhere "
@@ -230,7 +230,7 @@ class Persistence:
             return
         self._quit_note(
             f"{what} could not be saved to {self.store.state_dir} ({why}); they were kept in "
-            f"{path} and are written back at the next start"
+            f"{' and '.join(str(p) for p in paths)} and are written back at the next start"
         )
 
     def _quit_note(self, text: str) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, TypedDict
 
+from polypilot_tui.domain.limits import ID_CHARS, NAME_CHARS, REASON_CHARS, TITLE_CHARS, bounded
 from polypilot_tui.domain.view import derive_status
 from polypilot_tui.domain.workspace import Isolation, Workspace
 from polypilot_tui.engine.debounced import DebouncedWriter
@@ -20,7 +21,10 @@ FAILING = "registry"
 
 
 def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
-    """Every session of ``manager`` as a registry record (text is redacted by the registry)."""
+    """Every session of ``manager`` as a registry record (text is redacted by the registry).
+
+    A record fits limits.RECORD_BYTES: the prompts are bounded where they come in, the
+    agents' texts here (ids, folders and branches are bounded where they come in too)."""
     clock = manager.clock
     now, wall = clock.now(), clock.wall()
     records = []
@@ -32,23 +36,23 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
         records.append(
             SessionRecord(
                 id=s.id,
-                name=s.name,
+                name=bounded(s.name, NAME_CHARS),
                 agent=s.agent,
                 cwd=s.cwd,
-                model=s.model,
+                model=bounded(s.model, ID_CHARS),
                 agent_session_id=s.agent_session_id,
-                title=s.title,
+                title=bounded(s.title, TITLE_CHARS),
                 created_at=s.created_wall,
                 status=status.value,
-                reason=reason,
+                reason=bounded(reason, REASON_CHARS),
                 last_activity_at=activity,
                 turn_in_flight=turn is not None,
                 last_prompt=(turn.prompt or s.last_prompt) if turn else "",
                 interrupted_prompt=s.interrupted_prompt,
                 turns=s.earlier_turns + len(s.turns),
-                queue=tuple(s.queue),
+                queue=tuple(p.text for p in s.queue),
                 usage=s.usage,
-                model_choice=s.model_choice,
+                model_choice=bounded(s.model_choice, ID_CHARS),
                 **workspace_fields(s.workspace),
             )
         )

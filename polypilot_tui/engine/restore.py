@@ -9,6 +9,7 @@ from functools import partial
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.history import History
+from polypilot_tui.domain.prompt_queue import QueuedPrompt
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.registry_sync import workspace_of
@@ -50,8 +51,13 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
     drafts = store.history.load_drafts(ids) or {}
     histories = _histories(store, records, set(drafts))
     problem = ""
-    if snapshot.problem:
-        kept = f"it was moved to {snapshot.moved_to}" if snapshot.moved_to else "it was left as it is"
+    kept = f"it was moved to {snapshot.moved_to}" if snapshot.moved_to else "it was left as it is"
+    if snapshot.lost:
+        problem = (
+            f"The saved session list was read back in part: {snapshot.problem}; {kept}, and the other "
+            f"{len(records)} session(s) are back."
+        )
+    elif snapshot.problem:
         problem = f"The saved session list could not be used: {snapshot.problem}; {kept} and the list starts empty."
     result = RestoreResult(problem=problem)
     clock = manager.clock
@@ -73,7 +79,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
         session.workspace = workspace_of(record)
         session.last_prompt = record.last_prompt
         session.earlier_turns = record.turns
-        session.queue = list(record.queue)
+        session.queue = [QueuedPrompt.of(text) for text in record.queue]
         session.model_choice = record.model_choice
         session.queue_held = bool(record.queue)  # after a restart the user decides when they go
         session.usage = record.usage  # a restarted dashboard does not show zero for a spent session

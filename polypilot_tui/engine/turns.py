@@ -17,7 +17,7 @@ from polypilot_tui.config import PermissionPolicy
 from polypilot_tui.domain.changes import Change, EngineAction, EventReceived, TurnEnded
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import within
-from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.events import AgentEvent, EventType, kept
 from polypilot_tui.domain.reducer import Signal, apply_event
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
@@ -200,12 +200,13 @@ class TurnRunner:
                 session.revision += 1
                 self._ctx.changed(session.id)
                 return
-            self._ctx.spawn(session.id, self.start_turn(session.id, session.queue.pop(0)))
+            self._ctx.spawn(session.id, self.start_turn(session.id, session.queue.pop(0).text))
 
     def apply(self, session_id: str, event: AgentEvent) -> None:
         """Fold one agent event into a session and act on what it signals."""
         ctx = self._ctx
         stream = ctx.stream
+        event = kept(event)  # an agent's text past its limit is cut here, before anything keeps it
         if stream.wants(EventReceived):
             stream.publish(EventReceived(session_id, event))
         managed = ctx.sessions.get(session_id)

@@ -62,7 +62,8 @@ class Unqueue:
     session_id: str
     index: int
     expected: str | None = None
-    """The prompt the user saw at ``index`` (the queue may have moved on since)."""
+    """The key of the prompt the user saw at ``index`` (a view's ``QueueEntry.key``: the queue
+    may have moved on since)."""
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ SEND: Verb[Send, SendResult] = Verb(
     _S + "/send",
     Send,
     SendResult,
-    "sends, or queues while a turn runs; refused when its folder is gone (nothing is queued)",
+    "sends, or queues while a turn runs; refused when it cannot be kept whole (400, naming the limit)"
+    " or its folder is gone (nothing is queued)",
     errors=_GONE,
     command="send",
 )
@@ -255,7 +257,7 @@ UNQUEUE: Verb[Unqueue, str | None] = Verb(
     _S + "/unqueue",
     Unqueue,
     str | None,
-    "takes a queued prompt back (null: it is not queued any more)",
+    "takes a queued prompt back, whole (null: it is not queued any more)",
     _GONE,
 )
 CLEAR_QUEUE: Verb[SessionRef, int] = Verb(

@@ -24,6 +24,7 @@ import httpx
 from httpx_sse import ServerSentEvent, aconnect_sse
 
 from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.limits import EVENT_BYTES
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.engine.api import EngineError, Verb
 from polypilot_tui.engine.codec import decode, encode
@@ -34,8 +35,8 @@ from polypilot_tui.service.wire import API
 
 REQUEST_TIMEOUT = 120.0
 """Seconds a request may take: a stop waits for its grace period, a connect for an agent."""
-MAX_EVENT = 64 << 20
-"""Bytes one stream event may have (a snapshot of hundreds of sessions fits)."""
+MAX_EVENT = EVENT_BYTES
+"""Bytes one stream event may have: whatever the engine accepts fits (domain/limits.py)."""
 
 
 Q = TypeVar("Q")

@@ -35,6 +35,7 @@ from polypilot_tui.domain.changes import (
     TurnEnded,
     ViewChanged,
 )
+from polypilot_tui.domain.limits import BODY_BYTES
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import BadRequest, EngineError, Verb
@@ -46,8 +47,8 @@ from polypilot_tui.storage.notices import Notice
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 1 << 20
-"""Bytes a request body may have (a prompt of a megabyte is already a lot)."""
+MAX_BODY = BODY_BYTES
+"""Bytes a request body may have: the largest prompt, as a client may write it (domain/limits.py)."""
 
 
 STREAMED = (ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, TurnEnded)
@@ -104,17 +105,27 @@ class StreamClient:
 
     def snapshot(self, with_history: bool = False) -> dict[str, Any]:
         """Every session (its history only ``with_history``), and what the client needs to read
-        times against the engine."""
+        times against the engine. Of every session, the reply streaming now follows in an event
+        of its own: a snapshot of hundreds carries views only, so its size is bounded
+        (limits.SNAPSHOT_BYTES); the snapshot of one session (``only``) carries its reply."""
         ids = [sid for sid in self.engine.ids() if self.only in (None, sid)]
-        sessions = [self._session(sid, with_history) for sid in ids]
+        one = self.only is not None
+        sessions = [self._session(sid, with_history, streaming=one) for sid in ids]
+        for sid in () if one else ids:
+            if self.engine.streaming_text(sid):
+                self._views_queued[sid] = len(self._queue)
+                self._queue.append(("view", sid))
+                self._ready.set()
         return {"engine": engine_info(self.engine), "client": self.client_id, "sessions": sessions}
 
-    def _session(self, sid: str, with_history: bool = True) -> dict[str, Any]:
+    def _session(self, sid: str, with_history: bool = False, streaming: bool = True) -> dict[str, Any]:
+        """A session's view, its reply streaming now (unless not ``streaming``: an event of its
+        own brings it) and, ``with_history``, its rows (else the client asks for them)."""
         engine = self.engine
-        streaming = engine.streaming_text(sid)
+        text = engine.streaming_text(sid) if streaming else ""
         view = self._sent_view[sid] = engine.view(sid)
-        self._sent_stream[sid] = streaming
-        return session_state(view, engine.history(sid) if with_history else None, streaming)
+        self._sent_stream[sid] = text
+        return session_state(view, engine.history(sid) if with_history else None, text)
 
     def attach(self) -> Callable[[], None]:
         """Hear the engine's changes and notices from now on; returns the detach."""
@@ -147,8 +158,8 @@ class StreamClient:
                 if data in live:
                     out.append(self._view(data))
             elif kind == "session":
-                if data in live:
-                    out.append(("session", self._session(data)))
+                if data in live:  # a new one's empty history is sent; a reopened one's is asked for
+                    out.append(("session", self._session(data, with_history=not self.engine.history(data))))
             elif kind == "removed":
                 self._sent_stream.pop(data, None)
                 self._sent_view.pop(data, None)

@@ -2,9 +2,12 @@
 turn was in flight.
 
 It is replaced atomically (temp file, fsync, rename), so a crash leaves the old file or
-the new one, never half of either. It is read through the bounded JSON reader: a file that
-cannot be parsed is moved aside (and the caller tells the user where it went); a field
-that does not fit (a NaN time, a number as a name) is dropped, never the session.
+the new one, never half of either. One session per line, so that what cannot be read loses
+that session alone: a file that cannot be read whole (damaged, or larger than an engine
+ever writes: limits.REGISTRY_BYTES) is read a session at a time, bounded by
+limits.RECORD_BYTES each; the sessions that cannot be read are named, the others come back,
+and the file is moved aside (the caller tells the user where). A field that does not fit (a
+NaN time, a number as a name) is dropped, never the session.
 
 One writer: a registry that finds the file replaced by someone else since its own last
 write refuses to overwrite it (:class:`RegistryFenced`); with the state-folder lock that
@@ -18,22 +21,33 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from polypilot_tui.domain.limits import (
+    ID_CHARS,
+    NAME_CHARS,
+    PATH_CHARS,
+    REASON_CHARS,
+    RECORD_BYTES,
+    REF_CHARS,
+    REGISTRY_BYTES,
+    SESSIONS,
+    TITLE_CHARS,
+    bounded,
+)
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.domain.usage import Usage, usage_from_plain
-from polypilot_tui.infra.private import atomic_write, move_aside, read_private
+from polypilot_tui.infra.private import atomic_write, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
 
 REGISTRY_FILE = "sessions.json"
 REGISTRY_VERSION = 1
-MAX_REGISTRY_BYTES = 64_000_000
-"""A registry bigger than this is not ours (200 sessions take ~100 KB)."""
 
 
 class RegistryFenced(OSError):
@@ -95,9 +109,35 @@ class SessionRecord:
                 values[name] = parsed
         if not all(isinstance(values.get(k), str) and values[k] for k in ("id", "name", "agent")):
             return None
+        if any(len(values.get(k, "")) > limit for k, limit in _KEY_FIELD_CHARS.items()):
+            return None  # an id or a folder no engine writes: not cut into another one
+        for key, limit in _TEXT_FIELD_CHARS.items():
+            if key in values:
+                values[key] = bounded(values[key], limit)
         return cls(**values)
 
 
+_KEY_FIELD_CHARS = {
+    "id": ID_CHARS,
+    "agent": ID_CHARS,
+    "agent_session_id": ID_CHARS,
+    "cwd": PATH_CHARS,
+    "repo": PATH_CHARS,
+    "branch": REF_CHARS,
+    "base": REF_CHARS,
+    "base_commit": ID_CHARS,
+}
+"""Fields that name something (a record with a longer one is not ours)."""
+_TEXT_FIELD_CHARS = {
+    "name": NAME_CHARS,
+    "title": TITLE_CHARS,
+    "reason": REASON_CHARS,
+    "model": ID_CHARS,
+    "model_choice": ID_CHARS,
+    "status": ID_CHARS,
+    "isolation": ID_CHARS,
+}
+"""Fields that only say something (a longer one, from an older version, is read cut)."""
 _DROP = object()
 """A field value that does not fit: the field keeps its default."""
 
@@ -140,9 +180,114 @@ class RegistrySnapshot:
     sessions: tuple[SessionRecord, ...] = ()
     saved_at: float | None = None
     problem: str = ""
-    """Why the file could not be used as it was ("" when it was fine or absent)."""
+    """Why the file, or some of its sessions, could not be used ("" when it was fine or absent)."""
     moved_to: Path | None = None
-    """Where the unusable file was moved (None when it was not moved)."""
+    """Where the file was moved (None when it was not moved): what could not be read is there."""
+    lost: tuple[str, ...] = ()
+    """The sessions that could not be read back, each named as far as it could be, and why."""
+
+
+_ID = re.compile(rb'"id":\s*"([A-Za-z0-9_.:-]{1,64})"')
+_NAME = re.compile(rb'"name":\s*"([^"\\]{1,60})"')
+_SAVED_AT = re.compile(rb'"saved_at":\s*(-?[0-9][0-9.eE+-]{0,30})')
+_OLD_START = (b"  {\n", b"  {\r\n")
+"""An older file (indented JSON) starts each record on a line of its own, at this indent."""
+_OLD_END = (b"  }", b"  },")
+_PEEK = 400
+"""Bytes of a lost record read to name it."""
+
+
+def _named(head: bytes, why: str) -> str:
+    """ "session ID (“name”): why", from the first bytes of a record that could not be read."""
+    found, name = _ID.search(head[:_PEEK]), _NAME.search(head[:_PEEK])
+    who = f"session {found.group(1).decode()}" if found else "a session"
+    if name:
+        who += f" (“{name.group(1).decode('utf-8', 'replace')}”)"
+    return f"{who}: {why}"
+
+
+class _Salvage:
+    """Records read one by one from a file that cannot be read whole: each one that cannot be
+    read (damaged, larger than a record may be, past what an engine holds) is lost alone."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.records: list[SessionRecord] = []
+        self.lost: list[str] = []
+        self.saved_at: float | None = None
+        self._seen: set[str] = set()
+        self._total = 0
+
+    def read(self, file: BinaryIO) -> None:
+        gathered: list[bytes] | None = None  # an older file's record, line by line
+        size = 0
+        too_big = f"larger than {RECORD_BYTES:,} bytes"
+        for line in _lines(file, RECORD_BYTES + 1):
+            if line in _OLD_START:
+                if gathered:
+                    self.lost.append(_named(b"".join(gathered), "damaged (it has no end)"))
+                gathered, size = [line], len(line)
+            elif gathered is not None:
+                size += len(line)
+                if size <= RECORD_BYTES:
+                    gathered.append(line)
+                elif gathered:
+                    self.lost.append(_named(b"".join(gathered), too_big))
+                    gathered = []  # the rest of its lines are skipped up to its end
+                if line.rstrip() in _OLD_END:
+                    if gathered:
+                        self.take(b"".join(gathered))
+                    gathered = None
+            elif len(line) > RECORD_BYTES:
+                self.lost.append(_named(line, too_big))
+            elif (body := line.strip().rstrip(b",")).startswith(b'{"id"') and body.endswith(b"}"):
+                self.take(body)
+            elif self.saved_at is None and (found := _SAVED_AT.search(line[:_PEEK])):
+                self.saved_at = _time_or_none(found.group(1))
+        if gathered:
+            self.lost.append(_named(b"".join(gathered), "cut off at the end of the file"))
+
+    def take(self, raw: bytes) -> None:
+        """One record's JSON (the comma after it, if any, is not its)."""
+        raw = raw.strip().removesuffix(b",")
+        try:
+            entry = load_json(raw, self.source)
+        except ParseError as exc:
+            self.lost.append(_named(raw, f"damaged ({exc.reason})"))
+            return
+        self.keep(entry, raw[:_PEEK], len(raw))
+
+    def keep(self, entry: Any, head: bytes, size: int) -> None:
+        """One parsed record (``head``: its first bytes, to name it if it is lost; ``size``: its bytes)."""
+        record = SessionRecord.from_json(entry)
+        if record is None:
+            self.lost.append(_named(head, "not a session record"))
+        elif record.id in self._seen:
+            self.lost.append(_named(head, "its id is taken by an earlier session in the file"))
+        elif len(self.records) >= SESSIONS or self._total + size > REGISTRY_BYTES:
+            self.lost.append(_named(head, f"past the {SESSIONS} sessions and {REGISTRY_BYTES:,} bytes an engine holds"))
+        else:
+            self._seen.add(record.id)
+            self._total += size
+            self.records.append(record)
+
+
+def _lines(file: BinaryIO, limit: int) -> Iterator[bytes]:
+    """The file's lines; one longer than ``limit`` is given as its first ``limit`` bytes (and
+    flagged by its length), the rest of it read and dropped without being kept."""
+    while line := file.readline(limit):
+        if len(line) == limit and not line.endswith(b"\n"):
+            while (more := file.readline(1 << 20)) and not more.endswith(b"\n"):
+                pass
+        yield line
+
+
+def _time_or_none(raw: bytes) -> float | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 class Registry:
@@ -155,41 +300,67 @@ class Registry:
         """(device, inode) of the file this registry last wrote: anything else is another writer's."""
 
     def load(self, repair: bool = True) -> RegistrySnapshot:
-        """Read the registry; an unusable file is moved aside when ``repair`` (never raises)."""
+        """Read the registry (never raises). A session that cannot be read is lost alone: the
+        others are read back, and the file is moved aside when ``repair`` (nothing in it is
+        lost: the next save writes the sessions read back)."""
+        salvage = _Salvage(str(self.path))
         try:
-            raw = read_private(self.path, MAX_REGISTRY_BYTES)
-            obj = load_json(raw, str(self.path))
-            if not isinstance(obj, dict) or not isinstance(obj.get("sessions"), list):
-                raise ParseError(str(self.path), None, "expected an object with a 'sessions' list")
+            with os.fdopen(open_private(self.path, os.O_RDONLY), "rb") as file:  # never through a link
+                size = os.fstat(file.fileno()).st_size
+                why = f"larger than {REGISTRY_BYTES:,} bytes"
+                if size <= REGISTRY_BYTES:
+                    why = self._whole(file.read(REGISTRY_BYTES + 1), salvage)
+                    if not why:
+                        return self._snapshot(salvage, repair)
+                    log.warning("%s cannot be read whole (%s); reading it session by session", self.path, why)
+                file.seek(0)
+                salvage = _Salvage(str(self.path))
+                salvage.read(file)
         except FileNotFoundError:
             return RegistrySnapshot()
         except IsADirectoryError:
             return self._unusable("it is a folder, not a file", repair)
-        except ParseError as exc:
-            return self._unusable(exc.reason if exc.line is None else f"line {exc.line}: {exc.reason}", repair)
         except OSError as exc:
             log.error("cannot read %s: %s", self.path, exc)
             return RegistrySnapshot(problem=f"cannot read {self.path}: {exc.strerror or exc}")
-        records = []
-        seen: set[str] = set()
+        if not salvage.records and not salvage.lost:
+            return self._unusable(why, repair)
+        return self._snapshot(salvage, repair)
+
+    def _whole(self, raw: bytes, salvage: _Salvage) -> str:
+        """Read the file as one document (the usual case) into ``salvage``; "" when it could
+        be, else why not."""
+        if len(raw) > REGISTRY_BYTES:
+            return f"larger than {REGISTRY_BYTES:,} bytes"  # it grew while being read
+        try:
+            obj = load_json(raw, str(self.path))
+        except ParseError as exc:
+            return exc.reason if exc.line is None else f"line {exc.line}: {exc.reason}"
+        if not isinstance(obj, dict) or not isinstance(obj.get("sessions"), list):
+            return "expected an object with a 'sessions' list"
         for entry in obj["sessions"]:
-            record = SessionRecord.from_json(entry)
-            if record is None or record.id in seen:
-                log.warning("skipped an unusable entry in %s", self.path.name)
-                continue
-            seen.add(record.id)
-            records.append(record)
+            who = {k: entry.get(k) for k in ("id", "name")} if isinstance(entry, dict) else {}
+            salvage.keep(entry, dump_json(who).encode(), 0)  # the file is within bounds: no sizes to add
         saved = obj.get("saved_at")
-        return RegistrySnapshot(
-            tuple(records), float(saved) if isinstance(saved, (int, float)) and _number(saved) else None
-        )
+        salvage.saved_at = float(saved) if isinstance(saved, (int, float)) and _number(saved) else None
+        return ""
+
+    def _snapshot(self, salvage: _Salvage, repair: bool) -> RegistrySnapshot:
+        records, lost = tuple(salvage.records), tuple(salvage.lost)
+        if not lost:
+            return RegistrySnapshot(records, salvage.saved_at)
+        log.error("%d session(s) of %s could not be read back: %s", len(lost), self.path, "; ".join(lost))
+        moved = move_aside(self.path, f"{len(lost)} session(s) could not be read") if repair else None
+        problem = f"{len(lost)} session(s) in {self.path} could not be read back ({'; '.join(lost)})"
+        return RegistrySnapshot(records, salvage.saved_at, problem, moved, lost)
 
     def _unusable(self, reason: str, repair: bool) -> RegistrySnapshot:
         moved = move_aside(self.path, reason) if repair else None
         return RegistrySnapshot(problem=f"{self.path} is unusable ({reason})", moved_to=moved)
 
     def save(self, records: Sequence[SessionRecord], saved_at: float) -> None:
-        """Replace the registry (blocking: temp file, fsync, rename).
+        """Replace the registry (blocking: temp file, fsync, rename), one session per line (a
+        damaged line loses that session alone).
 
         Raises OSError, and :class:`RegistryFenced` when another process wrote the file
         since this registry's last write.
@@ -202,12 +373,9 @@ class Registry:
             else:
                 if (st.st_dev, st.st_ino) != self._written:
                     raise RegistryFenced(f"{self.path} was replaced by another process; not overwriting it")
-        doc = {
-            "version": REGISTRY_VERSION,
-            "saved_at": saved_at,
-            "sessions": [r.to_json() for r in REDACTOR.scrub(list(records))],
-        }
-        atomic_write(self.path, dump_json(doc, indent=1).encode("utf-8"))
+        head = dump_json({"version": REGISTRY_VERSION, "saved_at": saved_at})[:-1]
+        lines = ",\n".join(dump_json(r.to_json()) for r in REDACTOR.scrub(list(records)))
+        atomic_write(self.path, f'{head}, "sessions": [\n{lines}\n]}}\n'.encode())
         st = os.stat(self.path)
         self._written = (st.st_dev, st.st_ino)
         self.writes += 1

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.domain.limits import SPILL_BYTES
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.infra.private import atomic_write, private_dir, read_private
 from polypilot_tui.infra.redact import REDACTOR
@@ -29,7 +30,8 @@ from polypilot_tui.infra.redact import REDACTOR
 log = logging.getLogger(__name__)
 
 SPILL_PREFIX = "unsaved-"
-MAX_SPILL_BYTES = 256_000_000
+MAX_SPILL_BYTES = SPILL_BYTES
+"""One spill file; a quit with more unsaved writes several (each row fits in one)."""
 _KINDS = {k.value: k for k in ItemKind}
 T = TypeVar("T", list[Any], dict[str, Any])
 
@@ -95,21 +97,55 @@ def _name(state_dir: Path) -> str:
     return f"{SPILL_PREFIX}{digest}"
 
 
-def write_spill(spill: Spill) -> Path:
-    """Write ``spill`` where it fits (the state folder first); raises OSError when nowhere does."""
-    doc = {
-        "state_dir": spill.state_dir,
-        "saved_at": spill.saved_at,
-        "sessions": spill.sessions,
-        "rows": [[sid, idx, _item_json(item)] for sid, idx, item in spill.rows],
-        "appended": {sid: [_item_json(i) for i in items] for sid, items in spill.appended.items()},
-        "drafts": {sid: (None if d is None else [REDACTOR.fragment(d[0]), d[1]]) for sid, d in spill.drafts.items()},
-        "deletions": spill.deletions,
-    }
-    data = dump_json(REDACTOR.scrub(doc)).encode("utf-8")  # every text in it, rows and sessions alike
-    file_name = f"{_name(Path(spill.state_dir))}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.json"
+def write_spill(spill: Spill) -> list[Path]:
+    """Write ``spill`` where it fits (the state folder first), in as many files as it takes for
+    each to stay within :data:`MAX_SPILL_BYTES` (read back in order); raises OSError when
+    nowhere does."""
+    stamp = f"{_name(Path(spill.state_dir))}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    written: list[Path] = []
+    for number, data in enumerate(_documents(spill)):
+        written.append(_write(Path(spill.state_dir), f"{stamp}-{number:04d}.json", data))
+    return written
+
+
+def _documents(spill: Spill) -> list[bytes]:
+    """The spill as JSON documents, each within :data:`MAX_SPILL_BYTES`: the session list in
+    the first, the rows, drafts and deletions in order, a new document when the next would
+    not fit."""
+    head = REDACTOR.scrub({"state_dir": spill.state_dir, "saved_at": spill.saved_at})
+    sessions = REDACTOR.scrub(spill.sessions)  # every text in it, rows and sessions alike
+    entries: list[tuple[str, Any]] = [("deletions", d) for d in spill.deletions]
+    entries += [("rows", [sid, idx, _item_json(item)]) for sid, idx, item in spill.rows]
+    entries += [("appended", (sid, _item_json(item))) for sid, items in spill.appended.items() for item in items]
+    entries += [
+        ("drafts", (sid, None if d is None else [REDACTOR.fragment(d[0]), d[1]])) for sid, d in spill.drafts.items()
+    ]
+    documents: list[bytes] = []
+    part: dict[str, Any] = {"sessions": sessions}
+    size = len(dump_json({**head, "sessions": sessions}).encode("utf-8"))
+    for kind, raw in entries:
+        value = REDACTOR.scrub(raw)
+        cost = len(dump_json(value).encode("utf-8")) + 2
+        if size + cost > MAX_SPILL_BYTES and size > 256:
+            documents.append(dump_json({**head, **part}).encode("utf-8"))
+            part, size = {"sessions": None}, 256
+        if kind in ("rows", "deletions"):
+            part.setdefault(kind, []).append(value)
+        else:
+            sid, item = value
+            bucket = part.setdefault(kind, {})
+            if kind == "appended":
+                bucket.setdefault(sid, []).append(item)
+            else:
+                bucket[sid] = item
+        size += cost + 64  # a session id as a key
+    documents.append(dump_json({**head, **part}).encode("utf-8"))
+    return documents
+
+
+def _write(state_dir: Path, file_name: str, data: bytes) -> Path:
     errors = []
-    for folder in (Path(spill.state_dir), None):
+    for folder in (state_dir, None):
         try:
             target = (folder if folder is not None else runtime_dir()) / file_name
             atomic_write(target, data)

@@ -200,7 +200,7 @@ class Dashboard(App[int]):
         state = UiState(self.selected, drafts, scroll, list(self._ui_state.recent_folders))
         if state == self._ui_saved:
             return
-        problem = save_ui_state(Path(self.settings.state_dir), state)
+        problem = save_ui_state(Path(self.settings.state_dir), state, self._ui_saved)
         if not problem:
             self._ui_saved, self._ui_save_failed = state, False
         elif quitting:

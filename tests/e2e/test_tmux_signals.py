@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from polypilot_tui.ui.ui_state import load_ui_state
 from tests.e2e.tmux import Terminal
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -54,8 +55,8 @@ def turn_and_draft(term: Terminal) -> int:
 
 
 def saved(state: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The drafts file and the one session of the registry."""
-    ui = json.loads((state / "ui-state.json").read_text())
+    """The drafts (ui-state.json and the draft files) and the one session of the registry."""
+    ui = {"drafts": load_ui_state(state)[0].drafts}
     registry = json.loads((state / "sessions.json").read_text())
     assert len(registry["sessions"]) == 1, registry
     return ui, registry["sessions"][0]

@@ -8,6 +8,7 @@ import os
 import time
 from pathlib import Path
 
+from polypilot_tui.ui.ui_state import load_ui_state
 from tests.reliability.conftest import Dashboard, clean_env, wait_until
 
 
@@ -34,7 +35,7 @@ def test_a_terminal_closed_without_a_hangup_ends_the_dashboard_instead_of_spinni
         dashboard.close()
     assert code == 129, code  # as on SIGHUP
     assert took < 15, took
-    assert (state / "ui-state.json").is_file() and "a draft kept" in (state / "ui-state.json").read_text()
+    assert list(load_ui_state(state)[0].drafts.values()) == ["a draft kept"]
 
 
 def test_while_the_terminal_is_there_the_dashboard_stays_and_idles(tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ Run as ``python fake_acp_agent.py``. Keywords in the prompt pick the behaviour:
 - ESCAPES    a reply full of terminal control sequences (OSC 52 clipboard, title, OSC 8, clear)
 - BADUTF8    a reply chunk whose line holds invalid UTF-8 bytes, then a plain one
 - CHATTY N   N MB of stderr lines during the turn, then the reply
+- HUGE N     one reply chunk of N MB in one line, then the reply
+- HUGEOUT N a tool whose output is N MB in one line, then the reply
 - LEAK       prints the values of the variables named in ``FAKE_ACP_LEAK`` to stderr and in
              a traceback, says them, then fails the turn with them in the error message
 - LEAKCRASH  prints them to stderr, then ``os._exit(3)``
@@ -217,6 +219,8 @@ class FakeAgent:
                 "clip\x1b]52;c;cm0gLXJmIH4=\x07 title\x1b]0;pwned\x07 link\x1b]8;;http://evil\x1b\\x"
                 "\x1b]8;;\x1b\\ clear\x1b[2J\x1b[H done\x9b31m ",
             )
+        if "HUGE" in text:
+            await self._huge(sid, text)
         if "BADUTF8" in text:
             await asyncio.sleep(0.1)  # let the SDK's writer flush: the raw line must not land mid-line
             raw = (
@@ -427,6 +431,33 @@ class FakeAgent:
         )
 
     # ---------------------------------------------------------------- plumbing
+    async def _huge(self, sid: str, prompt: str) -> None:
+        """HUGE N / HUGEOUT N: one line of N MB, written raw (not kept in the agent's history)."""
+        words = prompt.split()
+        tool = "HUGEOUT" in words
+        at = words.index("HUGEOUT" if tool else "HUGE") + 1
+        size = int(float(words[at]) * 1_000_000) if at < len(words) else 20_000_000
+        if tool:
+            await self._send(sid, start_tool_call("huge-1", "cat big.log", kind="read", status="in_progress"))
+            head = b'"update":{"sessionUpdate":"tool_call_update","toolCallId":"huge-1","status":"completed",'
+            head += b'"content":[{"type":"content","content":{"type":"text","text":"'
+        else:
+            head = b'"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+        await asyncio.sleep(0.1)  # the SDK's writer flushed: the raw line must not land mid-line
+        start = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + sid.encode() + b'",'
+        blocking = os.get_blocking(1)
+        os.set_blocking(1, True)  # the SDK made stdout non-blocking: a big write would be cut
+        try:
+            with os.fdopen(os.dup(1), "wb", buffering=0) as out:
+                out.write(start + head)
+                chunk = b"0123456789abcdef" * 65536  # 1 MiB at a time: the agent itself stays small
+                for left in range(size, 0, -len(chunk)):
+                    out.write(chunk[: min(left, len(chunk))])
+                out.write(b'"}}]}}}\n' if tool else b'"}}}}\n')
+        finally:
+            os.set_blocking(1, blocking)
+        await asyncio.sleep(0.1)
+
     async def _say(self, sid: str, text: str) -> None:
         await self._send(sid, update_agent_message_text(text))
 

@@ -125,3 +125,12 @@ def widget_lines(widget: Widget) -> list[str]:
     region = widget.region.intersection(widget.app.screen.region)
     strips = widget.app.screen._compositor.render_strips()  # noqa: SLF001
     return [strip.crop(region.x, region.right).text for strip in strips[region.y : region.bottom]]
+
+
+def paste(app: App[Any], text: str) -> None:
+    """Paste ``text`` as a terminal delivers it (bracketed paste: one event to the app)."""
+    driver = app._driver  # noqa: SLF001
+    assert driver is not None
+    event = events.Paste(text)
+    event.set_sender(app)
+    driver.send_message(event)

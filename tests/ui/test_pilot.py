@@ -225,7 +225,7 @@ async def test_a_queue_is_visible_and_stop_holds_it_instead_of_dropping_it(tmp_p
         await send(pilot, "and another")
         panel = app.pane.queue
         await wait_for(pilot, lambda: panel.display and len(panel.query(QueuedPrompt)) == 2, what="the queue shown")
-        assert [row.prompt for row in panel.query(QueuedPrompt)] == ["next one", "and another"]
+        assert [row.prompt.preview for row in panel.query(QueuedPrompt)] == ["next one", "and another"]
         await pilot.press("ctrl+x")
         await wait_for(pilot, lambda: app.engine.manager.view("s1").status is SessionStatus.STOPPED)
         await wait_for(
@@ -234,7 +234,7 @@ async def test_a_queue_is_visible_and_stop_holds_it_instead_of_dropping_it(tmp_p
             what="the queue held, not dropped",
         )
         assert (
-            app.engine.manager.view("s1").queue == ("next one", "and another")
+            tuple(q.preview for q in app.engine.manager.view("s1").queue) == ("next one", "and another")
             and app.engine.manager.view("s1").turns == 1
         )
         # Edit takes the first one back into the editor; "Send in order" sends the other.

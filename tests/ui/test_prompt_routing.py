@@ -131,14 +131,17 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
 
         def typed_everything() -> bool:
             got = {
-                sid: [i.text for i in manager.history(sid) if i.kind is ItemKind.USER] + list(manager.view(sid).queue)
+                sid: [i.text for i in manager.history(sid) if i.kind is ItemKind.USER]
+                + [p.text for p in manager.session(sid).queue]
                 for sid in order
             }
             return sum(map(len, got.values())) == sum(map(len, expected.values()))
 
         await wait_for(pilot, typed_everything, timeout=60, what="every prompt submitted")
         for sid in order:
-            got = [i.text for i in manager.history(sid) if i.kind is ItemKind.USER] + list(manager.view(sid).queue)
+            got = [i.text for i in manager.history(sid) if i.kind is ItemKind.USER] + [
+                p.text for p in manager.session(sid).queue
+            ]
             assert got == expected[sid], f"{sid}: typed {expected[sid]!r}, got {got!r}"
         assert app.pane.editor.text == ""  # nothing left behind in a draft
         assert app.selected == order[position]

@@ -24,6 +24,7 @@ from polypilot_tui.config import AgentCatalog, AgentConfig, AgentsFileError, Set
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.limits import ROW_CHARS, cut_note
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.trace import TraceError, parse_trace
 from polypilot_tui.domain.view import make_view
@@ -123,7 +124,8 @@ def test_a_ten_mib_reply_in_a_trace_replays_in_bounded_time(tmp_path: Path, caps
     ]
     code, out, err = _replay(tmp_path, capsys, "".join(lines))
     assert code == 0, err
-    assert "#1 completed" in out and f"{len(big)} chars of replies" in out
+    said = cut_note(len(big) - ROW_CHARS)  # kept up to its limit, the cut said
+    assert "#1 completed" in out and f"{ROW_CHARS + len(said)} chars of replies" in out
 
 
 def test_trace_parse_of_many_bad_lines_stops_at_the_first() -> None:

@@ -5,14 +5,35 @@ stop, close and reopen)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.engine import verbs
+from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.server import StreamClient
+from polypilot_tui.service.wire import items_from_json
 from tests.support.engine import Harness
+
+
+class Mirror(RemoteEngine):
+    """A RemoteEngine whose history requests are answered by the engine itself (no socket)."""
+
+    def __init__(self, engine: LocalEngine) -> None:
+        super().__init__(self._no_socket)
+        self._engine = engine
+
+    @staticmethod
+    async def _no_socket() -> Path:
+        raise AssertionError("the mirror is fed by hand here")
+
+    async def _fetch_history(self, sid: str) -> list[ChatItem]:
+        """What ``GET /sessions/{sid}/history`` answers, through JSON text."""
+        rows = encode(tuple(self._engine.history(sid)), tuple[ChatItem, ...])
+        return items_from_json(load_json(dump_json(rows), "history"))
 
 
 class Wire:
@@ -22,24 +43,25 @@ class Wire:
         self.engine = LocalEngine(harness.manager)
         self.client = StreamClient(self.engine, 1)
         self.client.attach()
-        self.mirror = RemoteEngine(self._no_socket)
+        self.mirror = Mirror(self.engine)
         self.events = 0
         self._feed([("snapshot", self.client.snapshot(with_history=True))])
-
-    @staticmethod
-    async def _no_socket() -> Path:
-        raise AssertionError("the mirror is fed by hand here")
 
     def _feed(self, events: list[tuple[str, object]]) -> None:
         for kind, data in events:
             self.mirror.apply_event(kind, load_json(dump_json(data), kind))
             self.events += 1
 
-    def sync(self) -> None:
-        """Send what is queued, then check the mirror holds exactly the engine's state."""
+    async def sync(self) -> None:
+        """Send what is queued, then check the mirror holds exactly the engine's state (a
+        history it has not got yet it asks for, as a dashboard showing it would)."""
         self._feed(self.client.drain())
         engine, mirror = self.engine, self.mirror
         assert mirror.ids() == engine.ids()
+        for sid in engine.ids():
+            mirror.history(sid)
+        for _ in range(5):
+            await asyncio.sleep(0)  # the asked-for histories arrive
         for sid in engine.ids():
             assert mirror.view(sid) == engine.view(sid)
             assert mirror.history(sid) == engine.history(sid)
@@ -50,15 +72,15 @@ async def step_until_rest(harness: Harness, wire: Wire, sid: str) -> int:
     """Advance virtual time deadline by deadline, checking the mirror at each; returns the steps."""
     steps = 0
     await harness.clock.settle()
-    wire.sync()
+    await wire.sync()
     while harness.busy(sid):
         deadline = harness.clock.next_deadline()
         assert deadline is not None
         await harness.clock.advance_to(deadline)
-        wire.sync()
+        await wire.sync()
         steps += 1
     await harness.manager.idle()
-    wire.sync()
+    await wire.sync()
     return steps
 
 
@@ -66,7 +88,7 @@ async def test_a_streamed_reply_a_tool_and_a_permission_arrive_whole(harness: Ha
     wire = Wire(harness)
     sid = await wire.engine.call(verbs.NEW_SESSION, verbs.NewSession("demo", "mirrored"))
     await harness.manager.connect(sid)
-    wire.sync()
+    await wire.sync()
     await wire.engine.call(verbs.SEND, verbs.Send(sid, "!slow stream it"))
     assert await step_until_rest(harness, wire, sid) > 20  # checked between many deltas
     assert "word59" in wire.mirror.history(sid)[-1].text
@@ -74,7 +96,7 @@ async def test_a_streamed_reply_a_tool_and_a_permission_arrive_whole(harness: Ha
     await step_until_rest(harness, wire, sid)
     await wire.engine.call(verbs.SEND, verbs.Send(sid, "!permission write the file"))
     await harness.until(lambda: wire.engine.view(sid).pending_permission is not None)
-    wire.sync()
+    await wire.sync()
     request = wire.mirror.view(sid).pending_permission
     assert request is not None and request.options
     await wire.engine.call(
@@ -90,7 +112,7 @@ async def test_a_stop_mid_reply_then_close_and_reopen_keep_the_mirror_exact(harn
     await harness.manager.connect(sid)
     await wire.engine.call(verbs.SEND, verbs.Send(sid, "!slow to be stopped"))
     await harness.until(lambda: "word5" in wire.engine.streaming_text(sid))
-    wire.sync()
+    await wire.sync()
     await wire.engine.call(verbs.STOP, verbs.SessionRef(sid))
     await step_until_rest(harness, wire, sid)
     assert wire.mirror.streaming_text(sid) == "" and wire.mirror.history(sid)[-1].interrupted is not None
@@ -99,10 +121,10 @@ async def test_a_stop_mid_reply_then_close_and_reopen_keep_the_mirror_exact(harn
     )  # a new reply after a stopped one: the stream restarts
     await step_until_rest(harness, wire, sid)
     assert await wire.engine.call(verbs.CLOSE, verbs.SessionRef(sid))
-    wire.sync()
+    await wire.sync()
     assert wire.mirror.ids() == []
     await wire.engine.call(verbs.REOPEN, verbs.Reopen(sid))
-    wire.sync()
+    await wire.sync()
     assert wire.mirror.history(sid)[0].text == "!slow to be stopped"
 
 

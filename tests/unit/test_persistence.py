@@ -191,7 +191,7 @@ async def test_queued_prompts_survive_a_quit_and_wait_for_the_user(tmp_path: Pat
     await until(lambda: app.manager.streaming_text(sid), 10)
     await app.manager.send(sid, "queued first")
     await app.manager.send(sid, "queued second")
-    assert app.manager.view(sid).queue == ("queued first", "queued second")
+    assert [p.text for p in app.manager.session(sid).queue] == ["queued first", "queued second"]
     await app.manager.quit()
     await app.close()
     saved = json.loads((tmp_path / REGISTRY_FILE).read_text())["sessions"][0]
@@ -199,7 +199,8 @@ async def test_queued_prompts_survive_a_quit_and_wait_for_the_user(tmp_path: Pat
 
     again = App(tmp_path)
     view = again.manager.view(sid)
-    assert view.queue == ("queued first", "queued second") and view.queue_held  # nothing goes out by itself
+    assert [p.text for p in again.manager.session(sid).queue] == ["queued first", "queued second"]
+    assert view.queued == 2 and view.queue_held  # nothing goes out by itself
     assert view.turns == 1  # the interrupted one: the count goes on across restarts
     assert await again.manager.send_queued(sid)
     session = again.manager.session(sid)

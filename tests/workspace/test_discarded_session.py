@@ -44,11 +44,12 @@ async def test_a_folder_deleted_mid_turn_holds_the_queue_and_refuses_the_rest(tm
     shutil.rmtree(folder)  # deleted by hand while the turn runs
     await h.until_rest(sid)
     session = h.manager.session(sid)
-    assert session.queue == ["then this"] and session.queue_held and session.turn is None  # kept, not sent
+    assert [p.text for p in session.queue] == ["then this"]  # kept, not sent
+    assert session.queue_held and session.turn is None
     for refused in (h.manager.send(sid, "more"), h.manager.send_queued(sid)):
         with pytest.raises(EngineError, match="its folder .* is gone. Close the session"):
             await refused
-    assert session.queue == ["then this"]
+    assert [p.text for p in session.queue] == ["then this"]
     folder.mkdir()  # back: the user decides, and the queue goes
     assert await h.manager.send_queued(sid)
     await h.until_rest(sid)

@@ -40,6 +40,7 @@ from polypilot_tui.agents.acp.mapping import Emit, summarize_input, tool_content
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.limits import AGENT_READ_BYTES, ROW_CHARS, bounded_texts, has_longer_text
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.infra.private import open_private
 from polypilot_tui.infra.redact import REDACTOR, StreamTails
@@ -47,7 +48,7 @@ from polypilot_tui.infra.redact import REDACTOR, StreamTails
 logger = logging.getLogger(__name__)
 
 #: Refuse to hand bigger files to an agent in one read.
-MAX_READ_BYTES = 20_000_000
+MAX_READ_BYTES = AGENT_READ_BYTES
 #: Stop appending to the transcript past this size (a marker line says so).
 MAX_TRANSCRIPT_BYTES = 50_000_000
 REJECT_ALWAYS = "reject_always"
@@ -160,7 +161,8 @@ class PermissionDesk:
 
 
 class Transcript:
-    """Every raw JSON-RPC message in and out, one JSON object a line, redacted, 0600, capped."""
+    """Every raw JSON-RPC message in and out, one JSON object a line, redacted, 0600, capped; a
+    text longer than the engine keeps (limits.ROW_CHARS) is kept as far, the cut said."""
 
     def __init__(self, path: Path, clock: Clock, max_bytes: int = MAX_TRANSCRIPT_BYTES) -> None:
         self.path = path
@@ -186,6 +188,8 @@ class Transcript:
     def write(self, direction: str, message: Mapping[str, Any]) -> None:
         if self._fh.closed or self._full:
             return
+        if has_longer_text(message, ROW_CHARS):  # kept as the engine keeps it: a 20 MB line is not copied thrice
+            message = bounded_texts(message, ROW_CHARS)
         line = dump_json({"at": round(self._clock.wall(), 3), "dir": direction, "msg": self._redacted(message)}) + "\n"
         if self._size + len(line) > self._max:
             line = (

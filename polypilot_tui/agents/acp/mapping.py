@@ -18,15 +18,15 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from polypilot_tui.domain import limits
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.text import clip
 
 logger = logging.getLogger(__name__)
 
 Emit = Callable[[AgentEvent], None]
 
-#: Tool output kept per event; the full text stays in the raw transcript.
-MAX_TOOL_TEXT = 20_000
 _TOOL_FIELDS = ("title", "kind", "status", "content", "locations", "rawInput", "rawOutput")
 _FINAL_STATUSES = ("completed", "failed")
 #: Updates forwarded under their own ACP name: unknown to the engine, useful to the UI.
@@ -111,7 +111,7 @@ def summarize_input(raw: Any, limit: int = 300) -> str:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TOOL_TEXT else clip(text, MAX_TOOL_TEXT) + " (truncated)"
+    return limits.bounded(text, limits.TOOL_TEXT_CHARS)  # the count of what is not kept said
 
 
 class UpdateMapper:
@@ -130,10 +130,10 @@ class UpdateMapper:
         """The last input summary shown per tool (agents often fill rawInput in later)."""
         """The name a tool started with; later titles (often a description) do not rename it."""
         self._msg_id: str | None = None
-        self._msg_parts: list[str] = []
+        self._msg_parts = Gathered()
         self._thought_id: str | None = None
-        self._thought_parts: list[str] = []
-        self._user_parts: list[str] = []
+        self._thought_parts = Gathered()
+        self._user_parts = Gathered()
 
     # ------------------------------------------------------------------ entry points
 
@@ -177,9 +177,9 @@ class UpdateMapper:
     def begin_turn(self) -> None:
         """A new prompt: message and reasoning ids start afresh."""
         self._msg_id = None
-        self._msg_parts = []
+        self._msg_parts = Gathered()
         self._thought_id = None
-        self._thought_parts = []
+        self._thought_parts = Gathered()
 
     def finish(self) -> None:
         """Flush buffered text (the turn or the replay ended)."""
@@ -209,7 +209,7 @@ class UpdateMapper:
             self._msg_id = message_id if isinstance(message_id, str) and message_id else self._new_id("msg")
         if not text:
             return
-        self._msg_parts.append(text)
+        self._msg_parts.add(text)
         if not self.replay:
             self._emit(AgentEvent(EventType.MESSAGE_DELTA, {"messageId": self._msg_id, "deltaContent": text}))
 
@@ -220,7 +220,7 @@ class UpdateMapper:
             self._thought_id = self._new_id("reasoning")
         if not text:
             return
-        self._thought_parts.append(text)
+        self._thought_parts.add(text)
         if not self.replay:
             self._emit(AgentEvent(EventType.REASONING_DELTA, {"reasoningId": self._thought_id, "deltaContent": text}))
 
@@ -232,14 +232,14 @@ class UpdateMapper:
         self._flush_message()
         text = block_text(update.get("content"))
         if text:
-            self._user_parts.append(text)
+            self._user_parts.add(text)
 
     def _flush_message(self, tool_requests: list[dict[str, str]] | None = None) -> None:
         if self._msg_id is None:
             return
-        content = "".join(self._msg_parts)
+        content = self._msg_parts.take()
         message_id = self._msg_id
-        self._msg_id, self._msg_parts = None, []
+        self._msg_id = None
         if not content and not tool_requests:
             return
         data: dict[str, Any] = {"messageId": message_id, "content": content}
@@ -252,16 +252,15 @@ class UpdateMapper:
     def _flush_thought(self) -> None:
         if self._thought_id is None:
             return
-        content = "".join(self._thought_parts)
+        content = self._thought_parts.take()
         reasoning_id = self._thought_id
-        self._thought_id, self._thought_parts = None, []
+        self._thought_id = None
         if content:
             self._emit(AgentEvent(EventType.REASONING, {"reasoningId": reasoning_id, "content": content}))
 
     def _flush_user(self) -> None:
         if self._user_parts:
-            content = "".join(self._user_parts)
-            self._user_parts = []
+            content = self._user_parts.take()
             self._emit(AgentEvent(EventType.USER_MESSAGE, {"content": content}))
 
     # ------------------------------------------------------------------ tools

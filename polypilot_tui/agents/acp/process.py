@@ -18,8 +18,9 @@ from polypilot_tui.config import AgentConfig
 
 #: How long to wait after SIGTERM before SIGKILL.
 TERM_GRACE = 2.0
-#: Stdout lines up to this size are read in one piece (longer ones in several).
-STDOUT_LIMIT = 10 * 1024 * 1024
+#: Stdout lines up to this size are read in one piece; longer ones in pieces into one buffer
+#: (the reader holds up to twice this: a bigger one held a 20 MB line a third time).
+STDOUT_LIMIT = 1024 * 1024
 #: Passed to the agent as they are; everything else must come from its config.
 _ENV_NAMES = (
     "PATH",

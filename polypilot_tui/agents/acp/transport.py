@@ -18,6 +18,7 @@ import logging
 from collections import deque
 from typing import Any
 
+from polypilot_tui.domain.limits import AGENT_LINE_BYTES
 from polypilot_tui.domain.safe_json import ParseError, load_json
 from polypilot_tui.domain.text import one_line
 
@@ -43,6 +44,8 @@ class StdioTransport:
         cut): an agent that does not speak ACP says so here, not in our log only."""
         self.replaced_lines = 0
         """Lines that held invalid UTF-8 (decoded with replacement characters)."""
+        self.dropped_lines = 0
+        """Lines longer than limits.AGENT_LINE_BYTES (dropped, each said in ``stray`` and the log)."""
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8", "replace")
@@ -52,18 +55,11 @@ class StdioTransport:
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
-            line = await self._read_line()
-            if not line:
+            text = await self._read_text()
+            if text is None:
                 return None  # EOF: the agent closed stdout
-            line = line.strip()
-            if not line:
+            if not text or text.isspace():
                 continue
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError:
-                text = line.decode("utf-8", "replace")
-                self.replaced_lines += 1
-                self._warn("utf8", "the agent sent invalid UTF-8; it is shown with replacement characters")
             try:
                 message = load_json(text, "agent message", max_depth=MAX_DEPTH)
             except ParseError as exc:
@@ -80,18 +76,58 @@ class StdioTransport:
                 self._writer.close()
             await asyncio.wait_for(self._writer.wait_closed(), 1.0)
 
-    async def _read_line(self) -> bytes:
-        chunks: list[bytes] = []
+    async def _read_text(self) -> str | None:
+        """The next line as text (None at EOF; "" for a line too long to keep, which is
+        dropped and said). Read without copies beyond the bytes and their text: a line of
+        megabytes (a tool's output) must not cost many times its size."""
+        line = await self._read_line()
+        if line is None:
+            return None
         try:
-            while True:
-                try:
-                    chunks.append(await self._reader.readuntil(b"\n"))
-                    return b"".join(chunks)
-                except asyncio.LimitOverrunError as exc:  # a long line: take it in pieces
-                    chunks.append(await self._reader.readexactly(exc.consumed))
+            return line.decode("utf-8")
+        except UnicodeDecodeError:
+            self.replaced_lines += 1
+            self._warn("utf8", "the agent sent invalid UTF-8; it is shown with replacement characters")
+            return line.decode("utf-8", "replace")
+
+    async def _read_line(self) -> bytes | bytearray | None:
+        reader = self._reader
+        try:
+            line: bytes | bytearray = await reader.readuntil(b"\n")
+            return line
         except asyncio.IncompleteReadError as exc:
-            chunks.append(exc.partial)
-            return b"".join(chunks)
+            return exc.partial or None
+        except asyncio.LimitOverrunError as exc:  # a long line: gathered in one buffer
+            buffer = bytearray(await reader.readexactly(exc.consumed))
+        while True:
+            try:
+                buffer += await reader.readuntil(b"\n")
+                return buffer
+            except asyncio.IncompleteReadError as exc:
+                buffer += exc.partial
+                return buffer
+            except asyncio.LimitOverrunError as exc:
+                buffer += await reader.readexactly(exc.consumed)
+            if len(buffer) > AGENT_LINE_BYTES:
+                return await self._drop_line(len(buffer))
+
+    async def _drop_line(self, size: int) -> bytes:
+        """Read the rest of a line too long to keep without keeping it; say so."""
+        reader = self._reader
+        while True:
+            try:
+                size += len(await reader.readuntil(b"\n"))
+                break
+            except asyncio.IncompleteReadError as exc:
+                size += len(exc.partial)
+                break
+            except asyncio.LimitOverrunError as exc:
+                size += len(await reader.readexactly(exc.consumed))
+        self.dropped_lines += 1
+        note = f"a message of {size:,} bytes from the agent was dropped: more than {AGENT_LINE_BYTES:,} bytes"
+        self.stray.append(note)
+        log.warning("%s", note)
+        return b""
 
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -12,6 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from polypilot_tui.domain.limits import size_words
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.ui.formatting import STATUS_LABELS, safe_text
@@ -56,7 +57,10 @@ def details_text(details: SessionDetails) -> str:
     lines = [f"{label.ljust(width)}  {value}" for label, value in rows]
     if view.queue:
         lines += ["", f"Queued prompts ({len(view.queue)}){' — held' if view.queue_held else ''}:"]
-        lines += [f"  {i + 1}. {one_line(prompt, 200)}" for i, prompt in enumerate(view.queue)]
+        lines += [
+            f"  {i + 1}. {prompt.preview or f'a prompt of {size_words(prompt.size)}'}"
+            for i, prompt in enumerate(view.queue)
+        ]
     if details.plan:
         lines += ["", "The agent's plan:"]
         lines += [f"  {PLAN_MARKS.get(status, '·')} {safe_text(step)}" for step, status in details.plan]

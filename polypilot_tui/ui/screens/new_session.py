@@ -24,6 +24,7 @@ from textual.widgets import Button, Input, Label, OptionList, RadioButton, Radio
 from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.agents import AgentOffer, Availability
+from polypilot_tui.domain.limits import NAME_CHARS
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.ui.folder_suggester import FolderSuggester
 from polypilot_tui.ui.workspace_actions import NewSessionRequest
@@ -132,7 +133,9 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
                 yield Label("Recent folders", classes="field-label")
                 yield OptionList(*[Option(Content(f), id=f) for f in self._recent], id="recent-list")
             yield Label("Name (optional)", classes="field-label")
-            yield Input(initial.name if initial else "", placeholder="<agent>-<number>", id="name")
+            yield Input(
+                initial.name if initial else "", placeholder="<agent>-<number>", id="name", max_length=NAME_CHARS
+            )
             with Vertical(id="git-box"):
                 yield Static("", id="git-note", markup=False)
                 with IsolationChoice(id="isolation"):

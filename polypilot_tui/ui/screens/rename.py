@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from polypilot_tui.domain.limits import NAME_CHARS
+
 
 class RenameScreen(ModalScreen[str | None]):
     """Dismisses with the new name on Enter, or None on Escape."""
@@ -40,7 +42,7 @@ class RenameScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="rename-dialog"):
             yield Static("Rename session", markup=False)
-            yield Input(self._current, id="rename-input", max_length=60)
+            yield Input(self._current, id="rename-input", max_length=NAME_CHARS)
             yield Static("Enter renames · Esc cancels", id="rename-hint", markup=False)
 
     def on_mount(self) -> None:

@@ -25,6 +25,8 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
+from polypilot_tui.domain.limits import DRAFT_CHARS, LimitExceeded, check_prompt
+
 HISTORY_LIMIT = 500
 """Prompts kept for ↑/↓ recall."""
 
@@ -131,6 +133,22 @@ class PromptEditor(TextArea):
             self.drafts[session_id] = joined
 
     # ---- keys ------------------------------------------------------------------------
+    async def _on_paste(self, event: events.Paste) -> None:
+        """A paste that would make the box hold more than limits.DRAFT_CHARS is refused and
+        said (the box keeps what it had); any other goes in as TextArea pastes it."""
+        if self.read_only:
+            return
+        selected = len(self.selected_text)
+        if len(self.text) - selected + len(event.text) > DRAFT_CHARS:
+            self._stop(event)  # not TextArea's paste
+            self.notify(
+                f"Not pasted: {len(event.text):,} characters would make the prompt longer than the "
+                f"{DRAFT_CHARS:,} it holds. Put the text in a file and give the agent its path.",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
+
     async def _on_key(self, event: events.Key) -> None:
         if self.read_only:
             await super()._on_key(event)
@@ -164,7 +182,7 @@ class PromptEditor(TextArea):
         return not (action == "copy" and self.selection.is_empty)
 
     @staticmethod
-    def _stop(event: events.Key) -> None:
+    def _stop(event: events.Key | events.Paste) -> None:
         event.stop()
         event.prevent_default()
 
@@ -174,9 +192,15 @@ class PromptEditor(TextArea):
         self.replace("\n", start, end)
 
     def submit(self) -> None:
-        """Post what was typed (if anything) for the bound session and clear the box."""
+        """Post what was typed (if anything) for the bound session and clear the box; a prompt
+        larger than one may be is refused, said, and stays in the box."""
         text = self.text
         if not text.strip():
+            return
+        try:
+            check_prompt(text.strip("\n").rstrip())  # as the engine measures it
+        except LimitExceeded as exc:
+            self.notify(f"Not sent: {exc}. Your text stays here.", severity="error", timeout=15, markup=False)
             return
         self.remember(text)
         self._set("")

@@ -10,7 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.limits import QUEUE_PREVIEWS, size_words
+from polypilot_tui.domain.prompt_queue import QueueEntry
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import plural
 
@@ -18,15 +19,16 @@ from polypilot_tui.ui.formatting import plural
 class QueuedPrompt(Horizontal):
     """One queued prompt with its edit and drop buttons."""
 
-    def __init__(self, index: int, prompt: str) -> None:
+    def __init__(self, index: int, prompt: QueueEntry) -> None:
         super().__init__(classes="queued-prompt")
         self.index = index
         self.prompt = prompt
 
     def compose(self) -> ComposeResult:
-        lines = self.prompt.count("\n") + 1
+        lines = self.prompt.lines
         more = f"  (+{lines - 1} line{'s' if lines > 2 else ''})" if lines > 1 else ""
-        yield Static(f"{self.index + 1}. {one_line(self.prompt, 200)}{more}", classes="queued-text", markup=False)
+        text = self.prompt.preview or f"a prompt of {size_words(self.prompt.size)}"
+        yield Static(f"{self.index + 1}. {text}{more}", classes="queued-text", markup=False)
         yield Button("edit", classes="queued-edit", compact=True)
         yield Button("✕", classes="queued-drop", compact=True, tooltip="Drop this prompt")
 
@@ -40,8 +42,8 @@ class QueuePanel(Vertical):
 
         session_id: str
         index: int
-        prompt: str
-        """The text shown (the queue may have moved on since it was drawn)."""
+        key: str
+        """The key of the prompt shown (the queue may have moved on since it was drawn)."""
 
     @dataclass
     class Drop(Message):
@@ -49,7 +51,7 @@ class QueuePanel(Vertical):
 
         session_id: str
         index: int
-        prompt: str
+        key: str
 
     @dataclass
     class Clear(Message):
@@ -66,7 +68,7 @@ class QueuePanel(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.display = False
-        self._shown: tuple[str | None, tuple[str, ...], bool] = (None, (), False)
+        self._shown: tuple[str | None, tuple[QueueEntry, ...], bool] = (None, (), False)
         self._title = Static("", classes="queue-title", markup=False)
         self._rows = Vertical(classes="queue-rows")
         self._send = Button("Send in order", classes="queue-send", compact=True, variant="primary")
@@ -98,7 +100,13 @@ class QueuePanel(Vertical):
             self._title.update(f"{count}: sent in order.")
         self._send.display = view.queue_held and not view.status.busy
         await self._rows.remove_children()
-        await self._rows.mount_all(QueuedPrompt(i, prompt) for i, prompt in enumerate(view.queue))
+        rows = view.queue[:QUEUE_PREVIEWS]  # a queue of a hundred is not a hundred rows on every change
+        await self._rows.mount_all(QueuedPrompt(i, prompt) for i, prompt in enumerate(rows))
+        if len(view.queue) > len(rows):
+            rest = view.queue[len(rows) :]
+            size = size_words(sum(q.size for q in rest))
+            more = f"… and {len(rest)} more ({size}): they come up here as the ones above go"
+            await self._rows.mount(Static(more, classes="queued-more", markup=False))
 
     @property
     def session_id(self) -> str | None:
@@ -120,6 +128,6 @@ class QueuePanel(Vertical):
         row = event.button.parent
         if isinstance(row, QueuedPrompt):
             if event.button.has_class("queued-edit"):
-                self.post_message(self.Edit(session_id, row.index, row.prompt))
+                self.post_message(self.Edit(session_id, row.index, row.prompt.key))
             else:
-                self.post_message(self.Drop(session_id, row.index, row.prompt))
+                self.post_message(self.Drop(session_id, row.index, row.prompt.key))
