@@ -65,19 +65,7 @@ def test_demo_agent_needs_no_sdk() -> None:
     assert out == ""
 
 
-MAX_MODULE_LINES = 400
 FIRST_PARTY = ("polypilot_tui", "tests", "bench")
-
-
-def test_no_module_is_longer_than_a_reader_can_hold() -> None:
-    """One module, one responsibility: a file past ~400 lines is two modules waiting to be split."""
-    package = Path(polypilot_tui.__file__).parent
-    long = {
-        str(path.relative_to(package)): lines
-        for path in package.rglob("*.py")
-        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
-    }
-    assert long == {}
 
 
 def test_no_module_imports_a_private_name_of_another() -> None:
