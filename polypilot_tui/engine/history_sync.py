@@ -219,7 +219,7 @@ class HistoryWriter(DebouncedWriter):
     def _landed(self, batch: HistoryBatch, flight: asyncio.Future[Any]) -> None:
         try:
             result, resolved = flight.result()
-        except Exception:  # noqa: BLE001
+        except Exception:  # the I/O thread's result: HistoryDB turns store errors into results, so a bug
             log.exception("history write failed")
             result, resolved = WriteResult.DROPPED, {}
         self.tell_moved()
