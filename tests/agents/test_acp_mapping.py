@@ -280,3 +280,12 @@ def test_a_summary_cut_through_a_secret_marks_the_cut_so_no_piece_of_it_is_kept(
         assert summary.endswith("…") and len(summary) == limit
         shown = REDACTOR.text(summary)
         assert password[:3] not in shown, (limit, shown)
+
+
+@pytest.mark.expect_errors(r"could not map ACP update 'plan'\nTypeError")
+def test_an_update_of_a_shape_the_mapping_does_not_expect_is_logged_in_full_and_the_stream_goes_on() -> None:
+    m, ev = mapper()
+    m.handle({"sessionUpdate": "plan", "entries": 5})  # not a list: the mapping has a bug to fix
+    m.handle(chunk("still here"))
+    m.finish()
+    assert "still here" in "".join(e.text("content") for e in ev)

@@ -71,7 +71,7 @@ class StdioTransport:
             self._warn("shape", "skipped a JSON line from the agent that is not a JSON-RPC message")
 
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(OSError, TimeoutError):  # a pipe the agent closed, or a hang
             if not self._writer.is_closing():
                 self._writer.close()
             await asyncio.wait_for(self._writer.wait_closed(), 1.0)
