@@ -36,6 +36,7 @@ from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.stream import Unsubscribe
+from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.notifier import Notifier, desktop_notifier
@@ -145,11 +146,9 @@ class Dashboard(App[int]):
         self._unsubscribe = self.engine.subscribe(
             self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
         )
-        try:
-            await self.engine.start()
-        except Exception as exc:  # noqa: BLE001 - said on screen; the dashboard stays to read it
-            log.exception("the engine did not start")
-            self.notify(f"The engine did not start: {exc}", severity="error", timeout=30, markup=False)
+        started = await attempt(log, "the engine's start", self.engine.start())
+        if isinstance(started, Failed):  # said on screen; the dashboard stays to read it
+            self.notify(f"The engine did not start: {started.said}", severity="error", timeout=30, markup=False)
         # Saving, restore and engine problems are told once each, with the reason and the path.
         self.engine.on_notice(
             lambda notice: self.notify(
@@ -346,10 +345,13 @@ class Dashboard(App[int]):
 
     async def add_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str | None:
         """Start a session and put it on screen; None (and a toast saying why) when it cannot be."""
-        try:
-            sid = await self.engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, name, workspace))
-        except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
-            self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
+        sid = await attempt(
+            log,
+            f"a new session on {agent!r}",
+            self.engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, name, workspace)),
+        )
+        if isinstance(sid, Failed):  # a bad agent entry must not crash the app
+            self.notify(f"Could not create a session on {agent!r}: {sid.said}", severity="error", markup=False)
             return None
         self.select(sid)
         return sid

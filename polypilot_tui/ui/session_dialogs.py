@@ -17,6 +17,7 @@ from polypilot_tui.domain.changeset import ReviewComment, review_prompt
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine import verbs
+from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
@@ -51,11 +52,8 @@ class SessionDialogs(Dashboard):
         """Run an engine call as a worker; a failure becomes a toast, never a crash."""
 
         async def guarded() -> None:
-            try:
-                await coro
-            except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
-                log.exception("%s failed", title)
-                self.notify(f"{title} failed: {exc}", severity="error", markup=False)
+            if isinstance(done := await attempt(log, title, coro), Failed):
+                self.notify(f"{title} failed: {done.said}", severity="error", markup=False)
 
         self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
 

@@ -9,6 +9,7 @@ the dialog stays open with everything typed. The dialog returns a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -26,10 +27,13 @@ from textual.widgets.option_list import Option
 from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.limits import NAME_CHARS
 from polypilot_tui.domain.workspace import Isolation
+from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.folder_suggester import FolderSuggester
 from polypilot_tui.ui.workspace_actions import NewSessionRequest
 from polypilot_tui.workspace.git import WorkspaceError
 from polypilot_tui.workspace.worktrees import FolderInfo, branch_name_for
+
+log = logging.getLogger(__name__)
 
 Inspect = Callable[[str], Awaitable[FolderInfo]]
 """Looks at a folder; raises WorkspaceError when it cannot be used."""
@@ -345,11 +349,10 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
 
     async def _check_then_close(self, request: NewSessionRequest) -> None:
         try:
-            problem = await self._check(request)
-        except Exception as exc:  # noqa: BLE001 - shown in the dialog, never a crash
-            problem = str(exc) or type(exc).__name__
+            checked = await attempt(log, "the new session's check", self._check(request))
         finally:
             self.checking = False
+        problem = checked.said if isinstance(checked, Failed) else checked  # shown in the dialog
         if problem:
             self._error(problem)
         else:
