@@ -393,10 +393,10 @@ def other_user() -> Iterator[OtherUsersServer]:
             self.end_headers()
             self.wfile.write(OTHER_PAGE if self.command == "GET" else b"")
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             self.keep()
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             self.keep()
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
