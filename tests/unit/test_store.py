@@ -119,6 +119,7 @@ def test_corrupt_registry_is_moved_aside(tmp_path: Path) -> None:
     assert len(list(tmp_path.glob(f"{REGISTRY_FILE}.corrupt-*"))) == 1
 
 
+@pytest.mark.expect_errors(r"session\(s\) of .*sessions.json could not be read back", "sessions.json was unusable")
 def test_registry_skips_bad_entries_and_keeps_good_ones(tmp_path: Path) -> None:
     doc = {
         "sessions": [
