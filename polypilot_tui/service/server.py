@@ -35,7 +35,7 @@ from polypilot_tui.domain.changes import (
     TurnEnded,
     ViewChanged,
 )
-from polypilot_tui.domain.limits import BODY_BYTES
+from polypilot_tui.domain.limits import BODY_BYTES, size_words
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import BadRequest, EngineError, Verb
@@ -49,6 +49,12 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = BODY_BYTES
 """Bytes a request body may have: the largest prompt, as a client may write it (domain/limits.py)."""
+
+
+class TooLarge(BadRequest):
+    """A request body over :data:`MAX_BODY`."""
+
+    status = 413
 
 
 STREAMED = (ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, TurnEnded)
@@ -317,11 +323,26 @@ async def _error(request: Request, exc: Exception) -> Response:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    """The request's JSON object, read a chunk at a time up to :data:`MAX_BODY`: a body that
+    says it is larger is refused before any of it is read, one that turns out larger (chunked:
+    no length said) as soon as it passes the limit — never read whole first."""
+    declared = request.headers.get("content-length")
+    too_large = f"the request body is larger than {size_words(MAX_BODY)} ({MAX_BODY} bytes), the most the engine takes"
+    if declared is not None:
+        if not declared.isdigit():
+            raise BadRequest("the request's Content-Length is not a number")
+        if int(declared) > MAX_BODY:
+            raise TooLarge(too_large)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise TooLarge(too_large)
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw:
         return {}
-    if len(raw) > MAX_BODY:
-        raise ValueError(f"the request is larger than {MAX_BODY} bytes")
     body = load_json(raw, "the request")
     if not isinstance(body, dict):
         raise ValueError("the request must be a JSON object")
