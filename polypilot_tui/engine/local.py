@@ -216,6 +216,7 @@ class LocalEngine:
             sessions=len(views),
             running_turns=sum(1 for view in views if view.status.busy),
             persistent=self.persistent,
+            keepalive=self.settings.stream_keepalive_seconds,
         )
 
     async def engine_info(self, request: NoArgs) -> EngineInfo:

@@ -121,6 +121,8 @@ class EngineInfo:
     sessions: int
     running_turns: int
     persistent: bool
+    keepalive: float = 15.0
+    """Seconds its stream stays silent at most (a comment line when it has nothing to say)."""
     attached: int = 0
     """Clients following its stream."""
 
