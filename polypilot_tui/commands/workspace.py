@@ -14,7 +14,7 @@ from pathlib import Path
 
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.workspace import Workspace, branch_name_for
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.registry_sync import workspace_of
 from polypilot_tui.engine.verbs import NEW_SESSION, SESSIONS, NewSession, NoArgs
@@ -26,7 +26,7 @@ from polypilot_tui.storage.saved_rows import SavedRows
 from polypilot_tui.workspace import finish
 from polypilot_tui.workspace.changes import diff_text, file_counts, totals
 from polypilot_tui.workspace.git import WorkspaceError
-from polypilot_tui.workspace.worktrees import branch_name_for, create_worktree, in_place, inspect_folder
+from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -13,12 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from polypilot_tui.domain.workspace import Isolation, Workspace
+from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, Workspace, WorktreeState
 from polypilot_tui.workspace import finish
-from polypilot_tui.workspace.finish import MergeResult, WorktreeState
 from polypilot_tui.workspace.git import GitMissing, WorkspaceError
 from polypilot_tui.workspace.worktrees import (
-    FolderInfo,
     create_worktree,
     in_place,
     inspect_folder,

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from polypilot_tui.domain.changeset import Changeset, ChangeStats
+from polypilot_tui.domain.changeset import Changeset, ChangeStats, FileCount
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.workspace.diff_parse import parse_diff
 from polypilot_tui.workspace.git import WorkspaceError, app_config, git
@@ -71,17 +71,6 @@ def _count_lines(path: Path) -> int:
     if b"\0" in data[:_SNIFF]:
         return 0
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-
-
-@dataclass(frozen=True, slots=True)
-class FileCount:
-    """One changed file's line counts (``binary`` files have none)."""
-
-    path: str
-    added: int
-    removed: int
-    binary: bool = False
-    untracked: bool = False
 
 
 async def file_counts(workspace: Workspace) -> list[FileCount]:

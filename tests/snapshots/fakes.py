@@ -19,16 +19,14 @@ from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.probes import Probes
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.workspace import FolderInfo, Workspace, WorktreeState
 from polypilot_tui.engine.connector import BackendFactory
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from polypilot_tui.ui.workspace_actions import FinishActions, NewSessionRequest, WorkspaceActions
-from polypilot_tui.workspace.finish import WorktreeState
 from polypilot_tui.workspace.git import WorkspaceError
-from polypilot_tui.workspace.worktrees import FolderInfo
 
 DENIAL = "Permission denied and could not request permission from user"
 

@@ -17,11 +17,10 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Label, Static, TextArea
 
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.workspace import Workspace, WorktreeState
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.workspace_actions import FinishActions
-from polypilot_tui.workspace.finish import WorktreeState
 from polypilot_tui.workspace.git import WorkspaceError
 
 ACTION_BUTTONS = ("commit", "merge", "push", "pull-request", "discard")

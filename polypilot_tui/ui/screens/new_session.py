@@ -24,11 +24,10 @@ from textual.widgets import Button, Input, Label, OptionList, RadioButton, Radio
 from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.agents import AgentOffer, Availability
-from polypilot_tui.domain.workspace import Isolation
+from polypilot_tui.domain.workspace import FolderInfo, Isolation, branch_name_for
 from polypilot_tui.ui.folder_suggester import FolderSuggester
 from polypilot_tui.ui.workspace_actions import NewSessionRequest
 from polypilot_tui.workspace.git import WorkspaceError
-from polypilot_tui.workspace.worktrees import FolderInfo, branch_name_for
 
 Inspect = Callable[[str], Awaitable[FolderInfo]]
 """Looks at a folder; raises WorkspaceError when it cannot be used."""
