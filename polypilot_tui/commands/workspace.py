@@ -12,19 +12,20 @@ import asyncio
 import sys
 from pathlib import Path
 
+from polypilot_tui.commands.live import CommandFailed, find_view, run_command
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.workspace import Workspace, branch_name_for
 from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.diff_pages import read_diff
 from polypilot_tui.engine.registry_sync import workspace_of
-from polypilot_tui.engine.verbs import NEW_SESSION, SESSIONS, NewSession, NoArgs
+from polypilot_tui.engine.verbs import DIFF_STAT, NEW_SESSION, SESSIONS, NewSession, NoArgs, SessionRef
 from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.spawn import ensure_engine
 from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.registry import Registry, SessionRecord
 from polypilot_tui.storage.saved_rows import SavedRows
 from polypilot_tui.workspace import finish
-from polypilot_tui.workspace.changes import diff_text, file_counts, totals
 from polypilot_tui.workspace.git import WorkspaceError
 from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder
 
@@ -124,24 +125,27 @@ def _workspace(settings: Settings, key: str) -> tuple[SessionRecord, Workspace]:
 
 
 async def cmd_diff(settings: Settings, key: str, *, stat: bool) -> int:
-    """Print the session's changes against its base: the diff, or a line per file."""
-    try:
-        _, workspace = _workspace(settings, key)
+    """Print the session's changes against its base, as its engine reads them: the diff, or a
+    line per file with the totals."""
+
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
         if stat:
-            counts = await file_counts(workspace)
-            for count in counts:
+            counted = await client.call(DIFF_STAT, SessionRef(view.id))
+            for count in counted.files:
                 tag = " (binary)" if count.binary else " (new)" if count.untracked else ""
                 print(f"+{count.added}\t\u2212{count.removed}\t{count.path}{tag}")
-            total = totals(counts)
-            print(total.short() if total else "no changes")
+            if counted.more:
+                print(f"… and {counted.more} more files")
+            print(counted.total.short() if counted.total else "no changes")
             return EXIT_OK
-        diff = await diff_text(workspace)
-    except WorkspaceError as exc:
-        return _fail(str(exc))
-    sys.stdout.write(diff.text)
-    if diff.truncated:
-        return _fail("the diff was cut: it is larger than the limit")
-    return EXIT_OK
+        diff = await read_diff(client, view.id)
+        sys.stdout.write(diff.text)
+        if diff.truncated:
+            raise CommandFailed("the diff was cut: it is larger than the limit")
+        return EXIT_OK
+
+    return await run_command(settings, True, body)
 
 
 async def cmd_finish(

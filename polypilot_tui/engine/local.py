@@ -25,6 +25,7 @@ from polypilot_tui.domain.history import History
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
+from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession, Verb
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
@@ -33,6 +34,9 @@ from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.verbs import (
     HISTORY_PAGE,
     AnswerPermission,
+    DiffPage,
+    DiffRange,
+    DiffStat,
     EngineInfo,
     Focus,
     HistoryPage,
@@ -48,6 +52,7 @@ from polypilot_tui.engine.verbs import (
     SetModel,
     Unqueue,
 )
+from polypilot_tui.engine.workspaces import WorkspaceDesk, in_git
 from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
 from polypilot_tui.storage.notices import NoticeBoard, NoticeListener
 
@@ -83,6 +88,7 @@ class LocalEngine:
         self._folder_watch: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[object]] = set()
         self._models = ModelDesk(manager)
+        self._workspaces = WorkspaceDesk()
         self.started_at = manager.clock.wall()
 
     @property
@@ -314,6 +320,17 @@ class LocalEngine:
 
     async def set_model(self, request: SetModel) -> None:
         await self._models.set_model(self.known(request.session_id), request.model)
+
+    # ---- its folder (engine/workspaces.py) ----------------------------------------
+    async def diff(self, request: DiffRange) -> DiffPage:
+        return await self._workspaces.diff_page(request, self._in_git(request.session_id))
+
+    async def diff_stat(self, request: SessionRef) -> DiffStat:
+        return await self._workspaces.diff_stat(self._in_git(request.session_id))
+
+    def _in_git(self, session_id: str) -> Workspace:
+        view = self.view(self.known(session_id))
+        return in_git(view.name, view.workspace)
 
     def known(self, session_id: str) -> str:
         """``session_id``, when a session has it; else UnknownSession."""

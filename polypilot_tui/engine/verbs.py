@@ -19,14 +19,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from polypilot_tui.domain.agents import AgentOffer
+from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.api import EngineError, UnknownSession, Verb
+from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownSession, Verb
 
 HISTORY_PAGE = 1000
 """Rows one history page holds at most."""
+DIFF_PAGE = 1 << 20
+"""Characters of a diff one page holds at most."""
+MAX_STAT_FILES = 10_000
+"""Files a diff's stat lists (the rest are counted in its totals)."""
 
 
 # ---- requests ---------------------------------------------------------------------------------
@@ -100,6 +105,15 @@ class HistoryRange:
 
 
 @dataclass(frozen=True)
+class DiffRange:
+    session_id: str
+    start: int = 0
+    """The first character of the page, in the whole diff."""
+    reading: str = ""
+    """The reading the page is of ("" at 0: the diff is read now, a new reading)."""
+
+
+@dataclass(frozen=True)
 class Focus:
     client: int
     """The stream client whose terminal has the focus (its snapshot said its number)."""
@@ -135,6 +149,35 @@ class HistoryPage:
     total: int
     start: int
     items: tuple[ChatItem, ...]
+
+
+@dataclass(frozen=True)
+class DiffPage:
+    """A page of a session's diff against its base, as git prints it."""
+
+    reading: str
+    """This reading of the diff: its later pages are asked of it (it is kept until they are)."""
+    start: int
+    total: int
+    """Characters of the whole diff."""
+    text: str
+    """At most :data:`DIFF_PAGE` characters from ``start`` (pages split lines: join them)."""
+    untracked: tuple[str, ...] = ()
+    """The new files git does not track whose part begins on this page."""
+    base: str = ""
+    """What the diff is against, as people read it (a branch, else a commit)."""
+    truncated: bool = False
+    """The diff is larger than the engine reads: the rest is left out."""
+
+
+@dataclass(frozen=True)
+class DiffStat:
+    """A session's changes a line per file (at most :data:`MAX_STAT_FILES`), and the totals."""
+
+    files: tuple[FileCount, ...]
+    more: int
+    """Files changed beyond those listed."""
+    total: ChangeStats
 
 
 SendResult = Literal["sent", "queued"]
@@ -309,6 +352,29 @@ MODELS: Verb[SessionRef, ModelChoices] = Verb(
     _GONE,
     "model",
 )
+DIFF: Verb[DiffRange, DiffPage] = Verb(
+    "diff",
+    "GET",
+    _S + "/diff",
+    DiffRange,
+    DiffPage,
+    f"a page (at most {DIFF_PAGE:,} characters) of its changes against its base as git prints them, "
+    "new files too; later pages name the reading (410: it is gone, read again)",
+    (UnknownSession, EngineError, ReadingGone),
+    "diff",
+    wrap=None,
+)
+DIFF_STAT: Verb[SessionRef, DiffStat] = Verb(
+    "diff_stat",
+    "GET",
+    _S + "/diff/stat",
+    SessionRef,
+    DiffStat,
+    f"its changes a line per file (at most {MAX_STAT_FILES:,}) and the totals",
+    _GONE,
+    "diff",
+    wrap=None,
+)
 SET_MODEL: Verb[SetModel, None] = Verb(
     "set_model",
     "POST",
@@ -344,4 +410,6 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     REFRESH_CHANGES,
     MODELS,
     SET_MODEL,
+    DIFF,
+    DIFF_STAT,
 )

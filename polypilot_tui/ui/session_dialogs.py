@@ -13,10 +13,11 @@ import weakref
 from collections.abc import Awaitable
 from typing import Any
 
-from polypilot_tui.domain.changeset import ReviewComment, review_prompt
+from polypilot_tui.domain.changeset import Changeset, ReviewComment, review_prompt
 from polypilot_tui.domain.chat import ItemKind
-from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine import verbs
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.diff_pages import read_changeset
 from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
@@ -25,7 +26,6 @@ from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import remember_folder
 from polypilot_tui.ui.workspace_actions import NewSessionRequest, WorkspaceActions, resolved
-from polypilot_tui.workspace.changes import changeset
 from polypilot_tui.workspace.git import WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -43,9 +43,8 @@ class SessionDialogs(Dashboard):
         """The git work behind the dialogs (a test or snapshot may put fixed answers here)."""
         self._reviews: dict[str, tuple[ReviewComment, ...]] = {}
         """Review comments not sent yet, per session (they wait for the next look)."""
-        self._review_screens: weakref.WeakKeyDictionary[DiffViewScreen, tuple[str, Workspace]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._review_screens: weakref.WeakKeyDictionary[DiffViewScreen, str] = weakref.WeakKeyDictionary()
+        """The session each open diff view shows."""
 
     def _run(self, title: str, coro: Awaitable[Any]) -> None:
         """Run an engine call as a worker; a failure becomes a toast, never a crash."""
@@ -181,8 +180,6 @@ class SessionDialogs(Dashboard):
         sid = self.selected
         if sid is None or sid not in self.engine.ids() or any(isinstance(s, DiffViewScreen) for s in self.screen_stack):
             return  # one diff view at a time: two would each keep their own comments
-        if self._remote_folder():
-            return
         workspace = self.engine.view(sid).workspace
         if workspace is None or not workspace.is_git:
             self.notify(
@@ -194,13 +191,28 @@ class SessionDialogs(Dashboard):
         self._run(
             "Count changes", self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
         )  # the sidebar follows the diff
-        self.run_worker(self._open_changes(sid, workspace), group="changes", exclusive=True, exit_on_error=False)
+        self.run_worker(self._open_changes(sid), group="changes", exclusive=True, exit_on_error=False)
 
-    async def _open_changes(self, sid: str, workspace: Workspace) -> None:
+    async def _changes(self, sid: str) -> Changeset | None:
+        """The session's changes as the engine reads them (None, and a toast, when it cannot)."""
         try:
-            changes = await changeset(workspace)
-        except WorkspaceError as exc:
+            changes, cut = await read_changeset(self.engine, sid)
+        except EngineError as exc:
             self.notify(f"The changes cannot be shown: {exc}", severity="error", markup=False)
+            return None
+        if cut:
+            self.notify(
+                "The diff is larger than the engine reads: the files past the limit are left out "
+                "(`polypilot diff --stat` lists them all).",
+                severity="warning",
+                timeout=8,
+                markup=False,
+            )
+        return changes
+
+    async def _open_changes(self, sid: str) -> None:
+        changes = await self._changes(sid)
+        if changes is None or sid not in self.engine.ids():
             return
         view = self.engine.view(sid)
         screen = DiffViewScreen(changes, session=view.name, branch=view.branch, comments=self._reviews.get(sid, ()))
@@ -223,21 +235,18 @@ class SessionDialogs(Dashboard):
                 self._reviews.pop(sid, None)
             self.pane.editor.focus()
 
-        self._review_screens[screen] = (sid, workspace)
+        self._review_screens[screen] = sid
         await self.push_screen(screen, closed)
 
     def on_diff_view_screen_refresh_requested(self, event: DiffViewScreen.RefreshRequested) -> None:
         screen = event.diff_screen
-        target = self._review_screens.get(screen)
-        if target is None:
+        sid = self._review_screens.get(screen)
+        if sid is None:
             return
-        sid, workspace = target
 
         async def refresh() -> None:
-            try:
-                changes = await changeset(workspace)
-            except WorkspaceError as exc:
-                self.notify(f"The changes cannot be read: {exc}", severity="error", markup=False)
+            changes = await self._changes(sid)
+            if changes is None:
                 return
             screen.set_changeset(changes)
             await self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
