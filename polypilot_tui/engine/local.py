@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, TypeVar
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
-from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.workspace import MergeResult, Workspace
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession, Verb
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
@@ -34,15 +34,21 @@ from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.verbs import (
     HISTORY_PAGE,
     AnswerPermission,
+    Commit,
     DiffPage,
     DiffRange,
     DiffStat,
+    Discard,
     EngineInfo,
+    FinishState,
     Focus,
     HistoryPage,
     HistoryRange,
+    Merge,
     NewSession,
     NoArgs,
+    PullRequest,
+    Push,
     Rename,
     Reopen,
     Send,
@@ -52,7 +58,7 @@ from polypilot_tui.engine.verbs import (
     SetModel,
     Unqueue,
 )
-from polypilot_tui.engine.workspaces import WorkspaceDesk, in_git
+from polypilot_tui.engine.workspaces import WorkspaceDesk, in_git, own_worktree
 from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
 from polypilot_tui.storage.notices import NoticeBoard, NoticeListener
 
@@ -327,6 +333,49 @@ class LocalEngine:
 
     async def diff_stat(self, request: SessionRef) -> DiffStat:
         return await self._workspaces.diff_stat(self._in_git(request.session_id))
+
+    async def finish_state(self, request: SessionRef) -> FinishState:
+        return await self._workspaces.finish_state(self._own(request.session_id))
+
+    async def commit_message(self, request: SessionRef) -> str:
+        workspace = self._own(request.session_id)
+        return await self._workspaces.commit_message(workspace, await self._prompts(request.session_id))
+
+    async def commit(self, request: Commit) -> str:
+        try:
+            return await self._workspaces.commit(self._own(request.session_id), request.message)
+        finally:
+            self.changes.refresh(request.session_id)
+
+    async def merge(self, request: Merge) -> MergeResult:
+        try:
+            return await self._workspaces.merge(self._own(request.session_id), request.fast_forward_only)
+        finally:
+            self.changes.refresh(request.session_id)
+
+    async def push(self, request: Push) -> str:
+        return await self._workspaces.push(self._own(request.session_id), request.remote)
+
+    async def pull_request(self, request: PullRequest) -> str:
+        workspace = self._own(request.session_id)
+        prompts = await self._prompts(request.session_id) if not request.title.strip() else ()
+        return await self._workspaces.pull_request(workspace, request.title, request.body, prompts)
+
+    async def discard(self, request: Discard) -> str:
+        try:
+            return await self._workspaces.discard(self._own(request.session_id), request.force)
+        finally:
+            self.changes.refresh(request.session_id)  # a discarded worktree: the session says its folder is gone
+
+    async def _prompts(self, session_id: str) -> list[str]:
+        """The session's prompts, in order (rows saved before a restart read in first)."""
+        items = self.history(session_id)
+        await read_in(items)
+        return [item.text for item in items if item.kind is ItemKind.USER]
+
+    def _own(self, session_id: str) -> Workspace:
+        view = self.view(self.known(session_id))
+        return own_worktree(view.name, view.workspace)
 
     def _in_git(self, session_id: str) -> Workspace:
         view = self.view(self.known(session_id))

@@ -23,7 +23,7 @@ from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.workspace import MergeResult, Workspace, WorktreeState
 from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownSession, Verb
 
 HISTORY_PAGE = 1000
@@ -114,6 +114,40 @@ class DiffRange:
 
 
 @dataclass(frozen=True)
+class Commit:
+    session_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Merge:
+    session_id: str
+    fast_forward_only: bool = False
+
+
+@dataclass(frozen=True)
+class Push:
+    session_id: str
+    remote: str = "origin"
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    session_id: str
+    title: str = ""
+    """"" for the drafted commit message's subject (and its body, when ``body`` is "")."""
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class Discard:
+    session_id: str
+    force: bool = False
+    """Even with work at risk (uncommitted, untracked or ignored files, commits not merged
+    nor pushed); without it the discard is refused, naming that work."""
+
+
+@dataclass(frozen=True)
 class Focus:
     client: int
     """The stream client whose terminal has the focus (its snapshot said its number)."""
@@ -178,6 +212,16 @@ class DiffStat:
     more: int
     """Files changed beyond those listed."""
     total: ChangeStats
+
+
+@dataclass(frozen=True)
+class FinishState:
+    """What finishing a session's worktree would have to care about, and what cannot be done
+    where the engine runs."""
+
+    worktree: WorktreeState
+    pull_request: str = ""
+    """Why a pull request cannot be opened there ("" when it can)."""
 
 
 SendResult = Literal["sent", "queued"]
@@ -386,6 +430,75 @@ SET_MODEL: Verb[SetModel, None] = Verb(
     "model",
 )
 
+_OWN = "(only a worktree made for the session)"
+FINISH_STATE: Verb[SessionRef, FinishState] = Verb(
+    "finish_state",
+    "GET",
+    _S + "/worktree",
+    SessionRef,
+    FinishState,
+    f"its worktree's uncommitted, untracked and ignored files and commits not merged or pushed {_OWN}",
+    _GONE,
+    wrap=None,
+)
+COMMIT_MESSAGE: Verb[SessionRef, str] = Verb(
+    "commit_message",
+    "GET",
+    _S + "/commit-message",
+    SessionRef,
+    str,
+    "a commit message drafted from its first request and the files it would commit",
+    _GONE,
+    "finish",
+    wrap="message",
+)
+COMMIT: Verb[Commit, str] = Verb(
+    "commit",
+    "POST",
+    _S + "/commit",
+    Commit,
+    str,
+    f"commits every change of its worktree, new files too (the repository's hooks run); the commit's id {_OWN}",
+    _GONE,
+    "finish",
+    wrap="commit",
+)
+MERGE: Verb[Merge, MergeResult] = Verb(
+    "merge",
+    "POST",
+    _S + "/merge",
+    Merge,
+    MergeResult,
+    "merges its branch into its base in the repository's checkout; a conflict is undone and named",
+    _GONE,
+    "finish",
+    wrap=None,
+)
+PUSH: Verb[Push, str] = Verb(
+    "push", "POST", _S + "/push", Push, str, "pushes its branch, setting its upstream", _GONE, "finish"
+)
+PULL_REQUEST: Verb[PullRequest, str] = Verb(
+    "pull_request",
+    "POST",
+    _S + "/pull-request",
+    PullRequest,
+    str,
+    "opens a pull request of its branch with the GitHub CLI; its address",
+    _GONE,
+    "finish",
+    wrap="url",
+)
+DISCARD: Verb[Discard, str] = Verb(
+    "discard",
+    "POST",
+    _S + "/discard",
+    Discard,
+    str,
+    "removes its worktree and branch; without force refused, naming the work at risk",
+    _GONE,
+    "finish",
+)
+
 VERBS: tuple[Verb[Any, Any], ...] = (
     ENGINE_INFO,
     ENGINE_STOP,
@@ -412,4 +525,11 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     SET_MODEL,
     DIFF,
     DIFF_STAT,
+    FINISH_STATE,
+    COMMIT_MESSAGE,
+    COMMIT,
+    MERGE,
+    PUSH,
+    PULL_REQUEST,
+    DISCARD,
 )

@@ -14,7 +14,6 @@ from collections.abc import Awaitable
 from typing import Any
 
 from polypilot_tui.domain.changeset import Changeset, ReviewComment, review_prompt
-from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.diff_pages import read_changeset
@@ -25,7 +24,7 @@ from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import remember_folder
-from polypilot_tui.ui.workspace_actions import NewSessionRequest, WorkspaceActions, resolved
+from polypilot_tui.ui.workspace_actions import FinishActions, NewSessionRequest, WorkspaceActions, resolved
 from polypilot_tui.workspace.git import WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -145,31 +144,22 @@ class SessionDialogs(Dashboard):
     def action_finish_session(self) -> None:
         """Commit, merge, push, open a pull request for or discard the selected session's worktree."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids() or self._remote_folder():
+        if sid is None or sid not in self.engine.ids():
             return
         session = self.engine.view(sid)
         workspace = session.workspace
-        prompts = [item.text for item in self.engine.history(sid) if item.kind is ItemKind.USER]
-        actions = (
-            self.workspace_actions.finisher(workspace, session.name, prompts)
-            if workspace is not None and workspace.owned
-            else None
-        )
+        actions = FinishActions(self.engine, sid, workspace) if workspace is not None and workspace.owned else None
         screen = FinishScreen(session.name, workspace, actions)
 
         def closed(_result: object) -> None:
-            if sid in self.engine.ids():
-                self._run(
-                    "Count changes", self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
-                )  # a commit or a merge changes the counts
-                if screen.discarded:
-                    self.notify(
-                        f"The worktree of {session.name!r} is removed: the session takes no more prompts "
-                        "(its agent would work in a deleted folder); its conversation stays. "
-                        "Close it with ctrl+p → Close session when you no longer need it.",
-                        timeout=8,
-                        markup=False,
-                    )
+            if screen.discarded and sid in self.engine.ids():
+                self.notify(
+                    f"The worktree of {session.name!r} is removed: the session takes no more prompts "
+                    "(its agent would work in a deleted folder); its conversation stays. "
+                    "Close it with ctrl+p → Close session when you no longer need it.",
+                    timeout=8,
+                    markup=False,
+                )
             self.pane.editor.focus()
 
         self.push_screen(screen, closed)
@@ -252,14 +242,6 @@ class SessionDialogs(Dashboard):
             await self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
 
         self.run_worker(refresh(), group="changes-refresh", exclusive=True, exit_on_error=False)
-
-    def _remote_folder(self) -> bool:
-        """The session's folder is on another machine: git cannot reach it from here (says so)."""
-        if self.remote is not None:
-            self.notify(
-                f"The session's folder is on {self.remote}: use `polypilot diff` or `finish` there.", markup=False
-            )
-        return self.remote is not None
 
     def _refocus_editor(self, _closed_with: object = None) -> None:
         """A dialog closed: typing goes to the prompt again."""
