@@ -10,12 +10,13 @@ dashboard).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
 from polypilot_tui.commands.live import CommandFailed, find_view, run_command
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.workspace import Workspace, branch_name_for
+from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.diff_pages import read_diff
 from polypilot_tui.engine.verbs import (
@@ -27,33 +28,23 @@ from polypilot_tui.engine.verbs import (
     NEW_SESSION,
     PULL_REQUEST,
     PUSH,
-    SESSIONS,
+    SESSION_VIEW,
     Commit,
     Discard,
     Merge,
     NewSession,
-    NoArgs,
     PullRequest,
     Push,
     SessionRef,
 )
 from polypilot_tui.service.client import EngineClient
-from polypilot_tui.service.spawn import ensure_engine
 from polypilot_tui.storage.registry import Registry
-from polypilot_tui.workspace import finish
-from polypilot_tui.workspace.git import WorkspaceError
-from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 SAVE_WAIT = 5.0
 """Seconds ``new`` waits for the engine to save the session it made (it writes within 0.5 s)."""
-
-
-def _fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"polypilot: {message}", file=sys.stderr)
-    return code
 
 
 async def cmd_new(
@@ -67,44 +58,29 @@ async def cmd_new(
     branch: str | None,
     base: str,
 ) -> int:
-    """Add a session in ``cwd`` (or a new worktree of it) to the state folder's engine (started
-    when none runs); prints its id, folder and branch once the engine has saved it."""
+    """Add a session in ``cwd`` (or a new worktree of it, made by the engine) to the state
+    folder's engine (started when none runs); prints its id, folder and branch once the engine
+    has saved it."""
     if agent not in catalog.agents:
-        return _fail(f"{catalog.missing(agent)} (see `polypilot agents`)", EXIT_USAGE)
-    try:
-        path, _started = await ensure_engine(settings)
-    except EngineError as exc:
-        return _fail(str(exc))
-    client = EngineClient(path)
-    try:
-        label = name or f"{agent}-{len((await client.call(SESSIONS, NoArgs())).sessions) + 1}"
-        try:
-            info = await inspect_folder(cwd)
-            if worktree:
-                workspace = await create_worktree(info, branch or branch_name_for(label), base, settings.worktree_root)
-            elif info.is_git:
-                workspace = in_place(info)
-            else:
-                workspace = Workspace(info.folder)
-        except WorkspaceError as exc:
-            return _fail(str(exc))
-        try:
-            sid = await client.call(NEW_SESSION, NewSession(agent, label, workspace))
-        except EngineError as exc:
-            undone = await finish.unmake(workspace)
-            return _fail(f"{exc}" + (f" ({undone})" if undone else ""))
-    except EngineError as exc:
-        return _fail(str(exc))
-    finally:
-        await client.aclose()
-    await _saved(Path(settings.state_dir), sid)
-    where = f" on {workspace.branch}" if workspace.branch else ""
-    print(f"{sid}\t{workspace.folder}{where}")
-    return EXIT_OK
+        print(f"polypilot: {catalog.missing(agent)} (see `polypilot agents`)", file=sys.stderr)
+        return EXIT_USAGE
+    folder = cwd if cwd.startswith("~") else os.path.abspath(cwd)  # the engine's own folder is not ours
+    isolation = Isolation.WORKTREE if worktree else Isolation.FOLDER
+    request = NewSession(agent, name, folder, isolation, branch or "", base)
+
+    async def body(client: EngineClient) -> int:
+        sid = await client.call(NEW_SESSION, request)
+        view = await client.call(SESSION_VIEW, SessionRef(sid))
+        await _saved(Path(settings.state_dir), sid)
+        where = f" on {view.branch}" if view.branch else ""
+        print(f"{sid}\t{view.workspace.folder if view.workspace else view.cwd}{where}")
+        return EXIT_OK
+
+    return await run_command(settings, True, body)
 
 
 async def _saved(state: Path, sid: str, timeout: float = SAVE_WAIT) -> None:
-    """Until the engine has written ``sid`` to the saved list (``diff`` and ``finish`` read it)."""
+    """Until the engine has written ``sid`` to the saved list (``status`` reads it)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from polypilot_tui.config import Settings
+from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem, ItemKind
@@ -25,7 +25,7 @@ from polypilot_tui.domain.history import History
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.workspace import MergeResult, Workspace
+from polypilot_tui.domain.workspace import FolderInfo, MergeResult, Workspace
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession, Verb
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
@@ -42,6 +42,9 @@ from polypilot_tui.engine.verbs import (
     EngineInfo,
     FinishState,
     Focus,
+    FolderListing,
+    FolderQuery,
+    FolderRef,
     HistoryPage,
     HistoryRange,
     Merge,
@@ -249,9 +252,33 @@ class LocalEngine:
         return SessionList(self.clock.now(), self.views())
 
     async def new_session(self, request: NewSession) -> str:
-        if request.agent not in self.manager.catalog.agents:
-            raise EngineError(self.manager.catalog.missing(request.agent))
-        return self.manager.add_session(request.agent, request.name, workspace=request.workspace)
+        """The session, in the folder asked for (its worktree made here, now) or its agent's."""
+        config = self._agent(request.agent)
+        name = request.name or f"{request.agent}-{len(self.ids()) + 1}"  # as the manager names it
+        workspace = await self._workspaces.prepare(
+            request, name, self.settings.worktree_root, str(config.cwd) if config.cwd else ""
+        )
+        try:
+            return self.manager.add_session(request.agent, name, workspace=workspace)
+        except ValueError as exc:  # made for a session that does not exist: removed again
+            undone = await self._workspaces.unmake(workspace)
+            raise EngineError(f"the session was not added: {exc}" + (f" ({undone})" if undone else "")) from None
+
+    async def check_new_session(self, request: NewSession) -> None:
+        self._agent(request.agent)
+        name = request.name or f"{request.agent}-{len(self.ids()) + 1}"
+        await self._workspaces.check(request, name, self.settings.worktree_root)
+
+    def _agent(self, agent: str) -> AgentConfig:
+        if agent not in self.manager.catalog.agents:
+            raise EngineError(self.manager.catalog.missing(agent))
+        return self.manager.catalog.agents[agent]
+
+    async def inspect_folder(self, request: FolderRef) -> FolderInfo:
+        return await self._workspaces.inspect_folder(request.path)
+
+    async def list_folders(self, request: FolderQuery) -> FolderListing:
+        return await self._workspaces.list_folders(request)
 
     async def session_view(self, request: SessionRef) -> SessionView:
         return self.view(self.known(request.session_id))

@@ -23,13 +23,15 @@ from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.workspace import MergeResult, Workspace, WorktreeState
+from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, WorktreeState
 from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownSession, Verb
 
 HISTORY_PAGE = 1000
 """Rows one history page holds at most."""
 DIFF_PAGE = 1 << 20
 """Characters of a diff one page holds at most."""
+MAX_FOLDERS = 200
+"""Sub-folders one listing names at most."""
 MAX_STAT_FILES = 10_000
 """Files a diff's stat lists (the rest are counted in its totals)."""
 
@@ -52,8 +54,29 @@ class NewSession:
     agent: str
     name: str | None = None
     """None: the agent's name and a number."""
-    workspace: Workspace | None = None
-    """None: the agent's own folder."""
+    folder: str | None = None
+    """Where it works, on the engine's machine: absolute, or under ``~`` (that machine's home).
+    None: the agent's own folder (the agents file's ``cwd``)."""
+    isolation: Isolation = Isolation.FOLDER
+    """In the folder as it is, or in a new worktree of its repository made for it."""
+    branch: str = ""
+    """The worktree's new branch ("": ``polypilot/<name>``)."""
+    base: str = ""
+    """Where the worktree's branch starts ("": the branch checked out there)."""
+
+
+@dataclass(frozen=True)
+class FolderRef:
+    path: str
+    """Absolute, or under ``~``, on the engine's machine."""
+
+
+@dataclass(frozen=True)
+class FolderQuery:
+    path: str
+    """Absolute, or under ``~``, on the engine's machine."""
+    prefix: str = ""
+    """Only the sub-folders whose names begin so (hidden ones only when it begins with a dot)."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +247,17 @@ class FinishState:
     """Why a pull request cannot be opened there ("" when it can)."""
 
 
+@dataclass(frozen=True)
+class FolderListing:
+    """Sub-folders of a folder on the engine's machine, by name (at most :data:`MAX_FOLDERS`)."""
+
+    folder: str
+    """The folder listed, absolute with symlinks resolved."""
+    names: tuple[str, ...]
+    more: bool = False
+    """More were there (or not all were looked at): type more of a name."""
+
+
 SendResult = Literal["sent", "queued"]
 
 # ---- the verbs ------------------------------------------------------------------------------
@@ -277,11 +311,41 @@ NEW_SESSION: Verb[NewSession, str] = Verb(
     "/sessions",
     NewSession,
     str,
-    "adds a session (its agent connects in the background); its id",
+    "adds a session in a folder there, or in a new worktree of it made now (its agent connects in the "
+    "background); its id",
     errors=(EngineError,),
     command="new",
     wrap="id",
     status=201,
+)
+CHECK_NEW_SESSION: Verb[NewSession, None] = Verb(
+    "check_new_session",
+    "POST",
+    "/sessions/check",
+    NewSession,
+    None,
+    "whether that session can be added (refused saying why), making nothing",
+    errors=(EngineError,),
+)
+INSPECT_FOLDER: Verb[FolderRef, FolderInfo] = Verb(
+    "inspect_folder",
+    "GET",
+    "/folders/inspect",
+    FolderRef,
+    FolderInfo,
+    "what a folder there is: in git or not, its repository, branch, and uncommitted changes",
+    errors=(EngineError,),
+    wrap=None,
+)
+LIST_FOLDERS: Verb[FolderQuery, FolderListing] = Verb(
+    "list_folders",
+    "GET",
+    "/folders",
+    FolderQuery,
+    FolderListing,
+    f"the sub-folders of a folder there whose names begin with the prefix (at most {MAX_FOLDERS}), nothing else",
+    errors=(EngineError,),
+    wrap=None,
 )
 SESSION_VIEW: Verb[SessionRef, SessionView] = Verb(
     "session_view", "GET", _S, SessionRef, SessionView, "the session's view", errors=(UnknownSession,), wrap=None
@@ -506,6 +570,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     AGENTS,
     SESSIONS,
     NEW_SESSION,
+    CHECK_NEW_SESSION,
+    INSPECT_FOLDER,
+    LIST_FOLDERS,
     SESSION_VIEW,
     HISTORY_PAGE_OF,
     DETAILS,

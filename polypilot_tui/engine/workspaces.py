@@ -10,19 +10,35 @@ as an :class:`~polypilot_tui.engine.api.EngineError` in the same words.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import shutil
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from polypilot_tui.domain.changeset import FileCount
-from polypilot_tui.domain.workspace import MergeResult, Workspace
+from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, Workspace, branch_name_for
 from polypilot_tui.engine.api import BadRequest, EngineError
 from polypilot_tui.engine.diff_pages import DiffReadings
-from polypilot_tui.engine.verbs import MAX_STAT_FILES, DiffPage, DiffRange, DiffStat, FinishState
+from polypilot_tui.engine.verbs import (
+    MAX_FOLDERS,
+    MAX_STAT_FILES,
+    DiffPage,
+    DiffRange,
+    DiffStat,
+    FinishState,
+    FolderListing,
+    FolderQuery,
+    NewSession,
+)
 from polypilot_tui.workspace import finish
 from polypilot_tui.workspace.changes import diff_text, file_counts, totals
-from polypilot_tui.workspace.git import WorkspaceError
+from polypilot_tui.workspace.git import GitMissing, WorkspaceError
+from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder, plan_worktree, workspace_here
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -56,6 +72,54 @@ def own_worktree(name: str, workspace: Workspace | None) -> Workspace:
 
 MAX_REMOTE = 200
 """Characters of a remote's name (or address) to push to."""
+MAX_PATH = 4096
+"""Characters of a folder's path a front end may name (Linux's PATH_MAX)."""
+MAX_SCANNED = 5000
+"""Entries of one folder looked at per listing: a folder of a million files answers at once."""
+
+
+def engine_path(path: str) -> str:
+    """A folder a front end names, as this machine reads it: absolute, or under ``~`` (this
+    user's home here). A relative path would be read against the engine's own working folder,
+    which is not the front end's: refused, as are ``~user``, NUL and overlong paths."""
+    if not path or len(path) > MAX_PATH or "\0" in path:
+        raise BadRequest(f"name a folder (at most {MAX_PATH} characters)")
+    if path == "~" or path.startswith("~/"):
+        path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        raise BadRequest(f"{path!r} is not an absolute folder: give it from / (or from ~)")
+    return path
+
+
+def sub_folders(path: str, prefix: str) -> FolderListing:
+    """The sub-folders of ``path`` whose names begin with ``prefix`` (hidden ones only when it
+    begins with a dot), sorted, bounded; blocking (run it in a thread)."""
+    folder = Path(path).resolve()
+    names: list[str] = []
+    more = False
+    try:
+        with os.scandir(folder) as entries:
+            for seen, entry in enumerate(entries):
+                if seen >= MAX_SCANNED or len(names) >= MAX_FOLDERS:
+                    more = True
+                    break
+                hidden = entry.name.startswith(".") and not prefix.startswith(".")
+                if entry.name.startswith(prefix) and not hidden and _is_dir(entry):
+                    names.append(entry.name)
+    except FileNotFoundError:
+        raise EngineError(f"the folder {folder} does not exist") from None
+    except NotADirectoryError:
+        raise EngineError(f"{folder} is not a folder") from None
+    except OSError as exc:
+        raise EngineError(f"the folder {folder} cannot be read: {exc.strerror or exc}") from None
+    return FolderListing(str(folder), tuple(sorted(names)), more)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()  # a link to a folder is offered as one
+    except OSError:
+        return False
 
 
 class WorkspaceDesk:
@@ -65,6 +129,57 @@ class WorkspaceDesk:
         self._readings = DiffReadings()
         self._finishing: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         """One finishing step at a time per worktree (two dashboards, a command and a dashboard)."""
+
+    # ---- folders for a new session ---------------------------------------------------
+    async def list_folders(self, query: FolderQuery) -> FolderListing:
+        if "/" in query.prefix or "\0" in query.prefix or len(query.prefix) > 255:
+            raise BadRequest("the prefix is the start of one folder name")
+        return await asyncio.to_thread(sub_folders, engine_path(query.path), query.prefix)
+
+    async def inspect_folder(self, path: str) -> FolderInfo:
+        with said():
+            return await inspect_folder(engine_path(path))
+
+    async def check(self, request: NewSession, name: str, root: Path) -> None:
+        """Refused (EngineError, saying why) when ``request`` cannot be made; makes nothing."""
+        if request.folder is None:
+            if request.isolation is Isolation.WORKTREE:
+                raise BadRequest("a new worktree needs the folder of a git repository")
+            return
+        path = engine_path(request.folder)
+        with said():
+            try:
+                info = await inspect_folder(path)
+            except GitMissing:
+                if request.isolation is Isolation.WORKTREE:
+                    raise
+                return  # no git there: a plain folder
+            if request.isolation is Isolation.WORKTREE:
+                await plan_worktree(info, _branch(request, name), request.base.strip(), root)
+
+    async def prepare(self, request: NewSession, name: str, root: Path, agent_folder: str) -> Workspace | None:
+        """Where the session works: the folder as it is (in its checkout when in git), or a new
+        worktree on a new branch; None: its agent's folder, outside git."""
+        if request.folder is None:
+            await self.check(request, name, root)
+            if not agent_folder:
+                return None
+            try:  # the agents file's folder, counted and diffed when it is in git
+                return await workspace_here(agent_folder)
+            except WorkspaceError as exc:  # gone, or git missing: the agent starts there all the same
+                log.info("a session of its agent's folder works without a workspace: %s", exc)
+                return None
+        path = engine_path(request.folder)
+        with said():
+            try:
+                info = await inspect_folder(path)
+            except GitMissing:
+                if request.isolation is Isolation.WORKTREE:
+                    raise
+                return Workspace(str(Path(path).resolve()))  # no git there: a plain folder
+            if request.isolation is Isolation.WORKTREE:
+                return await create_worktree(info, _branch(request, name), request.base.strip(), root)
+            return in_place(info) if info.is_git else Workspace(info.folder)
 
     # ---- the diff ------------------------------------------------------------------
     async def diff_page(self, request: DiffRange, workspace: Workspace) -> DiffPage:
@@ -126,3 +241,11 @@ class WorkspaceDesk:
         async with self._finishing[workspace.folder]:
             with said():
                 return await finish.discard(workspace, force=force)
+
+    async def unmake(self, workspace: Workspace | None) -> str:
+        """Remove the worktree made for a session that was then not added; what happened."""
+        return await finish.unmake(workspace) if workspace is not None else ""
+
+
+def _branch(request: NewSession, name: str) -> str:
+    return request.branch.strip() or branch_name_for(name)

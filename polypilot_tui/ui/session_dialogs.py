@@ -1,8 +1,8 @@
 """The dialogs that make, rename and finish sessions, and the app's side of each.
 
-The dialogs ask; this layer does: the git work goes through
-:class:`~polypilot_tui.ui.workspace_actions.WorkspaceActions`, then the engine. A failure is
-shown and loses nothing (the new-session dialog comes back with everything typed).
+The dialogs ask; this layer asks the engine (its verbs, answered where the sessions run: git,
+folders and worktrees are that machine's). A failure is shown and loses nothing (the
+new-session dialog comes back with everything typed).
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from polypilot_tui.domain.changeset import Changeset, ReviewComment, review_prompt
+from polypilot_tui.domain.workspace import FolderInfo
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.diff_pages import read_changeset
@@ -24,8 +26,7 @@ from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import remember_folder
-from polypilot_tui.ui.workspace_actions import FinishActions, NewSessionRequest, WorkspaceActions, resolved
-from polypilot_tui.workspace.git import WorkspaceError
+from polypilot_tui.ui.workspace_actions import FinishActions
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,9 @@ class SessionDialogs(Dashboard):
 
     def __init__(self, *args: Any, launch_folder: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.launch_folder = launch_folder or os.getcwd()
-        """The folder a new session starts in unless the user picks another."""
-        self.workspace_actions = WorkspaceActions(self.settings.worktree_root)
-        """The git work behind the dialogs (a test or snapshot may put fixed answers here)."""
+        self.launch_folder = launch_folder or ("~" if self.remote is not None else os.getcwd())
+        """The folder a new session starts in unless the user picks another (on another
+        machine: the home folder there)."""
         self._reviews: dict[str, tuple[ReviewComment, ...]] = {}
         """Review comments not sent yet, per session (they wait for the next look)."""
         self._review_screens: weakref.WeakKeyDictionary[DiffViewScreen, str] = weakref.WeakKeyDictionary()
@@ -60,51 +60,75 @@ class SessionDialogs(Dashboard):
     # ---- new session ---------------------------------------------------------------
     def action_new_session(self) -> None:
         """Pick an agent, a folder, a name and (in git) a worktree, and start a session."""
-        if self.remote is not None:  # its folders are on that machine: the dialog's git runs here
-            self.notify(f"A new session on {self.remote} starts in its agent's folder there.", timeout=5, markup=False)
-            self.run_worker(self.start_first_session(), group="new-session", exit_on_error=False)
-            return
         self.open_new_session()
 
-    def open_new_session(self, initial: NewSessionRequest | None = None, problem: str = "") -> None:
+    def open_new_session(self, initial: verbs.NewSession | None = None, problem: str = "") -> None:
         """The new-session dialog, filled with ``initial`` and showing ``problem`` when given."""
         self.run_worker(self._open_new_session(initial, problem), group="new-session-dialog", exit_on_error=False)
 
-    async def _open_new_session(self, initial: NewSessionRequest | None, problem: str) -> None:
+    async def _open_new_session(self, initial: verbs.NewSession | None, problem: str) -> None:
+        # Recent folders are this dashboard's: on another machine they would name folders of this one.
+        recent = self._ui_state.recent_folders if self.remote is None else []
         screen = NewSessionScreen(
             list(await self.engine.call(verbs.AGENTS, verbs.NoArgs())),
             self.settings.default_agent,
             folder=self.launch_folder,
-            inspect=self.workspace_actions.inspect,
-            check=self.workspace_actions.check,
-            recent=self._ui_state.recent_folders,
+            inspect=self._inspect_folder,
+            check=self._check_new_session,
+            list_folders=self._list_folders,
+            recent=recent,
             initial=initial,
             problem=problem,
         )
 
-        def answered(request: NewSessionRequest | None) -> None:
+        def answered(request: verbs.NewSession | None) -> None:
             if request is None:
                 self.pane.editor.focus()
                 return
-            self.run_worker(self._create_session(request), group="new-session", exit_on_error=False)
+            info = screen.folder_info if screen.inspected == request.folder else None
+            self.run_worker(self._create_session(request, info), group="new-session", exit_on_error=False)
 
         self.push_screen(screen, answered)
 
-    async def _create_session(self, request: NewSessionRequest) -> None:
+    def engine_folder(self, typed: str) -> str:
+        """A folder as typed in the dialog, for the engine: relative to the launch folder (the
+        engine's own working folder is not this dashboard's); ``~`` is the engine's home."""
+        typed = typed.strip() or "."
+        return typed if typed.startswith("~") else os.path.normpath(os.path.join(self.launch_folder, typed))
+
+    async def _inspect_folder(self, typed: str) -> FolderInfo:
+        return await self.engine.call(verbs.INSPECT_FOLDER, verbs.FolderRef(self.engine_folder(typed)))
+
+    async def _check_new_session(self, request: verbs.NewSession) -> str:
         try:
-            workspace = await self.workspace_actions.prepare(request)
-        except WorkspaceError as exc:
+            await self.engine.call(verbs.CHECK_NEW_SESSION, self._for_engine(request))
+        except EngineError as exc:
+            return str(exc)
+        return ""
+
+    async def _list_folders(self, typed: str, prefix: str) -> Sequence[str]:
+        try:
+            listing = await self.engine.call(verbs.LIST_FOLDERS, verbs.FolderQuery(self.engine_folder(typed), prefix))
+        except EngineError:  # no such folder (yet): nothing to suggest
+            return ()
+        return listing.names
+
+    def _for_engine(self, request: verbs.NewSession) -> verbs.NewSession:
+        return replace(request, folder=self.engine_folder(request.folder or ""))
+
+    async def _create_session(self, request: verbs.NewSession, info: FolderInfo | None) -> None:
+        try:
+            sid = await self.engine.call(verbs.NEW_SESSION, self._for_engine(request))
+        except EngineError as exc:
             # Checked a moment ago, but the folder or branch changed since: nothing typed is lost.
             self.notify(f"The session was not created: {exc}", severity="error", markup=False)
             self.open_new_session(request, str(exc))
             return
-        if await self.add_session(request.agent, request.name or None, workspace) is None:
-            if workspace.owned:  # made for a session that does not exist: removed again
-                undone = await self.workspace_actions.unmake(workspace)
-                self.notify(f"The session was not created: {undone}.", severity="warning", markup=False)
-            return
-        self._ui_state.recent_folders = remember_folder(self._ui_state.recent_folders, resolved(request.folder))
-        self._ui_state_changed()
+        self.select(sid)
+        if self.remote is None:
+            folder = info.folder if info is not None else self.engine_folder(request.folder or "")
+            self._ui_state.recent_folders = remember_folder(self._ui_state.recent_folders, folder)
+            self._ui_state_changed()
         self.pane.editor.focus()
 
     # ---- rename --------------------------------------------------------------------

@@ -21,13 +21,12 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.workspace import FolderInfo, WorktreeState
 from polypilot_tui.engine import verbs
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.connector import BackendFactory
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from polypilot_tui.ui.workspace_actions import NewSessionRequest, WorkspaceActions
-from polypilot_tui.workspace.git import WorkspaceError
 
 DENIAL = "Permission denied and could not request permission from user"
 
@@ -92,8 +91,20 @@ FOLDERS = {
 
 
 class FixedEngine(LocalEngine):
-    """The engine with fixed answers for the Finish dialog: two files uncommitted, one commit
+    """The engine with fixed answers for the dialogs: folders from :data:`FOLDERS` instead of
+    the disk, every new session's request fine; for Finish two files uncommitted, one commit
     not pushed, no GitHub CLI where the sessions run."""
+
+    async def inspect_folder(self, request: verbs.FolderRef) -> FolderInfo:
+        if request.path not in FOLDERS:
+            raise EngineError(f"the folder {request.path} does not exist")
+        return FOLDERS[request.path]
+
+    async def check_new_session(self, request: verbs.NewSession) -> None:
+        return None
+
+    async def list_folders(self, request: verbs.FolderQuery) -> verbs.FolderListing:
+        return verbs.FolderListing(request.path, ())
 
     async def finish_state(self, request: verbs.SessionRef) -> verbs.FinishState:
         return verbs.FinishState(
@@ -103,18 +114,6 @@ class FixedEngine(LocalEngine):
 
     async def commit_message(self, request: verbs.SessionRef) -> str:
         return "Fix the login redirect\n\n- src/login.py\n- tests/test_login.py"
-
-
-class FakeWorkspaces(WorkspaceActions):
-    """Folders from :data:`FOLDERS` instead of the disk; every request is fine."""
-
-    async def inspect(self, folder: str) -> FolderInfo:
-        if folder not in FOLDERS:
-            raise WorkspaceError(f"the folder {folder} does not exist")
-        return FOLDERS[folder]
-
-    async def check(self, request: NewSessionRequest) -> str:
-        return ""
 
 
 def build_app(
@@ -158,7 +157,6 @@ def build_app(
         keymap_file=tmp_path / "no-keymap.toml",
     )
     app.launch_folder = LAUNCH_FOLDER
-    app.workspace_actions = FakeWorkspaces(Path("/home/dev/.local/state/polypilot/worktrees"))
     return app
 
 
