@@ -108,7 +108,8 @@ async def test_ctrl_n_lists_the_engines_folders_and_the_engine_makes_the_worktre
             assert isinstance(screen, NewSessionScreen)
             folder = screen.query_one("#folder", Input)
             folder.focus()
-            folder.value = "rep"  # relative to the launch folder; completed by the engine's listing
+            folder.value = ""
+            await pilot.press(*"rep")  # relative to the launch folder; completed by the engine's listing
             await wait_for(pilot, lambda: "repo/" in "".join(widget_lines(folder)), what="the suggestion shown")
             await pilot.press("right")
             assert folder.value == "repo/"
