@@ -148,6 +148,7 @@ async def test_a_session_works_in_the_folder_asked_for_else_in_its_agents_folder
             sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("demo", folder=folder))
             workspace = engine.view(sid).workspace
             assert (None if workspace is None else (workspace.folder, workspace.branch, workspace.repo)) == expected
+            await engine.manager.connect(sid)  # its agent, connecting in the background, is let finish
         finally:
             await engine.close()
 
