@@ -72,6 +72,8 @@ def own_worktree(name: str, workspace: Workspace | None) -> Workspace:
 
 MAX_REMOTE = 200
 """Characters of a remote's name (or address) to push to."""
+MAX_STAT_CHARS = 1 << 20
+"""Characters of file names one diff stat carries at most."""
 MAX_PATH = 4096
 """Characters of a folder's path a front end may name (Linux's PATH_MAX)."""
 MAX_SCANNED = 5000
@@ -198,8 +200,14 @@ class WorkspaceDesk:
         """A line per changed file (at most MAX_STAT_FILES) and the totals."""
         with said():
             counts = await file_counts(workspace)
-        listed: tuple[FileCount, ...] = tuple(counts[:MAX_STAT_FILES])
-        return DiffStat(listed, len(counts) - len(listed), totals(counts))
+        listed: list[FileCount] = []
+        size = 0
+        for count in counts[:MAX_STAT_FILES]:
+            size += len(count.path)
+            if size > MAX_STAT_CHARS:  # a reply is bounded by its names too, not only their number
+                break
+            listed.append(count)
+        return DiffStat(tuple(listed), len(counts) - len(listed), totals(counts))
 
     # ---- finishing a worktree -----------------------------------------------------------
     async def finish_state(self, workspace: Workspace) -> FinishState:

@@ -25,6 +25,9 @@ from polypilot_tui.workspace.worktrees import worktree_list
 
 log = logging.getLogger(__name__)
 
+MAX_SAID = 2000
+"""Characters of what gh printed that are passed on (its pull request's address)."""
+
 
 async def _count(args: list[str], cwd: str) -> int:
     result = await git(args, cwd, check=False)
@@ -166,7 +169,7 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
             False,
             f"{workspace.branch} conflicts with {workspace.base} in {len(files)} file(s); the merge was "
             "undone and nothing changed: ask the agent to merge the base into its branch, then merge again",
-            files,
+            listed(files)[0],  # the count is in the message
         )
     if fast_forward_only and "fast-forward" in merged.err.lower():
         return MergeResult(
@@ -230,7 +233,7 @@ async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
     if proc.returncode:
         said = err.decode("utf-8", "replace").strip()[:500] or exit_text(proc.returncode)
         raise WorkspaceError(f"gh pr create failed: {said}")
-    return out.decode("utf-8", "replace").strip()
+    return out.decode("utf-8", "replace").strip()[:MAX_SAID]
 
 
 async def discard(workspace: Workspace, *, force: bool = False) -> str:

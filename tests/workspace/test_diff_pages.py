@@ -14,7 +14,7 @@ import pytest
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.changeset import FileStatus
 from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.engine import verbs
+from polypilot_tui.engine import verbs, workspaces
 from polypilot_tui.engine.api import BadRequest, EngineError, ReadingGone
 from polypilot_tui.engine.diff_pages import MAX_READINGS, read_changeset, read_diff
 from polypilot_tui.engine.local import LocalEngine
@@ -129,3 +129,25 @@ async def test_a_diff_larger_than_the_engine_reads_is_cut_and_says_so(tmp_path: 
     assert cut.truncated and cut.text == whole.text[:tracked] and cut.untracked == ()
     shorter = await diff_text(tree, limit=100)
     assert shorter.truncated and len(shorter.text) == 100
+
+
+async def test_a_diff_stat_is_bounded_by_its_files_and_by_their_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = await create_worktree(await inspect_folder(str(repo)), "stat", "", tmp_path / "wt")
+    for n in range(5):
+        Path(tree.folder, f"name{n}.txt").write_text("x\n")
+    local = engine(tmp_path)
+    try:
+        sid = local.manager.add_session("demo", "stat", workspace=tree, connect=False)
+        whole = await local.call(verbs.DIFF_STAT, verbs.SessionRef(sid))
+        assert [f.path for f in whole.files] == [f"name{n}.txt" for n in range(5)] and whole.more == 0
+        monkeypatch.setattr(workspaces, "MAX_STAT_FILES", 3)
+        few = await local.call(verbs.DIFF_STAT, verbs.SessionRef(sid))
+        assert (len(few.files), few.more, few.total) == (3, 2, whole.total)  # the totals count every file
+        monkeypatch.setattr(workspaces, "MAX_STAT_CHARS", 2 * len("name0.txt"))
+        short = await local.call(verbs.DIFF_STAT, verbs.SessionRef(sid))
+        assert (len(short.files), short.more, short.total.files) == (2, 3, 5)
+    finally:
+        await local.close()

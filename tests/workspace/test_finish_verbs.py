@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain import workspace
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine import verbs
@@ -18,7 +19,7 @@ from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder
-from tests.workspace.repos import make_repo, run
+from tests.workspace.repos import commit, make_repo, run
 
 
 def engine(tmp_path: Path) -> LocalEngine:
@@ -100,5 +101,27 @@ async def test_two_commits_at_once_are_one_after_the_other(tmp_path: Path) -> No
         assert run(Path(tree.folder), "log", "-1", "--format=%s") == "one"
         await local.changes.idle()
         assert local.view(sid).changes == ChangeStats(200, 200, 0)  # committed work still counts against main
+    finally:
+        await local.close()
+
+
+async def test_a_conflict_in_many_files_names_a_bounded_few_and_counts_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [f"f{n}.txt" for n in range(3)]
+    repo = make_repo(tmp_path / "repo", dict.fromkeys(names, "base\n"))
+    tree = await create_worktree(await inspect_folder(str(repo)), "polypilot/clash", "", tmp_path / "wt")
+    for name in names:
+        Path(tree.folder, name).write_text("branch\n")
+        (repo / name).write_text("main\n")
+    commit(Path(tree.folder), "branch side")
+    commit(repo, "main side")
+    monkeypatch.setattr(workspace, "MAX_LISTED", 2)
+    local = engine(tmp_path)
+    try:
+        sid = local.manager.add_session("demo", "clash", workspace=tree, connect=False)
+        result = await local.call(verbs.MERGE, verbs.Merge(sid))
+        assert not result.merged and "in 3 file(s)" in result.message and result.conflicts == ("f0.txt", "f1.txt")
+        assert run(repo, "status", "--porcelain") == ""  # undone
     finally:
         await local.close()
