@@ -112,7 +112,7 @@ class HistoryWriter(DebouncedWriter):
             turn = self._manager.session(session_id).turn
         except KeyError:
             return
-        seen = (turn.seq, len(turn.response)) if turn is not None else None
+        seen = (turn.seq, turn.response.changes) if turn is not None else None
         if seen != self._draft_seen.get(session_id):
             self._draft_seen[session_id] = seen
             self._draft_dirty.add(session_id)

@@ -12,13 +12,12 @@ from typing import NamedTuple, TypeVar
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.infra.logs import log_failure
-from polypilot_tui.workspace.git import WorkspaceError
 
 T = TypeVar("T")
 
-REFUSALS: tuple[type[Exception], ...] = (EngineError, BackendError, ValueError, WorkspaceError, OSError)
+REFUSALS: tuple[type[Exception], ...] = (EngineError, BackendError, ValueError, OSError)
 """The engine said no (an engine in this process also with BackendError or ValueError, as the
-service's answers do), git said no, or a file or folder is not there or not ours."""
+service's answers do), or a file or folder is not there or not ours."""
 
 
 class Failed(NamedTuple):

@@ -186,3 +186,31 @@ def attached_dashboard(state: Path, agents_file: Path | None = None, **options: 
         keymap_file=state / "no-keymap.toml",
         launch_folder=str(state),
     )
+
+
+@asynccontextmanager
+async def serving_in_process(engine: Any) -> AsyncIterator[Path]:
+    """The engine service's app around ``engine`` (a LocalEngine, its clock virtual or not) on a
+    Unix socket of its own, in this process and loop, as ``polypilot serve`` runs it; yields
+    the socket; stopped at the end."""
+    import uvicorn
+
+    from polypilot_tui.service.serve import bind_socket
+    from polypilot_tui.service.server import build_app
+
+    state = short_state_dir()
+    path = socket_path(state)
+    sock = bind_socket(path)
+    config = uvicorn.Config(
+        build_app(engine, lambda: None), log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+    )
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
+    try:
+        yield path
+    finally:
+        await server.shutdown(sockets=[sock])
+        sock.close()
+        shutil.rmtree(state, ignore_errors=True)
