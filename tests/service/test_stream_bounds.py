@@ -193,6 +193,7 @@ async def test_a_suspended_send_wait_catches_up_and_exits_with_its_turns_outcome
         assert out.read_text() == reply + "\n"
 
 
+@pytest.mark.expect_errors(r"The engine has said nothing for .* reconnecting")
 async def test_an_idle_stream_hears_the_keepalive_and_a_silent_engine_is_noticed(tmp_path: Path) -> None:
     """With a keepalive of 0.5 s an idle stream carries a comment every 0.5 s, so a dashboard that
     gives up after 1.5 s of silence stays attached to an idle engine; a stopped engine (SIGSTOP:
