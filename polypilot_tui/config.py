@@ -349,6 +349,15 @@ class AgentConfig(BaseModel):
         return f"the provider key variable {provider.api_key_env} is not set (api_key_env)"
 
 
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """A file's (mtime in ns, size), None when it cannot be seen: enough to tell it was changed."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 class AgentsFileError(Exception):
     """The agents file cannot be used; the message says where and why."""
 
@@ -362,9 +371,17 @@ class AgentCatalog:
     """Entries that were skipped, with the reason, the file and the line (shown once in the UI)."""
     skipped: Mapping[str, str] = field(default_factory=dict)
     """The problem of each skipped entry, by the entry's name."""
+    source: Path | None = None
+    """The agents file it was read from, or the config folder's that was not there yet."""
+    source_stamp: tuple[int, int] | None = None
+    """That file's (mtime, size) when it was read; None when it was not there."""
 
     def names(self) -> list[str]:
         return list(self.agents)
+
+    def source_changed(self) -> bool:
+        """Whether the agents file has been written, made or removed since it was read."""
+        return self.source is not None and file_stamp(self.source) != self.source_stamp
 
     def get(self, name: str) -> AgentConfig:
         try:
