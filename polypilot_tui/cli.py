@@ -267,7 +267,7 @@ def _command(argv: Sequence[str] | None) -> int:
     if args.command == "web":
         from polypilot_tui.service.web import run_web
 
-        return run_web(args.host, args.port, args.agents_file, args.in_process)
+        return run_web(args.host, args.port, Path(settings.state_dir), args.agents_file, args.in_process)
     if args.in_process:
         return cmd_tui(settings, args.log_file)
     if args.ssh:

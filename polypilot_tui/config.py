@@ -1,9 +1,12 @@
 """Settings (POLYPILOT_* environment, ``.env``, the user's ``config.toml``) and agents files (TOML).
 
-Both files live in the platform config folder (``~/.config/polypilot/`` on Linux, or
+The files live in the platform config folder (``~/.config/polypilot/`` on Linux, or
 ``POLYPILOT_CONFIG_DIR``). The environment wins over ``.env``, which wins over
-``config.toml``. Secrets never live here: a provider names the environment variable that
-holds its key (``api_key_env``) and the key is read only when the agent is started.
+``config.toml``. The working folder's ``.env`` is never read: that folder is a repository
+(what its authors chose, or an agent wrote) or a shared one like /tmp, and its ``.env``
+could widen the permission policy or name the agents that run. Secrets never live here: a
+provider names the environment variable that holds its key (``api_key_env``) and the key is
+read only when the agent is started.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, DotEnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from polypilot_tui.domain.agents import why_missing
 from polypilot_tui.domain.entry_errors import entry_problem
@@ -35,6 +38,7 @@ MAX_AGENTS_FILE_BYTES = 1_000_000
 MAX_CONFIG_FILE_BYTES = 1_000_000
 CONFIG_FILE = "config.toml"
 AGENTS_FILE = "agents.toml"
+DOTENV_FILE = ".env"
 PROVIDER_URL_VARIABLE = "COPILOT_PROVIDER_BASE_URL"  # the Copilot CLI's own: a model server of one's own
 
 
@@ -75,6 +79,26 @@ def read_config_file(path: Path) -> dict[str, Any]:
         return read_toml_text(path, "config file", MAX_CONFIG_FILE_BYTES, ConfigFileError)[0]
     except FileNotFoundError:
         return {}
+
+
+def dotenv_file() -> Path:
+    """The user's ``.env``: the config folder's (never the working folder's)."""
+    return config_dir() / DOTENV_FILE
+
+
+def trusted_dotenv() -> Path | None:
+    """The config folder's ``.env`` when it is there (None otherwise); ConfigFileError when
+    another user could have written it (checked like ``config.toml``)."""
+    path = dotenv_file()
+    try:
+        check_trusted_file(path)
+    except FileNotFoundError:
+        return None
+    except NotPrivate as exc:
+        raise ConfigFileError(
+            f".env file {exc}" if exc.path == path.absolute() else f".env file {path} is not safe: {exc}"
+        ) from None
+    return path
 
 
 class _ConfigFileSource(PydanticBaseSettingsSource):
@@ -145,7 +169,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="POLYPILOT_",
         env_nested_delimiter="__",
-        env_file=".env",
+        env_file=DOTENV_FILE,  # stands for the config folder's (settings_customise_sources)
         env_ignore_empty=True,
         extra="ignore",
         allow_inf_nan=False,  # NaN passes every comparison-free check and then hangs a timer
@@ -206,6 +230,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        if isinstance(dotenv_settings, DotEnvSettingsSource) and dotenv_settings.env_file == DOTENV_FILE:
+            # pydantic-settings would read ./.env; ``Settings(_env_file=None)`` reads none.
+            dotenv_settings = DotEnvSettingsSource(settings_cls, env_file=trusted_dotenv())
         return init_settings, env_settings, dotenv_settings, _ConfigFileSource(settings_cls)
 
     @property
@@ -322,6 +349,15 @@ class AgentConfig(BaseModel):
         return f"the provider key variable {provider.api_key_env} is not set (api_key_env)"
 
 
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """A file's (mtime in ns, size), None when it cannot be seen: enough to tell it was changed."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 class AgentsFileError(Exception):
     """The agents file cannot be used; the message says where and why."""
 
@@ -335,9 +371,17 @@ class AgentCatalog:
     """Entries that were skipped, with the reason, the file and the line (shown once in the UI)."""
     skipped: Mapping[str, str] = field(default_factory=dict)
     """The problem of each skipped entry, by the entry's name."""
+    source: Path | None = None
+    """The agents file it was read from, or the config folder's that was not there yet."""
+    source_stamp: tuple[int, int] | None = None
+    """That file's (mtime, size) when it was read; None when it was not there."""
 
     def names(self) -> list[str]:
         return list(self.agents)
+
+    def source_changed(self) -> bool:
+        """Whether the agents file has been written, made or removed since it was read."""
+        return self.source is not None and file_stamp(self.source) != self.source_stamp
 
     def get(self, name: str) -> AgentConfig:
         try:

@@ -7,12 +7,13 @@ write first.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.config import AgentCatalog, Settings, load_agents
+from polypilot_tui.config import AGENTS_FILE, AgentCatalog, Settings, config_dir, file_stamp, load_agents
 from polypilot_tui.domain.safe_json import load_toml
 
 CATALOG_FILE = "catalog.toml"
@@ -28,4 +29,7 @@ def builtin_tables() -> dict[str, dict[str, Any]]:
 def load_catalog(settings: Settings, agents_file: Path | None = None) -> AgentCatalog:
     """The demo agent, the built-in catalog and the user's agents file (``agents_file``, else
     the one the settings name or the config folder holds); AgentsFileError for a broken file."""
-    return load_agents(agents_file or settings.agents_path, builtin_tables())
+    path = agents_file or settings.agents_path
+    source = path or config_dir() / AGENTS_FILE  # not there yet: made later, it is a change
+    stamp = file_stamp(source)  # before reading: a write while it is read counts as a change
+    return replace(load_agents(path, builtin_tables()), source=source, source_stamp=stamp)

@@ -82,15 +82,17 @@ def not_runnable(command: str, path: str | None = None, environ: Mapping[str, st
         folders = [*(f for f in search.split(os.pathsep) if f), *_install_folders(env)]
         candidates = [Path(folder) / command for folder in folders]
     for candidate in candidates:
-        if candidate.is_dir() and os.sep in command:
+        # os.path's tests say False for what cannot be looked at (a PATH folder the user may
+        # not search); Path's raise PermissionError there.
+        if os.sep in command and os.path.isdir(candidate):
             return f"{candidate} is a folder, not a program"
-        if candidate.is_file() and not os.access(candidate, os.X_OK):
+        if os.path.isfile(candidate) and not os.access(candidate, os.X_OK):
             return f"{candidate} is not executable (make it so with: chmod +x {shlex.quote(str(candidate))})"
     return None
 
 
 def _runnable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def _install_folders(env: Mapping[str, str]) -> list[str]:

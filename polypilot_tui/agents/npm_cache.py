@@ -42,7 +42,7 @@ class NpmAgent:
         return self.prefix / "node_modules" / self.binary
 
     def installed(self) -> bool:
-        return self.path.is_file() and os.access(self.path, os.X_OK)
+        return os.path.isfile(self.path) and os.access(self.path, os.X_OK)  # False, not an error, when unreadable
 
 
 COPILOT_CLI = NpmAgent("@github/copilot", "1.0.102", "@github/copilot-linux-x64/copilot")

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
 
 from polypilot_tui.commands.output import EXIT_OK
-from polypilot_tui.config import AGENTS_FILE, CONFIG_FILE, Settings, config_dir, read_config_file
+from polypilot_tui.config import (
+    AGENTS_FILE,
+    CONFIG_FILE,
+    Settings,
+    config_dir,
+    dotenv_file,
+    read_config_file,
+    trusted_dotenv,
+)
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.infra.redact import REDACTOR
@@ -26,7 +33,7 @@ def files_in_use(settings: Settings) -> dict[str, dict[str, Any]]:
     files = {
         "config": folder / CONFIG_FILE,
         "agents": agents,
-        "dotenv": Path(".env").resolve(),
+        "dotenv": dotenv_file(),
     }
     return {name: {"path": str(path), "in_use": path.is_file()} for name, path in files.items()}
 
@@ -35,7 +42,8 @@ def origins() -> Callable[[str], str]:
     """Where a setting came from, by its name: ``environment``, ``.env``, ``config.toml`` or
     ``default`` (each source is read once)."""
     in_env = {key.upper() for key, value in os.environ.items() if value.strip()}  # empty = unset
-    in_dotenv = {key.upper() for key in dotenv_values(".env")} if Path(".env").is_file() else set()
+    dotenv = trusted_dotenv()
+    in_dotenv = {key.upper() for key in dotenv_values(dotenv)} if dotenv is not None else set()
     in_file = read_config_file(config_dir() / CONFIG_FILE)
 
     def sets(names: set[str], name: str) -> bool:

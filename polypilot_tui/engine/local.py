@@ -271,9 +271,16 @@ class LocalEngine:
         await self._workspaces.check(request, name, self.settings.worktree_root)
 
     def _agent(self, agent: str) -> AgentConfig:
-        if agent not in self.manager.catalog.agents:
-            raise EngineError(self.manager.catalog.missing(agent))
-        return self.manager.catalog.agents[agent]
+        catalog = self.manager.catalog
+        if agent not in catalog.agents:
+            why = catalog.missing(agent)
+            if catalog.source_changed():  # `polypilot agents` reads it now and may list the agent
+                why += (
+                    f" ({catalog.source} has changed since the engine read it at its start: restart the engine "
+                    "with `polypilot engine stop`, the next command starts it again)"
+                )
+            raise EngineError(why)
+        return catalog.agents[agent]
 
     async def inspect_folder(self, request: FolderRef) -> FolderInfo:
         return await self._workspaces.inspect_folder(request.path)

@@ -121,13 +121,20 @@ class TurnRunner:
             return
         for request_id in pending:
             await ctx.safe(backend.answer_permission(request_id, CANCELLED))
+        grace = ctx.settings.stop_grace_seconds
         try:
-            await within(ctx.clock, backend.abort(), ctx.settings.stop_grace_seconds)
+            await within(ctx.clock, backend.abort(), grace)
         except Exception as exc:  # noqa: BLE001 - a wedged agent is exactly the case to handle: killed, whatever it was
             log_failure(log, f"abort of {session_id} (the agent is killed)", exc, AGENT_FAILURES)
-            ctx.action(session_id, EngineAction.KILL, f"abort did not return: {exc or 'timeout'}")
+            # A TimeoutError says nothing of itself ("()" was all the user got).
+            why = (
+                f"it did not stop within {grace:g} s of being asked"
+                if isinstance(exc, TimeoutError)
+                else f"its abort failed ({exc or type(exc).__name__})"
+            )
+            ctx.action(session_id, EngineAction.KILL, why)
             await ctx.safe(backend.kill())
-            await self._connector.drop_backend(session_id, f"agent killed after a failed abort ({exc or 'timeout'})")
+            await self._connector.drop_backend(session_id, f"agent killed: {why}")
 
     async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
         """Answer a pending permission request with one of its options."""

@@ -2,12 +2,13 @@
 (:mod:`polypilot_tui.infra.redact`) finds in any text.
 
 - well-known token formats (GitHub, OpenAI, Anthropic, Stripe, Slack, AWS, Google, npm,
-  GitLab, Hugging Face, PyPI, DigitalOcean, SendGrid, JWTs);
+  GitLab, Hugging Face, PyPI, DigitalOcean, SendGrid, JWTs, age identities);
 - the password of a URL (``scheme://user:password@host``; the user name stays), a user name
   shaped like a key (``https://<token>@host``), webhook URLs whose path is the secret;
 - PEM private key blocks (the body between the header and the footer);
 - values after a secret's name: ``DB_PASSWORD=…``, ``"apiKey": "…"``, ``password: …``,
-  ``--token …``, ``Password=…;`` (connection strings), ``mysql -p…``, ``curl -u user:…``,
+  ``--token …``, ``Password=…;``/``AccountKey=…;`` (connection strings), ``mysql -p…``,
+  ``docker login -p …``, ``curl -u user:…``,
   ``Authorization: Bearer …``; values that are code (``password=password``, a type, a
   call, a placeholder) are left alone;
 - the start of any of these right before a cut ("…", the end of a streamed piece).
@@ -75,6 +76,7 @@ _TOKENS = (
     (r"dop_v1_", r"[a-f0-9]{64}"),  # DigitalOcean
     (r"SG\.", r"[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),  # SendGrid
     (r"eyJ", r"[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),  # JWT: header.payload.signature
+    (r"AGE-SECRET-KEY-1", r"[0-9A-Z]{50,}"),  # age (file encryption) identities
 )
 _KNOWN_TOKENS = "|".join(start + body for start, body in _TOKENS)
 _NOT_AFTER = r"(?<![A-Za-z0-9_])"
@@ -94,7 +96,8 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_.+/=-]*")
 # The rules match any name (one possessive run: cheap) and keep those that end like a secret's.
 _NAME = r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z0-9_.-]++)"
 _SECRET_NAME_END = re.compile(
-    r"(?:pass(?:word|wd|phrase)|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|auth|cookie)\Z",
+    r"(?:pass(?:word|wd|phrase)|secret|token|(?:api|access|account|private|master|signing|encryption)[_-]?key"
+    r"|credentials?|auth|cookie)\Z",
     re.IGNORECASE,
 )
 _NAME_NEEDS = ("pass", "secret", "token", "key", "cred", "auth", "cookie")
@@ -208,6 +211,12 @@ _RULES = (
     # mysql -psecret (attached: a separate word after -p is the database), sshpass -p secret
     _rule(rf"\b{_CLI_WITH_PASSWORD}\b[^\n|;&]{{0,120}}?[ \t]-p(?P<v>[^\s-]\S*+)", needs=("mysql", "mariadb")),
     _rule(r"\bsshpass[ \t]++-p[ \t]*+(?P<v>\S++)", needs=("pass",)),
+    # docker login -u bot -p secret (podman, nerdctl, buildah, skopeo: the same option)
+    _rule(
+        r"\b(?:docker|podman|nerdctl|buildah|skopeo)\b[^\n|;&]{0,40}?\blogin\b"
+        r"[^\n|;&]{0,120}?[ \t]-p[ \t]++(?P<v>[^\s-]\S*+)",
+        needs=("login",),
+    ),
     # curl -u user:password
     _rule(r"\bcurl\b[^\n|;&]{0,120}?[ \t](?:-u|--user)[ \t]*+[\"']?[^\s:\"']++:(?P<v>[^\s\"']++)", needs=("curl",)),
     # .netrc: machine host login user password secret

@@ -10,6 +10,9 @@ the page (web_page.js); nothing of textual-serve is copied. Who may get in (web_
   not asked for is held so that no one else gets ``localhost:PORT``);
 - a random token is printed once on stdout, in the fragment of the address to open
   (``http://127.0.0.1:PORT/#token=…``): browsers send a fragment to no server, in no Referer;
+  and written in a private page in the state folder (``web-PORT.html``, 0600, removed at the
+  end) that sends the browser there: opened by its file name, the token stays off the
+  browser's command line, which every user of the machine can read in ``ps`` (Jupyter's way);
 - the page and its static files hold no secret and are served to anyone on the machine; the
   page's script takes the token out of the address bar and shows it (``Authorization: Bearer``)
   to ``POST /key``, which answers the websocket's address with a page key in it
@@ -27,7 +30,9 @@ The token is never logged: aiohttp's access log is off and the dashboard process
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+import json
 import shlex
 import signal
 import socket
@@ -40,6 +45,7 @@ from aiohttp import web
 from textual_serve.server import Server
 
 from polypilot_tui.domain.clock import Clock, SystemClock
+from polypilot_tui.infra.private import atomic_write, private_dir
 from polypilot_tui.service.web_access import PageKeys, new_secret, shows_token
 
 EXIT_OK = 0
@@ -51,6 +57,8 @@ LOOPBACK_TWINS: Final = {"127.0.0.1": "::1", "::1": "127.0.0.1"}
 """The other loopback, where a browser may look for ``localhost`` too: held as well."""
 TWIN_TRIES = 20
 
+OPENER_NAME = "web-{port}.html"
+"""The private page in the state folder that opens the address with the token."""
 KEY_PATH = "/key"
 PAGE_SCRIPT_PATH = "/polypilot/page.js"
 PAGE_SCRIPT: Final = Path(__file__).with_name("web_page.js")
@@ -274,28 +282,52 @@ def _listening(address: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve_until_signalled(server: TokenServer) -> None:
-    """Serve until SIGINT or SIGTERM, then stop the dashboards and the server."""
+def opener_page(url: str) -> bytes:
+    """A page that sends the browser to ``url`` at once (replacing itself in the tab's history)."""
+    target = json.dumps(url)  # a JS string; the token is URL-safe, so it is HTML-safe too
+    return (
+        '<!doctype html>\n<meta charset="utf-8">\n<meta name="referrer" content="no-referrer">\n'
+        f"<title>polypilot</title>\n<script>location.replace({target});</script>\n"
+        "<p>Opening polypilot\u2026 (JavaScript is needed.)</p>\n"
+    ).encode()
+
+
+def write_opener(folder: Path, server: TokenServer) -> Path:
+    """The private page (0600, never through a link) that opens ``server``'s address."""
+    path = private_dir(folder) / OPENER_NAME.format(port=server.socks[0].getsockname()[1])
+    atomic_write(path, opener_page(server.url))
+    return path
+
+
+async def serve_until_signalled(server: TokenServer, opener_folder: Path) -> None:
+    """Serve until SIGINT or SIGTERM, then stop the dashboards and the server (and remove the
+    opener page: its token dies with the server anyway)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     await server.start()
-    print(
-        f"polypilot web: the dashboard on {server.public_url} (this machine only); "
-        "open this address, which holds the access token (the page then takes it out of the address bar; "
-        "ctrl+c stops):",
-        flush=True,
-    )
-    print(server.url, flush=True)
+    opener = write_opener(opener_folder, server)
     try:
+        print(
+            f"polypilot web: the dashboard on {server.public_url} (this machine only); open this page, which "
+            "holds the access token (a browser started with the address itself shows the token to every user "
+            "of this machine in its command line; ctrl+c stops):",
+            flush=True,
+        )
+        print(opener.as_uri(), flush=True)
+        print("or paste this address into a browser's address bar (the page then takes it out):", flush=True)
+        print(server.url, flush=True)
         await stop.wait()
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            opener.unlink()
         await server.stop()
 
 
-def run_web(host: str, port: int, agents_file: Path | None = None, in_process: bool = False) -> int:
-    """``polypilot web``: exit 2 for a host that is not loopback or a port that cannot be had."""
+def run_web(host: str, port: int, state_dir: Path, agents_file: Path | None = None, in_process: bool = False) -> int:
+    """``polypilot web``: exit 2 for a host that is not loopback or a port that cannot be had
+    (the opener page goes in ``state_dir``)."""
     from polypilot_tui.infra.logs import setup_stderr_logging
 
     setup_stderr_logging()  # textual-serve's warnings as one line on stderr; no log file, no token
@@ -308,5 +340,5 @@ def run_web(host: str, port: int, agents_file: Path | None = None, in_process: b
         print(f"polypilot web: cannot listen on {host} port {port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
     server = TokenServer(dashboard_command(agents_file, in_process), socks, new_secret())
-    asyncio.run(serve_until_signalled(server))
+    asyncio.run(serve_until_signalled(server, state_dir))
     return EXIT_OK

@@ -142,3 +142,16 @@ async def test_a_restored_turn_that_saw_events_is_still_offered_for_resending(tm
     assert [t.outcome.value for t in session.turns] == ["stuck"]
     assert session.interrupted_prompt == "build it"
     assert "interrupted by a restart of polypilot" in session.history[-1].text
+
+
+async def test_an_agent_killed_because_its_abort_hung_is_said_with_the_grace_it_had(tmp_path: Path) -> None:
+    log: list[str] = []
+    manager, clock = _manager(tmp_path, log, release=asyncio.Event())  # the abort never returns
+    sid = await manager.create_session("fake")
+    await manager.send(sid, "first")
+    stop = asyncio.ensure_future(manager.stop(sid))
+    await clock.settle()
+    await clock.advance(0.2)
+    await asyncio.wait_for(stop, 5)
+    assert "kill" in log
+    assert manager.session(sid).lost == "agent killed: it did not stop within 0.2 s of being asked"

@@ -606,3 +606,56 @@ def test_a_websocket_without_a_fresh_key_of_this_page_or_from_another_origin_is_
     browser.switch_to.window(ours)
     assert attempt(key_url) == "opened"
     assert attempt(key_url) == "refused"
+
+
+def command_lines_holding(secret: str) -> list[str]:
+    """Every process's command line (what any user of the machine reads in ``ps``) holding ``secret``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if secret in argv:
+            found.append(f"{cmdline.parent.name}: {argv[:200]}")
+    return found
+
+
+def test_a_browser_started_with_the_printed_page_opens_the_dashboard_and_no_command_line_holds_the_token(
+    state: Path, tmp_path: Path
+) -> None:
+    """A terminal's link or ``xdg-open ADDRESS`` starts the browser with the address in its
+    command line, which every local user reads in ``ps`` (no hidepid on most machines): with the
+    token there, another user would open the dashboard. The printed page holds it instead."""
+    chromium, _ = browser_binaries()
+    home = tmp_path / "home"
+    home.mkdir()
+    proc, lines, env = start_server(state, home)
+    output: list[str] = []
+    browser: subprocess.Popen[bytes] | None = None
+    try:
+        url = printed_url(lines, output)
+        token = TOKEN_IN_URL.search(url)
+        assert token is not None, url
+        page = next((line.strip() for line in output if line.startswith("file://")), "")
+        assert page, f"no page to open was printed: {output}"
+        opener = Path(page.removeprefix("file://"))
+        assert opener.parent == state.resolve() and opener.lstat().st_mode & 0o777 == 0o600
+        assert token[1] in opener.read_text()
+        assert process_group(proc.pid) == [proc.pid]  # no dashboard before a page opens one
+        browser = subprocess.Popen(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}", page],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        # The page got the token from the file and a page key for it: its dashboard runs.
+        wait_until("the page's dashboard process", 45, lambda: len(process_group(proc.pid)) > 1)
+        assert command_lines_holding(token[1]) == []
+    finally:
+        if browser is not None:
+            os.killpg(browser.pid, signal.SIGKILL)
+            browser.wait(10)
+        stop_server(proc)
+        stop_engine(state, env)
+    assert not opener.exists(), "the page with the token outlived the server"

@@ -64,7 +64,7 @@ def test_unknown_names_are_refused_in_process_too(tmp_path: Path) -> None:
 
 def test_polypilot_config_says_where_each_setting_came_from(tmp_path: Path) -> None:
     config_file().write_text('theme = "textual-dark"\n')
-    (tmp_path / ".env").write_text("POLYPILOT_DEMO_SPEED=3\n")
+    (config_file().parent / ".env").write_text("POLYPILOT_DEMO_SPEED=3\n")
     secret = {"OPENAI_API_KEY": "sk-never-printed-0123456789"}
     done = polypilot("config", "--json", cwd=tmp_path, POLYPILOT_STATE_DIR=str(tmp_path / "state"), **secret)
     assert done.returncode == 0, done.stderr

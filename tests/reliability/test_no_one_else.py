@@ -12,9 +12,11 @@ nothing is followed, truncated, read, sent or served.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import stat
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,7 +37,7 @@ from polypilot_tui.storage.registry import Registry
 from polypilot_tui.storage.saved_rows import SavedRows
 from polypilot_tui.storage.spill import Spill, read_spill, write_spill
 from polypilot_tui.ui.ui_state import load_ui_state
-from tests.reliability.conftest import clean_env, polypilot
+from tests.reliability.conftest import POLYPILOT, clean_env, polypilot
 from tests.support.engine_service import kill_engine_of, running_engine
 from tests.support.local_users import LocalUser, local_user, shared_folder
 
@@ -175,7 +177,8 @@ def test_settings_and_agents_files_another_user_could_write_are_refused(
     for args in (["agents"], ["status"]):
         done = polypilot(env, *args, timeout=60)
         assert done.returncode == 2 and "theirs" not in done.stdout, (done.stdout, done.stderr)
-        said = f"config file {config / 'config.toml'} is not safe: {config} (above {config / 'config.toml'}) belongs to"
+        # The first of the config folder's files read (.env, then config.toml) names it.
+        said = f"{config / '.env'} is not safe: {config} (above {config / '.env'}) belongs to"
         assert f"{said} {other.name}" in done.stderr, done.stderr
 
     mine = tmp_path / "agents.toml"
@@ -187,6 +190,61 @@ def test_settings_and_agents_files_another_user_could_write_are_refused(
     mine.chmod(0o664)  # a user-private group (umask 002) is the user: accepted
     done = polypilot(env, "agents", timeout=60)
     assert done.returncode == 0 and "mine" in done.stdout, done.stderr
+
+
+def in_folder(env: dict[str, str], folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A polypilot command run in ``folder`` (where a user starts it: a checkout, /tmp)."""
+    return subprocess.run(
+        [*POLYPILOT, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+def test_a_dotenv_in_the_working_folder_sets_nothing(tmp_path: Path, other: LocalUser, shared: Path) -> None:
+    """The folder polypilot starts in is a repository (content whoever wrote it chose) or a
+    shared one like /tmp: a ``.env`` there must not widen the permission policy, name the
+    agents that run, or choose where our state goes. Only the config folder's ``.env`` counts."""
+    theirs = tmp_path / "their-agents.toml"
+    theirs.write_text('[demo]\nkind = "acp"\ncommand = "/bin/sh"\nargs = ["-c", "echo theirs"]\n')
+    hostile = (
+        "POLYPILOT_PERMISSION_POLICY=allow\n"
+        f"POLYPILOT_AGENTS_FILE={theirs}\n"
+        f"POLYPILOT_WORKTREES_DIR={tmp_path / 'their-trees'}\n"
+        "POLYPILOT_RECORD=false\n"
+    )
+    cloned = tmp_path / "cloned-repository"
+    cloned.mkdir()
+    (cloned / ".env").write_text(hostile)  # ours: a clone is written by us
+    public = shared / "work"
+
+    def plant() -> None:
+        public.mkdir(mode=0o755)
+        (public / ".env").write_text(hostile)
+
+    other.run(plant)
+    config = tmp_path / "config"
+    config.mkdir(mode=0o700)
+    env = clean_env(tmp_path / "state", POLYPILOT_CONFIG_DIR=str(config))
+    for folder in (cloned, public):
+        done = in_folder(env, folder, "config", "--json")
+        assert done.returncode == 0, done.stderr
+        shown = json.loads(done.stdout)["settings"]
+        assert shown["permission_policy"] == {"value": "ask", "from": "default"}, (folder, shown["permission_policy"])
+        assert shown["agents_file"]["value"] is None and shown["record"]["value"] is True, folder
+        assert shown["worktrees_dir"]["value"] == str(tmp_path / "state" / "worktrees"), folder
+        done = in_folder(env, folder, "agents")
+        assert done.returncode == 0 and "theirs" not in done.stdout and "built in" in done.stdout, done.stdout
+
+    # The user's own .env, in the config folder, is read (checked like config.toml).
+    (config / ".env").write_text("POLYPILOT_DEMO_SPEED=3\n")
+    done = in_folder(env, cloned, "config", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["settings"]["demo_speed"] == {"value": 3.0, "from": ".env"}
+    assert json.loads(done.stdout)["files"]["dotenv"] == {"path": str(config / ".env"), "in_use": True}
+    (config / ".env").chmod(0o666)
+    done = in_folder(env, cloned, "config")
+    assert done.returncode == 2 and f".env file {config / '.env'} can be written by every user" in done.stderr, (
+        done.stderr
+    )
 
 
 # ---- links ---------------------------------------------------------------------------------

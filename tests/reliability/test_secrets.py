@@ -61,7 +61,9 @@ def shaped_secrets() -> list[tuple[str, str]]:
     header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
     jwt = f"{header}.{payload}.{_b64url(os.urandom(32))}"
     pem = "\n".join(base64.b64encode(os.urandom(48)).decode() for _ in range(3))
-    words = {name: unique("") for name in ("url", "git", "aws", "arg", "conn", "json", "yaml")}
+    words = {name: unique("") for name in ("url", "git", "aws", "arg", "conn", "json", "yaml", "docker")}
+    azure = base64.b64encode(os.urandom(64)).decode()
+    age = base64.b32encode(os.urandom(40)).decode().rstrip("=")[:58]
     return [
         (f"postgres://app:{words['url']}@db.internal:5432/prod", words["url"]),
         (f"https://ci:{words['git']}@git.example.com/team/repo.git", words["git"]),
@@ -73,6 +75,9 @@ def shaped_secrets() -> list[tuple[str, str]]:
         (f"Server=db;User Id=sa;Password={words['conn']};", words["conn"]),
         (f'{{"client_secret": "{words["json"]}"}}', words["json"]),
         (f"password: {words['yaml']}", words["yaml"]),
+        (f"DefaultEndpointsProtocol=https;AccountName=a;AccountKey={azure};EndpointSuffix=core.windows.net", azure),
+        (f"AGE-SECRET-KEY-1{age}", age),
+        (f"docker login -u bot -p {words['docker']} registry.example.com", words["docker"]),
     ]
 
 

@@ -10,10 +10,11 @@ import pytest
 
 from polypilot_tui.agents import locate as locate_module
 from polypilot_tui.agents.catalog import builtin_tables, load_catalog
-from polypilot_tui.agents.locate import expand, locate
+from polypilot_tui.agents.locate import expand, locate, not_runnable
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.agents import Availability
+from tests.support.local_users import local_user, shared_folder
 
 #: What the issue names, at least.
 KNOWN = {"copilot", "copilot-acp", "opencode", "codex", "gemini", "claude", "goose", "qwen"}
@@ -195,3 +196,28 @@ def test_an_agent_cannot_be_handed_the_whole_environment(wide: str) -> None:
     with pytest.raises(ValueError, match="pass_env"):
         AgentConfig(name="x", kind="acp", command="x", pass_env=[wide])
     assert AgentConfig(name="x", kind="acp", command="x", pass_env=["GEMINI_*", "HTTP_PROXY"]).pass_env
+
+
+def test_a_folder_on_path_the_user_cannot_look_into_is_passed_over() -> None:
+    """A PATH may name a folder the user cannot search (another user's, an unmounted share):
+    finding an agent skips it, and the next folder's file is still told of."""
+    with local_user() as user, shared_folder() as shared:
+        locked = shared / "locked"
+        locked.mkdir(mode=0o700)  # root's: the user cannot look inside
+        (locked / "my-agent").write_text("#!/bin/sh\n")
+        (locked / "my-agent").chmod(0o755)
+        mine = shared / "bin"
+        mine.mkdir(mode=0o755)
+        (mine / "my-agent").write_text("#!/bin/sh\n")
+        (mine / "my-agent").chmod(0o644)
+        env = {"PATH": f"{locked}:{mine}", "HOME": str(shared / "home")}
+        agent = AgentConfig(name="mine", kind="acp", command="my-agent")
+
+        def look() -> tuple[str | None, str | None, str]:
+            state = readiness(agent, env)
+            return locate("my-agent", env["PATH"], env), not_runnable("my-agent", env["PATH"], env), state.where
+
+        found, why, detail = user.run(look)
+    assert found is None
+    assert why == f"{mine / 'my-agent'} is not executable (make it so with: chmod +x {mine / 'my-agent'})"
+    assert "not executable" in detail, detail

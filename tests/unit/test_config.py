@@ -17,6 +17,7 @@ from polypilot_tui.config import (
     ProviderConfig,
     Settings,
     WatchdogSettings,
+    config_dir,
     load_agents,
 )
 from polypilot_tui.domain.watchdog import WatchdogConfig
@@ -80,15 +81,17 @@ def test_explicit_arguments_win_over_the_environment(monkeypatch: pytest.MonkeyP
 
 
 # ---- .env ---------------------------------------------------------------------------------
-def test_dotenv_is_read_from_the_working_directory_and_env_wins(
+def test_dotenv_is_read_from_the_config_folder_not_the_working_directory_and_env_wins(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    (tmp_path / ".env").write_text(
-        "POLYPILOT_PERMISSION_POLICY=allow\nPOLYPILOT_WATCHDOG__INACTIVITY=77\nOTHER_TOOL_SETTING=whatever\n"
-    )
+    (tmp_path / ".env").write_text("POLYPILOT_PERMISSION_POLICY=allow\nPOLYPILOT_DEMO_SPEED=9\n")  # a repository's
     monkeypatch.chdir(tmp_path)
+    (config_dir() / ".env").write_text(
+        "POLYPILOT_PERMISSION_POLICY=deny\nPOLYPILOT_WATCHDOG__INACTIVITY=77\nOTHER_TOOL_SETTING=whatever\n"
+    )
     settings = Settings()
-    assert settings.permission_policy is PermissionPolicy.ALLOW and settings.watchdog.inactivity == 77
+    assert settings.permission_policy is PermissionPolicy.DENY and settings.watchdog.inactivity == 77
+    assert settings.demo_speed == 1
     monkeypatch.setenv("POLYPILOT_WATCHDOG__INACTIVITY", "12")
     assert Settings().watchdog.inactivity == 12  # the environment beats .env
 

@@ -172,6 +172,8 @@ JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
     ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 )
+B64_KEY = "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4QQ=="
+AGE_KEY = "AGE-SECRET-KEY-1" + "QYZ3RSX8GF2TVDW0S3JN54KHCE6MUA7LQYZ3RSX8GF2TVDW0S3JN54KHCE"
 PEM_BODY = "MIIEowIBAAKCAQEAx4Ub1tYhz3GQ9vWzK\nQ8mN2pL5rT7vX9zB1dF3hJ5kL7nP9rT1v\nX3zB5dF7hJ9kL1nP3rT5vX7zB9dF1hJ=="
 ESCAPED_PEM_BODY = PEM_BODY.replace("\n", "\\n")
 # (text, the secret in it): each case removes the secret and keeps the rest readable.
@@ -220,6 +222,12 @@ SHAPES = [
     (f"machine api.example.com login bob password {PW}", PW),
     (f"Authorization: Bearer {PW}", PW),
     (f"Authorization: token {PW}", PW),
+    (f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={B64_KEY};EndpointSuffix=core.windows.net", B64_KEY),
+    (f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={B64_KEY}", B64_KEY),
+    (f'{{"masterKey": "{PW}", "signing_key": "{PW}x"}}', PW),
+    (f"# created: 2024\n{AGE_KEY}\n", AGE_KEY[16:]),
+    (f"docker login -u bot -p {PW} registry.example.com", PW),
+    (f"echo x | podman login --username bot -p {PW} quay.io", PW),
 ]
 
 

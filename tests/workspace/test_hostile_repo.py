@@ -254,3 +254,34 @@ async def test_gh_gets_the_same_environment_as_git(tmp_path: Path, monkeypatch: 
     env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
     assert "GIT_DIR" not in env and "GIT_EXTERNAL_DIFF" not in env
     assert env["GIT_TERMINAL_PROMPT"] == "0" and env["PATH"].startswith(str(bin_))
+
+
+async def test_programs_named_in_a_file_the_repository_includes_run_neither(tmp_path: Path) -> None:
+    """``include.path`` and ``includeIf`` bring keys in from another file (one a checked-out
+    file of the repository could be): they are the repository's too, whatever file holds them."""
+    marks = Marks(tmp_path)
+    repo = make_repo(tmp_path / "repo", {".gitattributes": "*.txt filter=inc diff=inc\n", "a.txt": "one\n"})
+    included = tmp_path / "included.cfg"
+    conditional = tmp_path / "conditional.cfg"
+    included.write_text(
+        f'[filter "inc"]\n\tclean = {marks.program("inc-clean", filter_=True)}\n'
+        f"\tsmudge = {marks.program('inc-smudge', filter_=True)}\n"
+        f'[diff "inc"]\n\ttextconv = {marks.program("inc-textconv")}\n'
+    )
+    conditional.write_text(
+        f"[core]\n\tfsmonitor = {marks.program('inc-fsmonitor')}\n"
+        f"\thooksPath = {marks.bin}\n[diff]\n\texternal = {marks.program('inc-external')}\n"
+    )
+    Path(marks.program("post-checkout")).chmod(0o755)  # a hook in the included hooksPath
+    run(repo, "config", "include.path", str(included))
+    run(repo, "config", f"includeIf.gitdir:{repo}/.path", str(conditional))
+    (repo / "a.txt").write_text("one\ntwo\n")
+    here = in_place(await inspect_folder(str(repo)))
+    assert await change_stats(here) == ChangeStats(1, 1, 0)
+    assert "+two" in (await diff_text(here)).text
+    tree = await create_worktree(await inspect_folder(str(repo)), "polypilot/inc", "", tmp_path / "trees")
+    assert Path(tree.folder, "a.txt").read_text() == "one\n"
+    assert marks.ran() == []
+
+    run(repo, "diff", "--", "a.txt")  # armed: git as the user runs it runs them
+    assert {"inc-clean", "inc-fsmonitor", "inc-external"} <= set(marks.ran())
