@@ -12,7 +12,7 @@ def close_names(name: str, known: Iterable[str], count: int = 3) -> list[str]:
     names = list(known)
     folded = name.casefold()
     close = [n for n in names if folded and n.casefold().startswith(folded) and n != name]
-    close += [n for n in difflib.get_close_matches(name, names, n=count, cutoff=0.6) if n not in close and n != name]
+    close += [n for n in difflib.get_close_matches(name, names, n=count, cutoff=0.7) if n not in close and n != name]
     return close[:count]
 
 

@@ -18,6 +18,7 @@ from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.config import AgentCatalog, AgentConfig, ProviderConfig, Settings, load_agents
 from polypilot_tui.domain.agents import Availability
 from polypilot_tui.domain.failures import FailureKind, classify
+from polypilot_tui.domain.names import close_names
 from polypilot_tui.domain.safe_json import line_of, toml_key_lines
 from polypilot_tui.domain.urls import url_problem
 
@@ -276,3 +277,11 @@ def test_key_lines_follow_tables_dotted_and_quoted_keys_and_skip_multiline_strin
         ("h", "i"): 11,
     }
     assert line_of(lines, ("a", "x", "deeper")) == 2 and line_of(lines, ("zz",)) is None
+
+
+def test_a_suggestion_is_a_likely_typo_not_any_name_sharing_letters() -> None:
+    assert close_names("mine", ["gemini", "claude"]) == []  # a new agent not yet read, not gemini
+    assert close_names("geminii", ["gemini", "claude"]) == ["gemini"]
+    assert close_names("cluade", ["gemini", "claude"]) == ["claude"]
+    assert close_names("op", ["opencode", "copilot"]) == ["opencode"]
+
