@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from polypilot_tui.config import CONFIG_FILE, AgentCatalog, AgentsFileError, ConfigFileError, Settings, config_dir
+from polypilot_tui.domain.limits import PROMPT_BYTES, size_words
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.trace import MAX_BYTES, TraceError
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
@@ -28,6 +29,9 @@ EXIT_NOT_PRIVATE = 7
 """The state folder (a folder above it, or its engine's socket) is another user's or others can write it."""
 STATELESS_COMMANDS = ("replay", "agents", "config", "web")
 """Commands that keep nothing in the state folder and talk to no engine of it."""
+STDIN = "-"
+"""The prompt argument that reads the prompt from standard input."""
+PROMPT_HELP = 'the prompt; "-" reads it from standard input (for one over the 128 KiB an argument may hold)'
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", default=None, help="agent name (default: the configured default agent)")
     run.add_argument("--json", action="store_true", help="print JSONL events instead of text")
     run.add_argument("--allow-tools", action="store_true", help="allow every permission request")
-    run.add_argument("prompt")
+    run.add_argument("prompt", help=PROMPT_HELP)
     replay = sub.add_parser("replay", help="run a trace through the manager and watchdog in virtual time")
     replay.add_argument("trace", type=Path)
     replay.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -96,7 +100,7 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     ls.add_argument("--json", action="store_true", help="a JSON array of views")
     send = sub.add_parser("send", help="send a prompt to a session (queued while a turn runs)")
     send.add_argument("session", help="id or name")
-    send.add_argument("prompt")
+    send.add_argument("prompt", help=PROMPT_HELP)
     send.add_argument("--wait", action="store_true", help="stream the turn and exit with `run`'s codes")
     send.add_argument("--json", action="store_true", help="--wait: JSONL events instead of text")
     send.add_argument("--timeout", type=float, default=None, help="--wait: give up waiting after S seconds (exit 1)")
@@ -208,8 +212,29 @@ def refuse_foreign_state(settings: Settings) -> None:
         raise SystemExit(EXIT_NOT_PRIVATE) from None
 
 
+def prompt_from_stdin() -> str:
+    """Standard input, whole, as the prompt (``-``): a prompt longer than one argument may be
+    (the kernel takes 128 KiB) comes this way. More than a prompt may hold is refused unkept,
+    never cut; text that is not UTF-8 is refused, never mangled."""
+    data = sys.stdin.buffer.read(PROMPT_BYTES + 1)
+    if len(data) > PROMPT_BYTES:
+        print(
+            f"polypilot: standard input holds more than {size_words(PROMPT_BYTES)}, the most one prompt may "
+            "hold; nothing was sent (put the text in a file and give the agent its path)",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_USAGE)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        print(f"polypilot: standard input is not UTF-8 text (at byte {exc.start}); nothing was sent", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
 def _command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "prompt", None) == STDIN:
+        args.prompt = prompt_from_stdin()
     if args.command in ("replay", "status", "agents", "config", "new", "diff", "finish", "engine", *SESSION_COMMANDS):
         if args.log_file:
             setup_file_logging(Path("."), "", extra_file=args.log_file)

@@ -280,3 +280,38 @@ async def test_listings_are_redacted_and_the_chat_is_shown_as_the_agent_said_it(
             assert listed.code == 0, listed.err
             assert password not in listed.out and token[4:] not in listed.out, (args, listed.out)
             assert "postgres://app:[reda" in listed.out, (args, listed.out)  # the name (its table column is cut)
+
+
+async def with_stdin(state: Path, data: bytes, *args: str) -> Result:
+    """``polypilot ARGS`` with ``data`` on its standard input."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "polypilot_tui",
+        *args,
+        cwd=ROOT,
+        env=engine_env(state),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(data), WAIT)
+    assert process.returncode is not None
+    return Result(process.returncode, out.decode(), err.decode())
+
+
+async def test_a_prompt_longer_than_an_argument_is_sent_whole_from_standard_input() -> None:
+    long = "".join(f"line {i}: ünïcode and words\n" for i in range(12_000))  # ~360 KB: over the 128 KiB of an argument
+    async with running_engine() as engine:
+        sid = await new_session(engine, "alpha")
+        sent = await with_stdin(engine.state, long.encode(), "send", "alpha", "-")
+        assert (sent.code, sent.out) == (0, "sent\n"), sent.err
+        await until(lambda: _idle_after(engine, sid, 1), "the turn's end")
+        rows = (await engine.http.get(f"/sessions/{sid}/history?start=0&limit=10"))["items"]
+        assert [r["text"] for r in rows if r["kind"] == "user"] == [long.strip("\n").rstrip()]  # as the engine keeps it
+
+        over = await with_stdin(engine.state, b"x" * (1024 * 1024 + 1), "send", "alpha", "-")
+        assert over.code == 2 and "more than 1.0 MB" in over.err and "nothing was sent" in over.err
+        latin1 = await with_stdin(engine.state, "caf\u00e9".encode("latin-1"), "send", "alpha", "-")
+        assert latin1.code == 2 and "not UTF-8 text (at byte 3)" in latin1.err
+        assert (await view(engine, sid))["turns"] == 1  # neither reached the engine
