@@ -24,10 +24,7 @@ from pathlib import Path
 import uvicorn
 
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.engine.persistence import attach_persistence
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.infra.private import NotPrivate, private_dir, user_name
 from polypilot_tui.service.peer import own_user_only
 from polypilot_tui.service.server import build_app
@@ -123,7 +120,7 @@ async def serve(
     holder = lock_holder(state)
     if holder is not None:
         raise EngineRefused(f"an engine already runs for {state} ({holder.describe()})")
-    engine = LocalEngine(SessionManager(settings, catalog, SystemClock()), attach_persistence, must_persist=True)
+    engine = build_engine(settings, catalog, must_persist=True)
     try:
         await engine.start()
     except StateFolderBusy as exc:

@@ -18,11 +18,9 @@ from textual.drivers.linux_driver import LinuxDriver
 
 from polypilot_tui.agents.catalog import load_catalog
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent
-from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import EngineError
-from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.service.attach import SshAttach, engine_agents
 from polypilot_tui.service.remote import EngineClock, RemoteEngine
 from polypilot_tui.service.spawn import ensure_engine
@@ -55,11 +53,8 @@ def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
 def run_app(settings: Settings) -> int:
     """Run the dashboard with the engine inside it until the user quits (``--in-process``)."""
     catalog, notes = build_catalog(settings)
-    clock = SystemClock()
-    manager = SessionManager(settings, catalog, clock)
-    from polypilot_tui.engine.persistence import attach_persistence
-
-    return _start(lambda: PolypilotApp(settings, catalog, LocalEngine(manager, attach_persistence), clock, notes=notes))
+    engine = build_engine(settings, catalog)
+    return _start(lambda: PolypilotApp(settings, catalog, engine, engine.clock, notes=notes))
 
 
 def run_attached(settings: Settings) -> int:
