@@ -24,6 +24,7 @@ from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
 from polypilot_tui.service.client import EngineClient, EngineUnreachable
 from polypilot_tui.service.wire import API, socket_path
 from polypilot_tui.storage.lock import lock_holder
+from tests.support.waiting import until
 
 START_WAIT = 30.0
 
@@ -87,18 +88,17 @@ class EngineProcess:
 
 async def wait_until_answering(state: Path, timeout: float = START_WAIT) -> EngineClient:
     """A client of the engine of ``state`` once it answers (AssertionError after ``timeout``)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
+
+    async def answering() -> EngineClient | None:
         client = EngineClient(socket_path(state), timeout=30.0)
         try:
             await client.call(ENGINE_INFO, NoArgs())
             return client
         except EngineUnreachable:
             await client.aclose()
-            if loop.time() > deadline:
-                raise AssertionError(f"no engine answered on {socket_path(state)} within {timeout} s") from None
-            await asyncio.sleep(0.05)
+            return None
+
+    return await until(answering, timeout, f"an engine answering on {socket_path(state)}", every=0.05)
 
 
 def kill_engine_of(state: Path) -> None:

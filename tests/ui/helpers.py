@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from polypilot_tui.engine.local import Attach, LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
+from tests.support.waiting import until
 
 
 def demo_app(
@@ -62,12 +62,7 @@ async def wait_for(
     Then the app is let finish what that started (a pushed screen composes and mounts), as a
     user's next key would find it: under load a poll can wake between the two.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await pilot.pause(0.02)
+    await until(predicate, timeout, what, pause=pilot.pause)
     await pilot.pause()
 
 
