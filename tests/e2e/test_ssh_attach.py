@@ -17,8 +17,8 @@ import pytest
 
 from polypilot_tui.config import Settings
 from polypilot_tui.service.attach import SshAttach, engine_agents
-from polypilot_tui.service.remote import EngineClock, RemoteEngine
-from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.service.remote import RemoteEngine
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.e2e.dashboard import see, send
 from tests.support.engine_service import engine_env, kill_engine_of, short_state_dir
@@ -52,11 +52,10 @@ async def test_a_dashboard_attached_over_ssh_drives_the_remote_engine_which_outl
         catalog = await engine_agents(await attach.open())
         assert "demo" in catalog.agents and attach.tunnel is not None and attach.tunnel.started
         settings = Settings(_env_file=None, state_dir=local_state)  # type: ignore[call-arg]
-        app = PolypilotApp(
+        app = dashboard_on(
             settings,
             catalog,
             RemoteEngine(attach.connect, on_detach=attach.close),
-            EngineClock(),
             theme_dirs=[BUNDLED_DIR],
             keymap_file=local_state / "no-keymap.toml",
             remote=ALIAS,

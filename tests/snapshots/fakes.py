@@ -24,6 +24,7 @@ from polypilot_tui.engine.connector import BackendFactory
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from polypilot_tui.ui.workspace_actions import FinishActions, NewSessionRequest, WorkspaceActions
 from polypilot_tui.workspace.finish import WorktreeState
@@ -152,11 +153,10 @@ def build_app(
         backend_factory=backend_factory or (lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent])),
         id_factory=lambda: f"s{next(ids)}",
     )
-    app = PolypilotApp(
+    app = dashboard_on(
         settings,
         catalog,
         LocalEngine(manager),
-        clock,
         notes=notes,
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",

@@ -1,5 +1,6 @@
 """A real engine service for tests: ``polypilot serve`` as a process of its own, in a short
-state folder (Unix socket paths are limited to 107 bytes), stopped by the test."""
+state folder (Unix socket paths are limited to 107 bytes), stopped by the test; or an engine of
+this process served on a socket of its own in the test's loop, as ``serve`` serves it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 
 from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
 from polypilot_tui.service.client import EngineClient, EngineUnreachable
+from polypilot_tui.service.serve import bind_socket, start_server
 from polypilot_tui.service.wire import API, socket_path
 from polypilot_tui.storage.lock import lock_holder
 from tests.support.waiting import until
@@ -151,9 +156,9 @@ def attached_dashboard(state: Path, agents_file: Path | None = None, **options: 
     """The dashboard as ``polypilot`` builds it: attached to the engine of ``state`` (started
     detached when none runs, with this process's POLYPILOT_* environment)."""
     from polypilot_tui.config import Settings, load_agents
-    from polypilot_tui.service.remote import EngineClock, RemoteEngine
+    from polypilot_tui.service.remote import RemoteEngine
     from polypilot_tui.service.spawn import ensure_engine
-    from polypilot_tui.ui.app import PolypilotApp
+    from polypilot_tui.ui.launch import dashboard_on
     from polypilot_tui.ui.theming import BUNDLED_DIR
 
     settings = Settings(_env_file=None, state_dir=state, agents_file=agents_file, **options)  # type: ignore[call-arg]
@@ -162,12 +167,51 @@ def attached_dashboard(state: Path, agents_file: Path | None = None, **options: 
         path, _started = await ensure_engine(settings)
         return path
 
-    return PolypilotApp(
+    return dashboard_on(
         settings,
         load_agents(agents_file),
         RemoteEngine(connect),
-        EngineClock(),
         theme_dirs=[BUNDLED_DIR],
         keymap_file=state / "no-keymap.toml",
         launch_folder=str(state),
     )
+
+
+class ServedEngine:
+    """``engine``'s API on a Unix socket of its own, in this process and loop, as ``polypilot
+    serve`` serves it (bind_socket, start_server): the engine's clock may be virtual, and the
+    test can reach the engine behind the socket. :meth:`open` is idempotent."""
+
+    def __init__(self, engine: LocalEngine) -> None:
+        self.engine = engine
+        self._folder: Path | None = None
+        self._sock: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
+
+    async def open(self) -> Path:
+        """Serve (the first time) and return the socket."""
+        if self._folder is None:
+            self._folder = short_state_dir()
+            self._sock = bind_socket(socket_path(self._folder))
+            self._server = await start_server(self.engine, self._sock, lambda: None, grace=1)
+        return socket_path(self._folder)
+
+    async def close(self) -> None:
+        """Stop serving (clients get a second to leave) and remove the socket's folder."""
+        server, sock, folder = self._server, self._sock, self._folder
+        self._server = self._sock = self._folder = None
+        if server is not None and sock is not None:
+            await server.shutdown(sockets=[sock])
+            sock.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@asynccontextmanager
+async def serving_in_process(engine: LocalEngine) -> AsyncIterator[Path]:
+    """``engine`` served on a socket of its own in this loop (ServedEngine); yields the socket."""
+    served = ServedEngine(engine)
+    try:
+        yield await served.open()
+    finally:
+        await served.close()

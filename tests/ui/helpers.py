@@ -18,6 +18,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.local import Attach, LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.support.waiting import until
 
@@ -43,11 +44,10 @@ def demo_app(
     clock = SystemClock()
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, clock, id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(
+    return dashboard_on(
         settings,
         catalog,
         LocalEngine(manager, attach),
-        clock,
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=keymap_file or tmp_path / "no-keymap.toml",
         launch_folder=str(tmp_path),  # not the checkout the tests run in

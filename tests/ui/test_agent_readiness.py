@@ -22,6 +22,7 @@ from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.ui.helpers import wait_for
@@ -60,11 +61,10 @@ provider = {{ type = "openai", base_url = "http://127.0.0.1:9/v1", api_key_env =
     catalog = load_agents(agents)
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, SystemClock(), id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(
+    return dashboard_on(
         settings,
         catalog,
         LocalEngine(manager, attach_persistence),
-        SystemClock(),
         theme_dirs=[BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
     )

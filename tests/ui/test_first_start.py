@@ -18,6 +18,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.ui.helpers import wait_for
 
@@ -54,11 +55,10 @@ def first_start_app(tmp_path: Path, agents: Path | None = None) -> PolypilotApp:
     catalog = load_agents(agents, builtin_tables())
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, SystemClock(), id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(
+    return dashboard_on(
         settings,
         catalog,
         LocalEngine(manager),
-        SystemClock(),
         theme_dirs=[BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
         launch_folder=str(tmp_path),

@@ -25,7 +25,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.ui.helpers import keys_at_once, wait_for
 
@@ -93,11 +93,10 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
     settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
     catalog = load_agents(None)
     manager = SessionManager(settings, catalog, SystemClock(), backend_factory=factory, id_factory=lambda: next(ids))
-    app = PolypilotApp(
+    app = dashboard_on(
         settings,
         catalog,
         LocalEngine(manager),
-        manager.clock,
         theme_dirs=[BUNDLED_DIR],
         keymap_file=tmp_path / "none.toml",
     )

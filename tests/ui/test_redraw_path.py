@@ -22,6 +22,7 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.ui.helpers import wait_for
 
@@ -54,11 +55,10 @@ def threaded_app(tmp_path: Path, agent: ThreadedAgent, **overrides: Any) -> Poly
     catalog = load_agents(None)
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock, backend_factory=agent.factory, id_factory=lambda: "s1")
-    return PolypilotApp(
+    return dashboard_on(
         settings,
         catalog,
         LocalEngine(manager),
-        clock,
         theme_dirs=[BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
     )
