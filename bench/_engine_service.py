@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -127,10 +127,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 # ---- an engine process, started and always stopped ----------------------------------------------
-def engine_env(state: Path) -> dict[str, str]:
-    """This state folder, nothing recorded, and none of the developer's POLYPILOT_* settings."""
+def engine_env(state: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This state folder, nothing recorded, and none of the developer's POLYPILOT_* settings
+    (but ``extra``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
-    env.update({"POLYPILOT_STATE_DIR": str(state), "POLYPILOT_RECORD": "false"})
+    env.update({"POLYPILOT_STATE_DIR": str(state), "POLYPILOT_RECORD": "false", **(extra or {})})
     return env
 
 
@@ -140,10 +141,14 @@ def short_state_dir() -> Path:
 
 @asynccontextmanager
 async def engine_process(
-    argv: list[str], state: Path, prepare: Callable[[Path], None] | None = None
+    argv: list[str],
+    state: Path,
+    prepare: Callable[[Path], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[subprocess.Popen[bytes]]:
-    """Run ``argv`` (an engine serving ``state``, after ``prepare(state)``) until it answers;
-    at the end stop it (SIGTERM, then SIGKILL) and remove ``state``."""
+    """Run ``argv`` (an engine serving ``state``, after ``prepare(state)``, with ``env`` added to
+    its environment) until it answers; at the end stop it (SIGTERM, then SIGKILL) and remove
+    ``state``."""
     from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
     from polypilot_tui.service.client import EngineClient, EngineUnreachable
     from polypilot_tui.service.wire import socket_path
@@ -153,7 +158,7 @@ async def engine_process(
             if prepare is not None:
                 prepare(state)
             process = subprocess.Popen(
-                argv, env=engine_env(state), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+                argv, env=engine_env(state, env), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
             )
         except BaseException:
             shutil.rmtree(state, ignore_errors=True)

@@ -180,6 +180,10 @@ class Settings(BaseSettings):
     """Circuit-breaker window in seconds."""
     demo_speed: float = Field(1.0, ge=0.01, le=100_000.0)
     """Speed factor of the demo agent's scripted replies (2 = twice as fast)."""
+    stream_keepalive_seconds: float = Field(15.0, ge=0.1, le=15.0)
+    """How often a silent engine stream says something (15 s at most: clients count on it)."""
+    stream_client_backlog_bytes: int = Field(8 << 20, ge=64 << 10, le=1 << 30)
+    """What may wait for a client that does not read before it is sent a fresh snapshot instead."""
     worktrees_dir: Path | None = None
     """Where sessions' worktrees are made (default: ``worktrees/`` in the state folder)."""
     notifications: Literal["auto", "terminal", "system", "off"] = "auto"

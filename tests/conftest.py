@@ -1,4 +1,17 @@
-"""Shared fixtures: deterministic settings, a virtual clock, no cursor blink.
+"""Shared fixtures: deterministic settings, a virtual clock, no cursor blink, and no error
+that goes unseen.
+
+A test fails when polypilot (a ``polypilot_tui`` logger, or asyncio reporting an exception
+raised in polypilot's code) logs at ERROR or above while it runs, in the test process or in
+the log of an engine it started through ``tests/support/engine_service.running_engine`` —
+unless the test declares the error::
+
+    @pytest.mark.expect_errors(r"change listener failed", r"RuntimeError: boom")
+
+Each pattern is searched (``re.search``) in ``"<logger>: <message>"`` plus, when the record
+carries an exception, ``"\n<Type>: <text>"``; each must match an error the test logged (a
+stale declaration fails too, once the test itself passed). ``strict=False`` only allows the
+errors (one that happens on some runs only), and then says why in ``reason=``.
 
 NO_COLOR is removed at import time: every Textual App reads it in ``__init__``, and a
 developer shell with ``NO_COLOR=1`` would otherwise change every snapshot.
@@ -7,6 +20,7 @@ developer shell with ``NO_COLOR=1`` would otherwise change every snapshot.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -17,14 +31,61 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 # Real agents from npm go into the checkout's ignored .cache/npm (kept between runs of a clone).
 os.environ.setdefault("POLYPILOT_NPM_CACHE", str(Path(__file__).resolve().parents[1] / ".cache" / "npm"))
 
-import pytest  # noqa: E402
-from textual.widgets import Input, TextArea  # noqa: E402
+import pytest
+from textual.widgets import Input, TextArea
 
-from polypilot_tui.config import Settings  # noqa: E402
-from polypilot_tui.domain.clock import FakeClock  # noqa: E402
+from polypilot_tui.config import Settings
+from polypilot_tui.domain.clock import FakeClock
+from tests.support.logged_errors import WATCHED_LOGGERS, LoggedErrors, collecting
 
 #: The chaos matrix table (rows travel in test reports, so this must load on the xdist controller).
 pytest_plugins = ["tests.chaos.matrix"]
+
+_CALL_PASSED = pytest.StashKey[bool]()
+#: How many unexpected errors a failure shows in full (the rest are counted).
+_SHOWN = 5
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when == "call":
+        item.stash[_CALL_PASSED] = report.passed
+
+
+@pytest.fixture(autouse=True)
+def no_unexpected_errors(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test when polypilot logged an error it did not declare (module docstring).
+
+    First of the autouse fixtures, so it sees the errors of every other fixture's teardown."""
+    markers = list(request.node.iter_markers("expect_errors"))
+    patterns = [p for marker in markers for p in marker.args]
+    required = [p for marker in markers if marker.kwargs.get("strict", True) for p in marker.args]
+    collector = LoggedErrors()
+    loggers = [logging.getLogger(name) for name in WATCHED_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(collector)
+    collecting(collector)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(collector)
+        collecting(None)
+    errors = collector.errors
+    unexpected = [e for e in errors if not any(e.matches(p) for p in patterns)]
+    if unexpected:
+        shown = "\n\n".join(f"[{e.where}] {e.text}\n{e.details}".rstrip() for e in unexpected[:_SHOWN])
+        more = f"\n\n… and {len(unexpected) - _SHOWN} more" if len(unexpected) > _SHOWN else ""
+        pytest.fail(
+            f"polypilot logged {len(unexpected)} error(s) this test does not expect"
+            f" (declare one with @pytest.mark.expect_errors(pattern)):\n\n{shown}{more}",
+            pytrace=False,
+        )
+    unmatched = [p for p in required if not any(e.matches(p) for e in errors)]
+    if unmatched and request.node.stash.get(_CALL_PASSED, False):
+        pytest.fail(f"expected errors never logged: {unmatched}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

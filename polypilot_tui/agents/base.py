@@ -21,7 +21,8 @@ from polypilot_tui.domain.probes import Probes
 from polypilot_tui.infra.private import open_private
 
 EventSink = Callable[[AgentEvent], None]
-"""Called by a backend, on the loop, for every agent event (including ``connection.lost``)."""
+"""Called by a backend, on the loop, for every agent event (including ``connection.lost``).
+The engine's sink never raises: a backend calls it from its SDK's callbacks unguarded."""
 
 
 class BackendError(Exception):
@@ -103,7 +104,8 @@ class AgentBackend(Protocol):
         ...
 
     async def close(self) -> None:
-        """Detach and release everything; never raises."""
+        """Detach and release everything. The engine awaits it through ``EngineContext.safe``,
+        which logs a failure and goes on: a close need not guard itself."""
         ...
 
     async def answer_permission(self, request_id: str, option_id: str) -> None:

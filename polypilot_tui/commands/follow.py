@@ -1,10 +1,13 @@
 """``polypilot send [--wait]`` and ``polypilot follow``: a session's turns, as they stream.
 
 Both read the engine's stream narrowed to one session, with its agent events (the reply's
-deltas in order with its history rows). ``send --wait`` waits for the end of the turn of
-*its* prompt — a prompt queued behind a running turn is recognised when its own turn starts
-(its history row) — and exits with ``polypilot run``'s codes. Agent text is printed stripped
-of terminal control sequences; ``--json`` lines are strict ASCII JSON.
+deltas in order with its history rows). One that fell behind (suspended with ctrl+z while
+the session streamed) is sent a fresh snapshot by the engine: the rows it missed are read
+from the history and printed, and it goes on from there, saying so. ``send --wait`` waits
+for the end of the turn of *its* prompt — a prompt queued behind a running turn is
+recognised when its own turn starts (its history row) — and exits with ``polypilot run``'s
+codes. Agent text is printed stripped of terminal control sequences; ``--json`` lines are
+strict ASCII JSON.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from polypilot_tui.commands.live import (
     EXIT_INTERRUPTED,
     EngineGone,
     Item,
+    Resync,
     find_view,
     follow_session,
     run_command,
@@ -31,6 +35,7 @@ from polypilot_tui.config import Settings
 from polypilot_tui.domain.changes import ItemAdded, ItemReplaced, TurnEnded
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.prompt_queue import prompt_key
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import one_line, strip_control
@@ -40,6 +45,8 @@ from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.verbs import SEND, Send
 from polypilot_tui.service.client import EngineClient
 
+CAUGHT_UP = "fell behind the engine; caught up from its history"
+
 
 class Render:
     """What a followed session prints: reply text as it streams, tool lines, rows; or JSON lines."""
@@ -47,33 +54,32 @@ class Render:
     def __init__(self, out: Output, json_mode: bool) -> None:
         self.out = out
         self.json_mode = json_mode
-        self.streamed = ""
-        """The reply text the deltas brought since the last reply row."""
+        self.streamed = Gathered()
+        """The reply text the deltas brought since the last reply row (joined when read: a
+        string grown by ``+=`` at every delta is quadratic over a long reply)."""
 
     def json(self, obj: dict[str, Any]) -> None:
         self.out.line(dump_json(obj, ascii_only=True))  # every control character escaped
 
     def event(self, kind: str, data: dict[str, Any], tagged: bool = False) -> None:
         """An agent event: its delta, a tool line, or (JSON) the event itself."""
+        text = data.get("deltaContent") if kind == EventType.MESSAGE_DELTA else None
+        if isinstance(text, str):
+            self.streamed.add(text)
         if self.json_mode:
             self.json({"kind": "event", "type": kind, "data": data} if tagged else {"type": kind, "data": data})
-        elif kind == EventType.MESSAGE_DELTA:
-            self.text(data.get("deltaContent"))
+        elif isinstance(text, str):
+            self.out.write(strip_control(text))
         elif kind == EventType.TOOL_START:
             arguments = strip_control(json.dumps(data.get("arguments"), ensure_ascii=False, default=str))
             self.out.line(f"[tool {strip_control(str(data.get('toolName') or ''))}] {arguments}")
         elif kind == EventType.TOOL_COMPLETE:
             self.out.line(f"[tool {'ok' if data.get('success') else 'failed'}]")
 
-    def text(self, text: object) -> None:
-        """Reply text as it streams."""
-        if isinstance(text, str) and text:
-            self.streamed += text
-            self.out.write(strip_control(text))
-
     def reply_row(self, item: ChatItem) -> None:
         """A reply's history row: print what its deltas did not bring (an agent that sent none)."""
-        streamed, self.streamed = strip_control(self.streamed), ""
+        streamed = strip_control(self.streamed.text())
+        self.streamed.take()
         if self.json_mode:
             return
         if not streamed:
@@ -101,6 +107,28 @@ class Render:
             self.out.line(f"[tool {strip_control(item.tool_name)}] {item.tool_status}{detail}")
         else:
             self.out.line(f"[{item.kind.value}] {strip_control(item.text)}")
+
+    def resync(self, resync: Resync) -> None:
+        """The command fell behind and caught up from the history: say so, print the rows it
+        missed as from the history (a reply it had begun: its rest), then the reply streaming
+        now from where its deltas stopped."""
+        if self.json_mode:
+            self.json({"kind": "resync", "reason": resync.reason})
+        else:
+            self.out.line(f"[{CAUGHT_UP} (turn ends meanwhile not shown)]")
+        for row in resync.rows:
+            self.row(row.index, row.item, live=row.item.kind is ItemKind.ASSISTANT)
+        self.catch_up(resync.snapshot.streaming, tagged=True)
+
+    def catch_up(self, streaming: str, tagged: bool = False) -> None:
+        """The reply streaming now, from where the deltas this printed stopped (a delta event)."""
+        streamed = self.streamed.text()
+        if not streaming.startswith(streamed):  # the reply it had begun ended meanwhile (its row came)
+            self.streamed.take()
+            streamed = ""
+        rest = streaming[len(streamed) :]
+        if rest:
+            self.event(EventType.MESSAGE_DELTA, {"deltaContent": rest}, tagged)
 
     def turn_end(self, record: TurnRecord) -> None:
         """How a turn ended, on a line of its own."""
@@ -150,6 +178,8 @@ class TurnWaiter:
         """One stream item; the exit code once this prompt's turn is over (or cannot come)."""
         if kind == "change":
             return self._change(data)
+        if kind == "resync":
+            return self._resync(data)
         if kind == "event" and self.started:
             self.render.event(*data)
         elif kind == "view":
@@ -192,6 +222,23 @@ class TurnWaiter:
                 "(the dashboard's ctrl+p → Send queued sends it)",
             )
         return None
+
+    def _resync(self, resync: Resync) -> int | None:
+        """Caught up after falling behind: a turn of ours that ended meanwhile ends here, with
+        the outcome the session's view tells (its TurnEnded went by unread)."""
+        view = resync.snapshot.view
+        self._say(CAUGHT_UP)
+        for row in resync.rows:  # its prompt's row may be among them (its turn began meanwhile), its reply
+            self._change(row)
+        if self.started:
+            self.render.catch_up(resync.snapshot.streaming)
+        if self.started and not view.status.busy and view.last_outcome:
+            outcome = Outcome(view.last_outcome)
+            code, verdict = exit_code(outcome, strip_control(view.last_outcome_reason), (), [])
+            if self.render.json_mode:
+                self.render.json({"turn_end": outcome.value, "reason": view.last_outcome_reason, "exit_code": code})
+            return self._verdict(code, verdict)
+        return self._view(view)
 
     def _end(self, record: TurnRecord) -> int:
         code, verdict = exit_code(record.outcome, strip_control(record.reason), record.refused, [])
@@ -301,7 +348,9 @@ async def _chain(first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[Item]:
 
 def _follow_item(render: Render, kind: str, data: Any, key: str, told: set[str]) -> bool:
     """Print one stream item; True when the session is gone."""
-    if kind == "event":
+    if kind == "resync":
+        render.resync(data)
+    elif kind == "event":
         event_type, payload = data
         render.event(event_type, payload, tagged=True)
     elif kind == "change" and isinstance(data, (ItemAdded, ItemReplaced)):

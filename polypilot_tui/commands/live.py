@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.changes import Change
+from polypilot_tui.domain.changes import Change, ItemAdded
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError
-from polypilot_tui.engine.codec import change_from_json
+from polypilot_tui.engine.codec import change_from_json, decode_fields
 from polypilot_tui.engine.verbs import SESSION_VIEW, SESSIONS, NoArgs, SessionRef
 from polypilot_tui.service.client import EngineClient, EngineUnreachable, event_data
 from polypilot_tui.service.spawn import engine_info, ensure_engine
@@ -86,8 +86,19 @@ class Snapshot:
     streaming: str
 
 
+@dataclass(frozen=True)
+class Resync:
+    """The command fell behind the stream and the engine sent a snapshot in place of what it
+    missed: the session now, why, and the history rows it missed (read from the history)."""
+
+    snapshot: Snapshot
+    reason: str
+    rows: tuple[ItemAdded, ...]
+
+
 Item = tuple[str, Any]
-"""("view", SessionView) | ("change", Change) | ("event", (type, data)) | ("removed", id) | ("stopping", None)."""
+"""("view", SessionView) | ("change", Change) | ("event", (type, data)) | ("removed", id) | ("stopping", None)
+| ("resync", Resync)."""
 
 
 @asynccontextmanager
@@ -99,26 +110,56 @@ async def follow_session(client: EngineClient, sid: str) -> AsyncIterator[tuple[
             first = await anext(source, None)
             if first is None or first.event != "snapshot":
                 raise EngineGone("the engine closed the stream before its snapshot")
-            sessions = event_data(first).get("sessions") or []
-            if len(sessions) != 1:
+            snapshot = _snapshot(event_data(first))
+            if snapshot is None:
                 raise CommandFailed(f"no session {sid!r} (closed meanwhile?)")
-            state = sessions[0]
-            streaming = state.get("streaming")
-            snapshot = Snapshot(view_from_json(state.get("view")), streaming if isinstance(streaming, str) else "")
-            yield snapshot, _items(source)
+            yield snapshot, _items(source, client, snapshot.view)
     except EngineUnreachable as exc:
         raise EngineGone(str(exc)) from None
 
 
-async def _items(source: AsyncIterator[Any]) -> AsyncIterator[Item]:
+def _snapshot(data: Any) -> Snapshot | None:
+    """The one session of a narrowed snapshot (None: it is gone)."""
+    sessions = data.get("sessions") if isinstance(data, dict) else None
+    if not isinstance(sessions, list) or len(sessions) != 1 or not isinstance(sessions[0], dict):
+        return None
+    state = sessions[0]
+    streaming = state.get("streaming")
+    return Snapshot(view_from_json(state.get("view")), streaming if isinstance(streaming, str) else "")
+
+
+async def _items(source: AsyncIterator[Any], client: EngineClient, view: SessionView) -> AsyncIterator[Item]:
+    """The stream's records as items, from the snapshot's ``view`` on (a view event says what
+    changed in it; the rows after its count come as changes — or, missed while behind, from
+    the history at a resync)."""
+    sid, rows = view.id, view.history_len
     try:
         async for event in source:
             kind, data = event.event, event_data(event)
             if kind == "view":
-                yield "view", view_from_json(data.get("view"))
+                changed = data.get("changed")
+                if not isinstance(changed, dict):
+                    raise EngineGone("the engine sent a view event without its changed fields")
+                view = decode_fields(view, changed, "view")
+                yield "view", view
             elif kind == "change":
                 change: Change = change_from_json(data)
+                if isinstance(change, ItemAdded):
+                    rows = max(rows, change.index + 1)
                 yield "change", change
+            elif kind == "resync":
+                snapshot = _snapshot(data)
+                if snapshot is None:
+                    yield "removed", sid
+                    continue
+                upto = snapshot.view.history_len
+                missed = [
+                    ItemAdded(sid, start + i, item)
+                    async for start, page in client.history(sid, upto, start=rows)
+                    for i, item in enumerate(page)
+                ]
+                rows, view = max(rows, upto), snapshot.view
+                yield "resync", Resync(snapshot, str(data.get("reason") or ""), tuple(missed))
             elif kind == "event":
                 payload = data.get("data")
                 yield "event", (str(data.get("type")), payload if isinstance(payload, dict) else {})

@@ -96,6 +96,17 @@ class ChangeStats:
 
 
 @dataclass(frozen=True, slots=True)
+class FileCount:
+    """One changed file's line counts (``binary`` files have none)."""
+
+    path: str
+    added: int
+    removed: int
+    binary: bool = False
+    untracked: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Changeset:
     """A session's changes against its base: committed, uncommitted and untracked together."""
 

@@ -46,6 +46,12 @@ class BadRequest(EngineError):
     status = 400
 
 
+class ReadingGone(EngineError):
+    """A later page was asked of a reading the engine no longer keeps: read again from the start."""
+
+    status = 410
+
+
 @dataclass(frozen=True)
 class Verb(Generic[Q, R_co]):
     """One thing a front end asks of an engine, and how it travels."""

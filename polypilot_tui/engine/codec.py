@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import types
 from collections.abc import Hashable, Mapping
-from dataclasses import is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints, overload
@@ -89,6 +89,25 @@ def decode(form: Any, obj: Any, where: str = "") -> Any:
         return _validator(form).validate_python(obj)
     except ValidationError as exc:
         raise ValueError(_say(form, exc, where or _name(form))) from None
+
+
+def decode_fields(record: T, changes: Mapping[str, Any], where: str = "") -> T:
+    """``record`` with the fields ``changes`` names set to its values (as :func:`encode` wrote
+    them), each decoded as its field's type; ValueError on an unknown field or a bad value."""
+    cls: type = type(record)
+    where = where or cls.__name__
+    hints, names = _hints(cls), _field_names(cls)
+    values = {}
+    for name, value in changes.items():
+        if name not in names:
+            raise ValueError(f"{where}: no field {name!r}")
+        values[name] = decode(hints[name], value, f"{where}.{name}")
+    return cast(T, replace(cast(Any, record), **values))
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
 
 
 def decode_text(form: type[T], obj: Any, where: str = "") -> T:

@@ -25,6 +25,7 @@ from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.context import EngineContext, ManagedSession
 from polypilot_tui.engine.model_restore import restore_model_choice
+from polypilot_tui.infra.logs import log_failure
 from polypilot_tui.infra.private import private_dir
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,8 @@ class Connector:
         return Path(self._ctx.settings.state_dir) / "sessions" / session_id
 
     async def ensure_connected(self, session_id: str) -> AgentBackend:
-        """The session's live backend, connecting (or resuming) it first if needed."""
+        """The session's live backend, connecting (or resuming) it first if needed; whatever
+        stands in the way is a BackendError that says it (a cancel by Stop included)."""
         managed = self._ctx.get(session_id)
         if managed.connecting is None:
             if managed.backend is not None:
@@ -96,11 +98,15 @@ class Connector:
         session = managed.session
         session_id = session.id
         workdir = self.workdir(session_id)
-        for folder in (workdir.parent, workdir):  # sessions/ and sessions/<id>/ are ours: 0700,
-            private_dir(folder)  # agent logs and transcripts hold the user's work
         ref: list[AgentBackend] = []
-        # The sink exists before connect() runs, so resume-time events are never lost (#559).
-        backend = self._factory(session.agent, self._sink_for(session_id, ref), workdir)
+        try:
+            for folder in (workdir.parent, workdir):  # sessions/ and sessions/<id>/ are ours: 0700,
+                private_dir(folder)  # agent logs and transcripts hold the user's work
+            # The sink exists before connect() runs, so resume-time events are never lost (#559).
+            backend = self._factory(session.agent, self._sink_for(session_id, ref), workdir)
+        except (OSError, KeyError, ValueError) as exc:  # its folder is not ours, its agent no longer configured
+            said = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise BackendError(f"could not start the agent: {said}") from exc
         ref.append(backend)
         managed.backend = backend
         resume_id = session.agent_session_id or None
@@ -114,7 +120,8 @@ class Connector:
             ctx.changed(session_id)
             await ctx.safe(backend.close())
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # whatever it was, the session must not stay "connecting" (re-raised below)
+            log_failure(log, f"connect of {session_id}", exc, (BackendError,))  # a bug in a backend: in full
             tail = ctx.diagnostics(session_id).stderr_tail  # its stderr says why it could not start
             managed.backend = None
             session.connecting = False
@@ -176,6 +183,12 @@ class Connector:
         on_event = self._on_event
 
         def sink(event: AgentEvent) -> None:
+            try:
+                take(event)
+            except Exception:  # an SDK's callback: a bug of ours is logged in full, the agent's stream goes on
+                log.exception("session %s: the engine failed on a %s event", session_id, event.type)
+
+        def take(event: AgentEvent) -> None:
             managed = ctx.sessions.get(session_id)
             # Events from a replaced backend are ignored (orphan guard, INV-14).
             if managed is None or not backend_ref or managed.backend is not backend_ref[0]:

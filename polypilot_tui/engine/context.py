@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
-from polypilot_tui.agents.base import AgentBackend, ConnectResult, Diagnostics
+from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, Diagnostics
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.changes import ActionTaken, EngineAction, ItemAdded, ItemReplaced, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import ChatItem, TurnRecord
@@ -26,8 +26,14 @@ from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.watchdog import WatchdogConfig
 from polypilot_tui.engine.stream import ChangeStream
+from polypilot_tui.infra.logs import log_failure
 
 log = logging.getLogger(__name__)
+
+AGENT_FAILURES: tuple[type[Exception], ...] = (BackendError, TimeoutError, OSError)
+"""How a call to an agent's backend fails when the agent, its process or its connection
+fails (not a bug of ours): a backend turns its SDK's errors into BackendError; a timeout is
+ours (``within``, ``wait_for``); OSError is a process or pipe that is gone."""
 
 RELEASE_TIMEOUT = 15.0
 _OFFERS_RESEND = frozenset({EndCause.DISCONNECTED, EndCause.RECONNECT})
@@ -213,7 +219,7 @@ class EngineContext:
         if managed.backend is not None:
             try:
                 managed.diagnostics = managed.backend.diagnostics()
-            except Exception:  # noqa: BLE001 - diagnostics never break anything
+            except Exception:  # read while a failure is told: a bug in it is logged, never breaks the telling
                 log.exception("diagnostics of %s failed", session_id)
         return managed.diagnostics or Diagnostics()
 
@@ -233,10 +239,8 @@ class EngineContext:
         async def runner() -> None:
             try:
                 await coro
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001
-                log.exception("background task of %s failed", session_id)
+            except Exception as exc:  # noqa: BLE001 - a task's top: logged, the engine goes on
+                log_failure(log, f"background task of {session_id}", exc, AGENT_FAILURES)
 
         task = asyncio.get_running_loop().create_task(runner())
         if managed is not None:
@@ -265,10 +269,11 @@ class EngineContext:
 
     @staticmethod
     async def safe(awaitable: Awaitable[Any] | None) -> None:
-        """Await a backend call whose failure changes nothing (logged, never raised)."""
+        """Await a backend call whose failure changes nothing (a close, a kill, a cancel's
+        answer): logged, never raised; an agent's failure as a warning, a bug in full."""
         if awaitable is None:
             return
         try:
             await awaitable
-        except Exception as exc:  # noqa: BLE001
-            log.warning("ignored backend error: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - a clean-up: it goes on whatever failed
+            log_failure(log, "backend call (ignored)", exc, AGENT_FAILURES)

@@ -112,7 +112,7 @@ class HistoryWriter(DebouncedWriter):
             turn = self._manager.session(session_id).turn
         except KeyError:
             return
-        seen = (turn.seq, len(turn.response)) if turn is not None else None
+        seen = (turn.seq, turn.response.changes) if turn is not None else None
         if seen != self._draft_seen.get(session_id):
             self._draft_seen[session_id] = seen
             self._draft_dirty.add(session_id)
@@ -219,7 +219,7 @@ class HistoryWriter(DebouncedWriter):
     def _landed(self, batch: HistoryBatch, flight: asyncio.Future[Any]) -> None:
         try:
             result, resolved = flight.result()
-        except Exception:  # noqa: BLE001
+        except Exception:  # the I/O thread's result: HistoryDB turns store errors into results, so a bug
             log.exception("history write failed")
             result, resolved = WriteResult.DROPPED, {}
         self.tell_moved()

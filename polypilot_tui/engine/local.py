@@ -16,15 +16,16 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from polypilot_tui.config import Settings
+from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changes import Change
-from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
+from polypilot_tui.domain.workspace import FolderInfo, MergeResult, Workspace
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession, Verb
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
@@ -33,12 +34,24 @@ from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.verbs import (
     HISTORY_PAGE,
     AnswerPermission,
+    Commit,
+    DiffPage,
+    DiffRange,
+    DiffStat,
+    Discard,
     EngineInfo,
+    FinishState,
     Focus,
+    FolderListing,
+    FolderQuery,
+    FolderRef,
     HistoryPage,
     HistoryRange,
+    Merge,
     NewSession,
     NoArgs,
+    PullRequest,
+    Push,
     Rename,
     Reopen,
     Send,
@@ -48,6 +61,7 @@ from polypilot_tui.engine.verbs import (
     SetModel,
     Unqueue,
 )
+from polypilot_tui.engine.workspaces import WorkspaceDesk, in_git, own_worktree
 from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
 from polypilot_tui.storage.notices import NoticeBoard, NoticeListener
 
@@ -83,6 +97,7 @@ class LocalEngine:
         self._folder_watch: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[object]] = set()
         self._models = ModelDesk(manager)
+        self._workspaces = WorkspaceDesk()
         self.started_at = manager.clock.wall()
 
     @property
@@ -216,6 +231,7 @@ class LocalEngine:
             sessions=len(views),
             running_turns=sum(1 for view in views if view.status.busy),
             persistent=self.persistent,
+            keepalive=self.settings.stream_keepalive_seconds,
         )
 
     async def engine_info(self, request: NoArgs) -> EngineInfo:
@@ -237,9 +253,33 @@ class LocalEngine:
         return SessionList(self.clock.now(), self.views())
 
     async def new_session(self, request: NewSession) -> str:
-        if request.agent not in self.manager.catalog.agents:
-            raise EngineError(self.manager.catalog.missing(request.agent))
-        return self.manager.add_session(request.agent, request.name, workspace=request.workspace)
+        """The session, in the folder asked for (its worktree made here, now) or its agent's."""
+        config = self._agent(request.agent)
+        name = request.name or f"{request.agent}-{len(self.ids()) + 1}"  # as the manager names it
+        workspace = await self._workspaces.prepare(
+            request, name, self.settings.worktree_root, str(config.cwd) if config.cwd else ""
+        )
+        try:
+            return self.manager.add_session(request.agent, name, workspace=workspace)
+        except ValueError as exc:  # made for a session that does not exist: removed again
+            undone = await self._workspaces.unmake(workspace)
+            raise EngineError(f"the session was not added: {exc}" + (f" ({undone})" if undone else "")) from None
+
+    async def check_new_session(self, request: NewSession) -> None:
+        self._agent(request.agent)
+        name = request.name or f"{request.agent}-{len(self.ids()) + 1}"
+        await self._workspaces.check(request, name, self.settings.worktree_root)
+
+    def _agent(self, agent: str) -> AgentConfig:
+        if agent not in self.manager.catalog.agents:
+            raise EngineError(self.manager.catalog.missing(agent))
+        return self.manager.catalog.agents[agent]
+
+    async def inspect_folder(self, request: FolderRef) -> FolderInfo:
+        return await self._workspaces.inspect_folder(request.path)
+
+    async def list_folders(self, request: FolderQuery) -> FolderListing:
+        return await self._workspaces.list_folders(request)
 
     async def session_view(self, request: SessionRef) -> SessionView:
         return self.view(self.known(request.session_id))
@@ -314,6 +354,60 @@ class LocalEngine:
 
     async def set_model(self, request: SetModel) -> None:
         await self._models.set_model(self.known(request.session_id), request.model)
+
+    # ---- its folder (engine/workspaces.py) ----------------------------------------
+    async def diff(self, request: DiffRange) -> DiffPage:
+        return await self._workspaces.diff_page(request, self._in_git(request.session_id))
+
+    async def diff_stat(self, request: SessionRef) -> DiffStat:
+        return await self._workspaces.diff_stat(self._in_git(request.session_id))
+
+    async def finish_state(self, request: SessionRef) -> FinishState:
+        return await self._workspaces.finish_state(self._own(request.session_id))
+
+    async def commit_message(self, request: SessionRef) -> str:
+        workspace = self._own(request.session_id)
+        return await self._workspaces.commit_message(workspace, await self._prompts(request.session_id))
+
+    async def commit(self, request: Commit) -> str:
+        try:
+            return await self._workspaces.commit(self._own(request.session_id), request.message)
+        finally:
+            self.changes.refresh(request.session_id)
+
+    async def merge(self, request: Merge) -> MergeResult:
+        try:
+            return await self._workspaces.merge(self._own(request.session_id), request.fast_forward_only)
+        finally:
+            self.changes.refresh(request.session_id)
+
+    async def push(self, request: Push) -> str:
+        return await self._workspaces.push(self._own(request.session_id), request.remote)
+
+    async def pull_request(self, request: PullRequest) -> str:
+        workspace = self._own(request.session_id)
+        prompts = await self._prompts(request.session_id) if not request.title.strip() else ()
+        return await self._workspaces.pull_request(workspace, request.title, request.body, prompts)
+
+    async def discard(self, request: Discard) -> str:
+        try:
+            return await self._workspaces.discard(self._own(request.session_id), request.force)
+        finally:
+            self.changes.refresh(request.session_id)  # a discarded worktree: the session says its folder is gone
+
+    async def _prompts(self, session_id: str) -> list[str]:
+        """The session's prompts, in order (rows saved before a restart read in first)."""
+        items = self.history(session_id)
+        await read_in(items)
+        return [item.text for item in items if item.kind is ItemKind.USER]
+
+    def _own(self, session_id: str) -> Workspace:
+        view = self.view(self.known(session_id))
+        return own_worktree(view.name, view.workspace)
+
+    def _in_git(self, session_id: str) -> Workspace:
+        view = self.view(self.known(session_id))
+        return in_git(view.name, view.workspace)
 
     def known(self, session_id: str) -> str:
         """``session_id``, when a session has it; else UnknownSession."""

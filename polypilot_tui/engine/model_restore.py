@@ -13,6 +13,7 @@ import logging
 from polypilot_tui.agents.base import AgentBackend
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
+from polypilot_tui.engine.context import AGENT_FAILURES
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ async def restore_model_choice(session: Session, backend: AgentBackend, wall: fl
         current = (await backend.models()).current
         if current != choice:
             await backend.set_model(choice)
-    except Exception as exc:  # noqa: BLE001 - any failure is told, the connect stands
+    except AGENT_FAILURES as exc:  # the agent said no (or is gone): told, the connect stands
         log.warning("session %s: model %s not set again: %s", session.id, choice, exc)
         session.error(
             f"⚠ The model {one_line(choice, 80)} chosen for this session could not be set again after "

@@ -6,15 +6,19 @@ permissions. At most 2 attempts per session, one at a time, behind a global brea
 
 from __future__ import annotations
 
-import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
+from polypilot_tui.agents.base import BackendError
 from polypilot_tui.domain.changes import EngineAction
 from polypilot_tui.domain.recovery import may_resend
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.connector import Connector
 from polypilot_tui.engine.context import EngineContext
+from polypilot_tui.infra.logs import log_failure
+
+log = logging.getLogger(__name__)
 
 ResendTurn = Callable[[str, str], Awaitable[None]]
 """(session id, prompt): start the turn again with the same prompt (no new history row)."""
@@ -61,9 +65,8 @@ class PermissionRecovery:
         try:
             await self._connector.drop_backend(session_id, "")
             await self._connector.ensure_connected(session_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - "recovering" must end, whatever stood in the way
+            log_failure(log, f"reconnect of {session_id} for a recovery", exc, (BackendError,))
             if session.recovering:
                 session.recovering = False
                 ctx.end_turn(

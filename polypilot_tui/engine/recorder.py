@@ -117,10 +117,10 @@ class Recorder:
             return
         try:
             fn(*args)
-        except Exception:  # noqa: BLE001 - a recording must never break a session
+        except OSError as exc:  # a full disk or a gone folder: a recording must never break a session
             if not self._failed:
                 self._failed = True
-                log.exception("recording failed; later failures are not logged")
+                log.error("recording failed (%s); later failures are not logged", exc)
 
     def _action(self, change: ActionTaken) -> None:
         session_id, action = change.session_id, change.action

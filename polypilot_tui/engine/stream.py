@@ -4,6 +4,12 @@ Subscribers name the record types they want; a record nobody wants is never buil
 engine asks :meth:`ChangeStream.wants` before it builds an :class:`EventReceived` for every
 streamed token). Records are published on the engine's loop, in order; a consumer on
 another loop or thread hops over itself (the dashboard posts one Textual message).
+
+A listener that raises is logged in full (at ERROR: it fails the test it happens in) and the
+record still reaches every other listener; the publisher never hears of it. Re-raising to
+the publisher, even after every listener had the record, would break the engine half-way
+through a change (a turn ended but not counted, a row added but not saved) because of a
+consumer's bug, and would tell the user that their action failed when only a view of it did.
 """
 
 from __future__ import annotations
@@ -43,9 +49,9 @@ class ChangeStream:
         return bool(self._listeners[kind])
 
     def publish(self, change: Change) -> None:
-        """Deliver ``change``; a listener that fails is logged, never breaks the engine."""
+        """Deliver ``change`` to every listener of its type; one that fails is logged in full."""
         for listener in tuple(self._listeners[type(change)]):
             try:
                 listener(change)
-            except Exception:  # noqa: BLE001 - a broken consumer must not break the engine
+            except Exception:  # a listener's bug must not break the engine mid-change (module docstring)
                 log.exception("change listener failed on %s", type(change).__name__)

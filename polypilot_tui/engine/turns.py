@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 
-from polypilot_tui.agents.base import ALLOW_ONCE, CANCELLED, REJECT_ONCE
+from polypilot_tui.agents.base import ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError
 from polypilot_tui.config import PermissionPolicy
 from polypilot_tui.domain.changes import Change, EngineAction, EventReceived, TurnEnded
 from polypilot_tui.domain.chat import ItemKind
@@ -24,9 +24,10 @@ from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.connector import Connector
-from polypilot_tui.engine.context import EngineContext, ManagedSession
+from polypilot_tui.engine.context import AGENT_FAILURES, EngineContext, ManagedSession
 from polypilot_tui.engine.permission_recovery import PermissionRecovery
 from polypilot_tui.engine.watchdog_timer import WatchdogTimer
+from polypilot_tui.infra.logs import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,8 @@ class TurnRunner:
             await ctx.safe(backend.answer_permission(request_id, CANCELLED))
         try:
             await within(ctx.clock, backend.abort(), ctx.settings.stop_grace_seconds)
-        except Exception as exc:  # noqa: BLE001 - a wedged agent is exactly the case to handle
-            log.warning("abort of %s failed (%s); killing the agent", session_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a wedged agent is exactly the case to handle: killed, whatever it was
+            log_failure(log, f"abort of {session_id} (the agent is killed)", exc, AGENT_FAILURES)
             ctx.action(session_id, EngineAction.KILL, f"abort did not return: {exc or 'timeout'}")
             await ctx.safe(backend.kill())
             await self._connector.drop_backend(session_id, f"agent killed after a failed abort ({exc or 'timeout'})")
@@ -163,7 +164,8 @@ class TurnRunner:
                 return
         try:
             backend = await self._connector.ensure_connected(session_id)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a begun turn must end, whatever stood in the way
+            log_failure(log, f"connect of {session_id} for a turn", exc, (BackendError,))
             ctx.end_turn(session_id, Outcome.FAILED, EndCause.CONNECT_FAILED, f"could not connect: {exc}")
             return
         if session.turn is not turn:
@@ -181,7 +183,8 @@ class TurnRunner:
         ctx.action(session_id, EngineAction.RESEND if resend else EngineAction.SEND, prompt=prompt, by_user=by_user)
         try:
             await asyncio.wait_for(backend.send(prompt), SEND_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a begun turn must end, whatever stood in the way
+            log_failure(log, f"send to {session_id}", exc, AGENT_FAILURES)
             if session.turn is turn:
                 ctx.end_turn(
                     session_id, Outcome.FAILED, EndCause.SEND_FAILED, f"send failed: {exc or type(exc).__name__}"

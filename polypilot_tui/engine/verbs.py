@@ -19,14 +19,21 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from polypilot_tui.domain.agents import AgentOffer
+from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.view import SessionDetails, SessionView
-from polypilot_tui.domain.workspace import Workspace
-from polypilot_tui.engine.api import EngineError, UnknownSession, Verb
+from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, WorktreeState
+from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownSession, Verb
 
 HISTORY_PAGE = 1000
 """Rows one history page holds at most."""
+DIFF_PAGE = 1 << 20
+"""Characters of a diff one page holds at most."""
+MAX_FOLDERS = 200
+"""Sub-folders one listing names at most."""
+MAX_STAT_FILES = 10_000
+"""Files a diff's stat lists (the rest are counted in its totals)."""
 
 
 # ---- requests ---------------------------------------------------------------------------------
@@ -47,8 +54,29 @@ class NewSession:
     agent: str
     name: str | None = None
     """None: the agent's name and a number."""
-    workspace: Workspace | None = None
-    """None: the agent's own folder."""
+    folder: str | None = None
+    """Where it works, on the engine's machine: absolute, or under ``~`` (that machine's home).
+    None: the agent's own folder (the agents file's ``cwd``)."""
+    isolation: Isolation = Isolation.FOLDER
+    """In the folder as it is, or in a new worktree of its repository made for it."""
+    branch: str = ""
+    """The worktree's new branch ("": ``polypilot/<name>``)."""
+    base: str = ""
+    """Where the worktree's branch starts ("": the branch checked out there)."""
+
+
+@dataclass(frozen=True)
+class FolderRef:
+    path: str
+    """Absolute, or under ``~``, on the engine's machine."""
+
+
+@dataclass(frozen=True)
+class FolderQuery:
+    path: str
+    """Absolute, or under ``~``, on the engine's machine."""
+    prefix: str = ""
+    """Only the sub-folders whose names begin so (hidden ones only when it begins with a dot)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +129,49 @@ class HistoryRange:
 
 
 @dataclass(frozen=True)
+class DiffRange:
+    session_id: str
+    start: int = 0
+    """The first character of the page, in the whole diff."""
+    reading: str = ""
+    """The reading the page is of ("" at 0: the diff is read now, a new reading)."""
+
+
+@dataclass(frozen=True)
+class Commit:
+    session_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Merge:
+    session_id: str
+    fast_forward_only: bool = False
+
+
+@dataclass(frozen=True)
+class Push:
+    session_id: str
+    remote: str = "origin"
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    session_id: str
+    title: str = ""
+    """"" for the drafted commit message's subject (and its body, when ``body`` is "")."""
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class Discard:
+    session_id: str
+    force: bool = False
+    """Even with work at risk (uncommitted, untracked or ignored files, commits not merged
+    nor pushed); without it the discard is refused, naming that work."""
+
+
+@dataclass(frozen=True)
 class Focus:
     client: int
     """The stream client whose terminal has the focus (its snapshot said its number)."""
@@ -121,6 +192,8 @@ class EngineInfo:
     sessions: int
     running_turns: int
     persistent: bool
+    keepalive: float = 15.0
+    """Seconds its stream stays silent at most (a comment line when it has nothing to say)."""
     attached: int = 0
     """Clients following its stream."""
 
@@ -136,6 +209,56 @@ class HistoryPage:
     total: int
     start: int
     items: tuple[ChatItem, ...]
+
+
+@dataclass(frozen=True)
+class DiffPage:
+    """A page of a session's diff against its base, as git prints it."""
+
+    reading: str
+    """This reading of the diff: its later pages are asked of it (it is kept until they are)."""
+    start: int
+    total: int
+    """Characters of the whole diff."""
+    text: str
+    """At most :data:`DIFF_PAGE` characters from ``start`` (pages split lines: join them)."""
+    untracked: tuple[str, ...] = ()
+    """The new files git does not track whose part begins on this page."""
+    base: str = ""
+    """What the diff is against, as people read it (a branch, else a commit)."""
+    truncated: bool = False
+    """The diff is larger than the engine reads: the rest is left out."""
+
+
+@dataclass(frozen=True)
+class DiffStat:
+    """A session's changes a line per file (at most :data:`MAX_STAT_FILES`), and the totals."""
+
+    files: tuple[FileCount, ...]
+    more: int
+    """Files changed beyond those listed."""
+    total: ChangeStats
+
+
+@dataclass(frozen=True)
+class FinishState:
+    """What finishing a session's worktree would have to care about, and what cannot be done
+    where the engine runs."""
+
+    worktree: WorktreeState
+    pull_request: str = ""
+    """Why a pull request cannot be opened there ("" when it can)."""
+
+
+@dataclass(frozen=True)
+class FolderListing:
+    """Sub-folders of a folder on the engine's machine, by name (at most :data:`MAX_FOLDERS`)."""
+
+    folder: str
+    """The folder listed, absolute with symlinks resolved."""
+    names: tuple[str, ...]
+    more: bool = False
+    """More were there (or not all were looked at): type more of a name."""
 
 
 SendResult = Literal["sent", "queued"]
@@ -191,11 +314,41 @@ NEW_SESSION: Verb[NewSession, str] = Verb(
     "/sessions",
     NewSession,
     str,
-    "adds a session (its agent connects in the background); its id",
+    "adds a session in a folder there, or in a new worktree of it made now (its agent connects in the "
+    "background); its id",
     errors=(EngineError,),
     command="new",
     wrap="id",
     status=201,
+)
+CHECK_NEW_SESSION: Verb[NewSession, None] = Verb(
+    "check_new_session",
+    "POST",
+    "/sessions/check",
+    NewSession,
+    None,
+    "whether that session can be added (refused saying why), making nothing",
+    errors=(EngineError,),
+)
+INSPECT_FOLDER: Verb[FolderRef, FolderInfo] = Verb(
+    "inspect_folder",
+    "GET",
+    "/folders/inspect",
+    FolderRef,
+    FolderInfo,
+    "what a folder there is: in git or not, its repository, branch, and uncommitted changes",
+    errors=(EngineError,),
+    wrap=None,
+)
+LIST_FOLDERS: Verb[FolderQuery, FolderListing] = Verb(
+    "list_folders",
+    "GET",
+    "/folders",
+    FolderQuery,
+    FolderListing,
+    f"the sub-folders of a folder there whose names begin with the prefix (at most {MAX_FOLDERS}), nothing else",
+    errors=(EngineError,),
+    wrap=None,
 )
 SESSION_VIEW: Verb[SessionRef, SessionView] = Verb(
     "session_view", "GET", _S, SessionRef, SessionView, "the session's view", errors=(UnknownSession,), wrap=None
@@ -311,6 +464,29 @@ MODELS: Verb[SessionRef, ModelChoices] = Verb(
     _GONE,
     "model",
 )
+DIFF: Verb[DiffRange, DiffPage] = Verb(
+    "diff",
+    "GET",
+    _S + "/diff",
+    DiffRange,
+    DiffPage,
+    f"a page (at most {DIFF_PAGE:,} characters) of its changes against its base as git prints them, "
+    "new files too; later pages name the reading (410: it is gone, read again)",
+    (UnknownSession, EngineError, ReadingGone),
+    "diff",
+    wrap=None,
+)
+DIFF_STAT: Verb[SessionRef, DiffStat] = Verb(
+    "diff_stat",
+    "GET",
+    _S + "/diff/stat",
+    SessionRef,
+    DiffStat,
+    f"its changes a line per file (at most {MAX_STAT_FILES:,}) and the totals",
+    _GONE,
+    "diff",
+    wrap=None,
+)
 SET_MODEL: Verb[SetModel, None] = Verb(
     "set_model",
     "POST",
@@ -322,6 +498,75 @@ SET_MODEL: Verb[SetModel, None] = Verb(
     "model",
 )
 
+_OWN = "(only a worktree made for the session)"
+FINISH_STATE: Verb[SessionRef, FinishState] = Verb(
+    "finish_state",
+    "GET",
+    _S + "/worktree",
+    SessionRef,
+    FinishState,
+    f"its worktree's uncommitted, untracked and ignored files and commits not merged or pushed {_OWN}",
+    _GONE,
+    wrap=None,
+)
+COMMIT_MESSAGE: Verb[SessionRef, str] = Verb(
+    "commit_message",
+    "GET",
+    _S + "/commit-message",
+    SessionRef,
+    str,
+    "a commit message drafted from its first request and the files it would commit",
+    _GONE,
+    "finish",
+    wrap="message",
+)
+COMMIT: Verb[Commit, str] = Verb(
+    "commit",
+    "POST",
+    _S + "/commit",
+    Commit,
+    str,
+    f"commits every change of its worktree, new files too (the repository's hooks run); the commit's id {_OWN}",
+    _GONE,
+    "finish",
+    wrap="commit",
+)
+MERGE: Verb[Merge, MergeResult] = Verb(
+    "merge",
+    "POST",
+    _S + "/merge",
+    Merge,
+    MergeResult,
+    "merges its branch into its base in the repository's checkout; a conflict is undone and named",
+    _GONE,
+    "finish",
+    wrap=None,
+)
+PUSH: Verb[Push, str] = Verb(
+    "push", "POST", _S + "/push", Push, str, "pushes its branch, setting its upstream", _GONE, "finish"
+)
+PULL_REQUEST: Verb[PullRequest, str] = Verb(
+    "pull_request",
+    "POST",
+    _S + "/pull-request",
+    PullRequest,
+    str,
+    "opens a pull request of its branch with the GitHub CLI; its address",
+    _GONE,
+    "finish",
+    wrap="url",
+)
+DISCARD: Verb[Discard, str] = Verb(
+    "discard",
+    "POST",
+    _S + "/discard",
+    Discard,
+    str,
+    "removes its worktree and branch; without force refused, naming the work at risk",
+    _GONE,
+    "finish",
+)
+
 VERBS: tuple[Verb[Any, Any], ...] = (
     ENGINE_INFO,
     ENGINE_STOP,
@@ -329,6 +574,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     AGENTS,
     SESSIONS,
     NEW_SESSION,
+    CHECK_NEW_SESSION,
+    INSPECT_FOLDER,
+    LIST_FOLDERS,
     SESSION_VIEW,
     HISTORY_PAGE_OF,
     DETAILS,
@@ -346,4 +594,13 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     REFRESH_CHANGES,
     MODELS,
     SET_MODEL,
+    DIFF,
+    DIFF_STAT,
+    FINISH_STATE,
+    COMMIT_MESSAGE,
+    COMMIT,
+    MERGE,
+    PUSH,
+    PULL_REQUEST,
+    DISCARD,
 )

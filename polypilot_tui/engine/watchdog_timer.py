@@ -16,7 +16,8 @@ from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.turn import EndCause, Outcome, Turn
 from polypilot_tui.domain.watchdog import Action, decide, next_deadline
 from polypilot_tui.engine.connector import Connector
-from polypilot_tui.engine.context import EngineContext, ManagedSession
+from polypilot_tui.engine.context import AGENT_FAILURES, EngineContext, ManagedSession
+from polypilot_tui.infra.logs import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class WatchdogTimer:
             return None
         try:
             managed.probes = managed.backend.probe()
-        except Exception:  # noqa: BLE001 - a probe must never break the watchdog
+        except Exception:  # facts are optional: a bug in a probe is logged, never breaks the watchdog
             log.exception("probe failed")
             managed.probes = None
         return managed.probes
@@ -67,7 +68,7 @@ class WatchdogTimer:
         managed.armed_at = None
         try:
             self._act(managed, turn)
-        except Exception as exc:  # noqa: BLE001 - #372: a crash must not leave "Sending…" forever
+        except Exception as exc:  # a timer's top (#372): a crash must not leave "Sending…" forever
             log.exception("watchdog failed for %s", session_id)
             self._ctx.end_turn(
                 session_id, Outcome.FAILED, EndCause.INTERNAL, f"internal error in session monitoring: {exc}"
@@ -115,7 +116,8 @@ class WatchdogTimer:
         session_id = managed.session.id
         try:
             await within(ctx.clock, backend.abort(), ctx.settings.stop_grace_seconds)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a wedged agent is exactly the case to handle: killed, whatever it was
+            log_failure(log, f"abort of {session_id} after a stuck turn (the agent is killed)", exc, AGENT_FAILURES)
             ctx.action(session_id, EngineAction.KILL, f"abort after stuck turn failed: {exc or 'timeout'}")
             await ctx.safe(backend.kill())
             if ctx.sessions.get(session_id) is managed and managed.backend is backend:

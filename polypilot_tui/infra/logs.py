@@ -128,6 +128,18 @@ def _uncaught(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
         sys.stderr.write(REDACTOR.text(f"polypilot: {kind.__name__}: {exc}") + where + "\n")
 
 
+def log_failure(
+    logger: logging.Logger, what: str, exc: BaseException, expected: tuple[type[BaseException], ...]
+) -> None:
+    """``what`` failed with ``exc``, at a boundary that goes on: one warning line when ``exc``
+    is ``expected`` (an agent, the disk or the engine said no), else an error with the
+    traceback (a bug: it is seen, and fails the test it happens in)."""
+    if isinstance(exc, expected):
+        logger.warning("%s failed: %s", what, str(exc) or type(exc).__name__)
+    else:
+        logger.error("%s failed", what, exc_info=exc)
+
+
 def setup_file_logging(
     state_dir: Path, file_name: str, level: int = logging.WARNING, extra_file: Path | None = None
 ) -> Path | None:

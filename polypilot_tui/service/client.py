@@ -23,6 +23,7 @@ from urllib.parse import quote
 import httpx
 from httpx_sse import ServerSentEvent, aconnect_sse
 
+from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.limits import EVENT_BYTES
 from polypilot_tui.domain.safe_json import dump_json, load_json
@@ -37,6 +38,11 @@ REQUEST_TIMEOUT = 120.0
 """Seconds a request may take: a stop waits for its grace period, a connect for an agent."""
 MAX_EVENT = EVENT_BYTES
 """Bytes one stream event may have: whatever the engine accepts fits (domain/limits.py)."""
+STREAM_KEEPALIVE: float = Settings.model_fields["stream_keepalive_seconds"].default
+"""The longest an engine's stream stays silent (its setting may be shorter, never longer)."""
+SILENCE_LIMIT = 2.5 * STREAM_KEEPALIVE
+"""Seconds of a stream without a byte after which the engine is taken for gone: stopped, hung,
+or the link to it dead without a word (an SSH forward whose network went away)."""
 
 
 Q = TypeVar("Q")
@@ -47,11 +53,17 @@ class EngineUnreachable(EngineError):
     """No engine answers on the socket (none runs, or it died)."""
 
 
+class EngineSilent(EngineUnreachable):
+    """The engine's stream said nothing for longer than its keepalive allows."""
+
+
 class EngineClient:
     """One engine's API: its verbs and the live stream, on ``socket``."""
 
-    def __init__(self, socket: Path | str, timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(self, socket: Path | str, timeout: float = REQUEST_TIMEOUT, silence: float = SILENCE_LIMIT) -> None:
         self.socket = Path(socket)
+        self.silence = silence
+        """Seconds the stream may go without a byte (see :data:`SILENCE_LIMIT`)."""
         self._http = httpx.AsyncClient(
             transport=httpx.AsyncHTTPTransport(uds=str(socket)),
             base_url="http://engine",
@@ -81,10 +93,11 @@ class EngineClient:
             raise EngineError(str(exc)) from None
         return reply
 
-    async def history(self, session_id: str, upto: int | None = None) -> AsyncIterator[tuple[int, list[ChatItem]]]:
-        """The session's rows a page at a time, as (index of the first, rows), up to ``upto``
-        rows (None: all there are, as many as the engine counts when each page is asked)."""
-        start = 0
+    async def history(
+        self, session_id: str, upto: int | None = None, start: int = 0
+    ) -> AsyncIterator[tuple[int, list[ChatItem]]]:
+        """The session's rows a page at a time, as (index of the first, rows), from ``start`` up
+        to ``upto`` rows (None: all there are, as many as the engine counts when each page is asked)."""
         while upto is None or start < upto:
             page = await self.call(HISTORY_PAGE_OF, HistoryRange(session_id, start, HISTORY_PAGE))
             rows = list(page.items[: None if upto is None else upto - start])
@@ -133,20 +146,25 @@ class EngineClient:
     @asynccontextmanager
     async def stream(self, **params: str) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
         """The live stream: the snapshot first, then every change (see server.py); ``params``
-        narrow it (``session=ID``, and ``events="1"`` for that session's agent events too)."""
+        narrow it (``session=ID``, and ``events="1"`` for that session's agent events too). A
+        stream silent for :attr:`silence` seconds ends with :class:`EngineSilent`."""
         try:
             async with aconnect_sse(
                 self._http,
                 "GET",
                 API + "/stream",
                 params=params or None,
-                timeout=httpx.Timeout(None, connect=5.0),
+                timeout=httpx.Timeout(None, connect=5.0, read=self.silence),
                 extensions={"trace": self._check},
             ) as source:
                 if source.response.status_code != 200:
                     await source.response.aread()
                     raise EngineError(_refusal(source.response))
                 yield source.aiter_sse()
+        except httpx.ReadTimeout:
+            raise EngineSilent(
+                f"the engine on {self.socket} said nothing for {self.silence:g} s (stopped or hung?)"
+            ) from None
         except (httpx.TransportError, FileNotFoundError) as exc:  # refused, or cut off (a killed engine)
             raise EngineUnreachable(f"the engine on {self.socket} is gone ({type(exc).__name__})") from None
 

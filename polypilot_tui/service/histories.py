@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from polypilot_tui.domain.changes import ItemAdded, ItemReplaced
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.infra.logs import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +73,8 @@ class Histories:
     async def _load(self, session_id: str) -> None:
         try:
             rows = await self._fetch(session_id)
-        except Exception as exc:  # noqa: BLE001 - asked for again, once, after RETRY_AFTER
-            log.warning("the history of %s could not be fetched: %s", session_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a task's top: asked for again, once, after RETRY_AFTER
+            log_failure(log, f"the fetch of the history of {session_id}", exc, (EngineError, OSError, ValueError))
             if self._waiting.pop(session_id, None) is not None:
                 retry = self._retry_at[session_id] = self._clock.now() + RETRY_AFTER
                 self._clock.call_at(retry, lambda: self._loaded(session_id))  # its redraw asks again

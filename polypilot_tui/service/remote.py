@@ -4,9 +4,10 @@ Reads (views, history, the reply streaming now) are answered from the mirror, so
 never waits on the socket; commands are requests. The mirror publishes the same change
 records an engine in this process would, so the dashboard cannot tell the two apart.
 
-When the stream ends (the engine was killed, or the SSH forward dropped), the loss is told at
-once and ``connect`` is called again — it starts a new engine when none runs — and the new
-snapshot replaces the mirror: the sessions come back through the engine's own restore.
+When the stream ends (the engine was killed, the SSH forward dropped) or is silent past the
+keepalive, the loss is told at once and ``connect`` is called again — it starts a new engine
+when none runs — and the new snapshot replaces the mirror: the sessions come back through the
+engine's own restore. A dashboard that fell behind (suspended) is sent a snapshot the same way.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
-from types import NoneType
 from typing import Any, TypeVar
 
 from polypilot_tui.domain.changes import (
@@ -32,10 +31,10 @@ from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock, SystemClock
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError, Verb
-from polypilot_tui.engine.codec import change_from_json, decode
+from polypilot_tui.engine.codec import change_from_json, decode, decode_fields
 from polypilot_tui.engine.stream import ChangeStream, Listener, Unsubscribe
 from polypilot_tui.engine.verbs import ENGINE_STOP, FOCUS_CLIENT, NEW_SESSION, Focus, NoArgs, Reopen
-from polypilot_tui.service.client import EngineClient, EngineUnreachable, event_data
+from polypilot_tui.service.client import SILENCE_LIMIT, EngineClient, EngineSilent, EngineUnreachable, event_data
 from polypilot_tui.service.histories import Histories
 from polypilot_tui.service.wire import items_from_json, view_from_json
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
@@ -48,6 +47,8 @@ Connect = Callable[[], Awaitable[Path]]
 Q = TypeVar("Q")
 R = TypeVar("R")
 SNAPSHOT_TIMEOUT = 15.0
+LOST = "The engine stopped unexpectedly; starting a new one — your sessions come back."
+RESYNCED = "This dashboard fell behind the engine (it was not reading); its sessions were fetched again."
 RECONNECT_TRIES = 5
 
 
@@ -71,8 +72,10 @@ class RemoteEngine:
         reconnect: bool = True,
         on_detach: Callable[[], Awaitable[None]] | None = None,
         clock: Clock | None = None,
+        silence: float = SILENCE_LIMIT,
     ) -> None:
         self._connect = connect
+        self._silence = silence  # seconds the stream may say nothing before the engine is taken for lost
         self._on_detach = on_detach
         self._reconnect = reconnect
         self._clock: Clock = clock or EngineClock()
@@ -139,12 +142,13 @@ class RemoteEngine:
     async def _read(self, first: asyncio.Future[None]) -> None:
         attempt = 0
         while not self._detaching:
+            silent = False
             try:
                 socket = await self._connect()
                 if self.http is None or self.http.socket != socket:
                     if self.http is not None:
                         await self.http.aclose()
-                    self.http = EngineClient(socket)
+                    self.http = EngineClient(socket, silence=self._silence)
                 async with self.http.stream() as events:
                     async for event in events:
                         self.apply_event(event.event, event_data(event))
@@ -156,6 +160,8 @@ class RemoteEngine:
                                 "engine-lost", f"Attached to the engine again (pid {self.info.get('pid')})."
                             )
                 reason = "the engine closed the connection"
+            except EngineSilent as exc:
+                reason, silent = str(exc), True
             except (EngineError, ValueError, OSError) as exc:
                 reason = str(exc)
             except Exception as exc:  # noqa: BLE001 - whatever it was, the dashboard must hear of it
@@ -178,9 +184,8 @@ class RemoteEngine:
             if not self._reconnect or attempt >= RECONNECT_TRIES:
                 self.notices.tell("engine-lost", f"The engine is gone and could not be started again: {reason}")
                 return
-            self.notices.tell(
-                "engine-lost", "The engine stopped unexpectedly; starting a new one — your sessions come back."
-            )
+            silence = f"The engine has said nothing for {self._silence:g} s (stopped or hung?); reconnecting."
+            self.notices.tell("engine-lost", silence if silent else LOST)
             attempt += 1
             await asyncio.sleep(min(0.2 * attempt, 2.0))
 
@@ -208,6 +213,9 @@ class RemoteEngine:
             raise ValueError(f"a {kind} event is not an object")
         if kind == "snapshot":
             self._resync(data)
+        elif kind == "resync":  # it fell behind: what it missed is in this snapshot (histories fetched again)
+            self._resync(data)
+            self.notices.emit(Notice("engine-resync", RESYNCED, "information"))
         elif kind == "session":
             sid = self._put(data)
             self._stream.publish(SessionAdded(sid))
@@ -217,9 +225,7 @@ class RemoteEngine:
             if self._forget(sid):
                 self._stream.publish(SessionRemoved(sid))
         elif kind == "view":
-            self._view(view_from_json(data.get("view")), data)
-        elif kind == "stream":
-            self._stream_moved(data)
+            self._view_moved(data)
         elif kind == "change":
             self._change(change_from_json(data))
         elif kind == "stopping":
@@ -274,22 +280,17 @@ class RemoteEngine:
         self._streaming.pop(sid, None)
         return self._views.pop(sid, None) is not None
 
-    def _stream_moved(self, data: dict[str, Any]) -> None:
-        """Only the reply streamed on: the view as last sent, with what a delta changes."""
+    def _view_moved(self, data: dict[str, Any]) -> None:
+        """The fields of a view that changed since the last one, and the reply streamed since."""
         last = self._views.get(str(data.get("session_id")))
         if last is None:
             return
-        revision, chars = data.get("revision"), data.get("streaming_chars")
-        active, gives_up = data.get("last_activity_at"), data.get("gives_up_at")
-        times_ok = all(isinstance(t, (int, float, NoneType)) and not isinstance(t, bool) for t in (active, gives_up))
-        if not (isinstance(revision, int) and isinstance(chars, int) and times_ok):
-            raise ValueError("a stream event's revision, streaming_chars or times have the wrong type")
-        moved = replace(last, revision=revision, streaming_chars=chars, last_activity_at=active, gives_up_at=gives_up)
-        self._view(moved, data)
-
-    def _view(self, view: SessionView, data: dict[str, Any]) -> None:
-        if view.id not in self._views:
-            return
+        changed = data.get("changed")
+        if not isinstance(changed, dict):
+            raise ValueError("a view event's changed fields must be an object")
+        view = decode_fields(last, changed, "view")
+        if view.id != last.id:
+            raise ValueError("a view event may not change the session's id")
         start, text = data.get("stream_from"), data.get("stream")
         if isinstance(start, int) and isinstance(text, str):
             current = self._streaming.get(view.id, "")

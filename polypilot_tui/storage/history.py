@@ -79,6 +79,11 @@ class _Unusable(Exception):
     """The file is there but is not a history database this app can use."""
 
 
+_STORE_ERRORS = (sqlite3.Error, OSError, _Unusable)
+"""How the database fails: SQLite's errors, the file's (a link, a folder, a full disk), or a
+file that is not ours. :meth:`HistoryDB._failed` sorts them; anything else is a bug."""
+
+
 def _is_locked(exc: BaseException) -> bool:
     text = str(exc).lower()
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
@@ -117,10 +122,10 @@ class HistoryDB:
         """One sentence per file moved aside (drained by the caller to tell the user)."""
 
     # ---- connection -----------------------------------------------------------------
-    def _log_once(self, key: str, message: str, *args: Any) -> None:
+    def _log_once(self, key: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
         if key not in self._logged:
             self._logged.add(key)
-            log.warning(message, *args)
+            log.log(level, message, *args)
 
     def _connect(self, write: bool = False) -> sqlite3.Connection:
         if self._conn is not None and not (write and self.read_only):
@@ -228,7 +233,8 @@ class HistoryDB:
             self._log_once(f"io:{self.last_error}", "history database unavailable (%s): %s", what, exc)
             self.close()
             return WriteResult.RETRY
-        self._log_once(f"bug:{type(exc).__name__}", "history database failed (%s): %r", what, exc)
+        # IntegrityError, ProgrammingError …: a statement of ours is wrong, and the rows are lost.
+        self._log_once(f"bug:{type(exc).__name__}", "history database failed (%s): %r", what, exc, level=logging.ERROR)
         return WriteResult.DROPPED
 
     # ---- reads ----------------------------------------------------------------------
@@ -245,7 +251,7 @@ class HistoryDB:
                 )
                 for row in conn.execute(query, chunk):
                     rows[row[0]].append(row[1:])
-        except Exception:  # noqa: BLE001 - one session at a time says what failed, and how
+        except _STORE_ERRORS:  # one session at a time says what failed, and how
             result = {}
             for sid in wanted:
                 if (items := self.load(sid)) is not None:
@@ -260,7 +266,7 @@ class HistoryDB:
             rows = conn.execute(
                 f"SELECT idx, {COLUMNS} FROM items WHERE session_id=? ORDER BY idx", (session_id,)
             ).fetchall()
-        except Exception as exc:  # noqa: BLE001 - a cache never blocks a session (#276)
+        except _STORE_ERRORS as exc:  # a cache never blocks a session (#276)
             # After a reset the new database is known to be empty; otherwise: unknown.
             return [] if self._failed(exc, f"loading {session_id}") is WriteResult.RESET else None
         return self._items_of(session_id, rows)
@@ -280,7 +286,7 @@ class HistoryDB:
         wanted = set(session_ids)
         try:
             rows = self._connect().execute("SELECT session_id, text, at FROM drafts").fetchall()
-        except Exception as exc:  # noqa: BLE001
+        except _STORE_ERRORS as exc:
             return {} if self._failed(exc, "loading drafts") is WriteResult.RESET else None
         return {sid: (text, float(at)) for sid, text, at in rows if sid in wanted and text}
 
@@ -288,7 +294,7 @@ class HistoryDB:
         """One past the highest stored index (0 when none; None when unreadable now)."""
         try:
             row = self._connect().execute("SELECT MAX(idx) FROM items WHERE session_id=?", (session_id,)).fetchone()
-        except Exception as exc:  # noqa: BLE001
+        except _STORE_ERRORS as exc:
             return 0 if self._failed(exc, f"reading {session_id}") is WriteResult.RESET else None
         return 0 if row is None or row[0] is None else int(row[0]) + 1
 
@@ -347,7 +353,7 @@ class HistoryDB:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 raise
-        except Exception as exc:  # noqa: BLE001 - a cache never blocks a session (#276)
+        except _STORE_ERRORS as exc:  # a cache never blocks a session (#276)
             return self._failed(exc, "writing")
         self._logged.discard("locked")
         self.last_error = ""

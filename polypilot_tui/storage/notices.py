@@ -77,5 +77,5 @@ class NoticeBoard:
         for listener in list(self._listeners):
             try:
                 listener(notice)
-            except Exception:  # noqa: BLE001 - a broken listener must not stop saving
+            except Exception:  # a listener's bug is logged in full; the save that told goes on, as do the others
                 log.exception("notice listener failed")

@@ -91,7 +91,7 @@ class SavedRows:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
 
-    def _failed(self, exc: Exception, what: str) -> None:
+    def _failed(self, exc: sqlite3.Error | OSError, what: str) -> None:
         self.last_error = str(exc) or type(exc).__name__
         log.warning("history.db: %s failed: %s", what, self.last_error)
         self.close()  # the next read opens the file afresh (it may have been replaced)
@@ -112,7 +112,7 @@ class SavedRows:
                 query = f"SELECT session_id, COUNT(*), MAX(idx) FROM items WHERE session_id IN ({marks})"
                 for sid, count, top in conn.execute(f"{query} GROUP BY session_id", chunk):
                     found[sid] = Extent(int(count), int(top) + 1, sid in open_ids)
-        except Exception as exc:  # noqa: BLE001 - the caller reads everything the old way instead
+        except (sqlite3.Error, OSError) as exc:  # the caller reads everything the old way instead
             self._failed(exc, "reading session extents")
             return None
         self.last_error = ""
@@ -123,7 +123,7 @@ class SavedRows:
         try:
             query = f"SELECT {COLUMNS} FROM items WHERE session_id=? AND idx>=? AND idx<? ORDER BY idx"
             items = [item_of_row(row) for row in self._connect().execute(query, (session_id, start, stop))]
-        except Exception as exc:  # noqa: BLE001 - shown as unreadable rows, read again later
+        except (sqlite3.Error, OSError) as exc:  # shown as unreadable rows, read again later
             self._failed(exc, f"reading rows of {session_id}")
             return None
         self.last_error = ""
@@ -135,7 +135,7 @@ class SavedRows:
         try:
             query = "SELECT text FROM items WHERE session_id=? AND kind=? ORDER BY idx LIMIT ?"
             rows = self._connect().execute(query, (session_id, ItemKind.USER.value, limit)).fetchall()
-        except Exception as exc:  # noqa: BLE001 - a draft without the prompts, never a failure
+        except (sqlite3.Error, OSError) as exc:  # a draft without the prompts, never a failure
             self._failed(exc, f"reading prompts of {session_id}")
             return None
         self.last_error = ""

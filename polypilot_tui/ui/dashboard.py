@@ -32,10 +32,10 @@ from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, Sessio
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.usage import fleet_usage
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine import verbs
-from polypilot_tui.engine.api import Engine
+from polypilot_tui.engine.api import Engine, EngineError
 from polypilot_tui.engine.stream import Unsubscribe
+from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.notifier import Notifier, desktop_notifier
@@ -115,8 +115,9 @@ class Dashboard(App[int]):
         """Quitting ends the engine too: always in this process; an attached dashboard leaves it
         running (a closed terminal, a signal) unless the user asks to stop it."""
         self.agents_found = AgentsFound()  # for the demo's welcome
-        self.first_workspace: Workspace | None = None
-        """Where a first session works when none was saved (ui/launch.py finds it before the app starts)."""
+        self.first_folder: str | None = None
+        """Where a first session works when none was saved: the folder polypilot started in
+        (ui/launch.py says; None: its agent's own folder, where the engine runs)."""
         self.sidebar = SessionSidebar(id="sidebar")
         self.pane = ChatPane(id="chat-pane")
         # The theme is set before anything mounts: switching it later restyles every
@@ -145,11 +146,9 @@ class Dashboard(App[int]):
         self._unsubscribe = self.engine.subscribe(
             self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
         )
-        try:
-            await self.engine.start()
-        except Exception as exc:  # noqa: BLE001 - said on screen; the dashboard stays to read it
-            log.exception("the engine did not start")
-            self.notify(f"The engine did not start: {exc}", severity="error", timeout=30, markup=False)
+        started = await attempt(log, "the engine's start", self.engine.start())
+        if isinstance(started, Failed):  # said on screen; the dashboard stays to read it
+            self.notify(f"The engine did not start: {started.said}", severity="error", timeout=30, markup=False)
         # Saving, restore and engine problems are told once each, with the reason and the path.
         self.engine.on_notice(
             lambda notice: self.notify(
@@ -342,14 +341,21 @@ class Dashboard(App[int]):
                 f"Default agent {agent!r} is not configured; using {DEMO_AGENT!r}.", severity="warning", markup=False
             )
             agent = DEMO_AGENT if DEMO_AGENT in self.catalog.agents else next(iter(self.catalog.agents))
-        await self.add_session(agent, workspace=self.first_workspace)
+        if self.first_folder is not None:
+            try:
+                self.select(
+                    await self.engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, folder=self.first_folder))
+                )
+                return
+            except EngineError as exc:  # the folder is gone, say: the agent's own folder then
+                log.info("the first session does not work in %s: %s", self.first_folder, exc)
+        await self.add_session(verbs.NewSession(agent))
 
-    async def add_session(self, agent: str, name: str | None = None, workspace: Workspace | None = None) -> str | None:
+    async def add_session(self, request: verbs.NewSession) -> str | None:
         """Start a session and put it on screen; None (and a toast saying why) when it cannot be."""
-        try:
-            sid = await self.engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, name, workspace))
-        except Exception as exc:  # noqa: BLE001 - a bad agent entry must not crash the app
-            self.notify(f"Could not create a session on {agent!r}: {exc}", severity="error", markup=False)
+        sid = await attempt(log, f"a new session on {request.agent!r}", self.engine.call(verbs.NEW_SESSION, request))
+        if isinstance(sid, Failed):  # a bad agent entry, a folder that cannot be used: said, never a crash
+            self.notify(f"Could not create a session on {request.agent!r}: {sid.said}", severity="error", markup=False)
             return None
         self.select(sid)
         return sid

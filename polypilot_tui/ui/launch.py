@@ -19,7 +19,6 @@ from textual.drivers.linux_driver import LinuxDriver
 
 from polypilot_tui.agents.catalog import load_catalog
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent
-from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.api import Engine, EngineError
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.service.attach import SshAttach, engine_agents
@@ -29,8 +28,6 @@ from polypilot_tui.service.ssh import TunnelError
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.quit_signals import QuitOnSignal
 from polypilot_tui.ui.terminal import HangupSafeDriver
-from polypilot_tui.workspace.git import WorkspaceError
-from polypilot_tui.workspace.worktrees import workspace_here
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +78,8 @@ def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
     """Run the dashboard attached to the engine of another machine, through an SSH tunnel.
 
     The first tunnel is opened before the terminal is taken, so a failure is said in the shell;
-    the agents are that engine's. Its sessions' folders are there: the diff view and Finish,
-    which run git here, are not offered."""
+    the agents are that engine's, and so are its sessions' folders: the diff view, Finish and
+    the new-session dialog ask that engine, which runs git there."""
 
     async def prepare() -> PolypilotApp | None:
         try:
@@ -120,18 +117,19 @@ async def _run(make: Callable[[], PolypilotApp] | Callable[[], Awaitable[Polypil
         app.driver_class = HangupSafeDriver
     QuitOnSignal(app).install(asyncio.get_running_loop())
     if app.remote is None:  # a session on another machine starts in its agent's folder there
-        app.first_workspace = await first_workspace(app.settings, app.catalog)
+        app.first_folder = first_folder(app.settings, app.catalog)
     result = await app.run_async()
     return result if isinstance(result, int) else (app.return_code or 0)
 
 
-async def first_workspace(settings: Settings, catalog: AgentCatalog) -> Workspace | None:
-    """Where a first session works: its agent's folder (the agents file's ``cwd``), else the
-    folder polypilot started in — counted and diffed when it is in git."""
+def first_folder(settings: Settings, catalog: AgentCatalog) -> str | None:
+    """Where a first session works: the folder polypilot started in, unless its agent has a
+    folder of its own (the agents file's ``cwd``: None, the engine starts it there). The engine
+    counts and diffs it when it is in git."""
     config = catalog.agents.get(settings.default_agent)
-    folder = str(config.cwd) if config is not None and config.cwd else os.getcwd()
+    if config is not None and config.cwd:
+        return None
     try:
-        return await workspace_here(folder)
-    except WorkspaceError as exc:  # the folder is gone, or git is missing: the agent's own cwd
-        log.info("the first session works without a workspace: %s", exc)
+        return os.getcwd()
+    except FileNotFoundError:  # started in a folder deleted since
         return None

@@ -57,7 +57,7 @@ class DesktopNotifier:
         if self.write is not None:
             try:
                 self.write(terminal_escape(title, body, self._env))
-            except Exception:  # noqa: BLE001 - a lost notification is no reason to break the UI
+            except (OSError, ValueError):  # a gone or closed terminal: a lost notification breaks nothing
                 log.warning("desktop notification: the terminal write failed", exc_info=True)
         if self.command is not None:
             await run_command(self.command(title, body), self._timeout)

@@ -7,7 +7,7 @@ import logging
 
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.engine import verbs
-from polypilot_tui.engine.api import EngineError
+from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.session_dialogs import SessionDialogs
 from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
@@ -36,15 +36,12 @@ class PromptActions(SessionDialogs):
         self._run("Send", self._send(sid, event.text))
 
     async def _send(self, session_id: str, text: str) -> None:
-        try:
-            result = await self.engine.call(verbs.SEND, verbs.Send(session_id, text))
-        except Exception as exc:  # noqa: BLE001 - refused or failed: said, and the text is not lost
-            if not isinstance(exc, (EngineError, ValueError)):
-                log.exception("send failed")
+        result = await attempt(log, "Send", self.engine.call(verbs.SEND, verbs.Send(session_id, text)))
+        if isinstance(result, Failed):  # refused or failed: said, and the text is not lost
             self.pane.editor.give_back(session_id, text)
             self._ui_state_changed()
             self.notify(
-                f"Send failed: {exc}. Your text is back in the prompt.",
+                f"Send failed: {result.said}. Your text is back in the prompt.",
                 title=self._session_name(session_id),
                 severity="error",
                 timeout=15,

@@ -1,8 +1,8 @@
 """The dialogs that make, rename and finish sessions, and the app's side of each.
 
-The dialogs ask; this layer does: the git work goes through
-:class:`~polypilot_tui.ui.workspace_actions.WorkspaceActions`, then the engine. A failure is
-shown and loses nothing (the new-session dialog comes back with everything typed).
+The dialogs ask; this layer asks the engine (its verbs, answered where the sessions run: git,
+folders and worktrees are that machine's). A failure is shown and loses nothing (the
+new-session dialog comes back with everything typed).
 """
 
 from __future__ import annotations
@@ -10,13 +10,16 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from polypilot_tui.domain.changeset import ReviewComment, review_prompt
-from polypilot_tui.domain.chat import ItemKind
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.changeset import Changeset, ReviewComment, review_prompt
+from polypilot_tui.domain.workspace import FolderInfo
 from polypilot_tui.engine import verbs
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.diff_pages import read_changeset
+from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.dashboard import Dashboard
 from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
@@ -24,9 +27,7 @@ from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import remember_folder
-from polypilot_tui.ui.workspace_actions import NewSessionRequest, WorkspaceActions, resolved
-from polypilot_tui.workspace.changes import changeset
-from polypilot_tui.workspace.git import WorkspaceError
+from polypilot_tui.ui.workspace_actions import FinishActions
 
 log = logging.getLogger(__name__)
 
@@ -37,76 +38,95 @@ class SessionDialogs(Dashboard):
 
     def __init__(self, *args: Any, launch_folder: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.launch_folder = launch_folder or os.getcwd()
-        """The folder a new session starts in unless the user picks another."""
-        self.workspace_actions = WorkspaceActions(self.settings.worktree_root)
-        """The git work behind the dialogs (a test or snapshot may put fixed answers here)."""
+        self.launch_folder = launch_folder or ("~" if self.remote is not None else os.getcwd())
+        """The folder a new session starts in unless the user picks another (on another
+        machine: the home folder there)."""
         self._reviews: dict[str, tuple[ReviewComment, ...]] = {}
         """Review comments not sent yet, per session (they wait for the next look)."""
-        self._review_screens: weakref.WeakKeyDictionary[DiffViewScreen, tuple[str, Workspace]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._review_screens: weakref.WeakKeyDictionary[DiffViewScreen, str] = weakref.WeakKeyDictionary()
+        """The session each open diff view shows."""
 
     def _run(self, title: str, coro: Awaitable[Any]) -> None:
         """Run an engine call as a worker; a failure becomes a toast, never a crash."""
 
         async def guarded() -> None:
-            try:
-                await coro
-            except Exception as exc:  # noqa: BLE001 - shown to the user, never a crash
-                log.exception("%s failed", title)
-                self.notify(f"{title} failed: {exc}", severity="error", markup=False)
+            if isinstance(done := await attempt(log, title, coro), Failed):
+                self.notify(f"{title} failed: {done.said}", severity="error", markup=False)
 
         self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
 
     # ---- new session ---------------------------------------------------------------
     def action_new_session(self) -> None:
         """Pick an agent, a folder, a name and (in git) a worktree, and start a session."""
-        if self.remote is not None:  # its folders are on that machine: the dialog's git runs here
-            self.notify(f"A new session on {self.remote} starts in its agent's folder there.", timeout=5, markup=False)
-            self.run_worker(self.start_first_session(), group="new-session", exit_on_error=False)
-            return
         self.open_new_session()
 
-    def open_new_session(self, initial: NewSessionRequest | None = None, problem: str = "") -> None:
+    def open_new_session(self, initial: verbs.NewSession | None = None, problem: str = "") -> None:
         """The new-session dialog, filled with ``initial`` and showing ``problem`` when given."""
         self.run_worker(self._open_new_session(initial, problem), group="new-session-dialog", exit_on_error=False)
 
-    async def _open_new_session(self, initial: NewSessionRequest | None, problem: str) -> None:
+    async def _open_new_session(self, initial: verbs.NewSession | None, problem: str) -> None:
+        # Recent folders are this dashboard's: on another machine they would name folders of this one.
+        recent = self._ui_state.recent_folders if self.remote is None else []
         screen = NewSessionScreen(
             list(await self.engine.call(verbs.AGENTS, verbs.NoArgs())),
             self.settings.default_agent,
             folder=self.launch_folder,
-            inspect=self.workspace_actions.inspect,
-            check=self.workspace_actions.check,
-            recent=self._ui_state.recent_folders,
+            inspect=self._inspect_folder,
+            check=self._check_new_session,
+            list_folders=self._list_folders,
+            recent=recent,
             initial=initial,
             problem=problem,
         )
 
-        def answered(request: NewSessionRequest | None) -> None:
+        def answered(request: verbs.NewSession | None) -> None:
             if request is None:
                 self.pane.editor.focus()
                 return
-            self.run_worker(self._create_session(request), group="new-session", exit_on_error=False)
+            info = screen.folder_info if screen.inspected == request.folder else None
+            self.run_worker(self._create_session(request, info), group="new-session", exit_on_error=False)
 
         self.push_screen(screen, answered)
 
-    async def _create_session(self, request: NewSessionRequest) -> None:
+    def engine_folder(self, typed: str) -> str:
+        """A folder as typed in the dialog, for the engine: relative to the launch folder (the
+        engine's own working folder is not this dashboard's); ``~`` is the engine's home."""
+        typed = typed.strip() or "."
+        return typed if typed.startswith("~") else os.path.normpath(os.path.join(self.launch_folder, typed))
+
+    async def _inspect_folder(self, typed: str) -> FolderInfo:
+        return await self.engine.call(verbs.INSPECT_FOLDER, verbs.FolderRef(self.engine_folder(typed)))
+
+    async def _check_new_session(self, request: verbs.NewSession) -> str:
         try:
-            workspace = await self.workspace_actions.prepare(request)
-        except WorkspaceError as exc:
+            await self.engine.call(verbs.CHECK_NEW_SESSION, self._for_engine(request))
+        except EngineError as exc:
+            return str(exc)
+        return ""
+
+    async def _list_folders(self, typed: str, prefix: str) -> Sequence[str]:
+        try:
+            listing = await self.engine.call(verbs.LIST_FOLDERS, verbs.FolderQuery(self.engine_folder(typed), prefix))
+        except EngineError:  # no such folder (yet): nothing to suggest
+            return ()
+        return listing.names
+
+    def _for_engine(self, request: verbs.NewSession) -> verbs.NewSession:
+        return replace(request, folder=self.engine_folder(request.folder or ""))
+
+    async def _create_session(self, request: verbs.NewSession, info: FolderInfo | None) -> None:
+        try:
+            sid = await self.engine.call(verbs.NEW_SESSION, self._for_engine(request))
+        except EngineError as exc:
             # Checked a moment ago, but the folder or branch changed since: nothing typed is lost.
             self.notify(f"The session was not created: {exc}", severity="error", markup=False)
             self.open_new_session(request, str(exc))
             return
-        if await self.add_session(request.agent, request.name or None, workspace) is None:
-            if workspace.owned:  # made for a session that does not exist: removed again
-                undone = await self.workspace_actions.unmake(workspace)
-                self.notify(f"The session was not created: {undone}.", severity="warning", markup=False)
-            return
-        self._ui_state.recent_folders = remember_folder(self._ui_state.recent_folders, resolved(request.folder))
-        self._ui_state_changed()
+        self.select(sid)
+        if self.remote is None:
+            folder = info.folder if info is not None else self.engine_folder(request.folder or "")
+            self._ui_state.recent_folders = remember_folder(self._ui_state.recent_folders, folder)
+            self._ui_state_changed()
         self.pane.editor.focus()
 
     # ---- rename --------------------------------------------------------------------
@@ -146,31 +166,22 @@ class SessionDialogs(Dashboard):
     def action_finish_session(self) -> None:
         """Commit, merge, push, open a pull request for or discard the selected session's worktree."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids() or self._remote_folder():
+        if sid is None or sid not in self.engine.ids():
             return
         session = self.engine.view(sid)
         workspace = session.workspace
-        prompts = [item.text for item in self.engine.history(sid) if item.kind is ItemKind.USER]
-        actions = (
-            self.workspace_actions.finisher(workspace, session.name, prompts)
-            if workspace is not None and workspace.owned
-            else None
-        )
+        actions = FinishActions(self.engine, sid, workspace) if workspace is not None and workspace.owned else None
         screen = FinishScreen(session.name, workspace, actions)
 
         def closed(_result: object) -> None:
-            if sid in self.engine.ids():
-                self._run(
-                    "Count changes", self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
-                )  # a commit or a merge changes the counts
-                if screen.discarded:
-                    self.notify(
-                        f"The worktree of {session.name!r} is removed: the session takes no more prompts "
-                        "(its agent would work in a deleted folder); its conversation stays. "
-                        "Close it with ctrl+p → Close session when you no longer need it.",
-                        timeout=8,
-                        markup=False,
-                    )
+            if screen.discarded and sid in self.engine.ids():
+                self.notify(
+                    f"The worktree of {session.name!r} is removed: the session takes no more prompts "
+                    "(its agent would work in a deleted folder); its conversation stays. "
+                    "Close it with ctrl+p → Close session when you no longer need it.",
+                    timeout=8,
+                    markup=False,
+                )
             self.pane.editor.focus()
 
         self.push_screen(screen, closed)
@@ -181,8 +192,6 @@ class SessionDialogs(Dashboard):
         sid = self.selected
         if sid is None or sid not in self.engine.ids() or any(isinstance(s, DiffViewScreen) for s in self.screen_stack):
             return  # one diff view at a time: two would each keep their own comments
-        if self._remote_folder():
-            return
         workspace = self.engine.view(sid).workspace
         if workspace is None or not workspace.is_git:
             self.notify(
@@ -194,13 +203,28 @@ class SessionDialogs(Dashboard):
         self._run(
             "Count changes", self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
         )  # the sidebar follows the diff
-        self.run_worker(self._open_changes(sid, workspace), group="changes", exclusive=True, exit_on_error=False)
+        self.run_worker(self._open_changes(sid), group="changes", exclusive=True, exit_on_error=False)
 
-    async def _open_changes(self, sid: str, workspace: Workspace) -> None:
+    async def _changes(self, sid: str) -> Changeset | None:
+        """The session's changes as the engine reads them (None, and a toast, when it cannot)."""
         try:
-            changes = await changeset(workspace)
-        except WorkspaceError as exc:
+            changes, cut = await read_changeset(self.engine, sid)
+        except EngineError as exc:
             self.notify(f"The changes cannot be shown: {exc}", severity="error", markup=False)
+            return None
+        if cut:
+            self.notify(
+                "The diff is larger than the engine reads: the files past the limit are left out "
+                "(`polypilot diff --stat` lists them all).",
+                severity="warning",
+                timeout=8,
+                markup=False,
+            )
+        return changes
+
+    async def _open_changes(self, sid: str) -> None:
+        changes = await self._changes(sid)
+        if changes is None or sid not in self.engine.ids():
             return
         view = self.engine.view(sid)
         screen = DiffViewScreen(changes, session=view.name, branch=view.branch, comments=self._reviews.get(sid, ()))
@@ -223,34 +247,23 @@ class SessionDialogs(Dashboard):
                 self._reviews.pop(sid, None)
             self.pane.editor.focus()
 
-        self._review_screens[screen] = (sid, workspace)
+        self._review_screens[screen] = sid
         await self.push_screen(screen, closed)
 
     def on_diff_view_screen_refresh_requested(self, event: DiffViewScreen.RefreshRequested) -> None:
         screen = event.diff_screen
-        target = self._review_screens.get(screen)
-        if target is None:
+        sid = self._review_screens.get(screen)
+        if sid is None:
             return
-        sid, workspace = target
 
         async def refresh() -> None:
-            try:
-                changes = await changeset(workspace)
-            except WorkspaceError as exc:
-                self.notify(f"The changes cannot be read: {exc}", severity="error", markup=False)
+            changes = await self._changes(sid)
+            if changes is None:
                 return
             screen.set_changeset(changes)
             await self.engine.call(verbs.REFRESH_CHANGES, verbs.SessionRef(sid))
 
         self.run_worker(refresh(), group="changes-refresh", exclusive=True, exit_on_error=False)
-
-    def _remote_folder(self) -> bool:
-        """The session's folder is on another machine: git cannot reach it from here (says so)."""
-        if self.remote is not None:
-            self.notify(
-                f"The session's folder is on {self.remote}: use `polypilot diff` or `finish` there.", markup=False
-            )
-        return self.remote is not None
 
     def _refocus_editor(self, _closed_with: object = None) -> None:
         """A dialog closed: typing goes to the prompt again."""

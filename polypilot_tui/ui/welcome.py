@@ -14,6 +14,7 @@ from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
+from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.widgets.chat_log import EMPTY_TEXT
 
 log = logging.getLogger(__name__)
@@ -34,11 +35,8 @@ class AgentsFound:
 
     async def look(self, engine: Engine) -> None:
         """Ask the engine (readiness looks on its disk, off its loop)."""
-        try:
-            self.offers = await engine.call(verbs.AGENTS, verbs.NoArgs())
-        except Exception as exc:  # noqa: BLE001 - the welcome then says where to look instead
-            log.warning("could not list the agents: %s", exc)
-            self.offers = ()
+        offers = await attempt(log, "the list of agents", engine.call(verbs.AGENTS, verbs.NoArgs()))
+        self.offers = () if isinstance(offers, Failed) else offers  # the welcome then says where to look instead
 
     def empty_text(self, view: SessionView, catalog: AgentCatalog) -> str:
         """What the session's chat says before its first message: a demo's welcome, else the usual."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from polypilot_tui.domain.changeset import Changeset, ChangeStats
+from polypilot_tui.domain.changeset import Changeset, ChangeStats, FileCount
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.workspace.diff_parse import parse_diff
-from polypilot_tui.workspace.git import WorkspaceError, app_config, git
+from polypilot_tui.workspace.git import MAX_OUTPUT, WorkspaceError, app_config, git
 
 MAX_UNTRACKED_FILES = 2000
 """Untracked files beyond this are counted as files, not read for their lines."""
@@ -23,6 +23,8 @@ MAX_UNTRACKED_BYTES = 4 * 1024 * 1024
 """An untracked file larger than this counts as a file without lines (like a binary)."""
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """git's empty tree: the base of a repository that has no commit yet."""
+MAX_DIFF_CHARS = MAX_OUTPUT
+"""Characters of one diff (every file's part together) read at most: beyond, it is cut and says so."""
 _SNIFF = 8000  # git's own rule: a NUL in the first 8000 bytes makes a file binary
 
 
@@ -71,17 +73,6 @@ def _count_lines(path: Path) -> int:
     if b"\0" in data[:_SNIFF]:
         return 0
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-
-
-@dataclass(frozen=True, slots=True)
-class FileCount:
-    """One changed file's line counts (``binary`` files have none)."""
-
-    path: str
-    added: int
-    removed: int
-    binary: bool = False
-    untracked: bool = False
 
 
 async def file_counts(workspace: Workspace) -> list[FileCount]:
@@ -139,35 +130,53 @@ class DiffText:
     truncated: bool = False
     untracked: tuple[str, ...] = ()
     base: str = "HEAD"
-    """The commit the diff is against."""
+    """What the diff is against, as people read it: the base branch of a worktree, else the
+    commit (or ``HEAD``)."""
+    starts: tuple[int, ...] = ()
+    """Where each untracked file's part of ``text`` begins (in ``untracked``'s order)."""
 
 
-async def diff_text(workspace: Workspace) -> DiffText:
-    """The whole diff against the base as git prints it, untracked files as new files."""
+async def diff_text(workspace: Workspace, limit: int = MAX_DIFF_CHARS) -> DiffText:
+    """The whole diff against the base as git prints it, untracked files as new files; at most
+    ``limit`` characters (``truncated`` then says the rest was left out)."""
     if not workspace.is_git:
         return DiffText("")
     base = await diff_base(workspace)
     tracked = await git(["diff", "-M", base, "--"], workspace.folder)
-    parts = [tracked.out]
-    truncated = tracked.truncated
+    text = tracked.out.decode("utf-8", "replace")
+    parts, size = [text], len(text)
+    truncated = tracked.truncated or size > limit
     names = (await untracked(workspace))[:MAX_UNTRACKED_FILES]
+    shown: list[str] = []
+    starts: list[int] = []
     top = top_level(workspace)
     settings = await app_config(top)  # once for the burst of calls below
     for name in names:
+        if truncated:
+            break
         # --no-index exits 1 when the files differ, which is the point here
         new = await git(["diff", "--no-index", "--", os.devnull, name], top, check=False, settings=settings)
         if new.code not in (0, 1):
             raise WorkspaceError(f"the new file {name} cannot be read: {new.err.strip()}")
-        parts.append(new.out)
-        truncated = truncated or new.truncated
-    shown = tuple(os.fsencode(name).decode("utf-8", "replace") for name in names)
-    return DiffText(b"".join(parts).decode("utf-8", "replace"), truncated, shown, base)
+        part = new.out.decode("utf-8", "replace")
+        if size + len(part) > limit:
+            truncated = True
+            break
+        shown.append(os.fsencode(name).decode("utf-8", "replace"))
+        starts.append(size)
+        parts.append(part)
+        size += len(part)
+        truncated = new.truncated
+    whole = "".join(parts)[:limit]
+    named = workspace.base if workspace.base and workspace.base_commit else base  # people read branch names
+    return DiffText(whole, truncated, tuple(shown), named, tuple(starts))
+
+
+def parse_changes(diff: DiffText) -> Changeset:
+    """``diff`` parsed for the diff view (CPU only: run it off the event loop)."""
+    return parse_diff(diff.text, diff.base, untracked=diff.untracked)
 
 
 async def changeset(workspace: Workspace) -> Changeset:
     """The session's changes against its base, parsed for the diff view."""
-    diff = await diff_text(workspace)
-    changes = await asyncio.to_thread(parse_diff, diff.text, diff.base, untracked=diff.untracked)
-    if workspace.base and workspace.base_commit:  # people read branch names, not commit ids
-        changes = replace(changes, base=workspace.base)
-    return changes
+    return await asyncio.to_thread(parse_changes, await diff_text(workspace))

@@ -11,6 +11,7 @@ import re
 from collections.abc import Collection, Iterator
 
 from unidiff.constants import LINE_TYPE_ADDED, LINE_TYPE_EMPTY, LINE_TYPE_NO_NEWLINE, LINE_TYPE_REMOVED
+from unidiff.errors import UnidiffParseError
 from unidiff.patch import Line, PatchedFile, PatchSet
 
 from polypilot_tui.domain.changeset import Changeset, DiffLine, FileDiff, FileStatus, Hunk, LineKind
@@ -172,7 +173,7 @@ def _parse_chunk(chunk: str, untracked: Collection[str], max_lines: int) -> list
     try:
         patches = PatchSet(_split_newlines(chunk))
         return [_file(patched, chunk, untracked, max_lines) for patched in patches]
-    except Exception as exc:  # noqa: BLE001 - any library failure becomes an entry that says so
+    except UnidiffParseError as exc:  # what unidiff raises on a diff it cannot read: an entry says so
         return [_failed(chunk, f"{type(exc).__name__}: {exc}"[:200])]
 
 

@@ -13,75 +13,20 @@ import asyncio
 import logging
 import shutil
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from polypilot_tui.domain.changeset import FileStatus
 from polypilot_tui.domain.commit_message import draft_message
 from polypilot_tui.domain.exit_status import exit_text
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.workspace import MergeResult, Workspace, WorktreeState, listed
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.workspace.git import WorkspaceError, describe, git, git_environment
 from polypilot_tui.workspace.worktrees import worktree_list
 
 log = logging.getLogger(__name__)
 
-
-MAX_NAMED = 5
-"""Files named in a sentence about work at risk; the others are counted."""
-
-
-def _named(names: tuple[str, ...]) -> str:
-    shown = ", ".join(names[:MAX_NAMED])
-    return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
-
-
-@dataclass(frozen=True, slots=True)
-class WorktreeState:
-    """What finishing has to care about."""
-
-    uncommitted: int
-    """Changed or untracked files not committed."""
-    ahead: int
-    """Commits on the branch that the base does not have."""
-    unpushed: int
-    """Commits on the branch that no remote branch has."""
-    untracked: tuple[str, ...] = ()
-    """The new files among the uncommitted ones (git tracks no copy of them anywhere)."""
-    ignored: tuple[str, ...] = ()
-    """Git-ignored files and folders (a ``.env``, build output): never committed, so a removed
-    folder takes the only copy."""
-    submodules: tuple[str, ...] = ()
-    """Checked-out submodules: their own changes are not looked at (git would run their config)."""
-
-    @property
-    def merged(self) -> bool:
-        return self.uncommitted == 0 and self.ahead == 0
-
-    def risks(self) -> list[str]:
-        """What removing the worktree would throw away, one phrase each (files named)."""
-        parts = []
-        if self.uncommitted:
-            new = f" (new: {_named(self.untracked)})" if self.untracked else ""
-            parts.append(f"{self.uncommitted} uncommitted file{'s' if self.uncommitted != 1 else ''}{new}")
-        if self.ignored:
-            parts.append(
-                f"{len(self.ignored)} git-ignored file{'s' if len(self.ignored) != 1 else ''} or folder"
-                f"{'s' if len(self.ignored) != 1 else ''} ({_named(self.ignored)})"
-            )
-        if self.submodules:
-            parts.append(
-                f"{len(self.submodules)} checked-out submodule{'s' if len(self.submodules) != 1 else ''} "
-                f"({_named(self.submodules)})"
-            )
-        if self.unpushed and self.ahead:
-            parts.append(f"{self.unpushed} commit{'s' if self.unpushed != 1 else ''} neither merged nor pushed")
-        return parts
-
-    def at_risk(self) -> str:
-        """What removing the worktree would throw away, in words ("" when nothing)."""
-        parts = self.risks()
-        return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)
+MAX_SAID = 2000
+"""Characters of what gh printed that are passed on (its pull request's address)."""
 
 
 async def _count(args: list[str], cwd: str) -> int:
@@ -141,11 +86,13 @@ async def _state(folder: Path, where: str, head: str, base: str) -> WorktreeStat
     files = await _files_at_risk(folder) if folder.is_dir() else (0, (), (), ())
     uncommitted, untracked, ignored, submodules = files
     exists = await git(["rev-parse", "--verify", "--quiet", head], where, check=False)
-    if not exists.ok:
-        return WorktreeState(uncommitted, 0, 0, untracked, ignored, submodules)
-    ahead = await _count(["rev-list", "--count", head, "--not", base], where)
-    unpushed = await _count(["rev-list", "--count", head, "--not", base, "--remotes"], where)
-    return WorktreeState(uncommitted, ahead, unpushed, untracked, ignored, submodules)
+    ahead = await _count(["rev-list", "--count", head, "--not", base], where) if exists.ok else 0
+    unpushed = await _count(["rev-list", "--count", head, "--not", base, "--remotes"], where) if exists.ok else 0
+    (untracked, more_untracked), (ignored, more_ignored) = listed(untracked), listed(ignored)
+    submodules, more_submodules = listed(submodules)
+    return WorktreeState(
+        uncommitted, ahead, unpushed, untracked, ignored, submodules, more_untracked, more_ignored, more_submodules
+    )
 
 
 async def current_base(workspace: Workspace, cwd: str) -> str:
@@ -189,15 +136,6 @@ async def commit_all(workspace: Workspace, message: str) -> str:
     return (await git(["rev-parse", "HEAD"], workspace.folder)).text.strip()
 
 
-@dataclass(frozen=True, slots=True)
-class MergeResult:
-    """How a merge went: ``conflicts`` lists the files when it could not be made."""
-
-    merged: bool
-    message: str
-    conflicts: tuple[str, ...] = ()
-
-
 async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = False) -> MergeResult:
     """Merge the branch into its base in the repository's main checkout.
 
@@ -231,7 +169,7 @@ async def merge_into_base(workspace: Workspace, *, fast_forward_only: bool = Fal
             False,
             f"{workspace.branch} conflicts with {workspace.base} in {len(files)} file(s); the merge was "
             "undone and nothing changed: ask the agent to merge the base into its branch, then merge again",
-            files,
+            listed(files)[0],  # the count is in the message
         )
     if fast_forward_only and "fast-forward" in merged.err.lower():
         return MergeResult(
@@ -295,7 +233,7 @@ async def open_pull_request(workspace: Workspace, title: str, body: str) -> str:
     if proc.returncode:
         said = err.decode("utf-8", "replace").strip()[:500] or exit_text(proc.returncode)
         raise WorkspaceError(f"gh pr create failed: {said}")
-    return out.decode("utf-8", "replace").strip()
+    return out.decode("utf-8", "replace").strip()[:MAX_SAID]
 
 
 async def discard(workspace: Workspace, *, force: bool = False) -> str:

@@ -10,34 +10,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from polypilot_tui.domain.workspace import Isolation, Workspace
+from polypilot_tui.domain.workspace import FolderInfo, Isolation, Workspace
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.workspace.git import WorkspaceError, describe, git
-
-
-@dataclass(frozen=True, slots=True)
-class FolderInfo:
-    """A folder as the new-session dialog needs to know it."""
-
-    folder: str
-    """Absolute, with symlinks resolved."""
-    repo: str = ""
-    """Top level of the git checkout holding it ("" when it is not in git)."""
-    branch: str = ""
-    """The checked-out branch ("" on a detached HEAD or outside git)."""
-    head: str = ""
-    """The commit checked out ("" in a repository without commits)."""
-    dirty: bool = False
-    """Uncommitted or untracked changes (they stay there: a worktree starts from a commit)."""
-
-    @property
-    def is_git(self) -> bool:
-        return bool(self.repo)
 
 
 async def inspect_folder(path: str) -> FolderInfo:
@@ -66,16 +45,6 @@ async def workspace_here(path: str) -> Workspace:
     """A session working in ``path`` as it is: in the checkout when it is in git."""
     info = await inspect_folder(path)
     return in_place(info) if info.is_git else Workspace(info.folder)
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
-
-
-def branch_name_for(session_name: str) -> str:
-    """A branch name made from a session name: ``polypilot/fix-the-login-bug``."""
-    slug = _UNSAFE.sub("-", session_name.strip().lower()).strip("-./")
-    slug = re.sub(r"[-/]{2,}", "-", slug)[:50].strip("-./") or "session"
-    return f"polypilot/{slug}"
 
 
 MAX_BRANCH_BYTES = 200

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from acp.client.connection import ClientSideConnection
 
 from polypilot_tui.agents.acp.backend import STDERR_LOG, TRANSCRIPT, AcpBackend
 from polypilot_tui.agents.base import BackendError
@@ -227,6 +228,19 @@ async def test_agent_error_is_a_session_error(backend: AcpBackend, rec: Recorder
     assert "scripted failure" in error.get("message")
     assert not rec.of("session.idle")
     assert (await run_turn(backend, rec, "hello"))["stopReason"] == "end_turn"
+
+
+@pytest.mark.expect_errors(r"ACP prompt failed\nRuntimeError: a bug under the prompt")
+async def test_a_bug_under_a_prompt_is_logged_in_full_and_still_ends_the_turn_visibly(
+    backend: AcpBackend, rec: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: ClientSideConnection, **kwargs: object) -> None:
+        raise RuntimeError("a bug under the prompt")
+
+    monkeypatch.setattr(ClientSideConnection, "prompt", broken)
+    await backend.send("hello")
+    error = await rec.wait_for("session.error")
+    assert "RuntimeError: a bug under the prompt" in error.get("message")
 
 
 @pytest.mark.parametrize(("keyword", "reason"), [("REFUSE", "refusal"), ("MAXTOKENS", "max_tokens")])

@@ -280,3 +280,21 @@ def test_a_summary_cut_through_a_secret_marks_the_cut_so_no_piece_of_it_is_kept(
         assert summary.endswith("…") and len(summary) == limit
         shown = REDACTOR.text(summary)
         assert password[:3] not in shown, (limit, shown)
+
+
+@pytest.mark.expect_errors(r"could not map ACP update 'agent_message_chunk'\nRuntimeError: a bug while mapping")
+def test_a_bug_while_mapping_an_update_is_logged_in_full_and_the_next_update_is_mapped() -> None:
+    events: list[AgentEvent] = []
+    failed: list[str] = []
+
+    def buggy_once(event: AgentEvent) -> None:  # stands in for a bug anywhere on the mapping's path
+        if not failed:
+            failed.append(event.type)
+            raise RuntimeError("a bug while mapping")
+        events.append(event)
+
+    m = UpdateMapper(buggy_once)
+    m.handle(chunk("lost to the bug "))
+    m.handle(chunk("still here"))
+    m.finish()
+    assert "still here" in "".join(e.text("deltaContent") + e.text("content") for e in events)

@@ -243,13 +243,23 @@ async def test_closing_on_purpose_is_not_a_loss(wired) -> None:
     assert events == []
 
 
-async def test_sink_errors_never_escape(tmp_path: Path) -> None:
-    def broken(event: AgentEvent) -> None:
-        raise RuntimeError("sink broke")
+@pytest.mark.expect_errors(
+    r"copilot: event handling failed\nRuntimeError: a bug under the callback",
+    r"copilot: raw event handling failed\nRuntimeError: a bug under the callback",
+)
+async def test_a_bug_under_an_sdk_callback_is_logged_in_full_and_never_raised_into_the_sdk(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def broken(event: AgentEvent) -> None:  # the engine's sink never raises: a bug stands in for one
+        seen.append(event.type)
+        raise RuntimeError("a bug under the callback")
 
     backend = CopilotBackend(AGENT, broken, SystemClock(), Settings(), tmp_path)
+    backend.events.attach("sid")
     backend.events.on_sdk_event(sdk_event("session.idle", {}))
-    backend.events.on_sdk_event(object())  # not even an event
+    backend.events.on_sdk_event(object())  # not even an event: its type is kept as "unknown"
+    backend.events.on_raw_event("sid", {"type": "session.idle", "data": {}})
+    assert seen == ["session.idle", "unknown", "session.idle"]
 
 
 async def test_connect_without_cli_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:

@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("tests.chaos.scenarios", reason="the chaos matrix (tests/chaos/scenarios.py) is not here")
 
-from tests.chaos.copilot_driver import STOP_DURING_TOOL, CopilotDriver, stop_during_tool  # noqa: E402
-from tests.chaos.matrix import record_cell, record_row  # noqa: E402
-from tests.chaos.registry import BACKENDS, SCENARIOS  # noqa: E402
-from tests.chaos.scenarios import SCENARIO_RUNNERS, verify  # noqa: E402
+from tests.chaos.copilot_driver import STOP_DURING_TOOL, CopilotDriver, stop_during_tool
+from tests.chaos.matrix import record_cell, record_row
+from tests.chaos.registry import BACKENDS, SCENARIOS
+from tests.chaos.scenarios import SCENARIO_RUNNERS, verify
 
 RUNNERS = {**SCENARIO_RUNNERS, STOP_DURING_TOOL: stop_during_tool}
 

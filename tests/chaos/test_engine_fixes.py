@@ -16,20 +16,22 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from polypilot_tui.agents.base import ConnectResult
+from polypilot_tui.agents.base import ConnectResult, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.engine.manager import SessionManager
 
 
-class SlowAbortBackend:
-    """Answers a send only when told to; its abort waits for ``release`` (or forever)."""
+class SlowAbortBackend(NullBackend):
+    """Answers a send only when told to; its abort waits for ``release`` (or forever). The
+    rest of the contract (diagnostics, models …) is the null backend's: the engine reads a
+    stuck agent's diagnostics when it kills it."""
 
     kind = "replay"
 
     def __init__(self, sink, log: list[str], release: asyncio.Event | None) -> None:
-        self.sink = sink
+        super().__init__(sink)
         self.log = log
         self.release = release
 
@@ -63,12 +65,6 @@ class SlowAbortBackend:
 
     async def close(self):
         self.log.append("close")
-
-    async def answer_permission(self, request_id, option_id):
-        return None
-
-    def probe(self):
-        return None
 
 
 def _manager(

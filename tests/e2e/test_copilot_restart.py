@@ -43,7 +43,7 @@ DRIVER_MODULE = "tests.support.copilot_restart_driver"
 class CopilotDriver(Driver):
     """The demo test's line-reading driver, started as our module with our environment."""
 
-    def __init__(self, env: dict[str, str], *args: str) -> None:  # noqa: D107 - same as Driver's
+    def __init__(self, env: dict[str, str], *args: str) -> None:
         import queue
         import threading
 

@@ -48,10 +48,11 @@ async def test_a_copilot_session_from_prompt_to_restore(
 
         # A tool that asks first: the prompt is on screen, answered by key.
         await send(pilot, "TOOL now")
-        await see(pilot, "Permission requested", "Allow once [y]")
+        await see(pilot, "Permission requested", "ctrl+g to answer by key")
         await see(pilot, "bash  echo hi  waiting")  # the tool row waits for us, it is not "running"
         await pilot.press("ctrl+g")
         await wait_for(pilot, lambda: app.pane.permission.has_focus_within, what="the prompt focused")
+        await see(pilot, "Allow once [y]")
         await pilot.press("y")
         await see(pilot, "done: hi")
         tools = [i for i in app.engine.manager.history(sid) if i.kind is ItemKind.TOOL]

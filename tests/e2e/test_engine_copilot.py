@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 SIZE = (150, 45)
 
 
+@pytest.mark.expect_errors("The engine stopped unexpectedly; starting a new one")
 async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_back(
     copilot_cli: Path, model_server: ModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

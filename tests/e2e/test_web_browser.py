@@ -38,6 +38,7 @@ import pytest
 from polypilot_tui.storage.lock import lock_holder
 from tests.support.engine_service import engine_env, short_state_dir
 from tests.support.waiting import until_blocking
+from tests.workspace.repos import make_repo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -231,8 +232,8 @@ def test_a_prompt_typed_in_the_browser_gets_the_demo_agents_reply(state: Path, t
     from selenium.webdriver.common.keys import Keys
 
     started = time.monotonic()
-    home = tmp_path / "home"
-    home.mkdir()
+    home = make_repo(tmp_path / "home")  # where the page's first session works: a checkout, changed
+    (home / "README.md").write_text("hello\nfrom the browser\n")
     proc, lines, env = start_server(state, home)
     output: list[str] = []
     driver = None
@@ -261,6 +262,11 @@ def test_a_prompt_typed_in_the_browser_gets_the_demo_agents_reply(state: Path, t
         )
         assert f"You said: **{PROMPT}**" in rows[-1][1]
         assert ("user", PROMPT) in history(state)
+        # The diff view: read by the engine, drawn in the page's dashboard.
+        ActionChains(driver).key_down(Keys.CONTROL).send_keys("o").key_up(Keys.CONTROL).perform()
+        until_blocking(
+            lambda: "from the browser" in screen(driver).partition("Changes of")[2], 20, "the diff view on the page"
+        )
         driver.save_screenshot(str(tmp_path / "web.png"))
         print(f"browser test: reply after {time.monotonic() - started:.1f}s; screenshot {tmp_path / 'web.png'}")
     finally:
@@ -388,10 +394,10 @@ def other_user() -> Iterator[OtherUsersServer]:
             self.end_headers()
             self.wfile.write(OTHER_PAGE if self.command == "GET" else b"")
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             self.keep()
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             self.keep()
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002

@@ -17,10 +17,10 @@ from textual.widgets import TextArea
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.domain.workspace import Isolation
+from polypilot_tui.engine import verbs
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen
 from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
 from polypilot_tui.ui.widgets.diff_lines import DiffLines
-from polypilot_tui.ui.workspace_actions import NewSessionRequest
 from tests.e2e.dashboard import AGENT_WAIT, dashboard, see, send
 from tests.support.copilot_harness import catalog_entry
 from tests.support.model_server import ModelServer
@@ -45,10 +45,8 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
         await wait_for(pilot, lambda: app.selected is not None, what="the first session")
         sids = []
         for name in ("alpha", "beta"):
-            request = NewSessionRequest("copilot", name, str(repo), Isolation.WORKTREE, f"polypilot/{name}", "main")
-            workspace = await app.workspace_actions.prepare(request)
-            sid = app.engine.manager.add_session("copilot", name, workspace=workspace)
-            sids.append(sid)
+            request = verbs.NewSession("copilot", name, str(repo), Isolation.WORKTREE, f"polypilot/{name}", "main")
+            sids.append(await app.engine.call(verbs.NEW_SESSION, request))
         for sid, name in zip(sids, ("alpha", "beta"), strict=True):
             app.select(sid)
             await wait_for(

@@ -288,7 +288,15 @@ OPENERS: dict[str, tuple[str, Callable[[Path], Any], Callable[[Any], bool]]] = {
 }
 
 
-@pytest.mark.parametrize("case", list(OPENERS))
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(name, marks=pytest.mark.expect_errors(r"cannot read .*sessions.json: .* is a link"))
+        if name == "sessions.json"
+        else name
+        for name in OPENERS
+    ],
+)
 def test_a_link_another_user_put_in_our_folder_is_never_followed(
     case: str, planted: Callable[[str], tuple[Path, Path]]
 ) -> None:

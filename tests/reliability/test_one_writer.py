@@ -13,6 +13,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.reliability.conftest import App, Dashboard, clean_env, db_texts, polypilot
 from tests.support.waiting import until
 
@@ -41,6 +43,9 @@ def test_a_second_dashboard_names_the_holder_and_exits_before_drawing_and_status
     again.wait_for_lock(state)
 
 
+@pytest.mark.expect_errors(
+    "Another polypilot took over the state folder", "chat rows were not saved: another polypilot took over"
+)
 async def test_two_writers_on_one_folder_never_overwrite_each_other(tmp_path: Path) -> None:
     """The lock keeps a second app out; if it is broken anyway (here: two writers in one
     process share it), the newer writer owns the stores and the older one stops saving,

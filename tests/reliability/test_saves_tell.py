@@ -27,6 +27,9 @@ from tests.ui.helpers import demo_app, notifications, toasts, wait_for
 
 
 # ---- a read-only state folder ------------------------------------------------------------
+@pytest.mark.expect_errors(
+    "Chat history cannot be saved .*: read-only file system", "session list cannot be saved .*: Read-only file system"
+)
 async def test_a_read_only_state_folder_restores_the_history_and_says_it_cannot_save(
     tmp_path: Path, mounts: Mounts
 ) -> None:
@@ -52,6 +55,7 @@ async def test_a_read_only_state_folder_restores_the_history_and_says_it_cannot_
 
 
 # ---- a history database that cannot be used ------------------------------------------------
+@pytest.mark.expect_errors("history.db was unusable")
 @pytest.mark.parametrize("broken", ["another-schema", "a-folder"])
 async def test_an_unusable_history_database_is_moved_aside_with_a_notice_and_nothing_is_lost(
     tmp_path: Path, broken: str
@@ -80,6 +84,7 @@ async def test_an_unusable_history_database_is_moved_aside_with_a_notice_and_not
     await app.close()
 
 
+@pytest.mark.expect_errors(r"sessions.json was unusable \(line 1: nested deeper")
 async def test_a_deeply_nested_session_list_is_moved_aside_and_saving_goes_on(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
@@ -116,6 +121,10 @@ def fill(folder: Path) -> Path:
     return filler
 
 
+@pytest.mark.expect_errors(
+    "Chat history cannot be saved .*: database or disk is full",
+    "session list cannot be saved .*: No space left on device",
+)
 async def test_a_full_disk_is_told_once_and_the_waiting_rows_are_saved_when_space_returns(
     tmp_path: Path, mounts: Mounts
 ) -> None:
@@ -137,6 +146,11 @@ async def test_a_full_disk_is_told_once_and_the_waiting_rows_are_saved_when_spac
     await app.close()
 
 
+@pytest.mark.expect_errors(
+    "Chat history cannot be saved .*: database or disk is full",
+    "session list cannot be saved .*: No space left on device",
+    "could not be saved .*they were kept in",
+)
 async def test_quitting_on_a_full_disk_keeps_the_rows_and_the_next_start_writes_them_back(
     tmp_path: Path, mounts: Mounts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,6 +197,7 @@ def test_fill_really_fills_the_disk(tmp_path: Path, mounts: Mounts) -> None:
 
 
 # ---- the dashboard shows them --------------------------------------------------------------
+@pytest.mark.expect_errors(r"history.db was unusable \(it is a folder")
 async def test_the_dashboard_shows_each_saving_problem_once_as_a_toast(tmp_path: Path) -> None:
     (tmp_path / "history.db").mkdir(parents=True)
     app = demo_app(tmp_path, attach=attach_persistence)

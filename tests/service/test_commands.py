@@ -201,6 +201,12 @@ async def _queued(engine: EngineProcess, sid: str) -> bool:
     return bool((await view(engine, sid))["queue"])
 
 
+@pytest.mark.expect_errors(
+    "timeout graceful shutdown exceeded",
+    strict=False,
+    reason="server.py: an attached client's change stream does not end when the engine stops; uvicorn "
+    "cancels it after SHUTDOWN_GRACE and logs the cancel (reported, issue 23's rewrite of server.py)",
+)
 async def test_follow_prints_the_history_then_a_turn_as_it_streams() -> None:
     # "!slow" lasts 30 s: a loaded machine's `polypilot stop` (a new process, 3-5 s then) comes mid-turn.
     async with running_engine(env={"POLYPILOT_DEMO_SPEED": "1"}) as engine:

@@ -105,6 +105,7 @@ async def test_two_dashboards_show_the_same_state_and_a_permission_answered_in_o
             await two.press("ctrl+q")
 
 
+@pytest.mark.expect_errors("The engine stopped unexpectedly; starting a new one")
 async def test_a_killed_engine_is_told_at_once_replaced_and_the_lost_turn_offered_again(demo_env: None) -> None:
     state = short_state_dir()
     # The reply lasts ~7 s: the kill must come mid-turn on a loaded machine too (at 20x it ended first).

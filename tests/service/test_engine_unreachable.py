@@ -12,6 +12,8 @@ import asyncio
 import shutil
 import socket
 
+import pytest
+
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.service.serve import serve
 from polypilot_tui.service.wire import socket_path
@@ -28,6 +30,9 @@ async def started(state_dir: object) -> asyncio.Task[int]:
     return task
 
 
+@pytest.mark.expect_errors(
+    "session list cannot be saved .*: No such file or directory", "could not be saved .*they were kept in"
+)
 async def test_an_engine_whose_state_folder_is_deleted_stops() -> None:
     state = short_state_dir()
     task = await started(state)

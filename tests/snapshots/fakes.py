@@ -19,17 +19,15 @@ from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.probes import Probes
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.workspace import FolderInfo, WorktreeState
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.connector import BackendFactory
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from polypilot_tui.ui.workspace_actions import FinishActions, NewSessionRequest, WorkspaceActions
-from polypilot_tui.workspace.finish import WorktreeState
-from polypilot_tui.workspace.git import WorkspaceError
-from polypilot_tui.workspace.worktrees import FolderInfo
 
 DENIAL = "Permission denied and could not request permission from user"
 
@@ -93,33 +91,30 @@ FOLDERS = {
 }
 
 
-class FakeFinish(FinishActions):
-    """Fixed answers for the Finish dialog: two files uncommitted, one commit not pushed."""
+class FixedEngine(LocalEngine):
+    """The engine with fixed answers for the dialogs: folders from :data:`FOLDERS` instead of
+    the disk, every new session's request fine; for Finish two files uncommitted, one commit
+    not pushed, no GitHub CLI where the sessions run."""
 
-    def __init__(self, workspace: Workspace, session_name: str, prompts: Sequence[str]) -> None:
-        super().__init__(workspace, session_name, prompts)
-        self.pull_request_unavailable = "needs the GitHub CLI (gh), which is not installed here"
+    async def inspect_folder(self, request: verbs.FolderRef) -> FolderInfo:
+        if request.path not in FOLDERS:
+            raise EngineError(f"the folder {request.path} does not exist")
+        return FOLDERS[request.path]
 
-    async def state(self) -> WorktreeState:
-        return WorktreeState(uncommitted=2, ahead=1, unpushed=1)
+    async def check_new_session(self, request: verbs.NewSession) -> None:
+        return None
 
-    async def draft_message(self) -> str:
+    async def list_folders(self, request: verbs.FolderQuery) -> verbs.FolderListing:
+        return verbs.FolderListing(request.path, ())
+
+    async def finish_state(self, request: verbs.SessionRef) -> verbs.FinishState:
+        return verbs.FinishState(
+            WorktreeState(uncommitted=2, ahead=1, unpushed=1),
+            "needs the GitHub CLI (gh), which is not installed where the sessions run",
+        )
+
+    async def commit_message(self, request: verbs.SessionRef) -> str:
         return "Fix the login redirect\n\n- src/login.py\n- tests/test_login.py"
-
-
-class FakeWorkspaces(WorkspaceActions):
-    """Folders from :data:`FOLDERS` instead of the disk; every request is fine."""
-
-    async def inspect(self, folder: str) -> FolderInfo:
-        if folder not in FOLDERS:
-            raise WorkspaceError(f"the folder {folder} does not exist")
-        return FOLDERS[folder]
-
-    async def check(self, request: NewSessionRequest) -> str:
-        return ""
-
-    def finisher(self, workspace: Workspace, session_name: str, prompts: Sequence[str]) -> FinishActions:
-        return FakeFinish(workspace, session_name, prompts)
 
 
 def build_app(
@@ -156,13 +151,12 @@ def build_app(
     app = dashboard_on(
         settings,
         catalog,
-        LocalEngine(manager),
+        FixedEngine(manager),
         notes=notes,
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
     )
     app.launch_folder = LAUNCH_FOLDER
-    app.workspace_actions = FakeWorkspaces(Path("/home/dev/.local/state/polypilot/worktrees"))
     return app
 
 

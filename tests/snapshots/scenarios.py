@@ -300,7 +300,7 @@ async def new_session_in_git(d: Driver) -> None:
 
 
 async def finish_dialog(d: Driver) -> None:
-    """The Finish dialog of a session in its own worktree (fixed state: see FakeFinish)."""
+    """The Finish dialog of a session in its own worktree (fixed state: see fakes.FixedEngine)."""
     d.app.engine.changes.close()  # fixed paths that do not exist: a real count would mark them gone
     workspace = Workspace(
         "/home/dev/.local/state/polypilot/worktrees/polypilot-1a2b3c4d/polypilot-fix-login",

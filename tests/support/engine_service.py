@@ -1,6 +1,7 @@
 """A real engine service for tests: ``polypilot serve`` as a process of its own, in a short
-state folder (Unix socket paths are limited to 107 bytes), stopped by the test; or an engine of
-this process served on a socket of its own in the test's loop, as ``serve`` serves it."""
+state folder (Unix socket paths are limited to 107 bytes), stopped by the test, the errors it
+logged failing the test (``tests/support/logged_errors.py``); or an engine of this process
+served on a socket of its own in the test's loop, as ``serve`` serves it."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from polypilot_tui.service.client import EngineClient, EngineUnreachable
 from polypilot_tui.service.serve import bind_socket, start_server
 from polypilot_tui.service.wire import API, socket_path
 from polypilot_tui.storage.lock import lock_holder
+from tests.support.logged_errors import report_log_folder
 from tests.support.waiting import until
 
 START_WAIT = 30.0
@@ -145,11 +147,24 @@ async def running_engine(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
+        last_words = ""
         if process.stderr is not None:
+            last_words = _drain(process.stderr)
             process.stderr.close()
         kill_engine_of(state)  # one a test's dashboard started after this one died
+        report_log_folder(state, last_words)
         if not keep:
             shutil.rmtree(state, ignore_errors=True)
+
+
+def _drain(stream: Any) -> str:
+    """What a pipe holds now, without waiting (a child of the engine may still hold it open)."""
+    os.set_blocking(stream.fileno(), False)
+    try:
+        data = stream.read() or b""
+    except OSError:
+        data = b""
+    return str(data.decode("utf-8", "replace"))
 
 
 def attached_dashboard(state: Path, agents_file: Path | None = None, **options: Any) -> Any:

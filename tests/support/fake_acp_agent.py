@@ -44,6 +44,15 @@ any keyword above; each ends with ``cancelled`` on ``session/cancel`` unless not
 - tool-hang              a tool call starts and never finishes
 - hang-after-final-tool  text, a tool that completes, the final reply, then silence
 - permission-loss        five tools: denied, ok, denied, ok, denied (3 of 5), then silence
+- flood R S [KIND [N]]   R×S updates, R a second at most (in bursts every 10 ms; longer when
+                         the engine reads slower), then ``end_turn`` (ends early on cancel):
+                         an agent that floods the engine.
+                         KIND ``text`` (default): reply chunks ``flood 1 ``… (padded to N
+                         bytes when N is given); ``stamp``: reply chunks
+                         ``<seq@time.monotonic()>`` (bench/_engine_service.TOKEN: the delay to
+                         each reader); ``progress``: a tool call whose output (N bytes) is
+                         replaced at each update (nothing grows in the engine); ``tools``: a
+                         new completed tool call (a history row of N bytes) every update
 
 Environment: ``FAKE_ACP_STATE`` (folder of one JSON history file per session, for
 ``session/load`` and ``session/resume`` after a restart), ``FAKE_ACP_CAPS`` (comma list
@@ -57,6 +66,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -391,6 +401,8 @@ class FakeAgent:
                 await self._send(sid, UsageUpdate(session_update="usage_update", used=100 + used, size=128000))
                 await asyncio.sleep(0.1)
             return PromptResponse(stop_reason="cancelled")
+        if name == "flood":
+            return await self._flood(sid, words[1:], cancelled)
         if name == "long-tool":
             await self._chaos_tool(sid, "long-1", "make all")
             await asyncio.sleep(seconds)
@@ -424,6 +436,23 @@ class FakeAgent:
                 )
         await cancelled.wait()
         return PromptResponse(stop_reason="cancelled")
+
+    async def _flood(self, sid: str, words: list[str], cancelled: asyncio.Event) -> PromptResponse:
+        """``rate`` × ``seconds`` updates, ``rate`` a second at most, paced against the clock in
+        10 ms bursts (a slow reader backs the pipe up: the agent then waits, as a real one does)."""
+        rate, seconds = float(words[0]) if words else 3000.0, float(words[1]) if len(words) > 1 else 5.0
+        kind, size = words[2] if len(words) > 2 else "text", int(words[3]) if len(words) > 3 else 0
+        if kind == "progress":
+            await self._chaos_tool(sid, "flood-1", "make all")
+        loop = asyncio.get_running_loop()
+        started, sent, total = loop.time(), 0, int(rate * seconds)
+        while sent < total and not cancelled.is_set():
+            due = min(total, int((loop.time() - started) * rate) + 1)
+            while sent < due and not cancelled.is_set():
+                sent += 1
+                await self._raw_update(sid, _flood_update(kind, sent, size))
+            await asyncio.sleep(0.01)
+        return PromptResponse(stop_reason="cancelled" if cancelled.is_set() else "end_turn")
 
     async def _chaos_tool(self, sid: str, call_id: str, command: str) -> None:
         await self._send(
@@ -491,6 +520,23 @@ class FakeAgent:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"sessionId": sid, "cwd": self._cwd.get(sid), "updates": updates}))
+
+
+def _flood_update(kind: str, seq: int, size: int) -> dict[str, Any]:
+    """The ``seq``-th update of a flood (see the module's ``flood``)."""
+    if kind in ("progress", "tools"):
+        output = [{"type": "content", "content": {"type": "text", "text": f"line {seq} ".ljust(size, ".")}}]
+        if kind == "progress":
+            return {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "flood-1",
+                "status": "in_progress",
+                "content": output,
+            }
+        call = {"toolCallId": f"flood-{seq}", "title": "echo", "kind": "execute", "rawInput": {"command": "echo"}}
+        return {"sessionUpdate": "tool_call", **call, "status": "completed", "content": output}
+    text = f"<{seq - 1:06d}@{time.monotonic():014.6f}>" if kind == "stamp" else f"flood {seq} ".ljust(size, ".")
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
 
 
 def main() -> None:

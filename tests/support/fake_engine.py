@@ -27,7 +27,7 @@ LIFETIME = 120.0
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         if self.path != "/v1/engine":
             self.send_error(404)
             return

@@ -13,10 +13,10 @@ from textual.widgets import Input, OptionList, RadioButton, Static
 
 from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.workspace import Isolation, Workspace
+from polypilot_tui.engine.verbs import NewSession
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
-from polypilot_tui.ui.workspace_actions import NewSessionRequest
 from polypilot_tui.workspace.worktrees import inspect_folder
 from tests.ui.helpers import demo_app, notifications, wait_for
 from tests.workspace.repos import IDENTITY, make_repo, run
@@ -163,11 +163,11 @@ async def test_a_failure_after_the_check_reopens_the_dialog_with_everything(tmp_
     repo = make_repo(tmp_path / "repo")
     app = demo_app(tmp_path / "state")
 
-    async def nothing_wrong(request: NewSessionRequest) -> str:
-        return ""  # the branch appears between the check and the creation
+    async def nothing_wrong(request: NewSession) -> None:
+        return None  # the branch appears between the check and the creation
 
     async with app.run_test(size=(120, 44), notifications=True) as pilot:
-        app.workspace_actions.check = nothing_wrong  # type: ignore[method-assign]
+        app.engine.check_new_session = nothing_wrong  # type: ignore[method-assign]
         screen = await open_dialog(pilot, app, repo)
         await pilot.click("#worktree")
         await set_input(pilot, screen, "name", "race")
@@ -179,9 +179,7 @@ async def test_a_failure_after_the_check_reopens_the_dialog_with_everything(tmp_
         await wait_for(pilot, lambda: again.inspected == str(repo), what="the folder looked at again")
         assert "exists already" in text_of(again, "#new-session-error")
         assert any("was not created" in n for n in notifications(app))
-        assert again.request() == NewSessionRequest(
-            "demo", "race", str(repo), Isolation.WORKTREE, "polypilot/race", "main"
-        )
+        assert again.request() == NewSession("demo", "race", str(repo), Isolation.WORKTREE, "polypilot/race", "main")
         assert app.engine.manager.ids() == ["s1"]
 
 
@@ -209,7 +207,7 @@ class EnterPressed:
     """What Enter did on one control of the dialog."""
 
     closed: bool
-    request: NewSessionRequest | None
+    request: NewSession | None
     folder: str
     """The folder field afterwards."""
     chain: list[str]
@@ -219,11 +217,11 @@ class EnterPressed:
 async def enter_on(tmp_path: Path, repo: Path, prepare: Any, target: Any) -> EnterPressed:
     """Open the dialog on ``repo`` (a recent folder listed), ``prepare`` it, put the keyboard on
     the control ``target`` picks, press Enter and see what it did."""
-    results: list[NewSessionRequest | None] = []
+    results: list[NewSession | None] = []
     other = tmp_path / "other"
     other.mkdir(exist_ok=True)
 
-    async def no_problem(request: NewSessionRequest) -> str:
+    async def no_problem(request: NewSession) -> str:
         return ""
 
     screen = NewSessionScreen(

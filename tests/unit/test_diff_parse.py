@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polypilot_tui.domain.changeset import DiffLine, FileDiff, FileStatus, LineKind
 from polypilot_tui.workspace.diff_parse import decode_git_path, parse_diff
@@ -173,6 +175,45 @@ def test_a_broken_file_becomes_an_entry_that_says_why(repo: GitRepo) -> None:
 def test_garbage_never_raises() -> None:
     for text in ("not a diff", "diff --git \n@@ nonsense", "@@ -1 +1 @@\n+x\n", "\x00\xff" * 10, "diff --git a/x"):
         parse_diff(text, "HEAD")  # must not raise
+
+
+DIFFISH = st.lists(
+    st.sampled_from(
+        [
+            "diff --git a/x.txt b/x.txt",
+            "diff --git a/y b/y",
+            "--- a/x.txt",
+            "+++ b/x.txt",
+            "--- /dev/null",
+            "+++ /dev/null",
+            "new file mode 100644",
+            "deleted file mode 100644",
+            "rename from x.txt",
+            "rename to z.txt",
+            "Binary files a/x and b/x differ",
+            "GIT binary patch",
+            "@@ -1,2 +1,2 @@",
+            "@@ -1 +1 @@ def f():",
+            "@@ -0,0 +1,3 @@",
+            " context",
+            "-removed",
+            "+added",
+            "\\ No newline at end of file",
+            "",
+        ]
+    )
+    | st.text(max_size=30),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(DIFFISH)
+def test_any_diffish_text_is_read_or_said_unreadable_never_raised(lines: list[str]) -> None:
+    """The one failure unidiff has (UnidiffParseError) is the one caught: an entry says so."""
+    changes = parse_diff("\n".join(lines) + "\n", "HEAD")
+    for file in changes.files:
+        assert file.hunks or file.omitted or not (file.added or file.removed)
 
 
 def test_git_quoted_names() -> None:

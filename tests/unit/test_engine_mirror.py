@@ -14,9 +14,10 @@ from polypilot_tui.engine import verbs
 from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.service.remote import RemoteEngine
-from polypilot_tui.service.server import StreamClient
+from polypilot_tui.service.stream_client import StreamClient
 from polypilot_tui.service.wire import items_from_json
 from tests.support.engine import Harness
+from tests.support.sse import parse_sse
 from tests.support.waiting import advance_until
 
 
@@ -42,7 +43,7 @@ class Wire:
 
     def __init__(self, harness: Harness) -> None:
         self.engine = harness.engine
-        self.client = StreamClient(self.engine, 1)
+        self.client = StreamClient(self.engine, 1, frame=0)  # every view at once: exact after each step
         self.client.attach()
         self.mirror = Mirror(self.engine)
         self.events = 0
@@ -56,7 +57,7 @@ class Wire:
     async def sync(self) -> None:
         """Send what is queued, then check the mirror holds exactly the engine's state (a
         history it has not got yet it asks for, as a dashboard showing it would)."""
-        self._feed(self.client.drain())
+        self._feed(parse_sse(self.client.drain()))
         engine, mirror = self.engine, self.mirror
         assert mirror.ids() == engine.ids()
         for sid in engine.ids():
@@ -135,7 +136,7 @@ async def test_a_view_goes_after_the_rows_queued_before_its_change(harness: Harn
     await harness.manager.send(sid, "!slow")
     await harness.clock.advance(1.0)  # streaming: the session's view is queued (not sent yet)
     await harness.manager.stop(sid)  # the reply's row, the turn over, its view changed again
-    kinds = [kind for kind, _ in wire.client.drain()]
-    views = [i for i, kind in enumerate(kinds) if kind in ("view", "stream")]  # "stream": a view that moved only it
+    kinds = [kind for kind, _ in parse_sse(wire.client.drain())]
+    views = [i for i, kind in enumerate(kinds) if kind == "view"]
     assert len(views) == 1 and "change" in kinds, kinds
     assert views[0] > max(i for i, kind in enumerate(kinds) if kind == "change"), kinds

@@ -177,6 +177,7 @@ async def long_session_then_damage(state: Path, in_place: bool) -> tuple[App, li
     return app, rows
 
 
+@pytest.mark.expect_errors("history.db was unusable")
 async def test_a_file_damaged_in_place_keeps_what_was_read_and_writes_no_placeholder(tmp_path: Path) -> None:
     app, rows = await long_session_then_damage(tmp_path, in_place=True)
     history = app.manager.session("long").history
@@ -187,6 +188,7 @@ async def test_a_file_damaged_in_place_keeps_what_was_read_and_writes_no_placeho
     await app.close()
 
 
+@pytest.mark.expect_errors("history.db was unusable")
 async def test_a_replaced_file_is_read_through_the_old_one_and_nothing_is_lost(tmp_path: Path) -> None:
     app, rows = await long_session_then_damage(tmp_path, in_place=False)
     assert list(app.manager.history("long")) == rows
@@ -194,6 +196,7 @@ async def test_a_replaced_file_is_read_through_the_old_one_and_nothing_is_lost(t
     await app.close()
 
 
+@pytest.mark.expect_errors("history cannot be saved .*: database is locked")
 async def test_undo_after_closing_a_session_whose_history_could_not_be_read_at_start(tmp_path: Path) -> None:
     """Restored with history.db locked (shown empty, rows kept on disk), then closed and the
     close undone: the saved rows are neither deleted by the close nor written over by the undo."""
@@ -218,6 +221,7 @@ async def test_undo_after_closing_a_session_whose_history_could_not_be_read_at_s
     await again.close()
 
 
+@pytest.mark.expect_errors("history cannot be saved .*: database is locked")
 async def test_a_close_while_the_write_that_finds_the_offset_flies_then_an_undo_writes_each_row_once(
     tmp_path: Path,
 ) -> None:

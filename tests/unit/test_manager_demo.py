@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
+from polypilot_tui.agents.demo.scripts import SCRIPTS
 from polypilot_tui.domain.view import SessionStatus
 from tests.support.engine import Harness
 
@@ -241,6 +242,7 @@ async def test_three_consecutive_stuck_turns_suggest_a_new_session(harness: Harn
     assert "failed to respond 3 times consecutively" in harness.texts(sid)
 
 
+@pytest.mark.expect_errors(r"watchdog failed for s1\nRuntimeError: boom")
 async def test_watchdog_crash_never_leaves_a_turn_processing(harness: Harness, monkeypatch) -> None:
     import polypilot_tui.engine.watchdog_timer as manager_module
 
@@ -289,7 +291,7 @@ async def test_tool_rows_left_running_by_a_killed_app_are_settled_on_restore(fak
 
     backends: dict[str, NullBackend] = {}
 
-    def factory(agent, sink, workdir):  # noqa: ANN001, ANN202 - test double
+    def factory(agent, sink, workdir):
         backends[workdir.name] = NullBackend(sink)
         return backends[workdir.name]
 
@@ -352,7 +354,7 @@ async def test_stop_is_stopped_even_when_the_agent_finishes_the_turn_as_its_prom
 
     backends: list[FinishesOnCancel] = []
 
-    def factory(agent, sink, workdir):  # noqa: ANN001, ANN202 - test double
+    def factory(agent, sink, workdir):
         backends.append(FinishesOnCancel(sink))
         return backends[-1]
 
@@ -370,3 +372,18 @@ async def test_stop_is_stopped_even_when_the_agent_finishes_the_turn_as_its_prom
     await manager.stop(sid)
     assert manager.view(sid).status is SessionStatus.STOPPED
     assert [t.outcome.value for t in manager.session(sid).turns] == ["aborted"]
+
+
+@pytest.mark.expect_errors(r"demo script failed\nRuntimeError: a script's bug")
+async def test_a_bug_in_a_demo_script_is_logged_in_full_and_ends_the_turn_visibly(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(agent: object, prompt: str) -> None:
+        raise RuntimeError("a script's bug")
+
+    monkeypatch.setitem(SCRIPTS.scripts, "chat", broken)
+    sid = await harness.new()
+    await harness.manager.send(sid, "!chat")
+    await harness.until_rest(sid)
+    [(outcome, reason)] = harness.outcomes(sid)
+    assert outcome == "failed" and "a script's bug" in harness.texts(sid)

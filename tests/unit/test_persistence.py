@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
 
+import pytest
+
 from polypilot_tui.agents import create_backend
 from polypilot_tui.agents.base import AgentBackend, EventSink
 from polypilot_tui.config import Settings, load_agents
@@ -23,7 +25,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
-from polypilot_tui.storage.history import HISTORY_FILE
+from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB
 from polypilot_tui.storage.lock import LockHolder, lock_holder
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
 from tests.support.waiting import until
@@ -227,6 +229,7 @@ def save_registry(state: Path, *records: SessionRecord) -> None:
     Registry(state).save(records, time.time())
 
 
+@pytest.mark.expect_errors("history.db was unusable")
 async def test_corrupt_database_at_start(tmp_path: Path) -> None:
     save_registry(tmp_path, SessionRecord("a", "alpha", "demo"), SessionRecord("b", "beta", "demo"))
     (tmp_path / HISTORY_FILE).write_bytes(b"garbage" * 500)
@@ -240,6 +243,7 @@ async def test_corrupt_database_at_start(tmp_path: Path) -> None:
     await app.close()
 
 
+@pytest.mark.expect_errors("history.db was unusable")
 async def test_database_corrupted_while_running_is_rewritten_from_memory(tmp_path: Path) -> None:
     app = App(tmp_path)
     sid = await app.manager.create_session("demo")
@@ -258,6 +262,7 @@ async def test_database_corrupted_while_running_is_rewritten_from_memory(tmp_pat
     await app.close()
 
 
+@pytest.mark.expect_errors("history cannot be saved .*: database is locked")
 async def test_locked_database_blocks_nothing_and_loses_nothing(tmp_path: Path) -> None:
     app = App(tmp_path)
     sid = await app.manager.create_session("demo")
@@ -280,6 +285,7 @@ async def test_locked_database_blocks_nothing_and_loses_nothing(tmp_path: Path) 
     await app.close()
 
 
+@pytest.mark.expect_errors("history cannot be saved .*: database is locked")
 async def test_database_locked_at_start_keeps_old_rows_and_appends_new(tmp_path: Path) -> None:
     app = App(tmp_path)
     sid = await app.manager.create_session("demo")
@@ -376,6 +382,38 @@ def test_status_text_and_empty_state(tmp_path: Path) -> None:
     assert not (tmp_path / "none").exists()  # status never creates anything
 
 
+@pytest.mark.expect_errors(r"history write failed\nTypeError: a bug in the writer")
+async def test_a_bug_in_the_history_writer_is_logged_in_full_and_saving_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write = HistoryDB.write
+    calls: list[int] = []
+
+    def buggy_once(self: HistoryDB, rows: Any, *args: Any, **kwargs: Any) -> Any:
+        if rows and not calls:  # the first write of rows (a claim at start writes none)
+            calls.append(1)
+            raise TypeError("a bug in the writer")
+        return write(self, rows, *args, **kwargs)
+
+    monkeypatch.setattr(HistoryDB, "write", buggy_once)
+    app = App(tmp_path)
+    sid = await app.manager.create_session("demo")
+    await app.manager.send(sid, "first")
+    await until(lambda: app.manager.session(sid).turns, 10)
+    await app.manager.send(sid, "second")  # saving goes on after the bug
+    await until(lambda: len(app.manager.session(sid).turns) == 2, 10)
+    await app.persistence.flush()
+    assert "second" in [text for _, _, text in db_rows(tmp_path, sid) or []]
+    await app.close()
+
+
+@pytest.mark.expect_errors(
+    "cannot read .*sessions.json: .* not a regular file",
+    r"history.db was unusable \(it is a folder",
+    "recording failed",
+    "session list cannot be saved",
+    "could not be saved .*they were kept in",
+)
 async def test_unwritable_files_never_stop_a_session(tmp_path: Path) -> None:
     for name in (REGISTRY_FILE, HISTORY_FILE):  # directories where files should be
         (tmp_path / name).mkdir()

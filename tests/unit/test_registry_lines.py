@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from polypilot_tui.domain.limits import RECORD_BYTES, REGISTRY_BYTES
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
@@ -44,6 +46,7 @@ def test_the_older_file_of_issue_22_comes_back_whole(tmp_path: Path) -> None:
     assert snapshot.sessions[1].queue == queue
 
 
+@pytest.mark.expect_errors(r"session\(s\) of .*sessions.json could not be read back", "sessions.json was unusable")
 def test_one_session_too_large_in_a_file_too_large_is_lost_alone(tmp_path: Path) -> None:
     huge = record("big", queue=tuple(f"{i} " + "x" * 1_000_000 for i in range(100))).to_json()
     older_file(tmp_path / REGISTRY_FILE, [record("a").to_json(), huge, record("c").to_json()])
@@ -57,6 +60,7 @@ def test_one_session_too_large_in_a_file_too_large_is_lost_alone(tmp_path: Path)
     assert "1 session(s)" in snapshot.problem and "session big" in snapshot.problem
 
 
+@pytest.mark.expect_errors(r"session\(s\) of .*sessions.json could not be read back")
 def test_a_damaged_line_loses_that_session_alone(tmp_path: Path) -> None:
     registry = Registry(tmp_path)
     registry.save([record("a"), record("b", queue=("kept?",)), record("c")], 3.0)
@@ -69,6 +73,7 @@ def test_a_damaged_line_loses_that_session_alone(tmp_path: Path) -> None:
     assert snapshot.moved_to is None and registry.path.exists()  # not repaired: left as it is
 
 
+@pytest.mark.expect_errors(r"session\(s\) of .*sessions.json could not be read back", "sessions.json was unusable")
 def test_a_file_cut_off_keeps_the_sessions_before_the_cut(tmp_path: Path) -> None:
     older_file(tmp_path / REGISTRY_FILE, [record("a").to_json(), record("b", turns=3).to_json()])
     text = (tmp_path / REGISTRY_FILE).read_text()
@@ -78,6 +83,7 @@ def test_a_file_cut_off_keeps_the_sessions_before_the_cut(tmp_path: Path) -> Non
     assert snapshot.lost == ("session b (“name b”): cut off at the end of the file",)
 
 
+@pytest.mark.expect_errors(r"session\(s\) of .*sessions.json could not be read back", "sessions.json was unusable")
 def test_entries_that_are_not_sessions_are_named_and_the_others_kept(tmp_path: Path) -> None:
     entries = [record("a").to_json(), {"id": "x"}, record("a").to_json(), 5, record("d", cwd="/" * 5000).to_json()]
     (tmp_path / REGISTRY_FILE).write_text(json.dumps({"sessions": entries}))
@@ -92,6 +98,7 @@ def test_entries_that_are_not_sessions_are_named_and_the_others_kept(tmp_path: P
     assert snapshot.moved_to is not None
 
 
+@pytest.mark.expect_errors(r"session\(s\) of .*sessions.json could not be read back", "sessions.json was unusable")
 def test_a_file_larger_than_an_engine_writes_keeps_what_an_engine_holds(tmp_path: Path) -> None:
     each = RECORD_BYTES // 2
     count = REGISTRY_BYTES // each + 2

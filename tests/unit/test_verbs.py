@@ -63,7 +63,7 @@ def request_cell(verb: Verb[Any, Any]) -> tuple[str, str]:
     path = verb.path.replace("{session_id}", "{id}")
     rest = [f for f in fields(verb.request) if f.name not in verb.path_fields]
     if verb.method == "GET":
-        query = "&".join(f"{f.name}={f.default}" for f in rest)
+        query = "&".join(f"{f.name}=" + ("{" + f.name + "}" if f.default is MISSING else str(f.default)) for f in rest)
         return f"`GET {API}{path}{'?' + query if query else ''}`", ""
     body = ", ".join(f.name + ("?" if f.default is not MISSING else "") for f in rest)
     return f"`POST {API}{path}`", f"`{{{body}}}`" if body else ""

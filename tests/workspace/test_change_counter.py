@@ -10,6 +10,9 @@ import pytest
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder
 from tests.support.engine import Harness, demo_harness
 from tests.workspace.repos import make_repo
@@ -112,24 +115,36 @@ def test_the_details_view_names_the_branch_the_changes_and_a_problem() -> None:
     assert "Workspace      cannot be read: its folder /x is gone" in text
 
 
-async def test_the_first_session_works_where_polypilot_started_or_in_its_agents_folder(
+async def test_a_session_works_in_the_folder_asked_for_else_in_its_agents_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The engine makes the workspace (in git: counted and diffed); the dashboard's first
+    session asks for the folder polypilot started in, unless the agent has one of its own."""
     from polypilot_tui.config import AgentCatalog, demo_agent
-    from polypilot_tui.ui.launch import first_workspace
+    from polypilot_tui.ui.launch import first_folder
 
     repo = make_repo(tmp_path / "repo")
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state")  # type: ignore[call-arg]
-    monkeypatch.chdir(repo)
-    here = await first_workspace(settings, load_agents(None))
-    assert here is not None and (here.folder, here.branch, here.repo) == (str(repo), "main", str(repo))
     plain = tmp_path / "plain"
     plain.mkdir()
+    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    monkeypatch.chdir(repo)
+    assert first_folder(settings, load_agents(None)) == str(repo)
     elsewhere = AgentCatalog({"demo": demo_agent().model_copy(update={"cwd": plain})})
-    there = await first_workspace(settings, elsewhere)
-    assert there is not None and (there.folder, there.is_git) == (str(plain), False)
+    assert first_folder(settings, elsewhere) is None  # the engine starts it in its agent's folder
     gone = AgentCatalog({"demo": demo_agent().model_copy(update={"cwd": tmp_path / "nowhere"})})
-    assert await first_workspace(settings, gone) is None  # the agent's own cwd, as before
+    for catalog, folder, expected in (
+        (load_agents(None), str(repo), (str(repo), "main", str(repo))),
+        (elsewhere, None, (str(plain), "", "")),
+        (gone, None, None),  # the agent's own cwd, as before: no workspace
+    ):
+        engine = build_engine(settings, catalog, FakeClock(), persist=False)
+        try:
+            sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("demo", folder=folder))
+            workspace = engine.view(sid).workspace
+            assert (None if workspace is None else (workspace.folder, workspace.branch, workspace.repo)) == expected
+            await engine.manager.connect(sid)  # its agent, connecting in the background, is let finish
+        finally:
+            await engine.close()
 
 
 async def test_a_session_in_the_checkout_counts_only_its_own_changes_after_a_merge(tmp_path: Path) -> None:

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.domain.changeset import ChangeStats, FileStatus
-from polypilot_tui.domain.workspace import Isolation
+from polypilot_tui.domain.workspace import MAX_LISTED, Isolation, WorktreeState, branch_name_for
 from polypilot_tui.workspace.changes import change_stats, changeset, diff_text
 from polypilot_tui.workspace.finish import (
-    WorktreeState,
     commit_all,
     discard,
     draft_commit_message,
@@ -24,7 +23,6 @@ from polypilot_tui.workspace.finish import (
 )
 from polypilot_tui.workspace.git import GitMissing, WorkspaceError, git
 from polypilot_tui.workspace.worktrees import (
-    branch_name_for,
     create_worktree,
     folder_problem,
     in_place,
@@ -338,6 +336,23 @@ async def test_discard_names_untracked_and_ignored_files_and_keeps_them(tmp_path
         await discard(tree)
     assert "removed" in await discard(tree, force=True)
     assert not folder.exists()
+
+
+async def test_a_worktree_holding_thousands_of_files_is_described_in_bounded_words(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {".gitignore": "*.log\n"})
+    tree = await create_worktree(await inspect_folder(str(repo)), "many", "", tmp_path / "wt")
+    folder = Path(tree.folder)
+    for n in range(MAX_LISTED + 50):
+        (folder / f"new{n:04}.txt").write_text("x\n")
+        (folder / f"run{n:04}.log").write_text("x\n")
+    state = await worktree_state(tree)
+    assert state.uncommitted == MAX_LISTED + 50
+    assert len(state.untracked) == MAX_LISTED and state.more_untracked == 50  # every name is not carried
+    assert len(state.ignored) == MAX_LISTED and state.more_ignored == 50 and state.ignored_count == MAX_LISTED + 50
+    said = state.at_risk()
+    assert f"{MAX_LISTED + 50} uncommitted files (new: new0000.txt, " in said
+    assert f"new0004.txt and {MAX_LISTED + 45} more)" in said
+    assert f"{MAX_LISTED + 50} git-ignored files or folders (run0000.log, " in said
 
 
 async def test_a_checked_out_submodule_is_work_at_risk(tmp_path: Path) -> None:

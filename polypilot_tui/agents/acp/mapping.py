@@ -157,7 +157,8 @@ class UpdateMapper:
                 self._usage(update)
             elif isinstance(kind, str) and not self.replay:
                 self._pass_through(kind, update)
-        except Exception:  # one odd update must never break the stream
+        except Exception:  # the agent's data: a shape the mapping does not expect is logged in full, skipped
+            # (one odd update must never break the stream), and the mapping is to be fixed
             logger.exception("could not map ACP update %r", kind)
 
     def note_permission_tool(self, tool_call: Mapping[str, Any]) -> dict[str, Any]:

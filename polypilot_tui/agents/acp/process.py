@@ -92,7 +92,7 @@ async def start_agent(argv: list[str], env: Mapping[str, str], cwd: Path, stderr
 async def stop_agent(proc: asyncio.subprocess.Process, grace: float) -> None:
     """Close the agent's stdin and give it ``grace`` seconds to exit, then terminate its tree."""
     if proc.stdin is not None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(OSError):
             proc.stdin.close()
     if proc.returncode is None:
         with contextlib.suppress(asyncio.TimeoutError):

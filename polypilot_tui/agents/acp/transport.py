@@ -21,6 +21,7 @@ from typing import Any
 from polypilot_tui.domain.limits import AGENT_LINE_BYTES
 from polypilot_tui.domain.safe_json import ParseError, load_json
 from polypilot_tui.domain.text import one_line
+from polypilot_tui.infra.timeslice import TimeSlice
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ class StdioTransport:
         """Lines that held invalid UTF-8 (decoded with replacement characters)."""
         self.dropped_lines = 0
         """Lines longer than limits.AGENT_LINE_BYTES (dropped, each said in ``stray`` and the log)."""
+        self._slice = TimeSlice()
+        """A flooding agent's lines are read a slice at a time, the loop serving the others
+        between (and, when the engine falls behind, its pipe fills and the agent waits)."""
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8", "replace")
@@ -55,6 +59,7 @@ class StdioTransport:
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
+            await self._slice.share()
             text = await self._read_text()
             if text is None:
                 return None  # EOF: the agent closed stdout
@@ -71,7 +76,7 @@ class StdioTransport:
             self._warn("shape", "skipped a JSON line from the agent that is not a JSON-RPC message")
 
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(OSError, TimeoutError):  # a pipe the agent closed, or a hang
             if not self._writer.is_closing():
                 self._writer.close()
             await asyncio.wait_for(self._writer.wait_closed(), 1.0)

@@ -179,7 +179,7 @@ class TurnControl:
             await self._link.stderr_caught_up()  # its stderr lines go with the error
             self._end_turn(gen, error=request_error_text(exc))
             return
-        except Exception as exc:  # anything else still ends the turn visibly
+        except Exception as exc:  # a task's top: anything else (a bug) is logged and still ends the turn visibly
             logger.exception("ACP prompt failed")
             self._end_turn(gen, error=f"{type(exc).__name__}: {exc}")
             return

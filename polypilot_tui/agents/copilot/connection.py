@@ -32,6 +32,7 @@ from polypilot_tui.agents.copilot.runtime import (
     resume_hints,
     session_home,
 )
+from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
 from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, ServerSpec, join
 from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.locate import find_command, missing_command, not_runnable
@@ -128,7 +129,7 @@ class CopilotConnection:
         stderr = ""
         try:
             stderr = rpc.get_stderr_output() if rpc is not None else ""
-        except Exception:  # noqa: BLE001 - diagnostics never fail
+        except AttributeError:  # the SDK's private buffer: gone in another SDK version
             log.debug("copilot: no stderr output", exc_info=True)
         tail = tuple(line for line in stderr.splitlines() if line.strip())[-20:]
         command = " ".join([self._command or "copilot", *self._agent.args])
@@ -153,9 +154,6 @@ class CopilotConnection:
             if resume_id:
                 return await self._resume(resume_id)
             return await self._create("new session")
-        except (BackendError, asyncio.CancelledError):
-            await self._abandon()
-            raise
         except TimeoutError:
             reason = f"the Copilot CLI did not answer within {START_TIMEOUT:.0f} s"
             try:  # killed only if no one else is on it, or it answers nothing at all (server.py)
@@ -164,10 +162,13 @@ class CopilotConnection:
             finally:
                 await self._abandon()
             raise BackendError(reason) from None
-        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
+        except sdk_failures() as exc:  # every failure of the CLI becomes a readable message
             log.warning("copilot: connect failed: %s", exc, exc_info=True)
             await self._abandon()
             raise BackendError(f"Copilot CLI failed to start: {signals_named(str(exc))}") from exc
+        except BaseException:  # a BackendError of ours, a cancel, or a bug: nothing is left joined
+            await self._abandon()
+            raise
 
     def _model(self) -> str | None:
         return self._agent.model or self._env.get("COPILOT_MODEL") or None
@@ -281,14 +282,14 @@ class CopilotConnection:
         """Re-emit requests still waiting for an answer; returns their tool call ids."""
         try:
             result = await asyncio.wait_for(self._session.rpc.permissions.pending_requests(), RPC_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - an old CLI without the RPC is not fatal
+        except sdk_failures() as exc:  # an old CLI without the RPC is not fatal
             log.warning("copilot: cannot list pending permissions: %s", exc)
             return set()
         tool_ids: set[str] = set()
         for item in getattr(result, "items", []) or []:
             try:
                 raw = item.to_dict()
-            except Exception:  # noqa: BLE001
+            except SHAPE_ERRORS:
                 log.debug("copilot: unreadable pending permission", exc_info=True)
                 continue
             self._intake.handle(AgentEvent(EventType.PERMISSION_REQUESTED, raw))
@@ -309,14 +310,15 @@ class CopilotConnection:
         await self._release()
 
     async def close(self) -> None:
-        """Detach the session and leave the shared CLI (the last one out stops it); never raises."""
+        """Detach the session and leave the shared CLI (the last one out stops it)."""
         self._intake.closing_on_purpose()
         try:
             if self._session is not None and not self._intake.lost:
                 await asyncio.wait_for(self._session.disconnect(), CLOSE_TIMEOUT / 2)
-        except Exception as exc:  # noqa: BLE001 - close never raises
+        except sdk_failures() as exc:  # a CLI that died or hangs: it is left (and stopped) all the same
             log.debug("copilot: detach failed: %r", exc)
-        await self._release()
+        finally:
+            await self._release()
 
     async def _release(self) -> None:
         self._last_stderr = self.diagnostics().stderr_tail

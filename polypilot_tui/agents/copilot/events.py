@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE
+from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.text import clip
 
@@ -45,7 +46,7 @@ def event_from_sdk(event: Any) -> AgentEvent:
     kind = _type_name(event)
     try:
         data: Any = event.to_dict().get("data")
-    except Exception:  # a generated class that cannot serialize itself: keep the type
+    except SHAPE_ERRORS:  # a generated class that cannot serialize itself: keep the type
         log.debug("copilot: cannot serialize %s event", kind, exc_info=True)
         data = {}
     return event_from_dict({"type": kind, "data": data})

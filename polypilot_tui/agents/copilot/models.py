@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.copilot.sdk_errors import sdk_failures
 from polypilot_tui.domain.model_choice import ModelChoices, ModelOption
 from polypilot_tui.domain.text import one_line
 
@@ -33,7 +34,7 @@ async def session_models(client: Any, session: Any, configured: str | None, byok
         raise BackendError("the Copilot session is not connected")
     try:
         current = str((await asyncio.wait_for(session.rpc.model.get_current(), RPC_TIMEOUT)).model_id or "")
-    except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a readable message
+    except sdk_failures() as exc:
         raise BackendError(f"the Copilot CLI did not say its model: {exc}") from exc
     options: list[ModelOption] = []
     note = ""
@@ -41,7 +42,7 @@ async def session_models(client: Any, session: Any, configured: str | None, byok
         try:
             listed = await asyncio.wait_for(client.list_models(), RPC_TIMEOUT)
             options = [ModelOption(one_line(m.id, 200), one_line(m.name or "", 120)) for m in listed[:MAX_OPTIONS]]
-        except Exception as exc:  # noqa: BLE001 - not signed in either: the list is then ours
+        except sdk_failures() as exc:  # not signed in either: the list is then ours
             log.info("copilot: no model list (%s)", exc)
     if not options:
         note = BYOK_NOTE if byok else "the Copilot CLI lists no models for this session"
@@ -59,6 +60,6 @@ async def switch_model(session: Any, model_id: str) -> None:
         raise BackendError("the Copilot session is not connected")
     try:
         await asyncio.wait_for(session.set_model(model_id), RPC_TIMEOUT)
-    except Exception as exc:  # noqa: BLE001
+    except sdk_failures() as exc:
         reason = str(exc).rsplit("message: ", 1)[-1]  # drop the JSON-RPC preamble
         raise BackendError(f"the Copilot CLI refused the model {model_id!r}: {reason}") from exc

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
 from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, ProviderConfig
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.events import EventType
@@ -131,7 +132,7 @@ def install_hooks(
         def notification(method: str, params: dict[str, Any]) -> None:
             try:
                 original(method, params)
-            except Exception:  # noqa: BLE001 - the SDK would only log it and drop the event
+            except SHAPE_ERRORS:  # its parser failed: the SDK would only log it and drop the event
                 if method != "session.event" or not isinstance(params, dict):
                     log.debug("copilot: notification %s failed", method, exc_info=True)
                     return
@@ -169,7 +170,7 @@ def watch_process(
     def wait() -> None:
         try:
             code: int | None = proc.wait()
-        except Exception:  # noqa: BLE001
+        except OSError:
             code = None
         if not loop.is_closed():
             try:
@@ -259,7 +260,7 @@ async def is_processing(session: Any, timeout: float = 30.0) -> bool | None:
     """The CLI's view of whether ``session`` is mid-turn; None when it cannot say."""
     try:
         result = await asyncio.wait_for(session.rpc.metadata.is_processing(), timeout)
-    except Exception as exc:  # noqa: BLE001 - a hint only
+    except sdk_failures() as exc:  # a hint only
         log.debug("copilot: is_processing failed: %r", exc)
         return None
     value = getattr(result, "processing", None)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from polypilot_tui.agents.copilot.runtime import install_hooks, kill_tree, watch_process
+from polypilot_tui.agents.copilot.sdk_errors import sdk_failures
 from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
 from polypilot_tui.domain.exit_status import exit_text
 
@@ -159,7 +160,7 @@ class CopilotServer:
             return False
         try:
             await asyncio.wait_for(self.client.ping(), timeout)
-        except Exception as exc:  # noqa: BLE001 - any failure means it does not answer
+        except sdk_failures() as exc:  # any failure means it does not answer
             log.warning("copilot: the shared CLI does not answer a ping: %r", exc)
             return False
         return True
@@ -229,14 +230,15 @@ class CopilotServer:
 async def _stop(client: Any, *, graceful: bool) -> None:
     """Stop ``client`` gracefully (if ``graceful``), else or if that fails, forcibly."""
     if graceful:
+        failures: tuple[type[Exception], ...] = (*sdk_failures(), ExceptionGroup)  # stop() groups its StopErrors
         try:
             await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT)
             return
-        except Exception as exc:  # noqa: BLE001
+        except failures as exc:
             log.debug("copilot: graceful stop failed: %r", exc)
     try:
         await asyncio.wait_for(client.force_stop(), CLOSE_TIMEOUT)
-    except Exception as exc:  # noqa: BLE001
+    except sdk_failures() as exc:
         log.warning("copilot: force stop failed: %r", exc)
 
 

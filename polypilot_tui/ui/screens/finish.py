@@ -1,8 +1,9 @@
 """Finish a session's worktree: commit, merge into the base, push, open a pull request, discard.
 
 The dialog receives the workspace and a :class:`~polypilot_tui.ui.workspace_actions.FinishActions`
-(the git calls); each button runs one of them in a worker and says in words what happened or
-why not. Discarding asks, and asks again naming what would be lost when work is at risk.
+(the engine's verbs, answered where the session runs); each button runs one of them in a
+worker and says in words what happened or why not. Discarding asks, and asks again naming what
+would be lost when work is at risk.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Label, Static, TextArea
 
-from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.domain.workspace import Workspace, WorktreeState
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.workspace_actions import FinishActions
-from polypilot_tui.workspace.finish import WorktreeState
-from polypilot_tui.workspace.git import WorkspaceError
 
 ACTION_BUTTONS = ("commit", "merge", "push", "pull-request", "discard")
 
@@ -80,13 +80,9 @@ class FinishScreen(ModalScreen[None]):
                     yield Checkbox(Content("fast-forward only"), value=True, id="fast-forward", compact=True)
                 with Horizontal(classes="finish-row"):
                     yield Button(Content("Push branch"), id="push", compact=True)
-                    unavailable = self._actions.pull_request_unavailable
-                    yield Button(
-                        Content("Open pull request"), id="pull-request", compact=True, disabled=bool(unavailable)
-                    )
+                    yield Button(Content("Open pull request"), id="pull-request", compact=True)
                     yield Button(Content("Discard…"), id="discard", variant="error", compact=True)
-                if unavailable:
-                    yield Static(f"Open pull request {unavailable}.", id="pull-request-note", markup=False)
+                yield Static("", id="pull-request-note", markup=False)
                 yield Static("", id="finish-result", markup=False)
             with Horizontal(id="finish-buttons"):
                 yield Button(Content("Close"), id="finish-close", compact=True)
@@ -96,13 +92,14 @@ class FinishScreen(ModalScreen[None]):
             self.query_one("#finish-close", Button).focus()
             return
         self.query_one("#commit-message", TextArea).focus()
+        self.query_one("#pull-request-note").display = False
         self.run_worker(self._first_look(self._actions), group="finish", exit_on_error=False)
 
     async def _first_look(self, actions: FinishActions) -> None:
         await self._refresh_state()
         try:
             message = await actions.draft_message()
-        except WorkspaceError as exc:
+        except EngineError as exc:
             self._result(str(exc), error=True)
             return
         area = self.query_one("#commit-message", TextArea)
@@ -113,11 +110,17 @@ class FinishScreen(ModalScreen[None]):
         if self._actions is None or self._workspace is None:
             return
         try:
-            self.state = await self._actions.state()
-        except WorkspaceError as exc:
+            found = await self._actions.state()
+        except EngineError as exc:
             self.query_one("#finish-state", Static).update(f"✗ {exc}")
             return
+        self.state = found.worktree
         self.query_one("#finish-state", Static).update(describe_state(self.state, self._workspace.base))
+        if not self.discarded:  # where the sessions run, a pull request may not be possible
+            self.query_one("#pull-request", Button).disabled = bool(found.pull_request)
+        note = self.query_one("#pull-request-note", Static)
+        note.update(f"Open pull request {found.pull_request}." if found.pull_request else "")
+        note.display = bool(found.pull_request)
 
     def _result(self, text: str, *, error: bool = False) -> None:
         result = self.query_one("#finish-result", Static)
@@ -137,7 +140,7 @@ class FinishScreen(ModalScreen[None]):
             text = await step(actions)
             if text:
                 self._result(text)
-        except (WorkspaceError, OSError, TimeoutError) as exc:  # said in the dialog, never swallowed
+        except EngineError as exc:  # said in the dialog, never swallowed
             self._result(str(exc) or type(exc).__name__, error=True)
         finally:
             self.busy = False
@@ -158,7 +161,7 @@ class FinishScreen(ModalScreen[None]):
             if result.merged:
                 return result.message
             files = "".join(f"\n  {name}" for name in result.conflicts)
-            raise WorkspaceError(result.message + files)
+            raise EngineError(result.message + files)
 
         self._start(merge)
 
@@ -184,7 +187,7 @@ class FinishScreen(ModalScreen[None]):
         )
         if not await self.app.push_screen(first, wait_for_dismiss=True):
             return "Nothing was discarded."
-        risks = (await actions.state()).risks()
+        risks = (await actions.state()).worktree.risks()
         if risks:
             second = ConfirmScreen(
                 "Throw this work away?",

@@ -7,6 +7,7 @@ in the dialog, which stays open; a switch that worked closes it with the model's
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from textual import on
@@ -19,9 +20,13 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.model_choice import ModelChoices, ModelOption
+from polypilot_tui.ui.action_failures import Failed, attempt
+
+log = logging.getLogger(__name__)
 
 Load = Callable[[], Awaitable[ModelChoices]]
 Switch = Callable[[str], Awaitable[None]]
+
 
 CURRENT = "● "
 OTHER = "○ "
@@ -81,11 +86,10 @@ class ModelPickerScreen(ModalScreen[str | None]):
         self.run_worker(self._list(), group="models", exclusive=True, exit_on_error=False)
 
     async def _list(self) -> None:
-        try:
-            choices = await self._load()
-        except Exception as exc:  # noqa: BLE001 - shown in the dialog
+        choices = await attempt(log, "the model list", self._load())
+        if isinstance(choices, Failed):  # shown in the dialog
             self.query_one("#model-status", Static).update(Content("The models could not be listed."))
-            self._error(str(exc))
+            self._error(choices.said)
             return
         self.show(choices)
 
@@ -141,12 +145,10 @@ class ModelPickerScreen(ModalScreen[str | None]):
         self.run_worker(self._apply(model_id), group="switch", exclusive=True, exit_on_error=False)
 
     async def _apply(self, model_id: str) -> None:
-        try:
-            await self._switch(model_id)
-        except Exception as exc:  # noqa: BLE001 - shown in the dialog, which stays open
-            if self._choices is not None:
+        if isinstance(done := await attempt(log, f"the switch to {model_id}", self._switch(model_id)), Failed):
+            if self._choices is not None:  # shown in the dialog, which stays open
                 self._status(self._choices)  # the list stays as it was, the pick highlighted
-            self._error(str(exc))
+            self._error(done.said)
             return
         self.dismiss(model_id)
 

@@ -3,12 +3,14 @@
 The folder is looked at (git or not, which branch, uncommitted changes) a moment after it
 stops changing, in a worker, never on the key path. Create asks the app's ``check`` first:
 a problem (the folder is gone, the branch exists, the base is unknown) is shown in words and
-the dialog stays open with everything typed. The dialog returns a
-:class:`~polypilot_tui.ui.workspace_actions.NewSessionRequest`; the app does the git work.
+the dialog stays open with everything typed. The dialog returns the
+:class:`~polypilot_tui.engine.verbs.NewSession` request, its folder as typed; the app asks the
+engine (looking at folders, checking, making the worktree: where the sessions run).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,15 +27,17 @@ from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.limits import NAME_CHARS
-from polypilot_tui.domain.workspace import Isolation
-from polypilot_tui.ui.folder_suggester import FolderSuggester
-from polypilot_tui.ui.workspace_actions import NewSessionRequest
-from polypilot_tui.workspace.git import WorkspaceError
-from polypilot_tui.workspace.worktrees import FolderInfo, branch_name_for
+from polypilot_tui.domain.workspace import FolderInfo, Isolation, branch_name_for
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.verbs import NewSession
+from polypilot_tui.ui.action_failures import Failed, attempt
+from polypilot_tui.ui.folder_suggester import FolderSuggester, ListFolders
+
+log = logging.getLogger(__name__)
 
 Inspect = Callable[[str], Awaitable[FolderInfo]]
-"""Looks at a folder; raises WorkspaceError when it cannot be used."""
-Check = Callable[[NewSessionRequest], Awaitable[str]]
+"""Looks at a folder; raises EngineError when it cannot be used."""
+Check = Callable[[NewSession], Awaitable[str]]
 """Says why a request cannot be made ("" when it can)."""
 
 _ORDER = (
@@ -69,7 +73,7 @@ class IsolationChoice(RadioSet):
         self.post_message(self.Taken(Isolation.WORKTREE if worktree else Isolation.FOLDER))
 
 
-class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
+class NewSessionScreen(ModalScreen[NewSession | None]):
     """Enter creates the session from every field (in a list or on a button it does what that
     control does: picks the agent and creates, takes a recent folder, presses the button);
     Escape cancels. An agent that cannot start here (its command not installed, its key not
@@ -91,17 +95,19 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         folder: str,
         inspect: Inspect,
         check: Check,
+        list_folders: ListFolders | None = None,
         recent: Sequence[str] = (),
-        initial: NewSessionRequest | None = None,
+        initial: NewSession | None = None,
         problem: str = "",
     ) -> None:
         super().__init__()
         # Those that can start first, then those that may (a sign-in polypilot cannot see), then the rest.
         self._agents = sorted(agents, key=lambda agent: _ORDER.index(agent.availability))
         self._default = initial.agent if initial else default
-        self._folder = initial.folder if initial else folder
+        self._folder = (initial.folder or folder) if initial else folder
         self._inspect = inspect
         self._check = check
+        self._list_folders = list_folders
         self._recent = list(recent)
         self._initial = initial
         self._problem = problem
@@ -112,7 +118,7 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         self._base_edited = bool(initial and initial.base)
         self.checking = False
         """A Create is being checked (a second Enter waits for it)."""
-        self._refused: NewSessionRequest | None = None
+        self._refused: NewSession | None = None
         """What the shown error was about (edited away, the error goes)."""
         self.folder_info: FolderInfo | None = None
         """The folder as last looked at (None while unknown or unusable)."""
@@ -127,14 +133,15 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
             yield Label("Agent", classes="field-label")
             yield OptionList(*[self._option(agent) for agent in self._agents], id="agent-list")
             yield Label("Folder", classes="field-label")
-            yield Input(self._folder, id="folder", suggester=FolderSuggester(self._recent), select_on_focus=False)
+            suggester = FolderSuggester(self._recent, self._list_folders)
+            yield Input(self._folder, id="folder", suggester=suggester, select_on_focus=False)
             yield Static("", id="folder-note", markup=False)
             if self._recent:
                 yield Label("Recent folders", classes="field-label")
                 yield OptionList(*[Option(Content(f), id=f) for f in self._recent], id="recent-list")
             yield Label("Name (optional)", classes="field-label")
             yield Input(
-                initial.name if initial else "", placeholder="<agent>-<number>", id="name", max_length=NAME_CHARS
+                initial.name or "" if initial else "", placeholder="<agent>-<number>", id="name", max_length=NAME_CHARS
             )
             with Vertical(id="git-box"):
                 yield Static("", id="git-note", markup=False)
@@ -249,7 +256,7 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
     async def _inspect_folder(self, folder: str) -> None:
         try:
             info, problem = await self._inspect(folder), ""
-        except WorkspaceError as exc:
+        except EngineError as exc:
             info, problem = None, str(exc)
         if folder != self._value("folder"):
             return  # typed on meanwhile: the next look is already due
@@ -298,7 +305,7 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         note.update("\n".join(lines))
 
     # ---- create and cancel ---------------------------------------------------------
-    def request(self, isolation: Isolation | None = None) -> NewSessionRequest | None:
+    def request(self, isolation: Isolation | None = None) -> NewSession | None:
         """What the dialog would create now (None when no agent can start); ``isolation``: the
         checkout/worktree choice just taken by Enter, before the radio buttons say so."""
         agent = self.agent
@@ -307,9 +314,9 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         if isolation is None or not self.query_one("#git-box").display:
             isolation = self.isolation
         worktree = isolation is Isolation.WORKTREE
-        return NewSessionRequest(
+        return NewSession(
             agent=agent,
-            name=self._value("name").strip(),
+            name=self._value("name").strip() or None,
             folder=self._value("folder").strip(),
             isolation=isolation,
             branch=self._value("branch").strip() if worktree else "",
@@ -343,13 +350,12 @@ class NewSessionScreen(ModalScreen[NewSessionRequest | None]):
         self.checking = True
         self.run_worker(self._check_then_close(request), group="check", exclusive=True, exit_on_error=False)
 
-    async def _check_then_close(self, request: NewSessionRequest) -> None:
+    async def _check_then_close(self, request: NewSession) -> None:
         try:
-            problem = await self._check(request)
-        except Exception as exc:  # noqa: BLE001 - shown in the dialog, never a crash
-            problem = str(exc) or type(exc).__name__
+            checked = await attempt(log, "the new session's check", self._check(request))
         finally:
             self.checking = False
+        problem = checked.said if isinstance(checked, Failed) else checked  # shown in the dialog
         if problem:
             self._error(problem)
         else:

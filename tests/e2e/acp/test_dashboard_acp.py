@@ -100,11 +100,12 @@ async def test_an_acp_session_from_prompt_to_restore(
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=AGENT_WAIT, what="the turn's end drawn")
 
         await send(pilot, script.tool)
-        await see(pilot, "Permission requested", " [y]", " [n]")  # every option on screen, none cut off
+        await see(pilot, "Permission requested", "ctrl+g to answer by key")
         if name == "fake":  # codex asks before it announces the tool call: no row yet
             await see(pilot, "waiting")  # its tool row waits for us; it is not "running"
         await pilot.press("ctrl+g")
         await wait_for(pilot, lambda: app.pane.permission.has_focus_within, what="the prompt focused")
+        await see(pilot, " [y]", " [n]")  # the keys shown once they answer; every option, none cut off
         await pilot.press("y")
         await see(pilot, script.tool_reply)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=AGENT_WAIT)
