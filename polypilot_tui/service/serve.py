@@ -30,6 +30,7 @@ from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.infra.private import NotPrivate, private_dir, user_name
 from polypilot_tui.service.peer import own_user_only
 from polypilot_tui.service.server import build_app
+from polypilot_tui.service.stream_client import FRAME
 from polypilot_tui.service.wire import SOCKET_PATH_MAX, socket_path
 from polypilot_tui.storage.lock import StateFolderBusy, lock_holder
 from polypilot_tui.storage.retention import prune_state_dir
@@ -107,13 +108,21 @@ async def _watch_socket(path: Path, inode: int, stopped: asyncio.Event, every: f
 
 
 async def start_server(
-    engine: LocalEngine, sock: socket.socket, stop: Callable[[], None], grace: int = SHUTDOWN_GRACE
+    engine: LocalEngine,
+    sock: socket.socket,
+    stop: Callable[[], None],
+    grace: int = SHUTDOWN_GRACE,
+    frame: float = FRAME,
 ) -> uvicorn.Server:
     """The engine's API (server.py) answering on ``sock``, a listening socket (bind_socket), in
     this loop; ``stop`` is called when a client asks the engine to stop. End it with
     ``await server.shutdown(sockets=[sock])``: clients get ``grace`` seconds to leave."""
     config = uvicorn.Config(
-        build_app(engine, stop), log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=grace
+        build_app(engine, stop, frame),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        timeout_graceful_shutdown=grace,
     )
     config.load()
     config.http_protocol_class = own_user_only(config.http_protocol_class)

@@ -15,9 +15,8 @@ from textual.pilot import Pilot
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, demo_agent
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.ui.app import PolypilotApp
-from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from tests.ui.helpers import screen_text, type_text, wait_for
+from tests.ui.helpers import on_engine, screen_text, type_text, wait_for
 
 #: Real agents start in seconds, slower beside other xdist workers on a 2-core box.
 AGENT_WAIT = 90.0
@@ -28,7 +27,7 @@ def dashboard(state: Path, agents: dict[str, AgentConfig], default: str, **setti
     options: dict[str, Any] = {"state_dir": state, "default_agent": default, "record": True, **settings}
     config = Settings(_env_file=None, **options)  # type: ignore[call-arg]
     catalog = AgentCatalog({"demo": demo_agent(), **agents})
-    return dashboard_on(
+    return on_engine(
         config,
         catalog,
         build_engine(config, catalog),

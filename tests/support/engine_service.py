@@ -23,11 +23,15 @@ from typing import Any
 import httpx
 import uvicorn
 
+from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
 from polypilot_tui.service.client import EngineClient, EngineUnreachable
+from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.serve import bind_socket, start_server
+from polypilot_tui.service.stream_client import FRAME
 from polypilot_tui.service.wire import API, socket_path
 from polypilot_tui.storage.lock import lock_holder
 from tests.support.logged_errors import report_log_folder
@@ -171,7 +175,6 @@ def attached_dashboard(state: Path, agents_file: Path | None = None, **options: 
     """The dashboard as ``polypilot`` builds it: attached to the engine of ``state`` (started
     detached when none runs, with this process's POLYPILOT_* environment)."""
     from polypilot_tui.config import Settings, load_agents
-    from polypilot_tui.service.remote import RemoteEngine
     from polypilot_tui.service.spawn import ensure_engine
     from polypilot_tui.ui.launch import dashboard_on
     from polypilot_tui.ui.theming import BUNDLED_DIR
@@ -197,8 +200,10 @@ class ServedEngine:
     serve`` serves it (bind_socket, start_server): the engine's clock may be virtual, and the
     test can reach the engine behind the socket. :meth:`open` is idempotent."""
 
-    def __init__(self, engine: LocalEngine) -> None:
+    def __init__(self, engine: LocalEngine, *, start: bool = False) -> None:
         self.engine = engine
+        self._start = start
+        """Start the engine (restore its sessions) before serving, as ``serve`` does."""
         self._folder: Path | None = None
         self._sock: socket.socket | None = None
         self._server: uvicorn.Server | None = None
@@ -206,9 +211,13 @@ class ServedEngine:
     async def open(self) -> Path:
         """Serve (the first time) and return the socket."""
         if self._folder is None:
+            if self._start:
+                await self.engine.start()
+            # Views are paced on the engine's clock: a virtual one moves only when the test moves it.
+            frame = 0.0 if isinstance(self.engine.clock, FakeClock) else FRAME
             self._folder = short_state_dir()
             self._sock = bind_socket(socket_path(self._folder))
-            self._server = await start_server(self.engine, self._sock, lambda: None, grace=1)
+            self._server = await start_server(self.engine, self._sock, lambda: None, grace=1, frame=frame)
         return socket_path(self._folder)
 
     async def close(self) -> None:
@@ -220,6 +229,30 @@ class ServedEngine:
             sock.close()
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def attach(self) -> RemoteEngine:
+        """A dashboard's engine as ``polypilot`` makes it, attached to this one: its first
+        connect serves the engine (started), its detach stops serving and closes the engine.
+        A virtual clock is shared (the engine's own times), a real one is read as over SSH."""
+
+        async def detach() -> None:
+            await self.close()
+            await self.engine.close()
+
+        clock = self.engine.clock if isinstance(self.engine.clock, FakeClock) else None
+        return RemoteEngine(self.open, reconnect=False, on_detach=detach, clock=clock)
+
+
+def caught_up(remote: Engine, engine: LocalEngine) -> bool:
+    """The mirror ``remote`` holds what ``engine`` holds now: the sessions in order, their views,
+    the replies streaming and their rows (the first look asks for a history not fetched yet)."""
+    ids = engine.ids()
+    return remote.ids() == ids and all(
+        remote.view(sid) == engine.view(sid)
+        and remote.streaming_text(sid) == engine.streaming_text(sid)
+        and tuple(remote.history(sid)) == tuple(engine.history(sid))
+        for sid in ids
+    )
 
 
 @asynccontextmanager
