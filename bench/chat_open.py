@@ -66,7 +66,7 @@ async def measure(saved: bool) -> dict[int, list[float]]:
     """Milliseconds per opening, by size: live sessions (filled in memory) or saved ones."""
     from polypilot_tui.engine.local import LocalEngine
     from polypilot_tui.engine.persistence import attach_persistence
-    from polypilot_tui.ui.app import PolypilotApp
+    from polypilot_tui.ui.launch import dashboard_on
 
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
@@ -75,7 +75,7 @@ async def measure(saved: bool) -> dict[int, list[float]]:
         clock = FakeClock()
         manager, catalog = bench_manager(settings, clock)
         engine = LocalEngine(manager, attach_persistence if saved else None)
-        app = PolypilotApp(settings, catalog, engine, clock, keymap_file=state / "none.toml")
+        app = dashboard_on(settings, catalog, engine, keymap_file=state / "none.toml")
         timings: dict[int, list[float]] = {size: [] for size in SIZES}
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()

@@ -29,29 +29,25 @@ from bench._engine_service import engine_process, polypilot_serve, short_state_d
 from bench._support import Row, ms_ratio
 from bench.startup import seed, settings_for
 
-MakeEngine = Callable[[Path], tuple[Any, Any]]
-"""A state folder -> (engine, clock) for the dashboard."""
+MakeEngine = Callable[[Path], Any]
+"""A state folder -> the engine for the dashboard."""
 
 
-def local_engine(state: Path) -> tuple[Any, Any]:
+def local_engine(state: Path) -> Any:
     from polypilot_tui.config import load_agents
-    from polypilot_tui.domain.clock import SystemClock
-    from polypilot_tui.engine.local import LocalEngine
-    from polypilot_tui.engine.manager import SessionManager
-    from polypilot_tui.engine.persistence import attach_persistence
+    from polypilot_tui.engine.builder import build_engine
 
-    clock = SystemClock()
-    return LocalEngine(SessionManager(settings_for(state), load_agents(None), clock), attach_persistence), clock
+    return build_engine(settings_for(state), load_agents(None))
 
 
-def remote_engine(state: Path) -> tuple[Any, Any]:
-    from polypilot_tui.service.remote import EngineClock, RemoteEngine
+def remote_engine(state: Path) -> Any:
+    from polypilot_tui.service.remote import RemoteEngine
     from polypilot_tui.service.wire import socket_path
 
     async def connect() -> Path:
         return socket_path(state)
 
-    return RemoteEngine(connect, reconnect=False), EngineClock()
+    return RemoteEngine(connect, reconnect=False)
 
 
 async def first_frame(state: Path, make: MakeEngine) -> tuple[float, float, int]:
@@ -88,12 +84,12 @@ async def first_frame(state: Path, make: MakeEngine) -> tuple[float, float, int]
             super()._display(screen, renderable)
 
     start = time.perf_counter()
-    engine, clock = make(state)
+    engine = make(state)
     app = Measured(
         settings_for(state),
         load_agents(None),
         engine,
-        clock,
+        engine.clock,
         theme_dirs=[BUNDLED_DIR],
         keymap_file=state / "no-keymap.toml",
     )

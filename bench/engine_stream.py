@@ -91,13 +91,11 @@ class Holder:
         self.run.out_of_order += not in_order
 
 
-def dashboard(settings: Any, catalog: Any, engine: Any, clock: Any, state: Path) -> Any:
-    from polypilot_tui.ui.app import PolypilotApp
+def dashboard(settings: Any, catalog: Any, engine: Any, state: Path) -> Any:
+    from polypilot_tui.ui.launch import dashboard_on
     from polypilot_tui.ui.theming import BUNDLED_DIR
 
-    return PolypilotApp(
-        settings, catalog, engine, clock, theme_dirs=[BUNDLED_DIR], keymap_file=state / "no-keymap.toml"
-    )
+    return dashboard_on(settings, catalog, engine, theme_dirs=[BUNDLED_DIR], keymap_file=state / "no-keymap.toml")
 
 
 def reply(engine: Any, sid: str) -> str:
@@ -158,7 +156,7 @@ async def in_process() -> Run:
             return streamers[-1]
 
         manager, catalog = bench_manager(settings, clock, backend)
-        app = dashboard(settings, catalog, LocalEngine(manager, attach_persistence), clock, Path(tmp))
+        app = dashboard(settings, catalog, LocalEngine(manager, attach_persistence), Path(tmp))
         async with app.run_test(size=(160, 48)) as pilot:
             ids = await drive(app, run)
             await pilot.pause()
@@ -172,7 +170,7 @@ async def attached() -> Run:
 
     from polypilot_tui.config import AgentCatalog, AgentConfig
     from polypilot_tui.domain.safe_json import load_json
-    from polypilot_tui.service.remote import EngineClock, RemoteEngine
+    from polypilot_tui.service.remote import RemoteEngine
     from polypilot_tui.service.wire import socket_path
 
     run = Run()
@@ -185,7 +183,7 @@ async def attached() -> Run:
 
         settings = bench_settings(state)
         catalog = AgentCatalog({AGENT: AgentConfig(name=AGENT, kind="demo")})
-        app = dashboard(settings, catalog, RemoteEngine(connect, reconnect=False), EngineClock(), state)
+        app = dashboard(settings, catalog, RemoteEngine(connect, reconnect=False), state)
         async with app.run_test(size=(160, 48)) as pilot:
             cpu = cpu_seconds(process.pid)
             ids = await drive(app, run)

@@ -52,7 +52,7 @@ class Streamer(QuietBackend):
 
 async def run() -> list[Row]:
     from polypilot_tui.engine.local import LocalEngine
-    from polypilot_tui.ui.app import PolypilotApp
+    from polypilot_tui.ui.launch import dashboard_on
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = bench_settings(Path(tmp))
@@ -71,7 +71,7 @@ async def run() -> list[Row]:
             changes += 1
 
         manager.subscribe(count, ViewChanged)
-        app = PolypilotApp(settings, catalog, LocalEngine(manager), clock, keymap_file=Path(tmp) / "none.toml")
+        app = dashboard_on(settings, catalog, LocalEngine(manager), keymap_file=Path(tmp) / "none.toml")
         lags: list[float] = []
         async with app.run_test(size=(160, 48)) as pilot:
             ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]

@@ -21,8 +21,8 @@ from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.trace import TraceEntry, parse_trace
 from polypilot_tui.engine import verbs
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.manager import SessionManager
 
 DEFAULT_HORIZON = 4 * 3600.0
 SESSION_ID = "replay"
@@ -69,8 +69,8 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
         return replay_backend(sink, restore)
 
     catalog = AgentCatalog({"replay": AgentConfig(name="replay", kind="demo")})
-    manager = SessionManager(settings, catalog, clock, backend_factory=factory)
-    engine = LocalEngine(manager)
+    engine = build_engine(settings, catalog, clock, persist=False, backend_factory=factory)
+    manager = engine.manager
     last: dict[str, Any] = {}
     recoveries = 0
 

@@ -33,15 +33,14 @@ from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import TurnRecord
-from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.failures import Failure
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt
 from polypilot_tui.engine import verbs
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.storage.retention import prune_state_dir
 
 EXIT_OK = 0
@@ -73,7 +72,7 @@ async def run_headless(
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     prune_state_dir(Path(settings.state_dir))
-    engine = LocalEngine(SessionManager(settings, catalog, SystemClock()))
+    engine = build_engine(settings, catalog, persist=False)
     done = asyncio.Event()
     sid = ""
     ended: list[TurnRecord] = []

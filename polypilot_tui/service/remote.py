@@ -28,7 +28,7 @@ from polypilot_tui.domain.changes import (
     ViewChanged,
 )
 from polypilot_tui.domain.chat import ChatItem
-from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.clock import Clock, SystemClock
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError, Verb
 from polypilot_tui.engine.codec import change_from_json, decode, decode_fields
@@ -71,13 +71,16 @@ class RemoteEngine:
         *,
         reconnect: bool = True,
         on_detach: Callable[[], Awaitable[None]] | None = None,
+        clock: Clock | None = None,
         silence: float = SILENCE_LIMIT,
     ) -> None:
         self._connect = connect
         self._silence = silence  # seconds the stream may say nothing before the engine is taken for lost
         self._on_detach = on_detach
         self._reconnect = reconnect
-        self._clock = EngineClock()
+        self._clock: Clock = clock or EngineClock()
+        """The engine's time: this machine's clock set to the engine's at each snapshot, or
+        one that reads the engine's own (a test's FakeClock shared with the engine it serves)."""
         self._stream = ChangeStream()
         self.notices = NoticeBoard()
         self.http: EngineClient | None = None
@@ -95,7 +98,7 @@ class RemoteEngine:
         """The engine said it stops because somebody asked (no new one is started then)."""
 
     @property
-    def clock(self) -> SystemClock:
+    def clock(self) -> Clock:
         return self._clock
 
     @property
@@ -238,7 +241,7 @@ class RemoteEngine:
         self._client_id = int(data.get("client") or 0)
         self._focused = int(data.get("focused") or 0)
         now = self.info.get("now")
-        if isinstance(now, (int, float)):
+        if isinstance(now, (int, float)) and isinstance(self._clock, EngineClock):
             self._clock.offset = float(now) - time.monotonic()
         sessions = data.get("sessions")
         if not isinstance(sessions, list):

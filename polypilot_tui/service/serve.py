@@ -19,18 +19,18 @@ import os
 import signal
 import socket
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
 
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.infra.private import NotPrivate, private_dir, user_name
 from polypilot_tui.service.peer import own_user_only
 from polypilot_tui.service.server import build_app
+from polypilot_tui.service.stream_client import FRAME
 from polypilot_tui.service.wire import SOCKET_PATH_MAX, socket_path
 from polypilot_tui.storage.lock import StateFolderBusy, lock_holder
 from polypilot_tui.storage.retention import prune_state_dir
@@ -107,6 +107,33 @@ async def _watch_socket(path: Path, inode: int, stopped: asyncio.Event, every: f
             stopped.set()
 
 
+async def start_server(
+    engine: LocalEngine,
+    sock: socket.socket,
+    stop: Callable[[], None],
+    grace: int = SHUTDOWN_GRACE,
+    frame: float = FRAME,
+) -> uvicorn.Server:
+    """The engine's API (server.py) answering on ``sock``, a listening socket (bind_socket), in
+    this loop; ``stop`` is called when a client asks the engine to stop. End it with
+    ``await server.shutdown(sockets=[sock])``: clients get ``grace`` seconds to leave."""
+    config = uvicorn.Config(
+        build_app(engine, stop, frame),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        timeout_graceful_shutdown=grace,
+    )
+    config.load()
+    config.http_protocol_class = own_user_only(config.http_protocol_class)
+    server = uvicorn.Server(config)
+    # uvicorn's own serve() wakes ten times a second to look for a stop: an idle engine must
+    # not poll, so the stop is the caller's and only startup() and shutdown() are uvicorn's.
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
+    return server
+
+
 async def serve(
     settings: Settings,
     catalog: AgentCatalog,
@@ -123,7 +150,7 @@ async def serve(
     holder = lock_holder(state)
     if holder is not None:
         raise EngineRefused(f"an engine already runs for {state} ({holder.describe()})")
-    engine = LocalEngine(SessionManager(settings, catalog, SystemClock()), attach_persistence, must_persist=True)
+    engine = build_engine(settings, catalog, must_persist=True)
     try:
         await engine.start()
     except StateFolderBusy as exc:
@@ -139,20 +166,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopped.set)
-    config = uvicorn.Config(
-        build_app(engine, stopped.set),
-        log_level="warning",
-        lifespan="off",
-        access_log=False,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,
-    )
-    config.load()
-    config.http_protocol_class = own_user_only(config.http_protocol_class)
-    server = uvicorn.Server(config)
-    # uvicorn's own serve() wakes ten times a second to look for a stop: an idle engine must
-    # not poll, so the stop is an event and only startup() and shutdown() are uvicorn's.
-    server.lifespan = config.lifespan_class(config)
-    await server.startup(sockets=[sock])
+    server = await start_server(engine, sock, stopped.set)
     log.info("engine %d listening on %s", os.getpid(), path)
     ours = os.stat(path).st_ino
     watcher = asyncio.create_task(_watch_socket(path, ours, stopped, socket_check))

@@ -28,7 +28,7 @@ from polypilot_tui.engine.api import BadRequest, EngineError, Verb
 from polypilot_tui.engine.codec import decode, encode, from_text
 from polypilot_tui.engine.local import LocalEngine, read_in
 from polypilot_tui.engine.verbs import ENGINE_INFO, ENGINE_STOP, FOCUS_CLIENT, VERBS, EngineInfo, Focus, NoArgs
-from polypilot_tui.service.stream_client import FrameCache, StreamClient, sse
+from polypilot_tui.service.stream_client import FRAME, FrameCache, StreamClient, sse
 from polypilot_tui.service.wire import API
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,10 @@ class TooLarge(BadRequest):
     status = 413
 
 
-def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
-    """The API around ``engine``; ``stop`` ends the service (``POST /v1/engine/stop``)."""
+def build_app(engine: LocalEngine, stop: Callable[[], None], frame: float = FRAME) -> Starlette:
+    """The API around ``engine``; ``stop`` ends the service (``POST /v1/engine/stop``); ``frame``:
+    seconds between two views of a session to a client, on the engine's clock (0 on a virtual
+    one, which moves only when a test moves it)."""
     attached: list[StreamClient] = []
     clients = itertools.count(1)
     frames = FrameCache()
@@ -59,7 +61,9 @@ def build_app(engine: LocalEngine, stop: Callable[[], None]) -> Starlette:
             if not await read_in(engine.history(sid)):  # rather than send placeholders as rows
                 raise EngineError(f"saved chat rows of {sid} cannot be read now; ask again later")
         events_too = request.query_params.get("events") == "1"
-        client = StreamClient(engine, next(clients), only, events_too, frames=frames, focused=lambda: focused[0])
+        client = StreamClient(
+            engine, next(clients), only, events_too, frames=frames, frame=frame, focused=lambda: focused[0]
+        )
         detach = client.attach()
         # Same tick as the subscribe: nothing falls in between.
         first = client.snapshot(with_history=with_history)

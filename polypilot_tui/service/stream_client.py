@@ -111,7 +111,8 @@ class StreamClient:
         self._focused = focused
         """Whose terminal had the focus last (0: none said), for the snapshots."""
         self._view_sent_at: dict[str, float] = {}
-        self._batch_sent_at = -frame
+        self._batch_sent_at: float | None = None
+        """When the last batch went (None: none yet; a clock's times may be any number)."""
         self._frame_timer: TimerHandle | None = None
         self._frame_at = 0.0
 
@@ -233,10 +234,11 @@ class StreamClient:
         if not box:
             return KEEPALIVE_FRAME if keepalive else ""
         now = self.engine.clock.now()
-        if self.only is not None and not box.news and now < self._batch_sent_at + self.frame:
+        last_batch = self._batch_sent_at
+        if self.only is not None and not box.news and last_batch is not None and now < last_batch + self.frame:
             # One session's stream (a command following it): its deltas and view wait for the
             # frame, joined, unless something else (a row, a turn's end) is waiting too.
-            self._arm_frame(self._batch_sent_at + self.frame)
+            self._arm_frame(last_batch + self.frame)
             return KEEPALIVE_FRAME if keepalive else ""
         self._batch_sent_at = now
         live = set(self.engine.ids())  # once per batch: a burst of deltas is many views
@@ -251,7 +253,8 @@ class StreamClient:
             elif entry.kind == "view":
                 if entry.session_id not in live:
                     continue
-                if now < self._view_sent_at.get(entry.session_id, -self.frame) + self.frame:
+                last_view = self._view_sent_at.get(entry.session_id)  # None: its first view goes at once
+                if last_view is not None and now < last_view + self.frame:
                     held.append(entry.session_id)
                     continue
                 self._view_sent_at[entry.session_id] = now

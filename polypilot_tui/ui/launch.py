@@ -13,17 +13,16 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from textual.drivers.linux_driver import LinuxDriver
 
 from polypilot_tui.agents.catalog import load_catalog
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent
-from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.engine.api import EngineError
-from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.api import Engine, EngineError
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.service.attach import SshAttach, engine_agents
-from polypilot_tui.service.remote import EngineClock, RemoteEngine
+from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.spawn import ensure_engine
 from polypilot_tui.service.ssh import TunnelError
 from polypilot_tui.ui.app import PolypilotApp
@@ -49,14 +48,17 @@ def build_catalog(settings: Settings) -> tuple[AgentCatalog, list[str]]:
     return catalog, notes
 
 
+def dashboard_on(settings: Settings, catalog: AgentCatalog, engine: Engine, **options: Any) -> PolypilotApp:
+    """The dashboard on ``engine``, reading the times in its views on the engine's own clock
+    (another machine's over SSH): every launch and test rig makes it so."""
+    return PolypilotApp(settings, catalog, engine, engine.clock, **options)
+
+
 def run_app(settings: Settings) -> int:
     """Run the dashboard with the engine inside it until the user quits (``--in-process``)."""
     catalog, notes = build_catalog(settings)
-    clock = SystemClock()
-    manager = SessionManager(settings, catalog, clock)
-    from polypilot_tui.engine.persistence import attach_persistence
-
-    return _start(lambda: PolypilotApp(settings, catalog, LocalEngine(manager, attach_persistence), clock, notes=notes))
+    engine = build_engine(settings, catalog)
+    return _start(lambda: dashboard_on(settings, catalog, engine, notes=notes))
 
 
 def run_attached(settings: Settings) -> int:
@@ -69,7 +71,7 @@ def run_attached(settings: Settings) -> int:
         path, _started = await ensure_engine(settings)
         return path
 
-    return _start(lambda: PolypilotApp(settings, catalog, RemoteEngine(connect), EngineClock(), notes=notes))
+    return _start(lambda: dashboard_on(settings, catalog, RemoteEngine(connect), notes=notes))
 
 
 def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
@@ -87,7 +89,7 @@ def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
             await attach.close()
             return None
         engine = RemoteEngine(attach.connect, on_detach=attach.close)
-        return PolypilotApp(settings, catalog, engine, EngineClock(), remote=attach.target)
+        return dashboard_on(settings, catalog, engine, remote=attach.target)
 
     return _start(prepare)
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +10,7 @@ from polypilot_tui.agents.acp.backend import AcpBackend
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from tests.support.waiting import until
 
 FAKE_AGENT = Path(__file__).resolve().parents[1] / "support" / "fake_acp_agent.py"
 
@@ -21,11 +20,9 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[AgentEvent] = []
-        self._changed = asyncio.Event()
 
     def __call__(self, event: AgentEvent) -> None:
         self.events.append(event)
-        self._changed.set()
 
     def of(self, kind: str) -> list[AgentEvent]:
         return [e for e in self.events if e.type == kind]
@@ -41,19 +38,11 @@ class Recorder:
         self, kind: str, where: Callable[[AgentEvent], bool] = lambda e: True, timeout: float = 15.0, after: int = 0
     ) -> AgentEvent:
         """The first event of ``kind`` (at index >= ``after``) matching ``where``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            for event in self.events[after:]:
-                if event.type == kind and where(event):
-                    return event
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no {kind} within {timeout} s; saw {self.types()}")
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
-                pass
+
+        def found() -> AgentEvent | None:
+            return next((e for e in self.events[after:] if e.type == kind and where(e)), None)
+
+        return await until(found, timeout, lambda: f"a {kind} event (saw {self.types()})")
 
 
 def fake_backend(

@@ -7,10 +7,8 @@ and a crashed agent is reconnected (resumed) on the next send.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.manager import SessionManager
 from tests.agents.acp_support import FAKE_AGENT
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,14 +47,6 @@ async def manager(tmp_path: Path):
     mgr = SessionManager(settings, AgentCatalog({"fake": agent}), clock, backend_factory=factory)
     yield mgr
     await mgr.shutdown()
-
-
-async def until(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 async def test_tool_turn_completes_with_its_tool_row(manager: SessionManager) -> None:

@@ -30,6 +30,7 @@ from polypilot_tui.agents.copilot.runtime import (
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from tests.support.waiting import until_blocking
 
 
 def sdk_event(kind: str, data: dict[str, Any]) -> SessionEvent:
@@ -334,10 +335,7 @@ def test_descendants_finds_grandchildren() -> None:
     script = "import subprocess, time; subprocess.Popen(['sleep', '5']); time.sleep(5)"
     proc = subprocess.Popen([sys.executable, "-c", script])
     try:
-        deadline = time.monotonic() + 5
-        while not descendants(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert descendants(proc.pid)
+        until_blocking(lambda: descendants(proc.pid), 5, "the child's own children")
     finally:
         for pid in [*descendants(proc.pid), proc.pid]:
             try:

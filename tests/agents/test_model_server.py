@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ import pytest
 
 from tests.support.model_script import ScriptSettings, clean_prompt, keyword, prompt_command
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until_blocking
 
 BASH = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
 RESP_TOOLS = [{"type": "function", "name": "exec_command", "parameters": {}}]
@@ -194,18 +194,11 @@ def test_request_cap_and_lifetime_stop_the_server() -> None:
     srv = ModelServer(max_requests=1).start()
     httpx.get(f"{srv.base_url}/models")
     assert httpx.get(f"{srv.base_url}/models").status_code == 503
-    assert wait_until(lambda: srv.stopped)
+    until_blocking(lambda: srv.stopped)
     srv.stop()
     short = ModelServer(max_seconds=0.2).start()
-    assert wait_until(lambda: short.stopped)
+    until_blocking(lambda: short.stopped)
     short.stop()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return condition()
 
 
 def test_script_helpers() -> None:

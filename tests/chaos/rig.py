@@ -11,7 +11,6 @@ its prompt is not out yet, and the backend's connect timeout bounds that phase.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.turn import Turn
 from polypilot_tui.domain.watchdog import WatchdogConfig, fallback_delay, select_tier
 from polypilot_tui.engine.manager import SessionManager
+from tests.support.waiting import advance_until, until
 
 BackendWrapper = Callable[[AgentBackend, str], AgentBackend]
 """(new backend, session id) -> the backend the manager gets (identity, or a faulty proxy)."""
@@ -139,29 +139,23 @@ class Rig:
 
     async def until(self, predicate: Callable[[], bool], within: float, what: str) -> None:
         """Wait (virtual or real seconds) for ``predicate``, checking deadlines all the way."""
-        start = self.clock.now()
-        end = start + within
         if isinstance(self.clock, FakeClock):
-            clock = self.clock
-            await clock.settle()
-            while True:
-                self.check()
-                if predicate():
-                    return
-                candidates = [x for x in (clock.next_deadline(), self._earliest_limit()) if x is not None]
-                step = min(candidates) if candidates else None
-                if step is not None and step <= clock.now():
-                    step = clock.now() + 0.5  # a limit already missed: keep time moving
-                if step is None or step > end:
-                    raise AssertionError(f"{what}: not reached within {within:g} s (virtual t={clock.now():.1f})")
-                await clock.advance_to(step)
-        while True:
+            await advance_until(self.clock, predicate, within=within, what=what, stops=self._stops, each=self.check)
+            return
+
+        def checked() -> bool:
             self.check()
-            if predicate():
-                return
-            if self.clock.now() > end:
-                raise AssertionError(f"{what}: not reached within {within:g} s")
-            await asyncio.sleep(0.05)
+            return predicate()
+
+        await until(checked, within, what, every=0.05)
+
+    def _stops(self) -> list[float]:
+        """Where virtual time stops besides timers: the earliest deadline of a turn (and, once
+        it is missed, half a second on, so that the miss is seen and time keeps moving)."""
+        limit = self._earliest_limit()
+        if limit is None:
+            return []
+        return [limit if limit > self.clock.now() else self.clock.now() + 0.5]
 
     # ---- state --------------------------------------------------------------------
     def at_rest(self, sid: str) -> bool:

@@ -13,13 +13,10 @@ from typing import Any
 from textual.pilot import Pilot
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, demo_agent
-from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.engine.persistence import attach_persistence
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from tests.ui.helpers import screen_text, type_text, wait_for
+from tests.ui.helpers import on_engine, screen_text, shaped, type_text, wait_for
 
 #: Real agents start in seconds, slower beside other xdist workers on a 2-core box.
 AGENT_WAIT = 90.0
@@ -30,16 +27,15 @@ def dashboard(state: Path, agents: dict[str, AgentConfig], default: str, **setti
     options: dict[str, Any] = {"state_dir": state, "default_agent": default, "record": True, **settings}
     config = Settings(_env_file=None, **options)  # type: ignore[call-arg]
     catalog = AgentCatalog({"demo": demo_agent(), **agents})
-    manager = SessionManager(config, catalog, SystemClock())
-    return PolypilotApp(
-        config,
-        catalog,
-        LocalEngine(manager, attach_persistence),
-        manager.clock,
-        theme_dirs=[BUNDLED_DIR],
-        keymap_file=state / "no-keymap.toml",
-        launch_folder=str(state.parent),  # the test's folder, not the checkout the tests run in
-    )
+    with shaped("local"):  # in process until the real-agent suites are run attached (issue 23)
+        return on_engine(
+            config,
+            catalog,
+            build_engine(config, catalog),
+            theme_dirs=[BUNDLED_DIR],
+            keymap_file=state / "no-keymap.toml",
+            launch_folder=str(state.parent),  # the test's folder, not the checkout the tests run in
+        )
 
 
 async def send(pilot: Pilot[Any], text: str) -> None:

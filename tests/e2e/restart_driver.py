@@ -19,7 +19,6 @@ import json
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence, attach_persistence
+from tests.support.waiting import until
 
 
 def emit(kind: str, **data: Any) -> None:
@@ -36,16 +36,6 @@ def emit(kind: str, **data: Any) -> None:
 
 def history(session: Session) -> list[dict[str, Any]]:
     return [{"kind": item.kind.value, "text": item.text, "interrupted": item.interrupted} for item in session.history]
-
-
-async def until(condition: Callable[[], bool], seconds: float, what: str) -> float:
-    """Poll ``condition``; returns the seconds it took, raises TimeoutError naming ``what``."""
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > seconds:
-            raise TimeoutError(f"no {what} within {seconds:.0f} s")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - start
 
 
 def on_disk(state_dir: Path, sid: str, recording: Path | None) -> dict[str, Any]:
@@ -156,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode == "fresh":
             return asyncio.run(fresh(args.state_dir))
         return asyncio.run(restore(args.state_dir, args.resend))
-    except TimeoutError as exc:
+    except AssertionError as exc:  # a wait that timed out (tests/support/waiting.py)
         emit("error", message=str(exc))
         return 1
 

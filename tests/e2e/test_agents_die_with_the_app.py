@@ -23,10 +23,11 @@ import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.agents.leash import SCAN
-from tests.reliability.conftest import Dashboard, alive, wait_until
+from tests.reliability.conftest import Dashboard, alive
 from tests.support.copilot_e2e import copilot_agent, make_backend
 from tests.support.copilot_harness import agents_toml, copilot_processes, home_processes, run_env
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until_blocking
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -38,7 +39,7 @@ def gone_after_sigkill(app: subprocess.Popen[bytes] | subprocess.Popen[str], hom
     began = time.monotonic()
     app.send_signal(signal.SIGKILL)
     app.wait(10)
-    wait_until(lambda: not home_processes(home), 30, "the CLI and its tools to die with the app")
+    until_blocking(lambda: not home_processes(home), 30, "the CLI and its tools to die with the app")
     return time.monotonic() - began
 
 
@@ -58,7 +59,7 @@ def test_the_cli_of_a_sigkilled_run_dies_within_a_second(
         stdin=subprocess.DEVNULL,
     )
     try:
-        wait_until(
+        until_blocking(
             lambda: any("HANG" in r.last.text for r in model_server.model_requests()),
             90,
             "the CLI to send the prompt to the (hanging) model",
@@ -81,7 +82,7 @@ def test_the_cli_of_a_sigkilled_dashboard_dies_within_a_second(
     dashboard = Dashboard(run_env(state, agents))  # its first session is a Copilot one: the CLI starts
     try:
         dashboard.wait_for_lock(state, 90)
-        wait_until(
+        until_blocking(
             lambda: copilot_processes(copilot_cli, ancestor=dashboard.proc.pid),
             90,
             "the dashboard's Copilot CLI to start",
@@ -106,7 +107,7 @@ async def test_a_shell_tool_dies_with_a_sigkilled_cli(copilot_cli: Path, tmp_pat
             await backend.answer_permission(request.text("requestId"), ALLOW_ONCE)
             await sink.wait("tool.execution_start")
             sleeps = await asyncio.to_thread(
-                wait_until, lambda: tool_processes(home, tool), 30, "the shell tool to start"
+                until_blocking, lambda: tool_processes(home, tool), 30, "the shell tool to start"
             )
             cli = backend.pid
             assert cli is not None and all(os.getsid(p) != os.getsid(cli) for p in sleeps), (
@@ -118,7 +119,7 @@ async def test_a_shell_tool_dies_with_a_sigkilled_cli(copilot_cli: Path, tmp_pat
             os.kill(cli, signal.SIGKILL)
             began = time.monotonic()
             await asyncio.to_thread(
-                wait_until, lambda: not any(alive(p) for p in sleeps), 30, "the tool to die with the CLI"
+                until_blocking, lambda: not any(alive(p) for p in sleeps), 30, "the tool to die with the CLI"
             )
             assert time.monotonic() - began < 2.0
         finally:

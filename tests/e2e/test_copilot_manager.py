@@ -23,8 +23,9 @@ from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from tests.support.copilot_e2e import wait_on_disk
-from tests.support.copilot_harness import AGENT, StatusLog, alive, cli_pid, in_order, make_manager, texts, until
+from tests.support.copilot_harness import AGENT, StatusLog, alive, cli_pid, in_order, make_manager, texts
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -200,7 +201,8 @@ async def _kill_mid_turn(manager: SessionManager, sid: str, server: ModelServer)
     assert pid is not None
     killed = time.monotonic()
     os.kill(pid, signal.SIGKILL)
-    took = await until(lambda: manager.view(sid).status.value == "disconnected", 5, "status disconnected")
+    await until(lambda: manager.view(sid).status.value == "disconnected", 5, "status disconnected")
+    took = time.monotonic() - killed
     assert session.last_outcome.outcome is Outcome.FAILED and "disconnected" in session.last_outcome.reason
     assert time.monotonic() - killed < 5
     return pid, took

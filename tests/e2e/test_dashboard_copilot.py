@@ -18,7 +18,7 @@ from polypilot_tui.domain.view import SessionStatus
 from tests.e2e.dashboard import AGENT_WAIT, dashboard, see, send, status_line
 from tests.support.copilot_harness import catalog_entry
 from tests.support.model_server import ModelServer
-from tests.ui.helpers import screen_text, wait_for
+from tests.ui.helpers import engine_of, screen_text, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -36,7 +36,7 @@ async def test_a_copilot_session_from_prompt_to_restore(
         sid = app.selected
         await wait_for(
             pilot,
-            lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE,
+            lambda: engine_of(app).manager.view(sid).status is SessionStatus.IDLE,
             timeout=AGENT_WAIT,
             what="the Copilot CLI connected",
         )
@@ -55,7 +55,7 @@ async def test_a_copilot_session_from_prompt_to_restore(
         await see(pilot, "Allow once [y]")
         await pilot.press("y")
         await see(pilot, "done: hi")
-        tools = [i for i in app.engine.manager.history(sid) if i.kind is ItemKind.TOOL]
+        tools = [i for i in engine_of(app).manager.history(sid) if i.kind is ItemKind.TOOL]
         assert [t.tool_status for t in tools] == ["completed"] and "✓" in screen_text(app)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=AGENT_WAIT)
         assert app.pane.editor.has_focus
@@ -63,37 +63,37 @@ async def test_a_copilot_session_from_prompt_to_restore(
         # Stop in the middle of a streamed reply: what arrived stays, the session answers again.
         await send(pilot, "SLOW please")
         await wait_for(pilot, lambda: "Writing" in status_line(app), timeout=AGENT_WAIT, what="the reply streaming")
-        await wait_for(pilot, lambda: len(app.engine.manager.streaming_text(sid)) > 20, timeout=AGENT_WAIT)
+        await wait_for(pilot, lambda: len(engine_of(app).manager.streaming_text(sid)) > 20, timeout=AGENT_WAIT)
         await pilot.press("ctrl+x")
         await wait_for(pilot, lambda: "Stopped" in status_line(app), timeout=30, what="Stopped on screen")
-        partial = [i for i in app.engine.manager.history(sid) if i.kind is ItemKind.ASSISTANT][-1]
+        partial = [i for i in engine_of(app).manager.history(sid) if i.kind is ItemKind.ASSISTANT][-1]
         assert partial.interrupted and partial.text.strip()
         await see(pilot, "interrupted")
 
         # Reconnect: a fresh CLI resumes the same agent session; the status is no longer "stopped".
         await pilot.press("ctrl+r")
         await see(pilot, "Session reconnected: resumed")
-        await wait_for(pilot, lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
+        await wait_for(pilot, lambda: engine_of(app).manager.view(sid).status is SessionStatus.IDLE, timeout=AGENT_WAIT)
         await wait_for(pilot, lambda: "Idle" in status_line(app), timeout=10, what='the status no longer "Stopped"')
         await send(pilot, "after the reconnect")
         await see(pilot, "echo: after the reconnect")
-        await wait_for(pilot, lambda: app.engine.manager.view(sid).turns == 4, timeout=AGENT_WAIT)
+        await wait_for(pilot, lambda: engine_of(app).manager.view(sid).turns == 4, timeout=AGENT_WAIT)
         await pilot.press(*"an unsent draft")
-        history = [(i.kind, i.text) for i in app.engine.manager.history(sid)]
-        agent_session = app.engine.manager.view(sid).agent_session_id
+        history = [(i.kind, i.text) for i in engine_of(app).manager.history(sid)]
+        agent_session = engine_of(app).manager.view(sid).agent_session_id
 
     # Quit and start again on the same state folder: the session, its history and the draft
     # are back, and the agent session resumes by id on the next prompt.
     again = dashboard(state, agents, "copilot", stop_grace_seconds=8)
     async with again.run_test(size=SIZE, notifications=True) as pilot:
         await wait_for(pilot, lambda: again.selected == sid, what="the session restored and on screen")
-        assert [(i.kind, i.text) for i in again.engine.manager.history(sid)] == history
+        assert [(i.kind, i.text) for i in engine_of(again).manager.history(sid)] == history
         await see(pilot, "echo: after the reconnect", "done: hi")
         assert again.pane.editor.text == "an unsent draft"
         again.pane.editor.load_text("")
         await send(pilot, "after the restart")
         await see(pilot, "echo: after the restart")
-        assert again.engine.manager.view(sid).agent_session_id == agent_session
+        assert engine_of(again).manager.view(sid).agent_session_id == agent_session
         # The model saw the earlier conversation: the agent session really resumed.
         last = model_server.model_requests()[-1]
         assert "hello from the dashboard" in last.text()

@@ -3,10 +3,11 @@ killed in the middle of a reply, and the session back — resumed, or its prompt
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +15,15 @@ from polypilot_tui.domain.chat import ItemKind
 from tests.e2e.dashboard import AGENT_WAIT, see, send
 from tests.support.copilot_e2e import KEY, KEY_ENV
 from tests.support.copilot_harness import AGENT, agents_toml, home_processes
-from tests.support.engine_service import attached_dashboard, kill_engine_of, running_engine, short_state_dir
+from tests.support.engine_service import (
+    EngineProcess,
+    attached_dashboard,
+    kill_engine_of,
+    running_engine,
+    short_state_dir,
+)
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until, until_answer
 from tests.ui.helpers import notifications, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -88,20 +96,11 @@ async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_b
                 await pilot.press("ctrl+q")
     finally:
         kill_engine_of(state)
-    await asyncio.sleep(0)
-    deadline = asyncio.get_running_loop().time() + 15
-    while home_processes(tmp_path / "copilot-home") and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.2)
-    assert not home_processes(tmp_path / "copilot-home"), "a Copilot CLI outlived the engines"
+    await until(lambda: not home_processes(tmp_path / "copilot-home"), 15, "the Copilot CLIs to end with the engines")
 
 
-async def poll(engine: object, sid: str, check: object, timeout: float = AGENT_WAIT) -> dict[str, object]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        view = await engine.http.get(f"/sessions/{sid}")  # type: ignore[attr-defined]
-        if check(view):  # type: ignore[operator]
-            return view  # type: ignore[no-any-return]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out; the session: {view}")
-        await asyncio.sleep(0.2)
+async def poll(engine: EngineProcess, sid: str, check: Callable[[Any], object]) -> Any:
+    """The session's view once ``check`` accepts it."""
+    return await until_answer(
+        lambda: engine.http.get(f"/sessions/{sid}"), check, AGENT_WAIT, f"session {sid}", every=0.2
+    )

@@ -28,8 +28,9 @@ from polypilot_tui.domain.failures import FailureKind
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.engine.manager import SessionManager
 from tests.support.acp_agents import codex_agent, opencode_agent
-from tests.support.copilot_harness import AGENT, catalog_entry, texts, until
+from tests.support.copilot_harness import AGENT, catalog_entry, texts
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -18,8 +18,9 @@ from textual.widgets import Input, TextArea
 
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.service.attach import SshAttach, engine_agents
-from polypilot_tui.service.remote import EngineClock, RemoteEngine
+from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
@@ -55,11 +56,10 @@ def remote_polypilot(state: Path, extra: dict[str, str] | None = None) -> str:
 def attached_over_ssh(attach: SshAttach, catalog: AgentCatalog, local_state: Path) -> PolypilotApp:
     """The dashboard as ``polypilot --ssh`` builds it, on the tunnel ``attach`` opened."""
     settings = Settings(_env_file=None, state_dir=local_state)  # type: ignore[call-arg]
-    return PolypilotApp(
+    return dashboard_on(
         settings,
         catalog,
         RemoteEngine(attach.connect, on_detach=attach.close),
-        EngineClock(),
         theme_dirs=[BUNDLED_DIR],
         keymap_file=local_state / "no-keymap.toml",
         remote=ALIAS,

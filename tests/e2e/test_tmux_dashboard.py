@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 from tests.e2e.tmux import Terminal
 from tests.support.copilot_harness import agents_toml, home_processes, run_env
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until_blocking
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -77,10 +77,12 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
         # What a person then does — resize the terminal — must bring the whole pane back.
         term.resize(149, 45)
         term.resize(150, 45)
-        deadline = time.monotonic() + 15
-        while max(map(len, term.screen().splitlines())) <= 120:
-            assert time.monotonic() < deadline, f"the dashboard did not follow a resize:\n{term.screen()}"
-            time.sleep(0.1)
+        until_blocking(
+            lambda: max(map(len, term.screen().splitlines())) > 120,
+            15,
+            lambda: f"the dashboard to follow a resize:\n{term.screen()}",
+            every=0.1,
+        )
         term.keys("C-u")  # the editor's "delete to line start": an empty prompt again
         term.type("after the restart")
         term.keys("Enter")

@@ -26,6 +26,7 @@ import pytest
 
 from polypilot_tui.ui.ui_state import load_ui_state
 from tests.e2e.tmux import Terminal
+from tests.support.waiting import until_blocking
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -108,10 +109,7 @@ def test_a_closed_terminal_still_saves_and_the_app_leaves(tmp_path: Path) -> Non
     try:
         pid = turn_and_draft(term)
         term.close()  # the terminal's other end closes: the kernel hangs it up and sends SIGHUP
-        deadline = time.monotonic() + 30
-        while running(pid):
-            assert time.monotonic() < deadline, "the app outlived its terminal by 30 s"
-            time.sleep(0.05)
+        until_blocking(lambda: not running(pid), 30, "the app to end with its terminal")
     finally:
         term.close()
     assert_quit_cleanly(state)

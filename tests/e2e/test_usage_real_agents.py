@@ -29,9 +29,10 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.usage_text import compact_count, usage_summary
 from tests.support.acp_agents import BUILDERS, PACKAGES
-from tests.support.copilot_harness import AGENT, make_manager, until
+from tests.support.copilot_harness import AGENT, make_manager
 from tests.support.model_script import offered_tools
 from tests.support.model_server import ModelServer, UsageReport
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ import pytest
 
 from polypilot_tui.storage.lock import lock_holder
 from tests.support.engine_service import engine_env, short_state_dir
+from tests.support.waiting import until_blocking
 from tests.workspace.repos import make_repo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -132,23 +133,13 @@ def new_tab(driver: Any) -> None:
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_FRAMES})
 
 
-def wait_until(what: str, seconds: float, probe: Callable[[], Any]) -> Any:
-    """Poll ``probe`` until it returns something true, or fail naming ``what``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if result := probe():
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {seconds:.0f}s waiting for {what}")
-
-
 def screen(driver: Any) -> str:
     """The text the dashboard sent to the page the browser is on (escape sequences removed)."""
     return ESCAPES.sub("", driver.execute_script("return window.__terminalText || ''"))
 
 
 def wait_for_dashboard(driver: Any) -> None:
-    wait_until("the dashboard to draw", 45, lambda: "type a prompt" in screen(driver))
+    until_blocking(lambda: "type a prompt" in screen(driver), 45, "the dashboard to draw", every=0.2)
 
 
 def history(state: Path) -> list[tuple[str, str]]:
@@ -190,7 +181,7 @@ def printed_url(lines: queue.Queue[str], output: list[str]) -> str:
             output.append(lines.get_nowait())
         return next((line.strip() for line in output if line.startswith("http://")), None)
 
-    url: str = wait_until("the printed URL", 20, found)
+    url: str = until_blocking(found, 20, "the printed URL", every=0.2)
     return url
 
 
@@ -222,7 +213,7 @@ def stop_engine(state: Path, env: dict[str, str]) -> None:
     """The engine the dashboard started detached outlives it by design: stop it, and wait."""
     if lock_holder(state) is not None:
         subprocess.run([sys.executable, "-m", "polypilot_tui", "engine", "stop"], env=env, timeout=60, check=False)
-    wait_until("the engine to stop", 30, lambda: lock_holder(state) is None)
+    until_blocking(lambda: lock_holder(state) is None, 30, "the engine to stop", every=0.2)
 
 
 @pytest.fixture
@@ -254,23 +245,27 @@ def test_a_prompt_typed_in_the_browser_gets_the_demo_agents_reply(state: Path, t
         wait_for_dashboard(driver)
         # The prompt's placeholder ends in "↑ history" only when the dashboard is wider than 80
         # columns: it must take the browser's width (COLUMNS), not the 80 of a missing terminal.
-        wait_until("the dashboard to use the page's width", 10, lambda: "↑ history" in screen(driver))
+        until_blocking(lambda: "↑ history" in screen(driver), 10, "the dashboard to use the page's width", every=0.2)
         driver.execute_script("document.querySelector('.xterm-helper-textarea').focus()")
         ActionChains(driver).send_keys(PROMPT).perform()
         ActionChains(driver).send_keys(Keys.ENTER).perform()
         try:
-            wait_until("the reply on the page", 30, lambda: "runs offline" in screen(driver).split(PROMPT, 1)[-1])
+            until_blocking(
+                lambda: "runs offline" in screen(driver).split(PROMPT, 1)[-1], 30, "the reply on the page", every=0.2
+            )
         except AssertionError:
             driver.save_screenshot(str(tmp_path / "web-failed.png"))
             (tmp_path / "web-failed.txt").write_text(screen(driver))
             raise AssertionError(f"no reply on the page; see {tmp_path}/web-failed.png and .txt") from None
-        rows = wait_until("the reply in the history", 15, lambda: [r for r in history(state) if r[0] == "assistant"])
+        rows = until_blocking(
+            lambda: [r for r in history(state) if r[0] == "assistant"], 15, "the reply in the history", every=0.2
+        )
         assert f"You said: **{PROMPT}**" in rows[-1][1]
         assert ("user", PROMPT) in history(state)
         # The diff view: read by the engine, drawn in the page's dashboard.
         ActionChains(driver).key_down(Keys.CONTROL).send_keys("o").key_up(Keys.CONTROL).perform()
-        wait_until(
-            "the diff view on the page", 20, lambda: "from the browser" in screen(driver).partition("Changes of")[2]
+        until_blocking(
+            lambda: "from the browser" in screen(driver).partition("Changes of")[2], 20, "the diff view on the page"
         )
         driver.save_screenshot(str(tmp_path / "web.png"))
         print(f"browser test: reply after {time.monotonic() - started:.1f}s; screenshot {tmp_path / 'web.png'}")
@@ -284,7 +279,7 @@ def test_a_prompt_typed_in_the_browser_gets_the_demo_agents_reply(state: Path, t
     assert proc.returncode == 0, "".join(output)
     assert engine_outlived_the_page  # the page's dashboard attached to an engine, which keeps the sessions
     # Its dashboards went with the server (told to quit, not left behind).
-    wait_until("the dashboards to quit with the server", 10, lambda: process_group(proc.pid) == [])
+    until_blocking(lambda: process_group(proc.pid) == [], 10, "the dashboards to quit with the server", every=0.2)
     token = url.split("token=", 1)[1]
     written = [p for p in state.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
     assert written == [], f"the token was written to {written}"
@@ -488,7 +483,9 @@ def test_a_server_on_another_port_the_browser_visits_gets_nothing_that_opens_the
     browser.get(f"{other_user.url}/typed")
     browser.switch_to.window(ours)
     browser.execute_script("window.location.href = arguments[0]", f"{other_user.url}/same-tab")
-    wait_until("the other user's page to report from each visit", 20, lambda: len(other_user.reports()) >= 4)
+    until_blocking(
+        lambda: len(other_user.reports()) >= 4, 20, "the other user's page to report from each visit", every=0.2
+    )
 
     received = list(other_user.received)
     assert {r.line.split()[1] for r in received} >= {"/a-link", "/a-terminal-link", "/typed", "/same-tab"}
@@ -538,24 +535,26 @@ def test_the_token_leaves_the_address_bar_and_a_reload_still_opens_the_dashboard
 
     browser.execute_script("document.querySelector('.xterm-helper-textarea').focus()")
     ActionChains(browser).key_down(Keys.CONTROL).send_keys("n").key_up(Keys.CONTROL).perform()
-    wait_until("the new-session dialog", 15, lambda: "New session" in screen(browser))
+    until_blocking(lambda: "New session" in screen(browser), 15, "the new-session dialog", every=0.2)
 
     # A window the dashboard opens gets a copy of its tab's storage: no token in it.
     browser.execute_script("window.open(arguments[0], '_blank')", f"{served.public_url}/")
     browser.switch_to.window(browser.window_handles[-1])
-    wait_until(
-        "the opened page to ask for the printed address",
-        15,
+    until_blocking(
         lambda: "Open the address `polypilot web` printed" in browser.find_element("tag name", "body").text,
+        15,
+        "the opened page to ask for the printed address",
+        every=0.2,
     )
 
     # The bare address in a tab of its own (no token there): no dashboard, and the page says why.
     new_tab(browser)
     browser.get(f"{served.public_url}/")
-    wait_until(
-        "the page to ask for the printed address",
-        15,
+    until_blocking(
         lambda: "Open the address `polypilot web` printed" in browser.find_element("tag name", "body").text,
+        15,
+        "the page to ask for the printed address",
+        every=0.2,
     )
     assert browser.execute_script("return window.__sockets") == []
 
@@ -563,7 +562,9 @@ def test_the_token_leaves_the_address_bar_and_a_reload_still_opens_the_dashboard
     # too): sent to the canonical address, the token's fragment kept on the way, then dropped.
     new_tab(browser)
     browser.get(served.url.replace("//127.0.0.1:", "//localhost:"))
-    keyed = wait_until("the page's websocket", 15, lambda: browser.execute_script("return window.__sockets"))
+    keyed = until_blocking(
+        lambda: browser.execute_script("return window.__sockets"), 15, "the page's websocket", every=0.2
+    )
     assert keyed[0].startswith(f"{served.ws_url}/ws/"), keyed  # the page had its key
     assert browser.current_url == f"{served.public_url}/"
 

@@ -24,7 +24,7 @@ from polypilot_tui.ui.widgets.diff_lines import DiffLines
 from tests.e2e.dashboard import AGENT_WAIT, dashboard, see, send
 from tests.support.copilot_harness import catalog_entry
 from tests.support.model_server import ModelServer
-from tests.ui.helpers import wait_for
+from tests.ui.helpers import engine_of, wait_for
 from tests.workspace.repos import IDENTITY, make_repo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -51,7 +51,7 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
             app.select(sid)
             await wait_for(
                 pilot,
-                lambda s=sid: app.engine.manager.view(s).status is SessionStatus.IDLE,
+                lambda s=sid: engine_of(app).manager.view(s).status is SessionStatus.IDLE,
                 timeout=AGENT_WAIT,
                 what=f"{name}'s Copilot CLI connected",
             )
@@ -62,16 +62,16 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
             await pilot.press("y")
             await wait_for(
                 pilot,
-                lambda s=sid: app.engine.manager.view(s).turns == 1,
+                lambda s=sid: engine_of(app).manager.view(s).turns == 1,
                 timeout=AGENT_WAIT,
                 what=f"{name}'s tool turn",
             )
-        folders = [Path(app.engine.manager.session(sid).workspace.folder) for sid in sids]  # type: ignore[union-attr]
+        folders = [Path(engine_of(app).manager.session(sid).workspace.folder) for sid in sids]  # type: ignore[union-attr]
         assert [(f / "notes.txt").read_text() for f in folders] == ["alpha was here\n", "beta was here\n"]
         assert (repo / "notes.txt").read_text() == "from main\n"  # the checkout is untouched
         for sid in sids:  # counted after the turn, without asking
             await wait_for(
-                pilot, lambda s=sid: app.engine.manager.view(s).changes == ChangeStats(1, 1, 1), what="a count"
+                pilot, lambda s=sid: engine_of(app).manager.view(s).changes == ChangeStats(1, 1, 1), what="a count"
             )
         alpha = sids[0]
         assert "+1 \u22121" in app.sidebar.session_list.rendered(alpha)[0]
@@ -90,7 +90,7 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
         before = len(model_server.model_requests())
         await pilot.press("R")
         await wait_for(
-            pilot, lambda: app.engine.manager.view(alpha).turns == 2, timeout=AGENT_WAIT, what="the review answered"
+            pilot, lambda: engine_of(app).manager.view(alpha).turns == 2, timeout=AGENT_WAIT, what="the review answered"
         )
         asked = [r.last.text for r in model_server.model_requests()[before:]]
         assert any(
@@ -102,9 +102,9 @@ async def test_two_copilot_sessions_in_two_worktrees_then_review_one(
 
     again = dashboard(state, agents, "demo")
     async with again.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: set(sids) <= set(again.engine.manager.ids()), what="the sessions restored")
-        restored = again.engine.manager.session(sids[1]).workspace
+        await wait_for(pilot, lambda: set(sids) <= set(engine_of(again).manager.ids()), what="the sessions restored")
+        restored = engine_of(again).manager.session(sids[1]).workspace
         assert restored is not None and restored.folder == str(folders[1]) and restored.branch == "polypilot/beta"
         await wait_for(
-            pilot, lambda: again.engine.manager.view(sids[1]).changes == ChangeStats(1, 1, 1), what="recount"
+            pilot, lambda: engine_of(again).manager.view(sids[1]).changes == ChangeStats(1, 1, 1), what="recount"
         )

@@ -19,6 +19,8 @@ from signal import SIGCHLD
 
 import pytest
 
+from tests.support.waiting import until_blocking
+
 
 def require_tmux() -> str:
     """The tmux binary; skipped without it (failed when ``CI=true``: .ci/run installs it)."""
@@ -115,21 +117,16 @@ class Terminal:
 
     def wait_for(self, *needles: str, timeout: float = 90.0) -> str:
         """Wait until every needle is on screen; returns the screen (raises with it shown)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if all(needle in screen for needle in needles):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{needles!r} not on screen within {timeout} s:\n{screen}")
-            time.sleep(0.1)
+        shown: list[str] = [""]
+
+        def on_screen() -> str | None:
+            shown[0] = self.screen()
+            return shown[0] if all(needle in shown[0] for needle in needles) else None
+
+        return until_blocking(on_screen, timeout, lambda: f"{needles!r} on screen:\n{shown[0]}", every=0.1)
 
     def wait_until_dead(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.dead():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the program did not exit within {timeout} s:\n{self.screen()}")
-            time.sleep(0.1)
+        until_blocking(self.dead, timeout, lambda: f"the program to exit:\n{self.screen()}", every=0.1)
 
     def resize(self, width: int, height: int) -> None:
         """Resize the window, as a person dragging the terminal's corner."""

@@ -9,7 +9,6 @@ allowed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import pty
@@ -19,7 +18,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +30,7 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
 from polypilot_tui.storage.lock import lock_holder
+from tests.support.waiting import until, until_blocking
 
 ROOT = Path(__file__).resolve().parents[2]
 _CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -92,18 +91,6 @@ def fake_agents_file(
     return path
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str, step: float = 0.02) -> Any:
-    """Poll ``check`` (real time) until it is truthy; a generous hang guard, not a target."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(step)
-
-
 def alive(pid: int) -> bool:
     """The process exists and is not a zombie."""
     try:
@@ -162,7 +149,7 @@ class Dashboard:
         os.write(self.master, keys)
 
     def wait_for_lock(self, state: Path, timeout: float = 60) -> None:
-        wait_until(
+        until_blocking(
             lambda: (h := lock_holder(state)) is not None and h.pid == self.proc.pid or self.proc.poll() is not None,
             timeout,
             "the dashboard to take the state folder",
@@ -285,14 +272,6 @@ class App:
     async def close(self) -> None:
         await self.manager.shutdown()
         await self.persistence.close()
-
-
-async def until(check: Callable[[], Any], seconds: float = 15.0, what: str = "condition") -> None:
-    """Poll ``check`` on the loop (real time; a hang guard, not a target)."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
-        await asyncio.sleep(0.02)
 
 
 def db_texts(state: Path, sid: str) -> list[str] | None:

@@ -43,8 +43,8 @@ from tests.reliability.conftest import (
     descendants,
     fake_agents_file,
     polypilot,
-    wait_until,
 )
+from tests.support.waiting import until, until_blocking
 
 
 def fake_agent(tmp_path: Path, **env: str) -> AgentConfig:
@@ -66,17 +66,12 @@ async def test_a_chatty_agent_cannot_fill_the_disk_with_its_stderr(tmp_path: Pat
     try:
         await asyncio.wait_for(backend.connect(None), 30)
         await backend.send("CHATTY 60")  # 60 MB of log lines during one turn
-        deadline = time.monotonic() + 60
-        while "session.idle" not in events:
-            assert time.monotonic() < deadline, f"the turn never ended: {events}"
-            await asyncio.sleep(0.05)
+        await until(lambda: "session.idle" in events, 60, lambda: f"the turn's end (events: {events})")
     finally:
         await backend.close()
     log = tmp_path / "w" / STDERR_LOG
-    deadline = time.monotonic() + 30  # the reader writes the tail once the agent has closed stderr
-    while b"the log reached its cap" not in log.read_bytes()[-TAIL_BYTES - 1000 :]:
-        assert time.monotonic() < deadline, "no cap marker at the end of the stderr log"
-        await asyncio.sleep(0.05)
+    # The reader writes the tail once the agent has closed stderr.
+    await until(lambda: b"the log reached its cap" in log.read_bytes()[-TAIL_BYTES - 1000 :], 30, "the cap marker")
     size = log.stat().st_size
     assert size <= MAX_LOG_BYTES + 2 * TAIL_BYTES, f"{size:,} bytes of stderr kept"
     tail = log.read_bytes()[-TAIL_BYTES:]
@@ -119,10 +114,7 @@ async def test_the_dashboard_engine_shows_an_update_with_invalid_utf8(tmp_path: 
     try:
         sid = await asyncio.wait_for(manager.create_session("fake"), 30)
         await manager.send(sid, "BADUTF8 please")
-        deadline = time.monotonic() + 30
-        while not manager.session(sid).turns:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
+        await until(lambda: manager.session(sid).turns, 30, "the turn's end")
         reply = manager.history(sid)[-1].text
         assert "bytes \ufffd\ufffd\ufffd( kept" in reply and "fake agent." in reply
     finally:
@@ -150,10 +142,8 @@ async def test_stop_during_a_hung_initialize_cancels_the_connect_and_starts_no_s
         await manager.stop(sid)
         assert manager.session(sid).turns[-1].outcome.value == "aborted"
         await asyncio.wait_for(send, 10)
-        deadline = time.monotonic() + 10  # hang guard: the connect would have run 90 s, then again
-        while manager.session(sid).connecting or alive(pid):
-            assert time.monotonic() < deadline, "the connect outlived the Stop"
-            await asyncio.sleep(0.05)
+        # A hang guard: the connect would have run 90 s, then again.
+        await until(lambda: not manager.session(sid).connecting and not alive(pid), 10, "the connect to end with Stop")
         assert manager.view(sid).status is not SessionStatus.CONNECTING
         await asyncio.sleep(2.0)
         assert len(started) == 1, "a second agent was started for the stopped turn"
@@ -171,7 +161,7 @@ def kill_and_time(app: subprocess.Popen[str], pids: list[int]) -> float:
     began = time.monotonic()
     app.send_signal(signal.SIGKILL)
     app.wait(10)
-    wait_until(lambda: not any(alive(p) for p in pids), 30, f"agent processes {pids} to die with the app")
+    until_blocking(lambda: not any(alive(p) for p in pids), 30, f"agent processes {pids} to die with the app")
     return time.monotonic() - began
 
 
@@ -208,7 +198,7 @@ def test_agents_of_a_sigkilled_dashboard_die_within_a_second(tmp_path: Path) -> 
     dashboard = Dashboard(clean_env(state, POLYPILOT_AGENTS_FILE=str(agents), POLYPILOT_DEFAULT_AGENT="fake"))
     try:
         dashboard.wait_for_lock(state)
-        pids = wait_until(
+        pids = until_blocking(
             lambda: (p := descendants(dashboard.proc.pid)) and len(p) >= 2 and p,
             60,
             "the dashboard's first session to start its agent",

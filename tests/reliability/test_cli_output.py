@@ -23,6 +23,7 @@ import pytest
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
 from polypilot_tui.config import Settings
 from tests.reliability.conftest import POLYPILOT, ROOT, alive, clean_env, descendants, fake_agents_file, polypilot
+from tests.support.waiting import until_blocking
 
 KEY_ENV = "POLYPILOT_QA_PROVIDER_KEY"
 
@@ -128,10 +129,7 @@ def test_run_stops_a_real_agent_when_its_reader_leaves(tmp_path: Path) -> None:
         if run.poll() is None:
             run.kill()
     assert "Traceback" not in stderr and stderr == "", stderr
-    deadline = time.monotonic() + 10
-    while any(alive(p) for p in agent):
-        assert time.monotonic() < deadline, "the agent outlived the run"
-        time.sleep(0.02)
+    until_blocking(lambda: not any(alive(p) for p in agent), 10, "the agent to end with the run")
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.agents.leash import SCAN, Proc, leashed, read_proc, signal_if_same
-from tests.reliability.conftest import alive, wait_until
+from tests.reliability.conftest import alive
+from tests.support.waiting import until_blocking
 
 AGENT = textwrap.dedent("""
     import os, subprocess, sys, time
@@ -70,7 +71,7 @@ def reaper() -> Iterator[list[int]]:
 
 def started(pids_file: Path, reaper: list[int]) -> list[int]:
     """The agent's pids once it has started everything; then the watcher gets two looks at them."""
-    wait_until(pids_file.exists, 30, "the agent to start its children")
+    until_blocking(pids_file.exists, 30, "the agent to start its children")
     pids = [int(p) for p in pids_file.read_text().split()]
     reaper.extend(pids)
     assert all(alive(p) for p in pids), pids
@@ -84,10 +85,8 @@ def started(pids_file: Path, reaper: list[int]) -> list[int]:
 
 def gone_within(pids: list[int], seconds: float) -> float:
     began = time.monotonic()
-    deadline = began + 10  # a hang guard; the bound under test is ``seconds``
-    while any(alive(p) for p in pids):
-        assert time.monotonic() < deadline, f"still running 10 s on: {[p for p in pids if alive(p)]} of {pids}"
-        time.sleep(0.02)
+    # A hang guard; the bound under test is ``seconds``.
+    until_blocking(lambda: not any(alive(p) for p in pids), 10, lambda: f"{[p for p in pids if alive(p)]} to end")
     took = time.monotonic() - began
     assert took < seconds, f"the agent's processes outlived it by {took:.2f} s"
     return took

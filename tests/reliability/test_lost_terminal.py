@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from polypilot_tui.ui.ui_state import load_ui_state
-from tests.reliability.conftest import Dashboard, clean_env, wait_until
+from tests.reliability.conftest import Dashboard, clean_env
+from tests.support.waiting import until_blocking
 
 
 def cpu_seconds(pid: int) -> float:
@@ -24,9 +25,9 @@ def test_a_terminal_closed_without_a_hangup_ends_the_dashboard_instead_of_spinni
     dashboard = Dashboard(clean_env(state))
     try:
         dashboard.wait_for_lock(state)
-        wait_until(lambda: "Enter sends" in dashboard.text(), 30, "the prompt drawn")
+        until_blocking(lambda: "Enter sends" in dashboard.text(), 30, "the prompt drawn")
         dashboard.type(b"a draft kept")
-        wait_until(lambda: "a draft kept" in dashboard.text(), 10, "the draft typed")
+        until_blocking(lambda: "a draft kept" in dashboard.text(), 10, "the draft typed")
         os.close(dashboard.master)  # the terminal window is gone
         began = time.monotonic()
         code = dashboard.proc.wait(30)
@@ -43,7 +44,7 @@ def test_while_the_terminal_is_there_the_dashboard_stays_and_idles(tmp_path: Pat
     dashboard = Dashboard(clean_env(state))
     try:
         dashboard.wait_for_lock(state)
-        wait_until(lambda: "Enter sends" in dashboard.text(), 30, "the prompt drawn")
+        until_blocking(lambda: "Enter sends" in dashboard.text(), 30, "the prompt drawn")
         before = cpu_seconds(dashboard.proc.pid)
         time.sleep(5)  # a span of real time to measure CPU over, not a synchronisation
         assert dashboard.proc.poll() is None  # the terminal check does not quit a live terminal

@@ -40,6 +40,7 @@ from polypilot_tui.ui.ui_state import load_ui_state
 from tests.reliability.conftest import POLYPILOT, clean_env, polypilot
 from tests.support.engine_service import kill_engine_of, running_engine
 from tests.support.local_users import LocalUser, local_user, shared_folder
+from tests.support.waiting import until_blocking
 
 EXIT_NOT_PRIVATE = 7
 ENTRY_POINTS = {
@@ -422,10 +423,7 @@ def test_another_users_listener_at_engine_sock_gets_nothing(tmp_path: Path, othe
     sock, stop = state / "engine.sock", shared / "stop"
     state.chmod(0o777)
     listener = other.start(lambda: _listen(sock, stop))
-    deadline = time.monotonic() + 15
-    while not (sock.exists() and stat.S_IMODE(sock.lstat().st_mode) == 0o777):
-        assert time.monotonic() < deadline, "the other user's listener did not start"
-        time.sleep(0.02)
+    until_blocking(lambda: sock.exists() and stat.S_IMODE(sock.lstat().st_mode) == 0o777, 15, "their listener")
     state.chmod(0o700)
     env = clean_env(state)
     try:

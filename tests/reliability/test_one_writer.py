@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import App, Dashboard, clean_env, db_texts, polypilot, until
+from tests.reliability.conftest import App, Dashboard, clean_env, db_texts, polypilot
+from tests.support.waiting import until
 
 
 def test_a_second_dashboard_names_the_holder_and_exits_before_drawing_and_status_tells_the_truth(

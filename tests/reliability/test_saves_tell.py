@@ -21,7 +21,8 @@ import pytest
 
 from polypilot_tui.engine.persistence import QUIT_NOTES, attach_persistence
 from polypilot_tui.storage.registry import Registry, SessionRecord
-from tests.reliability.conftest import App, Dashboard, Mounts, clean_env, db_texts, until, wait_until
+from tests.reliability.conftest import App, Dashboard, Mounts, clean_env, db_texts
+from tests.support.waiting import until, until_blocking
 from tests.ui.helpers import demo_app, notifications, toasts, wait_for
 
 
@@ -221,14 +222,14 @@ def test_quitting_the_dashboard_on_a_full_disk_says_where_the_rows_went_and_prin
     dashboard = Dashboard(clean_env(state, XDG_RUNTIME_DIR=str(runtime), POLYPILOT_DEMO_SPEED="50"))
     try:
         dashboard.wait_for_lock(state)
-        wait_until(
+        until_blocking(
             lambda: (state / "sessions.json").exists() and "Enter sends" in dashboard.text(),
             30,
             "the first session to be saved and its input to be drawn",
         )
         fill(state)
         dashboard.type(b"typed while the disk is full\r")
-        wait_until(
+        until_blocking(
             # The toast wraps where the state folder's path length puts it, and a redraw may put
             # other cells between its lines: its words in order, a little apart, are enough.
             lambda: TOAST_WORDS.search("".join(dashboard.text().split())),

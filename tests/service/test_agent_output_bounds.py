@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.remote import RemoteEngine
 from tests.reliability.conftest import fake_agents_file
 from tests.support.engine_service import running_engine, short_state_dir
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -38,17 +38,11 @@ def peak_rss(pid: int) -> int:
 async def turn(mirror: RemoteEngine, sid: str, prompt: str) -> None:
     done = mirror.view(sid).turns + 1
     await mirror.call(verbs.SEND, verbs.Send(sid, prompt))
-    deadline = time.monotonic() + 60
-    while not (mirror.view(sid).turns >= done and not mirror.view(sid).status.busy):
-        assert time.monotonic() < deadline, f"the turn of {prompt!r} did not end"
-        await asyncio.sleep(0.05)
+    await until(lambda: mirror.view(sid).turns >= done and not mirror.view(sid).status.busy, 60, f"{prompt!r} done")
 
 
 async def rows(mirror: RemoteEngine, sid: str, count: int) -> list[str]:
-    deadline = time.monotonic() + 20
-    while len(mirror.history(sid)) < count:
-        assert time.monotonic() < deadline, "the rows did not come"
-        await asyncio.sleep(0.05)
+    await until(lambda: len(mirror.history(sid)) >= count, 20, f"{count} rows")
     return [item.text for item in mirror.history(sid)]
 
 

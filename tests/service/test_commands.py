@@ -8,7 +8,6 @@ import json
 import shutil
 import signal
 import sys
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.engine_service import EngineProcess, engine_env, running_engine, short_state_dir
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -59,17 +59,6 @@ async def finish(process: asyncio.subprocess.Process, timeout: float = WAIT) -> 
 
 async def polypilot(state: Path, *args: str) -> Result:
     return await finish(await start(state, *args))
-
-
-async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 30.0) -> Any:
-    """``check()``'s first truthy answer (polled; AssertionError naming ``what`` after ``timeout``)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not (answer := await check()):
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-    return answer
 
 
 async def read_until(process: asyncio.subprocess.Process, seen: list[str], marker: str, timeout: float = 30.0) -> str:
@@ -125,7 +114,7 @@ async def test_ls_new_send_and_status_read_the_live_engine() -> None:
 
         sent = await polypilot(engine.state, "send", "alpha", "hello there")
         assert (sent.code, sent.out) == (0, "sent\n"), sent.err
-        await until(lambda: _idle_after(engine, sid, 1), "the first turn's end")
+        await until(lambda: _idle_after(engine, sid, 1), 30, "the first turn's end")
         waited = await polypilot(engine.state, "send", sid, "hello again", "--wait")
         assert waited.code == 0, waited.err
         assert waited.out.startswith("You said: **hello again**") and waited.err == ""
@@ -156,7 +145,7 @@ async def test_a_failed_turn_exits_1_and_a_refused_permission_3() -> None:
         assert crashed.code == 1 and "polypilot send: turn failed" in crashed.err, crashed.err
 
         waiting = await start(engine.state, "send", "beta", "please write a file", "--wait")
-        listing = await until(lambda: _answer_lists(engine.state), "the permission to list")
+        listing = await until(lambda: _answer_lists(engine.state), 30, "the permission to list")
         assert listing.out.splitlines() == [
             "allow_once\tAllow once",
             "allow_always\tAllow always",
@@ -185,9 +174,9 @@ async def test_stop_ends_a_concurrent_wait_with_4_and_a_prompt_queued_behind_it(
     async with running_engine() as engine:
         sid = await new_session(engine, "gamma")
         hanging = await start(engine.state, "send", "gamma", "!hang", "--wait", "--json")
-        await until(lambda: _status_is(engine, sid, "thinking"), "the hanging turn")
+        await until(lambda: _status_is(engine, sid, "thinking"), 30, "the hanging turn")
         queued = await start(engine.state, "send", "gamma", "after the hang", "--wait")
-        await until(lambda: _queued(engine, sid), "the second prompt queued")
+        await until(lambda: _queued(engine, sid), 30, "the second prompt queued")
         stopped = await polypilot(engine.state, "stop", "gamma")
         assert (stopped.code, stopped.out) == (0, "gamma: stopped\n"), stopped.err
         first = await finish(hanging)

@@ -16,6 +16,7 @@ import pytest
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.engine import verbs
 from tests.support.engine_service import attached_dashboard, kill_engine_of, running_engine, short_state_dir
+from tests.support.waiting import until_answer
 from tests.ui.helpers import notifications, screen_text, type_text, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -52,7 +53,12 @@ async def test_quitting_mid_turn_leaves_it_running_and_the_next_dashboard_shows_
         # The turn goes on in the engine with nobody attached, and ends there.
         view = await engine.http.get(f"/sessions/{sid}")
         assert view["status"] in ("writing", "thinking") and (await engine.info())["attached"] == 0, view["status"]
-        await poll(lambda: engine.http.get(f"/sessions/{sid}"), lambda v: v["turns"] == 1 and v["status"] == "idle")
+        await until_answer(
+            lambda: engine.http.get(f"/sessions/{sid}"),
+            lambda v: v["turns"] == 1 and v["status"] == "idle",
+            60,
+            "the turn's end",
+        )
         again = attached_dashboard(engine.state)
         async with again.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: again.selected == sid, what="the session back on screen")
@@ -147,15 +153,3 @@ def saved_mid_turn(state: Path, sid: str, reply_has: str) -> bool:
         return False
     in_flight = any(s.get("id") == sid and s.get("turn_in_flight") for s in saved.get("sessions", []))
     return in_flight and rows >= 1 and any(reply_has in text for text in drafts)
-
-
-async def poll(fetch: object, check: object, timeout: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await fetch()  # type: ignore[operator]
-        if check(value):  # type: ignore[operator]
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out; last value {value}")
-        await asyncio.sleep(0.1)

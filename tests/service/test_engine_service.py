@@ -20,6 +20,7 @@ from polypilot_tui.service.spawn import engine_info, ensure_engine
 from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB
 from polypilot_tui.storage.registry import Registry, SessionRecord
 from tests.support.engine_service import engine_env, kill_engine_of, running_engine, short_state_dir
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +71,7 @@ async def test_requests_drive_a_session_and_the_stream_mirrors_it_whole() -> Non
             sid = await mirror.call(verbs.NEW_SESSION, verbs.NewSession("demo", "one"))
             assert mirror.ids() == [sid] and mirror.view(sid).name == "one"
             assert await mirror.call(verbs.SEND, verbs.Send(sid, "hello there")) == "sent"
-            await wait(lambda: mirror.view(sid).turns == 1 and not mirror.view(sid).status.busy, "the turn's end")
+            await until(lambda: mirror.view(sid).turns == 1 and not mirror.view(sid).status.busy, 20, "the turn's end")
             history = (await engine.http.get(f"/sessions/{sid}/history"))["items"]
             assert [(i["kind"], i["text"]) for i in history] == [(i.kind.value, i.text) for i in mirror.history(sid)]
             assert mirror.history(sid)[0].text == "hello there"
@@ -80,26 +81,17 @@ async def test_requests_drive_a_session_and_the_stream_mirrors_it_whole() -> Non
             with pytest.raises(EngineError, match="empty prompt"):
                 await mirror.call(verbs.SEND, verbs.Send(sid, "   "))
             await mirror.call(verbs.RENAME, verbs.Rename(sid, "renamed"))
-            await wait(lambda: mirror.view(sid).name == "renamed", "the new name")
+            await until(lambda: mirror.view(sid).name == "renamed", 20, "the new name")
             details = await mirror.call(verbs.DETAILS, verbs.SessionRef(sid))
             assert details.view.id == sid and details.agent_kind == "demo"
             assert await mirror.call(verbs.CLOSE, verbs.SessionRef(sid))
-            await wait(lambda: mirror.ids() == [], "the session gone")
+            await until(lambda: mirror.ids() == [], 20, "the session gone")
             await mirror.call(verbs.REOPEN, verbs.Reopen(sid))
             assert mirror.ids() == [sid]
             # Its rows are asked for when shown (a reopened history may be long: not in the event).
-            await wait(lambda: [i.text for i in mirror.history(sid)][:1] == ["hello there"], "its history")
+            await until(lambda: [i.text for i in mirror.history(sid)][:1] == ["hello there"], 20, "its history")
         finally:
             await mirror.detach(stop_engine=False)
-
-
-async def wait(predicate: object, what: str, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @pytest.mark.expect_errors(
@@ -129,7 +121,7 @@ async def test_a_stop_asked_for_is_not_undone_by_an_attached_client_until_it_act
                 timeout=60,
             )
             assert stop.returncode == 0 and f"Engine pid {engine.process.pid} stopped." in stop.stdout
-            await wait(lambda: any("The engine was stopped" in m for m in told), "the client told")
+            await until(lambda: any("The engine was stopped" in m for m in told), 20, "the client told")
             assert await asyncio.to_thread(engine.process.wait, 10) == 0
             assert not engine.socket.exists() and await engine_info(settings) is None  # nobody restarted it
             assert not any("starting a new one" in m for m in told)
@@ -164,10 +156,10 @@ async def test_an_attached_mirror_gets_a_restored_sessions_saved_rows_whole_and_
         await mirror.start()
         try:
             assert mirror.history("long") == ()  # fetched when first shown, as the dashboard does
-            await wait(lambda: len(mirror.history("long")) == 2500, "the saved rows")
+            await until(lambda: len(mirror.history("long")) == 2500, 20, "the saved rows")
             assert list(mirror.history("long")) == rows
             assert await mirror.call(verbs.SEND, verbs.Send("long", "and now")) == "sent"
-            await wait(lambda: mirror.view("long").turns == 1 and not mirror.view("long").status.busy, "the turn")
+            await until(lambda: mirror.view("long").turns == 1 and not mirror.view("long").status.busy, 20, "the turn")
             assert mirror.history("long")[2500].text == "and now" and list(mirror.history("long")[:2500]) == rows
         finally:
             await mirror.detach(stop_engine=False)

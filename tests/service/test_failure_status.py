@@ -4,10 +4,8 @@ registry it left. The agent is one that is not installed (its command is not the
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from polypilot_tui.engine.codec import encode
 from polypilot_tui.service.wire import view_from_json
 from tests.service.test_commands import polypilot
 from tests.support.engine_service import running_engine, short_state_dir
+from tests.support.waiting import until_answer
 
 pytestmark = pytest.mark.slow
 
@@ -54,10 +53,10 @@ async def status_live_then_offline(state: Path, agents: Path) -> None:
     async with running_engine(state, {"POLYPILOT_AGENTS_FILE": str(agents)}, keep=True) as engine:
         sid = (await engine.http.post("/sessions", {"agent": "ghost", "name": "ghostly"}))["id"]
         await engine.http.post(f"/sessions/{sid}/send", {"prompt": "hello"})
-        deadline = time.monotonic() + 30
-        while (view := view_from_json(await engine.http.get(f"/sessions/{sid}"))).failure is None:
-            assert time.monotonic() < deadline, view
-            await asyncio.sleep(0.05)
+        view = await until_answer(
+            lambda: engine.http.get(f"/sessions/{sid}"), lambda v: view_from_json(v).failure, 30, "the failure"
+        )
+        view = view_from_json(view)
         assert view.failure is not None and view.failure.kind is FailureKind.NOT_INSTALLED
         live = json.loads((await polypilot(state, "status", "--json")).out)
         [row] = live["sessions"]

@@ -10,8 +10,8 @@ import pytest
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.service.remote import RemoteEngine
-from tests.service.test_engine_service import wait
 from tests.support.engine_service import running_engine, short_state_dir
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -29,12 +29,12 @@ async def test_an_attached_dashboard_lists_and_switches_and_a_restarted_engine_k
                 assert [o.id for o in choices.options] == ["demo-model", "demo-fast", "demo-deep"]
                 assert choices.options[1].name == "Demo Fast"
                 await mirror.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-deep"))
-                await wait(lambda: mirror.view(sid).model == "demo-deep", "the new model in the mirror")
+                await until(lambda: mirror.view(sid).model == "demo-deep", 20, "the new model in the mirror")
                 assert (await mirror.call(verbs.MODELS, verbs.SessionRef(sid))).current == "demo-deep"
                 with pytest.raises(EngineError, match="does not offer the model 'gpt-9'"):
                     await mirror.call(verbs.SET_MODEL, verbs.SetModel(sid, "gpt-9"))
                 assert await mirror.call(verbs.SEND, verbs.Send(sid, "!slow")) == "sent"
-                await wait(lambda: mirror.view(sid).status.busy, "the turn")
+                await until(lambda: mirror.view(sid).status.busy, 20, "the turn")
                 with pytest.raises(EngineError, match="a turn is running"):
                     await mirror.call(verbs.SET_MODEL, verbs.SetModel(sid, "demo-fast"))
                 await mirror.call(verbs.STOP, verbs.SessionRef(sid))

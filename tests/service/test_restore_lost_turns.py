@@ -20,6 +20,7 @@ import pytest
 
 from tests.reliability.conftest import FAKE_AGENT, fake_agents_file
 from tests.support.engine_service import EngineProcess, running_engine, short_state_dir
+from tests.support.waiting import until, until_answer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -27,18 +28,6 @@ PROMPT = "SLOW tell me a long story"
 QUIESCENCE = 30.0
 """The resume-quiescence tier the restored turn used to wait out."""
 BUSY = {"sending", "thinking", "writing", "working", "awaiting_permission", "recovering"}
-
-
-async def until(fetch: Any, check: Any, timeout: float, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await fetch()
-        if check(value):
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s; last {value}")
-        await asyncio.sleep(0.05)
 
 
 def saved_in_flight(state: Path, sid: str) -> bool:
@@ -54,8 +43,8 @@ async def killed_mid_turn(engine: EngineProcess, agent: str) -> str:
     sid = (await engine.http.post("/sessions", {"agent": agent}))["id"]
     await engine.http.post(f"/sessions/{sid}/send", {"prompt": PROMPT})
     view = lambda: engine.http.get(f"/sessions/{sid}")  # noqa: E731
-    await until(view, lambda v: v["streaming_chars"] > 0, 30, "the reply streaming")
-    await until(lambda: asyncio.sleep(0, saved_in_flight(engine.state, sid)), bool, 10, "the turn saved in flight")
+    await until_answer(view, lambda v: v["streaming_chars"] > 0, 30, "the reply streaming")
+    await until(lambda: saved_in_flight(engine.state, sid), 10, "the turn saved in flight")
     os.kill(engine.process.pid, signal.SIGKILL)
     await asyncio.to_thread(engine.process.wait, 10)
     return sid
@@ -71,7 +60,7 @@ async def ended_at_once(engine: EngineProcess, sid: str) -> dict[str, Any]:
         seen.append(answer["status"])
         return answer
 
-    ended = await until(
+    ended = await until_answer(
         view, lambda v: v["turns"] >= 1 and v["status"] not in BUSY, QUIESCENCE + 15, "the restored turn's end"
     )
     took = time.monotonic() - began
@@ -84,7 +73,9 @@ async def resend_is_offered(engine: EngineProcess, sid: str) -> None:
     rows = (await engine.http.get(f"/sessions/{sid}/history"))["items"]
     assert any("was interrupted by a restart of polypilot; resend it with ctrl+y" in row["text"] for row in rows)
     assert (await engine.http.post(f"/sessions/{sid}/resend", {}))["result"] is True
-    await until(lambda: engine.http.get(f"/sessions/{sid}"), lambda v: v["status"] in BUSY, 10, "the resent turn")
+    await until_answer(
+        lambda: engine.http.get(f"/sessions/{sid}"), lambda v: v["status"] in BUSY, 10, "the resent turn"
+    )
 
 
 @pytest.mark.parametrize("caps", ["", "resume", "load"], ids=["cannot-resume", "resumes", "loads"])

@@ -27,6 +27,7 @@ from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
+from tests.ui.helpers import caught_up_with, engine_of, on_engine
 
 DENIAL = "Permission denied and could not request permission from user"
 
@@ -147,11 +148,10 @@ def build_app(
         backend_factory=backend_factory or (lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES[agent])),
         id_factory=lambda: f"s{next(ids)}",
     )
-    app = PolypilotApp(
+    app = on_engine(
         settings,
         catalog,
         FixedEngine(manager),
-        clock,
         notes=notes,
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
@@ -166,8 +166,8 @@ class Driver:
     def __init__(self, pilot: Pilot[Any]) -> None:
         self.pilot = pilot
         self.app: PolypilotApp = pilot.app  # type: ignore[assignment]
-        self.manager = self.app.engine.manager
-        self.clock: FakeClock = self.app.clock  # type: ignore[assignment]
+        self.manager = engine_of(self.app).manager
+        self.clock: FakeClock = engine_of(self.app).clock  # type: ignore[assignment]
         self._calls = itertools.count(1)
 
     async def settle(self) -> None:
@@ -177,6 +177,7 @@ class Driver:
                 break
             await self.pilot.pause(0.01)
         await self.clock.settle()
+        await caught_up_with(self.pilot)
         await self.app.flush()
         await self.pilot.pause()
         await self.app.flush()
@@ -191,6 +192,7 @@ class Driver:
     async def add(self, name: str, agent: str = "demo") -> str:
         sid = self.manager.add_session(agent, name=name)
         await self.clock.settle()
+        await caught_up_with(self.pilot)
         await self.app.flush()  # the dashboard shows a new session before anything happens to it
         return sid
 

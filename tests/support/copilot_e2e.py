@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +10,7 @@ from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until
 
 KEY_ENV = "POLYPILOT_E2E_MODEL_KEY"
 #: Long on purpose: the CLI masks the provider key wherever it appears in tool output.
@@ -41,15 +40,10 @@ class Collector:
     async def wait(
         self, kind: str, since: int = 0, timeout: float = WAIT, where: Callable[[AgentEvent], bool] = lambda e: True
     ) -> AgentEvent:
-        deadline = time.monotonic() + timeout
-        while True:
-            for event in self.events[since:]:
-                if event.type == kind and where(event):
-                    return event
-            if time.monotonic() > deadline:
-                tail = ", ".join(self.types()[-25:])
-                raise AssertionError(f"no {kind} within {timeout} s; last events: {tail}")
-            await asyncio.sleep(0.02)
+        def found() -> AgentEvent | None:
+            return next((e for e in self.events[since:] if e.type == kind and where(e)), None)
+
+        return await until(found, timeout, lambda: f"a {kind} event (last events: {', '.join(self.types()[-25:])})")
 
     async def idle(self, since: int = 0, timeout: float = WAIT) -> AgentEvent:
         return await self.wait("session.idle", since, timeout)
@@ -80,9 +74,9 @@ def make_backend(agent: AgentConfig, workdir: Path) -> tuple[CopilotBackend, Col
 async def wait_on_disk(path: Path | None, needle: str, timeout: float = 10.0) -> None:
     """The CLI batches its log writes: wait until ``needle`` reached events.jsonl."""
     assert path is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and needle in path.read_text(encoding="utf-8", errors="replace"):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{needle!r} never reached {path}")
+    await until(
+        lambda: path.exists() and needle in path.read_text(encoding="utf-8", errors="replace"),
+        timeout,
+        f"{needle!r} in {path}",
+        every=0.1,
+    )

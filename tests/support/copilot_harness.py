@@ -8,11 +8,10 @@ status as it changes, and finds Copilot CLI processes in /proc.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -103,16 +102,6 @@ def in_order(seen: list[str], wanted: Iterable[str]) -> bool:
     """``wanted`` is a subsequence of ``seen``."""
     it = iter(seen)
     return all(any(s == w for s in it) for w in wanted)
-
-
-async def until(check: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``check`` every 20 ms; returns the seconds it took."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"{what}: not within {timeout:g} s")
-        await asyncio.sleep(0.02)
-    return time.monotonic() - start
 
 
 def texts(manager: SessionManager, sid: str, kind: ItemKind) -> list[str]:

@@ -32,7 +32,8 @@ from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence, attach_persistence
-from tests.e2e.restart_driver import history, on_disk, until  # the demo driver's helpers
+from tests.e2e.restart_driver import history, on_disk  # the demo driver's helpers
+from tests.support.waiting import until
 
 AGENT = "copilot"
 

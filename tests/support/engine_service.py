@@ -1,6 +1,7 @@
 """A real engine service for tests: ``polypilot serve`` as a process of its own, in a short
-state folder (Unix socket paths are limited to 107 bytes), stopped by the test; the errors it
-logged fail the test (``tests/support/logged_errors.py``)."""
+state folder (Unix socket paths are limited to 107 bytes), stopped by the test, the errors it
+logged failing the test (``tests/support/logged_errors.py``); or an engine of this process
+served on a socket of its own in the test's loop, as ``serve`` serves it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,13 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 
+from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.engine.api import Engine
+from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
 from polypilot_tui.service.client import EngineClient, EngineUnreachable
+from polypilot_tui.service.remote import RemoteEngine
+from polypilot_tui.service.serve import bind_socket, start_server
+from polypilot_tui.service.stream_client import FRAME
 from polypilot_tui.service.wire import API, socket_path
 from polypilot_tui.storage.lock import lock_holder
 from tests.support.logged_errors import report_log_folder
+from tests.support.waiting import until
 
 START_WAIT = 30.0
 
@@ -89,18 +99,17 @@ class EngineProcess:
 
 async def wait_until_answering(state: Path, timeout: float = START_WAIT) -> EngineClient:
     """A client of the engine of ``state`` once it answers (AssertionError after ``timeout``)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
+
+    async def answering() -> EngineClient | None:
         client = EngineClient(socket_path(state), timeout=30.0)
         try:
             await client.call(ENGINE_INFO, NoArgs())
             return client
         except EngineUnreachable:
             await client.aclose()
-            if loop.time() > deadline:
-                raise AssertionError(f"no engine answered on {socket_path(state)} within {timeout} s") from None
-            await asyncio.sleep(0.05)
+            return None
+
+    return await until(answering, timeout, f"an engine answering on {socket_path(state)}", every=0.05)
 
 
 def kill_engine_of(state: Path) -> None:
@@ -166,9 +175,8 @@ def attached_dashboard(state: Path, agents_file: Path | None = None, **options: 
     """The dashboard as ``polypilot`` builds it: attached to the engine of ``state`` (started
     detached when none runs, with this process's POLYPILOT_* environment)."""
     from polypilot_tui.config import Settings, load_agents
-    from polypilot_tui.service.remote import EngineClock, RemoteEngine
     from polypilot_tui.service.spawn import ensure_engine
-    from polypilot_tui.ui.app import PolypilotApp
+    from polypilot_tui.ui.launch import dashboard_on
     from polypilot_tui.ui.theming import BUNDLED_DIR
 
     settings = Settings(_env_file=None, state_dir=state, agents_file=agents_file, **options)  # type: ignore[call-arg]
@@ -177,40 +185,81 @@ def attached_dashboard(state: Path, agents_file: Path | None = None, **options: 
         path, _started = await ensure_engine(settings)
         return path
 
-    return PolypilotApp(
+    return dashboard_on(
         settings,
         load_agents(agents_file),
         RemoteEngine(connect),
-        EngineClock(),
         theme_dirs=[BUNDLED_DIR],
         keymap_file=state / "no-keymap.toml",
         launch_folder=str(state),
     )
 
 
-@asynccontextmanager
-async def serving_in_process(engine: Any) -> AsyncIterator[Path]:
-    """The engine service's app around ``engine`` (a LocalEngine, its clock virtual or not) on a
-    Unix socket of its own, in this process and loop, as ``polypilot serve`` runs it; yields
-    the socket; stopped at the end."""
-    import uvicorn
+class ServedEngine:
+    """``engine``'s API on a Unix socket of its own, in this process and loop, as ``polypilot
+    serve`` serves it (bind_socket, start_server): the engine's clock may be virtual, and the
+    test can reach the engine behind the socket. :meth:`open` is idempotent."""
 
-    from polypilot_tui.service.serve import bind_socket
-    from polypilot_tui.service.server import build_app
+    def __init__(self, engine: LocalEngine, *, start: bool = False) -> None:
+        self.engine = engine
+        self._start = start
+        """Start the engine (restore its sessions) before serving, as ``serve`` does."""
+        self._folder: Path | None = None
+        self._sock: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
 
-    state = short_state_dir()
-    path = socket_path(state)
-    sock = bind_socket(path)
-    config = uvicorn.Config(
-        build_app(engine, lambda: None), log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+    async def open(self) -> Path:
+        """Serve (the first time) and return the socket."""
+        if self._folder is None:
+            if self._start:
+                await self.engine.start()
+            # Views are paced on the engine's clock: a virtual one moves only when the test moves it.
+            frame = 0.0 if isinstance(self.engine.clock, FakeClock) else FRAME
+            self._folder = short_state_dir()
+            self._sock = bind_socket(socket_path(self._folder))
+            self._server = await start_server(self.engine, self._sock, lambda: None, grace=1, frame=frame)
+        return socket_path(self._folder)
+
+    async def close(self) -> None:
+        """Stop serving (clients get a second to leave) and remove the socket's folder."""
+        server, sock, folder = self._server, self._sock, self._folder
+        self._server = self._sock = self._folder = None
+        if server is not None and sock is not None:
+            await server.shutdown(sockets=[sock])
+            sock.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def attach(self) -> RemoteEngine:
+        """A dashboard's engine as ``polypilot`` makes it, attached to this one: its first
+        connect serves the engine (started), its detach stops serving and closes the engine.
+        A virtual clock is shared (the engine's own times), a real one is read as over SSH."""
+
+        async def detach() -> None:
+            await self.close()
+            await self.engine.close()
+
+        clock = self.engine.clock if isinstance(self.engine.clock, FakeClock) else None
+        return RemoteEngine(self.open, reconnect=False, on_detach=detach, clock=clock)
+
+
+def caught_up(remote: Engine, engine: LocalEngine) -> bool:
+    """The mirror ``remote`` holds what ``engine`` holds now: the sessions in order, their views,
+    the replies streaming and their rows (the first look asks for a history not fetched yet)."""
+    ids = engine.ids()
+    return remote.ids() == ids and all(
+        remote.view(sid) == engine.view(sid)
+        and remote.streaming_text(sid) == engine.streaming_text(sid)
+        and tuple(remote.history(sid)) == tuple(engine.history(sid))
+        for sid in ids
     )
-    config.load()
-    server = uvicorn.Server(config)
-    server.lifespan = config.lifespan_class(config)
-    await server.startup(sockets=[sock])
+
+
+@asynccontextmanager
+async def serving_in_process(engine: LocalEngine) -> AsyncIterator[Path]:
+    """``engine`` served on a socket of its own in this loop (ServedEngine); yields the socket."""
+    served = ServedEngine(engine)
     try:
-        yield path
+        yield await served.open()
     finally:
-        await server.shutdown(sockets=[sock])
-        sock.close()
-        shutil.rmtree(state, ignore_errors=True)
+        await served.close()

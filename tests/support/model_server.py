@@ -41,6 +41,7 @@ from tests.support.model_script import (
     offered_tools,
     plan_reply,
 )
+from tests.support.waiting import until_blocking
 
 log = logging.getLogger(__name__)
 
@@ -201,15 +202,13 @@ class ModelServer:
         return [r for r in self.requests if r.is_model_call]
 
     def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[RecordedRequest]:
-        """Block until at least ``count`` model calls arrived (TimeoutError otherwise)."""
-        deadline = time.monotonic() + timeout
-        while True:
+        """Block until at least ``count`` model calls arrived (AssertionError otherwise)."""
+
+        def arrived() -> list[RecordedRequest] | None:
             found = self.model_requests()
-            if len(found) >= count:
-                return found
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"saw {len(found)} model requests, wanted {count}")
-            time.sleep(0.02)
+            return found if len(found) >= count else None
+
+        return until_blocking(arrived, timeout, lambda: f"{count} model requests (saw {len(self.model_requests())})")
 
     def record(self, request: RecordedRequest) -> int:
         """Keep a request (thread-safe); returns how many there are now."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from polypilot_tui.engine.api import Engine
 from tests.support.model_script import offered_tools
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until
 
 
 def models_asked(server: ModelServer, since: int, word: str) -> list[str]:
@@ -24,8 +23,8 @@ def models_asked(server: ModelServer, since: int, word: str) -> list[str]:
 
 async def turn_done(engine: Engine, sid: str, turns: int, timeout: float = 60.0) -> None:
     """Wait until the session has finished ``turns`` turns and is at rest."""
-    deadline = time.monotonic() + timeout
-    while not (engine.view(sid).turns >= turns and not engine.view(sid).status.busy):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"turn {turns} did not end: {engine.view(sid).status.value}")
-        await asyncio.sleep(0.05)
+    await until(
+        lambda: engine.view(sid).turns >= turns and not engine.view(sid).status.busy,
+        timeout,
+        lambda: f"turn {turns} to end (status {engine.view(sid).status.value})",
+    )

@@ -28,8 +28,9 @@ import asyncio
 import json
 import os
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from polypilot_tui.agents.base import REJECT_ONCE
 from polypilot_tui.config import Settings, load_agents
@@ -38,14 +39,14 @@ from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.infra.logs import setup_file_logging
 from polypilot_tui.storage.lock import StateLock
+from tests.support.waiting import until
 
 
-async def wait(check, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"driver: timed out waiting ({check})")
-        await asyncio.sleep(0.02)
+async def wait(check: Callable[[], Any], seconds: float = 30.0) -> None:
+    try:
+        await until(check, seconds)
+    except AssertionError as exc:
+        raise SystemExit(f"driver: {exc}") from None
 
 
 async def main(state: Path, agents_file: Path, mode: str) -> None:

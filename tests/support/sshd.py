@@ -16,9 +16,10 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
+
+from tests.support.waiting import until_blocking
 
 LIFETIME = 600
 """Seconds after which the server is killed whatever the test does."""
@@ -142,14 +143,20 @@ class Sshd:
                 stderr=log,
                 start_new_session=True,
             )
-        end = time.monotonic() + 10
-        while time.monotonic() < end and self._proc.poll() is None:
+        proc = self._proc
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError("sshd exited")
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn:
-                if conn.recv(64).startswith(b"SSH-2.0"):
-                    return True
-            time.sleep(0.05)
-        self.stop()
-        return False
+                return conn.recv(64).startswith(b"SSH-2.0")
+            return False
+
+        try:
+            return until_blocking(answers, 10, "sshd to answer")
+        except AssertionError:
+            self.stop()
+            return False
 
     def stop(self) -> None:
         """End the server and every session it started (its process group)."""

@@ -1,25 +1,95 @@
-"""Pilot helpers: build the app on the real demo agent, wait on conditions (never on sleeps)."""
+"""Pilot helpers: build the app on the real demo agent, wait on conditions (never on sleeps).
+
+Every rig makes its dashboard with :func:`on_engine`, in the test's engine shape: ``served``
+(the default, as ``polypilot`` runs: the dashboard attached over the engine's socket to an
+engine served in the test's loop) or ``local`` (``--in-process``). The ``engine_shape``
+fixture (tests/ui and tests/snapshots conftest) runs each test in both; a test reaches the
+engine behind the dashboard with :func:`engine_of`, never through ``app.engine``."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
+import pytest
 from textual import events
 from textual.app import App
 from textual.notifications import Notification
 from textual.pilot import Pilot
 from textual.widget import Widget
 
-from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.config import AgentCatalog, Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.local import Attach, LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
+from tests.support.engine_service import ServedEngine, caught_up
+from tests.support.waiting import until
+
+EngineShape = Literal["served", "local"]
+ENGINE_SHAPES: tuple[EngineShape, ...] = ("served", "local")
+_shape: list[EngineShape] = ["served"]
+_engines: WeakKeyDictionary[App[Any], LocalEngine] = WeakKeyDictionary()
+
+
+@pytest.fixture(autouse=True)
+def engine_shape(request: pytest.FixtureRequest) -> Iterator[EngineShape]:
+    """The shape every dashboard of the test is made in (see the module's docstring): served
+    unless :func:`both_engine_shapes` parametrized it."""
+    shape: EngineShape = getattr(request, "param", "served")
+    with shaped(shape):
+        yield shape
+
+
+@contextmanager
+def shaped(shape: EngineShape) -> Iterator[None]:
+    """Dashboards made meanwhile are made in ``shape``."""
+    _shape[0] = shape
+    try:
+        yield
+    finally:
+        _shape[0] = "served"
+
+
+def both_engine_shapes(metafunc: pytest.Metafunc) -> None:
+    """``pytest_generate_tests`` of a suite: its tests of a module that makes dashboards run in
+    each shape (those of a module that makes none run once); a test marked ``in_process`` (what
+    only a dashboard with the engine inside it does) runs local only."""
+    if "engine_shape" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("in_process"):
+        metafunc.parametrize("engine_shape", ["local"], indirect=True)
+    elif any(hasattr(metafunc.module, rig) for rig in ("on_engine", "demo_app", "build_app")):
+        metafunc.parametrize("engine_shape", ENGINE_SHAPES, indirect=True)
+
+
+def on_engine(settings: Settings, catalog: AgentCatalog, engine: LocalEngine, **options: Any) -> PolypilotApp:
+    """The dashboard on ``engine`` in the test's shape: attached to it served, or in process."""
+    front: Engine = ServedEngine(engine, start=True).attach() if _shape[0] == "served" else engine
+    app = dashboard_on(settings, catalog, front, **options)
+    _engines[app] = engine
+    return app
+
+
+def engine_of(app: App[Any]) -> LocalEngine:
+    """The engine behind a dashboard made by :func:`on_engine` (served or in process)."""
+    return _engines[app]
+
+
+async def caught_up_with(pilot: Pilot[Any], timeout: float = 10.0) -> None:
+    """Until the dashboard's engine holds what the engine behind it holds (at once in process;
+    attached, when the stream has brought it)."""
+    app = pilot.app
+    engine = engine_of(app)
+    if app.engine is not engine:
+        await until(lambda: caught_up(app.engine, engine), timeout, "the dashboard's mirror", pause=pilot.pause)
 
 
 def demo_app(
@@ -43,11 +113,10 @@ def demo_app(
     clock = SystemClock()
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, clock, id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(
+    return on_engine(
         settings,
         catalog,
         LocalEngine(manager, attach),
-        clock,
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=keymap_file or tmp_path / "no-keymap.toml",
         launch_folder=str(tmp_path),  # not the checkout the tests run in
@@ -62,12 +131,7 @@ async def wait_for(
     Then the app is let finish what that started (a pushed screen composes and mounts), as a
     user's next key would find it: under load a poll can wake between the two.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await pilot.pause(0.02)
+    await until(predicate, timeout, what, pause=pilot.pause)
     await pilot.pause()
 
 

@@ -24,7 +24,7 @@ from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from tests.ui.helpers import wait_for
+from tests.ui.helpers import engine_of, on_engine, wait_for
 
 FAKE_AGENT = Path(__file__).parents[1] / "support" / "fake_acp_agent.py"
 UNSET_KEY = "POLYPILOT_TEST_KEY_NOBODY_SETS"
@@ -60,11 +60,10 @@ provider = {{ type = "openai", base_url = "http://127.0.0.1:9/v1", api_key_env =
     catalog = load_agents(agents)
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, SystemClock(), id_factory=lambda: f"s{next(ids)}")
-    return PolypilotApp(
+    return on_engine(
         settings,
         catalog,
         LocalEngine(manager, attach_persistence),
-        SystemClock(),
         theme_dirs=[BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
     )
@@ -112,8 +111,8 @@ async def test_the_picker_greys_out_agents_that_cannot_start_and_says_why(
         while options.highlighted_option is None or options.highlighted_option.id != "fake":
             await pilot.press("down")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.engine.manager.ids()) == 2, what="the session on the fake agent")
-        assert app.engine.manager.view(app.engine.manager.ids()[-1]).agent == "fake"
+        await wait_for(pilot, lambda: len(engine_of(app).manager.ids()) == 2, what="the session on the fake agent")
+        assert engine_of(app).manager.view(engine_of(app).manager.ids()[-1]).agent == "fake"
 
 
 async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_tries_again(tmp_path: Path) -> None:
@@ -121,10 +120,10 @@ async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_trie
     install_agent(command)
     app = app_for(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        sid = await app.engine.manager.create_session("fake")
+        sid = await engine_of(app).manager.create_session("fake")
         await wait_for(
             pilot,
-            lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE,
+            lambda: engine_of(app).manager.view(sid).status is SessionStatus.IDLE,
             timeout=30,
             what="the agent started",
         )
@@ -132,8 +131,8 @@ async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_trie
 
     again = app_for(tmp_path)
     async with again.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: sid in again.engine.manager.ids(), what="the session restored")
-        view = again.engine.manager.view(sid)
+        await wait_for(pilot, lambda: sid in engine_of(again).manager.ids(), what="the session restored")
+        view = engine_of(again).manager.view(sid)
         # Not "Idle" until the first prompt fails: the reason is there from the start.
         assert view.status is SessionStatus.DISCONNECTED
         assert f"agent 'fake' cannot start here: its command {command} is not found" in view.reason
@@ -142,7 +141,7 @@ async def test_a_restored_session_whose_agent_is_gone_says_so_and_reconnect_trie
         await pilot.press("ctrl+r")
         await wait_for(
             pilot,
-            lambda: again.engine.manager.view(sid).status is SessionStatus.IDLE,
+            lambda: engine_of(again).manager.view(sid).status is SessionStatus.IDLE,
             timeout=30,
             what="the reinstalled agent connected",
         )

@@ -10,7 +10,7 @@ from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import UNREAD_MARK
 from tests.snapshots import scenarios
 from tests.snapshots.fakes import Driver, WedgedBackend, build_app
-from tests.ui.helpers import notifications, wait_for
+from tests.ui.helpers import engine_of, notifications, wait_for
 
 
 def row_status(app: Any, sid: str) -> str:
@@ -76,8 +76,8 @@ async def test_bell_and_toast_only_for_sessions_off_screen_and_only_once(tmp_pat
         await app.heartbeat()
         await d.settle()
         assert len(bells) == 1  # the same request never pings twice
-        await app.engine.manager.answer_permission(
-            sid, app.engine.manager.view(sid).pending_permission.request_id, "allow_once"
+        await engine_of(app).manager.answer_permission(
+            sid, engine_of(app).manager.view(sid).pending_permission.request_id, "allow_once"
         )
         d.say(sid, "done")
         d.idle(sid)
@@ -98,23 +98,23 @@ async def test_stop_on_a_wedged_agent_runs_in_a_worker_and_leaves_a_usable_sessi
     async with app.run_test(size=(120, 36)) as pilot:
         d = Driver(pilot)
         await d.settle()
-        app.engine.manager.add_session("demo", name="other")
+        engine_of(app).manager.add_session("demo", name="other")
         await d.send("s1", "long job")
         d.turn_start("s1")
         await d.settle()
         await pilot.press("ctrl+x")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status is SessionStatus.STOPPED)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status is SessionStatus.STOPPED)
         await pilot.press("ctrl+down")  # the UI answers while the abort hangs
         await wait_for(pilot, lambda: app.selected == "s2")
         await d.clock.advance(4.9)  # the grace runs on the engine's clock, so no load can hurry it
-        assert not wedged[0].killed and app.engine.manager.view("s1").status is SessionStatus.STOPPED
+        assert not wedged[0].killed and engine_of(app).manager.view("s1").status is SessionStatus.STOPPED
         await d.clock.advance(0.1)
         await d.settle()
         assert wedged[0].killed  # at the grace's end, not some real seconds later
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status is SessionStatus.DISCONNECTED)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status is SessionStatus.DISCONNECTED)
         app.select("s1")
         await d.send("s1", "still there?")
-        assert app.engine.manager.view("s1").status.busy and wedged[-1] is not wedged[0]
+        assert engine_of(app).manager.view("s1").status.busy and wedged[-1] is not wedged[0]
         assert wedged[-1].sent == ["still there?"]
 
 
@@ -128,7 +128,7 @@ async def test_ctrl_y_resends_an_interrupted_prompt(tmp_path: Path) -> None:
         await d.settle()
         assert app.pane.notice.display
         await pilot.press("ctrl+y")
-        await wait_for(pilot, lambda: app.engine.manager.view(sid).status.busy, what="the resent turn")
+        await wait_for(pilot, lambda: engine_of(app).manager.view(sid).status.busy, what="the resent turn")
         await d.settle()
         assert not app.pane.notice.display
 
@@ -136,7 +136,7 @@ async def test_ctrl_y_resends_an_interrupted_prompt(tmp_path: Path) -> None:
 async def test_permission_banner_reconnect_button(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     actions: list[str] = []
-    app.engine.manager.subscribe(lambda change: actions.append(change.action.value), ActionTaken)
+    engine_of(app).manager.subscribe(lambda change: actions.append(change.action.value), ActionTaken)
     async with app.run_test(size=(120, 36)) as pilot:
         d = Driver(pilot)
         await d.settle()
@@ -169,9 +169,9 @@ async def test_click_a_row_selects_it_and_close_session_removes_it(tmp_path: Pat
         assert app.pane.editor.has_focus  # a click on a row hands the keyboard back to the prompt
         app.action_close_session()
         await pilot.pause()
-        assert sid in app.engine.manager.ids()  # nothing happens before the user confirms
+        assert sid in engine_of(app).manager.ids()  # nothing happens before the user confirms
         await pilot.press("y")
-        await wait_for(pilot, lambda: sid not in app.engine.manager.ids())
+        await wait_for(pilot, lambda: sid not in engine_of(app).manager.ids())
         await d.settle()
         assert app.selected == "s1" and app.sidebar.session_list.session_ids == ["s1"]
         assert app.pane.log_for(sid) is None
@@ -189,4 +189,4 @@ async def test_broken_agents_file_falls_back_to_demo_with_one_notice(tmp_path: P
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await Driver(pilot).settle()
         assert sum("not valid TOML" in n for n in notifications(app)) == 1
-        assert app.engine.manager.ids() == ["s1"]
+        assert engine_of(app).manager.ids() == ["s1"]

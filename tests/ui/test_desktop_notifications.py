@@ -11,7 +11,7 @@ from textual import events
 
 from polypilot_tui.domain.view import SessionStatus
 from tests.support.fake_notifier import fake_notifier, runs
-from tests.ui.helpers import demo_app, notifications, wait_for
+from tests.ui.helpers import demo_app, engine_of, notifications, wait_for
 
 
 class Recorder:
@@ -32,7 +32,7 @@ async def blur(pilot: Any, app: Any, focused: bool = False) -> None:
 
 async def permission_then_finish(pilot: Any, app: Any, sid: str) -> None:
     """A turn on ``sid`` that asks for permission, is allowed, and ends."""
-    manager = app.engine.manager
+    manager = engine_of(app).manager
     await wait_for(pilot, lambda: manager.view(sid).status is SessionStatus.IDLE, what="an idle session")
     turns = manager.view(sid).turns
     await manager.send(sid, "write a file")
@@ -54,12 +54,12 @@ async def test_blurred_terminal_notifies_permission_and_finish_once_and_focus_st
         await permission_then_finish(pilot, app, "s1")
         await wait_for(pilot, lambda: len(fake.sent) == 2, what="two notifications")
         (asked, _), (finished, body) = fake.sent
-        name = app.engine.manager.view("s1").name
+        name = engine_of(app).manager.view("s1").name
         assert asked == f"{name} needs permission" and finished == f"{name} finished" and body == "Its turn is over."
         assert any("needs permission" in n for n in notifications(app))  # the toast is there on return
         # Back in the terminal: the toast rules alone, as before.
         await blur(pilot, app, focused=True)
-        other = app.engine.manager.add_session("demo")
+        other = engine_of(app).manager.add_session("demo")
         await permission_then_finish(pilot, app, other)
         await wait_for(pilot, lambda: sum("finished" in n for n in notifications(app)) == 2, what="the toast")
         await permission_then_finish(pilot, app, "s1")  # on screen and focused: silent everywhere
@@ -97,7 +97,7 @@ async def test_the_setting_picks_the_real_notifier(
         await permission_then_finish(pilot, app, "s1")
         await wait_for(pilot, lambda: len(runs(exe)) == expected, what=f"{expected} runs of notify-send")
         await pilot.pause(0.2)
-    name = app.engine.manager.view("s1").name
+    name = engine_of(app).manager.view("s1").name
     want = [
         ["--app-name=polypilot", "--", f"{name} needs permission"],
         ["--app-name=polypilot", "--", f"{name} finished"],

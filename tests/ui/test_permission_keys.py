@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
-from tests.ui.helpers import demo_app, screen_text, wait_for
+from tests.ui.helpers import demo_app, engine_of, screen_text, wait_for
 
 
 def footer_keys(app: PolypilotApp) -> dict[str, str]:
@@ -28,7 +28,7 @@ def footer_keys(app: PolypilotApp) -> dict[str, str]:
 async def asking(pilot: Pilot[Any], app: PolypilotApp, options: list[tuple[str, str, str]]) -> PermissionPrompt:
     """The session on screen runs a turn and asks a permission with ``options`` (id, name, kind)."""
     await wait_for(pilot, lambda: app.selected == "s1")
-    manager = app.engine.manager  # type: ignore[attr-defined]
+    manager = engine_of(app).manager  # type: ignore[attr-defined]
     await manager.send("s1", "!hang")
     await wait_for(pilot, lambda: manager.view("s1").status.busy, what="the turn")
     event = {
@@ -59,7 +59,7 @@ async def test_keys_are_shown_on_the_card_only_while_they_answer(tmp_path: Path)
         assert [str(b.label) for b in prompt.buttons] == ["Allow once", "Allow always", "Reject"]
         assert prompt.border_subtitle == "ctrl+g to answer by key" and "[y]" not in screen_text(app)
         await pilot.press("y")  # here it is text, and the card never said otherwise
-        assert app.pane.editor.text == "y" and app.engine.manager.view("s1").pending_permission is not None  # type: ignore[attr-defined]
+        assert app.pane.editor.text == "y" and engine_of(app).manager.view("s1").pending_permission is not None  # type: ignore[attr-defined]
         await pilot.press("ctrl+g")
         await wait_for(pilot, lambda: prompt.has_focus_within, what="the keyboard on the card")
         assert [str(b.label) for b in prompt.buttons] == ["Allow once [y]", "Allow always [a]", "Reject [n]"]
@@ -88,7 +88,7 @@ async def test_only_the_options_offered_have_keys_and_others_do_nothing(tmp_path
         assert offered.get("y") == "Allow once" and offered.get("N") == "Reject always"
         await pilot.press("a")  # not offered: nothing happens
         await pilot.pause()
-        assert answered == [] and app.engine.manager.view("s1").pending_permission is not None  # type: ignore[attr-defined]
+        assert answered == [] and engine_of(app).manager.view("s1").pending_permission is not None  # type: ignore[attr-defined]
         await pilot.press("N")  # shown on the card: it answers
         await wait_for(pilot, lambda: answered == ["never"], what="the answer by N")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Static
 
 from polypilot_tui.domain.chat import ItemKind
@@ -13,7 +14,7 @@ from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.queue_panel import QueuedPrompt
 from polypilot_tui.ui.widgets.user_message import UserMessage
-from tests.ui.helpers import demo_app, keys_at_once, notifications, wait_for, widget_lines
+from tests.ui.helpers import demo_app, engine_of, keys_at_once, notifications, wait_for, widget_lines
 
 
 def replies(app, sid: str) -> list[str]:
@@ -22,7 +23,7 @@ def replies(app, sid: str) -> list[str]:
 
 
 def last_outcome(app, sid: str) -> str:
-    return app.engine.manager.view(sid).last_outcome
+    return engine_of(app).manager.view(sid).last_outcome
 
 
 async def send(pilot, text: str) -> None:
@@ -54,14 +55,14 @@ async def test_ctrl_n_creates_a_session_and_selects_it(tmp_path: Path) -> None:
         await pilot.press("enter")
         await wait_for(
             pilot,
-            lambda: app.engine.manager.ids() == ["s1", "s2"] and app.selected == "s2",
+            lambda: engine_of(app).manager.ids() == ["s1", "s2"] and app.selected == "s2",
             what="a second session, selected",
         )
         await wait_for(pilot, lambda: app.sidebar.session_list.session_ids == ["s1", "s2"], what="two sidebar rows")
-        await wait_for(pilot, lambda: app.engine.manager.view("s2").status is SessionStatus.IDLE, what="connected")
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s2").status is SessionStatus.IDLE, what="connected")
         await send(pilot, "hi")
         await wait_for(pilot, lambda: last_outcome(app, "s2") == "completed", what="the new session to answer")
-        assert app.engine.manager.view("s1").turns == 0
+        assert engine_of(app).manager.view("s1").turns == 0
 
 
 async def test_ctrl_n_escape_cancels(tmp_path: Path) -> None:
@@ -71,7 +72,7 @@ async def test_ctrl_n_escape_cancels(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, NewSessionScreen))
-        assert app.engine.manager.ids() == ["s1"]
+        assert engine_of(app).manager.ids() == ["s1"]
 
 
 async def test_ctrl_x_mid_turn_stops_and_the_session_stays_usable(tmp_path: Path) -> None:
@@ -79,11 +80,11 @@ async def test_ctrl_x_mid_turn_stops_and_the_session_stays_usable(tmp_path: Path
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!slow")
-        await wait_for(pilot, lambda: "word2" in app.engine.manager.streaming_text("s1"), what="streaming")
+        await wait_for(pilot, lambda: "word2" in engine_of(app).manager.streaming_text("s1"), what="streaming")
         await wait_for(pilot, lambda: "word2" in app.pane.log_for("s1").streaming, what="stream on screen")
         await pilot.press("ctrl+x")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status is SessionStatus.STOPPED, what="stopped")
-        history = app.engine.manager.history("s1")
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status is SessionStatus.STOPPED, what="stopped")
+        history = engine_of(app).manager.history("s1")
         kept = [i for i in history if i.kind is ItemKind.ASSISTANT]
         assert kept and kept[-1].interrupted and "word0" in kept[-1].text  # nothing said is lost
         await wait_for(pilot, lambda: "Stopped" in str(app.pane.status.render()))
@@ -98,14 +99,14 @@ async def test_ctrl_r_reconnects_and_keeps_history(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "hello")
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
-        before = app.engine.manager.history("s1")
+        before = engine_of(app).manager.history("s1")
         await pilot.press("ctrl+r")
         await wait_for(
             pilot,
-            lambda: any("reconnected" in i.text for i in app.engine.manager.history("s1")),
+            lambda: any("reconnected" in i.text for i in engine_of(app).manager.history("s1")),
             what="the reconnect note",
         )
-        after = app.engine.manager.history("s1")
+        after = engine_of(app).manager.history("s1")
         assert after[: len(before)] == before
         await wait_for(
             pilot,
@@ -114,7 +115,7 @@ async def test_ctrl_r_reconnects_and_keeps_history(tmp_path: Path) -> None:
         )
         await send(pilot, "hello twice")
         await wait_for(
-            pilot, lambda: app.engine.manager.view("s1").turns == 2 and last_outcome(app, "s1") == "completed"
+            pilot, lambda: engine_of(app).manager.view("s1").turns == 2 and last_outcome(app, "s1") == "completed"
         )
 
 
@@ -123,7 +124,7 @@ async def test_ctrl_up_down_move_the_selection(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         for _ in range(2):
-            app.engine.manager.add_session("demo")
+            engine_of(app).manager.add_session("demo")
         await wait_for(pilot, lambda: app.sidebar.session_list.session_ids == ["s1", "s2", "s3"])
         assert app.selected == "s1"
         await pilot.press("ctrl+down")
@@ -139,11 +140,13 @@ async def test_attention_jump_goes_to_the_waiting_session_and_answers_by_key(tmp
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
-        sid = app.engine.manager.add_session("demo")
+        sid = engine_of(app).manager.add_session("demo")
         app.select("s1")
-        await wait_for(pilot, lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE)
-        await app.engine.manager.send(sid, "write a file")
-        await wait_for(pilot, lambda: app.engine.manager.view(sid).pending_permission is not None, what="the request")
+        await wait_for(pilot, lambda: engine_of(app).manager.view(sid).status is SessionStatus.IDLE)
+        await engine_of(app).manager.send(sid, "write a file")
+        await wait_for(
+            pilot, lambda: engine_of(app).manager.view(sid).pending_permission is not None, what="the request"
+        )
         await wait_for(pilot, lambda: any("needs permission" in n for n in notifications(app)), what="a toast")
         assert app.selected == "s1"  # an alert never moves you
         await pilot.press("ctrl+g")
@@ -160,10 +163,10 @@ async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_g(tmp_pat
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
-        sid = app.engine.manager.add_session("demo")
+        sid = engine_of(app).manager.add_session("demo")
         app.select("s1")
-        await wait_for(pilot, lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE)
-        await app.engine.manager.send(sid, "hi")
+        await wait_for(pilot, lambda: engine_of(app).manager.view(sid).status is SessionStatus.IDLE)
+        await engine_of(app).manager.send(sid, "hi")
         await wait_for(pilot, lambda: sid in app.attention.unread, what="unread mark")
         rows = app.sidebar.session_list
 
@@ -187,12 +190,12 @@ async def test_ctrl_g_y_from_another_session_answers_there_and_types_nothing(tmp
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
-        failed = app.engine.manager.add_session("demo")
-        await app.engine.manager.send(failed, "!crash-mid-tool")  # needs the user too, and is first in the sidebar
-        await wait_for(pilot, lambda: app.attention.wants_user(app.engine.manager.view(failed)), timeout=15)
-        waiting = app.engine.manager.add_session("demo")
-        await app.engine.manager.send(waiting, "write a file")
-        await wait_for(pilot, lambda: app.engine.manager.view(waiting).pending_permission is not None)
+        failed = engine_of(app).manager.add_session("demo")
+        await engine_of(app).manager.send(failed, "!crash-mid-tool")  # needs the user too, and is first in the sidebar
+        await wait_for(pilot, lambda: app.attention.wants_user(engine_of(app).manager.view(failed)), timeout=15)
+        waiting = engine_of(app).manager.add_session("demo")
+        await engine_of(app).manager.send(waiting, "write a file")
+        await wait_for(pilot, lambda: engine_of(app).manager.view(waiting).pending_permission is not None)
         await wait_for(pilot, lambda: app.selected == "s1" and app.pane.editor.has_focus)
         keys_at_once(app, "ctrl+g", "y")
         await wait_for(pilot, lambda: last_outcome(app, waiting) == "completed", what="the tool allowed")
@@ -220,22 +223,22 @@ async def test_a_queue_is_visible_and_stop_holds_it_instead_of_dropping_it(tmp_p
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!slow")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.busy)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.busy)
         await send(pilot, "next one")
         await send(pilot, "and another")
         panel = app.pane.queue
         await wait_for(pilot, lambda: panel.display and len(panel.query(QueuedPrompt)) == 2, what="the queue shown")
         assert [row.prompt.preview for row in panel.query(QueuedPrompt)] == ["next one", "and another"]
         await pilot.press("ctrl+x")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status is SessionStatus.STOPPED)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status is SessionStatus.STOPPED)
         await wait_for(
             pilot,
             lambda: "held" in str(panel.query_one(".queue-title", Static).render()),
             what="the queue held, not dropped",
         )
         assert (
-            tuple(q.preview for q in app.engine.manager.view("s1").queue) == ("next one", "and another")
-            and app.engine.manager.view("s1").turns == 1
+            tuple(q.preview for q in engine_of(app).manager.view("s1").queue) == ("next one", "and another")
+            and engine_of(app).manager.view("s1").turns == 1
         )
         # Edit takes the first one back into the editor; "Send in order" sends the other.
         await pilot.click(panel.query(QueuedPrompt).first().query_one(".queued-edit"))
@@ -244,11 +247,11 @@ async def test_a_queue_is_visible_and_stop_holds_it_instead_of_dropping_it(tmp_p
         await pilot.click(panel.query_one(".queue-send"))
         await wait_for(
             pilot,
-            lambda: app.engine.manager.view("s1").turns == 2 and not app.engine.manager.view("s1").queue,
+            lambda: engine_of(app).manager.view("s1").turns == 2 and not engine_of(app).manager.view("s1").queue,
             timeout=15,
             what="the held prompt sent",
         )
-        assert [t.prompt for t in app.engine.manager.session("s1").turns] == ["!slow", "and another"]
+        assert [t.prompt for t in engine_of(app).manager.session("s1").turns] == ["!slow", "and another"]
         await wait_for(pilot, lambda: not panel.display)
 
 
@@ -259,7 +262,7 @@ async def test_prompt_history_up_down(tmp_path: Path) -> None:
         await send(pilot, "hi")
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
         await send(pilot, "!help")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").turns == 2)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").turns == 2)
         await pilot.press(*"dra")
         await pilot.press("up")
         assert app.pane.editor.text == "!help"
@@ -298,10 +301,10 @@ async def test_agent_markup_and_escape_sequences_are_shown_literally(tmp_path: P
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         evil = "[bold red]boom[/] \x1b[2J\x1b]0;pwned\x07ok"
-        sid = app.engine.manager.add_session("demo", name="[b]nasty[/b]")
-        await wait_for(pilot, lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE)
+        sid = engine_of(app).manager.add_session("demo", name="[b]nasty[/b]")
+        await wait_for(pilot, lambda: engine_of(app).manager.view(sid).status is SessionStatus.IDLE)
         app.select(sid)
-        await app.engine.manager.send(sid, evil)
+        await engine_of(app).manager.send(sid, evil)
         await wait_for(pilot, lambda: last_outcome(app, sid) == "completed")
         await wait_for(pilot, lambda: replies(app, sid))
         user = [str(w.render()) for w in app.pane.log_for(sid).query(UserMessage)]
@@ -323,9 +326,9 @@ async def test_keymap_file_remaps_a_binding(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!slow")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.busy)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.busy)
         await pilot.press("ctrl+t")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status is SessionStatus.STOPPED)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status is SessionStatus.STOPPED)
 
 
 async def test_typing_after_a_click_on_the_sidebar_goes_to_the_prompt_and_never_stops_a_turn(tmp_path: Path) -> None:
@@ -333,19 +336,19 @@ async def test_typing_after_a_click_on_the_sidebar_goes_to_the_prompt_and_never_
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!hang")  # a turn that lasts however slowly the keys below arrive
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.busy)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.busy)
         rows = app.sidebar.session_list
         await pilot.click(rows, offset=rows.row_offset("s1"))
         await pilot.press(*"yes stop running")  # "s" and "r" once stopped and reconnected from here
         await pilot.pause()
-        assert app.engine.manager.view("s1").status.busy, "a letter typed after a click must never stop the turn"
+        assert engine_of(app).manager.view("s1").status.busy, "a letter typed after a click must never stop the turn"
         assert app.pane.editor.text == "yes stop running" and app.pane.editor.has_focus
         # Even with the keyboard on the list (tab), letters go to the prompt.
         rows.focus()
         await wait_for(pilot, lambda: rows.has_focus)
         await pilot.press(*" sr")
-        assert app.pane.editor.text == "yes stop running sr" and app.engine.manager.view("s1").status.busy
-        assert not any("reconnected" in i.text for i in app.engine.manager.history("s1"))
+        assert app.pane.editor.text == "yes stop running sr" and engine_of(app).manager.view("s1").status.busy
+        assert not any("reconnected" in i.text for i in engine_of(app).manager.history("s1"))
 
 
 async def test_command_palette_lists_the_session_actions(tmp_path: Path) -> None:
@@ -371,11 +374,11 @@ async def test_sessions_survive_a_restart_of_the_app(tmp_path: Path) -> None:
         await send(pilot, "hello there")
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
         await send(pilot, "!slow")
-        await wait_for(pilot, lambda: "word1" in app.engine.manager.streaming_text("s1"))
+        await wait_for(pilot, lambda: "word1" in engine_of(app).manager.streaming_text("s1"))
     # quit mid-turn: the next start brings the history back and offers to resend the prompt
     again = demo_app(tmp_path, speed=20, attach=attach_persistence)
     async with again.run_test(size=(120, 36)) as pilot:
-        await wait_for(pilot, lambda: again.engine.manager.ids() == ["s1"] and again.selected == "s1")
+        await wait_for(pilot, lambda: engine_of(again).manager.ids() == ["s1"] and again.selected == "s1")
         await wait_for(pilot, lambda: any("You said: **hello there**" in r for r in replies(again, "s1")))
         await wait_for(pilot, lambda: again.pane.notice.display, what="the resend offer")
         await pilot.press("ctrl+y")
@@ -390,46 +393,47 @@ async def test_close_asks_and_ctrl_z_brings_the_session_back_with_history_and_dr
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "hello there")
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed")
-        sid = app.engine.manager.add_session("demo")
+        sid = engine_of(app).manager.add_session("demo")
         app.select("s1")
         await pilot.press(*"half typed")
         app.action_close_session()
         await pilot.press("n")  # no: nothing happens
         await pilot.pause()
-        assert "s1" in app.engine.manager.ids() and app.pane.editor.text == "half typed"
+        assert "s1" in engine_of(app).manager.ids() and app.pane.editor.text == "half typed"
         app.action_close_session()
         await pilot.press("y")
-        await wait_for(pilot, lambda: app.engine.manager.ids() == [sid] and app.selected == sid, what="closed")
+        await wait_for(pilot, lambda: engine_of(app).manager.ids() == [sid] and app.selected == sid, what="closed")
         assert any("ctrl+z brings it back" in n for n in notifications(app))
         await pilot.press("ctrl+z")
-        await wait_for(pilot, lambda: app.selected == "s1" and "s1" in app.engine.manager.ids(), what="undone")
-        assert app.engine.manager.ids() == ["s1", sid]  # back where it was in the list, not last
+        await wait_for(pilot, lambda: app.selected == "s1" and "s1" in engine_of(app).manager.ids(), what="undone")
+        assert engine_of(app).manager.ids() == ["s1", sid]  # back where it was in the list, not last
         await wait_for(pilot, lambda: app.pane.editor.text == "half typed", what="the draft back")
-        assert [i.text for i in app.engine.manager.history("s1")][0] == "hello there"
+        assert [i.text for i in engine_of(app).manager.history("s1")][0] == "hello there"
         await wait_for(pilot, lambda: any("You said: **hello there**" in r for r in replies(app, "s1")))
         # With nothing left to undo, ctrl+z is the editor's own undo again.
         await pilot.press("ctrl+z")
         await pilot.pause()
-        assert app.engine.manager.ids() == ["s1", sid]  # nothing reopened twice
+        assert engine_of(app).manager.ids() == ["s1", sid]  # nothing reopened twice
         await send(pilot, "!help")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").turns >= 1, what="the reopened session answers")
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").turns >= 1, what="the reopened session answers")
 
 
+@pytest.mark.in_process("attached, quitting leaves the engine and its turn running (test_dashboard_attached)")
 async def test_quit_with_a_turn_running_asks_and_the_turn_is_offered_for_resending(tmp_path: Path) -> None:
     app = demo_app(tmp_path, speed=1)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!slow")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.busy)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.busy)
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
         await pilot.press("n")
         await pilot.pause()
-        assert app.is_running and app.engine.manager.view("s1").status.busy
+        assert app.is_running and engine_of(app).manager.view("s1").status.busy
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen")
         await pilot.press("y")
-    session = app.engine.manager.session("s1")
+    session = engine_of(app).manager.session("s1")
     assert session.turn is None and session.interrupted_prompt == "!slow"
     assert session.last_outcome.reason == "interrupted: polypilot stopped during this turn"
 
@@ -452,14 +456,14 @@ async def test_the_queue_panels_clear_drops_every_queued_prompt_and_the_turn_goe
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
         await send(pilot, "!slow")
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.busy)
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.busy)
         await send(pilot, "next one")
         await send(pilot, "and another")
         panel = app.pane.queue
         await wait_for(pilot, lambda: len(panel.query(QueuedPrompt)) == 2, what="the queue shown")
         await pilot.click(panel.query_one(".queue-clear"))
-        await wait_for(pilot, lambda: not app.engine.manager.view("s1").queue, what="the queue cleared")
-        assert app.engine.manager.view("s1").status.busy  # the running turn goes on
+        await wait_for(pilot, lambda: not engine_of(app).manager.view("s1").queue, what="the queue cleared")
+        assert engine_of(app).manager.view("s1").status.busy  # the running turn goes on
         await wait_for(pilot, lambda: not panel.display, what="the panel gone")
         await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", timeout=15)
-        assert [t.prompt for t in app.engine.manager.session("s1").turns] == ["!slow"]  # nothing queued went out
+        assert [t.prompt for t in engine_of(app).manager.session("s1").turns] == ["!slow"]  # nothing queued went out

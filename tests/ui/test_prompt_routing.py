@@ -16,6 +16,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual import events
 
 from polypilot_tui.agents.base import ConnectResult, NullBackend
@@ -25,9 +26,8 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from tests.ui.helpers import keys_at_once, wait_for
+from tests.ui.helpers import keys_at_once, on_engine, wait_for
 
 SESSIONS = 30
 ROUNDS = 40
@@ -81,6 +81,7 @@ def keys_for(text: str) -> list[events.Key]:
     return out
 
 
+@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_path: Path) -> None:
     agents: dict[str, StreamingAgent] = {}
 
@@ -93,11 +94,10 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
     settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
     catalog = load_agents(None)
     manager = SessionManager(settings, catalog, SystemClock(), backend_factory=factory, id_factory=lambda: next(ids))
-    app = PolypilotApp(
+    app = on_engine(
         settings,
         catalog,
         LocalEngine(manager),
-        manager.clock,
         theme_dirs=[BUNDLED_DIR],
         keymap_file=tmp_path / "none.toml",
     )

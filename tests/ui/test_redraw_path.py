@@ -23,7 +23,7 @@ from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from tests.ui.helpers import wait_for
+from tests.ui.helpers import engine_of, on_engine, wait_for
 
 
 class ThreadedAgent:
@@ -54,11 +54,10 @@ def threaded_app(tmp_path: Path, agent: ThreadedAgent, **overrides: Any) -> Poly
     catalog = load_agents(None)
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock, backend_factory=agent.factory, id_factory=lambda: "s1")
-    return PolypilotApp(
+    return on_engine(
         settings,
         catalog,
         LocalEngine(manager),
-        clock,
         theme_dirs=[BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
     )
@@ -73,8 +72,8 @@ async def test_events_from_a_foreign_thread_keep_reaching_the_screen(tmp_path: P
     # A heartbeat far away: the redraw path itself must carry every change.
     app = threaded_app(tmp_path, agent, heartbeat_seconds=3600)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.value == "idle", what="connected")
-        await app.engine.manager.send("s1", "hello")
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.value == "idle", what="connected")
+        await engine_of(app).manager.send("s1", "hello")
         loop = asyncio.get_running_loop()
         agent.deliver(loop, "s1", AgentEvent(EventType.TURN_START, {}), delta("first"))
         await wait_for(pilot, lambda: app.pane.log_for("s1").streaming == "first", what="the first delta drawn")
@@ -105,10 +104,10 @@ async def test_the_heartbeat_repairs_a_lost_redraw(tmp_path: Path) -> None:
     agent = ThreadedAgent()
     app = threaded_app(tmp_path, agent, heartbeat_seconds=3600)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.value == "idle", what="connected")
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.value == "idle", what="connected")
         # A change whose redraw request is lost (the guard is set, no message is on its way).
         app._redraw_posted = True  # noqa: SLF001 - the lost message this guard must survive
-        await app.engine.manager.send("s1", "hello")
+        await engine_of(app).manager.send("s1", "hello")
         await pilot.pause()
         assert "Sending" not in str(app.pane.status.render())
         await app.heartbeat()
@@ -122,11 +121,11 @@ async def test_printing_inside_the_running_app_does_no_harm(tmp_path: Path, caps
     agent = ThreadedAgent()
     app = threaded_app(tmp_path, agent)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.engine.manager.view("s1").status.value == "idle", what="connected")
+        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.value == "idle", what="connected")
         print("to stdout from inside the app")
         print("to stderr from inside the app", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
-        await app.engine.manager.send("s1", "still works")
+        await engine_of(app).manager.send("s1", "still works")
         await wait_for(pilot, lambda: "Sending" in str(app.pane.status.render()), what="the app still drawing")
         assert app.is_running

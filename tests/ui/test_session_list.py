@@ -10,14 +10,14 @@ from textual.color import Color
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import STATUS_ICONS
 from tests.snapshots.fakes import Driver, build_app
-from tests.ui.helpers import wait_for
+from tests.ui.helpers import engine_of, wait_for
 
 
 def icon_segment(app, sid: str) -> Segment:
     """The segment that draws a row's status icon."""
     rows = app.sidebar.session_list
     strip, _ = rows.row_strips(rows.session_ids.index(sid), rows.scrollable_content_region.width)
-    icon = STATUS_ICONS[app.engine.manager.view(sid).status]
+    icon = STATUS_ICONS[engine_of(app).manager.view(sid).status]
     return next(segment for segment in strip if segment.text.startswith(icon))
 
 
@@ -28,7 +28,7 @@ async def test_the_sidebar_is_three_widgets_however_many_sessions(tmp_path: Path
         await d.settle()
         widgets = len(app.sidebar.query("*"))
         for i in range(199):
-            app.engine.manager.add_session("demo", name=f"worker {i}")
+            engine_of(app).manager.add_session("demo", name=f"worker {i}")
         await d.settle()
         rows = app.sidebar.session_list
         assert len(rows.session_ids) == 200 and rows.virtual_size.height == 400
@@ -42,7 +42,7 @@ async def test_keys_in_the_list_select_and_keep_the_row_in_view(tmp_path: Path) 
         d = Driver(pilot)
         await d.settle()
         for i in range(39):
-            app.engine.manager.add_session("demo", name=f"worker {i}")
+            engine_of(app).manager.add_session("demo", name=f"worker {i}")
         await d.settle()
         rows = app.sidebar.session_list
         rows.focus()
@@ -118,7 +118,7 @@ async def test_closing_the_highlighted_session_moves_the_highlight(tmp_path: Pat
         assert app.sidebar.highlighted == "s3"
         app.action_close_session()
         await pilot.press("y")
-        await wait_for(pilot, lambda: "s3" not in app.engine.manager.ids())
+        await wait_for(pilot, lambda: "s3" not in engine_of(app).manager.ids())
         await d.settle()
         assert app.sidebar.session_list.session_ids == ["s1", "s2"]
         assert app.selected == app.sidebar.highlighted == "s2"  # its neighbour takes its place

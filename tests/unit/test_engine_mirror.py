@@ -18,6 +18,7 @@ from polypilot_tui.service.stream_client import StreamClient
 from polypilot_tui.service.wire import items_from_json
 from tests.support.engine import Harness
 from tests.support.sse import parse_sse
+from tests.support.waiting import advance_until
 
 
 class Mirror(RemoteEngine):
@@ -41,7 +42,7 @@ class Wire:
     """An engine, a stream client of it, and a mirror fed through JSON text (as on the socket)."""
 
     def __init__(self, harness: Harness) -> None:
-        self.engine = LocalEngine(harness.manager)
+        self.engine = harness.engine
         self.client = StreamClient(self.engine, 1, frame=0)  # every view at once: exact after each step
         self.client.attach()
         self.mirror = Mirror(self.engine)
@@ -71,18 +72,16 @@ class Wire:
 
 async def step_until_rest(harness: Harness, wire: Wire, sid: str) -> int:
     """Advance virtual time deadline by deadline, checking the mirror at each; returns the steps."""
-    steps = 0
-    await harness.clock.settle()
-    await wire.sync()
-    while harness.busy(sid):
-        deadline = harness.clock.next_deadline()
-        assert deadline is not None
-        await harness.clock.advance_to(deadline)
+    steps = []
+
+    async def look() -> None:
+        steps.append(harness.clock.now())
         await wire.sync()
-        steps += 1
+
+    await advance_until(harness.clock, lambda: not harness.busy(sid), each=look, what=f"{sid} at rest")
     await harness.manager.idle()
     await wire.sync()
-    return steps
+    return len(steps) - 1
 
 
 async def test_a_streamed_reply_a_tool_and_a_permission_arrive_whole(harness: Harness) -> None:

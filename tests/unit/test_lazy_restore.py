@@ -21,7 +21,8 @@ from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.storage.history import HISTORY_FILE, HistoryDB
 from polypilot_tui.storage.registry import SessionRecord
-from tests.unit.test_persistence import App, db_rows, save_registry, texts, until
+from tests.support.waiting import until
+from tests.unit.test_persistence import App, db_rows, save_registry, texts
 from tests.unit.test_store import lock_exclusively
 
 

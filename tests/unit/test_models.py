@@ -22,7 +22,7 @@ from tests.support.engine import Harness
 
 
 async def test_the_demo_offers_three_models_and_switches_between_turns(harness: Harness) -> None:
-    engine = LocalEngine(harness.manager)
+    engine = harness.engine
     sid = await harness.new()
     choices = await engine.call(verbs.MODELS, verbs.SessionRef(sid))
     assert choices.current == "demo-model" == engine.view(sid).model
@@ -37,7 +37,7 @@ async def test_the_demo_offers_three_models_and_switches_between_turns(harness: 
 
 
 async def test_a_model_the_agent_does_not_offer_is_refused(harness: Harness) -> None:
-    engine = LocalEngine(harness.manager)
+    engine = harness.engine
     sid = await harness.new()
     with pytest.raises(EngineError, match="does not offer the model 'gpt-9'.*demo-fast"):
         await engine.call(verbs.SET_MODEL, verbs.SetModel(sid, "gpt-9"))
@@ -47,7 +47,7 @@ async def test_a_model_the_agent_does_not_offer_is_refused(harness: Harness) -> 
 
 
 async def test_a_switch_while_a_turn_runs_is_refused_and_works_after_it(harness: Harness) -> None:
-    engine = LocalEngine(harness.manager)
+    engine = harness.engine
     sid = await harness.new()
     await engine.call(verbs.SEND, verbs.Send(sid, "!slow"))
     await harness.clock.settle()
@@ -62,7 +62,7 @@ async def test_a_switch_while_a_turn_runs_is_refused_and_works_after_it(harness:
 
 
 async def test_an_unknown_session_is_said(harness: Harness) -> None:
-    engine = LocalEngine(harness.manager)
+    engine = harness.engine
     with pytest.raises(EngineError, match="no session"):
         await engine.call(verbs.MODELS, verbs.SessionRef("nope"))
 

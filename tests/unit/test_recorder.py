@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from polypilot_tui.domain.trace import parse_trace
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.recorder import Recorder
 from polypilot_tui.infra.redact import REDACTED, REDACTOR, Redactor, is_secret_key
+from tests.support.waiting import until
 
 POLYPILOT = Path(sys.executable).with_name("polypilot")
 
@@ -177,13 +176,6 @@ def watch(manager: SessionManager) -> Callable[[], list[tuple[str, str]]]:
 
     manager.subscribe(on_change, ViewChanged)
     return lambda: seen
-
-
-async def until(condition: Callable[[], bool], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 def replay_statuses(path: Path) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:

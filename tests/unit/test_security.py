@@ -35,6 +35,7 @@ from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.infra.logs import PrivateLogFile, setup_file_logging
 from tests.support.engine import Harness
+from tests.support.waiting import advance_until, until
 
 FAKE_ACP_AGENT = Path(__file__).resolve().parents[1] / "support" / "fake_acp_agent.py"
 KEY = "sk-test-provider-key-0123456789abcdef"
@@ -86,15 +87,6 @@ def demo_settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(_env_file=None, state_dir=tmp_path / "state", **values)  # type: ignore[call-arg]
 
 
-async def until(clock: FakeClock, check: Callable[[], bool], within: float = 10_000.0) -> None:
-    await clock.settle()
-    horizon = clock.now() + within
-    while not check():
-        deadline = clock.next_deadline()
-        assert deadline is not None and deadline <= horizon, f"not reached by t={clock.now()}"
-        await clock.advance_to(deadline)
-
-
 # ---- permissions ------------------------------------------------------------------------
 def test_the_permission_policy_defaults_to_ask() -> None:
     assert Settings.model_fields["permission_policy"].default is PermissionPolicy.ASK
@@ -106,7 +98,7 @@ async def test_under_ask_nothing_but_the_user_answers_a_permission(tmp_path: Pat
     manager = spied_manager(demo_settings(tmp_path), load_agents(None), clock, spy)
     sid = await manager.create_session("demo")
     await manager.send(sid, "please write notes")
-    await until(clock, lambda: manager.view(sid).pending_permission is not None)
+    await advance_until(clock, lambda: manager.view(sid).pending_permission is not None)
     assert await manager.send(sid, "please delete it too") == "queued"
     await clock.advance(10 * 3600)  # ten hours: no watchdog tier, no cap, nobody answers
     view = manager.view(sid)
@@ -114,7 +106,7 @@ async def test_under_ask_nothing_but_the_user_answers_a_permission(tmp_path: Pat
     request = view.pending_permission
     assert request is not None
     await manager.answer_permission(sid, request.request_id, REJECT_ONCE)  # the user decides
-    await until(clock, lambda: manager.view(sid).pending_permission is not None)  # the queued prompt asks again
+    await advance_until(clock, lambda: manager.view(sid).pending_permission is not None)  # the queued prompt asks again
     await clock.advance(3600)
     assert spy.answers == [(request.request_id, REJECT_ONCE)]
     await manager.stop(sid)  # Stop answers "cancelled", never allow
@@ -129,7 +121,7 @@ async def test_recovery_never_widens_permissions_on_the_demo_agent(tmp_path: Pat
     manager = spied_manager(settings, load_agents(None), clock, spy)
     sid = await manager.create_session("demo")
     await manager.send(sid, "!permission-loss")  # three denials: reconnect, then resend
-    await until(
+    await advance_until(
         clock,
         lambda: (
             manager.session(sid).turn is None
@@ -145,7 +137,7 @@ async def test_recovery_never_widens_permissions_on_the_demo_agent(tmp_path: Pat
         assert manager.view(sid).status is SessionStatus.AWAITING_PERMISSION
         await manager.stop(sid)
     else:
-        await until(clock, lambda: manager.session(sid).turn is None)
+        await advance_until(clock, lambda: manager.session(sid).turn is None)
         assert "did not write the file" in manager.history(sid)[-1].text
     assert spy.allows() == [] and not any(getattr(b, "_always_allowed", False) for b in spy.backends)
     await manager.shutdown()
@@ -170,24 +162,16 @@ async def test_recovery_never_widens_permissions_on_an_acp_agent(tmp_path: Path)
         sid = await asyncio.wait_for(manager.create_session("fake"), 30)
         session = manager.session(sid)
         await manager.send(sid, "CHAOS permission-loss")  # 3 of 5 denied: recover (no resend: 2 succeeded)
-        await _wait(lambda: session.turns and session.turn is None and not session.recovering)
+        await until(lambda: session.turns and session.turn is None and not session.recovering)
         assert [t.outcome.value for t in session.turns] == ["recovered"] and spy.connects == 2
         await manager.send(sid, "TOOL please")  # the recovered agent asks, and nobody answers for it
-        await _wait(lambda: manager.view(sid).pending_permission is not None)
+        await until(lambda: manager.view(sid).pending_permission is not None)
         await asyncio.sleep(1.0)
         assert manager.view(sid).status is SessionStatus.AWAITING_PERMISSION and spy.answers == []
         await manager.stop(sid)
         assert spy.allows() == []
     finally:
         await manager.shutdown()
-
-
-async def _wait(check: Callable[[], Any], timeout: float = 20.0) -> None:
-    async def poll() -> None:
-        while not check():
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 # ---- keys ---------------------------------------------------------------------------------
@@ -240,7 +224,7 @@ async def test_the_key_never_reaches_a_log_on_an_acp_turn(
     try:
         sid = await asyncio.wait_for(manager.create_session("fake"), 30)
         await manager.send(sid, "hello")
-        await _wait(lambda: manager.session(sid).turns)
+        await until(lambda: manager.session(sid).turns)
         await manager.reconnect(sid)
         assert manager.session(sid).turns[0].outcome.value == "completed"
     finally:
@@ -299,9 +283,9 @@ async def test_the_key_never_reaches_logs_recordings_status_or_the_registry(
     try:
         sid = await manager.create_session("demo")
         await manager.send(sid, f"please look at the project with MOCK_PROVIDER_KEY={KEY} set, then {KEY}")
-        await _wait(lambda: manager.session(sid).turns)
+        await until(lambda: manager.session(sid).turns)
         await manager.send(sid, f"!hang {KEY}")
-        await _wait(lambda: manager.session(sid).turn is not None)
+        await until(lambda: manager.session(sid).turn is not None)
         await manager.stop(sid)
         assert KEY in "".join(i.text for i in manager.history(sid))  # it really went through
         await persistence.flush()
@@ -326,7 +310,7 @@ async def test_everything_under_the_state_dir_is_private(tmp_path: Path) -> None
     try:
         sid = await manager.create_session("demo")
         await manager.send(sid, "please look at the project")
-        await _wait(lambda: manager.session(sid).turns)
+        await until(lambda: manager.session(sid).turns)
         await persistence.flush()
     finally:
         await persistence.close()

@@ -9,8 +9,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.verbs import ENGINE_INFO, NEW_SESSION, RENAME, SEND, NewSession, NoArgs, Rename, Send
 from polypilot_tui.service.client import EngineClient
@@ -186,3 +189,29 @@ async def test_a_client_that_fell_behind_gets_a_fresh_snapshot_with_the_reason_a
     assert [k for k, _ in events] == ["event", "view"]
     assert events[0][1]["data"]["deltaContent"] == " more"
     assert (events[1][1]["stream_from"], events[1][1]["stream"]) == (5, " more")
+
+
+async def test_first_views_go_at_once_whatever_number_the_engines_clock_reads(tmp_path: Path) -> None:
+    """A monotonic clock's origin is arbitrary (another machine's can read below zero): a view
+    never sent, and a follower's first batch, wait for no frame, and nothing is lost."""
+    for start in (-1_000.0, -FRAME / 2, 0.0, 1e9):
+        settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+        harness = Harness(build_engine(settings, load_agents(None), FakeClock(start), persist=False))
+        engine = harness.engine
+        try:
+            sid = await harness.new()
+            await engine.call(SEND, Send(sid, "!hang"))
+            everyone, follower = StreamClient(engine, 1), StreamClient(engine, 2, only=sid)
+            for client in (everyone, follower):
+                client.attach()
+                client.snapshot()
+            await harness.clock.settle()
+            for client in (everyone, follower):
+                client.drain()
+            harness.manager.apply(sid, delta("first"))
+            await harness.clock.settle()
+            for client in (everyone, follower):
+                views = [data for kind, data in parse_sse(client.drain()) if kind == "view"]
+                assert [(d["session_id"], d["stream"]) for d in views] == [(sid, "first")], (start, client.only)
+        finally:
+            await engine.close()

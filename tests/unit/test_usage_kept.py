@@ -17,7 +17,7 @@ from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
 from polypilot_tui.service.wire import session_state, view_from_json
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
-from tests.support.copilot_harness import until
+from tests.support.waiting import until
 
 SPENT = Usage(
     input_tokens=52_000,

@@ -9,7 +9,6 @@ dashboard command is a shell command that exits at once, so no dashboard starts 
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import gc
 import json
@@ -17,7 +16,6 @@ import re
 import shlex
 import socket
 import sys
-import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from polypilot_tui.service.web import (
     listen,
 )
 from polypilot_tui.service.web_access import PAGE_KEY_SECONDS, PageKeys, shows_token
+from tests.support.waiting import until
 
 # textual-serve never closes a dashboard's stdin pipe: the process's transport is closed when
 # it is collected, which must happen while the loop runs (the server's loop always does; here
@@ -260,10 +259,7 @@ async def test_the_dashboard_process_sees_neither_the_token_nor_the_page_key(tmp
     try:
         key_url = await page_key_url(server)
         assert await websocket(key_url, Origin=server.public_url) == 101
-        deadline = time.monotonic() + 10
-        while not seen.exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert seen.exists(), "the dashboard command did not run"
+        await until(seen.exists, 10, "the dashboard command to run")
         text = seen.read_text()
         assert "TEXTUAL_DRIVER" in text  # it is the process textual-serve started for the page
         assert TOKEN not in text

@@ -3,7 +3,6 @@ on request — and says so when its folder is gone. Real git, the demo agent, vi
 
 from __future__ import annotations
 
-import itertools
 import shutil
 from pathlib import Path
 
@@ -13,24 +12,19 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.engine import verbs
-from polypilot_tui.engine.change_counter import ChangeCounter
-from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder
-from tests.support.engine import Harness
+from tests.support.engine import Harness, demo_harness
 from tests.workspace.repos import make_repo
 
 
 def harness(tmp_path: Path) -> Harness:
-    ids = itertools.count(1)
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
-    clock = FakeClock()
-    return Harness(SessionManager(settings, load_agents(None), clock, id_factory=lambda: f"s{next(ids)}"), clock)
+    return demo_harness(Settings(_env_file=None, state_dir=tmp_path / "state", record=False))  # type: ignore[call-arg]
 
 
 async def test_counts_follow_the_turns_and_a_vanished_folder_is_said(tmp_path: Path) -> None:
     h = harness(tmp_path)
-    counter = ChangeCounter(h.manager)
+    counter = h.engine.changes
     repo = make_repo(tmp_path / "repo")
     info = await inspect_folder(str(repo))
     tree = await create_worktree(info, "polypilot/one", "", tmp_path / "wt")
@@ -66,7 +60,7 @@ async def test_counts_follow_the_turns_and_a_vanished_folder_is_said(tmp_path: P
 
 async def test_a_session_in_the_checkout_counts_against_its_head(tmp_path: Path) -> None:
     h = harness(tmp_path)
-    counter = ChangeCounter(h.manager)
+    counter = h.engine.changes
     repo = make_repo(tmp_path / "repo")
     (repo / "README.md").write_text("changed\n")
     sid = h.manager.add_session("demo", workspace=in_place(await inspect_folder(str(repo))), connect=False)
@@ -143,7 +137,7 @@ async def test_a_session_works_in_the_folder_asked_for_else_in_its_agents_folder
         (elsewhere, None, (str(plain), "", "")),
         (gone, None, None),  # the agent's own cwd, as before: no workspace
     ):
-        engine = LocalEngine(SessionManager(settings, catalog, FakeClock()))
+        engine = build_engine(settings, catalog, FakeClock(), persist=False)
         try:
             sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("demo", folder=folder))
             workspace = engine.view(sid).workspace
@@ -176,7 +170,7 @@ async def test_a_session_in_the_checkout_counts_only_its_own_changes_after_a_mer
 
     again = harness(tmp_path)
     restored = attach_persistence(again.manager, again.manager.settings)
-    counter = ChangeCounter(again.manager)
+    counter = again.engine.changes
     counter.refresh(here)
     await counter.idle()
     assert again.manager.view(here).changes == ChangeStats(1, 1, 1)

@@ -3,12 +3,10 @@ starts the state folder's engine, which the test ends)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from polypilot_tui.domain.changeset import ReviewComment, Side, review_prompt
@@ -17,6 +15,7 @@ from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.wire import socket_path
 from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.saved_rows import SavedRows
+from tests.support.waiting import until_answer, until_blocking
 from tests.workspace.hostile import hostile_repo
 from tests.workspace.repos import IDENTITY, make_repo, run
 
@@ -94,16 +93,15 @@ def test_bad_requests_say_why_and_change_nothing(tmp_path: Path) -> None:
 def saved_prompts(state: Path, sid: str, count: int, timeout: float = 10.0) -> list[str]:
     """The session's prompts once the engine has saved ``count`` of them (it writes within a second)."""
     rows = SavedRows(state / HISTORY_FILE)
-    deadline = time.monotonic() + timeout
+
+    def saved() -> list[str] | None:
+        prompts = rows.prompts(sid) if (state / HISTORY_FILE).exists() else None
+        return prompts if prompts is not None and len(prompts) >= count else None
+
     try:
-        while time.monotonic() < deadline:
-            prompts = rows.prompts(sid) if (state / HISTORY_FILE).exists() else None
-            if prompts is not None and len(prompts) >= count:
-                return prompts
-            time.sleep(0.05)
+        return until_blocking(saved, timeout, f"{count} prompts of {sid} saved")
     finally:
         rows.close()
-    raise AssertionError(f"the engine did not save {count} prompts of {sid} within {timeout} s")
 
 
 def test_finish_commit_drafts_from_the_first_request_and_discard_names_ignored_files(tmp_path: Path) -> None:
@@ -158,16 +156,13 @@ def test_bad_branch_names_are_refused_up_front_and_leave_nothing(tmp_path: Path)
 async def counted(state: Path, sid: str, timeout: float = 15.0) -> dict[str, object]:
     """The session's change counts once the engine has counted them (bounded wait)."""
     client = EngineClient(socket_path(state))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
     try:
-        while loop.time() < deadline:
-            changes = (await client.call(SESSION_VIEW, SessionRef(sid))).changes
-            if changes.files:
-                return {"files": changes.files, "added": changes.added, "removed": changes.removed}
-            await asyncio.sleep(0.1)
+        view = await until_answer(
+            lambda: client.call(SESSION_VIEW, SessionRef(sid)), lambda v: v.changes.files, timeout, "the counts"
+        )
     finally:
         await client.aclose()
+    return {"files": view.changes.files, "added": view.changes.added, "removed": view.changes.removed}
     raise AssertionError(f"the engine did not count the changes of {sid} within {timeout} s")
 
 

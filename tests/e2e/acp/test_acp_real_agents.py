@@ -6,7 +6,6 @@ file, so codex (which runs read-only commands without asking) must ask too.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
@@ -20,6 +19,7 @@ from polypilot_tui.agents.acp.process import descendants
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from tests.agents.acp_support import Recorder
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -194,7 +194,4 @@ def _alive(pid: int) -> bool:
 
 async def until_gone(pids: list[int], timeout: float = 5.0) -> None:
     """Every pid dead within ``timeout`` (a SIGKILL is delivered at once, the reaping may lag)."""
-    deadline = time.monotonic() + timeout
-    while [pid for pid in pids if _alive(pid)]:
-        assert time.monotonic() < deadline, f"left alive: {[pid for pid in pids if _alive(pid)]}"
-        await asyncio.sleep(0.05)
+    await until(lambda: not any(_alive(pid) for pid in pids), timeout, lambda: f"{[p for p in pids if _alive(p)]} gone")
