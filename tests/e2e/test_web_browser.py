@@ -651,7 +651,7 @@ def test_a_browser_started_with_the_printed_page_opens_the_dashboard_and_no_comm
             start_new_session=True,
         )
         # The page got the token from the file and a page key for it: its dashboard runs.
-        wait_until("the page's dashboard process", 45, lambda: len(process_group(proc.pid)) > 1)
+        until_blocking(lambda: len(process_group(proc.pid)) > 1, 45, "the page's dashboard process", every=0.2)
         assert command_lines_holding(token[1]) == []
     finally:
         if browser is not None:

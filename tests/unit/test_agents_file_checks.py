@@ -284,4 +284,3 @@ def test_a_suggestion_is_a_likely_typo_not_any_name_sharing_letters() -> None:
     assert close_names("geminii", ["gemini", "claude"]) == ["gemini"]
     assert close_names("cluade", ["gemini", "claude"]) == ["claude"]
     assert close_names("op", ["opencode", "copilot"]) == ["opencode"]
-
