@@ -30,9 +30,9 @@ from tests.support.copilot_harness import (
     home_processes,
     make_manager,
     run_env,
-    until,
 )
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

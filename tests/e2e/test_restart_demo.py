@@ -24,7 +24,7 @@ import pytest
 from polypilot_tui.commands.replay import run_trace
 from polypilot_tui.storage.lock import lock_holder
 
-DRIVER = Path(__file__).with_name("restart_driver.py")
+DRIVER_MODULE = "tests.e2e.restart_driver"  # run as a module of the checkout: it imports tests.support
 POLYPILOT = Path(sys.executable).with_name("polypilot")
 ROOT = Path(__file__).parents[2]
 
@@ -38,7 +38,7 @@ class Driver:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("POLYPILOT_STATE_DIR", None)
         self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), *args],
+            [sys.executable, "-m", DRIVER_MODULE, *args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

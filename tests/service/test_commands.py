@@ -295,7 +295,7 @@ async def test_a_prompt_longer_than_an_argument_is_sent_whole_from_standard_inpu
         sid = await new_session(engine, "alpha")
         sent = await with_stdin(engine.state, long.encode(), "send", "alpha", "-")
         assert (sent.code, sent.out) == (0, "sent\n"), sent.err
-        await until(lambda: _idle_after(engine, sid, 1), "the turn's end")
+        await until(lambda: _idle_after(engine, sid, 1), 30, "the turn's end")
         rows = (await engine.http.get(f"/sessions/{sid}/history?start=0&limit=10"))["items"]
         assert [r["text"] for r in rows if r["kind"] == "user"] == [long.strip("\n").rstrip()]  # as the engine keeps it
 

@@ -16,6 +16,10 @@ from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from tests.ui.helpers import demo_app, notifications, wait_for
 
+# These put a failure into the engine object the dashboard calls; attached, that object is the
+# client of a served engine, whose failures are answers (tests/service covers those).
+pytestmark = pytest.mark.in_process("a failure is injected into the engine object the dashboard holds")
+
 
 def failing(exc: Exception) -> Any:
     async def call(*args: Any, **kwargs: Any) -> Any:

@@ -129,7 +129,7 @@ def test_a_view_of_a_session_at_every_limit_fits_what_a_snapshot_carries_per_ses
     assert make_view(failed).reason.endswith("more characters not kept]")  # cut, and said
 
 
-def test_a_registry_record_at_every_limit_fits_a_line_of_the_registry(harness: Harness) -> None:
+async def test_a_registry_record_at_every_limit_fits_a_line_of_the_registry(harness: Harness) -> None:
     session = full_session("s1", harness.clock)
     harness.manager.adopt(session, restored=False)
     (record,) = session_records(harness.manager)
@@ -140,7 +140,7 @@ def test_a_registry_record_at_every_limit_fits_a_line_of_the_registry(harness: H
 
 
 @pytest.mark.slow
-def test_a_registry_of_every_session_at_its_limits_is_saved_and_read_back_whole(
+async def test_a_registry_of_every_session_at_its_limits_is_saved_and_read_back_whole(
     harness: Harness, tmp_path: Path
 ) -> None:
     """SESSIONS sessions, names, folders and agents' texts at their limits, HELD_BYTES of
