@@ -17,11 +17,11 @@ import pytest
 from bench._support import proc_kib
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.service.remote import RemoteEngine
-from tests.support.waiting import until
 from tests.support.engine_service import EngineProcess, engine_env, running_engine
 from tests.support.flooding import fake_session, flood_engine, until_idle
 from tests.support.mirror_driver import rows_digest
 from tests.support.stream_clients import StalledClient, mirror_process
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
