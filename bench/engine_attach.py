@@ -45,8 +45,8 @@ def local_engine(state: Path) -> tuple[Any, Any]:
 
 
 def remote_engine(state: Path) -> tuple[Any, Any]:
+    from polypilot_tui.service.address import socket_path
     from polypilot_tui.service.remote import EngineClock, RemoteEngine
-    from polypilot_tui.service.wire import socket_path
 
     async def connect() -> Path:
         return socket_path(state)

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, QuietBackend, Row, bench_manager, bench_settings
-from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.records import Record, ViewChanged
 
 SESSIONS = 20
 RATE = 100  # deltas per second per session
@@ -66,7 +66,7 @@ async def run() -> list[Row]:
         manager, catalog = bench_manager(settings, clock, streamer)
         changes = 0
 
-        def count(_change: Change) -> None:
+        def count(_change: Record) -> None:
             nonlocal changes
             changes += 1
 

@@ -29,9 +29,9 @@ from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from polypilot_tui.infra.private import NotPrivate, private_dir, user_name
+from polypilot_tui.service.address import SOCKET_PATH_MAX, socket_path
 from polypilot_tui.service.peer import own_user_only
 from polypilot_tui.service.server import build_app
-from polypilot_tui.service.wire import SOCKET_PATH_MAX, socket_path
 from polypilot_tui.storage.lock import StateFolderBusy, lock_holder
 from polypilot_tui.storage.retention import prune_state_dir
 

@@ -1,7 +1,7 @@
 """The dashboard's machinery: a sidebar of sessions, the chat of the selected one, redraws.
 
 The app is a thin view over an :class:`~polypilot_tui.engine.api.Engine`. Engine changes
-reach the screen one way: the change-stream listener marks the session dirty and posts ONE
+reach the screen one way: the record-stream listener marks the session dirty and posts ONE
 :class:`EngineChanged` message (Textual's ``post_message`` is safe from any thread and any
 context — the Copilot SDK delivers events through ``call_soon_threadsafe``, outside the
 app's context, where a Textual timer cannot even start). The message handler runs in the
@@ -28,8 +28,8 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, TextArea
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
-from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.records import ItemAdded, ItemReplaced, Record, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.domain.usage import fleet_usage
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine import verbs
@@ -209,8 +209,8 @@ class Dashboard(App[int]):
             self.notify(problem, title="Saving", severity="error", timeout=20, markup=False)
 
     # ---- redraws -------------------------------------------------------------------
-    def _on_engine_change(self, change: Change) -> None:
-        """The engine's change stream: mark the session dirty and post one EngineChanged."""
+    def _on_engine_change(self, change: Record) -> None:
+        """The engine's record stream: mark the session dirty and post one EngineChanged."""
         self._dirty.add(change.session_id)
         self._request_redraw()
 

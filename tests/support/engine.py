@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from polypilot_tui.domain.changes import ActionTaken, Change
 from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.records import ActionTaken, Record
 from polypilot_tui.engine.manager import SessionManager
 
 
@@ -19,7 +19,7 @@ class Harness:
         self.actions: list[tuple[float, str, str, dict[str, Any]]] = []
         manager.subscribe(self._action, ActionTaken)
 
-    def _action(self, change: Change) -> None:
+    def _action(self, change: Record) -> None:
         assert isinstance(change, ActionTaken)
         details = {
             k: v

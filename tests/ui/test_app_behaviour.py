@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.domain.changes import ActionTaken
+from polypilot_tui.domain.records import ActionTaken
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import UNREAD_MARK
 from tests.snapshots import scenarios
