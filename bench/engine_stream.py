@@ -113,7 +113,7 @@ async def drive(app: Any, run: Run) -> list[str]:
     unsubscribe = engine.subscribe(holder.on_change, ViewChanged, ItemAdded, ItemReplaced)
     meter = LagMeter()
     full = int(RATE * SECONDS) * TOKEN_LEN
-    redraws = app.redraws
+    redraws = app.dashboard.redraws
     started, cpu = time.perf_counter(), time.process_time()
     meter.start()
     try:
@@ -128,7 +128,7 @@ async def drive(app: Any, run: Run) -> list[str]:
         unsubscribe()
     run.elapsed = time.perf_counter() - started
     run.dashboard_cpu = time.process_time() - cpu
-    run.redraws = app.redraws - redraws
+    run.redraws = app.dashboard.redraws - redraws
     run.dashboard_lag_ms = meter.lags_ms
     return ids
 

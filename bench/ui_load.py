@@ -76,7 +76,7 @@ async def run() -> list[Row]:
         async with app.run_test(size=(160, 48)) as pilot:
             ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
             await pilot.pause()
-            redraws_before = app.redraws
+            redraws_before = app.dashboard.redraws
             changes = 0
             for sid in ids:
                 await manager.send(sid, "stream")
@@ -89,7 +89,7 @@ async def run() -> list[Row]:
                     break
             elapsed = time.perf_counter() - started
             await pilot.pause()
-            redraws = app.redraws - redraws_before
+            redraws = app.dashboard.redraws - redraws_before
             expected = int(RATE * SECONDS) * len(WORD)
             delivered = [sum(len(i.text) for i in manager.history(sid) if i.kind.value == "assistant") for sid in ids]
     lag_ms = sorted(x * 1000 for x in lags)

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
-from polypilot_tui.ui.workspace_actions import NewSessionRequest
 from tests.ui.helpers import demo_app, notifications, wait_for
 
 
@@ -72,10 +72,12 @@ async def test_a_bug_behind_a_key_is_a_toast_and_logged_in_full(
 
 
 @pytest.mark.expect_errors(r"the new session's check failed\nRuntimeError: a bug in the check")
-async def test_a_bug_in_the_new_session_check_is_shown_in_the_dialog_and_logged_in_full(tmp_path: Path) -> None:
+async def test_a_bug_in_the_new_session_check_is_shown_in_the_dialog_and_logged_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = demo_app(tmp_path / "state")
     async with app.run_test(size=(120, 44)) as pilot:
-        app.workspace_actions.check = failing(RuntimeError("a bug in the check"))  # type: ignore[method-assign]
+        monkeypatch.setattr(app.engine, "check_new_session", failing(RuntimeError("a bug in the check")))
         await wait_for(pilot, lambda: app.selected is not None)
         await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the dialog")
@@ -85,7 +87,7 @@ async def test_a_bug_in_the_new_session_check_is_shown_in_the_dialog_and_logged_
         await wait_for(pilot, lambda: "a bug in the check" in shown(screen, "#new-session-error"))
         assert app.screen is screen and not screen.checking  # still open, and ready to try again
         request = screen.request()
-        assert isinstance(request, NewSessionRequest)
+        assert isinstance(request, verbs.NewSession)
 
 
 @pytest.mark.expect_errors(r"a new session on 'demo' failed\nRuntimeError: a bug in new_session")
@@ -96,5 +98,5 @@ async def test_a_bug_in_starting_a_session_is_a_toast_and_logged_in_full(
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected is not None)
         monkeypatch.setattr(app.engine, "new_session", failing(RuntimeError("a bug in new_session")))
-        assert await app.add_session("demo") is None
+        assert await app.dashboard.add_session(verbs.NewSession("demo")) is None
         await wait_for(pilot, lambda: any("a bug in new_session" in n for n in notifications(app)))

@@ -51,7 +51,7 @@ async def test_opening_a_session_with_2000_messages_mounts_a_screenful(tmp_path:
         await d.settle()
         started = time.perf_counter()
         app.select(sid)
-        await app.flush()
+        await app.dashboard.flush()
         await pilot.pause()
         elapsed = time.perf_counter() - started
         log = app.pane.log_for(sid)
@@ -85,7 +85,7 @@ async def opened(app: PolypilotApp, pilot: Pilot[Any], rows: Callable[[Session],
     rows(app.engine.manager.session(sid))
     await d.settle()
     app.select(sid)
-    await app.flush()
+    await app.dashboard.flush()
     log = app.pane.log_for(sid)
     assert log is not None
     return sid, log
@@ -181,7 +181,7 @@ async def test_a_replaced_shorter_history_rebuilds_the_log(tmp_path: Path) -> No
         session = app.engine.manager.session("s1")
         session.history = History(session.history[:1])
         session.revision += 1
-        await app.heartbeat()
+        await app.dashboard.heartbeat()
         await d.settle()
         log = app.pane.log_for("s1")
         assert log.mounted_rows == 1 and not log.query(AssistantMessage)

@@ -164,7 +164,7 @@ async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_g(tmp_pat
         app.select("s1")
         await wait_for(pilot, lambda: app.engine.manager.view(sid).status is SessionStatus.IDLE)
         await app.engine.manager.send(sid, "hi")
-        await wait_for(pilot, lambda: sid in app.attention.unread, what="unread mark")
+        await wait_for(pilot, lambda: sid in app.dashboard.attention.unread, what="unread mark")
         rows = app.sidebar.session_list
 
         def unread_mark() -> bool:
@@ -189,7 +189,7 @@ async def test_ctrl_g_y_from_another_session_answers_there_and_types_nothing(tmp
         await wait_for(pilot, lambda: app.selected == "s1")
         failed = app.engine.manager.add_session("demo")
         await app.engine.manager.send(failed, "!crash-mid-tool")  # needs the user too, and is first in the sidebar
-        await wait_for(pilot, lambda: app.attention.wants_user(app.engine.manager.view(failed)), timeout=15)
+        await wait_for(pilot, lambda: app.dashboard.attention.wants_user(app.engine.manager.view(failed)), timeout=15)
         waiting = app.engine.manager.add_session("demo")
         await app.engine.manager.send(waiting, "write a file")
         await wait_for(pilot, lambda: app.engine.manager.view(waiting).pending_permission is not None)
@@ -393,11 +393,11 @@ async def test_close_asks_and_ctrl_z_brings_the_session_back_with_history_and_dr
         sid = app.engine.manager.add_session("demo")
         app.select("s1")
         await pilot.press(*"half typed")
-        app.action_close_session()
+        app.dashboard.action_close_session()
         await pilot.press("n")  # no: nothing happens
         await pilot.pause()
         assert "s1" in app.engine.manager.ids() and app.pane.editor.text == "half typed"
-        app.action_close_session()
+        app.dashboard.action_close_session()
         await pilot.press("y")
         await wait_for(pilot, lambda: app.engine.manager.ids() == [sid] and app.selected == sid, what="closed")
         assert any("ctrl+z brings it back" in n for n in notifications(app))
