@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import RenderableType
 from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -157,6 +158,12 @@ class PolypilotApp(App[int]):
             self._driver.write(text)
 
     # ---- quitting --------------------------------------------------------------------
+    def exit(self, result: int | None = None, return_code: int = 0, message: RenderableType | None = None) -> None:
+        """Every way out (ctrl+q, a signal): where the user was is saved first."""
+        if self.is_running:
+            self.dashboard.save_at_quit()
+        super().exit(result, return_code, message)
+
     async def action_quit(self) -> None:
         """Quit; with turns in flight, ask first (they are offered for resending next time)."""
         busy = [v for v in self.engine.views() if v.status.busy]

@@ -37,6 +37,7 @@ INTENDED = {
     "check_action",
     "get_system_commands",
     "get_default_screen",
+    "exit",
     "notify_style_update",
     "validate_index",
     "watch_index",

@@ -153,6 +153,7 @@ class DashboardScreen(Screen[None]):
         self._ui_saved: UiState | None = None
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
+        self._saved_at_quit = False
         self._recently_closed: list[ClosedSession] = []
         """Most recent last; each leaves after UNDO_SECONDS."""
         self.agents_found = AgentsFound()  # for the demo's welcome
@@ -211,9 +212,16 @@ class DashboardScreen(Screen[None]):
         self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.engine.ids()})
         self.pane.editor.focus()
 
+    def save_at_quit(self) -> None:
+        """Save where the user was, while the chats still have their layout (a scroll position
+        read while the screen is torn down is not the user's)."""
+        self._save_ui_state(quitting=True)
+        self._saved_at_quit = True
+
     def on_unmount(self) -> None:
         self._unsubscribe()
-        self._save_ui_state(quitting=True)
+        if not self._saved_at_quit:  # ended some other way than App.exit
+            self._save_ui_state(quitting=True)
 
     def _run(self, title: str, coro: Awaitable[Any]) -> None:
         """Run an engine call as a worker; a failure becomes a toast, never a crash."""
