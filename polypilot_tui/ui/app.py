@@ -159,9 +159,9 @@ class PolypilotApp(App[int]):
 
     # ---- quitting --------------------------------------------------------------------
     def exit(self, result: int | None = None, return_code: int = 0, message: RenderableType | None = None) -> None:
-        """Every way out (ctrl+q, a signal): where the user was is saved first."""
+        """Every way out (ctrl+q, a signal): the main screen keeps its scroll positions first."""
         if self.is_running:
-            self.dashboard.save_at_quit()
+            self.dashboard.quitting()
         super().exit(result, return_code, message)
 
     async def action_quit(self) -> None:

@@ -153,7 +153,7 @@ class DashboardScreen(Screen[None]):
         self._ui_saved: UiState | None = None
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
-        self._saved_at_quit = False
+        self._scroll_at_quit: dict[str, int] | None = None
         self._recently_closed: list[ClosedSession] = []
         """Most recent last; each leaves after UNDO_SECONDS."""
         self.agents_found = AgentsFound()  # for the demo's welcome
@@ -212,16 +212,15 @@ class DashboardScreen(Screen[None]):
         self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.engine.ids()})
         self.pane.editor.focus()
 
-    def save_at_quit(self) -> None:
-        """Save where the user was, while the chats still have their layout (a scroll position
-        read while the screen is torn down is not the user's)."""
-        self._save_ui_state(quitting=True)
-        self._saved_at_quit = True
+    def quitting(self) -> None:
+        """The app is about to end: keep how far each chat is scrolled back now, while the chats
+        still have their layout (read as the screen is torn down, a chat at its end reads as
+        scrolled back). The rest is saved at unmount, once every key typed has reached its box."""
+        self._scroll_at_quit = self._scroll_backs()
 
     def on_unmount(self) -> None:
         self._unsubscribe()
-        if not self._saved_at_quit:  # ended some other way than App.exit
-            self._save_ui_state(quitting=True)
+        self._save_ui_state(quitting=True)
 
     def _run(self, title: str, coro: Awaitable[Any]) -> None:
         """Run an engine call as a worker; a failure becomes a toast, never a crash."""
@@ -254,11 +253,7 @@ class DashboardScreen(Screen[None]):
         self._ui_save_timer = None
         if not self.engine.persistent:
             return
-        scroll = {
-            sid: back
-            for sid in self.engine.ids()
-            if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0
-        }
+        scroll = self._scroll_at_quit if quitting and self._scroll_at_quit is not None else self._scroll_backs()
         live = set(self.engine.ids())
         drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
         state = UiState(self.selected, drafts, scroll, list(self._ui_state.recent_folders))
@@ -272,6 +267,13 @@ class DashboardScreen(Screen[None]):
         elif not self._ui_save_failed:  # told once, until a save works again
             self._ui_save_failed = True
             self.notify(problem, title="Saving", severity="error", timeout=20, markup=False)
+
+    def _scroll_backs(self) -> dict[str, int]:
+        return {
+            sid: back
+            for sid in self.engine.ids()
+            if (log_ := self.pane.log_for(sid)) is not None and (back := log_.scroll_back) > 0
+        }
 
     # ---- redraws -------------------------------------------------------------------
     def _on_engine_change(self, record: Record) -> None:
