@@ -109,6 +109,30 @@ async def test_a_scroll_position_saved_far_back_is_restored(tmp_path: Path) -> N
         assert log.mounted_rows > FIRST
 
 
+async def test_a_chat_at_its_end_reads_as_not_scrolled_back_however_short(tmp_path: Path) -> None:
+    """What is saved at quit and restored at the next start: a chat following its end must
+    read 0, or the next start hides the end of a reply finished meanwhile. Textual sets an
+    anchored log shorter than its pane to a negative scroll_y (Textualize/textual#6652)."""
+    app = build_app(tmp_path)
+    async with app.run_test(size=(150, 45)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.send("s1", "SLOW")
+        d.turn_start("s1")
+        log = app.pane.log_for("s1")
+        assert log is not None
+        for i in range(120):  # from a few lines, while the pane is far from full, to past its end
+            d.stream("s1", f"word{i} ")
+            await d.settle()
+            assert log.scroll_back == 0, f"after word{i}: {log.scroll_y=} {log.max_scroll_y=}"
+        await d.finished_turn("s1", "more", "\n\n".join(f"line {i}" for i in range(40)))
+        await d.settle()
+        assert log.max_scroll_y > 0 and log.scroll_back == 0  # past the pane, still at its end
+        log.scroll_relative(y=-5, animate=False, immediate=True)  # the user scrolls back
+        await pilot.pause()
+        assert log.scroll_back == 5
+
+
 async def test_streamed_reply_becomes_the_history_row(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
