@@ -150,8 +150,8 @@ async def engine_process(
     its environment) until it answers; at the end stop it (SIGTERM, then SIGKILL) and remove
     ``state``."""
     from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
+    from polypilot_tui.service.address import socket_path
     from polypilot_tui.service.client import EngineClient, EngineUnreachable
-    from polypilot_tui.service.wire import socket_path
 
     with tempfile.TemporaryFile() as err:
         try:
@@ -211,9 +211,9 @@ async def serve_streaming(state: Path, rate: float, seconds: float) -> None:
     from polypilot_tui.domain.clock import SystemClock
     from polypilot_tui.engine.local import LocalEngine
     from polypilot_tui.engine.persistence import attach_persistence
+    from polypilot_tui.service.address import API, socket_path
     from polypilot_tui.service.serve import bind_socket
     from polypilot_tui.service.server import build_app
-    from polypilot_tui.service.wire import API, socket_path
 
     settings = bench_settings(state)
     streamers: list[Streamer] = []

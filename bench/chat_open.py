@@ -86,14 +86,14 @@ async def measure(saved: bool) -> dict[int, list[float]]:
                     else:
                         sid = await manager.create_session(AGENT)
                         fill(manager.session(sid), size)
-                        await app.flush()
+                        await app.dashboard.flush()
                         await pilot.pause()
                     # From a collected heap: the collection the set-up's thousands of new rows
                     # bring on is the fill's cost, not the opening's (it lands in either size).
                     gc.collect()
                     started = time.perf_counter()
                     app.select(sid)
-                    await app.flush()
+                    await app.dashboard.flush()
                     await pilot.pause()  # the frame that shows it
                     timings[size].append((time.perf_counter() - started) * 1000)
                     log = app.pane.log_for(sid)

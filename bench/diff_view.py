@@ -24,9 +24,9 @@ from polypilot_tui.domain.changeset import Changeset
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.diff_pages import read_changeset
+from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.serve import serve
-from polypilot_tui.service.wire import socket_path
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen
 from polypilot_tui.ui.widgets.diff_lines import DiffLines
 from polypilot_tui.workspace.changes import changeset

@@ -41,8 +41,8 @@ def local_engine(state: Path) -> Any:
 
 
 def remote_engine(state: Path) -> Any:
+    from polypilot_tui.service.address import socket_path
     from polypilot_tui.service.remote import RemoteEngine
-    from polypilot_tui.service.wire import socket_path
 
     async def connect() -> Path:
         return socket_path(state)

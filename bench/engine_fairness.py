@@ -98,7 +98,7 @@ async def follow(socket: Path, sid: str) -> None:
 async def run_phase(
     client: Any, mirror: Any, pid: int, floods: list[str], rate: int, other: str, seconds: float
 ) -> Phase:
-    from polypilot_tui.domain.changes import Change, ViewChanged
+    from polypilot_tui.domain.records import Record, ViewChanged
     from polypilot_tui.engine.verbs import (
         ENGINE_INFO,
         HISTORY_PAGE_OF,
@@ -112,7 +112,7 @@ async def run_phase(
     phase = Phase(len(floods), rate)
     seen = [0]
 
-    def arrived(change: Change) -> None:
+    def arrived(change: Record) -> None:
         if change.session_id == other:
             text = mirror.streaming_text(other)
             seen[0] = max(seen[0], read_tokens(text, seen[0], time.monotonic(), phase.delays_ms)[0])
@@ -144,9 +144,9 @@ async def run_phase(
 
 
 async def measure(seconds: float) -> list[Phase]:
+    from polypilot_tui.service.address import socket_path
     from polypilot_tui.service.client import EngineClient
     from polypilot_tui.service.remote import RemoteEngine
-    from polypilot_tui.service.wire import socket_path
     from tests.reliability.conftest import fake_agents_file
 
     state = short_state_dir()

@@ -80,8 +80,8 @@ def show(name: str, idle: Idle) -> None:
 
 
 async def run(seconds: float, sessions: int) -> list[Row]:
+    from polypilot_tui.service.address import socket_path
     from polypilot_tui.service.remote import RemoteEngine
-    from polypilot_tui.service.wire import socket_path
 
     state = short_state_dir()
     async with engine_process(polypilot_serve(), state, lambda s: seed(s, sessions, 20)) as process:

@@ -39,9 +39,9 @@ from bench._engine_service import (
     streaming_serve,
 )
 from bench._support import AGENT, Row, bench_manager, bench_settings
-from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, ViewChanged
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.records import ItemAdded, ItemReplaced, Record, ViewChanged
 from polypilot_tui.engine import verbs
 
 SESSIONS = 20
@@ -75,7 +75,7 @@ class Holder:
         self.engine, self.run = engine, run
         self.seen: dict[str, int] = {}
 
-    def on_change(self, change: Change) -> None:
+    def on_change(self, change: Record) -> None:
         sid = change.session_id
         if sid not in self.seen:
             return
@@ -111,7 +111,7 @@ async def drive(app: Any, run: Run) -> list[str]:
     unsubscribe = engine.subscribe(holder.on_change, ViewChanged, ItemAdded, ItemReplaced)
     meter = LagMeter()
     full = int(RATE * SECONDS) * TOKEN_LEN
-    redraws = app.redraws
+    redraws = app.dashboard.redraws
     started, cpu = time.perf_counter(), time.process_time()
     meter.start()
     try:
@@ -126,7 +126,7 @@ async def drive(app: Any, run: Run) -> list[str]:
         unsubscribe()
     run.elapsed = time.perf_counter() - started
     run.dashboard_cpu = time.process_time() - cpu
-    run.redraws = app.redraws - redraws
+    run.redraws = app.dashboard.redraws - redraws
     run.dashboard_lag_ms = meter.lags_ms
     return ids
 
@@ -170,8 +170,8 @@ async def attached() -> Run:
 
     from polypilot_tui.config import AgentCatalog, AgentConfig
     from polypilot_tui.domain.safe_json import load_json
+    from polypilot_tui.service.address import socket_path
     from polypilot_tui.service.remote import RemoteEngine
-    from polypilot_tui.service.wire import socket_path
 
     run = Run()
     state = short_state_dir()

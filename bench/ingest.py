@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, Row, bench_manager, bench_settings
-from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.records import Record, ViewChanged
 
 SESSIONS = 50
 EVENTS = 1_000_000
@@ -71,7 +71,7 @@ async def run() -> list[Row]:
         ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
         redraws = 0
 
-        def listener(change: Change) -> None:
+        def listener(change: Record) -> None:
             nonlocal redraws
             redraws += 1
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from bench._support import Row
-from polypilot_tui.domain.changes import Change, ViewChanged
+from polypilot_tui.domain.records import Record, ViewChanged
 
 RUNS = 7
 
@@ -77,7 +77,7 @@ async def run(cli: Path, runs: int = RUNS) -> list[Row]:
                     await asyncio.sleep(0.2)  # well inside it now
                     seen: list[float] = []
 
-                    def watch(change: Change, seen: list[float] = seen) -> None:
+                    def watch(change: Record, seen: list[float] = seen) -> None:
                         if change.session_id == sid and not seen and manager.view(sid).status.value == "stopped":
                             seen.append(time.perf_counter())
 

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from bench._support import AGENT, QuietBackend, Row, bench_manager, bench_settings
-from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.records import Record, ViewChanged
 
 SESSIONS = 20
 RATE = 100  # deltas per second per session
@@ -66,7 +66,7 @@ async def run() -> list[Row]:
         manager, catalog = bench_manager(settings, clock, streamer)
         changes = 0
 
-        def count(_change: Change) -> None:
+        def count(_change: Record) -> None:
             nonlocal changes
             changes += 1
 
@@ -76,7 +76,7 @@ async def run() -> list[Row]:
         async with app.run_test(size=(160, 48)) as pilot:
             ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
             await pilot.pause()
-            redraws_before = app.redraws
+            redraws_before = app.dashboard.redraws
             changes = 0
             for sid in ids:
                 await manager.send(sid, "stream")
@@ -89,7 +89,7 @@ async def run() -> list[Row]:
                     break
             elapsed = time.perf_counter() - started
             await pilot.pause()
-            redraws = app.redraws - redraws_before
+            redraws = app.dashboard.redraws - redraws_before
             expected = int(RATE * SECONDS) * len(WORD)
             delivered = [sum(len(i.text) for i in manager.history(sid) if i.kind.value == "assistant") for sid in ids]
     lag_ms = sorted(x * 1000 for x in lags)

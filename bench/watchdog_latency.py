@@ -16,9 +16,9 @@ from pathlib import Path
 
 from bench._support import AGENT, QuietBackend, Row, bench_manager, bench_settings
 from polypilot_tui.config import WatchdogSettings
-from polypilot_tui.domain.changes import Change, TurnEnded
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.records import Record, TurnEnded
 
 SESSIONS = 20
 TIER = 2.0
@@ -41,7 +41,7 @@ async def run() -> list[Row]:
         ids = [await manager.create_session(AGENT) for _ in range(SESSIONS)]
         caught: dict[str, float] = {}
 
-        def on_change(change: Change) -> None:
+        def on_change(change: Record) -> None:
             sid = change.session_id
             session = manager.session(sid)
             if session.turns and sid not in caught:

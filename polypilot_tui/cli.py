@@ -124,7 +124,7 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     """The session commands (commands/sessions.py, commands/follow.py)."""
-    from polypilot_tui.commands import follow, models, sessions
+    from polypilot_tui.commands import follow, model_switch, sessions
 
     if args.command == "ls":
         return asyncio.run(sessions.cmd_ls(settings, args.json))
@@ -138,7 +138,7 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "follow":
         return asyncio.run(follow.cmd_follow(settings, args.session, args.json))
     if args.command == "model":
-        return asyncio.run(models.cmd_model(settings, args.session, args.model))
+        return asyncio.run(model_switch.cmd_model(settings, args.session, args.model))
     if args.command == "clear-queue":
         return asyncio.run(sessions.cmd_clear_queue(settings, args.session))
     return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
@@ -200,7 +200,7 @@ def refuse_foreign_state(settings: Settings) -> None:
     """Exit with a message naming the path, what is wrong and the fix, before anything touches
     the state folder, when it (or a folder above it, or the engine's socket in it) is another
     user's or others can write it. Nothing is created: ``status`` only reads."""
-    from polypilot_tui.service.wire import socket_path
+    from polypilot_tui.service.address import socket_path
 
     state = Path(settings.state_dir)
     try:

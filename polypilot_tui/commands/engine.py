@@ -12,10 +12,10 @@ from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.verbs import ENGINE_STOP, EngineInfo, NoArgs
+from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.serve import EngineRefused, serve
 from polypilot_tui.service.spawn import engine_info, ensure_engine
-from polypilot_tui.service.wire import socket_path
 
 EXIT_NO_ENGINE = 5
 """``engine status`` / ``engine stop``: no engine runs for this state folder."""

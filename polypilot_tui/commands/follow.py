@@ -32,11 +32,11 @@ from polypilot_tui.commands.live import (
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
 from polypilot_tui.commands.run import EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, exit_code
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.changes import ItemAdded, ItemReplaced, TurnEnded
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.prompt_queue import prompt_key
+from polypilot_tui.domain.records import ItemAdded, ItemReplaced, TurnEnded
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import Outcome

@@ -17,15 +17,15 @@ from typing import Any, TypeVar
 
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.changes import Change, ItemAdded
+from polypilot_tui.domain.records import ItemAdded, Record
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError
-from polypilot_tui.engine.codec import change_from_json, decode_fields
+from polypilot_tui.engine.codec import decode_fields, record_from_json, view_from_json
 from polypilot_tui.engine.verbs import SESSION_VIEW, SESSIONS, NoArgs, SessionRef
+from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.client import EngineClient, EngineUnreachable, event_data
 from polypilot_tui.service.spawn import engine_info, ensure_engine
-from polypilot_tui.service.wire import socket_path, view_from_json
 
 EXIT_NO_ENGINE = 5
 """A read-only command found no engine running for the state folder."""
@@ -97,7 +97,7 @@ class Resync:
 
 
 Item = tuple[str, Any]
-"""("view", SessionView) | ("change", Change) | ("event", (type, data)) | ("removed", id) | ("stopping", None)
+"""("view", SessionView) | ("change", Record) | ("event", (type, data)) | ("removed", id) | ("stopping", None)
 | ("resync", Resync)."""
 
 
@@ -143,7 +143,7 @@ async def _items(source: AsyncIterator[Any], client: EngineClient, view: Session
                 view = decode_fields(view, changed, "view")
                 yield "view", view
             elif kind == "change":
-                change: Change = change_from_json(data)
+                change: Record = record_from_json(data)
                 if isinstance(change, ItemAdded):
                     rows = max(rows, change.index + 1)
                 yield "change", change

@@ -15,9 +15,9 @@ from typing import Any
 
 from polypilot_tui.agents.base import ConnectResult, EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.domain.changes import ActionTaken, Change, EngineAction, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.records import ActionTaken, EngineAction, Record, TurnEnded, ViewChanged
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.trace import TraceEntry, parse_trace
 from polypilot_tui.engine import verbs
@@ -74,7 +74,7 @@ async def _run(entries: list[TraceEntry], settings: Settings, horizon: float) ->
     last: dict[str, Any] = {}
     recoveries = 0
 
-    def on_change(change: Change) -> None:
+    def on_change(change: Record) -> None:
         nonlocal recoveries
         if isinstance(change, TurnEnded):
             record = change.record

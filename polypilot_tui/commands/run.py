@@ -31,10 +31,10 @@ from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
-from polypilot_tui.domain.changes import Change, EventReceived, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import TurnRecord
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.failures import Failure
+from polypilot_tui.domain.records import EventReceived, Record, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt
@@ -99,7 +99,7 @@ async def run_headless(
         """A line on stderr, starting on a line of its own on a terminal both streams share."""
         print(("\n" if out.line_open else "") + message, file=sys.stderr)
 
-    def show(change: Change) -> None:
+    def show(change: Record) -> None:
         assert isinstance(change, EventReceived)
         event = change.event
         if json_mode:  # strict JSON, every control character escaped: nothing raw reaches the terminal
@@ -114,7 +114,7 @@ async def run_headless(
 
     asked: set[str] = set()
 
-    def ask_when_asked(change: Change) -> None:
+    def ask_when_asked(change: Record) -> None:
         """The policy is ask: a permission request is put to the user, as the dashboard does."""
         if not sid or change.session_id != sid or settings.permission_policy is not PermissionPolicy.ASK:
             return
@@ -123,7 +123,7 @@ async def run_headless(
             asked.add(prompt.request_id)
             asyncio.get_running_loop().create_task(_ask(engine, sid, prompt, out))
 
-    def turn_ended(change: Change) -> None:
+    def turn_ended(change: Record) -> None:
         assert isinstance(change, TurnEnded)
         if change.session_id == sid and not ended:
             ended.append(change.record)

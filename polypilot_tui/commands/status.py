@@ -29,9 +29,9 @@ from polypilot_tui.domain.view import SessionStatus, SessionView, derive_failure
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import SESSIONS, NoArgs
 from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.spawn import engine_info
-from polypilot_tui.service.wire import socket_path
 from polypilot_tui.storage.lock import lock_holder
 from polypilot_tui.storage.registry import Registry, SessionRecord
 

@@ -73,7 +73,7 @@ class Session:
     """Bumped on every change; views and listeners key off it."""
     on_item: Callable[[int, ChatItem, bool], None] | None = field(default=None, repr=False, compare=False)
     """The engine's: called with (index, item, replaced) whenever a history row is added or
-    replaced, so the change stream carries every row (persistence writes them through)."""
+    replaced, so the record stream carries every row (persistence writes them through)."""
     earlier_turns: int = 0
     """Turns finished before the last restart (their records are not kept, only the count)."""
     workspace: Workspace | None = None

@@ -6,7 +6,7 @@ socket (:class:`~polypilot_tui.service.remote.RemoteEngine`). Reads are answered
 what the engine last said (the views, the history, the streaming text), so a redraw never
 waits on a socket; every command and one-shot query is a :class:`Verb` (all declared in
 engine/verbs.py), asked through the one door :meth:`Engine.call`. Changes arrive as the
-records of :mod:`polypilot_tui.domain.changes`, problems worth telling as notices.
+records of :mod:`polypilot_tui.domain.records`, problems worth telling as notices.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.records import Record
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.storage.notices import NoticeListener
@@ -112,7 +112,7 @@ class Engine(Protocol):
         """Every row (rows saved before a restart may be read from disk as they are looked at)."""
 
     def streaming_text(self, session_id: str) -> str: ...
-    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe: ...
+    def subscribe(self, listener: Listener, *kinds: type[Record]) -> Unsubscribe: ...
     def on_notice(self, listener: NoticeListener) -> Unsubscribe:
         """Call ``listener`` with every notice so far (saving, restore, engine problems) and later."""
 

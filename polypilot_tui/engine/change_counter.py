@@ -12,8 +12,8 @@ import asyncio
 import logging
 import os
 
-from polypilot_tui.domain.changes import Change, SessionAdded, SessionRemoved, TurnEnded
 from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.records import Record, SessionAdded, SessionRemoved, TurnEnded
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.workspace.changes import change_stats
 from polypilot_tui.workspace.git import WorkspaceError
@@ -35,7 +35,7 @@ class ChangeCounter:
         self._slots: asyncio.Semaphore | None = None  # made on the loop, at the first count
         self._unsubscribe = manager.subscribe(self._on_change, SessionAdded, TurnEnded, SessionRemoved)
 
-    def _on_change(self, change: Change) -> None:
+    def _on_change(self, change: Record) -> None:
         if isinstance(change, SessionRemoved):
             task = self._running.pop(change.session_id, None)
             if task is not None:

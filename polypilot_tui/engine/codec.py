@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import types
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import fields, is_dataclass, replace
 from enum import Enum
 from functools import cache
@@ -30,8 +30,10 @@ from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hin
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails, SchemaValidator
 
-from polypilot_tui.domain.changes import CHANGE_TYPES, Change, EventReceived
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.records import RECORD_TYPES, EventReceived, Record
+from polypilot_tui.domain.view import SessionView
 
 T = TypeVar("T")
 
@@ -130,21 +132,21 @@ def _hints(cls: type) -> dict[str, Any]:
     return get_type_hints(cls)
 
 
-# ---- the change stream's records -------------------------------------------------------------
-CHANGES_BY_NAME: dict[str, type[Change]] = {cls.__name__: cls for cls in CHANGE_TYPES}
+# ---- stream records ------------------------------------------------------------------------
+RECORDS_BY_NAME: dict[str, type[Record]] = {cls.__name__: cls for cls in RECORD_TYPES}
 
 
-def change_to_json(change: Change) -> dict[str, Any]:
+def record_to_json(change: Record) -> dict[str, Any]:
     """The wire form: ``{"change": "TurnEnded", ...fields}`` with nested records as objects."""
     if isinstance(change, EventReceived):  # an agent event keeps its trace form
         return {"change": "EventReceived", "session_id": change.session_id, "event": change.event.to_json()}
     return {"change": type(change).__name__, **encode(change)}
 
 
-def change_from_json(obj: Mapping[str, Any]) -> Change:
-    """The record :func:`change_to_json` wrote; ValueError (naming the field) on any other shape."""
+def record_from_json(obj: Mapping[str, Any]) -> Record:
+    """The record :func:`record_to_json` wrote; ValueError (naming the field) on any other shape."""
     name = obj.get("change")
-    cls = CHANGES_BY_NAME.get(name) if isinstance(name, str) else None
+    cls = RECORDS_BY_NAME.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown change {name!r}")
     if cls is EventReceived:
@@ -155,6 +157,26 @@ def change_from_json(obj: Mapping[str, Any]) -> Change:
             decode(str, obj.get("session_id"), "EventReceived.session_id"), AgentEvent.from_json(event)
         )
     return decode(cls, {k: v for k, v in obj.items() if k != "change"}, cls.__name__)
+
+
+# ---- a session's state, as the service sends it -------------------------------------------------
+def session_state(view: SessionView, history: Sequence[ChatItem] | None, streaming: str) -> dict[str, Any]:
+    """One session: its view, the reply streaming now and, unless None, its history (a client
+    that attaches to hundreds of sessions fetches a history when it shows it)."""
+    state = {"view": encode(view), "streaming": streaming}
+    if history is not None:
+        state["history"] = encode(tuple(history), tuple[ChatItem, ...])
+    return state
+
+
+def view_from_json(obj: Any) -> SessionView:
+    """A view as :func:`session_state` or a view event sent it; ValueError on any other shape."""
+    return decode(SessionView, obj, "view")
+
+
+def items_from_json(obj: Any) -> list[ChatItem]:
+    """History rows; ValueError on any other shape."""
+    return list(decode(tuple[ChatItem, ...], obj, "history"))
 
 
 # ---- errors in our words ---------------------------------------------------------------------

@@ -16,11 +16,11 @@ from pathlib import Path
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, EventSink
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.domain.agents import AgentOffer, Availability
-from polypilot_tui.domain.changes import EventReceived
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.limits import ID_CHARS
+from polypilot_tui.domain.records import EventReceived
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.context import EngineContext, ManagedSession

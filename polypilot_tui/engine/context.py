@@ -15,17 +15,17 @@ from typing import Any
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, Diagnostics
 from polypilot_tui.config import AgentCatalog, Settings
-from polypilot_tui.domain.changes import ActionTaken, EngineAction, ItemAdded, ItemReplaced, TurnEnded, ViewChanged
 from polypilot_tui.domain.chat import ChatItem, TurnRecord
 from polypilot_tui.domain.clock import Clock, TimerHandle
 from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.records import ActionTaken, EngineAction, ItemAdded, ItemReplaced, TurnEnded, ViewChanged
 from polypilot_tui.domain.recovery import RecoveryGate
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.watchdog import WatchdogConfig
-from polypilot_tui.engine.stream import ChangeStream
+from polypilot_tui.engine.stream import RecordStream
 from polypilot_tui.infra.logs import log_failure
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class EngineContext:
         self.clock = clock
         self.cfg: WatchdogConfig = settings.watchdog.to_config()
         self.sessions: dict[str, ManagedSession] = {}
-        self.stream = ChangeStream()
+        self.stream = RecordStream()
         self._streamed: dict[str, None] = {}
         """Sessions whose stream grew in this loop iteration (see :meth:`streamed`), in order."""
         self._streamed_soon = False

@@ -15,8 +15,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
 from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.records import ItemAdded, ItemReplaced, Record, SessionAdded, SessionRemoved
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.debounced import DebouncedWriter
 from polypilot_tui.engine.manager import SessionManager
@@ -93,7 +93,7 @@ class HistoryWriter(DebouncedWriter):
         """These sessions' drafts became rows at restore: their draft rows go at the next write."""
         self._drafts_saved |= session_ids
 
-    def track(self, change: Change) -> None:
+    def track(self, change: Record) -> None:
         """Note one change of the stream (on the loop, cheap) and arm the next write."""
         if isinstance(change, (ItemAdded, ItemReplaced)):
             if change.session_id in self._offsets:

@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, TypeVar
 
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.agents import AgentOffer
-from polypilot_tui.domain.changes import Change
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.model_choice import ModelChoices
+from polypilot_tui.domain.records import Record
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, MergeResult, Workspace
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession, Verb
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.engine.models import ModelDesk
+from polypilot_tui.engine.model_switch import ModelDesk
 from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.verbs import (
     HISTORY_PAGE,
@@ -128,7 +128,7 @@ class LocalEngine:
     def streaming_text(self, session_id: str) -> str:
         return self.manager.streaming_text(session_id)
 
-    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe:
+    def subscribe(self, listener: Listener, *kinds: type[Record]) -> Unsubscribe:
         return self.manager.subscribe(listener, *kinds)
 
     def on_notice(self, listener: NoticeListener) -> Unsubscribe:

@@ -2,7 +2,7 @@
 
 Everything runs on one asyncio loop; backends deliver their events onto it, so no state is
 ever touched from another thread. What happens leaves the engine one way: the typed change
-stream (:meth:`SessionManager.subscribe`, records in :mod:`polypilot_tui.domain.changes`).
+stream (:meth:`SessionManager.subscribe`, records in :mod:`polypilot_tui.domain.records`).
 The manager routes agent events and signals; its collaborators — the connector, the
 watchdog timer, permission recovery — share an :class:`EngineContext` and never reach into
 each other.
@@ -20,12 +20,12 @@ from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult,
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.admission import admit_prompt, admit_session, session_name
 from polypilot_tui.domain.agents import AgentOffer
-from polypilot_tui.domain.changes import Change, EngineAction, SessionAdded, SessionRemoved
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.prompt_queue import QueuedPrompt, take_back
+from polypilot_tui.domain.records import EngineAction, Record, SessionAdded, SessionRemoved
 from polypilot_tui.domain.recovery import RecoveryGate
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
@@ -89,7 +89,7 @@ class SessionManager:
         return self._ctx.recovery
 
     # ---- observation ---------------------------------------------------------------
-    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe:
+    def subscribe(self, listener: Listener, *kinds: type[Record]) -> Unsubscribe:
         """Call ``listener(change)`` for every record of ``kinds`` (all when none are given),
         on the engine's loop, in order; returns an unsubscribe."""
         return self._ctx.stream.subscribe(listener, *kinds)

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from polypilot_tui.agents.base import BackendError
-from polypilot_tui.domain.changes import EngineAction
+from polypilot_tui.domain.records import EngineAction
 from polypilot_tui.domain.recovery import may_resend
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.changes import Change, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged
+from polypilot_tui.domain.records import ItemAdded, ItemReplaced, Record, SessionAdded, SessionRemoved, ViewChanged
 from polypilot_tui.engine.history_sync import HistoryWriter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.read_ahead import ReadAhead
@@ -110,7 +110,7 @@ class Persistence:
         self.registry.arm()
         return self.restored
 
-    def _on_change(self, change: Change) -> None:
+    def _on_change(self, change: Record) -> None:
         self.history.track(change)
         if isinstance(change, SessionAdded):  # an undone close may bring rows not read yet
             self.read_ahead.add(change.session_id)

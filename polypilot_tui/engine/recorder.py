@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from polypilot_tui.domain.changes import (
+from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.records import (
     ActionTaken,
-    Change,
     EngineAction,
     EventReceived,
+    Record,
     SessionAdded,
     SessionRemoved,
     ViewChanged,
 )
-from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.trace import dump_entry
 from polypilot_tui.domain.turn import EndCause
 from polypilot_tui.infra.private import open_private, private_dir
@@ -80,12 +80,12 @@ class Recorder:
         self._closed = False
 
     def attach(self, manager: SessionManager) -> None:
-        """Record what the manager's change stream says: agent events, actions, restores."""
+        """Record what the manager's record stream says: agent events, actions, restores."""
         self._manager = manager
         manager.subscribe(self.on_record, EventReceived, ActionTaken, SessionAdded, SessionRemoved, ViewChanged)
 
-    def on_record(self, change: Change) -> None:
-        """One record of the change stream."""
+    def on_record(self, change: Record) -> None:
+        """One record of the record stream."""
         if isinstance(change, EventReceived):
             self.on_event(change.session_id, change.event)
         elif isinstance(change, ActionTaken):

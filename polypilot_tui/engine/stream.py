@@ -1,7 +1,7 @@
-"""The change stream: one way state leaves the engine (records: :mod:`polypilot_tui.domain.changes`).
+"""The record stream: one way state leaves the engine (records: :mod:`polypilot_tui.domain.records`).
 
 Subscribers name the record types they want; a record nobody wants is never built (the
-engine asks :meth:`ChangeStream.wants` before it builds an :class:`EventReceived` for every
+engine asks :meth:`RecordStream.wants` before it builds an :class:`EventReceived` for every
 streamed token). Records are published on the engine's loop, in order; a consumer on
 another loop or thread hops over itself (the dashboard posts one Textual message).
 
@@ -17,23 +17,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from polypilot_tui.domain.changes import CHANGE_TYPES, Change
+from polypilot_tui.domain.records import RECORD_TYPES, Record
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[Change], None]
+Listener = Callable[[Record], None]
 Unsubscribe = Callable[[], None]
 
 
-class ChangeStream:
-    """Publish change records to the listeners of their type."""
+class RecordStream:
+    """Publish stream records to the listeners of their type."""
 
     def __init__(self) -> None:
-        self._listeners: dict[type, list[Listener]] = {kind: [] for kind in CHANGE_TYPES}
+        self._listeners: dict[type, list[Listener]] = {kind: [] for kind in RECORD_TYPES}
 
-    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe:
+    def subscribe(self, listener: Listener, *kinds: type[Record]) -> Unsubscribe:
         """Call ``listener(change)`` for every record of ``kinds`` (all kinds when none given)."""
-        wanted = kinds or CHANGE_TYPES
+        wanted = kinds or RECORD_TYPES
         for kind in wanted:
             self._listeners[kind].append(listener)
 
@@ -44,11 +44,11 @@ class ChangeStream:
 
         return unsubscribe
 
-    def wants(self, kind: type[Change]) -> bool:
+    def wants(self, kind: type[Record]) -> bool:
         """Somebody listens to ``kind`` (build the record only then)."""
         return bool(self._listeners[kind])
 
-    def publish(self, change: Change) -> None:
+    def publish(self, change: Record) -> None:
         """Deliver ``change`` to every listener of its type; one that fails is logged in full."""
         for listener in tuple(self._listeners[type(change)]):
             try:

@@ -14,10 +14,10 @@ import os
 
 from polypilot_tui.agents.base import ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError
 from polypilot_tui.config import PermissionPolicy
-from polypilot_tui.domain.changes import Change, EngineAction, EventReceived, TurnEnded
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import within
 from polypilot_tui.domain.events import AgentEvent, EventType, kept
+from polypilot_tui.domain.records import EngineAction, EventReceived, Record, TurnEnded
 from polypilot_tui.domain.reducer import Signal, apply_event
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
@@ -197,7 +197,7 @@ class TurnRunner:
                     session_id, Outcome.FAILED, EndCause.SEND_FAILED, f"send failed: {exc or type(exc).__name__}"
                 )
 
-    def after_turn(self, change: Change) -> None:
+    def after_turn(self, change: Record) -> None:
         """A completed turn sends the next queued prompt (unless the user holds the queue)."""
         assert isinstance(change, TurnEnded)
         managed = self._ctx.sessions.get(change.session_id)

@@ -9,7 +9,7 @@ command line's subcommands and the API document's table are checked against this
 and its UI.
 
 Pure data: no I/O. Reads a front end answers from what the engine last said (views,
-histories, the reply streaming now, the change stream) are not verbs: they are
+histories, the reply streaming now, the record stream) are not verbs: they are
 :class:`~polypilot_tui.engine.api.Engine`'s own methods.
 """
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 
 from polypilot_tui.agents.base import AgentBackend
-from polypilot_tui.domain.changes import EngineAction
 from polypilot_tui.domain.clock import within
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.records import EngineAction
 from polypilot_tui.domain.turn import EndCause, Outcome, Turn
 from polypilot_tui.domain.watchdog import Action, decide, next_deadline
 from polypilot_tui.engine.connector import Connector

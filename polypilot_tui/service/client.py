@@ -31,8 +31,8 @@ from polypilot_tui.engine.api import EngineError, Verb
 from polypilot_tui.engine.codec import decode, encode
 from polypilot_tui.engine.verbs import HISTORY_PAGE, HISTORY_PAGE_OF, HistoryRange
 from polypilot_tui.infra.private import NotPrivate, check_private_socket
+from polypilot_tui.service.address import API
 from polypilot_tui.service.peer import foreign_peer
-from polypilot_tui.service.wire import API
 
 REQUEST_TIMEOUT = 120.0
 """Seconds a request may take: a stop waits for its grace period, a connect for an agent."""

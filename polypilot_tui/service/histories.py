@@ -8,9 +8,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from polypilot_tui.domain.changes import ItemAdded, ItemReplaced
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.records import ItemAdded, ItemReplaced
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.infra.logs import log_failure
 

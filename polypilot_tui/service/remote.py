@@ -19,24 +19,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from polypilot_tui.domain.changes import (
-    Change,
+from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.clock import Clock, SystemClock
+from polypilot_tui.domain.records import (
     ItemAdded,
     ItemReplaced,
+    Record,
     SessionAdded,
     SessionRemoved,
     ViewChanged,
 )
-from polypilot_tui.domain.chat import ChatItem
-from polypilot_tui.domain.clock import Clock, SystemClock
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError, Verb
-from polypilot_tui.engine.codec import change_from_json, decode, decode_fields
-from polypilot_tui.engine.stream import ChangeStream, Listener, Unsubscribe
+from polypilot_tui.engine.codec import decode, decode_fields, items_from_json, record_from_json, view_from_json
+from polypilot_tui.engine.stream import Listener, RecordStream, Unsubscribe
 from polypilot_tui.engine.verbs import ENGINE_STOP, FOCUS_CLIENT, NEW_SESSION, Focus, NoArgs, Reopen
 from polypilot_tui.service.client import SILENCE_LIMIT, EngineClient, EngineSilent, EngineUnreachable, event_data
 from polypilot_tui.service.histories import Histories
-from polypilot_tui.service.wire import items_from_json, view_from_json
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
 
 log = logging.getLogger(__name__)
@@ -81,7 +80,7 @@ class RemoteEngine:
         self._clock: Clock = clock or EngineClock()
         """The engine's time: this machine's clock set to the engine's at each snapshot, or
         one that reads the engine's own (a test's FakeClock shared with the engine it serves)."""
-        self._stream = ChangeStream()
+        self._stream = RecordStream()
         self.notices = NoticeBoard()
         self.http: EngineClient | None = None
         self.info: dict[str, Any] = {}
@@ -126,7 +125,7 @@ class RemoteEngine:
     def streaming_text(self, session_id: str) -> str:
         return self._streaming.get(session_id, "")
 
-    def subscribe(self, listener: Listener, *kinds: type[Change]) -> Unsubscribe:
+    def subscribe(self, listener: Listener, *kinds: type[Record]) -> Unsubscribe:
         return self._stream.subscribe(listener, *kinds)
 
     def on_notice(self, listener: NoticeListener) -> Unsubscribe:
@@ -227,7 +226,7 @@ class RemoteEngine:
         elif kind == "view":
             self._view_moved(data)
         elif kind == "change":
-            self._change(change_from_json(data))
+            self._change(record_from_json(data))
         elif kind == "stopping":
             self._stopping = True
         elif kind == "focus":
@@ -298,7 +297,7 @@ class RemoteEngine:
         self._views[view.id] = view
         self._stream.publish(ViewChanged(view.id, view.revision))
 
-    def _change(self, change: Change) -> None:
+    def _change(self, change: Record) -> None:
         if isinstance(change, (ItemAdded, ItemReplaced)):
             self._history.apply(change)
         self._stream.publish(change)

@@ -28,10 +28,10 @@ from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.infra.private import NotPrivate, private_dir, user_name
+from polypilot_tui.service.address import SOCKET_PATH_MAX, socket_path
 from polypilot_tui.service.peer import own_user_only
 from polypilot_tui.service.server import build_app
 from polypilot_tui.service.stream_client import FRAME
-from polypilot_tui.service.wire import SOCKET_PATH_MAX, socket_path
 from polypilot_tui.storage.lock import StateFolderBusy, lock_holder
 from polypilot_tui.storage.retention import prune_state_dir
 

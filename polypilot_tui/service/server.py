@@ -28,8 +28,8 @@ from polypilot_tui.engine.api import BadRequest, EngineError, Verb
 from polypilot_tui.engine.codec import decode, encode, from_text
 from polypilot_tui.engine.local import LocalEngine, read_in
 from polypilot_tui.engine.verbs import ENGINE_INFO, ENGINE_STOP, FOCUS_CLIENT, VERBS, EngineInfo, Focus, NoArgs
+from polypilot_tui.service.address import API
 from polypilot_tui.service.stream_client import FRAME, FrameCache, StreamClient, sse
-from polypilot_tui.service.wire import API
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from polypilot_tui.config import Settings
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import ENGINE_INFO, EngineInfo, NoArgs
 from polypilot_tui.infra.private import open_private, private_dir
+from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.client import EngineClient, EngineUnreachable
-from polypilot_tui.service.wire import socket_path
 from polypilot_tui.storage.lock import lock_holder
 
 START_TIMEOUT = 30.0

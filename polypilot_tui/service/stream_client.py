@@ -19,24 +19,23 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-from polypilot_tui.domain.changes import (
-    Change,
+from polypilot_tui.domain.clock import TimerHandle
+from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.records import (
     EventReceived,
     ItemAdded,
     ItemReplaced,
+    Record,
     SessionAdded,
     SessionRemoved,
     TurnEnded,
     ViewChanged,
 )
-from polypilot_tui.domain.clock import TimerHandle
-from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.engine.codec import change_to_json, encode
+from polypilot_tui.engine.codec import encode, record_to_json, session_state
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.service.outbox import Deltas, Frame, Outbox
-from polypilot_tui.service.wire import session_state
 from polypilot_tui.storage.notices import Notice
 
 log = logging.getLogger(__name__)
@@ -46,7 +45,7 @@ FRAME = 1 / 30
 shows no more, and a session flooding deltas then costs each client 30 views a second."""
 
 STREAMED = (ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, TurnEnded)
-"""The change records a client hears (not raw agent events or actions: views reflect those)."""
+"""The stream records a client hears (not raw agent events or actions: views reflect those)."""
 
 
 class FrameCache:
@@ -54,10 +53,10 @@ class FrameCache:
     (the stream publishes one record to each listener in turn)."""
 
     def __init__(self) -> None:
-        self._change: Change | None = None
+        self._change: Record | None = None
         self._frames: dict[object, str] = {}
 
-    def get(self, change: Change, key: object, encode: Callable[[], str]) -> str:
+    def get(self, change: Record, key: object, encode: Callable[[], str]) -> str:
         if change is not self._change:
             self._change, self._frames = change, {}
         frame = self._frames.get(key)
@@ -117,7 +116,7 @@ class StreamClient:
         self._frame_at = 0.0
 
     # ---- what the engine says ----------------------------------------------------------------
-    def on_change(self, change: Change) -> None:
+    def on_change(self, change: Record) -> None:
         sid = change.session_id
         if self.only is not None and sid != self.only:
             return
@@ -142,16 +141,16 @@ class StreamClient:
             row = change
             box.row((sid, row.index), isinstance(row, ItemAdded), lambda added: self._row_frame(row, added))
         else:
-            box.frame(self._frames.get(change, "change", lambda: sse("change", change_to_json(change))))
+            box.frame(self._frames.get(change, "change", lambda: sse("change", record_to_json(change))))
         self._ready.set()
 
     def _row_frame(self, change: ItemAdded | ItemReplaced, added: bool) -> str:
         """A row's frame, as added or as replaced (a coalesced replacement keeps the kind its row
         was queued as)."""
-        record: Change = change
+        record: Record = change
         if added is not isinstance(change, ItemAdded):
             record = (ItemAdded if added else ItemReplaced)(change.session_id, change.index, change.item)
-        return self._frames.get(change, added, lambda: sse("change", change_to_json(record)))
+        return self._frames.get(change, added, lambda: sse("change", record_to_json(record)))
 
     def on_notice(self, notice: Notice) -> None:
         self.tell("notice", encode(notice))

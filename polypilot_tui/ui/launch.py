@@ -117,7 +117,7 @@ async def _run(make: Callable[[], PolypilotApp] | Callable[[], Awaitable[Polypil
         app.driver_class = HangupSafeDriver
     QuitOnSignal(app).install(asyncio.get_running_loop())
     if app.remote is None:  # a session on another machine starts in its agent's folder there
-        app.first_folder = first_folder(app.settings, app.catalog)
+        app.dashboard.first_folder = first_folder(app.settings, app.catalog)
     result = await app.run_async()
     return result if isinstance(result, int) else (app.return_code or 0)
 

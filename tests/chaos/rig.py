@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from polypilot_tui.agents.base import AgentBackend, EventSink
-from polypilot_tui.domain.changes import EventReceived
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import Clock, FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.records import EventReceived
 from polypilot_tui.domain.turn import Turn
 from polypilot_tui.domain.watchdog import WatchdogConfig, fallback_delay, select_tier
 from polypilot_tui.engine.manager import SessionManager

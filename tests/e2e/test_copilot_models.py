@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.copilot.models import BYOK_NOTE
+from polypilot_tui.agents.copilot.model_switch import BYOK_NOTE
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.local import LocalEngine
 from tests.support.copilot_harness import AGENT, make_manager

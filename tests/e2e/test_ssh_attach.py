@@ -75,7 +75,7 @@ async def test_a_dashboard_attached_over_ssh_drives_the_remote_engine_which_outl
         app = attached_over_ssh(attach, catalog, local_state)
         async with app.run_test(size=(140, 40)) as pilot:
             await wait_for(pilot, lambda: app.selected is not None, timeout=30, what="a session on the remote engine")
-            assert f"on {ALIAS}" in app.sub_title
+            assert f"on {ALIAS}" in app.dashboard.sub_title
             await send(pilot, "hello over ssh")
             await see(pilot, "You said: hello over ssh", timeout=30)
             sid = app.selected

@@ -34,10 +34,10 @@ from polypilot_tui.agents.acp.client import Transcript
 from polypilot_tui.agents.stderr_log import MAX_LINE_BYTES, AgentStderr
 from polypilot_tui.commands.status import print_status
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.changes import ActionTaken, EngineAction, EventReceived, SessionAdded
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.records import ActionTaken, EngineAction, EventReceived, SessionAdded
 from polypilot_tui.engine.recorder import Recorder
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
 from polypilot_tui.infra.redact import REDACTOR

@@ -204,7 +204,7 @@ async def _queued(engine: EngineProcess, sid: str) -> bool:
 @pytest.mark.expect_errors(
     "timeout graceful shutdown exceeded",
     strict=False,
-    reason="server.py: an attached client's change stream does not end when the engine stops; uvicorn "
+    reason="server.py: an attached client's record stream does not end when the engine stops; uvicorn "
     "cancels it after SHUTDOWN_GRACE and logs the cancel (reported, issue 23's rewrite of server.py)",
 )
 async def test_follow_prints_the_history_then_a_turn_as_it_streams() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench._engine_service import read_tokens
-from polypilot_tui.domain.changes import Change, ViewChanged
+from polypilot_tui.domain.records import Record, ViewChanged
 from polypilot_tui.service.remote import RemoteEngine
 from tests.support.flooding import fake_session, flood_engine, until_idle
 from tests.support.stream_clients import StalledClient
@@ -36,7 +36,7 @@ async def test_two_flooding_sessions_leave_the_api_and_another_sessions_stream_r
         delays: list[float] = []
         seen = [0]
 
-        def arrived(change: Change) -> None:
+        def arrived(change: Record) -> None:
             if change.session_id == other:
                 text = mirror.streaming_text(other)
                 seen[0] = max(seen[0], read_tokens(text, seen[0], time.monotonic(), delays)[0])

@@ -97,7 +97,7 @@ async def test_requests_drive_a_session_and_the_stream_mirrors_it_whole() -> Non
 @pytest.mark.expect_errors(
     "timeout graceful shutdown exceeded",
     strict=False,
-    reason="server.py: an attached client's change stream does not end when the engine stops; uvicorn "
+    reason="server.py: an attached client's record stream does not end when the engine stops; uvicorn "
     "cancels it after SHUTDOWN_GRACE and logs the cancel (reported, issue 23's rewrite of server.py)",
 )
 async def test_a_stop_asked_for_is_not_undone_by_an_attached_client_until_it_acts(demo_speed: None) -> None:

@@ -15,8 +15,8 @@ import socket
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.serve import serve
-from polypilot_tui.service.wire import socket_path
 from tests.support.engine_service import short_state_dir
 
 LOOK = 0.05

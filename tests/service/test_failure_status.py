@@ -13,8 +13,7 @@ import pytest
 from polypilot_tui.domain.failures import FailureKind, classify
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.view import SessionStatus, SessionView
-from polypilot_tui.engine.codec import encode
-from polypilot_tui.service.wire import view_from_json
+from polypilot_tui.engine.codec import encode, view_from_json
 from tests.service.test_commands import polypilot
 from tests.support.engine_service import running_engine, short_state_dir
 from tests.support.waiting import until_answer

@@ -101,7 +101,7 @@ async def test_ctrl_n_lists_the_engines_folders_and_the_engine_makes_the_worktre
         app = attached_dashboard(engine.state)
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: app.selected is not None, what="the first session")
-            app.launch_folder = str(tmp_path)
+            app.dashboard.new_session.launch_folder = str(tmp_path)
             await pilot.press("ctrl+n")
             await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the dialog")
             screen = app.screen

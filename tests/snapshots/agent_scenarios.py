@@ -49,7 +49,7 @@ async def first_start(d: Driver) -> None:
         return CATALOG_OFFERS
 
     d.app.engine.agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
-    await d.app.look_for_agents()
+    await d.app.dashboard.look_for_agents()
     await d.settle()
 
 

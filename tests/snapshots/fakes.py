@@ -130,7 +130,7 @@ def build_app(
     """A PolypilotApp on a FakeClock with fixed session ids (s1, s2, …) and fake agents."""
     clock = clock or FakeClock()
     # The heartbeat is Textual's real-time interval: a test runs it when it means to
-    # (Driver.advance, app.heartbeat()), never when the machine's load lets 5 s pass.
+    # (Driver.advance, the heartbeat), never when the machine's load lets 5 s pass.
     overrides.setdefault("heartbeat_seconds", 3600)
     settings = Settings(
         _env_file=None,
@@ -156,7 +156,7 @@ def build_app(
         theme_dirs=theme_dirs or [BUNDLED_DIR],
         keymap_file=tmp_path / "no-keymap.toml",
     )
-    app.launch_folder = LAUNCH_FOLDER
+    app.dashboard.new_session.launch_folder = LAUNCH_FOLDER
     return app
 
 
@@ -173,20 +173,20 @@ class Driver:
     async def settle(self) -> None:
         """Let background tasks run, redraw, and wait for the screen to be idle."""
         for _ in range(500):  # the agents found, asked at start (the demo's welcome names them)
-            if self.app.agents_found.offers is not None:
+            if self.app.dashboard.agents_found.offers is not None:
                 break
             await self.pilot.pause(0.01)
         await self.clock.settle()
         await caught_up_with(self.pilot)
         await self.app.flush()
         await self.pilot.pause()
-        await self.app.flush()
+        await self.app.dashboard.flush()
         await self.pilot.pause()
 
     async def advance(self, seconds: float) -> None:
         """Move virtual time (firing watchdog timers) and run the heartbeat."""
         await self.clock.advance(seconds)
-        await self.app.heartbeat()
+        await self.app.dashboard.heartbeat()
         await self.settle()
 
     async def add(self, name: str, agent: str = "demo") -> str:

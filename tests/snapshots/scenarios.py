@@ -195,7 +195,7 @@ async def close_confirmation(d: Driver) -> None:
     d.turn_start(sid)
     d.app.select(sid)
     await d.settle()
-    d.app.action_close_session()
+    d.app.dashboard.action_close_session()
     await d.settle()
 
 
@@ -280,8 +280,8 @@ async def tool_states_session(d: Driver, name: str = "tools") -> str:
 
 async def new_session_dialog(d: Driver, folder: str = "/home/dev/notes") -> NewSessionScreen:
     """The new-session dialog on ``folder``, once it has looked at it."""
-    d.app.launch_folder = folder
-    d.app.action_new_session()
+    d.app.dashboard.new_session.launch_folder = folder
+    d.app.dashboard.action_new_session()
     await d.settle()
     screen = d.app.screen
     assert isinstance(screen, NewSessionScreen)
@@ -314,7 +314,7 @@ async def finish_dialog(d: Driver) -> None:
     await d.settle()
     d.app.select(sid)
     await d.settle()
-    d.app.action_finish_session()
+    d.app.dashboard.action_finish_session()
     await d.settle()
     screen = d.app.screen
     assert isinstance(screen, FinishScreen)

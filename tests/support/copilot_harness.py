@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings
-from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.records import Record, ViewChanged
 from polypilot_tui.engine.manager import SessionManager
 from tests.support.copilot_e2e import KEY, KEY_ENV, copilot_agent
 from tests.support.model_server import ModelServer
@@ -79,7 +79,7 @@ class StatusLog:
         self.times: dict[str, list[tuple[float, str]]] = defaultdict(list)
         manager.subscribe(self._changed, ViewChanged)
 
-    def _changed(self, change: Change) -> None:
+    def _changed(self, change: Record) -> None:
         sid = change.session_id
         if sid not in self.manager.ids():
             return

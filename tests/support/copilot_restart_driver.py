@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.records import Record, ViewChanged
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence, attach_persistence
 from tests.e2e.restart_driver import history, on_disk  # the demo driver's helpers
@@ -60,7 +60,7 @@ async def open_app(state_dir: Path) -> tuple[SessionManager, Persistence]:
 def status_log(manager: SessionManager, sid: str) -> list[str]:
     seen: list[str] = []
 
-    def changed(change: Change) -> None:
+    def changed(change: Record) -> None:
         if change.session_id == sid and sid in manager.ids():
             status = manager.view(sid).status.value
             if not seen or seen[-1] != status:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from polypilot_tui.config import AgentCatalog, Settings, load_agents
-from polypilot_tui.domain.changes import ActionTaken, Change
 from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.records import ActionTaken, Record
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
 from tests.support.waiting import advance_until
@@ -33,7 +33,7 @@ class Harness:
         self.actions: list[tuple[float, str, str, dict[str, Any]]] = []
         self.manager.subscribe(self._action, ActionTaken)
 
-    def _action(self, change: Change) -> None:
+    def _action(self, change: Record) -> None:
         assert isinstance(change, ActionTaken)
         details = {
             k: v

@@ -28,11 +28,11 @@ from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
+from polypilot_tui.service.address import API, socket_path
 from polypilot_tui.service.client import EngineClient, EngineUnreachable
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.serve import bind_socket, start_server
 from polypilot_tui.service.stream_client import FRAME
-from polypilot_tui.service.wire import API, socket_path
 from polypilot_tui.storage.lock import lock_holder
 from tests.support.logged_errors import report_log_folder
 from tests.support.waiting import until

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.domain.changes import ActionTaken
+from polypilot_tui.domain.records import ActionTaken
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import UNREAD_MARK
 from tests.snapshots import scenarios
@@ -33,7 +33,7 @@ async def test_heartbeat_refreshes_ago_labels_from_the_injected_clock(tmp_path: 
         assert row_status(app, "s1") == "0s · 1 tool"
         await d.clock.advance(45)
         assert row_status(app, "s1") == "0s · 1 tool"  # nothing redraws by itself
-        await app.heartbeat()
+        await app.dashboard.heartbeat()
         await d.settle()
         assert row_status(app, "s1") == "45s · 1 tool · quiet 45s"
         assert str(app.pane.status.render()).endswith("Working… · 45s · 1 tool call · running bash · quiet for 45s")
@@ -47,11 +47,11 @@ async def test_a_burst_of_deltas_is_one_redraw(tmp_path: Path) -> None:
         await d.send("s1", "go")
         d.turn_start("s1")
         await d.settle()
-        before = app.redraws
+        before = app.dashboard.redraws
         for i in range(200):
             d.stream("s1", f"w{i} ")
         await d.settle()
-        assert app.redraws - before <= 3
+        assert app.dashboard.redraws - before <= 3
         assert app.pane.log_for("s1").streaming.rstrip().endswith("w199")
 
 
@@ -73,7 +73,7 @@ async def test_bell_and_toast_only_for_sessions_off_screen_and_only_once(tmp_pat
         d.ask_permission(sid, call, "Run shell command: touch x")
         await d.settle()
         assert len(bells) == 1 and any("worker needs permission" in n for n in notifications(app))
-        await app.heartbeat()
+        await app.dashboard.heartbeat()
         await d.settle()
         assert len(bells) == 1  # the same request never pings twice
         await engine_of(app).manager.answer_permission(
@@ -167,7 +167,7 @@ async def test_click_a_row_selects_it_and_close_session_removes_it(tmp_path: Pat
         await pilot.click(rows, offset=rows.row_offset(sid))
         await wait_for(pilot, lambda: app.selected == sid and app.pane.session_id == sid)
         assert app.pane.editor.has_focus  # a click on a row hands the keyboard back to the prompt
-        app.action_close_session()
+        app.dashboard.action_close_session()
         await pilot.pause()
         assert sid in engine_of(app).manager.ids()  # nothing happens before the user confirms
         await pilot.press("y")

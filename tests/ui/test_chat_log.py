@@ -53,7 +53,7 @@ async def test_opening_a_session_with_2000_messages_mounts_a_screenful(tmp_path:
         await d.settle()
         started = time.perf_counter()
         app.select(sid)
-        await app.flush()
+        await app.dashboard.flush()
         await pilot.pause()
         elapsed = time.perf_counter() - started
         log = app.pane.log_for(sid)
@@ -87,7 +87,7 @@ async def opened(app: PolypilotApp, pilot: Pilot[Any], rows: Callable[[Session],
     rows(engine_of(app).manager.session(sid))
     await d.settle()
     app.select(sid)
-    await app.flush()
+    await app.dashboard.flush()
     log = app.pane.log_for(sid)
     assert log is not None
     return sid, log
@@ -111,6 +111,30 @@ async def test_a_scroll_position_saved_far_back_is_restored(tmp_path: Path) -> N
         app.pane.scroll_back(sid, 500)  # lines: far more than the first rows hold
         await wait_for(pilot, lambda: log.scroll_back == 500, what="the saved position to be restored")
         assert log.mounted_rows > FIRST
+
+
+async def test_a_chat_at_its_end_reads_as_not_scrolled_back_however_short(tmp_path: Path) -> None:
+    """What is saved at quit and restored at the next start: a chat following its end must
+    read 0, or the next start hides the end of a reply finished meanwhile. Textual sets an
+    anchored log shorter than its pane to a negative scroll_y (Textualize/textual#6652)."""
+    app = build_app(tmp_path)
+    async with app.run_test(size=(150, 45)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.send("s1", "SLOW")
+        d.turn_start("s1")
+        log = app.pane.log_for("s1")
+        assert log is not None
+        for i in range(120):  # from a few lines, while the pane is far from full, to past its end
+            d.stream("s1", f"word{i} ")
+            await d.settle()
+            assert log.scroll_back == 0, f"after word{i}: {log.scroll_y=} {log.max_scroll_y=}"
+        await d.finished_turn("s1", "more", "\n\n".join(f"line {i}" for i in range(40)))
+        await d.settle()
+        assert log.max_scroll_y > 0 and log.scroll_back == 0  # past the pane, still at its end
+        log.scroll_relative(y=-5, animate=False, immediate=True)  # the user scrolls back
+        await pilot.pause()
+        assert log.scroll_back == 5
 
 
 async def test_streamed_reply_becomes_the_history_row(tmp_path: Path) -> None:
@@ -186,7 +210,7 @@ async def test_a_replaced_shorter_history_rebuilds_the_log(tmp_path: Path) -> No
         session = engine_of(app).manager.session("s1")
         session.history = History(session.history[:1])
         session.revision += 1
-        await app.heartbeat()
+        await app.dashboard.heartbeat()
         await d.settle()
         log = app.pane.log_for("s1")
         assert log.mounted_rows == 1 and not log.query(AssistantMessage)

@@ -37,10 +37,10 @@ async def permission_then_finish(pilot: Any, app: Any, sid: str) -> None:
     turns = manager.view(sid).turns
     await manager.send(sid, "write a file")
     await wait_for(pilot, lambda: manager.view(sid).pending_permission is not None, what="the request")
-    await app.heartbeat()  # a redraw of the same request must not notify again
+    await app.dashboard.heartbeat()  # a redraw of the same request must not notify again
     await manager.answer_permission(sid, manager.view(sid).pending_permission.request_id, "allow_once")
     await wait_for(pilot, lambda: manager.view(sid).turns == turns + 1, what="the turn's end")
-    await app.heartbeat()
+    await app.dashboard.heartbeat()
 
 
 async def test_blurred_terminal_notifies_permission_and_finish_once_and_focus_stops_it(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ async def open_finish(
     else:
         workspace = engine_of(app).manager.session(sid).workspace
     app.select(sid)
-    await app.flush()  # F5 applies to the session on screen, as last drawn
+    await app.dashboard.flush()  # F5 applies to the session on screen, as last drawn
     await pilot.press("f5")
     await wait_for(pilot, lambda: isinstance(app.screen, FinishScreen), what="the finish dialog")
     screen = app.screen

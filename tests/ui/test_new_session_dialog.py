@@ -30,7 +30,7 @@ def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def open_dialog(pilot: Pilot[Any], app: PolypilotApp, folder: Path) -> NewSessionScreen:
     """ctrl+n with ``folder`` as the launch folder; returns the dialog once it has looked at it."""
-    app.launch_folder = str(folder)
+    app.dashboard.new_session.launch_folder = str(folder)
     await wait_for(pilot, lambda: app.selected is not None)
     await pilot.press("ctrl+n")
     await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the dialog")

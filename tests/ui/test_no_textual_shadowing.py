@@ -36,6 +36,8 @@ INTENDED = {
     "get_theme_variable_defaults",
     "check_action",
     "get_system_commands",
+    "get_default_screen",
+    "exit",
     "notify_style_update",
     "validate_index",
     "watch_index",

@@ -396,7 +396,7 @@ async def test_close_asks_and_ctrl_z_brings_the_session_back_with_history_and_dr
         sid = engine_of(app).manager.add_session("demo")
         app.select("s1")
         await pilot.press(*"half typed")
-        app.action_close_session()
+        app.dashboard.action_close_session()
         await pilot.press("n")  # no: nothing happens
         await pilot.pause()
         assert "s1" in engine_of(app).manager.ids() and app.pane.editor.text == "half typed"

@@ -79,10 +79,10 @@ async def test_events_from_a_foreign_thread_keep_reaching_the_screen(tmp_path: P
         await wait_for(pilot, lambda: app.pane.log_for("s1").streaming == "first", what="the first delta drawn")
         # Right after a redraw the next one is throttled (armed as a timer): the case that froze.
         for word in (" second", " third", " fourth"):
-            before = app.redraws
+            before = app.dashboard.redraws
             agent.deliver(loop, "s1", delta(word))
             await wait_for(
-                pilot, lambda before=before: app.redraws > before, timeout=5, what="a redraw after the delta"
+                pilot, lambda before=before: app.dashboard.redraws > before, timeout=5, what="a redraw after the delta"
             )
         await wait_for(
             pilot,
@@ -110,7 +110,7 @@ async def test_the_heartbeat_repairs_a_lost_redraw(tmp_path: Path) -> None:
         await engine_of(app).manager.send("s1", "hello")
         await pilot.pause()
         assert "Sending" not in str(app.pane.status.render())
-        await app.heartbeat()
+        await app.dashboard.heartbeat()
         assert "Sending" in str(app.pane.status.render())
         # ... and redraws requested after the repair are not blocked by the old guard.
         agent.deliver(asyncio.get_running_loop(), "s1", AgentEvent(EventType.TURN_START, {}), delta("hi"))

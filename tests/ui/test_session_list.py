@@ -116,7 +116,7 @@ async def test_closing_the_highlighted_session_moves_the_highlight(tmp_path: Pat
         app.select("s3")
         await d.settle()
         assert app.sidebar.highlighted == "s3"
-        app.action_close_session()
+        app.dashboard.action_close_session()
         await pilot.press("y")
         await wait_for(pilot, lambda: "s3" not in engine_of(app).manager.ids())
         await d.settle()

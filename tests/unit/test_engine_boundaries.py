@@ -11,14 +11,14 @@ import pytest
 
 from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.domain.changes import Change, SessionAdded
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.records import Record, SessionAdded
 from polypilot_tui.engine import turns
 from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.engine.stream import ChangeStream
+from polypilot_tui.engine.stream import RecordStream
 from polypilot_tui.storage.notices import Notice, NoticeBoard
 
 
@@ -82,13 +82,13 @@ def engine(
     return SessionManager(settings, catalog, clock, backend_factory=factory, id_factory=lambda: "s"), clock, made
 
 
-# ---- the change stream and the notice board: a listener's bug ----------------------------
+# ---- the record stream and the notice board: a listener's bug ----------------------------
 @pytest.mark.expect_errors(r"change listener failed on SessionAdded\nRuntimeError: a listener's bug")
 def test_a_listener_that_raises_is_logged_and_every_other_listener_still_hears() -> None:
-    stream = ChangeStream()
-    heard: list[Change] = []
+    stream = RecordStream()
+    heard: list[Record] = []
 
-    def broken(change: Change) -> None:
+    def broken(change: Record) -> None:
         raise RuntimeError("a listener's bug")
 
     stream.subscribe(heard.append)

@@ -11,11 +11,10 @@ from pathlib import Path
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.engine import verbs
-from polypilot_tui.engine.codec import encode
+from polypilot_tui.engine.codec import encode, items_from_json
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.stream_client import StreamClient
-from polypilot_tui.service.wire import items_from_json
 from tests.support.engine import Harness
 from tests.support.sse import parse_sse
 from tests.support.waiting import advance_until

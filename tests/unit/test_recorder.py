@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
-from polypilot_tui.domain.changes import ActionTaken, Change, EngineAction, SessionAdded, ViewChanged
 from polypilot_tui.domain.clock import FakeClock, SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.records import ActionTaken, EngineAction, Record, SessionAdded, ViewChanged
 from polypilot_tui.domain.trace import parse_trace
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.recorder import Recorder
@@ -37,7 +37,7 @@ def recorder(tmp_path: Path, max_bytes: int = 1_000_000) -> tuple[Recorder, Fake
 def act(
     rec: Recorder, sid: str, action: EngineAction, *, by_user: bool = True, reason: str = "", prompt: str = ""
 ) -> None:
-    """What the engine says it did, as the change stream carries it."""
+    """What the engine says it did, as the record stream carries it."""
     rec.on_record(ActionTaken(sid, action, reason, prompt=prompt, by_user=by_user))
 
 
@@ -166,7 +166,7 @@ def watch(manager: SessionManager) -> Callable[[], list[tuple[str, str]]]:
     """Status changes as ``polypilot replay`` reports them: (status, reason), deduplicated."""
     seen: list[tuple[str, str]] = []
 
-    def on_change(change: Change) -> None:
+    def on_change(change: Record) -> None:
         sid = change.session_id
         if sid in manager.ids():
             view = manager.view(sid)

@@ -13,9 +13,9 @@ from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.usage import Usage
+from polypilot_tui.engine.codec import session_state, view_from_json
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
-from polypilot_tui.service.wire import session_state, view_from_json
 from polypilot_tui.storage.registry import REGISTRY_FILE, Registry, SessionRecord
 from tests.support.waiting import until
 

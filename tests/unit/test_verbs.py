@@ -27,10 +27,10 @@ from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError, Verb
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.service.address import API, socket_path
 from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.serve import serve
 from polypilot_tui.service.server import build_app
-from polypilot_tui.service.wire import API, socket_path
 from tests.support.engine_service import short_state_dir
 
 DOCS = Path(__file__).parents[2] / "docs" / "engine-api.md"

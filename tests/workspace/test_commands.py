@@ -11,8 +11,8 @@ from pathlib import Path
 
 from polypilot_tui.domain.changeset import ReviewComment, Side, review_prompt
 from polypilot_tui.engine.verbs import SESSION_VIEW, SessionRef
+from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.client import EngineClient
-from polypilot_tui.service.wire import socket_path
 from polypilot_tui.storage.history import HISTORY_FILE
 from polypilot_tui.storage.saved_rows import SavedRows
 from tests.support.waiting import until_answer, until_blocking

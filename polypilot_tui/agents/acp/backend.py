@@ -20,7 +20,7 @@ from acp.schema import AgentCapabilities
 from polypilot_tui.agents.acp.client import AcpClient, PermissionDesk
 from polypilot_tui.agents.acp.intake import StreamIntake
 from polypilot_tui.agents.acp.link import STDERR_LOG, TRANSCRIPT, AgentLink
-from polypilot_tui.agents.acp.models import SessionModels
+from polypilot_tui.agents.acp.model_switch import SessionModels
 from polypilot_tui.agents.acp.opening import SessionOpener
 from polypilot_tui.agents.acp.turns import TurnControl
 from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink

@@ -24,7 +24,7 @@ from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics, 
 from polypilot_tui.agents.copilot.busy import BusyFlag
 from polypilot_tui.agents.copilot.connection import CopilotConnection
 from polypilot_tui.agents.copilot.intake import EventIntake
-from polypilot_tui.agents.copilot.models import session_models, switch_model
+from polypilot_tui.agents.copilot.model_switch import session_models, switch_model
 from polypilot_tui.agents.copilot.turns import TurnControl
 from polypilot_tui.agents.reachability import down_because
 from polypilot_tui.config import AgentConfig, Settings

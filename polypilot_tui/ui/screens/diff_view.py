@@ -1,7 +1,7 @@
 """What a session changed, to review: the files on the left, the diff on the right, comments.
 
-The screen receives its data (a changeset, names, earlier comments) and never runs git:
-the app fetches, and calls :meth:`DiffViewScreen.set_changeset` again after a refresh.
+The screen receives its data (a changeset, names, earlier comments) and never runs git: a
+refresh (``r``) calls the ``refresh`` it was given, which asks the engine for the diff again.
 It dismisses with every comment either way, so unsent comments survive a closed screen;
 ``send`` says whether the user asked to send them to the agent as one review.
 """
@@ -9,7 +9,7 @@ It dismisses with every comment either way, so unsent comments survive a closed 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from textual import on
@@ -17,7 +17,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
@@ -66,21 +65,18 @@ class DiffViewScreen(Screen[DiffViewResult]):
         Binding("r", "refresh", "Refresh"),
     ]
 
-    class RefreshRequested(Message):
-        """The user asked for a fresh diff: the app runs git and calls ``set_changeset``."""
-
-        def __init__(self, diff_screen: DiffViewScreen) -> None:
-            super().__init__()
-            self.diff_screen = diff_screen
-
-        @property
-        def control(self) -> DiffViewScreen:
-            return self.diff_screen
-
     def __init__(
-        self, changes: Changeset, *, session: str, branch: str = "", comments: Sequence[ReviewComment] = ()
+        self,
+        changes: Changeset,
+        *,
+        session: str,
+        branch: str = "",
+        comments: Sequence[ReviewComment] = (),
+        refresh: Callable[[], Awaitable[Changeset | None]] | None = None,
     ) -> None:
         super().__init__()
+        self._refresh = refresh
+        """Reads the diff again (``r``); None when nothing can (it says so)."""
         self.changes = changes
         self.session = session
         self.branch = branch
@@ -161,8 +157,17 @@ class DiffViewScreen(Screen[DiffViewResult]):
         self.dismiss(DiffViewResult(self.comments, send=True))
 
     def action_refresh(self) -> None:
-        """Ask the app for a fresh diff."""
-        self.post_message(self.RefreshRequested(self))
+        """Read the diff again (the agent may have changed files since)."""
+        if self._refresh is None:
+            return
+        refresh = self._refresh
+
+        async def refreshed() -> None:
+            changes = await refresh()
+            if changes is not None:
+                self.set_changeset(changes)
+
+        self.run_worker(refreshed(), group="refresh", exclusive=True, exit_on_error=False)
 
     def action_toggle_split(self) -> None:
         """Unified, or old and new side by side."""

@@ -1,6 +1,6 @@
 """Finish a session's worktree: commit, merge into the base, push, open a pull request, discard.
 
-The dialog receives the workspace and a :class:`~polypilot_tui.ui.workspace_actions.FinishActions`
+The dialog receives the workspace and a :class:`~polypilot_tui.ui.finish_actions.FinishActions`
 (the engine's verbs, answered where the session runs); each button runs one of them in a
 worker and says in words what happened or why not. Discarding asks, and asks again naming what
 would be lost when work is at risk.
@@ -20,9 +20,9 @@ from textual.widgets import Button, Checkbox, Label, Static, TextArea
 
 from polypilot_tui.domain.workspace import Workspace, WorktreeState
 from polypilot_tui.engine.api import EngineError
+from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
-from polypilot_tui.ui.workspace_actions import FinishActions
 
 ACTION_BUTTONS = ("commit", "merge", "push", "pull-request", "discard")
 

@@ -12,6 +12,17 @@ from polypilot_tui.ui.usage_text import usage_summary
 class ChatHeader(Static):
     """The selected session's identity (plain text, never markup)."""
 
+    DEFAULT_CSS = """
+    ChatHeader {
+        height: 1;
+        padding: 0 1;
+        background: $panel;
+        color: $text-muted;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
         self._text = ""

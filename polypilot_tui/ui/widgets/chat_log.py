@@ -98,7 +98,10 @@ class ChatLog(VerticalScroll):
     @property
     def scroll_back(self) -> int:
         """Lines above the end the user has scrolled back to (0: following the end)."""
-        return max(0, round(self.max_scroll_y - self.scroll_y))
+        # Clamped as Textual's own validator would: its compositor sets an anchored log shorter
+        # than the pane to a negative scroll_y (Textualize/textual#6652), which read as
+        # "scrolled back" and, saved at quit, hid the end of the reply at the next start.
+        return max(0, round(self.max_scroll_y - max(0.0, self.scroll_y)))
 
     async def restore_scroll_back(self, lines: int) -> None:
         """Scroll back to ``lines`` above the end (as saved at the last quit)."""

@@ -19,7 +19,7 @@ class InterruptedNotice(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield self._text
-        yield Button("Resend (ctrl+y)", id="resend-interrupted", action="app.resend_interrupted", compact=True)
+        yield Button("Resend (ctrl+y)", id="resend-interrupted", action="screen.resend_interrupted", compact=True)
 
     def show(self, prompt: str) -> None:
         """Visible while there is an interrupted prompt to resend."""

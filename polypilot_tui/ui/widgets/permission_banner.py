@@ -13,7 +13,7 @@ BANNER_TEXT = (
 
 
 class PermissionBanner(Horizontal):
-    """A warning with a Reconnect button (runs the app's reconnect action)."""
+    """A warning with a Reconnect button (runs the main screen's reconnect action)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -21,7 +21,7 @@ class PermissionBanner(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Static(BANNER_TEXT, classes="banner-text", markup=False)
-        yield Button("Reconnect", id="banner-reconnect", action="app.reconnect", compact=True)
+        yield Button("Reconnect", id="banner-reconnect", action="screen.reconnect", compact=True)
 
     def show(self, warning: bool) -> None:
         """Visible exactly while the session has the permission warning."""

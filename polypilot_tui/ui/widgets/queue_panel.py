@@ -36,6 +36,33 @@ class QueuedPrompt(Horizontal):
 class QueuePanel(Vertical):
     """Shown while the session on screen has queued prompts."""
 
+    DEFAULT_CSS = """
+    QueuePanel {
+        height: auto;
+        max-height: 8;
+        padding: 0 1;
+        background: $boost;
+        border-left: thick $status-busy;
+    }
+    QueuePanel .queue-header, QueuePanel .queue-rows, QueuePanel .queued-prompt {
+        height: auto;
+    }
+    QueuePanel .queue-title {
+        width: 1fr;
+        color: $text-muted;
+    }
+    QueuePanel .queued-text {
+        width: 1fr;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    QueuePanel .queued-prompt Button, QueuePanel .queue-send, QueuePanel .queue-clear {
+        margin-left: 1;
+        width: auto;
+        min-width: 3;
+    }
+    """
+
     @dataclass
     class Edit(Message):
         """Take a queued prompt back into the editor."""

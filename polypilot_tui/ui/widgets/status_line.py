@@ -11,6 +11,26 @@ from polypilot_tui.ui.formatting import STATUS_ICONS, chat_status
 class StatusLine(Static):
     """E.g. ``▶ Working · 2m 5s · 8 tool calls… (last activity 45s ago)``."""
 
+    DEFAULT_CSS = """
+    StatusLine {
+        height: 1;
+        padding: 0 1;
+        background: $panel;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    StatusLine.-busy {
+        color: $status-busy;
+    }
+    StatusLine.-needs-user {
+        color: $status-attention;
+    }
+    StatusLine.-awaiting_permission {
+        color: $permission-warning;
+        text-style: bold;
+    }
+    """
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
         self._status = ""

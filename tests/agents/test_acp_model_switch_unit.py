@@ -6,7 +6,7 @@ from typing import Any
 
 from acp.schema import NewSessionResponse
 
-from polypilot_tui.agents.acp.models import SessionModels, model_select
+from polypilot_tui.agents.acp.model_switch import SessionModels, model_select
 
 MODEL = {
     "id": "model",

@@ -16,7 +16,7 @@ from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.engine.models import BUSY
+from polypilot_tui.engine.model_switch import BUSY
 from polypilot_tui.engine.persistence import attach_persistence
 from tests.support.engine import Harness
 

@@ -14,9 +14,9 @@ import pytest
 
 from polypilot_tui.agents.base import EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
-from polypilot_tui.domain.changes import Change, ViewChanged
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.records import Record, ViewChanged
 from polypilot_tui.engine.manager import SessionManager
 
 
@@ -40,7 +40,7 @@ class Rig:
         self.views: list[tuple[str, int]] = []
         self.manager.subscribe(self._on_view, ViewChanged)
 
-    def _on_view(self, change: Change) -> None:
+    def _on_view(self, change: Record) -> None:
         assert isinstance(change, ViewChanged)
         self.views.append((change.session_id, change.revision))
 

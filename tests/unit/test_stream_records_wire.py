@@ -1,4 +1,4 @@
-"""The change stream is the engine's wire protocol: every record goes to JSON text and back.
+"""The record stream is the engine's wire protocol: every record goes to JSON text and back.
 
 The records are the ones a real run of the engine emits (the demo agent in virtual time:
 a tool turn, a refused permission, a stop mid-reply, a restart-interrupted resend, a hang
@@ -12,14 +12,14 @@ import json
 import pytest
 
 from polypilot_tui.agents.base import REJECT_ONCE
-from polypilot_tui.domain.changes import CHANGE_TYPES, Change, EventReceived
+from polypilot_tui.domain.records import RECORD_TYPES, EventReceived, Record
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.engine.codec import change_from_json, change_to_json
+from polypilot_tui.engine.codec import record_from_json, record_to_json
 from tests.support.engine import Harness
 
 
-async def recorded_run(harness: Harness) -> list[Change]:
-    changes: list[Change] = []
+async def recorded_run(harness: Harness) -> list[Record]:
+    changes: list[Record] = []
     harness.manager.subscribe(changes.append)
     sid = await harness.new()
     await harness.manager.send(sid, "please look around the project")
@@ -42,15 +42,15 @@ async def recorded_run(harness: Harness) -> list[Change]:
 
 async def test_every_record_of_a_real_run_survives_the_wire(harness: Harness) -> None:
     changes = await recorded_run(harness)
-    assert {type(change) for change in changes} == set(CHANGE_TYPES)  # the run covers every kind
+    assert {type(change) for change in changes} == set(RECORD_TYPES)  # the run covers every kind
     for change in changes:
-        text = dump_json(change_to_json(change))  # strict JSON, as a client would receive it
-        back = change_from_json(json.loads(text))
+        text = dump_json(record_to_json(change))  # strict JSON, as a client would receive it
+        back = record_from_json(json.loads(text))
         # repr, not ==: a StrEnum equals its string and 1 equals 1.0; the types must come back too
         assert typed(back) == typed(change), text
 
 
-def typed(change: Change) -> str:
+def typed(change: Record) -> str:
     """The record with its types showing; an event's type is a plain string on the wire and
     in traces (AgentEvent.type is a str, and the engine's known types are str enums)."""
     if isinstance(change, EventReceived):
@@ -81,4 +81,4 @@ def typed(change: Change) -> str:
 )
 def test_a_record_of_another_shape_is_refused_by_name(obj: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
-        change_from_json(obj)
+        record_from_json(obj)

@@ -1,4 +1,4 @@
-"""The one typed change stream: every way state leaves the engine, as records.
+"""The one typed record stream: every way state leaves the engine, as records.
 
 The dashboard, persistence, the recorder, ``polypilot run`` and ``polypilot replay`` all
 read these and nothing else; the engine service sends the same records to clients in other
@@ -110,12 +110,12 @@ class TurnEnded:
     record: TurnRecord
 
 
-Change = (
+Record = (
     SessionAdded | SessionRemoved | ViewChanged | ItemAdded | ItemReplaced | EventReceived | ActionTaken | TurnEnded
 )
 """Every record of the stream."""
 
-CHANGE_TYPES: tuple[type[Change], ...] = (
+RECORD_TYPES: tuple[type[Record], ...] = (
     SessionAdded,
     SessionRemoved,
     ViewChanged,
