@@ -51,7 +51,7 @@ async def test_an_attached_dashboard_reads_times_on_the_engines_clock(tmp_path: 
         await pilot.press("enter")
         view = app.engine.view
         await wait_for(pilot, lambda: view(sid).turns == 1 and not view(sid).status.busy, what="the turn's end")
-        await app.heartbeat()  # the labels redrawn at this moment
+        await app.dashboard.heartbeat()  # the labels redrawn at this moment
         shown = screen_text(app)
         assert "Idle · 1 turn" in shown
         assert "last activity" not in shown and "d ago" not in shown, shown  # not "a day ago": just now

@@ -178,8 +178,6 @@ class Driver:
             await self.pilot.pause(0.01)
         await self.clock.settle()
         await caught_up_with(self.pilot)
-        await self.app.flush()
-        await self.pilot.pause()
         await self.app.dashboard.flush()
         await self.pilot.pause()
 
@@ -193,7 +191,7 @@ class Driver:
         sid = self.manager.add_session(agent, name=name)
         await self.clock.settle()
         await caught_up_with(self.pilot)
-        await self.app.flush()  # the dashboard shows a new session before anything happens to it
+        await self.app.dashboard.flush()  # the dashboard shows a new session before anything happens to it
         return sid
 
     def emit(self, sid: str, event_type: str, **data: Any) -> None:

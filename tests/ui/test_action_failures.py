@@ -102,5 +102,5 @@ async def test_a_bug_in_starting_a_session_is_a_toast_and_logged_in_full(
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected is not None)
         monkeypatch.setattr(app.engine, "new_session", failing(RuntimeError("a bug in new_session")))
-        assert await app.add_session(verbs.NewSession("demo")) is None
+        assert await app.dashboard.add_session(verbs.NewSession("demo")) is None
         await wait_for(pilot, lambda: any("a bug in new_session" in n for n in notifications(app)))

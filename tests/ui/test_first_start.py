@@ -96,7 +96,7 @@ async def test_a_real_agents_session_shows_no_demo_text(machine: Path, tmp_path:
     agents.write_text('[mine]\nkind = "acp"\ncommand = "my-agent"\n')
     app = first_start_app(tmp_path, agents)
     async with app.run_test(size=(120, 36)) as pilot:
-        await wait_for(pilot, lambda: app.agents_found.offers is not None, what="the agents found")
+        await wait_for(pilot, lambda: app.dashboard.agents_found.offers is not None, what="the agents found")
         sid = engine_of(app).manager.add_session("demo")  # type: ignore[attr-defined]
         app.select(sid)
         await wait_for(pilot, lambda: "built-in demo agent" in chat_says(app))

@@ -167,7 +167,7 @@ async def test_unread_finished_session_is_marked_and_reachable_by_ctrl_g(tmp_pat
         app.select("s1")
         await wait_for(pilot, lambda: engine_of(app).manager.view(sid).status is SessionStatus.IDLE)
         await engine_of(app).manager.send(sid, "hi")
-        await wait_for(pilot, lambda: sid in app.attention.unread, what="unread mark")
+        await wait_for(pilot, lambda: sid in app.dashboard.attention.unread, what="unread mark")
         rows = app.sidebar.session_list
 
         def unread_mark() -> bool:
@@ -192,7 +192,7 @@ async def test_ctrl_g_y_from_another_session_answers_there_and_types_nothing(tmp
         await wait_for(pilot, lambda: app.selected == "s1")
         failed = engine_of(app).manager.add_session("demo")
         await engine_of(app).manager.send(failed, "!crash-mid-tool")  # needs the user too, and is first in the sidebar
-        await wait_for(pilot, lambda: app.attention.wants_user(engine_of(app).manager.view(failed)), timeout=15)
+        await wait_for(pilot, lambda: app.dashboard.attention.wants_user(engine_of(app).manager.view(failed)), timeout=15)
         waiting = engine_of(app).manager.add_session("demo")
         await engine_of(app).manager.send(waiting, "write a file")
         await wait_for(pilot, lambda: engine_of(app).manager.view(waiting).pending_permission is not None)
@@ -400,7 +400,7 @@ async def test_close_asks_and_ctrl_z_brings_the_session_back_with_history_and_dr
         await pilot.press("n")  # no: nothing happens
         await pilot.pause()
         assert "s1" in engine_of(app).manager.ids() and app.pane.editor.text == "half typed"
-        app.action_close_session()
+        app.dashboard.action_close_session()
         await pilot.press("y")
         await wait_for(pilot, lambda: engine_of(app).manager.ids() == [sid] and app.selected == sid, what="closed")
         assert any("ctrl+z brings it back" in n for n in notifications(app))

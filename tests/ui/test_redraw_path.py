@@ -106,7 +106,7 @@ async def test_the_heartbeat_repairs_a_lost_redraw(tmp_path: Path) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.value == "idle", what="connected")
         # A change whose redraw request is lost (the guard is set, no message is on its way).
-        app._redraw_posted = True  # noqa: SLF001 - the lost message this guard must survive
+        app.dashboard._redraw_posted = True  # noqa: SLF001 - the lost message this guard must survive
         await engine_of(app).manager.send("s1", "hello")
         await pilot.pause()
         assert "Sending" not in str(app.pane.status.render())
