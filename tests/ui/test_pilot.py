@@ -192,7 +192,9 @@ async def test_ctrl_g_y_from_another_session_answers_there_and_types_nothing(tmp
         await wait_for(pilot, lambda: app.selected == "s1")
         failed = engine_of(app).manager.add_session("demo")
         await engine_of(app).manager.send(failed, "!crash-mid-tool")  # needs the user too, and is first in the sidebar
-        await wait_for(pilot, lambda: app.dashboard.attention.wants_user(engine_of(app).manager.view(failed)), timeout=15)
+        await wait_for(
+            pilot, lambda: app.dashboard.attention.wants_user(engine_of(app).manager.view(failed)), timeout=15
+        )
         waiting = engine_of(app).manager.add_session("demo")
         await engine_of(app).manager.send(waiting, "write a file")
         await wait_for(pilot, lambda: engine_of(app).manager.view(waiting).pending_permission is not None)
