@@ -92,6 +92,14 @@ async def caught_up_with(pilot: Pilot[Any], timeout: float = 10.0) -> None:
         await until(lambda: caught_up(app.engine, engine), timeout, "the dashboard's mirror", pause=pilot.pause)
 
 
+async def session_added(pilot: Pilot[Any], agent: str, **options: Any) -> str:
+    """A session added on the engine behind the dashboard (setup: a workspace the test made,
+    a session that does not connect), once the dashboard shows it; its id."""
+    sid = engine_of(pilot.app).manager.add_session(agent, **options)
+    await caught_up_with(pilot)
+    return sid
+
+
 def demo_app(
     tmp_path: Path,
     *,
