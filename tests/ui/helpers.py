@@ -3,8 +3,9 @@
 Every rig makes its dashboard with :func:`on_engine`, in the test's engine shape: ``served``
 (the default, as ``polypilot`` runs: the dashboard attached over the engine's socket to an
 engine served in the test's loop) or ``local`` (``--in-process``). The ``engine_shape``
-fixture (tests/ui and tests/snapshots conftest) runs each test in both; a test reaches the
-engine behind the dashboard with :func:`engine_of`, never through ``app.engine``."""
+fixture (tests/ui conftest) runs each test in both (a snapshot is taken served, or in the
+shape its case names); a test reaches the engine behind the dashboard with
+:func:`engine_of`, never through ``app.engine``."""
 
 from __future__ import annotations
 
