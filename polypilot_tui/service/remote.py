@@ -33,7 +33,19 @@ from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError, Verb
 from polypilot_tui.engine.codec import decode, decode_fields, items_from_json, record_from_json, view_from_json
 from polypilot_tui.engine.stream import Listener, RecordStream, Unsubscribe
-from polypilot_tui.engine.verbs import ENGINE_STOP, FOCUS_CLIENT, NEW_SESSION, Focus, NoArgs, Reopen
+from polypilot_tui.engine.verbs import (
+    ENGINE_STOP,
+    FOCUS_CLIENT,
+    NEW_SESSION,
+    RESEND,
+    SEND,
+    SEND_QUEUED,
+    Focus,
+    NoArgs,
+    Reopen,
+    Send,
+    SessionRef,
+)
 from polypilot_tui.service.client import SILENCE_LIMIT, EngineClient, EngineSilent, EngineUnreachable, event_data
 from polypilot_tui.service.histories import Histories
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
@@ -49,6 +61,10 @@ SNAPSHOT_TIMEOUT = 15.0
 LOST = "The engine stopped unexpectedly; starting a new one — your sessions come back."
 RESYNCED = "This dashboard fell behind the engine (it was not reading); its sessions were fetched again."
 RECONNECT_TRIES = 5
+IN_ORDER: frozenset[Verb[Any, Any]] = frozenset({SEND, SEND_QUEUED, RESEND})
+"""The verbs that give a session a prompt: one of a session waits for the engine's answer to
+the one asked before it (each request has a connection of its own, and a later one can reach
+the engine first: a burst of prompts was queued out of order)."""
 
 
 class EngineClock(SystemClock):
@@ -92,6 +108,8 @@ class RemoteEngine:
         self._client_id = 0
         self._focused = 0
         """The client whose terminal had the focus last (0: none said yet)."""
+        self._in_order: dict[str, asyncio.Lock] = {}
+        """Per session, its prompts' verbs (:data:`IN_ORDER`) one after another."""
         self._detaching = False
         self._stopping = False
         """The engine said it stops because somebody asked (no new one is started then)."""
@@ -276,6 +294,7 @@ class RemoteEngine:
 
     def _forget(self, sid: str) -> bool:
         self._history.forget(sid)
+        self._in_order.pop(sid, None)
         self._streaming.pop(sid, None)
         return self._views.pop(sid, None) is not None
 
@@ -326,7 +345,11 @@ class RemoteEngine:
         return self._api()
 
     async def call(self, verb: Verb[Q, R], request: Q) -> R:
-        """Ask ``verb`` of the engine; a session it adds or brings back is in the mirror on return."""
+        """Ask ``verb`` of the engine; a session it adds or brings back is in the mirror on return.
+        A session's prompts reach the engine in the order they were asked (:data:`IN_ORDER`)."""
+        if verb in IN_ORDER and isinstance(request, SessionRef | Send):
+            async with self._in_order.setdefault(request.session_id, asyncio.Lock()):
+                return await (await self._attached()).call(verb, request)
         reply = await (await self._attached()).call(verb, request)
         if verb is NEW_SESSION and isinstance(reply, str):
             await self._arrival(reply)

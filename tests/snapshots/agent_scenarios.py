@@ -10,6 +10,7 @@ from polypilot_tui.engine.api import EngineError
 from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from tests.snapshots.fakes import Driver
 from tests.snapshots.scenarios import new_session_dialog
+from tests.ui.helpers import engine_of
 
 CATALOG_OFFERS = (
     AgentOffer("demo", "demo", Availability.READY, where="built in"),
@@ -48,7 +49,7 @@ async def first_start(d: Driver) -> None:
     async def offers(request: object) -> tuple[AgentOffer, ...]:
         return CATALOG_OFFERS
 
-    d.app.engine.agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
+    engine_of(d.app).agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
     await d.app.dashboard.look_for_agents()
     await d.settle()
 
@@ -59,7 +60,7 @@ async def new_session_catalog(d: Driver) -> None:
     async def offers(request: object) -> tuple[AgentOffer, ...]:
         return CATALOG_OFFERS
 
-    d.app.engine.agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
+    engine_of(d.app).agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
     d.app.settings = d.app.settings.model_copy(update={"default_agent": "codex"})  # not installed: not picked
     await new_session_dialog(d)
 

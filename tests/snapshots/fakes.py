@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.workspace import FolderInfo, WorktreeState
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
@@ -193,6 +194,15 @@ class Driver:
         await caught_up_with(self.pilot)
         await self.app.dashboard.flush()  # the dashboard shows a new session before anything happens to it
         return sid
+
+    async def restored(self, name: str, rows: Callable[[Session], None]) -> str:
+        """A session brought back by a restart with the history ``rows`` gives it (its id is
+        ``name``): the dashboard is told of it once, and fetches its rows when it shows them."""
+        session = Session(name, name, "demo", created_wall=self.clock.wall())
+        rows(session)
+        self.manager.adopt(session)
+        await self.settle()
+        return session.id
 
     def emit(self, sid: str, event_type: str, **data: Any) -> None:
         self.manager.apply(sid, AgentEvent(event_type, data))

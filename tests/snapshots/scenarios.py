@@ -15,6 +15,7 @@ from polypilot_tui.ui.screens.details import SessionDetailsScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from tests.snapshots.fakes import DENIAL, Driver
+from tests.ui.helpers import engine_of
 
 REPLY = (
     "Here is the plan:\n\n1. Read `parser.py`\n2. Split `parse_line` in two\n3. Run the tests\n\n"
@@ -230,10 +231,12 @@ TOOL_OUTPUT = "\n".join(
 
 
 async def hostile_session(d: Driver, name: str = "hostile") -> str:
-    """A finished turn whose reply and tool output hold hostile text."""
-    sid = await d.add(name)
-    session = d.manager.session(sid)
-    wall = d.clock.wall()
+    """A finished turn whose reply and tool output hold hostile text (a session restored with it)."""
+    return await d.restored(name, hostile_rows)
+
+
+def hostile_rows(session: Session) -> None:
+    wall = session.created_wall  # now, on the test's clock
     session.add_item(ItemKind.USER, "show me <everything> [b]now[/b]", wall)
     session.add_item(
         ItemKind.TOOL,
@@ -245,20 +248,22 @@ async def hostile_session(d: Driver, name: str = "hostile") -> str:
         tool_detail="cat notes.txt",
     )
     session.add_item(ItemKind.ASSISTANT, HOSTILE_REPLY, wall)
-    await d.clock.settle()
-    return sid
 
 
 async def tool_states_session(d: Driver, name: str = "tools") -> str:
-    """One tool row per status, the long one unfolded by the test."""
-    sid = await d.add(name)
-    session = d.manager.session(sid)
-    wall = d.clock.wall()
+    """One tool row per status a finished turn leaves, the long one unfolded by the test (a
+    session restored with them). A restart settles a running row or one waiting for permission
+    as interrupted: those two are pictured live, in all_statuses_wide and permission_prompt."""
+    return await d.restored(name, tool_rows)
+
+
+def tool_rows(session: Session) -> None:
+    wall = session.created_wall  # now, on the test's clock
     session.add_item(ItemKind.USER, "run everything", wall)
-    for n, status in enumerate(("running", "waiting", "completed", "failed", "rejected", "interrupted", "cancelled")):
+    for n, status in enumerate(("completed", "failed", "rejected", "interrupted", "cancelled"), start=2):
         session.add_item(
             ItemKind.TOOL,
-            f"output of {status}" if status != "running" else "",
+            f"output of {status}",
             wall,
             tool_call_id=f"c{n}",
             tool_name="bash",
@@ -274,8 +279,6 @@ async def tool_states_session(d: Driver, name: str = "tools") -> str:
         tool_status="completed",
         tool_detail="cat notes.txt",
     )
-    await d.clock.settle()
-    return sid
 
 
 async def new_session_dialog(d: Driver, folder: str = "/home/dev/notes") -> NewSessionScreen:
@@ -301,7 +304,7 @@ async def new_session_in_git(d: Driver) -> None:
 
 async def finish_dialog(d: Driver) -> None:
     """The Finish dialog of a session in its own worktree (fixed state: see fakes.FixedEngine)."""
-    d.app.engine.changes.close()  # fixed paths that do not exist: a real count would mark them gone
+    engine_of(d.app).changes.close()  # fixed paths that do not exist: a real count would mark them gone
     workspace = Workspace(
         "/home/dev/.local/state/polypilot/worktrees/polypilot-1a2b3c4d/polypilot-fix-login",
         Isolation.WORKTREE,
@@ -330,7 +333,7 @@ async def worktree_sessions(d: Driver) -> None:
     The counts are set as the engine's counter sets them (it is stopped first: the paths are
     fixed ones that do not exist here, so a real count would only find them gone).
     """
-    d.app.engine.changes.close()
+    engine_of(d.app).changes.close()
     repo = "/home/dev/shop"
     root = "/home/dev/.local/state/polypilot/worktrees/shop-1a2b3c4d"
     sessions = [

@@ -1,4 +1,5 @@
-"""Snapshot tests: every state on virtual time, fixed ids, no blink, no toasts left to expire.
+"""Snapshot tests: every state on virtual time, fixed ids, no blink, no toasts left to expire;
+the dashboard attached to a served engine, as ``polypilot`` runs (a case says where not).
 
 Review SVG changes (``snapshot_report.html`` or ``rsvg-convert``) before ``--snapshot-update``.
 """
@@ -17,6 +18,7 @@ from polypilot_tui.ui.widgets.code_block import CodeBlock
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from tests.snapshots import agent_scenarios, scenarios
 from tests.snapshots.fakes import Driver, build_app
+from tests.ui.helpers import EngineShape, shaped
 
 Scenario = Callable[[Driver], Awaitable[Any]]
 
@@ -34,6 +36,9 @@ class Case:
     options: dict[str, Any] = field(default_factory=dict)
     then: Callable[[Driver], Awaitable[Any]] | None = None
     """Something to do once the session is on screen (unfold a tool row, scroll a code block)."""
+    shape: EngineShape = "served"
+    """Attached to a served engine, as ``polypilot`` runs; in process (``--in-process``) only
+    where the dashboard shows something else then."""
 
 
 async def _nothing(d: Driver) -> None:
@@ -90,10 +95,14 @@ CASES: dict[str, Case] = {
     "details_view": Case(scenarios.failed_with_details, size=(120, 36)),
     "close_confirmation": Case(scenarios.close_confirmation, size=(100, 30)),
     "quit_confirmation": Case(scenarios.quit_confirmation, size=(100, 30)),
-    "hostile_markdown": Case(scenarios.hostile_session, size=(120, 46), select="s2"),
-    "hostile_markdown_narrow": Case(scenarios.hostile_session, size=(80, 50), select="s2"),
-    "hostile_code_scrolled": Case(scenarios.hostile_session, size=(120, 46), select="s2", then=_scroll_code),
-    "tool_rows_unfolded": Case(scenarios.tool_states_session, size=(120, 46), select="s2", then=_unfold_last_tool_row),
+    # In process the turns end with the dashboard: it says so, and offers no engine to stop.
+    "quit_confirmation_in_process": Case(scenarios.quit_confirmation, size=(100, 30), shape="local"),
+    "hostile_markdown": Case(scenarios.hostile_session, size=(120, 46), select="hostile"),
+    "hostile_markdown_narrow": Case(scenarios.hostile_session, size=(80, 50), select="hostile"),
+    "hostile_code_scrolled": Case(scenarios.hostile_session, size=(120, 46), select="hostile", then=_scroll_code),
+    "tool_rows_unfolded": Case(
+        scenarios.tool_states_session, size=(120, 46), select="tools", then=_unfold_last_tool_row
+    ),
     "model_picker": Case(agent_scenarios.model_picker, size=(100, 30)),
 }
 
@@ -121,5 +130,6 @@ def run_before_for(case: Case) -> Callable[[Pilot[Any]], Awaitable[None]]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_snapshot(name: str, snap_compare: Any, tmp_path: Path) -> None:
     case = CASES[name]
-    app = build_app(tmp_path, theme=case.theme, **case.options)
+    with shaped(case.shape):
+        app = build_app(tmp_path, theme=case.theme, **case.options)
     assert snap_compare(app, terminal_size=case.size, run_before=run_before_for(case), press=case.press)

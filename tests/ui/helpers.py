@@ -3,8 +3,9 @@
 Every rig makes its dashboard with :func:`on_engine`, in the test's engine shape: ``served``
 (the default, as ``polypilot`` runs: the dashboard attached over the engine's socket to an
 engine served in the test's loop) or ``local`` (``--in-process``). The ``engine_shape``
-fixture (tests/ui and tests/snapshots conftest) runs each test in both; a test reaches the
-engine behind the dashboard with :func:`engine_of`, never through ``app.engine``."""
+fixture (tests/ui conftest) runs each test in both (a snapshot is taken served, or in the
+shape its case names); a test reaches the engine behind the dashboard with
+:func:`engine_of`, never through ``app.engine``."""
 
 from __future__ import annotations
 
@@ -90,6 +91,14 @@ async def caught_up_with(pilot: Pilot[Any], timeout: float = 10.0) -> None:
     engine = engine_of(app)
     if app.engine is not engine:
         await until(lambda: caught_up(app.engine, engine), timeout, "the dashboard's mirror", pause=pilot.pause)
+
+
+async def session_added(pilot: Pilot[Any], agent: str, **options: Any) -> str:
+    """A session added on the engine behind the dashboard (setup: a workspace the test made,
+    a session that does not connect), once the dashboard shows it; its id."""
+    sid = engine_of(pilot.app).manager.add_session(agent, **options)
+    await caught_up_with(pilot)
+    return sid
 
 
 def demo_app(

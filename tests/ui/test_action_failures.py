@@ -1,6 +1,7 @@
 """An action's failure in the dashboard: shown to the user whatever it was (a dialog or a toast
 is the action's top level, it must go on); a refusal is a warning line in the log, anything
-else a bug logged in full — which fails the test it happens in unless declared (conftest)."""
+else a bug logged in full where it happened — the dashboard in process, the engine's service
+attached (which answers it as "the engine failed") — which fails the test unless declared."""
 
 from __future__ import annotations
 
@@ -14,11 +15,7 @@ from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
-from tests.ui.helpers import demo_app, notifications, wait_for
-
-# These put a failure into the engine object the dashboard calls; attached, that object is the
-# client of a served engine, whose failures are answers (tests/service covers those).
-pytestmark = pytest.mark.in_process("a failure is injected into the engine object the dashboard holds")
+from tests.ui.helpers import demo_app, engine_of, notifications, wait_for
 
 
 def failing(exc: Exception) -> Any:
@@ -47,41 +44,46 @@ async def test_a_refused_model_list_is_shown_in_the_dialog_and_is_no_error(
 ) -> None:
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
-        monkeypatch.setattr(app.engine, "models", failing(EngineError("the engine is gone")))
+        monkeypatch.setattr(engine_of(app), "models", failing(EngineError("the engine is gone")))
         screen = await open_model_list(app, pilot)
         assert "the engine is gone" in shown(screen, "#model-error")
 
 
-@pytest.mark.expect_errors(r"the model list failed\nKeyError: 'a bug'")
+@pytest.mark.expect_errors(r"(the model list|POST /v1/sessions/s1/models) failed\nKeyError: 'a bug'")
 async def test_a_bug_behind_the_model_list_is_shown_in_the_dialog_and_logged_in_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
-        monkeypatch.setattr(app.engine, "models", failing(KeyError("a bug")))
+        monkeypatch.setattr(engine_of(app), "models", failing(KeyError("a bug")))
         screen = await open_model_list(app, pilot)
         assert "a bug" in shown(screen, "#model-error") and app.screen is screen  # the dialog stays
 
 
-@pytest.mark.expect_errors(r"Reconnect failed\nRuntimeError: a bug in reconnect")
+@pytest.mark.expect_errors(r"(Reconnect|POST /v1/sessions/s1/reconnect) failed\nRuntimeError: a bug in reconnect")
 async def test_a_bug_behind_a_key_is_a_toast_and_logged_in_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected is not None)
-        monkeypatch.setattr(app.engine, "reconnect", failing(RuntimeError("a bug in reconnect")))
+        monkeypatch.setattr(engine_of(app), "reconnect", failing(RuntimeError("a bug in reconnect")))
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: any("Reconnect failed: a bug in reconnect" in n for n in notifications(app)))
+        await wait_for(
+            pilot,
+            lambda: any("Reconnect failed" in n and "a bug in reconnect" in n for n in notifications(app)),
+        )
 
 
-@pytest.mark.expect_errors(r"the new session's check failed\nRuntimeError: a bug in the check")
+@pytest.mark.expect_errors(
+    r"(the new session's check|POST /v1/sessions/check) failed\nRuntimeError: a bug in the check"
+)
 async def test_a_bug_in_the_new_session_check_is_shown_in_the_dialog_and_logged_in_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = demo_app(tmp_path / "state")
     async with app.run_test(size=(120, 44)) as pilot:
-        monkeypatch.setattr(app.engine, "check_new_session", failing(RuntimeError("a bug in the check")))
+        monkeypatch.setattr(engine_of(app), "check_new_session", failing(RuntimeError("a bug in the check")))
         await wait_for(pilot, lambda: app.selected is not None)
         await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the dialog")
@@ -94,13 +96,13 @@ async def test_a_bug_in_the_new_session_check_is_shown_in_the_dialog_and_logged_
         assert isinstance(request, verbs.NewSession)
 
 
-@pytest.mark.expect_errors(r"a new session on 'demo' failed\nRuntimeError: a bug in new_session")
+@pytest.mark.expect_errors(r"(a new session on 'demo'|POST /v1/sessions) failed\nRuntimeError: a bug in new_session")
 async def test_a_bug_in_starting_a_session_is_a_toast_and_logged_in_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected is not None)
-        monkeypatch.setattr(app.engine, "new_session", failing(RuntimeError("a bug in new_session")))
+        monkeypatch.setattr(engine_of(app), "new_session", failing(RuntimeError("a bug in new_session")))
         assert await app.dashboard.add_session(verbs.NewSession("demo")) is None
         await wait_for(pilot, lambda: any("a bug in new_session" in n for n in notifications(app)))

@@ -17,7 +17,7 @@ from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.workspace.worktrees import create_worktree, inspect_folder
-from tests.ui.helpers import demo_app, engine_of, notifications, wait_for
+from tests.ui.helpers import demo_app, engine_of, notifications, session_added, wait_for
 from tests.workspace.repos import IDENTITY, commit, make_repo, run
 
 REAL_WHICH = shutil.which
@@ -40,7 +40,7 @@ async def open_finish(
     open (F5) and looked at."""
     await wait_for(pilot, lambda: app.selected == "s1")
     if sid is None:
-        sid = engine_of(app).manager.add_session("demo", "fix", workspace=workspace)
+        sid = await session_added(pilot, "demo", name="fix", workspace=workspace)
     else:
         workspace = engine_of(app).manager.session(sid).workspace
     app.select(sid)
@@ -63,7 +63,6 @@ async def press(pilot: Pilot[Any], screen: FinishScreen, button: str) -> None:
     await wait_for(pilot, lambda: not screen.busy and result(screen), what=f"{button} to end")
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_commit_then_merge_fast_forward_into_main(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     ws = await worktree(tmp_path, repo)
@@ -85,7 +84,6 @@ async def test_commit_then_merge_fast_forward_into_main(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: "merged, nothing to finish" in str(screen.query_one("#finish-state").render()))
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_a_conflicting_merge_is_reported_and_nothing_is_lost(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"a.txt": "one\n"})
     ws = await worktree(tmp_path, repo)
@@ -107,7 +105,6 @@ async def test_a_conflicting_merge_is_reported_and_nothing_is_lost(tmp_path: Pat
         assert (Path(ws.folder) / "a.txt").read_text() == "theirs\n"
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_push_to_a_bare_repository(tmp_path: Path) -> None:
     origin = tmp_path / "origin.git"
     run(tmp_path, "init", "--quiet", "--bare", str(origin))
@@ -126,7 +123,6 @@ async def test_push_to_a_bare_repository(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: "all pushed" in str(screen.query_one("#finish-state").render()))
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_discard_asks_twice_naming_the_work_at_risk(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {".gitignore": "*.env\n"})
     ws = await worktree(tmp_path, repo)
@@ -193,7 +189,6 @@ async def test_a_session_without_its_own_worktree_is_offered_nothing_destructive
         await wait_for(pilot, lambda: not isinstance(app.screen, FinishScreen))
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_open_pull_request_is_disabled_with_the_reason_without_gh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -220,7 +215,7 @@ async def test_the_drafted_message_is_the_sessions_first_request_never_a_review(
     review = review_prompt([ReviewComment("login.py", 1, "name it better", Side.NEW)])
     async with app.run_test(size=(120, 44)) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
-        sid = engine_of(app).manager.add_session("demo", "fix", workspace=ws)
+        sid = await session_added(pilot, "demo", name="fix", workspace=ws)
         for prompt in (request, review):
             await app.engine.call(verbs.SEND, verbs.Send(sid, prompt))
             await wait_for(pilot, lambda: engine_of(app).manager.session(sid).turn is None, what="the turn")

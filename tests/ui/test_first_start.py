@@ -19,7 +19,7 @@ from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.theming import BUNDLED_DIR
-from tests.ui.helpers import engine_of, on_engine, wait_for
+from tests.ui.helpers import on_engine, session_added, wait_for
 
 
 def chat_says(app: PolypilotApp) -> str:
@@ -89,7 +89,6 @@ async def test_with_no_agent_ready_it_says_so_and_where_to_look(machine: Path, t
         assert "This is the built-in demo agent" in text and "`polypilot agents`" in text and "ctrl+n" in text
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_a_real_agents_session_shows_no_demo_text(machine: Path, tmp_path: Path) -> None:
     install(machine, "my-agent")
     agents = tmp_path / "agents.toml"
@@ -97,9 +96,9 @@ async def test_a_real_agents_session_shows_no_demo_text(machine: Path, tmp_path:
     app = first_start_app(tmp_path, agents)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.dashboard.agents_found.offers is not None, what="the agents found")
-        sid = engine_of(app).manager.add_session("demo")  # type: ignore[attr-defined]
+        sid = await session_added(pilot, "demo")
         app.select(sid)
         await wait_for(pilot, lambda: "built-in demo agent" in chat_says(app))
-        other = engine_of(app).manager.add_session("mine", connect=False)  # type: ignore[attr-defined]
+        other = await session_added(pilot, "mine", connect=False)
         app.select(other)
         await wait_for(pilot, lambda: chat_says(app) == "No messages yet. Type a prompt below.", what="its chat")

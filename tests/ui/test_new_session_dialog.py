@@ -159,7 +159,6 @@ async def test_problems_are_shown_inline_and_keep_what_was_typed(tmp_path: Path)
         assert not list((tmp_path / "state").glob("worktrees/*/*"))
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_a_failure_after_the_check_reopens_the_dialog_with_everything(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     app = demo_app(tmp_path / "state")
@@ -168,7 +167,7 @@ async def test_a_failure_after_the_check_reopens_the_dialog_with_everything(tmp_
         return None  # the branch appears between the check and the creation
 
     async with app.run_test(size=(120, 44), notifications=True) as pilot:
-        app.engine.check_new_session = nothing_wrong  # type: ignore[method-assign]
+        engine_of(app).check_new_session = nothing_wrong  # type: ignore[method-assign]
         screen = await open_dialog(pilot, app, repo)
         await pilot.click("#worktree")
         await set_input(pilot, screen, "name", "race")

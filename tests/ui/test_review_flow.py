@@ -14,7 +14,7 @@ from polypilot_tui.ui.screens.diff_view import DiffViewScreen
 from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
 from polypilot_tui.ui.widgets.diff_lines import DiffLines
 from polypilot_tui.workspace.worktrees import create_worktree, inspect_folder
-from tests.ui.helpers import demo_app, engine_of, notifications, wait_for
+from tests.ui.helpers import demo_app, engine_of, notifications, session_added, wait_for
 from tests.workspace.repos import IDENTITY, make_repo
 
 
@@ -24,13 +24,12 @@ def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_review_a_worktree_and_send_the_comments_to_the_agent(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", files={"app.py": "def greet():\n    return 'hi'\n"})
     tree = await create_worktree(await inspect_folder(str(repo)), "polypilot/greet", "", tmp_path / "wt")
     app = demo_app(tmp_path / "state", speed=50)
     async with app.run_test(size=(130, 40), notifications=True) as pilot:
-        sid = engine_of(app).manager.add_session("demo", "greet", workspace=tree)
+        sid = await session_added(pilot, "demo", name="greet", workspace=tree)
         app.select(sid)
         Path(tree.folder, "app.py").write_text("def greet(name):\n    return f'hi {name}'\n")
         Path(tree.folder, "notes.md").write_text("# Notes\n")
@@ -60,13 +59,12 @@ async def test_review_a_worktree_and_send_the_comments_to_the_agent(tmp_path: Pa
         )
 
 
-@pytest.mark.in_process("TODO issue 23: fails attached to a served engine")
 async def test_comments_not_sent_wait_for_the_next_look(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     tree = await create_worktree(await inspect_folder(str(repo)), "polypilot/later", "", tmp_path / "wt")
     app = demo_app(tmp_path / "state")
     async with app.run_test(size=(130, 40)) as pilot:
-        sid = engine_of(app).manager.add_session("demo", "later", workspace=tree)
+        sid = await session_added(pilot, "demo", name="later", workspace=tree)
         app.select(sid)
         Path(tree.folder, "README.md").write_text("hello\nmore\n")
         await pilot.press("ctrl+o")
