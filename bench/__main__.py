@@ -58,13 +58,14 @@ def table(rows: list[Row], failed: list[str], when: str, where: str, took: float
     return "\n".join(lines) + "\n"
 
 
-def into_readme(text: str) -> bool:
-    """Put ``text`` between the README's markers (False when they are missing)."""
-    readme = README.read_text()
-    if START not in readme or END not in readme:
+def between_markers(path: Path, text: str) -> bool:
+    """Put ``text`` between ``path``'s markers (False when they are missing): the rest of the
+    file (the README around its table, results.md's notes and history) is kept."""
+    content = path.read_text() if path.exists() else ""
+    if START not in content or END not in content:
         return False
-    head, rest = readme.split(START, 1)
-    README.write_text(f"{head}{START}\n{text}{END}{rest.split(END, 1)[1]}")
+    head, rest = content.split(START, 1)
+    path.write_text(f"{head}{START}\n{text}{END}{rest.split(END, 1)[1]}")
     return True
 
 
@@ -92,8 +93,12 @@ def main(argv: list[str]) -> int:
     text = table(rows, failed, when, where, time.perf_counter() - began)
     print("\n" + text)
     if not argv:
-        RESULTS.write_text(text)
-        print(f"written to {RESULTS}" + (" and README.md" if into_readme(text) else " (README.md has no markers)"))
+        if not between_markers(RESULTS, text):
+            RESULTS.write_text(f"{START}\n{text}{END}\n")
+        print(
+            f"written to {RESULTS}"
+            + (" and README.md" if between_markers(README, text) else " (README.md has no markers)")
+        )
     return 1 if failed else 0
 
 
