@@ -63,6 +63,9 @@ async def test_keys_are_shown_on_the_card_only_while_they_answer(tmp_path: Path)
         await pilot.press("ctrl+g")
         await wait_for(pilot, lambda: prompt.has_focus_within, what="the keyboard on the card")
         assert [str(b.label) for b in prompt.buttons] == ["Allow once [y]", "Allow always [a]", "Reject [n]"]
+        await pilot.pause()
+        shown = screen_text(app)  # drawn whole: a button keeps the width of its words without the key
+        assert all(label in shown for label in ("Allow once [y]", "Allow always [a]", "Reject [n]")), shown
         assert "Esc back to the prompt" in str(prompt.border_subtitle)
         assert {"y": "Allow once", "a": "Allow & remember", "n": "Reject"}.items() <= footer_keys(app).items()
         await pilot.press("escape")

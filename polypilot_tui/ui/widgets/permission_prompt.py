@@ -41,6 +41,7 @@ class OptionButton(Button):
     def show_key(self, shown: bool) -> None:
         """Label with its key (``Allow once [y]``) when ``shown``, else the words alone."""
         self.label = Content(self.text + (f" [{self.key}]" if shown and self.key else ""))
+        self.refresh(layout=True)  # a longer label needs a wider button: its width was set for the words alone
 
 
 class PermissionPrompt(Vertical):
