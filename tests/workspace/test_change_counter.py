@@ -81,6 +81,7 @@ async def test_a_restart_keeps_each_sessions_folder_and_worktree(tmp_path: Path)
     saved = attach_persistence(first.manager, first.manager.settings)
     in_tree = first.manager.add_session("demo", "tree", workspace=tree, connect=False)
     in_repo = first.manager.add_session("demo", "repo", workspace=in_place(info), connect=False)
+    await first.engine.changes.idle()  # the counts the sessions started end here, not cancelled at teardown
     await saved.close()
     await first.manager.quit()
 
@@ -89,6 +90,7 @@ async def test_a_restart_keeps_each_sessions_folder_and_worktree(tmp_path: Path)
     assert again.manager.session(in_tree).workspace == tree
     assert again.manager.session(in_repo).workspace == in_place(info)
     assert again.manager.view(in_tree).cwd == tree.folder
+    await again.engine.changes.idle()
     await restored.close()
     await again.manager.quit()
 

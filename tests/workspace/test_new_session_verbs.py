@@ -30,6 +30,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[LocalEngine]:
     settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
     local = LocalEngine(SessionManager(settings, load_agents(None), SystemClock(), id_factory=lambda: f"s{next(ids)}"))
     yield local
+    await local.changes.idle()  # counts end as they would, not cancelled when the loop closes
     await local.close()
 
 
