@@ -12,6 +12,18 @@ from polypilot_tui.domain.text import one_line
 class InterruptedNotice(Horizontal):
     """The interrupted prompt and a Resend button (ctrl+y does the same)."""
 
+    DEFAULT_CSS = """
+    InterruptedNotice {
+        height: auto;
+        padding: 0 1;
+        background: $warning 15%;
+        border-left: thick $warning;
+    }
+    InterruptedNotice .notice-text {
+        width: 1fr;
+    }
+    """
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._text = Static("", classes="notice-text", markup=False)

@@ -15,6 +15,18 @@ BANNER_TEXT = (
 class PermissionBanner(Horizontal):
     """A warning with a Reconnect button (runs the main screen's reconnect action)."""
 
+    DEFAULT_CSS = """
+    PermissionBanner {
+        height: auto;
+        padding: 0 1;
+        background: $permission-warning 15%;
+        border-left: thick $permission-warning;
+    }
+    PermissionBanner .banner-text {
+        width: 1fr;
+    }
+    """
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.display = False

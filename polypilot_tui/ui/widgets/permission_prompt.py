@@ -47,6 +47,41 @@ class OptionButton(Button):
 class PermissionPrompt(Vertical):
     """Shown while the session on screen waits for the user's permission."""
 
+    DEFAULT_CSS = """
+    PermissionPrompt {
+        height: auto;
+        border: round $permission-warning;
+        border-title-color: $permission-warning;
+        border-subtitle-color: $text-muted;
+        padding: 0 1;
+        background: $surface;
+    }
+    PermissionPrompt .permission-title {
+        text-style: bold;
+    }
+    PermissionPrompt .permission-detail {
+        color: $text-muted;
+    }
+    PermissionPrompt .permission-options {
+        height: auto;
+    }
+    PermissionPrompt .permission-options.-stacked {
+        layout: vertical;
+    }
+    PermissionPrompt .permission-option {
+        margin-right: 1;
+    }
+    PermissionPrompt .permission-options.-stacked .permission-option {
+        width: 1fr;
+        height: auto;
+        text-wrap: wrap;
+        text-align: left;
+        content-align: left middle;
+        padding: 0 1;
+        margin-right: 0;
+    }
+    """
+
     BINDINGS = [
         Binding("y", "pick('allow_once')", "Allow once", id="permission.allow_once"),
         Binding("a", "pick('allow_always')", "Allow & remember", id="permission.allow_always"),
@@ -73,6 +108,9 @@ class PermissionPrompt(Vertical):
         self.prompt: Prompt | None = None
         self.session_id: str | None = None
         """The session whose request is shown."""
+        self._by_key = False
+        """The keyboard came here by ctrl+g (:meth:`focus_first`): the keys are shown. A click
+        shows none, so no button grows under the pointer between its press and release."""
         self._title = Static("", classes="permission-title", markup=False)
         self._detail = Static("", classes="permission-detail", markup=False)
         self._options = Horizontal(classes="permission-options")
@@ -117,17 +155,21 @@ class PermissionPrompt(Vertical):
             keyed.add(kind)
             buttons.append(OptionButton(oid, label, kind, key))
         await self._options.mount_all(buttons)
-        self._show_keys(self.has_focus_within)
+        self._show_keys(self._by_key and self.has_focus_within)
         self.refresh_bindings()  # the footer offers the keys of these options only
 
     def on_resize(self) -> None:
         self._fit_options()
 
     def on_descendant_focus(self) -> None:
-        self._show_keys(True)
+        self._show_keys(self._by_key)
 
     def on_descendant_blur(self) -> None:
-        self.call_after_refresh(lambda: self._show_keys(self.has_focus_within))  # focus may move to a sibling
+        self.call_after_refresh(self._after_blur)  # focus may move to a sibling
+
+    def _after_blur(self) -> None:
+        self._by_key = self._by_key and self.has_focus_within
+        self._show_keys(self._by_key)
 
     def _show_keys(self, shown: bool) -> None:
         """Keys on the buttons only where they answer: with the keyboard here (after ctrl+g)."""
@@ -177,4 +219,6 @@ class PermissionPrompt(Vertical):
         """
         buttons = self.buttons
         if buttons:
+            self._by_key = True
             self.screen.set_focus(buttons[0])
+            self._show_keys(True)
