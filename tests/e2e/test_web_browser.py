@@ -653,6 +653,8 @@ def test_a_browser_started_with_the_printed_page_opens_the_dashboard_and_no_comm
         # The page got the token from the file and a page key for it: its dashboard runs.
         until_blocking(lambda: len(process_group(proc.pid)) > 1, 45, "the page's dashboard process", every=0.2)
         assert command_lines_holding(token[1]) == []
+        # Its engine up before the clean-up: one still starting when it looked was left running.
+        until_blocking(lambda: lock_holder(state) is not None, 45, "the dashboard's engine", every=0.2)
     finally:
         if browser is not None:
             os.killpg(browser.pid, signal.SIGKILL)
