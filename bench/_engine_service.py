@@ -262,3 +262,16 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+async def follow(socket: Path, sid: str) -> None:
+    """A client reading a session's agent events, as ``polypilot follow`` does (and dropping them)."""
+    from polypilot_tui.service.client import EngineClient
+
+    client = EngineClient(socket)
+    try:
+        async with client.stream(session=sid, events="1") as events:
+            async for _ in events:
+                pass
+    finally:
+        await client.aclose()

@@ -35,7 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._engine_service import cpu_seconds, engine_process, percentile, polypilot_serve, read_tokens, short_state_dir
+from bench._engine_service import (
+    cpu_seconds,
+    engine_process,
+    follow,
+    percentile,
+    polypilot_serve,
+    read_tokens,
+    short_state_dir,
+)
 from bench._support import Row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,19 +88,6 @@ async def idle(client: Any, sid: str, timeout: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"session {sid} still busy after {timeout:g} s")
         await asyncio.sleep(0.1)
-
-
-async def follow(socket: Path, sid: str) -> None:
-    """A client reading a session's agent events, as ``polypilot follow`` does (and dropping them)."""
-    from polypilot_tui.service.client import EngineClient
-
-    client = EngineClient(socket)
-    try:
-        async with client.stream(session=sid, events="1") as events:
-            async for _ in events:
-                pass
-    finally:
-        await client.aclose()
 
 
 async def run_phase(

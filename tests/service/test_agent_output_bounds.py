@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from bench._engine_service import follow
 from polypilot_tui.domain.limits import ROW_CHARS, TOOL_TEXT_CHARS
 from polypilot_tui.engine import verbs
-from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.remote import RemoteEngine
 from tests.reliability.conftest import fake_agents_file
 from tests.support.engine_service import running_engine, short_state_dir
@@ -78,13 +78,3 @@ async def test_one_huge_agent_line_is_kept_bounded_said_and_costs_about_twice_it
             follower.cancel()
         finally:
             await mirror.detach(stop_engine=False)
-
-
-async def follow(socket: Path, sid: str) -> None:
-    client = EngineClient(socket)
-    try:
-        async with client.stream(session=sid, events="1") as events:
-            async for _ in events:
-                pass
-    finally:
-        await client.aclose()
