@@ -148,15 +148,9 @@ class WorkspaceDesk:
             if request.isolation is Isolation.WORKTREE:
                 raise BadRequest("a new worktree needs the folder of a git repository")
             return
-        path = engine_path(request.folder)
         with said():
-            try:
-                info = await inspect_folder(path)
-            except GitMissing:
-                if request.isolation is Isolation.WORKTREE:
-                    raise
-                return  # no git there: a plain folder
-            if request.isolation is Isolation.WORKTREE:
+            info = await _git_facts(request, engine_path(request.folder))
+            if info is not None and request.isolation is Isolation.WORKTREE:
                 await plan_worktree(info, _branch(request, name), request.base.strip(), root)
 
     async def prepare(self, request: NewSession, name: str, root: Path, agent_folder: str) -> Workspace | None:
@@ -173,12 +167,9 @@ class WorkspaceDesk:
                 return None
         path = engine_path(request.folder)
         with said():
-            try:
-                info = await inspect_folder(path)
-            except GitMissing:
-                if request.isolation is Isolation.WORKTREE:
-                    raise
-                return Workspace(str(Path(path).resolve()))  # no git there: a plain folder
+            info = await _git_facts(request, path)
+            if info is None:
+                return Workspace(str(Path(path).resolve()))
             if request.isolation is Isolation.WORKTREE:
                 return await create_worktree(info, _branch(request, name), request.base.strip(), root)
             return in_place(info) if info.is_git else Workspace(info.folder)
@@ -253,6 +244,17 @@ class WorkspaceDesk:
     async def unmake(self, workspace: Workspace | None) -> str:
         """Remove the worktree made for a session that was then not added; what happened."""
         return await finish.unmake(workspace) if workspace is not None else ""
+
+
+async def _git_facts(request: NewSession, path: str) -> FolderInfo | None:
+    """What git says of the request's folder; None when git is missing there and no worktree is
+    asked (a plain folder, then). GitMissing for a worktree; WorkspaceError when unusable."""
+    try:
+        return await inspect_folder(path)
+    except GitMissing:
+        if request.isolation is Isolation.WORKTREE:
+            raise
+        return None
 
 
 def _branch(request: NewSession, name: str) -> str:
