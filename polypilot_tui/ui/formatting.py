@@ -52,6 +52,8 @@ WARNING_MARK = "⚠"
 """Shown on a row whose tools keep failing with permission errors, or whose folder is gone."""
 BRANCH_MARK = "⎇"
 """Before the git branch a session works on."""
+MARKED_MARK = "✓"
+"""Before the name of a session marked for a broadcast (ctrl+t)."""
 
 ELAPSED_FROM = 5.0
 """Elapsed turn time is shown from this many seconds (PolyPilot)."""
@@ -184,9 +186,11 @@ class SessionEntry:
     removed: int = 0
     changed: bool = False
     branch: str = ""
+    marked: bool = False
+    """Marked for a broadcast: a prompt sent now goes to every marked session."""
 
     @classmethod
-    def of(cls, view: SessionView, now: float, unread: bool) -> SessionEntry:
+    def of(cls, view: SessionView, now: float, unread: bool, marked: bool = False) -> SessionEntry:
         """The row for ``view`` at ``now``."""
         return cls(
             view.id,
@@ -204,4 +208,5 @@ class SessionEntry:
             view.changes.removed,
             bool(view.changes),
             one_line(view.branch, 60),
+            marked,
         )

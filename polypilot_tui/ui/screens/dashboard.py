@@ -47,6 +47,7 @@ from polypilot_tui.engine.api import Engine, EngineError
 from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert, Attention
+from polypilot_tui.ui.broadcast import Marks, broadcast, refusals_text
 from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
@@ -113,6 +114,11 @@ class DashboardScreen(Screen[None]):
         Binding("f5", "finish_session", "Finish", id="finish_session", show=False),
         Binding("f4", "rename_session", "Rename", id="rename_session", show=False),
         Binding("f8", "switch_model", "Model", id="switch_model", show=False),  # F6/F7: the editor's
+        # Marks for a broadcast. ctrl+t ("tag"): a control key, as the sidebar has no letters
+        # of its own, and one no terminal or tmux takes (ctrl+space arrives as ctrl+@ or not
+        # at all). Esc clears them, only while there are any (else Esc is the focused widget's).
+        Binding("ctrl+t", "toggle_mark", "Mark", id="toggle_mark", priority=True, show=False),
+        Binding("escape", "clear_marks", "Clear marks", id="clear_marks"),
     ]
 
     def __init__(
@@ -136,6 +142,8 @@ class DashboardScreen(Screen[None]):
         self._alert = alert
         """Rings and tells an alert (the app's: the terminal and the desktop are app-wide)."""
         self.attention = Attention()
+        self.marks = Marks()
+        """The sessions a prompt typed now goes to, when any are marked (ctrl+t)."""
         self.selected: str | None = None
         """The session on screen."""
         self._views: dict[str, SessionView] = {}
@@ -328,6 +336,8 @@ class DashboardScreen(Screen[None]):
                 alert = self.attention.observe(before, view, on_screen=on_screen)
                 if alert is not None and self.engine.alerts_here():  # else another dashboard rings
                     self._alert(alert)
+        if self.marks.keep_only(current):
+            self.refresh_bindings()  # the last mark may have left with its session
         for gone in set(self._views) - set(current):
             self.attention.forget(gone)
             await self.pane.forget(gone)
@@ -338,7 +348,8 @@ class DashboardScreen(Screen[None]):
             self.pane.bind(self.selected)
         if self.selected is not None:
             self.attention.seen(self.selected)
-        await self.sidebar.sync(views, now, self.attention.unread, self.selected)
+        await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=self.marks.ids)
+        self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
         if shown is None:
             await self.pane.show(None, (), "", now)
@@ -461,7 +472,11 @@ class DashboardScreen(Screen[None]):
             return
         if (log_ := self.pane.log_for(sid)) is not None:
             log_.follow_end()  # whoever sends wants to see what comes back
-        self._run("Send", self._send(sid, event.text))
+        targets = self.marks.in_order(self.sidebar.session_list.session_ids)
+        if targets:
+            self._run("Broadcast", self._broadcast(sid, targets, event.text))
+        else:
+            self._run("Send", self._send(sid, event.text))
 
     async def _send(self, session_id: str, text: str) -> None:
         result = await attempt(log, "Send", self.engine.call(verbs.SEND, verbs.Send(session_id, text)))
@@ -483,6 +498,74 @@ class DashboardScreen(Screen[None]):
                 timeout=4,
                 markup=False,
             )
+
+    async def _broadcast(self, typed_for: str, targets: list[str], text: str) -> None:
+        """Send to every marked session: each refusal is told, and its text kept (the box gets
+        it back when no session took it; else each refusing session's draft)."""
+        names = {sid: self._session_name(sid) for sid in targets}
+        results = await attempt(log, "Broadcast", broadcast(self.engine, targets, text))
+        if isinstance(results, Failed):
+            self.pane.editor.give_back(typed_for, text)
+            self._ui_state_changed()
+            self.notify(
+                f"Not sent: {results.said}. Your text is back in the prompt.",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
+            return
+        refused = [r for r in results if r.result == "refused"]
+        took = len(results) - len(refused)
+        queued = sum(1 for r in results if r.result == "queued")
+        if not took:
+            self.pane.editor.give_back(typed_for, text)
+            self._ui_state_changed()
+            self.notify(
+                f"No marked session took it; your text is back in the prompt.\n{refusals_text(refused, names)}",
+                title=f"Not sent to {plural(len(refused), 'session')}",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
+            return
+        for refusal in refused:
+            self.pane.editor.give_back(refusal.session_id, text)
+        if refused:
+            self._ui_state_changed()
+            self.notify(
+                f"Sent to {took} of {len(results)}; the text is in the draft of each that refused:\n"
+                + refusals_text(refused, names),
+                title=f"Not sent to {plural(len(refused), 'session')}",
+                severity="warning",
+                timeout=15,
+                markup=False,
+            )
+        else:
+            self.notify(
+                f"Sent to {plural(took, 'session')}"
+                + (f" ({queued} queued behind a running turn)." if queued else "."),
+                timeout=4,
+                markup=False,
+            )
+
+    # ---- marks for a broadcast -----------------------------------------------------------
+    def action_toggle_mark(self) -> None:
+        """Mark the session on screen for a broadcast, or unmark it."""
+        sid = self.selected
+        if sid is None or sid not in self._views:
+            return
+        self.marks.toggle(sid)
+        self._marks_changed()
+
+    def action_clear_marks(self) -> None:
+        """Unmark every session: prompts go to the session on screen again."""
+        if self.marks.clear():
+            self._marks_changed()
+
+    def _marks_changed(self) -> None:
+        self._request_redraw()  # the rows' ✓ and the sidebar's count
+        self.pane.show_broadcast(len(self.marks))  # now: the next Enter goes where this says
+        self.refresh_bindings()
 
     def on_queue_panel_edit(self, event: QueuePanel.Edit) -> None:
         event.stop()
@@ -759,6 +842,10 @@ class DashboardScreen(Screen[None]):
             return bool(self._recently_closed)
         if action == "send_queued":
             return view is not None and bool(view.queue)
+        if action == "toggle_mark":
+            return True if view is not None else None
+        if action == "clear_marks":
+            return bool(self.marks)  # else Esc is the focused widget's
         return True
 
     def commands(self) -> Iterator[SystemCommand]:
@@ -805,3 +892,9 @@ class DashboardScreen(Screen[None]):
         yield SystemCommand(
             "Send queued prompts", "Release the held queue: its prompts go out in order", self.action_send_queued
         )
+        yield SystemCommand(
+            "Mark session",
+            "Mark or unmark the selected session: a prompt then goes to every marked one (ctrl+t)",
+            self.action_toggle_mark,
+        )
+        yield SystemCommand("Clear marks", "Unmark every session (Esc)", self.action_clear_marks)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -55,15 +55,22 @@ class SessionSidebar(Vertical):
         unread: set[str],
         selected: str | None,
         changed: set[str] | None = None,
+        marked: Set[str] = frozenset(),
     ) -> None:
-        """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all)."""
+        """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all;
+        ``marked``: the sessions a prompt is broadcast to)."""
         entries: list[SessionEntry] = []
         for view in views:
             entry = self._list.entry(view.id) if changed is not None and view.id not in changed else None
-            entries.append(entry or SessionEntry.of(view, now, view.id in unread))
+            if entry is None or entry.marked != (view.id in marked):
+                entry = SessionEntry.of(view, now, view.id in unread, view.id in marked)
+            entries.append(entry)
         self._list.set_entries(entries)
         busy = sum(1 for v in views if v.status.busy)
-        title = f"Sessions ({len(views)})" + (f" · {busy} busy" if busy else "")
+        marks = sum(1 for v in views if v.id in marked)
+        title = (
+            f"Sessions ({len(views)})" + (f" · {busy} busy" if busy else "") + (f" · {marks} marked" if marks else "")
+        )
         if title != self._title.content:
             self._title.update(title)
         if selected is not None:
