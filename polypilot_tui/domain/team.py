@@ -301,6 +301,12 @@ class Team:
         link.ended_at = now
         link.holds_slot = False
 
+    def not_sent(self, worker: str, reason: str, now: float) -> None:
+        """A turn of ``worker`` could not be sent (no turn ran): it failed, its slot is free."""
+        link = self.links[worker]
+        link.state, link.outcome, link.reason, link.ended_at = "failed", "failed", reason, now
+        link.holds_slot = False
+
     def blocked(self, worker: str, on_permission: bool, busy: bool) -> bool:
         """A worker's session changed: blocked on a permission, working, or neither; True when
         its state changed."""
