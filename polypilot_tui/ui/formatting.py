@@ -188,25 +188,34 @@ class SessionEntry:
     branch: str = ""
     marked: bool = False
     """Marked for a broadcast: a prompt sent now goes to every marked session."""
+    depth: int = 0
+    """How far under its orchestrator a worker is listed (0: not a worker shown under one)."""
+    note: str = ""
+    """An orchestrator's bound reached or stall, in words (drawn in the warning colour)."""
 
     @classmethod
-    def of(cls, view: SessionView, now: float, unread: bool, marked: bool = False) -> SessionEntry:
-        """The row for ``view`` at ``now``."""
+    def of(
+        cls, view: SessionView, now: float, unread: bool, marked: bool = False, depth: int = 0, workers: int = 0
+    ) -> SessionEntry:
+        """The row for ``view`` at ``now`` (``depth``: under its orchestrator; ``workers``: listed under it)."""
         return cls(
             view.id,
             view.status,
             one_line(view.name, 60),
-            sidebar_status(view, now),
+            sidebar_status(view, now) + (f" · {plural(workers, 'worker')}" if workers else ""),
             unread,
             view.permission_warning or bool(view.workspace_problem),
             f"{view.name} · {view.agent}"
             + (f" · {view.cwd}" if view.cwd else "")
             + (f" · {view.branch}" if view.branch else "")
             + (f" · {view.changes.short()}" if view.changes else "")
-            + (f" · {view.workspace_problem}" if view.workspace_problem else ""),
+            + (f" · {view.workspace_problem}" if view.workspace_problem else "")
+            + (f" · {view.team_note}" if view.team_note else ""),
             view.changes.added,
             view.changes.removed,
             bool(view.changes),
             one_line(view.branch, 60),
             marked,
+            depth,
+            one_line(view.team_note, 160),
         )

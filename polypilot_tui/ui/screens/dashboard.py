@@ -55,6 +55,7 @@ from polypilot_tui.ui.screens.details import SessionDetailsScreen
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session_flow import NewSessionFlow
+from polypilot_tui.ui.screens.quit import turn_names
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.screens.review_flow import ReviewFlow
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, remember_folder, save_ui_state
@@ -447,7 +448,7 @@ class DashboardScreen(Screen[None]):
             self.pane.editor.insert(event.character)
 
     def _step(self, delta: int) -> None:
-        ids = list(self._views) or self.engine.ids()
+        ids = self.sidebar.session_list.session_ids or list(self._views) or self.engine.ids()  # as listed
         if not ids:
             return
         index = ids.index(self.selected) if self.selected in ids else 0
@@ -656,9 +657,57 @@ class DashboardScreen(Screen[None]):
 
     # ---- turn control --------------------------------------------------------------
     def action_stop(self) -> None:
-        """Stop the selected session's turn (abort, then kill if it does not stop)."""
-        if self.selected:
-            self._run("Stop", self.engine.call(verbs.STOP, verbs.SessionRef(self.selected)))
+        """Stop the selected session's turn (abort, then kill if it does not stop); an
+        orchestrator's workers too, when the user says so."""
+        view = self._views.get(self.selected or "")
+        if view is None:
+            return
+        if view.status.busy:
+            self._run("Stop", self.engine.call(verbs.STOP, verbs.SessionRef(view.id)))
+        workers = self._workers_of(view.id)
+        if view.orchestrator and workers:
+            self._offer_to_stop_workers(view, workers)
+
+    def _workers_of(self, session_id: str) -> list[SessionView]:
+        return [v for v in self._views.values() if v.parent == session_id]
+
+    def _offer_to_stop_workers(self, orchestrator: SessionView, workers: list[SessionView]) -> None:
+        busy = [w for w in workers if w.status.busy]
+        message = (
+            f"“{one_line(orchestrator.name, 40)}” leads {plural(len(workers), 'worker')}"
+            + (f", {len(busy)} working now ({turn_names(busy)})" if busy else ", none working now")
+            + ". Stopping them ends their turns and drops the starts still queued; their sessions stay."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._run("Stop workers", self._stop_workers(orchestrator))
+            self.pane.editor.focus()
+
+        self.app.push_screen(ConfirmScreen("Stop its workers too?", message, "Stop the workers"), answered)
+
+    def action_orchestrate(self) -> None:
+        """Make the selected session an orchestrator: its agent is handed the team's tools."""
+        sid = self.selected
+        if sid is not None and sid in self._views:
+            self._run("Make orchestrator", self._orchestrate(sid))
+
+    async def _orchestrate(self, session_id: str) -> None:
+        team = await self.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(session_id))
+        bounds = team.bounds
+        self.notify(
+            f"“{one_line(self._session_name(session_id), 40)}” leads a team: it can start workers through its "
+            f"polypilot tools ({bounds.workers_at_once} at once, {bounds.total_workers} in all, "
+            f"{bounds.turns} turns). Its workers are listed under it.",
+            timeout=8,
+            markup=False,
+        )
+
+    async def _stop_workers(self, orchestrator: SessionView) -> None:
+        stopped = await self.engine.call(verbs.STOP_WORKERS, verbs.SessionRef(orchestrator.id))
+        self.notify(
+            f"Stopped {plural(stopped, 'worker')} of “{one_line(orchestrator.name, 40)}”.", timeout=4, markup=False
+        )
 
     def action_reconnect(self) -> None:
         """Reconnect the selected session's agent, keeping its history."""
@@ -833,7 +882,8 @@ class DashboardScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         view = self._views.get(self.selected or "")
         if action == "stop":
-            return True if view is not None and view.status.busy else None
+            stoppable = view is not None and (view.status.busy or (view.orchestrator and self._workers_of(view.id)))
+            return True if stoppable else None
         if action in ("reconnect", "details", "copy_reply", "rename_session", "finish_session", "switch_model"):
             return True if view is not None else None
         if action == "resend_interrupted":
@@ -898,3 +948,8 @@ class DashboardScreen(Screen[None]):
             self.action_toggle_mark,
         )
         yield SystemCommand("Clear marks", "Unmark every session (Esc)", self.action_clear_marks)
+        yield SystemCommand(
+            "Make orchestrator",
+            "The selected session can start, wait for and stop workers through its polypilot tools",
+            self.action_orchestrate,
+        )

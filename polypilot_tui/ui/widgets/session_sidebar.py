@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
@@ -12,11 +13,13 @@ from textual.widgets import Static
 
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import SessionEntry
+from polypilot_tui.ui.team_tree import sidebar_order
 from polypilot_tui.ui.widgets.session_list import SessionList
 
 
 class SessionSidebar(Vertical):
-    """A title and one :class:`SessionList` for every session (three widgets however many).
+    """A title and one :class:`SessionList` for every session (three widgets however many);
+    workers are listed under their orchestrator.
 
     It has no single-letter keys of its own: a click moves the focus here, and letters
     typed next must never stop or reconnect a session (they go to the prompt instead).
@@ -60,10 +63,12 @@ class SessionSidebar(Vertical):
         """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all;
         ``marked``: the sessions a prompt is broadcast to)."""
         entries: list[SessionEntry] = []
-        for view in views:
+        ordered = sidebar_order(views)
+        workers = Counter(view.parent for view, depth in ordered if depth)
+        for view, depth in ordered:
             entry = self._list.entry(view.id) if changed is not None and view.id not in changed else None
-            if entry is None or entry.marked != (view.id in marked):
-                entry = SessionEntry.of(view, now, view.id in unread, view.id in marked)
+            if entry is None or (entry.marked, entry.depth) != (view.id in marked, depth):
+                entry = SessionEntry.of(view, now, view.id in unread, view.id in marked, depth, workers[view.id])
             entries.append(entry)
         self._list.set_entries(entries)
         busy = sum(1 for v in views if v.status.busy)
