@@ -98,11 +98,14 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     (commands/sessions.py, commands/follow.py)."""
     ls = sub.add_parser("ls", help="the sessions of the running engine")
     ls.add_argument("--json", action="store_true", help="a JSON array of views")
-    send = sub.add_parser("send", help="send a prompt to a session (queued while a turn runs)")
-    send.add_argument("session", help="id or name")
-    send.add_argument("prompt", help=PROMPT_HELP)
+    send = sub.add_parser("send", help="send a prompt to a session, or (--to) to several (queued while a turn runs)")
+    send.add_argument("session", help="id or name (with --to: the prompt)")
+    send.add_argument("prompt", nargs="?", help=PROMPT_HELP)
+    send.add_argument(
+        "--to", metavar="ID,ID,…", help="send to each of these sessions (a line each; exit 1 if any refused)"
+    )
     send.add_argument("--wait", action="store_true", help="stream the turn and exit with `run`'s codes")
-    send.add_argument("--json", action="store_true", help="--wait: JSONL events instead of text")
+    send.add_argument("--json", action="store_true", help="--wait: JSONL events instead of text; --to: a JSON array")
     send.add_argument("--timeout", type=float, default=None, help="--wait: give up waiting after S seconds (exit 1)")
     for name, what in (
         ("clear-queue", "drop every prompt queued in a session (its running turn goes on)"),
@@ -120,6 +123,21 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     follow = sub.add_parser("follow", help="a session's history, then its turns live (ctrl+c ends it)")
     follow.add_argument("session", help="id or name")
     follow.add_argument("--json", action="store_true", help="JSONL rows and events")
+    add_fan_out_commands(sub)
+
+
+def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``compare`` and ``pick``: a fan-out's attempts (commands/fan_out.py)."""
+    compare = sub.add_parser("compare", help="a fan-out's attempts side by side: status, time, usage, changes, check")
+    compare.add_argument("group", help="the fan-out's id")
+    compare.add_argument("--check", action="store_true", help="run its check command in each attempt first")
+    compare.add_argument("--json", action="store_true")
+    pick = sub.add_parser("pick", help="merge one attempt of a fan-out into its base (its work committed first)")
+    pick.add_argument("group", help="the fan-out's id")
+    pick.add_argument("session", help="the attempt: its session's id or name")
+    pick.add_argument("--discard-others", action="store_true", help="remove the other attempts' worktrees and branches")
+    pick.add_argument("--force", action="store_true", help="--discard-others: even those with work at risk")
+    pick.add_argument("-m", "--message", default=None, help="the commit message of its uncommitted work")
 
 
 def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
@@ -128,6 +146,26 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.command == "ls":
         return asyncio.run(sessions.cmd_ls(settings, args.json))
+    if args.command == "send" and args.to is not None:
+        from polypilot_tui.commands.fan_out import cmd_broadcast
+
+        return asyncio.run(cmd_broadcast(settings, args.to, args.prompt, json_mode=args.json))
+    if args.command == "compare":
+        from polypilot_tui.commands.fan_out import cmd_compare
+
+        return asyncio.run(cmd_compare(settings, args.group, check=args.check, json_mode=args.json))
+    if args.command == "pick":
+        from polypilot_tui.commands.fan_out import cmd_pick
+
+        pick = cmd_pick(
+            settings,
+            args.group,
+            args.session,
+            discard_others=args.discard_others,
+            force=args.force,
+            message=args.message,
+        )
+        return asyncio.run(pick)
     if args.command == "send":
         send = follow.cmd_send(
             settings, args.session, args.prompt, wait=args.wait, json_mode=args.json, timeout=args.timeout
@@ -144,7 +182,19 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
 
 
-SESSION_COMMANDS = ("ls", "send", "stop", "reconnect", "close", "answer", "follow", "model", "clear-queue")
+SESSION_COMMANDS = (
+    "ls",
+    "send",
+    "stop",
+    "reconnect",
+    "close",
+    "answer",
+    "follow",
+    "model",
+    "clear-queue",
+    "compare",
+    "pick",
+)
 
 
 def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
@@ -212,6 +262,18 @@ def refuse_foreign_state(settings: Settings) -> None:
         raise SystemExit(EXIT_NOT_PRIVATE) from None
 
 
+def send_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``send SESSION PROMPT``, or ``send --to A,B PROMPT`` (its one argument is the prompt)."""
+    if args.to is not None:
+        if args.prompt is not None:
+            parser.error("send --to takes the prompt alone (the sessions are in --to)")
+        if args.wait or args.timeout is not None:
+            parser.error("send --to does not wait: follow each session with `polypilot follow`")
+        args.prompt, args.session = args.session, None
+    elif args.prompt is None:
+        parser.error("send: name the session and give the prompt")
+
+
 def prompt_from_stdin() -> str:
     """Standard input, whole, as the prompt (``-``): a prompt longer than one argument may be
     (the kernel takes 128 KiB) comes this way. More than a prompt may hold is refused unkept,
@@ -232,7 +294,10 @@ def prompt_from_stdin() -> str:
 
 
 def _command(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "send":
+        send_arguments(parser, args)
     if getattr(args, "prompt", None) == STDIN:
         args.prompt = prompt_from_stdin()
     if args.command in ("replay", "status", "agents", "config", "new", "diff", "finish", "engine", *SESSION_COMMANDS):
