@@ -81,6 +81,8 @@ class Attempt:
     """Its worktree."""
     checking: bool = False
     """Its check runs now."""
+    discarded: bool = False
+    """Its worktree and branch were removed (by a pick)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ class AttemptRecord:
     outcome: str = ""
     reason: str = ""
     check: CheckResult | None = None
+    discarded: bool = False
+    """Its worktree and branch were removed (by a pick)."""
 
 
 @dataclass(frozen=True)

@@ -302,6 +302,7 @@ class FanOutDesk:
             view.branch,
             view.workspace.folder if view.workspace else "",
             sid in self._checks,
+            kept.discarded,
         )
 
     # ---- pick --------------------------------------------------------------------------
@@ -324,8 +325,11 @@ class FanOutDesk:
         discarded: list[Discarded] = []
         if merged.merged and request.discard_others:
             for other in group.attempts:
-                if other.session_id != sid and other.session_id in engine.ids():
-                    discarded.append(await self._discard(other.session_id, request.force))
+                if other.session_id != sid and not other.discarded and other.session_id in engine.ids():
+                    outcome = await self._discard(other.session_id, request.force)
+                    discarded.append(outcome)
+                    if outcome.discarded:
+                        self._update(group.group, other.session_id, discarded=True)
         return PickResult(group.group, sid, merged, committed, tuple(discarded))
 
     async def _discard(self, session_id: str, force: bool) -> Discarded:
