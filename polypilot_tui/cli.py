@@ -34,6 +34,18 @@ STDIN = "-"
 PROMPT_HELP = 'the prompt; "-" reads it from standard input (for one over the 128 KiB an argument may hold)'
 
 
+RUN_DESCRIPTION = """\
+One headless turn, streamed; exit codes: 0 completed, 1 not completed, 2 usage, 3 completed
+but a permission was refused, 4 cancelled.
+
+With --fan-out: the task to a new session per attempt, each in a new worktree of --folder's
+repository from the same base; waits for every attempt, runs --check in each worktree, prints
+a JSON summary (each attempt's session, agent, branch, end and reason, seconds, usage, diff
+stats, check) and keeps the worktrees. Exit codes: 0 every attempt completed (and passed the
+check), 1 one did not complete, 2 usage (nothing made), 4 cancelled, 5 all completed but a
+check failed."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="polypilot", description=("Drive several coding-agent sessions at once and keep every one of them honest.")
@@ -41,11 +53,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--agents-file", type=Path, help="TOML file of agents (or POLYPILOT_AGENTS_FILE)")
     parser.add_argument("--log-file", type=Path, help="write a debug log here")
     sub = parser.add_subparsers(dest="command")
-    run = sub.add_parser("run", help="one headless turn: stream it, exit 0 only if it completed")
+    run = sub.add_parser(
+        "run",
+        help="one headless turn: stream it, exit 0 only if it completed (--fan-out: one task to several agents)",
+        description=RUN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument("--agent", default=None, help="agent name (default: the configured default agent)")
     run.add_argument("--json", action="store_true", help="print JSONL events instead of text")
     run.add_argument("--allow-tools", action="store_true", help="allow every permission request")
     run.add_argument("prompt", help=PROMPT_HELP)
+    fan = run.add_argument_group("fan-out: the task to several agents, each in a new worktree; a JSON summary")
+    fan.add_argument("--fan-out", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
+    fan.add_argument("--folder", default=".", help="the git repository (default: this folder)")
+    fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
+    fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
+    fan.add_argument("--check-timeout", type=float, default=600.0, metavar="S", help="kill the check after S seconds")
     replay = sub.add_parser("replay", help="run a trace through the manager and watchdog in virtual time")
     replay.add_argument("trace", type=Path)
     replay.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -316,14 +339,18 @@ def _command(argv: Sequence[str] | None) -> int:
         catalog = load_catalog(settings)
         # The agents' output and the SDKs' tracebacks go to the log, never the job's terminal.
         setup_file_logging(Path(settings.state_dir), "run.log", extra_file=args.log_file)
-        code = asyncio.run(
-            run_headless(
-                settings,
-                catalog,
-                args.agent or settings.default_agent,
-                args.prompt,
-                json_mode=args.json,
-                allow_tools=args.allow_tools,
+        code = (
+            cmd_fan_out(args, settings, catalog)
+            if args.fan_out is not None
+            else asyncio.run(
+                run_headless(
+                    settings,
+                    catalog,
+                    args.agent or settings.default_agent,
+                    args.prompt,
+                    json_mode=args.json,
+                    allow_tools=args.allow_tools,
+                )
             )
         )
         # The run is over and the process ends: the interpreter's last collection would walk
@@ -367,6 +394,27 @@ def _command(argv: Sequence[str] | None) -> int:
         setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=args.log_file)
         return run_over_ssh(settings, SshAttach(args.ssh, args.remote_command, args.ssh_option))
     return cmd_attach(settings, args.log_file)
+
+
+def cmd_fan_out(args: argparse.Namespace, settings: Settings, catalog: AgentCatalog) -> int:
+    """``run --fan-out`` (commands/fan_out_run.py)."""
+    from polypilot_tui.commands.fan_out_run import run_fan_out
+
+    if args.agent is not None or args.json:
+        print("polypilot run: --fan-out names its agents and prints JSON: no --agent, no --json", file=sys.stderr)
+        return EXIT_USAGE
+    fan_out = run_fan_out(
+        settings,
+        catalog,
+        args.fan_out,
+        args.prompt,
+        folder=args.folder,
+        base=args.base,
+        check=args.check,
+        check_timeout=args.check_timeout,
+        allow_tools=args.allow_tools,
+    )
+    return asyncio.run(fan_out)
 
 
 def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
