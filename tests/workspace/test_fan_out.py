@@ -1,0 +1,153 @@
+"""One task fanned out into worktrees, compared, checked, one picked and the others discarded:
+the engine in this process on demo agents, real git repositories, the check a real shell.
+
+The demo agent writes no files: the tests write an attempt's work into its worktree as an
+agent would, between its turn's end and the compare."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings, demo_agent
+from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.fan_out import Comparison
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.api import BadRequest, EngineError, UnknownGroup
+from polypilot_tui.engine.builder import build_engine
+from polypilot_tui.engine.fan_out_groups import GROUPS_FILE
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.manager import SessionManager
+from tests.support.waiting import until_answer
+from tests.workspace.repos import make_repo, run
+
+CATALOG = AgentCatalog({"demo": demo_agent(), "hanging": AgentConfig(name="hanging", kind="demo", script="hang")})
+
+
+def settings(tmp_path: Path) -> Settings:
+    return Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        state_dir=tmp_path / "state",
+        record=False,
+        demo_speed=50,
+        watchdog=WatchdogSettings(inactivity=1.0),
+    )
+
+
+def engine(tmp_path: Path) -> LocalEngine:
+    ids = itertools.count(1)
+    return LocalEngine(SessionManager(settings(tmp_path), CATALOG, SystemClock(), id_factory=lambda: f"s{next(ids)}"))
+
+
+async def all_ended(local: LocalEngine, group: str) -> Comparison:
+    """The comparison once every attempt's turn ended and no check runs."""
+    await until_answer(
+        lambda: local.call(verbs.COMPARE, verbs.GroupRef(group)),
+        lambda c: c.ended and not any(a.checking for a in c.attempts),
+        30,
+        "every attempt to end",
+    )
+    await local.fan_outs.idle()
+    return await local.call(verbs.COMPARE, verbs.GroupRef(group))
+
+
+async def test_fan_out_compare_check_pick_and_discard(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    local = engine(tmp_path)
+    try:
+        group = await local.call(
+            verbs.FAN_OUT,
+            verbs.FanOut("hi there", ("demo", "demo", "hanging"), str(repo), check="test -f answer.txt && echo passed"),
+        )
+        ids = local.ids()
+        assert len(ids) == 3 and {local.view(sid).attempt_of for sid in ids} == {group}
+        folders = {local.view(sid).workspace.folder for sid in ids}  # type: ignore[union-attr]
+        assert len(folders) == 3 and str(repo) not in folders  # a worktree each, never the checkout
+        comparison = await all_ended(local, group)
+        one, two, hung = comparison.attempts
+        assert (one.outcome, two.outcome, hung.outcome) == ("completed", "completed", "stuck")
+        assert "no activity" in hung.reason, hung  # the watchdog's own words
+        assert comparison.base == "main" and comparison.task == "hi there"
+        assert all(a.check is not None and a.check.exit_code == 1 for a in comparison.attempts)  # ran at each end
+        assert all(a.seconds > 0 for a in comparison.attempts) and hung.seconds >= 1.0
+
+        Path(one.folder, "answer.txt").write_text("42\n")
+        Path(two.folder, "other.txt").write_text("43\n")
+        checked = await local.call(verbs.RUN_CHECK, verbs.GroupRef(group))
+        one, two, hung = checked.attempts
+        assert one.check is not None and one.check.passed and one.check.output == "passed\n"
+        assert two.check is not None and two.check.exit_code == 1
+        assert (one.changes.files, one.changes.added, two.changes.files) == (1, 1, 1)
+
+        picked = await local.call(verbs.PICK, verbs.Pick(group, one.session_id, discard_others=True))
+        assert picked.merge.merged and len(picked.committed) == 40
+        assert (repo / "answer.txt").read_text() == "42\n"  # merged into main, in the checkout
+        kept = {d.session_id: d for d in picked.discarded}
+        assert not kept[two.session_id].discarded and "other.txt" in kept[two.session_id].message
+        assert Path(two.folder, "other.txt").exists()  # work at risk: named, never removed silently
+        assert kept[hung.session_id].discarded  # nothing at risk there
+        assert not Path(hung.folder).exists()
+
+        forced = await local.call(verbs.PICK, verbs.Pick(group, one.session_id, discard_others=True, force=True))
+        assert [d.discarded for d in forced.discarded] == [True]  # asked with force: the other goes now
+        assert not Path(two.folder).exists()
+        assert (await local.call(verbs.COMPARE, verbs.GroupRef(group))).picked == one.session_id
+        branches = run(repo, "branch", "--format=%(refname:short)").split()
+        assert two.branch not in branches and hung.branch not in branches and one.branch in branches
+    finally:
+        await local.close()
+
+
+async def test_bad_fan_outs_are_refused_and_make_nothing(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    local = engine(tmp_path)
+    cases: list[tuple[verbs.FanOut, type[Exception], str]] = [
+        (verbs.FanOut("task", (), str(repo)), BadRequest, "1 to 8 attempts"),
+        (verbs.FanOut("task", ("demo",) * 9, str(repo)), BadRequest, "1 to 8 attempts"),
+        (verbs.FanOut(" \n", ("demo",), str(repo)), BadRequest, "the task is empty"),
+        (verbs.FanOut("task", ("demo", "nosuch"), str(repo)), EngineError, "nosuch"),
+        (verbs.FanOut("task", ("demo",), str(plain)), EngineError, "not in a git repository"),
+        (verbs.FanOut("task", ("demo",), ""), BadRequest, "name the repository"),
+        (verbs.FanOut("task", ("demo",), "relative/path"), BadRequest, "not an absolute folder"),
+        (verbs.FanOut("task", ("demo",), str(repo), base="no-such-branch"), EngineError, "no-such-branch"),
+        (verbs.FanOut("task", ("demo",), str(repo), check="x" * 5000), BadRequest, "at most 4096"),
+        (verbs.FanOut("task", ("demo",), str(repo), check="true", check_timeout=0), BadRequest, "timeout"),
+    ]
+    try:
+        for request, error, words in cases:
+            with pytest.raises(error, match=words):
+                await local.call(verbs.FAN_OUT, request)
+        assert local.ids() == []
+        assert run(repo, "branch", "--format=%(refname:short)") == "main"
+        assert run(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+        with pytest.raises(UnknownGroup):
+            await local.call(verbs.COMPARE, verbs.GroupRef("nope"))
+    finally:
+        await local.close()
+
+
+async def test_a_fan_out_is_remembered_across_a_restart(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    first = build_engine(settings(tmp_path), CATALOG)
+    await first.start()
+    try:
+        group = await first.call(verbs.FAN_OUT, verbs.FanOut("hi there", ("demo", "demo"), str(repo), check="true"))
+        before = await all_ended(first, group)
+    finally:
+        await first.close()
+    saved = Path(settings(tmp_path).state_dir, GROUPS_FILE)
+    assert saved.stat().st_mode & 0o777 == 0o600 and len(saved.read_text().splitlines()) == 1
+    second = build_engine(settings(tmp_path), CATALOG)
+    await second.start()
+    try:
+        after = await second.call(verbs.COMPARE, verbs.GroupRef(group))
+        assert [(a.session_id, a.outcome, a.seconds, a.check) for a in after.attempts] == [
+            (a.session_id, a.outcome, a.seconds, a.check) for a in before.attempts
+        ]
+        assert {second.view(a.session_id).attempt_of for a in after.attempts} == {group}
+    finally:
+        await second.close()
