@@ -1,5 +1,5 @@
-"""One prompt to several sessions: the sessions marked in the sidebar (ctrl+t), and what each
-did with the prompt.
+"""One prompt to several sessions (the engine's BROADCAST): the sessions marked in the sidebar
+(ctrl+t), and how what each did with the prompt is told.
 
 Marks are session ids, so they stay on their sessions however the list re-orders; a session
 that leaves the list leaves the marks, the others stay. Each session takes the prompt or
@@ -11,13 +11,9 @@ session took it.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
+from polypilot_tui.domain.fan_out import BroadcastResult
 from polypilot_tui.domain.text import one_line
-from polypilot_tui.engine import verbs
-from polypilot_tui.engine.api import Engine
-from polypilot_tui.ui.action_failures import REFUSALS
 
 SHOWN_REFUSALS = 8
 """Refusals one toast names (the rest are counted)."""
@@ -65,29 +61,7 @@ class Marks:
         return [sid for sid in ids if sid in self._ids]
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """What one session did with a broadcast prompt."""
-
-    session_id: str
-    result: Literal["sent", "queued", "refused"]
-    reason: str = ""
-
-
-async def broadcast(engine: Engine, session_ids: Sequence[str], prompt: str) -> tuple[Delivery, ...]:
-    """Send ``prompt`` to each session; each takes it or refuses it on its own."""
-    deliveries: list[Delivery] = []
-    for sid in session_ids:
-        try:
-            result = await engine.call(verbs.SEND, verbs.Send(sid, prompt))
-        except REFUSALS as exc:  # this session said no: the others still get it
-            deliveries.append(Delivery(sid, "refused", str(exc) or type(exc).__name__))
-        else:
-            deliveries.append(Delivery(sid, "queued" if result == "queued" else "sent"))
-    return tuple(deliveries)
-
-
-def refusals_text(refused: Sequence[Delivery], name: dict[str, str]) -> str:
+def refusals_text(refused: Sequence[BroadcastResult], name: dict[str, str]) -> str:
     """The refusals, one line each: the session and why (the first :data:`SHOWN_REFUSALS`)."""
     lines = [
         f"{one_line(name.get(d.session_id, d.session_id), 40)}: {one_line(d.reason, 120)}"

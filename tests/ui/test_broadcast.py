@@ -124,3 +124,18 @@ async def test_when_no_marked_session_takes_it_the_text_stays_in_the_box(tmp_pat
         assert app.pane.editor.text == "deploy"  # the box it was typed in, once
         assert app.pane.editor.drafts.get(ids[0]) is None and app.pane.editor.drafts.get(ids[1]) is None
         assert all(user_prompts(app, sid) == [] for sid in ["s1", *ids])
+
+
+async def test_a_busy_marked_session_queues_it_and_the_others_get_it_at_once(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 30), notifications=True) as pilot:
+        await three_sessions(pilot, app)
+        engine = engine_of(app)
+        await engine.call(verbs.SEND, verbs.Send("s2", "!hang"))  # a turn that never ends by itself
+        await wait_for(pilot, lambda: engine.view("s2").status.busy, what="s2 hanging")
+        await mark(pilot, app, "s1", "s2", "s3")
+        await type_text(pilot, "report")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: user_prompts(app, "s1") == user_prompts(app, "s3") == ["report"])
+        await wait_for(pilot, lambda: len(engine.view("s2").queue) == 1, what="queued in the hanging session")
+        await wait_for(pilot, lambda: any("Sent to 3 sessions (1 queued" in n for n in notifications(app)))

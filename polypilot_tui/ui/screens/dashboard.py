@@ -47,7 +47,7 @@ from polypilot_tui.engine.api import Engine, EngineError
 from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert, Attention
-from polypilot_tui.ui.broadcast import Marks, broadcast, refusals_text
+from polypilot_tui.ui.broadcast import Marks, refusals_text
 from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
@@ -504,7 +504,8 @@ class DashboardScreen(Screen[None]):
         """Send to every marked session: each refusal is told, and its text kept (the box gets
         it back when no session took it; else each refusing session's draft)."""
         names = {sid: self._session_name(sid) for sid in targets}
-        results = await attempt(log, "Broadcast", broadcast(self.engine, targets, text))
+        request = verbs.Broadcast(tuple(targets), text)
+        results = await attempt(log, "Broadcast", self.engine.call(verbs.BROADCAST, request))
         if isinstance(results, Failed):
             self.pane.editor.give_back(typed_for, text)
             self._ui_state_changed()
