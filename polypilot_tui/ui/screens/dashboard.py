@@ -50,8 +50,10 @@ from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.broadcast import Marks, refusals_text
 from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
+from polypilot_tui.ui.screens.compare_flow import CompareFlow
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
+from polypilot_tui.ui.screens.fan_out_flow import FanOutFlow
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session_flow import NewSessionFlow
@@ -120,6 +122,10 @@ class DashboardScreen(Screen[None]):
         # at all). Esc clears them, only while there are any (else Esc is the focused widget's).
         Binding("ctrl+t", "toggle_mark", "Mark", id="toggle_mark", priority=True, show=False),
         Binding("escape", "clear_marks", "Clear marks", id="clear_marks"),
+        # A fan-out is a new-session dialog for several (ctrl+f, beside ctrl+n); F9 compares the
+        # attempts of the one on screen (shown only on an attempt).
+        Binding("ctrl+f", "fan_out", "Fan out", id="fan_out", priority=True, show=False),
+        Binding("f9", "compare", "Compare", id="compare"),
     ]
 
     def __init__(
@@ -182,6 +188,15 @@ class DashboardScreen(Screen[None]):
             closed=self._refocus_editor,
         )
         self.review = ReviewFlow(self, engine, run=self._run, closed=self._refocus_editor)
+        self.compare = CompareFlow(self, engine, review=self.review, run=self._run, closed=self._refocus_editor)
+        self.fan_out = FanOutFlow(
+            self,
+            engine,
+            folders=self.new_session,
+            recent=lambda: [] if remote is not None else list(self._ui_state.recent_folders),
+            made=self.compare.open,
+            closed=self._refocus_editor,
+        )
 
     @property
     def launch_folder(self) -> str:
@@ -313,6 +328,7 @@ class DashboardScreen(Screen[None]):
         """Refresh "ago" labels, repair a lost redraw (flushes directly, never via the guard),
         and save where the user is when it changed."""
         await self.flush()
+        self.compare.changed(self._views)  # its times run on
         self._save_ui_state()
 
     async def flush(self) -> None:
@@ -350,6 +366,7 @@ class DashboardScreen(Screen[None]):
         if self.selected is not None:
             self.attention.seen(self.selected)
         await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=self.marks.ids)
+        self.compare.changed(dirty)
         self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
         if shown is None:
@@ -874,6 +891,16 @@ class DashboardScreen(Screen[None]):
 
         self.app.push_screen(screen, closed)
 
+    def action_fan_out(self) -> None:
+        """One task to several new sessions (a mix of agents), each in a worktree; then compare them."""
+        self.fan_out.open()
+
+    def action_compare(self) -> None:
+        """The attempts of the fan-out the selected session is part of, side by side (F9)."""
+        view = self._views.get(self.selected or "")
+        if view is not None and view.attempt_of:
+            self.compare.open(view.attempt_of)
+
     def action_review_changes(self) -> None:
         """The selected session's changes against its base, to read and comment on (ctrl+o)."""
         if self.selected is not None:
@@ -893,6 +920,8 @@ class DashboardScreen(Screen[None]):
             return bool(self._recently_closed)
         if action == "send_queued":
             return view is not None and bool(view.queue)
+        if action == "compare":
+            return view is not None and bool(view.attempt_of)
         if action == "toggle_mark":
             return True if view is not None else None
         if action == "clear_marks":
@@ -922,6 +951,14 @@ class DashboardScreen(Screen[None]):
             self.action_close_session,
         )
         yield SystemCommand("Undo close", "Bring back the session closed last (ctrl+z)", self.action_undo_close)
+        yield SystemCommand(
+            "Fan out a task…",
+            "One task to several new sessions, each in a worktree; compare, merge the best (ctrl+f)",
+            self.action_fan_out,
+        )
+        yield SystemCommand(
+            "Compare attempts", "The fan-out of the selected session, side by side (F9)", self.action_compare
+        )
         yield SystemCommand(
             "Review changes",
             "The selected session's diff against its base; comment and send a review (ctrl+o)",
