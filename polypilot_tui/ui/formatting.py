@@ -52,6 +52,8 @@ WARNING_MARK = "⚠"
 """Shown on a row whose tools keep failing with permission errors, or whose folder is gone."""
 BRANCH_MARK = "⎇"
 """Before the git branch a session works on."""
+QUEUED_WORKER = "Queued: waits for a slot"
+"""A worker's status line while its team holds its start (the bound of workers at once)."""
 MARKED_MARK = "✓"
 """Before the name of a session marked for a broadcast (ctrl+t)."""
 
@@ -195,14 +197,23 @@ class SessionEntry:
 
     @classmethod
     def of(
-        cls, view: SessionView, now: float, unread: bool, marked: bool = False, depth: int = 0, workers: int = 0
+        cls,
+        view: SessionView,
+        now: float,
+        unread: bool,
+        marked: bool = False,
+        depth: int = 0,
+        workers: int = 0,
+        queued: bool = False,
     ) -> SessionEntry:
-        """The row for ``view`` at ``now`` (``depth``: under its orchestrator; ``workers``: listed under it)."""
+        """The row for ``view`` at ``now`` (``depth``: under its orchestrator; ``workers``: listed
+        under it; ``queued``: a worker its team holds until a slot frees)."""
+        status = QUEUED_WORKER if queued and not view.status.busy else sidebar_status(view, now)
         return cls(
             view.id,
             view.status,
             one_line(view.name, 60),
-            sidebar_status(view, now) + (f" · {plural(workers, 'worker')}" if workers else ""),
+            status + (f" · {plural(workers, 'worker')}" if workers else ""),
             unread,
             view.permission_warning or bool(view.workspace_problem),
             f"{view.name} · {view.agent}"

@@ -66,11 +66,16 @@ async def test_workers_are_listed_under_their_orchestrator_and_the_keys_walk_tha
 async def test_a_bound_reached_is_shown_on_the_orchestrators_row(tmp_path: Path) -> None:
     app = demo_app(tmp_path)
     async with app.run_test(size=(120, 30)) as pilot:
-        await team_of_two(pilot, app, tmp_path, workers_at_once=1)
+        alpha, beta = await team_of_two(pilot, app, tmp_path, workers_at_once=1)
+        await wait_for(pilot, lambda: app.sidebar.session_list.session_ids[:3] == ["s1", alpha, beta])
         note = "workers at once: 1 of 1"
         await wait_for(pilot, lambda: note in engine_of(app).view("s1").team_note, what="the bound reached")
         await wait_for(pilot, lambda: note in rows(app)[0][1], what="the note in the row")
         assert rows(app)[0][1].lstrip().startswith("⚠")
+        assert note in str(app.pane.header.render())  # whole, on screen with the orchestrator
+        # beta waits for alpha's slot: its session is idle, its row says it is queued.
+        await wait_for(pilot, lambda: "Queued: waits for a slot" in rows(app)[2][1], what="beta queued")
+        assert "Queued" not in rows(app)[1][1]
 
 
 async def test_stopping_an_orchestrator_offers_to_stop_its_workers(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,6 +151,9 @@ class DashboardScreen(Screen[None]):
         self.attention = Attention()
         self.marks = Marks()
         """The sessions a prompt typed now goes to, when any are marked (ctrl+t)."""
+        self.worker_states: dict[str, str] = {}
+        """Each worker's state as its team last said ("queued" shows in its row; the rest its view shows)."""
+        self._teams_to_read: set[str] = set()
         self.selected: str | None = None
         """The session on screen."""
         self._views: dict[str, SessionView] = {}
@@ -353,6 +356,8 @@ class DashboardScreen(Screen[None]):
                 alert = self.attention.observe(before, view, on_screen=on_screen)
                 if alert is not None and self.engine.alerts_here():  # else another dashboard rings
                     self._alert(alert)
+        for gone in set(self.worker_states) - set(current):
+            del self.worker_states[gone]
         if self.marks.keep_only(current):
             self.refresh_bindings()  # the last mark may have left with its session
         for gone in set(self._views) - set(current):
@@ -360,12 +365,14 @@ class DashboardScreen(Screen[None]):
             await self.pane.forget(gone)
         previous = self._views
         self._views = current
+        self._read_teams_of(views, previous)
         if self.selected not in current:
             self.selected = views[0].id if views else None
             self.pane.bind(self.selected)
         if self.selected is not None:
             self.attention.seen(self.selected)
-        await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=self.marks.ids)
+        queued = {sid for sid, state in self.worker_states.items() if state == "queued"}
+        await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=self.marks.ids, queued=queued)
         self.compare.changed(dirty)
         self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
@@ -404,6 +411,30 @@ class DashboardScreen(Screen[None]):
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
+
+    def _read_teams_of(self, views: Sequence[SessionView], previous: dict[str, SessionView]) -> None:
+        """Ask the teams whose members changed status how their workers are (a queued worker's
+        session is idle: only its team knows it waits for a slot). On a status change, never on
+        every streamed word."""
+        for view in views:
+            before = previous.get(view.id)
+            moved = before is None or (before.status, before.team_note) != (view.status, view.team_note)
+            if moved and (view.orchestrator or view.parent):
+                self._teams_to_read.add(view.id if view.orchestrator else view.parent)
+        if self._teams_to_read:
+            self.run_worker(self._read_team_states(), group="team-states", exclusive=True, exit_on_error=False)
+
+    async def _read_team_states(self) -> None:
+        for lead in sorted(self._teams_to_read):
+            state = await attempt(log, "Team state", self.engine.call(verbs.TEAM_STATE, verbs.SessionRef(lead)))
+            self._teams_to_read.discard(lead)  # read, or gone: asked again at its next change
+            if isinstance(state, Failed):
+                continue
+            states = {worker.worker: worker.state for worker in state.workers}
+            if any(self.worker_states.get(sid) != s for sid, s in states.items()):
+                self.worker_states.update(states)
+                self._dirty.update(states)
+                self._request_redraw()
 
     async def look_for_agents(self) -> None:
         """Ask the engine which agents it can start (the demo's welcome names them); at start."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.timer import Timer
@@ -50,12 +50,6 @@ class FanOutScreen(ModalScreen[FanOut | None]):
     }
     FanOutScreen #agent-list {
         max-height: 6;
-    }
-    FanOutScreen #worktree-fields {
-        padding-top: 1;
-    }
-    FanOutScreen #worktree-fields Input {
-        width: 1fr;
     }
     """
     BINDINGS = [
@@ -109,8 +103,12 @@ class FanOutScreen(ModalScreen[FanOut | None]):
             )
             yield Static("", id="folder-note", markup=False)
             with Horizontal(id="worktree-fields"):
-                yield Input(initial.base if initial else "", id="base", placeholder="base (the checkout's branch)")
-                yield Input(initial.check if initial else "", id="check", placeholder="check command, e.g. pytest -q")
+                with Vertical():
+                    yield Label("Base (where every branch starts)", classes="field-label")
+                    yield Input(initial.base if initial else "", id="base", placeholder="the checkout's branch")
+                with Vertical():
+                    yield Label("Check command (optional)", classes="field-label")
+                    yield Input(initial.check if initial else "", id="check", placeholder="e.g. pytest -q")
             yield Static(self._problem, id="new-session-error", markup=False)
             with Horizontal(id="new-session-buttons"):
                 yield Button(Content("Cancel"), id="fan-out-cancel", compact=True)

@@ -59,16 +59,19 @@ class SessionSidebar(Vertical):
         selected: str | None,
         changed: set[str] | None = None,
         marked: Set[str] = frozenset(),
+        queued: Set[str] = frozenset(),
     ) -> None:
         """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all;
-        ``marked``: the sessions a prompt is broadcast to)."""
+        ``marked``: the sessions a prompt is broadcast to; ``queued``: workers waiting for a slot)."""
         entries: list[SessionEntry] = []
         ordered = sidebar_order(views)
         workers = Counter(view.parent for view, depth in ordered if depth)
         for view, depth in ordered:
             entry = self._list.entry(view.id) if changed is not None and view.id not in changed else None
             if entry is None or (entry.marked, entry.depth) != (view.id in marked, depth):
-                entry = SessionEntry.of(view, now, view.id in unread, view.id in marked, depth, workers[view.id])
+                entry = SessionEntry.of(
+                    view, now, view.id in unread, view.id in marked, depth, workers[view.id], view.id in queued
+                )
             entries.append(entry)
         self._list.set_entries(entries)
         busy = sum(1 for v in views if v.status.busy)
