@@ -430,6 +430,8 @@ class TeamDesk:
             if isinstance(change, TurnEnded):
                 team.turn_ended(sid, change.record.outcome.value, change.record.reason, self._now(), False)
             return
+        if not isinstance(change, SessionRemoved) and sid not in self._manager.ids():
+            return  # closed meanwhile: its SessionRemoved says so
         if isinstance(change, TurnEnded):
             session = self._manager.session(sid)
             more = bool(session.queue) and not session.queue_held

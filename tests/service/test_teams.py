@@ -454,3 +454,35 @@ async def test_the_served_engine_answers_team_verbs_over_its_socket(served: tupl
         assert shown.workers == (done,)
     finally:
         await client.aclose()
+
+
+async def test_a_pending_wait_whose_workers_ended_with_the_engine_is_delivered_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    first = persistent_engine(tmp_path, clock)
+    await first.start()
+    served = ServedEngine(first)
+    await served.open()
+    orchestrator = await first.new_session(verbs.NewSession("demo"))
+    await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(orchestrator))
+    capability = capability_of(first, orchestrator)
+    hung = await first.call(verbs.TEAM_START, verbs.StartWorker(capability, "demo", "!tool-hang"))
+    wait = asyncio.ensure_future(first.call(verbs.TEAM_WAIT, verbs.WaitWorkers(capability, (hung.worker,))))
+    await advance_until(clock, lambda: first.view(hung.worker).status.busy, what="the worker working")
+    await first.close()
+    wait.cancel()
+    await served.close()
+
+    clock = FakeClock()
+    second = persistent_engine(tmp_path, clock)
+    await second.start()
+    try:
+        await clock.settle()
+        rows = [item.text for item in second.history(orchestrator)]
+        told = [text for text in rows if "restarted while you waited" in text]  # at once: no time moved
+        assert len(told) == 1 and f"({hung.worker}): stopped (interrupted" in told[0]
+        state = await second.call(verbs.TEAM_STATE, verbs.SessionRef(orchestrator))
+        assert state.pending_waits == 0 and state.workers[0].state == "stopped"
+    finally:
+        await second.close()
