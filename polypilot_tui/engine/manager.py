@@ -234,6 +234,15 @@ class SessionManager:
         session.revision += 1
         self._ctx.changed(session_id)
 
+    def set_team(self, session_id: str, parent: str, orchestrator: bool, note: str) -> None:
+        """Its place in a team, as its view shows it (engine/teams.py keeps the team)."""
+        session = self._ctx.get(session_id).session
+        if (session.team_parent, session.orchestrator, session.team_note) == (parent, orchestrator, note):
+            return
+        session.team_parent, session.orchestrator, session.team_note = parent, orchestrator, note
+        session.revision += 1
+        self._ctx.changed(session_id)
+
     def rename(self, session_id: str, name: str) -> None:
         """Give the session another name (one line, at most limits.NAME_CHARS characters)."""
         session = self._ctx.get(session_id).session

@@ -22,17 +22,11 @@ from dataclasses import dataclass
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.domain.clock import TimerHandle
 from polypilot_tui.domain.tool_servers import ToolServer, ToolServerSource, capability_of, checked, no_tool_servers
-from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.api import UnknownCapability
 from polypilot_tui.engine.context import EngineContext
 from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
-
-
-class UnknownCapability(EngineError):
-    """No session of this engine was handed that capability (a stale or a forged one)."""
-
-    status = 403
 
 
 @dataclass
@@ -78,7 +72,7 @@ class ToolHandoff:
             if hmac.compare_digest(expected.capability.encode(), capability.encode()):
                 self._arrived(session_id, expected)
                 return session_id
-        raise UnknownCapability("this capability was not handed to any session of this engine")
+        raise UnknownCapability("unknown capability")
 
     def expecting(self, session_id: str) -> bool:
         """The session was handed a relay whose hello has not come (yet)."""

@@ -8,7 +8,7 @@ import pytest
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.tool_servers import ToolServer, relay_server
-from polypilot_tui.engine.tool_handoff import UnknownCapability
+from polypilot_tui.engine.api import UnknownCapability
 from polypilot_tui.infra.redact import REDACTOR
 from tests.support.engine import Harness, demo_harness
 
