@@ -106,6 +106,10 @@ class SessionManager:
         (UnknownCapability when no session was handed it)."""
         return self._tools.arrived(capability)
 
+    def awaiting_tools(self, session_id: str) -> bool:
+        """The session's agent was handed the team relay, whose hello has not come (yet)."""
+        return self._tools.expecting(session_id)
+
     # ---- observation ---------------------------------------------------------------
     def subscribe(self, listener: Listener, *kinds: type[Record]) -> Unsubscribe:
         """Call ``listener(change)`` for every record of ``kinds`` (all when none are given),
