@@ -112,6 +112,7 @@ class LocalEngine:
         self.started_at = manager.clock.wall()
         self.teams = TeamDesk(self)
         """Orchestrators, their workers and budgets (engine/teams.py)."""
+        manager.tool_servers = self.teams.tool_servers  # each agent's relay, handed at its every connect
 
     @property
     def clock(self) -> Clock:
@@ -406,6 +407,10 @@ class LocalEngine:
 
     async def team_stop(self, request: WorkerRef) -> WorkerState:
         return await self.teams.team_stop(request)
+
+    async def team_hello(self, request: TeamCall) -> None:
+        """The relay of a session's agent was asked for its tools: they arrived (engine/tool_handoff.py)."""
+        self.manager.tools_arrived(request.capability)
 
     # ---- its folder (engine/workspaces.py) ----------------------------------------
     async def diff(self, request: DiffRange) -> DiffPage:

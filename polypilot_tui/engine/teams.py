@@ -37,7 +37,7 @@ from polypilot_tui.domain.clock import TimerHandle, within
 from polypilot_tui.domain.records import Record, SessionRemoved, TurnEnded, ViewChanged
 from polypilot_tui.domain.team import Link, Pending, Refusal, Team, Wait, reached, team_from_json
 from polypilot_tui.domain.text import one_line
-from polypilot_tui.domain.tool_servers import ToolServer
+from polypilot_tui.domain.tool_servers import ToolServer, relay_server
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownCapability
 from polypilot_tui.engine.manager import SessionManager
@@ -65,8 +65,6 @@ log = logging.getLogger(__name__)
 TEAMS_FILE = "teams.jsonl"
 """Beside sessions.json: one team a line."""
 MAX_TEAMS_BYTES = 16 << 20
-CAPABILITY_ENV = "POLYPILOT_TEAM_CAPABILITY"
-RELAY_MODULE = "polypilot_tui.service.mcp_relay"
 FIRST_LINE_CHARS = 200
 """Of a worker's reply, in a wait delivered after a restart."""
 
@@ -128,8 +126,8 @@ class TeamDesk:
         capability = self._capability.get(session_id)
         if capability is None or self.socket is None:
             return ()
-        args = ("-m", RELAY_MODULE, "--socket", str(self.socket))
-        return (ToolServer("polypilot", sys.executable, args, ((CAPABILITY_ENV, capability),)),)
+        log_file = self._manager.workdir(session_id) / "relay.log"  # the session's own folder: 0700
+        return (relay_server(sys.executable, str(self.socket), capability, str(log_file)),)
 
     def _issue(self, team: str, session_id: str) -> str:
         capability = secrets.token_urlsafe(32)

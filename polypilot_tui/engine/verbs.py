@@ -750,6 +750,16 @@ TEAM_STOP: Verb[WorkerRef, WorkerState] = Verb(
     "team_stop", "POST", _T + "/stop", WorkerRef, WorkerState, "stops a worker's turn", _TOOL, wrap=None
 )
 
+TEAM_HELLO: Verb[TeamCall, None] = Verb(
+    "team_hello",
+    "POST",
+    _T + "/hello",
+    TeamCall,
+    None,
+    "the relay's agent listed its tools: the team tools arrived (else the session says they did not)",
+    (UnknownCapability,),
+)
+
 VERBS: tuple[Verb[Any, Any], ...] = (
     ENGINE_INFO,
     ENGINE_STOP,
@@ -795,4 +805,5 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     TEAM_WAIT,
     TEAM_READ,
     TEAM_STOP,
+    TEAM_HELLO,
 )
