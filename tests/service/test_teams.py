@@ -19,12 +19,12 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.team import TeamBounds
+from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, RELAY_MODULE
 from polypilot_tui.domain.turn import EndCause
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError, UnknownCapability, Verb
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.teams import CAPABILITY_ENV, RELAY_MODULE
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.service.client import EngineClient
 from tests.support.engine import Harness, demo_harness
