@@ -82,6 +82,8 @@ class Host(Protocol):
 
     async def new_session(self, request: NewSession) -> str: ...
 
+    async def check_new_session(self, request: NewSession) -> None: ...
+
 
 @dataclass(frozen=True)
 class Grant:
@@ -197,7 +199,8 @@ class TeamDesk:
 
     async def team_start(self, request: StartWorker) -> WorkerState:
         team, grant = self._grant(request.capability)
-        self._refuse(team, team.refuse_dispatch(grant.session, request.agent, request.prompt, self._now(), new=True))
+        if not request.prompt.strip():
+            raise BadRequest("a worker needs a prompt")
         starter = self._manager.view(grant.session)
         workspace = starter.workspace
         folder = (workspace.folder if workspace else "") or starter.cwd or None
@@ -211,6 +214,8 @@ class TeamDesk:
             Isolation.WORKTREE if request.worktree else Isolation.FOLDER,
             base=base,
         )
+        await self._engine.check_new_session(new)  # an unknown agent or folder is no dispatch
+        self._refuse(team, team.refuse_dispatch(grant.session, request.agent, request.prompt, self._now(), new=True))
         sid = await self._engine.new_session(new)
         depth = team.depth_of(grant.session) + 1
         link = Link(sid, grant.session, depth, self._manager.view(sid).name, request.agent)
@@ -225,12 +230,16 @@ class TeamDesk:
     async def team_send(self, request: WorkerPrompt) -> WorkerState:
         team, grant = self._grant(request.capability)
         link = self._own(team, grant, request.worker)
+        if not request.prompt.strip():
+            raise BadRequest("an empty prompt")
         self._refuse(team, team.refuse_dispatch(grant.session, link.agent, request.prompt, self._now(), new=False))
         await self._dispatch(team, link, request.prompt)
         return worker_state(link)
 
     async def team_wait(self, request: WaitWorkers) -> tuple[WorkerState, ...]:
         team, grant = self._grant(request.capability)
+        if request.until not in ("done", "blocked", "any"):
+            raise BadRequest(f"until must be done, blocked or any (got {request.until!r})")
         if not 0 <= request.timeout_seconds <= MAX_WAIT_SECONDS:
             raise BadRequest(f"timeout_seconds must be from 0 to {MAX_WAIT_SECONDS:.0f}")
         ids = request.workers or tuple(link.worker for link in team.workers_of(grant.session))
@@ -537,6 +546,7 @@ class TeamDesk:
                 team.stopped_worker(link.worker, "its session is gone", self._now())
                 continue
             self._team_of[link.worker] = team.orchestrator
+            link.usage = self._manager.view(link.worker).usage  # saved with the session, counted again
             if link.depth < team.bounds.depth:
                 self._issue(team.orchestrator, link.worker)
             self._manager.set_team(link.worker, link.parent, False, "")

@@ -228,18 +228,47 @@ async def test_wall_time_stops_running_workers_when_crossed_and_refuses_after(
         await team.start("hello once more")
 
 
-async def test_tokens_reported_by_the_tree_stop_it_at_the_bound(served: tuple[Harness, ServedEngine]) -> None:
-    team = await orchestrate(served, tokens=1000)
+@pytest.mark.parametrize(
+    ("bounds", "event", "words"),
+    [
+        (
+            {"tokens": 1000},
+            AgentEvent("assistant.usage", {"inputTokens": 700, "outputTokens": 400}),
+            "tokens: 1,100 of 1,000",
+        ),
+        (
+            {"cost": 2.0},
+            AgentEvent("session.usage_info", {"cost": {"amount": 2.5, "currency": "USD"}}),
+            "cost: 2.50 of 2.00",
+        ),
+    ],
+    ids=["tokens", "cost"],
+)
+async def test_usage_reported_by_the_tree_stops_it_at_the_bound(
+    served: tuple[Harness, ServedEngine], bounds: dict[str, Any], event: AgentEvent, words: str
+) -> None:
+    team = await orchestrate(served, **bounds)
     worker = await team.start("!tool-hang")
     other = await team.start("!tool-hang")
     await advance_until(team.h.clock, lambda: team.engine.view(worker.worker).status.value == "working")
-    usage = AgentEvent("assistant.usage", {"inputTokens": 700, "outputTokens": 400})
-    team.h.manager.apply(worker.worker, usage)  # as its backend delivers what the agent reported
+    team.h.manager.apply(worker.worker, event)  # as its backend delivers what the agent reported
     ended = await team.wait()
-    assert [w.state for w in ended] == ["stopped", "stopped"] and other.worker in {w.worker for w in ended}
-    assert team.note() == "tokens: 1,100 of 1,000"
-    with pytest.raises(EngineError, match=r"^refused: tokens: 1,100 of 1,000$"):
+    assert [(w.state, w.reason) for w in ended] == [("stopped", words)] * 2 and other.worker == ended[1].worker
+    assert team.note() == words
+    with pytest.raises(EngineError, match=f"^refused: {words}$"):
         await team.start("hello after the budget")
+
+
+async def test_what_cannot_start_is_refused_before_it_counts(served: tuple[Harness, ServedEngine]) -> None:
+    team = await orchestrate(served, total_workers=1)
+    with pytest.raises(EngineError, match="nobody"):
+        await team.start("hello there", agent="nobody")
+    with pytest.raises(EngineError, match="needs a prompt"):
+        await team.start("  \n ")
+    with pytest.raises(EngineError, match="until must be"):
+        await team.call(verbs.TEAM_WAIT, verbs.WaitWorkers(team.capability, until="later"))  # type: ignore[arg-type]
+    assert len(team.engine.ids()) == 1
+    assert (await team.start("hello, the one worker")).state == "working"  # nothing was spent
 
 
 async def test_the_same_dispatch_three_times_stops_the_orchestration_as_stalled(
