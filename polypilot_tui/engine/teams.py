@@ -65,6 +65,10 @@ log = logging.getLogger(__name__)
 TEAMS_FILE = "teams.jsonl"
 """Beside sessions.json: one team a line."""
 MAX_TEAMS_BYTES = 16 << 20
+STOPPING = (
+    "the engine is stopping: this wait is kept, and answered by a prompt to you once it runs again "
+    "and your workers have ended"
+)
 FIRST_LINE_CHARS = 200
 """Of a worker's reply, in a wait delivered after a restart."""
 
@@ -250,7 +254,11 @@ class TeamDesk:
         self._waiting.add(wait.key)
         self._save()
         try:
-            while not reached(links, request.until) and self._now() < deadline:
+            while True:
+                if self._closing:  # its agent stops with the engine: the answer goes to the next one
+                    raise EngineError(STOPPING)
+                if reached(links, request.until) or self._now() >= deadline:
+                    break
                 self._changed.clear()
                 with contextlib.suppress(TimeoutError):
                     await within(self._clock, self._changed.wait(), deadline - self._now())
@@ -417,7 +425,8 @@ class TeamDesk:
             "(read_reply gives a reply whole):"
         ]
         for link in links:
-            reply = (await self._last_reply(link.worker)).strip()
+            gone = link.worker not in self._manager.ids()
+            reply = "" if gone else (await self._last_reply(link.worker)).strip()
             first = one_line(reply.splitlines()[0], FIRST_LINE_CHARS) if reply else ""
             said = f" ({link.reason})" if link.reason else ""
             lines.append(f"- {link.name} ({link.worker}): {link.state}{said}" + (f" — {first}" if first else ""))
@@ -588,6 +597,7 @@ class TeamDesk:
         self._closing = True
         for timer in self._timers.values():
             timer.cancel()
+        self._wake()  # the waits a relay waits on now are answered: the engine stops
 
     async def close(self) -> None:
         """The engine has ended its turns: what is pending is saved as it is."""

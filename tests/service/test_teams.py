@@ -384,7 +384,8 @@ async def test_a_restart_keeps_the_team_and_delivers_the_pending_wait_as_a_promp
     await clock.settle()
     assert not wait.done()
     await first.close()  # the engine stops with the wait pending
-    wait.cancel()
+    with pytest.raises(EngineError, match="the engine is stopping: this wait is kept"):
+        await wait
     await served.close()
     saved = (tmp_path / "teams.jsonl").read_text()
     assert capability not in saved and len(saved.splitlines()) == 1
@@ -500,7 +501,8 @@ async def test_a_pending_wait_whose_workers_ended_with_the_engine_is_delivered_a
     wait = asyncio.ensure_future(first.call(verbs.TEAM_WAIT, verbs.WaitWorkers(capability, (hung.worker,))))
     await advance_until(clock, lambda: first.view(hung.worker).status.busy, what="the worker working")
     await first.close()
-    wait.cancel()
+    with pytest.raises(EngineError, match="the engine is stopping: this wait is kept"):
+        await wait
     await served.close()
 
     clock = FakeClock()
