@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import sys
@@ -35,6 +34,7 @@ from typing import Protocol
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import TimerHandle, within
 from polypilot_tui.domain.records import Record, SessionRemoved, TurnEnded, ViewChanged
+from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.team import Link, Pending, Refusal, Team, Wait, reached, team_from_json
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.tool_servers import ToolServer, relay_server
@@ -527,7 +527,7 @@ class TeamDesk:
             if not line.strip():
                 continue
             try:
-                team = team_from_json(json.loads(line), now)
+                team = team_from_json(load_json(line, str(self._path), first_line=number), now)
             except ValueError as exc:
                 damaged = True
                 self._engine.notices.tell(
@@ -588,7 +588,8 @@ class TeamDesk:
 
     def _snapshot(self) -> bytes:
         now = self._now()
-        lines = [json.dumps(team.to_json(now), ensure_ascii=True) for team in self._teams.values()]
+        # Redacted like sessions.json: a secret in a queued prompt or a reason reaches no file.
+        lines = [dump_json(REDACTOR.scrub(team.to_json(now))) for team in self._teams.values()]
         return "".join(line + "\n" for line in lines).encode()
 
     def closing(self) -> None:
@@ -632,7 +633,7 @@ def worker_state(link: Link) -> WorkerState:
 def _leader(line: str) -> str:
     """The orchestrator a damaged line names, if it can still be read, for the notice."""
     try:
-        obj = json.loads(line)
+        obj = load_json(line, "")
     except ValueError:
         return "not readable JSON"
     leader = obj.get("orchestrator") if isinstance(obj, dict) else None

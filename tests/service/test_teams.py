@@ -517,3 +517,26 @@ async def test_a_pending_wait_whose_workers_ended_with_the_engine_is_delivered_a
         assert state.pending_waits == 0 and state.workers[0].state == "stopped"
     finally:
         await second.close()
+
+
+async def test_the_teams_file_holds_no_secret_of_a_queued_prompt(tmp_path: Path) -> None:
+    secret = "tok-" + "k3y" * 12
+    REDACTOR.learn([secret])
+    clock = FakeClock()
+    engine = persistent_engine(tmp_path, clock)
+    await engine.start()
+    served = ServedEngine(engine)
+    await served.open()
+    try:
+        lead = await engine.new_session(verbs.NewSession("demo"))
+        await engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(lead, TeamBounds(workers_at_once=1)))
+        capability = capability_of(engine, lead)
+        await engine.call(verbs.TEAM_START, verbs.StartWorker(capability, "demo", "!tool-hang"))
+        queued = await engine.call(verbs.TEAM_START, verbs.StartWorker(capability, "demo", f"hello use {secret} now"))
+        assert queued.state == "queued"
+        path = tmp_path / "teams.jsonl"
+        await until(lambda: path.exists() and "hello use" in path.read_text(), 10, "the queue saved")
+        assert secret not in path.read_text() and "hello use [redacted] now" in path.read_text()
+    finally:
+        await served.close()
+        await engine.close()
