@@ -29,6 +29,7 @@ from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.service.client import EngineClient
 from tests.support.engine import Harness, demo_harness
 from tests.support.engine_service import ServedEngine
+from tests.support.git_repo import GitRepo
 from tests.support.waiting import advance_until, until
 
 pytestmark = pytest.mark.timeout(60)
@@ -540,3 +541,23 @@ async def test_the_teams_file_holds_no_secret_of_a_queued_prompt(tmp_path: Path)
     finally:
         await served.close()
         await engine.close()
+
+
+async def test_a_worker_in_a_worktree_gets_one_of_the_orchestrators_repository(
+    served: tuple[Harness, ServedEngine], tmp_path: Path
+) -> None:
+    harness, server = served
+    repo = GitRepo(tmp_path / "project")
+    repo.write("README.md", "base\n")
+    repo.commit()
+    lead = await harness.engine.new_session(verbs.NewSession("demo", folder=str(repo.root)))
+    await harness.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(lead))
+    team = Team(harness, server, lead, capability_of(harness.engine, lead))
+    request = verbs.StartWorker(team.capability, "demo", "hello in a worktree", worktree=True)
+    isolated = await team.call(verbs.TEAM_START, request)
+    beside = await team.start("hello in the folder")
+    isolated_view, beside_view = team.engine.view(isolated.worker), team.engine.view(beside.worker)
+    assert isolated_view.worktree and isolated_view.workspace is not None
+    assert Path(isolated_view.workspace.repo) == repo.root.resolve() and isolated_view.cwd != str(repo.root)
+    assert not beside_view.worktree and Path(beside_view.cwd).resolve() == repo.root.resolve()
+    await team.wait()
