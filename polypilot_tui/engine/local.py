@@ -121,6 +121,7 @@ class LocalEngine:
         self.started_at = manager.clock.wall()
         self.teams = TeamDesk(self)
         """Orchestrators, their workers and budgets (engine/teams.py)."""
+        manager.tool_servers = self.teams.tool_servers  # each agent's relay, handed at its every connect
 
     @property
     def clock(self) -> Clock:
@@ -222,7 +223,7 @@ class LocalEngine:
     async def close(self, quitting: bool = True) -> None:
         """End the engine: with ``quitting``, turns in flight end as interrupted (else they stay on record)."""
         self.watch_folders(False)
-        await self.teams.close()  # first: the turns the quit ends are not the team's doing
+        self.teams.closing()  # first: the waits pending now are delivered after the next start
         for task in list(self._background):
             task.cancel()
         self.changes.close()
@@ -233,6 +234,7 @@ class LocalEngine:
             else:
                 await self.manager.shutdown()
         finally:
+            await self.teams.close()
             if self.persistence is not None:  # after the quit: the final state is what is saved
                 await self.persistence.close()
 
@@ -417,6 +419,10 @@ class LocalEngine:
 
     async def team_stop(self, request: WorkerRef) -> WorkerState:
         return await self.teams.team_stop(request)
+
+    async def team_hello(self, request: TeamCall) -> None:
+        """The relay of a session's agent was asked for its tools: they arrived (engine/tool_handoff.py)."""
+        self.manager.tools_arrived(request.capability)
 
     # ---- its folder (engine/workspaces.py) ----------------------------------------
     async def diff(self, request: DiffRange) -> DiffPage:

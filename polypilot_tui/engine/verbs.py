@@ -751,6 +751,16 @@ TEAM_STOP: Verb[WorkerRef, WorkerState] = Verb(
     "team_stop", "POST", _T + "/stop", WorkerRef, WorkerState, "stops a worker's turn", _TOOL, wrap=None
 )
 
+TEAM_HELLO: Verb[TeamCall, None] = Verb(
+    "team_hello",
+    "POST",
+    _T + "/hello",
+    TeamCall,
+    None,
+    "the relay's agent listed its tools: the team tools arrived (else the session says they did not)",
+    (UnknownCapability,),
+)
+
 
 # ---- many sessions at once: broadcast, fan-out, compare, pick (domain/fan_out.py) ------------
 @dataclass(frozen=True)
@@ -908,6 +918,7 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     TEAM_WAIT,
     TEAM_READ,
     TEAM_STOP,
+    TEAM_HELLO,
     BROADCAST,
     FAN_OUT,
     COMPARE,
