@@ -166,6 +166,9 @@ class AttemptRecord:
     """When its task's turn ended (None while it runs)."""
     outcome: str = ""
     reason: str = ""
+    cause: str = ""
+    """What ended it (``EndCause``'s value): one the app's stop caused is not the attempt's own
+    end, and the turn of its resent prompt ends it again."""
     check: CheckResult | None = None
     discarded: bool = False
     """Its worktree and branch were removed (by a pick)."""

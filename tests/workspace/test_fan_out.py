@@ -151,3 +151,55 @@ async def test_a_fan_out_is_remembered_across_a_restart(tmp_path: Path) -> None:
         assert {second.view(a.session_id).attempt_of for a in after.attempts} == {group}
     finally:
         await second.close()
+
+
+async def test_a_key_the_check_prints_reaches_no_file_nor_the_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "ghp_fanOutCheckSecret0123456789abcdefXYZ"
+    monkeypatch.setenv("FANOUT_TEST_TOKEN", secret)  # the user's own: the check may read it, we keep no copy
+    repo = make_repo(tmp_path / "repo")
+    local = build_engine(settings(tmp_path), CATALOG)
+    await local.start()
+    try:
+        task = f"hi there {secret}"
+        group = await local.call(
+            verbs.FAN_OUT, verbs.FanOut(task, ("demo",), str(repo), check="echo $FANOUT_TEST_TOKEN")
+        )
+        (attempt,) = (await all_ended(local, group)).attempts
+        assert attempt.check is not None and attempt.check.passed
+        assert secret not in attempt.check.output and attempt.check.output.strip()  # said, redacted
+    finally:
+        await local.close()
+    state = Path(settings(tmp_path).state_dir)
+    for path in state.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+
+async def test_an_attempt_interrupted_by_a_restart_ends_with_its_resent_turn(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    first = build_engine(settings(tmp_path), CATALOG)
+    await first.start()
+    try:
+        group = await first.call(verbs.FAN_OUT, verbs.FanOut("!slow", ("demo",), str(repo), check="true"))
+        (sid,) = first.ids()
+        await until_answer(lambda: first.call(verbs.SESSION_VIEW, verbs.SessionRef(sid)), lambda v: v.status.busy, 10)
+    finally:
+        await first.close()  # the quit interrupts the turn: not the attempt's own end
+    second = build_engine(settings(tmp_path), CATALOG)
+    await second.start()
+    try:
+        (attempt,) = (await second.call(verbs.COMPARE, verbs.GroupRef(group))).attempts
+        assert (attempt.outcome, attempt.check) == ("aborted", None)  # no check ran as the engine stopped
+        assert await second.call(verbs.RESEND, verbs.SessionRef(sid))
+        comparison = await until_answer(
+            lambda: second.call(verbs.COMPARE, verbs.GroupRef(group)),
+            lambda c: c.attempts[0].outcome == "completed" and c.attempts[0].check is not None,
+            30,
+            "the resent turn's end and its check",
+        )
+        (attempt,) = comparison.attempts
+        assert attempt.check is not None and attempt.check.passed
+    finally:
+        await second.close()
