@@ -31,7 +31,7 @@ from polypilot_tui.domain.fan_out import (
     Discarded,
     Group,
 )
-from polypilot_tui.domain.limits import PROMPT_BYTES, size_words
+from polypilot_tui.domain.limits import PROMPT_BYTES, SESSIONS, size_words
 from polypilot_tui.domain.records import Record, TurnEnded
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.usage import Usage
@@ -162,6 +162,11 @@ class FanOutDesk:
             raise BadRequest(f"the check command may have at most {MAX_CHECK_CHARS} characters, no NUL")
         if not 0 < request.check_timeout <= MAX_CHECK_TIMEOUT:
             raise BadRequest(f"the check's timeout is more than 0 and at most {MAX_CHECK_TIMEOUT:g} seconds")
+        if len(engine.ids()) + len(request.agents) > SESSIONS:
+            raise EngineError(
+                f"{len(request.agents)} more sessions would be over the {SESSIONS} the engine holds at most; "
+                "close some first (nothing was made)"
+            )
         if not request.folder:
             raise BadRequest("name the repository's folder: each attempt works in a new worktree of it")
         info = await engine.call(verbs.INSPECT_FOLDER, FolderRef(request.folder))

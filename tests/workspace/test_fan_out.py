@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings, demo_agent
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.fan_out import Comparison
-from polypilot_tui.engine import verbs
+from polypilot_tui.engine import fan_out, verbs
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownGroup
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.fan_out_groups import GROUPS_FILE
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.workspaces import WorkspaceDesk
 from tests.support.waiting import until_answer
 from tests.workspace.repos import make_repo, run
 
@@ -203,3 +205,41 @@ async def test_an_attempt_interrupted_by_a_restart_ends_with_its_resent_turn(tmp
         assert attempt.check is not None and attempt.check.passed
     finally:
         await second.close()
+
+
+async def test_an_attempt_that_cannot_be_made_undoes_those_made_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    local = engine(tmp_path)
+    real_prepare = WorkspaceDesk.prepare
+    made: list[object] = []
+
+    async def second_fails(self: WorkspaceDesk, *args: Any) -> Any:
+        if made:  # the disk fills up, say, while the second worktree is made
+            raise EngineError("no space left on device")
+        made.append(await real_prepare(self, *args))
+        return made[-1]
+
+    monkeypatch.setattr(WorkspaceDesk, "prepare", second_fails)
+    try:
+        with pytest.raises(EngineError, match="no space left"):
+            await local.call(verbs.FAN_OUT, verbs.FanOut("task", ("demo", "demo"), str(repo)))
+        assert made and local.ids() == []  # the first was made, then undone
+        assert run(repo, "branch", "--format=%(refname:short)") == "main"
+        assert run(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    finally:
+        await local.close()
+
+
+async def test_a_fan_out_over_the_sessions_limit_makes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fan_out, "SESSIONS", 2)
+    repo = make_repo(tmp_path / "repo")
+    local = engine(tmp_path)
+    try:
+        local.manager.add_session("demo", "already here", connect=False)
+        with pytest.raises(EngineError, match="over the 2 the engine holds"):
+            await local.call(verbs.FAN_OUT, verbs.FanOut("task", ("demo", "demo"), str(repo)))
+        assert len(local.ids()) == 1 and run(repo, "branch", "--format=%(refname:short)") == "main"
+    finally:
+        await local.close()
