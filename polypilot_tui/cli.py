@@ -42,7 +42,8 @@ With --fan-out: the task to a new session per attempt, each in a new worktree of
 repository from the same base; waits for every attempt, runs --check in each worktree, prints
 a JSON summary (each attempt's session, agent, branch, end and reason, seconds, usage, diff
 stats, check) and keeps the worktrees. Exit codes: 0 every attempt completed (and passed the
-check), 1 one did not complete, 2 usage (nothing made), 4 cancelled, 5 all completed but a
+check), 1 one did not complete, 2 usage (nothing made), 3 all completed but a permission was
+refused (nobody is asked here: --allow-tools allows them), 4 cancelled, 5 all completed but a
 check failed."""
 
 

@@ -83,6 +83,8 @@ class Attempt:
     """Its check runs now."""
     discarded: bool = False
     """Its worktree and branch were removed (by a pick)."""
+    refused: tuple[str, ...] = ()
+    """The permission requests refused during its turn (their titles)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,8 @@ class AttemptRecord:
     cause: str = ""
     """What ended it (``EndCause``'s value): one the app's stop caused is not the attempt's own
     end, and the turn of its resent prompt ends it again."""
+    refused: tuple[str, ...] = ()
+    """The permission requests refused during its turn (their titles)."""
     check: CheckResult | None = None
     discarded: bool = False
     """Its worktree and branch were removed (by a pick)."""

@@ -241,6 +241,7 @@ class FanOutDesk:
                 outcome=change.record.outcome.value,
                 reason=change.record.reason,
                 cause=cause,
+                refused=change.record.refused,
             )
             if group.check and cause not in RESENT and not self._closing:
                 self._start_check(group.group, attempt.session_id)
@@ -322,6 +323,7 @@ class FanOutDesk:
             view.workspace.folder if view.workspace else "",
             sid in self._checks,
             kept.discarded,
+            kept.refused,
         )
 
     # ---- pick --------------------------------------------------------------------------
