@@ -229,7 +229,7 @@ class FanOutDesk:
         assert isinstance(change, TurnEnded)
         if change.record.outcome is Outcome.RECOVERED:  # resent after a recovery: the turn goes on
             return
-        for group in self._groups.values():
+        for group in list(self._groups.values()):
             attempt = group.attempt(change.session_id)
             if attempt is None or not attempt.started_wall or (attempt.outcome and attempt.cause not in RESENT):
                 continue
@@ -253,11 +253,13 @@ class FanOutDesk:
         if running is not None:
             return running
         group = self._groups[group_id]
-        try:
-            view = self._engine.view(session_id)
-        except KeyError:
+        attempt = group.attempt(session_id)
+        if attempt is None or attempt.discarded or session_id not in self._engine.ids():
             return None
-        if view.workspace is None or view.workspace_problem:
+        view = self._engine.view(session_id)
+        if view.workspace is None or view.workspace_problem:  # said, not skipped silently
+            why = view.workspace_problem or "the attempt has no folder"
+            self._update(group_id, session_id, check=CheckResult(None, "", 0.0, error=f"not run: {why}"))
             return None
         folder = view.workspace.folder
         task = asyncio.get_running_loop().create_task(run_check(group.check, folder, group.check_timeout))

@@ -7,6 +7,7 @@ agent would, between its turn's end and the compare."""
 from __future__ import annotations
 
 import itertools
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -241,5 +242,21 @@ async def test_a_fan_out_over_the_sessions_limit_makes_nothing(tmp_path: Path, m
         with pytest.raises(EngineError, match="over the 2 the engine holds"):
             await local.call(verbs.FAN_OUT, verbs.FanOut("task", ("demo", "demo"), str(repo)))
         assert len(local.ids()) == 1 and run(repo, "branch", "--format=%(refname:short)") == "main"
+    finally:
+        await local.close()
+
+
+async def test_a_check_that_cannot_run_in_a_gone_worktree_says_so(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    local = engine(tmp_path)
+    try:
+        group = await local.call(verbs.FAN_OUT, verbs.FanOut("hi there", ("demo",), str(repo), check="true"))
+        (attempt,) = (await all_ended(local, group)).attempts
+        shutil.rmtree(attempt.folder)  # deleted behind the app's back
+        await local.call(verbs.REFRESH_CHANGES, verbs.SessionRef(attempt.session_id))
+        await local.changes.idle()
+        (checked,) = (await local.call(verbs.RUN_CHECK, verbs.GroupRef(group))).attempts
+        assert checked.check is not None and not checked.check.passed
+        assert checked.check.error.startswith("not run: ") and "gone" in checked.check.error, checked.check
     finally:
         await local.close()
