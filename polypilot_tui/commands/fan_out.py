@@ -14,7 +14,7 @@ from __future__ import annotations
 from polypilot_tui.commands.live import CommandFailed, run_command
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.fan_out import Attempt, Comparison
+from polypilot_tui.domain.fan_out import Attempt, BroadcastResult, Comparison
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.engine import verbs
@@ -40,13 +40,17 @@ async def cmd_broadcast(settings: Settings, to: str, prompt: str, *, json_mode: 
     async def body(client: EngineClient) -> int:
         keys = session_keys(to)
         listed = (await client.call(verbs.SESSIONS, verbs.NoArgs())).sessions
-        ids: list[str] = []
+        named: list[str | BroadcastResult] = []  # an id, or a key no session answers to (refused here)
         for key in keys:
             try:
-                ids.append(pick_session(key, listed, lambda v: v.id, lambda v: v.name).id)
-            except NoSuchSession:
-                ids.append(key)  # the engine refuses it by name, beside the others' results
-        results = await client.call(verbs.BROADCAST, verbs.Broadcast(tuple(ids), prompt))
+                named.append(pick_session(key, listed, lambda v: v.id, lambda v: v.name).id)
+            except NoSuchSession as exc:
+                named.append(BroadcastResult(key, "refused", str(exc)))
+        ids = tuple(dict.fromkeys(n for n in named if isinstance(n, str)))
+        sent = (
+            {r.session_id: r for r in await client.call(verbs.BROADCAST, verbs.Broadcast(ids, prompt))} if ids else {}
+        )
+        results = [n if isinstance(n, BroadcastResult) else sent[n] for n in dict.fromkeys(named)]
         names = {view.id: view.name for view in listed}
         if json_mode:
             print(dump_json([encode(result) for result in results], ascii_only=True))
