@@ -151,7 +151,16 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``compare`` and ``pick``: a fan-out's attempts (commands/fan_out.py)."""
+    """``fan-out``, ``compare`` and ``pick``: a fan-out's attempts (commands/fan_out.py)."""
+    fan = sub.add_parser(
+        "fan-out", help="one task to several agents in the engine, each in a new worktree; the group's id"
+    )
+    fan.add_argument("agents", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
+    fan.add_argument("prompt", help=PROMPT_HELP)
+    fan.add_argument("--folder", default=".", help="the git repository (default: this folder)")
+    fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
+    fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
+    fan.add_argument("--check-timeout", type=float, default=600.0, metavar="S", help="kill the check after S seconds")
     compare = sub.add_parser("compare", help="a fan-out's attempts side by side: status, time, usage, changes, check")
     compare.add_argument("group", help="the fan-out's id")
     compare.add_argument("--check", action="store_true", help="run its check command in each attempt first")
@@ -174,6 +183,19 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
         from polypilot_tui.commands.fan_out import cmd_broadcast
 
         return asyncio.run(cmd_broadcast(settings, args.to, args.prompt, json_mode=args.json))
+    if args.command == "fan-out":
+        from polypilot_tui.commands.fan_out import cmd_fan_out
+
+        made = cmd_fan_out(
+            settings,
+            args.agents,
+            args.prompt,
+            folder=args.folder,
+            base=args.base,
+            check=args.check,
+            check_timeout=args.check_timeout,
+        )
+        return asyncio.run(made)
     if args.command == "compare":
         from polypilot_tui.commands.fan_out import cmd_compare
 
@@ -216,6 +238,7 @@ SESSION_COMMANDS = (
     "follow",
     "model",
     "clear-queue",
+    "fan-out",
     "compare",
     "pick",
 )

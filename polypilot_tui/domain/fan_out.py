@@ -141,7 +141,7 @@ def parse_fan_out(spec: str) -> tuple[str, ...]:
                 raise FanOutSpecError(f"{part!r}: the count after ':' must be a whole number (e.g. {name}:2)")
             count = int(count_text)
             if count < 1:
-                raise FanOutSpecError(f"{part!r}: at least one attempt per agent named")
+                raise FanOutSpecError(f"{part!r}: the count must be 1 or more")
         agents += [name] * min(count, MAX_ATTEMPTS + 1)
         if len(agents) > MAX_ATTEMPTS:
             raise FanOutSpecError(f"{spec!r} asks for more than {MAX_ATTEMPTS} attempts, the most one fan-out makes")

@@ -1,4 +1,4 @@
-"""``polypilot compare`` and ``pick`` against a real engine (``polypilot serve``): a fan-out on
+"""``polypilot fan-out``, ``compare`` and ``pick`` against a real engine (``polypilot serve``): a fan-out on
 demo agents in a real repository, compared (the check run on asking), one attempt picked, the
 other kept for its work at risk until ``--force``."""
 
@@ -24,8 +24,13 @@ async def test_compare_then_pick_one_and_discard_the_other(tmp_path: Path) -> No
     state = short_state_dir()
     async with running_engine(state, env) as engine:
         client = engine.client
-        request = verbs.FanOut("hi there", ("demo", "demo"), str(repo), check="ls")
-        group = await client.call(verbs.FAN_OUT, request)
+        bad = await finish(await start(state, "fan-out", "demo:0", "hi", "--folder", str(repo), env=env))
+        assert bad.code == 2 and "the count must be 1 or more" in bad.err
+        made = await finish(
+            await start(state, "fan-out", "demo:2", "hi there", "--folder", str(repo), "--check", "ls", env=env)
+        )
+        assert made.code == 0, made
+        group = made.out.strip()
         ended = await until_answer(
             lambda: client.call(verbs.COMPARE, verbs.GroupRef(group)),
             lambda c: c.ended and all(a.check is not None for a in c.attempts),

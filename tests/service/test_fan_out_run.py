@@ -73,7 +73,7 @@ async def test_bad_input_is_refused_and_makes_nothing(tmp_path: Path, state: Pat
     plain.mkdir()
     env = env_for(tmp_path)
     cases = [
-        (("demo:0",), "at least one attempt"),
+        (("demo:0",), "the count must be 1 or more"),
         (("nosuch:1",), "nosuch"),
         ((":x",), "names no agent"),
         (("demo:x",), "whole number"),

@@ -25,7 +25,7 @@ def test_a_spec_is_one_agent_per_attempt(spec: str, agents: tuple[str, ...]) -> 
 @pytest.mark.parametrize(
     ("spec", "words"),
     [
-        ("copilot:0", "at least one attempt"),
+        ("copilot:0", "the count must be 1 or more"),
         (":x", "names no agent"),
         (":2", "names no agent"),
         ("copilot:x", "whole number"),
