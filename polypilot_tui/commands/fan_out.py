@@ -21,7 +21,7 @@ from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.fan_out import Attempt, BroadcastResult, Comparison, FanOutSpecError, parse_fan_out
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.text import compact_duration, one_line
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.codec import encode
 from polypilot_tui.service.client import EngineClient
@@ -100,7 +100,7 @@ def format_comparison(comparison: Comparison) -> str:
                 one_line(attempt.agent, 16),
                 attempt.status,
                 attempt.outcome or "-",
-                f"{attempt.seconds:.0f}s",
+                f"{attempt.seconds:.1f}s" if attempt.seconds < 60 else compact_duration(attempt.seconds),
                 str(attempt.usage.total_tokens) if attempt.usage.reported else "-",
                 f"{attempt.usage.cost:g} {attempt.usage.currency}".strip() if attempt.usage.cost is not None else "-",
                 attempt.changes.short(),
