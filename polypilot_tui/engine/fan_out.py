@@ -64,6 +64,8 @@ RESENT = frozenset({EndCause.QUIT.value, EndCause.LOST_IN_RESTART.value})
 """Ends the app's own stop caused: the attempt's prompt may be resent, and its turn end counts then."""
 
 MAX_CHECK_TIMEOUT = 3600.0
+CHECKS_AT_ONCE = 3
+"""Checks running at once (a project's test suite each): the others wait their turn."""
 
 
 class FanOutDesk:
@@ -75,6 +77,7 @@ class FanOutDesk:
         self._notices = notices
         self._groups: dict[str, Group] = {}
         self._file: GroupsFile | None = None
+        self._slots = asyncio.Semaphore(CHECKS_AT_ONCE)
         self._checks: dict[str, asyncio.Task[CheckResult]] = {}
         """The check running in an attempt's worktree, by session id."""
         self._closing = False
@@ -262,7 +265,7 @@ class FanOutDesk:
             self._update(group_id, session_id, check=CheckResult(None, "", 0.0, error=f"not run: {why}"))
             return None
         folder = view.workspace.folder
-        task = asyncio.get_running_loop().create_task(run_check(group.check, folder, group.check_timeout))
+        task = asyncio.get_running_loop().create_task(self._check(group.check, folder, group.check_timeout))
         self._checks[session_id] = task
 
         def done(finished: asyncio.Task[CheckResult]) -> None:
@@ -272,6 +275,11 @@ class FanOutDesk:
 
         task.add_done_callback(done)
         return task
+
+    async def _check(self, command: str, folder: str, timeout: float) -> CheckResult:
+        """One check, when a slot is free (its timeout counts from its start)."""
+        async with self._slots:
+            return await run_check(command, folder, timeout)
 
     async def run_check(self, request: GroupRef) -> Comparison:
         group = self.group(request.group)

@@ -260,3 +260,23 @@ async def test_a_check_that_cannot_run_in_a_gone_worktree_says_so(tmp_path: Path
         assert checked.check.error.startswith("not run: ") and "gone" in checked.check.error, checked.check
     finally:
         await local.close()
+
+
+async def test_checks_run_a_few_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fan_out, "CHECKS_AT_ONCE", 2)
+    repo = make_repo(tmp_path / "repo")
+    log = tmp_path / "log"
+    # Each check says when it starts and ends; with two at once, never three are between.
+    check = f"echo start >> {log}; sleep 0.3; echo end >> {log}"
+    local = engine(tmp_path)
+    try:
+        group = await local.call(verbs.FAN_OUT, verbs.FanOut("hi there", ("demo",) * 4, str(repo), check=check))
+        comparison = await all_ended(local, group)
+        assert all(a.check is not None and a.check.passed for a in comparison.attempts)
+        running = most = 0
+        for line in log.read_text().split():
+            running += 1 if line == "start" else -1
+            most = max(most, running)
+        assert most == 2
+    finally:
+        await local.close()
