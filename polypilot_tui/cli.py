@@ -42,7 +42,8 @@ With --fan-out: the task to a new session per attempt, each in a new worktree of
 repository from the same base; waits for every attempt, runs --check in each worktree, prints
 a JSON summary (each attempt's session, agent, branch, end and reason, seconds, usage, diff
 stats, check) and keeps the worktrees. Exit codes: 0 every attempt completed (and passed the
-check), 1 one did not complete, 2 usage (nothing made), 4 cancelled, 5 all completed but a
+check), 1 one did not complete, 2 usage (nothing made), 3 all completed but a permission was
+refused (nobody is asked here: --allow-tools allows them), 4 cancelled, 5 all completed but a
 check failed."""
 
 
@@ -166,7 +167,16 @@ def add_team_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``compare`` and ``pick``: a fan-out's attempts (commands/fan_out.py)."""
+    """``fan-out``, ``compare`` and ``pick``: a fan-out's attempts (commands/fan_out.py)."""
+    fan = sub.add_parser(
+        "fan-out", help="one task to several agents in the engine, each in a new worktree; the group's id"
+    )
+    fan.add_argument("agents", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
+    fan.add_argument("prompt", help=PROMPT_HELP)
+    fan.add_argument("--folder", default=".", help="the git repository (default: this folder)")
+    fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
+    fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
+    fan.add_argument("--check-timeout", type=float, default=600.0, metavar="S", help="kill the check after S seconds")
     compare = sub.add_parser("compare", help="a fan-out's attempts side by side: status, time, usage, changes, check")
     compare.add_argument("group", help="the fan-out's id")
     compare.add_argument("--check", action="store_true", help="run its check command in each attempt first")
@@ -189,6 +199,19 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
         from polypilot_tui.commands.fan_out import cmd_broadcast
 
         return asyncio.run(cmd_broadcast(settings, args.to, args.prompt, json_mode=args.json))
+    if args.command == "fan-out":
+        from polypilot_tui.commands.fan_out import cmd_fan_out
+
+        made = cmd_fan_out(
+            settings,
+            args.agents,
+            args.prompt,
+            folder=args.folder,
+            base=args.base,
+            check=args.check,
+            check_timeout=args.check_timeout,
+        )
+        return asyncio.run(made)
     if args.command == "compare":
         from polypilot_tui.commands.fan_out import cmd_compare
 
@@ -237,6 +260,7 @@ SESSION_COMMANDS = (
     "model",
     "clear-queue",
     "team",
+    "fan-out",
     "compare",
     "pick",
 )

@@ -1,22 +1,27 @@
-"""``polypilot send --to A,B,C``, ``compare`` and ``pick``: many sessions at once, against the
-state folder's engine (the engine's BROADCAST, COMPARE, RUN_CHECK and PICK verbs).
+"""``polypilot send --to A,B,C``, ``fan-out``, ``compare`` and ``pick``: many sessions at once,
+against the state folder's engine (its BROADCAST, FAN_OUT, COMPARE, RUN_CHECK and PICK verbs).
 
 ``send --to`` prints a line per session (``sent``, ``queued`` or ``refused: why``) and exits 1
-when any refused it (the others still got it). ``compare`` prints a fan-out's attempts side by
-side (``--check`` runs the check in each first); ``pick`` merges one and, with
-``--discard-others``, discards the rest: work at risk is named and kept unless ``--force``.
+when any refused it (the others still got it). ``fan-out`` makes the attempts and prints the
+group's id (the dashboard shows them; ``run --fan-out`` is the headless one). ``compare``
+prints a fan-out's attempts side by side (``--check`` runs the check in each first); ``pick``
+merges one and, with ``--discard-others``, discards the rest: work at risk is named and kept
+unless ``--force``.
 Agent and user text is printed stripped of terminal control sequences; ``--json`` is strict
 ASCII JSON.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
 from polypilot_tui.commands.live import CommandFailed, run_command
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.fan_out import Attempt, Comparison
+from polypilot_tui.domain.fan_out import Attempt, BroadcastResult, Comparison, FanOutSpecError, parse_fan_out
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.text import compact_duration, one_line
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.codec import encode
 from polypilot_tui.service.client import EngineClient
@@ -40,13 +45,17 @@ async def cmd_broadcast(settings: Settings, to: str, prompt: str, *, json_mode: 
     async def body(client: EngineClient) -> int:
         keys = session_keys(to)
         listed = (await client.call(verbs.SESSIONS, verbs.NoArgs())).sessions
-        ids: list[str] = []
+        named: list[str | BroadcastResult] = []  # an id, or a key no session answers to (refused here)
         for key in keys:
             try:
-                ids.append(pick_session(key, listed, lambda v: v.id, lambda v: v.name).id)
-            except NoSuchSession:
-                ids.append(key)  # the engine refuses it by name, beside the others' results
-        results = await client.call(verbs.BROADCAST, verbs.Broadcast(tuple(ids), prompt))
+                named.append(pick_session(key, listed, lambda v: v.id, lambda v: v.name).id)
+            except NoSuchSession as exc:
+                named.append(BroadcastResult(key, "refused", str(exc)))
+        ids = tuple(dict.fromkeys(n for n in named if isinstance(n, str)))
+        sent = (
+            {r.session_id: r for r in await client.call(verbs.BROADCAST, verbs.Broadcast(ids, prompt))} if ids else {}
+        )
+        results = [n if isinstance(n, BroadcastResult) else sent[n] for n in dict.fromkeys(named)]
         names = {view.id: view.name for view in listed}
         if json_mode:
             print(dump_json([encode(result) for result in results], ascii_only=True))
@@ -54,6 +63,25 @@ async def cmd_broadcast(settings: Settings, to: str, prompt: str, *, json_mode: 
             why = f": {one_line(result.reason, 300)}" if result.reason else ""
             print(f"{result.session_id}  {one_line(names.get(result.session_id, '?'), 40)}  {result.result}{why}")
         return EXIT_REFUSED if any(r.result == "refused" for r in results) else EXIT_OK
+
+    return await run_command(settings, True, body)
+
+
+async def cmd_fan_out(
+    settings: Settings, spec: str, task: str, *, folder: str, base: str, check: str, check_timeout: float
+) -> int:
+    """Fan ``task`` out in the state folder's engine (started when none runs); print the group's id."""
+
+    async def body(client: EngineClient) -> int:
+        try:
+            agents = parse_fan_out(spec)
+        except FanOutSpecError as exc:
+            raise CommandFailed(f"fan-out {exc}", EXIT_USAGE) from None
+        request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout)
+        group = await client.call(verbs.FAN_OUT, request)
+        print(group)
+        print(f"follow it with `polypilot compare {group}`", file=sys.stderr)
+        return EXIT_OK
 
     return await run_command(settings, True, body)
 
@@ -72,7 +100,7 @@ def format_comparison(comparison: Comparison) -> str:
                 one_line(attempt.agent, 16),
                 attempt.status,
                 attempt.outcome or "-",
-                f"{attempt.seconds:.0f}s",
+                f"{attempt.seconds:.1f}s" if attempt.seconds < 60 else compact_duration(attempt.seconds),
                 str(attempt.usage.total_tokens) if attempt.usage.reported else "-",
                 f"{attempt.usage.cost:g} {attempt.usage.currency}".strip() if attempt.usage.cost is not None else "-",
                 attempt.changes.short(),

@@ -12,6 +12,7 @@ every request is refused (said on stderr); ``--allow-tools`` allows them. Exit c
 - 1 an attempt did not complete (stuck, failed, its agent died, a turn was refused);
 - 2 usage (a fan-out written wrong, an unknown agent or one that cannot start here, not a git
   folder, a bad check): nothing was made;
+- 3 every attempt completed, but a permission one needed was refused (the tool did not run);
 - 4 cancelled (ctrl+c / SIGTERM: every attempt's turn is stopped);
 - 5 every attempt completed, but the check failed in at least one.
 """
@@ -42,6 +43,7 @@ from polypilot_tui.engine.local import LocalEngine
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_USAGE = 2
+EXIT_PERMISSION_REFUSED = 3
 EXIT_CANCELLED = 4
 EXIT_CHECK_FAILED = 5
 
@@ -165,6 +167,8 @@ def exit_code(comparison: Comparison, interrupted: list[str]) -> int:
         return EXIT_CANCELLED
     if any(outcome != Outcome.COMPLETED.value for outcome in outcomes):
         return EXIT_NOT_COMPLETED
+    if any(attempt.refused for attempt in comparison.attempts):
+        return EXIT_PERMISSION_REFUSED
     if comparison.check and any(a.check is None or not a.check.passed for a in comparison.attempts):
         return EXIT_CHECK_FAILED
     return EXIT_OK
@@ -185,6 +189,7 @@ def summary(comparison: Comparison, code: int) -> dict[str, Any]:
                 "folder": a.folder,
                 "turn_end": a.outcome,
                 "reason": a.reason,
+                "refused_permissions": list(a.refused),
                 "seconds": a.seconds,
                 "usage": a.usage.to_json(),
                 "changes": encode(a.changes),

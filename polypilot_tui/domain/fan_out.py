@@ -83,6 +83,8 @@ class Attempt:
     """Its check runs now."""
     discarded: bool = False
     """Its worktree and branch were removed (by a pick)."""
+    refused: tuple[str, ...] = ()
+    """The permission requests refused during its turn (their titles)."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def parse_fan_out(spec: str) -> tuple[str, ...]:
                 raise FanOutSpecError(f"{part!r}: the count after ':' must be a whole number (e.g. {name}:2)")
             count = int(count_text)
             if count < 1:
-                raise FanOutSpecError(f"{part!r}: at least one attempt per agent named")
+                raise FanOutSpecError(f"{part!r}: the count must be 1 or more")
         agents += [name] * min(count, MAX_ATTEMPTS + 1)
         if len(agents) > MAX_ATTEMPTS:
             raise FanOutSpecError(f"{spec!r} asks for more than {MAX_ATTEMPTS} attempts, the most one fan-out makes")
@@ -166,6 +168,11 @@ class AttemptRecord:
     """When its task's turn ended (None while it runs)."""
     outcome: str = ""
     reason: str = ""
+    cause: str = ""
+    """What ended it (``EndCause``'s value): one the app's stop caused is not the attempt's own
+    end, and the turn of its resent prompt ends it again."""
+    refused: tuple[str, ...] = ()
+    """The permission requests refused during its turn (their titles)."""
     check: CheckResult | None = None
     discarded: bool = False
     """Its worktree and branch were removed (by a pick)."""

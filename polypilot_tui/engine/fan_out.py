@@ -31,9 +31,9 @@ from polypilot_tui.domain.fan_out import (
     Discarded,
     Group,
 )
-from polypilot_tui.domain.limits import PROMPT_BYTES, size_words
+from polypilot_tui.domain.limits import PROMPT_BYTES, SESSIONS, size_words
 from polypilot_tui.domain.records import Record, TurnEnded
-from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.usage import Usage
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine import verbs
@@ -54,12 +54,18 @@ from polypilot_tui.engine.verbs import (
     Send,
     SessionRef,
 )
+from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.storage.notices import NoticeBoard
 from polypilot_tui.workspace.check_command import run_check
 
 log = logging.getLogger(__name__)
 
+RESENT = frozenset({EndCause.QUIT.value, EndCause.LOST_IN_RESTART.value})
+"""Ends the app's own stop caused: the attempt's prompt may be resent, and its turn end counts then."""
+
 MAX_CHECK_TIMEOUT = 3600.0
+CHECKS_AT_ONCE = 3
+"""Checks running at once (a project's test suite each): the others wait their turn."""
 
 
 class FanOutDesk:
@@ -71,8 +77,10 @@ class FanOutDesk:
         self._notices = notices
         self._groups: dict[str, Group] = {}
         self._file: GroupsFile | None = None
+        self._slots = asyncio.Semaphore(CHECKS_AT_ONCE)
         self._checks: dict[str, asyncio.Task[CheckResult]] = {}
         """The check running in an attempt's worktree, by session id."""
+        self._closing = False
         engine.subscribe(self._on_turn_ended, TurnEnded)
 
     # ---- keeping groups -----------------------------------------------------------------
@@ -95,7 +103,7 @@ class FanOutDesk:
         if self._file is None:
             return
         try:
-            self._file.save(self._groups.values())
+            self._file.save(REDACTOR.scrub(group) for group in self._groups.values())  # a check may print a key
         except OSError as exc:
             self._notices.tell(
                 "fan-out-save", f"The fan-out groups could not be saved to {self._file.path}: {exc}", "error"
@@ -125,18 +133,20 @@ class FanOutDesk:
             raise BadRequest(f"{len(ids)} sessions named; one broadcast reaches at most {MAX_BROADCAST}")
         if not request.prompt.strip():
             raise BadRequest("the prompt is empty: nothing was sent")
-        results: list[BroadcastResult] = []
-        for sid in ids:  # one after the other: each send is quick (a turn starts, it is not waited for)
-            try:
-                result = await self._engine.call(verbs.SEND, Send(sid, request.prompt))
-            except (EngineError, ValueError) as exc:
-                results.append(BroadcastResult(sid, "refused", str(exc)))
-            except Exception as exc:  # one session's failure is that session's, not the others'
-                log.exception("broadcast to %s", sid)
-                results.append(BroadcastResult(sid, "refused", f"{type(exc).__name__}: {exc}"))
-            else:
-                results.append(BroadcastResult(sid, result))
-        return tuple(results)
+        # At once: a send waits for its agent to connect (seconds for some), not for the turn.
+        return tuple(await asyncio.gather(*(self._send(sid, request.prompt) for sid in ids)))
+
+    async def _send(self, session_id: str, prompt: str) -> BroadcastResult:
+        """The prompt sent to one session, or refused with the reason (never raised: one
+        session's refusal is its own, the others still get the prompt)."""
+        try:
+            result = await self._engine.call(verbs.SEND, Send(session_id, prompt))
+        except (EngineError, ValueError) as exc:
+            return BroadcastResult(session_id, "refused", str(exc))
+        except Exception as exc:  # an agent that could not start, say: said, not raised
+            log.exception("broadcast to %s", session_id)
+            return BroadcastResult(session_id, "refused", f"{type(exc).__name__}: {exc}")
+        return BroadcastResult(session_id, result)
 
     # ---- fan-out -----------------------------------------------------------------------
     async def fan_out(self, request: FanOut) -> str:
@@ -155,6 +165,11 @@ class FanOutDesk:
             raise BadRequest(f"the check command may have at most {MAX_CHECK_CHARS} characters, no NUL")
         if not 0 < request.check_timeout <= MAX_CHECK_TIMEOUT:
             raise BadRequest(f"the check's timeout is more than 0 and at most {MAX_CHECK_TIMEOUT:g} seconds")
+        if len(engine.ids()) + len(request.agents) > SESSIONS:
+            raise EngineError(
+                f"{len(request.agents)} more sessions would be over the {SESSIONS} the engine holds at most; "
+                "close some first (nothing was made)"
+            )
         if not request.folder:
             raise BadRequest("name the repository's folder: each attempt works in a new worktree of it")
         info = await engine.call(verbs.INSPECT_FOLDER, FolderRef(request.folder))
@@ -190,11 +205,16 @@ class FanOutDesk:
             self._manager.set_attempt_of(sid, group_id)
         for sid in made:
             self._update(group_id, sid, started_wall=engine.clock.wall())
-            try:
-                await engine.call(verbs.SEND, Send(sid, request.task))
-            except Exception as exc:  # noqa: BLE001 - this attempt failed; the others go on
+        sent = await asyncio.gather(*(self._send(sid, request.task) for sid in made))
+        for result in sent:  # this attempt failed; the others go on
+            if result.result == "refused":
                 self._update(
-                    group_id, sid, ended_wall=engine.clock.wall(), outcome=Outcome.FAILED.value, reason=str(exc)
+                    group_id,
+                    result.session_id,
+                    ended_wall=engine.clock.wall(),
+                    outcome=Outcome.FAILED.value,
+                    reason=result.reason,
+                    cause=EndCause.SEND_FAILED.value,
                 )
         return group_id
 
@@ -212,18 +232,21 @@ class FanOutDesk:
         assert isinstance(change, TurnEnded)
         if change.record.outcome is Outcome.RECOVERED:  # resent after a recovery: the turn goes on
             return
-        for group in self._groups.values():
+        for group in list(self._groups.values()):
             attempt = group.attempt(change.session_id)
-            if attempt is None or attempt.outcome or not attempt.started_wall:
+            if attempt is None or not attempt.started_wall or (attempt.outcome and attempt.cause not in RESENT):
                 continue
+            cause = change.record.cause.value
             self._update(
                 group.group,
                 attempt.session_id,
                 ended_wall=self._engine.clock.wall(),
                 outcome=change.record.outcome.value,
                 reason=change.record.reason,
+                cause=cause,
+                refused=change.record.refused,
             )
-            if group.check:
+            if group.check and cause not in RESENT and not self._closing:
                 self._start_check(group.group, attempt.session_id)
 
     # ---- the check -------------------------------------------------------------------
@@ -233,23 +256,30 @@ class FanOutDesk:
         if running is not None:
             return running
         group = self._groups[group_id]
-        try:
-            view = self._engine.view(session_id)
-        except KeyError:
+        attempt = group.attempt(session_id)
+        if attempt is None or attempt.discarded or session_id not in self._engine.ids():
             return None
-        if view.workspace is None or view.workspace_problem:
+        view = self._engine.view(session_id)
+        if view.workspace is None or view.workspace_problem:  # said, not skipped silently
+            why = view.workspace_problem or "the attempt has no folder"
+            self._update(group_id, session_id, check=CheckResult(None, "", 0.0, error=f"not run: {why}"))
             return None
         folder = view.workspace.folder
-        task = asyncio.get_running_loop().create_task(run_check(group.check, folder, group.check_timeout))
+        task = asyncio.get_running_loop().create_task(self._check(group.check, folder, group.check_timeout))
         self._checks[session_id] = task
 
         def done(finished: asyncio.Task[CheckResult]) -> None:
             self._checks.pop(session_id, None)
             if not finished.cancelled() and finished.exception() is None:
-                self._update(group_id, session_id, check=finished.result())
+                self._update(group_id, session_id, check=REDACTOR.scrub(finished.result()))
 
         task.add_done_callback(done)
         return task
+
+    async def _check(self, command: str, folder: str, timeout: float) -> CheckResult:
+        """One check, when a slot is free (its timeout counts from its start)."""
+        async with self._slots:
+            return await run_check(command, folder, timeout)
 
     async def run_check(self, request: GroupRef) -> Comparison:
         group = self.group(request.group)
@@ -303,6 +333,7 @@ class FanOutDesk:
             view.workspace.folder if view.workspace else "",
             sid in self._checks,
             kept.discarded,
+            kept.refused,
         )
 
     # ---- pick --------------------------------------------------------------------------
@@ -343,6 +374,8 @@ class FanOutDesk:
             return Discarded(session_id, False, str(exc))
 
     async def close(self) -> None:
+        """Stop the checks running (a turn the close interrupts starts none)."""
+        self._closing = True
         for task in list(self._checks.values()):
             task.cancel()
         if self._checks:

@@ -50,7 +50,9 @@ async def test_a_broadcast_reaches_each_session_on_its_own(tmp_path: Path) -> No
         assert done.code == 1, done  # one was refused: said by the exit code, the others still got it
         assert lines[0].startswith(f"{idle}  idle  sent") and lines[1].startswith(f"{busy}  busy  queued")
         assert lines[2].startswith(f"{hung}  hung  sent")
-        assert lines[3].startswith("nope  ?  refused: no session 'nope'")
+        assert lines[3] == "nope  ?  refused: no session 'nope' (see `polypilot ls`)"
+        twice = await finish(await start(state, "send", "--to", f"nope,nope,{idle},idle", "again", env=env))
+        assert twice.code == 1 and len(twice.out.splitlines()) == 2, twice  # each named once, whichever way
 
         hung_view = await ended(client, hung)
         assert hung_view.last_outcome == "stuck"  # the watchdog's tier ended it, nobody else's turn

@@ -6,18 +6,30 @@ attempt completed; bad input is refused before anything is made."""
 from __future__ import annotations
 
 import json
+import shutil
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.service.test_commands import finish, start
 from tests.support.engine_service import short_state_dir
+from tests.support.waiting import until
 from tests.workspace.repos import IDENTITY, make_repo, run
 
 pytestmark = pytest.mark.slow
 
 AGENTS = '[hanging]\nkind = "demo"\nscript = "hang"\n'
+
+
+@pytest.fixture
+def state() -> Iterator[Path]:
+    """The run's state folder (its worktrees are made there), removed at the end."""
+    folder = short_state_dir()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -31,9 +43,9 @@ def env_for(tmp_path: Path) -> dict[str, str]:
     }
 
 
-async def test_every_attempt_is_waited_for_and_summed_up(tmp_path: Path) -> None:
+async def test_every_attempt_is_waited_for_and_summed_up(tmp_path: Path, state: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    env, state = env_for(tmp_path), short_state_dir()
+    env = env_for(tmp_path)
     args = ("run", "--fan-out", "demo:2,hanging", "hi there", "--folder", str(repo), "--check", "ls README.md")
     done = await finish(await start(state, *args, env=env))
     assert done.code == 1, done  # the hung attempt did not complete
@@ -55,13 +67,13 @@ async def test_every_attempt_is_waited_for_and_summed_up(tmp_path: Path) -> None
     assert checked.code == 5 and json.loads(checked.out)["attempts"][0]["check"]["exit_code"] == 7
 
 
-async def test_bad_input_is_refused_and_makes_nothing(tmp_path: Path) -> None:
+async def test_bad_input_is_refused_and_makes_nothing(tmp_path: Path, state: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     plain = tmp_path / "plain"
     plain.mkdir()
-    env, state = env_for(tmp_path), short_state_dir()
+    env = env_for(tmp_path)
     cases = [
-        (("demo:0",), "at least one attempt"),
+        (("demo:0",), "the count must be 1 or more"),
         (("nosuch:1",), "nosuch"),
         ((":x",), "names no agent"),
         (("demo:x",), "whole number"),
@@ -78,3 +90,27 @@ async def test_bad_input_is_refused_and_makes_nothing(tmp_path: Path) -> None:
     assert run(repo, "branch", "--format=%(refname:short)") == "main"
     assert run(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert subprocess.run(["git", "status", "--porcelain"], cwd=plain, capture_output=True, check=False).returncode
+
+
+async def test_a_permission_nobody_can_answer_is_refused_and_said(tmp_path: Path, state: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = env_for(tmp_path)
+    args = ("run", "--fan-out", "demo:2", "write the file please", "--folder", str(repo))
+    done = await finish(await start(state, *args, env=env))
+    assert done.code == 3, done  # completed, but the tool it asked for did not run
+    attempts = json.loads(done.out)["attempts"]
+    assert all(a["turn_end"] == "completed" and a["refused_permissions"] for a in attempts)
+    assert done.err.count("but the policy is 'ask' and a fan-out asks nobody; rejected") == 2
+    allowed = await finish(await start(state, *args, "--allow-tools", env=env))
+    assert allowed.code == 0 and not any(a["refused_permissions"] for a in json.loads(allowed.out)["attempts"])
+
+
+async def test_ctrl_c_stops_every_attempt(tmp_path: Path, state: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = {**env_for(tmp_path), "POLYPILOT_WATCHDOG__INACTIVITY": "600"}
+    process = await start(state, "run", "--fan-out", "hanging:2", "task", "--folder", str(repo), env=env)
+    worktrees = state / "worktrees"
+    await until(lambda: len(list(worktrees.glob("*/*"))) == 2, 30, "both worktrees made")
+    process.send_signal(signal.SIGINT)
+    done = await finish(process, 30)
+    assert done.code == 4 and "SIGINT" in done.err, done

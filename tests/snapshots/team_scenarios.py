@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from polypilot_tui.domain.team import TeamBounds
+from polypilot_tui.domain.tool_servers import CAPABILITY_ENV
 from polypilot_tui.engine import verbs
-from polypilot_tui.engine.teams import CAPABILITY_ENV
 from polypilot_tui.ui.screens.compare import CompareScreen
 from polypilot_tui.ui.screens.fan_out import FanOutScreen
 from tests.snapshots.fakes import COMPARED, Driver

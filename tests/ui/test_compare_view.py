@@ -59,7 +59,7 @@ async def test_the_dialog_says_what_stands_in_the_way_and_keeps_what_was_typed(t
     async with app.run_test(size=(110, 44)) as pilot:
         screen = await open_dialog(pilot, app)
         for agents, said in [
-            ("demo:0", "at least one attempt"),
+            ("demo:0", "'demo:0'"),  # the spec's own words name the part that is wrong
             ("nope:2", "'nope' is not an agent polypilot knows"),
             ("", "name the agents"),
         ]:

@@ -13,9 +13,9 @@ from typing import Any
 from textual.pilot import Pilot
 
 from polypilot_tui.domain.team import TeamBounds
+from polypilot_tui.domain.tool_servers import CAPABILITY_ENV
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.teams import CAPABILITY_ENV
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from tests.ui.helpers import caught_up_with, demo_app, engine_of, notifications, session_added, wait_for
