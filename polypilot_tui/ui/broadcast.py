@@ -10,10 +10,20 @@ session took it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import logging
+from collections.abc import Callable, Collection, Iterable, Sequence
+
+from textual.widget import Widget
 
 from polypilot_tui.domain.fan_out import BroadcastResult
 from polypilot_tui.domain.text import one_line
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.api import Engine
+from polypilot_tui.ui.action_failures import Failed, attempt
+from polypilot_tui.ui.formatting import plural
+from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
+
+log = logging.getLogger(__name__)
 
 SHOWN_REFUSALS = 8
 """Refusals one toast names (the rest are counted)."""
@@ -70,3 +80,75 @@ def refusals_text(refused: Sequence[BroadcastResult], name: dict[str, str]) -> s
     if len(refused) > SHOWN_REFUSALS:
         lines.append(f"… and {len(refused) - SHOWN_REFUSALS} more")
     return "\n".join(lines)
+
+
+class Broadcaster:
+    """Sends a prompt typed in the box to the marked sessions (BROADCAST) and tells the outcome."""
+
+    def __init__(
+        self,
+        owner: Widget,
+        engine: Engine,
+        editor: PromptEditor,
+        *,
+        names: Callable[[str], str],
+        kept: Callable[[], None],
+    ) -> None:
+        self._owner = owner
+        """Where the toasts come from (the main screen)."""
+        self._engine = engine
+        self._editor = editor
+        """Where a refused prompt goes back to (the box, or a session's draft)."""
+        self._names = names
+        self._kept = kept
+        """Called when a draft was given text back (it is saved)."""
+
+    async def send(self, typed_for: str, targets: list[str], text: str) -> None:
+        """Send to every marked session: each refusal is told, and its text kept (the box gets
+        it back when no session took it; else each refusing session's draft)."""
+        names = {sid: self._names(sid) for sid in targets}
+        request = verbs.Broadcast(tuple(targets), text)
+        results = await attempt(log, "Broadcast", self._engine.call(verbs.BROADCAST, request))
+        if isinstance(results, Failed):
+            self._editor.give_back(typed_for, text)
+            self._kept()
+            self._owner.notify(
+                f"Not sent: {results.said}. Your text is back in the prompt.",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
+            return
+        refused = [r for r in results if r.result == "refused"]
+        took = len(results) - len(refused)
+        queued = sum(1 for r in results if r.result == "queued")
+        if not took:
+            self._editor.give_back(typed_for, text)
+            self._kept()
+            self._owner.notify(
+                f"No marked session took it; your text is back in the prompt.\n{refusals_text(refused, names)}",
+                title=f"Not sent to {plural(len(refused), 'session')}",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
+            return
+        for refusal in refused:
+            self._editor.give_back(refusal.session_id, text)
+        if refused:
+            self._kept()
+            self._owner.notify(
+                f"Sent to {took} of {len(results)}; the text is in the draft of each that refused:\n"
+                + refusals_text(refused, names),
+                title=f"Not sent to {plural(len(refused), 'session')}",
+                severity="warning",
+                timeout=15,
+                markup=False,
+            )
+        else:
+            self._owner.notify(
+                f"Sent to {plural(took, 'session')}"
+                + (f" ({queued} queued behind a running turn)." if queued else "."),
+                timeout=4,
+                markup=False,
+            )

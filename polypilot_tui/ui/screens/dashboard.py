@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ from polypilot_tui.engine.api import Engine, EngineError
 from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert, Attention
-from polypilot_tui.ui.broadcast import Marks, refusals_text
+from polypilot_tui.ui.broadcast import Broadcaster, Marks
 from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.compare_flow import CompareFlow
@@ -57,9 +57,9 @@ from polypilot_tui.ui.screens.fan_out_flow import FanOutFlow
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session_flow import NewSessionFlow
-from polypilot_tui.ui.screens.quit import turn_names
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.screens.review_flow import ReviewFlow
+from polypilot_tui.ui.screens.team_flow import TeamFlow
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, remember_folder, save_ui_state
 from polypilot_tui.ui.usage_text import fleet_summary
 from polypilot_tui.ui.welcome import AgentsFound
@@ -151,9 +151,6 @@ class DashboardScreen(Screen[None]):
         self.attention = Attention()
         self.marks = Marks()
         """The sessions a prompt typed now goes to, when any are marked (ctrl+t)."""
-        self.worker_states: dict[str, str] = {}
-        """Each worker's state as its team last said ("queued" shows in its row; the rest its view shows)."""
-        self._teams_to_read: set[str] = set()
         self.selected: str | None = None
         """The session on screen."""
         self._views: dict[str, SessionView] = {}
@@ -191,6 +188,10 @@ class DashboardScreen(Screen[None]):
             closed=self._refocus_editor,
         )
         self.review = ReviewFlow(self, engine, run=self._run, closed=self._refocus_editor)
+        self.broadcaster = Broadcaster(
+            self, engine, self.pane.editor, names=self._session_name, kept=self._ui_state_changed
+        )
+        self.team = TeamFlow(self, engine, run=self._run, redraw=self._redraw_rows, closed=self._refocus_editor)
         self.compare = CompareFlow(self, engine, review=self.review, run=self._run, closed=self._refocus_editor)
         self.fan_out = FanOutFlow(
             self,
@@ -257,6 +258,10 @@ class DashboardScreen(Screen[None]):
                 self.notify(f"{title} failed: {done.said}", severity="error", markup=False)
 
         self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
+
+    def _redraw_rows(self, session_ids: set[str]) -> None:
+        self._dirty.update(session_ids)
+        self._request_redraw()
 
     def _refocus_editor(self, _closed_with: object = None) -> None:
         """A dialog closed: typing goes to the prompt again."""
@@ -356,8 +361,6 @@ class DashboardScreen(Screen[None]):
                 alert = self.attention.observe(before, view, on_screen=on_screen)
                 if alert is not None and self.engine.alerts_here():  # else another dashboard rings
                     self._alert(alert)
-        for gone in set(self.worker_states) - set(current):
-            del self.worker_states[gone]
         if self.marks.keep_only(current):
             self.refresh_bindings()  # the last mark may have left with its session
         for gone in set(self._views) - set(current):
@@ -365,14 +368,14 @@ class DashboardScreen(Screen[None]):
             await self.pane.forget(gone)
         previous = self._views
         self._views = current
-        self._read_teams_of(views, previous)
+        self.team.changed(views, previous)
         if self.selected not in current:
             self.selected = views[0].id if views else None
             self.pane.bind(self.selected)
         if self.selected is not None:
             self.attention.seen(self.selected)
-        queued = {sid for sid, state in self.worker_states.items() if state == "queued"}
-        await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=self.marks.ids, queued=queued)
+        marked, queued = self.marks.ids, self.team.queued
+        await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=marked, queued=queued)
         self.compare.changed(dirty)
         self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
@@ -411,30 +414,6 @@ class DashboardScreen(Screen[None]):
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
-
-    def _read_teams_of(self, views: Sequence[SessionView], previous: dict[str, SessionView]) -> None:
-        """Ask the teams whose members changed status how their workers are (a queued worker's
-        session is idle: only its team knows it waits for a slot). On a status change, never on
-        every streamed word."""
-        for view in views:
-            before = previous.get(view.id)
-            moved = before is None or (before.status, before.team_note) != (view.status, view.team_note)
-            if moved and (view.orchestrator or view.parent):
-                self._teams_to_read.add(view.id if view.orchestrator else view.parent)
-        if self._teams_to_read:
-            self.run_worker(self._read_team_states(), group="team-states", exclusive=True, exit_on_error=False)
-
-    async def _read_team_states(self) -> None:
-        for lead in sorted(self._teams_to_read):
-            state = await attempt(log, "Team state", self.engine.call(verbs.TEAM_STATE, verbs.SessionRef(lead)))
-            self._teams_to_read.discard(lead)  # read, or gone: asked again at its next change
-            if isinstance(state, Failed):
-                continue
-            states = {worker.worker: worker.state for worker in state.workers}
-            if any(self.worker_states.get(sid) != s for sid, s in states.items()):
-                self.worker_states.update(states)
-                self._dirty.update(states)
-                self._request_redraw()
 
     async def look_for_agents(self) -> None:
         """Ask the engine which agents it can start (the demo's welcome names them); at start."""
@@ -523,7 +502,7 @@ class DashboardScreen(Screen[None]):
             log_.follow_end()  # whoever sends wants to see what comes back
         targets = self.marks.in_order(self.sidebar.session_list.session_ids)
         if targets:
-            self._run("Broadcast", self._broadcast(sid, targets, event.text))
+            self._run("Broadcast", self.broadcaster.send(sid, targets, event.text))
         else:
             self._run("Send", self._send(sid, event.text))
 
@@ -544,56 +523,6 @@ class DashboardScreen(Screen[None]):
             self.notify(
                 "Queued: it is sent when the current turn ends.",
                 title=self._session_name(session_id),
-                timeout=4,
-                markup=False,
-            )
-
-    async def _broadcast(self, typed_for: str, targets: list[str], text: str) -> None:
-        """Send to every marked session: each refusal is told, and its text kept (the box gets
-        it back when no session took it; else each refusing session's draft)."""
-        names = {sid: self._session_name(sid) for sid in targets}
-        request = verbs.Broadcast(tuple(targets), text)
-        results = await attempt(log, "Broadcast", self.engine.call(verbs.BROADCAST, request))
-        if isinstance(results, Failed):
-            self.pane.editor.give_back(typed_for, text)
-            self._ui_state_changed()
-            self.notify(
-                f"Not sent: {results.said}. Your text is back in the prompt.",
-                severity="error",
-                timeout=15,
-                markup=False,
-            )
-            return
-        refused = [r for r in results if r.result == "refused"]
-        took = len(results) - len(refused)
-        queued = sum(1 for r in results if r.result == "queued")
-        if not took:
-            self.pane.editor.give_back(typed_for, text)
-            self._ui_state_changed()
-            self.notify(
-                f"No marked session took it; your text is back in the prompt.\n{refusals_text(refused, names)}",
-                title=f"Not sent to {plural(len(refused), 'session')}",
-                severity="error",
-                timeout=15,
-                markup=False,
-            )
-            return
-        for refusal in refused:
-            self.pane.editor.give_back(refusal.session_id, text)
-        if refused:
-            self._ui_state_changed()
-            self.notify(
-                f"Sent to {took} of {len(results)}; the text is in the draft of each that refused:\n"
-                + refusals_text(refused, names),
-                title=f"Not sent to {plural(len(refused), 'session')}",
-                severity="warning",
-                timeout=15,
-                markup=False,
-            )
-        else:
-            self.notify(
-                f"Sent to {plural(took, 'session')}"
-                + (f" ({queued} queued behind a running turn)." if queued else "."),
                 timeout=4,
                 markup=False,
             )
@@ -715,48 +644,16 @@ class DashboardScreen(Screen[None]):
             self._run("Stop", self.engine.call(verbs.STOP, verbs.SessionRef(view.id)))
         workers = self._workers_of(view.id)
         if view.orchestrator and workers:
-            self._offer_to_stop_workers(view, workers)
+            self.team.offer_to_stop_workers(view, workers)
 
     def _workers_of(self, session_id: str) -> list[SessionView]:
         return [v for v in self._views.values() if v.parent == session_id]
-
-    def _offer_to_stop_workers(self, orchestrator: SessionView, workers: list[SessionView]) -> None:
-        busy = [w for w in workers if w.status.busy]
-        message = (
-            f"“{one_line(orchestrator.name, 40)}” leads {plural(len(workers), 'worker')}"
-            + (f", {len(busy)} working now ({turn_names(busy)})" if busy else ", none working now")
-            + ". Stopping them ends their turns and drops the starts still queued; their sessions stay."
-        )
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._run("Stop workers", self._stop_workers(orchestrator))
-            self.pane.editor.focus()
-
-        self.app.push_screen(ConfirmScreen("Stop its workers too?", message, "Stop the workers"), answered)
 
     def action_orchestrate(self) -> None:
         """Make the selected session an orchestrator: its agent is handed the team's tools."""
         sid = self.selected
         if sid is not None and sid in self._views:
-            self._run("Make orchestrator", self._orchestrate(sid))
-
-    async def _orchestrate(self, session_id: str) -> None:
-        team = await self.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(session_id))
-        bounds = team.bounds
-        self.notify(
-            f"“{one_line(self._session_name(session_id), 40)}” leads a team: it can start workers through its "
-            f"polypilot tools ({bounds.workers_at_once} at once, {bounds.total_workers} in all, "
-            f"{bounds.turns} turns). Its workers are listed under it.",
-            timeout=8,
-            markup=False,
-        )
-
-    async def _stop_workers(self, orchestrator: SessionView) -> None:
-        stopped = await self.engine.call(verbs.STOP_WORKERS, verbs.SessionRef(orchestrator.id))
-        self.notify(
-            f"Stopped {plural(stopped, 'worker')} of “{one_line(orchestrator.name, 40)}”.", timeout=4, markup=False
-        )
+            self.team.orchestrate(sid, self._session_name(sid))
 
     def action_reconnect(self) -> None:
         """Reconnect the selected session's agent, keeping its history."""
