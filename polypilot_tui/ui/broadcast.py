@@ -74,7 +74,7 @@ class Marks:
 def refusals_text(refused: Sequence[BroadcastResult], name: dict[str, str]) -> str:
     """The refusals, one line each: the session and why (the first :data:`SHOWN_REFUSALS`)."""
     lines = [
-        f"{one_line(name.get(d.session_id, d.session_id), 40)}: {one_line(d.reason, 120)}"
+        f"{one_line(name.get(d.session_id, d.session_id), 40)}: {one_line(d.reason, 200)}"
         for d in refused[:SHOWN_REFUSALS]
     ]
     if len(refused) > SHOWN_REFUSALS:

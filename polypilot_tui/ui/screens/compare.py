@@ -70,8 +70,8 @@ def attempt_detail(comparison: Comparison, attempt: Attempt) -> str:
     lines = [f"{attempt.name} · {attempt.agent}" + (f" · {attempt.branch}" if attempt.branch else "")]
     if attempt.folder:
         lines.append(f"Worktree: {attempt.folder}")
-    if attempt.reason:
-        lines.append(f"Ended: {one_line(attempt.reason, 200)}")
+    if attempt.reason and attempt.outcome != "completed":  # a completed turn's reason is an event's name
+        lines.append(f"Ended {attempt.outcome or ''}: {one_line(attempt.reason, 200)}")
     check = attempt.check
     if check is not None and check.output.strip():
         tail = safe_text(check.output).rstrip("\n").splitlines()[-CHECK_TAIL_LINES:]

@@ -70,6 +70,9 @@ class CompareFlow:
         self._closed = closed
         self.screen: CompareScreen | None = None
         """The compare view while it is open."""
+        self._refreshing = False
+        self._again = False
+        """Attempts changed while a comparison was being read: read it once more after."""
 
     def open(self, group: str) -> None:
         """The compare view of ``group``, once the engine has said how its attempts are."""
@@ -98,7 +101,21 @@ class CompareFlow:
         screen = self.screen
         if screen is None or not any(a.session_id in session_ids for a in screen.comparison.attempts):
             return
-        self._owner.run_worker(self._refresh(screen), group="compare-refresh", exclusive=True, exit_on_error=False)
+        if self._refreshing:  # never cancel a read in flight (a call on the socket): read again after it
+            self._again = True
+            return
+        self._refreshing = True
+        self._owner.run_worker(self._refresh_while_changed(screen), group="compare-refresh", exit_on_error=False)
+
+    async def _refresh_while_changed(self, screen: CompareScreen) -> None:
+        try:
+            while True:
+                self._again = False
+                await self._refresh(screen)
+                if not self._again:
+                    return
+        finally:
+            self._refreshing = False
 
     async def _refresh(self, screen: CompareScreen) -> None:
         group = screen.comparison.group

@@ -34,24 +34,9 @@ class FanOutScreen(ModalScreen[FanOut | None]):
     """ctrl+s (or the button) fans the task out; Escape cancels. Enter in a one-line field does
     too; in the task it is a new line (a task is often several)."""
 
-    CSS_PATH = "new_session.tcss"
-    """The new-session dialog's look (the same dialog ids); what differs is below."""
-    DEFAULT_CSS = """
-    FanOutScreen {
-        align: center middle;
-        background: $background 60%;
-    }
-    FanOutScreen .field-label {
-        color: $text-muted;
-        padding-top: 1;
-    }
-    FanOutScreen #task {
-        height: 5;
-    }
-    FanOutScreen #agent-list {
-        max-height: 6;
-    }
-    """
+    CSS_PATH = ["new_session.tcss", "fan_out.tcss"]
+    """The new-session dialog's look (the same dialog ids), then what differs (a screen's CSS
+    files outrank any DEFAULT_CSS, so the differences are a file too)."""
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+s", "fan_out", "Fan out"),

@@ -37,7 +37,7 @@ class PickConfirmScreen(ConfirmScreen):
                 f" Discarding the {plural(others, 'other attempt')} removes {'its' if others == 1 else 'their'} "
                 "worktree and branch; one with work that would be lost is kept, and named."
             )
-        super().__init__(f"Merge this attempt {into}?", message, "Merge and discard the others")
+        super().__init__(f"Merge this attempt {into}?", message, "Merge, discard the others")
         self._others = others
 
     def compose(self) -> ComposeResult:
@@ -46,7 +46,7 @@ class PickConfirmScreen(ConfirmScreen):
             yield Static(self._message, id="confirm-message", markup=False)
             with Horizontal(id="confirm-buttons"):
                 yield Button(Content("Cancel [n]"), id="confirm-cancel", compact=True)
-                yield Button(Content("Merge, keep the others [k]"), id="pick-keep", compact=True)
+                yield Button(Content("Merge only [k]"), id="pick-keep", compact=True)
                 if self._others:
                     yield Button(Content(f"{self._confirm} [y]"), id="confirm-ok", variant="warning", compact=True)
 

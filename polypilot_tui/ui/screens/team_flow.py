@@ -49,6 +49,7 @@ class TeamFlow:
         """Each worker's state as its team last said."""
         self._to_read: set[str] = set()
         """Orchestrators whose team is to be asked (until it answered)."""
+        self._reading = False
 
     @property
     def queued(self) -> set[str]:
@@ -65,19 +66,25 @@ class TeamFlow:
             moved = before is None or (before.status, before.team_note) != (view.status, view.team_note)
             if moved and (view.orchestrator or view.parent):
                 self._to_read.add(view.id if view.orchestrator else view.parent)
-        if self._to_read:
-            self._owner.run_worker(self._read(), group="team-states", exclusive=True, exit_on_error=False)
+        if self._to_read and not self._reading:  # one reader: a call in flight is never cancelled
+            self._reading = True
+            self._owner.run_worker(self._read(), group="team-states", exit_on_error=False)
 
     async def _read(self) -> None:
-        for lead in sorted(self._to_read):
-            state = await attempt(log, "Team state", self._engine.call(verbs.TEAM_STATE, verbs.SessionRef(lead)))
-            self._to_read.discard(lead)  # read, or gone: asked again at its next change
-            if isinstance(state, Failed):
-                continue
-            states = {worker.worker: worker.state for worker in state.workers}
-            if any(self.worker_states.get(sid) != s for sid, s in states.items()):
-                self.worker_states.update(states)
-                self._redraw(set(states))
+        try:
+            while self._to_read:
+                lead = min(self._to_read)
+                self._to_read.discard(lead)  # asked again at its next change if this fails
+                call = self._engine.call(verbs.TEAM_STATE, verbs.SessionRef(lead))
+                state = await attempt(log, "Team state", call)
+                if isinstance(state, Failed):
+                    continue
+                states = {worker.worker: worker.state for worker in state.workers}
+                if any(self.worker_states.get(sid) != s for sid, s in states.items()):
+                    self.worker_states.update(states)
+                    self._redraw(set(states))
+        finally:
+            self._reading = False
 
     def orchestrate(self, session_id: str, name: str) -> None:
         """Make the session an orchestrator: its agent is handed the team's tools."""
