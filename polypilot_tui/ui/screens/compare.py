@@ -122,9 +122,10 @@ class CompareScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape", "close", "Back"),
-        Binding("enter,d", "diff", "Diff"),
-        Binding("c", "check", "Run check"),
-        Binding("m", "pick", "Merge this one"),
+        # Ids: remappable in keymap.toml like the dashboard's ("compare.pick" = "M").
+        Binding("enter,d", "diff", "Diff", id="compare.diff"),
+        Binding("c", "check", "Run check", id="compare.check"),
+        Binding("m", "pick", "Merge this one", id="compare.pick"),
     ]
 
     def __init__(
