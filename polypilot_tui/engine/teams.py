@@ -205,22 +205,13 @@ class TeamDesk:
         team, grant = self._grant(request.capability)
         if not request.prompt.strip():
             raise BadRequest("a worker needs a prompt")
-        starter = self._manager.view(grant.session)
-        workspace = starter.workspace
-        folder = (workspace.folder if workspace else "") or starter.cwd or None
-        base = ""
-        if request.worktree and workspace is not None and workspace.repo:
-            folder, base = workspace.repo, workspace.branch
-        new = NewSession(
-            request.agent,
-            request.name or None,
-            folder,
-            Isolation.WORKTREE if request.worktree else Isolation.FOLDER,
-            base=base,
-        )
-        await self._engine.check_new_session(new)  # an unknown agent or folder is no dispatch
+        await self._engine.check_new_session(self._worker_session(team, grant, request, 1))  # nothing made
         self._refuse(team, team.refuse_dispatch(grant.session, request.agent, request.prompt, self._now(), new=True))
-        sid = await self._engine.new_session(new)
+        team.reserved += 1  # a start called meanwhile (agents call tools in parallel) counts this one
+        try:
+            sid = await self._engine.new_session(self._worker_session(team, grant, request, 0))
+        finally:
+            team.reserved -= 1
         depth = team.depth_of(grant.session) + 1
         link = Link(sid, grant.session, depth, self._manager.view(sid).name, request.agent)
         team.links[sid] = link
@@ -280,6 +271,21 @@ class TeamDesk:
         await self._stop_link(team, link, f"stopped by {self._name(grant.session)}")
         self._after(team)
         return worker_state(link)
+
+    def _worker_session(self, team: Team, grant: Grant, request: StartWorker, ahead: int) -> NewSession:
+        """The new session of a worker: in its starter's folder, or a worktree of its repository
+        from its branch; named after the team and its place in it (parallel starts make
+        worktrees at once: their branches must differ), unless the starter named it."""
+        starter = self._manager.view(grant.session)
+        workspace = starter.workspace
+        folder = (workspace.folder if workspace else "") or starter.cwd or None
+        base = ""
+        if request.worktree and workspace is not None and workspace.repo:
+            folder, base = workspace.repo, workspace.branch
+        number = len(team.links) + team.reserved + ahead
+        name = request.name or f"{request.agent} {number} of {self._name(team.orchestrator)}"
+        isolation = Isolation.WORKTREE if request.worktree else Isolation.FOLDER
+        return NewSession(request.agent, name, folder, isolation, base=base)
 
     # ---- reads -------------------------------------------------------------------------
     def state(self, team: Team) -> TeamState:

@@ -185,6 +185,34 @@ async def test_a_runaway_orchestrator_is_stopped_at_the_bound_of_total_workers(
     assert {w.worker for w in started} == {link.worker for link in (await team.wait())}
 
 
+async def test_starts_called_at_once_are_held_to_the_bound_of_total_workers(
+    served: tuple[Harness, ServedEngine], tmp_path: Path
+) -> None:
+    harness, server = served
+    repo = GitRepo(tmp_path / "project")
+    repo.write("README.md", "base\n")
+    repo.commit()
+    lead = await harness.engine.new_session(verbs.NewSession("demo", folder=str(repo.root)))
+    await harness.engine.call(
+        verbs.ORCHESTRATE, verbs.Orchestrate(lead, TeamBounds(total_workers=3, workers_at_once=9))
+    )
+    team = Team(harness, server, lead, capability_of(harness.engine, lead))
+
+    async def start(i: int) -> verbs.WorkerState:  # each worktree is made by git: the calls interleave
+        request = verbs.StartWorker(team.capability, "demo", f"hello parallel {i}", worktree=True)
+        return await team.call(verbs.TEAM_START, request)
+
+    answers = await asyncio.gather(*(start(i) for i in range(6)), return_exceptions=True)
+    started = [a for a in answers if isinstance(a, verbs.WorkerState)]
+    refused = [str(a) for a in answers if isinstance(a, EngineError)]
+    assert len(started) == 3 and refused == ["refused: total workers: 3 of 3"] * 3, answers
+    assert len(team.engine.ids()) == 4
+    assert sorted(team.engine.view(w.worker).branch for w in started) == [
+        f"polypilot/demo-{n}-of-demo-1" for n in (1, 2, 3)
+    ]
+    await team.wait()
+
+
 async def test_depth_one_workers_get_no_relay_and_depth_two_lets_one_level_more(
     served: tuple[Harness, ServedEngine],
 ) -> None:
@@ -412,11 +440,13 @@ async def test_a_restart_keeps_the_team_and_delivers_the_pending_wait_as_a_promp
         told = next(i.text for i in second.history(orchestrator) if "restarted while you waited" in i.text)
         lines = told.splitlines()
         assert len(lines) == 4, told  # the first line of each reply, no more
-        assert lines[1].startswith(f"- demo-2 ({quick.worker}): done") and lines[1].endswith(
+        assert lines[1].startswith(f"- demo 1 of demo-1 ({quick.worker}): done") and lines[1].endswith(
             "— You said: **hello quick worker**"
         )
-        assert lines[2] == f"- demo-3 ({hung.worker}): stopped (interrupted: polypilot stopped during this turn)"
-        assert lines[3].startswith(f"- demo-4 ({queued.worker}): done")
+        assert (
+            lines[2] == f"- demo 2 of demo-1 ({hung.worker}): stopped (interrupted: polypilot stopped during this turn)"
+        )
+        assert lines[3].startswith(f"- demo 3 of demo-1 ({queued.worker}): done")
         state = await second.call(verbs.TEAM_STATE, verbs.SessionRef(orchestrator))
         assert state.pending_waits == 0 and state.turns >= 2
     finally:
