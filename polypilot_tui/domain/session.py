@@ -86,6 +86,8 @@ class Session:
     """Why the workspace could not be read last time (its folder deleted, say), or ""."""
     model_choice: str = ""
     """The model the user switched this session to ("" for none): set again after every connect."""
+    attempt_of: str = ""
+    """The fan-out group it is an attempt of ("" for none; kept in the groups' own file)."""
     _turn_seq: int = 0
 
     def __post_init__(self) -> None:
