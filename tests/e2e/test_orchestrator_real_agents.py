@@ -1,0 +1,132 @@
+"""Orchestrators on real agents call polypilot's team tools, handed as an MCP server.
+
+The engine is served on its socket in this process; its agents are the real Copilot CLI (SDK
+path) and opencode (ACP) against the scripted model, whose ``STEPS=`` prompt makes the
+orchestrator call the relay's tools one by one: start two workers on two other agents, wait
+for them (the engine's own turn ends), read their replies, and answer with them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.agents.npm_cache import OPENCODE, NpmAgent
+from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, Settings
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.team import TeamBounds
+from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.engine.builder import build_engine
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.verbs import ORCHESTRATE, Orchestrate
+from tests.support.acp_agents import opencode_agent
+from tests.support.copilot_e2e import KEY, KEY_ENV, copilot_agent
+from tests.support.engine_service import serving_in_process
+from tests.support.model_server import ModelServer
+from tests.support.waiting import until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+WAIT = 120.0
+
+
+@dataclass
+class Team:
+    engine: LocalEngine
+    server: ModelServer
+
+
+@pytest.fixture
+async def team(
+    copilot_cli: Path,
+    npm_agent: Callable[[NpmAgent], Path],
+    model_server: ModelServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Team]:
+    """An engine served on its socket with the demo agent, Copilot and opencode on the scripted model.
+    Every tool call is allowed by the policy the user would set for it (the test's choice)."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    work = tmp_path / "work"
+    agents = {
+        "demo": AgentConfig(name="demo", kind="demo", cwd=work),
+        "copilot": copilot_agent(copilot_cli, model_server, tmp_path / "copilot-home", work).model_copy(
+            update={"name": "copilot"}
+        ),
+        "opencode": opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "opencode-home").model_copy(
+            update={"cwd": work}
+        ),
+    }
+    settings = Settings(
+        _env_file=None,
+        state_dir=tmp_path / "state",
+        record=False,
+        demo_speed=50,
+        permission_policy=PermissionPolicy.ALLOW,
+        team_tools_seconds=60,
+    )
+    engine = build_engine(settings, AgentCatalog(agents), persist=False)
+    async with serving_in_process(engine):
+        try:
+            yield Team(engine, model_server)
+        finally:
+            await engine.close()
+
+
+def steps(*workers: tuple[str, str]) -> str:
+    """The orchestrator's prompt: start each (agent, prompt), wait for all, read each reply."""
+    plan: list[dict[str, object]] = [{"tool": "start_worker", "args": {"agent": a, "prompt": p}} for a, p in workers]
+    plan.append({"tool": "wait_workers", "args": {"timeout_seconds": WAIT}})
+    plan += [{"tool": "read_reply", "args": {"worker": "{{" + f"{i}.worker" + "}}"}} for i in range(len(workers))]
+    return "Lead the team. STEPS=" + json.dumps(plan)
+
+
+async def orchestrator(team: Team, agent: str) -> str:
+    """A session on ``agent`` made an orchestrator: its agent reconnected, handed the relay."""
+    engine, manager = team.engine, team.engine.manager
+    lead = await manager.create_session(agent, "lead")
+    await engine.call(ORCHESTRATE, Orchestrate(lead, TeamBounds(workers_at_once=2, total_workers=2)))
+    await until(lambda: manager.awaiting_tools(lead), 60, f"{agent} reconnected with the relay")
+    return lead
+
+
+async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...]) -> str:
+    """The orchestrator's turn, sent and ended by the engine; its reply."""
+    manager = team.engine.manager
+    lead = await orchestrator(team, agent)
+    await manager.send(lead, steps(*workers))
+    sent = time.monotonic()
+    await until(lambda: not manager.awaiting_tools(lead), 60, f"{agent} listing the team tools")
+    print(f"{agent}: the team tools arrived {time.monotonic() - sent:.1f} s after the turn was sent")
+    session = manager.session(lead)
+    await until(lambda: session.turn is None and session.turns, WAIT + 60, f"the turn of {agent} ending")
+    record = session.turns[-1]
+    assert record.outcome is Outcome.COMPLETED, (record.outcome, record.reason)
+    replies = [item.text for item in manager.history(lead) if item.kind is ItemKind.ASSISTANT]
+    assert replies, [(i.kind, i.text[:200]) for i in manager.history(lead)]
+    return replies[-1]
+
+
+async def test_a_copilot_orchestrator_runs_a_demo_and_an_opencode_worker(team: Team) -> None:
+    began = time.monotonic()
+    reply = await run_team(team, "copilot", (("demo", "alpha job"), ("opencode", "beta job")))
+    assert "You said: **alpha job**" in reply, reply
+    assert "echo: beta job" in reply, reply
+    assert reply.count("its last turn: completed") == 2, reply
+    workers = [v for v in team.engine.manager.views() if v.parent]
+    assert sorted(v.agent for v in workers) == ["demo", "opencode"]
+    print(f"copilot orchestrator: {time.monotonic() - began:.1f} s")
+
+
+async def test_an_opencode_orchestrator_runs_a_demo_and_a_copilot_worker(team: Team) -> None:
+    began = time.monotonic()
+    reply = await run_team(team, "opencode", (("demo", "gamma job"), ("copilot", "delta job")))
+    assert "You said: **gamma job**" in reply, reply
+    assert "echo: delta job" in reply, reply
+    assert reply.count("its last turn: completed") == 2, reply
+    print(f"opencode orchestrator: {time.monotonic() - began:.1f} s")
