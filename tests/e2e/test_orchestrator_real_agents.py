@@ -39,6 +39,13 @@ WAIT = 120.0
 class Team:
     engine: LocalEngine
     server: ModelServer
+    root: Path
+
+
+def files_holding(root: Path, secret: str) -> list[Path]:
+    """Every file under ``root`` whose bytes hold ``secret``."""
+    needle = secret.encode()
+    return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and needle in p.read_bytes()]
 
 
 @pytest.fixture
@@ -73,7 +80,7 @@ async def team(
     engine = build_engine(settings, AgentCatalog(agents), persist=False)
     async with serving_in_process(engine):
         try:
-            yield Team(engine, model_server)
+            yield Team(engine, model_server, tmp_path)
         finally:
             await engine.close()
 
@@ -99,6 +106,7 @@ async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...])
     """The orchestrator's turn, sent and ended by the engine; its reply."""
     manager = team.engine.manager
     lead = await orchestrator(team, agent)
+    ((_, capability),) = team.engine.teams.tool_servers(lead)[0].env
     await manager.send(lead, steps(*workers))
     sent = time.monotonic()
     await until(lambda: not manager.awaiting_tools(lead), 60, f"{agent} listing the team tools")
@@ -109,6 +117,9 @@ async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...])
     assert record.outcome is Outcome.COMPLETED, (record.outcome, record.reason)
     replies = [item.text for item in manager.history(lead) if item.kind is ItemKind.ASSISTANT]
     assert replies, [(i.kind, i.text[:200]) for i in manager.history(lead)]
+    assert (manager.workdir(lead) / "relay.log").is_file()
+    await team.engine.close()  # every file written and closed: then none holds the capability
+    assert files_holding(team.root, capability) == []
     return replies[-1]
 
 
