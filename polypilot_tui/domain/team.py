@@ -118,6 +118,8 @@ class Link:
     """It holds one of ``workers_at_once`` (from its send to its turn's end)."""
     usage: Usage = field(default_factory=Usage)
     """What it reported using, as last seen."""
+    stopping: str = ""
+    """Why it is being stopped (its orchestrator, the human, a bound): its stopped turn says so."""
 
     @property
     def ended(self) -> bool:
@@ -294,6 +296,9 @@ class Team:
         if link is None:
             return
         link.turns += 1
+        if outcome == "aborted" and link.stopping:
+            reason = link.stopping
+        link.stopping = ""
         link.outcome, link.reason = outcome, reason
         if more_queued and outcome == "completed":
             return
@@ -351,6 +356,7 @@ _LINK_END: Mapping[str, LinkState] = {"completed": "done", "recovered": "done", 
 def _link_json(link: Link, now: float) -> dict[str, Any]:
     data = asdict(link)
     data.pop("usage")
+    data.pop("stopping")
     data["started_ago"] = None if link.started_at is None else now - link.started_at
     data["ended_ago"] = None if link.ended_at is None else now - link.ended_at
     data.pop("started_at")

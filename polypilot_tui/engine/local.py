@@ -212,7 +212,7 @@ class LocalEngine:
     async def close(self, quitting: bool = True) -> None:
         """End the engine: with ``quitting``, turns in flight end as interrupted (else they stay on record)."""
         self.watch_folders(False)
-        await self.teams.close()  # first: the turns the quit ends are not the team's doing
+        self.teams.closing()  # first: the waits pending now are delivered after the next start
         for task in list(self._background):
             task.cancel()
         self.changes.close()
@@ -222,6 +222,7 @@ class LocalEngine:
             else:
                 await self.manager.shutdown()
         finally:
+            await self.teams.close()
             if self.persistence is not None:  # after the quit: the final state is what is saved
                 await self.persistence.close()
 

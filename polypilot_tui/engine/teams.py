@@ -82,6 +82,8 @@ class Host(Protocol):
 
     async def new_session(self, request: NewSession) -> str: ...
 
+    async def check_new_session(self, request: NewSession) -> None: ...
+
 
 @dataclass(frozen=True)
 class Grant:
@@ -183,7 +185,10 @@ class TeamDesk:
         if team is None:
             raise EngineError(f"{self._name(sid)} leads no team")
         links = [link for link in self._below(team, sid) if not link.ended]
-        await asyncio.gather(*(self._stop_link(team, link, "stopped by you") for link in links))
+        for link in links:  # the queued first: a slot freed by a stop must not start one of them
+            if not link.holds_slot:
+                team.stopped_worker(link.worker, "stopped by you", self._now())
+        await asyncio.gather(*(self._stop_link(team, link, "stopped by you") for link in links if link.holds_slot))
         self._after(team)
         return len(links)
 
@@ -194,7 +199,8 @@ class TeamDesk:
 
     async def team_start(self, request: StartWorker) -> WorkerState:
         team, grant = self._grant(request.capability)
-        self._refuse(team, team.refuse_dispatch(grant.session, request.agent, request.prompt, self._now(), new=True))
+        if not request.prompt.strip():
+            raise BadRequest("a worker needs a prompt")
         starter = self._manager.view(grant.session)
         workspace = starter.workspace
         folder = (workspace.folder if workspace else "") or starter.cwd or None
@@ -208,6 +214,8 @@ class TeamDesk:
             Isolation.WORKTREE if request.worktree else Isolation.FOLDER,
             base=base,
         )
+        await self._engine.check_new_session(new)  # an unknown agent or folder is no dispatch
+        self._refuse(team, team.refuse_dispatch(grant.session, request.agent, request.prompt, self._now(), new=True))
         sid = await self._engine.new_session(new)
         depth = team.depth_of(grant.session) + 1
         link = Link(sid, grant.session, depth, self._manager.view(sid).name, request.agent)
@@ -222,12 +230,16 @@ class TeamDesk:
     async def team_send(self, request: WorkerPrompt) -> WorkerState:
         team, grant = self._grant(request.capability)
         link = self._own(team, grant, request.worker)
+        if not request.prompt.strip():
+            raise BadRequest("an empty prompt")
         self._refuse(team, team.refuse_dispatch(grant.session, link.agent, request.prompt, self._now(), new=False))
         await self._dispatch(team, link, request.prompt)
         return worker_state(link)
 
     async def team_wait(self, request: WaitWorkers) -> tuple[WorkerState, ...]:
         team, grant = self._grant(request.capability)
+        if request.until not in ("done", "blocked", "any"):
+            raise BadRequest(f"until must be done, blocked or any (got {request.until!r})")
         if not 0 <= request.timeout_seconds <= MAX_WAIT_SECONDS:
             raise BadRequest(f"timeout_seconds must be from 0 to {MAX_WAIT_SECONDS:.0f}")
         ids = request.workers or tuple(link.worker for link in team.workers_of(grant.session))
@@ -353,12 +365,15 @@ class TeamDesk:
         self._show(team)
 
     async def _send_queued(self, team: Team, link: Link, prompt: str) -> None:
+        if not link.holds_slot:  # stopped while it waited for the loop
+            return
         with contextlib.suppress(EngineError):  # told on the worker's state (failed, not sent)
             await self._send(team, link, prompt)
 
     async def _stop_link(self, team: Team, link: Link, reason: str) -> None:
         if link.worker in self._manager.ids() and self._manager.session(link.worker).turn is not None:
-            await self._manager.stop(link.worker)  # its TurnEnded says aborted
+            link.stopping = reason  # its TurnEnded (aborted) says who stopped it, or the bound that did
+            await self._manager.stop(link.worker)
         team.stopped_worker(link.worker, reason, self._now())
         self._wake()
 
@@ -402,7 +417,8 @@ class TeamDesk:
             "(read_reply gives a reply whole):"
         ]
         for link in links:
-            first = one_line(await self._last_reply(link.worker), FIRST_LINE_CHARS) if link.worker else ""
+            reply = (await self._last_reply(link.worker)).strip()
+            first = one_line(reply.splitlines()[0], FIRST_LINE_CHARS) if reply else ""
             said = f" ({link.reason})" if link.reason else ""
             lines.append(f"- {link.name} ({link.worker}): {link.state}{said}" + (f" — {first}" if first else ""))
         try:
@@ -412,13 +428,17 @@ class TeamDesk:
 
     # ---- what happens to the sessions --------------------------------------------------------
     def _on_record(self, change: Record) -> None:
-        if self._closing:
-            return
         sid = change.session_id
         lead = self._team_of.get(sid)
         team = self._teams.get(lead) if lead is not None else None
         if team is None:
             return
+        if self._closing:  # the quit ends the turns in flight: recorded, nothing more is started
+            if isinstance(change, TurnEnded):
+                team.turn_ended(sid, change.record.outcome.value, change.record.reason, self._now(), False)
+            return
+        if not isinstance(change, SessionRemoved) and sid not in self._manager.ids():
+            return  # closed meanwhile: its SessionRemoved says so
         if isinstance(change, TurnEnded):
             session = self._manager.session(sid)
             more = bool(session.queue) and not session.queue_held
@@ -526,12 +546,13 @@ class TeamDesk:
                 team.stopped_worker(link.worker, "its session is gone", self._now())
                 continue
             self._team_of[link.worker] = team.orchestrator
+            link.usage = self._manager.view(link.worker).usage  # saved with the session, counted again
             if link.depth < team.bounds.depth:
                 self._issue(team.orchestrator, link.worker)
             self._manager.set_team(link.worker, link.parent, False, "")
             session = self._manager.session(link.worker)
             if link.holds_slot and session.turn is None:  # its turn ended with the engine
-                record = session.turns[-1] if session.turns else None
+                record = session.last_outcome
                 outcome = record.outcome.value if record else "aborted"
                 reason = record.reason if record else "the engine stopped"
                 team.turn_ended(link.worker, outcome, reason, self._now(), more_queued=False)
@@ -561,12 +582,17 @@ class TeamDesk:
         lines = [json.dumps(team.to_json(now), ensure_ascii=True) for team in self._teams.values()]
         return "".join(line + "\n" for line in lines).encode()
 
-    async def close(self) -> None:
-        """The engine ends: nothing more changes here; what is pending is saved as it is."""
+    def closing(self) -> None:
+        """The engine is ending: waits are kept for the next start, nothing more is started;
+        the turns its quit ends are still recorded."""
         self._closing = True
-        self._unsubscribe()
         for timer in self._timers.values():
             timer.cancel()
+
+    async def close(self) -> None:
+        """The engine has ended its turns: what is pending is saved as it is."""
+        self.closing()
+        self._unsubscribe()
         if self._writer is not None and not self._writer.done():
             with contextlib.suppress(Exception):
                 await self._writer

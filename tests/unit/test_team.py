@@ -247,3 +247,15 @@ def test_a_damaged_saved_team_is_refused_naming_the_field(damage: dict[str, obje
     data = team().to_json(0) | damage
     with pytest.raises(ValueError, match=named):
         team_from_json(data, 0)
+
+
+def test_a_worker_stopped_by_a_bound_says_the_bound_not_the_abort() -> None:
+    t = team()
+    link = add(t, "w1")
+    t.sent("w1", 0)
+    link.stopping = "wall time: 3600 s of 3600 s"
+    t.turn_ended("w1", "aborted", "stopped by user", 1, more_queued=False)
+    assert (link.state, link.reason, link.stopping) == ("stopped", "wall time: 3600 s of 3600 s", "")
+    t.sent("w1", 2)
+    t.turn_ended("w1", "aborted", "stopped by user", 3, more_queued=False)  # a stop of its own, later
+    assert link.reason == "stopped by user"
