@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.agents.npm_cache import OPENCODE, NpmAgent
-from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, Settings
+from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, Settings, WatchdogSettings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.team import TeamBounds
 from polypilot_tui.domain.turn import Outcome
@@ -50,6 +50,7 @@ def files_holding(root: Path, secret: str) -> list[Path]:
 
 @pytest.fixture
 async def team(
+    request: pytest.FixtureRequest,
     copilot_cli: Path,
     npm_agent: Callable[[NpmAgent], Path],
     model_server: ModelServer,
@@ -57,7 +58,8 @@ async def team(
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Team]:
     """An engine served on its socket with the demo agent, Copilot and opencode on the scripted model.
-    Every tool call is allowed by the policy the user would set for it (the test's choice)."""
+    Every tool call is allowed by the policy the user would set for it (the test's choice); an
+    indirect parameter sets watchdog tiers."""
     monkeypatch.setenv(KEY_ENV, KEY)
     work = tmp_path / "work"
     agents = {
@@ -76,6 +78,7 @@ async def team(
         demo_speed=50,
         permission_policy=PermissionPolicy.ALLOW,
         team_tools_seconds=60,
+        watchdog=WatchdogSettings(**getattr(request, "param", {})),
     )
     engine = build_engine(settings, AgentCatalog(agents), persist=False)
     async with serving_in_process(engine):
@@ -141,3 +144,16 @@ async def test_an_opencode_orchestrator_runs_a_demo_and_a_copilot_worker(team: T
     assert "echo: delta job" in reply, reply
     assert reply.count("its last turn: completed") == 2, reply
     print(f"opencode orchestrator: {time.monotonic() - began:.1f} s")
+
+
+@pytest.mark.parametrize("team", [{"inactivity": 10.0}], indirect=True)
+async def test_a_hanging_worker_ends_at_its_watchdog_tier_and_the_wait_returns_that_end(team: Team) -> None:
+    """The model never answers the worker: its turn ends at the inactivity tier (10 s here), and
+    the orchestrator's wait returns that end, the engine's own, with its reason."""
+    began = time.monotonic()
+    reply = await run_team(team, "copilot", (("opencode", "HANG forever"),))
+    states = json.loads(reply.splitlines()[1])
+    assert [(s["state"], s["outcome"]) for s in states] == [("failed", "stuck")], reply
+    assert "no activity for 10 s" in states[0]["reason"], reply
+    assert "its last turn: stuck (no activity for 10 s" in reply, reply
+    print(f"hanging worker: {time.monotonic() - began:.1f} s")
