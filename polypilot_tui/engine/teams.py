@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import sys
@@ -35,6 +34,7 @@ from typing import Protocol
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import TimerHandle, within
 from polypilot_tui.domain.records import Record, SessionRemoved, TurnEnded, ViewChanged
+from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.team import Link, Pending, Refusal, Team, Wait, reached, team_from_json
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.tool_servers import ToolServer, relay_server
@@ -65,6 +65,10 @@ log = logging.getLogger(__name__)
 TEAMS_FILE = "teams.jsonl"
 """Beside sessions.json: one team a line."""
 MAX_TEAMS_BYTES = 16 << 20
+STOPPING = (
+    "the engine is stopping: this wait is kept, and answered by a prompt to you once it runs again "
+    "and your workers have ended"
+)
 FIRST_LINE_CHARS = 200
 """Of a worker's reply, in a wait delivered after a restart."""
 
@@ -250,7 +254,11 @@ class TeamDesk:
         self._waiting.add(wait.key)
         self._save()
         try:
-            while not reached(links, request.until) and self._now() < deadline:
+            while True:
+                if self._closing:  # its agent stops with the engine: the answer goes to the next one
+                    raise EngineError(STOPPING)
+                if reached(links, request.until) or self._now() >= deadline:
+                    break
                 self._changed.clear()
                 with contextlib.suppress(TimeoutError):
                     await within(self._clock, self._changed.wait(), deadline - self._now())
@@ -417,7 +425,8 @@ class TeamDesk:
             "(read_reply gives a reply whole):"
         ]
         for link in links:
-            reply = (await self._last_reply(link.worker)).strip()
+            gone = link.worker not in self._manager.ids()
+            reply = "" if gone else (await self._last_reply(link.worker)).strip()
             first = one_line(reply.splitlines()[0], FIRST_LINE_CHARS) if reply else ""
             said = f" ({link.reason})" if link.reason else ""
             lines.append(f"- {link.name} ({link.worker}): {link.state}{said}" + (f" — {first}" if first else ""))
@@ -518,7 +527,7 @@ class TeamDesk:
             if not line.strip():
                 continue
             try:
-                team = team_from_json(json.loads(line), now)
+                team = team_from_json(load_json(line, str(self._path), first_line=number), now)
             except ValueError as exc:
                 damaged = True
                 self._engine.notices.tell(
@@ -579,7 +588,8 @@ class TeamDesk:
 
     def _snapshot(self) -> bytes:
         now = self._now()
-        lines = [json.dumps(team.to_json(now), ensure_ascii=True) for team in self._teams.values()]
+        # Redacted like sessions.json: a secret in a queued prompt or a reason reaches no file.
+        lines = [dump_json(REDACTOR.scrub(team.to_json(now))) for team in self._teams.values()]
         return "".join(line + "\n" for line in lines).encode()
 
     def closing(self) -> None:
@@ -588,6 +598,7 @@ class TeamDesk:
         self._closing = True
         for timer in self._timers.values():
             timer.cancel()
+        self._wake()  # the waits a relay waits on now are answered: the engine stops
 
     async def close(self) -> None:
         """The engine has ended its turns: what is pending is saved as it is."""
@@ -622,7 +633,7 @@ def worker_state(link: Link) -> WorkerState:
 def _leader(line: str) -> str:
     """The orchestrator a damaged line names, if it can still be read, for the notice."""
     try:
-        obj = json.loads(line)
+        obj = load_json(line, "")
     except ValueError:
         return "not readable JSON"
     leader = obj.get("orchestrator") if isinstance(obj, dict) else None

@@ -29,6 +29,7 @@ from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.service.client import EngineClient
 from tests.support.engine import Harness, demo_harness
 from tests.support.engine_service import ServedEngine
+from tests.support.git_repo import GitRepo
 from tests.support.waiting import advance_until, until
 
 pytestmark = pytest.mark.timeout(60)
@@ -384,7 +385,8 @@ async def test_a_restart_keeps_the_team_and_delivers_the_pending_wait_as_a_promp
     await clock.settle()
     assert not wait.done()
     await first.close()  # the engine stops with the wait pending
-    wait.cancel()
+    with pytest.raises(EngineError, match="the engine is stopping: this wait is kept"):
+        await wait
     await served.close()
     saved = (tmp_path / "teams.jsonl").read_text()
     assert capability not in saved and len(saved.splitlines()) == 1
@@ -500,7 +502,8 @@ async def test_a_pending_wait_whose_workers_ended_with_the_engine_is_delivered_a
     wait = asyncio.ensure_future(first.call(verbs.TEAM_WAIT, verbs.WaitWorkers(capability, (hung.worker,))))
     await advance_until(clock, lambda: first.view(hung.worker).status.busy, what="the worker working")
     await first.close()
-    wait.cancel()
+    with pytest.raises(EngineError, match="the engine is stopping: this wait is kept"):
+        await wait
     await served.close()
 
     clock = FakeClock()
@@ -515,3 +518,46 @@ async def test_a_pending_wait_whose_workers_ended_with_the_engine_is_delivered_a
         assert state.pending_waits == 0 and state.workers[0].state == "stopped"
     finally:
         await second.close()
+
+
+async def test_the_teams_file_holds_no_secret_of_a_queued_prompt(tmp_path: Path) -> None:
+    secret = "tok-" + "k3y" * 12
+    REDACTOR.learn([secret])
+    clock = FakeClock()
+    engine = persistent_engine(tmp_path, clock)
+    await engine.start()
+    served = ServedEngine(engine)
+    await served.open()
+    try:
+        lead = await engine.new_session(verbs.NewSession("demo"))
+        await engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(lead, TeamBounds(workers_at_once=1)))
+        capability = capability_of(engine, lead)
+        await engine.call(verbs.TEAM_START, verbs.StartWorker(capability, "demo", "!tool-hang"))
+        queued = await engine.call(verbs.TEAM_START, verbs.StartWorker(capability, "demo", f"hello use {secret} now"))
+        assert queued.state == "queued"
+        path = tmp_path / "teams.jsonl"
+        await until(lambda: path.exists() and "hello use" in path.read_text(), 10, "the queue saved")
+        assert secret not in path.read_text() and "hello use [redacted] now" in path.read_text()
+    finally:
+        await served.close()
+        await engine.close()
+
+
+async def test_a_worker_in_a_worktree_gets_one_of_the_orchestrators_repository(
+    served: tuple[Harness, ServedEngine], tmp_path: Path
+) -> None:
+    harness, server = served
+    repo = GitRepo(tmp_path / "project")
+    repo.write("README.md", "base\n")
+    repo.commit()
+    lead = await harness.engine.new_session(verbs.NewSession("demo", folder=str(repo.root)))
+    await harness.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(lead))
+    team = Team(harness, server, lead, capability_of(harness.engine, lead))
+    request = verbs.StartWorker(team.capability, "demo", "hello in a worktree", worktree=True)
+    isolated = await team.call(verbs.TEAM_START, request)
+    beside = await team.start("hello in the folder")
+    isolated_view, beside_view = team.engine.view(isolated.worker), team.engine.view(beside.worker)
+    assert isolated_view.worktree and isolated_view.workspace is not None
+    assert Path(isolated_view.workspace.repo) == repo.root.resolve() and isolated_view.cwd != str(repo.root)
+    assert not beside_view.worktree and Path(beside_view.cwd).resolve() == repo.root.resolve()
+    await team.wait()
