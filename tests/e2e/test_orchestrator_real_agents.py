@@ -8,6 +8,7 @@ for them (the engine's own turn ends), read their replies, and answer with them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.agents.npm_cache import OPENCODE, NpmAgent
 from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, Settings, WatchdogSettings
 from polypilot_tui.domain.chat import ItemKind
@@ -23,6 +25,7 @@ from polypilot_tui.domain.team import TeamBounds
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.verbs import ORCHESTRATE, Orchestrate
 from tests.support.acp_agents import opencode_agent
 from tests.support.copilot_e2e import KEY, KEY_ENV, copilot_agent
@@ -58,8 +61,8 @@ async def team(
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Team]:
     """An engine served on its socket with the demo agent, Copilot and opencode on the scripted model.
-    Every tool call is allowed by the policy the user would set for it (the test's choice); an
-    indirect parameter sets watchdog tiers."""
+    The permission policy is the default, ask: the test answers each prompt as the human would;
+    an indirect parameter sets watchdog tiers."""
     monkeypatch.setenv(KEY_ENV, KEY)
     work = tmp_path / "work"
     agents = {
@@ -76,7 +79,7 @@ async def team(
         state_dir=tmp_path / "state",
         record=False,
         demo_speed=50,
-        permission_policy=PermissionPolicy.ALLOW,
+        permission_policy=PermissionPolicy.ASK,
         team_tools_seconds=60,
         watchdog=WatchdogSettings(**getattr(request, "param", {})),
     )
@@ -105,17 +108,38 @@ async def orchestrator(team: Team, agent: str) -> str:
     return lead
 
 
+async def answer_until_over(manager: SessionManager, lead: str, timeout: float) -> list[str]:
+    """Allow once each permission the orchestrator asks, as the human would by key, until its turn
+    ends; the titles asked. Only the lead asks: a worker that asks fails the test."""
+    asked: list[str] = []
+    session = manager.session(lead)
+    deadline = time.monotonic() + timeout
+    while not (session.turn is None and session.turns):
+        assert time.monotonic() < deadline, f"the turn of {lead} did not end within {timeout:g} s (asked {asked})"
+        for sid in manager.ids():
+            turn = manager.session(sid).turn
+            for request_id, prompt in list(turn.pending_permissions.items()) if turn is not None else ():
+                assert sid == lead and prompt.kind == "mcp", (sid, prompt)
+                asked.append(prompt.title)
+                await manager.answer_permission(lead, request_id, ALLOW_ONCE)
+        await asyncio.sleep(0.05)
+    return asked
+
+
 async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...]) -> str:
     """The orchestrator's turn, sent and ended by the engine; its reply."""
     manager = team.engine.manager
     lead = await orchestrator(team, agent)
     ((_, capability),) = team.engine.teams.tool_servers(lead)[0].env
-    await manager.send(lead, steps(*workers))
+    prompt = steps(*workers)
+    await manager.send(lead, prompt)
     sent = time.monotonic()
     await until(lambda: not manager.awaiting_tools(lead), 60, f"{agent} listing the team tools")
     print(f"{agent}: the team tools arrived {time.monotonic() - sent:.1f} s after the turn was sent")
     session = manager.session(lead)
-    await until(lambda: session.turn is None and session.turns, WAIT + 60, f"the turn of {agent} ending")
+    asked = await answer_until_over(manager, lead, WAIT + 60)
+    # Each call of a team tool is the human's to allow (Copilot asks; opencode's own policy lets MCP tools run).
+    assert asked == ([] if agent == "opencode" else [step["tool"] for step in json.loads(prompt.split("STEPS=")[1])])
     record = session.turns[-1]
     assert record.outcome is Outcome.COMPLETED, (record.outcome, record.reason)
     replies = [item.text for item in manager.history(lead) if item.kind is ItemKind.ASSISTANT]
