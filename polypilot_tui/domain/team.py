@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from polypilot_tui.domain.usage import Usage, usage_from_plain
 
@@ -150,7 +150,14 @@ def fold_prompt(prompt: str) -> str:
     return " ".join(prompt.split()).casefold()
 
 
-def reached(links: Iterable[Link], until: str) -> bool:
+class Stated(Protocol):
+    """Anything with a worker's state: a Link, or a WorkerState as the relay gets it."""
+
+    @property
+    def state(self) -> LinkState: ...
+
+
+def reached(links: Iterable[Stated], until: str) -> bool:
     """Whether a wait for ``links`` until ``until`` ("done" | "blocked" | "any") is over.
 
     done: every one has ended; blocked: every one has ended or one is blocked on a permission;
