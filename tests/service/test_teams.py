@@ -591,3 +591,22 @@ async def test_a_worker_in_a_worktree_gets_one_of_the_orchestrators_repository(
     assert Path(isolated_view.workspace.repo) == repo.root.resolve() and isolated_view.cwd != str(repo.root)
     assert not beside_view.worktree and Path(beside_view.cwd).resolve() == repo.root.resolve()
     await team.wait()
+
+
+async def test_a_closed_worker_ends_stopped_and_a_worker_cannot_lead_a_team(
+    served: tuple[Harness, ServedEngine],
+) -> None:
+    team = await orchestrate(served)
+    worker = await team.start("!tool-hang")
+    with pytest.raises(EngineError, match=r"is a worker of demo-1's team: it cannot lead one"):
+        await team.call(verbs.ORCHESTRATE, verbs.Orchestrate(worker.worker))
+    wait = asyncio.ensure_future(team.call(verbs.TEAM_WAIT, verbs.WaitWorkers(team.capability)))
+    await team.h.clock.settle()
+    assert await team.call(verbs.CLOSE, verbs.SessionRef(worker.worker)) is True
+    await advance_until(team.h.clock, wait.done, what="the wait's answer")
+    (ended,) = wait.result()
+    assert (ended.state, ended.outcome) == ("stopped", "aborted")  # a close stops its turn first
+    state = await team.call(verbs.TEAM_STATE, verbs.SessionRef(team.orchestrator))
+    assert state.running == 0 and state.workers == (ended,)
+    with pytest.raises(EngineError, match="was closed"):
+        await team.call(verbs.TEAM_READ, verbs.WorkerRef(team.capability, worker.worker))
