@@ -33,6 +33,14 @@ from typing import Protocol
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import TimerHandle, within
+from polypilot_tui.domain.limits import (
+    QUEUE_BYTES,
+    QUEUE_PROMPTS,
+    LimitExceeded,
+    check_prompt,
+    saved_bytes,
+    size_words,
+)
 from polypilot_tui.domain.records import Record, SessionRemoved, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.team import Link, Pending, Refusal, Team, Wait, reached, team_from_json
@@ -205,6 +213,7 @@ class TeamDesk:
         team, grant = self._grant(request.capability)
         if not request.prompt.strip():
             raise BadRequest("a worker needs a prompt")
+        self._room(team, request.prompt, queued=not (team.has_slot() and not team.queue))
         await self._engine.check_new_session(self._worker_session(team, grant, request, 1))  # nothing made
         self._refuse(team, team.refuse_dispatch(grant.session, request.agent, request.prompt, self._now(), new=True))
         team.reserved += 1  # a start called meanwhile (agents call tools in parallel) counts this one
@@ -227,6 +236,7 @@ class TeamDesk:
         link = self._own(team, grant, request.worker)
         if not request.prompt.strip():
             raise BadRequest("an empty prompt")
+        self._room(team, request.prompt, queued=not (link.holds_slot or (team.has_slot() and not team.queue)))
         self._refuse(team, team.refuse_dispatch(grant.session, link.agent, request.prompt, self._now(), new=False))
         await self._dispatch(team, link, request.prompt)
         return worker_state(link)
@@ -332,6 +342,22 @@ class TeamDesk:
         return "\n\n".join(row.text for row in rows[start:] if row.kind is ItemKind.ASSISTANT)
 
     # ---- doing what the team says ------------------------------------------------------------
+    def _room(self, team: Team, prompt: str, queued: bool) -> None:
+        """BadRequest naming the limit when ``prompt`` is too big to keep, or (``queued``) the
+        team's queue holds as much as one session's may (domain/limits.py)."""
+        try:
+            size = check_prompt(prompt)
+        except LimitExceeded as exc:
+            raise BadRequest(str(exc)) from None
+        if not queued:
+            return
+        held = sum(saved_bytes(p.prompt) for p in team.queue)
+        if len(team.queue) >= QUEUE_PROMPTS or held + size > QUEUE_BYTES:
+            raise BadRequest(
+                f"the team's queue holds {len(team.queue)} prompts ({size_words(held)}); it may hold at most "
+                f"{QUEUE_PROMPTS} or {size_words(QUEUE_BYTES)}: wait for a worker to end"
+            )
+
     def _refuse(self, team: Team, refusal: Refusal | None) -> None:
         """Refuse the tool call naming the bound; a stall stops the orchestration."""
         if refusal is None:

@@ -18,6 +18,7 @@ from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.limits import PROMPT_BYTES, QUEUE_PROMPTS
 from polypilot_tui.domain.team import TeamBounds
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, RELAY_MODULE
 from polypilot_tui.domain.turn import EndCause
@@ -610,3 +611,20 @@ async def test_a_closed_worker_ends_stopped_and_a_worker_cannot_lead_a_team(
     assert state.running == 0 and state.workers == (ended,)
     with pytest.raises(EngineError, match="was closed"):
         await team.call(verbs.TEAM_READ, verbs.WorkerRef(team.capability, worker.worker))
+
+
+async def test_prompts_are_bounded_where_they_come_in_and_the_team_queue_too(
+    served: tuple[Harness, ServedEngine],
+) -> None:
+    team = await orchestrate(served, workers_at_once=1)
+    with pytest.raises(EngineError, match=r"one prompt may hold at most 1,048,576 bytes"):
+        await team.start("x" * (PROMPT_BYTES + 1))
+    assert len(team.engine.ids()) == 1  # nothing made for it
+    await team.start("!tool-hang")
+    waiting = await team.start("hello, waiting for a slot")
+    for i in range(QUEUE_PROMPTS - 1):
+        await team.call(verbs.TEAM_SEND, verbs.WorkerPrompt(team.capability, waiting.worker, f"hello more {i}"))
+    with pytest.raises(EngineError, match=rf"the team's queue holds {QUEUE_PROMPTS} prompts"):
+        await team.call(verbs.TEAM_SEND, verbs.WorkerPrompt(team.capability, waiting.worker, "hello one too many"))
+    state = await team.call(verbs.TEAM_STATE, verbs.SessionRef(team.orchestrator))
+    assert state.queued == QUEUE_PROMPTS
