@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import re
 import secrets
 import sys
 import uuid
@@ -64,7 +66,7 @@ from polypilot_tui.engine.verbs import (
     WorkerReply,
     WorkerState,
 )
-from polypilot_tui.infra.private import atomic_write, move_aside, read_private
+from polypilot_tui.infra.private import atomic_write, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.storage.notices import NoticeBoard
 
@@ -72,7 +74,8 @@ log = logging.getLogger(__name__)
 
 TEAMS_FILE = "teams.jsonl"
 """Beside sessions.json: one team a line."""
-MAX_TEAMS_BYTES = 16 << 20
+MAX_TEAM_BYTES = 4 * QUEUE_BYTES
+"""One team's line at most (its queue holds at most QUEUE_BYTES of prompts): a longer one is lost alone."""
 STOPPING = (
     "the engine is stopping: this wait is kept, and answered by a prompt to you once it runs again "
     "and your workers have ended"
@@ -547,18 +550,20 @@ class TeamDesk:
         self._path = state_dir / TEAMS_FILE
         now = self._now()
         try:
-            data = read_private(self._path, MAX_TEAMS_BYTES)
+            lines = _team_lines(self._path)
         except FileNotFoundError:
             return
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             moved = move_aside(self._path, str(exc))
             self._engine.notices.tell("teams-load", f"The saved teams could not be read ({exc}); moved to {moved}.")
             return
         damaged = False
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        for number, (line, too_long) in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
+                if too_long:
+                    raise ValueError(f"larger than {MAX_TEAM_BYTES:,} bytes")
                 team = team_from_json(load_json(line, str(self._path), first_line=number), now)
             except ValueError as exc:
                 damaged = True
@@ -662,11 +667,27 @@ def worker_state(link: Link) -> WorkerState:
     )
 
 
+def _team_lines(path: Path) -> list[tuple[str, bool]]:
+    """The teams file's lines, opened the private way (never through a link), each with
+    whether it was longer than :data:`MAX_TEAM_BYTES` (then only its start is kept)."""
+    lines: list[tuple[str, bool]] = []
+    with os.fdopen(open_private(path, os.O_RDONLY), "rb") as fh:
+        while raw := fh.readline(MAX_TEAM_BYTES + 1):
+            too_long = len(raw) > MAX_TEAM_BYTES
+            if too_long:
+                while (rest := fh.readline(MAX_TEAM_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # the rest of a line too long: skipped, not held
+                raw = raw[:200]  # enough to name its orchestrator, if it can be
+            lines.append((raw.decode("utf-8", "replace"), too_long))
+    return lines
+
+
 def _leader(line: str) -> str:
     """The orchestrator a damaged line names, if it can still be read, for the notice."""
     try:
         obj = load_json(line, "")
     except ValueError:
-        return "not readable JSON"
+        named = re.match(r'\{"orchestrator": "([^"\\]{1,64})"', line)  # a line cut short still names it
+        return f"led by {named.group(1)}" if named else "not readable JSON"
     leader = obj.get("orchestrator") if isinstance(obj, dict) else None
     return f"led by {leader}" if isinstance(leader, str) else "no orchestrator named"

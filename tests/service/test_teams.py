@@ -22,7 +22,7 @@ from polypilot_tui.domain.limits import PROMPT_BYTES, QUEUE_PROMPTS
 from polypilot_tui.domain.team import TeamBounds
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, RELAY_MODULE
 from polypilot_tui.domain.turn import EndCause
-from polypilot_tui.engine import verbs
+from polypilot_tui.engine import teams, verbs
 from polypilot_tui.engine.api import EngineError, UnknownCapability, Verb
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
@@ -628,3 +628,28 @@ async def test_prompts_are_bounded_where_they_come_in_and_the_team_queue_too(
         await team.call(verbs.TEAM_SEND, verbs.WorkerPrompt(team.capability, waiting.worker, "hello one too many"))
     state = await team.call(verbs.TEAM_STATE, verbs.SessionRef(team.orchestrator))
     assert state.queued == QUEUE_PROMPTS
+
+
+@pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
+async def test_a_team_line_too_long_is_lost_alone_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = persistent_engine(tmp_path, FakeClock())
+    await first.start()
+    leaders = [await first.new_session(verbs.NewSession("demo")) for _ in range(2)]
+    for sid in leaders:
+        await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(sid))
+    await first.manager.idle()
+    await first.close()
+    path = tmp_path / "teams.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0].replace('"note": ""', '"note": "' + "x" * 9000 + '"') + "\n" + lines[1] + "\n")
+    monkeypatch.setattr(teams, "MAX_TEAM_BYTES", 4096)
+
+    second = persistent_engine(tmp_path, FakeClock())
+    told: list[str] = []
+    second.on_notice(lambda notice: told.append(notice.message))
+    await second.start()
+    try:
+        assert not second.view(leaders[0]).orchestrator and second.view(leaders[1]).orchestrator
+        assert any(f"led by {leaders[0]}" in m and "larger than 4,096 bytes" in m for m in told), told
+    finally:
+        await second.close()
