@@ -435,7 +435,7 @@ class TeamDesk:
         pending since a restart are delivered, the views and the file follow."""
         if not team.stopped:
             crossed = team.spent_bound(self._now())
-            if crossed is not None and any(link.holds_slot or link.state == "queued" for link in team.links.values()):
+            if crossed is not None:  # the tree spent it: running workers stop, the dashboard says which
                 self._halt(team, crossed)
         self._drain(team)
         self._deliver(team)

@@ -653,3 +653,12 @@ async def test_a_team_line_too_long_is_lost_alone_and_named(tmp_path: Path, monk
         assert any(f"led by {leaders[0]}" in m and "larger than 4,096 bytes" in m for m in told), told
     finally:
         await second.close()
+
+
+async def test_a_bound_spent_with_no_worker_running_is_shown_at_once(served: tuple[Harness, ServedEngine]) -> None:
+    team = await orchestrate(served, turns=1)
+    await team.h.manager.send(team.orchestrator, "hello orchestrator")
+    await team.h.until_rest(team.orchestrator)
+    assert team.note() == "turns: 1 of 1"
+    with pytest.raises(EngineError, match=r"^refused: turns: 1 of 1$"):
+        await team.start("hello worker")
