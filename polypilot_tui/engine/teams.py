@@ -183,9 +183,16 @@ class TeamDesk:
         self._show(team)
         self._save()
         if self._manager.session(sid).connected and not self._manager.view(sid).status.busy:
-            self._spawn(self._manager.reconnect(sid))  # its agent is handed the relay at the connect
+            self._spawn(self._hand_relay(sid))
         self._drain(team)
         return self.state(team)
+
+    async def _hand_relay(self, sid: str) -> None:
+        """Reconnect an idle orchestrator's agent: the relay is handed at a connect."""
+        try:
+            await self._manager.reconnect(sid)
+        except Exception as exc:  # noqa: BLE001 - the session says why; the team stands, its next connect hands it
+            log.warning("the orchestrator %s was not reconnected to hand it its tools: %s", sid, exc)
 
     async def team_state(self, request: SessionRef) -> TeamState:
         sid = self._engine.known(request.session_id)
