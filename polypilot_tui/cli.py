@@ -147,7 +147,23 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     follow = sub.add_parser("follow", help="a session's history, then its turns live (ctrl+c ends it)")
     follow.add_argument("session", help="id or name")
     follow.add_argument("--json", action="store_true", help="JSONL rows and events")
+    add_team_command(sub)
     add_fan_out_commands(sub)
+
+
+def add_team_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``team``: make a session an orchestrator with a budget for its tree of workers (commands/team.py)."""
+    team = sub.add_parser("team", help="make a session an orchestrator (its team as JSON), --show it, --stop-workers")
+    team.add_argument("session", help="id or name")
+    team.add_argument("--workers-at-once", type=int, help="workers working at once; more starts queue (2)")
+    team.add_argument("--total", type=int, help="workers started in all (6)")
+    team.add_argument("--depth", type=int, help="1: workers cannot orchestrate; 2: their workers cannot… (1)")
+    team.add_argument("--turns", type=int, help="turns across the tree (40)")
+    team.add_argument("--minutes", type=float, help="wall time of the orchestration (60)")
+    team.add_argument("--tokens", type=int, help="tokens across the tree, as agents report them (unbounded)")
+    what = team.add_mutually_exclusive_group()
+    what.add_argument("--show", action="store_true", help="print its team as JSON, changing nothing")
+    what.add_argument("--stop-workers", action="store_true", help="stop every worker of its team")
 
 
 def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -225,6 +241,11 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(model_switch.cmd_model(settings, args.session, args.model))
     if args.command == "clear-queue":
         return asyncio.run(sessions.cmd_clear_queue(settings, args.session))
+    if args.command == "team":
+        from polypilot_tui.commands import team
+
+        bounds = team.bounds_of(args.workers_at_once, args.total, args.depth, args.turns, args.minutes, args.tokens)
+        return asyncio.run(team.cmd_team(settings, args.session, bounds, args.show, args.stop_workers))
     return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
 
 
@@ -241,6 +262,7 @@ SESSION_COMMANDS = (
     "fan-out",
     "compare",
     "pick",
+    "team",
 )
 
 

@@ -214,6 +214,9 @@ class Settings(BaseSettings):
     """Desktop notifications while the terminal is not focused (permission asked, turn over):
     auto = the system notifier (notify-send, osascript) when found and not over SSH, else a
     terminal escape (OSC 9 / OSC 777); terminal; system; off."""
+    team_tools_seconds: float = Field(45.0, gt=0, le=3600.0)
+    """How long an agent handed the team tools (the polypilot MCP relay) may take to list them
+    before its session says they did not arrive."""
 
     @field_validator("state_dir", "agents_file", "worktrees_dir", mode="after")
     @classmethod

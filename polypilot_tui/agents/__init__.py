@@ -9,22 +9,32 @@ if TYPE_CHECKING:
     from polypilot_tui.agents.base import AgentBackend, EventSink
     from polypilot_tui.config import AgentConfig, Settings
     from polypilot_tui.domain.clock import Clock
+    from polypilot_tui.domain.tool_servers import ToolServerSource
 
 
 def create_backend(
-    agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings, workdir: Path
+    agent: AgentConfig,
+    sink: EventSink,
+    clock: Clock,
+    settings: Settings,
+    workdir: Path,
+    tool_servers: ToolServerSource | None = None,
 ) -> AgentBackend:
-    """A new, unconnected backend for ``agent``. SDKs are imported only when used."""
+    """A new, unconnected backend for ``agent``; ``tool_servers`` is asked each time it opens
+    its agent's session (None: none). SDKs are imported only when used."""
+    from polypilot_tui.domain.tool_servers import no_servers
+
+    source = tool_servers or no_servers
     if agent.kind == "demo":
         from polypilot_tui.agents.demo.backend import DemoBackend
 
-        return DemoBackend(agent, sink, clock, settings, workdir)
+        return DemoBackend(agent, sink, clock, settings, workdir, source)
     if agent.kind == "copilot":
         from polypilot_tui.agents.copilot.backend import CopilotBackend
 
-        return CopilotBackend(agent, sink, clock, settings, workdir)
+        return CopilotBackend(agent, sink, clock, settings, workdir, source)
     if agent.kind == "acp":
         from polypilot_tui.agents.acp.backend import AcpBackend
 
-        return AcpBackend(agent, sink, clock, settings, workdir)
+        return AcpBackend(agent, sink, clock, settings, workdir, tool_servers=source)
     raise ValueError(f"unknown agent kind {agent.kind!r}")

@@ -86,6 +86,12 @@ class Session:
     """Why the workspace could not be read last time (its folder deleted, say), or ""."""
     model_choice: str = ""
     """The model the user switched this session to ("" for none): set again after every connect."""
+    team_parent: str = ""
+    """For a worker of a team: the session that started it (its orchestrator)."""
+    orchestrator: bool = False
+    """It leads a team (engine/teams.py)."""
+    team_note: str = ""
+    """On an orchestrator: the last bound reached or stall, in words."""
     attempt_of: str = ""
     """The fan-out group it is an attempt of ("" for none; kept in the groups' own file)."""
     _turn_seq: int = 0

@@ -147,6 +147,13 @@ class SessionView:
     """The fan-out group it is an attempt of ("" for none)."""
     failure: Failure | None = None
     """Why it cannot work, named with the fix in words (derived from ``reason``; None: no known class)."""
+    # ---- its team (issue 24, engine/teams.py) ----
+    parent: str = ""
+    """For a worker: its orchestrator's session id."""
+    orchestrator: bool = False
+    """The session is an orchestrator."""
+    team_note: str = ""
+    """On an orchestrator: a bound reached or a stall, in words ("" when none)."""
 
     @property
     def queued(self) -> int:
@@ -254,6 +261,9 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         failure=derive_failure(
             status, reason, bounded(session.sign_in, REASON_CHARS), status_code(record.detail) if record else None
         ),
+        parent=session.team_parent,
+        orchestrator=session.orchestrator,
+        team_note=bounded(session.team_note, REASON_CHARS),
     )
 
 

@@ -58,6 +58,12 @@ class ReadingGone(EngineError):
     status = 410
 
 
+class UnknownCapability(EngineError):
+    """A team tool call with a capability the engine did not give (or took back): nothing more is said."""
+
+    status = 403
+
+
 @dataclass(frozen=True)
 class Verb(Generic[Q, R_co]):
     """One thing a front end asks of an engine, and how it travels."""

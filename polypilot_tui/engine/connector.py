@@ -22,6 +22,7 @@ from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.limits import ID_CHARS
 from polypilot_tui.domain.records import EventReceived
 from polypilot_tui.domain.text import one_line
+from polypilot_tui.domain.tool_servers import ToolServerSource
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.engine.context import EngineContext, ManagedSession
 from polypilot_tui.engine.model_restore import restore_model_choice
@@ -40,8 +41,16 @@ _HISTORY_KINDS = {EventType.USER_MESSAGE: ItemKind.USER, EventType.MESSAGE: Item
 class Connector:
     """Starts, resumes, detaches and drops the agents of the engine's sessions."""
 
-    def __init__(self, ctx: EngineContext, factory: BackendFactory | None, on_event: EventHandler) -> None:
+    def __init__(
+        self,
+        ctx: EngineContext,
+        factory: BackendFactory | None,
+        on_event: EventHandler,
+        tool_source: Callable[[str], ToolServerSource] | None = None,
+    ) -> None:
         self._ctx = ctx
+        self._tool_source = tool_source
+        """A session's id → what its backend asks for its agent's tool servers at each open."""
         self._factory = factory or self._default_factory
         self._real_backends = factory is None
         self._on_event = on_event
@@ -157,6 +166,13 @@ class Connector:
             managed.reconnected = True
             if result.resumed:
                 session.system(f"🔄 Session reconnected: {result.how}.", wall)
+            elif not (session.turns or session.earlier_turns or session.turn is not None):
+                # Nothing was said in it yet (a session made an orchestrator right away): nothing
+                # is forgotten, and the Copilot CLI keeps no session it was never prompted in.
+                session.usage = session.usage.new_counter()
+                session.system(
+                    "🔄 Session reconnected: a new agent session (there was no conversation to resume).", wall
+                )
             else:
                 # A new agent session counts its cost from zero: the old mark would swallow it.
                 session.usage = session.usage.new_counter()
@@ -242,7 +258,8 @@ class Connector:
         managed = ctx.sessions.get(workdir.name)  # the workdir is named after the session
         if managed is not None and managed.session.cwd:
             config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
-        return create_backend(config, sink, ctx.clock, ctx.settings, workdir)
+        tools = self._tool_source(workdir.name) if self._tool_source is not None else None
+        return create_backend(config, sink, ctx.clock, ctx.settings, workdir, tools)
 
 
 def _lost_in_restart(result: ConnectResult) -> str:

@@ -14,6 +14,7 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from polypilot_tui.config import AgentConfig, Settings
@@ -21,7 +22,6 @@ from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.fan_out import BroadcastResult, Comparison
-from polypilot_tui.domain.history import History
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.records import Record
 from polypilot_tui.domain.session import Session
@@ -32,7 +32,9 @@ from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.fan_out import FanOutDesk
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.model_switch import ModelDesk
+from polypilot_tui.engine.read_ahead import read_in
 from polypilot_tui.engine.stream import Listener, Unsubscribe
+from polypilot_tui.engine.teams import TeamDesk
 from polypilot_tui.engine.verbs import (
     HISTORY_PAGE,
     AnswerPermission,
@@ -55,6 +57,7 @@ from polypilot_tui.engine.verbs import (
     Merge,
     NewSession,
     NoArgs,
+    Orchestrate,
     Pick,
     PickResult,
     PullRequest,
@@ -66,7 +69,15 @@ from polypilot_tui.engine.verbs import (
     SessionList,
     SessionRef,
     SetModel,
+    StartWorker,
+    TeamCall,
+    TeamState,
     Unqueue,
+    WaitWorkers,
+    WorkerPrompt,
+    WorkerRef,
+    WorkerReply,
+    WorkerState,
 )
 from polypilot_tui.engine.workspaces import WorkspaceDesk, in_git, own_worktree
 from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
@@ -108,6 +119,9 @@ class LocalEngine:
         self.fan_outs = FanOutDesk(self, manager, self.notices)
         """Broadcasts, fan-outs and their groups (engine/fan_out.py)."""
         self.started_at = manager.clock.wall()
+        self.teams = TeamDesk(self)
+        """Orchestrators, their workers and budgets (engine/teams.py)."""
+        manager.tool_servers = self.teams.tool_servers  # each agent's relay, handed at its every connect
 
     @property
     def clock(self) -> Clock:
@@ -160,6 +174,8 @@ class LocalEngine:
             self._restore(self._attach)
         if self.persistence is not None:  # the groups of the sessions restored, kept beside them
             self.fan_outs.restore(self.persistence.store.state_dir)
+        if self.persistence is not None:  # the sessions are back: their teams can be
+            self.teams.restore(Path(self.settings.state_dir))
         if self.persistence is not None and not self.persistence.restored.problem:  # it knows every session
             self._spawn(self._prune_worktrees())
 
@@ -207,6 +223,7 @@ class LocalEngine:
     async def close(self, quitting: bool = True) -> None:
         """End the engine: with ``quitting``, turns in flight end as interrupted (else they stay on record)."""
         self.watch_folders(False)
+        self.teams.closing()  # first: the waits pending now are delivered after the next start
         for task in list(self._background):
             task.cancel()
         self.changes.close()
@@ -217,6 +234,7 @@ class LocalEngine:
             else:
                 await self.manager.shutdown()
         finally:
+            await self.teams.close()
             if self.persistence is not None:  # after the quit: the final state is what is saved
                 await self.persistence.close()
 
@@ -374,6 +392,38 @@ class LocalEngine:
     async def set_model(self, request: SetModel) -> None:
         await self._models.set_model(self.known(request.session_id), request.model)
 
+    # ---- teams (engine/teams.py) ---------------------------------------------------------
+    async def orchestrate(self, request: Orchestrate) -> TeamState:
+        return await self.teams.orchestrate(request)
+
+    async def team_state(self, request: SessionRef) -> TeamState:
+        return await self.teams.team_state(request)
+
+    async def stop_workers(self, request: SessionRef) -> int:
+        return await self.teams.stop_workers(request)
+
+    async def team_workers(self, request: TeamCall) -> tuple[WorkerState, ...]:
+        return await self.teams.team_workers(request)
+
+    async def team_start(self, request: StartWorker) -> WorkerState:
+        return await self.teams.team_start(request)
+
+    async def team_send(self, request: WorkerPrompt) -> WorkerState:
+        return await self.teams.team_send(request)
+
+    async def team_wait(self, request: WaitWorkers) -> tuple[WorkerState, ...]:
+        return await self.teams.team_wait(request)
+
+    async def team_read(self, request: WorkerRef) -> WorkerReply:
+        return await self.teams.team_read(request)
+
+    async def team_stop(self, request: WorkerRef) -> WorkerState:
+        return await self.teams.team_stop(request)
+
+    async def team_hello(self, request: TeamCall) -> None:
+        """The relay of a session's agent was asked for its tools: they arrived (engine/tool_handoff.py)."""
+        self.manager.tools_arrived(request.capability)
+
     # ---- its folder (engine/workspaces.py) ----------------------------------------
     async def diff(self, request: DiffRange) -> DiffPage:
         return await self._workspaces.diff_page(request, self._in_git(request.session_id))
@@ -449,13 +499,3 @@ class LocalEngine:
         if session_id not in self.manager.ids():
             raise UnknownSession(f"no session {session_id!r} (closed meanwhile?)")
         return session_id
-
-
-async def read_in(items: Sequence[ChatItem], down_to: int = 0) -> bool:
-    """Saved rows from ``down_to`` on read from disk a page at a time, the loop serving others
-    between pages (20,000 rows in one query held it ~90 ms); False when some cannot be read now."""
-    if not isinstance(items, History):
-        return True
-    while items.unread > down_to and items.read_more():
-        await asyncio.sleep(0)
-    return items.unread <= down_to

@@ -29,6 +29,7 @@ from polypilot_tui.domain.records import EngineAction, Record, SessionAdded, Ses
 from polypilot_tui.domain.recovery import RecoveryGate
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
+from polypilot_tui.domain.tool_servers import ToolServer
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.view import SessionDetails, SessionView, make_view
 from polypilot_tui.domain.watchdog import WatchdogConfig
@@ -36,6 +37,7 @@ from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.engine.connector import BackendFactory, Connector
 from polypilot_tui.engine.context import EngineContext
 from polypilot_tui.engine.stream import Listener, Unsubscribe
+from polypilot_tui.engine.tool_handoff import ToolHandoff
 from polypilot_tui.engine.turns import TurnRunner, checked_prompt, refuse_without_folder
 from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 
@@ -57,7 +59,8 @@ class SessionManager:
     ) -> None:
         ctx = self._ctx = EngineContext(settings, catalog, clock)
         self._new_id = id_factory or (lambda: uuid.uuid4().hex[:8])
-        self._connector = Connector(ctx, backend_factory, self.apply)
+        self._tools = ToolHandoff(ctx)
+        self._connector = Connector(ctx, backend_factory, self.apply, self._tools.source)
         self._watchdog = WatchdogTimer(ctx, self._connector)
         self._turns = TurnRunner(ctx, self._connector, self._watchdog)
 
@@ -87,6 +90,25 @@ class SessionManager:
     def recovery(self) -> RecoveryGate:
         """Permission recovery's attempt caps and circuit breaker."""
         return self._ctx.recovery
+
+    @property
+    def tool_servers(self) -> Callable[[str], tuple[ToolServer, ...]]:
+        """The tool servers a session's agent is handed, asked each time it connects (new,
+        resume or load, reconnect); default: none. The team desk sets it."""
+        return self._tools.servers_for
+
+    @tool_servers.setter
+    def tool_servers(self, value: Callable[[str], tuple[ToolServer, ...]]) -> None:
+        self._tools.servers_for = value
+
+    def tools_arrived(self, capability: str) -> str:
+        """The relay with ``capability`` says its agent listed its tools; the session's id
+        (UnknownCapability when no session was handed it)."""
+        return self._tools.arrived(capability)
+
+    def awaiting_tools(self, session_id: str) -> bool:
+        """The session's agent was handed the team relay, whose hello has not come (yet)."""
+        return self._tools.expecting(session_id)
 
     # ---- observation ---------------------------------------------------------------
     def subscribe(self, listener: Listener, *kinds: type[Record]) -> Unsubscribe:
@@ -213,6 +235,15 @@ class SessionManager:
             return
         session.changes = changes
         session.workspace_problem = problem
+        session.revision += 1
+        self._ctx.changed(session_id)
+
+    def set_team(self, session_id: str, parent: str, orchestrator: bool, note: str) -> None:
+        """Its place in a team, as its view shows it (engine/teams.py keeps the team)."""
+        session = self._ctx.get(session_id).session
+        if (session.team_parent, session.orchestrator, session.team_note) == (parent, orchestrator, note):
+            return
+        session.team_parent, session.orchestrator, session.team_note = parent, orchestrator, note
         session.revision += 1
         self._ctx.changed(session_id)
 
@@ -353,6 +384,7 @@ class SessionManager:
             await self.stop(session_id)
         rows_read = managed.session.history.read_all()  # rows on disk go at the next write; an undo needs them
         managed.session.closed = True
+        self._tools.forget(session_id)
         await self._connector.drop_backend(session_id, "")
         await ctx.finish_background(managed)
         del ctx.sessions[session_id]

@@ -9,9 +9,13 @@ is shown, searched or closed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Sequence
 
+from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import TimerHandle
+from polypilot_tui.domain.history import History
 from polypilot_tui.engine.manager import SessionManager
 
 log = logging.getLogger(__name__)
@@ -82,3 +86,13 @@ class ReadAhead:
                 log.info("saved chat rows could not be read now; trying again in %.0f s", RETRY_AFTER)
                 self._schedule(RETRY_AFTER)
             return
+
+
+async def read_in(items: Sequence[ChatItem], down_to: int = 0) -> bool:
+    """Saved rows from ``down_to`` on read from disk a page at a time, the loop serving others
+    between pages (20,000 rows in one query held it ~90 ms); False when some cannot be read now."""
+    if not isinstance(items, History):
+        return True
+    while items.unread > down_to and items.read_more():
+        await asyncio.sleep(0)
+    return items.unread <= down_to

@@ -23,9 +23,10 @@ from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, BroadcastResult, Comparison, Discarded
 from polypilot_tui.domain.model_choice import ModelChoices
+from polypilot_tui.domain.team import LinkState, TeamBounds
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, WorktreeState
-from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownGroup, UnknownSession, Verb
+from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownCapability, UnknownGroup, UnknownSession, Verb
 
 HISTORY_PAGE = 1000
 """Rows one history page holds at most."""
@@ -568,6 +569,198 @@ DISCARD: Verb[Discard, str] = Verb(
     "finish",
 )
 
+# ---- teams (issue 24): an orchestrator, its workers, one budget (engine/teams.py) -----------
+MAX_WAIT_SECONDS = 3600.0
+"""The longest one wait for workers may last (a relay asks again after it)."""
+
+
+@dataclass(frozen=True)
+class Orchestrate:
+    session_id: str
+    bounds: TeamBounds = TeamBounds()
+    """The budget of the whole tree (asked again of an orchestrator: its new bounds, the stop lifted)."""
+
+
+@dataclass(frozen=True)
+class TeamCall:
+    """A tool call of an orchestrator's relay, with nothing more to say."""
+
+    capability: str
+    """The secret the engine gave the session's relay: it names the orchestration and the session."""
+
+
+@dataclass(frozen=True)
+class StartWorker:
+    capability: str
+    agent: str
+    prompt: str
+    name: str = ""
+    """"": the agent's name and a number."""
+    worktree: bool = False
+    """In a new worktree of the orchestrator's repository (else in its folder)."""
+
+
+@dataclass(frozen=True)
+class WorkerPrompt:
+    capability: str
+    worker: str
+    """The worker's session id."""
+    prompt: str
+
+
+WaitUntil = Literal["done", "blocked", "any"]
+
+
+@dataclass(frozen=True)
+class WaitWorkers:
+    capability: str
+    workers: tuple[str, ...] = ()
+    """The workers' session ids (none: every worker of the caller)."""
+    until: WaitUntil = "done"
+    """done: every one ended; blocked: every one ended or one waits for a permission; any: one
+    ended or waits for a permission."""
+    timeout_seconds: float = 600.0
+    """Then the states as they are (at most :data:`MAX_WAIT_SECONDS`)."""
+
+
+@dataclass(frozen=True)
+class WorkerRef:
+    capability: str
+    worker: str
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """One worker, as its orchestrator sees it."""
+
+    worker: str
+    """Its session id."""
+    name: str
+    agent: str
+    state: LinkState
+    outcome: str = ""
+    """How its last turn ended (the engine's own turn end: "completed", "aborted", "stuck", "failed")."""
+    reason: str = ""
+    turns: int = 0
+    started_at: float | None = None
+    """When its first turn was sent (the engine's clock seconds); None while queued."""
+    ended_at: float | None = None
+    """When its last turn ended; None while it works."""
+
+
+@dataclass(frozen=True)
+class WorkerReply:
+    """A worker's last reply, whole, and how its turn ended."""
+
+    worker: str
+    text: str
+    outcome: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class TeamState:
+    """A team: its orchestrator, its bounds, what it spent and its workers."""
+
+    orchestrator: str
+    bounds: TeamBounds
+    workers: tuple[WorkerState, ...]
+    running: int
+    """Workers with a turn in flight (holding a slot of ``bounds.workers_at_once``)."""
+    queued: int
+    """Starts and sends waiting for a slot."""
+    turns: int
+    """Turns ended across the tree."""
+    seconds: float
+    """Seconds it has run (while the engine ran)."""
+    tokens: int
+    cost: float
+    pending_waits: int
+    """Waits for workers not answered yet (answered by a prompt to the waiter after a restart)."""
+    stopped: str = ""
+    """Why it was stopped ("" while it runs)."""
+    note: str = ""
+    """The last bound reached or the stall, in words."""
+
+
+_T = "/team"
+_TOOL = (UnknownCapability, EngineError)
+ORCHESTRATE: Verb[Orchestrate, TeamState] = Verb(
+    "orchestrate",
+    "POST",
+    _S + "/orchestrate",
+    Orchestrate,
+    TeamState,
+    "makes it an orchestrator with these bounds (its relay's tools reach its agent at its next connect)",
+    _GONE,
+    "team",
+    wrap=None,
+)
+TEAM_STATE: Verb[SessionRef, TeamState] = Verb(
+    "team_state",
+    "GET",
+    _S + "/team",
+    SessionRef,
+    TeamState,
+    "the team it leads or works in: bounds, what is spent, workers",
+    _GONE,
+    "team",
+    wrap=None,
+)
+STOP_WORKERS: Verb[SessionRef, int] = Verb(
+    "stop_workers",
+    "POST",
+    _S + "/team/stop",
+    SessionRef,
+    int,
+    "stops every worker of the team it leads (queued ones are dropped); how many",
+    _GONE,
+    "team",
+)
+TEAM_WORKERS: Verb[TeamCall, tuple[WorkerState, ...]] = Verb(
+    "team_workers", "POST", _T + "/workers", TeamCall, tuple[WorkerState, ...], "the caller's workers", _TOOL
+)
+TEAM_START: Verb[StartWorker, WorkerState] = Verb(
+    "team_start",
+    "POST",
+    _T + "/start",
+    StartWorker,
+    WorkerState,
+    "starts a worker in the orchestrator's folder or a worktree of it (queued at the bound of workers at "
+    "once); refused naming the bound reached",
+    _TOOL,
+    wrap=None,
+)
+TEAM_SEND: Verb[WorkerPrompt, WorkerState] = Verb(
+    "team_send", "POST", _T + "/send", WorkerPrompt, WorkerState, "sends a worker a prompt", _TOOL, wrap=None
+)
+TEAM_WAIT: Verb[WaitWorkers, tuple[WorkerState, ...]] = Verb(
+    "team_wait",
+    "POST",
+    _T + "/wait",
+    WaitWorkers,
+    tuple[WorkerState, ...],
+    "waits until the workers are done (their turns ended), one is blocked on a permission, or any; "
+    "their states at the timeout",
+    _TOOL,
+)
+TEAM_READ: Verb[WorkerRef, WorkerReply] = Verb(
+    "team_read", "POST", _T + "/read", WorkerRef, WorkerReply, "a worker's last reply, whole", _TOOL, wrap=None
+)
+TEAM_STOP: Verb[WorkerRef, WorkerState] = Verb(
+    "team_stop", "POST", _T + "/stop", WorkerRef, WorkerState, "stops a worker's turn", _TOOL, wrap=None
+)
+
+TEAM_HELLO: Verb[TeamCall, None] = Verb(
+    "team_hello",
+    "POST",
+    _T + "/hello",
+    TeamCall,
+    None,
+    "the relay's agent listed its tools: the team tools arrived (else the session says they did not)",
+    (UnknownCapability,),
+)
+
 
 # ---- many sessions at once: broadcast, fan-out, compare, pick (domain/fan_out.py) ------------
 @dataclass(frozen=True)
@@ -716,6 +909,16 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     PUSH,
     PULL_REQUEST,
     DISCARD,
+    ORCHESTRATE,
+    TEAM_STATE,
+    STOP_WORKERS,
+    TEAM_WORKERS,
+    TEAM_START,
+    TEAM_SEND,
+    TEAM_WAIT,
+    TEAM_READ,
+    TEAM_STOP,
+    TEAM_HELLO,
     BROADCAST,
     FAN_OUT,
     COMPARE,

@@ -33,6 +33,7 @@ from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any, Protocol, TypeVar, cast
 
+from polypilot_tui.domain.tool_servers import CAPABILITY_ENV
 from polypilot_tui.infra.secret_shapes import (
     Span,
     context_start,
@@ -61,6 +62,9 @@ MAX_REMEMBERED_CHARS = 64
 STREAMED_FIELDS = frozenset({"deltaContent", "inputDelta", "partialOutput", "chunk"})
 """Event fields that carry a piece of a stream (a reply, a tool call's arguments, a tool's
 output as it runs): a secret may be split across pieces."""
+SECRET_ENV_NAMES = frozenset({CAPABILITY_ENV})
+"""Variables whose values are secrets though their names do not say so (a team relay's
+capability, domain/tool_servers.py): their values go wherever they are named."""
 MAX_STREAMS = 16
 """Streams a :class:`StreamTails` keeps the end of (the most recent ones)."""
 
@@ -168,7 +172,11 @@ class Redactor:
         if isinstance(value, str):
             return self._short(value) if len(value) <= MAX_REMEMBERED_CHARS else self.text(value)
         if isinstance(value, Mapping):
-            return {self._short(k): self._field(k, v, pieces, before, seen, whole=True) for k, v in value.items()}
+            named = _secret_entry(value)
+            return {
+                self._short(k): REDACTED if k == "value" and named else self._field(k, v, pieces, before, seen, True)
+                for k, v in value.items()
+            }
         if is_dataclass(value) and not isinstance(value, type):
             clone = copy.copy(value)
             for f in fields(value):  # every field, init or not; frozen ones too
@@ -202,7 +210,7 @@ class Redactor:
     ) -> Any:
         if (
             isinstance(key, str)
-            and is_secret_key(key)
+            and (is_secret_key(key) or key in SECRET_ENV_NAMES)
             and value not in (None, "")
             and (whole or isinstance(value, str))
         ):
@@ -242,6 +250,18 @@ class Redactor:
                 if text.startswith(secret[-size:]):
                     yield 0, size
                     break
+
+
+def _secret_entry(value: Mapping[Any, Any]) -> bool:
+    """A ``{"name": "GITHUB_TOKEN", "value": …}`` entry: how ACP passes env variables (a tool
+    server's, a terminal's) and HTTP headers: its value is a secret when its name says so."""
+    name = value.get("name")
+    return (
+        isinstance(name, str)
+        and "value" in value
+        and value["value"] not in (None, "")
+        and (is_secret_key(name) or name in SECRET_ENV_NAMES)
+    )
 
 
 def _replace(text: str, spans: Iterable[Span]) -> str:

@@ -117,6 +117,7 @@ async def start_server(
     """The engine's API (server.py) answering on ``sock``, a listening socket (bind_socket), in
     this loop; ``stop`` is called when a client asks the engine to stop. End it with
     ``await server.shutdown(sockets=[sock])``: clients get ``grace`` seconds to leave."""
+    engine.teams.socket = Path(sock.getsockname())  # the team relays' way back to the engine
     config = uvicorn.Config(
         build_app(engine, stop, frame),
         log_level="warning",

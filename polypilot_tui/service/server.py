@@ -26,7 +26,8 @@ from polypilot_tui.domain.limits import BODY_BYTES, size_words
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.engine.api import BadRequest, EngineError, Verb
 from polypilot_tui.engine.codec import decode, encode, from_text
-from polypilot_tui.engine.local import LocalEngine, read_in
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.read_ahead import read_in
 from polypilot_tui.engine.verbs import ENGINE_INFO, ENGINE_STOP, FOCUS_CLIENT, VERBS, EngineInfo, Focus, NoArgs
 from polypilot_tui.service.address import API
 from polypilot_tui.service.stream_client import FRAME, FrameCache, StreamClient, sse

@@ -55,7 +55,8 @@ any keyword above; each ends with ``cancelled`` on ``session/cancel`` unless not
                          new completed tool call (a history row of N bytes) every update
 
 Environment: ``FAKE_ACP_STATE`` (folder of one JSON history file per session, for
-``session/load`` and ``session/resume`` after a restart), ``FAKE_ACP_CAPS`` (comma list
+``session/load`` and ``session/resume`` after a restart; each open appends what it was
+handed in ``mcpServers`` to ``mcp-servers.jsonl`` there, as the wire had it), ``FAKE_ACP_CAPS`` (comma list
 of ``load``, ``resume``; default both), ``FAKE_ACP_HANG_INIT`` (``initialize`` never
 answers), ``FAKE_ACP_LEAK`` (see LEAK), ``FAKE_ACP_SHAPES`` (see LEAKTOOL).
 """
@@ -144,6 +145,7 @@ class FakeAgent:
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
         session_id = f"fake-{uuid.uuid4().hex[:12]}"
+        self._handed("session/new", mcp_servers)
         self._cwd[session_id] = cwd
         self._save(session_id, [])
         return NewSessionResponse(session_id=session_id)
@@ -152,6 +154,7 @@ class FakeAgent:
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
         updates = self._history(session_id)
+        self._handed("session/load", mcp_servers)
         self._cwd[session_id] = cwd
         for update in updates:
             await self._raw_update(session_id, update)
@@ -161,8 +164,18 @@ class FakeAgent:
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> ResumeSessionResponse:
         self._history(session_id)  # raises when unknown
+        self._handed("session/resume", mcp_servers)
         self._cwd[session_id] = cwd
         return ResumeSessionResponse()
+
+    def _handed(self, method: str, servers: Any) -> None:
+        """Keep what an open was handed in ``mcpServers`` (as the wire had it)."""
+        if self._state is None:
+            return
+        self._state.mkdir(parents=True, exist_ok=True)
+        plain = [s.model_dump(by_alias=True, exclude_none=True) for s in servers or []]
+        with (self._state / "mcp-servers.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"method": method, "servers": plain}) + "\n")
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         self._cancelled.setdefault(session_id, asyncio.Event()).set()

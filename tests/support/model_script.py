@@ -8,6 +8,12 @@ behaviour (checked as whole words, longest first):
 - ``SLEEPTOOL``: one shell tool call running ``sleep 20`` (the server's ``sleep_cmd``).
 - ``TOOL``: one shell tool call (``echo hi``, or ``CMD=<...>`` / ``CMD=`...``` from the
   prompt, or the server's ``cmd``); after the result, the text ``done: <result>``.
+- ``STEPS=<json list>``: tool calls played one per request, ``[{"tool": suffix, "args": {...}}, …]``:
+  step i is played when the conversation holds i tool results since the last user message,
+  then the answer is those results' text, one a line. A tool is matched by the suffix of its
+  name (Copilot names an MCP server's tools ``<server>-<tool>``, opencode ``<server>_<tool>``).
+  A string argument ``{{N.field}}`` is the field of step N's result read as JSON (a worker's
+  id from ``start_worker``), ``{{N}}`` its whole text.
 - ``SLOW``: many text chunks, spaced out.
 - ``HANG``: response headers, then nothing until the server stops or the client leaves.
 - anything else: ``echo: <prompt>``.
@@ -34,6 +40,8 @@ _HANG_AFTER_TAG = "hangafter"
 _WRAPPER_BLOCK = re.compile(r"<([a-zA-Z_][\w-]*)>.*?</\1>", re.DOTALL)
 _CMD_ANGLE = re.compile(r"CMD=<(.+?)>(?=\s|$)", re.DOTALL)
 _CMD_TICKS = re.compile(r"CMD=`([^`]+)`")
+_STEPS = re.compile(r"STEPS=(\[.*\])", re.DOTALL)
+_REF = re.compile(r"\{\{(\d+)(?:\.(\w+))?\}\}")
 
 
 @dataclass(frozen=True)
@@ -173,8 +181,110 @@ def prompt_command(text: str) -> str | None:
     return None
 
 
-def plan_reply(last: LastMessage, tools: list[str], settings: ScriptSettings, serial: int) -> Reply:
-    """Decide the answer to one request from its last message and offered tools."""
+@dataclass(frozen=True)
+class Turn:
+    """The conversation since its last user message: that message and the tool results since."""
+
+    prompt: str
+    results: tuple[str, ...]
+
+
+def chat_turn(body: dict[str, Any]) -> Turn:
+    """The current turn of a Chat Completions request."""
+    results: list[str] = []
+    for message in reversed(body.get("messages") or []):
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "tool":
+            results.append(content_text(message.get("content")))
+        elif message.get("role") == "user":
+            return Turn(clean_prompt(content_text(message.get("content"))), tuple(reversed(results)))
+    return Turn("", tuple(reversed(results)))
+
+
+def responses_turn(body: dict[str, Any]) -> Turn:
+    """The current turn of a Responses API request."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return Turn(clean_prompt(items), ())
+    results: list[str] = []
+    for item in reversed(items if isinstance(items, list) else []):
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call_output":
+            results.append(content_text(item.get("output")))
+        elif item.get("role") == "user":
+            return Turn(clean_prompt(content_text(item.get("content"))), tuple(reversed(results)))
+    return Turn("", tuple(reversed(results)))
+
+
+def prompt_steps(prompt: str) -> list[Any] | str | None:
+    """The ``STEPS=`` list of a prompt, None when it has none, or why it cannot be read."""
+    found = _STEPS.search(prompt)
+    if found is None:
+        return None
+    try:
+        steps = json.loads(found.group(1))
+    except ValueError as exc:
+        return f"STEPS is not a JSON list: {exc}"
+    ok = isinstance(steps, list) and all(isinstance(s, dict) and isinstance(s.get("tool"), str) for s in steps)
+    return steps if ok else 'STEPS must be a list of {"tool": name suffix, "args": {...}}'
+
+
+def tool_named(suffix: str, tools: list[str]) -> str | None:
+    """The offered tool whose name is ``suffix``, or ends with it after a separator."""
+    if suffix in tools:
+        return suffix
+    return next((name for name in tools if name.endswith(("-" + suffix, "_" + suffix, "." + suffix))), None)
+
+
+def _filled(value: Any, results: tuple[str, ...]) -> Any:
+    """``value`` with ``{{N.field}}`` references to earlier results filled in."""
+    if isinstance(value, list):
+        return [_filled(v, results) for v in value]
+    if isinstance(value, dict):
+        return {k: _filled(v, results) for k, v in value.items()}
+    if not isinstance(value, str):
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        index, field = int(match.group(1)), match.group(2)
+        text = results[index] if index < len(results) else ""
+        if field is None:
+            return text
+        try:
+            return str(json.loads(text).get(field, ""))
+        except (ValueError, AttributeError):
+            return ""
+
+    return _REF.sub(one, value)
+
+
+def steps_reply(steps: list[Any], turn: Turn, tools: list[str], serial: int) -> Reply:
+    """The next tool call of ``steps``, or the results' text once every step was played."""
+    done = len(turn.results)
+    if done >= len(steps):
+        text = "\n".join(result.strip() for result in turn.results) or "no steps"
+        return Reply("text", text=text, chunks=(text,))
+    step = steps[done]
+    name = tool_named(step["tool"], tools)
+    if name is None:
+        text = f"no tool named like {step['tool']!r} was offered (offered: {', '.join(tools)})"
+        return Reply("text", text=text, chunks=(text,))
+    arguments = json.dumps(_filled(step.get("args") or {}, turn.results))
+    return Reply("tool", tool_name=name, arguments=arguments, call_id=f"call_{serial}_step{done}")
+
+
+def plan_reply(
+    last: LastMessage, tools: list[str], settings: ScriptSettings, serial: int, turn: Turn | None = None
+) -> Reply:
+    """Decide the answer to one request from its last message and offered tools (and, for
+    ``STEPS``, its ``turn``: the last user message and the tool results since)."""
+    steps = prompt_steps(turn.prompt) if turn is not None and tools else None
+    if isinstance(steps, str):
+        return Reply("text", text=steps, chunks=(steps,))
+    if steps is not None and turn is not None:
+        return steps_reply(steps, turn, tools, serial)
     if last.role == "tool":
         if _HANG_AFTER_TAG in last.call_id:
             return Reply("hang")

@@ -35,11 +35,14 @@ from tests.support.model_script import (
     LastMessage,
     Reply,
     ScriptSettings,
+    Turn,
+    chat_turn,
     content_text,
     last_chat_message,
     last_responses_item,
     offered_tools,
     plan_reply,
+    responses_turn,
 )
 from tests.support.waiting import until_blocking
 
@@ -71,6 +74,12 @@ class RecordedRequest:
         """The message the script decided from."""
         body = self.body if isinstance(self.body, dict) else {}
         return last_responses_item(body) if self.path == RESPONSES_PATH else last_chat_message(body)
+
+    @property
+    def turn(self) -> Turn:
+        """The last user message and the tool results since (for ``STEPS``)."""
+        body = self.body if isinstance(self.body, dict) else {}
+        return responses_turn(body) if self.path == RESPONSES_PATH else chat_turn(body)
 
     def text(self) -> str:
         """Every message text of the conversation, joined (to assert history was kept)."""
@@ -233,7 +242,7 @@ class ModelServer:
     def plan(self, request: RecordedRequest) -> Reply:
         """The scripted reply for a model call."""
         body = request.body if isinstance(request.body, dict) else {}
-        return plan_reply(request.last, offered_tools(body), self.settings, self._next_serial())
+        return plan_reply(request.last, offered_tools(body), self.settings, self._next_serial(), request.turn)
 
 
 class ClientGone(Exception):

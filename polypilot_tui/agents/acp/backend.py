@@ -29,6 +29,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.tool_servers import ToolServerSource, no_servers
 from polypilot_tui.infra.redact import REDACTOR
 
 __all__ = ["STDERR_LOG", "TRANSCRIPT", "AcpBackend"]
@@ -51,6 +52,7 @@ class AcpBackend:
         *,
         cwd: Path | None = None,
         prefer_load: bool = False,
+        tool_servers: ToolServerSource = no_servers,
     ) -> None:
         REDACTOR.learn_agents([agent])  # what the agent echoes of its key is redacted wherever it lands
         self._clock = clock
@@ -68,7 +70,7 @@ class AcpBackend:
             on_message=self._intake.on_message,
             on_lost=self._on_lost,
         )
-        self._opener = SessionOpener(self._link, self._intake, root, prefer_load)
+        self._opener = SessionOpener(self._link, self._intake, root, prefer_load, tool_servers)
         self._models = SessionModels(self._link)
         self._turns = TurnControl(
             self._link, self._intake, self._desk, clock, settings, reconnect=self.connect, kill=self.kill

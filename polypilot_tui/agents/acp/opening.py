@@ -15,7 +15,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError
-from acp.schema import AgentCapabilities, ClientCapabilities, FileSystemCapabilities, Implementation
+from acp.schema import (
+    AcpMcpServer,
+    AgentCapabilities,
+    ClientCapabilities,
+    EnvVariable,
+    FileSystemCapabilities,
+    HttpMcpServer,
+    Implementation,
+    McpServerStdio,
+    SseMcpServer,
+)
 from pydantic import ValidationError
 
 from polypilot_tui.agents.acp.errors import Refused, request_error_text
@@ -24,9 +34,12 @@ from polypilot_tui.agents.acp.link import AgentLink
 from polypilot_tui.agents.base import BackendError, ConnectResult
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.exit_status import exit_text
+from polypilot_tui.domain.tool_servers import ToolServer, ToolServerSource, no_servers
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+McpServers = list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio]
+"""What ``session/new|load|resume`` take (only stdio ones are sent: every agent must take those)."""
 
 try:
     _VERSION = importlib.metadata.version("polypilot_tui")
@@ -42,11 +55,20 @@ NOT_ACP_GRACE = 5.0
 class SessionOpener:
     """Attaches the session on the connection of an :class:`AgentLink` just spawned."""
 
-    def __init__(self, link: AgentLink, intake: StreamIntake, cwd: Path, prefer_load: bool) -> None:
+    def __init__(
+        self,
+        link: AgentLink,
+        intake: StreamIntake,
+        cwd: Path,
+        prefer_load: bool,
+        tool_servers: ToolServerSource = no_servers,
+    ) -> None:
         self._link = link
         self._intake = intake
         self._cwd = cwd
         self._prefer_load = prefer_load
+        self._tool_servers = tool_servers
+        """Asked at each open: the stdio MCP servers the agent is to start (every ACP agent must take them)."""
         """Use session/load even when session/resume exists (to get the history back)."""
         self.capabilities: AgentCapabilities | None = None
         """What the agent said it can do, in its answer to initialize."""
@@ -70,13 +92,14 @@ class SessionOpener:
         )
         caps = init.agent_capabilities or AgentCapabilities()
         self.capabilities = caps
+        servers = mcp_servers(self._tool_servers())
         can_resume = caps.session_capabilities is not None and caps.session_capabilities.resume is not None
         failures: list[str] = []
         if resume_id and can_resume and not (self._prefer_load and caps.load_session):
             try:
                 link.session_id = resume_id
                 resumed = await self._call(
-                    conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=[]), "session/resume"
+                    conn.resume_session(session_id=resume_id, cwd=str(self._cwd), mcp_servers=servers), "session/resume"
                 )
                 self.config_options = resumed.config_options
                 # A new agent process: no turn of the one before runs in it.
@@ -85,14 +108,14 @@ class SessionOpener:
                 failures.append(str(exc))
         if resume_id and caps.load_session:
             try:
-                history = await self._load(resume_id)
+                history = await self._load(resume_id, servers)
                 return ConnectResult(
                     resume_id, "loaded (history replayed)", resumed=True, lost_turn=True, history=history
                 )
             except Refused as exc:
                 failures.append(str(exc))
         link.session_id = None
-        created = await self._call(conn.new_session(cwd=str(self._cwd), mcp_servers=[]), "session/new")
+        created = await self._call(conn.new_session(cwd=str(self._cwd), mcp_servers=servers), "session/new")
         link.session_id = created.session_id
         self.config_options = created.config_options
         if not resume_id:
@@ -103,7 +126,7 @@ class SessionOpener:
             how = "new session (agent cannot resume)"
         return ConnectResult(created.session_id, how)
 
-    async def _load(self, session_id: str) -> tuple[AgentEvent, ...]:
+    async def _load(self, session_id: str, servers: McpServers) -> tuple[AgentEvent, ...]:
         """``session/load``: the replayed updates become ConnectResult.history."""
         conn = self._link.conn
         assert conn is not None
@@ -111,7 +134,7 @@ class SessionOpener:
         self._link.session_id = session_id
         with self._intake.replaying(events.append) as replay:
             loaded = await self._call(
-                conn.load_session(session_id=session_id, cwd=str(self._cwd), mcp_servers=[]), "session/load"
+                conn.load_session(session_id=session_id, cwd=str(self._cwd), mcp_servers=servers), "session/load"
             )
             self.config_options = loaded.config_options
         replay.finish()
@@ -159,3 +182,16 @@ class SessionOpener:
     def _stray_text(self) -> str:
         stray = self._link.stray_stdout()
         return f"; it wrote on stdout instead: “{stray[-1]}”" if stray else ""
+
+
+def mcp_servers(servers: tuple[ToolServer, ...]) -> McpServers:
+    """Tool servers as ACP's stdio ``mcpServers`` entries (env as a name/value list)."""
+    return [
+        McpServerStdio(
+            name=server.name,
+            command=server.command,
+            args=list(server.args),
+            env=[EnvVariable(name=name, value=value) for name, value in server.env],
+        )
+        for server in servers
+    ]

@@ -32,6 +32,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.tool_servers import ToolServerSource, no_servers
 from polypilot_tui.infra.redact import REDACTOR
 
 log = logging.getLogger(__name__)
@@ -42,14 +43,22 @@ class CopilotBackend:
 
     kind = "copilot"
 
-    def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings, workdir: Path) -> None:
+    def __init__(
+        self,
+        agent: AgentConfig,
+        sink: EventSink,
+        clock: Clock,
+        settings: Settings,
+        workdir: Path,
+        tool_servers: ToolServerSource = no_servers,
+    ) -> None:
         # workdir is unused: the CLI keeps its own session state under $COPILOT_HOME.
         REDACTOR.learn_agents([agent])  # what the CLI prints of its key is redacted in our logs
         self.clock = clock
         busy = BusyFlag()
         self.events = EventIntake(sink, busy)
         """The SDK's callbacks (public so tests can feed SDK events without a CLI)."""
-        self.connection = CopilotConnection(agent, clock, self.events, busy, abort=self.abort)
+        self.connection = CopilotConnection(agent, clock, self.events, busy, self.abort, tool_servers)
         """The CLI and the attached session (public so tests can attach a fake session)."""
         self._turns = TurnControl(self.connection, self.events, busy, settings)
         self._agent = agent

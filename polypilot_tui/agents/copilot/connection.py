@@ -41,6 +41,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.exit_status import signals_named
 from polypilot_tui.domain.probes import Probes
+from polypilot_tui.domain.tool_servers import ToolServer, ToolServerSource, no_servers
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,12 @@ class CopilotConnection:
         intake: EventIntake,
         busy: BusyFlag,
         abort: Callable[[], Awaitable[None]],
+        tool_servers: ToolServerSource = no_servers,
     ) -> None:
         self._agent = agent
+        self._tool_servers = tool_servers
+        """Asked at each connect: the stdio MCP servers the session's agent is handed."""
+        self._mcp_servers: dict[str, Any] = {}
         self._clock = clock
         self._intake = intake
         self._busy = busy
@@ -149,6 +154,7 @@ class CopilotConnection:
         self._provider = provider_dict(self._agent, os.environ)
         if self._provider is not None:
             self._env.setdefault("COPILOT_MODEL", self._model() or DEFAULT_BYOK_MODEL)
+        self._mcp_servers = sdk_mcp_servers(self._tool_servers())
         try:
             await asyncio.wait_for(self._join(cli), START_TIMEOUT)
             if resume_id:
@@ -216,6 +222,8 @@ class CopilotConnection:
         }
         if self._provider is not None:
             kwargs["provider"] = self._provider
+        if self._mcp_servers:
+            kwargs["mcp_servers"] = self._mcp_servers
         model = self._model()
         if model:
             kwargs["model"] = model
@@ -334,3 +342,18 @@ class CopilotConnection:
         """Connect failed or was cancelled half way: leave the server quietly (the last one
         out kills a CLI still starting, synchronously, before anything is awaited)."""
         await self._release()
+
+
+def sdk_mcp_servers(servers: tuple[ToolServer, ...]) -> dict[str, Any]:
+    """Tool servers as the SDK's session ``mcp_servers``: stdio, every tool exposed (``["*"]``:
+    ``[]`` would expose none). The CLI's ``--acp`` mode ignores ``mcpServers``; this path does not."""
+    return {
+        server.name: {
+            "type": "stdio",
+            "command": server.command,
+            "args": list(server.args),
+            "env": dict(server.env),
+            "tools": ["*"],
+        }
+        for server in servers
+    }

@@ -34,6 +34,7 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.model_choice import ModelChoices, ModelOption
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.tool_servers import ToolServerSource, no_servers
 from polypilot_tui.infra.private import open_private, private_dir
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -74,8 +75,17 @@ class DemoBackend:
 
     kind = "demo"
 
-    def __init__(self, agent: AgentConfig, sink: EventSink, clock: Clock, settings: Settings, workdir: Path) -> None:
+    def __init__(
+        self,
+        agent: AgentConfig,
+        sink: EventSink,
+        clock: Clock,
+        settings: Settings,
+        workdir: Path,
+        tool_servers: ToolServerSource = no_servers,
+    ) -> None:
         self._agent = agent
+        self._tool_servers = tool_servers
         self._sink = sink
         self.clock = clock
         self._speed = max(0.01, settings.demo_speed)
@@ -93,6 +103,9 @@ class DemoBackend:
 
     # ---- AgentBackend --------------------------------------------------------------
     async def connect(self, resume_id: str | None) -> ConnectResult:
+        # Asked like every agent's, but the scripted agent calls no tools: it starts none, and
+        # the engine's check of the tools' arrival says so.
+        self._tool_servers()
         entries = agent_log.read_tail(self._log_path) if resume_id else []
         self._alive = True
         self._session_id = resume_id or f"demo-{uuid.uuid4().hex[:12]}"

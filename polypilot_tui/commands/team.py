@@ -1,0 +1,58 @@
+"""``polypilot team SESSION``: make a session an orchestrator with a budget, show its team as
+JSON (``--show``), or stop every worker of it (``--stop-workers``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from polypilot_tui.commands.live import find_view, run_command
+from polypilot_tui.config import Settings
+from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.team import TeamBounds
+from polypilot_tui.domain.text import one_line
+from polypilot_tui.engine import verbs
+from polypilot_tui.service.client import EngineClient
+
+EXIT_OK = 0
+
+
+def bounds_of(
+    workers_at_once: int | None = None,
+    total: int | None = None,
+    depth: int | None = None,
+    turns: int | None = None,
+    minutes: float | None = None,
+    tokens: int | None = None,
+) -> TeamBounds:
+    """The defaults, with what was given on the command line (the engine checks them)."""
+    given = {
+        "workers_at_once": workers_at_once,
+        "total_workers": total,
+        "depth": depth,
+        "turns": turns,
+        "wall_seconds": minutes * 60 if minutes is not None else None,
+        "tokens": tokens,
+    }
+    return TeamBounds(**{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
+
+
+def state_json(state: verbs.TeamState) -> str:
+    return dump_json(asdict(state), indent=2, ascii_only=True)
+
+
+async def cmd_team(settings: Settings, key: str, bounds: TeamBounds, show: bool, stop_workers: bool) -> int:
+    """Orchestrate (printing the team as JSON), show it, or stop its workers."""
+
+    async def body(client: EngineClient) -> int:
+        view = await find_view(client, key)
+        ref = verbs.SessionRef(view.id)
+        if stop_workers:
+            stopped = await client.call(verbs.STOP_WORKERS, ref)
+            print(f"{one_line(view.name, 60)}: {stopped} worker(s) stopped")
+        elif show:
+            print(state_json(await client.call(verbs.TEAM_STATE, ref)))
+        else:
+            print(state_json(await client.call(verbs.ORCHESTRATE, verbs.Orchestrate(view.id, bounds))))
+        return EXIT_OK
+
+    return await run_command(settings, not show, body)
