@@ -259,10 +259,10 @@ SESSION_COMMANDS = (
     "follow",
     "model",
     "clear-queue",
-    "team",
     "fan-out",
     "compare",
     "pick",
+    "team",
 )
 
 

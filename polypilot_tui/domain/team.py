@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from polypilot_tui.domain.usage import Usage, usage_from_plain
 
@@ -150,7 +150,14 @@ def fold_prompt(prompt: str) -> str:
     return " ".join(prompt.split()).casefold()
 
 
-def reached(links: Iterable[Link], until: str) -> bool:
+class Stated(Protocol):
+    """Anything with a worker's state: a Link, or a WorkerState as the relay gets it."""
+
+    @property
+    def state(self) -> LinkState: ...
+
+
+def reached(links: Iterable[Stated], until: str) -> bool:
     """Whether a wait for ``links`` until ``until`` ("done" | "blocked" | "any") is over.
 
     done: every one has ended; blocked: every one has ended or one is blocked on a permission;
@@ -184,6 +191,8 @@ class Team:
     orchestrator_usage: Usage = field(default_factory=Usage)
     dispatches: dict[str, int] = field(default_factory=dict)
     """How often each (agent, folded prompt) was dispatched."""
+    reserved: int = 0
+    """Workers let through whose sessions are being made (they count toward the total)."""
     stopped: str = ""
     """Why the orchestration was stopped ("" while it runs): a bound crossed, a stall."""
     note: str = ""
@@ -244,8 +253,9 @@ class Team:
             depth = self.depth_of(starter)
             if depth >= self.bounds.depth:
                 return Refusal("depth", str(depth + 1), str(self.bounds.depth))
-            if len(self.links) >= self.bounds.total_workers:
-                return Refusal("total workers", str(len(self.links)), str(self.bounds.total_workers))
+            started = len(self.links) + self.reserved
+            if started >= self.bounds.total_workers:
+                return Refusal("total workers", str(started), str(self.bounds.total_workers))
         spent = self.spent_bound(now)
         if spent is not None:
             return spent

@@ -166,6 +166,13 @@ class Connector:
             managed.reconnected = True
             if result.resumed:
                 session.system(f"🔄 Session reconnected: {result.how}.", wall)
+            elif not (session.turns or session.earlier_turns or session.turn is not None):
+                # Nothing was said in it yet (a session made an orchestrator right away): nothing
+                # is forgotten, and the Copilot CLI keeps no session it was never prompted in.
+                session.usage = session.usage.new_counter()
+                session.system(
+                    "🔄 Session reconnected: a new agent session (there was no conversation to resume).", wall
+                )
             else:
                 # A new agent session counts its cost from zero: the old mark would swallow it.
                 session.usage = session.usage.new_counter()

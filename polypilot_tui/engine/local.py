@@ -172,10 +172,10 @@ class LocalEngine:
         """Restore the saved sessions and keep them saved; prune orphaned worktrees."""
         if self._attach is not None:
             self._restore(self._attach)
-        if self.persistence is not None:  # the sessions are back: their teams can be
-            self.teams.restore(Path(self.settings.state_dir))
         if self.persistence is not None:  # the groups of the sessions restored, kept beside them
             self.fan_outs.restore(self.persistence.store.state_dir)
+        if self.persistence is not None:  # the sessions are back: their teams can be
+            self.teams.restore(Path(self.settings.state_dir))
         if self.persistence is not None and not self.persistence.restored.problem:  # it knows every session
             self._spawn(self._prune_worktrees())
 

@@ -8,8 +8,10 @@ capability is a secret, and ACP transcripts record ``session/new`` whole.
 
 An agent may ignore what it is handed (the Copilot CLI's ``--acp`` mode drops ``mcpServers``;
 an MCP server may fail to start). The relay says hello (``TEAM_HELLO``) when the agent lists
-its tools; a session handed a relay that has not said hello within
-``Settings.team_tools_seconds`` is told so in its chat, naming the agent — never silently.
+its tools. Some agents start their tool servers with the session, others (the Copilot CLI)
+only with its first turn: a session handed a relay that has not said hello within
+``Settings.team_tools_seconds`` of its connect, or of the first turn sent after it, is told so
+in its chat, naming the agent — never silently, and never while an idle agent may yet list them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.domain.clock import TimerHandle
+from polypilot_tui.domain.records import ActionTaken, EngineAction, Record
 from polypilot_tui.domain.tool_servers import ToolServer, ToolServerSource, capability_of, checked, no_tool_servers
 from polypilot_tui.engine.api import UnknownCapability
 from polypilot_tui.engine.context import EngineContext
@@ -36,6 +39,8 @@ class _Expected:
     capability: str
     handed_at: float
     timer: TimerHandle | None
+    sent_at: float | None = None
+    """When the first turn after the connect was sent (an agent may list its tools only then)."""
     arrived: bool = False
     overdue: bool = False
     """The session was told the tools did not arrive (a late hello says they did after all)."""
@@ -49,6 +54,7 @@ class ToolHandoff:
         self.servers_for: Callable[[str], tuple[ToolServer, ...]] = no_tool_servers
         """The tool servers of a session's agent (``SessionManager.tool_servers``)."""
         self._expected: dict[str, _Expected] = {}
+        ctx.stream.subscribe(self._on_action, ActionTaken)
 
     def source(self, session_id: str) -> ToolServerSource:
         """What the session's backend asks at each open of its agent's session."""
@@ -96,6 +102,21 @@ class ToolHandoff:
         expected.timer = clock.call_at(clock.now() + bound, lambda: self._overdue(session_id, expected))
         self._expected[session_id] = expected
 
+    def _on_action(self, change: Record) -> None:
+        """A turn sent after the connect: an agent that starts its tool servers with its first
+        turn has the bound from now."""
+        if not isinstance(change, ActionTaken) or change.action not in (EngineAction.SEND, EngineAction.RESEND):
+            return
+        expected = self._expected.get(change.session_id)
+        if expected is None or expected.arrived or expected.overdue or expected.sent_at is not None:
+            return
+        clock = self._ctx.clock
+        expected.sent_at = clock.now()
+        if expected.timer is not None:
+            expected.timer.cancel()
+        bound = self._ctx.settings.team_tools_seconds
+        expected.timer = clock.call_at(clock.now() + bound, lambda: self._overdue(change.session_id, expected))
+
     def _arrived(self, session_id: str, expected: _Expected) -> None:
         if expected.timer is not None:
             expected.timer.cancel()
@@ -106,7 +127,7 @@ class ToolHandoff:
         managed = self._ctx.sessions.get(session_id)
         if managed is None:
             return
-        seconds = self._ctx.clock.now() - expected.handed_at
+        seconds = self._ctx.clock.now() - (expected.sent_at if expected.sent_at is not None else expected.handed_at)
         log.info("session %s: the team tools reached %s in %.1f s", session_id, managed.session.agent, seconds)
         if expected.overdue:
             managed.session.system(
@@ -119,6 +140,8 @@ class ToolHandoff:
         managed = self._ctx.sessions.get(session_id)
         if self._expected.get(session_id) is not expected or expected.arrived or managed is None:
             return
+        if expected.sent_at is None:
+            return  # no turn yet: an agent may list its tools with its first one (which arms the bound)
         expected.overdue = True
         agent = managed.session.agent
         bound = self._ctx.settings.team_tools_seconds

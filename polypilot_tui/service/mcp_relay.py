@@ -31,6 +31,7 @@ from pydantic import Field
 
 from polypilot_tui.domain.limits import ID_CHARS, NAME_CHARS, PROMPT_BYTES
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.team import reached
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, RELAY_NAME
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import (
@@ -59,6 +60,9 @@ T = TypeVar("T")
 
 REPLY_PAGE_CHARS = 50_000
 """Characters of a worker's reply one ``read_reply`` returns; the rest is read from ``start``."""
+WAIT_SLICE_SECONDS = 50.0
+"""The longest one ``wait_workers`` call waits: agents give up on a tool call after a minute
+(opencode: "MCP error -32001: Request timed out" at 60 s), so a longer wait is several calls."""
 MAX_WAIT_WORKERS = 200
 """Workers one ``wait_workers`` names at most."""
 HELLO_TIMEOUT = 5.0
@@ -66,6 +70,11 @@ HELLO_TIMEOUT = 5.0
 the tools did not arrive, which is what it can know)."""
 CALL_SLACK = 60.0
 """Seconds a call may take beyond the longest wait (the engine answers a wait at its timeout)."""
+WAIT_DESCRIPTION = (
+    "Wait until workers are done, blocked, or any of them is, or the timeout passes. Done is the end of "
+    "the worker's turn as polypilot saw it (completed, failed, stopped, stuck): no marker text is needed. "
+    f"One call waits at most {WAIT_SLICE_SECONDS:g} s: to wait longer, call it again. Returns their states."
+)
 INSTRUCTIONS = (
     "polypilot's team tools: start workers (other coding agents, each a session the user sees), "
     "give them prompts, wait until they are done, read their replies, and stop them. Waiting uses "
@@ -76,9 +85,10 @@ INSTRUCTIONS = (
 class TeamTools:
     """The tools' work: each asks one team verb with this relay's capability."""
 
-    def __init__(self, client: EngineClient, capability: str) -> None:
+    def __init__(self, client: EngineClient, capability: str, wait_slice: float = WAIT_SLICE_SECONDS) -> None:
         self._client = client
         self._capability = capability
+        self._wait_slice = wait_slice
         self.hello_said = False
 
     async def hello(self) -> None:
@@ -117,9 +127,18 @@ class TeamTools:
             _bounded("worker", worker, ID_CHARS)
         if not 0 < timeout_seconds <= MAX_WAIT_SECONDS:
             raise ToolError(f"timeout_seconds must be above 0 and at most {MAX_WAIT_SECONDS:g}")
-        request = WaitWorkers(self._cap(), tuple(workers), until, timeout_seconds)
+        wait = min(timeout_seconds, self._wait_slice)
+        request = WaitWorkers(self._cap(), tuple(workers), until, wait)
         states = await self._ask(self._client.call(TEAM_WAIT, request))
-        return _states_text(states) if states else "You have no workers to wait for."
+        if not states:
+            return "You have no workers to wait for."
+        text = _states_text(states)
+        if wait < timeout_seconds and not reached(states, until):
+            text += (
+                f"\nThis wait returned after {wait:g} s, the longest one call waits (agents give up on longer "
+                "tool calls): call wait_workers again to wait longer for those not done."
+            )
+        return text
 
     async def read_reply(self, worker: str, start: int) -> str:
         _bounded("worker", worker, ID_CHARS)
@@ -246,15 +265,12 @@ def build_server(tools: TeamTools) -> MCPServer[Any]:
         """Give a worker another prompt (its next turn; queued while it works). Returns its state."""
         return await tools.send_worker(worker, prompt)
 
-    @server.tool(structured_output=False)
+    @server.tool(structured_output=False, description=WAIT_DESCRIPTION)
     async def wait_workers(
         workers: _Workers = [],  # noqa: B006 - the tool's schema default, never mutated
         until: _Until = "done",
-        timeout_seconds: _Timeout = 600.0,
+        timeout_seconds: _Timeout = WAIT_SLICE_SECONDS,
     ) -> str:
-        """Wait until workers are done, blocked, or any of them is, or the timeout passes. Done is
-        the end of the worker's turn as polypilot saw it (completed, failed, stopped, stuck): no
-        marker text is needed. Returns their states."""
         return await tools.wait_workers(workers, until, timeout_seconds)
 
     @server.tool(structured_output=False)
@@ -281,6 +297,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mcp_relay", description="polypilot's team tools for an agent (stdio MCP).")
     parser.add_argument("--socket", required=True, type=Path, help="the engine's Unix socket")
     parser.add_argument("--log", type=Path, default=None, help="a private log file (none: nothing is logged)")
+    parser.add_argument(
+        "--wait-slice",
+        type=float,
+        default=WAIT_SLICE_SECONDS,
+        help="the longest one wait_workers call waits, in seconds (below the agent's tool-call timeout)",
+    )
     args = parser.parse_args(argv)
     capability = os.environ.get(CAPABILITY_ENV, "")
     REDACTOR.learn([capability])  # before the first line is logged
@@ -294,7 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.warning("relay: started without %s: every tool will say so", CAPABILITY_ENV)
     client = EngineClient(args.socket, timeout=MAX_WAIT_SECONDS + CALL_SLACK)
     log.info("relay: serving the team tools for the engine on %s", args.socket)
-    build_server(TeamTools(client, capability)).run("stdio")
+    if not 0 < args.wait_slice <= MAX_WAIT_SECONDS:
+        parser.error(f"--wait-slice must be above 0 and at most {MAX_WAIT_SECONDS:g}")
+    build_server(TeamTools(client, capability, args.wait_slice)).run("stdio")
     return 0
 
 

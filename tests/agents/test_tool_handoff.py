@@ -14,11 +14,13 @@ import pytest
 from polypilot_tui.agents.acp.link import TRANSCRIPT
 from polypilot_tui.agents.copilot.connection import sdk_mcp_servers
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, ToolServer, relay_server
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.infra.redact import REDACTED
 from tests.agents.acp_support import FAKE_AGENT
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -117,3 +119,27 @@ def test_the_copilot_sdk_gets_stdio_servers_exposing_every_tool() -> None:
         }
     }
     assert sdk_mcp_servers(()) == {}
+
+
+async def test_a_reconnect_before_any_turn_forgets_nothing_and_says_no_loss(tmp_path: Path) -> None:
+    """Making a session an orchestrator reconnects it at once; an agent that keeps no session it
+    was never prompted in (the Copilot CLI) starts a new one: no conversation was lost."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    agents = {"fake": fake_agent("fake", tmp_path / "agent-state", workspace, "")}  # resumes nothing
+    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)
+    manager = SessionManager(settings, AgentCatalog(agents), SystemClock())
+    try:
+        fresh = await manager.create_session("fake")
+        await manager.reconnect(fresh)
+        talked = await manager.create_session("fake")
+        await manager.send(talked, "hello")
+        await until(lambda: manager.session(talked).turns, 30, "the turn ending")
+        await manager.reconnect(talked)
+    finally:
+        await manager.shutdown()
+    fresh_rows = [(i.kind, i.text) for i in manager.history(fresh)]
+    assert not [text for kind, text in fresh_rows if kind is ItemKind.ERROR], fresh_rows
+    assert any("there was no conversation to resume" in text for _, text in fresh_rows)
+    talked_errors = [i.text for i in manager.history(talked) if i.kind is ItemKind.ERROR]
+    assert any("does not remember the conversation above" in text for text in talked_errors), "a real loss is said"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -162,3 +163,22 @@ async def test_the_relay_log_is_private_and_holds_no_capability(served: Served, 
     text = log.read_text()
     assert "the hello was not taken" in text and capability not in text
     assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+
+
+async def test_a_long_wait_returns_at_the_slice_saying_to_call_again(served: Served) -> None:
+    """Agents give up on a tool call after a minute: one wait_workers call waits a slice of it."""
+    sliced = replace(served.relay, args=(*served.relay.args, "--wait-slice", "1"))
+    async with started(sliced) as relay:
+        await relay.initialize()
+        # The demo agent asks permission to write; the policy asks the human: it stays blocked.
+        failed, said = await relay.call("start_worker", agent="demo", prompt="please write a file for me")
+        assert not failed, said
+        worker = json.loads(said)["worker"]
+        await until(lambda: served.engine.manager.view(worker).status.value == "awaiting_permission", 30, "blocked")
+        began = time.monotonic()
+        failed, said = await relay.call("wait_workers", timeout_seconds=30)
+        assert time.monotonic() - began < 10
+        assert not failed and json.loads(said.splitlines()[0])[0]["state"] == "blocked", said
+        assert "returned after 1 s, the longest one call waits" in said and "call wait_workers again" in said
+        failed, said = await relay.call("wait_workers", until="blocked", timeout_seconds=30)
+        assert not failed and "call wait_workers again" not in said, "over before the slice: no note"

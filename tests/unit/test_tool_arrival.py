@@ -1,5 +1,6 @@
 """The engine checks that the team tools it handed an agent arrived: the relay's hello within
-``team_tools_seconds`` of the connect, else the session says so, naming the agent."""
+``team_tools_seconds`` of the connect or of the first turn sent after it (the Copilot CLI
+starts its tool servers only then), else the session says so, naming the agent."""
 
 from __future__ import annotations
 
@@ -32,9 +33,13 @@ def rows(h: Harness, sid: str, kind: ItemKind) -> list[str]:
     return [item.text for item in h.manager.history(sid) if item.kind is kind]
 
 
-async def test_no_hello_within_the_bound_is_said_in_the_session_naming_the_agent() -> None:
+async def test_no_hello_within_the_bound_of_a_turn_is_said_in_the_session_naming_the_agent() -> None:
     h = harness({"s1": "cap-s1-0123456789", "s2": "cap-s2-0123456789"})
     s1, s2 = await h.new(), await h.new()
+    await h.clock.advance(BOUND * 3)
+    assert not any(NOT_ARRIVED in text for text in rows(h, s1, ItemKind.ERROR)), "an idle agent may list them yet"
+    await h.manager.send(s1, "hello")
+    await h.manager.send(s2, "hello")
     await h.clock.advance(BOUND - 1)
     assert h.manager.tools_arrived("cap-s2-0123456789") == s2
     assert not any(NOT_ARRIVED in text for text in rows(h, s1, ItemKind.ERROR))
@@ -46,13 +51,25 @@ async def test_no_hello_within_the_bound_is_said_in_the_session_naming_the_agent
     await h.clock.advance(5)
     assert h.manager.tools_arrived("cap-s1-0123456789") == s1
     assert any("reached demo after all (25 s)" in text for text in rows(h, s1, ItemKind.SYSTEM))
+    await h.manager.send(s1, "again")
     await h.clock.advance(BOUND * 3)
     assert len([t for t in rows(h, s1, ItemKind.ERROR) if NOT_ARRIVED in t]) == 1, "said once"
+
+
+async def test_a_hello_at_the_connect_needs_no_turn() -> None:
+    h = harness({"s1": "cap-s1-0123456789"})
+    sid = await h.new()
+    h.manager.tools_arrived("cap-s1-0123456789")
+    assert not h.manager.awaiting_tools(sid)
+    await h.manager.send(sid, "hello")
+    await h.clock.advance(BOUND * 3)
+    assert not any(NOT_ARRIVED in text for text in rows(h, sid, ItemKind.ERROR))
 
 
 async def test_a_session_handed_no_relay_awaits_no_hello() -> None:
     h = harness({})
     sid = await h.new()
+    await h.manager.send(sid, "hello")
     await h.clock.advance(BOUND * 3)
     assert not any(NOT_ARRIVED in text for text in rows(h, sid, ItemKind.ERROR))
 
@@ -60,9 +77,14 @@ async def test_a_session_handed_no_relay_awaits_no_hello() -> None:
 async def test_each_connect_awaits_its_own_hello_and_a_closed_session_none() -> None:
     h = harness({"s1": "cap-s1-0123456789", "s2": "cap-s2-0123456789"})
     s1, s2 = await h.new(), await h.new()
+    await h.manager.send(s1, "hello")
+    await h.manager.send(s2, "hello")
     await h.clock.advance(BOUND / 2)
-    await h.manager.reconnect(s1)  # handed again: the bound runs from now
+    await h.manager.reconnect(s1)  # handed again: awaited anew, from its next turn
     await h.manager.close(s2)
+    await h.clock.advance(BOUND * 2)
+    assert not any(NOT_ARRIVED in text for text in rows(h, s1, ItemKind.ERROR))
+    await h.manager.send(s1, "again")
     await h.clock.advance(BOUND / 2 + 1)
     assert not any(NOT_ARRIVED in text for text in rows(h, s1, ItemKind.ERROR))
     await h.clock.advance(BOUND / 2)

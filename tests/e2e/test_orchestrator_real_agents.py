@@ -1,0 +1,183 @@
+"""Orchestrators on real agents call polypilot's team tools, handed as an MCP server.
+
+The engine is served on its socket in this process; its agents are the real Copilot CLI (SDK
+path) and opencode (ACP) against the scripted model, whose ``STEPS=`` prompt makes the
+orchestrator call the relay's tools one by one: start two workers on two other agents, wait
+for them (the engine's own turn ends), read their replies, and answer with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.agents.base import ALLOW_ONCE
+from polypilot_tui.agents.npm_cache import OPENCODE, NpmAgent
+from polypilot_tui.config import AgentCatalog, AgentConfig, PermissionPolicy, Settings, WatchdogSettings
+from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.team import TeamBounds
+from polypilot_tui.domain.turn import Outcome
+from polypilot_tui.engine.builder import build_engine
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.engine.verbs import ORCHESTRATE, Orchestrate
+from tests.support.acp_agents import opencode_agent
+from tests.support.copilot_e2e import KEY, KEY_ENV, copilot_agent
+from tests.support.engine_service import serving_in_process
+from tests.support.model_server import ModelServer
+from tests.support.waiting import until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+WAIT = 120.0
+
+
+@dataclass
+class Team:
+    engine: LocalEngine
+    server: ModelServer
+    root: Path
+
+
+def files_holding(root: Path, secret: str) -> list[Path]:
+    """Every file under ``root`` whose bytes hold ``secret``."""
+    needle = secret.encode()
+    return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and needle in p.read_bytes()]
+
+
+@pytest.fixture
+async def team(
+    request: pytest.FixtureRequest,
+    copilot_cli: Path,
+    npm_agent: Callable[[NpmAgent], Path],
+    model_server: ModelServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Team]:
+    """An engine served on its socket with the demo agent, Copilot and opencode on the scripted model.
+    The permission policy is the default, ask: the test answers each prompt as the human would;
+    an indirect parameter sets watchdog tiers."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    work = tmp_path / "work"
+    agents = {
+        "demo": AgentConfig(name="demo", kind="demo", cwd=work),
+        "copilot": copilot_agent(copilot_cli, model_server, tmp_path / "copilot-home", work).model_copy(
+            update={"name": "copilot"}
+        ),
+        "opencode": opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "opencode-home").model_copy(
+            update={"cwd": work}
+        ),
+    }
+    settings = Settings(
+        _env_file=None,
+        state_dir=tmp_path / "state",
+        record=False,
+        demo_speed=50,
+        permission_policy=PermissionPolicy.ASK,
+        team_tools_seconds=60,
+        watchdog=WatchdogSettings(**getattr(request, "param", {})),
+    )
+    engine = build_engine(settings, AgentCatalog(agents), persist=False)
+    async with serving_in_process(engine):
+        try:
+            yield Team(engine, model_server, tmp_path)
+        finally:
+            await engine.close()
+
+
+def steps(*workers: tuple[str, str]) -> str:
+    """The orchestrator's prompt: start each (agent, prompt), wait for all, read each reply."""
+    plan: list[dict[str, object]] = [{"tool": "start_worker", "args": {"agent": a, "prompt": p}} for a, p in workers]
+    plan.append({"tool": "wait_workers", "args": {"timeout_seconds": WAIT}})
+    plan += [{"tool": "read_reply", "args": {"worker": "{{" + f"{i}.worker" + "}}"}} for i in range(len(workers))]
+    return "Lead the team. STEPS=" + json.dumps(plan)
+
+
+async def orchestrator(team: Team, agent: str) -> str:
+    """A session on ``agent`` made an orchestrator: its agent reconnected, handed the relay."""
+    engine, manager = team.engine, team.engine.manager
+    lead = await manager.create_session(agent, "lead")
+    await engine.call(ORCHESTRATE, Orchestrate(lead, TeamBounds(workers_at_once=2, total_workers=2)))
+    await until(lambda: manager.awaiting_tools(lead), 60, f"{agent} reconnected with the relay")
+    return lead
+
+
+async def answer_until_over(manager: SessionManager, lead: str, timeout: float) -> list[str]:
+    """Allow once each permission the orchestrator asks, as the human would by key, until its turn
+    ends; the titles asked. Only the lead asks: a worker that asks fails the test."""
+    asked: list[str] = []
+    session = manager.session(lead)
+    deadline = time.monotonic() + timeout
+    while not (session.turn is None and session.turns):
+        assert time.monotonic() < deadline, f"the turn of {lead} did not end within {timeout:g} s (asked {asked})"
+        for sid in manager.ids():
+            turn = manager.session(sid).turn
+            for request_id, prompt in list(turn.pending_permissions.items()) if turn is not None else ():
+                assert sid == lead and prompt.kind == "mcp", (sid, prompt)
+                asked.append(prompt.title)
+                await manager.answer_permission(lead, request_id, ALLOW_ONCE)
+        await asyncio.sleep(0.05)
+    return asked
+
+
+async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...]) -> str:
+    """The orchestrator's turn, sent and ended by the engine; its reply."""
+    manager = team.engine.manager
+    lead = await orchestrator(team, agent)
+    ((_, capability),) = team.engine.teams.tool_servers(lead)[0].env
+    prompt = steps(*workers)
+    await manager.send(lead, prompt)
+    sent = time.monotonic()
+    await until(lambda: not manager.awaiting_tools(lead), 60, f"{agent} listing the team tools")
+    print(f"{agent}: the team tools arrived {time.monotonic() - sent:.1f} s after the turn was sent")
+    session = manager.session(lead)
+    asked = await answer_until_over(manager, lead, WAIT + 60)
+    # Each call of a team tool is the human's to allow (Copilot asks; opencode's own policy lets MCP tools run).
+    assert asked == ([] if agent == "opencode" else [step["tool"] for step in json.loads(prompt.split("STEPS=")[1])])
+    record = session.turns[-1]
+    assert record.outcome is Outcome.COMPLETED, (record.outcome, record.reason)
+    replies = [item.text for item in manager.history(lead) if item.kind is ItemKind.ASSISTANT]
+    assert replies, [(i.kind, i.text[:200]) for i in manager.history(lead)]
+    assert (manager.workdir(lead) / "relay.log").is_file()
+    await team.engine.close()  # every file written and closed: then none holds the capability
+    assert files_holding(team.root, capability) == []
+    return replies[-1]
+
+
+async def test_a_copilot_orchestrator_runs_a_demo_and_an_opencode_worker(team: Team) -> None:
+    began = time.monotonic()
+    reply = await run_team(team, "copilot", (("demo", "alpha job"), ("opencode", "beta job")))
+    assert "You said: **alpha job**" in reply, reply
+    assert "echo: beta job" in reply, reply
+    assert reply.count("its last turn: completed") == 2, reply
+    workers = [v for v in team.engine.manager.views() if v.parent]
+    assert sorted(v.agent for v in workers) == ["demo", "opencode"]
+    print(f"copilot orchestrator: {time.monotonic() - began:.1f} s")
+
+
+async def test_an_opencode_orchestrator_runs_a_demo_and_a_copilot_worker(team: Team) -> None:
+    began = time.monotonic()
+    reply = await run_team(team, "opencode", (("demo", "gamma job"), ("copilot", "delta job")))
+    assert "You said: **gamma job**" in reply, reply
+    assert "echo: delta job" in reply, reply
+    assert reply.count("its last turn: completed") == 2, reply
+    print(f"opencode orchestrator: {time.monotonic() - began:.1f} s")
+
+
+@pytest.mark.parametrize("team", [{"inactivity": 10.0}], indirect=True)
+async def test_a_hanging_worker_ends_at_its_watchdog_tier_and_the_wait_returns_that_end(team: Team) -> None:
+    """The model never answers the worker: its turn ends at the inactivity tier (10 s here), and
+    the orchestrator's wait returns that end, the engine's own, with its reason."""
+    began = time.monotonic()
+    reply = await run_team(team, "copilot", (("opencode", "HANG forever"),))
+    states = json.loads(reply.splitlines()[1])
+    assert [(s["state"], s["outcome"]) for s in states] == [("failed", "stuck")], reply
+    assert "no activity for 10 s" in states[0]["reason"], reply
+    assert "its last turn: stuck (no activity for 10 s" in reply, reply
+    print(f"hanging worker: {time.monotonic() - began:.1f} s")
