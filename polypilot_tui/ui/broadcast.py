@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 
 from textual.widget import Widget
 
-from polypilot_tui.domain.fan_out import BroadcastResult
+from polypilot_tui.domain.fan_out import MAX_BROADCAST, BroadcastResult
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
@@ -30,10 +30,16 @@ SHOWN_REFUSALS = 8
 
 
 class Marks:
-    """The sessions marked for a broadcast."""
+    """The sessions marked for a broadcast (at most ``limit``: what one broadcast reaches)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_BROADCAST) -> None:
         self._ids: set[str] = set()
+        self.limit = limit
+
+    @property
+    def full(self) -> bool:
+        """As many sessions are marked as one broadcast reaches."""
+        return len(self._ids) >= self.limit
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._ids
@@ -47,9 +53,12 @@ class Marks:
         return frozenset(self._ids)
 
     def toggle(self, session_id: str) -> bool:
-        """Mark a session, or unmark it when it was; whether it is marked now."""
+        """Mark a session, or unmark it when it was; whether it is marked now (a session is not
+        marked past the limit)."""
         if session_id in self._ids:
             self._ids.discard(session_id)
+            return False
+        if self.full:
             return False
         self._ids.add(session_id)
         return True

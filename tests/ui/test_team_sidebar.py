@@ -61,6 +61,17 @@ async def test_workers_are_listed_under_their_orchestrator_and_the_keys_walk_tha
         await wait_for(pilot, lambda: app.selected == alpha, what="ctrl+down to the first worker")
         await pilot.press("ctrl+down", "ctrl+down")
         await wait_for(pilot, lambda: app.selected == "s2", what="past the workers to s2")
+        # A mark stays on its session when the list moves: s2 goes down as a third worker comes.
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: "✓" in listed.rendered("s2")[0], what="s2 marked")
+        (relay,) = engine_of(app).teams.tool_servers("s1")
+        start = verbs.StartWorker(
+            dict(relay.env)[CAPABILITY_ENV], "demo", "!hang on", name="gamma"
+        )  # not a 3rd same dispatch
+        gamma = (await engine_of(app).call(verbs.TEAM_START, start)).worker
+        await wait_for(pilot, lambda: listed.session_ids == ["s1", alpha, beta, gamma, "s2"], what="gamma listed")
+        assert "✓" in listed.rendered("s2")[0] and "✓" not in listed.rendered(gamma)[0]
+        assert app.dashboard.marks.ids == {"s2"}
 
 
 async def test_a_bound_reached_is_shown_on_the_orchestrators_row(tmp_path: Path) -> None:

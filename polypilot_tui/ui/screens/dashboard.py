@@ -533,6 +533,14 @@ class DashboardScreen(Screen[None]):
         sid = self.selected
         if sid is None or sid not in self._views:
             return
+        if sid not in self.marks and self.marks.full:
+            self.notify(
+                f"{self.marks.limit} sessions are marked, as many as one broadcast reaches.",
+                severity="warning",
+                timeout=5,
+                markup=False,
+            )
+            return
         self.marks.toggle(sid)
         self._marks_changed()
 
