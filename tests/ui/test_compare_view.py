@@ -9,6 +9,7 @@ The demo agent writes no files: the test writes an attempt's work into its workt
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,14 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, OptionList, Static, TextArea
 
+from polypilot_tui.domain.fan_out import CheckResult
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.compare import CompareScreen
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen
 from polypilot_tui.ui.screens.fan_out import FanOutScreen
 from polypilot_tui.ui.screens.pick_confirm import PickConfirmScreen
-from tests.ui.helpers import demo_app, engine_of, notifications, wait_for
+from tests.snapshots.fakes import COMPARED
+from tests.ui.helpers import demo_app, engine_of, notifications, wait_for, widget_lines
 from tests.workspace.repos import IDENTITY, make_repo, run
 
 
@@ -153,3 +156,16 @@ async def test_a_group_the_engine_does_not_know_is_said_not_shown(tmp_path: Path
         app.dashboard.compare.open("no-such-group")
         await wait_for(pilot, lambda: any("cannot be compared" in n for n in notifications(app)))
         assert app.screen is app.dashboard
+
+
+async def test_names_and_errors_in_the_table_are_shown_as_written_never_as_markup(tmp_path: Path) -> None:
+    first = replace(COMPARED.attempts[0], name="[bold]x[/bold]", check=CheckResult(None, "", 0.0, error="[red]boom"))
+    comparison = replace(COMPARED, attempts=(first,))
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(130, 30)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        screen = CompareScreen(comparison, open_diff=lambda sid: None, run_check=lambda: None, pick=lambda a: None)
+        await app.push_screen(screen)
+        await wait_for(pilot, lambda: app.screen is screen)
+        drawn = "\n".join(widget_lines(screen.query_one(DataTable)))  # the table alone, as drawn
+        assert "[bold]x[/bold]" in drawn and "[red]boom" in drawn

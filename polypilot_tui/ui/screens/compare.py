@@ -174,16 +174,16 @@ class CompareScreen(Screen[None]):
         configured = bool(comparison.check)
         for attempt in comparison.attempts:
             name = attempt.name + (" ★ merged" if attempt.session_id == comparison.picked else "")
-            table.add_row(
-                Text(f"{one_line(name, 40)}\n{attempt.agent}"),
+            cells = (
+                f"{one_line(name, 40)}\n{one_line(attempt.agent, 40)}",
                 status_text(attempt),
                 precise_duration(attempt.seconds),
                 usage_summary(attempt.usage) or "—",
                 attempt.changes.short() if attempt.changes else "no changes",
                 check_text(attempt, configured),
-                key=attempt.session_id,
-                height=2,
             )
+            # Text, never str: DataTable reads a str cell as markup, and names and errors are not ours.
+            table.add_row(*(Text(cell) for cell in cells), key=attempt.session_id, height=2)
         ids = [a.session_id for a in comparison.attempts]
         if keep in ids:
             table.move_cursor(row=ids.index(keep), animate=False)
