@@ -169,3 +169,26 @@ async def test_names_and_errors_in_the_table_are_shown_as_written_never_as_marku
         await wait_for(pilot, lambda: app.screen is screen)
         drawn = "\n".join(widget_lines(screen.query_one(DataTable)))  # the table alone, as drawn
         assert "[bold]x[/bold]" in drawn and "[red]boom" in drawn
+
+
+async def test_a_fan_out_the_engine_refuses_comes_back_with_its_reason_and_everything_typed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    app = demo_app(tmp_path / "state")
+    async with app.run_test(size=(110, 44), notifications=True) as pilot:
+        screen = await open_dialog(pilot, app)
+        fill(screen, "fix the bug", "demo:2", str(repo), check="pytest -q")
+        await wait_for(pilot, lambda: screen.query_one("#base", Input).value == "main", what="the base from git")
+        screen.query_one("#base", Input).value = "no-such-branch"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.screen is not screen and isinstance(app.screen, FanOutScreen), what="again")
+        again = app.screen
+        assert isinstance(again, FanOutScreen)
+        await wait_for(pilot, lambda: "no-such-branch" in shown(again, "#new-session-error"), what="the reason")
+        assert again.query_one("#task", TextArea).text == "fix the bug"
+        assert [again.query_one(f"#{field}", Input).value for field in ("agents", "base", "check")] == [
+            "demo:2",
+            "no-such-branch",
+            "pytest -q",
+        ]
+        assert engine_of(app).ids() == ["s1"]  # nothing was made
+        assert any("Not fanned out" in n for n in notifications(app))
