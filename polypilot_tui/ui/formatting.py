@@ -52,6 +52,10 @@ WARNING_MARK = "⚠"
 """Shown on a row whose tools keep failing with permission errors, or whose folder is gone."""
 BRANCH_MARK = "⎇"
 """Before the git branch a session works on."""
+QUEUED_WORKER = "Queued: waits for a slot"
+"""A worker's status line while its team holds its start (the bound of workers at once)."""
+MARKED_MARK = "✓"
+"""Before the name of a session marked for a broadcast (ctrl+t)."""
 
 ELAPSED_FROM = 5.0
 """Elapsed turn time is shown from this many seconds (PolyPilot)."""
@@ -184,24 +188,45 @@ class SessionEntry:
     removed: int = 0
     changed: bool = False
     branch: str = ""
+    marked: bool = False
+    """Marked for a broadcast: a prompt sent now goes to every marked session."""
+    depth: int = 0
+    """How far under its orchestrator a worker is listed (0: not a worker shown under one)."""
+    note: str = ""
+    """An orchestrator's bound reached or stall, in words (drawn in the warning colour)."""
 
     @classmethod
-    def of(cls, view: SessionView, now: float, unread: bool) -> SessionEntry:
-        """The row for ``view`` at ``now``."""
+    def of(
+        cls,
+        view: SessionView,
+        now: float,
+        unread: bool,
+        marked: bool = False,
+        depth: int = 0,
+        workers: int = 0,
+        queued: bool = False,
+    ) -> SessionEntry:
+        """The row for ``view`` at ``now`` (``depth``: under its orchestrator; ``workers``: listed
+        under it; ``queued``: a worker its team holds until a slot frees)."""
+        status = QUEUED_WORKER if queued and not view.status.busy else sidebar_status(view, now)
         return cls(
             view.id,
             view.status,
             one_line(view.name, 60),
-            sidebar_status(view, now),
+            status + (f" · {plural(workers, 'worker')}" if workers else ""),
             unread,
             view.permission_warning or bool(view.workspace_problem),
             f"{view.name} · {view.agent}"
             + (f" · {view.cwd}" if view.cwd else "")
             + (f" · {view.branch}" if view.branch else "")
             + (f" · {view.changes.short()}" if view.changes else "")
-            + (f" · {view.workspace_problem}" if view.workspace_problem else ""),
+            + (f" · {view.workspace_problem}" if view.workspace_problem else "")
+            + (f" · {view.team_note}" if view.team_note else ""),
             view.changes.added,
             view.changes.removed,
             bool(view.changes),
             one_line(view.branch, 60),
+            marked,
+            depth,
+            one_line(view.team_note, 160),
         )

@@ -1,6 +1,6 @@
 """Optional key remapping from ``<user config dir>/polypilot/keymap.toml``.
 
-Each line maps a binding id to keys, e.g. ``stop = "ctrl+t"`` or ``"sidebar.stop" = "S"``;
+Each line maps a binding id to keys, e.g. ``stop = "f12"`` or ``"sidebar.stop" = "S"``;
 the ids are the ``id=`` of the app's bindings (see ``PolypilotApp.BINDINGS``).
 """
 

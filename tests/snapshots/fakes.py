@@ -16,10 +16,13 @@ from textual.pilot import Pilot
 
 from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent, EventType
+from polypilot_tui.domain.fan_out import Attempt, CheckResult, Comparison
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.session import Session
+from polypilot_tui.domain.usage import Usage
 from polypilot_tui.domain.workspace import FolderInfo, WorktreeState
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
@@ -92,10 +95,75 @@ FOLDERS = {
 }
 
 
+_TREES = "/home/dev/.local/state/polypilot/worktrees/shop-1a2b3c4d"
+COMPARED = Comparison(
+    "g-7f3a",
+    "Make the login page remember the user's last tab and add a test for it",
+    "pytest -q tests/test_login.py",
+    (
+        Attempt(
+            "s2",
+            "copilot-1",
+            "copilot",
+            "idle",
+            "completed",
+            312.0,
+            Usage(input_tokens=48_200, output_tokens=3_900, cached_tokens=21_000, reported=True),
+            ChangeStats(3, 42, 3),
+            CheckResult(0, "....\n4 passed in 0.41s\n", 1.6),
+            branch="polypilot/fan-7f3a-1",
+            folder=f"{_TREES}/fan-7f3a-1",
+        ),
+        Attempt(
+            "s3",
+            "copilot-2",
+            "copilot",
+            "idle",
+            "completed",
+            287.0,
+            Usage(input_tokens=39_800, output_tokens=2_100, reported=True),
+            ChangeStats(2, 18, 0),
+            CheckResult(
+                1,
+                "..F.\nFAILED tests/test_login.py::test_last_tab_is_kept - KeyError: 'tab'\n"
+                "1 failed, 3 passed in 0.38s\n",
+                1.4,
+            ),
+            branch="polypilot/fan-7f3a-2",
+            folder=f"{_TREES}/fan-7f3a-2",
+        ),
+        Attempt(
+            "s4",
+            "opencode-1",
+            "opencode",
+            "working",
+            "",
+            401.0,
+            Usage(
+                input_tokens=12_000,
+                output_tokens=800,
+                context_used=30_000,
+                context_size=200_000,
+                cost=0.07,
+                currency="USD",
+                reported=True,
+            ),
+            ChangeStats(1, 5, 1),
+            None,
+            branch="polypilot/fan-7f3a-3",
+            folder=f"{_TREES}/fan-7f3a-3",
+        ),
+    ),
+    base="main",
+    repo="/home/dev/shop",
+)
+"""A fan-out of three attempts: one passed its check, one failed it, one still works."""
+
+
 class FixedEngine(LocalEngine):
     """The engine with fixed answers for the dialogs: folders from :data:`FOLDERS` instead of
     the disk, every new session's request fine; for Finish two files uncommitted, one commit
-    not pushed, no GitHub CLI where the sessions run."""
+    not pushed, no GitHub CLI where the sessions run; the fan-out :data:`COMPARED`."""
 
     async def inspect_folder(self, request: verbs.FolderRef) -> FolderInfo:
         if request.path not in FOLDERS:
@@ -113,6 +181,11 @@ class FixedEngine(LocalEngine):
             WorktreeState(uncommitted=2, ahead=1, unpushed=1),
             "needs the GitHub CLI (gh), which is not installed where the sessions run",
         )
+
+    async def compare(self, request: verbs.GroupRef) -> Comparison:
+        if request.group != COMPARED.group:
+            return await super().compare(request)
+        return COMPARED
 
     async def commit_message(self, request: verbs.SessionRef) -> str:
         return "Fix the login redirect\n\n- src/login.py\n- tests/test_login.py"

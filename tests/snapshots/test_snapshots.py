@@ -16,7 +16,7 @@ from textual.pilot import Pilot
 
 from polypilot_tui.ui.widgets.code_block import CodeBlock
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
-from tests.snapshots import agent_scenarios, scenarios
+from tests.snapshots import agent_scenarios, scenarios, team_scenarios
 from tests.snapshots.fakes import Driver, build_app
 from tests.ui.helpers import EngineShape, shaped
 
@@ -104,6 +104,11 @@ CASES: dict[str, Case] = {
         scenarios.tool_states_session, size=(120, 46), select="tools", then=_unfold_last_tool_row
     ),
     "model_picker": Case(agent_scenarios.model_picker, size=(100, 30)),
+    # Issue 24: marks for a broadcast, a team under its orchestrator with a bound reached, a fan-out.
+    "multi_select_sidebar": Case(team_scenarios.marked_sessions, size=(120, 30)),
+    "team_bound_reached": Case(team_scenarios.team_with_a_bound_reached, size=(120, 30), select="s2"),
+    "compare_view": Case(team_scenarios.compare_view, size=(130, 36)),
+    "fan_out_dialog": Case(team_scenarios.fan_out_dialog, size=(100, 44)),
 }
 
 

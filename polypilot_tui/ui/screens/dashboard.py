@@ -47,15 +47,19 @@ from polypilot_tui.engine.api import Engine, EngineError
 from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert, Attention
+from polypilot_tui.ui.broadcast import Broadcaster, Marks
 from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
+from polypilot_tui.ui.screens.compare_flow import CompareFlow
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
+from polypilot_tui.ui.screens.fan_out_flow import FanOutFlow
 from polypilot_tui.ui.screens.finish import FinishScreen
 from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session_flow import NewSessionFlow
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.screens.review_flow import ReviewFlow
+from polypilot_tui.ui.screens.team_flow import TeamFlow
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, remember_folder, save_ui_state
 from polypilot_tui.ui.usage_text import fleet_summary
 from polypilot_tui.ui.welcome import AgentsFound
@@ -113,6 +117,15 @@ class DashboardScreen(Screen[None]):
         Binding("f5", "finish_session", "Finish", id="finish_session", show=False),
         Binding("f4", "rename_session", "Rename", id="rename_session", show=False),
         Binding("f8", "switch_model", "Model", id="switch_model", show=False),  # F6/F7: the editor's
+        # Marks for a broadcast. ctrl+t ("tag"): a control key, as the sidebar has no letters
+        # of its own, and one no terminal or tmux takes (ctrl+space arrives as ctrl+@ or not
+        # at all). Esc clears them, only while there are any (else Esc is the focused widget's).
+        Binding("ctrl+t", "toggle_mark", "Mark", id="toggle_mark", priority=True, show=False),
+        Binding("escape", "clear_marks", "Clear marks", id="clear_marks"),
+        # A fan-out is a new-session dialog for several (ctrl+f, beside ctrl+n); F9 compares the
+        # attempts of the one on screen (shown only on an attempt).
+        Binding("ctrl+f", "fan_out", "Fan out", id="fan_out", priority=True, show=False),
+        Binding("f9", "compare", "Compare", id="compare"),
     ]
 
     def __init__(
@@ -136,6 +149,8 @@ class DashboardScreen(Screen[None]):
         self._alert = alert
         """Rings and tells an alert (the app's: the terminal and the desktop are app-wide)."""
         self.attention = Attention()
+        self.marks = Marks()
+        """The sessions a prompt typed now goes to, when any are marked (ctrl+t)."""
         self.selected: str | None = None
         """The session on screen."""
         self._views: dict[str, SessionView] = {}
@@ -173,6 +188,19 @@ class DashboardScreen(Screen[None]):
             closed=self._refocus_editor,
         )
         self.review = ReviewFlow(self, engine, run=self._run, closed=self._refocus_editor)
+        self.broadcaster = Broadcaster(
+            self, engine, self.pane.editor, names=self._session_name, kept=self._ui_state_changed
+        )
+        self.team = TeamFlow(self, engine, run=self._run, redraw=self._redraw_rows, closed=self._refocus_editor)
+        self.compare = CompareFlow(self, engine, review=self.review, run=self._run, closed=self._refocus_editor)
+        self.fan_out = FanOutFlow(
+            self,
+            engine,
+            folders=self.new_session,
+            recent=lambda: [] if remote is not None else list(self._ui_state.recent_folders),
+            made=self.compare.open,
+            closed=self._refocus_editor,
+        )
 
     @property
     def launch_folder(self) -> str:
@@ -230,6 +258,10 @@ class DashboardScreen(Screen[None]):
                 self.notify(f"{title} failed: {done.said}", severity="error", markup=False)
 
         self.run_worker(guarded(), name=title, group="session-actions", exit_on_error=False)
+
+    def _redraw_rows(self, session_ids: set[str]) -> None:
+        self._dirty.update(session_ids)
+        self._request_redraw()
 
     def _refocus_editor(self, _closed_with: object = None) -> None:
         """A dialog closed: typing goes to the prompt again."""
@@ -304,6 +336,7 @@ class DashboardScreen(Screen[None]):
         """Refresh "ago" labels, repair a lost redraw (flushes directly, never via the guard),
         and save where the user is when it changed."""
         await self.flush()
+        self.compare.changed(self._views)  # its times run on
         self._save_ui_state()
 
     async def flush(self) -> None:
@@ -328,17 +361,23 @@ class DashboardScreen(Screen[None]):
                 alert = self.attention.observe(before, view, on_screen=on_screen)
                 if alert is not None and self.engine.alerts_here():  # else another dashboard rings
                     self._alert(alert)
+        if self.marks.keep_only(current):
+            self.refresh_bindings()  # the last mark may have left with its session
         for gone in set(self._views) - set(current):
             self.attention.forget(gone)
             await self.pane.forget(gone)
         previous = self._views
         self._views = current
+        self.team.changed(views, previous)
         if self.selected not in current:
             self.selected = views[0].id if views else None
             self.pane.bind(self.selected)
         if self.selected is not None:
             self.attention.seen(self.selected)
-        await self.sidebar.sync(views, now, self.attention.unread, self.selected)
+        marked, queued = self.marks.ids, self.team.queued
+        await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=marked, queued=queued)
+        self.compare.changed(dirty)
+        self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
         if shown is None:
             await self.pane.show(None, (), "", now)
@@ -436,7 +475,7 @@ class DashboardScreen(Screen[None]):
             self.pane.editor.insert(event.character)
 
     def _step(self, delta: int) -> None:
-        ids = list(self._views) or self.engine.ids()
+        ids = self.sidebar.session_list.session_ids or list(self._views) or self.engine.ids()  # as listed
         if not ids:
             return
         index = ids.index(self.selected) if self.selected in ids else 0
@@ -461,7 +500,11 @@ class DashboardScreen(Screen[None]):
             return
         if (log_ := self.pane.log_for(sid)) is not None:
             log_.follow_end()  # whoever sends wants to see what comes back
-        self._run("Send", self._send(sid, event.text))
+        targets = self.marks.in_order(self.sidebar.session_list.session_ids)
+        if targets:
+            self._run("Broadcast", self.broadcaster.send(sid, targets, event.text))
+        else:
+            self._run("Send", self._send(sid, event.text))
 
     async def _send(self, session_id: str, text: str) -> None:
         result = await attempt(log, "Send", self.engine.call(verbs.SEND, verbs.Send(session_id, text)))
@@ -483,6 +526,33 @@ class DashboardScreen(Screen[None]):
                 timeout=4,
                 markup=False,
             )
+
+    # ---- marks for a broadcast -----------------------------------------------------------
+    def action_toggle_mark(self) -> None:
+        """Mark the session on screen for a broadcast, or unmark it."""
+        sid = self.selected
+        if sid is None or sid not in self._views:
+            return
+        if sid not in self.marks and self.marks.full:
+            self.notify(
+                f"{self.marks.limit} sessions are marked, as many as one broadcast reaches.",
+                severity="warning",
+                timeout=5,
+                markup=False,
+            )
+            return
+        self.marks.toggle(sid)
+        self._marks_changed()
+
+    def action_clear_marks(self) -> None:
+        """Unmark every session: prompts go to the session on screen again."""
+        if self.marks.clear():
+            self._marks_changed()
+
+    def _marks_changed(self) -> None:
+        self._request_redraw()  # the rows' ✓ and the sidebar's count
+        self.pane.show_broadcast(len(self.marks))  # now: the next Enter goes where this says
+        self.refresh_bindings()
 
     def on_queue_panel_edit(self, event: QueuePanel.Edit) -> None:
         event.stop()
@@ -573,9 +643,25 @@ class DashboardScreen(Screen[None]):
 
     # ---- turn control --------------------------------------------------------------
     def action_stop(self) -> None:
-        """Stop the selected session's turn (abort, then kill if it does not stop)."""
-        if self.selected:
-            self._run("Stop", self.engine.call(verbs.STOP, verbs.SessionRef(self.selected)))
+        """Stop the selected session's turn (abort, then kill if it does not stop); an
+        orchestrator's workers too, when the user says so."""
+        view = self._views.get(self.selected or "")
+        if view is None:
+            return
+        if view.status.busy:
+            self._run("Stop", self.engine.call(verbs.STOP, verbs.SessionRef(view.id)))
+        workers = self._workers_of(view.id)
+        if view.orchestrator and workers:
+            self.team.offer_to_stop_workers(view, workers)
+
+    def _workers_of(self, session_id: str) -> list[SessionView]:
+        return [v for v in self._views.values() if v.parent == session_id]
+
+    def action_orchestrate(self) -> None:
+        """Make the selected session an orchestrator: its agent is handed the team's tools."""
+        sid = self.selected
+        if sid is not None and sid in self._views:
+            self.team.orchestrate(sid, self._session_name(sid))
 
     def action_reconnect(self) -> None:
         """Reconnect the selected session's agent, keeping its history."""
@@ -741,6 +827,16 @@ class DashboardScreen(Screen[None]):
 
         self.app.push_screen(screen, closed)
 
+    def action_fan_out(self) -> None:
+        """One task to several new sessions (a mix of agents), each in a worktree; then compare them."""
+        self.fan_out.open()
+
+    def action_compare(self) -> None:
+        """The attempts of the fan-out the selected session is part of, side by side (F9)."""
+        view = self._views.get(self.selected or "")
+        if view is not None and view.attempt_of:
+            self.compare.open(view.attempt_of)
+
     def action_review_changes(self) -> None:
         """The selected session's changes against its base, to read and comment on (ctrl+o)."""
         if self.selected is not None:
@@ -750,7 +846,8 @@ class DashboardScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         view = self._views.get(self.selected or "")
         if action == "stop":
-            return True if view is not None and view.status.busy else None
+            stoppable = view is not None and (view.status.busy or (view.orchestrator and self._workers_of(view.id)))
+            return True if stoppable else None
         if action in ("reconnect", "details", "copy_reply", "rename_session", "finish_session", "switch_model"):
             return True if view is not None else None
         if action == "resend_interrupted":
@@ -759,6 +856,12 @@ class DashboardScreen(Screen[None]):
             return bool(self._recently_closed)
         if action == "send_queued":
             return view is not None and bool(view.queue)
+        if action == "compare":
+            return view is not None and bool(view.attempt_of)
+        if action == "toggle_mark":
+            return True if view is not None else None
+        if action == "clear_marks":
+            return bool(self.marks)  # else Esc is the focused widget's
         return True
 
     def commands(self) -> Iterator[SystemCommand]:
@@ -785,6 +888,14 @@ class DashboardScreen(Screen[None]):
         )
         yield SystemCommand("Undo close", "Bring back the session closed last (ctrl+z)", self.action_undo_close)
         yield SystemCommand(
+            "Fan out a task…",
+            "One task to several new sessions, each in a worktree; compare, merge the best (ctrl+f)",
+            self.action_fan_out,
+        )
+        yield SystemCommand(
+            "Compare attempts", "The fan-out of the selected session, side by side (F9)", self.action_compare
+        )
+        yield SystemCommand(
             "Review changes",
             "The selected session's diff against its base; comment and send a review (ctrl+o)",
             self.action_review_changes,
@@ -804,4 +915,15 @@ class DashboardScreen(Screen[None]):
         )
         yield SystemCommand(
             "Send queued prompts", "Release the held queue: its prompts go out in order", self.action_send_queued
+        )
+        yield SystemCommand(
+            "Mark session",
+            "Mark or unmark the selected session: a prompt then goes to every marked one (ctrl+t)",
+            self.action_toggle_mark,
+        )
+        yield SystemCommand("Clear marks", "Unmark every session (Esc)", self.action_clear_marks)
+        yield SystemCommand(
+            "Make orchestrator",
+            "The selected session can start, wait for and stop workers through its polypilot tools",
+            self.action_orchestrate,
         )

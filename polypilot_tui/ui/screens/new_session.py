@@ -52,6 +52,22 @@ INSPECT_DELAY = 0.25
 """Seconds the folder must stay unchanged before it is looked at (typing is not slowed)."""
 
 
+def by_readiness(agents: Sequence[AgentOffer]) -> list[AgentOffer]:
+    """Those that can start first, then those that may (a sign-in polypilot cannot see), then the rest."""
+    return sorted(agents, key=lambda agent: _ORDER.index(agent.availability))
+
+
+def agent_option(agent: AgentOffer) -> Option:
+    """An agent in a list to pick from: one that cannot start here is greyed out with the reason."""
+    what = agent.title if agent.title and agent.title.lower() != agent.name.lower() else agent.kind
+    label = Content(f"{agent.name}  ({what})")
+    if agent.cannot_start:
+        label = Content.assemble(label, "\n", (f"  ✗ {agent.cannot_start}", "$text-error"))
+    elif not agent.ready:  # may work (signed in where polypilot cannot see): offered, with the reason
+        label = Content.assemble(label, "\n", (f"  ! {agent.problem}", "$text-warning"))
+    return Option(label, id=agent.name, disabled=agent.cannot_start is not None)
+
+
 class IsolationChoice(RadioSet):
     """Work in the checkout or in a new worktree. Enter takes the highlighted choice and creates
     the session (a RadioSet's own Enter only took it: Enter seemed to do nothing here); space and
@@ -101,8 +117,7 @@ class NewSessionScreen(ModalScreen[NewSession | None]):
         problem: str = "",
     ) -> None:
         super().__init__()
-        # Those that can start first, then those that may (a sign-in polypilot cannot see), then the rest.
-        self._agents = sorted(agents, key=lambda agent: _ORDER.index(agent.availability))
+        self._agents = by_readiness(agents)
         self._default = initial.agent if initial else default
         self._folder = (initial.folder or folder) if initial else folder
         self._inspect = inspect
@@ -131,7 +146,7 @@ class NewSessionScreen(ModalScreen[NewSession | None]):
         with VerticalScroll(id="new-session-dialog"):
             yield Static("New session", id="new-session-title", markup=False)
             yield Label("Agent", classes="field-label")
-            yield OptionList(*[self._option(agent) for agent in self._agents], id="agent-list")
+            yield OptionList(*[agent_option(agent) for agent in self._agents], id="agent-list")
             yield Label("Folder", classes="field-label")
             suggester = FolderSuggester(self._recent, self._list_folders)
             yield Input(self._folder, id="folder", suggester=suggester, select_on_focus=False)
@@ -165,16 +180,6 @@ class NewSessionScreen(ModalScreen[NewSession | None]):
             if any(not agent.ready for agent in self._agents):
                 hint += " · `polypilot agents` says what each agent needs"
             yield Static(hint, id="new-session-hint", markup=False)
-
-    @staticmethod
-    def _option(agent: AgentOffer) -> Option:
-        what = agent.title if agent.title and agent.title.lower() != agent.name.lower() else agent.kind
-        label = Content(f"{agent.name}  ({what})")
-        if agent.cannot_start:
-            label = Content.assemble(label, "\n", (f"  ✗ {agent.cannot_start}", "$text-error"))
-        elif not agent.ready:  # may work (signed in where polypilot cannot see): offered, with the reason
-            label = Content.assemble(label, "\n", (f"  ! {agent.problem}", "$text-warning"))
-        return Option(label, id=agent.name, disabled=agent.cannot_start is not None)
 
     def on_mount(self) -> None:
         options = self.query_one("#agent-list", OptionList)

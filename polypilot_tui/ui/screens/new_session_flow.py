@@ -56,9 +56,9 @@ class NewSessionFlow:
             list(await self._engine.call(verbs.AGENTS, verbs.NoArgs())),
             self._default_agent,
             folder=self.launch_folder,
-            inspect=self._inspect_folder,
+            inspect=self.inspect_folder,
             check=self._check,
-            list_folders=self._list_folders,
+            list_folders=self.list_folders,
             recent=[] if self._remote else self._recent(),
             initial=initial,
             problem=problem,
@@ -79,7 +79,8 @@ class NewSessionFlow:
         typed = typed.strip() or "."
         return typed if typed.startswith("~") else os.path.normpath(os.path.join(self.launch_folder, typed))
 
-    async def _inspect_folder(self, typed: str) -> FolderInfo:
+    async def inspect_folder(self, typed: str) -> FolderInfo:
+        """The folder as typed, looked at where the sessions run (EngineError: it cannot be used)."""
         return await self._engine.call(verbs.INSPECT_FOLDER, verbs.FolderRef(self.engine_folder(typed)))
 
     async def _check(self, request: verbs.NewSession) -> str:
@@ -89,7 +90,8 @@ class NewSessionFlow:
             return str(exc)
         return ""
 
-    async def _list_folders(self, typed: str, prefix: str) -> Sequence[str]:
+    async def list_folders(self, typed: str, prefix: str) -> Sequence[str]:
+        """Sub-folders of the folder as typed whose names begin with ``prefix`` (none when it is not there)."""
         try:
             listing = await self._engine.call(verbs.LIST_FOLDERS, verbs.FolderQuery(self.engine_folder(typed), prefix))
         except EngineError:  # no such folder (yet): nothing to suggest

@@ -1,7 +1,9 @@
-"""One line naming the session on screen: name, agent, model, title, usage, folder."""
+"""One line naming the session on screen: name, an orchestrator's bound reached or stall (in
+the warning colour), agent, model, title, usage, folder."""
 
 from __future__ import annotations
 
+from textual.content import Content
 from textual.widgets import Static
 
 from polypilot_tui.domain.text import one_line
@@ -25,13 +27,15 @@ class ChatHeader(Static):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
-        self._text = ""
+        self._text: tuple[str, str] = ("", "")
 
     def show(self, view: SessionView | None) -> None:
         """Redraw for ``view``."""
+        note = ""
         if view is None:
             text = "No session — press ctrl+n to start one"
         else:
+            note = one_line(view.team_note, 160)
             parts = [one_line(view.name, 40), view.agent]
             if view.model:
                 parts.append(one_line(view.model, 30))
@@ -43,6 +47,11 @@ class ChatHeader(Static):
             if view.cwd:
                 parts.append(one_line(view.cwd, 60))
             text = " · ".join(parts)
-        if text != self._text:
-            self._text = text
-            self.update(text)
+        if (text, note) != self._text:
+            self._text = (text, note)
+            if not note:
+                self.update(text)
+                return
+            # Right after the name: the line is cut at the pane's width, and this matters most.
+            name, _, rest = text.partition(" · ")
+            self.update(Content.assemble(name, " · ", (f"⚠ {note}", "bold $text-warning"), " · ", rest))

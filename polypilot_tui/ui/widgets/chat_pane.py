@@ -44,6 +44,9 @@ class ChatPane(Vertical):
         self._editor_target: str | None = None
         """The session the editor was last told to bind to."""
         self._logs: dict[str, ChatLog] = {}
+        self._shown: SessionView | None = None
+        self.broadcast_to = 0
+        """How many marked sessions a prompt sent now goes to (0: the session on screen)."""
 
     def compose(self) -> ComposeResult:
         yield self.header
@@ -69,6 +72,7 @@ class ChatPane(Vertical):
     ) -> None:
         """Bring everything in the pane up to date for ``view`` (``empty_text``: what its log
         says while it has no rows)."""
+        self._shown = view
         if view is None:
             await self._switch(None)
             self.header.show(None)
@@ -91,12 +95,27 @@ class ChatPane(Vertical):
         await self.permission.show(view.pending_permission, view.id)
         await self.queue.show(view)
         self.status.show(view, now)
-        busy = view.status.busy
-        self.editor.placeholder = (
-            f"Queue a prompt for {view.name} (sent when this turn ends)"
-            if busy
-            else f"Message {view.name} · Enter sends · ctrl+j new line · ↑ history"
-        )
+        self._label_editor()
+
+    def show_broadcast(self, count: int) -> None:
+        """Say where the prompt goes: to ``count`` marked sessions, or (0) the one on screen."""
+        if count != self.broadcast_to:
+            self.broadcast_to = count
+            self._label_editor()
+
+    def _label_editor(self) -> None:
+        editor, view, count = self.editor, self._shown, self.broadcast_to
+        editor.set_class(bool(count), "-broadcast")
+        sessions = f"{count} marked session{'' if count == 1 else 's'}"
+        editor.border_title = f"to {sessions}" if count else None
+        if count:
+            editor.placeholder = f"Message the {sessions} · Enter sends to each · Esc clears the marks"
+        elif view is None:
+            editor.placeholder = "Type a prompt, Enter to send"
+        elif view.status.busy:
+            editor.placeholder = f"Queue a prompt for {view.name} (sent when this turn ends)"
+        else:
+            editor.placeholder = f"Message {view.name} · Enter sends · ctrl+j new line · ↑ history"
 
     def on_prompt_editor_page_chat(self, event: PromptEditor.PageChat) -> None:
         """PageUp / PageDown while typing scroll the chat on screen."""

@@ -42,6 +42,11 @@ class PromptEditor(TextArea):
         min-height: 3;
         max-height: 12;
     }
+    PromptEditor.-broadcast, PromptEditor.-broadcast:focus {
+        border: tall $accent;
+        border-title-color: $accent;
+        border-title-style: bold;
+    }
     """
 
     @dataclass

@@ -27,7 +27,14 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from polypilot_tui.domain.view import SessionStatus
-from polypilot_tui.ui.formatting import BRANCH_MARK, STATUS_ICONS, UNREAD_MARK, WARNING_MARK, SessionEntry
+from polypilot_tui.ui.formatting import (
+    BRANCH_MARK,
+    MARKED_MARK,
+    STATUS_ICONS,
+    UNREAD_MARK,
+    WARNING_MARK,
+    SessionEntry,
+)
 
 ROW_HEIGHT = 2
 """Lines per session: icon, name and marks; then the compact status."""
@@ -59,6 +66,7 @@ class SessionList(ScrollView, can_focus=True):
         "session-list--row",
         "session-list--row-hover",
         "session-list--row-highlighted",
+        "session-list--mark",
         "session-list--icon",
         "session-list--icon-busy",
         "session-list--icon-attention",
@@ -72,8 +80,11 @@ class SessionList(ScrollView, can_focus=True):
         "session-list--status",
         "session-list--status-attention",
         "session-list--status-permission",
+        "session-list--tree",
+        "session-list--note",
     }
-    """Row backgrounds (plain, hover, highlighted), then one class per part of a row, with
+    """Row backgrounds (plain, hover, highlighted), then one class per part of a row (the
+    broadcast mark first), with
     variants by status: busy, needing the user, awaiting permission."""
 
     DEFAULT_CSS = """
@@ -269,20 +280,33 @@ class SessionList(ScrollView, can_focus=True):
         if entry.changed:  # what the agent changed, at a glance: +adds −dels
             marks.append(Segment(f" +{entry.added}", self._style(*rows, "session-list--added")))
             marks.append(Segment(f" \u2212{entry.removed}", self._style(*rows, "session-list--removed")))
-        name_room = max(1, room - 2 - sum(segment.cell_length for segment in marks))
+        # Marked for a broadcast: before the icon, so a column of marks reads at a glance.
+        marked = [Segment(f"{MARKED_MARK} ", self._style(*rows, "session-list--mark"))] if entry.marked else []
+        used = sum(segment.cell_length for segment in marks + marked)
+        # A worker hangs under its orchestrator: "└ " at its depth, its status line under its name.
+        indent = "  " * (entry.depth - 1) + "└ " if entry.depth else ""
+        tree = [Segment(indent, self._style(*rows, "session-list--tree"))] if indent else []
+        name_room = max(1, room - 2 - used - len(indent))
         top = Strip(
             [
                 Segment(left, base),
+                *tree,
+                *marked,
                 Segment(f"{STATUS_ICONS[status]} ", self._style(*icon)),
                 Segment(_fit(entry.name, name_room), self._style(*name)),
                 *marks,
                 Segment(right, base),
             ]
         )
-        text = entry.status_text + (f" · {BRANCH_MARK} {entry.branch}" if entry.branch else "")
-        if cell_len(text) > room - 2:
-            text = _fit(text, max(1, room - 2))
-        bottom = Strip([Segment(left + "  ", base), Segment(text, self._style(*status_line))])
+        lead = "  " * entry.depth + "  "
+        if entry.note:  # a bound reached or a stall says more than "Idle": it takes the line
+            text, line_style = f"{WARNING_MARK} {entry.note}", self._style(*rows, "session-list--note")
+        else:
+            text = entry.status_text + (f" · {BRANCH_MARK} {entry.branch}" if entry.branch else "")
+            line_style = self._style(*status_line)
+        if cell_len(text) > room - len(lead):
+            text = _fit(text, max(1, room - len(lead)))
+        bottom = Strip([Segment(left + lead, base), Segment(text, line_style)])
         strips = (top.adjust_cell_length(width, base), bottom.adjust_cell_length(width, base))
         self._strips[key] = strips
         return strips

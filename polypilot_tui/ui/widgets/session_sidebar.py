@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -12,11 +13,13 @@ from textual.widgets import Static
 
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import SessionEntry
+from polypilot_tui.ui.team_tree import sidebar_order
 from polypilot_tui.ui.widgets.session_list import SessionList
 
 
 class SessionSidebar(Vertical):
-    """A title and one :class:`SessionList` for every session (three widgets however many).
+    """A title and one :class:`SessionList` for every session (three widgets however many);
+    workers are listed under their orchestrator.
 
     It has no single-letter keys of its own: a click moves the focus here, and letters
     typed next must never stop or reconnect a session (they go to the prompt instead).
@@ -55,15 +58,27 @@ class SessionSidebar(Vertical):
         unread: set[str],
         selected: str | None,
         changed: set[str] | None = None,
+        marked: Set[str] = frozenset(),
+        queued: Set[str] = frozenset(),
     ) -> None:
-        """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all)."""
+        """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all;
+        ``marked``: the sessions a prompt is broadcast to; ``queued``: workers waiting for a slot)."""
         entries: list[SessionEntry] = []
-        for view in views:
+        ordered = sidebar_order(views)
+        workers = Counter(view.parent for view, depth in ordered if depth)
+        for view, depth in ordered:
             entry = self._list.entry(view.id) if changed is not None and view.id not in changed else None
-            entries.append(entry or SessionEntry.of(view, now, view.id in unread))
+            if entry is None or (entry.marked, entry.depth) != (view.id in marked, depth):
+                entry = SessionEntry.of(
+                    view, now, view.id in unread, view.id in marked, depth, workers[view.id], view.id in queued
+                )
+            entries.append(entry)
         self._list.set_entries(entries)
         busy = sum(1 for v in views if v.status.busy)
-        title = f"Sessions ({len(views)})" + (f" · {busy} busy" if busy else "")
+        marks = sum(1 for v in views if v.id in marked)
+        title = (
+            f"Sessions ({len(views)})" + (f" · {busy} busy" if busy else "") + (f" · {marks} marked" if marks else "")
+        )
         if title != self._title.content:
             self._title.update(title)
         if selected is not None:

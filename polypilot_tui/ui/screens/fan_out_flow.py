@@ -1,0 +1,79 @@
+"""The fan-out dialog's side in the dashboard: its questions go to the engine.
+
+Folders are looked at and suggested as in the new-session dialog (the same engine verbs,
+relative to the launch folder). FAN_OUT makes one session per attempt, each in a worktree of
+its own; the compare view of the new group opens at once. A refusal loses nothing: the dialog
+comes back with everything typed and the engine's reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+
+from textual.widget import Widget
+
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.api import Engine
+from polypilot_tui.ui.action_failures import Failed, attempt
+from polypilot_tui.ui.screens.fan_out import FanOutScreen
+from polypilot_tui.ui.screens.new_session_flow import NewSessionFlow
+
+log = logging.getLogger(__name__)
+
+
+class FanOutFlow:
+    """ctrl+f: the dialog, then the attempts made and compared."""
+
+    def __init__(
+        self,
+        owner: Widget,
+        engine: Engine,
+        *,
+        folders: NewSessionFlow,
+        recent: Callable[[], list[str]],
+        made: Callable[[str], None],
+        closed: Callable[[], None],
+    ) -> None:
+        self._owner = owner
+        """Where the dialog's workers run and its toasts come from (the main screen)."""
+        self._engine = engine
+        self._folders = folders
+        """Looks at and suggests folders where the sessions run (the new-session dialog's way)."""
+        self._recent = recent
+        self._made = made
+        """Called with the new group's id."""
+        self._closed = closed
+
+    def open(self, initial: verbs.FanOut | None = None, problem: str = "") -> None:
+        """The dialog, filled with ``initial`` and showing ``problem`` when given."""
+        self._owner.run_worker(self._open(initial, problem), group="fan-out-dialog", exit_on_error=False)
+
+    async def _open(self, initial: verbs.FanOut | None, problem: str) -> None:
+        screen = FanOutScreen(
+            list(await self._engine.call(verbs.AGENTS, verbs.NoArgs())),
+            folder=self._folders.launch_folder,
+            inspect=self._folders.inspect_folder,
+            list_folders=self._folders.list_folders,
+            recent=self._recent(),
+            initial=initial,
+            problem=problem,
+        )
+
+        def answered(request: verbs.FanOut | None) -> None:
+            if request is None:
+                self._closed()
+                return
+            self._owner.run_worker(self._fan_out(request), group="fan-out", exit_on_error=False)
+
+        self._owner.app.push_screen(screen, answered)
+
+    async def _fan_out(self, request: verbs.FanOut) -> None:
+        for_engine = replace(request, folder=self._folders.engine_folder(request.folder))
+        group = await attempt(log, "Fan out", self._engine.call(verbs.FAN_OUT, for_engine))
+        if isinstance(group, Failed):  # a folder or base that changed since, an agent gone: nothing typed is lost
+            self._owner.notify(f"Not fanned out: {group.said}", severity="error", markup=False)
+            self.open(request, group.said)
+            return
+        self._made(group)

@@ -1,0 +1,194 @@
+"""Fan-out from the dashboard and the compare view, on the demo agent and real git repositories.
+
+ctrl+f opens the fan-out dialog (task, agents as ``demo:2`` or picked from the list, folder,
+base, check); what stands in the way is said in it and nothing typed is lost. A fan-out opens
+the compare view of its attempts: ``c`` runs the check, Enter opens an attempt's diff (the
+review screen), ``m`` merges the highlighted one after asking whether to discard the others.
+The demo agent writes no files: the test writes an attempt's work into its worktree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, OptionList, Static, TextArea
+
+from polypilot_tui.domain.fan_out import CheckResult
+from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.screens.compare import CompareScreen
+from polypilot_tui.ui.screens.diff_view import DiffViewScreen
+from polypilot_tui.ui.screens.fan_out import FanOutScreen
+from polypilot_tui.ui.screens.pick_confirm import PickConfirmScreen
+from tests.snapshots.fakes import COMPARED
+from tests.ui.helpers import demo_app, engine_of, notifications, wait_for, widget_lines
+from tests.workspace.repos import IDENTITY, make_repo, run
+
+
+@pytest.fixture(autouse=True)
+def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in IDENTITY.items():
+        monkeypatch.setenv(name, value)
+
+
+def shown(screen: Any, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+async def open_dialog(pilot: Pilot[Any], app: PolypilotApp) -> FanOutScreen:
+    await wait_for(pilot, lambda: app.selected == "s1")
+    await pilot.press("ctrl+f")
+    await wait_for(pilot, lambda: isinstance(app.screen, FanOutScreen), what="the fan-out dialog")
+    screen = app.screen
+    assert isinstance(screen, FanOutScreen)
+    return screen
+
+
+def fill(screen: FanOutScreen, task: str, agents: str, folder: str, check: str = "") -> None:
+    screen.query_one("#task", TextArea).load_text(task)
+    screen.query_one("#agents", Input).value = agents
+    screen.query_one("#folder", Input).value = folder
+    screen.query_one("#check", Input).value = check
+
+
+async def test_the_dialog_says_what_stands_in_the_way_and_keeps_what_was_typed(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    repo = make_repo(tmp_path / "repo")
+    app = demo_app(tmp_path / "state")
+    async with app.run_test(size=(110, 44)) as pilot:
+        screen = await open_dialog(pilot, app)
+        for agents, said in [
+            ("demo:0", "'demo:0'"),  # the spec's own words name the part that is wrong
+            ("nope:2", "'nope' is not an agent polypilot knows"),
+            ("", "name the agents"),
+        ]:
+            fill(screen, "fix the bug", agents, str(repo))
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda said=said: said in shown(screen, "#new-session-error"), what=said)
+            assert app.screen is screen and screen.query_one("#task", TextArea).text == "fix the bug"
+        fill(screen, "fix the bug", "demo:2", str(plain))
+        await wait_for(pilot, lambda: "Not in a git repository" in shown(screen, "#folder-note"), what="the note")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "not in a git repository" in shown(screen, "#new-session-error"))
+        # Picking an agent in the list adds one attempt of it.
+        fill(screen, "fix the bug", "demo:1", str(repo))
+        screen.query_one("#agent-list", OptionList).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.query_one("#agents", Input).value == "demo:2", what="demo:1 → demo:2")
+        await wait_for(pilot, lambda: screen.query_one("#base", Input).value == "main", what="the base from git")
+        assert engine_of(app).ids() == ["s1"]  # nothing was made
+
+
+async def test_fan_out_compare_check_diff_and_merge_one_discarding_the_other(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    app = demo_app(tmp_path / "state")
+    engine = engine_of(app)
+    async with app.run_test(size=(130, 44)) as pilot:
+        screen = await open_dialog(pilot, app)
+        fill(screen, "hi there", "demo:2", str(repo), check="test -f answer.txt")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="the compare view")
+        compare = app.screen
+        assert isinstance(compare, CompareScreen)
+        attempts = [sid for sid in engine.ids() if engine.view(sid).attempt_of]
+        assert len(attempts) == 2 and compare.query_one(DataTable).row_count == 2
+
+        def checks() -> list[str]:
+            table = compare.query_one(DataTable)
+            return [str(table.get_cell_at((row, 5))) for row in range(table.row_count)]
+
+        # Each attempt's check ran at its turn's end (no answer.txt yet: it fails).
+        await wait_for(pilot, lambda: all(c.startswith("✗ exit 1") for c in checks()), what="the checks at the end")
+        first = compare.comparison.attempts[0]
+        Path(first.folder, "answer.txt").write_text("42\n")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: checks()[0].startswith("✓ passed"), what="the check run again")
+        assert checks()[1].startswith("✗ exit 1")
+        # Enter: the first attempt's diff, in the review screen; Esc comes back here.
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DiffViewScreen), what="the diff")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is compare)
+        # m: asked; "n" merges nothing.
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickConfirmScreen))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen is compare)
+        assert not (repo / "answer.txt").exists()
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: "Merged “" in shown(compare, "#compare-result"), what="the merge said")
+        said = shown(compare, "#compare-result")
+        assert "Discarded: " in said, said
+        assert (repo / "answer.txt").read_text() == "42\n"
+        other = compare.comparison.attempts[1]
+        assert not Path(other.folder).exists()
+        assert run(repo, "branch", "--list", other.branch) == ""
+        await wait_for(pilot, lambda: "★ merged" in str(compare.query_one(DataTable).get_cell_at((0, 0))))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.dashboard)
+        # F9 on an attempt brings the view back.
+        app.select(first.session_id)
+        await app.dashboard.flush()
+        await pilot.press("f9")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="F9's compare view")
+
+
+async def test_f9_on_a_session_of_no_fan_out_does_nothing(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(110, 30)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        assert app.dashboard.check_action("compare", ()) is False  # hidden from the footer too
+        await pilot.press("f9")
+        await pilot.pause()
+        assert app.screen is app.dashboard
+
+
+async def test_a_group_the_engine_does_not_know_is_said_not_shown(tmp_path: Path) -> None:
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(110, 30), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        app.dashboard.compare.open("no-such-group")
+        await wait_for(pilot, lambda: any("cannot be compared" in n for n in notifications(app)))
+        assert app.screen is app.dashboard
+
+
+async def test_names_and_errors_in_the_table_are_shown_as_written_never_as_markup(tmp_path: Path) -> None:
+    first = replace(COMPARED.attempts[0], name="[bold]x[/bold]", check=CheckResult(None, "", 0.0, error="[red]boom"))
+    comparison = replace(COMPARED, attempts=(first,))
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(130, 30)) as pilot:
+        await wait_for(pilot, lambda: app.selected == "s1")
+        screen = CompareScreen(comparison, open_diff=lambda sid: None, run_check=lambda: None, pick=lambda a: None)
+        await app.push_screen(screen)
+        await wait_for(pilot, lambda: app.screen is screen)
+        drawn = "\n".join(widget_lines(screen.query_one(DataTable)))  # the table alone, as drawn
+        assert "[bold]x[/bold]" in drawn and "[red]boom" in drawn
+
+
+async def test_a_fan_out_the_engine_refuses_comes_back_with_its_reason_and_everything_typed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    app = demo_app(tmp_path / "state")
+    async with app.run_test(size=(110, 44), notifications=True) as pilot:
+        screen = await open_dialog(pilot, app)
+        fill(screen, "fix the bug", "demo:2", str(repo), check="pytest -q")
+        await wait_for(pilot, lambda: screen.query_one("#base", Input).value == "main", what="the base from git")
+        screen.query_one("#base", Input).value = "no-such-branch"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.screen is not screen and isinstance(app.screen, FanOutScreen), what="again")
+        again = app.screen
+        assert isinstance(again, FanOutScreen)
+        await wait_for(pilot, lambda: "no-such-branch" in shown(again, "#new-session-error"), what="the reason")
+        assert again.query_one("#task", TextArea).text == "fix the bug"
+        assert [again.query_one(f"#{field}", Input).value for field in ("agents", "base", "check")] == [
+            "demo:2",
+            "no-such-branch",
+            "pytest -q",
+        ]
+        assert engine_of(app).ids() == ["s1"]  # nothing was made
+        assert any("Not fanned out" in n for n in notifications(app))
