@@ -62,7 +62,8 @@ async def team(
 ) -> AsyncIterator[Team]:
     """An engine served on its socket with the demo agent, Copilot and opencode on the scripted model.
     The permission policy is the default, ask: the test answers each prompt as the human would;
-    an indirect parameter sets watchdog tiers."""
+    an indirect parameter overrides settings. ``copilot-acp`` is the same CLI in its ``--acp``
+    mode, which ignores the ``mcpServers`` it is handed."""
     monkeypatch.setenv(KEY_ENV, KEY)
     work = tmp_path / "work"
     agents = {
@@ -73,15 +74,31 @@ async def team(
         "opencode": opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "opencode-home").model_copy(
             update={"cwd": work}
         ),
+        "copilot-acp": AgentConfig(
+            name="copilot-acp",
+            kind="acp",
+            command=str(copilot_cli),
+            args=["--acp"],
+            cwd=work,
+            env={
+                "COPILOT_HOME": str(tmp_path / "copilot-acp-home"),
+                "COPILOT_OFFLINE": "true",
+                "COPILOT_PROVIDER_BASE_URL": model_server.base_url,
+                "COPILOT_PROVIDER_TYPE": "openai",
+                "COPILOT_MODEL": "gpt-4.1",
+                "COPILOT_PROVIDER_API_KEY": KEY,
+            },
+        ),
     }
+    overrides = dict(getattr(request, "param", {}))
     settings = Settings(
         _env_file=None,
         state_dir=tmp_path / "state",
         record=False,
         demo_speed=50,
         permission_policy=PermissionPolicy.ASK,
-        team_tools_seconds=60,
-        watchdog=WatchdogSettings(**getattr(request, "param", {})),
+        team_tools_seconds=overrides.pop("team_tools_seconds", 60),
+        watchdog=WatchdogSettings(**overrides),
     )
     engine = build_engine(settings, AgentCatalog(agents), persist=False)
     async with serving_in_process(engine):
@@ -104,7 +121,13 @@ async def orchestrator(team: Team, agent: str) -> str:
     engine, manager = team.engine, team.engine.manager
     lead = await manager.create_session(agent, "lead")
     await engine.call(ORCHESTRATE, Orchestrate(lead, TeamBounds(workers_at_once=2, total_workers=2)))
-    await until(lambda: manager.awaiting_tools(lead), 60, f"{agent} reconnected with the relay")
+    session = manager.session(lead)
+
+    def reconnected() -> bool:  # handed the relay at this connect (opencode lists it at once)
+        said = any("Session reconnected" in item.text for item in manager.history(lead))
+        return said and session.connected and not session.connecting
+
+    await until(reconnected, 60, f"{agent} reconnected with the relay")
     return lead
 
 
@@ -181,3 +204,21 @@ async def test_a_hanging_worker_ends_at_its_watchdog_tier_and_the_wait_returns_t
     assert "no activity for 10 s" in states[0]["reason"], reply
     assert "its last turn: stuck (no activity for 10 s" in reply, reply
     print(f"hanging worker: {time.monotonic() - began:.1f} s")
+
+
+@pytest.mark.parametrize("team", [{"team_tools_seconds": 5.0}], indirect=True)
+async def test_an_agent_that_ignores_the_tools_is_told_in_its_session_by_name(team: Team) -> None:
+    """``copilot --acp`` ignores ACP ``mcpServers`` (the CLI's #1040, #1255): its model is offered
+    no team tool, and the session says, naming the agent, that its tools did not arrive."""
+    began = time.monotonic()
+    manager = team.engine.manager
+    lead = await orchestrator(team, "copilot-acp")
+    await manager.send(lead, steps(("demo", "never started")))
+    assert await answer_until_over(manager, lead, 60) == []
+    replies = [i.text for i in manager.history(lead) if i.kind is ItemKind.ASSISTANT]
+    assert replies and "no tool named like 'start_worker' was offered" in replies[-1], replies
+    said = "The team tools did not reach copilot-acp within 5 s: this session cannot start or reach workers"
+    await until(lambda: any(said in i.text for i in manager.history(lead) if i.kind is ItemKind.ERROR), 30, said)
+    assert manager.awaiting_tools(lead)
+    assert [v for v in manager.views() if v.parent] == [], "no worker was started"
+    print(f"tools that never arrived: {time.monotonic() - began:.1f} s")
