@@ -34,6 +34,19 @@ STDIN = "-"
 PROMPT_HELP = 'the prompt; "-" reads it from standard input (for one over the 128 KiB an argument may hold)'
 
 
+RUN_DESCRIPTION = """\
+One headless turn, streamed; exit codes: 0 completed, 1 not completed, 2 usage, 3 completed
+but a permission was refused, 4 cancelled.
+
+With --fan-out: the task to a new session per attempt, each in a new worktree of --folder's
+repository from the same base; waits for every attempt, runs --check in each worktree, prints
+a JSON summary (each attempt's session, agent, branch, end and reason, seconds, usage, diff
+stats, check) and keeps the worktrees. Exit codes: 0 every attempt completed (and passed the
+check), 1 one did not complete, 2 usage (nothing made), 3 all completed but a permission was
+refused (nobody is asked here: --allow-tools allows them), 4 cancelled, 5 all completed but a
+check failed."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="polypilot", description=("Drive several coding-agent sessions at once and keep every one of them honest.")
@@ -41,11 +54,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--agents-file", type=Path, help="TOML file of agents (or POLYPILOT_AGENTS_FILE)")
     parser.add_argument("--log-file", type=Path, help="write a debug log here")
     sub = parser.add_subparsers(dest="command")
-    run = sub.add_parser("run", help="one headless turn: stream it, exit 0 only if it completed")
+    run = sub.add_parser(
+        "run",
+        help="one headless turn: stream it, exit 0 only if it completed (--fan-out: one task to several agents)",
+        description=RUN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument("--agent", default=None, help="agent name (default: the configured default agent)")
     run.add_argument("--json", action="store_true", help="print JSONL events instead of text")
     run.add_argument("--allow-tools", action="store_true", help="allow every permission request")
     run.add_argument("prompt", help=PROMPT_HELP)
+    fan = run.add_argument_group("fan-out: the task to several agents, each in a new worktree; a JSON summary")
+    fan.add_argument("--fan-out", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
+    fan.add_argument("--folder", default=".", help="the git repository (default: this folder)")
+    fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
+    fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
+    fan.add_argument("--check-timeout", type=float, default=600.0, metavar="S", help="kill the check after S seconds")
     replay = sub.add_parser("replay", help="run a trace through the manager and watchdog in virtual time")
     replay.add_argument("trace", type=Path)
     replay.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -98,11 +122,14 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     (commands/sessions.py, commands/follow.py)."""
     ls = sub.add_parser("ls", help="the sessions of the running engine")
     ls.add_argument("--json", action="store_true", help="a JSON array of views")
-    send = sub.add_parser("send", help="send a prompt to a session (queued while a turn runs)")
-    send.add_argument("session", help="id or name")
-    send.add_argument("prompt", help=PROMPT_HELP)
+    send = sub.add_parser("send", help="send a prompt to a session, or (--to) to several (queued while a turn runs)")
+    send.add_argument("session", help="id or name (with --to: the prompt)")
+    send.add_argument("prompt", nargs="?", help=PROMPT_HELP)
+    send.add_argument(
+        "--to", metavar="ID,ID,…", help="send to each of these sessions (a line each; exit 1 if any refused)"
+    )
     send.add_argument("--wait", action="store_true", help="stream the turn and exit with `run`'s codes")
-    send.add_argument("--json", action="store_true", help="--wait: JSONL events instead of text")
+    send.add_argument("--json", action="store_true", help="--wait: JSONL events instead of text; --to: a JSON array")
     send.add_argument("--timeout", type=float, default=None, help="--wait: give up waiting after S seconds (exit 1)")
     for name, what in (
         ("clear-queue", "drop every prompt queued in a session (its running turn goes on)"),
@@ -121,6 +148,7 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     follow.add_argument("session", help="id or name")
     follow.add_argument("--json", action="store_true", help="JSONL rows and events")
     add_team_command(sub)
+    add_fan_out_commands(sub)
 
 
 def add_team_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -138,12 +166,68 @@ def add_team_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     what.add_argument("--stop-workers", action="store_true", help="stop every worker of its team")
 
 
+def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``fan-out``, ``compare`` and ``pick``: a fan-out's attempts (commands/fan_out.py)."""
+    fan = sub.add_parser(
+        "fan-out", help="one task to several agents in the engine, each in a new worktree; the group's id"
+    )
+    fan.add_argument("agents", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
+    fan.add_argument("prompt", help=PROMPT_HELP)
+    fan.add_argument("--folder", default=".", help="the git repository (default: this folder)")
+    fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
+    fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
+    fan.add_argument("--check-timeout", type=float, default=600.0, metavar="S", help="kill the check after S seconds")
+    compare = sub.add_parser("compare", help="a fan-out's attempts side by side: status, time, usage, changes, check")
+    compare.add_argument("group", help="the fan-out's id")
+    compare.add_argument("--check", action="store_true", help="run its check command in each attempt first")
+    compare.add_argument("--json", action="store_true")
+    pick = sub.add_parser("pick", help="merge one attempt of a fan-out into its base (its work committed first)")
+    pick.add_argument("group", help="the fan-out's id")
+    pick.add_argument("session", help="the attempt: its session's id or name")
+    pick.add_argument("--discard-others", action="store_true", help="remove the other attempts' worktrees and branches")
+    pick.add_argument("--force", action="store_true", help="--discard-others: even those with work at risk")
+    pick.add_argument("-m", "--message", default=None, help="the commit message of its uncommitted work")
+
+
 def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     """The session commands (commands/sessions.py, commands/follow.py)."""
     from polypilot_tui.commands import follow, model_switch, sessions
 
     if args.command == "ls":
         return asyncio.run(sessions.cmd_ls(settings, args.json))
+    if args.command == "send" and args.to is not None:
+        from polypilot_tui.commands.fan_out import cmd_broadcast
+
+        return asyncio.run(cmd_broadcast(settings, args.to, args.prompt, json_mode=args.json))
+    if args.command == "fan-out":
+        from polypilot_tui.commands.fan_out import cmd_fan_out
+
+        made = cmd_fan_out(
+            settings,
+            args.agents,
+            args.prompt,
+            folder=args.folder,
+            base=args.base,
+            check=args.check,
+            check_timeout=args.check_timeout,
+        )
+        return asyncio.run(made)
+    if args.command == "compare":
+        from polypilot_tui.commands.fan_out import cmd_compare
+
+        return asyncio.run(cmd_compare(settings, args.group, check=args.check, json_mode=args.json))
+    if args.command == "pick":
+        from polypilot_tui.commands.fan_out import cmd_pick
+
+        pick = cmd_pick(
+            settings,
+            args.group,
+            args.session,
+            discard_others=args.discard_others,
+            force=args.force,
+            message=args.message,
+        )
+        return asyncio.run(pick)
     if args.command == "send":
         send = follow.cmd_send(
             settings, args.session, args.prompt, wait=args.wait, json_mode=args.json, timeout=args.timeout
@@ -165,7 +249,21 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
 
 
-SESSION_COMMANDS = ("ls", "send", "stop", "reconnect", "close", "answer", "follow", "model", "clear-queue", "team")
+SESSION_COMMANDS = (
+    "ls",
+    "send",
+    "stop",
+    "reconnect",
+    "close",
+    "answer",
+    "follow",
+    "model",
+    "clear-queue",
+    "fan-out",
+    "compare",
+    "pick",
+    "team",
+)
 
 
 def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
@@ -233,6 +331,18 @@ def refuse_foreign_state(settings: Settings) -> None:
         raise SystemExit(EXIT_NOT_PRIVATE) from None
 
 
+def send_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``send SESSION PROMPT``, or ``send --to A,B PROMPT`` (its one argument is the prompt)."""
+    if args.to is not None:
+        if args.prompt is not None:
+            parser.error("send --to takes the prompt alone (the sessions are in --to)")
+        if args.wait or args.timeout is not None:
+            parser.error("send --to does not wait: follow each session with `polypilot follow`")
+        args.prompt, args.session = args.session, None
+    elif args.prompt is None:
+        parser.error("send: name the session and give the prompt")
+
+
 def prompt_from_stdin() -> str:
     """Standard input, whole, as the prompt (``-``): a prompt longer than one argument may be
     (the kernel takes 128 KiB) comes this way. More than a prompt may hold is refused unkept,
@@ -253,7 +363,10 @@ def prompt_from_stdin() -> str:
 
 
 def _command(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "send":
+        send_arguments(parser, args)
     if getattr(args, "prompt", None) == STDIN:
         args.prompt = prompt_from_stdin()
     if args.command in ("replay", "status", "agents", "config", "new", "diff", "finish", "engine", *SESSION_COMMANDS):
@@ -272,14 +385,18 @@ def _command(argv: Sequence[str] | None) -> int:
         catalog = load_catalog(settings)
         # The agents' output and the SDKs' tracebacks go to the log, never the job's terminal.
         setup_file_logging(Path(settings.state_dir), "run.log", extra_file=args.log_file)
-        code = asyncio.run(
-            run_headless(
-                settings,
-                catalog,
-                args.agent or settings.default_agent,
-                args.prompt,
-                json_mode=args.json,
-                allow_tools=args.allow_tools,
+        code = (
+            cmd_fan_out(args, settings, catalog)
+            if args.fan_out is not None
+            else asyncio.run(
+                run_headless(
+                    settings,
+                    catalog,
+                    args.agent or settings.default_agent,
+                    args.prompt,
+                    json_mode=args.json,
+                    allow_tools=args.allow_tools,
+                )
             )
         )
         # The run is over and the process ends: the interpreter's last collection would walk
@@ -323,6 +440,27 @@ def _command(argv: Sequence[str] | None) -> int:
         setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=args.log_file)
         return run_over_ssh(settings, SshAttach(args.ssh, args.remote_command, args.ssh_option))
     return cmd_attach(settings, args.log_file)
+
+
+def cmd_fan_out(args: argparse.Namespace, settings: Settings, catalog: AgentCatalog) -> int:
+    """``run --fan-out`` (commands/fan_out_run.py)."""
+    from polypilot_tui.commands.fan_out_run import run_fan_out
+
+    if args.agent is not None or args.json:
+        print("polypilot run: --fan-out names its agents and prints JSON: no --agent, no --json", file=sys.stderr)
+        return EXIT_USAGE
+    fan_out = run_fan_out(
+        settings,
+        catalog,
+        args.fan_out,
+        args.prompt,
+        folder=args.folder,
+        base=args.base,
+        check=args.check,
+        check_timeout=args.check_timeout,
+        allow_tools=args.allow_tools,
+    )
+    return asyncio.run(fan_out)
 
 
 def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:

@@ -92,6 +92,8 @@ class Session:
     """It leads a team (engine/teams.py)."""
     team_note: str = ""
     """On an orchestrator: the last bound reached or stall, in words."""
+    attempt_of: str = ""
+    """The fan-out group it is an attempt of ("" for none; kept in the groups' own file)."""
     _turn_seq: int = 0
 
     def __post_init__(self) -> None:

@@ -191,6 +191,8 @@ class Team:
     orchestrator_usage: Usage = field(default_factory=Usage)
     dispatches: dict[str, int] = field(default_factory=dict)
     """How often each (agent, folded prompt) was dispatched."""
+    reserved: int = 0
+    """Workers let through whose sessions are being made (they count toward the total)."""
     stopped: str = ""
     """Why the orchestration was stopped ("" while it runs): a bound crossed, a stall."""
     note: str = ""
@@ -251,8 +253,9 @@ class Team:
             depth = self.depth_of(starter)
             if depth >= self.bounds.depth:
                 return Refusal("depth", str(depth + 1), str(self.bounds.depth))
-            if len(self.links) >= self.bounds.total_workers:
-                return Refusal("total workers", str(len(self.links)), str(self.bounds.total_workers))
+            started = len(self.links) + self.reserved
+            if started >= self.bounds.total_workers:
+                return Refusal("total workers", str(started), str(self.bounds.total_workers))
         spent = self.spent_bound(now)
         if spent is not None:
             return spent

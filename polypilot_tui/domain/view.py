@@ -143,6 +143,8 @@ class SessionView:
     """Its folder, and for a worktree the repository, branch and base (None: the agent's own cwd)."""
     usage: Usage = Usage()
     """Tokens, context window and cost the agent reported (``usage.reported`` False: none)."""
+    attempt_of: str = ""
+    """The fan-out group it is an attempt of ("" for none)."""
     failure: Failure | None = None
     """Why it cannot work, named with the fix in words (derived from ``reason``; None: no known class)."""
     # ---- its team (issue 24, engine/teams.py) ----
@@ -255,6 +257,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         waiting_for=bounded(waiting_for(turn), ID_CHARS) if turn else "",
         gives_up_at=gives_up_at(turn, cfg, probes) if turn and cfg else None,
         usage=session.usage,
+        attempt_of=session.attempt_of,
         failure=derive_failure(
             status, reason, bounded(session.sign_in, REASON_CHARS), status_code(record.detail) if record else None
         ),

@@ -46,6 +46,12 @@ class BadRequest(EngineError):
     status = 400
 
 
+class UnknownGroup(EngineError):
+    """No fan-out group has that id."""
+
+    status = 404
+
+
 class ReadingGone(EngineError):
     """A later page was asked of a reading the engine no longer keeps: read again from the start."""
 

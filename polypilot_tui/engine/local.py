@@ -21,6 +21,7 @@ from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.fan_out import BroadcastResult, Comparison
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.records import Record
 from polypilot_tui.domain.session import Session
@@ -28,6 +29,7 @@ from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, MergeResult, Workspace
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession, Verb
 from polypilot_tui.engine.change_counter import ChangeCounter
+from polypilot_tui.engine.fan_out import FanOutDesk
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.model_switch import ModelDesk
 from polypilot_tui.engine.read_ahead import read_in
@@ -36,23 +38,28 @@ from polypilot_tui.engine.teams import TeamDesk
 from polypilot_tui.engine.verbs import (
     HISTORY_PAGE,
     AnswerPermission,
+    Broadcast,
     Commit,
     DiffPage,
     DiffRange,
     DiffStat,
     Discard,
     EngineInfo,
+    FanOut,
     FinishState,
     Focus,
     FolderListing,
     FolderQuery,
     FolderRef,
+    GroupRef,
     HistoryPage,
     HistoryRange,
     Merge,
     NewSession,
     NoArgs,
     Orchestrate,
+    Pick,
+    PickResult,
     PullRequest,
     Push,
     Rename,
@@ -109,6 +116,8 @@ class LocalEngine:
         self._background: set[asyncio.Task[object]] = set()
         self._models = ModelDesk(manager)
         self._workspaces = WorkspaceDesk()
+        self.fan_outs = FanOutDesk(self, manager, self.notices)
+        """Broadcasts, fan-outs and their groups (engine/fan_out.py)."""
         self.started_at = manager.clock.wall()
         self.teams = TeamDesk(self)
         """Orchestrators, their workers and budgets (engine/teams.py)."""
@@ -163,6 +172,8 @@ class LocalEngine:
         """Restore the saved sessions and keep them saved; prune orphaned worktrees."""
         if self._attach is not None:
             self._restore(self._attach)
+        if self.persistence is not None:  # the groups of the sessions restored, kept beside them
+            self.fan_outs.restore(self.persistence.store.state_dir)
         if self.persistence is not None:  # the sessions are back: their teams can be
             self.teams.restore(Path(self.settings.state_dir))
         if self.persistence is not None and not self.persistence.restored.problem:  # it knows every session
@@ -216,6 +227,7 @@ class LocalEngine:
         for task in list(self._background):
             task.cancel()
         self.changes.close()
+        await self.fan_outs.close()
         try:
             if quitting:
                 await self.manager.quit()
@@ -451,6 +463,22 @@ class LocalEngine:
             return await self._workspaces.discard(self._own(request.session_id), request.force)
         finally:
             self.changes.refresh(request.session_id)  # a discarded worktree: the session says its folder is gone
+
+    # ---- many sessions at once (engine/fan_out.py) ---------------------------------
+    async def broadcast(self, request: Broadcast) -> tuple[BroadcastResult, ...]:
+        return await self.fan_outs.broadcast(request)
+
+    async def fan_out(self, request: FanOut) -> str:
+        return await self.fan_outs.fan_out(request)
+
+    async def compare(self, request: GroupRef) -> Comparison:
+        return await self.fan_outs.compare(request)
+
+    async def run_check(self, request: GroupRef) -> Comparison:
+        return await self.fan_outs.run_check(request)
+
+    async def pick(self, request: Pick) -> PickResult:
+        return await self.fan_outs.pick(request)
 
     async def _prompts(self, session_id: str) -> list[str]:
         """The session's prompts, in order (rows saved before a restart read in first)."""

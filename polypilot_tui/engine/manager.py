@@ -247,6 +247,14 @@ class SessionManager:
         session.revision += 1
         self._ctx.changed(session_id)
 
+    def set_attempt_of(self, session_id: str, group: str) -> None:
+        """The session is an attempt of the fan-out ``group`` ("": of none)."""
+        session = self._ctx.get(session_id).session
+        if session.attempt_of != group:
+            session.attempt_of = group
+            session.revision += 1
+            self._ctx.changed(session_id)
+
     def rename(self, session_id: str, name: str) -> None:
         """Give the session another name (one line, at most limits.NAME_CHARS characters)."""
         session = self._ctx.get(session_id).session

@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import re
 import secrets
 import sys
 import uuid
@@ -33,6 +35,14 @@ from typing import Protocol
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import TimerHandle, within
+from polypilot_tui.domain.limits import (
+    QUEUE_BYTES,
+    QUEUE_PROMPTS,
+    LimitExceeded,
+    check_prompt,
+    saved_bytes,
+    size_words,
+)
 from polypilot_tui.domain.records import Record, SessionRemoved, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json, load_json
 from polypilot_tui.domain.team import Link, Pending, Refusal, Team, Wait, reached, team_from_json
@@ -56,7 +66,7 @@ from polypilot_tui.engine.verbs import (
     WorkerReply,
     WorkerState,
 )
-from polypilot_tui.infra.private import atomic_write, move_aside, read_private
+from polypilot_tui.infra.private import atomic_write, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.storage.notices import NoticeBoard
 
@@ -64,7 +74,8 @@ log = logging.getLogger(__name__)
 
 TEAMS_FILE = "teams.jsonl"
 """Beside sessions.json: one team a line."""
-MAX_TEAMS_BYTES = 16 << 20
+MAX_TEAM_BYTES = 4 * QUEUE_BYTES
+"""One team's line at most (its queue holds at most QUEUE_BYTES of prompts): a longer one is lost alone."""
 STOPPING = (
     "the engine is stopping: this wait is kept, and answered by a prompt to you once it runs again "
     "and your workers have ended"
@@ -172,9 +183,16 @@ class TeamDesk:
         self._show(team)
         self._save()
         if self._manager.session(sid).connected and not self._manager.view(sid).status.busy:
-            self._spawn(self._manager.reconnect(sid))  # its agent is handed the relay at the connect
+            self._spawn(self._hand_relay(sid))
         self._drain(team)
         return self.state(team)
+
+    async def _hand_relay(self, sid: str) -> None:
+        """Reconnect an idle orchestrator's agent: the relay is handed at a connect."""
+        try:
+            await self._manager.reconnect(sid)
+        except Exception as exc:  # noqa: BLE001 - the session says why; the team stands, its next connect hands it
+            log.warning("the orchestrator %s was not reconnected to hand it its tools: %s", sid, exc)
 
     async def team_state(self, request: SessionRef) -> TeamState:
         sid = self._engine.known(request.session_id)
@@ -205,22 +223,14 @@ class TeamDesk:
         team, grant = self._grant(request.capability)
         if not request.prompt.strip():
             raise BadRequest("a worker needs a prompt")
-        starter = self._manager.view(grant.session)
-        workspace = starter.workspace
-        folder = (workspace.folder if workspace else "") or starter.cwd or None
-        base = ""
-        if request.worktree and workspace is not None and workspace.repo:
-            folder, base = workspace.repo, workspace.branch
-        new = NewSession(
-            request.agent,
-            request.name or None,
-            folder,
-            Isolation.WORKTREE if request.worktree else Isolation.FOLDER,
-            base=base,
-        )
-        await self._engine.check_new_session(new)  # an unknown agent or folder is no dispatch
+        self._room(team, request.prompt, queued=not (team.has_slot() and not team.queue))
+        await self._engine.check_new_session(self._worker_session(team, grant, request, 1))  # nothing made
         self._refuse(team, team.refuse_dispatch(grant.session, request.agent, request.prompt, self._now(), new=True))
-        sid = await self._engine.new_session(new)
+        team.reserved += 1  # a start called meanwhile (agents call tools in parallel) counts this one
+        try:
+            sid = await self._engine.new_session(self._worker_session(team, grant, request, 0))
+        finally:
+            team.reserved -= 1
         depth = team.depth_of(grant.session) + 1
         link = Link(sid, grant.session, depth, self._manager.view(sid).name, request.agent)
         team.links[sid] = link
@@ -236,6 +246,7 @@ class TeamDesk:
         link = self._own(team, grant, request.worker)
         if not request.prompt.strip():
             raise BadRequest("an empty prompt")
+        self._room(team, request.prompt, queued=not (link.holds_slot or (team.has_slot() and not team.queue)))
         self._refuse(team, team.refuse_dispatch(grant.session, link.agent, request.prompt, self._now(), new=False))
         await self._dispatch(team, link, request.prompt)
         return worker_state(link)
@@ -280,6 +291,21 @@ class TeamDesk:
         await self._stop_link(team, link, f"stopped by {self._name(grant.session)}")
         self._after(team)
         return worker_state(link)
+
+    def _worker_session(self, team: Team, grant: Grant, request: StartWorker, ahead: int) -> NewSession:
+        """The new session of a worker: in its starter's folder, or a worktree of its repository
+        from its branch; named after the team and its place in it (parallel starts make
+        worktrees at once: their branches must differ), unless the starter named it."""
+        starter = self._manager.view(grant.session)
+        workspace = starter.workspace
+        folder = (workspace.folder if workspace else "") or starter.cwd or None
+        base = ""
+        if request.worktree and workspace is not None and workspace.repo:
+            folder, base = workspace.repo, workspace.branch
+        number = len(team.links) + team.reserved + ahead
+        name = request.name or f"{request.agent} {number} of {self._name(team.orchestrator)}"
+        isolation = Isolation.WORKTREE if request.worktree else Isolation.FOLDER
+        return NewSession(request.agent, name, folder, isolation, base=base)
 
     # ---- reads -------------------------------------------------------------------------
     def state(self, team: Team) -> TeamState:
@@ -326,6 +352,22 @@ class TeamDesk:
         return "\n\n".join(row.text for row in rows[start:] if row.kind is ItemKind.ASSISTANT)
 
     # ---- doing what the team says ------------------------------------------------------------
+    def _room(self, team: Team, prompt: str, queued: bool) -> None:
+        """BadRequest naming the limit when ``prompt`` is too big to keep, or (``queued``) the
+        team's queue holds as much as one session's may (domain/limits.py)."""
+        try:
+            size = check_prompt(prompt)
+        except LimitExceeded as exc:
+            raise BadRequest(str(exc)) from None
+        if not queued:
+            return
+        held = sum(saved_bytes(p.prompt) for p in team.queue)
+        if len(team.queue) >= QUEUE_PROMPTS or held + size > QUEUE_BYTES:
+            raise BadRequest(
+                f"the team's queue holds {len(team.queue)} prompts ({size_words(held)}); it may hold at most "
+                f"{QUEUE_PROMPTS} or {size_words(QUEUE_BYTES)}: wait for a worker to end"
+            )
+
     def _refuse(self, team: Team, refusal: Refusal | None) -> None:
         """Refuse the tool call naming the bound; a stall stops the orchestration."""
         if refusal is None:
@@ -400,7 +442,7 @@ class TeamDesk:
         pending since a restart are delivered, the views and the file follow."""
         if not team.stopped:
             crossed = team.spent_bound(self._now())
-            if crossed is not None and any(link.holds_slot or link.state == "queued" for link in team.links.values()):
+            if crossed is not None:  # the tree spent it: running workers stop, the dashboard says which
                 self._halt(team, crossed)
         self._drain(team)
         self._deliver(team)
@@ -515,18 +557,20 @@ class TeamDesk:
         self._path = state_dir / TEAMS_FILE
         now = self._now()
         try:
-            data = read_private(self._path, MAX_TEAMS_BYTES)
+            lines = _team_lines(self._path)
         except FileNotFoundError:
             return
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             moved = move_aside(self._path, str(exc))
             self._engine.notices.tell("teams-load", f"The saved teams could not be read ({exc}); moved to {moved}.")
             return
         damaged = False
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        for number, (line, too_long) in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
+                if too_long:
+                    raise ValueError(f"larger than {MAX_TEAM_BYTES:,} bytes")
                 team = team_from_json(load_json(line, str(self._path), first_line=number), now)
             except ValueError as exc:
                 damaged = True
@@ -630,11 +674,27 @@ def worker_state(link: Link) -> WorkerState:
     )
 
 
+def _team_lines(path: Path) -> list[tuple[str, bool]]:
+    """The teams file's lines, opened the private way (never through a link), each with
+    whether it was longer than :data:`MAX_TEAM_BYTES` (then only its start is kept)."""
+    lines: list[tuple[str, bool]] = []
+    with os.fdopen(open_private(path, os.O_RDONLY), "rb") as fh:
+        while raw := fh.readline(MAX_TEAM_BYTES + 1):
+            too_long = len(raw) > MAX_TEAM_BYTES
+            if too_long:
+                while (rest := fh.readline(MAX_TEAM_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # the rest of a line too long: skipped, not held
+                raw = raw[:200]  # enough to name its orchestrator, if it can be
+            lines.append((raw.decode("utf-8", "replace"), too_long))
+    return lines
+
+
 def _leader(line: str) -> str:
     """The orchestrator a damaged line names, if it can still be read, for the notice."""
     try:
         obj = load_json(line, "")
     except ValueError:
-        return "not readable JSON"
+        named = re.match(r'\{"orchestrator": "([^"\\]{1,64})"', line)  # a line cut short still names it
+        return f"led by {named.group(1)}" if named else "not readable JSON"
     leader = obj.get("orchestrator") if isinstance(obj, dict) else None
     return f"led by {leader}" if isinstance(leader, str) else "no orchestrator named"

@@ -21,11 +21,12 @@ from typing import Any, Literal
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, BroadcastResult, Comparison, Discarded
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.team import LinkState, TeamBounds
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, WorktreeState
-from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownCapability, UnknownSession, Verb
+from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownCapability, UnknownGroup, UnknownSession, Verb
 
 HISTORY_PAGE = 1000
 """Rows one history page holds at most."""
@@ -760,6 +761,118 @@ TEAM_HELLO: Verb[TeamCall, None] = Verb(
     (UnknownCapability,),
 )
 
+
+# ---- many sessions at once: broadcast, fan-out, compare, pick (domain/fan_out.py) ------------
+@dataclass(frozen=True)
+class Broadcast:
+    session_ids: tuple[str, ...] = ()
+    """Each gets the prompt (named twice: once); at most ``fan_out.MAX_BROADCAST``."""
+    prompt: str = ""
+
+
+@dataclass(frozen=True)
+class FanOut:
+    task: str
+    agents: tuple[str, ...] = ()
+    """One entry per attempt: ``("copilot", "copilot", "opencode")``."""
+    folder: str = ""
+    """The repository's folder on the engine's machine (absolute, or under ``~``)."""
+    base: str = ""
+    """Where every attempt's branch starts ("": the branch checked out there)."""
+    check: str = ""
+    """A command run (by the user's shell) in each attempt's worktree when its turn ends ("": none)."""
+    check_timeout: float = CHECK_TIMEOUT
+    """Seconds the check may run before it is killed."""
+
+
+@dataclass(frozen=True)
+class GroupRef:
+    group: str
+
+
+@dataclass(frozen=True)
+class Pick:
+    group: str
+    session_id: str
+    """The attempt merged into the base (its uncommitted work committed first)."""
+    discard_others: bool = False
+    """Remove the other attempts' worktrees and branches (work at risk keeps one, named)."""
+    force: bool = False
+    """Discard the others even with work at risk (the user saw it named and confirmed)."""
+    message: str = ""
+    """The commit message of the picked attempt's uncommitted work ("": drafted from its task)."""
+
+
+@dataclass(frozen=True)
+class PickResult:
+    group: str
+    session_id: str
+    merge: MergeResult
+    committed: str = ""
+    """The commit made of its uncommitted work before the merge ("" when there was none)."""
+    discarded: tuple[Discarded, ...] = ()
+    """Each other attempt, when asked to discard them."""
+
+
+_G = "/fan-out/{group}"
+BROADCAST: Verb[Broadcast, tuple[BroadcastResult, ...]] = Verb(
+    "broadcast",
+    "POST",
+    "/broadcast",
+    Broadcast,
+    tuple[BroadcastResult, ...],
+    "sends one prompt to each session (queued where a turn runs); one that cannot take it is refused "
+    "with the reason, the others still get it",
+    command="send",
+    wrap="results",
+)
+FAN_OUT: Verb[FanOut, str] = Verb(
+    "fan_out",
+    "POST",
+    "/fan-out",
+    FanOut,
+    str,
+    "one task to a new session per attempt, each in a new worktree from the same base; the group's id",
+    (EngineError,),
+    "run",
+    wrap="group",
+    status=201,
+)
+COMPARE: Verb[GroupRef, Comparison] = Verb(
+    "compare",
+    "GET",
+    _G,
+    GroupRef,
+    Comparison,
+    "each attempt's status, time, usage, diff stats and check result",
+    (UnknownGroup,),
+    "compare",
+    wrap=None,
+)
+RUN_CHECK: Verb[GroupRef, Comparison] = Verb(
+    "run_check",
+    "POST",
+    _G + "/check",
+    GroupRef,
+    Comparison,
+    "runs the check command in each attempt's worktree now (those not running it); the comparison after",
+    (UnknownGroup, EngineError),
+    "compare",
+    wrap=None,
+)
+PICK: Verb[Pick, PickResult] = Verb(
+    "pick",
+    "POST",
+    _G + "/pick",
+    Pick,
+    PickResult,
+    "merges one attempt into the base (its work committed first); asked, discards the others, "
+    "each refused naming its work at risk unless forced",
+    (UnknownGroup, EngineError),
+    "pick",
+    wrap=None,
+)
+
 VERBS: tuple[Verb[Any, Any], ...] = (
     ENGINE_INFO,
     ENGINE_STOP,
@@ -806,4 +919,9 @@ VERBS: tuple[Verb[Any, Any], ...] = (
     TEAM_READ,
     TEAM_STOP,
     TEAM_HELLO,
+    BROADCAST,
+    FAN_OUT,
+    COMPARE,
+    RUN_CHECK,
+    PICK,
 )

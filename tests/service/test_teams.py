@@ -18,10 +18,11 @@ from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
+from polypilot_tui.domain.limits import PROMPT_BYTES, QUEUE_PROMPTS
 from polypilot_tui.domain.team import TeamBounds
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, RELAY_MODULE
 from polypilot_tui.domain.turn import EndCause
-from polypilot_tui.engine import verbs
+from polypilot_tui.engine import teams, verbs
 from polypilot_tui.engine.api import EngineError, UnknownCapability, Verb
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
@@ -183,6 +184,34 @@ async def test_a_runaway_orchestrator_is_stopped_at_the_bound_of_total_workers(
     assert team.note() == "total workers: 3 of 3"
     assert len(team.engine.ids()) == 4  # the orchestrator and its three
     assert {w.worker for w in started} == {link.worker for link in (await team.wait())}
+
+
+async def test_starts_called_at_once_are_held_to_the_bound_of_total_workers(
+    served: tuple[Harness, ServedEngine], tmp_path: Path
+) -> None:
+    harness, server = served
+    repo = GitRepo(tmp_path / "project")
+    repo.write("README.md", "base\n")
+    repo.commit()
+    lead = await harness.engine.new_session(verbs.NewSession("demo", folder=str(repo.root)))
+    await harness.engine.call(
+        verbs.ORCHESTRATE, verbs.Orchestrate(lead, TeamBounds(total_workers=3, workers_at_once=9))
+    )
+    team = Team(harness, server, lead, capability_of(harness.engine, lead))
+
+    async def start(i: int) -> verbs.WorkerState:  # each worktree is made by git: the calls interleave
+        request = verbs.StartWorker(team.capability, "demo", f"hello parallel {i}", worktree=True)
+        return await team.call(verbs.TEAM_START, request)
+
+    answers = await asyncio.gather(*(start(i) for i in range(6)), return_exceptions=True)
+    started = [a for a in answers if isinstance(a, verbs.WorkerState)]
+    refused = [str(a) for a in answers if isinstance(a, EngineError)]
+    assert len(started) == 3 and refused == ["refused: total workers: 3 of 3"] * 3, answers
+    assert len(team.engine.ids()) == 4
+    assert sorted(team.engine.view(w.worker).branch for w in started) == [
+        f"polypilot/demo-{n}-of-demo-1" for n in (1, 2, 3)
+    ]
+    await team.wait()
 
 
 async def test_depth_one_workers_get_no_relay_and_depth_two_lets_one_level_more(
@@ -412,11 +441,13 @@ async def test_a_restart_keeps_the_team_and_delivers_the_pending_wait_as_a_promp
         told = next(i.text for i in second.history(orchestrator) if "restarted while you waited" in i.text)
         lines = told.splitlines()
         assert len(lines) == 4, told  # the first line of each reply, no more
-        assert lines[1].startswith(f"- demo-2 ({quick.worker}): done") and lines[1].endswith(
+        assert lines[1].startswith(f"- demo 1 of demo-1 ({quick.worker}): done") and lines[1].endswith(
             "— You said: **hello quick worker**"
         )
-        assert lines[2] == f"- demo-3 ({hung.worker}): stopped (interrupted: polypilot stopped during this turn)"
-        assert lines[3].startswith(f"- demo-4 ({queued.worker}): done")
+        assert (
+            lines[2] == f"- demo 2 of demo-1 ({hung.worker}): stopped (interrupted: polypilot stopped during this turn)"
+        )
+        assert lines[3].startswith(f"- demo 3 of demo-1 ({queued.worker}): done")
         state = await second.call(verbs.TEAM_STATE, verbs.SessionRef(orchestrator))
         assert state.pending_waits == 0 and state.turns >= 2
     finally:
@@ -561,3 +592,73 @@ async def test_a_worker_in_a_worktree_gets_one_of_the_orchestrators_repository(
     assert Path(isolated_view.workspace.repo) == repo.root.resolve() and isolated_view.cwd != str(repo.root)
     assert not beside_view.worktree and Path(beside_view.cwd).resolve() == repo.root.resolve()
     await team.wait()
+
+
+async def test_a_closed_worker_ends_stopped_and_a_worker_cannot_lead_a_team(
+    served: tuple[Harness, ServedEngine],
+) -> None:
+    team = await orchestrate(served)
+    worker = await team.start("!tool-hang")
+    with pytest.raises(EngineError, match=r"is a worker of demo-1's team: it cannot lead one"):
+        await team.call(verbs.ORCHESTRATE, verbs.Orchestrate(worker.worker))
+    wait = asyncio.ensure_future(team.call(verbs.TEAM_WAIT, verbs.WaitWorkers(team.capability)))
+    await team.h.clock.settle()
+    assert await team.call(verbs.CLOSE, verbs.SessionRef(worker.worker)) is True
+    await advance_until(team.h.clock, wait.done, what="the wait's answer")
+    (ended,) = wait.result()
+    assert (ended.state, ended.outcome) == ("stopped", "aborted")  # a close stops its turn first
+    state = await team.call(verbs.TEAM_STATE, verbs.SessionRef(team.orchestrator))
+    assert state.running == 0 and state.workers == (ended,)
+    with pytest.raises(EngineError, match="was closed"):
+        await team.call(verbs.TEAM_READ, verbs.WorkerRef(team.capability, worker.worker))
+
+
+async def test_prompts_are_bounded_where_they_come_in_and_the_team_queue_too(
+    served: tuple[Harness, ServedEngine],
+) -> None:
+    team = await orchestrate(served, workers_at_once=1)
+    with pytest.raises(EngineError, match=r"one prompt may hold at most 1,048,576 bytes"):
+        await team.start("x" * (PROMPT_BYTES + 1))
+    assert len(team.engine.ids()) == 1  # nothing made for it
+    await team.start("!tool-hang")
+    waiting = await team.start("hello, waiting for a slot")
+    for i in range(QUEUE_PROMPTS - 1):
+        await team.call(verbs.TEAM_SEND, verbs.WorkerPrompt(team.capability, waiting.worker, f"hello more {i}"))
+    with pytest.raises(EngineError, match=rf"the team's queue holds {QUEUE_PROMPTS} prompts"):
+        await team.call(verbs.TEAM_SEND, verbs.WorkerPrompt(team.capability, waiting.worker, "hello one too many"))
+    state = await team.call(verbs.TEAM_STATE, verbs.SessionRef(team.orchestrator))
+    assert state.queued == QUEUE_PROMPTS
+
+
+@pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
+async def test_a_team_line_too_long_is_lost_alone_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = persistent_engine(tmp_path, FakeClock())
+    await first.start()
+    leaders = [await first.new_session(verbs.NewSession("demo")) for _ in range(2)]
+    for sid in leaders:
+        await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(sid))
+    await first.manager.idle()
+    await first.close()
+    path = tmp_path / "teams.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0].replace('"note": ""', '"note": "' + "x" * 9000 + '"') + "\n" + lines[1] + "\n")
+    monkeypatch.setattr(teams, "MAX_TEAM_BYTES", 4096)
+
+    second = persistent_engine(tmp_path, FakeClock())
+    told: list[str] = []
+    second.on_notice(lambda notice: told.append(notice.message))
+    await second.start()
+    try:
+        assert not second.view(leaders[0]).orchestrator and second.view(leaders[1]).orchestrator
+        assert any(f"led by {leaders[0]}" in m and "larger than 4,096 bytes" in m for m in told), told
+    finally:
+        await second.close()
+
+
+async def test_a_bound_spent_with_no_worker_running_is_shown_at_once(served: tuple[Harness, ServedEngine]) -> None:
+    team = await orchestrate(served, turns=1)
+    await team.h.manager.send(team.orchestrator, "hello orchestrator")
+    await team.h.until_rest(team.orchestrator)
+    assert team.note() == "turns: 1 of 1"
+    with pytest.raises(EngineError, match=r"^refused: turns: 1 of 1$"):
+        await team.start("hello worker")

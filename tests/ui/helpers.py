@@ -2,10 +2,15 @@
 
 Every rig makes its dashboard with :func:`on_engine`, in the test's engine shape: ``served``
 (the default, as ``polypilot`` runs: the dashboard attached over the engine's socket to an
-engine served in the test's loop) or ``local`` (``--in-process``). The ``engine_shape``
-fixture (tests/ui conftest) runs each test in both (a snapshot is taken served, or in the
-shape its case names); a test reaches the engine behind the dashboard with
-:func:`engine_of`, never through ``app.engine``."""
+engine served in the test's loop) or ``local`` (``--in-process``), set by the ``engine_shape``
+fixture (tests/ui conftest; a snapshot is taken served, or in the shape its case names); a
+test reaches the engine behind the dashboard with :func:`engine_of`, never through ``app.engine``.
+
+The served shape is the one users run; every dashboard test runs in it. The in-process shape
+shares every widget and screen and differs only in the engine front, so it runs where a
+module says ``IN_PROCESS_TOO = True`` (the walk through every key, tests/ui/test_pilot.py) and
+in the tests marked ``in_process`` (what only it does): running the whole suite twice cost CI
+two minutes for no path of its own."""
 
 from __future__ import annotations
 
@@ -60,14 +65,14 @@ def shaped(shape: EngineShape) -> Iterator[None]:
 
 
 def both_engine_shapes(metafunc: pytest.Metafunc) -> None:
-    """``pytest_generate_tests`` of a suite: its tests of a module that makes dashboards run in
-    each shape (those of a module that makes none run once); a test marked ``in_process`` (what
-    only a dashboard with the engine inside it does) runs local only."""
+    """``pytest_generate_tests`` of a suite: a test marked ``in_process`` (what only a dashboard
+    with the engine inside it does) runs local only; those of a module that says
+    ``IN_PROCESS_TOO = True`` run in each shape; the rest served (the module docstring says why)."""
     if "engine_shape" not in metafunc.fixturenames:
         return
     if metafunc.definition.get_closest_marker("in_process"):
         metafunc.parametrize("engine_shape", ["local"], indirect=True)
-    elif any(hasattr(metafunc.module, rig) for rig in ("on_engine", "demo_app", "build_app")):
+    elif getattr(metafunc.module, "IN_PROCESS_TOO", False):
         metafunc.parametrize("engine_shape", ENGINE_SHAPES, indirect=True)
 
 

@@ -16,6 +16,9 @@ from polypilot_tui.ui.widgets.queue_panel import QueuedPrompt
 from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.ui.helpers import demo_app, engine_of, keys_at_once, notifications, wait_for, widget_lines
 
+IN_PROCESS_TOO = True
+"""Every key walked with the engine inside the dashboard too (``--in-process``)."""
+
 
 def replies(app, sid: str) -> list[str]:
     log = app.pane.log_for(sid)

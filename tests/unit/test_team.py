@@ -259,3 +259,25 @@ def test_a_worker_stopped_by_a_bound_says_the_bound_not_the_abort() -> None:
     t.sent("w1", 2)
     t.turn_ended("w1", "aborted", "stopped by user", 3, more_queued=False)  # a stop of its own, later
     assert link.reason == "stopped by user"
+
+
+def test_workers_being_made_count_toward_the_total() -> None:
+    t = team(total_workers=2)
+    add(t, "w1")
+    t.reserved = 1
+    refusal = t.refuse_dispatch("orch", "demo", "third", 0, new=True)
+    assert refusal is not None and refusal.words == "total workers: 2 of 2"
+
+
+def test_a_turn_not_sent_fails_the_worker_frees_its_slot_and_counts_no_turn() -> None:
+    t = team()
+    link = add(t, "w1")
+    t.sent("w1", 0)
+    t.not_sent("w1", "not sent: the folder is gone", 1)
+    assert (link.state, link.reason, link.holds_slot, t.turns, link.turns) == (
+        "failed",
+        "not sent: the folder is gone",
+        False,
+        0,
+        0,
+    )

@@ -1,0 +1,55 @@
+"""The fan-out groups file, ``state_dir/fan-out.jsonl``: one group a line, beside sessions.json.
+
+Private (0600, never through a link), replaced whole and atomically at each change. A line
+that cannot be read is skipped and named; the rest are kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from polypilot_tui.domain.fan_out import Group
+from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
+from polypilot_tui.engine.codec import decode, encode
+from polypilot_tui.infra.private import atomic_write, read_private
+
+GROUPS_FILE = "fan-out.jsonl"
+MAX_FILE_BYTES = 256 * 1024 * 1024
+"""The most the file is read (groups carry their tasks and checks' output)."""
+KEEP_GROUPS = 200
+"""Groups kept at most (the oldest go first)."""
+
+
+class GroupsFile:
+    """The groups as saved in ``state_dir``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = Path(state_dir) / GROUPS_FILE
+
+    def load(self) -> tuple[list[Group], list[str]]:
+        """The groups saved, and what could not be read (a sentence each)."""
+        try:
+            data = read_private(self.path, MAX_FILE_BYTES)
+        except FileNotFoundError:
+            return [], []
+        except (OSError, ParseError) as exc:
+            return [], [f"{self.path} cannot be read: {exc}"]
+        groups: list[Group] = []
+        problems: list[str] = []
+        for number, line in enumerate(data.split(b"\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                groups.append(decode(Group, load_json(line, str(self.path), first_line=number), f"line {number}"))
+            except ValueError as exc:
+                problems.append(f"{self.path}: line {number} skipped: {exc}")
+        return groups, problems
+
+    def save(self, groups: Iterable[Group]) -> None:
+        """Replace the file with ``groups`` (the newest :data:`KEEP_GROUPS`); OSError when it cannot be."""
+        kept = sorted(groups, key=lambda g: g.created_wall)[-KEEP_GROUPS:]
+        text = "".join(dump_json(encode(group)) + "\n" for group in kept)
+        os.makedirs(self.path.parent, mode=0o700, exist_ok=True)
+        atomic_write(self.path, text.encode())
