@@ -108,19 +108,34 @@ async def team(
             await engine.close()
 
 
-def steps(*workers: tuple[str, str]) -> str:
-    """The orchestrator's prompt: start each (agent, prompt), wait for all, read each reply."""
-    plan: list[dict[str, object]] = [{"tool": "start_worker", "args": {"agent": a, "prompt": p}} for a, p in workers]
+Plan = list[dict[str, object]]
+
+
+def steps(*workers: tuple[str, str]) -> Plan:
+    """The orchestrator's plan: start each (agent, prompt), wait for all, read each reply."""
+    plan: Plan = [{"tool": "start_worker", "args": {"agent": a, "prompt": p}} for a, p in workers]
     plan.append({"tool": "wait_workers", "args": {"timeout_seconds": WAIT}})
-    plan += [{"tool": "read_reply", "args": {"worker": "{{" + f"{i}.worker" + "}}"}} for i in range(len(workers))]
+    plan += [{"tool": "read_reply", "args": {"worker": ref(i)}} for i in range(len(workers))]
+    return plan
+
+
+def ref(step: int) -> str:
+    """The worker id in step ``step``'s result (the scripted model fills it in)."""
+    return "{{" + f"{step}.worker" + "}}"
+
+
+def prompt_of(plan: Plan) -> str:
     return "Lead the team. STEPS=" + json.dumps(plan)
 
 
-async def orchestrator(team: Team, agent: str) -> str:
+PAIR = TeamBounds(workers_at_once=2, total_workers=2)
+
+
+async def orchestrator(team: Team, agent: str, bounds: TeamBounds = PAIR) -> str:
     """A session on ``agent`` made an orchestrator: its agent reconnected, handed the relay."""
     engine, manager = team.engine, team.engine.manager
     lead = await manager.create_session(agent, "lead")
-    await engine.call(ORCHESTRATE, Orchestrate(lead, TeamBounds(workers_at_once=2, total_workers=2)))
+    await engine.call(ORCHESTRATE, Orchestrate(lead, bounds))
     session = manager.session(lead)
 
     def reconnected() -> bool:  # handed the relay at this connect (opencode lists it at once)
@@ -151,10 +166,15 @@ async def answer_until_over(manager: SessionManager, lead: str, timeout: float) 
 
 async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...]) -> str:
     """The orchestrator's turn, sent and ended by the engine; its reply."""
+    return await run_plan(team, agent, steps(*workers))
+
+
+async def run_plan(team: Team, agent: str, plan: Plan, bounds: TeamBounds | None = None) -> str:
+    """An orchestrator on ``agent`` playing ``plan``, its turn sent and ended by the engine; its reply."""
     manager = team.engine.manager
-    lead = await orchestrator(team, agent)
+    lead = await orchestrator(team, agent, *((bounds,) if bounds else ()))
     ((_, capability),) = team.engine.teams.tool_servers(lead)[0].env
-    prompt = steps(*workers)
+    prompt = prompt_of(plan)
     await manager.send(lead, prompt)
     sent = time.monotonic()
     await until(lambda: not manager.awaiting_tools(lead), 60, f"{agent} listing the team tools")
@@ -162,7 +182,7 @@ async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...])
     session = manager.session(lead)
     asked = await answer_until_over(manager, lead, WAIT + 60)
     # Each call of a team tool is the human's to allow (Copilot asks; opencode's own policy lets MCP tools run).
-    assert asked == ([] if agent == "opencode" else [step["tool"] for step in json.loads(prompt.split("STEPS=")[1])])
+    assert asked == ([] if agent == "opencode" else [step["tool"] for step in plan])
     record = session.turns[-1]
     assert record.outcome is Outcome.COMPLETED, (record.outcome, record.reason)
     replies = [item.text for item in manager.history(lead) if item.kind is ItemKind.ASSISTANT]
@@ -213,7 +233,7 @@ async def test_an_agent_that_ignores_the_tools_is_told_in_its_session_by_name(te
     began = time.monotonic()
     manager = team.engine.manager
     lead = await orchestrator(team, "copilot-acp")
-    await manager.send(lead, steps(("demo", "never started")))
+    await manager.send(lead, prompt_of(steps(("demo", "never started"))))
     assert await answer_until_over(manager, lead, 60) == []
     replies = [i.text for i in manager.history(lead) if i.kind is ItemKind.ASSISTANT]
     assert replies and "no tool named like 'start_worker' was offered" in replies[-1], replies
@@ -222,3 +242,26 @@ async def test_an_agent_that_ignores_the_tools_is_told_in_its_session_by_name(te
     assert manager.awaiting_tools(lead)
     assert [v for v in manager.views() if v.parent] == [], "no worker was started"
     print(f"tools that never arrived: {time.monotonic() - began:.1f} s")
+
+
+async def test_a_worker_relay_cannot_act_for_its_orchestrator(team: Team) -> None:
+    """At depth 2 an opencode worker gets a relay of its own; told to stop and read its
+    orchestrator's other worker, its tools are refused in the engine's words."""
+    began = time.monotonic()
+    overreach = [
+        {"tool": "stop_worker", "args": {"worker": ref(0)}},
+        {"tool": "read_reply", "args": {"worker": ref(0)}},
+    ]
+    plan: Plan = [
+        {"tool": "start_worker", "args": {"agent": "demo", "prompt": "bystander job"}},
+        {"tool": "start_worker", "args": {"agent": "opencode", "prompt": "Overreach. STEPS=" + json.dumps(overreach)}},
+        {"tool": "wait_workers", "args": {"timeout_seconds": WAIT}},
+        {"tool": "read_reply", "args": {"worker": ref(1)}},
+        {"tool": "read_reply", "args": {"worker": ref(0)}},
+    ]
+    reply = await run_plan(team, "copilot", plan, TeamBounds(workers_at_once=2, total_workers=2, depth=2))
+    workers = {v.agent: v for v in team.engine.manager.views() if v.parent}
+    bystander = workers["demo"].id
+    assert reply.count(f"no worker '{bystander}' of yours") == 2, reply
+    assert "You said: **bystander job**" in reply and "its last turn: completed (" in reply, "not stopped"
+    print(f"worker relay refused: {time.monotonic() - began:.1f} s")
