@@ -8,18 +8,20 @@ import os
 import stat
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.limits import PROMPT_BYTES
+from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.team import TeamBounds
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, ToolServer
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.verbs import ORCHESTRATE, TEAM_STATE, Orchestrate, SessionRef
+from polypilot_tui.engine.verbs import ORCHESTRATE, TEAM_STATE, Orchestrate, SessionRef, WorkerState
+from polypilot_tui.service.mcp_relay import MAX_LISTED, states_text
 from tests.support.engine_service import serving_in_process
 from tests.support.mcp_stdio import started
 from tests.support.waiting import until
@@ -182,3 +184,12 @@ async def test_a_long_wait_returns_at_the_slice_saying_to_call_again(served: Ser
         assert "returned after 1 s, the longest one call waits" in said and "call wait_workers again" in said
         failed, said = await relay.call("wait_workers", until="blocked", timeout_seconds=30)
         assert not failed and "call wait_workers again" not in said, "over before the slice: no note"
+
+
+def test_what_the_relay_returns_is_bounded() -> None:
+    states = [WorkerState(f"w{i}", f"worker {i}", "demo", "done") for i in range(MAX_LISTED + 5)]
+    text = states_text(states)
+    listed, note = text.rsplit("\n", 1)
+    assert len(json.loads(listed)) == MAX_LISTED
+    assert note == f"… and 5 more workers, not listed (at most {MAX_LISTED} are)."
+    assert json.loads(states_text(states[:3])) == [json.loads(dump_json(asdict(s))) for s in states[:3]]
