@@ -94,13 +94,14 @@ async def team(
     settings = Settings(
         _env_file=None,
         state_dir=tmp_path / "state",
-        record=False,
+        record=True,  # as by default: no recording may hold the capability either
         demo_speed=50,
         permission_policy=PermissionPolicy.ASK,
         team_tools_seconds=overrides.pop("team_tools_seconds", 60),
         watchdog=WatchdogSettings(**overrides),
     )
-    engine = build_engine(settings, AgentCatalog(agents), persist=False)
+    engine = build_engine(settings, AgentCatalog(agents))  # saved as `serve` saves: registry, history, recordings
+    await engine.start()
     async with serving_in_process(engine):
         try:
             yield Team(engine, model_server, tmp_path)
