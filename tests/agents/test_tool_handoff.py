@@ -74,7 +74,7 @@ async def test_an_acp_agent_is_handed_its_tool_servers_at_new_resume_and_load(tm
     wire = {
         "name": "polypilot",
         "command": sys.executable,
-        "args": ["-I", "-m", "polypilot_tui.service.mcp_relay", "--socket", str(tmp_path / "engine.sock")]
+        "args": ["-P", "-m", "polypilot_tui.service.mcp_relay", "--socket", str(tmp_path / "engine.sock")]
         + ["--log", str(tmp_path / "relay.log")],
         "env": [{"name": CAPABILITY_ENV, "value": CAPABILITY}],
     }
@@ -114,7 +114,7 @@ def test_the_copilot_sdk_gets_stdio_servers_exposing_every_tool() -> None:
         "polypilot": {
             "type": "stdio",
             "command": "/usr/bin/python3",
-            "args": ["-I", "-m", "polypilot_tui.service.mcp_relay", "--socket", "/run/engine.sock"],
+            "args": ["-P", "-m", "polypilot_tui.service.mcp_relay", "--socket", "/run/engine.sock"],
             "env": {CAPABILITY_ENV: CAPABILITY},
             "tools": ["*"],
         }

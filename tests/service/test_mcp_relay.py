@@ -196,7 +196,7 @@ def test_what_the_relay_returns_is_bounded() -> None:
 
 async def test_a_repository_that_shadows_the_relay_imports_runs_none_of_it(served: Served, tmp_path: Path) -> None:
     """The agent starts the relay in the session's folder: a repository's own ``mcp`` or
-    ``httpx`` there is not what the relay imports (``-I``: the folder is not on its path)."""
+    ``httpx`` there is not what the relay imports (``-P``: the folder is not on its path)."""
     repo = tmp_path / "repo"
     marker = tmp_path / "ran"
     for name in ("mcp", "httpx", "polypilot_tui"):

@@ -24,7 +24,7 @@ def test_the_relay_is_described_once_with_its_capability_in_its_env() -> None:
             "polypilot",
             "/usr/bin/python3",
             (
-                "-I",
+                "-P",
                 "-m",
                 "polypilot_tui.service.mcp_relay",
                 "--socket",
