@@ -94,9 +94,12 @@ RELAY_MODULE = "polypilot_tui.service.mcp_relay"
 
 
 def relay_server(python: str, socket: str, capability: str, log: str = "") -> ToolServer:
-    """The team relay as a tool server: ``python -m polypilot_tui.service.mcp_relay`` on the
-    engine's ``socket``, with ``capability`` in its env and its log in ``log`` ("" for none)."""
-    args = ("-m", RELAY_MODULE, "--socket", socket, *(("--log", log) if log else ()))
+    """The team relay as a tool server: ``python -P -m polypilot_tui.service.mcp_relay`` on the
+    engine's ``socket``, with ``capability`` in its env and its log in ``log`` ("" for none).
+
+    ``-P``: the agent starts it in the session's folder, a repository that may hold a ``mcp/`` or
+    ``httpx.py`` of its own, which ``-m`` alone would import first from there."""
+    args = ("-P", "-m", RELAY_MODULE, "--socket", socket, *(("--log", log) if log else ()))
     return ToolServer(RELAY_NAME, python, args, ((CAPABILITY_ENV, capability),))
 
 

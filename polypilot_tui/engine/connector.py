@@ -166,9 +166,10 @@ class Connector:
             managed.reconnected = True
             if result.resumed:
                 session.system(f"🔄 Session reconnected: {result.how}.", wall)
-            elif not (session.turns or session.earlier_turns or session.turn is not None):
-                # Nothing was said in it yet (a session made an orchestrator right away): nothing
-                # is forgotten, and the Copilot CLI keeps no session it was never prompted in.
+            elif not (session.turns or session.earlier_turns or (session.turn is not None and session.turn.restored)):
+                # Nothing was said in it yet (a session made an orchestrator right away; its first
+                # prompt may wait for this connect): nothing is forgotten, and the Copilot CLI
+                # keeps no session it was never prompted in.
                 session.usage = session.usage.new_counter()
                 session.system(
                     "🔄 Session reconnected: a new agent session (there was no conversation to resume).", wall

@@ -64,6 +64,8 @@ WAIT_SLICE_SECONDS = 50.0
 """The longest one ``wait_workers`` call waits: agents give up on a tool call after a minute
 (opencode: "MCP error -32001: Request timed out" at 60 s), so a longer wait is several calls."""
 MAX_WAIT_WORKERS = 200
+MAX_LISTED = 200
+"""Worker states one answer lists (a bigger team's are counted)."""
 """Workers one ``wait_workers`` names at most."""
 HELLO_TIMEOUT = 5.0
 """Seconds the hello may take before the tool list goes out without it (the engine then says
@@ -104,7 +106,7 @@ class TeamTools:
 
     async def list_workers(self) -> str:
         states = await self._ask(self._client.call(TEAM_WORKERS, TeamCall(self._cap())))
-        return _states_text(states) if states else "You have no workers yet."
+        return states_text(states) if states else "You have no workers yet."
 
     async def start_worker(self, agent: str, prompt: str, name: str, worktree: bool) -> str:
         _bounded("agent", agent, ID_CHARS)
@@ -132,7 +134,7 @@ class TeamTools:
         states = await self._ask(self._client.call(TEAM_WAIT, request))
         if not states:
             return "You have no workers to wait for."
-        text = _states_text(states)
+        text = states_text(states)
         if wait < timeout_seconds and not reached(states, until):
             text += (
                 f"\nThis wait returned after {wait:g} s, the longest one call waits (agents give up on longer "
@@ -201,8 +203,11 @@ def _state_text(state: WorkerState) -> str:
     return dump_json(asdict(state))
 
 
-def _states_text(states: Sequence[WorkerState]) -> str:
-    return dump_json([asdict(state) for state in states])
+def states_text(states: Sequence[WorkerState]) -> str:
+    """The states as JSON, the first :data:`MAX_LISTED` of them (the rest counted, never dropped unsaid)."""
+    text = dump_json([asdict(state) for state in states[:MAX_LISTED]])
+    more = len(states) - MAX_LISTED
+    return text if more <= 0 else f"{text}\n… and {more} more workers, not listed (at most {MAX_LISTED} are)."
 
 
 _Worker = Annotated[

@@ -44,7 +44,8 @@ def engine_command(settings: Settings) -> tuple[list[str], dict[str, str]]:
     env["POLYPILOT_STATE_DIR"] = str(Path(settings.state_dir).resolve())
     if settings.agents_file is not None:
         env["POLYPILOT_AGENTS_FILE"] = str(Path(settings.agents_file).resolve())
-    return [sys.executable, "-m", "polypilot_tui", "serve"], env
+    # -P: the folder the dashboard was started in (a repository, say) is not on the engine's import path.
+    return [sys.executable, "-P", "-m", "polypilot_tui", "serve"], env
 
 
 async def ensure_engine(settings: Settings, timeout: float = START_TIMEOUT) -> tuple[Path, bool]:

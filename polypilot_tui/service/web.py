@@ -102,7 +102,7 @@ def bind_address(host: str) -> str:
 def dashboard_command(agents_file: Path | None = None, in_process: bool = False) -> str:
     """The shell command textual-serve runs for each browser connection: this dashboard, same Python
     (attached to the state folder's engine, or with ``--in-process`` its own)."""
-    argv = [sys.executable, "-m", "polypilot_tui"]
+    argv = [sys.executable, "-P", "-m", "polypilot_tui"]  # -P: its folder's modules are not imported
     if agents_file is not None:
         argv += ["--agents-file", str(agents_file.expanduser().resolve())]
     if in_process:

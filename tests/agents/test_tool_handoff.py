@@ -4,6 +4,7 @@ of theirs reaches a transcript."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -73,7 +74,7 @@ async def test_an_acp_agent_is_handed_its_tool_servers_at_new_resume_and_load(tm
     wire = {
         "name": "polypilot",
         "command": sys.executable,
-        "args": ["-m", "polypilot_tui.service.mcp_relay", "--socket", str(tmp_path / "engine.sock")]
+        "args": ["-P", "-m", "polypilot_tui.service.mcp_relay", "--socket", str(tmp_path / "engine.sock")]
         + ["--log", str(tmp_path / "relay.log")],
         "env": [{"name": CAPABILITY_ENV, "value": CAPABILITY}],
     }
@@ -113,7 +114,7 @@ def test_the_copilot_sdk_gets_stdio_servers_exposing_every_tool() -> None:
         "polypilot": {
             "type": "stdio",
             "command": "/usr/bin/python3",
-            "args": ["-m", "polypilot_tui.service.mcp_relay", "--socket", "/run/engine.sock"],
+            "args": ["-P", "-m", "polypilot_tui.service.mcp_relay", "--socket", "/run/engine.sock"],
             "env": {CAPABILITY_ENV: CAPABILITY},
             "tools": ["*"],
         }
@@ -132,14 +133,21 @@ async def test_a_reconnect_before_any_turn_forgets_nothing_and_says_no_loss(tmp_
     try:
         fresh = await manager.create_session("fake")
         await manager.reconnect(fresh)
+        raced = await manager.create_session("fake")
+        reconnecting = asyncio.create_task(manager.reconnect(raced))
+        await asyncio.sleep(0)  # the first prompt goes out while the reconnect is under way
+        await manager.send(raced, "hello")
+        await reconnecting
+        await until(lambda: manager.session(raced).turns, 30, "the raced turn ending")
         talked = await manager.create_session("fake")
         await manager.send(talked, "hello")
         await until(lambda: manager.session(talked).turns, 30, "the turn ending")
         await manager.reconnect(talked)
     finally:
         await manager.shutdown()
-    fresh_rows = [(i.kind, i.text) for i in manager.history(fresh)]
-    assert not [text for kind, text in fresh_rows if kind is ItemKind.ERROR], fresh_rows
-    assert any("there was no conversation to resume" in text for _, text in fresh_rows)
+    for sid in (fresh, raced):
+        rows = [(i.kind, i.text) for i in manager.history(sid)]
+        assert not [text for kind, text in rows if kind is ItemKind.ERROR], rows
+        assert any("there was no conversation to resume" in text for _, text in rows), rows
     talked_errors = [i.text for i in manager.history(talked) if i.kind is ItemKind.ERROR]
     assert any("does not remember the conversation above" in text for text in talked_errors), "a real loss is said"

@@ -62,7 +62,8 @@ async def team(
 ) -> AsyncIterator[Team]:
     """An engine served on its socket with the demo agent, Copilot and opencode on the scripted model.
     The permission policy is the default, ask: the test answers each prompt as the human would;
-    an indirect parameter sets watchdog tiers."""
+    an indirect parameter overrides settings. ``copilot-acp`` is the same CLI in its ``--acp``
+    mode, which ignores the ``mcpServers`` it is handed."""
     monkeypatch.setenv(KEY_ENV, KEY)
     work = tmp_path / "work"
     agents = {
@@ -73,17 +74,34 @@ async def team(
         "opencode": opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "opencode-home").model_copy(
             update={"cwd": work}
         ),
+        "copilot-acp": AgentConfig(
+            name="copilot-acp",
+            kind="acp",
+            command=str(copilot_cli),
+            args=["--acp"],
+            cwd=work,
+            env={
+                "COPILOT_HOME": str(tmp_path / "copilot-acp-home"),
+                "COPILOT_OFFLINE": "true",
+                "COPILOT_PROVIDER_BASE_URL": model_server.base_url,
+                "COPILOT_PROVIDER_TYPE": "openai",
+                "COPILOT_MODEL": "gpt-4.1",
+                "COPILOT_PROVIDER_API_KEY": KEY,
+            },
+        ),
     }
+    overrides = dict(getattr(request, "param", {}))
     settings = Settings(
         _env_file=None,
         state_dir=tmp_path / "state",
-        record=False,
+        record=True,  # as by default: no recording may hold the capability either
         demo_speed=50,
         permission_policy=PermissionPolicy.ASK,
-        team_tools_seconds=60,
-        watchdog=WatchdogSettings(**getattr(request, "param", {})),
+        team_tools_seconds=overrides.pop("team_tools_seconds", 60),
+        watchdog=WatchdogSettings(**overrides),
     )
-    engine = build_engine(settings, AgentCatalog(agents), persist=False)
+    engine = build_engine(settings, AgentCatalog(agents))  # saved as `serve` saves: registry, history, recordings
+    await engine.start()
     async with serving_in_process(engine):
         try:
             yield Team(engine, model_server, tmp_path)
@@ -91,20 +109,41 @@ async def team(
             await engine.close()
 
 
-def steps(*workers: tuple[str, str]) -> str:
-    """The orchestrator's prompt: start each (agent, prompt), wait for all, read each reply."""
-    plan: list[dict[str, object]] = [{"tool": "start_worker", "args": {"agent": a, "prompt": p}} for a, p in workers]
+Plan = list[dict[str, object]]
+
+
+def steps(*workers: tuple[str, str]) -> Plan:
+    """The orchestrator's plan: start each (agent, prompt), wait for all, read each reply."""
+    plan: Plan = [{"tool": "start_worker", "args": {"agent": a, "prompt": p}} for a, p in workers]
     plan.append({"tool": "wait_workers", "args": {"timeout_seconds": WAIT}})
-    plan += [{"tool": "read_reply", "args": {"worker": "{{" + f"{i}.worker" + "}}"}} for i in range(len(workers))]
+    plan += [{"tool": "read_reply", "args": {"worker": ref(i)}} for i in range(len(workers))]
+    return plan
+
+
+def ref(step: int) -> str:
+    """The worker id in step ``step``'s result (the scripted model fills it in)."""
+    return "{{" + f"{step}.worker" + "}}"
+
+
+def prompt_of(plan: Plan) -> str:
     return "Lead the team. STEPS=" + json.dumps(plan)
 
 
-async def orchestrator(team: Team, agent: str) -> str:
+PAIR = TeamBounds(workers_at_once=2, total_workers=2)
+
+
+async def orchestrator(team: Team, agent: str, bounds: TeamBounds = PAIR) -> str:
     """A session on ``agent`` made an orchestrator: its agent reconnected, handed the relay."""
     engine, manager = team.engine, team.engine.manager
     lead = await manager.create_session(agent, "lead")
-    await engine.call(ORCHESTRATE, Orchestrate(lead, TeamBounds(workers_at_once=2, total_workers=2)))
-    await until(lambda: manager.awaiting_tools(lead), 60, f"{agent} reconnected with the relay")
+    await engine.call(ORCHESTRATE, Orchestrate(lead, bounds))
+    session = manager.session(lead)
+
+    def reconnected() -> bool:  # handed the relay at this connect (opencode lists it at once)
+        said = any("Session reconnected" in item.text for item in manager.history(lead))
+        return said and session.connected and not session.connecting
+
+    await until(reconnected, 60, f"{agent} reconnected with the relay")
     return lead
 
 
@@ -128,10 +167,15 @@ async def answer_until_over(manager: SessionManager, lead: str, timeout: float) 
 
 async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...]) -> str:
     """The orchestrator's turn, sent and ended by the engine; its reply."""
+    return await run_plan(team, agent, steps(*workers))
+
+
+async def run_plan(team: Team, agent: str, plan: Plan, bounds: TeamBounds | None = None) -> str:
+    """An orchestrator on ``agent`` playing ``plan``, its turn sent and ended by the engine; its reply."""
     manager = team.engine.manager
-    lead = await orchestrator(team, agent)
+    lead = await orchestrator(team, agent, *((bounds,) if bounds else ()))
     ((_, capability),) = team.engine.teams.tool_servers(lead)[0].env
-    prompt = steps(*workers)
+    prompt = prompt_of(plan)
     await manager.send(lead, prompt)
     sent = time.monotonic()
     await until(lambda: not manager.awaiting_tools(lead), 60, f"{agent} listing the team tools")
@@ -139,7 +183,7 @@ async def run_team(team: Team, agent: str, workers: tuple[tuple[str, str], ...])
     session = manager.session(lead)
     asked = await answer_until_over(manager, lead, WAIT + 60)
     # Each call of a team tool is the human's to allow (Copilot asks; opencode's own policy lets MCP tools run).
-    assert asked == ([] if agent == "opencode" else [step["tool"] for step in json.loads(prompt.split("STEPS=")[1])])
+    assert asked == ([] if agent == "opencode" else [step["tool"] for step in plan])
     record = session.turns[-1]
     assert record.outcome is Outcome.COMPLETED, (record.outcome, record.reason)
     replies = [item.text for item in manager.history(lead) if item.kind is ItemKind.ASSISTANT]
@@ -181,3 +225,44 @@ async def test_a_hanging_worker_ends_at_its_watchdog_tier_and_the_wait_returns_t
     assert "no activity for 10 s" in states[0]["reason"], reply
     assert "its last turn: stuck (no activity for 10 s" in reply, reply
     print(f"hanging worker: {time.monotonic() - began:.1f} s")
+
+
+@pytest.mark.parametrize("team", [{"team_tools_seconds": 5.0}], indirect=True)
+async def test_an_agent_that_ignores_the_tools_is_told_in_its_session_by_name(team: Team) -> None:
+    """``copilot --acp`` ignores ACP ``mcpServers`` (the CLI's #1040, #1255): its model is offered
+    no team tool, and the session says, naming the agent, that its tools did not arrive."""
+    began = time.monotonic()
+    manager = team.engine.manager
+    lead = await orchestrator(team, "copilot-acp")
+    await manager.send(lead, prompt_of(steps(("demo", "never started"))))
+    assert await answer_until_over(manager, lead, 60) == []
+    replies = [i.text for i in manager.history(lead) if i.kind is ItemKind.ASSISTANT]
+    assert replies and "no tool named like 'start_worker' was offered" in replies[-1], replies
+    said = "The team tools did not reach copilot-acp within 5 s: this session cannot start or reach workers"
+    await until(lambda: any(said in i.text for i in manager.history(lead) if i.kind is ItemKind.ERROR), 30, said)
+    assert manager.awaiting_tools(lead)
+    assert [v for v in manager.views() if v.parent] == [], "no worker was started"
+    print(f"tools that never arrived: {time.monotonic() - began:.1f} s")
+
+
+async def test_a_worker_relay_cannot_act_for_its_orchestrator(team: Team) -> None:
+    """At depth 2 an opencode worker gets a relay of its own; told to stop and read its
+    orchestrator's other worker, its tools are refused in the engine's words."""
+    began = time.monotonic()
+    overreach = [
+        {"tool": "stop_worker", "args": {"worker": ref(0)}},
+        {"tool": "read_reply", "args": {"worker": ref(0)}},
+    ]
+    plan: Plan = [
+        {"tool": "start_worker", "args": {"agent": "demo", "prompt": "bystander job"}},
+        {"tool": "start_worker", "args": {"agent": "opencode", "prompt": "Overreach. STEPS=" + json.dumps(overreach)}},
+        {"tool": "wait_workers", "args": {"timeout_seconds": WAIT}},
+        {"tool": "read_reply", "args": {"worker": ref(1)}},
+        {"tool": "read_reply", "args": {"worker": ref(0)}},
+    ]
+    reply = await run_plan(team, "copilot", plan, TeamBounds(workers_at_once=2, total_workers=2, depth=2))
+    workers = {v.agent: v for v in team.engine.manager.views() if v.parent}
+    bystander = workers["demo"].id
+    assert reply.count(f"no worker '{bystander}' of yours") == 2, reply
+    assert "You said: **bystander job**" in reply and "its last turn: completed (" in reply, "not stopped"
+    print(f"worker relay refused: {time.monotonic() - began:.1f} s")

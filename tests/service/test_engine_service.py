@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -163,3 +164,27 @@ async def test_an_attached_mirror_gets_a_restored_sessions_saved_rows_whole_and_
             assert mirror.history("long")[2500].text == "and now" and list(mirror.history("long")[:2500]) == rows
         finally:
             await mirror.detach(stop_engine=False)
+
+
+async def test_an_engine_started_from_a_repository_runs_none_of_its_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dashboard starts the engine from the folder it was started in, a repository perhaps:
+    one holding a ``pydantic.py`` or a ``polypilot_tui/`` of its own must not be imported."""
+    repo = tmp_path / "repo"
+    marker = tmp_path / "ran"
+    for name in ("polypilot_tui", "httpx"):
+        (repo / name).mkdir(parents=True)
+        (repo / name / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    (repo / "pydantic.py").write_text(f"open({str(marker)!r}, 'a').write('pydantic')\n")
+    monkeypatch.chdir(repo)
+    state = short_state_dir()
+    settings = Settings(_env_file=None, state_dir=state)  # type: ignore[call-arg]
+    try:
+        path, started = await ensure_engine(settings)
+        assert started and path.exists()
+        assert await engine_info(settings) is not None
+    finally:
+        kill_engine_of(state)
+        shutil.rmtree(state, ignore_errors=True)
+    assert not marker.exists(), marker.read_text()

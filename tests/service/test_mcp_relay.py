@@ -8,18 +8,20 @@ import os
 import stat
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.limits import PROMPT_BYTES
+from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.team import TeamBounds
-from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, ToolServer
+from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, ToolServer, relay_server
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.engine.verbs import ORCHESTRATE, TEAM_STATE, Orchestrate, SessionRef
+from polypilot_tui.engine.verbs import ORCHESTRATE, TEAM_STATE, Orchestrate, SessionRef, WorkerState
+from polypilot_tui.service.mcp_relay import MAX_LISTED, states_text
 from tests.support.engine_service import serving_in_process
 from tests.support.mcp_stdio import started
 from tests.support.waiting import until
@@ -136,7 +138,7 @@ async def test_without_its_capability_every_tool_says_so_and_nothing_reaches_std
     served: Served, tmp_path: Path
 ) -> None:
     log = tmp_path / "relay" / "relay.log"
-    bare = ToolServer("polypilot", served.relay.command, (*served.relay.args[:4], "--log", str(log)))
+    bare = replace(relay_server(served.relay.command, str(served.socket), "", str(log)), env=())
     env = {k: v for k, v in os.environ.items() if k != CAPABILITY_ENV}
     async with started(bare, env) as relay:
         await relay.initialize()
@@ -152,9 +154,8 @@ async def test_without_its_capability_every_tool_says_so_and_nothing_reaches_std
 
 async def test_the_relay_log_is_private_and_holds_no_capability(served: Served, tmp_path: Path) -> None:
     log = tmp_path / "logs" / "relay.log"
-    logged = replace(served.relay, args=(*served.relay.args[:4], "--log", str(log)))
     capability = dict(served.relay.env)[CAPABILITY_ENV]
-    socket_gone = replace(logged, args=(*logged.args[:3], str(tmp_path / "gone.sock"), *logged.args[4:]))
+    socket_gone = relay_server(served.relay.command, str(tmp_path / "gone.sock"), capability, str(log))
     async with started(socket_gone) as relay:
         await relay.initialize()
         await relay.tools()
@@ -182,3 +183,28 @@ async def test_a_long_wait_returns_at_the_slice_saying_to_call_again(served: Ser
         assert "returned after 1 s, the longest one call waits" in said and "call wait_workers again" in said
         failed, said = await relay.call("wait_workers", until="blocked", timeout_seconds=30)
         assert not failed and "call wait_workers again" not in said, "over before the slice: no note"
+
+
+def test_what_the_relay_returns_is_bounded() -> None:
+    states = [WorkerState(f"w{i}", f"worker {i}", "demo", "done") for i in range(MAX_LISTED + 5)]
+    text = states_text(states)
+    listed, note = text.rsplit("\n", 1)
+    assert len(json.loads(listed)) == MAX_LISTED
+    assert note == f"… and 5 more workers, not listed (at most {MAX_LISTED} are)."
+    assert json.loads(states_text(states[:3])) == [json.loads(dump_json(asdict(s))) for s in states[:3]]
+
+
+async def test_a_repository_that_shadows_the_relay_imports_runs_none_of_it(served: Served, tmp_path: Path) -> None:
+    """The agent starts the relay in the session's folder: a repository's own ``mcp`` or
+    ``httpx`` there is not what the relay imports (``-P``: the folder is not on its path)."""
+    repo = tmp_path / "repo"
+    marker = tmp_path / "ran"
+    for name in ("mcp", "httpx", "polypilot_tui"):
+        (repo / name).mkdir(parents=True)
+        (repo / name / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    (repo / "pydantic.py").write_text(f"open({str(marker)!r}, 'a').write('pydantic')\n")
+    async with started(served.relay, cwd=repo) as relay:
+        await relay.initialize()
+        assert len(await relay.tools()) == len(TOOLS)
+        assert await relay.call("list_workers") == (False, "You have no workers yet.")
+    assert not marker.exists(), marker.read_text()

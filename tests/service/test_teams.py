@@ -70,7 +70,7 @@ def capability_of(engine: LocalEngine, session_id: str) -> str:
     if not servers:
         return ""
     (server,) = servers
-    assert server.args[:2] == ("-m", RELAY_MODULE) and server.args[2] == "--socket"
+    assert server.args[:4] == ("-P", "-m", RELAY_MODULE, "--socket")
     return dict(server.env)[CAPABILITY_ENV]
 
 

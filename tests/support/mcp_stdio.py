@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from polypilot_tui.domain.tool_servers import ToolServer
@@ -76,8 +77,10 @@ class McpStdio:
 
 
 @asynccontextmanager
-async def started(server: ToolServer, env: dict[str, str] | None = None) -> AsyncIterator[McpStdio]:
-    """``server`` running as an agent starts it (``env`` replaces this process's environment)."""
+async def started(
+    server: ToolServer, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> AsyncIterator[McpStdio]:
+    """``server`` running as an agent starts it, in ``cwd`` (``env`` replaces this process's environment)."""
     base = dict(os.environ if env is None else env)
     began = time.monotonic()
     process = await asyncio.create_subprocess_exec(
@@ -87,6 +90,7 @@ async def started(server: ToolServer, env: dict[str, str] | None = None) -> Asyn
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
     )
     try:
         yield McpStdio(process, began)

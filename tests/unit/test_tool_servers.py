@@ -23,7 +23,15 @@ def test_the_relay_is_described_once_with_its_capability_in_its_env() -> None:
         ToolServer(
             "polypilot",
             "/usr/bin/python3",
-            ("-m", "polypilot_tui.service.mcp_relay", "--socket", "/run/pp/engine.sock", "--log", "/run/pp/relay.log"),
+            (
+                "-P",
+                "-m",
+                "polypilot_tui.service.mcp_relay",
+                "--socket",
+                "/run/pp/engine.sock",
+                "--log",
+                "/run/pp/relay.log",
+            ),
             ((CAPABILITY_ENV, "cap-1234567890"),),
         )
         == RELAY

@@ -387,6 +387,6 @@ def test_polypilot_web_refuses_another_host_with_a_clear_error(capsys: pytest.Ca
 def test_the_dashboard_command_is_this_python_with_the_agents_file(tmp_path: Path) -> None:
     agents = tmp_path / "my agents.toml"
     argv = shlex.split(dashboard_command(agents))
-    assert argv == [sys.executable, "-m", "polypilot_tui", "--agents-file", str(agents.resolve())]
-    assert shlex.split(dashboard_command()) == [sys.executable, "-m", "polypilot_tui"]
+    assert argv == [sys.executable, "-P", "-m", "polypilot_tui", "--agents-file", str(agents.resolve())]
+    assert shlex.split(dashboard_command()) == [sys.executable, "-P", "-m", "polypilot_tui"]
     assert shlex.split(dashboard_command(in_process=True))[-1] == "--in-process"
