@@ -80,6 +80,10 @@ STOPPING = (
     "the engine is stopping: this wait is kept, and answered by a prompt to you once it runs again "
     "and your workers have ended"
 )
+NOT_SERVED = (
+    "a team needs the engine service: its agents call the engine on its socket, and this engine runs "
+    "inside its dashboard (--in-process) or `run` (start the dashboard without --in-process)"
+)
 FIRST_LINE_CHARS = 200
 """Of a worker's reply, in a wait delivered after a restart."""
 
@@ -166,6 +170,8 @@ class TeamDesk:
         problem = request.bounds.problem()
         if problem:
             raise BadRequest(problem)
+        if self.socket is None:  # its agent's tools would reach nothing: never a team without them
+            raise EngineError(NOT_SERVED)
         lead = self._team_of.get(sid)
         if lead is not None and lead != sid:
             raise EngineError(f"{self._name(sid)} is a worker of {self._name(lead)}'s team: it cannot lead one")

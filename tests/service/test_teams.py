@@ -356,6 +356,21 @@ async def test_a_workers_capability_cannot_act_for_its_orchestrator(served: tupl
     assert team.engine.view(sibling.worker).status.busy  # untouched
 
 
+async def test_an_engine_not_served_makes_no_team_whose_tools_reach_nothing(tmp_path: Path) -> None:
+    """In the dashboard's own process (--in-process) or `run` no relay can reach the engine:
+    making an orchestrator there is refused saying why, and nothing is made."""
+    settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+    harness = demo_harness(settings)
+    try:
+        lead = await harness.new()
+        with pytest.raises(EngineError, match="needs the engine service"):
+            await harness.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(lead))
+        view = harness.engine.view(lead)
+        assert not view.orchestrator and view.team_note == "" and harness.engine.teams.tool_servers(lead) == ()
+    finally:
+        await harness.engine.close()
+
+
 async def test_an_unknown_capability_is_refused_saying_only_that(served: tuple[Harness, ServedEngine]) -> None:
     team = await orchestrate(served)
     worker = await team.start("hello there you")
