@@ -161,6 +161,7 @@ def add_team_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     team.add_argument("--turns", type=int, help="turns across the tree (40)")
     team.add_argument("--minutes", type=float, help="wall time of the orchestration (60)")
     team.add_argument("--tokens", type=int, help="tokens across the tree, as agents report them (unbounded)")
+    team.add_argument("--cost", type=float, help="money across the tree, as agents report it (unbounded)")
     what = team.add_mutually_exclusive_group()
     what.add_argument("--show", action="store_true", help="print its team as JSON, changing nothing")
     what.add_argument("--stop-workers", action="store_true", help="stop every worker of its team")
@@ -244,7 +245,9 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "team":
         from polypilot_tui.commands import team
 
-        bounds = team.bounds_of(args.workers_at_once, args.total, args.depth, args.turns, args.minutes, args.tokens)
+        bounds = team.bounds_of(
+            args.workers_at_once, args.total, args.depth, args.turns, args.minutes, args.tokens, args.cost
+        )
         return asyncio.run(team.cmd_team(settings, args.session, bounds, args.show, args.stop_workers))
     return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
 

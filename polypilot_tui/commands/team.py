@@ -23,6 +23,7 @@ def bounds_of(
     turns: int | None = None,
     minutes: float | None = None,
     tokens: int | None = None,
+    cost: float | None = None,
 ) -> TeamBounds:
     """The defaults, with what was given on the command line (the engine checks them)."""
     given = {
@@ -32,6 +33,7 @@ def bounds_of(
         "turns": turns,
         "wall_seconds": minutes * 60 if minutes is not None else None,
         "tokens": tokens,
+        "cost": cost,
     }
     return TeamBounds(**{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
 

@@ -30,14 +30,18 @@ async def test_the_team_command_makes_an_orchestrator_that_a_killed_engine_keeps
     state = short_state_dir()
     async with running_engine(state, keep=True) as engine:
         sid = (await engine.http.post("/sessions", {"agent": "demo"}))["id"]
-        made = await polypilot(state, "team", sid, "--turns", "9", "--workers-at-once", "3", "--minutes", "5")
+        made = await polypilot(
+            state, "team", sid, "--turns", "9", "--workers-at-once", "3", "--minutes", "5", "--cost", "2.5"
+        )
         assert made.code == 0, made.err
         team = json.loads(made.out)
         assert team["orchestrator"] == sid and team["workers"] == []
-        assert (team["bounds"]["turns"], team["bounds"]["workers_at_once"], team["bounds"]["wall_seconds"]) == (
+        bounds = team["bounds"]
+        assert (bounds["turns"], bounds["workers_at_once"], bounds["wall_seconds"], bounds["cost"]) == (
             9,
             3,
             300.0,
+            2.5,
         )
         bad = await polypilot(state, "team", sid, "--total", "0")
         assert bad.code != 0 and "total workers must be a whole number" in bad.err
