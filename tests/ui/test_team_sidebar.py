@@ -133,3 +133,36 @@ async def test_make_orchestrator_from_the_palette_makes_the_session_on_screen_le
         await wait_for(pilot, lambda: engine_of(app).view(other).orchestrator, what="the team made")
         assert not engine_of(app).view("s1").orchestrator
         await wait_for(pilot, lambda: any("“lead” leads a team" in n for n in notifications(app)))
+
+
+async def test_a_workers_permission_is_answered_by_key_and_its_orchestrator_sees_it_blocked_then_done(
+    tmp_path: Path,
+) -> None:
+    """Nothing answers a worker's permission for the human: the orchestrator's wait says
+    "blocked"; ctrl+g from the orchestrator's screen jumps to the worker's card, y allows it,
+    and the orchestrator's next wait returns the worker's own end."""
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine = engine_of(app)
+        await wait_for(pilot, lambda: app.selected == "s1")
+        engine.teams.socket = tmp_path / "engine.sock"
+        await engine.call(verbs.ORCHESTRATE, verbs.Orchestrate("s1"))
+        (relay,) = engine.teams.tool_servers("s1")
+        capability = dict(relay.env)[CAPABILITY_ENV]
+        start = verbs.StartWorker(capability, "demo", "!permission", name="asker")
+        worker = (await engine.call(verbs.TEAM_START, start)).worker
+        wait = verbs.WaitWorkers(capability, (worker,), "blocked", 30.0)
+        (blocked,) = await engine.call(verbs.TEAM_WAIT, wait)
+        assert blocked.state == "blocked" and engine.view(worker).pending_permission is not None
+        await caught_up_with(pilot)
+        assert app.selected == "s1"  # the human is on the orchestrator's screen
+        await pilot.press("ctrl+g")
+        await wait_for(pilot, lambda: app.selected == worker, what="ctrl+g to the worker that needs you")
+        await pilot.press("ctrl+g")
+        await wait_for(pilot, lambda: app.pane.permission.has_focus_within, what="the keyboard on its card")
+        await pilot.press("y")
+        done = verbs.WaitWorkers(capability, (worker,), "done", 30.0)
+        (ended,) = await engine.call(verbs.TEAM_WAIT, done)
+        assert (ended.state, ended.outcome) == ("done", "completed")
+        reply = await engine.call(verbs.TEAM_READ, verbs.WorkerRef(capability, worker))
+        assert "notes.txt" in reply.text
