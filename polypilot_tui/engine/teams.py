@@ -66,6 +66,7 @@ from polypilot_tui.engine.verbs import (
     WorkerReply,
     WorkerState,
 )
+from polypilot_tui.infra.lines import bounded_lines
 from polypilot_tui.infra.private import atomic_write, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.storage.notices import NoticeBoard
@@ -685,11 +686,8 @@ def _team_lines(path: Path) -> list[tuple[str, bool]]:
     whether it was longer than :data:`MAX_TEAM_BYTES` (then only its start is kept)."""
     lines: list[tuple[str, bool]] = []
     with os.fdopen(open_private(path, os.O_RDONLY), "rb") as fh:
-        while raw := fh.readline(MAX_TEAM_BYTES + 1):
-            too_long = len(raw) > MAX_TEAM_BYTES
+        for raw, too_long in bounded_lines(fh, MAX_TEAM_BYTES + 1):  # + 1: its newline
             if too_long:
-                while (rest := fh.readline(MAX_TEAM_BYTES)) and not rest.endswith(b"\n"):
-                    pass  # the rest of a line too long: skipped, not held
                 raw = raw[:200]  # enough to name its orchestrator, if it can be
             lines.append((raw.decode("utf-8", "replace"), too_long))
     return lines

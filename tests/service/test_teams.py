@@ -469,16 +469,24 @@ async def test_a_restart_keeps_the_team_and_delivers_the_pending_wait_as_a_promp
         await second.close()
 
 
-@pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
-async def test_a_damaged_team_line_loses_that_team_alone_and_says_which(tmp_path: Path) -> None:
-    clock = FakeClock()
-    first = persistent_engine(tmp_path, clock)
+async def two_teams_saved(state: Path, bounds: TeamBounds | None = None) -> list[str]:
+    """Two orchestrators' teams saved in ``state`` by a served engine, since stopped; their ids."""
+    first = persistent_engine(state, FakeClock())
     await first.start()
+    served = ServedEngine(first)
+    await served.open()
     leaders = [await first.new_session(verbs.NewSession("demo")) for _ in range(2)]
     for sid in leaders:
-        await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(sid, TeamBounds(turns=7)))
+        await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(sid, bounds or TeamBounds()))
     await first.manager.idle()
     await first.close()
+    await served.close()
+    return leaders
+
+
+@pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
+async def test_a_damaged_team_line_loses_that_team_alone_and_says_which(tmp_path: Path) -> None:
+    leaders = await two_teams_saved(tmp_path, TeamBounds(turns=7))
     path = tmp_path / "teams.jsonl"
     lines = path.read_text().splitlines()
     assert len(lines) == 2
@@ -647,13 +655,7 @@ async def test_prompts_are_bounded_where_they_come_in_and_the_team_queue_too(
 
 @pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
 async def test_a_team_line_too_long_is_lost_alone_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = persistent_engine(tmp_path, FakeClock())
-    await first.start()
-    leaders = [await first.new_session(verbs.NewSession("demo")) for _ in range(2)]
-    for sid in leaders:
-        await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(sid))
-    await first.manager.idle()
-    await first.close()
+    leaders = await two_teams_saved(tmp_path)
     path = tmp_path / "teams.jsonl"
     lines = path.read_text().splitlines()
     path.write_text(lines[0].replace('"note": ""', '"note": "' + "x" * 9000 + '"') + "\n" + lines[1] + "\n")
@@ -666,6 +668,27 @@ async def test_a_team_line_too_long_is_lost_alone_and_named(tmp_path: Path, monk
     try:
         assert not second.view(leaders[0]).orchestrator and second.view(leaders[1]).orchestrator
         assert any(f"led by {leaders[0]}" in m and "larger than 4,096 bytes" in m for m in told), told
+    finally:
+        await second.close()
+
+
+async def test_a_team_line_just_within_the_bound_loses_no_team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line of exactly MAX_TEAM_BYTES and its newline is whole: it and the team after it are read."""
+    leaders = await two_teams_saved(tmp_path)
+    path = tmp_path / "teams.jsonl"
+    lines = path.read_text().splitlines()
+    padded = lines[0].replace('"note": ""', '"note": "' + "x" * (4096 - len(lines[0])) + '"')
+    assert len(padded.encode()) == 4096
+    path.write_text(padded + "\n" + lines[1] + "\n")
+    monkeypatch.setattr(teams, "MAX_TEAM_BYTES", 4096)
+
+    second = persistent_engine(tmp_path, FakeClock())
+    told: list[str] = []
+    second.on_notice(lambda notice: told.append(notice.message))
+    await second.start()
+    try:
+        assert second.view(leaders[0]).orchestrator and second.view(leaders[1]).orchestrator, told
+        assert not told, told
     finally:
         await second.close()
 
