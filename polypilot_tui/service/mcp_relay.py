@@ -17,6 +17,7 @@ bounds it (refused, never cut); what it returns too (a long reply is read in pag
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import sys
@@ -64,9 +65,9 @@ WAIT_SLICE_SECONDS = 50.0
 """The longest one ``wait_workers`` call waits: agents give up on a tool call after a minute
 (opencode: "MCP error -32001: Request timed out" at 60 s), so a longer wait is several calls."""
 MAX_WAIT_WORKERS = 200
+"""Workers one ``wait_workers`` names at most."""
 MAX_LISTED = 200
 """Worker states one answer lists (a bigger team's are counted)."""
-"""Workers one ``wait_workers`` names at most."""
 HELLO_TIMEOUT = 5.0
 """Seconds the hello may take before the tool list goes out without it (the engine then says
 the tools did not arrive, which is what it can know)."""
@@ -87,20 +88,34 @@ INSTRUCTIONS = (
 class TeamTools:
     """The tools' work: each asks one team verb with this relay's capability."""
 
-    def __init__(self, client: EngineClient, capability: str, wait_slice: float = WAIT_SLICE_SECONDS) -> None:
+    def __init__(
+        self,
+        client: EngineClient,
+        capability: str,
+        wait_slice: float = WAIT_SLICE_SECONDS,
+        hello_timeout: float = HELLO_TIMEOUT,
+    ) -> None:
         self._client = client
         self._capability = capability
         self._wait_slice = wait_slice
+        self._hello_timeout = hello_timeout
         self.hello_said = False
 
     async def hello(self) -> None:
-        """Tell the engine the agent listed the tools (once; a failure is logged, never raised)."""
+        """Tell the engine the agent listed the tools (once; a failure is logged, never raised).
+        An engine slow to answer holds the tool list :data:`HELLO_TIMEOUT` at most (an agent
+        gives up on it after about a minute, and the relay's calls may wait longer)."""
         if self.hello_said or not self._capability:
             return
         try:
-            await self._client.call(TEAM_HELLO, TeamCall(self._capability))
+            async with asyncio.timeout(self._hello_timeout):
+                await self._client.call(TEAM_HELLO, TeamCall(self._capability))
             self.hello_said = True
             log.info("relay: the engine knows the tools arrived")
+        except TimeoutError:
+            log.warning(
+                "relay: the hello had no answer within %g s: the tools are listed without it", self._hello_timeout
+            )
         except (EngineError, OSError) as exc:
             log.warning("relay: the hello was not taken: %s", exc)
 
