@@ -7,17 +7,11 @@ from typing import Literal
 
 from textual.binding import Binding
 
-from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.ui.formatting import plural
+from polypilot_tui.ui.formatting import plural, session_names
 from polypilot_tui.ui.screens.confirm import Choice, ChoiceScreen
 
 QuitChoice = Literal["leave", "stop"]
-
-
-def turn_names(busy: Sequence[SessionView]) -> str:
-    """The first few busy sessions' names, for a question about quitting."""
-    return ", ".join(one_line(v.name, 30) for v in busy[:4]) + (" …" if len(busy) > 4 else "")
 
 
 class QuitScreen(ChoiceScreen):
@@ -33,7 +27,7 @@ class QuitScreen(ChoiceScreen):
 
     def __init__(self, busy: Sequence[SessionView]) -> None:
         message = (
-            f"{plural(len(busy), 'turn')} running ({turn_names(busy)}). "
+            f"{plural(len(busy), 'turn')} running ({session_names(busy)}). "
             f"{'It goes' if len(busy) == 1 else 'They go'} on in the engine after you quit, and polypilot "
             f"shows {'it' if len(busy) == 1 else 'them'} again when you come back. Stopping the engine ends them now "
             "(each is offered for resending next time)."
