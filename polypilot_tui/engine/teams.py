@@ -45,7 +45,7 @@ from polypilot_tui.domain.limits import (
 )
 from polypilot_tui.domain.records import Record, SessionRemoved, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json, load_json
-from polypilot_tui.domain.team import Link, Pending, Refusal, Team, Wait, reached, team_from_json
+from polypilot_tui.domain.team import WAIT_UNTIL, Link, Pending, Refusal, Team, Wait, reached, team_from_json
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.tool_servers import ToolServer, relay_server
 from polypilot_tui.domain.workspace import Isolation
@@ -260,7 +260,7 @@ class TeamDesk:
 
     async def team_wait(self, request: WaitWorkers) -> tuple[WorkerState, ...]:
         team, grant = self._grant(request.capability)
-        if request.until not in ("done", "blocked", "any"):
+        if request.until not in WAIT_UNTIL:
             raise BadRequest(f"until must be done, blocked or any (got {request.until!r})")
         if not 0 <= request.timeout_seconds <= MAX_WAIT_SECONDS:
             raise BadRequest(f"timeout_seconds must be from 0 to {MAX_WAIT_SECONDS:.0f}")

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Awaitable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -32,7 +32,7 @@ from pydantic import Field
 
 from polypilot_tui.domain.limits import ID_CHARS, NAME_CHARS, PROMPT_BYTES
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.team import reached
+from polypilot_tui.domain.team import WaitUntil, reached
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, RELAY_NAME
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import (
@@ -135,9 +135,7 @@ class TeamTools:
         _prompt(prompt)
         return _state_text(await self._ask(self._client.call(TEAM_SEND, WorkerPrompt(self._cap(), worker, prompt))))
 
-    async def wait_workers(
-        self, workers: Sequence[str], until: Literal["done", "blocked", "any"], timeout_seconds: float
-    ) -> str:
+    async def wait_workers(self, workers: Sequence[str], until: WaitUntil, timeout_seconds: float) -> str:
         if len(workers) > MAX_WAIT_WORKERS:
             raise ToolError(f"{len(workers)} workers named; at most {MAX_WAIT_WORKERS} in one wait")
         for worker in workers:
@@ -236,7 +234,7 @@ _Name = Annotated[str, Field(description="A short name for the worker (empty: th
 _Worktree = Annotated[bool, Field(description="Work in a new git worktree of your repository, not in your folder.")]
 _Workers = Annotated[list[str], Field(description="The workers' ids; empty: every worker you started.")]
 _Until = Annotated[
-    Literal["done", "blocked", "any"],
+    WaitUntil,
     Field(
         description="done: every one's turn ended; blocked: that, or one waits for a permission the user "
         "must answer; any: one of them ended or is blocked."
