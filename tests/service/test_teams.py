@@ -87,12 +87,24 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Harness, ServedEngine]]:
         await harness.engine.close()
 
 
-async def orchestrate(served: tuple[Harness, ServedEngine], **bounds: Any) -> Team:
+async def orchestrate(served: tuple[Harness, ServedEngine], folder: Path | None = None, **bounds: Any) -> Team:
+    """A demo session made an orchestrator (in ``folder`` when given)."""
     harness, server = served
-    orchestrator = await harness.new()
+    if folder is None:
+        orchestrator = await harness.new()
+    else:
+        orchestrator = await harness.engine.new_session(verbs.NewSession("demo", folder=str(folder)))
     state = await harness.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(orchestrator, TeamBounds(**bounds)))
     assert state.orchestrator == orchestrator and harness.engine.view(orchestrator).orchestrator
     return Team(harness, server, orchestrator, capability_of(harness.engine, orchestrator))
+
+
+def committed_repo(tmp_path: Path) -> GitRepo:
+    """A repository with one commit, for workers in worktrees of it."""
+    repo = GitRepo(tmp_path / "project")
+    repo.write("README.md", "base\n")
+    repo.commit()
+    return repo
 
 
 # ---- workers end with the engine's own turn end ------------------------------------------------
@@ -189,15 +201,7 @@ async def test_a_runaway_orchestrator_is_stopped_at_the_bound_of_total_workers(
 async def test_starts_called_at_once_are_held_to_the_bound_of_total_workers(
     served: tuple[Harness, ServedEngine], tmp_path: Path
 ) -> None:
-    harness, server = served
-    repo = GitRepo(tmp_path / "project")
-    repo.write("README.md", "base\n")
-    repo.commit()
-    lead = await harness.engine.new_session(verbs.NewSession("demo", folder=str(repo.root)))
-    await harness.engine.call(
-        verbs.ORCHESTRATE, verbs.Orchestrate(lead, TeamBounds(total_workers=3, workers_at_once=9))
-    )
-    team = Team(harness, server, lead, capability_of(harness.engine, lead))
+    team = await orchestrate(served, committed_repo(tmp_path).root, total_workers=3, workers_at_once=9)
 
     async def start(i: int) -> verbs.WorkerState:  # each worktree is made by git: the calls interleave
         request = verbs.StartWorker(team.capability, "demo", f"hello parallel {i}", worktree=True)
@@ -600,13 +604,8 @@ async def test_the_teams_file_holds_no_secret_of_a_queued_prompt(tmp_path: Path)
 async def test_a_worker_in_a_worktree_gets_one_of_the_orchestrators_repository(
     served: tuple[Harness, ServedEngine], tmp_path: Path
 ) -> None:
-    harness, server = served
-    repo = GitRepo(tmp_path / "project")
-    repo.write("README.md", "base\n")
-    repo.commit()
-    lead = await harness.engine.new_session(verbs.NewSession("demo", folder=str(repo.root)))
-    await harness.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(lead))
-    team = Team(harness, server, lead, capability_of(harness.engine, lead))
+    repo = committed_repo(tmp_path)
+    team = await orchestrate(served, repo.root)
     request = verbs.StartWorker(team.capability, "demo", "hello in a worktree", worktree=True)
     isolated = await team.call(verbs.TEAM_START, request)
     beside = await team.start("hello in the folder")
