@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from polypilot_tui.config import CONFIG_FILE, AgentCatalog, AgentsFileError, ConfigFileError, Settings, config_dir
+from polypilot_tui.domain.fan_out import CHECK_TIMEOUT
 from polypilot_tui.domain.limits import PROMPT_BYTES, size_words
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.trace import MAX_BYTES, TraceError
@@ -66,10 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", help=PROMPT_HELP)
     fan = run.add_argument_group("fan-out: the task to several agents, each in a new worktree; a JSON summary")
     fan.add_argument("--fan-out", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
-    fan.add_argument("--folder", default=".", help="the git repository (default: this folder)")
-    fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
-    fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
-    fan.add_argument("--check-timeout", type=float, default=600.0, metavar="S", help="kill the check after S seconds")
+    add_worktree_options(fan)
     replay = sub.add_parser("replay", help="run a trace through the manager and watchdog in virtual time")
     replay.add_argument("trace", type=Path)
     replay.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -167,6 +165,16 @@ def add_team_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     what.add_argument("--stop-workers", action="store_true", help="stop every worker of its team")
 
 
+def add_worktree_options(fan: argparse._ActionsContainer) -> None:
+    """Where a fan-out's attempts work and what checks them (``run --fan-out`` and ``fan-out``)."""
+    fan.add_argument("--folder", default=".", help="the git repository (default: this folder)")
+    fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
+    fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
+    fan.add_argument(
+        "--check-timeout", type=float, default=CHECK_TIMEOUT, metavar="S", help="kill the check after S seconds"
+    )
+
+
 def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``fan-out``, ``compare`` and ``pick``: a fan-out's attempts (commands/fan_out.py)."""
     fan = sub.add_parser(
@@ -174,10 +182,7 @@ def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     )
     fan.add_argument("agents", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
     fan.add_argument("prompt", help=PROMPT_HELP)
-    fan.add_argument("--folder", default=".", help="the git repository (default: this folder)")
-    fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
-    fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
-    fan.add_argument("--check-timeout", type=float, default=600.0, metavar="S", help="kill the check after S seconds")
+    add_worktree_options(fan)
     compare = sub.add_parser("compare", help="a fan-out's attempts side by side: status, time, usage, changes, check")
     compare.add_argument("group", help="the fan-out's id")
     compare.add_argument("--check", action="store_true", help="run its check command in each attempt first")

@@ -20,14 +20,13 @@ every request is refused (said on stderr); ``--allow-tools`` allows them. Exit c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import sys
 from typing import Any
 
 from polypilot_tui.agents.base import REJECT_ONCE
 from polypilot_tui.agents.readiness import readiness
+from polypilot_tui.commands.interrupts import on_interrupt
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, Comparison, FanOutSpecError, parse_fan_out
 from polypilot_tui.domain.records import Record, TurnEnded, ViewChanged
@@ -108,32 +107,27 @@ async def run_fan_out(
 
     main = asyncio.current_task()
     engine.subscribe(on_change, TurnEnded, ViewChanged)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, cancel, signal.Signals(signum).name)
     comparison: Comparison | None = None
     try:
-        request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout)
-        try:
-            group = await engine.call(verbs.FAN_OUT, request)
-        except EngineError as exc:
-            say(str(exc))
-            return EXIT_USAGE
-        while True:
-            changed.clear()  # before the compare: an end while it reads is not missed
+        with on_interrupt(cancel):  # not during the close below: it is not cut short
+            request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout)
+            try:
+                group = await engine.call(verbs.FAN_OUT, request)
+            except EngineError as exc:
+                say(str(exc))
+                return EXIT_USAGE
+            while True:
+                changed.clear()  # before the compare: an end while it reads is not missed
+                comparison = await engine.call(verbs.COMPARE, verbs.GroupRef(group))
+                if comparison.ended:
+                    break
+                await changed.wait()
+            await engine.fan_outs.idle()  # the checks started as the attempts ended
             comparison = await engine.call(verbs.COMPARE, verbs.GroupRef(group))
-            if comparison.ended:
-                break
-            await changed.wait()
-        await engine.fan_outs.idle()  # the checks started as the attempts ended
-        comparison = await engine.call(verbs.COMPARE, verbs.GroupRef(group))
     except asyncio.CancelledError:
         say(f"cancelled by {interrupted[-1] if interrupted else 'a signal'}")
         return EXIT_CANCELLED
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
         await engine.close(quitting=False)
     code = exit_code(comparison, interrupted)
     print(dump_json(summary(comparison, code), indent=2, ascii_only=True))

@@ -7,14 +7,13 @@ Read-only commands never start an engine: with none running they say so and exit
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from polypilot_tui.commands.interrupts import on_interrupt
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.records import ItemAdded, Record
@@ -174,7 +173,6 @@ async def _items(source: AsyncIterator[Any], client: EngineClient, view: Session
 
 async def until_signal(work: Awaitable[T], on_signal: Callable[[str], T]) -> T:
     """``work``'s result; a SIGINT or SIGTERM cancels it and returns ``on_signal(name)`` instead."""
-    loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(work)
     caught: list[str] = []
 
@@ -182,19 +180,13 @@ async def until_signal(work: Awaitable[T], on_signal: Callable[[str], T]) -> T:
         caught.append(name)
         task.cancel()
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, cancel, signal.Signals(signum).name)
     try:
-        return await task
+        with on_interrupt(cancel):
+            return await task
     except asyncio.CancelledError:
         if caught:
             return on_signal(caught[0])
         raise
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
 
 
 async def run_command(settings: Settings, start: bool, body: Callable[[EngineClient], Awaitable[int]]) -> int:

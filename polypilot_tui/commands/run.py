@@ -20,15 +20,14 @@ removed when its turn completed; a failed run's is kept (and named) for diagnosi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shutil
-import signal
 import sys
 from pathlib import Path
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.readiness import readiness
+from polypilot_tui.commands.interrupts import on_interrupt
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.chat import TurnRecord
@@ -147,15 +146,13 @@ async def run_headless(
         elif main is not None:
             main.cancel()  # the finally below still closes the agent
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, cancel, signal.Signals(signum).name)
     try:
-        sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent))
-        await engine.call(verbs.SEND, verbs.Send(sid, prompt))
-        await done.wait()
-        record = ended[0]
-        failure = engine.view(sid).failure
+        with on_interrupt(cancel):  # not during the close below: it is not cut short
+            sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent))
+            await engine.call(verbs.SEND, verbs.Send(sid, prompt))
+            await done.wait()
+            record = ended[0]
+            failure = engine.view(sid).failure
     except asyncio.CancelledError:
         if out.closed:
             return EXIT_STDOUT_CLOSED
@@ -165,9 +162,6 @@ async def run_headless(
         say(f"polypilot run: {strip_control(str(exc))}")
         return EXIT_NOT_COMPLETED
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
         completed = bool(ended) and ended[0].outcome is Outcome.COMPLETED
         if sid:
             details = await engine.call(verbs.DETAILS, verbs.SessionRef(sid))

@@ -25,6 +25,9 @@ LinkState = Literal["queued", "starting", "working", "blocked", "done", "stopped
 LINK_STATES: tuple[LinkState, ...] = get_args(LinkState)
 ENDED: frozenset[LinkState] = frozenset({"done", "stopped", "failed"})
 """A worker in one of these has no turn in flight nor one waiting for a slot."""
+WaitUntil = Literal["done", "blocked", "any"]
+"""What a wait for workers waits for (:func:`reached` says when it is over)."""
+WAIT_UNTIL: tuple[WaitUntil, ...] = get_args(WaitUntil)
 STALL_REPEATS = 3
 """The same dispatch this many times: the orchestration is stopped as stalled."""
 MAX_BOUND = 1_000_000

@@ -265,21 +265,19 @@ class FanOutDesk:
             self._update(group_id, session_id, check=CheckResult(None, "", 0.0, error=f"not run: {why}"))
             return None
         folder = view.workspace.folder
-        task = asyncio.get_running_loop().create_task(self._check(group.check, folder, group.check_timeout))
+        task = asyncio.get_running_loop().create_task(self._check(group_id, session_id, folder))
         self._checks[session_id] = task
-
-        def done(finished: asyncio.Task[CheckResult]) -> None:
-            self._checks.pop(session_id, None)
-            if not finished.cancelled() and finished.exception() is None:
-                self._update(group_id, session_id, check=REDACTOR.scrub(finished.result()))
-
-        task.add_done_callback(done)
+        task.add_done_callback(lambda _: self._checks.pop(session_id, None))
         return task
 
-    async def _check(self, command: str, folder: str, timeout: float) -> CheckResult:
-        """One check, when a slot is free (its timeout counts from its start)."""
+    async def _check(self, group_id: str, session_id: str, folder: str) -> CheckResult:
+        """One check, when a slot is free (its timeout counts from its start), kept in its
+        group before the task ends: whoever awaits the task finds it there."""
+        group = self._groups[group_id]
         async with self._slots:
-            return await run_check(command, folder, timeout)
+            result = await run_check(group.check, folder, group.check_timeout)
+        self._update(group_id, session_id, check=REDACTOR.scrub(result))
+        return result
 
     async def run_check(self, request: GroupRef) -> Comparison:
         group = self.group(request.group)
@@ -288,7 +286,6 @@ class FanOutDesk:
         tasks = [t for a in group.attempts if (t := self._start_check(group.group, a.session_id)) is not None]
         if tasks:
             await asyncio.wait(tasks)
-        await asyncio.sleep(0)  # the done callbacks kept the results
         return await self.compare(request)
 
     async def idle(self) -> None:

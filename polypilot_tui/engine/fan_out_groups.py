@@ -6,14 +6,13 @@ that cannot be read is skipped and named; the rest are kept.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from polypilot_tui.domain.fan_out import Group
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.engine.codec import decode, encode
-from polypilot_tui.infra.private import atomic_write, read_private
+from polypilot_tui.infra.private import atomic_write, private_dir, read_private
 
 GROUPS_FILE = "fan-out.jsonl"
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -48,8 +47,9 @@ class GroupsFile:
         return groups, problems
 
     def save(self, groups: Iterable[Group]) -> None:
-        """Replace the file with ``groups`` (the newest :data:`KEEP_GROUPS`); OSError when it cannot be."""
+        """Replace the file with ``groups`` (the newest :data:`KEEP_GROUPS`); OSError (NotPrivate
+        among them: a folder others may write) when it cannot be."""
         kept = sorted(groups, key=lambda g: g.created_wall)[-KEEP_GROUPS:]
         text = "".join(dump_json(encode(group)) + "\n" for group in kept)
-        os.makedirs(self.path.parent, mode=0o700, exist_ok=True)
+        private_dir(self.path.parent)  # the engine's state folder: made, or checked, as every other
         atomic_write(self.path, text.encode())

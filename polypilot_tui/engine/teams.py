@@ -45,7 +45,7 @@ from polypilot_tui.domain.limits import (
 )
 from polypilot_tui.domain.records import Record, SessionRemoved, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json, load_json
-from polypilot_tui.domain.team import Link, Pending, Refusal, Team, Wait, reached, team_from_json
+from polypilot_tui.domain.team import WAIT_UNTIL, Link, Pending, Refusal, Team, Wait, reached, team_from_json
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.tool_servers import ToolServer, relay_server
 from polypilot_tui.domain.workspace import Isolation
@@ -66,6 +66,7 @@ from polypilot_tui.engine.verbs import (
     WorkerReply,
     WorkerState,
 )
+from polypilot_tui.infra.lines import bounded_lines
 from polypilot_tui.infra.private import atomic_write, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.storage.notices import NoticeBoard
@@ -186,7 +187,7 @@ class TeamDesk:
             team.bounds, team.stopped, team.note = request.bounds, "", ""
             team.dispatches.clear()
         self._arm_wall(team)
-        self._show(team)
+        self._show_note(team)
         self._save()
         if self._manager.session(sid).connected and not self._manager.view(sid).status.busy:
             self._spawn(self._hand_relay(sid))
@@ -217,7 +218,7 @@ class TeamDesk:
             if not link.holds_slot:
                 team.stopped_worker(link.worker, "stopped by you", self._now())
         await asyncio.gather(*(self._stop_link(team, link, "stopped by you") for link in links if link.holds_slot))
-        self._after(team)
+        self._settle(team)
         return len(links)
 
     # ---- the relay's tools ----------------------------------------------------------------
@@ -229,7 +230,7 @@ class TeamDesk:
         team, grant = self._grant(request.capability)
         if not request.prompt.strip():
             raise BadRequest("a worker needs a prompt")
-        self._room(team, request.prompt, queued=not (team.has_slot() and not team.queue))
+        self._check_room(team, request.prompt, queued=not (team.has_slot() and not team.queue))
         await self._engine.check_new_session(self._worker_session(team, grant, request, 1))  # nothing made
         self._refuse(team, team.refuse_dispatch(grant.session, request.agent, request.prompt, self._now(), new=True))
         team.reserved += 1  # a start called meanwhile (agents call tools in parallel) counts this one
@@ -249,22 +250,22 @@ class TeamDesk:
 
     async def team_send(self, request: WorkerPrompt) -> WorkerState:
         team, grant = self._grant(request.capability)
-        link = self._own(team, grant, request.worker)
+        link = self._caller_worker(team, grant, request.worker)
         if not request.prompt.strip():
             raise BadRequest("an empty prompt")
-        self._room(team, request.prompt, queued=not (link.holds_slot or (team.has_slot() and not team.queue)))
+        self._check_room(team, request.prompt, queued=not (link.holds_slot or (team.has_slot() and not team.queue)))
         self._refuse(team, team.refuse_dispatch(grant.session, link.agent, request.prompt, self._now(), new=False))
         await self._dispatch(team, link, request.prompt)
         return worker_state(link)
 
     async def team_wait(self, request: WaitWorkers) -> tuple[WorkerState, ...]:
         team, grant = self._grant(request.capability)
-        if request.until not in ("done", "blocked", "any"):
+        if request.until not in WAIT_UNTIL:
             raise BadRequest(f"until must be done, blocked or any (got {request.until!r})")
         if not 0 <= request.timeout_seconds <= MAX_WAIT_SECONDS:
             raise BadRequest(f"timeout_seconds must be from 0 to {MAX_WAIT_SECONDS:.0f}")
         ids = request.workers or tuple(link.worker for link in team.workers_of(grant.session))
-        links = [self._own(team, grant, worker) for worker in dict.fromkeys(ids)]
+        links = [self._caller_worker(team, grant, worker) for worker in dict.fromkeys(ids)]
         wait = Wait(uuid.uuid4().hex, grant.session, tuple(link.worker for link in links), request.until)
         deadline = self._now() + request.timeout_seconds
         team.waits[wait.key] = wait
@@ -288,14 +289,14 @@ class TeamDesk:
 
     async def team_read(self, request: WorkerRef) -> WorkerReply:
         team, grant = self._grant(request.capability)
-        link = self._own(team, grant, request.worker)
+        link = self._caller_worker(team, grant, request.worker)
         return WorkerReply(link.worker, await self._last_reply(link.worker), link.outcome, link.reason)
 
     async def team_stop(self, request: WorkerRef) -> WorkerState:
         team, grant = self._grant(request.capability)
-        link = self._own(team, grant, request.worker)
+        link = self._caller_worker(team, grant, request.worker)
         await self._stop_link(team, link, f"stopped by {self._name(grant.session)}")
-        self._after(team)
+        self._settle(team)
         return worker_state(link)
 
     def _worker_session(self, team: Team, grant: Grant, request: StartWorker, ahead: int) -> NewSession:
@@ -330,7 +331,7 @@ class TeamDesk:
             note=team.note,
         )
 
-    def _own(self, team: Team, grant: Grant, worker: str) -> Link:
+    def _caller_worker(self, team: Team, grant: Grant, worker: str) -> Link:
         link = team.links.get(worker)
         if link is None or link.parent != grant.session:
             raise EngineError(f"no worker {worker!r} of yours (list_workers names them)")
@@ -358,7 +359,7 @@ class TeamDesk:
         return "\n\n".join(row.text for row in rows[start:] if row.kind is ItemKind.ASSISTANT)
 
     # ---- doing what the team says ------------------------------------------------------------
-    def _room(self, team: Team, prompt: str, queued: bool) -> None:
+    def _check_room(self, team: Team, prompt: str, queued: bool) -> None:
         """BadRequest naming the limit when ``prompt`` is too big to keep, or (``queued``) the
         team's queue holds as much as one session's may (domain/limits.py)."""
         try:
@@ -382,7 +383,7 @@ class TeamDesk:
             self._halt(team, refusal)
         elif refusal.bound != "stopped":
             team.note = refusal.words
-            self._show(team)
+            self._show_note(team)
             self._save()
         raise EngineError(f"refused: {refusal.words}")
 
@@ -394,8 +395,8 @@ class TeamDesk:
             team.queue.append(Pending(link.worker, prompt))
             link.state = "queued"
             team.note = team.at_once_note()
-            self._show(team)
-        self._after(team)
+            self._show_note(team)
+        self._settle(team)
 
     async def _send(self, team: Team, link: Link, prompt: str) -> None:
         if not link.holds_slot:
@@ -405,7 +406,7 @@ class TeamDesk:
             await self._manager.send(link.worker, prompt)
         except (EngineError, ValueError) as exc:
             team.not_sent(link.worker, f"not sent: {exc}", self._now())
-            self._after(team)
+            self._settle(team)
             raise EngineError(f"the prompt was not sent to {link.name}: {exc}") from None
 
     def _drain(self, team: Team) -> None:
@@ -418,7 +419,7 @@ class TeamDesk:
             self._spawn(self._send_queued(team, link, pending.prompt))
         if not team.queue and team.note.startswith("workers at once"):
             team.note = ""
-        self._show(team)
+        self._show_note(team)
 
     async def _send_queued(self, team: Team, link: Link, prompt: str) -> None:
         if not link.holds_slot:  # stopped while it waited for the loop
@@ -439,11 +440,11 @@ class TeamDesk:
         for link in team.links.values():
             if link.holds_slot:
                 self._spawn(self._stop_link(team, link, why.words))
-        self._show(team)
+        self._show_note(team)
         self._save()
         self._wake()
 
-    def _after(self, team: Team) -> None:
+    def _settle(self, team: Team) -> None:
         """Something changed: bounds crossed stop the team, free slots start the queue, waits
         pending since a restart are delivered, the views and the file follow."""
         if not team.stopped:
@@ -501,10 +502,10 @@ class TeamDesk:
             more = bool(session.queue) and not session.queue_held
             self._usage(team, sid)
             team.turn_ended(sid, change.record.outcome.value, change.record.reason, self._now(), more)
-            self._after(team)
+            self._settle(team)
         elif isinstance(change, ViewChanged):
             if self._usage(team, sid):
-                self._after(team)
+                self._settle(team)
             link = team.links.get(sid)
             if link is not None:
                 view = self._manager.view(sid)
@@ -513,7 +514,7 @@ class TeamDesk:
                     self._wake()
         elif isinstance(change, SessionRemoved) and sid in team.links:
             team.stopped_worker(sid, "its session was closed", self._now())
-            self._after(team)
+            self._settle(team)
 
     def _usage(self, team: Team, sid: str) -> bool:
         """The member's usage as it reports it now; True when it grew."""
@@ -532,9 +533,9 @@ class TeamDesk:
         if old is not None:
             old.cancel()
         when = team.started_at + team.bounds.wall_seconds
-        self._timers[team.orchestrator] = self._clock.call_at(when, lambda: self._after(team))
+        self._timers[team.orchestrator] = self._clock.call_at(when, lambda: self._settle(team))
 
-    def _show(self, team: Team) -> None:
+    def _show_note(self, team: Team) -> None:
         if team.orchestrator in self._manager.ids():
             self._manager.set_team(team.orchestrator, "", True, team.note)
 
@@ -544,9 +545,9 @@ class TeamDesk:
     def _spawn(self, coro: Awaitable[object]) -> None:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)
         self._background.add(task)
-        task.add_done_callback(self._done)
+        task.add_done_callback(self._task_done)
 
-    def _done(self, task: asyncio.Task[object]) -> None:
+    def _task_done(self, task: asyncio.Task[object]) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("a team task failed", exc_info=task.exception())
@@ -616,7 +617,7 @@ class TeamDesk:
                 reason = record.reason if record else "the engine stopped"
                 team.turn_ended(link.worker, outcome, reason, self._now(), more_queued=False)
         self._arm_wall(team)
-        self._after(team)
+        self._settle(team)
 
     def _save(self) -> None:
         if self._path is None:
@@ -685,11 +686,8 @@ def _team_lines(path: Path) -> list[tuple[str, bool]]:
     whether it was longer than :data:`MAX_TEAM_BYTES` (then only its start is kept)."""
     lines: list[tuple[str, bool]] = []
     with os.fdopen(open_private(path, os.O_RDONLY), "rb") as fh:
-        while raw := fh.readline(MAX_TEAM_BYTES + 1):
-            too_long = len(raw) > MAX_TEAM_BYTES
+        for raw, too_long in bounded_lines(fh, MAX_TEAM_BYTES + 1):  # + 1: its newline
             if too_long:
-                while (rest := fh.readline(MAX_TEAM_BYTES)) and not rest.endswith(b"\n"):
-                    pass  # the rest of a line too long: skipped, not held
                 raw = raw[:200]  # enough to name its orchestrator, if it can be
             lines.append((raw.decode("utf-8", "replace"), too_long))
     return lines

@@ -96,10 +96,8 @@ class ToolHandoff:
         self.forget(session_id)  # a new connect: the relay of the one before is gone with its agent
         if not capability:
             return
-        clock = self._ctx.clock
-        bound = self._ctx.settings.team_tools_seconds
-        expected = _Expected(capability, clock.now(), None)
-        expected.timer = clock.call_at(clock.now() + bound, lambda: self._overdue(session_id, expected))
+        expected = _Expected(capability, self._ctx.clock.now(), None)
+        self._arm(session_id, expected)
         self._expected[session_id] = expected
 
     def _on_action(self, change: Record) -> None:
@@ -110,12 +108,16 @@ class ToolHandoff:
         expected = self._expected.get(change.session_id)
         if expected is None or expected.arrived or expected.overdue or expected.sent_at is not None:
             return
-        clock = self._ctx.clock
-        expected.sent_at = clock.now()
+        expected.sent_at = self._ctx.clock.now()
+        self._arm(change.session_id, expected)
+
+    def _arm(self, session_id: str, expected: _Expected) -> None:
+        """The hello is overdue ``team_tools_seconds`` from now (the bound armed before is dropped)."""
         if expected.timer is not None:
             expected.timer.cancel()
+        clock = self._ctx.clock
         bound = self._ctx.settings.team_tools_seconds
-        expected.timer = clock.call_at(clock.now() + bound, lambda: self._overdue(change.session_id, expected))
+        expected.timer = clock.call_at(clock.now() + bound, lambda: self._overdue(session_id, expected))
 
     def _arrived(self, session_id: str, expected: _Expected) -> None:
         if expected.timer is not None:

@@ -23,7 +23,7 @@ from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, BroadcastResult, Comparison, Discarded
 from polypilot_tui.domain.model_choice import ModelChoices
-from polypilot_tui.domain.team import LinkState, TeamBounds
+from polypilot_tui.domain.team import LinkState, TeamBounds, WaitUntil
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, WorktreeState
 from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownCapability, UnknownGroup, UnknownSession, Verb
@@ -606,9 +606,6 @@ class WorkerPrompt:
     worker: str
     """The worker's session id."""
     prompt: str
-
-
-WaitUntil = Literal["done", "blocked", "any"]
 
 
 @dataclass(frozen=True)

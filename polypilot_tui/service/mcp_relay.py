@@ -17,13 +17,14 @@ bounds it (refused, never cut); what it returns too (a long reply is read in pag
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import sys
 from collections.abc import Awaitable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -31,7 +32,7 @@ from pydantic import Field
 
 from polypilot_tui.domain.limits import ID_CHARS, NAME_CHARS, PROMPT_BYTES
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.team import reached
+from polypilot_tui.domain.team import WaitUntil, reached
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, RELAY_NAME
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import (
@@ -64,9 +65,9 @@ WAIT_SLICE_SECONDS = 50.0
 """The longest one ``wait_workers`` call waits: agents give up on a tool call after a minute
 (opencode: "MCP error -32001: Request timed out" at 60 s), so a longer wait is several calls."""
 MAX_WAIT_WORKERS = 200
+"""Workers one ``wait_workers`` names at most."""
 MAX_LISTED = 200
 """Worker states one answer lists (a bigger team's are counted)."""
-"""Workers one ``wait_workers`` names at most."""
 HELLO_TIMEOUT = 5.0
 """Seconds the hello may take before the tool list goes out without it (the engine then says
 the tools did not arrive, which is what it can know)."""
@@ -87,20 +88,34 @@ INSTRUCTIONS = (
 class TeamTools:
     """The tools' work: each asks one team verb with this relay's capability."""
 
-    def __init__(self, client: EngineClient, capability: str, wait_slice: float = WAIT_SLICE_SECONDS) -> None:
+    def __init__(
+        self,
+        client: EngineClient,
+        capability: str,
+        wait_slice: float = WAIT_SLICE_SECONDS,
+        hello_timeout: float = HELLO_TIMEOUT,
+    ) -> None:
         self._client = client
         self._capability = capability
         self._wait_slice = wait_slice
+        self._hello_timeout = hello_timeout
         self.hello_said = False
 
     async def hello(self) -> None:
-        """Tell the engine the agent listed the tools (once; a failure is logged, never raised)."""
+        """Tell the engine the agent listed the tools (once; a failure is logged, never raised).
+        An engine slow to answer holds the tool list :data:`HELLO_TIMEOUT` at most (an agent
+        gives up on it after about a minute, and the relay's calls may wait longer)."""
         if self.hello_said or not self._capability:
             return
         try:
-            await self._client.call(TEAM_HELLO, TeamCall(self._capability))
+            async with asyncio.timeout(self._hello_timeout):
+                await self._client.call(TEAM_HELLO, TeamCall(self._capability))
             self.hello_said = True
             log.info("relay: the engine knows the tools arrived")
+        except TimeoutError:
+            log.warning(
+                "relay: the hello had no answer within %g s: the tools are listed without it", self._hello_timeout
+            )
         except (EngineError, OSError) as exc:
             log.warning("relay: the hello was not taken: %s", exc)
 
@@ -120,9 +135,7 @@ class TeamTools:
         _prompt(prompt)
         return _state_text(await self._ask(self._client.call(TEAM_SEND, WorkerPrompt(self._cap(), worker, prompt))))
 
-    async def wait_workers(
-        self, workers: Sequence[str], until: Literal["done", "blocked", "any"], timeout_seconds: float
-    ) -> str:
+    async def wait_workers(self, workers: Sequence[str], until: WaitUntil, timeout_seconds: float) -> str:
         if len(workers) > MAX_WAIT_WORKERS:
             raise ToolError(f"{len(workers)} workers named; at most {MAX_WAIT_WORKERS} in one wait")
         for worker in workers:
@@ -221,7 +234,7 @@ _Name = Annotated[str, Field(description="A short name for the worker (empty: th
 _Worktree = Annotated[bool, Field(description="Work in a new git worktree of your repository, not in your folder.")]
 _Workers = Annotated[list[str], Field(description="The workers' ids; empty: every worker you started.")]
 _Until = Annotated[
-    Literal["done", "blocked", "any"],
+    WaitUntil,
     Field(
         description="done: every one's turn ended; blocked: that, or one waits for a permission the user "
         "must answer; any: one of them ended or is blocked."

@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -41,6 +41,7 @@ from polypilot_tui.domain.limits import (
 )
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.domain.usage import Usage, usage_from_plain
+from polypilot_tui.infra.lines import bounded_lines
 from polypilot_tui.infra.private import atomic_write, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
 
@@ -222,7 +223,7 @@ class _Salvage:
         gathered: list[bytes] | None = None  # an older file's record, line by line
         size = 0
         too_big = f"larger than {RECORD_BYTES:,} bytes"
-        for line in _lines(file, RECORD_BYTES + 1):
+        for line, _ in bounded_lines(file, RECORD_BYTES + 1):  # one cut is larger than a record
             if line in _OLD_START:
                 if gathered:
                     self.lost.append(_named(b"".join(gathered), "damaged (it has no end)"))
@@ -270,16 +271,6 @@ class _Salvage:
             self._seen.add(record.id)
             self._total += size
             self.records.append(record)
-
-
-def _lines(file: BinaryIO, limit: int) -> Iterator[bytes]:
-    """The file's lines; one longer than ``limit`` is given as its first ``limit`` bytes (and
-    flagged by its length), the rest of it read and dropped without being kept."""
-    while line := file.readline(limit):
-        if len(line) == limit and not line.endswith(b"\n"):
-            while (more := file.readline(1 << 20)) and not more.endswith(b"\n"):
-                pass
-        yield line
 
 
 def _time_or_none(raw: bytes) -> float | None:

@@ -24,12 +24,12 @@ from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert
-from polypilot_tui.ui.formatting import plural
+from polypilot_tui.ui.formatting import plural, session_names
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.notifier import Notifier, desktop_notifier
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.dashboard import DashboardScreen
-from polypilot_tui.ui.screens.quit import QuitScreen, turn_names
+from polypilot_tui.ui.screens.quit import QuitScreen
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
@@ -174,7 +174,7 @@ class PolypilotApp(App[int]):
             self.exit()
             return
         message = (
-            f"{plural(len(busy), 'turn')} still running ({turn_names(busy)}). Quitting stops "
+            f"{plural(len(busy), 'turn')} still running ({session_names(busy)}). Quitting stops "
             f"{'it' if len(busy) == 1 else 'them'}; each is offered for resending (ctrl+y) next time."
         )
         queued = sum(len(v.queue) for v in self.engine.views())

@@ -6,6 +6,7 @@ the same view and the same ``now`` always give the same words (snapshots, heartb
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from polypilot_tui.domain.text import bound_lines, compact_duration, one_line, strip_control
@@ -80,6 +81,11 @@ def precise_duration(seconds: float) -> str:
 def plural(count: int, word: str) -> str:
     """``1 tool``, ``8 tools``."""
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def session_names(views: Sequence[SessionView]) -> str:
+    """The first few sessions' names, for a question about them (``a, b, c, d …``)."""
+    return ", ".join(one_line(v.name, 30) for v in views[:4]) + (" …" if len(views) > 4 else "")
 
 
 def _age(view: SessionView, now: float) -> float | None:

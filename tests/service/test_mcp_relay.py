@@ -3,6 +3,7 @@ engine served on its Unix socket, with the capability the engine handed the sess
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -21,7 +22,8 @@ from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, ToolServer, relay_
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.verbs import ORCHESTRATE, TEAM_STATE, Orchestrate, SessionRef, WorkerState
-from polypilot_tui.service.mcp_relay import MAX_LISTED, states_text
+from polypilot_tui.service.client import EngineClient
+from polypilot_tui.service.mcp_relay import MAX_LISTED, TeamTools, states_text
 from tests.support.engine_service import serving_in_process
 from tests.support.mcp_stdio import started
 from tests.support.waiting import until
@@ -208,3 +210,28 @@ async def test_a_repository_that_shadows_the_relay_imports_runs_none_of_it(serve
         assert len(await relay.tools()) == len(TOOLS)
         assert await relay.call("list_workers") == (False, "You have no workers yet.")
     assert not marker.exists(), marker.read_text()
+
+
+async def test_an_engine_that_never_answers_the_hello_holds_the_tool_list_a_bound_at_most(tmp_path: Path) -> None:
+    """The hello goes before the tool list: an engine that takes the call and never answers
+    must not keep the agent's tools from it (the client's own timeout is minutes)."""
+    accepted = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set()
+        await reader.read()  # reads until the relay leaves; answers nothing
+        writer.close()
+
+    server = await asyncio.start_unix_server(silent, path=str(tmp_path / "silent.sock"))
+    client = EngineClient(tmp_path / "silent.sock")
+    try:
+        tools = TeamTools(client, "a-capability", hello_timeout=0.3)
+        began = time.monotonic()
+        async with asyncio.timeout(10):  # red, not hung, when the bound is missing
+            await tools.hello()
+        assert accepted.is_set() and not tools.hello_said
+        assert time.monotonic() - began < 5
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()

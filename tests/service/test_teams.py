@@ -87,12 +87,24 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Harness, ServedEngine]]:
         await harness.engine.close()
 
 
-async def orchestrate(served: tuple[Harness, ServedEngine], **bounds: Any) -> Team:
+async def orchestrate(served: tuple[Harness, ServedEngine], folder: Path | None = None, **bounds: Any) -> Team:
+    """A demo session made an orchestrator (in ``folder`` when given)."""
     harness, server = served
-    orchestrator = await harness.new()
+    if folder is None:
+        orchestrator = await harness.new()
+    else:
+        orchestrator = await harness.engine.new_session(verbs.NewSession("demo", folder=str(folder)))
     state = await harness.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(orchestrator, TeamBounds(**bounds)))
     assert state.orchestrator == orchestrator and harness.engine.view(orchestrator).orchestrator
     return Team(harness, server, orchestrator, capability_of(harness.engine, orchestrator))
+
+
+def committed_repo(tmp_path: Path) -> GitRepo:
+    """A repository with one commit, for workers in worktrees of it."""
+    repo = GitRepo(tmp_path / "project")
+    repo.write("README.md", "base\n")
+    repo.commit()
+    return repo
 
 
 # ---- workers end with the engine's own turn end ------------------------------------------------
@@ -189,15 +201,7 @@ async def test_a_runaway_orchestrator_is_stopped_at_the_bound_of_total_workers(
 async def test_starts_called_at_once_are_held_to_the_bound_of_total_workers(
     served: tuple[Harness, ServedEngine], tmp_path: Path
 ) -> None:
-    harness, server = served
-    repo = GitRepo(tmp_path / "project")
-    repo.write("README.md", "base\n")
-    repo.commit()
-    lead = await harness.engine.new_session(verbs.NewSession("demo", folder=str(repo.root)))
-    await harness.engine.call(
-        verbs.ORCHESTRATE, verbs.Orchestrate(lead, TeamBounds(total_workers=3, workers_at_once=9))
-    )
-    team = Team(harness, server, lead, capability_of(harness.engine, lead))
+    team = await orchestrate(served, committed_repo(tmp_path).root, total_workers=3, workers_at_once=9)
 
     async def start(i: int) -> verbs.WorkerState:  # each worktree is made by git: the calls interleave
         request = verbs.StartWorker(team.capability, "demo", f"hello parallel {i}", worktree=True)
@@ -469,16 +473,24 @@ async def test_a_restart_keeps_the_team_and_delivers_the_pending_wait_as_a_promp
         await second.close()
 
 
-@pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
-async def test_a_damaged_team_line_loses_that_team_alone_and_says_which(tmp_path: Path) -> None:
-    clock = FakeClock()
-    first = persistent_engine(tmp_path, clock)
+async def two_teams_saved(state: Path, bounds: TeamBounds | None = None) -> list[str]:
+    """Two orchestrators' teams saved in ``state`` by a served engine, since stopped; their ids."""
+    first = persistent_engine(state, FakeClock())
     await first.start()
+    served = ServedEngine(first)
+    await served.open()
     leaders = [await first.new_session(verbs.NewSession("demo")) for _ in range(2)]
     for sid in leaders:
-        await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(sid, TeamBounds(turns=7)))
+        await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(sid, bounds or TeamBounds()))
     await first.manager.idle()
     await first.close()
+    await served.close()
+    return leaders
+
+
+@pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
+async def test_a_damaged_team_line_loses_that_team_alone_and_says_which(tmp_path: Path) -> None:
+    leaders = await two_teams_saved(tmp_path, TeamBounds(turns=7))
     path = tmp_path / "teams.jsonl"
     lines = path.read_text().splitlines()
     assert len(lines) == 2
@@ -592,13 +604,8 @@ async def test_the_teams_file_holds_no_secret_of_a_queued_prompt(tmp_path: Path)
 async def test_a_worker_in_a_worktree_gets_one_of_the_orchestrators_repository(
     served: tuple[Harness, ServedEngine], tmp_path: Path
 ) -> None:
-    harness, server = served
-    repo = GitRepo(tmp_path / "project")
-    repo.write("README.md", "base\n")
-    repo.commit()
-    lead = await harness.engine.new_session(verbs.NewSession("demo", folder=str(repo.root)))
-    await harness.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(lead))
-    team = Team(harness, server, lead, capability_of(harness.engine, lead))
+    repo = committed_repo(tmp_path)
+    team = await orchestrate(served, repo.root)
     request = verbs.StartWorker(team.capability, "demo", "hello in a worktree", worktree=True)
     isolated = await team.call(verbs.TEAM_START, request)
     beside = await team.start("hello in the folder")
@@ -647,13 +654,7 @@ async def test_prompts_are_bounded_where_they_come_in_and_the_team_queue_too(
 
 @pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
 async def test_a_team_line_too_long_is_lost_alone_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = persistent_engine(tmp_path, FakeClock())
-    await first.start()
-    leaders = [await first.new_session(verbs.NewSession("demo")) for _ in range(2)]
-    for sid in leaders:
-        await first.call(verbs.ORCHESTRATE, verbs.Orchestrate(sid))
-    await first.manager.idle()
-    await first.close()
+    leaders = await two_teams_saved(tmp_path)
     path = tmp_path / "teams.jsonl"
     lines = path.read_text().splitlines()
     path.write_text(lines[0].replace('"note": ""', '"note": "' + "x" * 9000 + '"') + "\n" + lines[1] + "\n")
@@ -666,6 +667,27 @@ async def test_a_team_line_too_long_is_lost_alone_and_named(tmp_path: Path, monk
     try:
         assert not second.view(leaders[0]).orchestrator and second.view(leaders[1]).orchestrator
         assert any(f"led by {leaders[0]}" in m and "larger than 4,096 bytes" in m for m in told), told
+    finally:
+        await second.close()
+
+
+async def test_a_team_line_just_within_the_bound_loses_no_team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line of exactly MAX_TEAM_BYTES and its newline is whole: it and the team after it are read."""
+    leaders = await two_teams_saved(tmp_path)
+    path = tmp_path / "teams.jsonl"
+    lines = path.read_text().splitlines()
+    padded = lines[0].replace('"note": ""', '"note": "' + "x" * (4096 - len(lines[0])) + '"')
+    assert len(padded.encode()) == 4096
+    path.write_text(padded + "\n" + lines[1] + "\n")
+    monkeypatch.setattr(teams, "MAX_TEAM_BYTES", 4096)
+
+    second = persistent_engine(tmp_path, FakeClock())
+    told: list[str] = []
+    second.on_notice(lambda notice: told.append(notice.message))
+    await second.start()
+    try:
+        assert second.view(leaders[0]).orchestrator and second.view(leaders[1]).orchestrator, told
+        assert not told, told
     finally:
         await second.close()
 

@@ -19,10 +19,11 @@ from polypilot_tui.domain.fan_out import Comparison
 from polypilot_tui.engine import fan_out, verbs
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownGroup
 from polypilot_tui.engine.builder import build_engine
-from polypilot_tui.engine.fan_out_groups import GROUPS_FILE
+from polypilot_tui.engine.fan_out_groups import GROUPS_FILE, GroupsFile
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.workspaces import WorkspaceDesk
+from polypilot_tui.infra.private import NotPrivate
 from tests.support.waiting import until_answer
 from tests.workspace.repos import make_repo, run
 
@@ -280,3 +281,18 @@ async def test_checks_run_a_few_at_a_time(tmp_path: Path, monkeypatch: pytest.Mo
         assert most == 2
     finally:
         await local.close()
+
+
+def test_the_groups_file_is_kept_private_and_never_under_a_folder_others_write(tmp_path: Path) -> None:
+    """Its folder is made (or checked) as the engine's other state: 0700, never below a folder
+    every user may write, where another could swap it for theirs."""
+    mine = GroupsFile(tmp_path / "mine" / "state")
+    mine.save([])
+    assert (tmp_path / "mine" / "state").stat().st_mode & 0o777 == 0o700
+    assert mine.path.stat().st_mode & 0o777 == 0o600
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(NotPrivate):
+        GroupsFile(shared / "state").save([])
+    assert not (shared / "state").exists()

@@ -197,7 +197,6 @@ class DashboardScreen(Screen[None]):
             self,
             engine,
             folders=self.new_session,
-            recent=lambda: [] if remote is not None else list(self._ui_state.recent_folders),
             made=self.compare.open,
             closed=self._refocus_editor,
         )

@@ -2,10 +2,10 @@
 
 The task, the agents (typed as ``copilot:2,opencode:1``, or added one at a time from the
 catalog), the repository's folder, the base the worktrees start from and an optional check
-command run in each worktree when its attempt ends. The folder is looked at as in the
-new-session dialog (a worker, after a pause in typing); what stands in the way is said in the
-dialog, which stays open with everything typed. It returns the
-:class:`~polypilot_tui.engine.verbs.FanOut` request, its folder as typed.
+command run in each worktree when its attempt ends. The folder is looked at as it is typed
+(folder_dialog.py); what stands in the way is said in the dialog, which stays open with
+everything typed. It returns the :class:`~polypilot_tui.engine.verbs.FanOut` request, its
+folder as typed.
 """
 
 from __future__ import annotations
@@ -17,20 +17,18 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen
-from textual.timer import Timer
 from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.fan_out import FanOutSpecError, parse_fan_out, spec_of
 from polypilot_tui.domain.workspace import FolderInfo
-from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import FanOut
 from polypilot_tui.ui.folder_suggester import FolderSuggester, ListFolders
-from polypilot_tui.ui.screens.new_session import INSPECT_DELAY, Inspect, agent_option, by_readiness
+from polypilot_tui.ui.screens.folder_dialog import FolderDialog, Inspect
+from polypilot_tui.ui.screens.new_session import agent_option, by_readiness
 
 
-class FanOutScreen(ModalScreen[FanOut | None]):
+class FanOutScreen(FolderDialog[FanOut | None]):
     """ctrl+s (or the button) fans the task out; Escape cancels. Enter in a one-line field does
     too; in the task it is a new line (a task is often several)."""
 
@@ -53,21 +51,13 @@ class FanOutScreen(ModalScreen[FanOut | None]):
         initial: FanOut | None = None,
         problem: str = "",
     ) -> None:
-        super().__init__()
+        super().__init__(inspect, base_edited=bool(initial and initial.base))
         self._agents = by_readiness(agents)
         self._folder = initial.folder if initial else folder
-        self._inspect = inspect
         self._list_folders = list_folders
         self._recent = list(recent)
         self._initial = initial
         self._problem = problem
-        self._inspect_timer: Timer | None = None
-        self._base_edited = bool(initial and initial.base)
-        self._auto_base = ""
-        self.folder_info: FolderInfo | None = None
-        """The folder as last looked at (None while unknown or unusable)."""
-        self.inspected: str | None = None
-        """The folder text the last look was for."""
 
     def compose(self) -> ComposeResult:
         initial = self._initial
@@ -110,9 +100,6 @@ class FanOutScreen(ModalScreen[FanOut | None]):
         self.query_one("#task", TextArea).focus()
 
     # ---- the fields ------------------------------------------------------------------
-    def _value(self, id: str) -> str:
-        return self.query_one(f"#{id}", Input).value
-
     @on(OptionList.OptionSelected, "#agent-list")
     def _add_agent(self, event: OptionList.OptionSelected) -> None:
         """One more attempt of the agent picked, counted in the spec (``copilot:2`` → ``copilot:3``)."""
@@ -127,29 +114,7 @@ class FanOutScreen(ModalScreen[FanOut | None]):
             return
         self.query_one("#agents", Input).value = spec_of((*agents, agent))
 
-    @on(Input.Changed, "#folder")
-    def _folder_changed(self) -> None:
-        if self._inspect_timer is not None:
-            self._inspect_timer.stop()
-        self._inspect_timer = self.set_timer(INSPECT_DELAY, self._start_inspect, name="inspect folder")
-
-    @on(Input.Changed, "#base")
-    def _base_changed(self, event: Input.Changed) -> None:
-        self._base_edited = event.value != self._auto_base
-
-    def _start_inspect(self) -> None:
-        self._inspect_timer = None
-        folder = self._value("folder")
-        self.run_worker(self._inspect_folder(folder), group="inspect", exclusive=True, exit_on_error=False)
-
-    async def _inspect_folder(self, folder: str) -> None:
-        try:
-            info, problem = await self._inspect(folder), ""
-        except EngineError as exc:
-            info, problem = None, str(exc)
-        if folder != self._value("folder"):
-            return  # typed on meanwhile: the next look is already due
-        self.folder_info, self.inspected = info, folder
+    def _show_folder(self, info: FolderInfo | None, problem: str) -> None:
         note = self.query_one("#folder-note", Static)
         if info is None:
             note.update(f"✗ {problem}")
@@ -160,9 +125,7 @@ class FanOutScreen(ModalScreen[FanOut | None]):
             note.update(
                 f"In the git repository {info.repo}, {where}" + (", with uncommitted changes." if info.dirty else ".")
             )
-            if not self._base_edited:
-                self._auto_base = info.branch or info.head[:10]
-                self.query_one("#base", Input).value = self._auto_base
+            self._follow_checkout(info)
         note.set_class(info is None or not info.is_git, "-error")
 
     # ---- fan out and cancel ----------------------------------------------------------

@@ -32,7 +32,6 @@ class FanOutFlow:
         engine: Engine,
         *,
         folders: NewSessionFlow,
-        recent: Callable[[], list[str]],
         made: Callable[[str], None],
         closed: Callable[[], None],
     ) -> None:
@@ -41,7 +40,6 @@ class FanOutFlow:
         self._engine = engine
         self._folders = folders
         """Looks at and suggests folders where the sessions run (the new-session dialog's way)."""
-        self._recent = recent
         self._made = made
         """Called with the new group's id."""
         self._closed = closed
@@ -56,7 +54,7 @@ class FanOutFlow:
             folder=self._folders.launch_folder,
             inspect=self._folders.inspect_folder,
             list_folders=self._folders.list_folders,
-            recent=self._recent(),
+            recent=self._folders.recent_folders(),
             initial=initial,
             problem=problem,
         )

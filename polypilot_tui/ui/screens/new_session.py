@@ -1,7 +1,6 @@
 """The new-session dialog: agent, folder, name and, in a git repository, a worktree of its own.
 
-The folder is looked at (git or not, which branch, uncommitted changes) a moment after it
-stops changing, in a worker, never on the key path. Create asks the app's ``check`` first:
+The folder is looked at as it is typed (folder_dialog.py). Create asks the app's ``check`` first:
 a problem (the folder is gone, the branch exists, the base is unknown) is shown in words and
 the dialog stays open with everything typed. The dialog returns the
 :class:`~polypilot_tui.engine.verbs.NewSession` request, its folder as typed; the app asks the
@@ -20,23 +19,19 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.timer import Timer
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.limits import NAME_CHARS
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, branch_name_for
-from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import NewSession
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.folder_suggester import FolderSuggester, ListFolders
+from polypilot_tui.ui.screens.folder_dialog import FolderDialog, Inspect
 
 log = logging.getLogger(__name__)
 
-Inspect = Callable[[str], Awaitable[FolderInfo]]
-"""Looks at a folder; raises EngineError when it cannot be used."""
 Check = Callable[[NewSession], Awaitable[str]]
 """Says why a request cannot be made ("" when it can)."""
 
@@ -48,8 +43,6 @@ _ORDER = (
     Availability.NOT_EXECUTABLE,
     Availability.NOT_INSTALLED,
 )
-INSPECT_DELAY = 0.25
-"""Seconds the folder must stay unchanged before it is looked at (typing is not slowed)."""
 
 
 def by_readiness(agents: Sequence[AgentOffer]) -> list[AgentOffer]:
@@ -89,7 +82,7 @@ class IsolationChoice(RadioSet):
         self.post_message(self.Taken(Isolation.WORKTREE if worktree else Isolation.FOLDER))
 
 
-class NewSessionScreen(ModalScreen[NewSession | None]):
+class NewSessionScreen(FolderDialog[NewSession | None]):
     """Enter creates the session from every field (in a list or on a button it does what that
     control does: picks the agent and creates, takes a recent folder, presses the button);
     Escape cancels. An agent that cannot start here (its command not installed, its key not
@@ -116,29 +109,21 @@ class NewSessionScreen(ModalScreen[NewSession | None]):
         initial: NewSession | None = None,
         problem: str = "",
     ) -> None:
-        super().__init__()
+        super().__init__(inspect, base_edited=bool(initial and initial.base))
         self._agents = by_readiness(agents)
         self._default = initial.agent if initial else default
         self._folder = (initial.folder or folder) if initial else folder
-        self._inspect = inspect
         self._check = check
         self._list_folders = list_folders
         self._recent = list(recent)
         self._initial = initial
         self._problem = problem
-        self._inspect_timer: Timer | None = None
         self._auto_branch = ""
-        self._auto_base = ""
         self._branch_edited = bool(initial and initial.branch)
-        self._base_edited = bool(initial and initial.base)
         self.checking = False
         """A Create is being checked (a second Enter waits for it)."""
         self._refused: NewSession | None = None
         """What the shown error was about (edited away, the error goes)."""
-        self.folder_info: FolderInfo | None = None
-        """The folder as last looked at (None while unknown or unusable)."""
-        self.inspected: str | None = None
-        """The folder text the last look was for."""
 
     # ---- layout --------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -207,15 +192,6 @@ class NewSessionScreen(ModalScreen[NewSession | None]):
         worktree = self.query_one("#worktree", RadioButton).value
         return Isolation.WORKTREE if self.query_one("#git-box").display and worktree else Isolation.FOLDER
 
-    def _value(self, id: str) -> str:
-        return self.query_one(f"#{id}", Input).value
-
-    @on(Input.Changed, "#folder")
-    def _folder_changed(self) -> None:
-        if self._inspect_timer is not None:
-            self._inspect_timer.stop()
-        self._inspect_timer = self.set_timer(INSPECT_DELAY, self._start_inspect, name="inspect folder")
-
     @on(Input.Changed, "#name")
     @on(OptionList.OptionHighlighted, "#agent-list")
     def _sync_branch(self) -> None:
@@ -231,8 +207,7 @@ class NewSessionScreen(ModalScreen[NewSession | None]):
         self._describe_worktree()
 
     @on(Input.Changed, "#base")
-    def _base_changed(self, event: Input.Changed) -> None:
-        self._base_edited = event.value != self._auto_base
+    def _base_described(self) -> None:
         self._describe_worktree()
 
     @on(RadioSet.Changed)
@@ -252,23 +227,7 @@ class NewSessionScreen(ModalScreen[NewSession | None]):
         self.query_one("#folder", Input).value = event.option.id or ""
         self.query_one("#name", Input).focus()
 
-    # ---- looking at the folder (a worker, after a pause in typing) -----------------
-    def _start_inspect(self) -> None:
-        self._inspect_timer = None
-        folder = self._value("folder")
-        self.run_worker(self._inspect_folder(folder), group="inspect", exclusive=True, exit_on_error=False)
-
-    async def _inspect_folder(self, folder: str) -> None:
-        try:
-            info, problem = await self._inspect(folder), ""
-        except EngineError as exc:
-            info, problem = None, str(exc)
-        if folder != self._value("folder"):
-            return  # typed on meanwhile: the next look is already due
-        self.folder_info = info
-        self._show_folder(info, problem)
-        self.inspected = folder
-
+    # ---- what the look at the folder found (folder_dialog.py looks) ---------------
     def _show_folder(self, info: FolderInfo | None, problem: str) -> None:
         note = self.query_one("#folder-note", Static)
         note.set_class(bool(problem), "-error")
@@ -288,9 +247,7 @@ class NewSessionScreen(ModalScreen[NewSession | None]):
         else:
             where = "The repository has no commits yet"
         self.query_one("#git-note", Static).update(where + (", with uncommitted changes." if info.dirty else "."))
-        if not self._base_edited:  # the checkout's branch, until the user names another base
-            self._auto_base = info.branch or info.head[:10]
-            self.query_one("#base", Input).value = self._auto_base
+        self._follow_checkout(info)
         self._describe_worktree()
 
     def _describe_worktree(self) -> None:

@@ -59,7 +59,7 @@ class NewSessionFlow:
             inspect=self.inspect_folder,
             check=self._check,
             list_folders=self.list_folders,
-            recent=[] if self._remote else self._recent(),
+            recent=self.recent_folders(),
             initial=initial,
             problem=problem,
         )
@@ -72,6 +72,10 @@ class NewSessionFlow:
             self._owner.run_worker(self._create(request, info), group="new-session", exit_on_error=False)
 
         self._owner.app.push_screen(screen, answered)
+
+    def recent_folders(self) -> list[str]:
+        """The folders used last; none on another machine (they would name this one's)."""
+        return [] if self._remote else self._recent()
 
     def engine_folder(self, typed: str) -> str:
         """A folder as typed in the dialog, for the engine: relative to the launch folder (the

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from textual import on
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.content import Content
-from textual.widgets import Button, Static
 
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.ui.formatting import plural
-from polypilot_tui.ui.screens.confirm import ConfirmScreen
+from polypilot_tui.ui.screens.confirm import Choice, ChoiceScreen
 
 PickChoice = Literal["discard", "keep"]
 
 
-class PickConfirmScreen(ConfirmScreen):
+class PickConfirmScreen(ChoiceScreen):
     """Dismisses with "discard" (merge, then discard the others), "keep" (merge only) or False
     (nothing). Cancel has the focus: an Enter typed by habit merges nothing."""
 
@@ -37,25 +32,7 @@ class PickConfirmScreen(ConfirmScreen):
                 f" Discarding the {plural(others, 'other attempt')} removes {'its' if others == 1 else 'their'} "
                 "worktree and branch; one with work that would be lost is kept, and named."
             )
-        super().__init__(f"Merge this attempt {into}?", message, "Merge, discard the others")
-        self._others = others
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="confirm-dialog"):
-            yield Static(self._title, id="confirm-title", markup=False)
-            yield Static(self._message, id="confirm-message", markup=False)
-            with Horizontal(id="confirm-buttons"):
-                yield Button(Content("Cancel [n]"), id="confirm-cancel", compact=True)
-                yield Button(Content("Merge only [k]"), id="pick-keep", compact=True)
-                if self._others:
-                    yield Button(Content(f"{self._confirm} [y]"), id="confirm-ok", variant="warning", compact=True)
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        choice = {"confirm-ok": "discard", "pick-keep": "keep"}.get(event.button.id or "")
-        self.dismiss(choice or False)  # type: ignore[arg-type]
-
-    def action_choose(self, choice: PickChoice) -> None:
-        """Close the dialog with ``choice``."""
-        self.dismiss(choice)  # type: ignore[arg-type]
+        choices = [Choice("pick-keep", "Merge only [k]", "keep")]
+        if others:
+            choices.append(Choice("confirm-ok", "Merge, discard the others [y]", "discard", "warning"))
+        super().__init__(f"Merge this attempt {into}?", message, choices)

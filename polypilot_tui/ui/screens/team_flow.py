@@ -19,9 +19,8 @@ from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.action_failures import Failed, attempt
-from polypilot_tui.ui.formatting import plural
+from polypilot_tui.ui.formatting import plural, session_names
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
-from polypilot_tui.ui.screens.quit import turn_names
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +106,7 @@ class TeamFlow:
         busy = [w for w in workers if w.status.busy]
         message = (
             f"“{one_line(orchestrator.name, 40)}” leads {plural(len(workers), 'worker')}"
-            + (f", {len(busy)} working now ({turn_names(busy)})" if busy else ", none working now")
+            + (f", {len(busy)} working now ({session_names(busy)})" if busy else ", none working now")
             + ". Stopping them ends their turns and drops the starts still queued; their sessions stay."
         )
 
