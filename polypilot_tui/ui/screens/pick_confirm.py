@@ -22,6 +22,12 @@ class PickConfirmScreen(ConfirmScreen):
     """Dismisses with "discard" (merge, then discard the others), "keep" (merge only) or False
     (nothing). Cancel has the focus: an Enter typed by habit merges nothing."""
 
+    DEFAULT_CSS = """
+    PickConfirmScreen #confirm-dialog {
+        width: 80;  /* three buttons: the third, with its key, must not be cut */
+    }
+    """
+
     BINDINGS = [
         Binding("escape,n", "answer(False)", "Cancel", show=False),
         Binding("y", "choose('discard')", "Merge and discard the others", show=False),
@@ -37,7 +43,7 @@ class PickConfirmScreen(ConfirmScreen):
                 f" Discarding the {plural(others, 'other attempt')} removes {'its' if others == 1 else 'their'} "
                 "worktree and branch; one with work that would be lost is kept, and named."
             )
-        super().__init__(f"Merge this attempt {into}?", message, "Merge, discard the others")
+        super().__init__(f"Merge this attempt {into}?", message, "Merge, discard others")
         self._others = others
 
     def compose(self) -> ComposeResult:
