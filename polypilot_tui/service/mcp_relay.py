@@ -64,9 +64,9 @@ WAIT_SLICE_SECONDS = 50.0
 """The longest one ``wait_workers`` call waits: agents give up on a tool call after a minute
 (opencode: "MCP error -32001: Request timed out" at 60 s), so a longer wait is several calls."""
 MAX_WAIT_WORKERS = 200
+"""Workers one ``wait_workers`` names at most."""
 MAX_LISTED = 200
 """Worker states one answer lists (a bigger team's are counted)."""
-"""Workers one ``wait_workers`` names at most."""
 HELLO_TIMEOUT = 5.0
 """Seconds the hello may take before the tool list goes out without it (the engine then says
 the tools did not arrive, which is what it can know)."""
@@ -199,13 +199,21 @@ def _prompt(prompt: str) -> None:
         raise ToolError("the prompt is empty (nothing was sent)")
 
 
+def _for_agent(state: WorkerState) -> dict[str, Any]:
+    """A worker's state as an agent reads it: the engine's clock times mean nothing to it
+    (``seconds`` says how long the worker has worked)."""
+    shown = asdict(state)
+    del shown["started_at"], shown["ended_at"]
+    return shown
+
+
 def _state_text(state: WorkerState) -> str:
-    return dump_json(asdict(state))
+    return dump_json(_for_agent(state))
 
 
 def states_text(states: Sequence[WorkerState]) -> str:
     """The states as JSON, the first :data:`MAX_LISTED` of them (the rest counted, never dropped unsaid)."""
-    text = dump_json([asdict(state) for state in states[:MAX_LISTED]])
+    text = dump_json([_for_agent(state) for state in states[:MAX_LISTED]])
     more = len(states) - MAX_LISTED
     return text if more <= 0 else f"{text}\n… and {more} more workers, not listed (at most {MAX_LISTED} are)."
 

@@ -136,12 +136,15 @@ async def test_a_worker_blocked_on_a_permission_is_blocked_to_the_wait_and_answe
     assert blocked.state == "blocked"
     view = team.engine.view(worker.worker)
     assert view.pending_permission is not None
+    assert blocked.waiting_on == view.pending_permission.title != ""  # what it waits for, said
     (still,) = await team.call(verbs.TEAM_WORKERS, verbs.TeamCall(team.capability))
     assert still.state == "blocked"  # nothing answered it for the human
     answer = verbs.AnswerPermission(worker.worker, view.pending_permission.request_id, ALLOW_ONCE)
     await team.call(verbs.ANSWER_PERMISSION, answer)
     (done,) = await team.wait(worker.worker)
-    assert (done.state, done.outcome) == ("done", "completed")
+    assert (done.state, done.outcome, done.waiting_on) == ("done", "completed", "")
+    assert done.seconds is not None and done.started_at is not None and done.ended_at is not None
+    assert done.seconds == round(done.ended_at - done.started_at, 1)
     reply = await team.call(verbs.TEAM_READ, verbs.WorkerRef(team.capability, worker.worker))
     assert "notes.txt" in reply.text
 
@@ -407,9 +410,14 @@ async def test_bad_bounds_are_refused_naming_the_bound(served: tuple[Harness, Se
 
 
 # ---- durable: a restart keeps the links, the budget and the pending wait -----------------------------
-def persistent_engine(state: Path, clock: FakeClock) -> LocalEngine:
+def persistent_engine(state: Path, clock: FakeClock, *, as_served: bool = False) -> LocalEngine:
+    """An engine saving to ``state``; ``as_served``: its team desk knows a socket, as `serve`
+    tells it (it makes teams; demo agents start no relay to use it)."""
     settings = Settings(_env_file=None, state_dir=state, record=False)  # type: ignore[call-arg]
-    return build_engine(settings, load_agents(None), clock, persist=True)
+    engine = build_engine(settings, load_agents(None), clock, persist=True)
+    if as_served:
+        engine.teams.socket = state / "engine.sock"
+    return engine
 
 
 async def test_a_restart_keeps_the_team_and_delivers_the_pending_wait_as_a_prompt(tmp_path: Path) -> None:
@@ -472,7 +480,7 @@ async def test_a_restart_keeps_the_team_and_delivers_the_pending_wait_as_a_promp
 @pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
 async def test_a_damaged_team_line_loses_that_team_alone_and_says_which(tmp_path: Path) -> None:
     clock = FakeClock()
-    first = persistent_engine(tmp_path, clock)
+    first = persistent_engine(tmp_path, clock, as_served=True)
     await first.start()
     leaders = [await first.new_session(verbs.NewSession("demo")) for _ in range(2)]
     for sid in leaders:
@@ -647,7 +655,7 @@ async def test_prompts_are_bounded_where_they_come_in_and_the_team_queue_too(
 
 @pytest.mark.expect_errors(r"teams.jsonl was unusable \(a damaged team\)")
 async def test_a_team_line_too_long_is_lost_alone_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = persistent_engine(tmp_path, FakeClock())
+    first = persistent_engine(tmp_path, FakeClock(), as_served=True)
     await first.start()
     leaders = [await first.new_session(verbs.NewSession("demo")) for _ in range(2)]
     for sid in leaders:
