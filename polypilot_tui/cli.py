@@ -151,7 +151,11 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 def add_team_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``team``: make a session an orchestrator with a budget for its tree of workers (commands/team.py)."""
-    team = sub.add_parser("team", help="make a session an orchestrator (its team as JSON), --show it, --stop-workers")
+    team = sub.add_parser(
+        "team",
+        help="make a session an orchestrator (its team as JSON; again: changes only the bounds named), "
+        "--show it, --stop-workers",
+    )
     team.add_argument("session", help="id or name")
     team.add_argument("--workers-at-once", type=int, help="workers working at once; more starts queue (2)")
     team.add_argument("--total", type=int, help="workers started in all (6)")
@@ -250,10 +254,10 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "team":
         from polypilot_tui.commands import team
 
-        bounds = team.bounds_of(
+        given = team.bounds_given(
             args.workers_at_once, args.total, args.depth, args.turns, args.minutes, args.tokens, args.cost
         )
-        return asyncio.run(team.cmd_team(settings, args.session, bounds, args.show, args.stop_workers))
+        return asyncio.run(team.cmd_team(settings, args.session, given, args.show, args.stop_workers))
     return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
 
 

@@ -3,7 +3,8 @@ JSON (``--show``), or stop every worker of it (``--stop-workers``)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from typing import Any
 
 from polypilot_tui.commands.live import find_view, run_command
 from polypilot_tui.config import Settings
@@ -16,7 +17,7 @@ from polypilot_tui.service.client import EngineClient
 EXIT_OK = 0
 
 
-def bounds_of(
+def bounds_given(
     workers_at_once: int | None = None,
     total: int | None = None,
     depth: int | None = None,
@@ -24,8 +25,8 @@ def bounds_of(
     minutes: float | None = None,
     tokens: int | None = None,
     cost: float | None = None,
-) -> TeamBounds:
-    """The defaults, with what was given on the command line (the engine checks them)."""
+) -> dict[str, Any]:
+    """The bounds given on the command line, by :class:`TeamBounds` field (the engine checks them)."""
     given = {
         "workers_at_once": workers_at_once,
         "total_workers": total,
@@ -35,15 +36,16 @@ def bounds_of(
         "tokens": tokens,
         "cost": cost,
     }
-    return TeamBounds(**{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def state_json(state: verbs.TeamState) -> str:
     return dump_json(asdict(state), indent=2, ascii_only=True)
 
 
-async def cmd_team(settings: Settings, key: str, bounds: TeamBounds, show: bool, stop_workers: bool) -> int:
-    """Orchestrate (printing the team as JSON), show it, or stop its workers."""
+async def cmd_team(settings: Settings, key: str, given: dict[str, Any], show: bool, stop_workers: bool) -> int:
+    """Orchestrate (printing the team as JSON), show it, or stop its workers. A session that
+    leads a team keeps the bounds not ``given`` (a re-run never loosens what was not named)."""
 
     async def body(client: EngineClient) -> int:
         view = await find_view(client, key)
@@ -54,6 +56,8 @@ async def cmd_team(settings: Settings, key: str, bounds: TeamBounds, show: bool,
         elif show:
             print(state_json(await client.call(verbs.TEAM_STATE, ref)))
         else:
+            base = (await client.call(verbs.TEAM_STATE, ref)).bounds if view.orchestrator else TeamBounds()
+            bounds = replace(base, **given)
             print(state_json(await client.call(verbs.ORCHESTRATE, verbs.Orchestrate(view.id, bounds))))
         return EXIT_OK
 

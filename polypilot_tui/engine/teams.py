@@ -224,7 +224,7 @@ class TeamDesk:
     # ---- the relay's tools ----------------------------------------------------------------
     async def team_workers(self, request: TeamCall) -> tuple[WorkerState, ...]:
         team, grant = self._grant(request.capability)
-        return tuple(worker_state(link) for link in team.workers_of(grant.session))
+        return tuple(self._worker_state(link) for link in team.workers_of(grant.session))
 
     async def team_start(self, request: StartWorker) -> WorkerState:
         team, grant = self._grant(request.capability)
@@ -246,7 +246,7 @@ class TeamDesk:
             self._issue(team.orchestrator, sid)
         self._manager.set_team(sid, grant.session, False, "")
         await self._dispatch(team, link, request.prompt)
-        return worker_state(link)
+        return self._worker_state(link)
 
     async def team_send(self, request: WorkerPrompt) -> WorkerState:
         team, grant = self._grant(request.capability)
@@ -256,7 +256,7 @@ class TeamDesk:
         self._check_room(team, request.prompt, queued=not (link.holds_slot or (team.has_slot() and not team.queue)))
         self._refuse(team, team.refuse_dispatch(grant.session, link.agent, request.prompt, self._now(), new=False))
         await self._dispatch(team, link, request.prompt)
-        return worker_state(link)
+        return self._worker_state(link)
 
     async def team_wait(self, request: WaitWorkers) -> tuple[WorkerState, ...]:
         team, grant = self._grant(request.capability)
@@ -285,7 +285,7 @@ class TeamDesk:
             if not self._closing:  # else it is kept: delivered as a prompt after the restart
                 team.waits.pop(wait.key, None)
                 self._save()
-        return tuple(worker_state(link) for link in links)
+        return tuple(self._worker_state(link) for link in links)
 
     async def team_read(self, request: WorkerRef) -> WorkerReply:
         team, grant = self._grant(request.capability)
@@ -297,7 +297,7 @@ class TeamDesk:
         link = self._caller_worker(team, grant, request.worker)
         await self._stop_link(team, link, f"stopped by {self._name(grant.session)}")
         self._settle(team)
-        return worker_state(link)
+        return self._worker_state(link)
 
     def _worker_session(self, team: Team, grant: Grant, request: StartWorker, ahead: int) -> NewSession:
         """The new session of a worker: in its starter's folder, or a worktree of its repository
@@ -315,11 +315,35 @@ class TeamDesk:
         return NewSession(request.agent, name, folder, isolation, base=base)
 
     # ---- reads -------------------------------------------------------------------------
+    def _worker_state(self, link: Link) -> WorkerState:
+        """A worker as its orchestrator reads it: how long it has worked, and while blocked, on what."""
+        seconds = None
+        if link.started_at is not None:
+            until = link.ended_at if link.ended_at is not None else self._now()
+            seconds = round(max(0.0, until - link.started_at), 1)
+        waiting_on = ""
+        if link.state == "blocked" and link.worker in self._manager.ids():
+            asking = self._manager.view(link.worker).pending_permission
+            waiting_on = REDACTOR.text(asking.title) if asking is not None else ""
+        return WorkerState(
+            link.worker,
+            link.name,
+            link.agent,
+            link.state,
+            link.outcome,
+            link.reason,
+            link.turns,
+            link.started_at,
+            link.ended_at,
+            seconds,
+            waiting_on,
+        )
+
     def state(self, team: Team) -> TeamState:
         return TeamState(
             orchestrator=team.orchestrator,
             bounds=team.bounds,
-            workers=tuple(worker_state(link) for link in team.links.values()),
+            workers=tuple(self._worker_state(link) for link in team.links.values()),
             running=team.running(),
             queued=len(team.queue),
             turns=team.turns,
@@ -356,7 +380,8 @@ class TeamDesk:
             raise EngineError("the worker's saved chat rows cannot be read now; ask again later")
         rows = list(items)
         start = next((i + 1 for i in range(len(rows) - 1, -1, -1) if rows[i].kind is ItemKind.USER), 0)
-        return "\n\n".join(row.text for row in rows[start:] if row.kind is ItemKind.ASSISTANT)
+        # Redacted: it leaves the user's screen for another agent (and its model provider).
+        return REDACTOR.text("\n\n".join(row.text for row in rows[start:] if row.kind is ItemKind.ASSISTANT))
 
     # ---- doing what the team says ------------------------------------------------------------
     def _check_room(self, team: Team, prompt: str, queued: bool) -> None:
@@ -665,20 +690,6 @@ class TeamDesk:
                 log.error("the teams could not be saved to %s: %s", self._path, exc)
         for task in list(self._background):
             task.cancel()
-
-
-def worker_state(link: Link) -> WorkerState:
-    return WorkerState(
-        link.worker,
-        link.name,
-        link.agent,
-        link.state,
-        link.outcome,
-        link.reason,
-        link.turns,
-        link.started_at,
-        link.ended_at,
-    )
 
 
 def _team_lines(path: Path) -> list[tuple[str, bool]]:

@@ -643,6 +643,11 @@ class WorkerState:
     """When its first turn was sent (the engine's clock seconds); None while queued."""
     ended_at: float | None = None
     """When its last turn ended; None while it works."""
+    seconds: float | None = None
+    """Seconds it has worked, from its first send to its last turn's end or to now (None while
+    queued): what an orchestrator reads, where the clock times mean nothing to it."""
+    waiting_on: str = ""
+    """While blocked: the permission it waits for the user to answer (its title)."""
 
 
 @dataclass(frozen=True)

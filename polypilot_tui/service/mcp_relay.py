@@ -212,13 +212,21 @@ def _prompt(prompt: str) -> None:
         raise ToolError("the prompt is empty (nothing was sent)")
 
 
+def _for_agent(state: WorkerState) -> dict[str, Any]:
+    """A worker's state as an agent reads it: the engine's clock times mean nothing to it
+    (``seconds`` says how long the worker has worked)."""
+    shown = asdict(state)
+    del shown["started_at"], shown["ended_at"]
+    return shown
+
+
 def _state_text(state: WorkerState) -> str:
-    return dump_json(asdict(state))
+    return dump_json(_for_agent(state))
 
 
 def states_text(states: Sequence[WorkerState]) -> str:
     """The states as JSON, the first :data:`MAX_LISTED` of them (the rest counted, never dropped unsaid)."""
-    text = dump_json([asdict(state) for state in states[:MAX_LISTED]])
+    text = dump_json([_for_agent(state) for state in states[:MAX_LISTED]])
     more = len(states) - MAX_LISTED
     return text if more <= 0 else f"{text}\n… and {more} more workers, not listed (at most {MAX_LISTED} are)."
 

@@ -191,7 +191,7 @@ class RemoteEngine:
                 self.notices.tell(
                     "engine-stopped",
                     "The engine was stopped (polypilot engine stop, or another dashboard); its sessions are "
-                    "saved. Sending, ctrl+r or ctrl+y starts it again.",
+                    "saved. Sending or ctrl+r starts it again (ctrl+y too, on a session whose prompt it interrupted).",
                     "warning",
                 )
                 return

@@ -63,6 +63,10 @@ class Marks:
         self._ids.add(session_id)
         return True
 
+    def unmark(self, ids: Iterable[str]) -> None:
+        """Unmark these sessions."""
+        self._ids.difference_update(ids)
+
     def clear(self) -> int:
         """Unmark every session; how many were marked."""
         count = len(self._ids)
@@ -112,9 +116,10 @@ class Broadcaster:
         self._kept = kept
         """Called when a draft was given text back (it is saved)."""
 
-    async def send(self, typed_for: str, targets: list[str], text: str) -> None:
+    async def send(self, typed_for: str, targets: list[str], text: str) -> list[str]:
         """Send to every marked session: each refusal is told, and its text kept (the box gets
-        it back when no session took it; else each refusing session's draft)."""
+        it back when no session took it; else each refusing session's draft). The sessions
+        that took it."""
         names = {sid: self._names(sid) for sid in targets}
         request = verbs.Broadcast(tuple(targets), text)
         results = await attempt(log, "Broadcast", self._engine.call(verbs.BROADCAST, request))
@@ -127,7 +132,7 @@ class Broadcaster:
                 timeout=15,
                 markup=False,
             )
-            return
+            return []
         refused = [r for r in results if r.result == "refused"]
         took = len(results) - len(refused)
         queued = sum(1 for r in results if r.result == "queued")
@@ -141,14 +146,14 @@ class Broadcaster:
                 timeout=15,
                 markup=False,
             )
-            return
+            return []
         for refusal in refused:
             self._editor.give_back(refusal.session_id, text)
         if refused:
             self._kept()
             self._owner.notify(
-                f"Sent to {took} of {len(results)}; the text is in the draft of each that refused:\n"
-                + refusals_text(refused, names),
+                f"Sent to {took} of {len(results)}; the text is in the draft of each that refused, and only "
+                "they stay marked (Enter sends to them alone):\n" + refusals_text(refused, names),
                 title=f"Not sent to {plural(len(refused), 'session')}",
                 severity="warning",
                 timeout=15,
@@ -161,3 +166,4 @@ class Broadcaster:
                 timeout=4,
                 markup=False,
             )
+        return [r.session_id for r in results if r.result != "refused"]

@@ -31,7 +31,9 @@ async def started(state_dir: object) -> asyncio.Task[int]:
 
 
 @pytest.mark.expect_errors(
-    "session list cannot be saved .*: No such file or directory", "could not be saved .*they were kept in"
+    "session list cannot be saved .*: No such file or directory",
+    "could not be saved .*they were kept in",
+    "teams could not be saved .*No such file or directory",
 )
 async def test_an_engine_whose_state_folder_is_deleted_stops() -> None:
     state = short_state_dir()

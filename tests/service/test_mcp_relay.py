@@ -9,14 +9,13 @@ import os
 import stat
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.limits import PROMPT_BYTES
-from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.team import TeamBounds
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, ToolServer, relay_server
 from polypilot_tui.engine.builder import build_engine
@@ -74,7 +73,9 @@ async def test_the_agent_lists_the_tools_the_engine_hears_it_and_they_drive_work
         assert not failed, said
         worker = json.loads(said)["worker"]
         failed, said = await relay.call("wait_workers", workers=[worker], timeout_seconds=60)
-        assert not failed and json.loads(said)[0]["state"] == "done", said
+        (ended,) = json.loads(said)
+        assert not failed and ended["state"] == "done", said
+        assert ended["seconds"] >= 0 and "started_at" not in ended  # durations, not the engine's clock
         failed, said = await relay.call("read_reply", worker=worker)
         assert not failed and said.startswith(f"Worker {worker}, its last turn: completed"), said
         replies = [i.text for i in engine.manager.history(worker) if i.kind.value == "assistant"]
@@ -193,7 +194,7 @@ def test_what_the_relay_returns_is_bounded() -> None:
     listed, note = text.rsplit("\n", 1)
     assert len(json.loads(listed)) == MAX_LISTED
     assert note == f"… and 5 more workers, not listed (at most {MAX_LISTED} are)."
-    assert json.loads(states_text(states[:3])) == [json.loads(dump_json(asdict(s))) for s in states[:3]]
+    assert [w["worker"] for w in json.loads(states_text(states[:3]))] == ["w0", "w1", "w2"]  # short: all of it
 
 
 async def test_a_repository_that_shadows_the_relay_imports_runs_none_of_it(served: Served, tmp_path: Path) -> None:

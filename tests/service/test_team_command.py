@@ -45,6 +45,10 @@ async def test_the_team_command_makes_an_orchestrator_that_a_killed_engine_keeps
         )
         bad = await polypilot(state, "team", sid, "--total", "0")
         assert bad.code != 0 and "total workers must be a whole number" in bad.err
+        again = await polypilot(state, "team", sid, "--total", "4")  # a re-run changes what it names only
+        assert again.code == 0, again.err
+        bounds = json.loads(again.out)["bounds"]
+        assert (bounds["total_workers"], bounds["turns"], bounds["workers_at_once"], bounds["cost"]) == (4, 9, 3, 2.5)
         assert (await engine.http.get(f"/sessions/{sid}"))["orchestrator"] is True
         await until(lambda: saved_turns(state) == 9, 10, "the team saved")
         assert (state / "teams.jsonl").stat().st_mode & 0o777 == 0o600

@@ -148,12 +148,15 @@ async def test_a_worker_blocked_on_a_permission_is_blocked_to_the_wait_and_answe
     assert blocked.state == "blocked"
     view = team.engine.view(worker.worker)
     assert view.pending_permission is not None
+    assert blocked.waiting_on == view.pending_permission.title != ""  # what it waits for, said
     (still,) = await team.call(verbs.TEAM_WORKERS, verbs.TeamCall(team.capability))
     assert still.state == "blocked"  # nothing answered it for the human
     answer = verbs.AnswerPermission(worker.worker, view.pending_permission.request_id, ALLOW_ONCE)
     await team.call(verbs.ANSWER_PERMISSION, answer)
     (done,) = await team.wait(worker.worker)
-    assert (done.state, done.outcome) == ("done", "completed")
+    assert (done.state, done.outcome, done.waiting_on) == ("done", "completed", "")
+    assert done.seconds is not None and done.started_at is not None and done.ended_at is not None
+    assert done.seconds == round(done.ended_at - done.started_at, 1)
     reply = await team.call(verbs.TEAM_READ, verbs.WorkerRef(team.capability, worker.worker))
     assert "notes.txt" in reply.text
 

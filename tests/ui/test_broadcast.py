@@ -101,6 +101,12 @@ async def test_a_refusal_is_named_and_its_text_kept_in_that_sessions_draft(tmp_p
         assert "Sent to 1 of 2" in said and "gone: " in said and str(folder) in said
         assert app.pane.editor.session_id == gone and app.pane.editor.text == "status?"  # its draft
         assert user_prompts(app, gone) == []
+        # Only the session that refused stays marked: Enter again never sends it twice to s1.
+        await wait_for(pilot, lambda: app.dashboard.marks.ids == {gone}, what="s1 unmarked")
+        assert "only they stay marked" in said
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("No marked session took it" in n for n in notifications(app)))
+        assert user_prompts(app, "s1") == ["status?"] and app.pane.editor.text == "status?"
 
 
 async def test_when_no_marked_session_takes_it_the_text_stays_in_the_box(tmp_path: Path) -> None:

@@ -20,11 +20,12 @@ from textual.widgets import DataTable, Input, OptionList, Static, TextArea
 from polypilot_tui.domain.fan_out import CheckResult
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.screens.compare import CompareScreen
+from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen
 from polypilot_tui.ui.screens.fan_out import FanOutScreen
 from polypilot_tui.ui.screens.pick_confirm import PickConfirmScreen
 from tests.snapshots.fakes import COMPARED
-from tests.ui.helpers import demo_app, engine_of, notifications, wait_for, widget_lines
+from tests.ui.helpers import demo_app, engine_of, notifications, screen_text, wait_for, widget_lines
 from tests.workspace.repos import IDENTITY, make_repo, run
 
 
@@ -137,6 +138,39 @@ async def test_fan_out_compare_check_diff_and_merge_one_discarding_the_other(tmp
         await app.dashboard.flush()
         await pilot.press("f9")
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="F9's compare view")
+
+
+async def test_attempts_kept_for_their_work_are_discarded_after_a_second_question_naming_it(tmp_path: Path) -> None:
+    """What a fan-out's other attempts usually hold is uncommitted files: "merge, discard
+    others" keeps them (work at risk) and then asks, naming that work, whether to discard them
+    anyway; "y" removes their worktrees and branches."""
+    repo = make_repo(tmp_path / "repo")
+    app = demo_app(tmp_path / "state")
+    async with app.run_test(size=(130, 44)) as pilot:
+        screen = await open_dialog(pilot, app)
+        fill(screen, "hi there", "demo:3", str(repo))
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="the compare view")
+        compare = app.screen
+        assert isinstance(compare, CompareScreen)
+        await wait_for(pilot, lambda: len(compare.comparison.attempts) == 3, what="three attempts")
+        first, second, third = compare.comparison.attempts
+        for attempt_ in (first, second, third):  # each attempt wrote its own answer
+            Path(attempt_.folder, "answer.txt").write_text(f"{attempt_.name}\n")
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickConfirmScreen))
+        assert "Merge, discard others [y]" in screen_text(app)  # the third button whole, with its key
+        await pilot.press("y")
+        await wait_for(pilot, lambda: type(app.screen) is ConfirmScreen, what="the second question")
+        question = screen_text(app)
+        assert "Discard 2 kept attempts anyway?" in question and "answer.txt" in question, question
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen is compare)
+        await wait_for(pilot, lambda: "Discarded “" in shown(compare, "#compare-result"), what="the discard said")
+        assert (repo / "answer.txt").read_text() == f"{first.name}\n"
+        for kept in (second, third):
+            assert not Path(kept.folder).exists()
+            assert run(repo, "branch", "--list", kept.branch) == ""
 
 
 async def test_f9_on_a_session_of_no_fan_out_does_nothing(tmp_path: Path) -> None:

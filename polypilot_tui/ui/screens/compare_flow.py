@@ -3,7 +3,8 @@
 It opens the view of a fan-out group (COMPARE), hands it a fresh comparison whenever one of
 its attempts changed (the dashboard's redraw says which), runs the check (RUN_CHECK), opens an
 attempt's diff through the review flow, and merges the one picked (PICK), discarding the others
-only when the user said so. Every outcome is said on the view, each attempt by name.
+only when the user said so — those kept for work at risk only after a second question naming
+that work. Every outcome is said on the view, each attempt by name.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Any
 
 from textual.widget import Widget
 
-from polypilot_tui.domain.fan_out import Attempt, Comparison
+from polypilot_tui.domain.fan_out import Attempt, Comparison, Discarded
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.compare import CompareScreen
+from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.pick_confirm import PickConfirmScreen
 from polypilot_tui.ui.screens.review_flow import ReviewFlow
 
@@ -164,4 +166,39 @@ class CompareFlow:
             screen.say(f"Not merged: {result.said}")
             return
         screen.say(pick_text(result, screen.comparison), done=result.merge.merged)
+        await self._refresh(screen)
+        kept = [d for d in result.discarded if not d.discarded]
+        if result.merge.merged and kept:
+            self._offer_discard(screen, kept)
+
+    def _offer_discard(self, screen: CompareScreen, kept: list[Discarded]) -> None:
+        """The attempts a pick kept for their work at risk: discarded too when the user says so,
+        the work named first (what a fan-out's losers usually hold is uncommitted files)."""
+        names = {a.session_id: one_line(a.name, 40) for a in screen.comparison.attempts}
+        work = "\n".join(f"“{names.get(d.session_id, d.session_id)}”: {one_line(d.message, 160)}" for d in kept)
+        question = ConfirmScreen(
+            f"Discard {plural(len(kept), 'kept attempt')} anyway?",
+            f"{work}\nDiscarding removes {'its' if len(kept) == 1 else 'their'} worktree and branch: "
+            "this work is lost.",
+            "Discard anyway",
+            cancel="Keep",
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._owner.run_worker(self._discard(screen, kept), group="pick", exclusive=True, exit_on_error=False)
+
+        self._owner.app.push_screen(question, answered)
+
+    async def _discard(self, screen: CompareScreen, kept: list[Discarded]) -> None:
+        names = {a.session_id: one_line(a.name, 40) for a in screen.comparison.attempts}
+        said = []
+        for attempt_ in kept:
+            name = names.get(attempt_.session_id, attempt_.session_id)
+            request = verbs.Discard(attempt_.session_id, force=True)
+            result = await attempt(log, "Discard", self._engine.call(verbs.DISCARD, request))
+            said.append(
+                f"Not discarded “{name}”: {result.said}" if isinstance(result, Failed) else f"Discarded “{name}”."
+            )
+        screen.say("\n".join(said), done=True)
         await self._refresh(screen)

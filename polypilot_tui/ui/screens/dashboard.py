@@ -501,9 +501,15 @@ class DashboardScreen(Screen[None]):
             log_.follow_end()  # whoever sends wants to see what comes back
         targets = self.marks.in_order(self.sidebar.session_list.session_ids)
         if targets:
-            self._run("Broadcast", self.broadcaster.send(sid, targets, event.text))
+            self._run("Broadcast", self._broadcast(sid, targets, event.text))
         else:
             self._run("Send", self._send(sid, event.text))
+
+    async def _broadcast(self, typed_for: str, targets: list[str], text: str) -> None:
+        took = await self.broadcaster.send(typed_for, targets, text)
+        if took and len(took) < len(targets):  # a second Enter must not send it again to those that took it
+            self.marks.unmark(took)
+            self._marks_changed()
 
     async def _send(self, session_id: str, text: str) -> None:
         result = await attempt(log, "Send", self.engine.call(verbs.SEND, verbs.Send(session_id, text)))

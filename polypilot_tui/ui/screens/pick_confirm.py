@@ -17,6 +17,12 @@ class PickConfirmScreen(ChoiceScreen):
     """Dismisses with "discard" (merge, then discard the others), "keep" (merge only) or False
     (nothing). Cancel has the focus: an Enter typed by habit merges nothing."""
 
+    DEFAULT_CSS = """
+    PickConfirmScreen #confirm-dialog {
+        width: 80;  /* three buttons: the third, with its key, must not be cut */
+    }
+    """
+
     BINDINGS = [
         Binding("escape,n", "answer(False)", "Cancel", show=False),
         Binding("y", "choose('discard')", "Merge and discard the others", show=False),
@@ -34,5 +40,5 @@ class PickConfirmScreen(ChoiceScreen):
             )
         choices = [Choice("pick-keep", "Merge only [k]", "keep")]
         if others:
-            choices.append(Choice("confirm-ok", "Merge, discard the others [y]", "discard", "warning"))
+            choices.append(Choice("confirm-ok", "Merge, discard others [y]", "discard", "warning"))
         super().__init__(f"Merge this attempt {into}?", message, choices)
