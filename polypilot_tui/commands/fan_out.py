@@ -98,7 +98,7 @@ def format_comparison(comparison: Comparison) -> str:
             (
                 attempt.session_id + picked,
                 one_line(attempt.agent, 16),
-                attempt.status,
+                "discarded" if attempt.discarded else attempt.status,
                 attempt.outcome or "-",
                 f"{attempt.seconds:.1f}s" if attempt.seconds < 60 else compact_duration(attempt.seconds),
                 str(attempt.usage.total_tokens) if attempt.usage.reported else "-",
@@ -118,11 +118,11 @@ def check_words(attempt: Attempt) -> str:
     check = attempt.check
     if check is None:
         return "-"
-    if check.exit_code == 0:
-        return "passed"
-    if check.exit_code is not None:
+    if check.verdict == "failed":
         return f"failed (exit {check.exit_code})"
-    return one_line(check.error, 60) or "did not end"
+    if check.verdict == "could not run":
+        return f"could not run: {one_line(check.error, 60)}"
+    return check.verdict
 
 
 async def cmd_compare(settings: Settings, group: str, *, check: bool = False, json_mode: bool = False) -> int:
@@ -134,7 +134,7 @@ async def cmd_compare(settings: Settings, group: str, *, check: bool = False, js
         print(dump_json(encode(comparison), indent=2, ascii_only=True) if json_mode else format_comparison(comparison))
         return EXIT_OK
 
-    return await run_command(settings, False, body)
+    return await run_command(settings, True, body)  # a stopped engine's groups come back with it
 
 
 async def cmd_pick(

@@ -57,6 +57,15 @@ class CheckResult:
     def passed(self) -> bool:
         return self.exit_code == 0
 
+    @property
+    def verdict(self) -> str:
+        """ "could not run", "timed out", "passed" or "failed": what every surface says first."""
+        if self.timed_out:  # killed at its timeout (its error says after how long)
+            return "timed out"
+        if self.error:
+            return "could not run"
+        return "passed" if self.passed else "failed"
+
 
 @dataclass(frozen=True)
 class Attempt:

@@ -117,6 +117,13 @@ class FanOutDesk:
             raise UnknownGroup(f"no fan-out {group_id!r}")
         return group
 
+    def discarded(self, session_id: str) -> None:
+        """A session's worktree was discarded (by a pick, Finish or ``finish discard``): when it
+        is an attempt, the compare says so, and its check is not run again."""
+        for group in list(self._groups.values()):
+            if group.attempt(session_id) is not None:
+                self._update(group.group, session_id, discarded=True)
+
     def _update(self, group_id: str, session_id: str, **changes: object) -> None:
         group = self._groups.get(group_id)
         if group is None:
@@ -262,7 +269,7 @@ class FanOutDesk:
         view = self._engine.view(session_id)
         if view.workspace is None or view.workspace_problem:  # said, not skipped silently
             why = view.workspace_problem or "the attempt has no folder"
-            self._update(group_id, session_id, check=CheckResult(None, "", 0.0, error=f"not run: {why}"))
+            self._update(group_id, session_id, check=CheckResult(None, "", 0.0, error=why))
             return None
         folder = view.workspace.folder
         task = asyncio.get_running_loop().create_task(self._check(group_id, session_id, folder))
@@ -354,10 +361,7 @@ class FanOutDesk:
         if merged.merged and request.discard_others:
             for other in group.attempts:
                 if other.session_id != sid and not other.discarded and other.session_id in engine.ids():
-                    outcome = await self._discard(other.session_id, request.force)
-                    discarded.append(outcome)
-                    if outcome.discarded:
-                        self._update(group.group, other.session_id, discarded=True)
+                    discarded.append(await self._discard(other.session_id, request.force))
         return PickResult(group.group, sid, merged, committed, tuple(discarded))
 
     async def _discard(self, session_id: str, force: bool) -> Discarded:

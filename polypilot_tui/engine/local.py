@@ -460,7 +460,9 @@ class LocalEngine:
 
     async def discard(self, request: Discard) -> str:
         try:
-            return await self._workspaces.discard(self._own(request.session_id), request.force)
+            said = await self._workspaces.discard(self._own(request.session_id), request.force)
+            self.fan_outs.discarded(request.session_id)
+            return said
         finally:
             self.changes.refresh(request.session_id)  # a discarded worktree: the session says its folder is gone
 

@@ -65,3 +65,14 @@ async def test_compare_then_pick_one_and_discard_the_other(tmp_path: Path) -> No
         assert unknown.code == 1 and "no fan-out 'nope'" in unknown.err
         stranger = await finish(await start(state, "pick", group, "nobody", env=env))
         assert stranger.code == 2 and f"'nobody' is not an attempt of fan-out {group}" in stranger.err
+
+        # A stopped engine's groups come back with it: compare starts it, the discard is said.
+        stopped = await finish(await start(state, "engine", "stop", env=env))
+        assert stopped.code == 0, stopped
+        again = await finish(await start(state, "compare", group, env=env))
+        try:
+            assert again.code == 0, again
+            row = next(r for r in again.out.splitlines() if r.startswith(two.session_id))
+            assert " discarded " in row, again.out
+        finally:
+            await finish(await start(state, "engine", "stop", env=env))

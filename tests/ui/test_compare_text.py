@@ -63,3 +63,9 @@ def test_the_check_output_tail_is_shown_without_control_sequences() -> None:
     output = "".join(f"line {n}\n" for n in range(40)) + "\x1b[31mFAILED\x1b[0m test_x\n"
     detail = attempt_detail(GROUP, replace(ONE, check=CheckResult(1, output, 1.0)))
     assert "line 39" in detail and "line 20" not in detail and "FAILED test_x" in detail and "\x1b" not in detail
+
+
+def test_a_discarded_attempt_says_so_and_a_check_that_timed_out_says_that() -> None:
+    assert status_text(replace(ONE, discarded=True)) == "✕ discarded"
+    timed_out = CheckResult(None, "", 600.0, timed_out=True, error="did not end within 600 s")
+    assert check_text(replace(ONE, check=timed_out), True).startswith("✗ timed out")

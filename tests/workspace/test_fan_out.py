@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from polypilot_tui.commands.fan_out import format_comparison
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings, demo_agent
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.fan_out import Comparison
@@ -258,7 +259,26 @@ async def test_a_check_that_cannot_run_in_a_gone_worktree_says_so(tmp_path: Path
         await local.changes.idle()
         (checked,) = (await local.call(verbs.RUN_CHECK, verbs.GroupRef(group))).attempts
         assert checked.check is not None and not checked.check.passed
-        assert checked.check.error.startswith("not run: ") and "gone" in checked.check.error, checked.check
+        assert checked.check.verdict == "could not run" and "gone" in checked.check.error, checked.check
+    finally:
+        await local.close()
+
+
+async def test_an_attempt_discarded_by_finish_is_marked_in_the_compare_and_not_checked_again(tmp_path: Path) -> None:
+    """A discard outside a pick (Finish, ``finish discard``, the compare's second question) is
+    an attempt's end too: the compare says so, and the check is not run in a folder now gone."""
+    repo = make_repo(tmp_path / "repo")
+    local = engine(tmp_path)
+    try:
+        group = await local.call(verbs.FAN_OUT, verbs.FanOut("hi there", ("demo", "demo"), str(repo), check="true"))
+        first, second = (await all_ended(local, group)).attempts
+        await local.call(verbs.DISCARD, verbs.Discard(second.session_id, force=True))
+        compared = await local.call(verbs.RUN_CHECK, verbs.GroupRef(group))
+        one, two = compared.attempts
+        assert two.discarded and not one.discarded
+        assert two.check is not None and two.check.verdict == "passed"  # as it was: not run again
+        line = next(row for row in format_comparison(compared).splitlines() if row.startswith(second.session_id))
+        assert " discarded " in line
     finally:
         await local.close()
 

@@ -37,7 +37,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def status_text(attempt: Attempt) -> str:
-    """``✓ completed``, ``✎ Writing…``, ``⚑ stuck``, ``closed``."""
+    """``✓ completed``, ``✎ Writing…``, ``⚑ stuck``, ``closed``, ``✕ discarded``."""
+    if attempt.discarded:
+        return "✕ discarded"
     try:
         status = SessionStatus(attempt.status)
     except ValueError:  # "closed": its session is gone
@@ -56,13 +58,12 @@ def check_text(attempt: Attempt, configured: bool) -> str:
     if check is None:
         return "not run" if configured else "—"
     took = precise_duration(check.seconds)
-    if check.error:
+    verdict = check.verdict
+    if verdict == "could not run":
         return f"✗ could not run: {one_line(check.error, 40)}"
-    if check.timed_out:
-        return f"✗ timed out · {took}"
-    if check.passed:
-        return f"✓ passed · {took}"
-    return f"✗ exit {check.exit_code} · {took}"
+    if verdict == "failed":
+        return f"✗ exit {check.exit_code} · {took}"
+    return f"{'✓' if verdict == 'passed' else '✗'} {verdict} · {took}"
 
 
 def attempt_detail(comparison: Comparison, attempt: Attempt) -> str:
