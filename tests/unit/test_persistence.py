@@ -107,7 +107,7 @@ async def test_registry_writes_are_debounced(tmp_path: Path) -> None:
     sid = await app.manager.create_session("demo")
     await app.manager.send(sid, "!hang")  # turn_start, then silence
     await until(lambda: (entry(tmp_path, sid) or {}).get("status") == "thinking")
-    await asyncio.sleep(0.7)  # let the last write land and be counted
+    await app.persistence.flush()  # nothing in flight nor due: a write landing late is not counted as the deltas'
     writes = app.persistence.store.registry.writes
     for i in range(500):
         app.manager.apply(sid, AgentEvent("assistant.message_delta", {"deltaContent": f"w{i} "}))
