@@ -38,7 +38,7 @@ from polypilot_tui.domain.usage import Usage
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import BadRequest, Engine, EngineError, UnknownGroup
-from polypilot_tui.engine.fan_out_groups import GroupsFile
+from polypilot_tui.engine.fan_out_groups import GroupsFile, line_of
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.verbs import (
     Broadcast,
@@ -81,6 +81,10 @@ class FanOutDesk:
         self._checks: dict[str, asyncio.Task[CheckResult]] = {}
         """The check running in an attempt's worktree, by session id."""
         self._closing = False
+        self._lines: dict[str, tuple[float, str]] = {}
+        """Each group's line in the file, redacted when the group changed (not all at every change)."""
+        self._dirty = False
+        self._writer: asyncio.Task[None] | None = None
         engine.subscribe(self._on_turn_ended, TurnEnded)
 
     # ---- keeping groups -----------------------------------------------------------------
@@ -94,22 +98,39 @@ class FanOutDesk:
         for group in groups:
             if any(a.session_id in ids for a in group.attempts):
                 self._groups[group.group] = group
+                self._lines[group.group] = (group.created_wall, line_of(group))  # redacted when saved
                 for attempt in group.attempts:
                     if attempt.session_id in ids:
                         self._manager.set_attempt_of(attempt.session_id, group.group)
 
     def _keep(self, group: Group) -> None:
+        """Keep ``group``, and save the groups soon: written off the loop, one write at a time, the
+        changes meanwhile in the next (200 groups of checks' output are megabytes)."""
         self._groups[group.group] = group
         if self._file is None:
             return
-        try:
-            self._file.save(REDACTOR.scrub(group) for group in self._groups.values())  # a check may print a key
-        except OSError as exc:
-            self._notices.tell(
-                "fan-out-save", f"The fan-out groups could not be saved to {self._file.path}: {exc}", "error"
-            )
-        else:
+        self._lines[group.group] = (group.created_wall, line_of(REDACTOR.scrub(group)))  # a check may print a key
+        self._dirty = True
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_all())
+
+    async def _write_all(self) -> None:
+        while self._dirty and self._file is not None:
+            self._dirty = False
+            lines = list(self._lines.values())
+            try:
+                await asyncio.to_thread(self._file.save_lines, lines)
+            except OSError as exc:
+                self._notices.tell(
+                    "fan-out-save", f"The fan-out groups could not be saved to {self._file.path}: {exc}", "error"
+                )
+                return  # the next change tries again
             self._notices.over("fan-out-save", "The fan-out groups are saved again.")
+
+    async def saved(self) -> None:
+        """The last change is on disk (or its failure told)."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.wait([self._writer])
 
     def group(self, group_id: str) -> Group:
         group = self._groups.get(group_id)
@@ -375,9 +396,10 @@ class FanOutDesk:
             return Discarded(session_id, False, str(exc))
 
     async def close(self) -> None:
-        """Stop the checks running (a turn the close interrupts starts none)."""
+        """Stop the checks running (a turn the close interrupts starts none); the groups saved."""
         self._closing = True
         for task in list(self._checks.values()):
             task.cancel()
         if self._checks:
             await asyncio.wait(list(self._checks.values()))
+        await self.saved()

@@ -49,7 +49,16 @@ class GroupsFile:
     def save(self, groups: Iterable[Group]) -> None:
         """Replace the file with ``groups`` (the newest :data:`KEEP_GROUPS`); OSError (NotPrivate
         among them: a folder others may write) when it cannot be."""
-        kept = sorted(groups, key=lambda g: g.created_wall)[-KEEP_GROUPS:]
-        text = "".join(dump_json(encode(group)) + "\n" for group in kept)
+        self.save_lines((group.created_wall, line_of(group)) for group in groups)
+
+    def save_lines(self, lines: Iterable[tuple[float, str]]) -> None:
+        """:meth:`save` of groups already made lines (:func:`line_of`), each with its creation time."""
+        kept = sorted(lines, key=lambda line: line[0])[-KEEP_GROUPS:]
+        text = "".join(line + "\n" for _, line in kept)
         private_dir(self.path.parent)  # the engine's state folder: made, or checked, as every other
         atomic_write(self.path, text.encode())
+
+
+def line_of(group: Group) -> str:
+    """One group as its line in the file (redact it first: a check may print a key)."""
+    return dump_json(encode(group))

@@ -235,6 +235,7 @@ class LocalEngine:
                 await self.manager.shutdown()
         finally:
             await self.teams.close()
+            await self.fan_outs.saved()  # the quit's turn ends are the attempts' too
             if self.persistence is not None:  # after the quit: the final state is what is saved
                 await self.persistence.close()
 

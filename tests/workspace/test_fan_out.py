@@ -16,7 +16,7 @@ import pytest
 from polypilot_tui.commands.fan_out import format_comparison
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings, demo_agent
 from polypilot_tui.domain.clock import SystemClock
-from polypilot_tui.domain.fan_out import Comparison
+from polypilot_tui.domain.fan_out import Comparison, Group
 from polypilot_tui.engine import fan_out, verbs
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownGroup
 from polypilot_tui.engine.builder import build_engine
@@ -279,6 +279,39 @@ async def test_an_attempt_discarded_by_finish_is_marked_in_the_compare_and_not_c
         assert two.check is not None and two.check.verdict == "passed"  # as it was: not run again
         line = next(row for row in format_comparison(compared).splitlines() if row.startswith(second.session_id))
         assert " discarded " in line
+    finally:
+        await local.close()
+
+
+async def test_a_change_of_one_group_redacts_that_group_alone_and_saves_every_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The groups file holds up to 200 groups of checks' output (megabytes): a change redacts
+    the group that changed, not every group, and the file is written off the loop, whole."""
+    repo = make_repo(tmp_path / "repo")
+    local = build_engine(settings(tmp_path), CATALOG)
+    await local.start()
+    try:
+        groups = []
+        for _ in range(2):
+            made = await local.call(verbs.FAN_OUT, verbs.FanOut("hi there", ("demo",), str(repo), check="true"))
+            await all_ended(local, made)
+            groups.append(made)
+        scrubbed: list[str] = []
+        real = fan_out.REDACTOR.scrub
+
+        def counting(value: Any) -> Any:
+            if isinstance(value, Group):
+                scrubbed.append(value.group)
+            return real(value)
+
+        monkeypatch.setattr(fan_out.REDACTOR, "scrub", counting)
+        await local.call(verbs.RUN_CHECK, verbs.GroupRef(groups[1]))
+        await all_ended(local, groups[1])
+        await local.fan_outs.saved()
+        assert scrubbed and set(scrubbed) == {groups[1]}
+        saved = Path(settings(tmp_path).state_dir, GROUPS_FILE).read_text().splitlines()
+        assert len(saved) == 2 and all(any(g in line for line in saved) for g in groups)
     finally:
         await local.close()
 
