@@ -109,6 +109,9 @@ async def test_fan_out_compare_check_diff_and_merge_one_discarding_the_other(tmp
         await pilot.press("c")
         await wait_for(pilot, lambda: checks()[0].startswith("✓ passed"), what="the check run again")
         assert checks()[1].startswith("✗ exit 1")
+        await wait_for(
+            pilot, lambda: "has ended in every worktree" in shown(compare, "#compare-result"), what="the end said"
+        )
         # Enter: the first attempt's diff, in the review screen; Esc comes back here.
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffViewScreen), what="the diff")

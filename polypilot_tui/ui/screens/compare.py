@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Static
 from polypilot_tui.domain.fan_out import Attempt, CheckResult, Comparison
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionStatus
-from polypilot_tui.ui.formatting import STATUS_ICONS, STATUS_LABELS, precise_duration, safe_text
+from polypilot_tui.ui.formatting import STATUS_ICONS, STATUS_LABELS, plural, precise_duration, safe_text
 from polypilot_tui.ui.usage_text import usage_summary
 
 CHECK_TAIL_LINES = 12
@@ -142,6 +142,8 @@ class CompareScreen(Screen[None]):
         self._open_diff = open_diff
         self._run_check = run_check
         self._pick = pick
+        self._checks_said = False
+        """The result line says checks run: it says when they have all ended."""
 
     def compose(self) -> ComposeResult:
         yield Static(compare_title(self.comparison), id="compare-title", markup=False)
@@ -170,6 +172,8 @@ class CompareScreen(Screen[None]):
         shown = self.highlighted if table.row_count else None
         keep = shown.session_id if shown is not None else None
         self.comparison = comparison
+        if self._checks_said and not any(a.checking for a in comparison.attempts):
+            self.say("The check has ended in every worktree.", done=True)
         self.query_one("#compare-title", Static).update(compare_title(comparison))
         table.clear()
         configured = bool(comparison.check)
@@ -195,6 +199,12 @@ class CompareScreen(Screen[None]):
         result = self.query_one("#compare-result", Static)
         result.update(text)
         result.set_class(done, "-done")
+        self._checks_said = False
+
+    def say_checks_running(self, count: int) -> None:
+        """The check was started in ``count`` worktrees: said until no attempt runs it."""
+        self.say(f"The check runs in {plural(count, 'worktree')}…", done=True)
+        self._checks_said = True
 
     @on(DataTable.RowHighlighted)
     def _show_detail(self) -> None:

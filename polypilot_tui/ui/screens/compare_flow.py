@@ -136,7 +136,7 @@ class CompareFlow:
             comparison = await self._engine.call(verbs.RUN_CHECK, verbs.GroupRef(group))
             if screen.is_attached:
                 screen.show(comparison)
-                screen.say(f"The check runs in {plural(len(comparison.attempts), 'worktree')}.", done=True)
+                screen.say_checks_running(len(comparison.attempts))
 
         self._run("Run check", check())
 
