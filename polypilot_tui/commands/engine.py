@@ -6,7 +6,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from polypilot_tui.commands.run import EXIT_OK
+from polypilot_tui.commands.output import EXIT_OK
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.engine.api import EngineError

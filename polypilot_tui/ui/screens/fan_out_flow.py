@@ -17,7 +17,6 @@ from textual.widget import Widget
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.action_failures import Failed, attempt
-from polypilot_tui.ui.screens.fan_out import FanOutScreen
 from polypilot_tui.ui.screens.new_session_flow import NewSessionFlow
 
 log = logging.getLogger(__name__)
@@ -49,6 +48,8 @@ class FanOutFlow:
         self._owner.run_worker(self._open(initial, problem), group="fan-out-dialog", exit_on_error=False)
 
     async def _open(self, initial: verbs.FanOut | None, problem: str) -> None:
+        from polypilot_tui.ui.screens.fan_out import FanOutScreen  # when first opened, after the first frame
+
         screen = FanOutScreen(
             list(await self._engine.call(verbs.AGENTS, verbs.NoArgs())),
             folder=self._folders.launch_folder,

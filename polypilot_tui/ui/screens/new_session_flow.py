@@ -16,7 +16,6 @@ from textual.widget import Widget
 from polypilot_tui.domain.workspace import FolderInfo
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine, EngineError
-from polypilot_tui.ui.screens.new_session import NewSessionScreen
 
 
 class NewSessionFlow:
@@ -52,6 +51,8 @@ class NewSessionFlow:
         self._owner.run_worker(self._open(initial, problem), group="new-session-dialog", exit_on_error=False)
 
     async def _open(self, initial: verbs.NewSession | None, problem: str) -> None:
+        from polypilot_tui.ui.screens.new_session import NewSessionScreen  # when first opened
+
         screen = NewSessionScreen(
             list(await self._engine.call(verbs.AGENTS, verbs.NoArgs())),
             self._default_agent,
