@@ -12,9 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
-from pydantic_settings import SettingsError
 
-from polypilot_tui.config import CONFIG_FILE, AgentCatalog, AgentsFileError, ConfigFileError, Settings, config_dir
+from polypilot_tui.config import (
+    CONFIG_FILE,
+    AgentCatalog,
+    AgentsFileError,
+    ConfigFileError,
+    Settings,
+    SettingsError,
+    config_dir,
+)
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT
 from polypilot_tui.domain.limits import PROMPT_BYTES, size_words
 from polypilot_tui.domain.safe_json import dump_json
