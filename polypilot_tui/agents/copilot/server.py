@@ -17,7 +17,6 @@ next connect of any of them (the engine's resume) starts a new one.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import subprocess
 import weakref
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 
 from polypilot_tui.agents.copilot.runtime import install_hooks, kill_tree, watch_process
 from polypilot_tui.agents.copilot.sdk_errors import sdk_failures
+from polypilot_tui.agents.copilot.sdk_import import import_sdk
 from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
 from polypilot_tui.domain.exit_status import exit_text
 
@@ -104,10 +104,10 @@ class CopilotServer:
         """Spawn the CLI and connect the SDK client to it: run once, by :meth:`ready`."""
         argv, cwd = list(self.spec.argv), server_cwd()
         try:
-            # The CLI boots while the SDK's generated modules import (~0.9 s each, spawn.py);
-            # the import runs off the loop, so the first Copilot session does not freeze the dashboard.
+            # The CLI boots while the SDK imports (~0.25 s, its generated classes made as used:
+            # sdk_import.py); off the loop, so the first Copilot session does not freeze the dashboard.
             self.proc = spawn_cli(argv, dict(self.spec.env), cwd, use_logged_in_user=self.spec.logged_in)
-            await asyncio.to_thread(importlib.import_module, "copilot")
+            await asyncio.to_thread(import_sdk)
             from copilot import CopilotClient, RuntimeConnection
 
             self.client = CopilotClient(
