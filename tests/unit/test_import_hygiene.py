@@ -97,13 +97,13 @@ RUN_BEFORE_SPAWN = {
     "polypilot_tui.agents.copilot.spawn",
     *("polypilot_tui.infra", "polypilot_tui.infra.logs", "polypilot_tui.infra.private"),
     *("polypilot_tui.infra.redact", "polypilot_tui.infra.secret_shapes"),
-    *("polypilot_tui.domain", "polypilot_tui.domain.agents", "polypilot_tui.domain.changeset"),
+    *("polypilot_tui.domain", "polypilot_tui.domain.agents"),
     *("polypilot_tui.domain.entry_errors", "polypilot_tui.domain.eventlog", "polypilot_tui.domain.events"),
-    *("polypilot_tui.domain.exit_status", "polypilot_tui.domain.fan_out", "polypilot_tui.domain.gathered"),
+    *("polypilot_tui.domain.exit_status", "polypilot_tui.domain.gathered"),
     *("polypilot_tui.domain.limits", "polypilot_tui.domain.model_choice", "polypilot_tui.domain.names"),
     *("polypilot_tui.domain.probes", "polypilot_tui.domain.safe_json", "polypilot_tui.domain.text"),
     *("polypilot_tui.domain.tool_servers", "polypilot_tui.domain.trace", "polypilot_tui.domain.turn"),
-    *("polypilot_tui.domain.urls", "polypilot_tui.domain.usage", "polypilot_tui.domain.watchdog"),
+    *("polypilot_tui.domain.urls", "polypilot_tui.domain.watchdog"),
 }
 """What ``polypilot run`` has imported when it starts a Copilot CLI: the command line, the
 settings, the catalog, the checks and the spawn — no engine, storage, UI or SDK yet (they
