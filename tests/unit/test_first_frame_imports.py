@@ -146,7 +146,6 @@ THIRD_PARTY = frozenset(
         "attrs",  # trio's
         "certifi",  # httpx's
         "click",  # httpx's command line (httpx/_main.py), imported by httpx itself
-        "dotenv",  # pydantic_settings' .env
         "h11",  # httpcore's
         "httpcore",  # httpx's
         "httpx",  # the engine's client (service/client.py)
@@ -157,9 +156,8 @@ THIRD_PARTY = frozenset(
         "mdurl",  # markdown_it's
         "outcome",  # trio's
         "platformdirs",  # the config and state folders
-        "pydantic",  # the settings (config.py)
+        "pydantic",  # the settings (config.py), the engine codec
         "pydantic_core",  # pydantic's
-        "pydantic_settings",  # the settings (config.py)
         "pygments",  # Rich's syntax, through httpx's command line
         "rich",  # Textual's
         "sniffio",  # httpcore's and anyio's
