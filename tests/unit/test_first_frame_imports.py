@@ -94,12 +94,6 @@ OURS = frozenset(
         "polypilot_tui.ui.formatting",
         "polypilot_tui.ui.keymap",
         "polypilot_tui.ui.launch",
-        "polypilot_tui.ui.markdown",
-        "polypilot_tui.ui.markdown.blocks",
-        "polypilot_tui.ui.markdown.inline",
-        "polypilot_tui.ui.markdown.layout",
-        "polypilot_tui.ui.markdown.styles",
-        "polypilot_tui.ui.markdown.verbatim",
         "polypilot_tui.ui.notifier",
         "polypilot_tui.ui.quit_signals",
         "polypilot_tui.ui.screens",
@@ -116,17 +110,14 @@ OURS = frozenset(
         "polypilot_tui.ui.usage_text",
         "polypilot_tui.ui.welcome",
         "polypilot_tui.ui.widgets",
-        "polypilot_tui.ui.widgets.assistant_message",
         "polypilot_tui.ui.widgets.chat_header",
         "polypilot_tui.ui.widgets.chat_log",
         "polypilot_tui.ui.widgets.chat_pane",
-        "polypilot_tui.ui.widgets.code_block",
         "polypilot_tui.ui.widgets.interrupted_notice",
         "polypilot_tui.ui.widgets.notice_message",
         "polypilot_tui.ui.widgets.permission_banner",
         "polypilot_tui.ui.widgets.permission_prompt",
         "polypilot_tui.ui.widgets.prompt_editor",
-        "polypilot_tui.ui.widgets.prose_view",
         "polypilot_tui.ui.widgets.queue_panel",
         "polypilot_tui.ui.widgets.reasoning_block",
         "polypilot_tui.ui.widgets.session_list",
@@ -151,9 +142,6 @@ THIRD_PARTY = frozenset(
         "httpx",  # the engine's client (service/client.py)
         "httpx_sse",  # the engine's live stream
         "idna",  # httpx's
-        "linkify_it",  # markdown_it's
-        "markdown_it",  # the replies' markdown (ui/markdown)
-        "mdurl",  # markdown_it's
         "outcome",  # trio's
         "platformdirs",  # the config and state folders
         "pydantic",  # the settings (config.py), the engine codec
