@@ -11,6 +11,7 @@ The timings themselves are in the bench (bench/process_start.py).
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -217,3 +218,29 @@ async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harnes
     third = [n for n in names if not n.startswith(("polypilot_tui", "_"))]  # "_": the interpreter's own
     sneaked = sorted(set(ours) - OURS) + sorted(set(third) - THIRD_PARTY)
     assert not sneaked, f"imported before the first frame (import where first used, or review and list): {sneaked}"
+
+
+SPAWN_FIRST = textwrap.dedent(
+    """
+    import sys
+
+    from polypilot_tui import cli
+    from polypilot_tui.service import spawn
+
+    def spawned(settings):
+        print("spawned with", sorted(m for m in sys.modules if m.startswith(("textual", "polypilot_tui.ui"))))
+        raise SystemExit(0)
+
+    spawn.spawn_engine = spawned
+    sys.exit(cli.main([]))
+    """
+)
+
+
+def test_with_no_engine_the_dashboard_spawns_it_before_importing_its_ui(tmp_path: Path) -> None:
+    """The engine loads while the dashboard's UI does: it is spawned before Textual is imported."""
+    env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+    done = subprocess.run(
+        [sys.executable, "-c", SPAWN_FIRST], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert "spawned with []" in done.stdout, done.stdout + done.stderr
