@@ -26,6 +26,9 @@ START_TIMEOUT = 30.0
 """Seconds a new engine has to answer (it restores the saved sessions first)."""
 ENGINE_ERR = "engine.err"
 """The engine's stderr, in the state folder: what it said before its log was set up."""
+POLL = 0.01
+"""Seconds between looks for a starting engine: a dashboard waits on it (a look is a stat, or
+one request once the socket is there)."""
 LAST_WORDS_BYTES = 16384
 """Bytes of the end of ``engine.err`` read for the engine's last words."""
 
@@ -106,7 +109,7 @@ async def ensure_engine(
             return path, process is not None
         if process is not None and process.poll() is not None:
             raise EngineError(f"the engine did not start: {_last_words(state / ENGINE_ERR)}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(POLL)
     who = holder.describe() if holder is not None else f"pid {process.pid if process else '?'}"
     raise EngineError(f"no engine answered on {path} within {timeout:.0f} s ({who} holds the state folder)")
 
