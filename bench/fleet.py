@@ -30,6 +30,8 @@ from typing import Any
 
 from bench._support import Row, ms_ratio
 
+PHASE = 240.0
+"""Seconds a phase may take before the run is given up (a hang is an error, not a wait)."""
 SPEED_HELP = "the demo agent's speed (its !slow turn: 60 deltas, 0.5 s apart / speed)"
 
 
@@ -221,16 +223,16 @@ async def run(n_hosts: int, sessions: int, repeat: int, speed: float) -> list[Ro
     try:
         for i in range(n_hosts):
             hosts.append(Host(i, speed))
-        await seed(hosts, single, scratch, speed, sessions)
+        await asyncio.wait_for(seed(hosts, single, scratch, speed, sessions), PHASE * 2)
         runs: dict[str, list[float]] = {"first": [], "fleet": [], "single": []}
         for i in range(repeat + 1):  # the first round warms up
-            first, every = await fleet_listed(hosts, scratch, speed, total)
-            alone = await single_listed(single, total)
+            first, every = await asyncio.wait_for(fleet_listed(hosts, scratch, speed, total), PHASE)
+            alone = await asyncio.wait_for(single_listed(single, total), PHASE)
             if i:
                 runs["first"].append(first)
                 runs["fleet"].append(every)
                 runs["single"].append(alone)
-        p99, marked, gap = await stream_and_kill(hosts, scratch, speed, total)
+        p99, marked, gap = await asyncio.wait_for(stream_and_kill(hosts, scratch, speed, total), PHASE)
     finally:
         for h in hosts:
             h.close()
