@@ -124,6 +124,7 @@ class SshMember:
         self._pinger: EngineClient | None = None
         self._tries = 0
         """Connects that returned a socket: one more call of ``_connect`` means the last was lost."""
+        self._closing = False
 
     def _set(self, view: HostView) -> None:
         log.info("host %s: %s %s", self.name, view.state, view.reason)
@@ -169,7 +170,8 @@ class SshMember:
             await self._pinger.aclose()
         self._pinger = EngineClient(path, timeout=self._ping_timeout)
         try:
-            info = await asyncio.wait_for(self._pinger.call(ENGINE_INFO, NoArgs()), self._ping_timeout * 2)
+            async with asyncio.timeout(self._ping_timeout * 2):
+                info = await self._pinger.call(ENGINE_INFO, NoArgs())
         except EngineError as exc:  # an engine that does not know /v1/engine, or answers it otherwise
             raise OtherVersion(f"{other_version_reason(None, API_VERSION)} ({exc})") from None
         if info.api != API_VERSION:
@@ -181,8 +183,10 @@ class SshMember:
     # ---- the watch ------------------------------------------------------------------------------
     async def run(self, changed: Callable[[], None]) -> None:
         self._changed = changed
-        while True:
-            if not self.remote.reading():
+        # Until closed: a cancel alone is not trusted to end it (asyncio.wait_for in 3.11 can
+        # swallow one that lands as its awaitable finishes, and a detach then waited forever).
+        while not self._closing:
+            if not self.remote.reading() and not self._closing:
                 try:
                     await self.remote.start()  # its connect tries until a host answers
                 except Exception as exc:  # noqa: BLE001 - the watch goes on whatever a try raised
@@ -196,7 +200,8 @@ class SshMember:
         if pinger is None:
             return
         try:
-            await asyncio.wait_for(pinger.call(ENGINE_INFO, NoArgs()), self._ping_timeout)
+            async with asyncio.timeout(self._ping_timeout):
+                await pinger.call(ENGINE_INFO, NoArgs())
         except (EngineError, OSError, TimeoutError) as exc:
             if self.health.view.state is not HostState.LIVE:
                 return  # marked meanwhile (its stream ended first)
@@ -209,8 +214,10 @@ class SshMember:
         self.health.seen()
 
     async def close(self, stop_engine: bool) -> None:
+        self._closing = True
         try:
-            await asyncio.wait_for(self.remote.detach(stop_engine), CLOSE_TIMEOUT)
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await self.remote.detach(stop_engine)
         except (TimeoutError, EngineError, OSError) as exc:
             log.warning("host %s: detach: %s", self.name, exc)
         finally:
@@ -382,7 +389,10 @@ class FleetEngine:
     async def detach(self, stop_engine: bool) -> None:
         for task in self._tasks.values():
             task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        if self._tasks:  # bounded: a watch that would not end is left to the loop's end
+            _done, pending = await asyncio.wait(self._tasks.values(), timeout=1.0)
+            for task in pending:  # its member's close below ends it at its next step
+                log.warning("host watch %s did not end on cancel", task.get_name())
         await asyncio.gather(*(m.close(False) for m in self._members.values()), return_exceptions=True)
         for stop in self._unsubscribe:
             stop()

@@ -5,7 +5,9 @@ The ssh side (tunnels, a killed host, refused keys) is tests/e2e/test_fleet.py's
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,31 @@ async def test_a_single_engine_answers_the_machine_questions_trivially(tmp_path:
     assert local.hosts() == () and local.host_of("x") == "" and local.member("") is local
     with pytest.raises(KeyError):
         local.member("dev")
+
+
+class Stubborn(FixedMember):
+    """A host watch that a cancel does not end (asyncio.wait_for in 3.11 can swallow one):
+    only its close does."""
+
+    async def run(self, changed: Callable[[], None]) -> None:
+        self.closed = asyncio.Event()
+        await self.engine.start()
+        self.started.set()
+        while not self.closed.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                continue  # swallowed
+
+    async def close(self, stop_engine: bool) -> None:
+        self.closed.set()
+        await super().close(stop_engine)
+
+
+async def test_quitting_is_bounded_even_when_a_hosts_watch_ignores_its_cancel(tmp_path: Path) -> None:
+    local, dev = engine(tmp_path, "l"), engine(tmp_path, "d")
+    stubborn = Stubborn("dev", dev)
+    fleet = FleetEngine(local, [stubborn])
+    await started(fleet, {"dev": stubborn})
+    await asyncio.wait_for(fleet.detach(stop_engine=False), 5.0)
+    assert stubborn.closed.is_set()
