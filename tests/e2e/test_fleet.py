@@ -191,7 +191,6 @@ async def test_a_refused_key_a_missing_polypilot_and_another_version_are_named_a
             assert host(fleet, "old").state is HostState.OTHER_VERSION
             assert "API v9, this dashboard v1" in host(fleet, "old").reason
             assert UPGRADE_COMMAND in host(fleet, "old").reason
-            assert all(h.retry_at is not None for h in fleet.hosts()[1:])
     finally:
         pid = old / "engine.pid"
         if pid.exists():
@@ -311,8 +310,6 @@ async def test_commands_aim_at_a_host_and_ls_all_hosts_lists_every_one_saying_wh
         assert {"host": "one", "id": sid, "name": "over there"}.items() <= next(
             r for r in rows if r["id"] == sid
         ).items()
-        here = await asyncio.to_thread(polypilot, "ls", config=config, state=state)
-        assert sid not in here.stdout  # the local engine has none of it
     finally:
         kill_engine_of(state)
         shutil.rmtree(state, ignore_errors=True)
@@ -324,7 +321,7 @@ async def test_a_host_whose_engine_hangs_is_marked_stale_within_5_s_and_live_whe
     """No byte lost, none coming: only asking tells a hung engine (or a link gone silent) apart."""
     one, _ = machines
     entry = one.entry("one")
-    async with fleet_of(SshMember(entry, SystemClock(), backoff=FAST)) as fleet:  # the default pings
+    async with fleet_of(member(entry)) as fleet:
         await fleet.start()
         await until("one live", lambda: host(fleet, "one").live, 45)
         holder = lock_holder(one.state)
