@@ -133,6 +133,10 @@ class StreamClient:
                 )
         elif isinstance(change, ViewChanged):
             box.view(sid)
+            due = self._view_due(sid)
+            if due is not None:  # its frame's timer wakes the client, not every delta of a flood
+                self._arm_frame(due)
+                return
         elif isinstance(change, SessionAdded):
             box.marker("session", sid)
         elif isinstance(change, SessionRemoved):
@@ -252,8 +256,7 @@ class StreamClient:
             elif entry.kind == "view":
                 if entry.session_id not in live:
                     continue
-                last_view = self._view_sent_at.get(entry.session_id)  # None: its first view goes at once
-                if last_view is not None and now < last_view + self.frame:
+                if self._view_due(entry.session_id) is not None:
                     held.append(entry.session_id)
                     continue
                 self._view_sent_at[entry.session_id] = now
@@ -270,6 +273,13 @@ class StreamClient:
         if held:
             self._hold(held)
         return "".join(out)
+
+    def _view_due(self, sid: str) -> float | None:
+        """When the session's next view may go, if not now (one went less than a frame ago)."""
+        last = self._view_sent_at.get(sid)  # None: its first view goes at once
+        if last is None or self.engine.clock.now() >= last + self.frame:
+            return None
+        return last + self.frame
 
     def _hold(self, sessions: list[str]) -> None:
         """Views of sessions sent one less than a frame ago wait for their frame (behind what
