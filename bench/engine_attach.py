@@ -128,12 +128,14 @@ async def measure(attached: Path, local_full: Path, scratch: Path, repeat: int) 
 async def snapshot_floor(state: Path) -> tuple[int, float]:
     """The attach's own floor: the first snapshot's size in bytes, and the CPU seconds (median of
     5) this process takes to decode it into a mirror (its JSON read, its views built)."""
+    import ssl
+
     import httpx
 
     from polypilot_tui.service.address import socket_path
-    from polypilot_tui.service.client import no_tls
 
-    transport = httpx.AsyncHTTPTransport(uds=str(socket_path(state)), verify=no_tls())
+    no_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # plain HTTP on the socket, as the engine's client
+    transport = httpx.AsyncHTTPTransport(uds=str(socket_path(state)), verify=no_tls)
     async with (
         httpx.AsyncClient(transport=transport, base_url="http://engine") as http,
         http.stream("GET", "/v1/stream") as response,
