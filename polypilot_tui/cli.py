@@ -10,18 +10,27 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
-from pydantic_settings import SettingsError
 
-from polypilot_tui.config import CONFIG_FILE, AgentCatalog, AgentsFileError, ConfigFileError, Settings, config_dir
-from polypilot_tui.domain.fan_out import CHECK_TIMEOUT
-from polypilot_tui.domain.hosts import HostEntry
+from polypilot_tui.config import (
+    CONFIG_FILE,
+    AgentCatalog,
+    AgentsFileError,
+    ConfigFileError,
+    Settings,
+    SettingsError,
+    config_dir,
+)
 from polypilot_tui.domain.limits import PROMPT_BYTES, size_words
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.trace import MAX_BYTES, TraceError
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
 from polypilot_tui.infra.private import NotPrivate, check_private_dir, check_private_socket
+
+if TYPE_CHECKING:
+    from polypilot_tui.domain.hosts import HostEntry
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -225,8 +234,16 @@ def add_worktree_options(fan: argparse._ActionsContainer) -> None:
     fan.add_argument("--base", default="", help="where each attempt's branch starts (default: the checked-out one)")
     fan.add_argument("--check", default="", metavar="CMD", help="run in each worktree as its attempt ends (your shell)")
     fan.add_argument(
-        "--check-timeout", type=float, default=CHECK_TIMEOUT, metavar="S", help="kill the check after S seconds"
+        "--check-timeout", type=float, default=None, metavar="S", help="kill the check after S seconds (600)"
     )
+
+
+def check_timeout(args: argparse.Namespace) -> float:
+    """--check-timeout, or the default (imported only by the commands that check)."""
+    from polypilot_tui.domain.fan_out import CHECK_TIMEOUT
+
+    given: float | None = args.check_timeout
+    return CHECK_TIMEOUT if given is None else given
 
 
 def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -274,7 +291,7 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
             folder=args.folder,
             base=args.base,
             check=args.check,
-            check_timeout=args.check_timeout,
+            check_timeout=check_timeout(args),
         )
         return asyncio.run(made)
     if args.command == "compare":
@@ -576,7 +593,7 @@ def cmd_fan_out(args: argparse.Namespace, settings: Settings, catalog: AgentCata
         folder=args.folder,
         base=args.base,
         check=args.check,
-        check_timeout=args.check_timeout,
+        check_timeout=check_timeout(args),
         allow_tools=args.allow_tools,
     )
     return asyncio.run(fan_out)

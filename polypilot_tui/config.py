@@ -11,6 +11,7 @@ read only when the agent is started.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,8 +21,6 @@ from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, DotEnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from polypilot_tui.domain.agents import why_missing
 from polypilot_tui.domain.entry_errors import entry_problem
@@ -39,6 +38,10 @@ MAX_CONFIG_FILE_BYTES = 1_000_000
 CONFIG_FILE = "config.toml"
 AGENTS_FILE = "agents.toml"
 DOTENV_FILE = ".env"
+ENV_PREFIX = "polypilot_"
+NESTED_DELIMITER = "__"
+TABLE_SETTINGS = frozenset({"watchdog"})
+"""Settings that are tables: given as JSON or key by key (``POLYPILOT_WATCHDOG__TOOL``)."""
 PROVIDER_URL_VARIABLE = "COPILOT_PROVIDER_BASE_URL"  # the Copilot CLI's own: a model server of one's own
 
 
@@ -101,25 +104,69 @@ def trusted_dotenv() -> Path | None:
     return path
 
 
-class _ConfigFileSource(PydanticBaseSettingsSource):
-    """``config.toml`` as a settings source below the environment and ``.env``."""
+class SettingsError(ValueError):
+    """A setting that is not even readable (a nested one that is not JSON); names the field."""
 
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
-        super().__init__(settings_cls)
-        self._data = read_config_file(config_dir() / CONFIG_FILE)
 
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self._data.get(field_name), field_name, False
+def config_file_settings() -> dict[str, Any]:
+    """``config.toml``'s settings; ConfigFileError for one that is no setting (a typo must not
+    be a setting that silently does nothing)."""
+    data = read_config_file(config_dir() / CONFIG_FILE)
+    known = Settings.model_fields
+    unknown = sorted(name for name in data if name not in known)
+    if unknown:
+        raise ConfigFileError(
+            f"config file {config_dir() / CONFIG_FILE}: unknown setting {unknown[0]!r} "
+            f"(settings: {', '.join(sorted(known))})"
+        )
+    return data
 
-    def __call__(self) -> dict[str, Any]:
-        known = self.settings_cls.model_fields
-        unknown = sorted(name for name in self._data if name not in known)
-        if unknown:  # a typo must not be a setting that silently does nothing
-            raise ConfigFileError(
-                f"config file {config_dir() / CONFIG_FILE}: unknown setting {unknown[0]!r} "
-                f"(settings: {', '.join(sorted(known))})"
-            )
-        return dict(self._data)
+
+def prefixed_settings(variables: Mapping[str, str | None], source: str) -> dict[str, Any]:
+    """The settings among ``variables`` (``POLYPILOT_NAME``, any case; empty ones unset): a
+    table setting as JSON (``POLYPILOT_WATCHDOG={…}``) and by key (``POLYPILOT_WATCHDOG__TOOL``),
+    the keys winning. Unknown names are not settings of ours and are left alone."""
+    found: dict[str, Any] = {}
+    nested: dict[str, dict[str, str]] = {}
+    for name, value in variables.items():
+        key = name.lower()
+        if not key.startswith(ENV_PREFIX) or not value:
+            continue
+        field_name, _, inner = key.removeprefix(ENV_PREFIX).partition(NESTED_DELIMITER)
+        if field_name not in Settings.model_fields:
+            continue
+        if field_name not in TABLE_SETTINGS:
+            if not inner:
+                found[field_name] = value
+        elif inner:
+            nested.setdefault(field_name, {})[inner] = value
+        else:
+            try:
+                found[field_name] = json.loads(value)
+            except ValueError as exc:  # pydantic-settings' words, which the command line quotes
+                raise SettingsError(f'error parsing value for field "{field_name}" from source "{source}"') from exc
+    for field_name, keys in nested.items():
+        table = found.get(field_name)
+        found[field_name] = (table if isinstance(table, dict) else {}) | keys
+    return found
+
+
+def gathered_settings(given: Mapping[str, Any], env_file: Path | str | None) -> dict[str, Any]:
+    """Every source of the settings, merged: ``given`` (arguments) over the environment over
+    ``.env`` over ``config.toml``; a table setting (the watchdog) merged key by key."""
+    if env_file == DOTENV_FILE:
+        env_file = trusted_dotenv()  # the config folder's, never the working folder's
+    from_dotenv: dict[str, Any] = {}
+    if env_file is not None and Path(env_file).is_file():
+        from dotenv import dotenv_values
+
+        from_dotenv = prefixed_settings(dotenv_values(env_file), "DotEnvSettingsSource")
+    merged = config_file_settings()
+    for layer in (from_dotenv, prefixed_settings(os.environ, "EnvSettingsSource"), dict(given)):
+        for name, value in layer.items():
+            below = merged.get(name)
+            merged[name] = below | value if isinstance(below, dict) and isinstance(value, dict) else value
+    return merged
 
 
 class PermissionPolicy(StrEnum):
@@ -163,17 +210,18 @@ class WatchdogSettings(BaseModel):
         return WatchdogConfig(**self.model_dump())
 
 
-class Settings(BaseSettings):
-    """Application settings from POLYPILOT_* variables and ``.env``."""
+class Settings(BaseModel):
+    """Application settings from arguments, POLYPILOT_* variables, ``.env`` and ``config.toml``
+    (:func:`gathered_settings`). ``_env_file`` names another ``.env`` (None: none at all)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="POLYPILOT_",
-        env_nested_delimiter="__",
-        env_file=DOTENV_FILE,  # stands for the config folder's (settings_customise_sources)
-        env_ignore_empty=True,
+    model_config = ConfigDict(
         extra="ignore",
+        validate_default=True,
         allow_inf_nan=False,  # NaN passes every comparison-free check and then hangs a timer
     )
+
+    def __init__(self, _env_file: Path | str | None = DOTENV_FILE, **values: Any) -> None:
+        super().__init__(**gathered_settings(values, _env_file))
 
     watchdog: WatchdogSettings = WatchdogSettings()
     """Timeout tiers."""
@@ -223,20 +271,6 @@ class Settings(BaseSettings):
     def _expand_home(cls, path: Path | None) -> Path | None:
         # "~/state" in config.toml or a quoted variable is the home folder, never a "~" folder here.
         return path.expanduser() if path is not None else None
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        if isinstance(dotenv_settings, DotEnvSettingsSource) and dotenv_settings.env_file == DOTENV_FILE:
-            # pydantic-settings would read ./.env; ``Settings(_env_file=None)`` reads none.
-            dotenv_settings = DotEnvSettingsSource(settings_cls, env_file=trusted_dotenv())
-        return init_settings, env_settings, dotenv_settings, _ConfigFileSource(settings_cls)
 
     @property
     def agents_path(self) -> Path | None:

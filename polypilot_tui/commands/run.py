@@ -24,23 +24,19 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
+from polypilot_tui.agents.head_start import head_start
 from polypilot_tui.agents.readiness import readiness
-from polypilot_tui.commands.interrupts import on_interrupt
-from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
-from polypilot_tui.domain.chat import TurnRecord
-from polypilot_tui.domain.events import EventType
-from polypilot_tui.domain.failures import Failure
-from polypilot_tui.domain.records import EventReceived, Record, TurnEnded, ViewChanged
-from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.text import strip_control
-from polypilot_tui.domain.turn import Outcome, PermissionPrompt
-from polypilot_tui.engine import verbs
-from polypilot_tui.engine.builder import build_engine
-from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.storage.retention import prune_state_dir
+
+if TYPE_CHECKING:
+    from polypilot_tui.commands.output import Output
+    from polypilot_tui.domain.chat import TurnRecord
+    from polypilot_tui.domain.failures import Failure
+    from polypilot_tui.domain.records import Record
+    from polypilot_tui.domain.turn import Outcome, PermissionPrompt
+    from polypilot_tui.engine.local import LocalEngine
 
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
@@ -67,6 +63,28 @@ async def run_headless(
         return EXIT_USAGE
     if allow_tools:
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
+    # The agent boots (and the Copilot SDK connects to it) while the rest of the run loads:
+    # only what the checks above need is imported before this line (a test holds the list).
+    release_head_start = head_start(catalog.agents[agent])
+    try:
+        return await _run(settings, catalog, agent, prompt, json_mode=json_mode)
+    finally:
+        await release_head_start()  # the session holds the agent by now, or no one needs it
+
+
+async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *, json_mode: bool) -> int:
+    """The run itself, once its agent has been started."""
+    from polypilot_tui.commands.interrupts import on_interrupt
+    from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
+    from polypilot_tui.domain.events import EventType
+    from polypilot_tui.domain.records import EventReceived, TurnEnded, ViewChanged
+    from polypilot_tui.domain.safe_json import dump_json
+    from polypilot_tui.domain.text import strip_control
+    from polypilot_tui.domain.turn import Outcome
+    from polypilot_tui.engine import verbs
+    from polypilot_tui.engine.builder import build_engine
+    from polypilot_tui.storage.retention import prune_state_dir
+
     for stream in (sys.stdout, sys.stderr):  # text that is not valid Unicode is shown replaced, never a crash
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
@@ -200,6 +218,8 @@ async def run_headless(
 
 def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupted: list[str]) -> tuple[int, str]:
     """The exit code of a run and the sentence that explains it ("" for a clean success)."""
+    from polypilot_tui.domain.turn import Outcome
+
     if outcome is Outcome.COMPLETED:
         if refused:
             titles = "; ".join(refused[:3]) + (f" (+{len(refused) - 3} more)" if len(refused) > 3 else "")
@@ -216,6 +236,10 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
 
 async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, out: Output) -> None:
     """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
+    from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
+    from polypilot_tui.domain.text import strip_control
+    from polypilot_tui.engine import verbs
+
     title = strip_control(prompt.title)
     if sys.stdin.isatty():
         out.end_line()

@@ -15,7 +15,7 @@ import pytest
 
 from polypilot_tui.agents.copilot.busy import BusyFlag
 from polypilot_tui.agents.copilot.intake import EventIntake
-from polypilot_tui.agents.copilot.server import CopilotServer, ServerSpec, join, live_servers
+from polypilot_tui.agents.copilot.server import CopilotServer, HeadStart, ServerSpec, join, live_servers
 from polypilot_tui.domain.events import AgentEvent
 
 SPEC = ServerSpec(("copilot",), (("COPILOT_HOME", "/h"), ("KEY", "sk-secret")), logged_in=False)
@@ -62,9 +62,10 @@ async def started(server: CopilotServer, proc: subprocess.Popen[bytes], client: 
     """Start ``server`` through ``ready()`` with a launch that puts ``client`` on ``proc``."""
     client = client or FakeClient()
 
-    async def launch() -> None:
+    async def launch(_: object) -> None:
         server.client, server.proc = client, proc
 
+    server.boot = lambda: None  # type: ignore[assignment,method-assign,return-value]
     server.launch = launch  # type: ignore[method-assign]
     await server.ready()
     return client
@@ -132,10 +133,11 @@ async def test_leaving_while_it_starts_kills_it_even_if_the_leave_is_cancelled(
     member = Member()
     server = join(SPEC, member)
 
-    async def launch() -> None:
+    async def launch(_: object) -> None:
         server.client, server.proc = HangingClient(), sleeper  # spawned; the SDK's handshake still runs
         await asyncio.Event().wait()
 
+    server.boot = lambda: None  # type: ignore[assignment,method-assign,return-value]
     server.launch = launch  # type: ignore[method-assign]
     starting = asyncio.get_running_loop().create_task(server.ready())
     await asyncio.sleep(0)  # the start task is created...
@@ -252,3 +254,42 @@ async def test_no_repr_shows_the_environment(sleeper: subprocess.Popen[bytes]) -
     assert hash(SPEC) == hash(ServerSpec(SPEC.argv, SPEC.env, logged_in=False)), "the spec is the pool's key"
     other_key = ServerSpec(SPEC.argv, (("COPILOT_HOME", "/h"), ("KEY", "sk-other")), logged_in=False)
     assert join(other_key, Member()) is not server, "another environment, another CLI"
+
+
+def head_started(proc: subprocess.Popen[bytes], client: FakeClient, monkeypatch: pytest.MonkeyPatch) -> HeadStart:
+    """A head start whose boot spawns nothing and whose launch puts ``client`` on ``proc``."""
+
+    async def launch(self: CopilotServer, _: object) -> None:
+        self.client, self.proc = client, proc
+
+    monkeypatch.setattr(CopilotServer, "boot", lambda self: None)
+    monkeypatch.setattr(CopilotServer, "launch", launch)
+    return HeadStart(SPEC)
+
+
+async def test_the_session_takes_over_the_head_start_and_is_then_alone_on_it(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = FakeClient()
+    held = head_started(sleeper, client, monkeypatch)
+    session = Member()
+    server = join(SPEC, session)
+    assert server is held.server and server.members == {session}, "one CLI: the one started ahead"
+    await server.ready()
+    await held.release()  # the session holds it now: nothing stops
+    assert server.alive and client.stopped == []
+    await server.timed_out(session, "create did not answer")  # alone on it, as if it had started it
+    assert client.pings == 0 and sleeper.wait(5) == -9
+
+
+async def test_a_head_start_no_session_took_is_stopped_on_release(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = FakeClient()
+    held = head_started(sleeper, client, monkeypatch)
+    await held.server.ready()
+    other = join(ServerSpec(("copilot", "--other"), SPEC.env, logged_in=False), Member())  # another spec
+    assert other is not held.server
+    await held.release()
+    assert client.stopped == ["stop"] and live_servers() == [other]
+    await other.leave(next(iter(other.members)))

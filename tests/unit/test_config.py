@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from pydantic_settings import SettingsError
 
 from polypilot_tui.config import (
     DEMO_AGENT,
@@ -16,6 +15,7 @@ from polypilot_tui.config import (
     PermissionPolicy,
     ProviderConfig,
     Settings,
+    SettingsError,
     WatchdogSettings,
     config_dir,
     load_agents,
@@ -108,6 +108,38 @@ def test_a_dotenv_elsewhere_is_used_only_when_named(tmp_path: Path) -> None:
     env.write_text("POLYPILOT_DEMO_SPEED=4\n")
     assert Settings(_env_file=env).demo_speed == 4  # type: ignore[call-arg]
     assert Settings(_env_file=tmp_path / "missing.env").demo_speed == 1  # type: ignore[call-arg]
+
+
+def test_variable_names_are_any_case_and_tables_merge_key_by_key_across_sources(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (config_dir() / "config.toml").write_text("demo_speed = 2\n[watchdog]\ntool = 300\nreconnect = 40\n")
+    (config_dir() / ".env").write_text("polypilot_watchdog__reconnect=50\nPOLYPILOT_WATCHDOG__INACTIVITY=60\n")
+    monkeypatch.setenv("Polypilot_Watchdog", '{"inactivity": 70}')
+    monkeypatch.setenv("POLYPILOT_WATCHDOG__MAX_TURN", "80")
+    monkeypatch.setenv("polypilot_default_agent", "mine")
+    settings = Settings()
+    watchdog = settings.watchdog
+    # config.toml < .env < the environment (its keys over its JSON), each key on its own
+    assert (watchdog.tool, watchdog.reconnect, watchdog.inactivity, watchdog.max_turn) == (300, 50, 70, 80)
+    assert (settings.demo_speed, settings.default_agent) == (2, "mine")
+    assert fresh(watchdog={"tool": 5}).watchdog.inactivity == 70  # an argument's table merges too
+
+
+def test_a_table_setting_that_is_not_json_in_dotenv_names_the_field(tmp_path: Path) -> None:
+    env = tmp_path / "custom.env"
+    env.write_text("POLYPILOT_WATCHDOG={oops\n")
+    with pytest.raises(SettingsError, match='"watchdog" from source "DotEnvSettingsSource"'):
+        Settings(_env_file=env)  # type: ignore[call-arg]
+
+
+def test_a_misspelt_nested_key_and_an_unknown_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYPILOT_WATCHDOG__INACTIVTY", "5")
+    with pytest.raises(ValidationError, match="watchdog.inactivty"):
+        fresh()
+    monkeypatch.delenv("POLYPILOT_WATCHDOG__INACTIVTY")
+    monkeypatch.setenv("POLYPILOT_STATE_DIR__X", "/nowhere")  # not a table: not a setting at all
+    assert fresh(no_such_setting=1).state_dir != Path("/nowhere")
 
 
 # ---- validation -----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import-linter checks the import graph statically (``make test``); this checks it
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,87 @@ def test_no_module_imports_a_private_name_of_another() -> None:
                         if alias.name.startswith("_")
                     ]
     assert offenders == []
+
+
+RUN_BEFORE_SPAWN = {
+    *("polypilot_tui", "polypilot_tui.cli", "polypilot_tui.config", "polypilot_tui.commands"),
+    *("polypilot_tui.commands.output", "polypilot_tui.commands.run", "polypilot_tui.service"),
+    "polypilot_tui.service.address",
+    *("polypilot_tui.agents", "polypilot_tui.agents.base", "polypilot_tui.agents.catalog"),
+    *("polypilot_tui.agents.head_start", "polypilot_tui.agents.leash", "polypilot_tui.agents.locate"),
+    *("polypilot_tui.agents.npm_cache", "polypilot_tui.agents.readiness", "polypilot_tui.agents.copilot"),
+    *("polypilot_tui.agents.copilot.runtime", "polypilot_tui.agents.copilot.sdk_errors"),
+    *("polypilot_tui.agents.copilot.sdk_import", "polypilot_tui.agents.copilot.server"),
+    "polypilot_tui.agents.copilot.spawn",
+    *("polypilot_tui.infra", "polypilot_tui.infra.logs", "polypilot_tui.infra.private"),
+    *("polypilot_tui.infra.redact", "polypilot_tui.infra.secret_shapes"),
+    *("polypilot_tui.domain", "polypilot_tui.domain.agents"),
+    *("polypilot_tui.domain.entry_errors", "polypilot_tui.domain.eventlog", "polypilot_tui.domain.events"),
+    *("polypilot_tui.domain.exit_status", "polypilot_tui.domain.gathered"),
+    *("polypilot_tui.domain.limits", "polypilot_tui.domain.model_choice", "polypilot_tui.domain.names"),
+    *("polypilot_tui.domain.probes", "polypilot_tui.domain.safe_json", "polypilot_tui.domain.text"),
+    *("polypilot_tui.domain.tool_servers", "polypilot_tui.domain.trace", "polypilot_tui.domain.turn"),
+    *("polypilot_tui.domain.urls", "polypilot_tui.domain.watchdog"),
+}
+"""What ``polypilot run`` has imported when it starts a Copilot CLI: the command line, the
+settings, the catalog, the checks and the spawn — no engine, storage, UI or SDK yet (they
+load while the CLI boots). A module that joins this list delays every headless run."""
+
+SPAWN_PROBE = """
+import subprocess, sys
+seen = []
+popen = subprocess.Popen.__init__
+def spawning(self, args, *rest, **kw):
+    if not seen and any(str(arg).endswith("fake-copilot") for arg in args):
+        seen.append(sorted(sys.modules))
+    popen(self, args, *rest, **kw)
+subprocess.Popen.__init__ = spawning
+from polypilot_tui.cli import main
+code = main(["run", "--agent", "fake", "--allow-tools", "hi"])  # returns (2) or raises SystemExit
+print(code)
+print(",".join(seen[0] if seen else ["NOT SPAWNED"]))
+print(",".join(sorted(sys.modules)))
+"""
+
+
+def fake_copilot_setup(tmp_path: Path, provider: str) -> dict[str, str]:
+    """A Copilot agent ``fake`` whose CLI notes it was started and dies at once; the run's env."""
+    cli = tmp_path / "fake-copilot"
+    cli.write_text(f"#!/bin/sh\ntouch {tmp_path / 'started'}\nexit 3\n")
+    cli.chmod(0o700)
+    agents = tmp_path / "agents.toml"
+    agents.write_text(f'[fake]\nkind = "copilot"\ncommand = "{cli}"\nmodel = "gpt-4.1"\nprovider = {provider}\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    return env | {
+        "POLYPILOT_STATE_DIR": str(tmp_path / "state"),
+        "POLYPILOT_CONFIG_DIR": str(tmp_path / "config"),
+        "POLYPILOT_AGENTS_FILE": str(agents),
+    }
+
+
+def test_polypilot_run_starts_the_copilot_cli_before_the_engine_and_never_loads_the_ui(tmp_path: Path) -> None:
+    env = fake_copilot_setup(tmp_path, '{ base_url = "http://127.0.0.1:9/v1" }')
+    done = subprocess.run(
+        [sys.executable, "-c", SPAWN_PROBE], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    code, at_spawn, at_end = done.stdout.splitlines()[-3:]
+    assert code == "1", done.stderr  # the CLI exited at once: not completed, said on stderr
+    assert "could not start the agent" in done.stderr
+    ours = {name for name in at_spawn.split(",") if name.startswith("polypilot_tui")}
+    assert ours == RUN_BEFORE_SPAWN, f"imported before the spawn: +{ours - RUN_BEFORE_SPAWN} -{RUN_BEFORE_SPAWN - ours}"
+    assert not {name.split(".")[0] for name in at_spawn.split(",")} & {"copilot", "acp", "textual", "rich"}
+    assert not {name.split(".")[0] for name in at_end.split(",")} & {"textual", "rich", "acp", "starlette", "uvicorn"}
+    assert "polypilot_tui.engine.builder" in at_end.split(",")  # the probe saw the whole run
+
+
+def test_a_run_its_checks_refuse_starts_no_agent(tmp_path: Path) -> None:
+    """The head start comes after the checks: an agent that cannot start (its key variable is
+    not set) is refused with exit 2 and its CLI is never started."""
+    env = fake_copilot_setup(tmp_path, '{ base_url = "http://127.0.0.1:9/v1", api_key_env = "PP_TEST_UNSET_KEY" }')
+    env.pop("PP_TEST_UNSET_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-c", SPAWN_PROBE], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    code, at_spawn, _ = done.stdout.splitlines()[-3:]
+    assert code == "2" and "PP_TEST_UNSET_KEY" in done.stderr, done.stderr
+    assert at_spawn == "NOT SPAWNED"

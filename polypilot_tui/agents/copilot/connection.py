@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,16 +25,13 @@ from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics
 from polypilot_tui.agents.copilot.busy import BusyFlag
 from polypilot_tui.agents.copilot.intake import EventIntake
 from polypilot_tui.agents.copilot.runtime import (
-    build_env,
     is_processing,
-    provider_dict,
     resume_hints,
     session_home,
 )
 from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
-from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, ServerSpec, join
-from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.locate import find_command, missing_command, not_runnable
+from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, cli_environment, join, spec_of
+from polypilot_tui.agents.locate import find_command, missing_command
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -47,7 +43,6 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 60.0
 RPC_TIMEOUT = 30.0
-DEFAULT_BYOK_MODEL = "gpt-4.1"
 
 
 class CopilotConnection:
@@ -150,10 +145,7 @@ class CopilotConnection:
         self._command = cli or self._agent.command or ""
         if not cli:
             raise BackendError(f"Copilot CLI cannot be started: {missing_command(self._agent)}")
-        self._env = build_env(self._agent, os.environ)
-        self._provider = provider_dict(self._agent, os.environ)
-        if self._provider is not None:
-            self._env.setdefault("COPILOT_MODEL", self._model() or DEFAULT_BYOK_MODEL)
+        self._env, self._provider = cli_environment(self._agent, os.environ)
         self._mcp_servers = sdk_mcp_servers(self._tool_servers())
         try:
             await asyncio.wait_for(self._join(cli), START_TIMEOUT)
@@ -197,18 +189,7 @@ class CopilotConnection:
 
     async def _join(self, cli: str) -> None:
         """Join (or start) the shared CLI of this agent configuration."""
-        found = shutil.which(cli, path=self._env.get("PATH")) if os.sep not in cli else cli
-        if found is None or not os.access(found, os.X_OK):
-            why = not_runnable(cli, self._env.get("PATH"), self._env) or f"{cli} is not found"
-            raise BackendError(f"Copilot CLI cannot be started: {why}")
-        # On a leash (agents/leash.py): the CLI and its tools form one process group that
-        # dies with the app, however the app ends. The SDK appends its own flags after these.
-        argv = leashed(["node", found] if found.endswith(".js") else [found])
-        # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
-        # works. With a provider of one's own, nothing may reach GitHub.
-        spec = ServerSpec(
-            (*argv, *self._agent.args), tuple(sorted(self._env.items())), logged_in=self._provider is None
-        )
+        spec = spec_of(self._agent, cli, self._env, logged_in=self._provider is None)
         self._server = join(spec, self._intake)
         await self._server.ready()
         log.info("copilot: on the CLI %s (pid %s, %d session(s))", cli, self.pid, len(self._server.members))

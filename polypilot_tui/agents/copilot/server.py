@@ -17,17 +17,25 @@ next connect of any of them (the engine's resume) starts a new one.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
+import os
+import shutil
 import subprocess
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from polypilot_tui.agents.copilot.runtime import install_hooks, kill_tree, watch_process
+from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.copilot.runtime import build_env, install_hooks, kill_tree, provider_dict, watch_process
 from polypilot_tui.agents.copilot.sdk_errors import sdk_failures
+from polypilot_tui.agents.copilot.sdk_import import import_sdk
+from polypilot_tui.agents.copilot.sdk_import import install as install_sdk_import
 from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
+from polypilot_tui.agents.leash import leashed
+from polypilot_tui.agents.locate import not_runnable
+from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.exit_status import exit_text
 
 log = logging.getLogger(__name__)
@@ -36,6 +44,7 @@ CLOSE_TIMEOUT = 10.0
 """How long a graceful stop (or a session's detach, half of it) may take before it is forced."""
 PING_TIMEOUT = 5.0
 """How long a CLI may take to answer a ping before a session that timed out has it killed."""
+DEFAULT_BYOK_MODEL = "gpt-4.1"
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,29 @@ class ServerSpec:
     """The CLI's whole environment, sorted (it may hold keys: never in a repr, log or traceback)."""
     logged_in: bool
     """Signed in with GitHub (no BYOK provider): the SDK then lets the CLI log in."""
+
+
+def cli_environment(agent: AgentConfig, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """The CLI's environment and the sessions' provider (None: signed in with GitHub)."""
+    env = build_env(agent, environ)
+    provider = provider_dict(agent, environ)
+    if provider is not None:
+        env.setdefault("COPILOT_MODEL", agent.model or DEFAULT_BYOK_MODEL)
+    return env, provider
+
+
+def spec_of(agent: AgentConfig, cli: str, env: Mapping[str, str], *, logged_in: bool) -> ServerSpec:
+    """How ``agent``'s CLI ``cli`` is started in ``env``; BackendError when it cannot be."""
+    found = shutil.which(cli, path=env.get("PATH")) if os.sep not in cli else cli
+    if found is None or not os.access(found, os.X_OK):
+        why = not_runnable(cli, env.get("PATH"), env) or f"{cli} is not found"
+        raise BackendError(f"Copilot CLI cannot be started: {why}")
+    # On a leash (agents/leash.py): the CLI and its tools form one process group that
+    # dies with the app, however the app ends. The SDK appends its own flags after these.
+    argv = leashed(["node", found] if found.endswith(".js") else [found])
+    # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
+    # works. With a provider of one's own, nothing may reach GitHub.
+    return ServerSpec((*argv, *agent.args), tuple(sorted(env.items())), logged_in=logged_in)
 
 
 def server_cwd() -> str:
@@ -90,30 +122,49 @@ class CopilotServer:
         """The process runs and the server has not been given up."""
         return not self.dead and self.proc is not None and self.proc.poll() is None
 
-    async def ready(self) -> None:
-        """Start the CLI once (the first caller); everyone waits for the same start.
+    def start(self) -> asyncio.Task[None]:
+        """Boot the CLI now (:meth:`boot`) and connect the SDK to it in a task (:meth:`launch`):
+        once, by the first caller; the task ends when the SDK client is connected.
 
         The start is a task of its own: one session's connect being cancelled (Stop) must
         not cancel the start others wait for; the last one leaving cancels it.
         """
         if self._starting is None:
-            self._starting = self.loop.create_task(self.launch(), name="copilot-cli-start")
-        await asyncio.shield(self._starting)
+            try:
+                imported = self.boot()
+            except BaseException:
+                self._give_up()
+                raise
+            self._starting = self.loop.create_task(self.launch(imported), name="copilot-cli-start")
+            self._starting.add_done_callback(_seen)  # its failure is each waiter's to report, or no one's
+        return self._starting
 
-    async def launch(self) -> None:
-        """Spawn the CLI and connect the SDK client to it: run once, by :meth:`ready`."""
-        argv, cwd = list(self.spec.argv), server_cwd()
+    def boot(self) -> asyncio.Future[Any]:
+        """Spawn the CLI, and start importing the SDK in a thread, at once; the import's future.
+        The CLI boots while the SDK imports (~0.25 s, sdk_import.py), off the loop: the first
+        Copilot session does not freeze the dashboard, and a run goes on loading meanwhile."""
+        self.proc = spawn_cli(
+            list(self.spec.argv), dict(self.spec.env), server_cwd(), use_logged_in_user=self.spec.logged_in
+        )
+        install_sdk_import()  # here, on the loop's thread, before any thread imports
+        return self.loop.run_in_executor(None, import_sdk)
+
+    async def ready(self) -> None:
+        """Start the CLI once (:meth:`start`); everyone waits for the same start."""
+        await asyncio.shield(self.start())
+
+    async def launch(self, imported: asyncio.Future[Any]) -> None:
+        """Connect the SDK client to the CLI once the SDK is ``imported``: run once, by :meth:`start`."""
+        assert self.proc is not None
         try:
-            # The CLI boots while the SDK's generated modules import (~0.9 s each, spawn.py);
-            # the import runs off the loop, so the first Copilot session does not freeze the dashboard.
-            self.proc = spawn_cli(argv, dict(self.spec.env), cwd, use_logged_in_user=self.spec.logged_in)
-            await asyncio.to_thread(importlib.import_module, "copilot")
+            await imported
             from copilot import CopilotClient, RuntimeConnection
 
+            argv = list(self.spec.argv)
             self.client = CopilotClient(
                 connection=RuntimeConnection.for_stdio(path=argv[0], args=tuple(argv[1:])),
                 env=dict(self.spec.env),
-                working_directory=cwd,
+                working_directory=server_cwd(),
                 use_logged_in_user=self.spec.logged_in,
             )
             adopt(self.client, self.proc)
@@ -265,8 +316,38 @@ def join(spec: ServerSpec, member: ServerMember) -> CopilotServer:
         server.lost(f"Copilot CLI exited ({exit_text(server.proc.returncode)})")
     if server is None or server.dead:
         server = servers[spec] = CopilotServer(spec, loop)
+    if not isinstance(member, HeadStart):  # a place held for this session: it is the session's now
+        server.members -= {held for held in server.members if isinstance(held, HeadStart)}
     server.members.add(member)
     return server
+
+
+def _seen(task: asyncio.Task[None]) -> None:
+    """Mark a start's failure as retrieved: a waiter reports it; with none, nothing is lost."""
+    if not task.cancelled():
+        task.exception()
+
+
+class HeadStart:
+    """A place on a server taken before any session wants it (``polypilot run``: before the
+    engine is even imported), so that its CLI boots and the SDK connects meanwhile. The
+    session that then joins the same spec takes the place over (from then on the server is
+    the sessions' alone, as if they had started it); :meth:`release` gives up a place no
+    session took (the server stops)."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.server = join(spec, self)
+        self.server.start()
+
+    def on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
+        """Events are for the sessions on the server, not for this place."""
+
+    def mark_lost(self, reason: str) -> None:
+        """A session that joins later finds the server gone and starts another."""
+
+    async def release(self) -> None:
+        if self in self.server.members:
+            await self.server.leave(self)
 
 
 def live_servers() -> list[CopilotServer]:

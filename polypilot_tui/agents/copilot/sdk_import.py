@@ -1,0 +1,161 @@
+"""Import the Copilot SDK without building its ~1,870 generated dataclasses up front.
+
+``copilot`` imports its generated protocol modules (``copilot.generated.rpc``: 3.8 MB of
+source, ``session_events``), and ``@dataclass`` on their ~1,870 classes is ~75% of the SDK's
+~0.9 s import: each class has its ``__init__``, ``__repr__`` and ``__eq__`` written as source
+and compiled. A run uses a few dozen of them. :func:`import_sdk` imports the SDK with those
+two modules' ``@dataclass`` deferred: a class is made exactly as ``@dataclass`` makes it (the
+same function, the same options) the first time an instance is made, printed or compared,
+bases first. Nothing else changes: the modules' code, names and classes are the SDK's own,
+and every other module (ours included, the SDK's hand-written ones too) gets the real
+decorator. ``dataclasses.fields()`` on a class no instance of which was made yet would find
+none; neither the SDK nor polypilot asks that of a generated class (a test holds the SDK's
+source to it).
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+DEFERRED_MODULES = frozenset({"copilot.generated.rpc", "copilot.generated.session_events"})
+"""The SDK's generated modules, whose dataclasses are made when first used."""
+STUBS = ("__init__", "__repr__", "__eq__")
+"""What ``@dataclass`` writes that the first use of a class goes through."""
+
+_pending: dict[type, dict[str, Any]] = {}
+"""Classes not made yet, with the options their ``@dataclass`` was given."""
+_lock = threading.RLock()
+
+
+def make_pending(cls: type) -> None:
+    """Run the real ``@dataclass`` on ``cls`` and on its bases not made yet (bases first)."""
+    with _lock:
+        for klass in reversed(cls.__mro__):
+            options = _pending.pop(klass, None)
+            if options is None:
+                continue
+            for name in STUBS:  # @dataclass leaves a method the class defines alone
+                delattr(klass, name)
+            dataclasses.dataclass(klass, **options)
+
+
+def _first_uses(klass: Any) -> dict[str, Callable[..., Any]]:
+    """Stand-ins for ``klass``'s dataclass methods that make it, then call the real one
+    (``klass``'s own: a subclass calling ``super().__init__`` gets its base's)."""
+
+    def first_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        make_pending(klass)
+        klass.__init__(self, *args, **kwargs)
+
+    def first_repr(self: Any) -> str:
+        make_pending(klass)
+        text: str = klass.__repr__(self)
+        return text
+
+    def first_eq(self: Any, other: Any) -> Any:
+        make_pending(klass)
+        return klass.__eq__(self, other)
+
+    return {"__init__": first_init, "__repr__": first_repr, "__eq__": first_eq}
+
+
+def deferred_dataclass(cls: type | None = None, /, **options: Any) -> Any:
+    """``@dataclass`` and ``@dataclass(…)``, made when the class is first used."""
+
+    def defer(klass: type) -> type:
+        if any(name in klass.__dict__ for name in STUBS):  # its own method: nothing to gain, do it now
+            return dataclasses.dataclass(klass, **options)
+        with _lock:
+            _pending[klass] = options
+            for name, stub in _first_uses(klass).items():
+                setattr(klass, name, stub)
+        return klass
+
+    return defer if cls is None else defer(cls)
+
+
+class _DeferredDataclasses(ModuleType):
+    """``dataclasses`` as the generated modules see it: the same, but ``dataclass`` deferred."""
+
+    def __getattr__(self, name: str) -> Any:
+        return deferred_dataclass if name == "dataclass" else getattr(dataclasses, name)
+
+
+_SHIM = _DeferredDataclasses("dataclasses")
+
+
+def _import_for_generated(
+    name: str,
+    globals: dict[str, Any] | None = None,  # noqa: A002 - builtins.__import__'s own names
+    locals: dict[str, Any] | None = None,  # noqa: A002
+    fromlist: Sequence[str] = (),
+    level: int = 0,
+) -> Any:
+    if name == "dataclasses" and level == 0 and fromlist:
+        return _SHIM
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+class _DeferringLoader(importlib.abc.Loader):
+    """Runs a generated module with its own builtins, whose ``__import__`` hands it the shim."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        created: ModuleType | None = self.loader.create_module(spec)
+        return created
+
+    def __getattr__(self, name: str) -> Any:  # get_source (tracebacks), is_package …: the wrapped loader's
+        return getattr(self.loader, name)
+
+    def exec_module(self, module: ModuleType) -> None:
+        own = dict(vars(builtins))
+        own["__import__"] = _import_for_generated
+        module.__dict__["__builtins__"] = own
+        self.loader.exec_module(module)
+
+
+class _DeferringFinder(importlib.abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in DEFERRED_MODULES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _DeferringLoader(spec.loader)
+        return spec
+
+
+_FINDER = _DeferringFinder()
+
+
+def install() -> None:
+    """Make every later import of the SDK's generated modules defer their dataclasses (once;
+    the finder handles those two names only and stays: taking it out of ``sys.meta_path``
+    while another thread walks that list would make the walk skip a finder)."""
+    with _lock:
+        if _FINDER not in sys.meta_path:
+            sys.meta_path.insert(0, _FINDER)
+
+
+def import_sdk() -> ModuleType:
+    """``import copilot``, its generated dataclasses made as they are first used (unless it
+    was imported before :func:`install`)."""
+    install()
+    return importlib.import_module("copilot")
+
+
+def pending_count() -> int:
+    """How many generated dataclasses are not made yet (for the bench and the tests)."""
+    return len(_pending)
