@@ -22,7 +22,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,16 @@ from textual.widgets import Footer, Header, TextArea
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import Clock
-from polypilot_tui.domain.records import ItemAdded, ItemReplaced, Record, SessionAdded, SessionRemoved, ViewChanged
+from polypilot_tui.domain.hosts import HostView
+from polypilot_tui.domain.records import (
+    HostChanged,
+    ItemAdded,
+    ItemReplaced,
+    Record,
+    SessionAdded,
+    SessionRemoved,
+    ViewChanged,
+)
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.usage import fleet_usage
 from polypilot_tui.domain.view import SessionView
@@ -50,6 +59,7 @@ from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.broadcast import Broadcaster, Marks
 from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
+from polypilot_tui.ui.host_text import host_problem, machines
 from polypilot_tui.ui.screens.compare_flow import CompareFlow
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
@@ -186,6 +196,7 @@ class DashboardScreen(Screen[None]):
             recent=lambda: list(self._ui_state.recent_folders),
             made=self._made,
             closed=self._refocus_editor,
+            host_of_selected=lambda: self.engine.host_of(self.selected) if self.selected else "",
         )
         self.review = ReviewFlow(self, engine, run=self._run, closed=self._refocus_editor)
         self.broadcaster = Broadcaster(
@@ -219,7 +230,7 @@ class DashboardScreen(Screen[None]):
         """Listen to what the screen shows (not raw agent events or actions: the views
         reflect those); before the engine starts, so no session is missed."""
         self._unsubscribe = self.engine.subscribe(
-            self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
+            self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, HostChanged
         )
 
     async def show_sessions(self) -> None:
@@ -266,6 +277,26 @@ class DashboardScreen(Screen[None]):
         """A dialog closed: typing goes to the prompt again."""
         self.pane.editor.focus()
 
+    def host_down(self, session_id: str) -> HostView | None:
+        """The host of a session when it is not live (None: this machine, or its host answers)."""
+        name = self.engine.host_of(session_id)
+        return next((host for host in self.engine.hosts() if host.name == name and not host.live), None)
+
+    def _reachable(self, session_id: str | None) -> bool:
+        """A verb on this session can reach its host now; else that is said at once (a verb
+        would only fail against a host that does not answer, or wait for it)."""
+        host = self.host_down(session_id) if session_id else None
+        if host is None:
+            return True
+        self.notify(
+            host_problem(host, self.clock.now(), self.clock.wall()),
+            title=self._session_name(session_id or ""),
+            severity="warning",
+            timeout=10,
+            markup=False,
+        )
+        return False
+
     def _session_name(self, session_id: str) -> str:
         view = self._views.get(session_id)
         return view.name if view is not None else session_id
@@ -308,8 +339,10 @@ class DashboardScreen(Screen[None]):
 
     # ---- redraws -------------------------------------------------------------------
     def _on_engine_change(self, record: Record) -> None:
-        """The engine's record stream: mark the session dirty and post one EngineChanged."""
-        self._dirty.add(record.session_id)
+        """The engine's record stream: mark the session dirty and post one EngineChanged (a
+        host's change redraws its header and its rows, which every flush recomputes)."""
+        if not isinstance(record, HostChanged):
+            self._dirty.add(record.session_id)
         self._request_redraw()
 
     def _request_redraw(self) -> None:
@@ -351,6 +384,8 @@ class DashboardScreen(Screen[None]):
         self.redraws += 1
         dirty, self._dirty = self._dirty, set()
         views = self.engine.views()
+        hosts = self.engine.hosts()
+        host_of = {view.id: self.engine.host_of(view.id) for view in views} if hosts else {}
         now = self.clock.now()
         current = {view.id: view for view in views}
         for view in views:
@@ -359,7 +394,8 @@ class DashboardScreen(Screen[None]):
                 on_screen = view.id == self.selected and self.app.app_focus
                 alert = self.attention.observe(before, view, on_screen=on_screen)
                 if alert is not None and self.engine.alerts_here():  # else another dashboard rings
-                    self._alert(alert)
+                    host = host_of.get(view.id, "")
+                    self._alert(replace(alert, title=f"{host} · {alert.title}") if host else alert)
         if self.marks.keep_only(current):
             self.refresh_bindings()  # the last mark may have left with its session
         for gone in set(self._views) - set(current):
@@ -374,7 +410,19 @@ class DashboardScreen(Screen[None]):
         if self.selected is not None:
             self.attention.seen(self.selected)
         marked, queued = self.marks.ids, self.team.queued
-        await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=marked, queued=queued)
+        needy = {v.id for v in views if self.attention.wants_user(v)}
+        await self.sidebar.sync(
+            views,
+            now,
+            self.attention.unread,
+            self.selected,
+            marked=marked,
+            queued=queued,
+            hosts=hosts,
+            host_of=host_of,
+            needy=needy,
+            wall_now=self.clock.wall(),
+        )
         self.compare.changed(dirty)
         self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
@@ -400,13 +448,13 @@ class DashboardScreen(Screen[None]):
             self.pane.tick(shown, now)
         if self.is_current and self.focused is None:
             self.pane.editor.focus()  # e.g. the permission buttons that had focus went away
-        needy = sum(1 for v in views if self.attention.wants_user(v))
         count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
         spent = fleet_summary(fleet_usage(v.usage for v in views))  # what the whole fleet used
         self.sub_title = (
             count
-            + (f" · {needy} need{'s' if needy == 1 else ''} you" if needy else "")
+            + (f" · {len(needy)} need{'s' if len(needy) == 1 else ''} you" if needy else "")
             + (f" · on {self.remote}" if self.remote else "")
+            + (f" · {machines(hosts)}" if hosts else "")
             + (f" · {spent}" if spent else "")
         )
         state = (self.selected, shown.status if shown else None, bool(shown and shown.interrupted_prompt))
@@ -497,9 +545,13 @@ class DashboardScreen(Screen[None]):
             self.pane.editor.insert(event.text)
             self.notify("No session to send to: press ctrl+n to start one.", severity="warning")
             return
+        targets = self.marks.in_order(self.sidebar.session_list.session_ids)
+        if not targets and not self._reachable(sid):  # its host does not answer: the text stays, nothing waits
+            self.pane.editor.give_back(sid, event.text)
+            self._ui_state_changed()
+            return
         if (log_ := self.pane.log_for(sid)) is not None:
             log_.follow_end()  # whoever sends wants to see what comes back
-        targets = self.marks.in_order(self.sidebar.session_list.session_ids)
         if targets:
             self._run("Broadcast", self._broadcast(sid, targets, event.text))
         else:
@@ -604,13 +656,13 @@ class DashboardScreen(Screen[None]):
 
     def action_send_queued(self) -> None:
         """Send the selected session's held queue (its next prompt goes out now)."""
-        if self.selected:
+        if self.selected and self._reachable(self.selected):
             self._run("Send", self.engine.call(verbs.SEND_QUEUED, verbs.SessionRef(self.selected)))
 
     # ---- permissions and attention ---------------------------------------------------
     def on_permission_prompt_answered(self, event: PermissionPrompt.Answered) -> None:
         event.stop()
-        if event.session_id is not None:
+        if event.session_id is not None and self._reachable(event.session_id):
             answer = verbs.AnswerPermission(event.session_id, event.request_id, event.option_id)
             self._run("Permission answer", self.engine.call(verbs.ANSWER_PERMISSION, answer))
         self.pane.editor.focus()
@@ -651,7 +703,7 @@ class DashboardScreen(Screen[None]):
         """Stop the selected session's turn (abort, then kill if it does not stop); an
         orchestrator's workers too, when the user says so."""
         view = self._views.get(self.selected or "")
-        if view is None:
+        if view is None or not self._reachable(view.id):
             return
         if view.status.busy:
             self._run("Stop", self.engine.call(verbs.STOP, verbs.SessionRef(view.id)))
@@ -670,12 +722,12 @@ class DashboardScreen(Screen[None]):
 
     def action_reconnect(self) -> None:
         """Reconnect the selected session's agent, keeping its history."""
-        if self.selected:
+        if self.selected and self._reachable(self.selected):
             self._run("Reconnect", self.engine.call(verbs.RECONNECT, verbs.SessionRef(self.selected)))
 
     def action_resend_interrupted(self) -> None:
         """Resend the prompt of a turn lost to a restart, a quit, a dead agent or a reconnect."""
-        if self.selected:
+        if self.selected and self._reachable(self.selected):
             self._run("Resend", self.engine.call(verbs.RESEND, verbs.SessionRef(self.selected)))
 
     def busy_selected(self) -> bool:
@@ -687,7 +739,7 @@ class DashboardScreen(Screen[None]):
     def action_close_session(self) -> None:
         """Close the selected session (after a confirmation; undo for 30 s)."""
         sid = self.selected
-        if sid is None:
+        if sid is None or not self._reachable(sid):
             return
         view = self._views.get(sid)
         running = " Its running turn is stopped." if view is not None and view.status.busy else ""
@@ -757,8 +809,9 @@ class DashboardScreen(Screen[None]):
         self.notify(f"Copied the last reply ({len(text):,} characters).", timeout=3)
 
     def action_details(self) -> None:
-        """Show the selected session's details: agent, folder, command, logs, stderr tail."""
-        if self.selected:
+        """Show the selected session's details: agent, folder, command, logs, stderr tail (on a
+        host that does not answer: why, in full)."""
+        if self.selected and self._reachable(self.selected):
             self._run("Details", self._show_details(self.selected))
 
     async def _show_details(self, session_id: str) -> None:
@@ -781,7 +834,7 @@ class DashboardScreen(Screen[None]):
     def action_rename_session(self) -> None:
         """Give the selected session another name."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids():
+        if sid is None or sid not in self.engine.ids() or not self._reachable(sid):
             return
 
         def answered(name: str | None) -> None:
@@ -794,7 +847,7 @@ class DashboardScreen(Screen[None]):
     def action_switch_model(self) -> None:
         """List the selected session's models and switch it to the one picked (F8)."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids():
+        if sid is None or sid not in self.engine.ids() or not self._reachable(sid):
             return
 
         def answered(model_id: str | None) -> None:
@@ -812,7 +865,7 @@ class DashboardScreen(Screen[None]):
     def action_finish_session(self) -> None:
         """Commit, merge, push, open a pull request for or discard the selected session's worktree."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids():
+        if sid is None or sid not in self.engine.ids() or not self._reachable(sid):
             return
         session = self.engine.view(sid)
         workspace = session.workspace
@@ -839,12 +892,12 @@ class DashboardScreen(Screen[None]):
     def action_compare(self) -> None:
         """The attempts of the fan-out the selected session is part of, side by side (F9)."""
         view = self._views.get(self.selected or "")
-        if view is not None and view.attempt_of:
+        if view is not None and view.attempt_of and self._reachable(view.id):
             self.compare.open(view.attempt_of)
 
     def action_review_changes(self) -> None:
         """The selected session's changes against its base, to read and comment on (ctrl+o)."""
-        if self.selected is not None:
+        if self.selected is not None and self._reachable(self.selected):
             self.review.open(self.selected)
 
     # ---- which keys apply now, and the command palette ------------------------------
