@@ -149,3 +149,6 @@ RECORD_TYPES: tuple[type[Record], ...] = (
 )
 """Every record an engine publishes (they travel to clients; HostChanged is a fleet's own, in
 the front end's process)."""
+
+STREAM_TYPES: tuple[type[Record], ...] = (*RECORD_TYPES, HostChanged)
+"""Every record a record stream carries (an engine's, and a fleet's own)."""

@@ -27,7 +27,9 @@ from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.fan_out import BroadcastResult
 from polypilot_tui.domain.hosts import (
+    DEFAULT_BACKOFF,
     LOCAL,
+    Backoff,
     HostEntry,
     HostHealth,
     HostState,
@@ -103,17 +105,20 @@ class SshMember:
         connect_timeout: float = CONNECT_TIMEOUT,
         ping_every: float = PING_EVERY,
         ping_timeout: float = PING_TIMEOUT,
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> None:
         self.name = entry.name
         self.entry = entry
         self._clock = clock
         self._ping_every = ping_every
         self._ping_timeout = ping_timeout
-        self.health = HostHealth(entry.name, entry.target, clock)
+        self.health = HostHealth(entry.name, entry.target, clock, backoff)
         self.attach = SshAttach(
             entry.target, entry.remote_command, (*ssh_options, *entry.ssh_options), timeout=connect_timeout
         )
-        self.remote = RemoteEngine(self._connect, on_detach=self.attach.close, on_attached=self._attached)
+        self.remote = RemoteEngine(
+            self._connect, on_detach=self.attach.close, on_attached=self._attached, quiet_loss=True
+        )
         self.engine: Engine = self.remote
         self._changed: Callable[[], None] = lambda: None
         self._pinger: EngineClient | None = None

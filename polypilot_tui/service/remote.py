@@ -89,10 +89,13 @@ class RemoteEngine(OneMachine):
         clock: Clock | None = None,
         silence: float = SILENCE_LIMIT,
         on_attached: Callable[[], None] | None = None,
+        quiet_loss: bool = False,
     ) -> None:
         self._connect = connect
         self._on_attached = on_attached
         """Called after each snapshot (the mirror is current): a fleet marks its host live."""
+        self._quiet_loss = quiet_loss
+        """A lost stream is not told as a notice: its watcher tells it (a fleet's host state)."""
         self._silence = silence  # seconds the stream may say nothing before the engine is taken for lost
         self._on_detach = on_detach
         self._reconnect = reconnect
@@ -207,7 +210,8 @@ class RemoteEngine(OneMachine):
                 self.notices.tell("engine-lost", f"The engine is gone and could not be started again: {reason}")
                 return
             silence = f"The engine has said nothing for {self._silence:g} s (stopped or hung?); reconnecting."
-            self.notices.tell("engine-lost", silence if silent else LOST)
+            if not self._quiet_loss:
+                self.notices.tell("engine-lost", silence if silent else LOST)
             attempt += 1
             await asyncio.sleep(min(0.2 * attempt, 2.0))
 
