@@ -24,35 +24,39 @@ HOST_ICONS: dict[HostState, str] = {
 }
 """One single-cell glyph per host state (this machine is always live)."""
 
-SHORT_REASON = 40
-"""Characters of a reason a header shows (the tooltip and F2 show it whole)."""
-
 
 def time_of_day(when: float, now: float, wall_now: float) -> str:
     """``HH:MM`` (local time) of ``when``, a time of the engine clock whose ``now`` is ``wall_now``."""
     return time.strftime("%H:%M", time.localtime(wall_now - (now - when)))
 
 
-def host_state(host: HostView, now: float, wall_now: float, *, short: bool = True) -> str:
-    """A host's state in words, e.g. ``stale since 14:02 · last seen 12m ago`` or
-    ``unreachable · auth refused`` (``short``: the reason cut for a header line)."""
-    reason = one_line(host.reason, SHORT_REASON if short else 2000) if host.reason else ""
-    if host.state is HostState.LIVE:
-        return "live"
-    if host.state is HostState.CONNECTING:
-        return "connecting…"
+def host_state(host: HostView, now: float, wall_now: float) -> str:
+    """A host's state in a few words: ``live``, ``stale since 14:02``, ``unreachable``…"""
     if host.state is HostState.STALE:
-        words = f"stale since {time_of_day(host.since, now, wall_now)}"
-        if host.last_seen is not None:
-            words += f" · last seen {compact_duration(now - host.last_seen)} ago"
-        return words + (f" · {reason}" if reason and not short else "")
-    words = "unreachable" if host.state is HostState.UNREACHABLE else "other version"
-    return f"{words} · {reason}" if reason else words
+        return f"stale since {time_of_day(host.since, now, wall_now)}"
+    return {
+        HostState.LIVE: "live",
+        HostState.CONNECTING: "connecting…",
+        HostState.UNREACHABLE: "unreachable",
+        HostState.OTHER_VERSION: "other version",
+    }[host.state]
+
+
+def host_detail(host: HostView, now: float) -> str:
+    """What else there is to know of a host that is not live: when it last answered, and why
+    not now (in full: the header cuts it, the tooltip and F2 do not)."""
+    parts = [f"last seen {compact_duration(now - host.last_seen)} ago"] if host.last_seen is not None else []
+    return " · ".join(parts + ([one_line(host.reason, 2000)] if host.reason else []))
 
 
 def host_problem(host: HostView, now: float, wall_now: float) -> str:
     """Why a verb on one of this host's sessions cannot go through now (said instead of waiting)."""
-    return f"{host.label} is {host_state(host, now, wall_now, short=False)}; its sessions are shown as last seen."
+    detail = host_detail(host, now)
+    return (
+        f"{host.label} is {host_state(host, now, wall_now)}"
+        + (f" ({detail})" if detail else "")
+        + ": nothing was sent; its sessions are shown as last seen."
+    )
 
 
 @dataclass(frozen=True)
@@ -63,9 +67,9 @@ class HostHeader:
     """The host's name ("" this machine)."""
     state: HostState
     title: str
-    """``devbox · 4 sessions``."""
+    """``devbox · live``, ``gpu · stale since 14:02``…"""
     status_text: str
-    """``live · 1 busy · 1 needs you``, ``stale since 14:02 · last seen 12m ago``…"""
+    """``4 sessions · 1 busy · 1 needs you``, ``1 session · last seen 12m ago · <why>``…"""
     tooltip: str
 
     @property
@@ -74,19 +78,22 @@ class HostHeader:
 
     @classmethod
     def of(cls, host: HostView, views: Sequence[SessionView], needy: int, now: float, wall_now: float) -> HostHeader:
-        """The header of ``host`` over its ``views`` (``needy`` of them need the user)."""
-        title = f"{one_line(host.label, 60)} · {plural(len(views), 'session')}"
+        """The header of ``host`` over its ``views`` (``needy`` of them need the user): its name
+        and state, then its sessions (and when it was last seen, and why it does not answer)."""
         where = host.target or "this machine"
+        state = "this machine" if host.name == LOCAL and host.live else host_state(host, now, wall_now)
+        title = f"{one_line(host.label, 60)} · {state}"
+        count = [plural(len(views), "session")] if views or host.live else []
         if host.live:
             busy = sum(1 for view in views if view.status.busy)
-            parts = ["this machine" if host.name == LOCAL else "live"]
-            parts += [f"{busy} busy"] if busy else []
-            parts += [f"{needy} need{'s' if needy == 1 else ''} you"] if needy else []
-            return cls(host.name, host.state, title, " · ".join(parts), f"{host.label} · {where}")
-        tooltip = f"{host.label} · {where} · {host_state(host, now, wall_now, short=False)}"
+            count += [f"{needy} need{'s' if needy == 1 else ''} you"] if needy else []  # first: cut last
+            count += [f"{busy} busy"] if busy else []
+            return cls(host.name, host.state, title, " · ".join(count), f"{host.label} · {where}")
+        detail = host_detail(host, now)
+        tooltip = f"{host.label} · {where} · {state}" + (f" · {detail}" if detail else "")
         if host.retry_at is not None and host.retry_at > now:
             tooltip += f" · tried again in {compact_duration(host.retry_at - now)}"
-        return cls(host.name, host.state, title, host_state(host, now, wall_now), tooltip)
+        return cls(host.name, host.state, title, " · ".join(count + ([detail] if detail else [])), tooltip)
 
 
 def machines(hosts: Sequence[HostView]) -> str:

@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.hosts import HostView
 from polypilot_tui.ui.formatting import plural
-from polypilot_tui.ui.host_text import HOST_ICONS, host_state
+from polypilot_tui.ui.host_text import HOST_ICONS, host_detail, host_state
 
 
 def host_option(host: HostView, now: float, wall_now: float) -> Option:
@@ -31,7 +31,9 @@ def host_option(host: HostView, now: float, wall_now: float) -> Option:
         f"  {where} · {plural(host.sessions, 'session')}",
     )
     if not host.live:
-        label = Content.assemble(label, "\n", (f"  ✗ {host_state(host, now, wall_now, short=False)}", "$text-error"))
+        detail = host_detail(host, now)
+        why = host_state(host, now, wall_now) + (f" · {detail}" if detail else "")
+        label = Content.assemble(label, "\n", (f"  ✗ {why}", "$text-error"))
     return Option(label, id=host.name or "-local", disabled=not host.live)
 
 
