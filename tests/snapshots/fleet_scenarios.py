@@ -19,6 +19,8 @@ from textual.pilot import Pilot
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.hosts import HostHealth, HostState
+from polypilot_tui.domain.workspace import FolderInfo
+from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
@@ -32,6 +34,23 @@ from tests.support.fleet import FixedMember
 from tests.support.waiting import until
 
 REFUSED = "auth refused: dev@build.example: Permission denied (publickey)."
+
+
+class HostEngine(FixedEngine):
+    """A machine's engine with the dialogs' fixed answers, which notes the folders it is asked
+    about (the new-session dialog must ask the host it makes the session on)."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        super().__init__(manager)
+        self.folders_asked: list[str] = []
+
+    async def inspect_folder(self, request: verbs.FolderRef) -> FolderInfo:
+        self.folders_asked.append(request.path)
+        return FolderInfo(request.path) if request.path.startswith("~") else await super().inspect_folder(request)
+
+    async def list_folders(self, request: verbs.FolderQuery) -> verbs.FolderListing:
+        self.folders_asked.append(request.path)
+        return verbs.FolderListing(request.path, ("projects",) if request.path == "~" else ())
 
 
 class UnreachableMember:
@@ -58,13 +77,13 @@ class Fleet:
 
     app: PolypilotApp
     fleet: FleetEngine
-    engines: dict[str, LocalEngine]
+    engines: dict[str, HostEngine]
     members: dict[str, FixedMember]
     clock: FakeClock
     served: list[ServedEngine]
 
 
-def _engine(tmp_path: Path, name: str, prefix: str, clock: FakeClock, agents: tuple[str, ...]) -> LocalEngine:
+def _engine(tmp_path: Path, name: str, prefix: str, clock: FakeClock, agents: tuple[str, ...]) -> HostEngine:
     state = tmp_path / (name or "local")
     state.mkdir()
     settings = Settings(_env_file=None, state_dir=state, record=False, heartbeat_seconds=3600)  # type: ignore[call-arg]
@@ -77,7 +96,7 @@ def _engine(tmp_path: Path, name: str, prefix: str, clock: FakeClock, agents: tu
         backend_factory=lambda agent, sink, workdir: FakeBackend(sink, AGENT_MODES.get(agent, "")),
         id_factory=lambda: f"{prefix}{next(ids)}",
     )
-    return FixedEngine(manager)
+    return HostEngine(manager)
 
 
 def fleet_app(
