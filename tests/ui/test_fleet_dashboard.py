@@ -11,6 +11,7 @@ from pathlib import Path
 
 from textual.widgets import Input
 
+from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.hosts import HostState
 from polypilot_tui.ui.screens.host_picker import HostPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
@@ -98,6 +99,28 @@ async def test_a_stale_host_keeps_its_rows_and_keys_on_them_say_why_at_once(tmp_
         editor.focus()
         await pilot.press("enter")
         await wait_for(pilot, lambda: rig.engines["ci"].view(sid).turns + rig.engines["ci"].view(sid).status.busy > 0)
+
+        # Stale again: a broadcast reaches Local's marked session; ci's is refused here, keeps the text.
+        rig.members["ci"].set_state(HostState.STALE, "ssh: Connection reset by peer")
+        await wait_for(pilot, lambda: rows.entry(sid).stale, what="ci's row stale again")
+        for marked in ("s1", sid):
+            rig.app.select(marked)
+            await d.settle()
+            await pilot.press("ctrl+t")
+        editor.focus()
+        await pilot.press(*"status?", "enter")
+        local = rig.engines[""]
+        await wait_for(
+            pilot,
+            lambda: [i.text for i in local.history("s1") if i.kind is ItemKind.USER] == ["status?"],
+            what="Local's s1 took it",
+        )
+        await wait_for(pilot, lambda: rig.app.pane.drafts().get(sid) == "status?", what="ci's draft keeps it")
+        # Told as sent to one of two (never "not sent": s1 has it), and only ci stays marked.
+        assert any(
+            n.startswith("Not sent to 1 session: Sent to 1 of 2") and "ci is stale" in n for n in notifications(rig.app)
+        )
+        assert set(rig.app.dashboard.marks.ids) == {sid}
 
 
 async def test_a_new_session_on_a_host_asks_that_hosts_engine(tmp_path: Path) -> None:

@@ -200,7 +200,12 @@ class DashboardScreen(Screen[None]):
         )
         self.review = ReviewFlow(self, engine, run=self._run, closed=self._refocus_editor)
         self.broadcaster = Broadcaster(
-            self, engine, self.pane.editor, names=self._session_name, kept=self._ui_state_changed
+            self,
+            engine,
+            self.pane.editor,
+            names=self._session_name,
+            kept=self._ui_state_changed,
+            unreachable=self._why_unreachable,
         )
         self.team = TeamFlow(self, engine, run=self._run, redraw=self._redraw_rows, closed=self._refocus_editor)
         self.compare = CompareFlow(self, engine, review=self.review, run=self._run, closed=self._refocus_editor)
@@ -282,14 +287,19 @@ class DashboardScreen(Screen[None]):
         name = self.engine.host_of(session_id)
         return next((host for host in self.engine.hosts() if host.name == name and not host.live), None)
 
+    def _why_unreachable(self, session_id: str) -> str:
+        """Why a verb on this session cannot reach its host now ("" when it can)."""
+        host = self.host_down(session_id)
+        return "" if host is None else host_problem(host, self.clock.now(), self.clock.wall())
+
     def _reachable(self, session_id: str | None) -> bool:
         """A verb on this session can reach its host now; else that is said at once (a verb
         would only fail against a host that does not answer, or wait for it)."""
-        host = self.host_down(session_id) if session_id else None
-        if host is None:
+        why = self._why_unreachable(session_id) if session_id else ""
+        if not why:
             return True
         self.notify(
-            host_problem(host, self.clock.now(), self.clock.wall()),
+            why,
             title=self._session_name(session_id or ""),
             severity="warning",
             timeout=10,
