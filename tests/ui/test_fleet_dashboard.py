@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Input
+from textual.widgets import Input, OptionList
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.hosts import HostState
+from polypilot_tui.ui.screens.fan_out import FanOutScreen
 from polypilot_tui.ui.screens.host_picker import HostPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
@@ -153,6 +154,20 @@ async def test_a_new_session_on_a_host_asks_that_hosts_engine(tmp_path: Path) ->
         assert rig.engines[""].folders_asked == [] and rig.engines["ci"].folders_asked == []
         await wait_for(pilot, lambda: rig.app.selected == "d1", what="the new session on screen")
         assert rig.app.sidebar.session_list.session_ids == ["s1", "d1"]
+
+        # ctrl+f too: the picker starts on the machine of the session on screen (dev).
+        asked = len(rig.engines["dev"].folders_asked)
+        await pilot.press("ctrl+f")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, HostPickerScreen), what="the fan-out's host picker")
+        assert str(rig.app.screen.query_one("#host-picker-title").render()) == "Fan out on…"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, FanOutScreen), what="the fan-out dialog on dev")
+        fan_out = rig.app.screen
+        listed = fan_out.query_one("#agent-list", OptionList)
+        assert [listed.get_option_at_index(i).id for i in range(listed.option_count)] == ["demo", "devonly"]
+        assert fan_out.query_one("#folder", Input).value == "~"
+        await wait_for(pilot, lambda: len(rig.engines["dev"].folders_asked) > asked, what="dev looked at its folder")
+        assert rig.engines[""].folders_asked == []
 
 
 async def test_verbs_on_a_remote_session_reach_its_host(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ does not answer is listed, greyed out, with why; Enter picks, Escape cancels.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from textual import on
 from textual.app import ComposeResult
@@ -14,10 +14,12 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.hosts import HostView
+from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.host_text import HOST_ICONS, host_detail, host_state
 
@@ -70,8 +72,11 @@ class HostPickerScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, hosts: Sequence[HostView], default: str, now: float, wall_now: float) -> None:
+    def __init__(
+        self, hosts: Sequence[HostView], default: str, now: float, wall_now: float, title: str = "New session on…"
+    ) -> None:
         super().__init__()
+        self._title = title
         self._hosts = list(hosts)
         self._default = default
         self._now = now
@@ -79,7 +84,7 @@ class HostPickerScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="host-picker"):
-            yield Static("New session on…", id="host-picker-title", markup=False)
+            yield Static(self._title, id="host-picker-title", markup=False)
             yield OptionList(*[host_option(host, self._now, self._wall_now) for host in self._hosts], id="host-list")
             yield Static("Enter picks · Esc cancels", id="host-picker-hint", markup=False)
 
@@ -100,3 +105,23 @@ class HostPickerScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def pick_host(
+    owner: Widget,
+    engine: Engine,
+    default: str,
+    picked: Callable[[str], None],
+    cancelled: Callable[[], None],
+    title: str = "New session on…",
+) -> None:
+    """Ask which of ``engine``'s machines (starting on ``default``), then call ``picked`` with its name."""
+    clock = engine.clock  # the hosts' times are on it
+
+    def answered(name: str | None) -> None:
+        if name is None:
+            cancelled()
+        else:
+            picked(name)
+
+    owner.app.push_screen(HostPickerScreen(engine.hosts(), default, clock.now(), clock.wall(), title), answered)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from textual.widget import Widget
 
@@ -53,26 +54,17 @@ class NewSessionFlow:
         self._made = made
         """Called with a new session's id and, on this machine, the folder it works in."""
         self._closed = closed
-        self._host_of_selected = host_of_selected
+        self.host_of_selected = host_of_selected
         """The host of the session on screen: the picker starts there."""
 
     def open(self, initial: verbs.NewSession | None = None, problem: str = "", host: str | None = None) -> None:
         """The dialog, filled with ``initial`` and showing ``problem`` when given; with several
         machines, on ``host`` (None: the user picks it first)."""
-        hosts = self._engine.hosts()
-        if host is None and hosts:
-            from polypilot_tui.ui.screens.host_picker import HostPickerScreen  # only a fleet needs it
+        if host is None and self._engine.hosts():
+            from polypilot_tui.ui.screens.host_picker import pick_host  # only a fleet needs it
 
-            clock = self._engine.clock  # the hosts' times are on it
-
-            def picked(name: str | None) -> None:
-                if name is None:
-                    self._closed()
-                else:
-                    self.open(initial, problem, name)
-
-            picker = HostPickerScreen(hosts, self._host_of_selected(), clock.now(), clock.wall())
-            self._owner.app.push_screen(picker, picked)
+            again = partial(self.open, initial, problem)
+            pick_host(self._owner, self._engine, self.host_of_selected(), again, self._closed)
             return
         where = host or LOCAL
         self._owner.run_worker(self._open(initial, problem, where), group="new-session-dialog", exit_on_error=False)
