@@ -7,6 +7,7 @@ A host that stops answering is what the fleet makes of a lost link: its state se
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from textual.widgets import Input, OptionList
@@ -17,6 +18,7 @@ from polypilot_tui.ui.screens.fan_out import FanOutScreen
 from polypilot_tui.ui.screens.host_picker import HostPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
+from polypilot_tui.ui.ui_state import load_ui_state
 from tests.snapshots.fleet_scenarios import FleetDriver, fleet_app
 from tests.ui.helpers import notifications, wait_for
 
@@ -182,3 +184,32 @@ async def test_verbs_on_a_remote_session_reach_its_host(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: isinstance(rig.app.screen, RenameScreen), what="rename")
         await pilot.press(*"renamed", "enter")  # the name is selected: typing replaces it
         await wait_for(pilot, lambda: rig.engines["dev"].view(sid).name == "renamed", what="renamed on dev")
+
+
+async def test_a_draft_for_a_hosts_session_waits_for_its_host_across_a_restart(tmp_path: Path) -> None:
+    (tmp_path / "first").mkdir()
+    (tmp_path / "again").mkdir()
+    first = fleet_app(tmp_path / "first", HOSTS, served=True)
+    async with first.app.run_test(size=(120, 40)) as pilot:
+        d = FleetDriver(pilot, first)
+        await d.settle()
+        sid = await d.on("dev").add("dev work")
+        first.app.select(sid)
+        await d.settle()
+        first.app.pane.editor.focus()
+        await pilot.press(*"half a thought")
+        await wait_for(pilot, lambda: first.app.pane.drafts().get(sid) == "half a thought")
+    # Next start: dev attaches after the dashboard shows Local's sessions, and it does not answer
+    # for a while; the draft is neither dropped nor saved away meanwhile.
+    again = fleet_app(tmp_path / "again", HOSTS, served=True)
+    shutil.copytree(tmp_path / "first" / "local", tmp_path / "again" / "local", dirs_exist_ok=True)
+    async with again.app.run_test(size=(120, 40)) as pilot:
+        d = FleetDriver(pilot, again)
+        await d.settle()
+        assert sid not in again.fleet.ids()
+        again.app.dashboard._save_ui_state()  # noqa: SLF001 - the save a heartbeat makes
+        saved, problem = load_ui_state(tmp_path / "again" / "local")
+        assert saved.drafts.get(sid) == "half a thought" and not problem
+        await d.on("dev").add("dev work")  # dev brings its session back (same id)
+        again.app.select(sid)
+        await wait_for(pilot, lambda: again.app.pane.editor.text == "half a thought", what="the draft given back")

@@ -179,6 +179,9 @@ class DashboardScreen(Screen[None]):
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
         self._scroll_at_quit: dict[str, int] | None = None
+        self._drafts_waiting: dict[str, str] = {}
+        """Drafts saved for sessions of hosts not attached yet: given back as each appears, and
+        kept in the saved state meanwhile (a host that is down must not cost a draft)."""
         self._recently_closed: list[ClosedSession] = []
         """Most recent last; each leaves after UNDO_SECONDS."""
         self.agents_found = AgentsFound()  # for the demo's welcome
@@ -252,7 +255,10 @@ class DashboardScreen(Screen[None]):
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
         await self.flush()
-        self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.engine.ids()})
+        ids = set(self.engine.ids())
+        self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in ids})
+        if self.engine.hosts():  # the hosts' sessions come as each host attaches: their drafts wait
+            self._drafts_waiting = {k: v for k, v in self._ui_state.drafts.items() if k not in ids}
         self.pane.editor.focus()
 
     def quitting(self) -> None:
@@ -327,7 +333,7 @@ class DashboardScreen(Screen[None]):
             return
         scroll = self._scroll_at_quit if quitting and self._scroll_at_quit is not None else self._scroll_backs()
         live = set(self.engine.ids())
-        drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
+        drafts = {**self._drafts_waiting, **{sid: text for sid, text in self.pane.drafts().items() if sid in live}}
         state = UiState(self.selected, drafts, scroll, list(self._ui_state.recent_folders))
         if state == self._ui_saved:
             return
@@ -413,6 +419,8 @@ class DashboardScreen(Screen[None]):
             await self.pane.forget(gone)
         previous = self._views
         self._views = current
+        if self._drafts_waiting and (arrived := self._drafts_waiting.keys() & current.keys()):
+            self.pane.restore_drafts({sid: self._drafts_waiting.pop(sid) for sid in arrived})
         self.team.changed(views, previous)
         if self.selected not in current:
             self.selected = views[0].id if views else None
