@@ -95,6 +95,8 @@ def parse_target(text: str) -> HostTarget:
     else: no blanks, no leading ``-``, no ssh option can hide in a target.
     """
     fits = "expected [user@]host[:port], e.g. dev@build.example.com:2222 or [::1]:22"
+    if text.startswith("-"):
+        raise HostError(f"{text!r} would read as an ssh option, not a host: {fits}")
     match = _TARGET.fullmatch(text)
     if not text or len(text) > 300 or match is None:
         raise HostError(f"{text!r} is not a host target: {fits}")

@@ -45,7 +45,7 @@ from polypilot_tui.engine.verbs import API_VERSION, ENGINE_INFO, Broadcast, NoAr
 from polypilot_tui.service.attach import SshAttach
 from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.remote import RemoteEngine
-from polypilot_tui.service.ssh import TunnelError
+from polypilot_tui.service.ssh import TunnelError, clean_stale_forwards
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
 
 log = logging.getLogger(__name__)
@@ -370,6 +370,9 @@ class FleetEngine:
     async def start(self) -> None:
         """Local's sessions are listed on return; the hosts attach in the background."""
         await self.local.start()
+        if self._members:  # a killed dashboard's forwards' folders, found once (a few stats, off the loop)
+            cleaning = asyncio.ensure_future(asyncio.to_thread(clean_stale_forwards))
+            cleaning.add_done_callback(functools.partial(_quiet, what="cleaning stale forwards"))
         for sid in self.local.ids():
             self._owner.setdefault(sid, LOCAL)
         for name, member in self._members.items():

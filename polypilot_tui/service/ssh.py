@@ -57,6 +57,8 @@ FOLDER_PREFIX = "pp-ssh-"
 STALE_AGE = 60.0
 """Seconds a forward's folder must be old before it may be taken for stale (one being set up
 by another dashboard has no socket for a moment)."""
+CONTROL_LOOKUP = 2.0
+"""Seconds ``ssh -G`` (which reads the config only) has to say where the control socket is."""
 CONTROL_PROBE = 0.25
 """Seconds a connection master's control socket has to greet before it is taken for hung."""
 
@@ -286,7 +288,9 @@ def clean_stale_forwards(bases: Sequence[str] | None = None, now: float | None =
     return removed
 
 
-async def clean_control_socket(ssh: str, destination: str, options: Sequence[str]) -> str | None:
+async def clean_control_socket(
+    ssh: str, destination: str, options: Sequence[str], timeout: float = CONTROL_LOOKUP
+) -> str | None:
     """The connection master's control socket ssh would use for ``destination`` (``ssh -G``),
     removed when it is stale or hung (a master that accepts and never greets made every ssh
     after it hang); the path removed, or None. Only a socket of this user is touched."""
@@ -295,9 +299,17 @@ async def clean_control_socket(ssh: str, destination: str, options: Sequence[str
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
         )
-        out, _ = await asyncio.wait_for(proc.communicate(), 5.0)
-    except (OSError, TimeoutError):
+    except OSError:
         return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        return None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
     path = next(
         (
             line.split(" ", 1)[1]
@@ -467,7 +479,8 @@ async def open_tunnel(
     common = _common_options(ssh, ssh_options, port, timeout)
     # No forwardings from the user's config on the first call: they could clash with a
     # session the user has open. Their connection master, when one runs, is used.
-    await clean_control_socket(common[0], destination, [*ssh_options, *(["-p", str(port)] if port else [])])
+    port_option = ["-p", str(port)] if port is not None else []
+    await clean_control_socket(common[0], destination, [*ssh_options, *port_option], min(CONTROL_LOOKUP, timeout / 4))
     start = [*common, *_o("ClearAllForwardings=yes", "ControlMaster=no"), "--", destination, command]
     remote_socket, pid, started = await _start_engine(start, target, deadline, timeout)
 

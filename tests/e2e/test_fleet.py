@@ -8,6 +8,7 @@ seconds); every test ends what it started.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import shutil
@@ -274,3 +275,44 @@ async def test_a_hung_connection_master_is_found_and_its_socket_removed(machines
         assert not control.exists()
     finally:
         hung.close()
+
+
+def polypilot(*args: str, config: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    env = {**engine_env(state), "POLYPILOT_CONFIG_DIR": str(config)}
+    return subprocess.run(
+        [sys.executable, "-m", "polypilot_tui", *args], env=env, capture_output=True, text=True, timeout=90
+    )
+
+
+async def test_commands_aim_at_a_host_and_ls_all_hosts_lists_every_one_saying_which_failed(
+    machines: tuple[Machine, Machine], tmp_path: Path
+) -> None:
+    one, _ = machines
+    config, state = tmp_path / "config", short_state_dir()
+    try:
+        from polypilot_tui.service.hosts_file import add_host
+
+        add_host(config / "hosts.json", one.entry("one"))
+        add_host(config / "hosts.json", HostEntry.checked("gone", "127.0.0.1:1", one.command))
+        made = await asyncio.to_thread(
+            polypilot, "new", "--host", "one", "--name", "over there", config=config, state=state
+        )
+        assert made.returncode == 0, made.stderr
+        sid, folder = made.stdout.split("\t")[:2]
+        assert folder.strip() == str((one.sshd.folder / "home").resolve())  # that machine's home
+        sent = await asyncio.to_thread(
+            polypilot, "send", "--host", "one", sid, "hi there", "--wait", config=config, state=state
+        )
+        assert sent.returncode == 0 and "You said" in sent.stdout, sent.stderr
+        listed = await asyncio.to_thread(polypilot, "ls", "--all-hosts", "--json", config=config, state=state)
+        assert listed.returncode == 1  # "gone" did not answer
+        assert listed.stderr.startswith("polypilot: gone: cannot reach") and "polypilot: one" not in listed.stderr
+        rows = json.loads(listed.stdout)
+        assert {"host": "one", "id": sid, "name": "over there"}.items() <= next(
+            r for r in rows if r["id"] == sid
+        ).items()
+        here = await asyncio.to_thread(polypilot, "ls", config=config, state=state)
+        assert sid not in here.stdout  # the local engine has none of it
+    finally:
+        kill_engine_of(state)
+        shutil.rmtree(state, ignore_errors=True)
