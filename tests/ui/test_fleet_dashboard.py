@@ -180,6 +180,7 @@ async def test_verbs_on_a_remote_session_reach_its_host(tmp_path: Path) -> None:
         sid = await d.on("dev").add("dev work")
         rig.app.select(sid)
         await d.settle()
+        assert str(rig.app.pane.header.render()).startswith("dev work · on dev · demo")  # which machine
         await pilot.press("f4")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, RenameScreen), what="rename")
         await pilot.press(*"renamed", "enter")  # the name is selected: typing replaces it

@@ -459,6 +459,7 @@ class DashboardScreen(Screen[None]):
                 self.engine.streaming_text(shown.id),
                 now,
                 self.agents_found.empty_text(shown, self.catalog),
+                host_of.get(shown.id, ""),
             )
             if first_time and shown.id in self._ui_state.scroll_back:
                 self.pane.scroll_back(shown.id, self._ui_state.scroll_back.pop(shown.id))
