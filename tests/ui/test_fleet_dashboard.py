@@ -64,6 +64,10 @@ async def test_sessions_of_two_hosts_are_grouped_and_keys_and_alerts_cross_hosts
         await pilot.press("ctrl+g")
         await wait_for(pilot, lambda: rig.app.selected == asks, what="ctrl+g to ci's session")
 
+        # ci's turn runs on in ci's engine whatever is chosen: ctrl+q asks nothing (Local has no turn).
+        await pilot.press("escape", "ctrl+q")
+        await wait_for(pilot, lambda: rig.app.return_code == 0, what="quit without asking")
+
 
 async def test_a_stale_host_keeps_its_rows_and_keys_on_them_say_why_at_once(tmp_path: Path) -> None:
     rig = fleet_app(tmp_path, HOSTS, served=True)
