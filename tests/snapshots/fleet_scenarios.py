@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
@@ -32,6 +34,17 @@ from tests.snapshots.fakes import AGENT_MODES, LAUNCH_FOLDER, Driver, FakeBacken
 from tests.support.engine_service import ServedEngine
 from tests.support.fleet import FixedMember
 from tests.support.waiting import until
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Times of day in UTC (a stale host's "since HH:MM"), whatever the machine's zone."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
 
 REFUSED = "auth refused: dev@build.example: Permission denied (publickey)."
 

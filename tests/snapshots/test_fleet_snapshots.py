@@ -6,8 +6,7 @@ Times of day are UTC (the stale host's "since"), virtual time elsewhere.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +14,10 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.snapshots import fleet_scenarios
-from tests.snapshots.fleet_scenarios import FleetDriver, fleet_app
+from tests.snapshots.fleet_scenarios import FleetDriver, fleet_app, utc  # noqa: F401 - utc: the fixture
 
 HOSTS = {"devbox": ("demo", "claude"), "gpu": ("demo",)}
-
-
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # fleet_scenarios.utc: times of day in UTC
 
 
 CASES: dict[str, Callable[[FleetDriver], Awaitable[None]]] = {

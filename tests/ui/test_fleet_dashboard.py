@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input, OptionList
 
 from polypilot_tui.domain.chat import ItemKind
@@ -19,11 +20,13 @@ from polypilot_tui.ui.screens.host_picker import HostPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import load_ui_state
-from tests.snapshots.fleet_scenarios import FleetDriver, fleet_app
+from tests.snapshots.fleet_scenarios import FleetDriver, fleet_app, utc  # noqa: F401 - utc: the fixture
 from tests.ui.helpers import notifications, wait_for
 
 HOSTS = {"dev": ("demo", "devonly"), "ci": ("demo",)}
 """Two hosts; dev has an agent neither Local nor ci has."""
+
+pytestmark = pytest.mark.usefixtures("utc")  # a stale host's "since HH:MM" in UTC
 
 
 async def test_sessions_of_two_hosts_are_grouped_and_keys_and_alerts_cross_hosts(tmp_path: Path) -> None:
@@ -91,6 +94,9 @@ async def test_a_stale_host_keeps_its_rows_and_keys_on_them_say_why_at_once(tmp_
         header = rows.rendered_rows()[3]  # Local, s1, dev (no sessions), ci
         assert header[0].strip() == "◑ ci · stale since 00:01"
         assert header[1].strip().startswith("1 session · last seen 1m ago")
+        await wait_for(
+            pilot, lambda: str(rig.app.pane.header.render()).startswith("ci work · on ci (stale since 00:01)")
+        )
 
         # A prompt is kept in the box, nothing goes out, and the reason is said.
         editor = rig.app.pane.editor
@@ -110,6 +116,7 @@ async def test_a_stale_host_keeps_its_rows_and_keys_on_them_say_why_at_once(tmp_
         # Live again: the rows are current and the prompt goes to ci's engine.
         rig.members["ci"].set_state(HostState.LIVE)
         await wait_for(pilot, lambda: not rows.entry(sid).stale, what="ci's row live again")
+        await wait_for(pilot, lambda: str(rig.app.pane.header.render()).startswith("ci work · on ci · demo"))
         editor.focus()
         await pilot.press("enter")
         await wait_for(pilot, lambda: rig.engines["ci"].view(sid).turns + rig.engines["ci"].view(sid).status.busy > 0)

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-
 import pytest
 
 from polypilot_tui.domain.hosts import HostState, HostView
 from polypilot_tui.ui.host_text import HostHeader, host_problem, machines
+from tests.snapshots.fleet_scenarios import utc  # noqa: F401 - the fixture
 
 WALL = 1_767_225_600.0  # 2026-01-01 00:00 UTC, at now = 1000
 NOW = 1000.0
-
-
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # fleet_scenarios.utc: times of day in UTC
 
 
 def host(state: HostState, **fields: object) -> HostView:

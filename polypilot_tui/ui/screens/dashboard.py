@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.broadcast import Broadcaster, Marks
 from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
-from polypilot_tui.ui.host_text import host_problem, machines
+from polypilot_tui.ui.host_text import host_problem, host_state, machines
 from polypilot_tui.ui.screens.compare_flow import CompareFlow
 from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
@@ -179,6 +179,8 @@ class DashboardScreen(Screen[None]):
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
         self._scroll_at_quit: dict[str, int] | None = None
+        self._shown_where = ""
+        """The machine the chat header names for the session on screen, as last drawn."""
         self._drafts_waiting: dict[str, str] = {}
         """Drafts saved for sessions of hosts not attached yet: given back as each appears, and
         kept in the saved state meanwhile (a host that is down must not cost a draft)."""
@@ -444,6 +446,7 @@ class DashboardScreen(Screen[None]):
         self.compare.changed(dirty)
         self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
+        where = self._where(shown.id, hosts, host_of, now) if shown is not None and hosts else ""
         if shown is None:
             await self.pane.show(None, (), "", now)
         elif (
@@ -451,6 +454,7 @@ class DashboardScreen(Screen[None]):
             or previous.get(shown.id) != shown
             or self.pane.session_id != shown.id
             or ((log := self.pane.log_for(shown.id)) is not None and log.shows_unreadable)  # until read
+            or where != self._shown_where  # its host went down or came back
         ):
             first_time = self.pane.log_for(shown.id) is None
             await self.pane.show(
@@ -459,8 +463,9 @@ class DashboardScreen(Screen[None]):
                 self.engine.streaming_text(shown.id),
                 now,
                 self.agents_found.empty_text(shown, self.catalog),
-                host_of.get(shown.id, ""),
+                where,
             )
+            self._shown_where = where
             if first_time and shown.id in self._ui_state.scroll_back:
                 self.pane.scroll_back(shown.id, self._ui_state.scroll_back.pop(shown.id))
         else:
@@ -480,6 +485,15 @@ class DashboardScreen(Screen[None]):
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
+
+    def _where(self, session_id: str, hosts: Sequence[HostView], host_of: dict[str, str], now: float) -> str:
+        """The machine a session runs on, for its chat header: ``ci``, ``ci (stale since 14:02)``
+        ("" this machine)."""
+        name = host_of.get(session_id, "")
+        host = next((h for h in hosts if h.name == name), None) if name else None
+        if host is None:
+            return ""
+        return name if host.live else f"{name} ({host_state(host, now, self.clock.wall())})"
 
     async def look_for_agents(self) -> None:
         """Ask the engine which agents it can start (the demo's welcome names them); at start."""
