@@ -24,7 +24,6 @@ from polypilot_tui.domain.hosts import HostHealth, HostState
 from polypilot_tui.domain.workspace import FolderInfo
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
-from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.service.fleet import FleetEngine, Member
 from polypilot_tui.ui.app import PolypilotApp
@@ -84,6 +83,34 @@ class UnreachableMember:
         return None
 
 
+class PingedMember(FixedMember):
+    """A host whose engine is asked whether it is there every ``every`` seconds (real time, as
+    the fleet's pinger does over ssh): one that does not answer within ``bound`` is stale."""
+
+    every = 0.2
+    bound = 2.0
+
+    async def run(self, changed: Callable[[], None]) -> None:
+        ping = asyncio.ensure_future(self._ping(changed))
+        try:
+            await super().run(changed)
+        finally:
+            ping.cancel()
+
+    async def _ping(self, changed: Callable[[], None]) -> None:
+        await self.started.wait()
+        while True:
+            await asyncio.sleep(self.every)
+            try:
+                await asyncio.wait_for(self.engine.call(verbs.ENGINE_INFO, verbs.NoArgs()), self.bound)
+            except Exception as exc:  # noqa: BLE001 - whatever it was, the host does not answer
+                if self.health.view.live:
+                    self.health.lost(f"its engine does not answer: {exc or type(exc).__name__}")
+                    changed()
+            else:
+                self.health.seen()
+
+
 @dataclass
 class Fleet:
     """The app, the engines behind it by host ("" Local), and the hosts' members."""
@@ -93,7 +120,8 @@ class Fleet:
     engines: dict[str, HostEngine]
     members: dict[str, FixedMember]
     clock: FakeClock
-    served: list[ServedEngine]
+    served: dict[str, ServedEngine]
+    """Each engine's server by host ("" Local), when served."""
 
 
 def _engine(tmp_path: Path, name: str, prefix: str, clock: FakeClock, agents: tuple[str, ...]) -> HostEngine:
@@ -118,28 +146,32 @@ def fleet_app(
     *,
     unreachable: str = "",
     served: bool = False,
+    pinged: bool = False,
     theme: str = "polypilot-night",
 ) -> Fleet:
     """Local (agent ``demo``) and ``hosts`` (name -> its agents), then ``unreachable`` (a host
-    whose key is refused) when named; each engine served on a socket of its own when ``served``."""
+    whose key is refused) when named; each engine served on a socket of its own when ``served``;
+    the hosts' engines asked whether they are there when ``pinged`` (else their states are the
+    test's alone)."""
     clock = FakeClock()
     engines = {"": _engine(tmp_path, "", "s", clock, ("demo",))}
     for name, agents in hosts.items():
         engines[name] = _engine(tmp_path, name, name[0], clock, agents)
-    shown: list[ServedEngine] = []
+    shown: dict[str, ServedEngine] = {}
 
-    def front(engine: LocalEngine) -> Engine:
+    def front(name: str) -> Engine:
         if not served:
-            return engine
-        shown.append(ServedEngine(engine, start=True))
-        return shown[-1].attach()
+            return engines[name]
+        shown[name] = ServedEngine(engines[name], start=True)
+        return shown[name].attach()
 
-    members = {name: FixedMember(name, front(engines[name]), f"dev@{name}.example:22") for name in hosts}
+    kind = PingedMember if pinged else FixedMember
+    members = {name: kind(name, front(name), f"dev@{name}.example:22") for name in hosts}
     listed: list[Member] = list(members.values())
     if unreachable:
         nobody = _engine(tmp_path, unreachable, unreachable[0], clock, ("demo",))  # never asked: no sessions
         listed.append(UnreachableMember(unreachable, f"dev@{unreachable}.example", nobody, REFUSED))
-    fleet = FleetEngine(front(engines[""]), listed)
+    fleet = FleetEngine(front(""), listed)
     settings = Settings(
         _env_file=None,
         state_dir=tmp_path / "local",

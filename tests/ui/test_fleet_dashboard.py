@@ -217,3 +217,30 @@ async def test_a_draft_for_a_hosts_session_waits_for_its_host_across_a_restart(t
         await d.on("dev").add("dev work")  # dev brings its session back (same id)
         again.app.select(sid)
         await wait_for(pilot, lambda: again.app.pane.editor.text == "half a thought", what="the draft given back")
+
+
+@pytest.mark.expect_errors(r"engine", strict=False, reason="ci's engine stopped: its client says so, as it should")
+async def test_a_host_whose_engine_stops_is_marked_and_the_others_keep_answering(tmp_path: Path) -> None:
+    rig = fleet_app(tmp_path, HOSTS, served=True, pinged=True)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        d = FleetDriver(pilot, rig)
+        await d.settle()
+        dev = await d.on("dev").add("dev work")
+        ci = await d.on("ci").add("ci work")
+        await rig.served["ci"].close()  # ci's engine stops answering
+        rows = rig.app.sidebar.session_list
+        await wait_for(pilot, lambda: (entry := rows.entry(ci)) is not None and entry.stale, what="ci marked stale")
+        assert rows.rendered_rows()[4][0].strip().startswith("◑ ci · stale since")  # Local, s1, dev, d1, ci
+        # ci's row stays; a key on it answers at once; dev and Local go on.
+        rig.app.select(ci)
+        await d.settle()
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: any("ci is stale" in n for n in notifications(rig.app)), what="F4 said why")
+        rig.app.select(dev)
+        await wait_for(pilot, lambda: rig.app.pane.session_id == dev)
+        rig.app.pane.editor.focus()
+        await pilot.press(*"still here?", "enter")
+        dev_engine = rig.engines["dev"]
+        await wait_for(
+            pilot, lambda: [i.text for i in dev_engine.history(dev) if i.kind is ItemKind.USER] == ["still here?"]
+        )
