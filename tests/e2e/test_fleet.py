@@ -32,7 +32,7 @@ from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.service.fleet import FleetEngine, HostDown, Member, SshMember
 from polypilot_tui.service.ssh import open_tunnel
 from tests.support import fake_engine
-from tests.support.engine_service import engine_env, kill_engine_of, short_state_dir
+from tests.support.engine_service import engine_env, kill_engine_of, lock_holder, short_state_dir
 from tests.support.sshd import ALIAS, Sshd, missing_tools
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -316,3 +316,23 @@ async def test_commands_aim_at_a_host_and_ls_all_hosts_lists_every_one_saying_wh
     finally:
         kill_engine_of(state)
         shutil.rmtree(state, ignore_errors=True)
+
+
+async def test_a_host_whose_engine_hangs_is_marked_stale_within_5_s_and_live_when_it_answers(
+    machines: tuple[Machine, Machine],
+) -> None:
+    """No byte lost, none coming: only asking tells a hung engine (or a link gone silent) apart."""
+    one, _ = machines
+    entry = one.entry("one")
+    async with fleet_of(SshMember(entry, SystemClock(), backoff=FAST)) as fleet:  # the default pings
+        await fleet.start()
+        await until("one live", lambda: host(fleet, "one").live, 45)
+        holder = lock_holder(one.state)
+        assert holder is not None and holder.pid
+        os.kill(holder.pid, signal.SIGSTOP)
+        try:
+            marked = await until("one marked stale", lambda: host(fleet, "one").state is HostState.STALE, 5.0)
+            assert marked < 5.0 and "no answer within" in host(fleet, "one").reason
+        finally:
+            os.kill(holder.pid, signal.SIGCONT)
+        await until("one live again", lambda: host(fleet, "one").live, 45)
