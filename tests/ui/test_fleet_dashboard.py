@@ -244,3 +244,20 @@ async def test_a_host_whose_engine_stops_is_marked_and_the_others_keep_answering
         await wait_for(
             pilot, lambda: [i.text for i in dev_engine.history(dev) if i.kind is ItemKind.USER] == ["still here?"]
         )
+
+
+async def test_the_highlight_never_rests_on_a_header(tmp_path: Path) -> None:
+    rig = fleet_app(tmp_path, {"dev": ("demo",)}, unreachable="build")  # in process: no socket needed
+    async with rig.app.run_test(size=(120, 30)) as pilot:
+        d = FleetDriver(pilot, rig)
+        await d.settle()
+        rows = rig.app.sidebar.session_list
+        await wait_for(pilot, lambda: len(rows.rendered_rows()) == 4, what="Local, s1, dev, build")
+        rows.focus()
+        for key in ("end", "pagedown", "down", "home", "pageup", "up"):  # dev and build list no session
+            await pilot.press(key)
+            await pilot.pause()
+            assert rows.highlighted_id == "s1" == rig.app.selected, key
+        await pilot.click(rows, offset=(4, 4))  # on dev's header: read, not chosen
+        await pilot.pause()
+        assert rows.highlighted_id == "s1"
