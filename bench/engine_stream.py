@@ -13,13 +13,17 @@ the reply's history row at the end of the turn). Reported: latency p50/p99 and t
 the service adds (attached p99 - in-process p99; target <= 20 ms), text lost (the full
 replies the dashboard holds vs what the agents emitted; target 0), and loop lag p99 of the
 dashboard and of the engine (a 10 ms timer's lateness while the streams run; target <= 50 ms
-on both sides).
+on both sides), and the CPU (user + system) both processes used while the load streamed
+against the one process of the in-process shape (target <= 1.5x; the in-process CPU is the
+floor). The two shapes run alternately, :data:`ROUNDS` times each.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -58,6 +62,8 @@ class Run:
     view_changes: int = 0
     """View changes the dashboard's engine published (attached: view events on the stream)."""
     sessions_complete: int = 0
+    replies: int = 0
+    """Replies awaited (sessions streaming, over every run pooled)."""
     chars_received: int = 0
     chars_emitted: int = 0
     elapsed: float = 0.0
@@ -102,8 +108,10 @@ def reply(engine: Any, sid: str) -> str:
     return "".join(i.text for i in engine.history(sid) if i.kind is ItemKind.ASSISTANT)
 
 
-async def drive(app: Any, run: Run) -> list[str]:
-    """Start the streams on the dashboard's engine, wait for every reply; the session ids."""
+async def drive(app: Any, run: Run, engine_pid: int | None = None) -> list[str]:
+    """Start the streams on the dashboard's engine, wait for every reply; the session ids. The
+    CPU of this process (and of ``engine_pid``'s) is counted from the first prompt to the last
+    reply, the same window on both sides."""
     engine = app.engine
     ids = [await engine.call(verbs.NEW_SESSION, verbs.NewSession(AGENT)) for _ in range(SESSIONS)]
     holder = Holder(engine, run)
@@ -113,6 +121,7 @@ async def drive(app: Any, run: Run) -> list[str]:
     full = int(RATE * SECONDS) * TOKEN_LEN
     redraws = app.dashboard.redraws
     started, cpu = time.perf_counter(), time.process_time()
+    engine_cpu = cpu_seconds(engine_pid) if engine_pid is not None else 0.0
     meter.start()
     try:
         for sid in ids:
@@ -126,6 +135,8 @@ async def drive(app: Any, run: Run) -> list[str]:
         unsubscribe()
     run.elapsed = time.perf_counter() - started
     run.dashboard_cpu = time.process_time() - cpu
+    if engine_pid is not None:
+        run.engine_cpu = cpu_seconds(engine_pid) - engine_cpu
     run.redraws = app.dashboard.redraws - redraws
     run.dashboard_lag_ms = meter.lags_ms
     return ids
@@ -134,6 +145,7 @@ async def drive(app: Any, run: Run) -> list[str]:
 def tally(run: Run, engine: Any, ids: list[str], emitted: list[str]) -> None:
     """Text lost: each session's reply as the dashboard holds it vs what the agents emitted."""
     sent = set(emitted)
+    run.replies += len(ids)
     run.chars_emitted = sum(len(t) for t in emitted)
     for sid in ids:
         text = reply(engine, sid)
@@ -185,9 +197,7 @@ async def attached() -> Run:
         catalog = AgentCatalog({AGENT: AgentConfig(name=AGENT, kind="demo")})
         app = dashboard(settings, catalog, RemoteEngine(connect, reconnect=False), state)
         async with app.run_test(size=(160, 48)) as pilot:
-            cpu = cpu_seconds(process.pid)
-            ids = await drive(app, run)
-            run.engine_cpu = cpu_seconds(process.pid) - cpu
+            ids = await drive(app, run, process.pid)
             await pilot.pause()
             transport = httpx.AsyncHTTPTransport(uds=str(path))
             async with httpx.AsyncClient(transport=transport, base_url="http://engine") as http:
@@ -208,17 +218,54 @@ def show(name: str, run: Run) -> None:
     engine_cpu = "" if run.engine_cpu is None else f", engine process {run.engine_cpu / run.elapsed:.0%}"
     print(f"{'':<12} CPU of one core: this process {run.dashboard_cpu / run.elapsed:.0%}{engine_cpu}")
     print(
-        f"{'':<12} text: {run.sessions_complete}/{SESSIONS} replies whole, "
+        f"{'':<12} text: {run.sessions_complete}/{run.replies} replies whole, "
         f"{run.chars_emitted - run.chars_received:,} of {run.chars_emitted:,} chars lost | "
         f"{run.elapsed:.1f} s, {run.view_changes / run.elapsed:,.0f} view changes/s, "
         f"{run.redraws / run.elapsed:.1f} redraws/s"
     )
 
 
-async def run_both() -> list[Row]:
-    local = await in_process()
-    remote = await attached()
-    print(f"load: {SESSIONS} sessions x {RATE} deltas/s for {SECONDS:.0f} s, headless dashboard in this process")
+ROUNDS = 2
+"""Runs of each shape, alternating (in-process, attached, in-process, …): the machine is shared."""
+
+
+def merged(runs: list[Run]) -> Run:
+    """The runs of one shape as one: their samples pooled, their counts and times added."""
+    out = Run()
+    for run in runs:
+        out.latencies_ms += run.latencies_ms
+        out.dashboard_lag_ms += run.dashboard_lag_ms
+        out.engine_lag_ms += run.engine_lag_ms
+        out.out_of_order += run.out_of_order
+        out.view_changes += run.view_changes
+        out.sessions_complete += run.sessions_complete
+        out.replies += run.replies
+        out.chars_received += run.chars_received
+        out.chars_emitted += run.chars_emitted
+        out.elapsed += run.elapsed
+        out.redraws += run.redraws
+        out.dashboard_cpu += run.dashboard_cpu
+        if run.engine_cpu is not None:
+            out.engine_cpu = (out.engine_cpu or 0.0) + run.engine_cpu
+    return out
+
+
+def cpu(run: Run) -> float:
+    """CPU seconds of every process of the shape (user + system) while the load streamed."""
+    return run.dashboard_cpu + (run.engine_cpu or 0.0)
+
+
+async def run_both(rounds: int = ROUNDS) -> list[Row]:
+    locals_: list[Run] = []
+    remotes: list[Run] = []
+    for _ in range(rounds):
+        locals_.append(await in_process())
+        remotes.append(await attached())
+    local, remote = merged(locals_), merged(remotes)
+    print(
+        f"load: {SESSIONS} sessions x {RATE} deltas/s for {SECONDS:.0f} s, headless dashboard in this process; "
+        f"{rounds} alternating runs of each shape, pooled"
+    )
     show("in-process", local)
     show("attached", remote)
     added = percentile(remote.latencies_ms, 0.99) - percentile(local.latencies_ms, 0.99)
@@ -227,13 +274,31 @@ async def run_both() -> list[Row]:
     print(f"text lost attached:         {lost:,} chars (target 0)")
     ratio = percentile(remote.dashboard_lag_ms, 0.99) / max(0.1, percentile(local.dashboard_lag_ms, 0.99))
     print(f"ratio dashboard loop lag p99 attached / in-process: {ratio:.2f}x")
+    # The floor: the in-process shape does the same work (agents, engine, dashboard) on one loop,
+    # with no socket; what the attached shape costs above it is the wire (encode, send, decode).
+    per_run = [f"{cpu(r):.2f}/{cpu(loc):.2f}" for r, loc in zip(remotes, locals_, strict=True)]
+    cpu_ratio = statistics.median(cpu(r) / cpu(loc) for r, loc in zip(remotes, locals_, strict=True))
+    print(
+        f"CPU attached (engine + dashboard) / in-process, per round: {', '.join(per_run)} s; "
+        f"median {cpu_ratio:.2f}x (target <= 1.5x; floor: the in-process CPU, {cpu(local) / rounds:.2f} s a run)"
+    )
     figure = f"+{added:.2f} ms p99 latency, {lost:,} chars lost"
-    return [(f"stream {SESSIONS} sessions x {RATE} deltas/s attached vs in-process", figure, "≤ +20 ms, 0 lost")]
+    cpu_figure = (
+        f"{cpu(remote) / rounds:.2f} s (engine {(remote.engine_cpu or 0.0) / rounds:.2f} + dashboard "
+        f"{remote.dashboard_cpu / rounds:.2f}) vs {cpu(local) / rounds:.2f} s in-process: {cpu_ratio:.2f}x"
+    )
+    return [
+        (f"stream {SESSIONS} sessions x {RATE} deltas/s attached vs in-process", figure, "≤ +20 ms, 0 lost"),
+        (f"CPU under {SESSIONS} x {RATE} deltas/s: engine + attached dashboard vs in-process", cpu_figure, "≤ 1.5x"),
+    ]
 
 
-def main() -> list[Row]:
-    return asyncio.run(run_both())
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(prog="bench.engine_stream", description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="runs of each shape, alternating")
+    args = parser.parse_args([] if argv is None else argv)  # `python -m bench` calls main()
+    return asyncio.run(run_both(args.rounds))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -28,13 +29,16 @@ from polypilot_tui.domain.trace import MAX_BYTES, TraceError
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
 from polypilot_tui.infra.private import NotPrivate, check_private_dir, check_private_socket
 
+if TYPE_CHECKING:
+    from polypilot_tui.domain.hosts import HostEntry
+
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_BUSY = 3
 """Another dashboard holds the state folder."""
 EXIT_NOT_PRIVATE = 7
 """The state folder (a folder above it, or its engine's socket) is another user's or others can write it."""
-STATELESS_COMMANDS = ("replay", "agents", "config", "web")
+STATELESS_COMMANDS = ("replay", "agents", "config", "web", "hosts")
 """Commands that keep nothing in the state folder and talk to no engine of it."""
 STDIN = "-"
 """The prompt argument that reads the prompt from standard input."""
@@ -106,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("action", choices=["start", "status", "stop"])
     engine.add_argument("--json", action="store_true")
     add_session_commands(sub)
+    add_hosts_command(sub)
+    for command in HOST_COMMANDS:  # after the commands: each talks to an engine, here or on a host
+        sub.choices[command].add_argument("--host", metavar="NAME", help="the engine of this host (polypilot hosts)")
     web = sub.add_parser("web", help="serve the dashboard to a browser on 127.0.0.1, behind a printed token")
     web.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
     web.add_argument("--host", default="127.0.0.1", help="127.0.0.1, localhost or ::1 (loopback only)")
@@ -117,7 +124,50 @@ def build_parser() -> argparse.ArgumentParser:
         "--remote-command", default="polypilot", help="--ssh: how polypilot is run there (default: polypilot)"
     )
     parser.add_argument("--ssh-option", action="append", default=[], help="--ssh: an option for ssh (e.g. -F FILE)")
+    parser.add_argument(
+        "--host",
+        dest="dashboard_host",
+        metavar="NAME",
+        help="the dashboard on this host's engine alone (polypilot hosts)",
+    )
     return parser
+
+
+HOST_COMMANDS = (
+    "ls",
+    "send",
+    "stop",
+    "reconnect",
+    "close",
+    "answer",
+    "follow",
+    "model",
+    "clear-queue",
+    "team",
+    "fan-out",
+    "compare",
+    "pick",
+    "new",
+    "diff",
+    "finish",
+)
+"""The commands that talk to an engine: each takes ``--host NAME`` (commands/live.py HOST)."""
+
+
+def add_hosts_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``hosts add|ls|rm``: the machines ``polypilot`` attaches to besides this one (commands/hosts.py)."""
+    hosts = sub.add_parser(
+        "hosts",
+        help="the machines the dashboard attaches to besides this one: add NAME [USER@]HOST[:PORT], ls, rm NAME",
+    )
+    hosts.add_argument("action", choices=["add", "ls", "rm"])
+    hosts.add_argument("name", nargs="?", help="the host's name (a-z, 0-9, - and _)")
+    hosts.add_argument("target", nargs="?", help="add: [USER@]HOST[:PORT] (or an alias of your ssh config)")
+    hosts.add_argument("--remote-command", default="polypilot", help="add: how polypilot is run there")
+    hosts.add_argument(
+        "--ssh-option", action="append", default=[], help="add: an option for ssh to that host (e.g. -F FILE)"
+    )
+    hosts.add_argument("--json", action="store_true", help="ls: a JSON array")
 
 
 def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -126,6 +176,9 @@ def add_session_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     (commands/sessions.py, commands/follow.py)."""
     ls = sub.add_parser("ls", help="the sessions of the running engine")
     ls.add_argument("--json", action="store_true", help="a JSON array of views")
+    ls.add_argument(
+        "--all-hosts", action="store_true", help="every host's too, with a HOST column (JSON: a host field)"
+    )
     send = sub.add_parser("send", help="send a prompt to a session, or (--to) to several (queued while a turn runs)")
     send.add_argument("session", help="id or name (with --to: the prompt)")
     send.add_argument("prompt", nargs="?", help=PROMPT_HELP)
@@ -217,6 +270,11 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
     """The session commands (commands/sessions.py, commands/follow.py)."""
     from polypilot_tui.commands import follow, model_switch, sessions
 
+    if args.command == "ls" and args.all_hosts:
+        from polypilot_tui.commands.hosts import cmd_ls_all_hosts
+        from polypilot_tui.service.hosts_file import hosts_path, read_hosts
+
+        return asyncio.run(cmd_ls_all_hosts(settings, read_hosts(hosts_path()), args.json))
     if args.command == "ls":
         return asyncio.run(sessions.cmd_ls(settings, args.json))
     if args.command == "send" and args.to is not None:
@@ -402,7 +460,12 @@ def _command(argv: Sequence[str] | None) -> int:
             setup_stderr_logging()  # short commands: warnings as one redacted line, no traceback
     if args.command == "replay":
         return cmd_replay(args)
+    if args.command == "hosts":
+        from polypilot_tui.commands.hosts import cmd_hosts
+
+        return cmd_hosts(args.action, args.name, args.target, args.remote_command, args.ssh_option, args.json)
     settings = load_settings(args)
+    host = aimed_host(args)
     if args.command not in STATELESS_COMMANDS:
         refuse_foreign_state(settings)
     if args.command == "run":
@@ -459,13 +522,60 @@ def _command(argv: Sequence[str] | None) -> int:
         return run_web(args.host, args.port, Path(settings.state_dir), args.agents_file, args.in_process)
     if args.in_process:
         return cmd_tui(settings, args.log_file)
-    if args.ssh:
+    if args.ssh or host is not None:
         from polypilot_tui.service.attach import SshAttach
         from polypilot_tui.ui.launch import run_over_ssh
 
         setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=args.log_file)
-        return run_over_ssh(settings, SshAttach(args.ssh, args.remote_command, args.ssh_option))
+        attach = (
+            SshAttach(host.target, host.remote_command, host.ssh_options)
+            if host is not None
+            else SshAttach(args.ssh, args.remote_command, args.ssh_option)
+        )
+        return run_over_ssh(settings, attach)
+    entries = hosts_or_exit()
+    if entries:
+        from polypilot_tui.ui.launch import run_fleet
+
+        setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=args.log_file)
+        return run_fleet(settings, entries, args.ssh_option)
     return cmd_attach(settings, args.log_file)
+
+
+def hosts_or_exit() -> list[HostEntry]:
+    """The hosts file's hosts, or a clear error naming it (exit 2)."""
+    from polypilot_tui.service.hosts_file import HostsFileError, hosts_path, read_hosts
+
+    try:
+        return read_hosts(hosts_path())
+    except HostsFileError as exc:
+        print(f"polypilot: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def aimed_host(args: argparse.Namespace) -> HostEntry | None:
+    """The host ``--host NAME`` names (a command's, or the dashboard's), set as the commands'
+    engine (commands/live.py HOST); None without ``--host``. Exit 2 for a name not in the hosts."""
+    name = getattr(args, "host", None) if args.command in HOST_COMMANDS else None
+    name = name or args.dashboard_host
+    if not name:
+        return None
+    from polypilot_tui.commands.live import HOST
+    from polypilot_tui.service.hosts_file import HostsFileError, find_host, hosts_path
+
+    if args.command is None and args.ssh:
+        print("polypilot: --host and --ssh name two machines: give one", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+    if getattr(args, "all_hosts", False):
+        print("polypilot: ls --all-hosts lists every host already: drop --host", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+    try:
+        entry = find_host(hosts_path(), name)
+    except HostsFileError as exc:
+        print(f"polypilot: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    HOST.set(entry)
+    return entry
 
 
 def cmd_fan_out(args: argparse.Namespace, settings: Settings, catalog: AgentCatalog) -> int:

@@ -1,4 +1,5 @@
-"""The commands' way to the state folder's engine: reach it (or start it), name a session, follow it.
+"""The commands' way to the state folder's engine (or, ``--host NAME``, a host's): reach it (or
+start it), name a session, follow it.
 
 Read-only commands never start an engine: with none running they say so and exit
 :data:`EXIT_NO_ENGINE`. The others start it detached, as the dashboard does.
@@ -10,21 +11,24 @@ import asyncio
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from polypilot_tui.commands.interrupts import on_interrupt
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
+from polypilot_tui.domain.hosts import HostEntry, other_version_reason
 from polypilot_tui.domain.records import ItemAdded, Record
 from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.codec import decode_fields, record_from_json, view_from_json
-from polypilot_tui.engine.verbs import SESSION_VIEW, SESSIONS, NoArgs, SessionRef
+from polypilot_tui.engine.verbs import API_VERSION, ENGINE_INFO, SESSION_VIEW, SESSIONS, NoArgs, SessionRef
 from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.client import EngineClient, EngineUnreachable, event_data
 from polypilot_tui.service.spawn import engine_info, ensure_engine
+from polypilot_tui.service.ssh import TunnelError, open_tunnel
 
 EXIT_NO_ENGINE = 5
 """A read-only command found no engine running for the state folder."""
@@ -189,12 +193,44 @@ async def until_signal(work: Awaitable[T], on_signal: Callable[[str], T]) -> T:
         raise
 
 
-async def run_command(settings: Settings, start: bool, body: Callable[[EngineClient], Awaitable[int]]) -> int:
-    """Reach the engine and run ``body`` with it; a refusal or a failure is one line on stderr."""
-    client: EngineClient | None = None
-    try:
+HOST: ContextVar[HostEntry | None] = ContextVar("polypilot_host", default=None)
+"""The host the commands aim at (``--host NAME``, set once by the command line); None: this
+machine's engine."""
+
+
+@asynccontextmanager
+async def reach(settings: Settings, start: bool, host: HostEntry | None) -> AsyncIterator[EngineClient]:
+    """A client of this machine's engine (``host`` None), or of ``host``'s through an ssh
+    forward of its own, ended with the command (the engine there is started when none runs, as
+    ``--ssh`` does). CommandFailed names the host and says why it cannot be reached."""
+    if host is None:
         client = await connect(settings, start=start)
-        return await body(client)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+        return
+    try:
+        tunnel = await open_tunnel(host.target, remote_command=host.remote_command, ssh_options=host.ssh_options)
+    except TunnelError as exc:
+        raise CommandFailed(f"{host.name}: {exc}") from None
+    client = EngineClient(tunnel.socket_path)
+    try:
+        info = await client.call(ENGINE_INFO, NoArgs())
+        if info.api != API_VERSION:
+            raise CommandFailed(f"{host.name}: {other_version_reason(info.api, API_VERSION)}")
+        yield client
+    finally:
+        await client.aclose()
+        await tunnel.close()
+
+
+async def run_command(settings: Settings, start: bool, body: Callable[[EngineClient], Awaitable[int]]) -> int:
+    """Reach the engine (:data:`HOST`'s when set) and run ``body`` with it; a refusal or a
+    failure is one line on stderr."""
+    try:
+        async with reach(settings, start, HOST.get()) as client:
+            return await body(client)
     except CommandFailed as exc:
         fail(str(exc))
         return exc.code
@@ -204,6 +240,3 @@ async def run_command(settings: Settings, start: bool, body: Callable[[EngineCli
     except EngineError as exc:
         fail(str(exc))
         return 1
-    finally:
-        if client is not None:
-            await client.aclose()

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from polypilot_tui.commands.live import CommandFailed, find_view, run_command
+from polypilot_tui.commands.live import HOST, CommandFailed, find_view, run_command
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine.api import EngineError
@@ -61,17 +61,24 @@ async def cmd_new(
     """Add a session in ``cwd`` (or a new worktree of it, made by the engine) to the state
     folder's engine (started when none runs); prints its id, folder and branch once the engine
     has saved it."""
-    if agent not in catalog.agents:
+    remote = HOST.get() is not None  # --host: the agents and folders are that machine's
+    if not remote and agent not in catalog.agents:
         print(f"polypilot: {catalog.missing(agent)} (see `polypilot agents`)", file=sys.stderr)
         return EXIT_USAGE
+    if remote and not (cwd.startswith(("~", "/")) or cwd == "."):
+        print("polypilot: with --host, give --cwd as an absolute path or under ~ (that machine's)", file=sys.stderr)
+        return EXIT_USAGE
     folder = cwd if cwd.startswith("~") else os.path.abspath(cwd)  # the engine's own folder is not ours
+    if remote:
+        folder = "~" if cwd == "." else cwd
     isolation = Isolation.WORKTREE if worktree else Isolation.FOLDER
     request = NewSession(agent, name, folder, isolation, branch or "", base)
 
     async def body(client: EngineClient) -> int:
         sid = await client.call(NEW_SESSION, request)
         view = await client.call(SESSION_VIEW, SessionRef(sid))
-        await _saved(Path(settings.state_dir), sid)
+        if not remote:  # its state folder is here to look at
+            await _saved(Path(settings.state_dir), sid)
         where = f" on {view.branch}" if view.branch else ""
         print(f"{sid}\t{view.workspace.folder if view.workspace else view.cwd}{where}")
         return EXIT_OK

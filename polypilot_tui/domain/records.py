@@ -110,8 +110,30 @@ class TurnEnded:
     record: TurnRecord
 
 
+@dataclass(frozen=True, slots=True)
+class HostChanged:
+    """A machine of a fleet changed state (live, stale, unreachable…): ``Engine.hosts()`` has
+    its new :class:`~polypilot_tui.domain.hosts.HostView`. Published by a fleet only."""
+
+    host: str
+    """The host's name ("" for Local)."""
+
+    @property
+    def session_id(self) -> str:
+        """A host's record names no session."""
+        return ""
+
+
 Record = (
-    SessionAdded | SessionRemoved | ViewChanged | ItemAdded | ItemReplaced | EventReceived | ActionTaken | TurnEnded
+    SessionAdded
+    | SessionRemoved
+    | ViewChanged
+    | ItemAdded
+    | ItemReplaced
+    | EventReceived
+    | ActionTaken
+    | TurnEnded
+    | HostChanged
 )
 """Every record of the stream."""
 
@@ -125,3 +147,8 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     ActionTaken,
     TurnEnded,
 )
+"""Every record an engine publishes (they travel to clients; HostChanged is a fleet's own, in
+the front end's process)."""
+
+STREAM_TYPES: tuple[type[Record], ...] = (*RECORD_TYPES, HostChanged)
+"""Every record a record stream carries (an engine's, and a fleet's own)."""

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.hosts import LOCAL, HostView
 from polypilot_tui.domain.records import Record
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.stream import Listener, Unsubscribe
@@ -135,6 +136,20 @@ class Engine(Protocol):
     async def focus(self) -> None:
         """This front end's terminal has the focus now (the FOCUS_CLIENT verb, with its client)."""
 
+    # ---- machines: a fleet (service/fleet.py) answers these; a single engine the trivial thing
+    def hosts(self) -> tuple[HostView, ...]:
+        """The machines whose sessions :meth:`views` lists, Local first; ``()`` for a single
+        engine (nothing to group by). A :class:`~polypilot_tui.domain.records.HostChanged`
+        record says when one of them changed."""
+
+    def host_of(self, session_id: str) -> str:
+        """The name of the host the session runs on ("" for Local, and for a single engine)."""
+
+    def member(self, host: str) -> Engine:
+        """The engine of one host ("" Local), for the verbs that name no session (a new session,
+        the agents, folders, fan-outs); a single engine is its own member for "". KeyError for
+        a host it does not have."""
+
     # ---- life --------------------------------------------------------------------------
     async def start(self) -> None:
         """Restore or fetch the sessions; reads work from here on."""
@@ -146,3 +161,19 @@ class Engine(Protocol):
     # ---- the verbs (engine/verbs.py): every command and one-shot query -----------------
     async def call(self, verb: Verb[Q, R], request: Q) -> R:
         """Ask ``verb`` of the engine; its reply, or the EngineError it answered."""
+
+
+class OneMachine:
+    """What an engine that is not a fleet answers of machines: none to group by, every session
+    Local, itself the member for Local."""
+
+    def hosts(self) -> tuple[HostView, ...]:
+        return ()
+
+    def host_of(self, session_id: str) -> str:
+        return LOCAL
+
+    def member(self, host: str) -> Engine:
+        if host != LOCAL:
+            raise KeyError(f"no host {host!r}: this dashboard drives one engine")
+        return cast(Engine, self)

@@ -95,21 +95,47 @@ def decode(form: Any, obj: Any, where: str = "") -> Any:
 
 def decode_fields(record: T, changes: Mapping[str, Any], where: str = "") -> T:
     """``record`` with the fields ``changes`` names set to its values (as :func:`encode` wrote
-    them), each decoded as its field's type; ValueError on an unknown field or a bad value."""
+    them), each decoded as its field's type; ValueError on an unknown field or a bad value.
+
+    A mirror applies one of these for every view event (hundreds a second while replies stream):
+    each field's validator is looked up by name, and the copy skips ``__init__`` where the
+    record's ``__init__`` only sets its fields (``dataclasses.replace`` took half the time)."""
     cls: type = type(record)
-    where = where or cls.__name__
-    hints, names = _hints(cls), _field_names(cls)
+    validators = _field_validators(cls)
     values = {}
     for name, value in changes.items():
-        if name not in names:
-            raise ValueError(f"{where}: no field {name!r}")
-        values[name] = decode(hints[name], value, f"{where}.{name}")
-    return cast(T, replace(cast(Any, record), **values))
+        validator = validators.get(name)
+        if validator is None:
+            raise ValueError(f"{where or cls.__name__}: no field {name!r}")
+        try:
+            values[name] = validator.validate_python(value)
+        except ValidationError as exc:
+            field = f"{where or cls.__name__}.{name}"
+            raise ValueError(_say(_hints(cls)[name], exc, field)) from None
+    if not _plain_fields(cls):
+        return cast(T, replace(cast(Any, record), **values))
+    copy_: Any = object.__new__(cls)
+    copy_.__dict__.update(record.__dict__)
+    copy_.__dict__.update(values)
+    return cast(T, copy_)
 
 
 @cache
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in fields(cls))
+def _field_validators(cls: type) -> dict[str, SchemaValidator]:
+    hints = _hints(cls)
+    return {f.name: _validator(hints[f.name]) for f in fields(cls)}
+
+
+@cache
+def _plain_fields(cls: type) -> bool:
+    """The dataclass's ``__init__`` only sets its fields: every field is an argument of it, it
+    has no ``__post_init__``, and its fields live in its ``__dict__`` (no slots)."""
+    return (
+        all(f.init for f in fields(cls))
+        and not hasattr(cls, "__post_init__")
+        and not hasattr(cls, "__slots__")
+        and hasattr(cls, "__dict__")
+    )
 
 
 def decode_text(form: type[T], obj: Any, where: str = "") -> T:

@@ -1,7 +1,8 @@
 """When a store is written: at most ``delay`` after a change, one write in flight at a time,
 retried with a doubling backoff while the store fails, and never again once stopped.
 
-The history and the registry writers share this timing; each says what one write is. Timers
+The history and the registry writers share this timing; each says what one write is. Files
+rewritten whole from a snapshot (the teams, the fan-out groups) use :class:`SnapshotWriter`. Timers
 run on the engine's clock, so tests drive the debounce in virtual time.
 """
 
@@ -9,12 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from polypilot_tui.domain.clock import Clock, TimerHandle
+from polypilot_tui.storage.notices import NoticeBoard
+
+T = TypeVar("T")
 
 MAX_RETRY_DELAY = 5.0
 """The longest wait between two tries of a store that keeps failing (seconds)."""
+MIN_RETRY_DELAY = 0.2
+"""The shortest: a writer with no debounce must not retry a failing disk in a tight loop."""
 
 
 class DebouncedWriter:
@@ -37,7 +44,11 @@ class DebouncedWriter:
         """Write within ``delay`` (the debounce) unless a write is already due or flying."""
         if self.stopped or self._timer is not None or self._flight is not None:
             return  # a flight in progress re-arms when it lands
-        self._timer = self._clock.call_at(self._clock.now() + (self._delay if delay is None else delay), self._due)
+        wait = self._delay if delay is None else delay
+        if wait <= 0:  # no debounce: the next turn of the loop (there is no time to drive)
+            self._timer = asyncio.get_running_loop().call_soon(self._due)
+            return
+        self._timer = self._clock.call_at(self._clock.now() + wait, self._due)
 
     def _due(self) -> None:
         self._timer = None
@@ -57,7 +68,7 @@ class DebouncedWriter:
 
     def retry_later(self) -> None:
         """The write failed: try again after a doubled wait."""
-        self._backoff = min(MAX_RETRY_DELAY, self._backoff * 2)
+        self._backoff = min(MAX_RETRY_DELAY, max(MIN_RETRY_DELAY, self._backoff * 2))
         self.arm(self._backoff)
 
     def written(self) -> None:
@@ -87,3 +98,55 @@ class DebouncedWriter:
         """No more writes (the app is quitting, or another app took the folder over)."""
         self.stopped = True
         self._cancel_timer()
+
+
+class SnapshotWriter(DebouncedWriter, Generic[T]):
+    """A whole file rewritten from a snapshot taken when the write starts, in a thread (a big
+    file never stalls the loop), the changes made meanwhile in the next write. A failure is
+    told on the notice board under ``key`` and retried; the first success after says so."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        snapshot: Callable[[], T],
+        write: Callable[[T], None],
+        board: NoticeBoard,
+        key: str,
+        what: str,
+        where: Path,
+        delay: float = 0.0,
+    ) -> None:
+        super().__init__(clock, delay)
+        self._snapshot = snapshot
+        self._write = write
+        self._board = board
+        self._key = key
+        self._what = what
+        """What is saved, for people: "The teams", "The fan-out groups"."""
+        self._where = where
+        self._changed = False
+
+    def changed(self) -> None:
+        """Something the snapshot holds changed: write it soon."""
+        self._changed = True
+        self.arm()
+
+    def start_write(self) -> asyncio.Future[Any] | None:
+        if self.stopped or not self._changed:
+            return None
+        self._changed = False
+        data = self._snapshot()
+        flight = asyncio.ensure_future(asyncio.to_thread(self._write, data))
+        return self.launch(flight, self._landed)
+
+    def _landed(self, flight: asyncio.Future[Any]) -> None:
+        error = OSError("cancelled") if flight.cancelled() else flight.exception()
+        if error is not None:
+            self._board.tell(self._key, f"{self._what} could not be saved to {self._where}: {error}", "error")
+            self._changed = True
+            self.retry_later()
+            return
+        self._board.over(self._key, f"{self._what} are saved to {self._where} again.")
+        self.written()
+        if self._changed:
+            self.arm()

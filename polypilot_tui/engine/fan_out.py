@@ -38,6 +38,7 @@ from polypilot_tui.domain.usage import Usage
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import BadRequest, Engine, EngineError, UnknownGroup
+from polypilot_tui.engine.debounced import SnapshotWriter
 from polypilot_tui.engine.fan_out_groups import GroupsFile, line_of
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.verbs import (
@@ -76,22 +77,29 @@ class FanOutDesk:
         self._manager = manager
         self._notices = notices
         self._groups: dict[str, Group] = {}
-        self._file: GroupsFile | None = None
         self._slots = asyncio.Semaphore(CHECKS_AT_ONCE)
         self._checks: dict[str, asyncio.Task[CheckResult]] = {}
         """The check running in an attempt's worktree, by session id."""
         self._closing = False
         self._lines: dict[str, tuple[float, str]] = {}
         """Each group's line in the file, redacted when the group changed (not all at every change)."""
-        self._dirty = False
-        self._writer: asyncio.Task[None] | None = None
+        self._writer: SnapshotWriter[list[tuple[float, str]]] | None = None
         engine.subscribe(self._on_turn_ended, TurnEnded)
 
     # ---- keeping groups -----------------------------------------------------------------
     def restore(self, state_dir: Path) -> None:
         """Read the groups kept in ``state_dir`` (those with a session left) and keep them saved there."""
-        self._file = GroupsFile(state_dir)
-        groups, problems = self._file.load()
+        groups_file = GroupsFile(state_dir)
+        self._writer = SnapshotWriter(
+            self._manager.clock,
+            lambda: list(self._lines.values()),
+            groups_file.save_lines,
+            self._notices,
+            "fan-out-save",
+            "The fan-out groups",
+            groups_file.path,
+        )
+        groups, problems = groups_file.load()
         for problem in problems:
             self._notices.tell(f"fan-out-load:{problem}", problem, "warning")
         ids = set(self._engine.ids())
@@ -104,33 +112,18 @@ class FanOutDesk:
                         self._manager.set_attempt_of(attempt.session_id, group.group)
 
     def _keep(self, group: Group) -> None:
-        """Keep ``group``, and save the groups soon: written off the loop, one write at a time, the
-        changes meanwhile in the next (200 groups of checks' output are megabytes)."""
+        """Keep ``group``, and save the groups soon (off the loop: 200 groups of checks' output are
+        megabytes), each group redacted when it changes, not all of them at every change."""
         self._groups[group.group] = group
-        if self._file is None:
+        if self._writer is None:
             return
         self._lines[group.group] = (group.created_wall, line_of(REDACTOR.scrub(group)))  # a check may print a key
-        self._dirty = True
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write_all())
-
-    async def _write_all(self) -> None:
-        while self._dirty and self._file is not None:
-            self._dirty = False
-            lines = list(self._lines.values())
-            try:
-                await asyncio.to_thread(self._file.save_lines, lines)
-            except OSError as exc:
-                self._notices.tell(
-                    "fan-out-save", f"The fan-out groups could not be saved to {self._file.path}: {exc}", "error"
-                )
-                return  # the next change tries again
-            self._notices.over("fan-out-save", "The fan-out groups are saved again.")
+        self._writer.changed()
 
     async def saved(self) -> None:
         """The last change is on disk (or its failure told)."""
-        while self._writer is not None and not self._writer.done():
-            await asyncio.wait([self._writer])
+        if self._writer is not None:
+            await self._writer.flush()
 
     def group(self, group_id: str) -> Group:
         group = self._groups.get(group_id)

@@ -27,7 +27,7 @@ from polypilot_tui.domain.records import Record
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, MergeResult, Workspace
-from polypilot_tui.engine.api import BadRequest, EngineError, UnknownSession, Verb
+from polypilot_tui.engine.api import BadRequest, EngineError, OneMachine, UnknownSession, Verb
 from polypilot_tui.engine.change_counter import ChangeCounter
 from polypilot_tui.engine.fan_out import FanOutDesk
 from polypilot_tui.engine.manager import SessionManager
@@ -36,6 +36,7 @@ from polypilot_tui.engine.read_ahead import read_in
 from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.teams import TeamDesk
 from polypilot_tui.engine.verbs import (
+    API_VERSION,
     HISTORY_PAGE,
     AnswerPermission,
     Broadcast,
@@ -97,7 +98,7 @@ Q = TypeVar("Q")
 R = TypeVar("R")
 
 
-class LocalEngine:
+class LocalEngine(OneMachine):
     """A SessionManager, its persistence, change counts and worktree pruning, in this process."""
 
     def __init__(self, manager: SessionManager, attach: Attach | None = None, *, must_persist: bool = False) -> None:
@@ -263,6 +264,7 @@ class LocalEngine:
             running_turns=sum(1 for view in views if view.status.busy),
             persistent=self.persistent,
             keepalive=self.settings.stream_keepalive_seconds,
+            api=API_VERSION,
         )
 
     async def engine_info(self, request: NoArgs) -> EngineInfo:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from polypilot_tui.domain.records import RECORD_TYPES, Record
+from polypilot_tui.domain.records import STREAM_TYPES, Record
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,11 @@ class RecordStream:
     """Publish stream records to the listeners of their type."""
 
     def __init__(self) -> None:
-        self._listeners: dict[type, list[Listener]] = {kind: [] for kind in RECORD_TYPES}
+        self._listeners: dict[type, list[Listener]] = {kind: [] for kind in STREAM_TYPES}
 
     def subscribe(self, listener: Listener, *kinds: type[Record]) -> Unsubscribe:
         """Call ``listener(change)`` for every record of ``kinds`` (all kinds when none given)."""
-        wanted = kinds or RECORD_TYPES
+        wanted = kinds or STREAM_TYPES
         for kind in wanted:
             self._listeners[kind].append(listener)
 

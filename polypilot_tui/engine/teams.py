@@ -50,6 +50,7 @@ from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.tool_servers import ToolServer, relay_server
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine.api import BadRequest, EngineError, UnknownCapability
+from polypilot_tui.engine.debounced import SnapshotWriter
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.read_ahead import read_in
 from polypilot_tui.engine.verbs import (
@@ -134,8 +135,7 @@ class TeamDesk:
         """Waits a relay is waiting on now (the others are delivered as prompts)."""
         self._background: set[asyncio.Task[object]] = set()
         self._path: Path | None = None
-        self._dirty = False
-        self._writer: asyncio.Task[None] | None = None
+        self._writer: SnapshotWriter[bytes] | None = None
         self._closing = False
         self.socket: Path | None = None
         """The engine's socket (set where it is served): the relays' way back."""
@@ -586,7 +586,16 @@ class TeamDesk:
     # ---- saved, restored -----------------------------------------------------------------------
     def restore(self, state_dir: Path) -> None:
         """Read the saved teams (a damaged line loses its team, told), then keep them saved."""
-        self._path = state_dir / TEAMS_FILE
+        path = self._path = state_dir / TEAMS_FILE
+        self._writer = SnapshotWriter(
+            self._clock,
+            self._snapshot,
+            lambda data: atomic_write(path, data),
+            self._engine.notices,
+            "teams-save",
+            "The teams",
+            path,
+        )
         now = self._now()
         try:
             lines = _team_lines(self._path)
@@ -645,22 +654,8 @@ class TeamDesk:
         self._settle(team)
 
     def _save(self) -> None:
-        if self._path is None:
-            return
-        self._dirty = True
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.ensure_future(self._write_all())
-
-    async def _write_all(self) -> None:
-        while self._dirty and self._path is not None:
-            self._dirty = False
-            data = self._snapshot()
-            try:
-                await asyncio.to_thread(atomic_write, self._path, data)
-            except OSError as exc:
-                self._engine.notices.tell("teams-save", f"The teams could not be saved to {self._path}: {exc}")
-                return  # the next change tries again
-            self._engine.notices.over("teams-save", f"The teams are saved to {self._path} again.")
+        if self._writer is not None:
+            self._writer.changed()
 
     def _snapshot(self) -> bytes:
         now = self._now()
@@ -680,14 +675,10 @@ class TeamDesk:
         """The engine has ended its turns: what is pending is saved as it is."""
         self.closing()
         self._unsubscribe()
-        if self._writer is not None and not self._writer.done():
-            with contextlib.suppress(Exception):
-                await self._writer
-        if self._path is not None:
-            try:
-                await asyncio.to_thread(atomic_write, self._path, self._snapshot())
-            except OSError as exc:
-                log.error("the teams could not be saved to %s: %s", self._path, exc)
+        if self._writer is not None:
+            self._writer.changed()  # the spent time is the close's
+            await self._writer.flush()
+            self._writer.stop()
         for task in list(self._background):
             task.cancel()
 

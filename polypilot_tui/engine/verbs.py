@@ -28,6 +28,8 @@ from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, WorktreeState
 from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownCapability, UnknownGroup, UnknownSession, Verb
 
+API_VERSION = 1
+"""The version of the engine API this code speaks (``/v1``); a fleet tells a host of another apart."""
 HISTORY_PAGE = 1000
 """Rows one history page holds at most."""
 DIFF_PAGE = 1 << 20
@@ -198,6 +200,9 @@ class EngineInfo:
     """Seconds its stream stays silent at most (a comment line when it has nothing to say)."""
     attached: int = 0
     """Clients following its stream."""
+    api: int = 1
+    """The version of the API it speaks (:data:`API_VERSION` of its code; engines from before
+    the field spoke 1). A fleet refuses a host whose engine speaks another."""
 
 
 @dataclass(frozen=True)

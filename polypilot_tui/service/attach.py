@@ -17,16 +17,22 @@ class SshAttach:
     """The ``connect`` of a RemoteEngine over SSH: the engine there is started when none runs;
     after a loss (the engine died, the connection dropped) a new tunnel is opened."""
 
-    def __init__(self, target: str, remote_command: str = "polypilot", ssh_options: Sequence[str] = ()) -> None:
+    def __init__(
+        self, target: str, remote_command: str = "polypilot", ssh_options: Sequence[str] = (), timeout: float = 20.0
+    ) -> None:
         self.target = target
         self.remote_command = remote_command
         self.ssh_options = tuple(ssh_options)
+        self.timeout = timeout
+        """Seconds a tunnel may take to open (ssh, the engine's start, its first answer)."""
         self.tunnel: Tunnel | None = None
         self._fresh = False
 
     async def open(self) -> Path:
         """Open the first tunnel (before the dashboard starts: a failure is told in the shell)."""
-        self.tunnel = await open_tunnel(self.target, remote_command=self.remote_command, ssh_options=self.ssh_options)
+        self.tunnel = await open_tunnel(
+            self.target, remote_command=self.remote_command, ssh_options=self.ssh_options, timeout=self.timeout
+        )
         self._fresh = True
         return Path(self.tunnel.socket_path)
 

@@ -30,7 +30,7 @@ from polypilot_tui.domain.records import (
     ViewChanged,
 )
 from polypilot_tui.domain.view import SessionView
-from polypilot_tui.engine.api import EngineError, Verb
+from polypilot_tui.engine.api import EngineError, OneMachine, Verb
 from polypilot_tui.engine.codec import decode, decode_fields, items_from_json, record_from_json, view_from_json
 from polypilot_tui.engine.stream import Listener, RecordStream, Unsubscribe
 from polypilot_tui.engine.verbs import (
@@ -77,7 +77,7 @@ class EngineClock(SystemClock):
         return time.monotonic() + self.offset
 
 
-class RemoteEngine:
+class RemoteEngine(OneMachine):
     """An :class:`~polypilot_tui.engine.api.Engine` in another process, reached through ``connect``."""
 
     def __init__(
@@ -88,8 +88,14 @@ class RemoteEngine:
         on_detach: Callable[[], Awaitable[None]] | None = None,
         clock: Clock | None = None,
         silence: float = SILENCE_LIMIT,
+        on_attached: Callable[[], None] | None = None,
+        quiet_loss: bool = False,
     ) -> None:
         self._connect = connect
+        self._on_attached = on_attached
+        """Called after each snapshot (the mirror is current): a fleet marks its host live."""
+        self._quiet_loss = quiet_loss
+        """A lost stream is not told as a notice: its watcher tells it (a fleet's host state)."""
         self._silence = silence  # seconds the stream may say nothing before the engine is taken for lost
         self._on_detach = on_detach
         self._reconnect = reconnect
@@ -171,6 +177,8 @@ class RemoteEngine:
                         self.apply_event(event.event, event_data(event))
                         if event.event == "snapshot":
                             attempt = 0
+                            if self._on_attached is not None:
+                                self._on_attached()
                             if not first.done():
                                 first.set_result(None)
                             self.notices.over(
@@ -202,9 +210,14 @@ class RemoteEngine:
                 self.notices.tell("engine-lost", f"The engine is gone and could not be started again: {reason}")
                 return
             silence = f"The engine has said nothing for {self._silence:g} s (stopped or hung?); reconnecting."
-            self.notices.tell("engine-lost", silence if silent else LOST)
+            if not self._quiet_loss:
+                self.notices.tell("engine-lost", silence if silent else LOST)
             attempt += 1
             await asyncio.sleep(min(0.2 * attempt, 2.0))
+
+    def reading(self) -> bool:
+        """The stream is followed (or being reconnected): False before start and once given up."""
+        return self._reader is not None and not self._reader.done()
 
     async def detach(self, stop_engine: bool) -> None:
         self._detaching = True

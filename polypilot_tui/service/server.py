@@ -46,7 +46,7 @@ class TooLarge(BadRequest):
 
 def build_app(engine: LocalEngine, stop: Callable[[], None], frame: float = FRAME) -> Starlette:
     """The API around ``engine``; ``stop`` ends the service (``POST /v1/engine/stop``); ``frame``:
-    seconds between two views of a session to a client, on the engine's clock (0 on a virtual
+    seconds between two batches of views to a client, on the engine's clock (0 on a virtual
     one, which moves only when a test moves it)."""
     attached: list[StreamClient] = []
     clients = itertools.count(1)

@@ -22,11 +22,15 @@ import re
 import shlex
 import shutil
 import signal
+import socket
+import stat
 import tempfile
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from polypilot_tui.agents.leash import leashed
 from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.infra.redact import REDACTOR
@@ -49,6 +53,14 @@ _TARGET = re.compile(
     r"(?:(?P<user>[^@\s/:\[\]]+)@)?(?P<host>\[[0-9A-Fa-f:.%\w]+\]|[^@\s/:\[\]]+)(?::(?P<port>\d{1,5}))?"
 )
 _SAFE_PATH = re.compile(r"/[^\s:\x00-\x1f\x7f]*")
+FOLDER_PREFIX = "pp-ssh-"
+STALE_AGE = 60.0
+"""Seconds a forward's folder must be old before it may be taken for stale (one being set up
+by another dashboard has no socket for a moment)."""
+CONTROL_LOOKUP = 2.0
+"""Seconds ``ssh -G`` (which reads the config only) has to say where the control socket is."""
+CONTROL_PROBE = 0.25
+"""Seconds a connection master's control socket has to greet before it is taken for hung."""
 
 
 class TunnelError(Exception):
@@ -121,16 +133,18 @@ def _said(sink: _Sink) -> str:
 
 
 async def _spawn(argv: Sequence[str], *, stdout: int) -> asyncio.subprocess.Process:
-    try:
-        return await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # no controlling terminal: nothing can prompt over the dashboard
-        )
-    except FileNotFoundError:
-        raise TunnelError(f"{argv[0]!r} was not found: install OpenSSH's client") from None
+    """``argv`` (an ssh) on the app's leash (agents/leash.py): a session of its own (no
+    controlling terminal: nothing can prompt over the dashboard), and ended with the app
+    however the app ends — a SIGKILLed dashboard leaves no ssh behind."""
+    found = argv[0] if "/" in argv[0] else shutil.which(argv[0])
+    if found is None or not os.access(found, os.X_OK):
+        raise TunnelError(f"{argv[0]!r} was not found: install OpenSSH's client")
+    return await asyncio.create_subprocess_exec(
+        *leashed([found, *argv[1:]]),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=asyncio.subprocess.PIPE,
+    )
 
 
 async def _end(proc: asyncio.subprocess.Process) -> None:
@@ -215,15 +229,109 @@ def _socket_folder() -> str:
     else can replace it (NotPrivate otherwise)."""
     for base in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp"):
         if base and len(base) < 60 and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
-            folder = tempfile.mkdtemp(prefix="pp-ssh-", dir=base)
+            folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base)
             break
     else:
-        folder = tempfile.mkdtemp(prefix="pp-ssh-")
+        folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
     try:
         return str(private_dir(folder))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+def _socket_bases() -> list[str]:
+    return [base for base in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp", tempfile.gettempdir()) if base]
+
+
+def _listening(path: str, greeting: bool = False) -> bool | None:
+    """True: something accepts on ``path`` (and, with ``greeting``, says something within
+    :data:`CONTROL_PROBE` s); False: refused, or silent; None: nothing there."""
+    probe = socket.socket(socket.AF_UNIX)
+    probe.settimeout(CONTROL_PROBE)
+    try:
+        probe.connect(path)
+        return bool(probe.recv(4)) if greeting else True
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:  # refused, or (greeting) the timeout: a master that accepts and never answers
+        return False
+    finally:
+        probe.close()
+
+
+def clean_stale_forwards(bases: Sequence[str] | None = None, now: float | None = None) -> list[str]:
+    """Remove the forwards' folders (``pp-ssh-*``) of this user that nobody serves any more
+    (their dashboard was killed): no socket answers in them and they are older than
+    :data:`STALE_AGE`. Returns the folders removed. Blocking (a few stats): run it off the loop."""
+    removed: list[str] = []
+    moment = time.time() if now is None else now
+    for base in dict.fromkeys(_socket_bases() if bases is None else bases):
+        try:
+            names = [n for n in os.listdir(base) if n.startswith(FOLDER_PREFIX)]
+        except OSError:
+            continue
+        for name in names:
+            folder = os.path.join(base, name)
+            try:
+                st = os.lstat(folder)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or moment - st.st_mtime < STALE_AGE:
+                continue
+            if _listening(os.path.join(folder, "engine.sock")):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    if removed:
+        log.info("removed %d stale ssh forward folder(s): %s", len(removed), ", ".join(removed))
+    return removed
+
+
+async def clean_control_socket(
+    ssh: str, destination: str, options: Sequence[str], timeout: float = CONTROL_LOOKUP
+) -> str | None:
+    """The connection master's control socket ssh would use for ``destination`` (``ssh -G``),
+    removed when it is stale or hung (a master that accepts and never greets made every ssh
+    after it hang); the path removed, or None. Only a socket of this user is touched."""
+    argv = [ssh, "-G", *options, "--", destination]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        )
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        return None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    path = next(
+        (
+            line.split(" ", 1)[1]
+            for line in out.decode(errors="replace").splitlines()
+            if line.startswith("controlpath ")
+        ),
+        "none",
+    )
+    if path == "none" or not path.startswith("/"):
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+        return None
+    if await asyncio.to_thread(_listening, path, True):
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    log.warning("removed the stale or hung ssh control socket %s", path)
+    return path
 
 
 class Tunnel:
@@ -371,6 +479,8 @@ async def open_tunnel(
     common = _common_options(ssh, ssh_options, port, timeout)
     # No forwardings from the user's config on the first call: they could clash with a
     # session the user has open. Their connection master, when one runs, is used.
+    port_option = ["-p", str(port)] if port is not None else []
+    await clean_control_socket(common[0], destination, [*ssh_options, *port_option], min(CONTROL_LOOKUP, timeout / 4))
     start = [*common, *_o("ClearAllForwardings=yes", "ControlMaster=no"), "--", destination, command]
     remote_socket, pid, started = await _start_engine(start, target, deadline, timeout)
 

@@ -4,7 +4,8 @@ A client starts with a snapshot of every session, then hears the changes in orde
 rows as they are added or replaced, turn ends, notices, sessions added and removed, and views.
 Views are coalesced per client: a burst of deltas is one view event, built when the client is
 ready for it, carrying the fields that changed and the reply text streamed since the last one
-(never the whole view or reply again). What waits for a client that does not read is bounded
+(never the whole view or reply again); the views of every session that moved go together, at
+most once a frame. What waits for a client that does not read is bounded
 (:mod:`~polypilot_tui.service.outbox`): past the bound it is sent a fresh snapshot instead
 (``resync``) once it reads again. A client that is sent nothing for the engine's keepalive
 interval gets a comment line, so a dead one is noticed and a live one hears the engine lives.
@@ -41,8 +42,9 @@ from polypilot_tui.storage.notices import Notice
 log = logging.getLogger(__name__)
 
 FRAME = 1 / 30
-"""Seconds between two views of one session sent to one client, at the most often: a terminal
-shows no more, and a session flooding deltas then costs each client 30 views a second."""
+"""Seconds between two batches of views sent to one client, at the most often: a terminal shows
+no more, and sessions flooding deltas then cost each client 30 writes a second, each with the
+views of every session that moved."""
 
 STREAMED = (ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, ViewChanged, TurnEnded)
 """The stream records a client hears (not raw agent events or actions: views reflect those)."""
@@ -109,7 +111,8 @@ class StreamClient:
         a client following one session (0: as often as they come)."""
         self._focused = focused
         """Whose terminal had the focus last (0: none said), for the snapshots."""
-        self._view_sent_at: dict[str, float] = {}
+        self._views_sent_at: float | None = None
+        """When the last batch with views went (None: none yet; a clock's times may be any number)."""
         self._batch_sent_at: float | None = None
         """When the last batch went (None: none yet; a clock's times may be any number)."""
         self._frame_timer: TimerHandle | None = None
@@ -133,6 +136,10 @@ class StreamClient:
                 )
         elif isinstance(change, ViewChanged):
             box.view(sid)
+            due = self._views_due()
+            if due is not None:  # the frame's timer wakes the client, not every delta of a flood
+                self._arm_frame(due)
+                return
         elif isinstance(change, SessionAdded):
             box.marker("session", sid)
         elif isinstance(change, SessionRemoved):
@@ -243,6 +250,7 @@ class StreamClient:
         live = set(self.engine.ids())  # once per batch: a burst of deltas is many views
         out: list[str] = []
         held: list[str] = []
+        views_due = self._views_due()
         for entry in box.take():
             if isinstance(entry, Frame):
                 out.append(entry.text)
@@ -252,11 +260,10 @@ class StreamClient:
             elif entry.kind == "view":
                 if entry.session_id not in live:
                     continue
-                last_view = self._view_sent_at.get(entry.session_id)  # None: its first view goes at once
-                if last_view is not None and now < last_view + self.frame:
+                if views_due is not None:
                     held.append(entry.session_id)
                     continue
-                self._view_sent_at[entry.session_id] = now
+                self._views_sent_at = now
                 out.append(sse("view", self._view(entry.session_id)))
             elif entry.kind == "session":
                 if entry.session_id in live:  # a new one's empty history is sent; a reopened one's is asked for
@@ -265,19 +272,26 @@ class StreamClient:
             else:  # removed
                 self._sent_stream.pop(entry.session_id, None)
                 self._sent_view.pop(entry.session_id, None)
-                self._view_sent_at.pop(entry.session_id, None)
                 out.append(sse("removed", {"session_id": entry.session_id}))
-        if held:
-            self._hold(held)
+        if held and views_due is not None:
+            self._hold(held, views_due)
         return "".join(out)
 
-    def _hold(self, sessions: list[str]) -> None:
-        """Views of sessions sent one less than a frame ago wait for their frame (behind what
+    def _views_due(self) -> float | None:
+        """When views may go again, if not now: a client is sent views at most once a frame, every
+        waiting session's together (one write and one wake-up on each side, not one per session)."""
+        last = self._views_sent_at  # None: the first views go at once
+        if last is None or self.engine.clock.now() >= last + self.frame:
+            return None
+        return last + self.frame
+
+    def _hold(self, sessions: list[str], due: float) -> None:
+        """Views that came less than a frame after the last ones wait for the frame (behind what
         this batch sent): a session streaming thousands of deltas a second is sent a few dozen
-        views, each with all the text since the last; the other sessions' views go at once."""
+        views, each with all the text since the last; twenty such sessions, a few dozen batches."""
         for sid in sessions:
             self._outbox.view(sid)
-        self._arm_frame(min(self._view_sent_at[sid] for sid in sessions) + self.frame)
+        self._arm_frame(due)
 
     def _arm_frame(self, due: float) -> None:
         """Wake the client at ``due`` (or sooner, when already armed sooner)."""

@@ -163,8 +163,9 @@ class PolypilotApp(App[int]):
         super().exit(result, return_code, message)
 
     async def action_quit(self) -> None:
-        """Quit; with turns in flight, ask first (they are offered for resending next time)."""
-        busy = [v for v in self.engine.views() if v.status.busy]
+        """Quit; with turns in flight, ask first (they are offered for resending next time). With
+        several machines only this one's count: the hosts' engines go on whatever is chosen."""
+        busy = [v for v in self.engine.views() if v.status.busy and not self.engine.host_of(v.id)]
         if self.engine.separate:
             self._quit_attached(busy)
             return
@@ -227,7 +228,8 @@ class PolypilotApp(App[int]):
         if self.engine.separate:
             yield SystemCommand(
                 "Stop the engine and quit",
-                "End every session's agent now (turns in flight are offered for resending next time)",
+                "End every session's agent now (turns in flight are offered for resending next time)"
+                + (" — on this machine: the other machines' engines go on" if self.engine.hosts() else ""),
                 self.action_stop_engine,
             )
         yield from super().get_system_commands(screen)

@@ -106,6 +106,7 @@ class Broadcaster:
         *,
         names: Callable[[str], str],
         kept: Callable[[], None],
+        unreachable: Callable[[str], str] = lambda session_id: "",
     ) -> None:
         self._owner = owner
         """Where the toasts come from (the main screen)."""
@@ -115,14 +116,22 @@ class Broadcaster:
         self._names = names
         self._kept = kept
         """Called when a draft was given text back (it is saved)."""
+        self._unreachable = unreachable
+        """Why a session's machine does not answer ("" when it does): it is refused here, and
+        the others still get the prompt."""
 
     async def send(self, typed_for: str, targets: list[str], text: str) -> list[str]:
         """Send to every marked session: each refusal is told, and its text kept (the box gets
         it back when no session took it; else each refusing session's draft). The sessions
         that took it."""
         names = {sid: self._names(sid) for sid in targets}
-        request = verbs.Broadcast(tuple(targets), text)
-        results = await attempt(log, "Broadcast", self._engine.call(verbs.BROADCAST, request))
+        down = [BroadcastResult(sid, "refused", why) for sid in targets if (why := self._unreachable(sid))]
+        reachable = tuple(sid for sid in targets if not self._unreachable(sid))
+        sent: tuple[BroadcastResult, ...] | Failed = ()
+        if reachable:
+            request = verbs.Broadcast(reachable, text)
+            sent = await attempt(log, "Broadcast", self._engine.call(verbs.BROADCAST, request))
+        results = sent if isinstance(sent, Failed) else (*sent, *down)
         if isinstance(results, Failed):
             self._editor.give_back(typed_for, text)
             self._kept()

@@ -200,6 +200,8 @@ class SessionEntry:
     """How far under its orchestrator a worker is listed (0: not a worker shown under one)."""
     note: str = ""
     """An orchestrator's bound reached or stall, in words (drawn in the warning colour)."""
+    stale: bool = False
+    """Its host stopped answering: the row shows the session as last seen, dimmed."""
 
     @classmethod
     def of(
@@ -211,9 +213,11 @@ class SessionEntry:
         depth: int = 0,
         workers: int = 0,
         queued: bool = False,
+        stale: bool = False,
     ) -> SessionEntry:
         """The row for ``view`` at ``now`` (``depth``: under its orchestrator; ``workers``: listed
-        under it; ``queued``: a worker its team holds until a slot frees)."""
+        under it; ``queued``: a worker its team holds until a slot frees; ``stale``: its host
+        stopped answering)."""
         status = QUEUED_WORKER if queued and not view.status.busy else sidebar_status(view, now)
         return cls(
             view.id,
@@ -235,4 +239,5 @@ class SessionEntry:
             marked,
             depth,
             one_line(view.team_note, 160),
+            stale,
         )

@@ -12,7 +12,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from textual.drivers.linux_driver import LinuxDriver
 
 from polypilot_tui.agents.catalog import load_catalog
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent
+from polypilot_tui.domain.hosts import HostEntry
 from polypilot_tui.engine.api import Engine, EngineError
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.spawn import ensure_engine
@@ -100,6 +101,26 @@ def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
         return dashboard_on(settings, catalog, engine, remote=attach.target)
 
     return _start(prepare)
+
+
+def run_fleet(settings: Settings, hosts: Sequence[HostEntry], ssh_options: Sequence[str] = ()) -> int:
+    """Run the dashboard on this machine's engine and every host's (docs/fleet.md): Local's
+    sessions first; the hosts attach in the background, each over its own ssh forward, and
+    one that fails never holds up the others. Quitting ends the forwards; the engines go on."""
+    from polypilot_tui.service.fleet import FleetEngine, ssh_members  # a fleet's alone: not on one machine's start
+
+    catalog, notes = build_catalog(settings)
+
+    async def connect() -> Path:
+        path, _started = await ensure_engine(settings)
+        return path
+
+    def make() -> PolypilotApp:
+        local = RemoteEngine(connect)
+        fleet = FleetEngine(local, ssh_members(hosts, local.clock, ssh_options))
+        return dashboard_on(settings, catalog, fleet, notes=notes)
+
+    return _start(make)
 
 
 def _start(make: Callable[[], PolypilotApp] | Callable[[], Awaitable[PolypilotApp | None]]) -> int:

@@ -3,6 +3,8 @@
 ``python fake_engine.py serve SOCKET PIDFILE``: an HTTP server on the Unix socket answering
 ``GET /v1/engine`` with a JSON object; it ends by itself after :data:`LIFETIME` seconds.
 
+With ``FAKE_ENGINE_API=N`` in its environment it answers as an engine of API version N.
+
 ``python fake_engine.py start SOCKET PIDFILE``: the ``engine start`` contract — starts the
 server detached unless one already answers on SOCKET, waits until it accepts connections,
 prints ``{"socket": …, "pid": …, "started": …}`` and exits 0 (1 with a message otherwise).
@@ -31,7 +33,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/engine":
             self.send_error(404)
             return
-        body = json.dumps({"engine": "fake", "pid": os.getpid()}).encode()
+        answer: dict[str, Any] = {"engine": "fake", "pid": os.getpid()}
+        api = os.environ.get("FAKE_ENGINE_API")
+        if api:  # an engine of that API version: /v1/engine as the real one answers it
+            now = time.monotonic()
+            answer = {"pid": os.getpid(), "state_dir": "/x", "started_at": time.time(), "now": now}
+            answer.update({"wall": time.time(), "sessions": 0, "running_turns": 0, "persistent": True})
+            answer["api"] = int(api)
+        body = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

@@ -102,6 +102,11 @@ class Sshd:
                 return
         raise RuntimeError(f"sshd did not start; its log:\n{self.log.read_text(errors='replace')[-2000:]}")
 
+    def restart(self) -> None:
+        """Listen again on the same port with the same keys (after :meth:`stop`): the host is back."""
+        if not self._launch():
+            raise RuntimeError(f"sshd did not start again; its log:\n{self.log.read_text(errors='replace')[-2000:]}")
+
     def _write_server_config(self) -> None:
         f = self.folder
         (f / "sshd_config").write_text(

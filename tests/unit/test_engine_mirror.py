@@ -139,3 +139,39 @@ async def test_a_view_goes_after_the_rows_queued_before_its_change(harness: Harn
     views = [i for i, kind in enumerate(kinds) if kind == "view"]
     assert len(views) == 1 and "change" in kinds, kinds
     assert views[0] > max(i for i, kind in enumerate(kinds) if kind == "change"), kinds
+
+
+class CountedMirror(Mirror):
+    """A mirror that counts the histories it fetches."""
+
+    def __init__(self, engine: LocalEngine) -> None:
+        super().__init__(engine)
+        self.fetched: list[str] = []
+
+    async def _fetch_history(self, sid: str) -> list[ChatItem]:
+        self.fetched.append(sid)
+        return await super()._fetch_history(sid)
+
+
+async def test_an_attach_carries_views_only_and_fetches_the_shown_sessions_history_alone(harness: Harness) -> None:
+    """An attach's snapshot holds every session's view and no history row (a dashboard attaching
+    to hundreds of sessions draws its first frame from the views); the history of the session it
+    shows is fetched when it is shown, and no other is fetched until it is looked at."""
+    sessions = [await harness.new() for _ in range(4)]
+    for i, sid in enumerate(sessions):
+        await harness.manager.send(sid, f"row text of session {i}")
+        await harness.until_rest(sid)
+    client = StreamClient(harness.engine, 1)
+    client.attach()
+    snapshot = load_json(dump_json(client.snapshot()), "snapshot")
+    assert [sorted(s) for s in snapshot["sessions"]] == [["streaming", "view"]] * len(sessions)
+    assert "row text of session" not in dump_json(snapshot)
+    mirror = CountedMirror(harness.engine)
+    mirror.apply_event("snapshot", snapshot)
+    assert mirror.ids() == sessions and mirror.fetched == []
+    shown = sessions[2]
+    mirror.history(shown)
+    await harness.clock.settle()
+    assert mirror.fetched == [shown]
+    assert mirror.history(shown) == harness.engine.history(shown)
+    assert mirror.fetched == [shown]  # held, not fetched again

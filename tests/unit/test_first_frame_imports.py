@@ -46,6 +46,7 @@ OURS = frozenset(
         "polypilot_tui.domain.fan_out",
         "polypilot_tui.domain.gathered",
         "polypilot_tui.domain.history",
+        "polypilot_tui.domain.hosts",
         "polypilot_tui.domain.limits",
         "polypilot_tui.domain.model_choice",
         "polypilot_tui.domain.names",
@@ -81,6 +82,7 @@ OURS = frozenset(
         "polypilot_tui.service.address",
         "polypilot_tui.service.client",
         "polypilot_tui.service.histories",
+        "polypilot_tui.service.hosts_file",  # the hosts file says whether this start is a fleet
         "polypilot_tui.service.peer",
         "polypilot_tui.service.remote",
         "polypilot_tui.service.spawn",
@@ -93,6 +95,7 @@ OURS = frozenset(
         "polypilot_tui.ui.attention",
         "polypilot_tui.ui.broadcast",
         "polypilot_tui.ui.formatting",
+        "polypilot_tui.ui.host_text",  # the sidebar's host headers
         "polypilot_tui.ui.keymap",
         "polypilot_tui.ui.launch",
         "polypilot_tui.ui.notifier",

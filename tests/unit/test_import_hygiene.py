@@ -119,28 +119,30 @@ def spawning(self, args, *rest, **kw):
     popen(self, args, *rest, **kw)
 subprocess.Popen.__init__ = spawning
 from polypilot_tui.cli import main
-code = main(["run", "--agent", "fake", "--allow-tools", "hi"])
+code = main(["run", "--agent", "fake", "--allow-tools", "hi"])  # returns (2) or raises SystemExit
 print(code)
 print(",".join(seen[0] if seen else ["NOT SPAWNED"]))
 print(",".join(sorted(sys.modules)))
 """
 
 
-def test_polypilot_run_starts_the_copilot_cli_before_the_engine_and_never_loads_the_ui(tmp_path: Path) -> None:
+def fake_copilot_setup(tmp_path: Path, provider: str) -> dict[str, str]:
+    """A Copilot agent ``fake`` whose CLI notes it was started and dies at once; the run's env."""
     cli = tmp_path / "fake-copilot"
-    cli.write_text("#!/bin/sh\nexit 3\n")  # dies at once: the run ends with "could not start"
+    cli.write_text(f"#!/bin/sh\ntouch {tmp_path / 'started'}\nexit 3\n")
     cli.chmod(0o700)
     agents = tmp_path / "agents.toml"
-    agents.write_text(
-        f'[fake]\nkind = "copilot"\ncommand = "{cli}"\nmodel = "gpt-4.1"\n'
-        'provider = { base_url = "http://127.0.0.1:9/v1" }\n'
-    )
+    agents.write_text(f'[fake]\nkind = "copilot"\ncommand = "{cli}"\nmodel = "gpt-4.1"\nprovider = {provider}\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
-    env |= {
+    return env | {
         "POLYPILOT_STATE_DIR": str(tmp_path / "state"),
         "POLYPILOT_CONFIG_DIR": str(tmp_path / "config"),
         "POLYPILOT_AGENTS_FILE": str(agents),
     }
+
+
+def test_polypilot_run_starts_the_copilot_cli_before_the_engine_and_never_loads_the_ui(tmp_path: Path) -> None:
+    env = fake_copilot_setup(tmp_path, '{ base_url = "http://127.0.0.1:9/v1" }')
     done = subprocess.run(
         [sys.executable, "-c", SPAWN_PROBE], capture_output=True, text=True, env=env, timeout=60, check=False
     )
@@ -152,3 +154,16 @@ def test_polypilot_run_starts_the_copilot_cli_before_the_engine_and_never_loads_
     assert not {name.split(".")[0] for name in at_spawn.split(",")} & {"copilot", "acp", "textual", "rich"}
     assert not {name.split(".")[0] for name in at_end.split(",")} & {"textual", "rich", "acp", "starlette", "uvicorn"}
     assert "polypilot_tui.engine.builder" in at_end.split(",")  # the probe saw the whole run
+
+
+def test_a_run_its_checks_refuse_starts_no_agent(tmp_path: Path) -> None:
+    """The head start comes after the checks: an agent that cannot start (its key variable is
+    not set) is refused with exit 2 and its CLI is never started."""
+    env = fake_copilot_setup(tmp_path, '{ base_url = "http://127.0.0.1:9/v1", api_key_env = "PP_TEST_UNSET_KEY" }')
+    env.pop("PP_TEST_UNSET_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-c", SPAWN_PROBE], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    code, at_spawn, _ = done.stdout.splitlines()[-3:]
+    assert code == "2" and "PP_TEST_UNSET_KEY" in done.stderr, done.stderr
+    assert at_spawn == "NOT SPAWNED"

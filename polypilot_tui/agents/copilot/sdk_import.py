@@ -140,13 +140,20 @@ class _DeferringFinder(importlib.abc.MetaPathFinder):
 _FINDER = _DeferringFinder()
 
 
+def install() -> None:
+    """Make every later import of the SDK's generated modules defer their dataclasses (once;
+    the finder handles those two names only and stays: taking it out of ``sys.meta_path``
+    while another thread walks that list would make the walk skip a finder)."""
+    with _lock:
+        if _FINDER not in sys.meta_path:
+            sys.meta_path.insert(0, _FINDER)
+
+
 def import_sdk() -> ModuleType:
-    """``import copilot``, its generated dataclasses made as they are first used."""
-    sys.meta_path.insert(0, _FINDER)  # another thread's import meanwhile: not of these names, untouched
-    try:
-        return importlib.import_module("copilot")
-    finally:
-        sys.meta_path.remove(_FINDER)
+    """``import copilot``, its generated dataclasses made as they are first used (unless it
+    was imported before :func:`install`)."""
+    install()
+    return importlib.import_module("copilot")
 
 
 def pending_count() -> int:

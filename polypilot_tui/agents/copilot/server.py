@@ -31,6 +31,7 @@ from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.copilot.runtime import build_env, install_hooks, kill_tree, provider_dict, watch_process
 from polypilot_tui.agents.copilot.sdk_errors import sdk_failures
 from polypilot_tui.agents.copilot.sdk_import import import_sdk
+from polypilot_tui.agents.copilot.sdk_import import install as install_sdk_import
 from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
 from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.locate import not_runnable
@@ -145,6 +146,7 @@ class CopilotServer:
         self.proc = spawn_cli(
             list(self.spec.argv), dict(self.spec.env), server_cwd(), use_logged_in_user=self.spec.logged_in
         )
+        install_sdk_import()  # here, on the loop's thread, before any thread imports
         return self.loop.run_in_executor(None, import_sdk)
 
     async def ready(self) -> None:

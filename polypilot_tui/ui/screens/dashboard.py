@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,16 @@ from textual.widgets import Footer, Header, TextArea
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import Clock
-from polypilot_tui.domain.records import ItemAdded, ItemReplaced, Record, SessionAdded, SessionRemoved, ViewChanged
+from polypilot_tui.domain.hosts import HostView
+from polypilot_tui.domain.records import (
+    HostChanged,
+    ItemAdded,
+    ItemReplaced,
+    Record,
+    SessionAdded,
+    SessionRemoved,
+    ViewChanged,
+)
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.usage import fleet_usage
 from polypilot_tui.domain.view import SessionView
@@ -49,6 +58,7 @@ from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.broadcast import Broadcaster, Marks
 from polypilot_tui.ui.formatting import plural
+from polypilot_tui.ui.host_text import host_problem, host_state, machines
 from polypilot_tui.ui.screens.compare_flow import CompareFlow
 from polypilot_tui.ui.screens.fan_out_flow import FanOutFlow
 from polypilot_tui.ui.screens.new_session_flow import NewSessionFlow
@@ -163,6 +173,11 @@ class DashboardScreen(Screen[None]):
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
         self._scroll_at_quit: dict[str, int] | None = None
+        self._shown_where = ""
+        """The machine the chat header names for the session on screen, as last drawn."""
+        self._drafts_waiting: dict[str, str] = {}
+        """Drafts saved for sessions of hosts not attached yet: given back as each appears, and
+        kept in the saved state meanwhile (a host that is down must not cost a draft)."""
         self._recently_closed: list[ClosedSession] = []
         """Most recent last; each leaves after UNDO_SECONDS."""
         self.agents_found = AgentsFound()  # for the demo's welcome
@@ -180,10 +195,16 @@ class DashboardScreen(Screen[None]):
             recent=lambda: list(self._ui_state.recent_folders),
             made=self._made,
             closed=self._refocus_editor,
+            host_of_selected=lambda: self.engine.host_of(self.selected) if self.selected else "",
         )
         self.review = ReviewFlow(self, engine, run=self._run, closed=self._refocus_editor)
         self.broadcaster = Broadcaster(
-            self, engine, self.pane.editor, names=self._session_name, kept=self._ui_state_changed
+            self,
+            engine,
+            self.pane.editor,
+            names=self._session_name,
+            kept=self._ui_state_changed,
+            unreachable=self._why_unreachable,
         )
         self.team = TeamFlow(self, engine, run=self._run, redraw=self._redraw_rows, closed=self._refocus_editor)
         self.compare = CompareFlow(self, engine, review=self.review, run=self._run, closed=self._refocus_editor)
@@ -213,7 +234,7 @@ class DashboardScreen(Screen[None]):
         """Listen to what the screen shows (not raw agent events or actions: the views
         reflect those); before the engine starts, so no session is missed."""
         self._unsubscribe = self.engine.subscribe(
-            self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved
+            self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, HostChanged
         )
 
     async def show_sessions(self) -> None:
@@ -230,7 +251,10 @@ class DashboardScreen(Screen[None]):
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
         await self.flush()
-        self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in self.engine.ids()})
+        ids = set(self.engine.ids())
+        self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in ids})
+        if self.engine.hosts():  # the hosts' sessions come as each host attaches: their drafts wait
+            self._drafts_waiting = {k: v for k, v in self._ui_state.drafts.items() if k not in ids}
         self.pane.editor.focus()
 
     def quitting(self) -> None:
@@ -260,6 +284,31 @@ class DashboardScreen(Screen[None]):
         """A dialog closed: typing goes to the prompt again."""
         self.pane.editor.focus()
 
+    def host_down(self, session_id: str) -> HostView | None:
+        """The host of a session when it is not live (None: this machine, or its host answers)."""
+        name = self.engine.host_of(session_id)
+        return next((host for host in self.engine.hosts() if host.name == name and not host.live), None)
+
+    def _why_unreachable(self, session_id: str) -> str:
+        """Why a verb on this session cannot reach its host now ("" when it can)."""
+        host = self.host_down(session_id)
+        return "" if host is None else host_problem(host, self.clock.now(), self.clock.wall())
+
+    def _reachable(self, session_id: str | None) -> bool:
+        """A verb on this session can reach its host now; else that is said at once (a verb
+        would only fail against a host that does not answer, or wait for it)."""
+        why = self._why_unreachable(session_id) if session_id else ""
+        if not why:
+            return True
+        self.notify(
+            why,
+            title=self._session_name(session_id or ""),
+            severity="warning",
+            timeout=10,
+            markup=False,
+        )
+        return False
+
     def _session_name(self, session_id: str) -> str:
         view = self._views.get(session_id)
         return view.name if view is not None else session_id
@@ -280,7 +329,7 @@ class DashboardScreen(Screen[None]):
             return
         scroll = self._scroll_at_quit if quitting and self._scroll_at_quit is not None else self._scroll_backs()
         live = set(self.engine.ids())
-        drafts = {sid: text for sid, text in self.pane.drafts().items() if sid in live}
+        drafts = {**self._drafts_waiting, **{sid: text for sid, text in self.pane.drafts().items() if sid in live}}
         state = UiState(self.selected, drafts, scroll, list(self._ui_state.recent_folders))
         if state == self._ui_saved:
             return
@@ -302,8 +351,10 @@ class DashboardScreen(Screen[None]):
 
     # ---- redraws -------------------------------------------------------------------
     def _on_engine_change(self, record: Record) -> None:
-        """The engine's record stream: mark the session dirty and post one EngineChanged."""
-        self._dirty.add(record.session_id)
+        """The engine's record stream: mark the session dirty and post one EngineChanged (a
+        host's change redraws its header and its rows, which every flush recomputes)."""
+        if not isinstance(record, HostChanged):
+            self._dirty.add(record.session_id)
         self._request_redraw()
 
     def _request_redraw(self) -> None:
@@ -345,6 +396,8 @@ class DashboardScreen(Screen[None]):
         self.redraws += 1
         dirty, self._dirty = self._dirty, set()
         views = self.engine.views()
+        hosts = self.engine.hosts()
+        host_of = {view.id: self.engine.host_of(view.id) for view in views} if hosts else {}
         now = self.clock.now()
         current = {view.id: view for view in views}
         for view in views:
@@ -353,7 +406,8 @@ class DashboardScreen(Screen[None]):
                 on_screen = view.id == self.selected and self.app.app_focus
                 alert = self.attention.observe(before, view, on_screen=on_screen)
                 if alert is not None and self.engine.alerts_here():  # else another dashboard rings
-                    self._alert(alert)
+                    host = host_of.get(view.id, "")
+                    self._alert(replace(alert, title=f"{host} · {alert.title}") if host else alert)
         if self.marks.keep_only(current):
             self.refresh_bindings()  # the last mark may have left with its session
         for gone in set(self._views) - set(current):
@@ -361,6 +415,8 @@ class DashboardScreen(Screen[None]):
             await self.pane.forget(gone)
         previous = self._views
         self._views = current
+        if self._drafts_waiting and (arrived := self._drafts_waiting.keys() & current.keys()):
+            self.pane.restore_drafts({sid: self._drafts_waiting.pop(sid) for sid in arrived})
         self.team.changed(views, previous)
         if self.selected not in current:
             self.selected = views[0].id if views else None
@@ -368,10 +424,23 @@ class DashboardScreen(Screen[None]):
         if self.selected is not None:
             self.attention.seen(self.selected)
         marked, queued = self.marks.ids, self.team.queued
-        await self.sidebar.sync(views, now, self.attention.unread, self.selected, marked=marked, queued=queued)
+        needy = {v.id for v in views if self.attention.wants_user(v)}
+        await self.sidebar.sync(
+            views,
+            now,
+            self.attention.unread,
+            self.selected,
+            marked=marked,
+            queued=queued,
+            hosts=hosts,
+            host_of=host_of,
+            needy=needy,
+            wall_now=self.clock.wall(),
+        )
         self.compare.changed(dirty)
         self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
+        where = self._where(shown.id, hosts, host_of, now) if shown is not None and hosts else ""
         if shown is None:
             await self.pane.show(None, (), "", now)
         elif (
@@ -379,6 +448,7 @@ class DashboardScreen(Screen[None]):
             or previous.get(shown.id) != shown
             or self.pane.session_id != shown.id
             or ((log := self.pane.log_for(shown.id)) is not None and log.shows_unreadable)  # until read
+            or where != self._shown_where  # its host went down or came back
         ):
             first_time = self.pane.log_for(shown.id) is None
             await self.pane.show(
@@ -387,26 +457,37 @@ class DashboardScreen(Screen[None]):
                 self.engine.streaming_text(shown.id),
                 now,
                 self.agents_found.empty_text(shown, self.catalog),
+                where,
             )
+            self._shown_where = where
             if first_time and shown.id in self._ui_state.scroll_back:
                 self.pane.scroll_back(shown.id, self._ui_state.scroll_back.pop(shown.id))
         else:
             self.pane.tick(shown, now)
         if self.is_current and self.focused is None:
             self.pane.editor.focus()  # e.g. the permission buttons that had focus went away
-        needy = sum(1 for v in views if self.attention.wants_user(v))
         count = f"{len(views)} session{'' if len(views) == 1 else 's'}"
         spent = fleet_summary(fleet_usage(v.usage for v in views))  # what the whole fleet used
         self.sub_title = (
             count
-            + (f" · {needy} need{'s' if needy == 1 else ''} you" if needy else "")
+            + (f" · {len(needy)} need{'s' if len(needy) == 1 else ''} you" if needy else "")
             + (f" · on {self.remote}" if self.remote else "")
+            + (f" · {machines(hosts)}" if hosts else "")
             + (f" · {spent}" if spent else "")
         )
         state = (self.selected, shown.status if shown else None, bool(shown and shown.interrupted_prompt))
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
+
+    def _where(self, session_id: str, hosts: Sequence[HostView], host_of: dict[str, str], now: float) -> str:
+        """The machine a session runs on, for its chat header: ``ci``, ``ci (stale since 14:02)``
+        ("" this machine)."""
+        name = host_of.get(session_id, "")
+        host = next((h for h in hosts if h.name == name), None) if name else None
+        if host is None:
+            return ""
+        return name if host.live else f"{name} ({host_state(host, now, self.clock.wall())})"
 
     async def look_for_agents(self) -> None:
         """Ask the engine which agents it can start (the demo's welcome names them); at start."""
@@ -491,9 +572,13 @@ class DashboardScreen(Screen[None]):
             self.pane.editor.insert(event.text)
             self.notify("No session to send to: press ctrl+n to start one.", severity="warning")
             return
+        targets = self.marks.in_order(self.sidebar.session_list.session_ids)
+        if not targets and not self._reachable(sid):  # its host does not answer: the text stays, nothing waits
+            self.pane.editor.give_back(sid, event.text)
+            self._ui_state_changed()
+            return
         if (log_ := self.pane.log_for(sid)) is not None:
             log_.follow_end()  # whoever sends wants to see what comes back
-        targets = self.marks.in_order(self.sidebar.session_list.session_ids)
         if targets:
             self._run("Broadcast", self._broadcast(sid, targets, event.text))
         else:
@@ -598,13 +683,13 @@ class DashboardScreen(Screen[None]):
 
     def action_send_queued(self) -> None:
         """Send the selected session's held queue (its next prompt goes out now)."""
-        if self.selected:
+        if self.selected and self._reachable(self.selected):
             self._run("Send", self.engine.call(verbs.SEND_QUEUED, verbs.SessionRef(self.selected)))
 
     # ---- permissions and attention ---------------------------------------------------
     def on_permission_prompt_answered(self, event: PermissionPrompt.Answered) -> None:
         event.stop()
-        if event.session_id is not None:
+        if event.session_id is not None and self._reachable(event.session_id):
             answer = verbs.AnswerPermission(event.session_id, event.request_id, event.option_id)
             self._run("Permission answer", self.engine.call(verbs.ANSWER_PERMISSION, answer))
         self.pane.editor.focus()
@@ -645,7 +730,7 @@ class DashboardScreen(Screen[None]):
         """Stop the selected session's turn (abort, then kill if it does not stop); an
         orchestrator's workers too, when the user says so."""
         view = self._views.get(self.selected or "")
-        if view is None:
+        if view is None or not self._reachable(view.id):
             return
         if view.status.busy:
             self._run("Stop", self.engine.call(verbs.STOP, verbs.SessionRef(view.id)))
@@ -664,12 +749,12 @@ class DashboardScreen(Screen[None]):
 
     def action_reconnect(self) -> None:
         """Reconnect the selected session's agent, keeping its history."""
-        if self.selected:
+        if self.selected and self._reachable(self.selected):
             self._run("Reconnect", self.engine.call(verbs.RECONNECT, verbs.SessionRef(self.selected)))
 
     def action_resend_interrupted(self) -> None:
         """Resend the prompt of a turn lost to a restart, a quit, a dead agent or a reconnect."""
-        if self.selected:
+        if self.selected and self._reachable(self.selected):
             self._run("Resend", self.engine.call(verbs.RESEND, verbs.SessionRef(self.selected)))
 
     def busy_selected(self) -> bool:
@@ -681,7 +766,7 @@ class DashboardScreen(Screen[None]):
     def action_close_session(self) -> None:
         """Close the selected session (after a confirmation; undo for 30 s)."""
         sid = self.selected
-        if sid is None:
+        if sid is None or not self._reachable(sid):
             return
         view = self._views.get(sid)
         running = " Its running turn is stopped." if view is not None and view.status.busy else ""
@@ -753,8 +838,9 @@ class DashboardScreen(Screen[None]):
         self.notify(f"Copied the last reply ({len(text):,} characters).", timeout=3)
 
     def action_details(self) -> None:
-        """Show the selected session's details: agent, folder, command, logs, stderr tail."""
-        if self.selected:
+        """Show the selected session's details: agent, folder, command, logs, stderr tail (on a
+        host that does not answer: why, in full)."""
+        if self.selected and self._reachable(self.selected):
             self._run("Details", self._show_details(self.selected))
 
     async def _show_details(self, session_id: str) -> None:
@@ -779,7 +865,7 @@ class DashboardScreen(Screen[None]):
     def action_rename_session(self) -> None:
         """Give the selected session another name."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids():
+        if sid is None or sid not in self.engine.ids() or not self._reachable(sid):
             return
 
         def answered(name: str | None) -> None:
@@ -794,7 +880,7 @@ class DashboardScreen(Screen[None]):
     def action_switch_model(self) -> None:
         """List the selected session's models and switch it to the one picked (F8)."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids():
+        if sid is None or sid not in self.engine.ids() or not self._reachable(sid):
             return
 
         def answered(model_id: str | None) -> None:
@@ -814,7 +900,7 @@ class DashboardScreen(Screen[None]):
     def action_finish_session(self) -> None:
         """Commit, merge, push, open a pull request for or discard the selected session's worktree."""
         sid = self.selected
-        if sid is None or sid not in self.engine.ids():
+        if sid is None or sid not in self.engine.ids() or not self._reachable(sid):
             return
         session = self.engine.view(sid)
         workspace = session.workspace
@@ -844,12 +930,12 @@ class DashboardScreen(Screen[None]):
     def action_compare(self) -> None:
         """The attempts of the fan-out the selected session is part of, side by side (F9)."""
         view = self._views.get(self.selected or "")
-        if view is not None and view.attempt_of:
+        if view is not None and view.attempt_of and self._reachable(view.id):
             self.compare.open(view.attempt_of)
 
     def action_review_changes(self) -> None:
         """The selected session's changes against its base, to read and comment on (ctrl+o)."""
-        if self.selected is not None:
+        if self.selected is not None and self._reachable(self.selected):
             self.review.open(self.selected)
 
     # ---- which keys apply now, and the command palette ------------------------------

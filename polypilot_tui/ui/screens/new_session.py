@@ -108,8 +108,11 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
         recent: Sequence[str] = (),
         initial: NewSession | None = None,
         problem: str = "",
+        title: str = "",
     ) -> None:
         super().__init__(inspect, base_edited=bool(initial and initial.base))
+        self._title = title or "New session"
+        """Names the machine with several (``New session on devbox``)."""
         self._agents = by_readiness(agents)
         self._default = initial.agent if initial else default
         self._folder = (initial.folder or folder) if initial else folder
@@ -129,7 +132,7 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
     def compose(self) -> ComposeResult:
         initial = self._initial
         with VerticalScroll(id="new-session-dialog"):
-            yield Static("New session", id="new-session-title", markup=False)
+            yield Static(self._title, id="new-session-title", markup=False)
             yield Label("Agent", classes="field-label")
             yield OptionList(*[agent_option(agent) for agent in self._agents], id="agent-list")
             yield Label("Folder", classes="field-label")

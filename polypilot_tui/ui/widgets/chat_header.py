@@ -1,5 +1,5 @@
 """One line naming the session on screen: name, an orchestrator's bound reached or stall (in
-the warning colour), agent, model, title, usage, folder."""
+the warning colour), the machine it runs on (with several), agent, model, title, usage, folder."""
 
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ class ChatHeader(Static):
         super().__init__("", id=id, markup=False)
         self._text: tuple[str, str] = ("", "")
 
-    def show(self, view: SessionView | None) -> None:
-        """Redraw for ``view``."""
+    def show(self, view: SessionView | None, host: str = "") -> None:
+        """Redraw for ``view`` (``host``: the machine it runs on, when not this one)."""
         note = ""
         if view is None:
             text = "No session — press ctrl+n to start one"
         else:
             note = one_line(view.team_note, 160)
-            parts = [one_line(view.name, 40), view.agent]
+            parts = [one_line(view.name, 40)] + ([f"on {host}"] if host else []) + [view.agent]
             if view.model:
                 parts.append(one_line(view.model, 30))
             if view.title:

@@ -69,9 +69,10 @@ class ChatPane(Vertical):
         streaming: str,
         now: float,
         empty_text: str = EMPTY_TEXT,
+        host: str = "",
     ) -> None:
         """Bring everything in the pane up to date for ``view`` (``empty_text``: what its log
-        says while it has no rows)."""
+        says while it has no rows; ``host``: the machine it runs on, when not this one)."""
         self._shown = view
         if view is None:
             await self._switch(None)
@@ -88,7 +89,7 @@ class ChatPane(Vertical):
             await self.logs.add_content(log)
         log.set_empty_text(empty_text)
         await self._switch(view.id)
-        self.header.show(view)
+        self.header.show(view, host)
         self.banner.show(view.permission_warning)
         self.notice.show(view.interrupted_prompt)
         await log.sync(history, streaming)

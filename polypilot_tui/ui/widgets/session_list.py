@@ -1,4 +1,6 @@
-"""Every session as two lines (icon, name, marks / compact status) in one Line API widget.
+"""Every session as two lines (icon, name, marks / compact status) in one Line API widget;
+with a fleet, each machine's sessions under a two-line header (its name and state) that the
+highlight steps over.
 
 One widget draws the whole list, a line at a time and only the lines on screen: restoring
 hundreds of sessions costs one widget's styling, not one per row (a mounted widget per
@@ -26,6 +28,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from polypilot_tui.domain.hosts import HostState
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import (
     BRANCH_MARK,
@@ -35,6 +38,10 @@ from polypilot_tui.ui.formatting import (
     WARNING_MARK,
     SessionEntry,
 )
+from polypilot_tui.ui.host_text import HostHeader
+
+Row = SessionEntry | HostHeader
+"""A session, or the header of a machine's sessions."""
 
 ROW_HEIGHT = 2
 """Lines per session: icon, name and marks; then the compact status."""
@@ -82,10 +89,17 @@ class SessionList(ScrollView, can_focus=True):
         "session-list--status-permission",
         "session-list--tree",
         "session-list--note",
+        "session-list--stale",
+        "session-list--host",
+        "session-list--host-icon",
+        "session-list--host-live",
+        "session-list--host-down",
+        "session-list--host-status",
     }
     """Row backgrounds (plain, hover, highlighted), then one class per part of a row (the
     broadcast mark first), with
-    variants by status: busy, needing the user, awaiting permission."""
+    variants by status: busy, needing the user, awaiting permission; a row whose host stopped
+    answering (stale); a host's header (its icon live or down, its state)."""
 
     DEFAULT_CSS = """
     SessionList {
@@ -114,7 +128,7 @@ class SessionList(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._entries: list[SessionEntry] = []
+        self._entries: list[Row] = []
         self._index_of: dict[str, int] = {}
         self._strips: LRUCache[tuple[object, ...], tuple[Strip, Strip]] = LRUCache(512)
         self._styles: dict[tuple[bool, tuple[str, ...]], RichStyle] = {}
@@ -124,20 +138,22 @@ class SessionList(ScrollView, can_focus=True):
     @property
     def session_ids(self) -> list[str]:
         """Sessions in the order they are listed."""
-        return [entry.session_id for entry in self._entries]
+        return [entry.session_id for entry in self._entries if isinstance(entry, SessionEntry)]
 
     @property
     def highlighted_id(self) -> str | None:
-        """The session of the highlighted row."""
+        """The session of the highlighted row (never a header: the highlight steps over them)."""
         index = self.index
-        return self._entries[index].session_id if index is not None else None
+        entry = self._entries[index] if index is not None else None
+        return entry.session_id if isinstance(entry, SessionEntry) else None
 
     def entry(self, session_id: str) -> SessionEntry | None:
         """The row of a session, as last set."""
         index = self._index_of.get(session_id)
-        return None if index is None else self._entries[index]
+        entry = None if index is None else self._entries[index]
+        return entry if isinstance(entry, SessionEntry) else None
 
-    def set_entries(self, entries: Sequence[SessionEntry]) -> None:
+    def set_entries(self, entries: Sequence[Row]) -> None:
         """Show these rows; only rows that differ from the last ones are redrawn.
 
         The highlight stays on its session when rows move; it moves silently (no message)
@@ -145,7 +161,9 @@ class SessionList(ScrollView, can_focus=True):
         """
         old, old_highlight = self._entries, self.highlighted_id
         self._entries = list(entries)
-        self._index_of = {entry.session_id: i for i, entry in enumerate(self._entries)}
+        self._index_of = {
+            entry.session_id: i for i, entry in enumerate(self._entries) if isinstance(entry, SessionEntry)
+        }
         if len(old) != len(self._entries):
             self._update_virtual_size()
             self.refresh()
@@ -153,12 +171,10 @@ class SessionList(ScrollView, can_focus=True):
             for i, (before, after) in enumerate(zip(old, self._entries, strict=True)):
                 if before != after:
                     self.refresh_lines(i * ROW_HEIGHT, ROW_HEIGHT)
-        if not self._entries:
-            index = None
-        elif old_highlight in self._index_of:
-            index = self._index_of[old_highlight]
+        if old_highlight in self._index_of:
+            index: int | None = self._index_of[old_highlight]
         else:
-            index = min(self.index or 0, len(self._entries) - 1)
+            index = self._session_row(min(self.index or 0, len(self._entries) - 1), 1)
         if index != self.index:
             self.set_reactive(SessionList.index, index)
             self.refresh()
@@ -183,6 +199,17 @@ class SessionList(ScrollView, can_focus=True):
             if row is not None:
                 self.refresh_lines(row * ROW_HEIGHT, ROW_HEIGHT)
         self.scroll_to_highlight()
+
+    def _session_row(self, index: int, step: int) -> int | None:
+        """The session row at ``index`` or, past headers, the next one in ``step``'s direction
+        (else the other way); None when no row is a session's."""
+        for direction in (step, -step):
+            i = index
+            while 0 <= i < len(self._entries):
+                if isinstance(self._entries[i], SessionEntry):
+                    return i
+                i += direction
+        return None
 
     # ---- geometry ------------------------------------------------------------------
     def _update_virtual_size(self) -> None:
@@ -240,6 +267,8 @@ class SessionList(ScrollView, can_focus=True):
 
     def row_strips(self, index: int, width: int) -> tuple[Strip, Strip]:
         entry = self._entries[index]
+        if isinstance(entry, HostHeader):
+            return self._header_strips(entry, index, width)
         if index == self.index:
             row = "session-list--row-highlighted"
         elif index == self._hover:
@@ -251,6 +280,8 @@ class SessionList(ScrollView, can_focus=True):
         if cached is not None:
             return cached
         rows = ("session-list--row", row) if row else ("session-list--row",)
+        if entry.stale:  # its host stopped answering: every part of the row dimmed
+            rows = (*rows, "session-list--stale")
         status = entry.status
         variant = (
             "permission"
@@ -311,6 +342,38 @@ class SessionList(ScrollView, can_focus=True):
         self._strips[key] = strips
         return strips
 
+    def _header_strips(self, entry: HostHeader, index: int, width: int) -> tuple[Strip, Strip]:
+        """A host's two lines: its icon, name and session count; its state."""
+        row = "session-list--row-hover" if index == self._hover else ""
+        key = (entry, width, row, self.has_focus)
+        cached = self._strips.get(key)
+        if cached is not None:
+            return cached
+        rows = ("session-list--row", row) if row else ("session-list--row",)
+        if self._padding is None:
+            self._padding = self.get_component_styles("session-list--row").padding
+        padding = self._padding
+        base = self._style(*rows)
+        left = " " * padding.left
+        room = max(1, width - padding.left - padding.right - 2)
+        live = "session-list--host-live" if entry.state is HostState.LIVE else "session-list--host-down"
+        top = Strip(
+            [
+                Segment(left, base),
+                Segment(f"{entry.icon} ", self._style(*rows, "session-list--host-icon", live)),
+                Segment(_fit(entry.title, room), self._style(*rows, "session-list--host")),
+            ]
+        )
+        bottom = Strip(
+            [
+                Segment(left + "  ", base),
+                Segment(_fit(entry.status_text, room), self._style(*rows, "session-list--host-status")),
+            ]
+        )
+        strips = (top.adjust_cell_length(width, base), bottom.adjust_cell_length(width, base))
+        self._strips[key] = strips
+        return strips
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         index, line = divmod(self.scroll_offset.y + y, ROW_HEIGHT)
@@ -326,19 +389,27 @@ class SessionList(ScrollView, can_focus=True):
         top, bottom = self.row_strips(index, self.scrollable_content_region.width)
         return top.text, bottom.text
 
+    def rendered_rows(self) -> list[tuple[str, str]]:
+        """Every row's two lines (headers too) as plain text, at the current width."""
+        width = self.scrollable_content_region.width
+        return [
+            (top.text, bottom.text) for top, bottom in (self.row_strips(i, width) for i in range(len(self._entries)))
+        ]
+
     # ---- highlight and mouse -------------------------------------------------------
     def validate_index(self, index: int | None) -> int | None:
         if index is None or not self._entries:
             return None
-        return max(0, min(index, len(self._entries) - 1))
+        return self._session_row(max(0, min(index, len(self._entries) - 1)), 1)
 
     def watch_index(self, old: int | None, new: int | None) -> None:
         for index in (old, new):
             if index is not None:
                 self.refresh_lines(index * ROW_HEIGHT, ROW_HEIGHT)
-        if new is not None:
+        entry = self._entries[new] if new is not None else None
+        if isinstance(entry, SessionEntry):
             self.scroll_to_highlight()
-            self.post_message(self.Highlighted(self._entries[new].session_id))
+            self.post_message(self.Highlighted(entry.session_id))
 
     def watch__hover(self, old: int | None, new: int | None) -> None:
         for index in (old, new):
@@ -360,41 +431,44 @@ class SessionList(ScrollView, can_focus=True):
 
     async def _on_click(self, event: events.Click) -> None:
         index = self._row_at(event)
-        if index is not None:
+        entry = self._entries[index] if index is not None else None
+        if isinstance(entry, SessionEntry):  # a host's header is read (its tooltip), not chosen
             self.index = index
-            self.post_message(self.Selected(self._entries[index].session_id))
+            self.post_message(self.Selected(entry.session_id))
 
     # ---- keys ----------------------------------------------------------------------
-    def _move(self, index: int) -> None:
+    def _move(self, index: int, step: int) -> None:
+        """Highlight the session row at ``index``, or past headers the next one in ``step``'s
+        direction (at the end of the list: the nearest the other way)."""
         if self._entries:
-            self.index = index
+            self.index = self._session_row(max(0, min(index, len(self._entries) - 1)), step)
 
     def action_cursor_up(self) -> None:
         """Highlight the session above."""
-        self._move(self.index - 1 if self.index is not None else 0)
+        self._move(self.index - 1 if self.index is not None else 0, -1)
 
     def action_cursor_down(self) -> None:
         """Highlight the session below."""
-        self._move(self.index + 1 if self.index is not None else 0)
+        self._move(self.index + 1 if self.index is not None else 0, 1)
 
     def action_first(self) -> None:
         """Highlight the first session."""
-        self._move(0)
+        self._move(0, 1)
 
     def action_last(self) -> None:
         """Highlight the last session."""
-        self._move(len(self._entries) - 1)
+        self._move(len(self._entries) - 1, -1)
 
     def _page(self) -> int:
         return max(1, self.scrollable_content_region.height // ROW_HEIGHT)
 
     def action_page_up(self) -> None:
         """Highlight a screenful above."""
-        self._move((self.index or 0) - self._page())
+        self._move((self.index or 0) - self._page(), -1)
 
     def action_page_down(self) -> None:
         """Highlight a screenful below."""
-        self._move((self.index or 0) + self._page())
+        self._move((self.index or 0) + self._page(), 1)
 
     def action_select(self) -> None:
         """Choose the highlighted session."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -11,15 +11,18 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from polypilot_tui.domain.hosts import LOCAL, HostView
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import SessionEntry
+from polypilot_tui.ui.host_text import HostHeader
 from polypilot_tui.ui.team_tree import sidebar_order
 from polypilot_tui.ui.widgets.session_list import SessionList
 
 
 class SessionSidebar(Vertical):
     """A title and one :class:`SessionList` for every session (three widgets however many);
-    workers are listed under their orchestrator.
+    workers are listed under their orchestrator; with a fleet, each machine's sessions under
+    its header (Local first), a machine that stopped answering with its rows dimmed.
 
     It has no single-letter keys of its own: a click moves the focus here, and letters
     typed next must never stop or reconnect a session (they go to the prompt instead).
@@ -60,19 +63,31 @@ class SessionSidebar(Vertical):
         changed: set[str] | None = None,
         marked: Set[str] = frozenset(),
         queued: Set[str] = frozenset(),
+        hosts: Sequence[HostView] = (),
+        host_of: Mapping[str, str] | None = None,
+        needy: Set[str] = frozenset(),
+        wall_now: float = 0.0,
     ) -> None:
         """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all;
-        ``marked``: the sessions a prompt is broadcast to; ``queued``: workers waiting for a slot)."""
-        entries: list[SessionEntry] = []
-        ordered = sidebar_order(views)
-        workers = Counter(view.parent for view, depth in ordered if depth)
-        for view, depth in ordered:
-            entry = self._list.entry(view.id) if changed is not None and view.id not in changed else None
-            if entry is None or (entry.marked, entry.depth) != (view.id in marked, depth):
-                entry = SessionEntry.of(
-                    view, now, view.id in unread, view.id in marked, depth, workers[view.id], view.id in queued
-                )
-            entries.append(entry)
+        ``marked``: the sessions a prompt is broadcast to; ``queued``: workers waiting for a slot).
+
+        With ``hosts`` (a fleet), the rows are grouped under each host's header in that order,
+        ``host_of`` saying where each session runs, ``needy`` which need the user (counted in
+        the headers), ``wall_now`` the time of day of ``now`` (a stale host's "since HH:MM")."""
+        entries: list[SessionEntry | HostHeader] = []
+        if not hosts:
+            self._add_rows(entries, views, now, unread, changed, marked, queued, stale=False)
+        else:
+            where = host_of or {}
+            groups: dict[str, list[SessionView]] = {host.name: [] for host in hosts}
+            for view in views:
+                name = where.get(view.id, LOCAL)
+                groups[name if name in groups else hosts[0].name].append(view)  # a host unlisted: first
+            for host in hosts:
+                group = groups[host.name]
+                needing = sum(1 for view in group if view.id in needy)
+                entries.append(HostHeader.of(host, group, needing, now, wall_now))
+                self._add_rows(entries, group, now, unread, changed, marked, queued, stale=not host.live)
         self._list.set_entries(entries)
         busy = sum(1 for v in views if v.status.busy)
         marks = sum(1 for v in views if v.id in marked)
@@ -83,6 +98,36 @@ class SessionSidebar(Vertical):
             self._title.update(title)
         if selected is not None:
             self._list.highlight(selected)
+
+    def _add_rows(
+        self,
+        entries: list[SessionEntry | HostHeader],
+        views: Sequence[SessionView],
+        now: float,
+        unread: set[str],
+        changed: set[str] | None,
+        marked: Set[str],
+        queued: Set[str],
+        *,
+        stale: bool,
+    ) -> None:
+        """The rows of ``views``, workers under their orchestrator (a row unchanged is kept)."""
+        ordered = sidebar_order(views)
+        workers = Counter(view.parent for view, depth in ordered if depth)
+        for view, depth in ordered:
+            entry = self._list.entry(view.id) if changed is not None and view.id not in changed else None
+            if entry is None or (entry.marked, entry.depth, entry.stale) != (view.id in marked, depth, stale):
+                entry = SessionEntry.of(
+                    view,
+                    now,
+                    view.id in unread,
+                    view.id in marked,
+                    depth,
+                    workers[view.id],
+                    view.id in queued,
+                    stale,
+                )
+            entries.append(entry)
 
     def on_session_list_highlighted(self, event: SessionList.Highlighted) -> None:
         event.stop()

@@ -1,0 +1,150 @@
+"""FleetEngine over in-process engines (no ssh): one list, routing by session, hosts' states.
+
+The ssh side (tunnels, a killed host, refused keys) is tests/e2e/test_fleet.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.hosts import HostState
+from polypilot_tui.domain.records import HostChanged, Record
+from polypilot_tui.engine import verbs
+from polypilot_tui.engine.builder import build_engine
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.service.fleet import FleetEngine, HostDown
+from tests.support.fleet import FixedMember, fleet_of, started
+
+
+def engine(tmp_path: Path, prefix: str, clock: FakeClock | None = None) -> LocalEngine:
+    ids = itertools.count(1)
+    settings = Settings(_env_file=None, state_dir=tmp_path / prefix)  # type: ignore[call-arg]
+    return build_engine(
+        settings, load_agents(None), clock or FakeClock(), persist=False, id_factory=lambda: f"{prefix}{next(ids)}"
+    )
+
+
+async def test_views_list_local_first_then_hosts_in_order_and_calls_go_to_the_sessions_host(tmp_path: Path) -> None:
+    local, dev, build = engine(tmp_path, "l"), engine(tmp_path, "d"), engine(tmp_path, "b")
+    fleet, members = fleet_of(local, {"dev": dev, "build": build})
+    await started(fleet, members)
+    try:
+        # New sessions on a chosen host go through its member; each lands in the one list.
+        on_build = await fleet.member("build").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        on_dev = await fleet.member("dev").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        here = await fleet.call(verbs.NEW_SESSION, verbs.NewSession("demo"))  # no session named: Local
+        assert [v.id for v in fleet.views()] == [here, on_dev, on_build]
+        assert [fleet.host_of(s) for s in (here, on_dev, on_build)] == ["", "dev", "build"]
+        assert [(h.label, h.state, h.sessions) for h in fleet.hosts()] == [
+            ("Local", HostState.LIVE, 1),
+            ("dev", HostState.LIVE, 1),
+            ("build", HostState.LIVE, 1),
+        ]
+        # A verb of a session is asked of its host's engine, not Local's.
+        await fleet.call(verbs.RENAME, verbs.Rename(on_dev, "on the dev box"))
+        assert dev.view(on_dev).name == "on the dev box" and fleet.view(on_dev).name == "on the dev box"
+        with pytest.raises(KeyError):
+            fleet.member("nowhere")
+    finally:
+        await fleet.detach(stop_engine=False)
+
+
+async def test_a_stale_host_keeps_its_rows_refuses_calls_at_once_and_says_so_by_record(tmp_path: Path) -> None:
+    local, dev = engine(tmp_path, "l"), engine(tmp_path, "d")
+    fleet, members = fleet_of(local, {"dev": dev})
+    changes: list[Record] = []
+    fleet.subscribe(changes.append, HostChanged)
+    await started(fleet, members)
+    try:
+        sid = await fleet.member("dev").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        changes.clear()
+        members["dev"].set_state(HostState.STALE, "the ssh connection ended: Connection reset")
+        assert changes == [HostChanged("dev")]
+        dev_view = fleet.hosts()[1]
+        assert dev_view.state is HostState.STALE and "Connection reset" in dev_view.reason
+        assert dev_view.last_seen is not None and dev_view.sessions == 1
+        assert sid in fleet.ids()  # listed as last seen
+        with pytest.raises(HostDown, match="dev is stale: the ssh connection ended"):
+            await fleet.call(verbs.SEND, verbs.Send(sid, "hello"))
+        members["dev"].set_state(HostState.LIVE)
+        assert await fleet.call(verbs.SEND, verbs.Send(sid, "hello")) == "sent"
+    finally:
+        await fleet.detach(stop_engine=False)
+
+
+async def test_an_id_two_hosts_hold_is_told_and_listed_once(tmp_path: Path) -> None:
+    local, dev = engine(tmp_path, "same"), engine(tmp_path, "same")
+    fleet, members = fleet_of(local, {"dev": dev})
+    told: list[str] = []
+    fleet.on_notice(lambda notice: told.append(notice.message))
+    await started(fleet, members)
+    try:
+        first = await fleet.call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        twin = await fleet.member("dev").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        assert first == twin == "same1"
+        assert [v.id for v in fleet.views()] == ["same1"] and fleet.host_of("same1") == ""
+        assert any("same1 is on Local and on dev" in message for message in told)
+    finally:
+        await fleet.detach(stop_engine=False)
+
+
+async def test_a_broadcast_is_split_by_host_and_answered_in_the_order_asked(tmp_path: Path) -> None:
+    local, dev = engine(tmp_path, "l"), engine(tmp_path, "d")
+    fleet, members = fleet_of(local, {"dev": dev})
+    await started(fleet, members)
+    try:
+        a = await fleet.member("dev").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        b = await fleet.call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        results = await fleet.call(verbs.BROADCAST, verbs.Broadcast((a, b), "hi all"))
+        assert [r.session_id for r in results] == [a, b]
+        assert dev.view(a).history_len >= 1 and local.view(b).history_len >= 1
+    finally:
+        await fleet.detach(stop_engine=False)
+
+
+def test_a_fleet_refuses_a_host_given_twice(tmp_path: Path) -> None:
+    local, dev = engine(tmp_path, "l"), engine(tmp_path, "d")
+    with pytest.raises(ValueError, match="given twice"):
+        FleetEngine(local, [FixedMember("dev", dev), FixedMember("dev", dev)])
+
+
+async def test_a_single_engine_answers_the_machine_questions_trivially(tmp_path: Path) -> None:
+    local = engine(tmp_path, "l")
+    assert local.hosts() == () and local.host_of("x") == "" and local.member("") is local
+    with pytest.raises(KeyError):
+        local.member("dev")
+
+
+class Stubborn(FixedMember):
+    """A host watch that a cancel does not end (asyncio.wait_for in 3.11 can swallow one):
+    only its close does."""
+
+    async def run(self, changed: Callable[[], None]) -> None:
+        self.closed = asyncio.Event()
+        await self.engine.start()
+        self.started.set()
+        while not self.closed.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                continue  # swallowed
+
+    async def close(self, stop_engine: bool) -> None:
+        self.closed.set()
+        await super().close(stop_engine)
+
+
+async def test_quitting_is_bounded_even_when_a_hosts_watch_ignores_its_cancel(tmp_path: Path) -> None:
+    local, dev = engine(tmp_path, "l"), engine(tmp_path, "d")
+    stubborn = Stubborn("dev", dev)
+    fleet = FleetEngine(local, [stubborn])
+    await started(fleet, {"dev": stubborn})
+    await asyncio.wait_for(fleet.detach(stop_engine=False), 5.0)
+    assert stubborn.closed.is_set()

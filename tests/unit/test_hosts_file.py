@@ -1,0 +1,82 @@
+"""``polypilot hosts add|ls|rm``: the hosts file in the config folder, private, checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.commands.hosts import cmd_hosts
+from polypilot_tui.domain.hosts import HostEntry
+from polypilot_tui.service.hosts_file import HostsFileError, add_host, find_host, read_hosts, remove_host
+
+
+def test_hosts_are_added_listed_and_removed_in_a_private_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config" / "polypilot" / "hosts.json"
+    assert cmd_hosts("add", "dev", "me@dev.example:2200", "polypilot", [], path=path) == 0
+    assert cmd_hosts("add", "build", "[::1]:22", "~/bin/polypilot", ["-F", "/x/cfg"], path=path) == 0
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert [e.name for e in read_hosts(path)] == ["dev", "build"]
+    assert find_host(path, "build") == HostEntry("build", "[::1]:22", "~/bin/polypilot", ("-F", "/x/cfg"))
+    capsys.readouterr()
+    assert cmd_hosts("ls", None, None, "polypilot", [], json_mode=True, path=path) == 0
+    assert [h["target"] for h in json.loads(capsys.readouterr().out)] == ["me@dev.example:2200", "[::1]:22"]
+    assert cmd_hosts("rm", "dev", None, "polypilot", [], path=path) == 0
+    assert [e.name for e in read_hosts(path)] == ["build"]
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "options", "said"),
+    [
+        ("dev", "-oProxyCommand=touch /tmp/pwned", [], "would read as an ssh option"),
+        ("dev", "dev@-oProxyCommand=x", [], "is not a host name"),
+        ("Dev Box", "dev", [], "cannot name a host"),
+        ("dev", "dev", ["ProxyCommand=x"], "ssh option"),
+        ("local", "dev", [], "reserved"),
+    ],
+)
+def test_a_bad_name_target_or_option_is_refused_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, target: str, options: list[str], said: str
+) -> None:
+    path = tmp_path / "hosts.json"
+    assert cmd_hosts("add", name, target, "polypilot", options, path=path) == 2
+    assert said in capsys.readouterr().err and not path.exists()
+
+
+def test_a_name_taken_an_unknown_name_and_a_broken_file_are_told_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.json"
+    add_host(path, HostEntry.checked("dev", "dev"))
+    with pytest.raises(HostsFileError, match="already named 'dev'"):
+        add_host(path, HostEntry.checked("dev", "other"))
+    with pytest.raises(HostsFileError, match=r"no host 'nope' \(hosts: dev\)"):
+        find_host(path, "nope")
+    with pytest.raises(HostsFileError, match="no host 'nope'"):
+        remove_host(path, "nope")
+    path.write_text('{"hosts": [{"name": "x", "target": "-oProxyCommand=y"}]}')
+    with pytest.raises(HostsFileError, match=f"{path}.*would read as an ssh option"):
+        read_hosts(path)
+    os.unlink(path)
+    os.symlink(tmp_path / "elsewhere", path)
+    with pytest.raises(HostsFileError, match="link"):
+        read_hosts(path)
+
+
+def test_a_command_aimed_at_an_unknown_host_says_which_hosts_there_are(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    add_host(config / "hosts.json", HostEntry.checked("dev", "dev"))
+    env = {**os.environ, "POLYPILOT_CONFIG_DIR": str(config), "POLYPILOT_STATE_DIR": str(tmp_path / "state")}
+    done = subprocess.run(
+        [sys.executable, "-m", "polypilot_tui", "ls", "--host", "nope"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "no host 'nope' (hosts: dev)" in done.stderr
