@@ -694,9 +694,16 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
 def cmd_attach(settings: Settings, log_file: Path | None = None) -> int:
     """The dashboard, attached to the state folder's engine (started detached when none runs)."""
     setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=log_file)
+    from polypilot_tui.service.spawn import engine_listening, spawn_engine
+
+    # None runs: start it now, so that it loads while the dashboard's UI is imported.
+    try:
+        spawned = None if engine_listening(settings) else spawn_engine(settings)
+    except OSError:  # the folder cannot even be made: the dashboard's connect says so on screen
+        spawned = None
     from polypilot_tui.ui.launch import run_attached
 
-    return run_attached(settings)
+    return run_attached(settings, spawned)
 
 
 if __name__ == "__main__":

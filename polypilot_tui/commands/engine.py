@@ -6,14 +6,13 @@ import asyncio
 import sys
 from pathlib import Path
 
-from polypilot_tui.commands.run import EXIT_OK
+from polypilot_tui.commands.output import EXIT_OK
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.verbs import ENGINE_STOP, EngineInfo, NoArgs
 from polypilot_tui.service.address import socket_path
-from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.serve import EngineRefused, serve
 from polypilot_tui.service.spawn import engine_info, ensure_engine
 
@@ -66,6 +65,8 @@ async def _engine(settings: Settings, action: str, json_mode: bool) -> int:
 
 
 async def _stop(settings: Settings, info: EngineInfo) -> int:
+    from polypilot_tui.service.client import EngineClient  # not on `serve`'s path: the engine starts sooner
+
     client = EngineClient(socket_path(settings.state_dir))
     try:
         await client.call(ENGINE_STOP, NoArgs())

@@ -122,6 +122,7 @@ async def start_server(
         build_app(engine, stop, frame),
         log_level="warning",
         lifespan="off",
+        ws="none",  # the API is HTTP and SSE: no websocket server (its import slowed the start)
         access_log=False,
         timeout_graceful_shutdown=grace,
     )

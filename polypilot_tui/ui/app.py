@@ -27,9 +27,7 @@ from polypilot_tui.ui.attention import Alert
 from polypilot_tui.ui.formatting import plural, session_names
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.notifier import Notifier, desktop_notifier
-from polypilot_tui.ui.screens.confirm import ConfirmScreen
 from polypilot_tui.ui.screens.dashboard import DashboardScreen
-from polypilot_tui.ui.screens.quit import QuitScreen
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
@@ -188,6 +186,8 @@ class PolypilotApp(App[int]):
             else:
                 self.pane.editor.focus()
 
+        from polypilot_tui.ui.screens.confirm import ConfirmScreen  # dialogs: imported when first opened
+
         self.push_screen(ConfirmScreen("Quit with turns running?", message, "Quit"), answered)
 
     def _quit_attached(self, busy: list[SessionView]) -> None:
@@ -202,6 +202,8 @@ class PolypilotApp(App[int]):
                 self.exit()
             else:
                 self.pane.editor.focus()
+
+        from polypilot_tui.ui.screens.quit import QuitScreen
 
         self.push_screen(QuitScreen(busy), answered)
 

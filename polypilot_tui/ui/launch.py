@@ -10,10 +10,11 @@ import asyncio
 import inspect
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.drivers.linux_driver import LinuxDriver
 
@@ -21,15 +22,14 @@ from polypilot_tui.agents.catalog import load_catalog
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent
 from polypilot_tui.domain.hosts import HostEntry
 from polypilot_tui.engine.api import Engine, EngineError
-from polypilot_tui.engine.builder import build_engine
-from polypilot_tui.service.attach import SshAttach, engine_agents
-from polypilot_tui.service.fleet import FleetEngine, ssh_members
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.spawn import ensure_engine
-from polypilot_tui.service.ssh import TunnelError
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.quit_signals import QuitOnSignal
 from polypilot_tui.ui.terminal import HangupSafeDriver
+
+if TYPE_CHECKING:
+    from polypilot_tui.service.attach import SshAttach
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +58,24 @@ def dashboard_on(settings: Settings, catalog: AgentCatalog, engine: Engine, **op
 
 def run_app(settings: Settings) -> int:
     """Run the dashboard with the engine inside it until the user quits (``--in-process``)."""
+    from polypilot_tui.engine.builder import build_engine  # the engine in this process: not when attached
+
     catalog, notes = build_catalog(settings)
     engine = build_engine(settings, catalog)
     return _start(lambda: dashboard_on(settings, catalog, engine, notes=notes))
 
 
-def run_attached(settings: Settings) -> int:
-    """Run the dashboard attached to the state folder's engine (started detached when none runs).
+def run_attached(settings: Settings, spawned: subprocess.Popen[bytes] | None = None) -> int:
+    """Run the dashboard attached to the state folder's engine (started detached when none runs;
+    ``spawned``: the engine started for it already, before the UI was imported).
 
     Quitting leaves the engine and its sessions running unless the user asks to stop it."""
     catalog, notes = build_catalog(settings)
+    starting = [spawned] if spawned is not None else []
 
     async def connect() -> Path:
-        path, _started = await ensure_engine(settings)
+        # The engine spawned early is waited for once; a reconnect later looks afresh.
+        path, _started = await ensure_engine(settings, spawned=starting.pop() if starting else None)
         return path
 
     return _start(lambda: dashboard_on(settings, catalog, RemoteEngine(connect), notes=notes))
@@ -82,6 +87,8 @@ def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
     The first tunnel is opened before the terminal is taken, so a failure is said in the shell;
     the agents are that engine's, and so are its sessions' folders: the diff view, Finish and
     the new-session dialog ask that engine, which runs git there."""
+    from polypilot_tui.service.attach import engine_agents
+    from polypilot_tui.service.ssh import TunnelError
 
     async def prepare() -> PolypilotApp | None:
         try:
@@ -100,6 +107,8 @@ def run_fleet(settings: Settings, hosts: Sequence[HostEntry], ssh_options: Seque
     """Run the dashboard on this machine's engine and every host's (docs/fleet.md): Local's
     sessions first; the hosts attach in the background, each over its own ssh forward, and
     one that fails never holds up the others. Quitting ends the forwards; the engines go on."""
+    from polypilot_tui.service.fleet import FleetEngine, ssh_members  # a fleet's alone: not on one machine's start
+
     catalog, notes = build_catalog(settings)
 
     async def connect() -> Path:

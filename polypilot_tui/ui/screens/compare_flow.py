@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.widget import Widget
 
@@ -21,10 +21,10 @@ from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.formatting import plural
-from polypilot_tui.ui.screens.compare import CompareScreen
-from polypilot_tui.ui.screens.confirm import ConfirmScreen
-from polypilot_tui.ui.screens.pick_confirm import PickConfirmScreen
 from polypilot_tui.ui.screens.review_flow import ReviewFlow
+
+if TYPE_CHECKING:  # the dialogs are imported when first opened, after the first frame
+    from polypilot_tui.ui.screens.compare import CompareScreen
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ class CompareFlow:
             return
         if self.screen is not None:
             self.screen.dismiss(None)
+        from polypilot_tui.ui.screens.compare import CompareScreen
+
         screen = self.screen = CompareScreen(
             comparison, open_diff=self._review.open, run_check=self._run_check, pick=self._pick
         )
@@ -158,6 +160,8 @@ class CompareFlow:
             request = verbs.Pick(comparison.group, picked.session_id, discard_others=choice == "discard")
             self._owner.run_worker(self._merge(screen, request), group="pick", exclusive=True, exit_on_error=False)
 
+        from polypilot_tui.ui.screens.pick_confirm import PickConfirmScreen
+
         self._owner.app.push_screen(PickConfirmScreen(picked.name, comparison.base, others), answered)
 
     async def _merge(self, screen: CompareScreen, request: verbs.Pick) -> None:
@@ -176,6 +180,8 @@ class CompareFlow:
         the work named first (what a fan-out's losers usually hold is uncommitted files)."""
         names = {a.session_id: one_line(a.name, 40) for a in screen.comparison.attempts}
         work = "\n".join(f"“{names.get(d.session_id, d.session_id)}”: {one_line(d.message, 160)}" for d in kept)
+        from polypilot_tui.ui.screens.confirm import ConfirmScreen
+
         question = ConfirmScreen(
             f"Discard {plural(len(kept), 'kept attempt')} anyway?",
             f"{work}\nDiscarding removes {'its' if len(kept) == 1 else 'their'} worktree and branch: "

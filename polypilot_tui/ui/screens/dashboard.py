@@ -57,17 +57,11 @@ from polypilot_tui.engine.stream import Unsubscribe
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert, Attention
 from polypilot_tui.ui.broadcast import Broadcaster, Marks
-from polypilot_tui.ui.finish_actions import FinishActions
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.host_text import host_problem, host_state, machines
 from polypilot_tui.ui.screens.compare_flow import CompareFlow
-from polypilot_tui.ui.screens.confirm import ConfirmScreen
-from polypilot_tui.ui.screens.details import SessionDetailsScreen
 from polypilot_tui.ui.screens.fan_out_flow import FanOutFlow
-from polypilot_tui.ui.screens.finish import FinishScreen
-from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 from polypilot_tui.ui.screens.new_session_flow import NewSessionFlow
-from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.screens.review_flow import ReviewFlow
 from polypilot_tui.ui.screens.team_flow import TeamFlow
 from polypilot_tui.ui.ui_state import UiState, load_ui_state, remember_folder, save_ui_state
@@ -786,6 +780,8 @@ class DashboardScreen(Screen[None]):
                 self._run("Close", self._close(sid))
             self.pane.editor.focus()
 
+        from polypilot_tui.ui.screens.confirm import ConfirmScreen  # dialogs: imported when first opened
+
         self.app.push_screen(ConfirmScreen("Close this session?", message, "Close session"), answered)
 
     async def _close(self, session_id: str) -> None:
@@ -849,6 +845,8 @@ class DashboardScreen(Screen[None]):
 
     async def _show_details(self, session_id: str) -> None:
         details = await self.engine.call(verbs.DETAILS, verbs.SessionRef(session_id))
+        from polypilot_tui.ui.screens.details import SessionDetailsScreen
+
         self.app.push_screen(SessionDetailsScreen(details), self._refocus_editor)
 
     # ---- the dialogs ---------------------------------------------------------------
@@ -875,6 +873,8 @@ class DashboardScreen(Screen[None]):
                 self._run("Rename", self.engine.call(verbs.RENAME, verbs.Rename(sid, name)))
             self.pane.editor.focus()
 
+        from polypilot_tui.ui.screens.rename import RenameScreen
+
         self.app.push_screen(RenameScreen(self.engine.view(sid).name), answered)
 
     def action_switch_model(self) -> None:
@@ -887,6 +887,8 @@ class DashboardScreen(Screen[None]):
             if model_id is not None:
                 self.notify(f"Model: {model_id} (from the next turn).", timeout=3, markup=False)
             self.pane.editor.focus()
+
+        from polypilot_tui.ui.screens.model_picker import ModelPickerScreen
 
         screen = ModelPickerScreen(
             self.engine.view(sid).name,
@@ -902,6 +904,9 @@ class DashboardScreen(Screen[None]):
             return
         session = self.engine.view(sid)
         workspace = session.workspace
+        from polypilot_tui.ui.finish_actions import FinishActions
+        from polypilot_tui.ui.screens.finish import FinishScreen
+
         actions = FinishActions(self.engine, sid, workspace) if workspace is not None and workspace.owned else None
         screen = FinishScreen(session.name, workspace, actions)
 

@@ -20,7 +20,6 @@ from polypilot_tui.domain.hosts import LOCAL
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.action_failures import Failed, attempt
-from polypilot_tui.ui.screens.fan_out import FanOutScreen
 from polypilot_tui.ui.screens.new_session_flow import REMOTE_FOLDER, NewSessionFlow
 
 log = logging.getLogger(__name__)
@@ -66,6 +65,8 @@ class FanOutFlow:
             self._owner.notify(f"No fan-out on {host}: {agents.said}", severity="error", markup=False)
             self._closed()
             return
+        from polypilot_tui.ui.screens.fan_out import FanOutScreen  # when first opened, after the first frame
+
         screen = FanOutScreen(
             list(agents),
             folder=self._folders.launch_folder if host == LOCAL else REMOTE_FOLDER,

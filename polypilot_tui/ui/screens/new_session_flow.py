@@ -20,7 +20,6 @@ from polypilot_tui.domain.hosts import LOCAL
 from polypilot_tui.domain.workspace import FolderInfo
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine, EngineError
-from polypilot_tui.ui.screens.new_session import NewSessionScreen
 
 REMOTE_FOLDER = "~"
 """Where a session on another machine starts unless the user picks another folder: its home."""
@@ -76,6 +75,8 @@ class NewSessionFlow:
             self._owner.notify(f"No new session on {host}: {exc}", severity="error", markup=False)
             self._closed()
             return
+        from polypilot_tui.ui.screens.new_session import NewSessionScreen  # when first opened
+
         screen = NewSessionScreen(
             agents,
             self._default_agent,

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.widget import Widget
 
 from polypilot_tui.domain.changeset import Changeset, ReviewComment, review_prompt
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine, EngineError
-from polypilot_tui.engine.diff_pages import read_changeset
-from polypilot_tui.ui.screens.diff_view import DiffViewResult, DiffViewScreen
+
+if TYPE_CHECKING:  # the diff view (and its parser) is imported when first opened, after the first frame
+    from polypilot_tui.ui.screens.diff_view import DiffViewResult
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class ReviewFlow:
 
     def open(self, sid: str) -> None:
         """The session's changes against its base, to read and comment on."""
+        from polypilot_tui.ui.screens.diff_view import DiffViewScreen
+
         if sid not in self._engine.ids() or any(isinstance(s, DiffViewScreen) for s in self._owner.app.screen_stack):
             return  # one diff view at a time: two would each keep their own comments
         workspace = self._engine.view(sid).workspace
@@ -59,6 +62,8 @@ class ReviewFlow:
 
     async def _changes(self, sid: str) -> Changeset | None:
         """The session's changes as the engine reads them (None, and a toast, when it cannot)."""
+        from polypilot_tui.engine.diff_pages import read_changeset
+
         try:
             changes, cut = await read_changeset(self._engine, sid)
         except EngineError as exc:
@@ -86,6 +91,8 @@ class ReviewFlow:
         if changes is None or sid not in self._engine.ids():
             return
         view = self._engine.view(sid)
+        from polypilot_tui.ui.screens.diff_view import DiffViewScreen
+
         screen = DiffViewScreen(
             changes,
             session=view.name,

@@ -20,7 +20,6 @@ from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.formatting import plural, session_names
-from polypilot_tui.ui.screens.confirm import ConfirmScreen
 
 log = logging.getLogger(__name__)
 
@@ -120,5 +119,7 @@ class TeamFlow:
             if yes:
                 self._run("Stop workers", stop())
             self._closed()
+
+        from polypilot_tui.ui.screens.confirm import ConfirmScreen  # when first opened
 
         self._owner.app.push_screen(ConfirmScreen("Stop its workers too?", message, "Stop the workers"), answered)

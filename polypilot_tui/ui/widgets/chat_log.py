@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -21,11 +21,13 @@ from textual.widgets import Button, Static
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.domain.history import UNREADABLE
 from polypilot_tui.ui.formatting import safe_text
-from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.notice_message import NoticeMessage
 from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from polypilot_tui.ui.widgets.user_message import UserMessage
+
+if TYPE_CHECKING:  # replies' markdown is imported with the first reply shown, after the first frame
+    from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 
 FIRST = 20
 """History rows mounted when a session is opened: what it costs must not grow with the
@@ -52,6 +54,8 @@ def make_item_widget(item: ChatItem, previous: ChatItem | None = None) -> Widget
     if item.kind is ItemKind.USER:
         return UserMessage(item)
     if item.kind is ItemKind.ASSISTANT:
+        from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
+
         return AssistantMessage.from_item(item)
     if item.kind is ItemKind.REASONING:
         return ReasoningBlock(item)
@@ -255,6 +259,8 @@ class ChatLog(VerticalScroll):
     async def _sync_stream(self, streaming: str) -> None:
         text = streaming if streaming.strip() else ""
         if text and self._stream is None:
+            from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
+
             self._stream = AssistantMessage(text)
             self._stream.add_class("-streaming")
             await self.mount(self._stream)

@@ -1,0 +1,249 @@
+"""What the dashboard imports before its first frame is a fixed, reviewed list (issue 25).
+
+The dashboard attached to an engine (``polypilot`` as a user starts it, on Textual's headless
+driver) reports, once its first frame with the sessions and the prompt is drawn, every module
+it has imported: a module of ours or a third-party package not in the lists below sneaked into
+the start (a dialog, the diff view, the in-process engine, an SDK…) and fails the test, named.
+Import it where it is first used, or, if the first frame needs it, add it here with a reason.
+The timings themselves are in the bench (bench/process_start.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from polypilot_tui.engine.local import LocalEngine
+from polypilot_tui.engine.verbs import NEW_SESSION, NewSession
+from tests.support.engine import Harness
+from tests.support.engine_service import engine_env, serving_in_process
+
+REPORT_WAIT = 60.0
+"""Real seconds the dashboard has to reach its first frame (a hang guard, not a target)."""
+
+OURS = frozenset(
+    {
+        "polypilot_tui",
+        "polypilot_tui.agents",
+        "polypilot_tui.agents.base",
+        "polypilot_tui.agents.catalog",
+        "polypilot_tui.cli",
+        "polypilot_tui.commands",
+        "polypilot_tui.commands.output",
+        "polypilot_tui.config",
+        "polypilot_tui.domain",
+        "polypilot_tui.domain.agents",
+        "polypilot_tui.domain.changeset",
+        "polypilot_tui.domain.chat",
+        "polypilot_tui.domain.clock",
+        "polypilot_tui.domain.entry_errors",
+        "polypilot_tui.domain.events",
+        "polypilot_tui.domain.exit_status",
+        "polypilot_tui.domain.failures",
+        "polypilot_tui.domain.fan_out",
+        "polypilot_tui.domain.gathered",
+        "polypilot_tui.domain.history",
+        "polypilot_tui.domain.hosts",
+        "polypilot_tui.domain.limits",
+        "polypilot_tui.domain.model_choice",
+        "polypilot_tui.domain.names",
+        "polypilot_tui.domain.permissions",
+        "polypilot_tui.domain.probes",
+        "polypilot_tui.domain.prompt_queue",
+        "polypilot_tui.domain.records",
+        "polypilot_tui.domain.safe_json",
+        "polypilot_tui.domain.session",
+        "polypilot_tui.domain.team",
+        "polypilot_tui.domain.text",
+        "polypilot_tui.domain.tool_servers",
+        "polypilot_tui.domain.trace",
+        "polypilot_tui.domain.turn",
+        "polypilot_tui.domain.urls",
+        "polypilot_tui.domain.usage",
+        "polypilot_tui.domain.view",
+        "polypilot_tui.domain.watchdog",
+        "polypilot_tui.domain.workspace",
+        "polypilot_tui.engine",
+        "polypilot_tui.engine.api",
+        "polypilot_tui.engine.codec",
+        "polypilot_tui.engine.stream",
+        "polypilot_tui.engine.verbs",
+        "polypilot_tui.infra",
+        "polypilot_tui.infra.logs",
+        "polypilot_tui.infra.notify_command",
+        "polypilot_tui.infra.notify_escapes",
+        "polypilot_tui.infra.private",
+        "polypilot_tui.infra.redact",
+        "polypilot_tui.infra.secret_shapes",
+        "polypilot_tui.service",
+        "polypilot_tui.service.address",
+        "polypilot_tui.service.client",
+        "polypilot_tui.service.histories",
+        "polypilot_tui.service.hosts_file",  # the hosts file says whether this start is a fleet
+        "polypilot_tui.service.peer",
+        "polypilot_tui.service.remote",
+        "polypilot_tui.service.spawn",
+        "polypilot_tui.storage",
+        "polypilot_tui.storage.lock",
+        "polypilot_tui.storage.notices",
+        "polypilot_tui.ui",
+        "polypilot_tui.ui.action_failures",
+        "polypilot_tui.ui.app",
+        "polypilot_tui.ui.attention",
+        "polypilot_tui.ui.broadcast",
+        "polypilot_tui.ui.formatting",
+        "polypilot_tui.ui.host_text",  # the sidebar's host headers
+        "polypilot_tui.ui.keymap",
+        "polypilot_tui.ui.launch",
+        "polypilot_tui.ui.notifier",
+        "polypilot_tui.ui.quit_signals",
+        "polypilot_tui.ui.screens",
+        "polypilot_tui.ui.screens.compare_flow",
+        "polypilot_tui.ui.screens.dashboard",
+        "polypilot_tui.ui.screens.fan_out_flow",
+        "polypilot_tui.ui.screens.new_session_flow",
+        "polypilot_tui.ui.screens.review_flow",
+        "polypilot_tui.ui.screens.team_flow",
+        "polypilot_tui.ui.team_tree",
+        "polypilot_tui.ui.terminal",
+        "polypilot_tui.ui.theming",
+        "polypilot_tui.ui.ui_state",
+        "polypilot_tui.ui.usage_text",
+        "polypilot_tui.ui.welcome",
+        "polypilot_tui.ui.widgets",
+        "polypilot_tui.ui.widgets.chat_header",
+        "polypilot_tui.ui.widgets.chat_log",
+        "polypilot_tui.ui.widgets.chat_pane",
+        "polypilot_tui.ui.widgets.interrupted_notice",
+        "polypilot_tui.ui.widgets.notice_message",
+        "polypilot_tui.ui.widgets.permission_banner",
+        "polypilot_tui.ui.widgets.permission_prompt",
+        "polypilot_tui.ui.widgets.prompt_editor",
+        "polypilot_tui.ui.widgets.queue_panel",
+        "polypilot_tui.ui.widgets.reasoning_block",
+        "polypilot_tui.ui.widgets.session_list",
+        "polypilot_tui.ui.widgets.session_sidebar",
+        "polypilot_tui.ui.widgets.status_line",
+        "polypilot_tui.ui.widgets.tool_call_row",
+        "polypilot_tui.ui.widgets.user_message",
+    }
+)
+"""Our modules the first frame needs."""
+
+THIRD_PARTY = frozenset(
+    {
+        "annotated_types",  # pydantic's
+        "anyio",  # httpx's
+        "attr",  # trio's
+        "attrs",  # trio's
+        "certifi",  # httpx's
+        "click",  # httpx's command line (httpx/_main.py), imported by httpx itself
+        "h11",  # httpcore's
+        "httpcore",  # httpx's
+        "httpx",  # the engine's client (service/client.py)
+        "httpx_sse",  # the engine's live stream
+        "idna",  # httpx's
+        "outcome",  # trio's
+        "platformdirs",  # the config and state folders
+        "pydantic",  # the settings (config.py), the engine codec
+        "pydantic_core",  # pydantic's
+        "pygments",  # Rich's syntax, through httpx's command line
+        "rich",  # Textual's
+        "sniffio",  # httpcore's and anyio's
+        "sortedcontainers",  # trio's
+        "textual",  # the UI
+        "trio",  # httpcore tries it when installed (selenium, a test dependency, installs it)
+        "typing_extensions",  # pydantic's, Textual's
+        "typing_inspection",  # pydantic's
+    }
+)
+"""Third-party packages (top-level names) the first frame needs."""
+
+DASHBOARD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+
+    from polypilot_tui import cli
+    from polypilot_tui.ui.app import PolypilotApp
+
+    mounted = PolypilotApp.on_mount
+
+    async def on_mount(self):
+        await mounted(self)  # the engine attached, its sessions shown, the prompt focused
+
+        def report():
+            names = sorted(m for m in sys.modules if m.startswith("polypilot_tui"))
+            names += sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names))
+            shown = " ".join(self.engine.ids()) + "|" + self.pane.editor.placeholder
+            Path(sys.argv[1]).write_text(shown + "\\n" + "\\n".join(names))
+            self.exit()
+
+        self.call_after_refresh(report)
+
+    PolypilotApp.on_mount = on_mount
+    sys.exit(cli.main([]))
+    """
+)
+
+
+async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harness, tmp_path: Path) -> None:
+    engine = LocalEngine(harness.manager)
+    await engine.call(NEW_SESSION, NewSession("demo", "first"))
+    report = tmp_path / "imported.txt"
+    async with serving_in_process(engine) as socket:
+        env = engine_env(socket.parent, {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+        env["TEXTUAL_DRIVER"] = "textual.drivers.headless_driver:HeadlessDriver"
+        dashboard = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            DASHBOARD,
+            str(report),
+            env=env,
+            cwd=tmp_path,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            said, _ = await asyncio.wait_for(dashboard.communicate(), REPORT_WAIT)
+        finally:
+            if dashboard.returncode is None:
+                dashboard.kill()
+                await dashboard.wait()
+    assert report.exists(), f"the dashboard reported nothing: {said.decode(errors='replace')[-2000:]}"
+    shown, *names = report.read_text().splitlines()
+    assert shown.startswith("s1|Message first"), shown  # the first frame had the session and its prompt
+    ours = [n for n in names if n.startswith("polypilot_tui")]
+    third = [n for n in names if not n.startswith(("polypilot_tui", "_"))]  # "_": the interpreter's own
+    sneaked = sorted(set(ours) - OURS) + sorted(set(third) - THIRD_PARTY)
+    assert not sneaked, f"imported before the first frame (import where first used, or review and list): {sneaked}"
+
+
+SPAWN_FIRST = textwrap.dedent(
+    """
+    import sys
+
+    from polypilot_tui import cli
+    from polypilot_tui.service import spawn
+
+    def spawned(settings):
+        print("spawned with", sorted(m for m in sys.modules if m.startswith(("textual", "polypilot_tui.ui"))))
+        raise SystemExit(0)
+
+    spawn.spawn_engine = spawned
+    sys.exit(cli.main([]))
+    """
+)
+
+
+def test_with_no_engine_the_dashboard_spawns_it_before_importing_its_ui(tmp_path: Path) -> None:
+    """The engine loads while the dashboard's UI does: it is spawned before Textual is imported."""
+    env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+    done = subprocess.run(
+        [sys.executable, "-c", SPAWN_FIRST], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert "spawned with []" in done.stdout, done.stdout + done.stderr
