@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
+from textual.pilot import Pilot
 from textual.widgets import OptionList, TextArea
 
 from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, ReviewComment, Side, review_prompt
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen, diff_title
 from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
-from polypilot_tui.ui.widgets.diff_lines import DiffLines
+from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, WARM_PAGES, DiffLines
 from polypilot_tui.ui.widgets.diff_rows import RowKind, layout
+from polypilot_tui.workspace.diff_parse import parse_diff
 from tests.support.diff_app import DiffHostApp, sample_repo
 
 SIZE = (120, 40)
@@ -257,3 +260,51 @@ async def test_split_puts_each_comment_under_its_own_column(changes: Changeset) 
         await pilot.pause()
         starts = {lines.row_text(row_of(lines, c.text)).index("│ " + c.text) for c in (old, new, context)}
         assert len(starts) == 1
+
+
+def big_changeset(lines: int = 400) -> Changeset:
+    """One Python file with every line changed: ``2 * lines`` diff lines, parsed as git prints them."""
+    removed = "".join(f"-value_{i} = compute({i}, 'old')\n" for i in range(lines))
+    added = "".join(f"+value_{i} = compute({i}, 'new', cache=True)  # {'x' * (i % 7)}\n" for i in range(lines))
+    text = (
+        "diff --git a/big.py b/big.py\nindex 1111111..2222222 100644\n--- a/big.py\n+++ b/big.py\n"
+        f"@@ -1,{lines} +1,{lines} @@\n{removed}{added}"
+    )
+    return parse_diff(text, "main")
+
+
+async def drawn_ahead(pilot: Pilot[None], lines: DiffLines) -> None:
+    """Wait (boundedly) until the idle steps have drawn what they draw ahead."""
+    async with asyncio.timeout(10):
+        while lines.warming:
+            await pilot.pause(0.01)
+
+
+async def test_a_frame_draws_few_fresh_rows_in_full_and_the_rest_are_coloured_next() -> None:
+    """A jump (or a held key) reaches rows not drawn ahead: the frame highlights at most
+    FRESH_ROWS of them and shows the rest uncoloured (the same characters), coloured in the
+    next idle steps; the screenfuls below the view are drawn ahead meanwhile."""
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        for split in (False, True):
+            lines = diff_lines(app)
+            lines.split = split
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            width, height = lines.scrollable_content_region.width, lines.scrollable_content_region.height
+            lines.jump_to_file(0)
+            lines.cursor = len(lines.rows) // 2  # far from anything drawn ahead
+            lines.scroll_to_cursor(top=True)
+            top = lines.scroll_offset.y
+            before = lines.drawn
+            shown = [lines.render_line(y) for y in range(height)]  # one frame, no idle step between
+            assert lines.drawn - before == FRESH_ROWS
+            assert [strip.text for strip in shown] == [lines.row_text(top + y) for y in range(height)]
+            plain = shown[-1]
+            assert plain != lines.row_strip(top + height - 1, width)  # uncoloured: same text, other styles
+            await drawn_ahead(pilot, lines)
+            # Every row on screen and the screenfuls below are drawn in full once, and kept.
+            ahead = range(top, min(len(lines.rows), top + (1 + WARM_PAGES) * height))
+            before = lines.drawn
+            assert all(lines.render_line(y) == lines.row_strip(top + y, width) for y in range(height))
+            assert all(lines.row_text(i) for i in ahead) and lines.drawn == before

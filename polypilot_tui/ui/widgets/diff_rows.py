@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from polypilot_tui.domain.changeset import Changeset, DiffLine, FileDiff, Hunk, LineKind, ReviewComment, Side
 
@@ -29,8 +30,10 @@ class RowKind(Enum):
     """One line of a review comment's text, under what it comments."""
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
+    """One row of the layout (a named tuple: immutable, and a fifth of a frozen dataclass's
+    cost to make, which counts at one per diff line when the view opens)."""
+
     kind: RowKind
     file: int
     hunk: int = -1
@@ -154,6 +157,20 @@ def layout(changes: Changeset, comments: Sequence[ReviewComment], *, split: bool
 def _hunk_rows(rows: list[Row], placer: _Placer, diff: FileDiff, f: int, h: int, *, split: bool) -> None:
     path = diff.path
     lines = diff.hunks[h].lines
+    if path not in placer.by_path:  # no comment on this file: one row per line (or pair), nothing else
+        if not split:
+            rows.extend(
+                Row(RowKind.NOTE, f, h, line) if line.kind is LineKind.NOTE else Row(RowKind.LINE, f, h, line)
+                for line in lines
+            )
+        else:
+            rows.extend(
+                Row(RowKind.NOTE, f, h, left)
+                if left is not None and left.kind is LineKind.NOTE
+                else Row(RowKind.LINE, f, h, left, right)
+                for left, right in _pairs(lines)
+            )
+        return
     if not split:
         for line in lines:
             mine = placer.for_line(path, line)
