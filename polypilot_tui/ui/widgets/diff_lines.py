@@ -60,6 +60,8 @@ purpose: each kept strip is dozens of objects the garbage collector walks on eve
 pass, and a full pass over a bloated heap is a frame of a third of a second."""
 TEXTS_KEPT = 1000
 """Lines kept highlighted (a split row and a cursor's redraw reuse them)."""
+WARM_LOST = 0.5
+"""Seconds after which a drawing step asked for and not run is taken as lost and asked again."""
 FRESH_ROWS = 12
 """Rows a frame draws in full (syntax colours) that were not drawn ahead; the rest of a page
 reached faster than its rows could be drawn ahead (a held key, a jump) is drawn uncoloured
@@ -128,6 +130,7 @@ class DiffLines(ScrollView, can_focus=True):
         self._rich: dict[tuple[Style, str | None], RichStyle] = {}
         self.warming = False
         """Rows are being drawn ahead in idle steps."""
+        self._warm_asked = 0.0
         self._fresh = 0
         """Rows drawn in full by frames since the last idle step (at most FRESH_ROWS)."""
         self._plain: set[int] = set()
@@ -269,9 +272,8 @@ class DiffLines(ScrollView, can_focus=True):
         index = self.scroll_offset.y + y
         if not 0 <= index < len(self.rows):
             return Strip.blank(width, self._style("diff-lines--context").rich_style)
-        if not self.warming:
-            self.warming = True
-            self.call_after_refresh(self._warm)
+        if not self.warming or time.monotonic() - self._warm_asked > WARM_LOST:
+            self._ask_warm()
         strip = self._strips.get((index, width, index == self.cursor))
         if strip is not None:
             return strip
@@ -289,14 +291,15 @@ class DiffLines(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         top, height = self.scroll_offset.y, max(1, self.scrollable_content_region.height)
         ahead = [*range(top + height, top + (1 + WARM_PAGES) * height), *range(max(0, top - height), top)]
-        visible = sorted(i for i in self._plain if top <= i < top + height)
-        self._plain.clear()
+        self._plain.intersection_update(range(top, top + height))  # those scrolled away are drawn again
+        visible = sorted(self._plain)
         deadline = time.perf_counter() + WARM_STEP
         todo = iter([*visible, *ahead])
         for index in todo:
             if index < len(self.rows) and (index, width, index == self.cursor) not in self._strips:
                 self.row_strip(index, width)
-                if top <= index < top + height:
+                if index in self._plain:
+                    self._plain.discard(index)
                     self.refresh_line(index)  # its uncoloured drawing on screen is replaced
                 if time.perf_counter() > deadline:
                     break
@@ -304,9 +307,16 @@ class DiffLines(ScrollView, can_focus=True):
             self.warming = False
             return
         if any(i < len(self.rows) and (i, width, i == self.cursor) not in self._strips for i in todo):
-            self.set_timer(0.001, self._warm)
+            self._ask_warm()
         else:
             self.warming = False
+
+    def _ask_warm(self) -> None:
+        """The next drawing step, after the keys and frames already waiting. Not a 1 ms timer:
+        Textual skips a one-shot timer that starts late, and a busy loop starts it late; the
+        drawing ahead stopped, and every frame after it was drawn uncoloured."""
+        self.warming = self.call_after_refresh(self._warm)
+        self._warm_asked = time.monotonic()
 
     def row_strip(self, index: int, width: int) -> Strip:
         """Row ``index`` drawn ``width`` cells wide."""
