@@ -82,14 +82,19 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
         return []
     if not os.path.isdir(workspace.folder):
         raise WorkspaceError(f"the folder {workspace.folder} is gone")
-    # Nothing waits that need not: the base and the settings are looked up side by side, then
-    # the two walks of the tree run side by side on one lookup (the folder is in the top's
-    # repository), so the count costs little more than git's diff: 2 short lookups, then the 2 walks.
-    base, settings = await asyncio.gather(diff_base(workspace), app_config(top_level(workspace)))
-    numstat, extra = await asyncio.gather(
-        git(["diff", "--numstat", "-z", "-M", base, "--"], workspace.folder, settings=settings),
-        untracked(workspace, settings),
-    )
+
+    # Nothing waits that need not, so the count costs little more than git's diff: the base and
+    # the settings lookups start first (the diff waits for them), then the untracked listing (it
+    # reads no file, so needs no settings) beside them and the diff.
+    lookups = asyncio.gather(diff_base(workspace), app_config(workspace.folder))
+    listing = asyncio.ensure_future(untracked(workspace))
+    try:
+        base, settings = await lookups
+        numstat = await git(["diff", "--numstat", "-z", "-M", base, "--"], workspace.folder, settings=settings)
+    except BaseException:
+        listing.cancel()  # the count failed: its listing is not waited for (git is killed)
+        raise
+    extra = await listing
     counts: list[FileCount] = []
     fields = numstat.out.decode("utf-8", "replace").split("\0")
     index = 0
