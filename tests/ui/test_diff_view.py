@@ -307,3 +307,25 @@ async def test_a_frame_draws_few_fresh_rows_in_full_and_the_rest_are_coloured_ne
             assert [lines.row_text(i) for i in ahead] and lines.drawn == before
             assert [strip.text for strip in shown] == [strip.text for strip in final]  # the same characters
             assert shown[:FRESH_ROWS] == final[:FRESH_ROWS] and shown[-1] != final[-1]  # now coloured
+
+
+def test_rows_made_when_read_are_the_rows_a_commented_file_gets() -> None:
+    """A file without comments keeps its line rows as runs made when read; a file with a
+    comment has each row made while laying out. Both give the same rows, in both modes:
+    context, changes in blocks of unequal sides, and git's "no newline" notes."""
+    text = (
+        "diff --git a/m.py b/m.py\nindex 1111111..2222222 100644\n--- a/m.py\n+++ b/m.py\n"
+        "@@ -1,7 +1,8 @@\n a = 1\n-b = 2\n-c = 3\n-d = 4\n+b = 20\n e = 5\n+f = 6\n+g = 7\n-h = 8\n+h = 80\n"
+        "-i = 9\n\\ No newline at end of file\n+i = 90\n+j = 10\n\\ No newline at end of file\n"
+        "@@ -20,2 +21,2 @@\n-x = 1\n+x = 2\n y = 3\n"
+    )
+    changes = parse_diff(text, "main")
+    nowhere = ReviewComment("m.py", 999, "stale", Side.NEW)  # puts m.py on the commented path
+    for split in (False, True):
+        lazy = list(layout(changes, (), split=split).rows)
+        made = [row for row in layout(changes, (nowhere,), split=split).rows if row.kind is not RowKind.COMMENT]
+        assert lazy == made and len(lazy) > 10
+        rows = layout(changes, (), split=split).rows
+        assert rows[-1] == lazy[-1] and rows[1:4] == lazy[1:4]
+        with pytest.raises(IndexError):
+            rows[len(lazy)]

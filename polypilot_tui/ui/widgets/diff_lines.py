@@ -31,7 +31,7 @@ from textual.style import Style
 
 from polypilot_tui.domain.changeset import Changeset, DiffLine, FileStatus, LineKind, ReviewComment, Side
 from polypilot_tui.ui.widgets.diff_highlight import clean, highlight_line, lexer_for
-from polypilot_tui.ui.widgets.diff_rows import Row, RowKind, layout
+from polypilot_tui.ui.widgets.diff_rows import Row, RowKind, Rows, layout
 
 COMMENT_MARK = "●"
 STATUS_GLYPHS = {
@@ -143,7 +143,7 @@ class DiffLines(ScrollView, can_focus=True):
 
     # ---- data ----------------------------------------------------------------------
     @property
-    def rows(self) -> tuple[Row, ...]:
+    def rows(self) -> Rows:
         return self._layout.rows
 
     @property
