@@ -11,6 +11,7 @@ read as markup; control characters are stripped and tabs expanded.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ purpose: each kept strip is dozens of objects the garbage collector walks on eve
 pass, and a full pass over a bloated heap is a frame of a third of a second."""
 TEXTS_KEPT = 1000
 """Lines kept highlighted (a split row and a cursor's redraw reuse them)."""
+WARM_PAUSE = 0.001
+"""Seconds between drawing steps: the loop serves keys, frames and everything else between."""
 WARM_LOST = 0.5
 """Seconds after which a drawing step asked for and not run is taken as lost and asked again."""
 FRESH_ROWS = 12
@@ -273,7 +276,7 @@ class DiffLines(ScrollView, can_focus=True):
         if not 0 <= index < len(self.rows):
             return Strip.blank(width, self._style("diff-lines--context").rich_style)
         if not self.warming or time.monotonic() - self._warm_asked > WARM_LOST:
-            self._ask_warm()
+            self._ask_warm(after_frame=True)
         strip = self._strips.get((index, width, index == self.cursor))
         if strip is not None:
             return strip
@@ -307,15 +310,19 @@ class DiffLines(ScrollView, can_focus=True):
             self.warming = False
             return
         if any(i < len(self.rows) and (i, width, i == self.cursor) not in self._strips for i in todo):
-            self._ask_warm()
+            self._ask_warm(after_frame=False)
         else:
             self.warming = False
 
-    def _ask_warm(self) -> None:
-        """The next drawing step, after the keys and frames already waiting. Not a 1 ms timer:
-        Textual skips a one-shot timer that starts late, and a busy loop starts it late; the
-        drawing ahead stopped, and every frame after it was drawn uncoloured."""
-        self.warming = self.call_after_refresh(self._warm)
+    def _ask_warm(self, *, after_frame: bool) -> None:
+        """A drawing step: after the frame being drawn, or (the next step) WARM_PAUSE from now,
+        in this widget's turn. Not Textual's ``set_timer``: it skips a one-shot timer that
+        starts late, a busy loop starts it late, and then the drawing ahead stopped for good."""
+        if after_frame:
+            self.warming = self.call_after_refresh(self._warm)
+        else:
+            asyncio.get_running_loop().call_later(WARM_PAUSE, self.call_later, self._warm)
+            self.warming = True
         self._warm_asked = time.monotonic()
 
     def row_strip(self, index: int, width: int) -> Strip:
