@@ -329,3 +329,17 @@ def test_rows_made_when_read_are_the_rows_a_commented_file_gets() -> None:
         assert rows[-1] == lazy[-1] and rows[1:4] == lazy[1:4]
         with pytest.raises(IndexError):
             rows[len(lazy)]
+
+
+async def test_the_screenfuls_drawn_ahead_follow_the_way_the_cursor_goes() -> None:
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        await pilot.press("end")
+        await drawn_ahead(pilot, lines)
+        await pilot.press("pageup")  # now going up: the screenfuls above are drawn next
+        await drawn_ahead(pilot, lines)
+        top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+        before = lines.drawn
+        assert [lines.row_text(i) for i in range(max(0, top - WARM_PAGES * height), top)]
+        assert lines.drawn == before

@@ -54,7 +54,7 @@ _KIND_CLASS = {
 WARM_STEP = 0.004
 """Seconds of drawing ahead per idle step: a key press waits at most about this long."""
 WARM_PAGES = 2
-"""Screenfuls drawn ahead below the view (and one above) while the user reads."""
+"""Screenfuls drawn ahead the way the cursor last went (and one the other way) while the user reads."""
 STRIPS_KEPT = 400
 """Rows kept drawn: the screenfuls drawn ahead, the one on screen and a margin. Few on
 purpose: each kept strip is dozens of objects the garbage collector walks on every full
@@ -134,6 +134,8 @@ class DiffLines(ScrollView, can_focus=True):
         self.warming = False
         """Rows are being drawn ahead in idle steps."""
         self._warm_asked = 0.0
+        self._upward = False
+        """The cursor last moved up: the screenfuls above are drawn ahead, not those below."""
         self._fresh = 0
         """Rows drawn in full by frames since the last idle step (at most FRESH_ROWS)."""
         self._plain: set[int] = set()
@@ -207,6 +209,7 @@ class DiffLines(ScrollView, can_focus=True):
         return max(0, min(cursor, len(self.rows) - 1))
 
     def watch_cursor(self, old: int, new: int) -> None:
+        self._upward = new < old
         self.refresh_lines(old)
         self.refresh_lines(new)
         self.scroll_to_cursor()
@@ -293,7 +296,9 @@ class DiffLines(ScrollView, can_focus=True):
         self._fresh, self._whole = 0, False
         width = self.scrollable_content_region.width
         top, height = self.scroll_offset.y, max(1, self.scrollable_content_region.height)
-        ahead = [*range(top + height, top + (1 + WARM_PAGES) * height), *range(max(0, top - height), top)]
+        below = range(top + height, top + (1 + (WARM_PAGES if not self._upward else 1)) * height)
+        above = range(top - 1, max(0, top - (WARM_PAGES if self._upward else 1) * height) - 1, -1)
+        ahead = [*above, *below] if self._upward else [*below, *above]  # the way the cursor goes first
         self._plain.intersection_update(range(top, top + height))  # those scrolled away are drawn again
         visible = sorted(self._plain)
         deadline = time.perf_counter() + WARM_STEP
