@@ -15,7 +15,7 @@ from pathlib import Path
 from polypilot_tui.domain.changeset import Changeset, ChangeStats, FileCount
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.workspace.diff_parse import parse_diff
-from polypilot_tui.workspace.git import MAX_OUTPUT, WorkspaceError, app_config, git
+from polypilot_tui.workspace.git import MAX_OUTPUT, AppConfig, WorkspaceError, app_config, git
 
 MAX_UNTRACKED_FILES = 2000
 """Untracked files beyond this are counted as files, not read for their lines."""
@@ -56,9 +56,10 @@ def top_level(workspace: Workspace) -> str:
     return workspace.folder if workspace.owned or not workspace.repo else workspace.repo
 
 
-async def untracked(workspace: Workspace) -> list[str]:
-    """Untracked, not ignored files of the workspace (paths from its :func:`top_level`)."""
-    listed = await git(["ls-files", "--others", "--exclude-standard", "-z"], top_level(workspace))
+async def untracked(workspace: Workspace, settings: AppConfig | None = None) -> list[str]:
+    """Untracked, not ignored files of the workspace (paths from its :func:`top_level`);
+    ``settings`` from :func:`app_config` there when the caller has them."""
+    listed = await git(["ls-files", "--others", "--exclude-standard", "-z"], top_level(workspace), settings=settings)
     return [name for name in listed.out.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
@@ -81,11 +82,19 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
         return []
     if not os.path.isdir(workspace.folder):
         raise WorkspaceError(f"the folder {workspace.folder} is gone")
-    # The two walks of the tree run side by side: the count costs little more than git's diff.
-    numstat, extra = await asyncio.gather(
-        git(["diff", "--numstat", "-z", "-M", await diff_base(workspace), "--"], workspace.folder),
-        untracked(workspace),
-    )
+
+    # Nothing waits that need not, so the count costs little more than git's diff: the base and
+    # the settings lookups start first (the diff waits for them), then the untracked listing (it
+    # reads no file, so needs no settings) beside them and the diff.
+    lookups = asyncio.gather(diff_base(workspace), app_config(workspace.folder))
+    listing = asyncio.ensure_future(untracked(workspace))
+    try:
+        base, settings = await lookups
+        numstat = await git(["diff", "--numstat", "-z", "-M", base, "--"], workspace.folder, settings=settings)
+    except BaseException:
+        listing.cancel()  # the count failed: its listing is not waited for (git is killed)
+        raise
+    extra = await listing
     counts: list[FileCount] = []
     fields = numstat.out.decode("utf-8", "replace").split("\0")
     index = 0
@@ -141,16 +150,18 @@ async def diff_text(workspace: Workspace, limit: int = MAX_DIFF_CHARS) -> DiffTe
     ``limit`` characters (``truncated`` then says the rest was left out)."""
     if not workspace.is_git:
         return DiffText("")
-    base = await diff_base(workspace)
-    tracked = await git(["diff", "-M", base, "--"], workspace.folder)
+    top = top_level(workspace)
+    # One settings lookup for the burst of calls below (the folder is in the top's repository).
+    base, settings = await asyncio.gather(diff_base(workspace), app_config(top))
+    tracked, listed = await asyncio.gather(
+        git(["diff", "-M", base, "--"], workspace.folder, settings=settings), untracked(workspace, settings)
+    )
     text = tracked.out.decode("utf-8", "replace")
     parts, size = [text], len(text)
     truncated = tracked.truncated or size > limit
-    names = (await untracked(workspace))[:MAX_UNTRACKED_FILES]
+    names = listed[:MAX_UNTRACKED_FILES]
     shown: list[str] = []
     starts: list[int] = []
-    top = top_level(workspace)
-    settings = await app_config(top)  # once for the burst of calls below
     for name in names:
         if truncated:
             break

@@ -118,6 +118,9 @@ _SUBCOMMAND_OPTIONS = {
 _FILTER_KEYS = ("clean", "smudge", "process", "required")
 _NO_CONTENT = frozenset({"rev-parse", "symbolic-ref", "check-ref-format", "merge-base", "rev-list", "config"})
 """Commands that read refs and objects only: no file goes through a filter, no lookup needed."""
+_NO_CONTENT_CALLS = frozenset({("ls-files", "--others", "--exclude-standard", "-z")})
+"""Exact calls that read directories and ``.gitignore`` files but no file's content, so no
+filter runs (other ``ls-files`` forms may: ``--modified`` compares contents, through ``clean``)."""
 
 
 class WorkspaceError(Exception):
@@ -226,7 +229,7 @@ async def app_config(cwd: str, args: Sequence[str] = ()) -> AppConfig:
     """What the app's own call ``git args`` in ``cwd`` runs with: nothing a repository names.
     Without ``args``: settings good for any command there."""
     config = (*_EVERY_CALL_CONFIG, *_APP_CONFIG)
-    if args and args[0] in _NO_CONTENT:
+    if args and (args[0] in _NO_CONTENT or tuple(args) in _NO_CONTENT_CALLS):
         return AppConfig(config)
     listed = await _run(
         git_arguments(["config", "--null", "--show-scope", "--get-regexp", r"^filter\."]),

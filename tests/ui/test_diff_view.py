@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
+from textual.pilot import Pilot
 from textual.widgets import OptionList, TextArea
 
 from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, ReviewComment, Side, review_prompt
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen, diff_title
 from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
-from polypilot_tui.ui.widgets.diff_lines import DiffLines
+from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, WARM_PAGES, DiffLines
 from polypilot_tui.ui.widgets.diff_rows import RowKind, layout
+from polypilot_tui.workspace.diff_parse import parse_diff
 from tests.support.diff_app import DiffHostApp, sample_repo
 
 SIZE = (120, 40)
@@ -257,3 +260,86 @@ async def test_split_puts_each_comment_under_its_own_column(changes: Changeset) 
         await pilot.pause()
         starts = {lines.row_text(row_of(lines, c.text)).index("│ " + c.text) for c in (old, new, context)}
         assert len(starts) == 1
+
+
+def big_changeset(lines: int = 400) -> Changeset:
+    """One Python file with every line changed: ``2 * lines`` diff lines, parsed as git prints them."""
+    removed = "".join(f"-value_{i} = compute({i}, 'old')\n" for i in range(lines))
+    added = "".join(f"+value_{i} = compute({i}, 'new', cache=True)  # {'x' * (i % 7)}\n" for i in range(lines))
+    text = (
+        "diff --git a/big.py b/big.py\nindex 1111111..2222222 100644\n--- a/big.py\n+++ b/big.py\n"
+        f"@@ -1,{lines} +1,{lines} @@\n{removed}{added}"
+    )
+    return parse_diff(text, "main")
+
+
+async def drawn_ahead(pilot: Pilot[None], lines: DiffLines) -> None:
+    """Wait (boundedly) until the idle steps have drawn what they draw ahead."""
+    async with asyncio.timeout(10):
+        while lines.warming:
+            await pilot.pause(0.01)
+
+
+async def test_a_frame_draws_few_fresh_rows_in_full_and_the_rest_are_coloured_next() -> None:
+    """A jump (or a held key) reaches rows not drawn ahead: the frame highlights at most
+    FRESH_ROWS of them and shows the rest uncoloured (the same characters), coloured in the
+    next idle steps; the screenfuls below the view are drawn ahead meanwhile."""
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        for split in (False, True):
+            lines = diff_lines(app)
+            lines.split = split
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            height = lines.scrollable_content_region.height
+            lines.jump_to_file(0)
+            lines.cursor = len(lines.rows) // 2  # far from anything drawn ahead
+            lines.scroll_to_cursor(top=True)
+            top = lines.scroll_offset.y
+            before = lines.drawn
+            shown = [lines.render_line(y) for y in range(height)]  # one frame, no idle step between
+            assert lines.drawn - before == FRESH_ROWS
+            await drawn_ahead(pilot, lines)
+            # The idle steps drew every row on screen in full, and the screenfuls below the view.
+            before = lines.drawn
+            final = [lines.render_line(y) for y in range(height)]
+            ahead = range(top + height, min(len(lines.rows), top + (1 + WARM_PAGES) * height))
+            assert [lines.row_text(i) for i in ahead] and lines.drawn == before
+            assert [strip.text for strip in shown] == [strip.text for strip in final]  # the same characters
+            assert shown[:FRESH_ROWS] == final[:FRESH_ROWS] and shown[-1] != final[-1]  # now coloured
+
+
+def test_rows_made_when_read_are_the_rows_a_commented_file_gets() -> None:
+    """A file without comments keeps its line rows as runs made when read; a file with a
+    comment has each row made while laying out. Both give the same rows, in both modes:
+    context, changes in blocks of unequal sides, and git's "no newline" notes."""
+    text = (
+        "diff --git a/m.py b/m.py\nindex 1111111..2222222 100644\n--- a/m.py\n+++ b/m.py\n"
+        "@@ -1,7 +1,8 @@\n a = 1\n-b = 2\n-c = 3\n-d = 4\n+b = 20\n e = 5\n+f = 6\n+g = 7\n-h = 8\n+h = 80\n"
+        "-i = 9\n\\ No newline at end of file\n+i = 90\n+j = 10\n\\ No newline at end of file\n"
+        "@@ -20,2 +21,2 @@\n-x = 1\n+x = 2\n y = 3\n"
+    )
+    changes = parse_diff(text, "main")
+    nowhere = ReviewComment("m.py", 999, "stale", Side.NEW)  # puts m.py on the commented path
+    for split in (False, True):
+        lazy = list(layout(changes, (), split=split).rows)
+        made = [row for row in layout(changes, (nowhere,), split=split).rows if row.kind is not RowKind.COMMENT]
+        assert lazy == made and len(lazy) > 10
+        rows = layout(changes, (), split=split).rows
+        assert rows[-1] == lazy[-1] and rows[1:4] == lazy[1:4]
+        with pytest.raises(IndexError):
+            rows[len(lazy)]
+
+
+async def test_the_screenfuls_drawn_ahead_follow_the_way_the_cursor_goes() -> None:
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        await pilot.press("end")
+        await drawn_ahead(pilot, lines)
+        await pilot.press("pageup")  # now going up: the screenfuls above are drawn next
+        await drawn_ahead(pilot, lines)
+        top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+        before = lines.drawn
+        assert [lines.row_text(i) for i in range(max(0, top - WARM_PAGES * height), top)]
+        assert lines.drawn == before

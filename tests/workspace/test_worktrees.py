@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from polypilot_tui.domain.changeset import ChangeStats, FileStatus
 from polypilot_tui.domain.workspace import MAX_LISTED, Isolation, WorktreeState, branch_name_for
-from polypilot_tui.workspace.changes import change_stats, changeset, diff_text
+from polypilot_tui.workspace.changes import change_stats, changeset, diff_text, untracked
 from polypilot_tui.workspace.finish import (
     commit_all,
     discard,
@@ -382,3 +383,33 @@ async def test_the_start_up_prune_keeps_worktrees_holding_ignored_or_untracked_f
     assert Path(secret.folder, ".env").read_text() == "PASSWORD=x\n"
     assert Path(new.folder, "idea.txt").exists()
     assert run(repo, "branch", "--list", "secret") != ""
+
+
+async def test_counting_changes_runs_four_git_processes_and_the_listing_waits_for_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sidebar counts after every turn: the untracked listing starts at once (it reads no
+    file, so it needs no filter settings), beside the base and one settings lookup for the
+    diff (a lookup per call put two processes before each walk)."""
+    repo = make_repo(tmp_path / "repo", files={"a.py": "A = 1\n", "b.py": "B = 1\n"})
+    tree = await create_worktree(await inspect_folder(str(repo)), "count", "", tmp_path / "wt")
+    folder = Path(tree.folder)
+    (folder / "a.py").write_text("A = 2\n")
+    (folder / "new.py").write_text("N = 1\nM = 2\n")
+    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    shim, log = tmp_path / "bin", tmp_path / "calls.log"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o700)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    assert await change_stats(tree) == ChangeStats(2, 3, 1)
+    calls = [line.split()[1] for line in log.read_text().splitlines()]  # after --no-pager
+    assert sorted(calls) == ["config", "diff", "ls-files", "merge-base"], calls
+    log.unlink()
+    assert await untracked(tree) == ["new.py"]  # it reads no file: no settings lookup to wait for
+    assert [line.split()[1] for line in log.read_text().splitlines()] == ["ls-files"]
+    log.unlink()
+    text = await diff_text(tree)
+    assert text.untracked == ("new.py",)
+    calls = [line.split()[1] for line in log.read_text().splitlines()]
+    assert sorted(calls) == ["config", "diff", "diff", "ls-files", "merge-base"], calls  # one diff per new file

@@ -3,12 +3,16 @@
 A Line API widget like :mod:`session_list`: the layout (:mod:`diff_rows`) is one flat list
 built when the data or the mode changes, and :meth:`DiffLines.render_line` indexes it, so
 drawing a screenful costs the same whatever the diff's size. Lines are syntax-highlighted
-by file extension when first drawn and cached. Agent text is drawn as Text segments, never
+by file extension when first drawn and cached; idle steps draw the next screenfuls ahead,
+and a frame that outruns them (a held key, a jump) highlights a few rows and shows the rest
+uncoloured until the next idle step, so no frame holds the event loop long. Agent text is drawn as Text segments, never
 read as markup; control characters are stripped and tabs expanded.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -28,7 +32,7 @@ from textual.style import Style
 
 from polypilot_tui.domain.changeset import Changeset, DiffLine, FileStatus, LineKind, ReviewComment, Side
 from polypilot_tui.ui.widgets.diff_highlight import clean, highlight_line, lexer_for
-from polypilot_tui.ui.widgets.diff_rows import Row, RowKind, layout
+from polypilot_tui.ui.widgets.diff_rows import Row, RowKind, Rows, layout
 
 COMMENT_MARK = "●"
 STATUS_GLYPHS = {
@@ -47,8 +51,24 @@ _KIND_CLASS = {
 }
 
 
-WARM_ROWS = 8
-"""Rows drawn ahead per idle step (a few milliseconds of highlighting)."""
+WARM_STEP = 0.004
+"""Seconds of drawing ahead per idle step: a key press waits at most about this long."""
+WARM_PAGES = 2
+"""Screenfuls drawn ahead the way the cursor last went (and one the other way) while the user reads."""
+STRIPS_KEPT = 400
+"""Rows kept drawn: the screenfuls drawn ahead, the one on screen and a margin. Few on
+purpose: each kept strip is dozens of objects the garbage collector walks on every full
+pass, and a full pass over a bloated heap is a frame of a third of a second."""
+TEXTS_KEPT = 1000
+"""Lines kept highlighted (a split row and a cursor's redraw reuse them)."""
+WARM_PAUSE = 0.001
+"""Seconds between drawing steps: the loop serves keys, frames and everything else between."""
+WARM_LOST = 0.5
+"""Seconds after which a drawing step asked for and not run is taken as lost and asked again."""
+FRESH_ROWS = 12
+"""Rows a frame draws in full (syntax colours) that were not drawn ahead; the rest of a page
+reached faster than its rows could be drawn ahead (a held key, a jump) is drawn uncoloured
+at once and coloured in the next idle steps, so no frame blocks the event loop for long."""
 
 
 class DiffLines(ScrollView, can_focus=True):
@@ -107,15 +127,28 @@ class DiffLines(ScrollView, can_focus=True):
         self.changes = Changeset("")
         self.comments: tuple[ReviewComment, ...] = ()
         self._layout = layout(self.changes, (), split=False)
-        self._strips: LRUCache[tuple[int, int, bool], Strip] = LRUCache(1024)
-        self._texts: LRUCache[tuple[int, str], Content] = LRUCache(4096)
+        self._strips: LRUCache[tuple[int, int, bool], Strip] = LRUCache(STRIPS_KEPT)
+        self._texts: LRUCache[tuple[int, str], Content] = LRUCache(TEXTS_KEPT)
         self._styles: dict[tuple[bool, tuple[str, ...]], Style] = {}
-        self._rich: dict[tuple[Style, Style], RichStyle] = {}
-        self._warming = False
+        self._rich: dict[tuple[Style, str | None], RichStyle] = {}
+        self.warming = False
+        """Rows are being drawn ahead in idle steps."""
+        self._warm_asked = 0.0
+        self._upward = False
+        """The cursor last moved up: the screenfuls above are drawn ahead, not those below."""
+        self._fresh = 0
+        """Rows drawn in full by frames since the last idle step (at most FRESH_ROWS)."""
+        self._plain: set[int] = set()
+        """Rows on screen drawn uncoloured, to draw in full in the next idle step."""
+        self._whole = True
+        """The next frame draws every row in full: the first after the data, the mode, the
+        size or the theme changed (a fresh view shows its colours at once)."""
+        self.drawn = 0
+        """Rows drawn in full so far (each row once per width and cursor: a count the tests read)."""
 
     # ---- data ----------------------------------------------------------------------
     @property
-    def rows(self) -> tuple[Row, ...]:
+    def rows(self) -> Rows:
         return self._layout.rows
 
     @property
@@ -142,6 +175,8 @@ class DiffLines(ScrollView, can_focus=True):
         here = self.row_at_cursor()
         self._layout = layout(self.changes, self.comments, split=self.split)
         self._strips.clear()
+        self._plain.clear()
+        self._whole = True
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
         self.set_reactive(DiffLines.cursor, self._find(here))
         self.refresh()
@@ -174,6 +209,7 @@ class DiffLines(ScrollView, can_focus=True):
         return max(0, min(cursor, len(self.rows) - 1))
 
     def watch_cursor(self, old: int, new: int) -> None:
+        self._upward = new < old
         self.refresh_lines(old)
         self.refresh_lines(new)
         self.scroll_to_cursor()
@@ -218,12 +254,15 @@ class DiffLines(ScrollView, can_focus=True):
     def _on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
         self._strips.clear()
+        self._plain.clear()
+        self._whole = True
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()
         self._styles.clear()
         self._rich.clear()
+        self._whole = True
         self.refresh()
 
     # ---- drawing -------------------------------------------------------------------
@@ -239,25 +278,57 @@ class DiffLines(ScrollView, can_focus=True):
         index = self.scroll_offset.y + y
         if not 0 <= index < len(self.rows):
             return Strip.blank(width, self._style("diff-lines--context").rich_style)
-        if not self._warming:
-            self._warming = True
-            self.call_after_refresh(self._warm)
-        return self.row_strip(index, width)
+        if not self.warming or time.monotonic() - self._warm_asked > WARM_LOST:
+            self._ask_warm(after_frame=True)
+        strip = self._strips.get((index, width, index == self.cursor))
+        if strip is not None:
+            return strip
+        if self._whole or self._fresh < FRESH_ROWS:
+            self._fresh += 1
+            return self.row_strip(index, width)
+        self._plain.add(index)
+        return self._draw(self.rows[index], width, index == self.cursor, colour=False)
 
     def _warm(self) -> None:
-        """Draw the screenful below the view (then the one above) ahead of time, a few rows per
-        idle step, so that paging finds its rows ready: highlighting is most of a fresh page's
-        cost, and a key press waits at most one small step."""
+        """Draw, a few milliseconds per idle step: the rows on screen drawn uncoloured, then
+        the next screenfuls below the view and the one above, so that paging finds its rows
+        ready (highlighting is most of a fresh page's cost) and a key waits one short step."""
+        self._fresh, self._whole = 0, False
         width = self.scrollable_content_region.width
         top, height = self.scroll_offset.y, max(1, self.scrollable_content_region.height)
-        ahead = [*range(top + height, top + 2 * height), *range(max(0, top - height), top)]
-        todo = [i for i in ahead if i < len(self.rows) and (i, width, i == self.cursor) not in self._strips]
-        for index in todo[:WARM_ROWS]:
-            self.row_strip(index, width)
-        if len(todo) > WARM_ROWS:
-            self.set_timer(0.001, self._warm)
+        below = range(top + height, top + (1 + (WARM_PAGES if not self._upward else 1)) * height)
+        above = range(top - 1, max(0, top - (WARM_PAGES if self._upward else 1) * height) - 1, -1)
+        ahead = [*above, *below] if self._upward else [*below, *above]  # the way the cursor goes first
+        self._plain.intersection_update(range(top, top + height))  # those scrolled away are drawn again
+        visible = sorted(self._plain)
+        deadline = time.perf_counter() + WARM_STEP
+        todo = iter([*visible, *ahead])
+        for index in todo:
+            if index < len(self.rows) and (index, width, index == self.cursor) not in self._strips:
+                self.row_strip(index, width)
+                if index in self._plain:
+                    self._plain.discard(index)
+                    self.refresh_line(index)  # its uncoloured drawing on screen is replaced
+                if time.perf_counter() > deadline:
+                    break
         else:
-            self._warming = False
+            self.warming = False
+            return
+        if any(i < len(self.rows) and (i, width, i == self.cursor) not in self._strips for i in todo):
+            self._ask_warm(after_frame=False)
+        else:
+            self.warming = False
+
+    def _ask_warm(self, *, after_frame: bool) -> None:
+        """A drawing step: after the frame being drawn, or (the next step) WARM_PAUSE from now,
+        in this widget's turn. Not Textual's ``set_timer``: it skips a one-shot timer that
+        starts late, a busy loop starts it late, and then the drawing ahead stopped for good."""
+        if after_frame:
+            self.warming = self.call_after_refresh(self._warm)
+        else:
+            asyncio.get_running_loop().call_later(WARM_PAUSE, self.call_later, self._warm)
+            self.warming = True
+        self._warm_asked = time.monotonic()
 
     def row_strip(self, index: int, width: int) -> Strip:
         """Row ``index`` drawn ``width`` cells wide."""
@@ -265,6 +336,7 @@ class DiffLines(ScrollView, can_focus=True):
         key = (index, width, cursor)
         strip = self._strips.get(key)
         if strip is None:
+            self.drawn += 1
             strip = self._strips[key] = self._draw(self.rows[index], width, cursor)
         return strip
 
@@ -272,7 +344,8 @@ class DiffLines(ScrollView, can_focus=True):
         """Row ``index`` as plain text, as drawn (for tests and copy)."""
         return self.row_strip(index, width or self.scrollable_content_region.width).text
 
-    def _draw(self, row: Row, width: int, cursor: bool) -> Strip:
+    def _draw(self, row: Row, width: int, cursor: bool, *, colour: bool = True) -> Strip:
+        """Row ``row`` as a strip; without ``colour`` its code is not highlighted (quick)."""
         extra = ("diff-lines--cursor",) if cursor else ()
         if row.kind is RowKind.FILE:
             return self._file_header(row, width, extra)
@@ -288,9 +361,12 @@ class DiffLines(ScrollView, can_focus=True):
             parts = [(" " * gutter + lead, (name,)), (clean(row.text), (name,))]
             return self._fit(parts, width, (name, *extra))
         if not self.split or row.kind is RowKind.NOTE:
-            return self._unified(row, width, extra)
+            return self._unified(row, width, extra, colour)
         left = (width - 1) // 2
-        halves = [self._half(row, False, left, extra), self._half(row, True, width - 1 - left, extra)]
+        halves = [
+            self._half(row, False, left, extra, colour),
+            self._half(row, True, width - 1 - left, extra, colour),
+        ]
         bar = Segment("│", self._style("diff-lines--gutter", *extra).rich_style)
         return Strip([*halves[0], bar, *halves[1]]).adjust_cell_length(width)
 
@@ -317,7 +393,9 @@ class DiffLines(ScrollView, can_focus=True):
             strip = Strip([*strip.crop(0, max(0, width - 1)), Segment("…", base.rich_style)])
         return strip.adjust_cell_length(width, base.rich_style)
 
-    def _line_content(self, row: Row, line: DiffLine) -> Content:
+    def _line_content(self, row: Row, line: DiffLine, colour: bool) -> Content:
+        if not colour:
+            return highlight_line(clean(line.text), None)
         key = (row.file, line.text)
         content = self._texts.get(key)
         if content is None:
@@ -326,16 +404,44 @@ class DiffLines(ScrollView, can_focus=True):
         return content
 
     def _segments(self, content: Content, base: Style) -> list[Segment]:
+        """``content`` in ``base`` as segments: what ``content.render(base)`` gives, read from its
+        spans directly (a highlighted line's spans follow one another, never overlap)."""
+        text, spans = content.plain, content.spans
         segments = []
-        for text, style in content.render(base, end="", parse_style=self._get_style):
-            key = (base, style)
-            rich = self._rich.get(key)
-            if rich is None:  # a screenful has a few dozen distinct styles, met hundreds of times
-                rich = self._rich[key] = (base + style).rich_style
-            segments.append(Segment(text, rich))
+        position = 0
+        for span in spans:
+            if span.start >= span.end:
+                continue
+            if span.start < position:  # overlapping spans: Textual's general renderer
+                return self._rendered(content, base)
+            if span.start > position:
+                segments.append(Segment(text[position : span.start], self._rich_style(base, None)))
+            style = span.style if isinstance(span.style, str) else None
+            if style is None:
+                return self._rendered(content, base)
+            segments.append(Segment(text[span.start : span.end], self._rich_style(base, style)))
+            position = span.end
+        if position < len(text) or not segments:
+            segments.append(Segment(text[position:], self._rich_style(base, None)))
         return segments
 
-    def _unified(self, row: Row, width: int, extra: tuple[str, ...]) -> Strip:
+    def _rich_style(self, base: Style, span: str | None) -> RichStyle:
+        """The Rich style of text in ``base`` under a span of style ``span`` (None: no span), as
+        :meth:`Content.render` combines them (a screenful has a few dozen, met hundreds of times)."""
+        key = (base, span)
+        rich = self._rich.get(key)
+        if rich is None:
+            current = Style.combine([base] if span is None else [base, self._get_style(span)])
+            rich = self._rich[key] = (base + current).rich_style
+        return rich
+
+    def _rendered(self, content: Content, base: Style) -> list[Segment]:
+        return [
+            Segment(text, (base + style).rich_style)
+            for text, style in content.render(base, end="", parse_style=self._get_style)
+        ]
+
+    def _unified(self, row: Row, width: int, extra: tuple[str, ...], colour: bool) -> Strip:
         line = row.left
         assert line is not None
         kind = _KIND_CLASS[line.kind]
@@ -350,10 +456,10 @@ class DiffLines(ScrollView, can_focus=True):
             Segment(f"{old:>{number}} {new:>{number}} ", gutter.rich_style),
             Segment(f"{_SIGNS[line.kind]} ", base.rich_style),
         ]
-        body = self._segments(self._line_content(row, line), base)
+        body = self._segments(self._line_content(row, line, colour), base)
         return self._crop(Strip([*head, *body]), width, base)
 
-    def _half(self, row: Row, new_side: bool, width: int, extra: tuple[str, ...]) -> list[Segment]:
+    def _half(self, row: Row, new_side: bool, width: int, extra: tuple[str, ...], colour: bool) -> list[Segment]:
         number = self._layout.number_width
         line = row.right if new_side else row.left
         if line is None:
@@ -370,7 +476,7 @@ class DiffLines(ScrollView, can_focus=True):
             Segment(f"{'' if no is None else no:>{number}} ", gutter.rich_style),
             Segment(f"{_SIGNS[line.kind]} ", base.rich_style),
         ]
-        body = self._segments(self._line_content(row, line), base)
+        body = self._segments(self._line_content(row, line, colour), base)
         return list(self._crop(Strip([*head, *body]), width, base))
 
     def _commented(self, index: int, line: DiffLine, new_side: bool) -> bool:

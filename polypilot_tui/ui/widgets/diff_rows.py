@@ -7,10 +7,12 @@ changeset, and drawing any line afterwards costs the same in a 10-line diff as i
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple, overload
 
 from polypilot_tui.domain.changeset import Changeset, DiffLine, FileDiff, Hunk, LineKind, ReviewComment, Side
 
@@ -29,8 +31,10 @@ class RowKind(Enum):
     """One line of a review comment's text, under what it comments."""
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
+    """One row of the layout (a named tuple: immutable, and a fifth of a frozen dataclass's
+    cost to make, which counts at one per diff line when the view opens)."""
+
     kind: RowKind
     file: int
     hunk: int = -1
@@ -49,9 +53,77 @@ class Row:
     """The first row of a comment (it carries the mark)."""
 
 
+class _Run:
+    """A hunk's line rows where no comment falls: one row per line (or pair), made when read."""
+
+    __slots__ = ("file", "hunk", "lines", "split", "length", "_paired")
+
+    def __init__(self, file: int, hunk: int, lines: Sequence[DiffLine], *, split: bool) -> None:
+        self.file, self.hunk, self.lines, self.split = file, hunk, lines, split
+        self.length = _pair_count(lines) if split else len(lines)
+        self._paired: list[tuple[DiffLine | None, DiffLine | None]] | None = None
+
+    def row(self, index: int) -> Row:
+        if not self.split:
+            line = self.lines[index]
+            return Row(RowKind.NOTE if line.kind is LineKind.NOTE else RowKind.LINE, self.file, self.hunk, line)
+        if self._paired is None:
+            self._paired = _pairs(self.lines)
+        left, right = self._paired[index]
+        if left is not None and left.kind is LineKind.NOTE:
+            return Row(RowKind.NOTE, self.file, self.hunk, left)
+        return Row(RowKind.LINE, self.file, self.hunk, left, right)
+
+
+class Rows(Sequence[Row]):
+    """A layout's rows. Most of a big diff's rows are plain line rows (no comment on their
+    file): those are kept as one run per hunk and made when read, so laying out 20,000 lines
+    makes a few dozen objects, not 20,000 the garbage collector then walks on every pass."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._parts: list[Row | _Run] = []
+        self._length = 0
+
+    def append(self, row: Row) -> None:
+        self._starts.append(self._length)
+        self._parts.append(row)
+        self._length += 1
+
+    def extend(self, rows: Iterable[Row]) -> None:
+        for row in rows:
+            self.append(row)
+
+    def add_run(self, run: _Run) -> None:
+        if run.length:
+            self._starts.append(self._length)
+            self._parts.append(run)
+            self._length += run.length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        part = bisect_right(self._starts, index) - 1
+        found = self._parts[part]
+        return found.row(index - self._starts[part]) if isinstance(found, _Run) else found
+
+
 @dataclass(frozen=True, slots=True)
 class Layout:
-    rows: tuple[Row, ...]
+    rows: Rows
     file_rows: tuple[int, ...]
     """Where each file's header row is."""
     number_width: int
@@ -63,6 +135,21 @@ def hunk_anchor(path: str, hunk: Hunk) -> tuple[Side, int, int]:
     if hunk.new_count:
         return Side.NEW, hunk.new_start, hunk.new_start + hunk.new_count - 1
     return Side.OLD, hunk.old_start, hunk.old_start + max(hunk.old_count, 1) - 1
+
+
+def _pair_count(lines: Sequence[DiffLine]) -> int:
+    """How many rows :func:`_pairs` makes of ``lines`` (without making them)."""
+    count = removed = added = 0
+    for line in lines:
+        if line.kind is LineKind.REMOVED:
+            if added:
+                count, removed, added = count + max(removed, added), 0, 0
+            removed += 1
+        elif line.kind is LineKind.ADDED:
+            added += 1
+        else:
+            count, removed, added = count + max(removed, added) + 1, 0, 0
+    return count + max(removed, added)
 
 
 def _pairs(lines: Sequence[DiffLine]) -> list[tuple[DiffLine | None, DiffLine | None]]:
@@ -131,7 +218,7 @@ class _Placer:
 def layout(changes: Changeset, comments: Sequence[ReviewComment], *, split: bool) -> Layout:
     """Every row of ``changes``, comments placed under the line or hunk they point at."""
     placer = _Placer(comments)
-    rows: list[Row] = []
+    rows = Rows()
     file_rows: list[int] = []
     widest = 1
     for f, diff in enumerate(changes.files):
@@ -148,12 +235,15 @@ def layout(changes: Changeset, comments: Sequence[ReviewComment], *, split: bool
             _hunk_rows(rows, placer, diff, f, h, split=split)
         stale = [i for i in placer.by_path.get(diff.path, []) if i not in placer.placed]
         rows.extend(placer.rows(stale, f, -1, prefix="(no longer in the diff) "))
-    return Layout(tuple(rows), tuple(file_rows), len(str(widest)))
+    return Layout(rows, tuple(file_rows), len(str(widest)))
 
 
-def _hunk_rows(rows: list[Row], placer: _Placer, diff: FileDiff, f: int, h: int, *, split: bool) -> None:
+def _hunk_rows(rows: Rows, placer: _Placer, diff: FileDiff, f: int, h: int, *, split: bool) -> None:
     path = diff.path
     lines = diff.hunks[h].lines
+    if path not in placer.by_path:  # no comment on this file: one row per line (or pair), nothing else
+        rows.add_run(_Run(f, h, lines, split=split))
+        return
     if not split:
         for line in lines:
             mine = placer.for_line(path, line)
