@@ -133,27 +133,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-HOST_COMMANDS = (
-    "ls",
-    "send",
-    "stop",
-    "reconnect",
-    "close",
-    "answer",
-    "follow",
-    "model",
-    "clear-queue",
-    "team",
-    "fan-out",
-    "compare",
-    "pick",
-    "new",
-    "diff",
-    "finish",
-)
-"""The commands that talk to an engine: each takes ``--host NAME`` (commands/live.py HOST)."""
-
-
 def add_hosts_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``hosts add|ls|rm``: the machines ``polypilot`` attaches to besides this one (commands/hosts.py)."""
     hosts = sub.add_parser(
@@ -348,6 +327,9 @@ SESSION_COMMANDS = (
     "pick",
     "team",
 )
+"""The commands that act on the sessions of a running engine."""
+HOST_COMMANDS = (*SESSION_COMMANDS, "new", "diff", "finish")
+"""The commands that talk to an engine: each takes ``--host NAME`` (commands/live.py HOST)."""
 
 
 def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
@@ -453,7 +435,7 @@ def _command(argv: Sequence[str] | None) -> int:
         send_arguments(parser, args)
     if getattr(args, "prompt", None) == STDIN:
         args.prompt = prompt_from_stdin()
-    if args.command in ("replay", "status", "agents", "config", "new", "diff", "finish", "engine", *SESSION_COMMANDS):
+    if args.command in ("replay", "status", "agents", "config", "engine", *HOST_COMMANDS):
         if args.log_file:
             setup_file_logging(Path("."), "", extra_file=args.log_file)
         else:
