@@ -442,8 +442,16 @@ class FleetEngine:
             by_host.setdefault(self.host_of(sid), []).append(sid)
 
         async def one(host: str, sids: list[str]) -> tuple[BroadcastResult, ...]:
-            engine = self._live(host)
-            reply: tuple[BroadcastResult, ...] = await engine.call(verb, Broadcast(tuple(sids), request.prompt))
+            # A host down or dropping mid-call refuses its own sessions only: the others' took it.
+            try:
+                engine = self._live(host)
+            except HostDown as exc:
+                return tuple(BroadcastResult(sid, "refused", str(exc)) for sid in sids)
+            try:
+                reply: tuple[BroadcastResult, ...] = await engine.call(verb, Broadcast(tuple(sids), request.prompt))
+            except (EngineError, OSError, TimeoutError) as exc:
+                why = f"{_label(host)} did not answer ({type(exc).__name__}: {exc}); it may not have been sent"
+                return tuple(BroadcastResult(sid, "refused", why) for sid in sids)
             return reply
 
         answers = await asyncio.gather(*(one(h, s) for h, s in by_host.items()))

@@ -148,3 +148,32 @@ async def test_quitting_is_bounded_even_when_a_hosts_watch_ignores_its_cancel(tm
     await started(fleet, {"dev": stubborn})
     await asyncio.wait_for(fleet.detach(stop_engine=False), 5.0)
     assert stubborn.closed.is_set()
+
+
+async def test_a_broadcast_to_a_host_down_or_dropping_refuses_its_sessions_and_the_others_take_it(
+    tmp_path: Path,
+) -> None:
+    local, dev, build = engine(tmp_path, "l"), engine(tmp_path, "d"), engine(tmp_path, "b")
+    fleet, members = fleet_of(local, {"dev": dev, "build": build})
+    await started(fleet, members)
+    try:
+        on_dev = await fleet.member("dev").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        on_build = await fleet.member("build").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        here = await fleet.call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        members["dev"].set_state(HostState.STALE, "the ssh connection ended")
+
+        async def drops(verb: object, request: object) -> object:
+            raise ConnectionResetError("the forward ended")
+
+        build.call = drops  # type: ignore[method-assign, assignment]  # its link drops during the call
+        results = await fleet.call(verbs.BROADCAST, verbs.Broadcast((on_dev, here, on_build), "hi all"))
+        assert [(r.session_id, r.result) for r in results] == [
+            (on_dev, "refused"),
+            (here, "sent"),
+            (on_build, "refused"),
+        ]
+        assert "dev is stale" in results[0].reason and "nothing was sent" in results[0].reason
+        assert "build did not answer" in results[2].reason and "the forward ended" in results[2].reason
+        assert local.view(here).history_len >= 1 and dev.view(on_dev).history_len == 0
+    finally:
+        await fleet.detach(stop_engine=False)
