@@ -29,7 +29,7 @@ from polypilot_tui.domain.records import (
     SessionRemoved,
     ViewChanged,
 )
-from polypilot_tui.domain.view import SessionView
+from polypilot_tui.domain.view import SESSION_ID, SessionView
 from polypilot_tui.engine.api import EngineError, OneMachine, Verb
 from polypilot_tui.engine.codec import decode, decode_fields, items_from_json, record_from_json, view_from_json
 from polypilot_tui.engine.stream import Listener, RecordStream, Unsubscribe
@@ -248,8 +248,9 @@ class RemoteEngine(OneMachine):
             self.notices.emit(Notice("engine-resync", RESYNCED, "information"))
         elif kind == "session":
             sid = self._put(data)
-            self._stream.publish(SessionAdded(sid))
-            self._stream.publish(ViewChanged(sid, self._views[sid].revision))
+            if sid is not None:
+                self._stream.publish(SessionAdded(sid))
+                self._stream.publish(ViewChanged(sid, self._views[sid].revision))
         elif kind == "removed":
             sid = str(data.get("session_id"))
             if self._forget(sid):
@@ -277,7 +278,7 @@ class RemoteEngine(OneMachine):
         if not isinstance(sessions, list):
             raise ValueError("snapshot: sessions must be a list")
         before = set(self._views)
-        after = [self._put(s) for s in sessions]
+        after = [sid for s in sessions if (sid := self._put(s)) is not None]
         for sid in before - set(after):
             self._forget(sid)
             self._stream.publish(SessionRemoved(sid))
@@ -287,10 +288,19 @@ class RemoteEngine(OneMachine):
                 self._stream.publish(SessionAdded(sid, restored=True))
             self._stream.publish(ViewChanged(sid, self._views[sid].revision))
 
-    def _put(self, data: Any) -> str:
+    def _put(self, data: Any) -> str | None:
+        """The session ``data`` into the mirror, and its id; None (told) when its id is not one."""
         if not isinstance(data, dict):
             raise ValueError("a session must be an object")
         view = view_from_json(data.get("view"))
+        if not SESSION_ID.fullmatch(view.id):  # another machine's engine is not trusted with our terminal
+            self.notices.tell(
+                "engine-bad-id",
+                f"The engine listed a session whose id {ascii(view.id[:40])} is not a session id "
+                "(1-64 letters, digits, '-', '_'): it is not shown.",
+                "warning",
+            )
+            return None
         streaming = data.get("streaming", "")
         self._views[view.id] = view
         history = data.get("history")

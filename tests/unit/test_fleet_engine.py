@@ -6,6 +6,7 @@ The ssh side (tunnels, a killed host, refused keys) is tests/e2e/test_fleet.py's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +19,10 @@ from polypilot_tui.domain.hosts import HostState
 from polypilot_tui.domain.records import HostChanged, Record
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.builder import build_engine
+from polypilot_tui.engine.codec import session_state
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.service.fleet import FleetEngine, HostDown
+from polypilot_tui.service.remote import RemoteEngine
 from tests.support.fleet import FixedMember, fleet_of, started
 
 
@@ -177,3 +180,17 @@ async def test_a_broadcast_to_a_host_down_or_dropping_refuses_its_sessions_and_t
         assert local.view(here).history_len >= 1 and dev.view(on_dev).history_len == 0
     finally:
         await fleet.detach(stop_engine=False)
+
+
+@pytest.mark.parametrize("bad", ["a b", "../etc", "x" * 65, "", "ok\n", "é1"])
+async def test_a_remote_engine_leaves_out_a_session_whose_id_is_not_one_and_says_so(tmp_path: Path, bad: str) -> None:
+    local = engine(tmp_path, "l")
+    good = local.manager.add_session("demo", name="good")
+    fine = session_state(local.view(good), (), "")
+    odd = session_state(dataclasses.replace(local.view(good), id=bad), (), "")
+    remote = RemoteEngine(lambda: asyncio.sleep(0, Path("/nowhere")))
+    told: list[str] = []
+    remote.on_notice(lambda notice: told.append(notice.message))
+    remote.apply_event("snapshot", {"sessions": [odd, fine]})
+    remote.apply_event("session", odd)
+    assert remote.ids() == [good] and len(told) >= 1 and "is not a session id" in told[0]
