@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from polypilot_tui.commands.sessions import format_views
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.hosts import HostState
@@ -194,3 +195,12 @@ async def test_a_remote_engine_leaves_out_a_session_whose_id_is_not_one_and_says
     remote.apply_event("snapshot", {"sessions": [odd, fine]})
     remote.apply_event("session", odd)
     assert remote.ids() == [good] and len(told) >= 1 and "is not a session id" in told[0]
+
+
+async def test_ls_prints_no_terminal_control_an_engine_put_in_a_session_id(tmp_path: Path) -> None:
+    # `ls --host`/`--all-hosts` read a host's list straight from its engine (no mirror between).
+    local = engine(tmp_path, "l")
+    sid = local.manager.add_session("demo", name="evil")
+    for bad in ("x\x1b]52;c;aGk=\x07", "\x1b[2J\x1b[H", "a\x9b31m"):
+        printed = format_views([dataclasses.replace(local.view(sid), id=bad)], 0.0)
+        assert not any(c in printed for c in "\x1b\x07\x9b"), repr(printed)
