@@ -17,6 +17,7 @@ from polypilot_tui.commands.sessions import format_views
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.hosts import HostState
+from polypilot_tui.domain.limits import SESSIONS
 from polypilot_tui.domain.records import HostChanged, Record
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.builder import build_engine
@@ -204,3 +205,20 @@ async def test_ls_prints_no_terminal_control_an_engine_put_in_a_session_id(tmp_p
     for bad in ("x\x1b]52;c;aGk=\x07", "\x1b[2J\x1b[H", "a\x9b31m"):
         printed = format_views([dataclasses.replace(local.view(sid), id=bad)], 0.0)
         assert not any(c in printed for c in "\x1b\x07\x9b"), repr(printed)
+
+
+async def test_a_remote_engine_that_floods_sessions_holds_as_many_as_one_engine_may(tmp_path: Path) -> None:
+    local = engine(tmp_path, "l")
+    view = local.view(local.manager.add_session("demo", name="one of many"))
+    states = [session_state(dataclasses.replace(view, id=f"f{n}"), (), "") for n in range(SESSIONS + 5)]
+    remote = RemoteEngine(lambda: asyncio.sleep(0, Path("/nowhere")))
+    told: list[str] = []
+    remote.on_notice(lambda notice: told.append(notice.message))
+    remote.apply_event("snapshot", {"sessions": states})
+    assert len(remote.ids()) == SESSIONS and any(f"more than {SESSIONS} sessions" in m for m in told)
+    for extra in states[SESSIONS:]:  # one by one, after the snapshot: refused too
+        remote.apply_event("session", extra)
+    remote.apply_event("session", states[0])  # one it holds is still updated
+    assert len(remote.ids()) == SESSIONS and remote.ids()[0] == "f0"
+    remote.apply_event("snapshot", {"sessions": states[SESSIONS:]})  # a new list replaces the old whole
+    assert remote.ids() == [f"f{n}" for n in range(SESSIONS, SESSIONS + 5)]
