@@ -23,8 +23,9 @@ from polypilot_tui.engine import verbs
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.codec import session_state
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.service.fleet import FleetEngine, HostDown
+from polypilot_tui.service.fleet import NOTICE_CHARS, NOTICE_KEY_CHARS, FleetEngine, HostDown
 from polypilot_tui.service.remote import RemoteEngine
+from polypilot_tui.storage.notices import Notice
 from tests.support.fleet import FixedMember, fleet_of, started
 
 
@@ -222,3 +223,19 @@ async def test_a_remote_engine_that_floods_sessions_holds_as_many_as_one_engine_
     assert len(remote.ids()) == SESSIONS and remote.ids()[0] == "f0"
     remote.apply_event("snapshot", {"sessions": states[SESSIONS:]})  # a new list replaces the old whole
     assert remote.ids() == [f"f{n}" for n in range(SESSIONS, SESSIONS + 5)]
+
+
+async def test_a_hosts_notice_of_megabytes_is_told_cut_with_its_host_named(tmp_path: Path) -> None:
+    local, dev = engine(tmp_path, "l"), engine(tmp_path, "d")
+    fleet, members = fleet_of(local, {"dev": dev})
+    told: list[Notice] = []
+    fleet.on_notice(told.append)
+    await started(fleet, members)
+    try:
+        dev.notices.tell("k" * 100_000, "x" * 5_000_000, "warning")
+        dev.notices.tell("short", "disk full", "warning")
+        mine = [n for n in told if n.message.startswith("dev: ")]
+        assert [len(n.message) <= NOTICE_CHARS + 5 and len(n.key) <= NOTICE_KEY_CHARS + 4 for n in mine] == [True, True]
+        assert mine[0].message.endswith("…") and mine[1].message == "dev: disk full"
+    finally:
+        await fleet.detach(stop_engine=False)
