@@ -428,9 +428,23 @@ def prompt_from_stdin() -> str:
         raise SystemExit(EXIT_USAGE) from None
 
 
+def _ssh_options_joined(argv: Sequence[str]) -> list[str]:
+    """``--ssh-option -F`` as ``--ssh-option=-F``: argparse takes a value starting with ``-``
+    for another option ("expected one argument"), yet every ssh option starts with one."""
+    joined: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            joined += [word, *words]
+            break
+        value = next(words, None) if word == "--ssh-option" else None
+        joined.append(word if value is None else f"{word}={value}")
+    return joined
+
+
 def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_ssh_options_joined(sys.argv[1:] if argv is None else argv))
     if args.command == "send":
         send_arguments(parser, args)
     if getattr(args, "prompt", None) == STDIN:

@@ -53,7 +53,15 @@ def format_views(found: list[SessionView], now: float) -> str:
     for v in found:
         ago = f"{compact_duration(now - v.last_activity_at)} ago" if v.last_activity_at is not None else "-"
         status = v.status.value + (f" +{v.queued} queued" if v.queued else "")
-        cells = (v.id, one_line(v.name, 24), one_line(v.agent, 16), status, ago, one_line(v.branch, 32) or "-")
+        # An id comes from an engine, maybe another machine's: no terminal control reaches the screen.
+        cells = (
+            one_line(v.id, 64),
+            one_line(v.name, 24),
+            one_line(v.agent, 16),
+            status,
+            ago,
+            one_line(v.branch, 32) or "-",
+        )
         rows.append((*cells, one_line(v.reason, 70)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows]

@@ -7,6 +7,7 @@ heartbeat compares tuples of views and formats "ago" labels at render time.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -30,6 +31,10 @@ from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase
 from polypilot_tui.domain.usage import Usage
 from polypilot_tui.domain.watchdog import WatchdogConfig, gives_up_at, waiting_for
 from polypilot_tui.domain.workspace import Workspace
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What a session id is (an engine makes 8 hex of a uuid4): safe in a terminal, a widget id and
+a file name. An id another engine sends that is not one is refused where it arrives."""
 
 
 class SessionStatus(StrEnum):

@@ -245,9 +245,13 @@ def open_private(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_
 
 def read_private(path: Path | str, max_bytes: int) -> bytes:
     """The whole of an existing private file (see :func:`open_private`); ParseError when it is
-    larger than ``max_bytes`` (nothing more is read then)."""
+    larger than ``max_bytes`` (nothing more is read then); NotPrivate when others may write it
+    (the app made it 0600: someone else changed it, or could have)."""
     with os.fdopen(open_private(path, os.O_RDONLY), "rb") as fh:
-        if os.fstat(fh.fileno()).st_size > max_bytes:
+        st = os.fstat(fh.fileno())
+        if st.st_mode & _OTHERS_WRITE:
+            raise NotPrivate(path, f"can be written by others ({_mode(st)})", f"`chmod go-w {path}` if it is yours")
+        if st.st_size > max_bytes:
             raise ParseError(str(path), None, f"larger than {max_bytes:,} bytes")
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:  # grew while read

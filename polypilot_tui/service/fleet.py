@@ -38,6 +38,7 @@ from polypilot_tui.domain.hosts import (
     other_version_reason,
 )
 from polypilot_tui.domain.records import HostChanged, Record, SessionAdded, SessionRemoved
+from polypilot_tui.domain.text import clip
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import Engine, EngineError, UnknownGroup, Verb
 from polypilot_tui.engine.stream import Listener, RecordStream, Unsubscribe
@@ -65,6 +66,9 @@ CLOCK_SLACK = 0.05
 """A host's clock this close to the fleet's is taken as the same (no view translated)."""
 _TIMES = ("turn_started_at", "last_activity_at", "gives_up_at")
 """The fields of a SessionView read against its engine's clock."""
+NOTICE_CHARS = 2000
+"""Characters of a host's notice shown at most (the rest cut, marked "…")."""
+NOTICE_KEY_CHARS = 200
 _QUIET_NOTICES = ("engine-lost", "engine-stopped")
 """A host's notices its HostView says already."""
 
@@ -324,9 +328,9 @@ class FleetEngine:
         def tell(notice: Notice) -> None:
             if notice.key.startswith(_QUIET_NOTICES):
                 return
-            self.notices.emit(
-                dataclasses.replace(notice, key=f"{notice.key}@{host}", message=f"{host}: {notice.message}")
-            )
+            # A host's engine is not trusted with the screen: a notice of megabytes stays a toast.
+            key, message = clip(notice.key, NOTICE_KEY_CHARS), clip(notice.message, NOTICE_CHARS)
+            self.notices.emit(dataclasses.replace(notice, key=f"{key}@{host}", message=f"{host}: {message}"))
 
         return tell
 
@@ -442,8 +446,16 @@ class FleetEngine:
             by_host.setdefault(self.host_of(sid), []).append(sid)
 
         async def one(host: str, sids: list[str]) -> tuple[BroadcastResult, ...]:
-            engine = self._live(host)
-            reply: tuple[BroadcastResult, ...] = await engine.call(verb, Broadcast(tuple(sids), request.prompt))
+            # A host down or dropping mid-call refuses its own sessions only: the others' took it.
+            try:
+                engine = self._live(host)
+            except HostDown as exc:
+                return tuple(BroadcastResult(sid, "refused", str(exc)) for sid in sids)
+            try:
+                reply: tuple[BroadcastResult, ...] = await engine.call(verb, Broadcast(tuple(sids), request.prompt))
+            except (EngineError, OSError, TimeoutError) as exc:
+                why = f"{_label(host)} did not answer ({type(exc).__name__}: {exc}); it may not have been sent"
+                return tuple(BroadcastResult(sid, "refused", why) for sid in sids)
             return reply
 
         answers = await asyncio.gather(*(one(h, s) for h, s in by_host.items()))

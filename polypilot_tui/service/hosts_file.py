@@ -12,7 +12,7 @@ from pathlib import Path
 from polypilot_tui.config import config_dir
 from polypilot_tui.domain.hosts import MAX_HOSTS, HostEntry, HostError, entries_from_json
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
-from polypilot_tui.infra.private import atomic_write, private_dir, read_private
+from polypilot_tui.infra.private import atomic_write, check_private_dir, private_dir, read_private
 
 HOSTS_FILE = "hosts.json"
 MAX_BYTES = 256 * 1024
@@ -30,6 +30,7 @@ def hosts_path(folder: Path | None = None) -> Path:
 def read_hosts(path: Path) -> list[HostEntry]:
     """The hosts in ``path`` in their order ([] when there is no file)."""
     try:
+        check_private_dir(path.parent)  # what runs (ssh options, the remote command) is in it
         data = read_private(path, MAX_BYTES)
     except FileNotFoundError:
         return []

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock, SystemClock
+from polypilot_tui.domain.limits import SESSIONS
 from polypilot_tui.domain.records import (
     ItemAdded,
     ItemReplaced,
@@ -29,7 +30,7 @@ from polypilot_tui.domain.records import (
     SessionRemoved,
     ViewChanged,
 )
-from polypilot_tui.domain.view import SessionView
+from polypilot_tui.domain.view import SESSION_ID, SessionView
 from polypilot_tui.engine.api import EngineError, OneMachine, Verb
 from polypilot_tui.engine.codec import decode, decode_fields, items_from_json, record_from_json, view_from_json
 from polypilot_tui.engine.stream import Listener, RecordStream, Unsubscribe
@@ -247,9 +248,10 @@ class RemoteEngine(OneMachine):
             self._resync(data)
             self.notices.emit(Notice("engine-resync", RESYNCED, "information"))
         elif kind == "session":
-            sid = self._put(data)
-            self._stream.publish(SessionAdded(sid))
-            self._stream.publish(ViewChanged(sid, self._views[sid].revision))
+            sid = self._put(data, room=len(self._views) < SESSIONS)
+            if sid is not None:
+                self._stream.publish(SessionAdded(sid))
+                self._stream.publish(ViewChanged(sid, self._views[sid].revision))
         elif kind == "removed":
             sid = str(data.get("session_id"))
             if self._forget(sid):
@@ -277,7 +279,9 @@ class RemoteEngine(OneMachine):
         if not isinstance(sessions, list):
             raise ValueError("snapshot: sessions must be a list")
         before = set(self._views)
-        after = [self._put(s) for s in sessions]
+        if len(sessions) > SESSIONS:
+            self._too_many()
+        after = [sid for s in sessions[:SESSIONS] if (sid := self._put(s)) is not None]
         for sid in before - set(after):
             self._forget(sid)
             self._stream.publish(SessionRemoved(sid))
@@ -287,10 +291,30 @@ class RemoteEngine(OneMachine):
                 self._stream.publish(SessionAdded(sid, restored=True))
             self._stream.publish(ViewChanged(sid, self._views[sid].revision))
 
-    def _put(self, data: Any) -> str:
+    def _too_many(self) -> None:
+        self.notices.tell(
+            "engine-too-many",
+            f"The engine listed more than {SESSIONS} sessions, the most one engine holds: the others are not shown.",
+            "warning",
+        )
+
+    def _put(self, data: Any, room: bool = True) -> str | None:
+        """The session ``data`` into the mirror, and its id; None (told) when its id is not one,
+        or when it is new and there is no ``room`` (the mirror holds :data:`SESSIONS` at most)."""
         if not isinstance(data, dict):
             raise ValueError("a session must be an object")
         view = view_from_json(data.get("view"))
+        if not SESSION_ID.fullmatch(view.id):  # another machine's engine is not trusted with our terminal
+            self.notices.tell(
+                "engine-bad-id",
+                f"The engine listed a session whose id {ascii(view.id[:40])} is not a session id "
+                "(1-64 letters, digits, '-', '_'): it is not shown.",
+                "warning",
+            )
+            return None
+        if not room and view.id not in self._views:  # a host that floods keeps the dashboard's memory bounded
+            self._too_many()
+            return None
         streaming = data.get("streaming", "")
         self._views[view.id] = view
         history = data.get("history")

@@ -27,6 +27,7 @@ import pytest
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.hosts import INSTALL_COMMAND, UPGRADE_COMMAND, Backoff, HostEntry, HostState, HostView
+from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.service.fleet import FleetEngine, HostDown, Member, SshMember
@@ -333,3 +334,38 @@ async def test_a_host_whose_engine_hangs_is_marked_stale_within_5_s_and_live_whe
         finally:
             os.kill(holder.pid, signal.SIGCONT)
         await until("one live again", lambda: host(fleet, "one").live, 45)
+
+
+async def test_a_worktree_session_on_a_host_is_made_diffed_and_committed_there_through_the_fleet(
+    machines: tuple[Machine, Machine],
+) -> None:
+    one, _ = machines
+    repo = one.sshd.folder / "home" / "wt-repo"  # in that machine's home
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "On One"], ["config", "user.email", "o@e"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, timeout=30)
+    (repo / "README").write_text("hi\n")
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True, timeout=30)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "init"], check=True, timeout=30)
+    async with fleet_of(member(one.entry("one"))) as fleet:
+        await fleet.start()
+        await until("one live", lambda: host(fleet, "one").live, 45)
+        new = verbs.NewSession("demo", folder="~/wt-repo", isolation=Isolation.WORKTREE)
+        sid = await fleet.member("one").call(verbs.NEW_SESSION, new)
+        await until("its view", lambda: sid in fleet.ids(), 10)
+        worktree = Path(fleet.view(sid).cwd)
+        assert fleet.host_of(sid) == "one" and worktree != repo and (worktree / "README").exists()
+        (worktree / "README").write_text("hi\nfrom one\n")  # as its agent would
+        # Asked through the fleet (Local does not know the session): it goes to one's engine.
+        page = await fleet.call(verbs.DIFF, verbs.DiffRange(sid))
+        assert "+from one" in page.text
+        await fleet.call(verbs.COMMIT, verbs.Commit(sid, "From one"))
+
+        def subjects(where: Path, *rev: str) -> list[str]:
+            done = subprocess.run(
+                ["git", "-C", str(where), "log", "--format=%s", *rev], capture_output=True, text=True, timeout=30
+            )
+            return done.stdout.split()
+
+        assert subjects(worktree) == ["From", "one", "init"]  # committed on its branch, there
+        assert subjects(repo, "main") == ["init"]  # its base untouched

@@ -22,6 +22,7 @@ from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import load_ui_state
 from tests.snapshots.fleet_scenarios import FleetDriver, fleet_app, utc  # noqa: F401 - utc: the fixture
 from tests.ui.helpers import notifications, wait_for
+from tests.ui.test_first_start import chat_says
 
 HOSTS = {"dev": ("demo", "devonly"), "ci": ("demo",)}
 """Two hosts; dev has an agent neither Local nor ci has."""
@@ -261,3 +262,37 @@ async def test_the_highlight_never_rests_on_a_header(tmp_path: Path) -> None:
         await pilot.click(rows, offset=(4, 4))  # on dev's header: read, not chosen
         await pilot.pause()
         assert rows.highlighted_id == "s1"
+
+
+async def test_a_hosts_demo_session_welcomes_with_that_hosts_agents_not_locals(tmp_path: Path) -> None:
+    rig = fleet_app(tmp_path, HOSTS, served=True)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        d = FleetDriver(pilot, rig)
+        await d.settle()
+        # devonly is a demo agent on dev that Local does not know: dev's own list decides.
+        sid = await d.on("dev").add("dev demo", agent="devonly")
+        rig.app.select(sid)
+        await wait_for(pilot, lambda: "ready on dev" in chat_says(rig.app), what="dev's demo welcome")
+        said = chat_says(rig.app)
+        assert "built-in demo agent" in said and "No agent is ready on dev yet." in said
+        assert "this machine" not in said
+        rig.app.select("s1")  # Local's demo still speaks of this machine
+        await wait_for(pilot, lambda: "No agent is ready on this machine" in chat_says(rig.app), what="Local's")
+
+
+async def test_a_session_id_a_host_should_never_send_is_not_listed_and_the_dashboard_lives(tmp_path: Path) -> None:
+    # A host's engine is not trusted: an id with a terminal escape, a blank or a path (once a
+    # widget id Textual refused, which ended the dashboard) is told and left out, the rest shown.
+    rig = fleet_app(tmp_path, {"dev": ("demo",)}, served=True)
+    bad = "x\x1b]52;c;aGk=\x07"  # OSC 52: would set the clipboard (more shapes: test_fleet_engine.py)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        d = FleetDriver(pilot, rig)
+        await d.settle()
+        rig.engines["dev"].manager.add_session("demo", name="evil", session_id=bad)  # never listed: no settle
+        fine = rig.engines["dev"].manager.add_session("demo", name="fine")
+        await wait_for(pilot, lambda: fine in rig.app.sidebar.session_list.session_ids, what="dev's good session")
+        rig.app.select(fine)
+        await pilot.pause(0.2)
+        assert rig.app.sidebar.session_list.session_ids == ["s1", fine] and bad not in rig.fleet.ids()
+        assert any("dev: The engine listed a session whose id" in line for line in notifications(rig.app))
+        assert rig.app.return_code is None and str(rig.app.pane.header.render()).startswith("fine · on dev")

@@ -6,20 +6,26 @@ The ssh side (tunnels, a killed host, refused keys) is tests/e2e/test_fleet.py's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from polypilot_tui.commands.sessions import format_views
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.hosts import HostState
+from polypilot_tui.domain.limits import SESSIONS
 from polypilot_tui.domain.records import HostChanged, Record
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.builder import build_engine
+from polypilot_tui.engine.codec import session_state
 from polypilot_tui.engine.local import LocalEngine
-from polypilot_tui.service.fleet import FleetEngine, HostDown
+from polypilot_tui.service.fleet import NOTICE_CHARS, NOTICE_KEY_CHARS, FleetEngine, HostDown
+from polypilot_tui.service.remote import RemoteEngine
+from polypilot_tui.storage.notices import Notice
 from tests.support.fleet import FixedMember, fleet_of, started
 
 
@@ -148,3 +154,88 @@ async def test_quitting_is_bounded_even_when_a_hosts_watch_ignores_its_cancel(tm
     await started(fleet, {"dev": stubborn})
     await asyncio.wait_for(fleet.detach(stop_engine=False), 5.0)
     assert stubborn.closed.is_set()
+
+
+async def test_a_broadcast_to_a_host_down_or_dropping_refuses_its_sessions_and_the_others_take_it(
+    tmp_path: Path,
+) -> None:
+    local, dev, build = engine(tmp_path, "l"), engine(tmp_path, "d"), engine(tmp_path, "b")
+    fleet, members = fleet_of(local, {"dev": dev, "build": build})
+    await started(fleet, members)
+    try:
+        on_dev = await fleet.member("dev").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        on_build = await fleet.member("build").call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        here = await fleet.call(verbs.NEW_SESSION, verbs.NewSession("demo"))
+        members["dev"].set_state(HostState.STALE, "the ssh connection ended")
+
+        async def drops(verb: object, request: object) -> object:
+            raise ConnectionResetError("the forward ended")
+
+        build.call = drops  # type: ignore[method-assign, assignment]  # its link drops during the call
+        results = await fleet.call(verbs.BROADCAST, verbs.Broadcast((on_dev, here, on_build), "hi all"))
+        assert [(r.session_id, r.result) for r in results] == [
+            (on_dev, "refused"),
+            (here, "sent"),
+            (on_build, "refused"),
+        ]
+        assert "dev is stale" in results[0].reason and "nothing was sent" in results[0].reason
+        assert "build did not answer" in results[2].reason and "the forward ended" in results[2].reason
+        assert local.view(here).history_len >= 1 and dev.view(on_dev).history_len == 0
+    finally:
+        await fleet.detach(stop_engine=False)
+
+
+@pytest.mark.parametrize("bad", ["a b", "../etc", "x" * 65, "", "ok\n", "é1"])
+async def test_a_remote_engine_leaves_out_a_session_whose_id_is_not_one_and_says_so(tmp_path: Path, bad: str) -> None:
+    local = engine(tmp_path, "l")
+    good = local.manager.add_session("demo", name="good")
+    fine = session_state(local.view(good), (), "")
+    odd = session_state(dataclasses.replace(local.view(good), id=bad), (), "")
+    remote = RemoteEngine(lambda: asyncio.sleep(0, Path("/nowhere")))
+    told: list[str] = []
+    remote.on_notice(lambda notice: told.append(notice.message))
+    remote.apply_event("snapshot", {"sessions": [odd, fine]})
+    remote.apply_event("session", odd)
+    assert remote.ids() == [good] and len(told) >= 1 and "is not a session id" in told[0]
+
+
+async def test_ls_prints_no_terminal_control_an_engine_put_in_a_session_id(tmp_path: Path) -> None:
+    # `ls --host`/`--all-hosts` read a host's list straight from its engine (no mirror between).
+    local = engine(tmp_path, "l")
+    sid = local.manager.add_session("demo", name="evil")
+    for bad in ("x\x1b]52;c;aGk=\x07", "\x1b[2J\x1b[H", "a\x9b31m"):
+        printed = format_views([dataclasses.replace(local.view(sid), id=bad)], 0.0)
+        assert not any(c in printed for c in "\x1b\x07\x9b"), repr(printed)
+
+
+async def test_a_remote_engine_that_floods_sessions_holds_as_many_as_one_engine_may(tmp_path: Path) -> None:
+    local = engine(tmp_path, "l")
+    view = local.view(local.manager.add_session("demo", name="one of many"))
+    states = [session_state(dataclasses.replace(view, id=f"f{n}"), (), "") for n in range(SESSIONS + 5)]
+    remote = RemoteEngine(lambda: asyncio.sleep(0, Path("/nowhere")))
+    told: list[str] = []
+    remote.on_notice(lambda notice: told.append(notice.message))
+    remote.apply_event("snapshot", {"sessions": states})
+    assert len(remote.ids()) == SESSIONS and any(f"more than {SESSIONS} sessions" in m for m in told)
+    for extra in states[SESSIONS:]:  # one by one, after the snapshot: refused too
+        remote.apply_event("session", extra)
+    remote.apply_event("session", states[0])  # one it holds is still updated
+    assert len(remote.ids()) == SESSIONS and remote.ids()[0] == "f0"
+    remote.apply_event("snapshot", {"sessions": states[SESSIONS:]})  # a new list replaces the old whole
+    assert remote.ids() == [f"f{n}" for n in range(SESSIONS, SESSIONS + 5)]
+
+
+async def test_a_hosts_notice_of_megabytes_is_told_cut_with_its_host_named(tmp_path: Path) -> None:
+    local, dev = engine(tmp_path, "l"), engine(tmp_path, "d")
+    fleet, members = fleet_of(local, {"dev": dev})
+    told: list[Notice] = []
+    fleet.on_notice(told.append)
+    await started(fleet, members)
+    try:
+        dev.notices.tell("k" * 100_000, "x" * 5_000_000, "warning")
+        dev.notices.tell("short", "disk full", "warning")
+        mine = [n for n in told if n.message.startswith("dev: ")]
+        assert [len(n.message) <= NOTICE_CHARS + 5 and len(n.key) <= NOTICE_KEY_CHARS + 4 for n in mine] == [True, True]
+        assert mine[0].message.endswith("…") and mine[1].message == "dev: disk full"
+    finally:
+        await fleet.detach(stop_engine=False)

@@ -80,3 +80,30 @@ def test_a_command_aimed_at_an_unknown_host_says_which_hosts_there_are(tmp_path:
         timeout=60,
     )
     assert done.returncode == 2 and "no host 'nope' (hosts: dev)" in done.stderr
+
+
+@pytest.mark.parametrize(("what", "mode"), [("file", 0o666), ("file", 0o620), ("folder", 0o777), ("folder", 0o770)])
+def test_a_hosts_file_others_could_have_written_is_refused_not_run(tmp_path: Path, what: str, mode: int) -> None:
+    # Its ssh options and remote command decide what runs: one someone else could edit is never used.
+    folder = tmp_path / "config"
+    path = folder / "hosts.json"
+    add_host(path, HostEntry.checked("dev", "dev"))
+    (path if what == "file" else folder).chmod(mode)
+    try:
+        with pytest.raises(HostsFileError, match=f"{'hosts.json' if what == 'file' else 'config'}.*written by"):
+            read_hosts(path)
+    finally:
+        folder.chmod(0o700)
+        path.chmod(0o600)
+    assert [e.name for e in read_hosts(path)] == ["dev"]
+
+
+def test_ssh_options_are_given_as_ssh_takes_them_each_after_its_own_flag(tmp_path: Path) -> None:
+    # `--ssh-option -F --ssh-option FILE`, as the help's "-F FILE" reads: argparse alone refused it.
+    env = {**os.environ, "POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}
+    add = [sys.executable, "-m", "polypilot_tui", "hosts", "add", "dev", "me@dev.example:2200"]
+    options = ["--ssh-option", "-F", "--ssh-option", "/x/cfg", "--ssh-option=-oServerAliveInterval=5"]
+    done = subprocess.run([*add, *options], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    entry = find_host(tmp_path / "config" / "hosts.json", "dev")
+    assert entry.ssh_options == ("-F", "/x/cfg", "-oServerAliveInterval=5")

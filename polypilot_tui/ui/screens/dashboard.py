@@ -441,6 +441,9 @@ class DashboardScreen(Screen[None]):
         self.pane.show_broadcast(len(self.marks))
         shown = current.get(self.selected) if self.selected else None
         where = self._where(shown.id, hosts, host_of, now) if shown is not None and hosts else ""
+        machine = host_of.get(shown.id, "") if shown is not None else ""
+        if machine and not self.agents_found.asked(machine) and any(h.name == machine and h.live for h in hosts):
+            self.run_worker(self.look_for_agents(machine), group=f"agents-{machine}", exit_on_error=False)
         if shown is None:
             await self.pane.show(None, (), "", now)
         elif (
@@ -456,7 +459,7 @@ class DashboardScreen(Screen[None]):
                 self.engine.history(shown.id),
                 self.engine.streaming_text(shown.id),
                 now,
-                self.agents_found.empty_text(shown, self.catalog),
+                self.agents_found.empty_text(shown, self.catalog, machine),
                 where,
             )
             self._shown_where = where
@@ -489,9 +492,10 @@ class DashboardScreen(Screen[None]):
             return ""
         return name if host.live else f"{name} ({host_state(host, now, self.clock.wall())})"
 
-    async def look_for_agents(self) -> None:
-        """Ask the engine which agents it can start (the demo's welcome names them); at start."""
-        await self.agents_found.look(self.engine)
+    async def look_for_agents(self, host: str = "") -> None:
+        """Ask ``host``'s engine which agents it can start (the demo's welcome names them): Local's
+        at start, a host's when one of its sessions is first shown."""
+        await self.agents_found.look(self.engine.member(host), host)
         self._dirty.update(self.engine.ids())
         self._request_redraw()
 
