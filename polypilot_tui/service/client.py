@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import httpx
+from httpx_sse import ServerSentEvent, aconnect_sse
+
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.limits import EVENT_BYTES
@@ -30,7 +33,6 @@ from polypilot_tui.engine.codec import decode, encode
 from polypilot_tui.engine.verbs import HISTORY_PAGE, HISTORY_PAGE_OF, HistoryRange
 from polypilot_tui.infra.private import NotPrivate, check_private_socket
 from polypilot_tui.service.address import API
-from polypilot_tui.service.http import ServerSentEvent, aconnect_sse, httpx
 from polypilot_tui.service.peer import foreign_peer
 
 REQUEST_TIMEOUT = 120.0

@@ -86,7 +86,6 @@ OURS = frozenset(
         "polypilot_tui.service.address",
         "polypilot_tui.service.client",
         "polypilot_tui.service.histories",
-        "polypilot_tui.service.http",  # httpx without its command line (click, Pygments: removed from below)
         "polypilot_tui.service.hosts_file",  # the hosts file says whether this start is a fleet
         "polypilot_tui.service.peer",
         "polypilot_tui.service.remote",
@@ -145,6 +144,7 @@ THIRD_PARTY = frozenset(
         "attr",  # trio's
         "attrs",  # trio's
         "certifi",  # httpx's
+        "click",  # httpx's command line (httpx/_main.py), imported by httpx itself
         "h11",  # httpcore's
         "httpcore",  # httpx's
         "httpx",  # the engine's client (service/client.py)
@@ -154,6 +154,7 @@ THIRD_PARTY = frozenset(
         "platformdirs",  # the config and state folders
         "pydantic",  # the settings (config.py), the engine codec
         "pydantic_core",  # pydantic's
+        "pygments",  # Rich's syntax, through httpx's command line
         "rich",  # Textual's
         "sniffio",  # httpcore's and anyio's
         "sortedcontainers",  # trio's
