@@ -40,8 +40,9 @@ async def measure(cli: Path, sessions: int, *, one_cli_each: bool = False) -> tu
     from polypilot_tui.config import AgentCatalog, Settings
     from polypilot_tui.domain.clock import SystemClock
     from polypilot_tui.engine.manager import SessionManager
-    from tests.support.copilot_harness import AGENT, catalog_entry, copilot_processes, until
+    from tests.support.copilot_harness import AGENT, catalog_entry, copilot_processes
     from tests.support.model_server import ModelServer
+    from tests.support.waiting import until
 
     with (
         tempfile.TemporaryDirectory(prefix="polypilot-bench-sessions-") as tmp,

@@ -42,8 +42,9 @@ CASES = (
 
 async def run(cli: Path, runs: int = RUNS) -> list[Row]:
     from polypilot_tui.domain.turn import Outcome
-    from tests.support.copilot_harness import AGENT, cli_pid, make_manager, until
+    from tests.support.copilot_harness import AGENT, cli_pid, make_manager
     from tests.support.model_server import ModelServer
+    from tests.support.waiting import until
 
     results: list[tuple[str, list[float], list[float]]] = []
     with (

@@ -30,6 +30,8 @@ from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
 from polypilot_tui.infra.private import NotPrivate, check_private_dir, check_private_socket
 
 if TYPE_CHECKING:
+    import subprocess
+
     from polypilot_tui.domain.hosts import HostEntry
 
 EXIT_OK = 0
@@ -531,10 +533,11 @@ def _command(argv: Sequence[str] | None) -> int:
         return run_over_ssh(settings, attach)
     entries = hosts_or_exit()
     if entries:
+        setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=args.log_file)
+        spawned = spawn_early(settings)
         from polypilot_tui.ui.launch import run_fleet
 
-        setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=args.log_file)
-        return run_fleet(settings, entries, args.ssh_option)
+        return run_fleet(settings, entries, args.ssh_option, spawned)
     return cmd_attach(settings, args.log_file)
 
 
@@ -690,16 +693,21 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
 def cmd_attach(settings: Settings, log_file: Path | None = None) -> int:
     """The dashboard, attached to the state folder's engine (started detached when none runs)."""
     setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=log_file)
-    from polypilot_tui.service.spawn import engine_listening, spawn_engine
-
-    # None runs: start it now, so that it loads while the dashboard's UI is imported.
-    try:
-        spawned = None if engine_listening(settings) else spawn_engine(settings)
-    except OSError:  # the folder cannot even be made: the dashboard's connect says so on screen
-        spawned = None
+    spawned = spawn_early(settings)
     from polypilot_tui.ui.launch import run_attached
 
     return run_attached(settings, spawned)
+
+
+def spawn_early(settings: Settings) -> subprocess.Popen[bytes] | None:
+    """The state folder's engine, started now when none runs, so that it loads while the
+    dashboard's UI is imported (a plain start and a fleet's alike); None when one runs."""
+    from polypilot_tui.service.spawn import engine_listening, spawn_engine
+
+    try:
+        return None if engine_listening(settings) else spawn_engine(settings)
+    except OSError:  # the folder cannot even be made: the dashboard's connect says so on screen
+        return None
 
 
 if __name__ == "__main__":

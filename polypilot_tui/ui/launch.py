@@ -71,14 +71,20 @@ def run_attached(settings: Settings, spawned: subprocess.Popen[bytes] | None = N
 
     Quitting leaves the engine and its sessions running unless the user asks to stop it."""
     catalog, notes = build_catalog(settings)
+    connect = local_connect(settings, spawned)
+    return _start(lambda: dashboard_on(settings, catalog, RemoteEngine(connect), notes=notes))
+
+
+def local_connect(settings: Settings, spawned: subprocess.Popen[bytes] | None) -> Callable[[], Awaitable[Path]]:
+    """How the dashboard reaches this machine's engine: the one ``spawned`` early is waited
+    for once; a reconnect later looks afresh (and starts one when none runs)."""
     starting = [spawned] if spawned is not None else []
 
     async def connect() -> Path:
-        # The engine spawned early is waited for once; a reconnect later looks afresh.
         path, _started = await ensure_engine(settings, spawned=starting.pop() if starting else None)
         return path
 
-    return _start(lambda: dashboard_on(settings, catalog, RemoteEngine(connect), notes=notes))
+    return connect
 
 
 def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
@@ -103,17 +109,20 @@ def run_over_ssh(settings: Settings, attach: SshAttach) -> int:
     return _start(prepare)
 
 
-def run_fleet(settings: Settings, hosts: Sequence[HostEntry], ssh_options: Sequence[str] = ()) -> int:
+def run_fleet(
+    settings: Settings,
+    hosts: Sequence[HostEntry],
+    ssh_options: Sequence[str] = (),
+    spawned: subprocess.Popen[bytes] | None = None,
+) -> int:
     """Run the dashboard on this machine's engine and every host's (docs/fleet.md): Local's
     sessions first; the hosts attach in the background, each over its own ssh forward, and
-    one that fails never holds up the others. Quitting ends the forwards; the engines go on."""
+    one that fails never holds up the others. Quitting ends the forwards; the engines go on.
+    ``spawned``: this machine's engine, started before the UI was imported, as for run_attached."""
     from polypilot_tui.service.fleet import FleetEngine, ssh_members  # a fleet's alone: not on one machine's start
 
     catalog, notes = build_catalog(settings)
-
-    async def connect() -> Path:
-        path, _started = await ensure_engine(settings)
-        return path
+    connect = local_connect(settings, spawned)
 
     def make() -> PolypilotApp:
         local = RemoteEngine(connect)

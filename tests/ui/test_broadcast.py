@@ -11,11 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.engine import verbs
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.widgets.chat_log import ChatLog
+from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 from tests.ui.helpers import demo_app, engine_of, notifications, session_added, type_text, wait_for
 
 
@@ -145,3 +148,33 @@ async def test_a_busy_marked_session_queues_it_and_the_others_get_it_at_once(tmp
         await wait_for(pilot, lambda: user_prompts(app, "s1") == user_prompts(app, "s3") == ["report"])
         await wait_for(pilot, lambda: len(engine.view("s2").queue) == 1, what="queued in the hanging session")
         await wait_for(pilot, lambda: any("Sent to 3 sessions (1 queued" in n for n in notifications(app)))
+
+
+async def test_the_prompt_names_its_session_before_the_history_is_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first frame (and each switch) shows where Enter sends at once: the hint is set
+    before the chat's rows are mounted, not after (a long history drew first, the hint later)."""
+    seen: list[str] = []
+    draw = ChatLog.sync
+
+    async def sync(log: ChatLog, *args: Any, **kwargs: Any) -> None:
+        seen.append(log.app.query_one(PromptEditor).placeholder)
+        await draw(log, *args, **kwargs)
+
+    monkeypatch.setattr(ChatLog, "sync", sync)
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await three_sessions(pilot, app)
+        assert seen and "Message demo-1" in seen[0], seen  # the first frame's hint
+        for sid, name in (("s2", "two"), ("s3", "three")):
+            seen.clear()
+            app.select(sid)
+            await wait_for(pilot, lambda sid=sid: app.pane.editor.session_id == sid, what=f"{sid} on screen")
+            await wait_for(pilot, lambda: bool(seen), what="its history drawn")
+            assert f"Message {name}" in seen[0], seen
+        await mark(pilot, app, "s1", "s2")
+        seen.clear()
+        app.select("s3")
+        await wait_for(pilot, lambda: bool(seen) and app.pane.editor.session_id == "s3", what="s3 on screen")
+        assert "2 marked sessions" in seen[0], seen

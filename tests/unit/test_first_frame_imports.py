@@ -16,8 +16,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from polypilot_tui.domain.hosts import HostEntry
 from polypilot_tui.engine.local import LocalEngine
 from polypilot_tui.engine.verbs import NEW_SESSION, NewSession
+from polypilot_tui.service.hosts_file import add_host, hosts_path
 from tests.support.engine import Harness
 from tests.support.engine_service import engine_env, serving_in_process
 
@@ -240,9 +244,13 @@ SPAWN_FIRST = textwrap.dedent(
 )
 
 
-def test_with_no_engine_the_dashboard_spawns_it_before_importing_its_ui(tmp_path: Path) -> None:
-    """The engine loads while the dashboard's UI does: it is spawned before Textual is imported."""
+@pytest.mark.parametrize("fleet", [False, True], ids=["plain", "fleet"])
+def test_with_no_engine_the_dashboard_spawns_it_before_importing_its_ui(tmp_path: Path, fleet: bool) -> None:
+    """The engine loads while the dashboard's UI does: it is spawned before Textual is imported,
+    on a plain start and on a fleet's (hosts configured: `polypilot` is run_fleet) alike."""
     env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+    if fleet:  # a host nothing listens for: the spawn comes before any ssh is tried
+        add_host(hosts_path(tmp_path / "config"), HostEntry.checked("box", "nobody@127.0.0.1:9", "polypilot", ()))
     done = subprocess.run(
         [sys.executable, "-c", SPAWN_FIRST], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
     )

@@ -83,6 +83,7 @@ class ChatPane(Vertical):
             await self.queue.show(None)
             self.status.show(None, now)
             return
+        self._label_editor()  # before the history is drawn: the first frame shows the prompt at once
         log = self.log_for(view.id)
         if log is None:
             log = self._logs[view.id] = ChatLog(id=log_id(view.id), empty_text=empty_text)
@@ -96,7 +97,6 @@ class ChatPane(Vertical):
         await self.permission.show(view.pending_permission, view.id)
         await self.queue.show(view)
         self.status.show(view, now)
-        self._label_editor()
 
     def show_broadcast(self, count: int) -> None:
         """Say where the prompt goes: to ``count`` marked sessions, or (0) the one on screen."""
