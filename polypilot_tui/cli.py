@@ -565,6 +565,15 @@ def aimed_host(args: argparse.Namespace) -> HostEntry | None:
     if args.command is None and args.ssh:
         print("polypilot: --host and --ssh name two machines: give one", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+    if args.dashboard_host and (args.command not in (None, *HOST_COMMANDS) or getattr(args, "in_process", False)):
+        # Never run here what was aimed at another machine (`polypilot --host ci engine stop`).
+        what = "--in-process" if args.command is None else args.command
+        print(
+            f"polypilot: --host does not apply to {what}: it aims the dashboard and "
+            f"{', '.join(HOST_COMMANDS)} at a host",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_USAGE)
     if getattr(args, "all_hosts", False):
         print("polypilot: ls --all-hosts lists every host already: drop --host", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)

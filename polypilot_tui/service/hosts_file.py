@@ -7,6 +7,7 @@ when added (domain/hosts.py); a file that does not read is an error naming it, n
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from polypilot_tui.config import config_dir
@@ -29,6 +30,8 @@ def hosts_path(folder: Path | None = None) -> Path:
 
 def read_hosts(path: Path) -> list[HostEntry]:
     """The hosts in ``path`` in their order ([] when there is no file)."""
+    if not os.path.lexists(path):  # no fleet: nothing to check (a config folder of umask 002 is fine then)
+        return []
     try:
         check_private_dir(path.parent)  # what runs (ssh options, the remote command) is in it
         data = read_private(path, MAX_BYTES)

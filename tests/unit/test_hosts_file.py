@@ -107,3 +107,28 @@ def test_ssh_options_are_given_as_ssh_takes_them_each_after_its_own_flag(tmp_pat
     assert done.returncode == 0, done.stderr
     entry = find_host(tmp_path / "config" / "hosts.json", "dev")
     assert entry.ssh_options == ("-F", "/x/cfg", "-oServerAliveInterval=5")
+
+
+@pytest.mark.parametrize("argv", [["engine", "stop"], ["status"], ["--in-process"]])
+def test_host_aimed_at_a_command_with_no_host_form_runs_nothing_here(
+    tmp_path: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`polypilot --host ci engine stop` must not stop this machine's engine."""
+    from polypilot_tui.cli import main
+
+    config = tmp_path / "config"
+    add_host(config / "hosts.json", HostEntry.checked("ci", "ci"))
+    monkeypatch.setenv("POLYPILOT_CONFIG_DIR", str(config))
+    monkeypatch.setenv("POLYPILOT_STATE_DIR", str(tmp_path / "state"))
+    with pytest.raises(SystemExit) as exited:
+        main(["--host", "ci", *argv])
+    assert exited.value.code == 2
+    assert not (tmp_path / "state").exists()  # nothing was started or made here
+
+
+def test_no_hosts_file_reads_as_no_hosts_whatever_the_config_folder(tmp_path: Path) -> None:
+    """A user with umask 002 (a group-writable config folder) and no fleet still starts."""
+    config = tmp_path / "config"
+    config.mkdir(mode=0o775)
+    config.chmod(0o775)
+    assert read_hosts(config / "hosts.json") == []
