@@ -44,7 +44,7 @@ from polypilot_tui.engine.api import Engine, EngineError, UnknownGroup, Verb
 from polypilot_tui.engine.stream import Listener, RecordStream, Unsubscribe
 from polypilot_tui.engine.verbs import API_VERSION, ENGINE_INFO, Broadcast, NoArgs
 from polypilot_tui.service.attach import SshAttach
-from polypilot_tui.service.client import EngineClient
+from polypilot_tui.service.client import EngineClient, EngineUnreachable
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.ssh import TunnelError, clean_stale_forwards
 from polypilot_tui.storage.notices import Notice, NoticeBoard, NoticeListener
@@ -176,6 +176,8 @@ class SshMember:
         try:
             async with asyncio.timeout(self._ping_timeout * 2):
                 info = await self._pinger.call(ENGINE_INFO, NoArgs())
+        except EngineUnreachable:
+            raise  # slow or gone: a failure to retry, not another version
         except EngineError as exc:  # an engine that does not know /v1/engine, or answers it otherwise
             raise OtherVersion(f"{other_version_reason(None, API_VERSION)} ({exc})") from None
         if info.api != API_VERSION:
@@ -194,10 +196,14 @@ class SshMember:
                 try:
                     await self.remote.start()  # its connect tries until a host answers
                 except Exception as exc:  # noqa: BLE001 - the watch goes on whatever a try raised
+                    # Connected, then no snapshot (a stream ended early, one that does not read):
+                    # a failure like any other, so the backoff applies and the reason is shown.
                     log.info("host %s: attach: %s", self.name, exc)
+                    self._set(self.health.failed(str(exc) or type(exc).__name__))
+                    await self.attach.close()
             if self.health.view.state is HostState.LIVE:
                 await self._ping()
-            await asyncio.sleep(self._ping_every)
+            await self._clock.sleep(self._ping_every)
 
     async def _ping(self) -> None:
         pinger = self._pinger

@@ -239,3 +239,101 @@ async def test_a_hosts_notice_of_megabytes_is_told_cut_with_its_host_named(tmp_p
         assert mine[0].message.endswith("…") and mine[1].message == "dev: disk full"
     finally:
         await fleet.detach(stop_engine=False)
+
+
+async def test_a_host_whose_engine_answers_too_slowly_is_a_failure_to_retry_not_another_version(tmp_path: Path) -> None:
+    """A loaded host, or a forward that drops as it opens, must not be told to upgrade."""
+    from polypilot_tui.domain.clock import SystemClock
+    from polypilot_tui.domain.hosts import HostEntry
+    from polypilot_tui.service.fleet import SshMember
+
+    silent = tmp_path / "s.sock"
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # accepted, never answered
+
+    server = await asyncio.start_unix_server(hold, path=str(silent))
+    member = SshMember(HostEntry.checked("slow", "slow"), SystemClock(), connect_timeout=2, ping_timeout=0.2)
+
+    async def connect() -> Path:
+        return silent
+
+    member.attach.connect = connect  # type: ignore[method-assign]  # no ssh: the forward's end is the socket
+    states: list[HostState] = []
+    task = asyncio.create_task(member.run(lambda: states.append(member.health.view.state)))
+    try:
+        for _ in range(200):
+            if member.health.view.reason:
+                break
+            await asyncio.sleep(0.02)
+        assert member.health.view.state is not HostState.OTHER_VERSION, member.health.view
+        assert HostState.OTHER_VERSION not in states and "upgrade" not in member.health.view.reason
+        assert member.health.view.reason  # the failure is said
+    finally:
+        task.cancel()
+        await member.close(False)
+        server.close()
+        for writer in accepted:
+            writer.close()
+
+
+async def test_a_host_whose_stream_ends_before_its_snapshot_is_retried_with_backoff_and_says_why(
+    tmp_path: Path,
+) -> None:
+    """An engine that answers who it is and then ends every stream at once must not be
+    reconnected to in a tight loop, nor stay "connecting" with no reason."""
+    import time
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from polypilot_tui.domain.clock import SystemClock
+    from polypilot_tui.domain.hosts import Backoff, HostEntry
+    from polypilot_tui.engine.verbs import API_VERSION
+    from polypilot_tui.service.fleet import SshMember
+
+    streams: list[float] = []
+
+    async def info(_request: Request) -> Response:
+        now = time.time()
+        fields = {"pid": 1, "state_dir": "/x", "started_at": now, "now": now, "wall": now, "sessions": 0}
+        return JSONResponse({**fields, "running_turns": 0, "persistent": True, "api": API_VERSION})
+
+    async def stream(_request: Request) -> Response:
+        streams.append(time.monotonic())
+        return Response(b"", media_type="text/event-stream")  # ends before any snapshot
+
+    app = Starlette(routes=[Route("/v1/engine", info), Route("/v1/stream", stream)])
+    sock = tmp_path / "e.sock"
+    server = uvicorn.Server(uvicorn.Config(app, uds=str(sock), log_level="critical", lifespan="off"))
+    serving = asyncio.create_task(server.serve())
+    for _ in range(200):
+        if sock.exists():
+            break
+        await asyncio.sleep(0.01)
+    member = SshMember(
+        HostEntry.checked("early", "early"), SystemClock(), ping_every=0.05, backoff=Backoff(first=1.0, cap=1.0)
+    )
+
+    async def connect() -> Path:
+        return sock
+
+    member.attach.connect = connect  # type: ignore[method-assign]  # no ssh: the forward's end is the socket
+    task = asyncio.create_task(member.run(lambda: None))
+    try:
+        for _ in range(300):
+            if member.health.view.reason:
+                break
+            await asyncio.sleep(0.01)
+        assert member.health.view.reason, member.health.view  # the failure is said
+        await asyncio.sleep(1.5)
+        assert len(streams) <= 3, f"{len(streams)} streams in ~1.5 s: no backoff"  # 1 s apart at least
+    finally:
+        task.cancel()
+        await member.close(False)
+        server.should_exit = True
+        await serving
