@@ -344,9 +344,8 @@ def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
         print(f"polypilot: invalid setting ({problems}) in {where}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     except SettingsError as exc:  # a nested setting that is not even JSON: POLYPILOT_WATCHDOG={
-        field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else "?"
         cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        print(f"polypilot: invalid setting ({field}: not valid JSON{cause}) in POLYPILOT_* variables", file=sys.stderr)
+        print(f"polypilot: invalid setting ({exc.field}: not valid JSON{cause}) in {exc.source}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     except ConfigFileError as exc:
         print(f"polypilot: {exc}", file=sys.stderr)

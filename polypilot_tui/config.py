@@ -105,7 +105,12 @@ def trusted_dotenv() -> Path | None:
 
 
 class SettingsError(ValueError):
-    """A setting that is not even readable (a nested one that is not JSON); names the field."""
+    """A setting that is not even readable (a table that is not JSON): its field and where it was."""
+
+    def __init__(self, field: str, source: str) -> None:
+        super().__init__(f"the {field} setting (POLYPILOT_{field.upper()}) in {source} is not JSON")
+        self.field = field
+        self.source = source
 
 
 def config_file_settings() -> dict[str, Any]:
@@ -143,8 +148,8 @@ def prefixed_settings(variables: Mapping[str, str | None], source: str) -> dict[
         else:
             try:
                 found[field_name] = json.loads(value)
-            except ValueError as exc:  # pydantic-settings' words, which the command line quotes
-                raise SettingsError(f'error parsing value for field "{field_name}" from source "{source}"') from exc
+            except ValueError as exc:
+                raise SettingsError(field_name, source) from exc
     for field_name, keys in nested.items():
         table = found.get(field_name)
         found[field_name] = (table if isinstance(table, dict) else {}) | keys
@@ -160,9 +165,9 @@ def gathered_settings(given: Mapping[str, Any], env_file: Path | str | None) -> 
     if env_file is not None and Path(env_file).is_file():
         from dotenv import dotenv_values
 
-        from_dotenv = prefixed_settings(dotenv_values(env_file), "DotEnvSettingsSource")
+        from_dotenv = prefixed_settings(dotenv_values(env_file), str(env_file))
     merged = config_file_settings()
-    for layer in (from_dotenv, prefixed_settings(os.environ, "EnvSettingsSource"), dict(given)):
+    for layer in (from_dotenv, prefixed_settings(os.environ, "the environment"), dict(given)):
         for name, value in layer.items():
             below = merged.get(name)
             merged[name] = below | value if isinstance(below, dict) and isinstance(value, dict) else value

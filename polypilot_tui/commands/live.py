@@ -1,8 +1,9 @@
 """The commands' way to the state folder's engine (or, ``--host NAME``, a host's): reach it (or
 start it), name a session, follow it.
 
-Read-only commands never start an engine: with none running they say so and exit
-:data:`EXIT_NO_ENGINE`. The others start it detached, as the dashboard does.
+Read-only commands never start this machine's engine: with none running they say so and exit
+:data:`EXIT_NO_ENGINE`. The others start it detached, as the dashboard does; a host's engine
+(``--host``, ``ls --all-hosts``) is started there when none runs, as the dashboard does.
 """
 
 from __future__ import annotations

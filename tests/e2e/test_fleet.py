@@ -119,9 +119,8 @@ async def test_sessions_on_two_hosts_and_here_in_one_fleet_a_killed_host_goes_st
 ) -> None:
     one, two = machines
     async with fleet_of(member(one.entry("one")), member(two.entry("two"))) as fleet:
-        began = time.monotonic()
         await fleet.start()
-        assert time.monotonic() - began < 2.0  # the hosts attach in the background
+        # On return the hosts still attach, in the background: start waits for none of them.
         assert [(h.label, h.state) for h in fleet.hosts()] == [
             ("Local", HostState.LIVE),
             ("one", HostState.CONNECTING),
@@ -140,8 +139,8 @@ async def test_sessions_on_two_hosts_and_here_in_one_fleet_a_killed_host_goes_st
         # Host two's sshd dies mid-stream: marked stale within 5 s, its row stays listed.
         await fleet.call(verbs.SEND, verbs.Send(sids["two"], "a long one " * 40))
         two.sshd.stop()
-        marked = await until("two marked stale", lambda: host(fleet, "two").state is HostState.STALE, 5.0)
-        assert marked < 5.0 and sids["two"] in fleet.ids()
+        await until("two marked stale", lambda: host(fleet, "two").state is HostState.STALE, 5.0)
+        assert sids["two"] in fleet.ids()
         assert host(fleet, "two").last_seen is not None and host(fleet, "two").reason
         with pytest.raises(HostDown, match="two is stale"):
             await fleet.call(verbs.SEND, verbs.Send(sids["two"], "nobody there"))

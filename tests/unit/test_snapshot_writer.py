@@ -4,7 +4,6 @@ on the engine's clock, and the first success after it said."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.engine.debounced import MIN_RETRY_DELAY, SnapshotWriter
 from polypilot_tui.storage.notices import Notice, NoticeBoard
+from tests.support.waiting import until
 
 
 class Disk:
@@ -24,18 +24,16 @@ class Disk:
         self.failing = False
         self.gate = threading.Event()
         self.gate.set()
+        self.entered = threading.Event()
+        """A write began."""
 
     def write(self, data: int) -> None:
         self.threads.add(threading.current_thread().name)
+        self.entered.set()
         self.gate.wait(5)
         if self.failing:
             raise OSError(28, "No space left on device")
         self.written.append(data)
-
-
-async def settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0.01)
 
 
 async def test_changes_during_a_write_are_one_more_write_made_off_the_loop() -> None:
@@ -45,7 +43,7 @@ async def test_changes_during_a_write_are_one_more_write_made_off_the_loop() -> 
     disk.gate.clear()
     state["n"] = 1
     writer.changed()
-    await settle()  # the first write is in flight, held
+    await until(lambda: disk.entered.is_set(), 5, "the first write in flight, held")
     for n in (2, 3, 4):
         state["n"] = n
         writer.changed()
@@ -63,7 +61,7 @@ async def test_a_failing_disk_is_told_retried_with_a_backoff_and_its_end_said() 
     writer = SnapshotWriter(clock, lambda: 7, disk.write, board, "k", "The things", Path("/x/things"))
     disk.failing = True
     writer.changed()
-    await settle()
+    await until(lambda: told, 5, "the failure told")
     assert [n.message for n in told] == [
         "The things could not be saved to /x/things: [Errno 28] No space left on device"
     ]
@@ -71,10 +69,10 @@ async def test_a_failing_disk_is_told_retried_with_a_backoff_and_its_end_said() 
     assert deadline is not None and deadline - clock.now() >= MIN_RETRY_DELAY  # never a tight loop
     disk.failing = False
     await clock.advance(deadline - clock.now())
-    await settle()
+    await until(lambda: len(told) == 2, 5, "the retry's success told")
     assert disk.written == [7]
     assert told[-1].message == "The things are saved to /x/things again." and len(told) == 2
     writer.stop()
     writer.changed()
-    await settle()
-    assert disk.written == [7]  # stopped: nothing more is written
+    await writer.flush()  # a stopped writer starts no write, now or later
+    assert disk.written == [7] and clock.next_deadline() is None
