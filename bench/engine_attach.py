@@ -3,7 +3,8 @@
 An engine (``polypilot serve``, a process of its own) restores 200 saved sessions x 50 history
 rows; the headless dashboard (``App.run_test``) attaches to it with a RemoteEngine, as
 ``polypilot`` does when an engine runs already. The clock runs from building the dashboard to
-its first frame, and to the first frame whose session list holds every session. Against:
+its first frame, and to the first frame whose session list holds every session. Each dashboard
+freezes its heap after its first frame, as a launched one does (ui/app.py). Against:
 an empty local start (the dashboard with its engine in this process and no saved session,
 a fresh folder each time), and for reference the same 200 sessions restored in this process.
 Alternating runs, medians; the ratio attached / empty local start (target <= 1.5x).
@@ -94,6 +95,7 @@ async def first_frame(state: Path, make: MakeEngine) -> tuple[float, float, int]
         theme_dirs=[BUNDLED_DIR],
         keymap_file=state / "no-keymap.toml",
     )
+    app.freeze_heap_after_first_frame()  # as the launch does (ui/launch.py): the figures are a user's
     async with app.run_test(size=(160, 48)) as pilot:
         shown = await asyncio.wait_for(first, 60)
         all_rows = await asyncio.wait_for(listed, 60)
@@ -109,7 +111,10 @@ async def measure(attached: Path, local_full: Path, scratch: Path, repeat: int) 
 
     async def one(name: str, state: Path, make: MakeEngine) -> None:
         gc.collect()
-        a, b, shown[name] = await first_frame(state, make)
+        try:
+            a, b, shown[name] = await first_frame(state, make)
+        finally:
+            gc.unfreeze()  # each start freezes its own heap, as a fresh process would; the last app is collected
         runs.setdefault(f"{name} first", []).append(a)
         runs.setdefault(f"{name} listed", []).append(b)
 

@@ -69,6 +69,7 @@ INTENDED = {
     "action_pick",
     "get_selection",
     "auto_links",  # Widget's selection and link API, meant to be overridden / set
+    "recompose",  # the footer skips a recompose that would draw the same keys (key_footer.py)
 }
 
 

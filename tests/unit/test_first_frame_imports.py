@@ -122,6 +122,7 @@ OURS = frozenset(
         "polypilot_tui.ui.widgets.chat_log",
         "polypilot_tui.ui.widgets.chat_pane",
         "polypilot_tui.ui.widgets.interrupted_notice",
+        "polypilot_tui.ui.widgets.key_footer",
         "polypilot_tui.ui.widgets.notice_message",
         "polypilot_tui.ui.widgets.permission_banner",
         "polypilot_tui.ui.widgets.permission_prompt",

@@ -14,13 +14,14 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from polypilot_tui.domain.fan_out import Attempt, CheckResult, Comparison
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import STATUS_ICONS, STATUS_LABELS, plural, precise_duration, safe_text
 from polypilot_tui.ui.usage_text import usage_summary
+from polypilot_tui.ui.widgets.key_footer import KeyFooter
 
 CHECK_TAIL_LINES = 12
 """Lines of the highlighted attempt's check output shown under the table (its end says most)."""
@@ -153,7 +154,7 @@ class CompareScreen(Screen[None]):
         yield table
         yield Static("", id="compare-result", markup=False)
         yield Static("", id="compare-detail", markup=False)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.show(self.comparison)

@@ -33,7 +33,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Header, TextArea
+from textual.widgets import Header, TextArea
 
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.chat import ItemKind
@@ -68,6 +68,7 @@ from polypilot_tui.ui.ui_state import UiState, load_ui_state, remember_folder, s
 from polypilot_tui.ui.usage_text import fleet_summary
 from polypilot_tui.ui.welcome import AgentsFound
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
+from polypilot_tui.ui.widgets.key_footer import KeyFooter
 from polypilot_tui.ui.widgets.permission_prompt import PermissionPrompt
 from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 from polypilot_tui.ui.widgets.queue_panel import QueuePanel
@@ -227,7 +228,7 @@ class DashboardScreen(Screen[None]):
         with Horizontal(id="main"):
             yield self.sidebar
             yield self.pane
-        yield Footer()
+        yield KeyFooter()
 
     # ---- start and end -------------------------------------------------------------------
     def follow_engine(self) -> None:

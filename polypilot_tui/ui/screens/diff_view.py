@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.changeset import Changeset, ReviewComment
@@ -27,6 +27,7 @@ from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
 from polypilot_tui.ui.widgets.diff_highlight import clean
 from polypilot_tui.ui.widgets.diff_lines import STATUS_GLYPHS, DiffLines
 from polypilot_tui.ui.widgets.diff_rows import comment_anchor, comment_at
+from polypilot_tui.ui.widgets.key_footer import KeyFooter
 
 _COMMIT = re.compile(r"[0-9a-f]{13,40}")
 
@@ -88,7 +89,7 @@ class DiffViewScreen(Screen[DiffViewResult]):
             yield OptionList(id="diff-files")
             yield DiffLines(id="diff-lines")
         yield Static(id="diff-empty", markup=False)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.set_changeset(self.changes)
