@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Any
 
 from polypilot_tui.agents.leash import leashed
+from polypilot_tui.domain import hosts
 from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.infra.redact import REDACTOR
@@ -49,9 +50,6 @@ MAX_SOCKET_PATH = 100
 STOP_GRACE = 3.0
 """Seconds an ssh gets to end on SIGTERM before SIGKILL (and again after)."""
 _POLL = 0.05
-_TARGET = re.compile(
-    r"(?:(?P<user>[^@\s/:\[\]]+)@)?(?P<host>\[[0-9A-Fa-f:.%\w]+\]|[^@\s/:\[\]]+)(?::(?P<port>\d{1,5}))?"
-)
 _SAFE_PATH = re.compile(r"/[^\s:\x00-\x1f\x7f]*")
 FOLDER_PREFIX = "pp-ssh-"
 STALE_AGE = 60.0
@@ -68,20 +66,14 @@ class TunnelError(Exception):
 
 
 def parse_target(target: str) -> tuple[str, int | None]:
-    """``[user@]host[:port]`` or an ssh config alias → (ssh's destination, port or None).
-
-    An IPv6 address takes brackets when it has a port (``[::1]:2222``). Anything that could
-    read as an ssh option (a leading ``-``) or holds blanks is refused.
-    """
-    match = _TARGET.fullmatch(target)
-    if target.startswith("-") or match is None:
-        raise TunnelError(f"{target!r} is not a host: expected [user@]host[:port] or an ssh config alias")
-    host = match["host"].removeprefix("[").removesuffix("]")
-    destination = f"{match['user']}@{host}" if match["user"] else host
-    port = int(match["port"]) if match["port"] else None
-    if port is not None and not 0 < port < 65536:
-        raise TunnelError(f"{target!r}: port {port} is out of range")
-    return destination, port
+    """``[user@]host[:port]`` or an ssh config alias → (ssh's destination, port or None), read
+    by the one parser of targets (domain/hosts.py ``parse_target``): nothing that could read as
+    an ssh option passes; TunnelError saying what fits otherwise."""
+    try:
+        parsed = hosts.parse_target(target)
+    except hosts.HostError as exc:
+        raise TunnelError(str(exc)) from None
+    return parsed.destination, parsed.port
 
 
 def remote_start_command(remote_command: str) -> str:

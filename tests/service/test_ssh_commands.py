@@ -224,6 +224,8 @@ async def test_a_missing_ssh_says_so(tmp_path: Path) -> None:
         ("alice@10.0.0.2:2222", ("alice@10.0.0.2", 2222)),
         ("[::1]:22", ("::1", 22)),
         ("bob@[fe80::1]", ("bob@fe80::1", None)),
+        ("my_box", ("my_box", None)),  # an ssh config alias: `hosts add` takes it as well
+        ("bob@my_box:2200", ("bob@my_box", 2200)),
     ],
 )
 def test_targets(target: str, expected: tuple[str, int | None]) -> None:
@@ -231,7 +233,21 @@ def test_targets(target: str, expected: tuple[str, int | None]) -> None:
 
 
 @pytest.mark.parametrize(
-    "target", ["-oProxyCommand=touch /tmp/x", "dev box", "", "a@", "host:0", "host:70000", "host:x", "a@b@c"]
+    "target",
+    [
+        "-oProxyCommand=touch /tmp/x",
+        "user@-oProxyCommand=touch /tmp/x",
+        "-user@host",
+        "_@-o",
+        "dev box",
+        "",
+        "a@",
+        "host:0",
+        "host:70000",
+        "host:x",
+        "a@b@c",
+        "host\nother",
+    ],
 )
 def test_bad_targets_are_refused(target: str) -> None:
     with pytest.raises(TunnelError):
