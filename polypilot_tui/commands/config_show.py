@@ -20,7 +20,6 @@ from polypilot_tui.config import (
     trusted_dotenv,
 )
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.text import strip_control
 from polypilot_tui.infra.redact import REDACTOR
 
 PREFIX = "POLYPILOT_"
@@ -85,10 +84,10 @@ def show_config(settings: Settings, json_mode: bool = False, given: frozenset[st
         return EXIT_OK
     for name, file in files.items():
         state = "in use" if file["in_use"] else "not there"
-        say(strip_control(f"{name + ' file':<12} {file['path']}  ({state})"))
+        say(f"{name + ' file':<12} {file['path']}  ({state})")
     say()
     for name, setting in effective.items():
         value = setting["value"]
         shown = dump_json(value) if isinstance(value, (dict, list)) else "none" if value is None else str(value)
-        say(strip_control(f"{name:<24} {shown}  ({setting['from']})"))
+        say(f"{name:<24} {shown}  ({setting['from']})")
     return EXIT_OK

@@ -31,7 +31,7 @@ from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, Comparison, FanOutSpecError, parse_fan_out
 from polypilot_tui.domain.records import Record, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.text import one_line, strip_control
+from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
@@ -48,7 +48,7 @@ EXIT_CHECK_FAILED = 5
 
 
 def tell(message: str) -> None:
-    say(f"polypilot run: {strip_control(message)}", err=True)
+    say(f"polypilot run: {message}", err=True)
 
 
 def usage_problem(catalog: AgentCatalog, spec: str) -> tuple[tuple[str, ...], str]:

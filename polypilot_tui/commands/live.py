@@ -21,7 +21,6 @@ from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.hosts import HostEntry, other_version_reason
 from polypilot_tui.domain.records import ItemAdded, Record
-from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.codec import decode_fields, record_from_json, view_from_json
@@ -51,7 +50,7 @@ class EngineGone(Exception):
 
 def fail(message: str) -> None:
     """One line on stderr, agent or engine text stripped of terminal controls."""
-    say(f"polypilot: {strip_control(message)}", err=True)
+    say(f"polypilot: {message}", err=True)
 
 
 async def connect(settings: Settings, *, start: bool) -> EngineClient:

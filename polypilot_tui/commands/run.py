@@ -210,7 +210,7 @@ async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: st
         kept = "" if completed else f" (agent logs kept in {workdir})"
         say(f"polypilot run: {verdict}{kept}", err=True)
     if failure is not None and code != EXIT_OK:  # the failure by its name, with the fix in words
-        say(f"polypilot run: {failure.title} — fix: {strip_control(failure.fix)}", err=True)
+        say(f"polypilot run: {failure.title} — fix: {failure.fix}", err=True)
     if code != EXIT_OK and stderr_tail:
         lines = "\n".join(f"  {strip_control(line)}" for line in stderr_tail[-10:])
         say(f"polypilot run: the agent's last lines on stderr:\n{lines}", err=True)

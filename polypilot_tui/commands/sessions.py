@@ -118,7 +118,7 @@ async def cmd_answer(settings: Settings, key: str, option: str | None) -> int:
         if option is None:
             say(f"{one_line(view.name, 60)} asks: {one_line(prompt.title, 200)}", err=True)
             for option_id, label, _kind in prompt.options:
-                say(f"{strip_control(option_id)}\t{one_line(label, 80)}")
+                say(f"{option_id}\t{one_line(label, 80)}")
             return EXIT_USAGE
         option_id, label = choose_option(prompt, option)
         current = (await one_view(client, view.id)).pending_permission
