@@ -9,7 +9,7 @@ from typing import Any
 
 from dotenv import dotenv_values
 
-from polypilot_tui.commands.output import EXIT_OK
+from polypilot_tui.commands.output import EXIT_OK, say
 from polypilot_tui.config import (
     AGENTS_FILE,
     CONFIG_FILE,
@@ -20,7 +20,6 @@ from polypilot_tui.config import (
     trusted_dotenv,
 )
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.text import strip_control
 from polypilot_tui.infra.redact import REDACTOR
 
 PREFIX = "POLYPILOT_"
@@ -81,14 +80,14 @@ def show_config(settings: Settings, json_mode: bool = False, given: frozenset[st
     }
     files = REDACTOR.scrub(files_in_use(settings))
     if json_mode:
-        print(dump_json({"files": files, "settings": effective}, indent=2))
+        say(dump_json({"files": files, "settings": effective}, indent=2))
         return EXIT_OK
     for name, file in files.items():
         state = "in use" if file["in_use"] else "not there"
-        print(strip_control(f"{name + ' file':<12} {file['path']}  ({state})"))
-    print()
+        say(f"{name + ' file':<12} {file['path']}  ({state})")
+    say()
     for name, setting in effective.items():
         value = setting["value"]
         shown = dump_json(value) if isinstance(value, (dict, list)) else "none" if value is None else str(value)
-        print(strip_control(f"{name:<24} {shown}  ({setting['from']})"))
+        say(f"{name:<24} {shown}  ({setting['from']})")
     return EXIT_OK

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
-from polypilot_tui.commands.output import EXIT_OK
+from polypilot_tui.commands.output import EXIT_OK, say
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.engine.api import EngineError
@@ -28,7 +27,7 @@ def cmd_serve(settings: Settings, catalog: AgentCatalog) -> int:
     try:
         return asyncio.run(serve(settings, catalog))
     except EngineRefused as exc:
-        print(f"polypilot: {exc}", file=sys.stderr)
+        say(f"polypilot: {exc}", err=True)
         return EXIT_REFUSED
 
 
@@ -42,21 +41,21 @@ async def _engine(settings: Settings, action: str, json_mode: bool) -> int:
         try:
             path, started = await ensure_engine(settings)
         except EngineError as exc:
-            print(f"polypilot: {exc}", file=sys.stderr)
+            say(f"polypilot: {exc}", err=True)
             return EXIT_REFUSED
         running = await engine_info(settings)
-        print(dump_json({"socket": str(path), "pid": running.pid if running else None, "started": started}))
+        say(dump_json({"socket": str(path), "pid": running.pid if running else None, "started": started}))
         return EXIT_OK
     info = await engine_info(settings)
     if info is None:
-        print(f"No engine runs for {settings.state_dir}.", file=sys.stderr)
+        say(f"No engine runs for {settings.state_dir}.", err=True)
         return EXIT_NO_ENGINE
     if action == "status":
         if json_mode:
-            print(dump_json({**encode(info), "socket": str(socket_path(settings.state_dir))}))
+            say(dump_json({**encode(info), "socket": str(socket_path(settings.state_dir))}))
         else:
             where = socket_path(settings.state_dir)
-            print(
+            say(
                 f"Engine pid {info.pid} on {where}: {info.sessions} session(s), "
                 f"{info.running_turns} turn(s) running, {info.attached} client(s) attached."
             )
@@ -76,8 +75,8 @@ async def _stop(settings: Settings, info: EngineInfo) -> int:
     deadline = loop.time() + STOP_WAIT
     while loop.time() < deadline:
         if not Path(socket_path(settings.state_dir)).exists() and await engine_info(settings) is None:
-            print(f"Engine pid {info.pid} stopped.")
+            say(f"Engine pid {info.pid} stopped.")
             return EXIT_OK
         await asyncio.sleep(0.05)
-    print(f"polypilot: engine pid {info.pid} did not stop within {STOP_WAIT:.0f} s", file=sys.stderr)
+    say(f"polypilot: engine pid {info.pid} did not stop within {STOP_WAIT:.0f} s", err=True)
     return EXIT_REFUSED

@@ -14,9 +14,9 @@ ASCII JSON.
 from __future__ import annotations
 
 import os
-import sys
 
 from polypilot_tui.commands.live import CommandFailed, run_command
+from polypilot_tui.commands.output import say
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.fan_out import Attempt, BroadcastResult, Comparison, FanOutSpecError, parse_fan_out
@@ -58,10 +58,10 @@ async def cmd_broadcast(settings: Settings, to: str, prompt: str, *, json_mode: 
         results = [n if isinstance(n, BroadcastResult) else sent[n] for n in dict.fromkeys(named)]
         names = {view.id: view.name for view in listed}
         if json_mode:
-            print(dump_json([encode(result) for result in results], ascii_only=True))
+            say(dump_json([encode(result) for result in results], ascii_only=True))
         for result in results if not json_mode else ():
             why = f": {one_line(result.reason, 300)}" if result.reason else ""
-            print(f"{result.session_id}  {one_line(names.get(result.session_id, '?'), 40)}  {result.result}{why}")
+            say(f"{result.session_id}  {one_line(names.get(result.session_id, '?'), 40)}  {result.result}{why}")
         return EXIT_REFUSED if any(r.result == "refused" for r in results) else EXIT_OK
 
     return await run_command(settings, True, body)
@@ -79,8 +79,8 @@ async def cmd_fan_out(
             raise CommandFailed(f"fan-out {exc}", EXIT_USAGE) from None
         request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout)
         group = await client.call(verbs.FAN_OUT, request)
-        print(group)
-        print(f"follow it with `polypilot compare {group}`", file=sys.stderr)
+        say(group)
+        say(f"follow it with `polypilot compare {group}`", err=True)
         return EXIT_OK
 
     return await run_command(settings, True, body)
@@ -131,7 +131,7 @@ async def cmd_compare(settings: Settings, group: str, *, check: bool = False, js
     async def body(client: EngineClient) -> int:
         verb = verbs.RUN_CHECK if check else verbs.COMPARE
         comparison = await client.call(verb, verbs.GroupRef(group))
-        print(dump_json(encode(comparison), indent=2, ascii_only=True) if json_mode else format_comparison(comparison))
+        say(dump_json(encode(comparison), indent=2, ascii_only=True) if json_mode else format_comparison(comparison))
         return EXIT_OK
 
     return await run_command(settings, True, body)  # a stopped engine's groups come back with it
@@ -152,12 +152,12 @@ async def cmd_pick(
         request = verbs.Pick(group, attempt.session_id, discard_others, force, message or "")
         result = await client.call(verbs.PICK, request)
         if result.committed:
-            print(f"{attempt.session_id}: its work was committed ({result.committed[:12]})")
-        print(f"{attempt.session_id}: {one_line(result.merge.message, 300)}")
+            say(f"{attempt.session_id}: its work was committed ({result.committed[:12]})")
+        say(f"{attempt.session_id}: {one_line(result.merge.message, 300)}")
         for name in result.merge.conflicts:
-            print(f"  conflict: {one_line(name, 200)}")
+            say(f"  conflict: {one_line(name, 200)}")
         for other in result.discarded:
-            print(f"{other.session_id}: {'discarded' if other.discarded else 'kept'}: {one_line(other.message, 400)}")
+            say(f"{other.session_id}: {'discarded' if other.discarded else 'kept'}: {one_line(other.message, 400)}")
         kept = any(not other.discarded for other in result.discarded)
         return EXIT_OK if result.merge.merged and not kept else EXIT_REFUSED
 

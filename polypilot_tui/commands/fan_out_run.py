@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from typing import Any
 
 from polypilot_tui.agents.base import REJECT_ONCE
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.interrupts import on_interrupt
+from polypilot_tui.commands.output import say
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, Comparison, FanOutSpecError, parse_fan_out
 from polypilot_tui.domain.records import Record, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.text import one_line, strip_control
+from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
@@ -47,8 +47,8 @@ EXIT_CANCELLED = 4
 EXIT_CHECK_FAILED = 5
 
 
-def say(message: str) -> None:
-    print(f"polypilot run: {strip_control(message)}", file=sys.stderr)
+def tell(message: str) -> None:
+    say(f"polypilot run: {message}", err=True)
 
 
 def usage_problem(catalog: AgentCatalog, spec: str) -> tuple[tuple[str, ...], str]:
@@ -80,7 +80,7 @@ async def run_fan_out(
     """Fan the task out, wait for every attempt, print the summary; the exit code."""
     agents, problem = usage_problem(catalog, spec)
     if problem:
-        say(problem)
+        tell(problem)
         return EXIT_USAGE
     if allow_tools:
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
@@ -99,7 +99,7 @@ async def run_fan_out(
     def cancel(signame: str) -> None:
         interrupted.append(signame)
         if len(interrupted) == 1 and group:
-            say(f"{signame}: stopping every attempt's turn (again to quit at once)")
+            tell(f"{signame}: stopping every attempt's turn (again to quit at once)")
             for sid in engine.ids():
                 loop.create_task(engine.call(verbs.STOP, verbs.SessionRef(sid)))
         elif main is not None:
@@ -114,7 +114,7 @@ async def run_fan_out(
             try:
                 group = await engine.call(verbs.FAN_OUT, request)
             except EngineError as exc:
-                say(str(exc))
+                tell(str(exc))
                 return EXIT_USAGE
             while True:
                 changed.clear()  # before the compare: an end while it reads is not missed
@@ -125,17 +125,17 @@ async def run_fan_out(
             await engine.fan_outs.idle()  # the checks started as the attempts ended
             comparison = await engine.call(verbs.COMPARE, verbs.GroupRef(group))
     except asyncio.CancelledError:
-        say(f"cancelled by {interrupted[-1] if interrupted else 'a signal'}")
+        tell(f"cancelled by {interrupted[-1] if interrupted else 'a signal'}")
         return EXIT_CANCELLED
     finally:
         await engine.close(quitting=False)
     code = exit_code(comparison, interrupted)
-    print(dump_json(summary(comparison, code), indent=2, ascii_only=True))
+    say(dump_json(summary(comparison, code), indent=2, ascii_only=True))
     for attempt in comparison.attempts:
         if attempt.outcome != Outcome.COMPLETED.value:
-            say(f"{attempt.session_id} ({attempt.agent}) {attempt.outcome}: {one_line(attempt.reason, 300)}")
+            tell(f"{attempt.session_id} ({attempt.agent}) {attempt.outcome}: {one_line(attempt.reason, 300)}")
     if comparison.attempts:
-        say(f"the worktrees are kept; merge the best with `git merge BRANCH` in {comparison.repo}")
+        tell(f"the worktrees are kept; merge the best with `git merge BRANCH` in {comparison.repo}")
     return code
 
 
@@ -147,7 +147,7 @@ def refuse_permission(engine: LocalEngine, session_id: str, refused: set[str], l
     if prompt is None or prompt.request_id in refused:
         return
     refused.add(prompt.request_id)
-    say(
+    tell(
         f"{session_id}: permission requested ({one_line(prompt.title, 200)}) but the policy is 'ask' and a "
         "fan-out asks nobody; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow."
     )

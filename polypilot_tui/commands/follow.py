@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,7 +28,7 @@ from polypilot_tui.commands.live import (
     run_command,
     until_signal,
 )
-from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
+from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output, say
 from polypilot_tui.commands.run import EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, exit_code
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
@@ -260,7 +259,7 @@ class TurnWaiter:
         return code
 
     def _say(self, message: str) -> None:
-        print(("\n" if self.render.out.line_open else "") + f"polypilot send: {message}", file=sys.stderr)
+        say(("\n" if self.render.out.line_open else "") + f"polypilot send: {message}", err=True)
 
 
 async def cmd_send(
@@ -271,11 +270,11 @@ async def cmd_send(
     async def body(client: EngineClient) -> int:
         view = await find_view(client, key)
         if not wait:
-            print(await client.call(SEND, Send(view.id, prompt)))
+            say(await client.call(SEND, Send(view.id, prompt)))
             return EXIT_OK
 
         def interrupted(name: str) -> int:
-            print(f"\npolypilot send: {name}: stopped waiting; the turn goes on in the engine", file=sys.stderr)
+            say(f"\npolypilot send: {name}: stopped waiting; the turn goes on in the engine", err=True)
             return EXIT_INTERRUPTED
 
         return await until_signal(_send_and_wait(client, view, key, prompt, json_mode, timeout), interrupted)
@@ -292,7 +291,7 @@ async def _send_and_wait(
         queued_ahead = sum(1 for q in snapshot.view.queue if q.key == prompt_key(text))
         waiter = TurnWaiter(key, text, queued_ahead, Render(out, json_mode))
         if await client.call(SEND, Send(view.id, prompt)) == "queued":
-            print("polypilot send: queued: it goes out when the running turn ends", file=sys.stderr)
+            say("polypilot send: queued: it goes out when the running turn ends", err=True)
         try:
             async with asyncio.timeout(timeout):
                 async for kind, data in items:
@@ -303,9 +302,7 @@ async def _send_and_wait(
                         return code
         except TimeoutError:
             out.end_line()
-            print(
-                f"polypilot send: the turn did not end within {timeout:g} s; it goes on in the engine", file=sys.stderr
-            )
+            say(f"polypilot send: the turn did not end within {timeout:g} s; it goes on in the engine", err=True)
             return EXIT_NOT_COMPLETED
     raise EngineGone("the stream ended")  # pragma: no cover - the items end only by raising
 

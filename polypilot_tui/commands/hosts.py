@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from polypilot_tui.commands.live import EXIT_NO_ENGINE, CommandFailed, fail, reach
+from polypilot_tui.commands.output import say
 from polypilot_tui.commands.sessions import format_views
 from polypilot_tui.commands.status import learn_secrets
 from polypilot_tui.config import Settings
@@ -50,24 +51,24 @@ def cmd_hosts(
                 raise HostError("hosts add NAME [USER@]HOST[:PORT]: give both")
             entry = HostEntry.checked(name, target, remote_command, tuple(ssh_options))
             add_host(where, entry)
-            print(
+            say(
                 f"added {entry.name} ({entry.target}); `polypilot` attaches to it, `--host {entry.name}` aims a command"
             )
         elif action == "rm":
             if name is None:
                 raise HostError("hosts rm NAME: which host?")
             gone = remove_host(where, name)
-            print(f"removed {gone.name} ({gone.target}); its engine there is left running")
+            say(f"removed {gone.name} ({gone.target}); its engine there is left running")
         else:
             entries = read_hosts(where)
             if json_mode:
-                print(dump_json([e.to_json() for e in entries], indent=2))
+                say(dump_json([e.to_json() for e in entries], indent=2))
             elif not entries:
-                print(f"no hosts ({where}); add one: polypilot hosts add NAME [USER@]HOST[:PORT]")
+                say(f"no hosts ({where}); add one: polypilot hosts add NAME [USER@]HOST[:PORT]")
             else:
                 for e in entries:
                     extra = "" if e.remote_command == "polypilot" else f"  (runs: {e.remote_command})"
-                    print(f"{e.name:<16} {e.target}{extra}")
+                    say(f"{e.name:<16} {e.target}{extra}")
     except (HostError, HostsFileError) as exc:
         fail(str(exc))
         return EXIT_USAGE
@@ -105,15 +106,15 @@ async def cmd_ls_all_hosts(settings: Settings, entries: Sequence[HostEntry], jso
             continue
         rows.extend((name, view) for view in REDACTOR.scrub(found))
     if json_mode:
-        print(dump_json([{"host": name, **view.to_json()} for name, view in rows], indent=2, ascii_only=True))
+        say(dump_json([{"host": name, **view.to_json()} for name, view in rows], indent=2, ascii_only=True))
         return code
     if not rows:
-        print("no sessions")
+        say("no sessions")
         return code
     table = format_views([view for _name, view in rows], 0.0).splitlines()
     hosts = ["HOST", *(one_line(name or "Local", 16) for name, _view in rows)]
     width = max(len(h) for h in hosts)
-    print("\n".join(f"{h.ljust(width)}  {line}" for h, line in zip(hosts, table, strict=True)))
+    say("\n".join(f"{h.ljust(width)}  {line}" for h, line in zip(hosts, table, strict=True)))
     return code
 
 

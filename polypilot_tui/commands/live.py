@@ -9,7 +9,6 @@ Read-only commands never start this machine's engine: with none running they say
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -17,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from polypilot_tui.commands.interrupts import on_interrupt
+from polypilot_tui.commands.output import say
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.hosts import HostEntry, other_version_reason
 from polypilot_tui.domain.records import ItemAdded, Record
-from polypilot_tui.domain.text import strip_control
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.codec import decode_fields, record_from_json, view_from_json
@@ -51,7 +50,7 @@ class EngineGone(Exception):
 
 def fail(message: str) -> None:
     """One line on stderr, agent or engine text stripped of terminal controls."""
-    print(f"polypilot: {strip_control(message)}", file=sys.stderr)
+    say(f"polypilot: {message}", err=True)
 
 
 async def connect(settings: Settings, *, start: bool) -> EngineClient:

@@ -8,10 +8,8 @@ the session's next turn and is refused while a turn runs (exit 1, the reason on 
 
 from __future__ import annotations
 
-import sys
-
 from polypilot_tui.commands.live import find_view, run_command
-from polypilot_tui.commands.output import EXIT_OK
+from polypilot_tui.commands.output import EXIT_OK, say
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.text import one_line
@@ -37,13 +35,13 @@ async def cmd_model(settings: Settings, key: str, model: str | None) -> int:
         name = one_line(view.name, 60)
         if model is not None:
             await client.call(verbs.SET_MODEL, verbs.SetModel(view.id, model))
-            print(f"{name}: model {one_line(model, 120)} (from the next turn)")
+            say(f"{name}: model {one_line(model, 120)} (from the next turn)")
             return EXIT_OK
         choices = await client.call(verbs.MODELS, verbs.SessionRef(view.id))
         if choices.note:
-            print(f"{name}: {one_line(choices.note, 200)}", file=sys.stderr)
+            say(f"{name}: {one_line(choices.note, 200)}", err=True)
         if choices.options:
-            print(format_models(choices))
+            say(format_models(choices))
         return EXIT_OK
 
     return await run_command(settings, True, body)

@@ -8,6 +8,9 @@ command exits with :data:`EXIT_STDOUT_CLOSED`, as a process the SIGPIPE ended wo
 
 :class:`Output` also knows whether the last line it wrote is still open, so a line of its
 own (``[tool bash] …``) starts a new line only when one is needed — never an empty line.
+
+:func:`say` is how a command prints a line: what an engine returned (with ``--host``, another
+machine's) reaches the terminal without the terminal controls it may hold.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import stat
 import sys
 from collections.abc import Callable
 from typing import TextIO
+
+from polypilot_tui.domain.text import strip_control
 
 EXIT_OK = 0
 EXIT_STDOUT_CLOSED = 141
@@ -34,6 +39,28 @@ def stdout_to_devnull(stream: TextIO | None = None) -> None:
             os.dup2(null, stream.fileno())
         finally:
             os.close(null)
+
+
+def say(*parts: object, sep: str = " ", err: bool = False, data: bool = False) -> None:
+    """Print ``parts`` as ``print`` does (stdout, or stderr with ``err``), stripped of terminal
+    controls: every command's line may hold text an engine returned. ``data`` (a diff) is
+    written as it is, newline and all, when the stream is not a terminal (a pipe, a file): a
+    patch must stay byte for byte; a terminal gets it stripped."""
+    stream = sys.stderr if err else sys.stdout
+    text = sep.join(str(part) for part in parts)
+    if data:
+        if _is_terminal(stream):
+            text = strip_control(text)
+        stream.write(text)
+        return
+    print(strip_control(text), file=stream)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (ValueError, AttributeError):
+        return False
 
 
 class Output:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from polypilot_tui.agents.head_start import head_start
 from polypilot_tui.agents.readiness import readiness
+from polypilot_tui.commands.output import say
 from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 
 if TYPE_CHECKING:
@@ -56,10 +57,10 @@ async def run_headless(
 ) -> int:
     """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
     if agent not in catalog.agents:
-        print(f"polypilot run: {catalog.missing(agent)}", file=sys.stderr)
+        say(f"polypilot run: {catalog.missing(agent)}", err=True)
         return EXIT_USAGE
     if cannot := readiness(catalog.agents[agent]).cannot_start:  # said now, not as a 401 much later
-        print(f"polypilot run: agent {agent!r} cannot start: {cannot}", file=sys.stderr)
+        say(f"polypilot run: agent {agent!r} cannot start: {cannot}", err=True)
         return EXIT_USAGE
     if allow_tools:
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
@@ -112,9 +113,9 @@ async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: st
 
     out = Output(on_closed=reader_left)
 
-    def say(message: str) -> None:
+    def tell(message: str) -> None:
         """A line on stderr, starting on a line of its own on a terminal both streams share."""
-        print(("\n" if out.line_open else "") + message, file=sys.stderr)
+        say(("\n" if out.line_open else "") + message, err=True)
 
     def show(change: Record) -> None:
         assert isinstance(change, EventReceived)
@@ -159,7 +160,7 @@ async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: st
         first = not interrupted
         interrupted.append(signame)
         if first and turn_running():
-            say(f"polypilot run: {signame}: stopping the turn (again to quit at once)")
+            tell(f"polypilot run: {signame}: stopping the turn (again to quit at once)")
             stop_turn()
         elif main is not None:
             main.cancel()  # the finally below still closes the agent
@@ -174,10 +175,10 @@ async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: st
     except asyncio.CancelledError:
         if out.closed:
             return EXIT_STDOUT_CLOSED
-        say(f"polypilot run: cancelled by {interrupted[-1] if interrupted else 'a signal'}")
+        tell(f"polypilot run: cancelled by {interrupted[-1] if interrupted else 'a signal'}")
         return EXIT_CANCELLED
     except Exception as exc:  # noqa: BLE001 - the job gets a reason, not a traceback
-        say(f"polypilot run: {strip_control(str(exc))}")
+        tell(f"polypilot run: {strip_control(str(exc))}")
         return EXIT_NOT_COMPLETED
     finally:
         completed = bool(ended) and ended[0].outcome is Outcome.COMPLETED
@@ -207,12 +208,12 @@ async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: st
         return EXIT_STDOUT_CLOSED
     if verdict:
         kept = "" if completed else f" (agent logs kept in {workdir})"
-        print(f"polypilot run: {verdict}{kept}", file=sys.stderr)
+        say(f"polypilot run: {verdict}{kept}", err=True)
     if failure is not None and code != EXIT_OK:  # the failure by its name, with the fix in words
-        print(f"polypilot run: {failure.title} — fix: {strip_control(failure.fix)}", file=sys.stderr)
+        say(f"polypilot run: {failure.title} — fix: {failure.fix}", err=True)
     if code != EXIT_OK and stderr_tail:
         lines = "\n".join(f"  {strip_control(line)}" for line in stderr_tail[-10:])
-        print(f"polypilot run: the agent's last lines on stderr:\n{lines}", file=sys.stderr)
+        say(f"polypilot run: the agent's last lines on stderr:\n{lines}", err=True)
     return code
 
 
@@ -247,10 +248,10 @@ async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, o
         out.line_open = False  # the answer's Enter ended the line
         choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
     else:
-        print(
+        say(
             ("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}) but the policy is "
             "'ask' and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
-            file=sys.stderr,
+            err=True,
         )
         choice = REJECT_ONCE
     await engine.call(verbs.ANSWER_PERMISSION, verbs.AnswerPermission(session_id, prompt.request_id, choice))

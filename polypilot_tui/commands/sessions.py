@@ -9,9 +9,8 @@ is a listing like ``status`` and is redacted.
 
 from __future__ import annotations
 
-import sys
-
 from polypilot_tui.commands.live import CommandFailed, find_view, one_view, run_command
+from polypilot_tui.commands.output import say
 from polypilot_tui.commands.status import learn_secrets
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.safe_json import dump_json
@@ -37,9 +36,9 @@ async def cmd_ls(settings: Settings, json_mode: bool = False) -> int:
         learn_secrets(settings)
         found = REDACTOR.scrub(found)  # a listing, like status: redacted (``follow`` shows the chat as it is)
         if json_mode:
-            print(dump_json([v.to_json() for v in found], indent=2, ascii_only=True))
+            say(dump_json([v.to_json() for v in found], indent=2, ascii_only=True))
         else:
-            print(format_views(found, now))
+            say(format_views(found, now))
         return EXIT_OK
 
     return await run_command(settings, False, body)
@@ -83,13 +82,13 @@ async def cmd_act(settings: Settings, key: str, action: str) -> int:
         view = await find_view(client, key)
         name = one_line(view.name, 60)
         if action == "stop" and not view.status.busy:
-            print(f"{name}: no turn is running")
+            say(f"{name}: no turn is running")
             return EXIT_OK
         result = await client.call(ACTS[action], verbs.SessionRef(view.id))
         if action == "close" and result is False:
             raise CommandFailed(f"{name} was not closed")
         done = {"stop": "stopped", "reconnect": "reconnected", "close": "closed"}[action]
-        print(f"{name}: {done}")
+        say(f"{name}: {done}")
         return EXIT_OK
 
     return await run_command(settings, action != "stop", body)
@@ -101,7 +100,7 @@ async def cmd_clear_queue(settings: Settings, key: str) -> int:
     async def body(client: EngineClient) -> int:
         view = await find_view(client, key)
         dropped = await client.call(verbs.CLEAR_QUEUE, verbs.SessionRef(view.id))
-        print(f"{one_line(view.name, 60)}: {dropped} queued prompt(s) dropped")
+        say(f"{one_line(view.name, 60)}: {dropped} queued prompt(s) dropped")
         return EXIT_OK
 
     return await run_command(settings, True, body)
@@ -117,9 +116,9 @@ async def cmd_answer(settings: Settings, key: str, option: str | None) -> int:
         if prompt is None:
             raise CommandFailed(f"{one_line(view.name, 60)} is not waiting for a permission")
         if option is None:
-            print(f"{one_line(view.name, 60)} asks: {one_line(prompt.title, 200)}", file=sys.stderr)
+            say(f"{one_line(view.name, 60)} asks: {one_line(prompt.title, 200)}", err=True)
             for option_id, label, _kind in prompt.options:
-                print(f"{strip_control(option_id)}\t{one_line(label, 80)}")
+                say(f"{option_id}\t{one_line(label, 80)}")
             return EXIT_USAGE
         option_id, label = choose_option(prompt, option)
         current = (await one_view(client, view.id)).pending_permission
@@ -127,7 +126,7 @@ async def cmd_answer(settings: Settings, key: str, option: str | None) -> int:
             raise CommandFailed("that permission was answered meanwhile (or its turn ended)")
         answer = verbs.AnswerPermission(view.id, prompt.request_id, option_id)
         await client.call(verbs.ANSWER_PERMISSION, answer)
-        print(f"{one_line(view.name, 60)}: answered {one_line(label, 80)}")
+        say(f"{one_line(view.name, 60)}: answered {one_line(label, 80)}")
         return EXIT_OK
 
     return await run_command(settings, False, body)

@@ -7,6 +7,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from polypilot_tui.commands.live import find_view, run_command
+from polypilot_tui.commands.output import say
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.team import TeamBounds
@@ -52,13 +53,13 @@ async def cmd_team(settings: Settings, key: str, given: dict[str, Any], show: bo
         ref = verbs.SessionRef(view.id)
         if stop_workers:
             stopped = await client.call(verbs.STOP_WORKERS, ref)
-            print(f"{one_line(view.name, 60)}: {stopped} worker(s) stopped")
+            say(f"{one_line(view.name, 60)}: {stopped} worker(s) stopped")
         elif show:
-            print(state_json(await client.call(verbs.TEAM_STATE, ref)))
+            say(state_json(await client.call(verbs.TEAM_STATE, ref)))
         else:
             base = (await client.call(verbs.TEAM_STATE, ref)).bounds if view.orchestrator else TeamBounds()
             bounds = replace(base, **given)
-            print(state_json(await client.call(verbs.ORCHESTRATE, verbs.Orchestrate(view.id, bounds))))
+            say(state_json(await client.call(verbs.ORCHESTRATE, verbs.Orchestrate(view.id, bounds))))
         return EXIT_OK
 
     return await run_command(settings, not show, body)

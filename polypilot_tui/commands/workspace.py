@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 
 from polypilot_tui.commands.live import HOST, CommandFailed, find_view, run_command
+from polypilot_tui.commands.output import say
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine.api import EngineError
@@ -63,10 +63,10 @@ async def cmd_new(
     has saved it."""
     remote = HOST.get() is not None  # --host: the agents and folders are that machine's
     if not remote and agent not in catalog.agents:
-        print(f"polypilot: {catalog.missing(agent)} (see `polypilot agents`)", file=sys.stderr)
+        say(f"polypilot: {catalog.missing(agent)} (see `polypilot agents`)", err=True)
         return EXIT_USAGE
     if remote and not (cwd.startswith(("~", "/")) or cwd == "."):
-        print("polypilot: with --host, give --cwd as an absolute path or under ~ (that machine's)", file=sys.stderr)
+        say("polypilot: with --host, give --cwd as an absolute path or under ~ (that machine's)", err=True)
         return EXIT_USAGE
     folder = cwd if cwd.startswith("~") else os.path.abspath(cwd)  # the engine's own folder is not ours
     if remote:
@@ -80,7 +80,7 @@ async def cmd_new(
         if not remote:  # its state folder is here to look at
             await _saved(Path(settings.state_dir), sid)
         where = f" on {view.branch}" if view.branch else ""
-        print(f"{sid}\t{view.workspace.folder if view.workspace else view.cwd}{where}")
+        say(f"{sid}\t{view.workspace.folder if view.workspace else view.cwd}{where}")
         return EXIT_OK
 
     return await run_command(settings, True, body)
@@ -106,13 +106,13 @@ async def cmd_diff(settings: Settings, key: str, *, stat: bool) -> int:
             counted = await client.call(DIFF_STAT, SessionRef(view.id))
             for count in counted.files:
                 tag = " (binary)" if count.binary else " (new)" if count.untracked else ""
-                print(f"+{count.added}\t\u2212{count.removed}\t{count.path}{tag}")
+                say(f"+{count.added}\t\u2212{count.removed}\t{count.path}{tag}")
             if counted.more:
-                print(f"… and {counted.more} more files")
-            print(counted.total.short() if counted.total else "no changes")
+                say(f"… and {counted.more} more files")
+            say(counted.total.short() if counted.total else "no changes")
             return EXIT_OK
         diff = await read_diff(client, view.id)
-        sys.stdout.write(diff.text)
+        say(diff.text, data=True)
         if diff.truncated:
             raise CommandFailed("the diff was cut: it is larger than the limit")
         return EXIT_OK
@@ -137,21 +137,21 @@ async def cmd_finish(
         sid = (await find_view(client, key)).id
         if action == "commit":
             text = message if message else await client.call(COMMIT_MESSAGE, SessionRef(sid))
-            print(f"committed {await client.call(COMMIT, Commit(sid, text))}")
+            say(f"committed {await client.call(COMMIT, Commit(sid, text))}")
         elif action == "merge":
             result = await client.call(MERGE, Merge(sid, fast_forward_only))
             if not result.merged:
                 for name in result.conflicts:
-                    print(f"conflict\t{name}")
+                    say(f"conflict\t{name}")
                 raise CommandFailed(result.message)
-            print(result.message)
+            say(result.message)
         elif action == "push":
-            print(await client.call(PUSH, Push(sid, remote)))
+            say(await client.call(PUSH, Push(sid, remote)))
         elif action == "pr":
-            print(await client.call(PULL_REQUEST, PullRequest(sid, body=message or "")))
+            say(await client.call(PULL_REQUEST, PullRequest(sid, body=message or "")))
         elif action == "discard":
             try:
-                print(await client.call(DISCARD, Discard(sid, force)))
+                say(await client.call(DISCARD, Discard(sid, force)))
             except EngineError as exc:
                 hint = " (--force throws it away)" if "nothing was removed" in str(exc) else ""
                 raise CommandFailed(f"{exc}{hint}") from None

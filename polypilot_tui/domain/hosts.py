@@ -28,7 +28,8 @@ UPGRADE_COMMAND = "pipx upgrade polypilot_tui"
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,31}")
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+"""A DNS label, with ``_`` too: an ssh config alias (``Host my_box``) is a target as well."""
 _HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
 _TARGET = re.compile(r"(?:(?P<user>[^@]*)@)?(?P<host>\[[^\]]*\]|[^:@\[\]]*)(?::(?P<port>[0-9]{1,5}))?")
 _RESERVED = frozenset({"local", "localhost-engine", "all"})
@@ -89,8 +90,8 @@ def check_name(name: str) -> str:
 def parse_target(text: str) -> HostTarget:
     """``[USER@]HOST[:PORT]`` → a :class:`HostTarget`; HostError naming what is wrong.
 
-    HOST is a DNS name (letters, digits, ``-`` and dots, no label starting or ending with
-    ``-``), an IPv4 address, or an IPv6 address in brackets (``[::1]:2222``); USER is letters,
+    HOST is a DNS name or an ssh config alias (letters, digits, ``_``, ``-`` and dots, no label
+    starting or ending with ``-``), an IPv4 address, or an IPv6 address in brackets (``[::1]:2222``); USER is letters,
     digits, ``.``, ``_``, ``-`` not starting with ``-`` or ``.``; PORT is 1-65535. Nothing
     else: no blanks, no leading ``-``, no ssh option can hide in a target.
     """

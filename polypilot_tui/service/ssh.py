@@ -27,10 +27,12 @@ import stat
 import tempfile
 import time
 from collections.abc import Sequence
+from enum import Enum
 from types import TracebackType
 from typing import Any
 
 from polypilot_tui.agents.leash import leashed
+from polypilot_tui.domain import hosts
 from polypilot_tui.domain.exit_status import exit_text
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.infra.redact import REDACTOR
@@ -49,9 +51,6 @@ MAX_SOCKET_PATH = 100
 STOP_GRACE = 3.0
 """Seconds an ssh gets to end on SIGTERM before SIGKILL (and again after)."""
 _POLL = 0.05
-_TARGET = re.compile(
-    r"(?:(?P<user>[^@\s/:\[\]]+)@)?(?P<host>\[[0-9A-Fa-f:.%\w]+\]|[^@\s/:\[\]]+)(?::(?P<port>\d{1,5}))?"
-)
 _SAFE_PATH = re.compile(r"/[^\s:\x00-\x1f\x7f]*")
 FOLDER_PREFIX = "pp-ssh-"
 STALE_AGE = 60.0
@@ -60,7 +59,7 @@ by another dashboard has no socket for a moment)."""
 CONTROL_LOOKUP = 2.0
 """Seconds ``ssh -G`` (which reads the config only) has to say where the control socket is."""
 CONTROL_PROBE = 0.25
-"""Seconds a connection master's control socket has to greet before it is taken for hung."""
+"""Seconds a connection master's control socket has to greet before our ssh goes around it."""
 
 
 class TunnelError(Exception):
@@ -68,20 +67,14 @@ class TunnelError(Exception):
 
 
 def parse_target(target: str) -> tuple[str, int | None]:
-    """``[user@]host[:port]`` or an ssh config alias → (ssh's destination, port or None).
-
-    An IPv6 address takes brackets when it has a port (``[::1]:2222``). Anything that could
-    read as an ssh option (a leading ``-``) or holds blanks is refused.
-    """
-    match = _TARGET.fullmatch(target)
-    if target.startswith("-") or match is None:
-        raise TunnelError(f"{target!r} is not a host: expected [user@]host[:port] or an ssh config alias")
-    host = match["host"].removeprefix("[").removesuffix("]")
-    destination = f"{match['user']}@{host}" if match["user"] else host
-    port = int(match["port"]) if match["port"] else None
-    if port is not None and not 0 < port < 65536:
-        raise TunnelError(f"{target!r}: port {port} is out of range")
-    return destination, port
+    """``[user@]host[:port]`` or an ssh config alias → (ssh's destination, port or None), read
+    by the one parser of targets (domain/hosts.py ``parse_target``): nothing that could read as
+    an ssh option passes; TunnelError saying what fits otherwise."""
+    try:
+        parsed = hosts.parse_target(target)
+    except hosts.HostError as exc:
+        raise TunnelError(str(exc)) from None
+    return parsed.destination, parsed.port
 
 
 def remote_start_command(remote_command: str) -> str:
@@ -244,18 +237,48 @@ def _socket_bases() -> list[str]:
     return [base for base in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp", tempfile.gettempdir()) if base]
 
 
-def _listening(path: str, greeting: bool = False) -> bool | None:
-    """True: something accepts on ``path`` (and, with ``greeting``, says something within
-    :data:`CONTROL_PROBE` s); False: refused, or silent; None: nothing there."""
+def _listening(path: str) -> bool | None:
+    """True: something accepts on ``path``; False: refused; None: nothing there."""
     probe = socket.socket(socket.AF_UNIX)
     probe.settimeout(CONTROL_PROBE)
     try:
         probe.connect(path)
-        return bool(probe.recv(4)) if greeting else True
+        return True
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError:  # refused, or (greeting) the timeout: a master that accepts and never answers
+    except OSError:
         return False
+    finally:
+        probe.close()
+
+
+class Control(Enum):
+    """What answers on the control socket ssh would use for a host."""
+
+    NONE = "none"
+    """No socket there (or none configured, or not this user's): ssh decides as usual."""
+    GREETS = "greets"
+    """A connection master that says hello: ours may share it."""
+    STALE = "stale"
+    """The connect is refused: nobody serves it (removed)."""
+    SILENT = "silent"
+    """It accepts (or is busy) and says nothing in time: maybe hung, maybe only loaded; the
+    user's other sessions may still use it, so it is kept and ours go around it."""
+
+
+def _control_state(path: str) -> Control:
+    """Ask the socket at ``path`` for the master's hello within :data:`CONTROL_PROBE` s."""
+    probe = socket.socket(socket.AF_UNIX)
+    probe.settimeout(CONTROL_PROBE)
+    try:
+        probe.connect(path)
+        return Control.GREETS if probe.recv(4) else Control.SILENT
+    except (FileNotFoundError, NotADirectoryError):
+        return Control.NONE
+    except ConnectionRefusedError:  # ECONNREFUSED: no listener behind it
+        return Control.STALE
+    except OSError:  # the timeout (no hello), a full backlog: not known dead
+        return Control.SILENT
     finally:
         probe.close()
 
@@ -288,23 +311,25 @@ def clean_stale_forwards(bases: Sequence[str] | None = None, now: float | None =
     return removed
 
 
-async def clean_control_socket(
+async def check_control_socket(
     ssh: str, destination: str, options: Sequence[str], timeout: float = CONTROL_LOOKUP
-) -> str | None:
+) -> Control:
     """The connection master's control socket ssh would use for ``destination`` (``ssh -G``),
-    removed when it is stale or hung (a master that accepts and never greets made every ssh
-    after it hang); the path removed, or None. Only a socket of this user is touched."""
+    probed: removed only when stale (refused); one that accepts and does not greet (a hung
+    master made every ssh after it hang, agent-deck #1421; a loaded one is just slow) is left
+    to the user's sessions, and :func:`open_tunnel` runs its ssh without it. Only a socket of
+    this user is touched."""
     argv = [ssh, "-G", *options, "--", destination]
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
         )
     except OSError:
-        return None
+        return Control.NONE
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
-        return None
+        return Control.NONE
     finally:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -319,19 +344,21 @@ async def clean_control_socket(
         "none",
     )
     if path == "none" or not path.startswith("/"):
-        return None
+        return Control.NONE
     try:
         st = os.lstat(path)
     except OSError:
-        return None
+        return Control.NONE
     if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
-        return None
-    if await asyncio.to_thread(_listening, path, True):
-        return None
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    log.warning("removed the stale or hung ssh control socket %s", path)
-    return path
+        return Control.NONE
+    state = await asyncio.to_thread(_control_state, path)
+    if state is Control.STALE:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        log.warning("removed the stale ssh control socket %s", path)
+    elif state is Control.SILENT:
+        log.warning("the ssh control socket %s did not greet: this connection goes without it", path)
+    return state
 
 
 class Tunnel:
@@ -480,8 +507,14 @@ async def open_tunnel(
     # No forwardings from the user's config on the first call: they could clash with a
     # session the user has open. Their connection master, when one runs, is used.
     port_option = ["-p", str(port)] if port is not None else []
-    await clean_control_socket(common[0], destination, [*ssh_options, *port_option], min(CONTROL_LOOKUP, timeout / 4))
-    start = [*common, *_o("ClearAllForwardings=yes", "ControlMaster=no"), "--", destination, command]
+    control = await check_control_socket(
+        common[0], destination, [*ssh_options, *port_option], min(CONTROL_LOOKUP, timeout / 4)
+    )
+    # A master that did not greet is not ours to remove (the user's sessions may be using it),
+    # nor to wait on: this ssh goes around it (first -o wins, so before the user's options).
+    around = _o("ControlPath=none") if control is Control.SILENT else []
+    start = [common[0], *around, *common[1:], *_o("ClearAllForwardings=yes", "ControlMaster=no")]
+    start += ["--", destination, command]
     remote_socket, pid, started = await _start_engine(start, target, deadline, timeout)
 
     folder = _socket_folder()

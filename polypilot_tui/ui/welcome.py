@@ -7,10 +7,12 @@ it must not pass for a real agent, and a new user must learn what is installed."
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 from polypilot_tui.config import AgentCatalog
 from polypilot_tui.domain.agents import AgentOffer, Availability
+from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.hosts import LOCAL
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine import verbs
@@ -24,37 +26,56 @@ DEMO_SAYS = (
     "This is the built-in demo agent: scripted replies, no model, nothing is run on your machine "
     "(try !help; prompts starting with ! play the failures polypilot is built to survive)."
 )
+ASK_AGAIN = 30.0
+"""Seconds before a host whose engine did not say its agents is asked again."""
 MAX_NAMED = 6
 """Agents named in the line; the rest are counted (ctrl+n lists them all)."""
 
 
 class AgentsFound:
     """The agents each machine's engine can start, asked when first needed (Local's at start;
-    a host's when one of its sessions is first shown; None until it answers)."""
+    a host's when one of its sessions is first shown; None until it answers). A host that did
+    not answer is asked again :data:`ASK_AGAIN` seconds later, not at every redraw."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._found: dict[str, tuple[AgentOffer, ...]] = {}
-        self._asked: set[str] = set()
+        self._asking: set[str] = set()
+        self._retry_at: dict[str, float] = {}
 
     @property
     def offers(self) -> tuple[AgentOffer, ...] | None:
         """Local's agents (None until its engine answered)."""
         return self._found.get(LOCAL)
 
-    def asked(self, host: str) -> bool:
-        """``host``'s engine was asked (or is being asked)."""
-        return host in self._asked
+    def due(self, host: str) -> bool:
+        """``host``'s engine is to be asked now: it has not answered, is not being asked, and
+        did not fail to answer within the last :data:`ASK_AGAIN` seconds."""
+        if host in self._found or host in self._asking:
+            return False
+        return self._retry_at.get(host, float("-inf")) <= self._clock.now()
 
-    async def look(self, engine: Engine, host: str = LOCAL) -> None:
-        """Ask ``host``'s engine (readiness looks on its disk, off its loop)."""
-        self._asked.add(host)
-        offers = await attempt(log, "the list of agents", engine.call(verbs.AGENTS, verbs.NoArgs()))
+    def look(self, engine: Engine, host: str = LOCAL) -> Coroutine[Any, Any, bool]:
+        """Ask ``host``'s engine (readiness looks on its disk, off its loop): ``host`` counts as
+        asked from this call on (a second redraw before the answer asks nothing); the
+        coroutine is True when it answered."""
+        self._asking.add(host)
+        return self._ask(engine, host)
+
+    async def _ask(self, engine: Engine, host: str) -> bool:
+        try:
+            offers = await attempt(log, "the list of agents", engine.call(verbs.AGENTS, verbs.NoArgs()))
+        finally:
+            self._asking.discard(host)
         if not isinstance(offers, Failed):
             self._found[host] = offers
-        elif host == LOCAL:
+            self._retry_at.pop(host, None)
+            return True
+        if host == LOCAL:
             self._found[host] = ()  # the welcome then says where to look instead
-        else:
-            self._asked.discard(host)  # a host that did not answer is asked again when next shown
+            return True
+        self._retry_at[host] = self._clock.now() + ASK_AGAIN
+        return False
 
     def empty_text(self, view: SessionView, catalog: AgentCatalog, host: str = LOCAL) -> str:
         """What the session's chat says before its first message: a demo's welcome, else the

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import stat
 import sys
 import time
@@ -18,14 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.service.ssh import TunnelError, open_tunnel, parse_target, remote_start_command
+from polypilot_tui.service.ssh import (
+    Control,
+    TunnelError,
+    check_control_socket,
+    open_tunnel,
+    parse_target,
+    remote_start_command,
+)
 
 GOOD = '{"socket": "/run/user/1000/polypilot/engine.sock", "pid": 4242, "started": true}'
 
 FAKE_SSH = r"""#!{python}
 import json, os, signal, socket, sys, time
-if "-G" in sys.argv:  # the configuration ssh would use: no connection master
-    print("controlpath none")
+if "-G" in sys.argv:  # the configuration ssh would use: its connection master's socket, or none
+    print("controlpath {control}")
     sys.exit(0)
 log = {log!r}
 with open(log, "a") as f:
@@ -73,9 +81,12 @@ def fake_ssh(tmp_path: Path) -> FakeSsh:
     server that refuses the channel), "die" exits 255 at once.
     """
 
-    def make(start: tuple[int | str, str, str] = (0, GOOD + "\n", ""), forward: str = "listen") -> Path:
+    def make(
+        start: tuple[int | str, str, str] = (0, GOOD + "\n", ""), forward: str = "listen", control: str = "none"
+    ) -> Path:
         path = tmp_path / "ssh"
-        text = FAKE_SSH.format(python=sys.executable, log=str(tmp_path / "argv.log"), start=start, forward=forward)
+        log = str(tmp_path / "argv.log")
+        text = FAKE_SSH.format(python=sys.executable, log=log, start=start, forward=forward, control=control)
         path.write_text(text)
         path.chmod(0o755)
         return path
@@ -224,6 +235,8 @@ async def test_a_missing_ssh_says_so(tmp_path: Path) -> None:
         ("alice@10.0.0.2:2222", ("alice@10.0.0.2", 2222)),
         ("[::1]:22", ("::1", 22)),
         ("bob@[fe80::1]", ("bob@fe80::1", None)),
+        ("my_box", ("my_box", None)),  # an ssh config alias: `hosts add` takes it as well
+        ("bob@my_box:2200", ("bob@my_box", 2200)),
     ],
 )
 def test_targets(target: str, expected: tuple[str, int | None]) -> None:
@@ -231,7 +244,21 @@ def test_targets(target: str, expected: tuple[str, int | None]) -> None:
 
 
 @pytest.mark.parametrize(
-    "target", ["-oProxyCommand=touch /tmp/x", "dev box", "", "a@", "host:0", "host:70000", "host:x", "a@b@c"]
+    "target",
+    [
+        "-oProxyCommand=touch /tmp/x",
+        "user@-oProxyCommand=touch /tmp/x",
+        "-user@host",
+        "_@-o",
+        "dev box",
+        "",
+        "a@",
+        "host:0",
+        "host:70000",
+        "host:x",
+        "a@b@c",
+        "host\nother",
+    ],
 )
 def test_bad_targets_are_refused(target: str) -> None:
     with pytest.raises(TunnelError):
@@ -248,3 +275,65 @@ def test_remote_command_quoting() -> None:
         remote_start_command("  ")
     with pytest.raises(TunnelError):
         remote_start_command("'unclosed")
+
+
+def control_socket(tmp_path: Path, kind: str) -> tuple[Path, socket.socket | None]:
+    """A real control socket at a short path: ``greets`` (says hello on accept), ``silent``
+    (accepts, says nothing: hung, or a master on a loaded machine) or ``stale`` (bound, its
+    listener gone: a connect is refused)."""
+    path = tmp_path / f"cm-{kind}"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    if kind == "stale":
+        server.close()  # the file stays; nobody listens
+        return path, None
+    server.listen()
+    if kind == "greets":
+        server.setblocking(False)
+    return path, server
+
+
+async def test_a_silent_master_is_kept_and_our_ssh_goes_around_it(tmp_path: Path, fake_ssh: FakeSsh) -> None:
+    path, server = control_socket(tmp_path, "silent")
+    assert server is not None
+    try:
+        ssh = fake_ssh(control=str(path))
+        assert await check_control_socket(str(ssh), "devbox", []) is Control.SILENT
+        assert stat.S_ISSOCK(path.stat().st_mode)  # the user's other sessions keep it
+        tunnel = await open_tunnel("devbox", ssh=str(ssh), timeout=10)
+        await tunnel.close()
+        start = calls(tmp_path)[0]
+        assert start[:2] == ["-o", "ControlPath=none"]  # first, as the first -o wins over the user's
+        assert stat.S_ISSOCK(path.stat().st_mode)
+    finally:
+        server.close()
+
+
+async def test_a_stale_control_socket_is_removed(tmp_path: Path, fake_ssh: FakeSsh) -> None:
+    path, _ = control_socket(tmp_path, "stale")
+    ssh = fake_ssh(control=str(path))
+    assert await check_control_socket(str(ssh), "devbox", []) is Control.STALE
+    assert not path.exists()
+    tunnel = await open_tunnel("devbox", ssh=str(ssh), timeout=10)
+    await tunnel.close()
+    assert not option(calls(tmp_path)[0], "ControlPath=none")  # nothing left to go around
+
+
+async def test_a_master_that_greets_is_kept_and_used(tmp_path: Path, fake_ssh: FakeSsh) -> None:
+    path, server = control_socket(tmp_path, "greets")
+    assert server is not None
+
+    async def hello() -> None:
+        loop = asyncio.get_running_loop()
+        conn, _ = await loop.sock_accept(server)
+        await loop.sock_sendall(conn, b"\0\0\0\x05")
+        conn.close()
+
+    greeter = asyncio.ensure_future(hello())
+    try:
+        ssh = fake_ssh(control=str(path))
+        assert await check_control_socket(str(ssh), "devbox", []) is Control.GREETS
+        assert stat.S_ISSOCK(path.stat().st_mode)
+    finally:
+        greeter.cancel()
+        server.close()

@@ -50,7 +50,8 @@ async def first_start(d: Driver) -> None:
         return CATALOG_OFFERS
 
     engine_of(d.app).agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
-    await d.app.dashboard.look_for_agents()
+    d.app.dashboard.look_for_agents()
+    await d.app.dashboard.workers.wait_for_complete()
     await d.settle()
 
 

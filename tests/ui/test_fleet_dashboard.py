@@ -15,11 +15,13 @@ from textual.widgets import Input, OptionList
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.hosts import HostState
+from polypilot_tui.engine.api import EngineError
 from polypilot_tui.ui.screens.fan_out import FanOutScreen
 from polypilot_tui.ui.screens.host_picker import HostPickerScreen
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.screens.rename import RenameScreen
 from polypilot_tui.ui.ui_state import load_ui_state
+from polypilot_tui.ui.welcome import ASK_AGAIN
 from tests.snapshots.fleet_scenarios import FleetDriver, fleet_app, utc  # noqa: F401 - utc: the fixture
 from tests.ui.helpers import notifications, wait_for
 from tests.ui.test_first_start import chat_says
@@ -296,3 +298,30 @@ async def test_a_session_id_a_host_should_never_send_is_not_listed_and_the_dashb
         assert rig.app.sidebar.session_list.session_ids == ["s1", fine] and bad not in rig.fleet.ids()
         assert any("dev: The engine listed a session whose id" in line for line in notifications(rig.app))
         assert rig.app.return_code is None and str(rig.app.pane.header.render()).startswith("fine · on dev")
+
+
+async def test_a_host_that_fails_to_say_its_agents_is_not_asked_at_every_redraw(tmp_path: Path) -> None:
+    # Once the lookup forgot it had asked: each redraw started another remote call, a log line
+    # and a full sidebar redraw, at round-trip speed. Asked once; again after ASK_AGAIN.
+    rig = fleet_app(tmp_path, HOSTS)
+    asked: list[float] = []
+
+    async def refuse(request: object) -> tuple[()]:
+        asked.append(rig.clock.now())
+        raise EngineError("dev: the link dropped")
+
+    rig.engines["dev"].agents = refuse  # type: ignore[method-assign]
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        d = FleetDriver(pilot, rig)
+        await d.settle()
+        sid = await d.on("dev").add("dev demo")
+        rig.app.select(sid)
+        await wait_for(pilot, lambda: len(asked) >= 1, what="dev asked for its agents")
+        for n in range(20):  # redraws: each one once asked again
+            d.on("dev").say(sid, f"line {n}")
+            await d.settle()
+        assert len(asked) == 1
+        await d.advance(ASK_AGAIN + 1)
+        d.say(sid, "after the retry time")
+        await d.settle()
+        await wait_for(pilot, lambda: len(asked) == 2, what="dev asked again after its retry time")

@@ -30,6 +30,8 @@ from polypilot_tui.domain.hosts import (
         ("dev@10.0.0.7:2222", HostTarget("10.0.0.7", "dev", 2222), "dev@10.0.0.7:2222"),
         ("[::1]:22", HostTarget("::1", "", 22), "[::1]:22"),
         ("a.b-c.d.", HostTarget("a.b-c.d."), "a.b-c.d."),
+        ("my_box", HostTarget("my_box"), "my_box"),  # an ssh config alias (README: aliases work)
+        ("dev@_build_.lan:2222", HostTarget("_build_.lan", "dev", 2222), "dev@_build_.lan:2222"),
     ],
 )
 def test_a_target_is_a_user_a_host_and_a_port(text: str, target: HostTarget, shown: str) -> None:
@@ -50,7 +52,8 @@ def test_a_target_is_a_user_a_host_and_a_port(text: str, target: HostTarget, sho
         "dev@host:0",
         "dev@host:65536",
         "dev@host:22:33",
-        "host_name",  # underscores are no DNS name
+        "host_-",  # no label ends with '-'
+        "my_box -oX",
         "-host",
         "a..b",
         "[not-ipv6]:22",

@@ -32,6 +32,13 @@ def test_hosts_are_added_listed_and_removed_in_a_private_file(
     assert [e.name for e in read_hosts(path)] == ["build"]
 
 
+def test_an_ssh_config_alias_with_an_underscore_is_added_as_ssh_would_take_it(tmp_path: Path) -> None:
+    # `--ssh my_box` worked while `hosts add build my_box` was refused: one parser now.
+    path = tmp_path / "hosts.json"
+    assert cmd_hosts("add", "build", "my_box", "polypilot", [], path=path) == 0
+    assert find_host(path, "build") == HostEntry("build", "my_box", "polypilot", ())
+
+
 @pytest.mark.parametrize(
     ("name", "target", "options", "said"),
     [

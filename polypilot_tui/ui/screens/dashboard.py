@@ -181,7 +181,7 @@ class DashboardScreen(Screen[None]):
         kept in the saved state meanwhile (a host that is down must not cost a draft)."""
         self._recently_closed: list[ClosedSession] = []
         """Most recent last; each leaves after UNDO_SECONDS."""
-        self.agents_found = AgentsFound()  # for the demo's welcome
+        self.agents_found = AgentsFound(clock)  # for the demo's welcome
         self.first_folder: str | None = None
         """Where a first session works when none was saved: the folder polypilot started in
         (ui/launch.py says; None: its agent's own folder, where the engine runs)."""
@@ -245,7 +245,7 @@ class DashboardScreen(Screen[None]):
             self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
             if problem:
                 self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
-        self.run_worker(self.look_for_agents(), group="agents", exclusive=True, exit_on_error=False)
+        self.look_for_agents()
         if not self.engine.ids():
             await self.start_first_session()
         elif self._ui_state.selected in self.engine.ids():
@@ -443,8 +443,8 @@ class DashboardScreen(Screen[None]):
         shown = current.get(self.selected) if self.selected else None
         where = self._where(shown.id, hosts, host_of, now) if shown is not None and hosts else ""
         machine = host_of.get(shown.id, "") if shown is not None else ""
-        if machine and not self.agents_found.asked(machine) and any(h.name == machine and h.live for h in hosts):
-            self.run_worker(self.look_for_agents(machine), group=f"agents-{machine}", exit_on_error=False)
+        if machine and self.agents_found.due(machine) and any(h.name == machine and h.live for h in hosts):
+            self.look_for_agents(machine)
         if shown is None:
             await self.pane.show(None, (), "", now)
         elif (
@@ -493,12 +493,17 @@ class DashboardScreen(Screen[None]):
             return ""
         return name if host.live else f"{name} ({host_state(host, now, self.clock.wall())})"
 
-    async def look_for_agents(self, host: str = "") -> None:
+    def look_for_agents(self, host: str = "") -> None:
         """Ask ``host``'s engine which agents it can start (the demo's welcome names them): Local's
-        at start, a host's when one of its sessions is first shown."""
-        await self.agents_found.look(self.engine.member(host), host)
-        self._dirty.update(self.engine.ids())
-        self._request_redraw()
+        at start, a host's when one of its sessions is first shown. One worker per host, marked
+        asked at once: two redraws before the answer start one call."""
+        asked = self.agents_found.look(self.engine.member(host), host)
+        self.run_worker(self._agents_answer(asked), group=f"agents-{host}", exclusive=True, exit_on_error=False)
+
+    async def _agents_answer(self, asked: Awaitable[bool]) -> None:
+        if await asked:  # a failure changes nothing shown: no redraw
+            self._dirty.update(self.engine.ids())
+            self._request_redraw()
 
     # ---- selection -----------------------------------------------------------------
     async def start_first_session(self) -> None:
