@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,22 +69,28 @@ PAGE_KIB = resource.getpagesize() // 1024
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """Every process now, with the fields of its /proc/PID/stat after the command's name
+    (``fields[1]`` the parent, ``[19]`` the start tick, ``[21]`` resident pages)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                yield int(entry), fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+
+
 def tree_memory(root: int, pss: bool) -> tuple[int, int]:
     """(PSS, RSS) in KiB of ``root`` and every process below it (a snapshot of /proc); PSS
     only when asked (0 otherwise): reading it walks the page tables of the process, ~3.5 ms
     for a CLI, which polled often would slow the very run it measures."""
     children: dict[int, list[int]] = {}
     resident: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1] is the parent id
-        resident[int(entry)] = int(fields[21]) * PAGE_KIB  # field 24 of stat: resident pages
+    for pid, fields in proc_stats():
+        children.setdefault(int(fields[1]), []).append(pid)  # fields[1] is the parent id
+        resident[pid] = int(fields[21]) * PAGE_KIB  # field 24 of stat: resident pages
     total_pss = total_rss = 0
     todo = [root]
     while todo:
@@ -105,17 +112,7 @@ def start_tick(pid: int) -> int | None:
 
 def first_child_tick(root: int) -> int | None:
     """The start tick of the earliest child of ``root`` (the CLI, or its leash that execs it)."""
-    ticks = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == root:
-            ticks.append(int(fields[19]))
+    ticks = [int(fields[19]) for _pid, fields in proc_stats() if int(fields[1]) == root]
     return min(ticks) if ticks else None
 
 
