@@ -16,6 +16,7 @@ from polypilot_tui.domain.history import UNREADABLE, History
 from polypilot_tui.domain.limits import CUT_NOTE_CHARS, ROW_CHARS, TOOL_TEXT_CHARS, bounded, saved_bytes
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.prompt_queue import QueuedPrompt
+from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome, ToolCall, Turn
 from polypilot_tui.domain.usage import Usage
@@ -80,6 +81,8 @@ class Session:
     """The session's folder and, for git, its branch and base (None: the agent's own cwd)."""
     changes: ChangeStats = field(default_factory=ChangeStats)
     """What the session changed in its workspace, as last counted."""
+    sandbox: Sandbox = NO_SANDBOX
+    """The sandbox its agent runs in, as chosen when it was made (saved; never widened by recovery)."""
     sign_in: str = ""
     """How its agent is signed in, in words (its catalog entry's): the fix a refused sign-in names."""
     workspace_problem: str = ""

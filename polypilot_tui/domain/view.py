@@ -25,6 +25,7 @@ from polypilot_tui.domain.limits import (
 )
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.prompt_queue import QueueEntry, entry
+from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import Outcome, PermissionPrompt, Phase
@@ -159,6 +160,8 @@ class SessionView:
     """The session is an orchestrator."""
     team_note: str = ""
     """On an orchestrator: a bound reached or a stall, in words ("" when none)."""
+    sandbox: Sandbox = NO_SANDBOX
+    """The sandbox its agent runs in (issue 27, domain/sandbox.py)."""
 
     @property
     def queued(self) -> int:
@@ -269,6 +272,7 @@ def make_view(session: Session, cfg: WatchdogConfig | None = None, probes: Probe
         parent=session.team_parent,
         orchestrator=session.orchestrator,
         team_note=bounded(session.team_note, REASON_CHARS),
+        sandbox=session.sandbox,
     )
 
 

@@ -23,6 +23,7 @@ from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, BroadcastResult, Comparison, Discarded
 from polypilot_tui.domain.model_choice import ModelChoices
+from polypilot_tui.domain.sandbox import Sandbox
 from polypilot_tui.domain.team import LinkState, TeamBounds, WaitUntil
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, WorktreeState
@@ -67,6 +68,8 @@ class NewSession:
     """The worktree's new branch ("": ``polypilot/<name>``)."""
     base: str = ""
     """Where the worktree's branch starts ("": the branch checked out there)."""
+    sandbox: Sandbox | None = None
+    """The sandbox its agent runs in (None: the agent's own, from the agents file)."""
 
 
 @dataclass(frozen=True)

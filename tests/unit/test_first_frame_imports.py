@@ -57,6 +57,7 @@ OURS = frozenset(
         "polypilot_tui.domain.permissions",
         "polypilot_tui.domain.probes",
         "polypilot_tui.domain.prompt_queue",
+        "polypilot_tui.domain.sandbox",
         "polypilot_tui.domain.records",
         "polypilot_tui.domain.safe_json",
         "polypilot_tui.domain.session",
