@@ -294,3 +294,5 @@ class SessionDetails:
     stderr_tail: tuple[str, ...] = ()
     plan: tuple[tuple[str, str], ...] = ()
     """The agent's latest plan (ACP plan entries): (what, status)."""
+    sandbox_rules: tuple[str, ...] = ()
+    """What its sandbox allows, one rule per line (``SandboxRules.lines``; empty: no sandbox)."""
