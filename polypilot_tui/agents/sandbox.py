@@ -297,13 +297,23 @@ def prepare(rules: SandboxRules, made: Sequence[str] = ()) -> None:
             os.makedirs(path, mode=0o755, exist_ok=True)
 
 
-def _mounts(rules: SandboxRules, readable: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+def _mounts(
+    rules: SandboxRules, readable: Sequence[str] = (), masked: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
     """The bind and hide options, ancestors before what lies in them (a later mount covers an
     earlier one); then the remounts that make the hiding folders read-only (after the binds
-    that may lie in them, as a worktree in the hidden state folder)."""
+    that may lie in them, as a worktree in the hidden state folder). A ``masked`` folder is
+    hidden whole by an empty file system, what it holds of the rules bound back into it: the
+    hidden entries the rules name in it need no mount of their own, and one made after the
+    start (the session list, written a moment after a new session starts) is hidden too."""
     ops: list[tuple[int, int, list[str]]] = []
     remounts: list[str] = []
+    for path in masked:
+        ops.append((_depth(path), 0, ["--perms", "0755", "--tmpfs", path]))
+        remounts += ["--remount-ro", path]
     for path in rules.hidden:
+        if any(within(path, root) for root in masked):
+            continue
         if os.path.isdir(path) and not os.path.islink(path):
             ops.append((_depth(path), 0, ["--perms", "0755", "--tmpfs", path]))
             remounts += ["--remount-ro", path]
@@ -331,6 +341,7 @@ def sandboxed(
     process_limit: int = PROCESS_LIMIT,
     network_args: Sequence[str] = (),
     readable: Sequence[str] = (),
+    masked: Sequence[str] = (),
 ) -> list[str]:
     """``argv`` run in bubblewrap with ``rules``: new namespaces (user, pid, ipc, uts, cgroup,
     and the network when the rules have a network rule: ``network_args`` then bring its
@@ -338,7 +349,7 @@ def sandboxed(
     PR_SET_NO_NEW_PRIVS: a setuid program cannot raise it), a new session (no TIOCSTI into
     the user's terminal), the rest of the file system read-only, a private /tmp, /proc and
     /dev of its own, and ``process_limit`` processes at most."""
-    binds, remounts = _mounts(rules, readable)
+    binds, remounts = _mounts(rules, readable, masked)
     network = ["--share-net"] if rules.network is None else list(network_args)
     return [
         bwrap,
@@ -467,9 +478,11 @@ class SandboxPlan:
     made: tuple[str, ...] = ()
     """What :func:`prepare` makes before the start (GitNeeds.made)."""
     readable: tuple[str, ...] = ()
-    """Bound read-only before the rules' binds: the repository's git folder (GitNeeds.readable),
-    the home folder, and a polypilot folder hidden but for a worktree in it: the private /tmp
-    would hide them where they lie in /tmp (and leave the folder writable there)."""
+    """Bound read-only before the rules' binds: the repository's git folder (GitNeeds.readable)
+    and the home folder, which the private /tmp would hide where they lie in /tmp."""
+    masked: tuple[str, ...] = ()
+    """polypilot's folders hidden but for a worktree in them: hidden whole by the mounts, the
+    worktree bound back (the rules name their entries, as the policy reads them)."""
 
 
 def plan_for(
@@ -487,7 +500,7 @@ def plan_for(
     home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
     rules = _rules(sandbox, folder, agent, settings, environ, git)
     split = [root for root in polypilot_folders(settings, env) if root not in rules.hidden]  # hidden but a worktree
-    return SandboxPlan(sandbox, rules, git.made, (*git.readable, home, *split))
+    return SandboxPlan(sandbox, rules, git.made, (*git.readable, home), tuple(split))
 
 
 def launch_argv(
@@ -506,4 +519,4 @@ def launch_argv(
             "make the session without one"
         )
     prepare(plan.rules, plan.made)
-    return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=plan.readable)
+    return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=plan.readable, masked=plan.masked)

@@ -4,15 +4,20 @@ folder or the hooks)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.leash import SCAN
 from polypilot_tui.agents.sandbox import (
     PROCESS_LIMIT,
     SandboxUnavailable,
@@ -25,6 +30,7 @@ from polypilot_tui.agents.sandbox import (
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from tests.support.git_repo import GitRepo
+from tests.support.waiting import until_blocking
 
 ON = Sandbox(SandboxMode.WORKSPACE)
 bwrap_works = pytest.mark.skipif(sandbox_problem(ON) is not None, reason=f"no sandbox here: {sandbox_problem(ON)}")
@@ -122,7 +128,9 @@ def test_the_argv_mounts_ancestors_first_and_makes_hidden_folders_read_only_last
 ) -> None:
     _, tree = worktree_of(tmp_path)
     rules = rules_for(ON, tree, AGENT, settings, env)
-    argv = sandboxed(["agent", "--acp"], rules, tree, bwrap="/usr/bin/bwrap")
+    plan = plan_for(ON, tree, AGENT, settings, env)
+    assert plan is not None and plan.rules == rules and plan.masked == (str(settings.state_dir),)
+    argv = sandboxed(["agent", "--acp"], rules, tree, bwrap="/usr/bin/bwrap", masked=plan.masked)
     assert argv[0] == "/usr/bin/bwrap" and argv[-2:] == ["agent", "--acp"]
     for option in ("--unshare-all", "--share-net", "--die-with-parent", "--new-session"):
         assert option in argv
@@ -130,8 +138,8 @@ def test_the_argv_mounts_ancestors_first_and_makes_hidden_folders_read_only_last
     ssh, worktree = str(Path(env["HOME"]) / ".ssh"), str(tree)
     hide, bind = argv.index(ssh), argv.index(worktree)
     assert argv[hide - 1] == "--tmpfs" and argv[bind - 1] == "--bind"
-    socket = argv.index(str(settings.state_dir / "engine.sock"))
-    assert argv[socket - 2 : socket] == ["--ro-bind", "/dev/null"]
+    state = argv.index(str(settings.state_dir))  # hidden whole, the worktree bound back into it
+    assert argv[state - 1] == "--tmpfs" and state < bind and str(settings.state_dir / "engine.sock") not in argv
     remount = max(i for i, arg in enumerate(argv) if arg == "--remount-ro")
     assert remount > bind and argv[argv.index("--chdir") + 1] == worktree
     assert str(PROCESS_LIMIT) in argv
@@ -174,6 +182,7 @@ def test_in_real_bwrap_a_shell_commits_in_its_worktree_and_cannot_touch_the_rest
     repo, tree = worktree_of(tmp_path)
     git = repo.root / ".git"
     plan = plan_for(ON, tree, AGENT, settings, env)
+    (settings.state_dir / "sessions.json").write_text("{}")  # made after the plan: hidden all the same
     script = f"""
         echo new > made.txt && git add made.txt && git commit -q -m sandboxed && echo COMMITTED
         git status --short >/dev/null && echo STATUS
@@ -184,6 +193,7 @@ def test_in_real_bwrap_a_shell_commits_in_its_worktree_and_cannot_touch_the_rest
         cat {home}/.ssh/id_ed25519 2>/dev/null && echo READ-SECRET
         test -S {settings.state_dir}/engine.sock && echo SEES-SOCKET
         ls {settings.state_dir}/sessions | grep -q . && echo SEES-SESSIONS
+        cat {settings.state_dir}/sessions.json 2>/dev/null && echo SEES-LIST
         grep 'Max processes' /proc/self/limits
         echo $$
     """
@@ -200,3 +210,55 @@ def test_in_real_bwrap_a_shell_commits_in_its_worktree_and_cannot_touch_the_rest
     assert not (home / ".ssh" / "evil").exists() and not (settings.state_dir / "evil").exists()
     assert (home / ".ssh" / "id_ed25519").read_text() == "secret" and (tree / ".git").read_text().startswith("gitdir:")
     assert not (git / "hooks" / "pre-commit").exists() and not (home / ".bashrc").exists()
+
+
+def sleeping(marker: str) -> list[int]:
+    """Processes running ``sleep <marker>``, seen from outside the sandbox's pid namespace."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[:2] == [b"sleep", marker.encode()]:
+                found.append(int(name))
+    return found
+
+
+APP = """
+import json, subprocess, sys, time
+from polypilot_tui.agents.leash import leashed
+subprocess.Popen(leashed(json.loads(sys.argv[1])), stdin=subprocess.DEVNULL)
+time.sleep(120)
+"""
+
+
+@bwrap_works
+def test_a_background_process_left_in_the_sandbox_ends_with_bwrap_and_with_a_sigkilled_app(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """A tool's ``setsid`` process leaves its agent's session and group: the kill of the agent
+    (bwrap: its pid namespace ends with its init) and the app's SIGKILL (the leash) end it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    plan = plan_for(ON, work, AGENT, settings, env)
+    for how, marker in (("bwrap killed", f"47.{os.getpid() % 997}1"), ("app SIGKILLed", f"47.{os.getpid() % 997}2")):
+        argv = launch_argv(plan, ["sh", "-c", f"(setsid sleep {marker} &); exec sleep 119"], work, env)
+        if how == "bwrap killed":
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+        else:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", APP, json.dumps(argv)], env=env, cwd=Path(__file__).parents[2]
+            )
+        try:
+            until_blocking(lambda m=marker: sleeping(m), 10, f"the background sleep ({how})")
+            time.sleep(3 * SCAN)  # the leash's watcher looks every SCAN s
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(5)
+            until_blocking(lambda m=marker: not sleeping(m), 5, f"the background sleep to end ({how})")
+        finally:
+            for pid in sleeping(marker):
+                os.kill(pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.kill()
