@@ -59,8 +59,13 @@ SECRETS = (
     "~/.npmrc",
     "~/.pypirc",
     "~/.vault-token",
+    "~/.s3cfg",
+    "~/.config/rclone",
+    "~/.bash_history",
+    "~/.zsh_history",
 )
-"""Hidden from every sandboxed agent: credentials that reach other machines."""
+"""Hidden from every sandboxed agent: credentials that reach other machines, and the shell
+histories that hold them typed on a command line."""
 SYSTEM_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman", "/run/containerd")
 """Hidden too: a container daemon's socket is root on the machine."""
 
