@@ -391,7 +391,8 @@ def sandboxed(
 # ---------------------------------------------------------------------------- can it start
 
 
-def _sysctl(path: str) -> str:
+def read_sysctl(path: str) -> str:
+    """A kernel setting from /proc/sys ("" when it is not there)."""
     try:
         with open(path, encoding="ascii") as file:
             return file.read().strip()
@@ -401,17 +402,17 @@ def _sysctl(path: str) -> str:
 
 def userns_problem() -> str | None:
     """Why this kernel does not let a user make a user namespace (bwrap needs one), or None."""
-    if _sysctl("/proc/sys/user/max_user_namespaces") == "0":
+    if read_sysctl("/proc/sys/user/max_user_namespaces") == "0":
         return (
             "user namespaces are off (user.max_user_namespaces is 0): "
             "turn them on with `sudo sysctl -w user.max_user_namespaces=15000`"
         )
-    if _sysctl("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+    if read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == "0":
         return (
             "unprivileged user namespaces are off (kernel.unprivileged_userns_clone is 0): "
             "turn them on with `sudo sysctl -w kernel.unprivileged_userns_clone=1`"
         )
-    if os.getuid() != 0 and _sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+    if os.getuid() != 0 and read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
         return (
             "AppArmor keeps programs from making user namespaces "
             "(kernel.apparmor_restrict_unprivileged_userns is 1, as on Ubuntu 24.04): allow it with "

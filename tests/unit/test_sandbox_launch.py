@@ -262,3 +262,23 @@ def test_a_background_process_left_in_the_sandbox_ends_with_bwrap_and_with_a_sig
                 os.kill(pid, signal.SIGKILL)
             if proc.poll() is None:
                 proc.kill()
+
+
+@pytest.mark.parametrize(
+    ("sysctl", "value", "fix"),
+    [
+        ("/proc/sys/user/max_user_namespaces", "0", "sysctl -w user.max_user_namespaces="),
+        ("/proc/sys/kernel/unprivileged_userns_clone", "0", "sysctl -w kernel.unprivileged_userns_clone=1"),
+    ],
+)
+def test_user_namespaces_turned_off_are_named_with_the_sysctl_that_turns_them_on(
+    monkeypatch: pytest.MonkeyPatch, sysctl: str, value: str, fix: str
+) -> None:
+    import polypilot_tui.agents.sandbox as launcher
+
+    real = launcher.read_sysctl  # one layer faked: the kernel setting read
+    monkeypatch.setattr(launcher, "read_sysctl", lambda path: value if path == sysctl else real(path))
+    said = sandbox_problem(ON)
+    if launcher.find_bwrap() is None:
+        pytest.skip("no bwrap here: that is said first")
+    assert said is not None and fix in said

@@ -59,6 +59,20 @@ def bwrapped(folder: Path) -> list[int]:
     return found
 
 
+def running(script: Path, cwd: Path) -> list[int]:
+    """Processes whose argv names ``script``, working in ``cwd`` (this test's, not another's)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if os.fsencode(script) in argv and os.path.realpath(f"/proc/{name}/cwd") == str(cwd):
+                found.append(int(name))
+    return found
+
+
 @needs_bwrap
 async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(tmp_path: Path) -> None:
     work = tmp_path / "work"
@@ -106,6 +120,7 @@ async def test_without_bwrap_no_sandboxed_session_is_made_or_restored_and_no_age
         with pytest.raises(Exception, match="bubblewrap"):
             await engine.manager.connect("s1")  # a reconnect does not start it either
         assert not (tmp_path / "agent-state").exists() and not bwrapped(work)
+        assert not running(FAKE_AGENT, work), "the agent started without its sandbox"
         assert engine.view("s1").sandbox == ON
     finally:
         await engine.close()
