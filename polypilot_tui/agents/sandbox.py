@@ -518,11 +518,17 @@ def launch_argv(
         return list(argv)
     bwrap = require(plan.sandbox, environ)
     if plan.rules.network is not None:
-        # The seam of the network rule (agents/sandbox_net.py: a gate whose bwrap_args,
-        # wrap and env go here). Until it is built, a network rule is refused, never ignored.
+        # The seam of the network rule: agents/sandbox_net.py's open_gate(allow, folder) gives
+        # bwrap_args() (to `sandboxed`'s network_args), wrap(argv) (the in-sandbox forwarder
+        # before the agent), env() (into the agent's environment) and close() (with the agent's
+        # process: the ACP link's exit stack, the Copilot server's stop). Until it is merged, a
+        # network rule is refused, never ignored.
         raise SandboxUnavailable(
             "the session's sandbox has a network rule, and network rules are not built here yet: "
             "make the session without one"
         )
     prepare(plan.rules, plan.made)
-    return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=plan.readable, masked=plan.masked)
+    # The programs themselves, where the private /tmp would hide them (an agent unpacked there).
+    programs = [os.path.dirname(_real(path)) for path in (argv[0], sys.executable) if os.sep in path]
+    readable = (*plan.readable, *(folder for folder in programs if within(folder, "/tmp")))
+    return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=readable, masked=plan.masked)

@@ -282,3 +282,18 @@ def test_user_namespaces_turned_off_are_named_with_the_sysctl_that_turns_them_on
     if launcher.find_bwrap() is None:
         pytest.skip("no bwrap here: that is said first")
     assert said is not None and fix in said
+
+
+@bwrap_works
+def test_an_agent_that_lives_in_tmp_still_starts_in_the_private_tmp(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    program = tmp_path / "npx-cache" / "agent"  # where an npx-started agent may be unpacked
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\necho STARTED\n")
+    program.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = launch_argv(plan_for(ON, work, AGENT, settings, env), [str(program)], work, env)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    assert done.stdout == "STARTED\n", done.stderr
