@@ -71,12 +71,23 @@ async def run_headless(
     # only what the checks above need is imported before this line (a test holds the list).
     config = catalog.agents[agent]
     sandboxed = sandbox.on if sandbox is not None else config.sandbox != "off"
+    if sandboxed and (unsandboxable := _sandbox_problem()):  # said now, as a missing agent is
+        say(f"polypilot run: agent {agent!r} cannot start sandboxed: {unsandboxable}", err=True)
+        return EXIT_USAGE
     # A sandboxed agent starts in its sandbox, in the session: no head start outside it.
     release_head_start = _no_head_start if sandboxed else head_start(config)
     try:
         return await _run(settings, catalog, agent, prompt, json_mode=json_mode, sandbox=sandbox)
     finally:
         await release_head_start()  # the session holds the agent by now, or no one needs it
+
+
+def _sandbox_problem() -> str | None:
+    """Why no sandbox can start here (imported only for a sandboxed run)."""
+    from polypilot_tui.agents.sandbox import sandbox_problem
+    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+
+    return sandbox_problem(Sandbox(SandboxMode.WORKSPACE))
 
 
 async def _no_head_start() -> None:

@@ -5,6 +5,7 @@ and the ACP agent (the fake one, a real process) really running in bubblewrap.""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -173,3 +174,19 @@ def test_sandbox_on_the_command_line_of_new_run_and_fan_out() -> None:
         assert sandbox_choice(parser.parse_args([*argv[:1], "--sandbox", "off", *argv[1:]])) == NO_SANDBOX
         with pytest.raises(SystemExit):
             parser.parse_args([*argv[:1], "--sandbox", "none", *argv[1:]])
+
+
+def test_a_sandboxed_run_without_bwrap_says_how_to_fix_it_and_starts_nothing(tmp_path: Path) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f'[fake]\nkind = "acp"\ncommand = "{sys.executable}"\nargs = ["{FAKE_AGENT}"]\nsandbox = "workspace"\n'
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env |= {"PATH": str(tmp_path / "bin"), "POLYPILOT_STATE_DIR": str(tmp_path / "state")}
+    env["POLYPILOT_AGENTS_FILE"] = str(agents)
+    cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", "hello"]
+    done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "apt install bubblewrap" in done.stderr, done.stderr
+    assert "Hello" not in done.stdout and not running(FAKE_AGENT, work)
