@@ -149,31 +149,31 @@ def git_needs(folder: Path) -> GitNeeds:
     writable: list[str] = []
     protected: list[str] = []
     made: list[str] = []
-    if entry.is_file():  # a linked worktree: "gitdir: <common>/worktrees/<name>"
+    own = Path(_real(entry))
+    if entry.is_file():  # "gitdir: <path>": a linked worktree, a submodule, a separate git dir
         line = _read_line(entry)
         if not line.startswith("gitdir:"):
             return GitNeeds()
         own = Path(_real(entry.parent / line.removeprefix("gitdir:").strip()))
-        common = Path(_real(own / (_read_line(own / "commondir") or "..")))
-        writable += [str(own), str(common / "objects")]
+        protected.append(str(entry))  # bound onto itself: it cannot be rewritten, renamed or removed
+    pointer = _read_line(own / "commondir")  # only a linked worktree's git folder has one
+    common_dir = Path(_real(own / pointer)) if pointer else own
+    git_dir = own
+    made_files = [str(own / "config.worktree")]  # an empty one: the agent cannot make one of its own
+    if pointer:  # a linked worktree: its own folder, the objects, its branch's ref and reflog folders
+        writable += [str(own), str(common_dir / "objects")]
         head = _read_line(own / "HEAD")
         if head.startswith("ref: refs/"):
-            ref = head.removeprefix("ref: ").strip()
-            ref_folder = os.path.dirname(ref)
-            for base in (common, common / "logs"):
+            ref_folder = os.path.dirname(head.removeprefix("ref: ").strip())
+            for base in (common_dir, common_dir / "logs"):
                 place = base / ref_folder
                 if not place.is_dir():
                     made.append(str(place))
                 writable.append(str(place))
-        protected += [str(entry), *(str(own / name) for name in ("commondir", "gitdir", "config.worktree"))]
-        made_files = [str(own / "config.worktree")]  # an empty one: the agent cannot make one of its own
-        git_dir = own
-        common_dir = common
-    else:
-        git_dir = common_dir = Path(_real(entry))
-        writable.append(str(git_dir))  # bound onto itself: a mount point cannot be renamed or replaced
-        made_files = [str(git_dir / "config.worktree")]
-        for name in ("worktrees", "modules"):
+        protected += [str(own / name) for name in ("commondir", "gitdir")]
+    else:  # a git folder of its own: all of it, bound onto itself (it cannot be replaced)
+        writable.append(str(git_dir))
+        for name in ("worktrees", "modules"):  # other checkouts' pointers, submodules' hooks
             if (git_dir / name).is_dir():
                 protected.append(str(git_dir / name))
     hooks = common_dir / "hooks"

@@ -297,3 +297,17 @@ def test_an_agent_that_lives_in_tmp_still_starts_in_the_private_tmp(
     argv = launch_argv(plan_for(ON, work, AGENT, settings, env), [str(program)], work, env)
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     assert done.stdout == "STARTED\n", done.stderr
+
+
+def test_a_separate_git_folder_is_writable_but_its_hooks_config_and_pointer(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """``git init --separate-git-dir`` (and a submodule) has a ``.git`` file and no
+    ``commondir``: its git folder is its own common folder, not the one above it."""
+    work, git_dir = tmp_path / "work", tmp_path / "elsewhere" / "work.git"
+    git_dir.parent.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", "--separate-git-dir", str(git_dir), str(work)], check=True)
+    rules = rules_for(ON, work, AGENT, settings, env)
+    assert rules.may_write(str(git_dir / "index")) and rules.may_write(str(git_dir / "refs" / "heads" / "main"))
+    for path in (git_dir / "hooks" / "pre-commit", git_dir / "config", work / ".git", tmp_path / "elsewhere" / "x"):
+        assert not rules.may_write(str(path)), path
