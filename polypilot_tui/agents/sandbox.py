@@ -74,6 +74,12 @@ _LIMITER = (
     "os.execvp(sys.argv[2],sys.argv[2:])"
 )
 """Run inside the sandbox (bwrap has no rlimit option): set the process limit, exec the agent."""
+_JOINER = (
+    "import os,sys;f=open(sys.argv[1],'w');f.write(str(os.getpid()));f.close();os.execvp(sys.argv[2],sys.argv[2:])"
+)
+"""Run before bwrap, outside the sandbox: join a cgroup (its ``cgroup.procs``), exec bwrap;
+everything the sandbox starts is born in that cgroup."""
+CGROUP_PREFIX = "polypilot-sandbox-"
 
 
 class SandboxUnavailable(BackendError):
@@ -388,6 +394,57 @@ def sandboxed(
     ]
 
 
+# ---------------------------------------------------------------------------- root's process limit
+
+
+def pids_cgroup_base() -> Path | None:
+    """Where this process may make a ``pids`` cgroup of its own: as root, in its own cgroup of
+    the v1 ``pids`` hierarchy, or of the v2 one when ``pids`` is enabled for its children; None
+    otherwise (a user's cgroup needs delegation, which is not asked for: RLIMIT_NPROC does it)."""
+    if os.getuid() != 0:
+        return None
+    try:
+        lines = Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
+            return base if os.access(base, os.W_OK) else None
+    for line in lines:
+        if line.startswith("0::"):
+            base = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+            enabled = read_sysctl(str(base / "cgroup.subtree_control")).split()
+            return base if "pids" in enabled and os.access(base, os.W_OK) else None
+    return None
+
+
+def pids_cgroup(limit: int) -> str | None:
+    """A new cgroup that allows ``limit`` processes, for one sandbox (its ``cgroup.procs``), or
+    None where none can be made. The empty ones of sandboxes that ended are removed first (a
+    cgroup with a process in it cannot be removed: the kernel refuses)."""
+    base = pids_cgroup_base()
+    if base is None:
+        return None
+    for old in base.glob(f"{CGROUP_PREFIX}*"):
+        try:
+            old.rmdir()
+        except OSError:
+            pass  # still in use
+    group = base / f"{CGROUP_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        group.mkdir(mode=0o700)
+        (group / "pids.max").write_text(str(limit), encoding="ascii")
+    except OSError:
+        try:
+            group.rmdir()
+        except OSError:
+            pass
+        return None
+    return str(group / "cgroup.procs")
+
+
 # ---------------------------------------------------------------------------- can it start
 
 
@@ -510,7 +567,12 @@ def plan_for(
 
 
 def launch_argv(
-    plan: SandboxPlan | None, argv: Sequence[str], cwd: Path | str, environ: Mapping[str, str]
+    plan: SandboxPlan | None,
+    argv: Sequence[str],
+    cwd: Path | str,
+    environ: Mapping[str, str],
+    *,
+    process_limit: int = PROCESS_LIMIT,
 ) -> list[str]:
     """``argv`` as the backend starts it: in its sandbox when there is one, else as it is.
     BackendError (never a start without the sandbox) when the sandbox cannot start."""
@@ -531,4 +593,9 @@ def launch_argv(
     # The programs themselves, where the private /tmp would hide them (an agent unpacked there).
     programs = [os.path.dirname(_real(path)) for path in (argv[0], sys.executable) if os.sep in path]
     readable = (*plan.readable, *(folder for folder in programs if within(folder, "/tmp")))
-    return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=readable, masked=plan.masked)
+    command = sandboxed(
+        argv, plan.rules, cwd, bwrap=bwrap, readable=readable, masked=plan.masked, process_limit=process_limit
+    )
+    # RLIMIT_NPROC does nothing for root: a pids cgroup does, where root may make one.
+    procs = pids_cgroup(process_limit)
+    return command if procs is None else [sys.executable, "-I", "-S", "-c", _JOINER, procs, *command]

@@ -22,6 +22,7 @@ from polypilot_tui.agents.sandbox import (
     PROCESS_LIMIT,
     SandboxUnavailable,
     launch_argv,
+    pids_cgroup_base,
     plan_for,
     rules_for,
     sandbox_problem,
@@ -311,3 +312,25 @@ def test_a_separate_git_folder_is_writable_but_its_hooks_config_and_pointer(
     assert rules.may_write(str(git_dir / "index")) and rules.may_write(str(git_dir / "refs" / "heads" / "main"))
     for path in (git_dir / "hooks" / "pre-commit", git_dir / "config", work / ".git", tmp_path / "elsewhere" / "x"):
         assert not rules.may_write(str(path)), path
+
+
+@bwrap_works
+def test_the_process_limit_holds_in_the_sandbox_as_root_too_where_a_cgroup_can_be_made(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """RLIMIT_NPROC binds a user (per user namespace); root is exempt from it, so as root the
+    sandbox is started in a pids cgroup of its own (docs/sandbox.md: the process limit)."""
+    if os.getuid() == 0 and pids_cgroup_base() is None:
+        pytest.skip("root without a pids cgroup to make: no process limit (documented)")
+    work = tmp_path / "work"
+    work.mkdir()
+    forks = "for i in $(seq 60); do sleep 0.5 & done; wait; echo DONE"  # 60 at once, 20 allowed
+    argv = launch_argv(plan_for(ON, work, AGENT, settings, env), ["sh", "-c", forks], work, env, process_limit=20)
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+        assert "Cannot fork" in done.stderr, (done.stdout, done.stderr)
+    finally:
+        if os.getuid() == 0:
+            procs = next(arg for arg in argv if arg.endswith("/cgroup.procs"))
+            until_blocking(lambda: not Path(procs).read_text().strip(), 10, "the sandbox's cgroup to empty")
+            Path(procs).parent.rmdir()
