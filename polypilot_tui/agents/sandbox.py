@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -80,6 +81,9 @@ _JOINER = (
 """Run before bwrap, outside the sandbox: join a cgroup (its ``cgroup.procs``), exec bwrap;
 everything the sandbox starts is born in that cgroup."""
 CGROUP_PREFIX = "polypilot-sandbox-"
+CGROUP_SWEEP_AGE = 60.0
+"""Seconds before an empty sandbox cgroup is removed: one made a moment ago (by another
+engine, or a start still on its way) is empty until its sandbox joins it."""
 
 
 class SandboxUnavailable(BackendError):
@@ -423,15 +427,17 @@ def pids_cgroup_base() -> Path | None:
 def pids_cgroup(limit: int) -> str | None:
     """A new cgroup that allows ``limit`` processes, for one sandbox (its ``cgroup.procs``), or
     None where none can be made. The empty ones of sandboxes that ended are removed first (a
-    cgroup with a process in it cannot be removed: the kernel refuses)."""
+    cgroup with a process in it cannot be removed: the kernel refuses; one younger than
+    :data:`CGROUP_SWEEP_AGE` is left, as it may not be joined yet)."""
     base = pids_cgroup_base()
     if base is None:
         return None
     for old in base.glob(f"{CGROUP_PREFIX}*"):
         try:
-            old.rmdir()
+            if time.time() - old.stat().st_mtime > CGROUP_SWEEP_AGE:  # a young one may not be joined yet
+                old.rmdir()
         except OSError:
-            pass  # still in use
+            pass  # still in use, or gone already
     group = base / f"{CGROUP_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     try:
         group.mkdir(mode=0o700)
