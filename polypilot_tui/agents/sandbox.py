@@ -244,12 +244,8 @@ def _rules(
     git: GitNeeds,
 ) -> SandboxRules:
     env = dict(os.environ if environ is None else environ)
-    work = _real(folder)
-    home = env.get("HOME") or str(Path.home())
-    secrets = [_real(expand(path, {**env, "HOME": home})) for path in SECRETS]
-    writable = [work, *git.writable, *agent_state_folders(agent, env)]
-    roots = [*secrets, *polypilot_folders(settings, env), *runtime_folder(env), *SYSTEM_SOCKETS]
-    hidden = [path for root in roots for path in hide_except(root, writable)]
+    writable = [_real(folder), *git.writable, *agent_state_folders(agent, env)]
+    hidden = [path for root in hidden_roots(settings, env) for path in hide_except(root, writable)]
     return SandboxRules(
         writable=tuple(dict.fromkeys(writable)),
         protected=git.protected,
@@ -258,12 +254,19 @@ def _rules(
     )
 
 
+def hidden_roots(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """Every path hidden from a sandboxed agent, before the writable ones are taken out."""
+    home = environ.get("HOME") or str(Path.home())
+    secrets = [_real(expand(path, {**environ, "HOME": home})) for path in SECRETS]
+    return [*secrets, *polypilot_folders(settings, environ), *runtime_folder(environ), *SYSTEM_SOCKETS]
+
+
 def hide_except(root: str, keep: Sequence[str]) -> list[str]:
-    """What hides ``root`` but the ``keep`` paths inside it (a session's worktree in the state
-    folder, where polypilot makes worktrees): ``root`` itself when it holds none of them, else
-    each of its entries that is not on the way to one. An entry made later in such a folder is
-    not hidden (it is read-only like the rest): the engine's socket, registry and history are
-    there from its start."""
+    """The paths that hide ``root`` but the ``keep`` paths inside it (a session's worktree in the
+    state folder, where polypilot makes worktrees), as the rules name them: ``root`` itself when
+    it holds none of them, else each of its entries that is not on the way to one. The mounts
+    hide such a folder whole and bind the kept paths back (:attr:`SandboxPlan.masked`), so an
+    entry made there later is hidden too."""
     inside = [path for path in keep if within(path, root) and path != root]
     if not inside:
         return [root]
@@ -550,8 +553,9 @@ class SandboxPlan:
     """Bound read-only before the rules' binds: the repository's git folder (GitNeeds.readable)
     and the home folder, which the private /tmp would hide where they lie in /tmp."""
     masked: tuple[str, ...] = ()
-    """polypilot's folders hidden but for a worktree in them: hidden whole by the mounts, the
-    worktree bound back (the rules name their entries, as the policy reads them)."""
+    """Hidden folders that hold a writable one (the state folder and a worktree in it): hidden
+    whole by the mounts, the writable one bound back (the rules name their other entries, as
+    the policy reads them)."""
 
 
 def plan_for(
@@ -568,7 +572,7 @@ def plan_for(
     env = os.environ if environ is None else environ
     home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
     rules = _rules(sandbox, folder, agent, settings, environ, git)
-    split = [root for root in polypilot_folders(settings, env) if root not in rules.hidden]  # hidden but a worktree
+    split = [root for root in hidden_roots(settings, env) if root not in rules.hidden and os.path.isdir(root)]
     return SandboxPlan(sandbox, rules, git.made, (*git.readable, home), tuple(split))
 
 
