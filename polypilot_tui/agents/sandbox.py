@@ -71,10 +71,11 @@ SYSTEM_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman", "/r
 """Hidden too: a container daemon's socket is root on the machine."""
 
 _LIMITER = (
-    "import os,resource,sys;n=int(sys.argv[1]);resource.setrlimit(resource.RLIMIT_NPROC,(n,n));"
-    "os.execvp(sys.argv[2],sys.argv[2:])"
+    "import os,resource as r,sys;n=int(sys.argv[1]);h=r.getrlimit(r.RLIMIT_NPROC)[1];"
+    "n=n if h==r.RLIM_INFINITY else min(n,h);r.setrlimit(r.RLIMIT_NPROC,(n,n));os.execvp(sys.argv[2],sys.argv[2:])"
 )
-"""Run inside the sandbox (bwrap has no rlimit option): set the process limit, exec the agent."""
+"""Run inside the sandbox (bwrap has no rlimit option): set the process limit (never above the
+hard limit the user already has: raising it is refused), exec the agent."""
 _JOINER = (
     "import os,sys;f=open(sys.argv[1],'w');f.write(str(os.getpid()));f.close();os.execvp(sys.argv[2],sys.argv[2:])"
 )
@@ -109,6 +110,8 @@ class GitNeeds:
     made: tuple[str, ...] = ()
     """Folders to make before the start (a mount point must exist; a missing hooks folder would
     otherwise be the agent's to create)."""
+    made_files: tuple[str, ...] = ()
+    """Empty files to make before the start, for the same reasons (``config.worktree``)."""
 
 
 def _read_line(path: Path) -> str:
@@ -201,7 +204,8 @@ def git_needs(folder: Path) -> GitNeeds:
         tuple(dict.fromkeys(writable)),
         tuple(dict.fromkeys(protected)),
         (str(common_dir),),
-        tuple(dict.fromkeys([*made, *(f"file:{f}" for f in made_files)])),
+        tuple(dict.fromkeys(made)),
+        tuple(dict.fromkeys(made_files)),
     )
 
 
@@ -293,26 +297,23 @@ def _depth(path: str) -> int:
     return path.rstrip("/").count("/")
 
 
-def prepare(rules: SandboxRules, made: Sequence[str] = ()) -> None:
+def prepare(rules: SandboxRules, made: Sequence[str] = (), made_files: Sequence[str] = ()) -> None:
     """Make what must exist before the start: the agent's state folders (its home is read-only
-    in the sandbox), a missing hooks folder, the mount points of the read-only files. A hidden
-    path that does not exist inside a writable folder would be the agent's to create: refused."""
+    in the sandbox), a missing hooks folder, the read-only files' mount points (``made`` and
+    ``made_files``; never the session's own folder: one that is gone stays gone). A hidden path
+    that does not exist inside a writable folder would be the agent's to create: refused."""
     for path in rules.hidden:
         if not os.path.lexists(path) and any(within(path, w) for w in rules.writable):
             raise BackendError(
                 f"the sandbox cannot hide {path}: it lies in a folder the agent may write "
                 "(a sandboxed session cannot work in your home folder itself; pick a project folder)"
             )
-    for path in rules.writable:
+    for path in made:
         if not os.path.isdir(path):
             os.makedirs(path, mode=0o700, exist_ok=True)
-    for path in made:
-        if path.startswith("file:"):
-            name = path.removeprefix("file:")
-            if not os.path.lexists(name):
-                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
-        elif not os.path.isdir(path):
-            os.makedirs(path, mode=0o755, exist_ok=True)
+    for name in made_files:
+        if not os.path.lexists(name):
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
 
 
 def _mounts(
@@ -548,7 +549,9 @@ class SandboxPlan:
     sandbox: Sandbox
     rules: SandboxRules
     made: tuple[str, ...] = ()
-    """What :func:`prepare` makes before the start (GitNeeds.made)."""
+    """Folders :func:`prepare` makes before the start: the agent's state folders, GitNeeds.made."""
+    made_files: tuple[str, ...] = ()
+    """Empty files :func:`prepare` makes before the start (GitNeeds.made_files)."""
     readable: tuple[str, ...] = ()
     """Bound read-only before the rules' binds: the repository's git folder (GitNeeds.readable)
     and the home folder, which the private /tmp would hide where they lie in /tmp."""
@@ -573,7 +576,8 @@ def plan_for(
     home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
     rules = _rules(sandbox, folder, agent, settings, environ, git)
     split = [root for root in hidden_roots(settings, env) if root not in rules.hidden and os.path.isdir(root)]
-    return SandboxPlan(sandbox, rules, git.made, (*git.readable, home), tuple(split))
+    made = (*agent_state_folders(agent, env), *git.made)
+    return SandboxPlan(sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split))
 
 
 def launch_argv(
@@ -599,7 +603,7 @@ def launch_argv(
             "the session's sandbox has a network rule, and network rules are not built here yet: "
             "make the session without one"
         )
-    prepare(plan.rules, plan.made)
+    prepare(plan.rules, plan.made, plan.made_files)
     # The programs themselves, where the private /tmp would hide them (an agent unpacked there).
     programs = [os.path.dirname(_real(path)) for path in (argv[0], sys.executable) if os.sep in path]
     readable = (*plan.readable, *(folder for folder in programs if within(folder, "/tmp")))

@@ -334,3 +334,26 @@ def test_the_process_limit_holds_in_the_sandbox_as_root_too_where_a_cgroup_can_b
             procs = next(arg for arg in argv if arg.endswith("/cgroup.procs"))
             until_blocking(lambda: not Path(procs).read_text().strip(), 10, "the sandbox's cgroup to empty")
             Path(procs).parent.rmdir()
+
+
+@bwrap_works
+def test_a_lower_hard_process_limit_is_kept_and_a_gone_folder_is_not_made_again(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    import resource
+
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = launch_argv(
+        plan_for(ON, work, AGENT, settings, env), ["grep", "Max processes", "/proc/self/limits"], work, env
+    )
+
+    def lower() -> None:  # a user whose hard limit is below the sandbox's: raising it is refused
+        resource.setrlimit(resource.RLIMIT_NPROC, (1000, 1000))
+
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, preexec_fn=lower)
+    assert done.stdout.split()[2:4] == ["1000", "1000"], (done.stdout, done.stderr)
+    plan = plan_for(ON, work, AGENT, settings, env)
+    work.rmdir()  # its worktree discarded meanwhile
+    launch_argv(plan, ["true"], tmp_path, env)
+    assert not work.exists() and (Path(env["HOME"]) / ".copilot").is_dir()  # the agent's own folder is made
