@@ -19,6 +19,7 @@ from polypilot_tui.domain.clock import within
 from polypilot_tui.domain.events import AgentEvent, EventType, kept
 from polypilot_tui.domain.records import EngineAction, EventReceived, Record, TurnEnded
 from polypilot_tui.domain.reducer import Signal, apply_event
+from polypilot_tui.domain.sandbox_policy import reason_to_ask
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
@@ -258,17 +259,24 @@ class TurnRunner:
                 ctx.release(session_id, backend)
         elif signal is Signal.PERMISSION_REQUESTED:
             self._watchdog.schedule(session_id)  # pauses the watchdog while the user decides
-            self._apply_policy(session_id, event)
+            self._apply_policy(managed.session, event)
         elif signal is Signal.PERMISSION_TRIPPED:
             ctx.spawn(session_id, self._recovery.recover(session_id))
         elif signal is Signal.REARMED:
             self._watchdog.schedule(session_id)
 
-    def _apply_policy(self, session_id: str, event: AgentEvent) -> None:
+    def _apply_policy(self, session: Session, event: AgentEvent) -> None:
+        """Answer a permission request as the policy says (ask: leave it to the user)."""
+        session_id = session.id
         policy = self._ctx.settings.permission_policy
         if policy is PermissionPolicy.ASK:
             return
-        wanted = ALLOW_ONCE if policy is PermissionPolicy.ALLOW else REJECT_ONCE
+        if policy is PermissionPolicy.ALLOW_IN_SANDBOX and (
+            why := reason_to_ask(event.data, session.cwd, session.sandbox)
+        ):
+            log.info("%s: permission asked under allow-in-sandbox: %s", session_id, one_line(why, 200))
+            return
+        wanted = REJECT_ONCE if policy is PermissionPolicy.DENY else ALLOW_ONCE
         options = [o for o in (event.get("options") or []) if isinstance(o, dict)]
         choice = next((o["optionId"] for o in options if o.get("kind") == wanted), None)
         choice = choice or next((o["optionId"] for o in options if o.get("optionId") == wanted), wanted)

@@ -6,6 +6,7 @@ import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.demo.scripts import SCRIPTS
+from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxMode
 from polypilot_tui.domain.view import SessionStatus
 from tests.support.engine import Harness
 
@@ -387,3 +388,28 @@ async def test_a_bug_in_a_demo_script_is_logged_in_full_and_ends_the_turn_visibl
     await harness.until_rest(sid)
     [(outcome, reason)] = harness.outcomes(sid)
     assert outcome == "failed" and "a script's bug" in harness.texts(sid)
+
+
+@pytest.mark.parametrize(
+    "sandbox,folder,written",
+    [
+        (Sandbox(SandboxMode.WORKSPACE), "inside", True),  # approved: it writes notes.txt in its folder
+        (NO_SANDBOX, "inside", False),  # not sandboxed: asked
+        (Sandbox(SandboxMode.WORKSPACE), "", False),  # no folder to place it in: asked
+    ],
+)
+async def test_allow_in_sandbox_answers_only_a_sandboxed_session_inside_its_folder(
+    make_harness, tmp_path, sandbox: Sandbox, folder: str, written: bool
+) -> None:
+    harness = make_harness(permission_policy="allow-in-sandbox")
+    sid = await harness.new()
+    session = harness.manager.session(sid)
+    session.sandbox, session.cwd = sandbox, str(tmp_path) if folder else ""
+    await harness.manager.send(sid, "please write notes")
+    if written:
+        await harness.until_rest(sid)
+        assert "notes.txt` written" in harness.texts(sid)
+    else:
+        await harness.until(lambda: harness.manager.view(sid).pending_permission is not None)
+        await harness.clock.advance(60)
+        assert harness.manager.view(sid).status is SessionStatus.AWAITING_PERMISSION
