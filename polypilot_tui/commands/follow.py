@@ -31,7 +31,7 @@ from polypilot_tui.commands.live import (
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output, say
 from polypilot_tui.commands.run import EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, exit_code
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
+from polypilot_tui.domain.chat import TOOL_STATUS_WORDS, ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.prompt_queue import prompt_key
@@ -103,7 +103,8 @@ class Render:
             self.out.line("\n".join(f"> {line}" for line in item.text.split("\n")))
         elif item.kind is ItemKind.TOOL:
             detail = f" {one_line(item.tool_detail, 100)}" if item.tool_detail else ""
-            self.out.line(f"[tool {strip_control(item.tool_name)}] {item.tool_status}{detail}")
+            status = TOOL_STATUS_WORDS.get(item.tool_status, item.tool_status)
+            self.out.line(f"[tool {strip_control(item.tool_name)}] {status}{detail}")
         else:
             self.out.line(f"[{item.kind.value}] {strip_control(item.text)}")
 
