@@ -188,6 +188,9 @@ class PermissionPolicy(StrEnum):
     (domain/sandbox_policy.py); ask everything else, and everything of a session not sandboxed."""
 
 
+ASKS_NOBODY = frozenset({PermissionPolicy.ALLOW, PermissionPolicy.DENY})
+"""Policies that answer every request themselves: under the others a request may wait for the user."""
+
 _TIERS = WatchdogConfig()
 
 

@@ -399,8 +399,9 @@ def refused_rows(session: Session) -> None:
 
 
 async def sandbox_details(d: Driver) -> None:
-    """F2 on a sandboxed session: its sandbox and the rules it runs under."""
+    """F2 on a sandboxed fan-out's attempt: its sandbox, the rules it runs under, its policy."""
     sid = await sandboxed_sessions(d)
+    d.manager.set_attempt_of(sid, "g1")
     d.app.select(sid)
     await d.settle()
     details = replace(

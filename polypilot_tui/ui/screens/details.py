@@ -40,6 +40,14 @@ def _sandbox_words(view: SessionView) -> str:
     return f"{view.sandbox.mode.value}: it writes only its folder and its own state{rule}"
 
 
+def _policy_words(details: SessionDetails) -> str:
+    policy = details.permission_policy
+    if policy == "allow-in-sandbox":
+        why = " (a sandboxed fan-out's attempt)" if details.view.attempt_of else ""
+        return f"{policy}{why}: approves inside its folder, asks the rest"
+    return policy
+
+
 def details_text(details: SessionDetails) -> str:
     """The details as plain text (what the screen shows; also easy to test)."""
     view = details.view
@@ -54,6 +62,7 @@ def details_text(details: SessionDetails) -> str:
         ("Folder", details.folder or "—"),
         *_workspace_rows(view),
         ("Sandbox", _sandbox_words(view)),
+        *([("Permissions", _policy_words(details))] if details.permission_policy else []),
         ("State folder", details.state_folder),
         (
             "Agent session",
