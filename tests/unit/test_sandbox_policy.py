@@ -185,3 +185,26 @@ def test_an_acp_permission_event_carries_what_the_policy_places() -> None:
     huge = placed_input({**call, "rawInput": {"command": "echo " + "a" * 20_000 + " > /etc/x"}})
     assert huge == {"inputTooLong": True}
     assert reason_to_ask({"kind": "execute", **huge}, WS, ON) == "what it names is too long to place"
+
+
+@pytest.mark.parametrize("policy", ["ask", "allow", "deny", "allow-in-sandbox"])
+@pytest.mark.parametrize("attempt", ["", "g1"])
+@pytest.mark.parametrize("sandbox", [NO_SANDBOX, ON])
+@pytest.mark.parametrize("worker", [False, True])
+def test_a_session_s_policy_is_never_wider_than_the_user_s(
+    policy: str, attempt: str, sandbox: Sandbox, worker: bool
+) -> None:
+    """Only a sandboxed fan-out's attempt changes anything, and only ask into allow-in-sandbox:
+    an orchestrator's worker, a session not sandboxed, deny and allow keep the user's policy."""
+    from polypilot_tui.config import PermissionPolicy
+    from polypilot_tui.domain.session import Session
+    from polypilot_tui.engine.turns import policy_of
+
+    session = Session("s1", "one", "demo", cwd=WS, sandbox=sandbox, attempt_of=attempt)
+    session.team_parent = "s0" if worker else ""
+    user = PermissionPolicy(policy)
+    got = policy_of(session, user)
+    if user is PermissionPolicy.ASK and attempt and sandbox.on:
+        assert got is PermissionPolicy.ALLOW_IN_SANDBOX
+    else:
+        assert got is user
