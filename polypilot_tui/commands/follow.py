@@ -37,6 +37,7 @@ from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.prompt_queue import prompt_key
 from polypilot_tui.domain.records import ItemAdded, ItemReplaced, TurnEnded
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.sandbox_refusal import REFUSED
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.domain.view import SessionView
@@ -97,6 +98,9 @@ class Render:
                 self.reply_row(item)
             else:
                 self.out.line(item.text)
+        elif live and replaced and item.kind is ItemKind.TOOL and item.tool_status == REFUSED:
+            # Its completion printed "[tool ok]" (a shell that ran and exited 1): say what it was.
+            self.out.line(f"[tool {strip_control(item.tool_name)}] {TOOL_STATUS_WORDS[REFUSED]}")
         elif replaced or item.kind is ItemKind.REASONING or (live and item.kind is ItemKind.TOOL):
             return
         elif item.kind is ItemKind.USER:

@@ -149,3 +149,23 @@ def test_sandbox_refusals_do_not_trip_the_permission_recovery() -> None:
     for n in range(5):
         assert run_tool(session, ACP_EACCES, f"c{n}") == "refused"
     assert not session.window.tripped and not session.permission_warning
+
+
+def test_polypilot_follow_says_a_tool_was_refused_by_the_sandbox() -> None:
+    """Live, a refused shell's completion printed "[tool ok]" (it ran and exited 1): its row's
+    replacement says what it was; read back from the history the row says it itself."""
+    import io
+
+    from polypilot_tui.commands.follow import Render
+    from polypilot_tui.commands.output import Output
+    from polypilot_tui.domain.chat import ChatItem, ItemKind
+
+    def printed(status: str, live: bool, replaced: bool) -> str:
+        stream = io.StringIO()
+        row = ChatItem(ItemKind.TOOL, "x", 1.0, "c1", "bash", status, "touch /etc/x")
+        Render(Output(stream), json_mode=False).row(3, row, live=live, replaced=replaced)
+        return stream.getvalue()
+
+    assert printed("refused", live=True, replaced=True) == "[tool bash] refused by the sandbox\n"
+    assert printed("failed", live=True, replaced=True) == ""  # its completion said "[tool failed]"
+    assert printed("refused", live=False, replaced=False) == "[tool bash] refused by the sandbox touch /etc/x\n"
