@@ -38,7 +38,7 @@ from polypilot_tui.engine.connector import BackendFactory, Connector
 from polypilot_tui.engine.context import EngineContext
 from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.tool_handoff import ToolHandoff
-from polypilot_tui.engine.turns import TurnRunner, checked_prompt, refuse_without_folder
+from polypilot_tui.engine.turns import TurnRunner, checked_prompt, policy_of, refuse_without_folder
 from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,7 @@ class SessionManager:
             log_paths=diagnostics.log_paths,
             stderr_tail=tuple(strip_control(line) for line in diagnostics.stderr_tail),
             plan=session.plan,
+            permission_policy=policy_of(session, self._ctx.settings.permission_policy).value,
         )
 
     def diagnostics(self, session_id: str) -> Diagnostics:
