@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from polypilot_tui.agents.head_start import head_start
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.output import say
-from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, PermissionPolicy, Settings
 
 if TYPE_CHECKING:
     from polypilot_tui.commands.output import Output
@@ -156,8 +156,9 @@ async def _run(
     asked: set[str] = set()
 
     def ask_when_asked(change: Record) -> None:
-        """The policy is ask: a permission request is put to the user, as the dashboard does."""
-        if not sid or change.session_id != sid or settings.permission_policy is not PermissionPolicy.ASK:
+        """A request the policy left to the user (ask; allow-in-sandbox, for one it cannot
+        place inside the sandbox) is put to the user, as the dashboard does."""
+        if not sid or change.session_id != sid or settings.permission_policy in ASKS_NOBODY:
             return
         prompt = engine.view(sid).pending_permission
         if prompt is not None and prompt.request_id not in asked:
@@ -259,7 +260,7 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
 
 
 async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, out: Output) -> None:
-    """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
+    """Ask on the terminal when there is one; otherwise refuse (the policy left it to the user)."""
     from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
     from polypilot_tui.domain.text import strip_control
     from polypilot_tui.engine import verbs
@@ -272,8 +273,8 @@ async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, o
         choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
     else:
         say(
-            ("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}) but the policy is "
-            "'ask' and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
+            ("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}), the policy leaves "
+            "it to you and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
             err=True,
         )
         choice = REJECT_ONCE
