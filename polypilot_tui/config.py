@@ -383,6 +383,12 @@ class AgentConfig(BaseModel):
     provider: ProviderConfig | None = None
     script: str | None = None
     """Demo agent only: the default script name."""
+    sandbox: Literal["off", "workspace"] = "off"
+    """The sandbox its sessions get unless one is chosen: off, or workspace (docs/sandbox.md;
+    domain/sandbox.py's SandboxMode, named here in words: a headless run loads no more)."""
+    sandbox_writable: list[str] = Field(default_factory=list)
+    """Its own state folders, writable in its sandbox (``~`` and ``${VAR:-default}`` expanded
+    in its environment): its sessions, logs and caches."""
 
     def missing_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """Why this agent has no provider key — the variable its ``api_key_env`` names is unset
