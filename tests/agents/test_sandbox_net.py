@@ -1,0 +1,314 @@
+"""The network rule with real parts: bubblewrap, the forwarder inside, the gate outside.
+
+A sandboxed Python client (plain ``bwrap`` around the gate's forwarder, as the launcher
+builds it) reaches the allowed local server (the scripted model server) and no other: not a
+second local server, not an address outside, not a name. Every server here binds 127.0.0.1,
+lives at most a minute and is stopped by its test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.agents.sandbox_net import Limits, NetworkGate, Refusal, open_gate
+from polypilot_tui.domain.clock import FakeClock
+from tests.support.model_server import ModelServer
+from tests.support.waiting import until
+
+BWRAP = shutil.which("bwrap")
+pytestmark = pytest.mark.skipif(BWRAP is None, reason="bubblewrap is not installed")
+
+WAIT = 20.0
+
+
+def sandboxed(gate: NetworkGate, argv: list[str]) -> list[str]:
+    """Plain bubblewrap around the forwarder, as agents/sandbox.py puts it together."""
+    assert BWRAP is not None
+    base = [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    return [*base, "--unshare-pid", "--die-with-parent", *gate.bwrap_args(), "--", *gate.wrap(argv)]
+
+
+async def run_inside(gate: NetworkGate, code: str, timeout: float = WAIT) -> tuple[int, str, str]:
+    """Run Python ``code`` in the sandbox with the gate's environment; (status, out, err)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **gate.env()}
+    process = await asyncio.create_subprocess_exec(
+        *sandboxed(gate, [sys.executable, "-I", "-c", textwrap.dedent(code)]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+class _Hello(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = f"other server: {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture
+def other_server() -> Iterator[ThreadingHTTPServer]:
+    """A second local server the rule does not allow (60 s at most)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    timer = threading.Timer(60, server.shutdown)
+    timer.start()
+    try:
+        yield server
+    finally:
+        timer.cancel()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture
+def model() -> Iterator[ModelServer]:
+    with ModelServer(max_seconds=60) as server:
+        yield server
+
+
+@pytest.fixture
+async def gate_of(tmp_path: Path) -> AsyncIterator[list[NetworkGate]]:
+    """Gates a test opens, closed (and checked closed) at its end."""
+    gates: list[NetworkGate] = []
+    yield gates
+    for gate in gates:
+        gate.close()
+        await asyncio.wait_for(gate.wait_closed(), 5)
+        assert not gate.path.exists()
+
+
+MODELS_CALL = """
+    import json, urllib.request
+    with urllib.request.urlopen("{url}/models", timeout=10) as answer:
+        print("models:", [m["id"] for m in json.load(answer)["data"]][:1])
+"""
+
+
+async def test_a_sandboxed_client_reaches_its_model_and_nothing_else(
+    tmp_path: Path, model: ModelServer, other_server: ThreadingHTTPServer, gate_of: list[NetworkGate]
+) -> None:
+    model_at = f"127.0.0.1:{model.port}"
+    other_port = other_server.server_address[1]
+    refused: list[Refusal] = []
+    gate = open_gate((model_at,), tmp_path / "gates", on_refusal=refused.append)
+    gate_of.append(gate)
+    code = f"""
+    import socket, urllib.request, urllib.error
+    {textwrap.indent(textwrap.dedent(MODELS_CALL.format(url=model.base_url)), "    ").strip()}
+    # the model's port, bypassing the proxy: the forwarder's own listener
+    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({{}}))
+    with no_proxy.open("{model.base_url}/models", timeout=10) as answer:
+        print("direct:", answer.status)
+    try:  # through the proxy: refused, and told why
+        urllib.request.urlopen("http://127.0.0.1:{other_port}/secret", timeout=10)
+    except urllib.error.HTTPError as exc:
+        print("proxied other:", exc.code, exc.read().decode().strip())
+    for address in [("127.0.0.1", {other_port}), ("10.1.2.3", 80), ("1.1.1.1", 443)]:
+        try:
+            socket.create_connection(address, timeout=5)
+            print("reached", address)
+        except OSError as exc:
+            print("direct", address[0], exc.errno)
+    try:
+        socket.getaddrinfo("example.com", 443)
+        print("resolved")
+    except OSError:
+        print("no dns")
+    """
+    status, out, err = await run_inside(gate, code)
+    assert status == 0, err
+    assert "models: ['" in out
+    assert "direct: 200" in out
+    assert f"proxied other: 403 polypilot sandbox: 127.0.0.1:{other_port} is not in this session's network rule" in out
+    assert f"(it allows only {model_at})" in out
+    assert "reached" not in out
+    assert f"direct 127.0.0.1 {111}" in out  # ECONNREFUSED: nothing listens there inside
+    assert "direct 10.1.2.3 101" in out and "direct 1.1.1.1 101" in out  # ENETUNREACH
+    assert "no dns" in out
+    assert [r.target for r in refused] == [f"127.0.0.1:{other_port}"]
+    assert gate.refusals() == tuple(refused)
+    assert len(model.requests) == 2
+
+
+async def test_the_agents_exit_status_and_pid_are_its_own(tmp_path: Path, gate_of: list[NetworkGate]) -> None:
+    gate = open_gate((), tmp_path / "gates")
+    gate_of.append(gate)
+    status, out, _ = await run_inside(gate, "import os, sys; print(os.getpid()); sys.exit(7)")
+    assert status == 7
+    # --unshare-pid: bwrap's init is 1, the forwarder (then the agent, by exec) is 2
+    assert out.strip() == "2"
+
+
+async def test_a_named_host_is_reached_through_connect_and_no_other(
+    tmp_path: Path, other_server: ThreadingHTTPServer, gate_of: list[NetworkGate]
+) -> None:
+    """``localhost:PORT`` allowed by name: CONNECT to it works (the gate resolves it
+    outside); CONNECT to the same server by address, or to another name, is refused."""
+    port = other_server.server_address[1]
+    gate = open_gate((f"localhost:{port}",), tmp_path / "gates")
+    gate_of.append(gate)
+    code = f"""
+    import http.client
+    for host in ["localhost", "127.0.0.1", "example.com"]:
+        conn = http.client.HTTPConnection("127.0.0.1", {gate.proxy_port}, timeout=10)
+        conn.set_tunnel(host, {port})
+        try:
+            conn.request("GET", "/tunnelled")
+            print(host, conn.getresponse().read().decode())
+        except OSError as exc:
+            print(host, "refused:", exc)
+        conn.close()
+    """
+    status, out, err = await run_inside(gate, code)
+    assert status == 0, err
+    assert "localhost other server: /tunnelled" in out
+    assert "127.0.0.1 refused: Tunnel connection failed: 403 Forbidden" in out
+    assert "example.com refused: Tunnel connection failed: 403 Forbidden" in out
+    assert [r.target for r in gate.refusals()] == [f"127.0.0.1:{port}", f"example.com:{port}"]
+
+
+async def test_too_many_connections_and_a_huge_head_are_refused_cleanly(
+    tmp_path: Path, model: ModelServer, gate_of: list[NetworkGate]
+) -> None:
+    gate = open_gate((f"127.0.0.1:{model.port}",), tmp_path / "gates", limits=Limits(connections=2))
+    gate_of.append(gate)
+    code = f"""
+    import socket
+    def ask(head):
+        s = socket.create_connection(("127.0.0.1", {gate.proxy_port}), timeout=10)
+        s.sendall(head)
+        return s
+    held = [ask(b"CONNECT 127.0.0.1:{model.port} HTTP/1.1\\r\\n\\r\\n") for _ in range(2)]
+    for s in held:
+        print("held:", s.recv(100).split(b"\\r\\n")[0].decode())
+    third = ask(b"CONNECT 127.0.0.1:{model.port} HTTP/1.1\\r\\n\\r\\n")
+    print("third:", third.recv(300).split(b"\\r\\n")[0].decode())
+    for s in held:
+        s.close()
+    pad = b"X-Pad: " + b"a" * 40000
+    huge = ask(b"GET http://127.0.0.1:{model.port}/v1/models HTTP/1.1\\r\\n" + pad + b"\\r\\n\\r\\n")
+    print("huge:", huge.recv(300).split(b"\\r\\n")[0].decode())
+    """
+    status, out, err = await run_inside(gate, code)
+    assert status == 0, err
+    assert out.count("held: HTTP/1.1 200 Connection established") == 2
+    assert "third: HTTP/1.1 503 Service Unavailable" in out
+    assert "huge: HTTP/1.1 431 Request Header Fields Too Large" in out
+    whys = [r.why for r in gate.refusals()]
+    assert whys == ["more than 2 connections at once", "a request head larger than 16384 bytes"]
+    assert model.requests == []  # neither reached the server
+
+
+async def test_a_plain_http_request_through_the_proxy_reaches_the_allowed_server(
+    tmp_path: Path, model: ModelServer, gate_of: list[NetworkGate]
+) -> None:
+    """``GET http://host/path`` through the proxy reaches the server as ``GET /path``
+    (origin form), without the proxy's own headers."""
+    gate = open_gate((f"127.0.0.1:{model.port}",), tmp_path / "gates")
+    gate_of.append(gate)
+    code = MODELS_CALL.format(url=model.base_url)
+    status, out, err = await run_inside(gate, code)
+    assert status == 0, err
+    assert "models:" in out
+    [request] = model.requests
+    assert request.path == "/models"  # the server's record drops /v1; an absolute URL would stay whole
+    assert request.headers.get("Connection") == "close"
+    assert not any(name.lower().startswith("proxy-") for name in request.headers)
+
+
+async def test_closing_the_gate_ends_its_connections_and_leaves_no_socket(tmp_path: Path, model: ModelServer) -> None:
+    before = _open_sockets()
+    gate = open_gate((f"127.0.0.1:{model.port}",), tmp_path / "gates")
+    assert gate.path.is_socket() and (gate.path.stat().st_mode & 0o777) == 0o600
+    assert (tmp_path / "gates").stat().st_mode & 0o777 == 0o700
+    # A client talking to the gate as the forwarder would, held open mid-pipe.
+    reader, writer = await asyncio.open_unix_connection(str(gate.path))
+    writer.write(f"PROXY\nCONNECT 127.0.0.1:{model.port} HTTP/1.1\r\n\r\n".encode())
+    assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+    await until(lambda: gate.open_connections() == 1, 5, "the connection in the gate")
+    gate.close()
+    await asyncio.wait_for(gate.wait_closed(), 5)
+    assert await asyncio.wait_for(reader.read(), 5) == b"\r\n"  # the rest of the head, then closed
+    writer.close()
+    await writer.wait_closed()
+    assert not gate.path.exists()
+    assert gate.open_connections() == 0
+    assert [t for t in asyncio.all_tasks() if "NetworkGate" in repr(t.get_coro())] == []
+    await until(lambda: _open_sockets() <= before, 5, lambda: f"sockets back to {before} (now {_open_sockets()})")
+    gate.close()  # twice: nothing happens
+
+
+async def test_a_connection_idle_too_long_is_closed(tmp_path: Path, model: ModelServer) -> None:
+    clock = FakeClock()
+    gate = open_gate((f"127.0.0.1:{model.port}",), tmp_path / "gates", clock=clock, limits=Limits(idle=30))
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(gate.path))
+        writer.write(f"TO 127.0.0.1:{model.port}\n".encode())
+        await until(lambda: gate.open_connections() == 1 and clock.next_deadline() is not None, 5, "a pipe")
+        await clock.advance(29)
+        assert gate.open_connections() == 1
+        await clock.advance(2)
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        await until(lambda: gate.open_connections() == 0, 5, "the idle pipe closed")
+        writer.close()
+    finally:
+        gate.close()
+        await gate.wait_closed()
+
+
+def _open_sockets() -> int:
+    return sum(1 for fd in os.listdir("/proc/self/fd") if _is_socket(fd))
+
+
+def _is_socket(fd: str) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    except OSError:
+        return False
+
+
+def test_the_forwarder_is_standard_library_only() -> None:
+    """It runs with ``-I -S`` inside the sandbox: nothing of ours or of site-packages."""
+    from polypilot_tui.agents import sandbox_forwarder
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            f"import runpy; runpy.run_path({sandbox_forwarder.__file__!r}, run_name='__main__')",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "usage:" in out.stderr
