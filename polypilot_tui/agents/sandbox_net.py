@@ -95,6 +95,8 @@ def parse_endpoint(text: str) -> tuple[str, int]:
     """``host:port`` (or ``[v6]:port``) -> (host, port), the host lower-case and without a
     trailing dot; EndpointError when it is not one an agent could connect to."""
     raw = text.strip()
+    if "://" in raw:
+        raise EndpointError(f"{text!r} is a URL: write its host:port ({url_endpoint(raw) or 'host:port'})")
     host, sep, port_text = raw.rpartition(":")
     if not sep or not port_text.isdigit():
         raise EndpointError(f"{text!r} is not host:port (a port number is needed)")
