@@ -1,20 +1,26 @@
 """Inside a sandbox with a network rule: the agent's only way out, over the gate's socket.
 
 The sandbox has a network of its own (bubblewrap ``--unshare-net``): a loopback and nothing
-else. The launcher starts ``python -I -S sandbox_forwarder.py GATE PROXY_PORT [ENDPOINT…] --
-<agent argv…>`` instead of the agent; this script
+else. The launcher starts, instead of the agent::
 
-1. listens on ``127.0.0.1:PROXY_PORT`` (the agent's ``HTTP_PROXY``/``HTTPS_PROXY``) and on
-   each allowed loopback ENDPOINT's own address (``127.0.0.1:8000``; ``localhost`` also on
+    python -I -S sandbox_forwarder.py --gate SOCKET --proxy PORT [--listen HOST:PORT]...
+        [--env NAME=VALUE]... -- <agent argv...>
+
+and this script
+
+1. listens on ``127.0.0.1:PORT`` (the proxy the agent's ``HTTP_PROXY``/``HTTPS_PROXY`` name,
+   set here by ``--env``: they cannot be forgotten apart from the forwarder) and on each
+   allowed loopback endpoint's own address (``127.0.0.1:8000``; ``localhost`` also on
    ``[::1]``), so a model URL such as ``http://127.0.0.1:8000/v1`` works unchanged;
 2. forks a *relay*, which serves those sockets, and execs the agent itself: the agent keeps
    the process the launcher started (its pid, its pipes, its exit status), and the leash and
-   Stop end it as they would without a rule. The relay holds none of the agent's pipes and
-   ends when the agent ends (a pidfd, else a poll of its parent);
+   Stop end it as they would without a rule. The relay holds none of the agent's pipes, holds
+   one connection to the gate for its whole life (``HOLD``: the gate closes when the last
+   one ends) and ends when the agent ends (a pidfd, else a poll of its parent);
 3. hands every connection to the gate (agents/sandbox_net.py, outside, in the engine) over
-   the bound Unix socket GATE, after one line that names what it came for (``PROXY`` or
+   the bound Unix socket, after one line that names what it came for (``PROXY`` or
    ``TO host:port``), then copies bytes both ways. The gate decides: this script checks
-   nothing, and the agent could skip it and talk to GATE itself to no advantage.
+   nothing, and the agent could skip it and talk to the socket itself to no advantage.
 
 Standard library only, run with ``-S`` (no site, fast start), like leash.py.
 """
@@ -157,23 +163,59 @@ def _start_relay(gate: str, listeners: list[tuple[socket.socket, bytes]]) -> Non
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)  # none of the agent's pipes: they end when the agent does
+        hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with contextlib.suppress(OSError):  # no gate: each relay says so on the agent's stderr
+            hold.connect(gate)
+            hold.sendall(b"HOLD\n")
         serve(gate, listeners, parent)
     finally:
         os._exit(0)
 
 
+USAGE = (
+    "usage: sandbox_forwarder.py --gate SOCKET --proxy PORT [--listen HOST:PORT]... [--env NAME=VALUE]... "
+    "-- COMMAND [ARG...]\n"
+)
+
+
+def parse(args: list[str]) -> tuple[str, int, list[str], dict[str, str], list[str]]:
+    """(gate, proxy port, endpoints to listen on, environment, argv); ValueError when wrong."""
+    gate, proxy, listen, env = "", 0, [], {}
+    rest = list(args)
+    while rest and rest[0] != "--":
+        if len(rest) < 2:
+            raise ValueError(f"{rest[0]} needs a value")
+        flag, value, rest = rest[0], rest[1], rest[2:]
+        if flag == "--gate":
+            gate = value
+        elif flag == "--proxy":
+            proxy = int(value)
+        elif flag == "--listen":
+            split_endpoint(value)
+            listen.append(value)
+        elif flag == "--env" and "=" in value:
+            name, _, val = value.partition("=")
+            env[name] = val
+        else:
+            raise ValueError(f"unknown {flag} {value}")
+    if not gate or not proxy or len(rest) < 2:
+        raise ValueError("--gate, --proxy and a command are needed")
+    return gate, proxy, listen, env, rest[1:]
+
+
 def main(args: list[str]) -> int:
-    if "--" not in args or args.index("--") < 2 or args.index("--") == len(args) - 1:
-        sys.stderr.write("usage: sandbox_forwarder.py GATE PROXY_PORT [HOST:PORT...] -- COMMAND [ARG...]\n")
+    try:
+        gate, proxy_port, endpoints, env, argv = parse(args)
+    except ValueError as exc:
+        sys.stderr.write(f"sandbox_forwarder: {exc}\n{USAGE}")
         return 2
-    cut = args.index("--")
-    gate, proxy_port, endpoints, argv = args[0], int(args[1]), args[2:cut], args[cut + 1 :]
     try:
         listeners = open_listeners(proxy_port, endpoints)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         sys.stderr.write(f"sandbox network: cannot listen inside the sandbox: {exc}\n")
         return 126
     _start_relay(gate, listeners)
+    os.environ.update(env)
     # Python ignores SIGPIPE and SIGXFSZ for itself; the agent and its tools must not inherit that.
     for name in ("SIGPIPE", "SIGXFSZ"):
         if hasattr(signal, name):

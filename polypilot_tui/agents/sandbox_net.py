@@ -48,6 +48,9 @@ from polypilot_tui.infra.redact import REDACTOR
 log = logging.getLogger(__name__)
 
 FORWARDER_FILE = str(Path(__file__).with_name("sandbox_forwarder.py"))
+INSIDE = "/tmp/.polypilot-net.sock"
+"""Where the gate's socket is inside the sandbox: in its private /tmp (made by the launcher
+before this), short, and the same for every session (each sees only its own)."""
 PROXY_PORT = 3128
 """The proxy's port inside the sandbox (its own loopback: nothing else is there), or the next
 one an allowed loopback endpoint does not take."""
@@ -74,6 +77,9 @@ class Limits:
     """Seconds for the outside connect."""
     idle: float = 300.0
     """Seconds without a byte either way before a connection is closed."""
+    start_wait: float = 60.0
+    """Seconds for the forwarder to come: a gate nobody took (the sandbox did not start)
+    closes then."""
 
 
 @dataclass(frozen=True)
@@ -264,14 +270,17 @@ class NetworkGate:
         self.closed = False
         taken = {port for host, port in allow if is_loopback(host)}
         self.proxy_port = next(p for p in range(PROXY_PORT, 65536) if p not in taken)
+        self._holders = 0
+        self._held = False
         self._loop.add_reader(listening.fileno(), self._accept)
+        self._unclaimed = clock.call_at(clock.now() + limits.start_wait, self._close_unclaimed)
 
     # ---- what the launcher asks ---------------------------------------------------
     def bwrap_args(self) -> list[str]:
         """bubblewrap's arguments for the rule: a network of the sandbox's own, and this gate's
-        socket at the same path inside. They go after the mounts that hide folders (a later
-        mount wins), so the socket is seen even where its folder is hidden."""
-        return ["--unshare-net", "--bind", str(self.path), str(self.path)]
+        socket at :data:`INSIDE`. They go after ``--tmpfs /tmp`` and the binds into /tmp (a
+        later mount covers an earlier one)."""
+        return ["--unshare-net", "--bind", str(self.path), INSIDE]
 
     def loopback_endpoints(self) -> list[str]:
         """The allowed endpoints on this machine, which the forwarder listens on inside."""
@@ -280,22 +289,28 @@ class NetworkGate:
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` started by the forwarder, which serves the rule inside and then execs it
         (same process: its pid, pipes and exit status stay the agent's)."""
+        listen = [arg for endpoint in self.loopback_endpoints() for arg in ("--listen", endpoint)]
+        env = [arg for name, value in self.env().items() for arg in ("--env", f"{name}={value}")]
         return [
             sys.executable,
             "-I",
             "-S",
             FORWARDER_FILE,
-            str(self.path),
+            "--gate",
+            INSIDE,
+            "--proxy",
             str(self.proxy_port),
-            *self.loopback_endpoints(),
+            *listen,
+            *env,
             "--",
             *argv,
         ]
 
     def env(self) -> dict[str, str]:
-        """The agent's proxy variables. Every name goes to the proxy (``NO_PROXY`` empty),
-        loopback ones too, so even a refused one is answered with why; a client that ignores
-        them still reaches the allowed loopback endpoints directly. ``NODE_USE_ENV_PROXY``
+        """The agent's proxy variables (the forwarder sets them: :meth:`wrap`). Every name goes
+        to the proxy (``NO_PROXY`` empty), loopback ones too, so even a refused one is
+        answered with why; a client that ignores them still reaches the allowed loopback
+        endpoints directly. ``NODE_USE_ENV_PROXY``
         makes Node's own fetch use them (Node 24.5 and later; the Copilot CLI has Node 24)."""
         proxy = f"http://127.0.0.1:{self.proxy_port}"
         return {
@@ -322,6 +337,7 @@ class NetworkGate:
         if self.closed:
             return
         self.closed = True
+        self._unclaimed.cancel()
         self._loop.remove_reader(self._listening.fileno())
         self._listening.close()
         with contextlib.suppress(FileNotFoundError):
@@ -356,9 +372,11 @@ class NetworkGate:
         writer: asyncio.StreamWriter | None = None
         try:
             reader, writer = await asyncio.open_connection(sock=conn, limit=self.limits.header_bytes)
-            over = len(self._tasks) > self.limits.connections
             preface = await within(self._clock, reader.readuntil(b"\n"), self.limits.header_wait)
-            if preface == b"PROXY\n":
+            over = len(self._tasks) - self._holders > self.limits.connections  # this one counted
+            if preface == b"HOLD\n":
+                await self._hold(reader)
+            elif preface == b"PROXY\n":
                 await self._proxy(reader, writer, over)
             elif preface.startswith(b"TO "):
                 await self._direct(preface[3:-1].decode("ascii", errors="replace"), reader, writer, over)
@@ -371,6 +389,26 @@ class NetworkGate:
                 writer.close()
             else:
                 conn.close()
+
+    async def _hold(self, reader: asyncio.StreamReader) -> None:
+        """The forwarder's relay, for as long as it lives: the gate closes when the last one
+        goes (the sandbox ended), so it needs no owner to outlive the agent."""
+        self._holders += 1
+        self._held = True
+        try:
+            while await reader.read(CHUNK):
+                pass  # nothing is said on it
+        finally:
+            self._holders -= 1
+            if self._holders == 0:
+                self._loop.call_soon(self.close)
+
+    def _close_unclaimed(self) -> None:
+        if not self._held:
+            log.info(
+                "sandbox network gate %s: no sandbox came within %g s; closed", self.path.name, self.limits.start_wait
+            )
+            self.close()
 
     async def _direct(
         self, target: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, over: bool
@@ -385,7 +423,9 @@ class NetworkGate:
             return
         upstream = await self._connect(endpoint)
         if isinstance(upstream, str):
+            log.info("sandbox network: %s: %s", endpoint_text(*endpoint), upstream)
             return
+        log.debug("sandbox network: %s on its own port", endpoint_text(*endpoint))
         await self._pipe(reader, writer, *upstream)
 
     async def _proxy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, over: bool) -> None:
@@ -430,6 +470,7 @@ class NetworkGate:
             await _answer(writer, 502, "Bad Gateway", f"polypilot sandbox: {authority}: {upstream}")
             return
         up_reader, up_writer = upstream
+        log.debug("sandbox network: %s through the proxy (%s)", endpoint_text(*endpoint), method)
         if method == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
@@ -546,16 +587,20 @@ def open_gate(
 ) -> NetworkGate:
     """Start the gate for a rule allowing ``allow`` (``host:port`` each; EndpointError names a
     bad one) on a new Unix socket in ``folder`` (made 0700 when missing; NotPrivate when it
-    is not private). Needs a running asyncio loop: the gate is served in it."""
+    is not private). Needs a running asyncio loop: the gate is served in it. The gate closes
+    itself when the sandbox it serves ends (or never comes: :attr:`Limits.start_wait`)."""
     endpoints = tuple(dict.fromkeys(parse_endpoint(entry) for entry in allow))
     asyncio.get_running_loop()  # before anything is made: a RuntimeError leaves nothing behind
     private_dir(folder)
-    path = Path(folder) / f"net-{secrets.token_hex(4)}.sock"
-    if len(os.fsencode(path)) >= 108:  # sun_path's size on Linux
-        raise OSError(f"{path} is too long for a Unix socket's address: choose a shorter folder")
+    name = f"{PREFIX}{secrets.token_hex(4)}.sock"
+    path = Path(folder) / name
+    # Reached through the folder's descriptor: a socket's address holds 107 bytes, and a state
+    # folder's path may be longer (bubblewrap binds the socket by its path, which may).
+    folder_fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.bind(str(path))
+        _remove_stale(folder_fd)
+        sock.bind(f"/proc/self/fd/{folder_fd}/{name}")
         os.chmod(path, 0o600)
         sock.listen(128)
         sock.setblocking(False)
@@ -567,3 +612,26 @@ def open_gate(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         raise
+    finally:
+        os.close(folder_fd)
+
+
+PREFIX = "net-"
+
+
+def _remove_stale(folder_fd: int) -> None:
+    """Remove the sockets of gates that ended with their engine (nothing listens there)."""
+    for name in os.listdir(f"/proc/self/fd/{folder_fd}"):
+        if not (name.startswith(PREFIX) and name.endswith(".sock")):
+            continue
+        where = f"/proc/self/fd/{folder_fd}/{name}"
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(where)
+        except ConnectionRefusedError:
+            with contextlib.suppress(OSError):
+                os.unlink(where)
+        except OSError:
+            pass  # not a socket: left as it is
+        finally:
+            probe.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -312,3 +313,47 @@ def test_the_forwarder_is_standard_library_only() -> None:
     )
     assert out.returncode == 2, out.stderr
     assert "usage:" in out.stderr
+
+
+async def test_the_gate_closes_itself_when_its_sandbox_ends(tmp_path: Path) -> None:
+    gate = open_gate((), tmp_path / "gates")
+    try:
+        status, out, _ = await run_inside(gate, "import os; print(os.environ['HTTPS_PROXY'], os.environ['NO_PROXY'])")
+        assert (status, out.strip()) == (0, f"http://127.0.0.1:{gate.proxy_port}")
+        await until(lambda: gate.closed, 5, "the gate closed with its sandbox")
+        await asyncio.wait_for(gate.wait_closed(), 5)
+        assert not gate.path.exists()
+    finally:
+        gate.close()
+
+
+async def test_a_gate_no_sandbox_came_to_closes(tmp_path: Path) -> None:
+    clock = FakeClock()
+    gate = open_gate((), tmp_path / "gates", clock=clock, limits=Limits(start_wait=60))
+    try:
+        await clock.advance(59)
+        assert not gate.closed
+        await clock.advance(2)
+        assert gate.closed and not gate.path.exists()
+    finally:
+        gate.close()
+
+
+async def test_a_long_folder_and_a_stale_socket(tmp_path: Path) -> None:
+    """A state folder longer than a socket address holds still has gates; the socket of a
+    gate that ended with its engine is removed when the next one opens."""
+    folder = tmp_path / ("a-long-state-folder-name-" * 5) / "net"
+    assert len(os.fsencode(folder)) > 108
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    short = tmp_path / "s.sock"
+    stale.bind(str(short))
+    stale.close()  # bound, never listened on: connects are refused, as to a dead engine's
+    folder.mkdir(parents=True, mode=0o700)
+    os.rename(short, folder / "net-deadbeef.sock")
+    gate = open_gate((), folder)
+    try:
+        assert [p.name for p in folder.iterdir()] == [gate.path.name]
+        status, _, err = await run_inside(gate, "pass")
+        assert status == 0, err
+    finally:
+        gate.close()
