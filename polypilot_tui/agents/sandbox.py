@@ -1,0 +1,509 @@
+"""Agents in a sandbox: the one place that turns a session's sandbox into a bubblewrap argv.
+
+:func:`rules_for` says what a session's agent may write (its folder or worktree, what git needs
+in the repository for *that* worktree, the agent's own state folders, a private /tmp), what it
+may not see (secrets folders, polypilot's own folders and its engine socket, the user's runtime
+folder with its D-Bus and agent sockets) and what stays read-only inside a writable folder (git
+hooks and config: a hook written by the agent would run outside the sandbox at the user's next
+commit). :func:`sandboxed` wraps an argv in ``bwrap`` with those rules. docs/sandbox.md says why
+each rule is there and what is left.
+
+Order with the leash (agents/leash.py): the leash is outside, bwrap inside —
+``leash -> bwrap -> bwrap's init (pid 1 of a new pid namespace) -> limiter -> agent``. The
+leash's watcher sees every sandboxed process by its pid outside the namespace; ending bwrap's
+init ends the whole namespace (the kernel kills every process of a pid namespace whose init
+dies), and ``--die-with-parent`` ends the init when the outer bwrap is killed.
+
+Nothing here runs without bwrap: a sandbox that cannot start is a :class:`BackendError` that
+says why and how to fix it — never a silent start without the sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from polypilot_tui.agents.base import BackendError
+from polypilot_tui.agents.locate import expand
+from polypilot_tui.config import AgentConfig, Settings, config_dir
+from polypilot_tui.domain.sandbox import Sandbox, SandboxRules, within
+
+BWRAP = "bwrap"
+PROCESS_LIMIT = 4096
+"""RLIMIT_NPROC inside the sandbox: tasks (threads count) of the sandbox's user. In the new user
+namespace bwrap makes, a kernel of 5.14 or later counts it per namespace, so it limits this
+sandbox alone; root is exempt from it (see docs/sandbox.md)."""
+
+SECRETS = (
+    "~/.ssh",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.config/gcloud",
+    "~/.config/git/credentials",
+    "~/.gnupg",
+    "~/.docker",
+    "~/.kube",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.terraform.d",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.vault-token",
+)
+"""Hidden from every sandboxed agent: credentials that reach other machines."""
+SYSTEM_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman", "/run/containerd")
+"""Hidden too: a container daemon's socket is root on the machine."""
+
+_LIMITER = (
+    "import os,resource,sys;n=int(sys.argv[1]);resource.setrlimit(resource.RLIMIT_NPROC,(n,n));"
+    "os.execvp(sys.argv[2],sys.argv[2:])"
+)
+"""Run inside the sandbox (bwrap has no rlimit option): set the process limit, exec the agent."""
+
+
+class SandboxUnavailable(BackendError):
+    """The sandbox cannot start here; the message says why and how to fix it."""
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+def _real(path: str | Path) -> str:
+    return os.path.realpath(os.path.expanduser(str(path)))
+
+
+@dataclass(frozen=True, slots=True)
+class GitNeeds:
+    """What git needs to write for one folder's checkout, and what must stay read-only."""
+
+    writable: tuple[str, ...] = ()
+    protected: tuple[str, ...] = ()
+    readable: tuple[str, ...] = ()
+    """The repository's git folder, bound read-only first: a repository in /tmp would be
+    hidden by the private /tmp otherwise, and git reads its other refs and packs."""
+    made: tuple[str, ...] = ()
+    """Folders to make before the start (a mount point must exist; a missing hooks folder would
+    otherwise be the agent's to create)."""
+
+
+def _read_line(path: Path) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return file.readline(4096).strip()
+    except OSError:
+        return ""
+
+
+def _git_entry(folder: Path) -> Path | None:
+    """The ``.git`` (folder or file) of the checkout holding ``folder``, or None."""
+    for place in (folder, *folder.parents):
+        entry = place / ".git"
+        if entry.is_dir() or entry.is_file():
+            return entry
+    return None
+
+
+def _hooks_path(folder: Path) -> str:
+    """``core.hooksPath`` as git reads it in ``folder`` ("" when unset or git is missing)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), "config", "--get", "core.hooksPath"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def git_needs(folder: Path) -> GitNeeds:
+    """What ``git add``, ``git commit`` and ``git status`` need to write for the checkout of
+    ``folder`` (measured: docs/sandbox.md), and the files that must stay read-only.
+
+    A linked worktree writes its own ``worktrees/<name>/`` folder (index, HEAD, logs), the
+    common ``objects/``, and its branch's ref and reflog folders; the main checkout writes its
+    ``.git`` folder. Read-only in any case: hooks and config (``core.hooksPath`` too when it is
+    inside the folder, as husky's ``.husky``), the files that point git at its common folder
+    (``.git`` of a worktree, ``commondir``, ``gitdir``), submodules' and other worktrees' folders.
+    """
+    entry = _git_entry(folder)
+    if entry is None:
+        return GitNeeds()
+    writable: list[str] = []
+    protected: list[str] = []
+    made: list[str] = []
+    if entry.is_file():  # a linked worktree: "gitdir: <common>/worktrees/<name>"
+        line = _read_line(entry)
+        if not line.startswith("gitdir:"):
+            return GitNeeds()
+        own = Path(_real(entry.parent / line.removeprefix("gitdir:").strip()))
+        common = Path(_real(own / (_read_line(own / "commondir") or "..")))
+        writable += [str(own), str(common / "objects")]
+        head = _read_line(own / "HEAD")
+        if head.startswith("ref: refs/"):
+            ref = head.removeprefix("ref: ").strip()
+            ref_folder = os.path.dirname(ref)
+            for base in (common, common / "logs"):
+                place = base / ref_folder
+                if not place.is_dir():
+                    made.append(str(place))
+                writable.append(str(place))
+        protected += [str(entry), *(str(own / name) for name in ("commondir", "gitdir", "config.worktree"))]
+        made_files = [str(own / "config.worktree")]  # an empty one: the agent cannot make one of its own
+        git_dir = own
+        common_dir = common
+    else:
+        git_dir = common_dir = Path(_real(entry))
+        writable.append(str(git_dir))  # bound onto itself: a mount point cannot be renamed or replaced
+        made_files = [str(git_dir / "config.worktree")]
+        for name in ("worktrees", "modules"):
+            if (git_dir / name).is_dir():
+                protected.append(str(git_dir / name))
+    hooks = common_dir / "hooks"
+    if not hooks.is_dir():
+        made.append(str(hooks))
+    protected += [str(hooks), str(common_dir / "config"), str(git_dir / "config.worktree")]
+    hooks_path = _hooks_path(folder)
+    if hooks_path:
+        top = entry.parent
+        where = Path(_real(top / expand(hooks_path, os.environ)))
+        if not where.exists():
+            made.append(str(where))
+        protected.append(str(where))
+    return GitNeeds(
+        tuple(dict.fromkeys(writable)),
+        tuple(dict.fromkeys(protected)),
+        (str(common_dir),),
+        tuple(dict.fromkeys([*made, *(f"file:{f}" for f in made_files)])),
+    )
+
+
+def agent_state_folders(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The agent's own state folders (``sandbox_writable``), expanded in its environment."""
+    env = dict(os.environ if environ is None else environ) | agent.env
+    return tuple(_real(expand(path, env)) for path in agent.sandbox_writable if path.strip())
+
+
+def polypilot_folders(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """polypilot's own folders: the state folder (registry, history, the engine socket: an agent
+    that reached the socket could answer its own permission prompts) and the config folder."""
+    return (_real(settings.state_dir), _real(config_dir(environ)))
+
+
+def runtime_folder(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The user's runtime folder: its D-Bus session bus starts programs outside any sandbox
+    (``systemd-run --user``), and it holds the ssh and gpg agents' sockets."""
+    found = environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return (_real(found),) if os.path.isdir(found) else ()
+
+
+def rules_for(
+    sandbox: Sandbox,
+    folder: Path | str,
+    agent: AgentConfig,
+    settings: Settings,
+    environ: Mapping[str, str] | None = None,
+) -> SandboxRules:
+    """The rules of ``agent``'s sandbox in ``folder`` (its session's folder or worktree)."""
+    return _rules(sandbox, folder, agent, settings, environ, git_needs(Path(_real(folder))))
+
+
+def _rules(
+    sandbox: Sandbox,
+    folder: Path | str,
+    agent: AgentConfig,
+    settings: Settings,
+    environ: Mapping[str, str] | None,
+    git: GitNeeds,
+) -> SandboxRules:
+    env = dict(os.environ if environ is None else environ)
+    work = _real(folder)
+    home = env.get("HOME") or str(Path.home())
+    secrets = [_real(expand(path, {**env, "HOME": home})) for path in SECRETS]
+    writable = [work, *git.writable, *agent_state_folders(agent, env)]
+    roots = [*secrets, *polypilot_folders(settings, env), *runtime_folder(env), *SYSTEM_SOCKETS]
+    hidden = [path for root in roots for path in hide_except(root, writable)]
+    return SandboxRules(
+        writable=tuple(dict.fromkeys(writable)),
+        protected=git.protected,
+        hidden=tuple(dict.fromkeys(hidden)),
+        network=sandbox.network,
+    )
+
+
+def hide_except(root: str, keep: Sequence[str]) -> list[str]:
+    """What hides ``root`` but the ``keep`` paths inside it (a session's worktree in the state
+    folder, where polypilot makes worktrees): ``root`` itself when it holds none of them, else
+    each of its entries that is not on the way to one. An entry made later in such a folder is
+    not hidden (it is read-only like the rest): the engine's socket, registry and history are
+    there from its start."""
+    inside = [path for path in keep if within(path, root) and path != root]
+    if not inside:
+        return [root]
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    hidden: list[str] = []
+    for name in names:
+        entry = os.path.join(root, name)
+        if any(path == entry for path in inside):
+            continue
+        if any(within(path, entry) for path in inside) and os.path.isdir(entry) and not os.path.islink(entry):
+            hidden += hide_except(entry, inside)
+        else:
+            hidden.append(entry)
+    return hidden
+
+
+# ---------------------------------------------------------------------------- the argv
+
+
+def _depth(path: str) -> int:
+    return path.rstrip("/").count("/")
+
+
+def prepare(rules: SandboxRules, made: Sequence[str] = ()) -> None:
+    """Make what must exist before the start: the agent's state folders (its home is read-only
+    in the sandbox), a missing hooks folder, the mount points of the read-only files. A hidden
+    path that does not exist inside a writable folder would be the agent's to create: refused."""
+    for path in rules.hidden:
+        if not os.path.lexists(path) and any(within(path, w) for w in rules.writable):
+            raise BackendError(
+                f"the sandbox cannot hide {path}: it lies in a folder the agent may write "
+                "(a sandboxed session cannot work in your home folder itself; pick a project folder)"
+            )
+    for path in rules.writable:
+        if not os.path.isdir(path):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+    for path in made:
+        if path.startswith("file:"):
+            name = path.removeprefix("file:")
+            if not os.path.lexists(name):
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+        elif not os.path.isdir(path):
+            os.makedirs(path, mode=0o755, exist_ok=True)
+
+
+def _mounts(rules: SandboxRules, readable: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The bind and hide options, ancestors before what lies in them (a later mount covers an
+    earlier one); then the remounts that make the hiding folders read-only (after the binds
+    that may lie in them, as a worktree in the hidden state folder)."""
+    ops: list[tuple[int, int, list[str]]] = []
+    remounts: list[str] = []
+    for path in rules.hidden:
+        if os.path.isdir(path) and not os.path.islink(path):
+            ops.append((_depth(path), 0, ["--perms", "0755", "--tmpfs", path]))
+            remounts += ["--remount-ro", path]
+        elif os.path.lexists(path):
+            ops.append((_depth(path), 0, ["--ro-bind", "/dev/null", path]))
+    for path in readable:
+        if os.path.isdir(path):
+            ops.append((_depth(path), 1, ["--ro-bind", path, path]))
+    for path in rules.writable:
+        if os.path.isdir(path):
+            ops.append((_depth(path), 2, ["--bind", path, path]))
+    for path in rules.protected:
+        if os.path.exists(path):
+            ops.append((_depth(path), 3, ["--ro-bind", path, path]))
+    binds = [arg for _, _, args in sorted(ops, key=lambda op: (op[0], op[1])) for arg in args]
+    return binds, remounts
+
+
+def sandboxed(
+    argv: Sequence[str],
+    rules: SandboxRules,
+    cwd: Path | str,
+    *,
+    bwrap: str = BWRAP,
+    process_limit: int = PROCESS_LIMIT,
+    network_args: Sequence[str] = (),
+    readable: Sequence[str] = (),
+) -> list[str]:
+    """``argv`` run in bubblewrap with ``rules``: new namespaces (user, pid, ipc, uts, cgroup,
+    and the network when the rules have a network rule: ``network_args`` then bring its
+    gate in), all capabilities dropped, no new privileges (bwrap always sets
+    PR_SET_NO_NEW_PRIVS: a setuid program cannot raise it), a new session (no TIOCSTI into
+    the user's terminal), the rest of the file system read-only, a private /tmp, /proc and
+    /dev of its own, and ``process_limit`` processes at most."""
+    binds, remounts = _mounts(rules, readable)
+    network = ["--share-net"] if rules.network is None else list(network_args)
+    return [
+        bwrap,
+        "--unshare-all",
+        *network,
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        *binds,
+        *remounts,
+        "--chdir",
+        _real(cwd),
+        "--",
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        _LIMITER,
+        str(process_limit),
+        *argv,
+    ]
+
+
+# ---------------------------------------------------------------------------- can it start
+
+
+def _sysctl(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as file:
+            return file.read().strip()
+    except OSError:
+        return ""
+
+
+def userns_problem() -> str | None:
+    """Why this kernel does not let a user make a user namespace (bwrap needs one), or None."""
+    if _sysctl("/proc/sys/user/max_user_namespaces") == "0":
+        return (
+            "user namespaces are off (user.max_user_namespaces is 0): "
+            "turn them on with `sudo sysctl -w user.max_user_namespaces=15000`"
+        )
+    if _sysctl("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        return (
+            "unprivileged user namespaces are off (kernel.unprivileged_userns_clone is 0): "
+            "turn them on with `sudo sysctl -w kernel.unprivileged_userns_clone=1`"
+        )
+    if os.getuid() != 0 and _sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return (
+            "AppArmor keeps programs from making user namespaces "
+            "(kernel.apparmor_restrict_unprivileged_userns is 1, as on Ubuntu 24.04): allow it with "
+            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or give bwrap an AppArmor "
+            "profile that allows userns"
+        )
+    return None
+
+
+@cache
+def _probe(bwrap: str) -> str:
+    """What a trial sandbox said when it failed ("" when it ran): once per bwrap."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return "" if done.returncode == 0 else (done.stderr.strip() or f"exit status {done.returncode}")
+
+
+def find_bwrap(environ: Mapping[str, str] | None = None) -> str | None:
+    """bwrap as found on the PATH of ``environ`` (the engine's), or None."""
+    env = os.environ if environ is None else environ
+    return shutil.which(BWRAP, path=env.get("PATH", os.defpath))
+
+
+def sandbox_problem(sandbox: Sandbox, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why ``sandbox`` cannot start on this machine (and how to fix it), or None."""
+    if not sandbox.on:
+        return None
+    if sys.platform != "linux":
+        return "sandboxed sessions run on Linux with bubblewrap; this machine is not Linux (see docs/sandbox.md)"
+    found = find_bwrap(environ)
+    if found is None:
+        return "bubblewrap (bwrap) is not installed: install it with `sudo apt install bubblewrap` (Debian, Ubuntu)"
+    problem = userns_problem()
+    if problem is not None:
+        return problem
+    said = _probe(found)
+    if said:
+        return f"bubblewrap cannot make a sandbox here: {said}"
+    return None
+
+
+def require(sandbox: Sandbox, environ: Mapping[str, str] | None = None) -> str:
+    """The bwrap to start ``sandbox`` with; :class:`SandboxUnavailable` when it cannot start."""
+    problem = sandbox_problem(sandbox, environ)
+    if problem is not None:
+        raise SandboxUnavailable(f"the session is sandboxed and its sandbox cannot start: {problem}")
+    found = find_bwrap(environ)
+    assert found is not None
+    return found
+
+
+# ---------------------------------------------------------------------------- a launch
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPlan:
+    """A session's sandbox as its backend gets it: the choice and its rules."""
+
+    sandbox: Sandbox
+    rules: SandboxRules
+    made: tuple[str, ...] = ()
+    """What :func:`prepare` makes before the start (GitNeeds.made)."""
+    readable: tuple[str, ...] = ()
+    """Bound read-only before the rules' binds: the repository's git folder (GitNeeds.readable),
+    the home folder, and a polypilot folder hidden but for a worktree in it: the private /tmp
+    would hide them where they lie in /tmp (and leave the folder writable there)."""
+
+
+def plan_for(
+    sandbox: Sandbox,
+    folder: Path | str,
+    agent: AgentConfig,
+    settings: Settings,
+    environ: Mapping[str, str] | None = None,
+) -> SandboxPlan | None:
+    """The plan of a session's sandbox (None when it is off)."""
+    if not sandbox.on:
+        return None
+    git = git_needs(Path(_real(folder)))
+    env = os.environ if environ is None else environ
+    home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
+    rules = _rules(sandbox, folder, agent, settings, environ, git)
+    split = [root for root in polypilot_folders(settings, env) if root not in rules.hidden]  # hidden but a worktree
+    return SandboxPlan(sandbox, rules, git.made, (*git.readable, home, *split))
+
+
+def launch_argv(
+    plan: SandboxPlan | None, argv: Sequence[str], cwd: Path | str, environ: Mapping[str, str]
+) -> list[str]:
+    """``argv`` as the backend starts it: in its sandbox when there is one, else as it is.
+    BackendError (never a start without the sandbox) when the sandbox cannot start."""
+    if plan is None:
+        return list(argv)
+    bwrap = require(plan.sandbox, environ)
+    if plan.rules.network is not None:
+        # The seam of the network rule (agents/sandbox_net.py: a gate whose bwrap_args,
+        # wrap and env go here). Until it is built, a network rule is refused, never ignored.
+        raise SandboxUnavailable(
+            "the session's sandbox has a network rule, and network rules are not built here yet: "
+            "make the session without one"
+        )
+    prepare(plan.rules, plan.made)
+    return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=plan.readable)
