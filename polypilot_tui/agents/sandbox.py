@@ -25,12 +25,13 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.locate import expand
+from polypilot_tui.agents.sandbox_net import model_endpoints, open_gate
 from polypilot_tui.config import AgentConfig, Settings, config_dir
 from polypilot_tui.domain.sandbox import Sandbox, SandboxRules, within
 
@@ -235,11 +236,13 @@ def _rules(
     writable = [work, *git.writable, *agent_state_folders(agent, env)]
     roots = [*secrets, *polypilot_folders(settings, env), *runtime_folder(env), *SYSTEM_SOCKETS]
     hidden = [path for root in roots for path in hide_except(root, writable)]
+    model = model_endpoints(agent, env) if sandbox.network is not None else ()
     return SandboxRules(
         writable=tuple(dict.fromkeys(writable)),
         protected=git.protected,
         hidden=tuple(dict.fromkeys(hidden)),
-        network=sandbox.network,
+        network=None if sandbox.network is None else tuple(dict.fromkeys((*sandbox.network, *model))),
+        model_endpoints=model,
     )
 
 
@@ -339,11 +342,10 @@ def sandboxed(
     the user's terminal), the rest of the file system read-only, a private /tmp, /proc and
     /dev of its own, and ``process_limit`` processes at most."""
     binds, remounts = _mounts(rules, readable)
-    network = ["--share-net"] if rules.network is None else list(network_args)
     return [
         bwrap,
         "--unshare-all",
-        *network,
+        *(["--share-net"] if rules.network is None else []),
         "--die-with-parent",
         "--new-session",
         "--cap-drop",
@@ -359,6 +361,7 @@ def sandboxed(
         "/tmp",
         *binds,
         *remounts,
+        *network_args,  # after /tmp and the binds into it: the gate's socket is put in /tmp
         "--chdir",
         _real(cwd),
         "--",
@@ -470,6 +473,9 @@ class SandboxPlan:
     """Bound read-only before the rules' binds: the repository's git folder (GitNeeds.readable),
     the home folder, and a polypilot folder hidden but for a worktree in it: the private /tmp
     would hide them where they lie in /tmp (and leave the folder writable there)."""
+    gates: str = ""
+    """Where a network rule's gate makes its socket (in polypilot's state folder; the
+    sandbox sees only its own, bound in)."""
 
 
 def plan_for(
@@ -487,7 +493,8 @@ def plan_for(
     home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
     rules = _rules(sandbox, folder, agent, settings, environ, git)
     split = [root for root in polypilot_folders(settings, env) if root not in rules.hidden]  # hidden but a worktree
-    return SandboxPlan(sandbox, rules, git.made, (*git.readable, home, *split))
+    gates = str(Path(_real(settings.state_dir)) / "net")
+    return SandboxPlan(sandbox, rules, git.made, (*git.readable, home, *split), gates=gates)
 
 
 def launch_argv(
@@ -498,12 +505,22 @@ def launch_argv(
     if plan is None:
         return list(argv)
     bwrap = require(plan.sandbox, environ)
-    if plan.rules.network is not None:
-        # The seam of the network rule (agents/sandbox_net.py: a gate whose bwrap_args,
-        # wrap and env go here). Until it is built, a network rule is refused, never ignored.
-        raise SandboxUnavailable(
-            "the session's sandbox has a network rule, and network rules are not built here yet: "
-            "make the session without one"
-        )
     prepare(plan.rules, plan.made)
-    return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=plan.readable)
+    if plan.rules.network is None:
+        return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=plan.readable)
+    # The network rule (agents/sandbox_net.py): a gate in the engine's loop, which closes
+    # itself when the sandbox ends; its forwarder starts the agent inside. Its folder is
+    # hidden like the rest of polypilot's: the sandbox sees only its own socket.
+    try:
+        gate = open_gate(plan.rules.network, Path(plan.gates))
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise SandboxUnavailable(f"the session's network rule cannot be kept: {exc}") from None
+    rules = replace(plan.rules, hidden=(*plan.rules.hidden, plan.gates))
+    return sandboxed(
+        gate.wrap(list(argv)),
+        rules,
+        cwd,
+        bwrap=bwrap,
+        readable=plan.readable,
+        network_args=gate.bwrap_args(),
+    )

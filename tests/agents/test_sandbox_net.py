@@ -22,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from polypilot_tui.agents.sandbox import launch_argv, plan_for
 from polypilot_tui.agents.sandbox_net import Limits, NetworkGate, Refusal, open_gate
+from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from tests.support.model_server import ModelServer
 from tests.support.waiting import until
 
@@ -357,3 +360,48 @@ async def test_a_long_folder_and_a_stale_socket(tmp_path: Path) -> None:
         assert status == 0, err
     finally:
         gate.close()
+
+
+async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
+    tmp_path: Path, model: ModelServer, other_server: ThreadingHTTPServer
+) -> None:
+    """agents/sandbox.py's argv for a session with a network rule: the agent's model endpoint
+    is added from its configuration, the gate is in the (hidden) state folder, and only the
+    session's own socket is seen inside."""
+    state, home, work = tmp_path / "state", tmp_path / "home", tmp_path / "work"
+    for folder in (state, home, work):
+        folder.mkdir()
+    settings = Settings(_env_file=None, state_dir=state)
+    env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path / "no-runtime")}
+    agent = AgentConfig(name="c", kind="copilot", provider=ProviderConfig(base_url=model.base_url))
+    plan = plan_for(Sandbox(SandboxMode.WORKSPACE, network=("example.com:443",)), work, agent, settings, env)
+    assert plan is not None and plan.rules.network == ("example.com:443", f"127.0.0.1:{model.port}")
+    assert "model endpoint is not known" not in "\n".join(plan.rules.lines())
+    other_port = other_server.server_address[1]
+    code = f"""
+    import os, urllib.request, urllib.error
+    {textwrap.indent(textwrap.dedent(MODELS_CALL.format(url=model.base_url)), "    ").strip()}
+    try:
+        urllib.request.urlopen("http://127.0.0.1:{other_port}/", timeout=10)
+    except urllib.error.HTTPError as exc:
+        print("other:", exc.code)
+    print("gates seen:", os.listdir({str(state / "net")!r}))
+    print("own socket:", os.path.exists("/tmp/.polypilot-net.sock"))
+    """
+    argv = launch_argv(plan, [sys.executable, "-I", "-c", textwrap.dedent(code)], work, env)
+    process = await asyncio.create_subprocess_exec(*argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), WAIT)
+    assert process.returncode == 0, err.decode()
+    said = out.decode()
+    assert "models: ['" in said and "other: 403" in said
+    assert "gates seen: []" in said and "own socket: True" in said
+    await until(lambda: list((state / "net").iterdir()) == [], 5, "the gate closed with its sandbox")
+
+
+def test_an_agent_whose_model_endpoint_is_not_known_is_said_so(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, state_dir=tmp_path / "state")
+    env = {"HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    signed_in = AgentConfig(name="copilot", kind="copilot")  # GitHub's hosts: its own business
+    plan = plan_for(Sandbox(SandboxMode.WORKSPACE, network=()), tmp_path, signed_in, settings, env)
+    assert plan is not None and plan.rules.network == ()
+    assert "network: the agent's model endpoint is not known; list its host:port in the rule" in plan.rules.lines()
