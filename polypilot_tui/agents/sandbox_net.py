@@ -382,8 +382,10 @@ class NetworkGate:
                 await self._direct(preface[3:-1].decode("ascii", errors="replace"), reader, writer, over)
             else:
                 self._refuse("-", "not a request of the forwarder's")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, OSError):
             pass  # gone, or said nothing usable in time: nothing to answer
+        except Exception:  # a bug of ours must not pass silently, nor end the engine's loop
+            log.exception("sandbox network gate %s: a connection failed", self.path.name)
         finally:
             if writer is not None:
                 writer.close()

@@ -368,9 +368,11 @@ async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
     """agents/sandbox.py's argv for a session with a network rule: the agent's model endpoint
     is added from its configuration, the gate is in the (hidden) state folder, and only the
     session's own socket is seen inside."""
-    state, home, work = tmp_path / "state", tmp_path / "home", tmp_path / "work"
+    # The worktree in the state folder, as polypilot makes them: the folder is then hidden
+    # entry by entry, and the gates' folder is made after the plan.
+    state, home, work = tmp_path / "state", tmp_path / "home", tmp_path / "state" / "worktrees" / "w1"
     for folder in (state, home, work):
-        folder.mkdir()
+        folder.mkdir(parents=True, exist_ok=True)
     settings = Settings(_env_file=None, state_dir=state)
     env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path / "no-runtime")}
     agent = AgentConfig(name="c", kind="copilot", provider=ProviderConfig(base_url=model.base_url))
