@@ -311,7 +311,8 @@ class NetworkGate:
         to the proxy (``NO_PROXY`` empty), loopback ones too, so even a refused one is
         answered with why; a client that ignores them still reaches the allowed loopback
         endpoints directly. ``NODE_USE_ENV_PROXY``
-        makes Node's own fetch use them (Node 24.5 and later; the Copilot CLI has Node 24)."""
+        makes Node's own fetch and http use them (Node 24, 22.21 and later; the Copilot CLI
+        bundles Node 24, and follows the proxy variables even without it)."""
         proxy = f"http://127.0.0.1:{self.proxy_port}"
         return {
             "HTTP_PROXY": proxy,

@@ -407,3 +407,15 @@ def test_an_agent_whose_model_endpoint_is_not_known_is_said_so(tmp_path: Path) -
     plan = plan_for(Sandbox(SandboxMode.WORKSPACE, network=()), tmp_path, signed_in, settings, env)
     assert plan is not None and plan.rules.network == ()
     assert "network: the agent's model endpoint is not known; list its host:port in the rule" in plan.rules.lines()
+
+
+async def test_the_proxy_takes_a_port_no_allowed_endpoint_takes(tmp_path: Path) -> None:
+    gate = open_gate(("127.0.0.1:3128", "localhost:3129", "example.com:3130"), tmp_path / "gates")
+    try:
+        assert gate.proxy_port == 3130  # a named host's port is not taken inside
+        wrapped = gate.wrap(["agent"])
+        listens = [wrapped[i + 1] for i, arg in enumerate(wrapped) if arg == "--listen"]
+        assert listens == ["127.0.0.1:3128", "localhost:3129"]
+        assert wrapped[wrapped.index("--proxy") + 1] == "3130" and wrapped[-2:] == ["--", "agent"]
+    finally:
+        gate.close()
