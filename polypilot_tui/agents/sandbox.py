@@ -31,7 +31,6 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.locate import expand
-from polypilot_tui.agents.sandbox_net import model_endpoints, open_gate
 from polypilot_tui.config import AgentConfig, Settings, config_dir
 from polypilot_tui.domain.sandbox import Sandbox, SandboxRules, within
 
@@ -236,7 +235,11 @@ def _rules(
     writable = [work, *git.writable, *agent_state_folders(agent, env)]
     roots = [*secrets, *polypilot_folders(settings, env), *runtime_folder(env), *SYSTEM_SOCKETS]
     hidden = [path for root in roots for path in hide_except(root, writable)]
-    model = model_endpoints(agent, env) if sandbox.network is not None else ()
+    model: tuple[str, ...] = ()
+    if sandbox.network is not None:  # imported only then: `polypilot run` starts its agent before the rest loads
+        from polypilot_tui.agents.sandbox_net import model_endpoints
+
+        model = model_endpoints(agent, env)
     return SandboxRules(
         writable=tuple(dict.fromkeys(writable)),
         protected=git.protected,
@@ -511,6 +514,8 @@ def launch_argv(
     # The network rule (agents/sandbox_net.py): a gate in the engine's loop, which closes
     # itself when the sandbox ends; its forwarder starts the agent inside. Its folder is
     # hidden like the rest of polypilot's: the sandbox sees only its own socket.
+    from polypilot_tui.agents.sandbox_net import open_gate
+
     try:
         gate = open_gate(plan.rules.network, Path(plan.gates))
     except (OSError, ValueError, RuntimeError) as exc:
