@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from polypilot_tui.domain.agents import why_missing
 from polypilot_tui.domain.entry_errors import entry_problem
 from polypilot_tui.domain.safe_json import ParseError, line_of, load_toml, toml_key_lines
-from polypilot_tui.domain.sandbox import SandboxMode
 from polypilot_tui.domain.urls import url_problem
 from polypilot_tui.domain.watchdog import WatchdogConfig
 from polypilot_tui.infra.private import NotPrivate, check_trusted_file
@@ -378,8 +377,9 @@ class AgentConfig(BaseModel):
     provider: ProviderConfig | None = None
     script: str | None = None
     """Demo agent only: the default script name."""
-    sandbox: SandboxMode = SandboxMode.OFF
-    """The sandbox its sessions get unless one is chosen: off, or workspace (docs/sandbox.md)."""
+    sandbox: Literal["off", "workspace"] = "off"
+    """The sandbox its sessions get unless one is chosen: off, or workspace (docs/sandbox.md;
+    domain/sandbox.py's SandboxMode, named here in words: a headless run loads no more)."""
     sandbox_writable: list[str] = Field(default_factory=list)
     """Its own state folders, writable in its sandbox (``~`` and ``${VAR:-default}`` expanded
     in its environment): its sessions, logs and caches."""

@@ -31,6 +31,7 @@ from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, Comparison, FanOutSpecError, parse_fan_out
 from polypilot_tui.domain.records import Record, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.sandbox import Sandbox
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine import verbs
@@ -76,6 +77,7 @@ async def run_fan_out(
     check: str = "",
     check_timeout: float = CHECK_TIMEOUT,
     allow_tools: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> int:
     """Fan the task out, wait for every attempt, print the summary; the exit code."""
     agents, problem = usage_problem(catalog, spec)
@@ -110,7 +112,7 @@ async def run_fan_out(
     comparison: Comparison | None = None
     try:
         with on_interrupt(cancel):  # not during the close below: it is not cut short
-            request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout)
+            request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout, sandbox)
             try:
                 group = await engine.call(verbs.FAN_OUT, request)
             except EngineError as exc:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from polypilot_tui.domain.chat import TurnRecord
     from polypilot_tui.domain.failures import Failure
     from polypilot_tui.domain.records import Record
+    from polypilot_tui.domain.sandbox import Sandbox
     from polypilot_tui.domain.turn import Outcome, PermissionPrompt
     from polypilot_tui.engine.local import LocalEngine
 
@@ -54,8 +55,10 @@ async def run_headless(
     *,
     json_mode: bool = False,
     allow_tools: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> int:
-    """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
+    """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not. ``sandbox``
+    None: the agent's own (its ``sandbox`` in the agents file)."""
     if agent not in catalog.agents:
         say(f"polypilot run: {catalog.missing(agent)}", err=True)
         return EXIT_USAGE
@@ -66,14 +69,23 @@ async def run_headless(
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
     # The agent boots (and the Copilot SDK connects to it) while the rest of the run loads:
     # only what the checks above need is imported before this line (a test holds the list).
-    release_head_start = head_start(catalog.agents[agent])
+    config = catalog.agents[agent]
+    sandboxed = sandbox.on if sandbox is not None else config.sandbox != "off"
+    # A sandboxed agent starts in its sandbox, in the session: no head start outside it.
+    release_head_start = _no_head_start if sandboxed else head_start(config)
     try:
-        return await _run(settings, catalog, agent, prompt, json_mode=json_mode)
+        return await _run(settings, catalog, agent, prompt, json_mode=json_mode, sandbox=sandbox)
     finally:
         await release_head_start()  # the session holds the agent by now, or no one needs it
 
 
-async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *, json_mode: bool) -> int:
+async def _no_head_start() -> None:
+    """Nothing to release: no agent was started ahead."""
+
+
+async def _run(
+    settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *, json_mode: bool, sandbox: Sandbox | None
+) -> int:
     """The run itself, once its agent has been started."""
     from polypilot_tui.commands.interrupts import on_interrupt
     from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
@@ -167,7 +179,7 @@ async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: st
 
     try:
         with on_interrupt(cancel):  # not during the close below: it is not cut short
-            sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent))
+            sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, sandbox=sandbox))
             await engine.call(verbs.SEND, verbs.Send(sid, prompt))
             await done.wait()
             record = ended[0]

@@ -225,9 +225,12 @@ class AcpClient:
     are refused: initialize advertises ``terminal=False`` and the unstable protocol is off.
     """
 
-    def __init__(self, root: Path, desk: PermissionDesk) -> None:
+    def __init__(self, root: Path, desk: PermissionDesk, may_write: Callable[[str], bool] | None = None) -> None:
         self._root = root.resolve()
         self._desk = desk
+        self._may_write = may_write
+        """A sandboxed session's rules (SandboxRules.may_write): we write outside its sandbox,
+        so a file its sandbox keeps read-only (a git hook, ``.git``) is refused here too."""
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
@@ -251,6 +254,8 @@ class AcpClient:
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         target = self._inside(path)
+        if self._may_write is not None and not self._may_write(str(target)):
+            raise RequestError(-32602, f"refused by the sandbox: {path} is read-only for this session")
         await asyncio.to_thread(_write_text, target, content)
         return WriteTextFileResponse()
 
