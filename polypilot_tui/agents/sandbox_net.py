@@ -55,6 +55,7 @@ PROXY_PORT = 3128
 """The proxy's port inside the sandbox (its own loopback: nothing else is there), or the next
 one an allowed loopback endpoint does not take."""
 CHUNK = 65536
+LOOPBACK_NAMES = "localhost,127.0.0.1,::1"
 REFUSALS_KEPT = 50
 LOGGED_TARGETS = 100
 """Refusals logged one line per target, up to this many targets (a loop of refused connects
@@ -307,12 +308,14 @@ class NetworkGate:
         ]
 
     def env(self) -> dict[str, str]:
-        """The agent's proxy variables (the forwarder sets them: :meth:`wrap`). Every name goes
-        to the proxy (``NO_PROXY`` empty), loopback ones too, so even a refused one is
-        answered with why; a client that ignores them still reaches the allowed loopback
-        endpoints directly. ``NODE_USE_ENV_PROXY``
-        makes Node's own fetch and http use them (Node 24, 22.21 and later; the Copilot CLI
-        bundles Node 24, and follows the proxy variables even without it)."""
+        """The agent's proxy variables (the forwarder sets them: :meth:`wrap`). Loopback
+        names go direct (``NO_PROXY``): the sandbox's loopback is its own, where the allowed
+        loopback endpoints are the forwarder's ports and an agent may run servers of its own
+        (opencode's ACP side talks to its own server on 127.0.0.1:4096); through the proxy
+        they would be the machine's. Every other name goes to the proxy, which refuses it
+        with why when the rule does not allow it. ``NODE_USE_ENV_PROXY`` makes Node's own
+        fetch and http use them (Node 24, 22.21 and later; the Copilot CLI bundles Node 24,
+        and follows the proxy variables even without it)."""
         proxy = f"http://127.0.0.1:{self.proxy_port}"
         return {
             "HTTP_PROXY": proxy,
@@ -321,8 +324,8 @@ class NetworkGate:
             "http_proxy": proxy,
             "https_proxy": proxy,
             "all_proxy": proxy,
-            "NO_PROXY": "",
-            "no_proxy": "",
+            "NO_PROXY": LOOPBACK_NAMES,
+            "no_proxy": LOOPBACK_NAMES,
             "NODE_USE_ENV_PROXY": "1",
         }
 

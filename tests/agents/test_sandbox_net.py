@@ -124,17 +124,22 @@ async def test_a_sandboxed_client_reaches_its_model_and_nothing_else(
     gate = open_gate((model_at,), tmp_path / "gates", on_refusal=refused.append)
     gate_of.append(gate)
     code = f"""
-    import socket, urllib.request, urllib.error
+    import http.client, socket, urllib.request, urllib.error
     {textwrap.indent(textwrap.dedent(MODELS_CALL.format(url=model.base_url)), "    ").strip()}
-    # the model's port, bypassing the proxy: the forwarder's own listener
-    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({{}}))
-    with no_proxy.open("{model.base_url}/models", timeout=10) as answer:
-        print("direct:", answer.status)
-    try:  # through the proxy: refused, and told why
+    # loopback goes direct (NO_PROXY): the forwarder's listener on the model's port, and
+    # nothing on the other server's
+    try:
         urllib.request.urlopen("http://127.0.0.1:{other_port}/secret", timeout=10)
-    except urllib.error.HTTPError as exc:
-        print("proxied other:", exc.code, exc.read().decode().strip())
-    for address in [("127.0.0.1", {other_port}), ("10.1.2.3", 80), ("1.1.1.1", 443)]:
+    except urllib.error.URLError as exc:
+        print("direct other:", exc.reason)
+    # asked of the proxy itself, loopback too: it is the machine's loopback there
+    for url in ["{model.base_url}/models", "http://127.0.0.1:{other_port}/secret", "http://example.com/"]:
+        proxy = http.client.HTTPConnection("127.0.0.1", {gate.proxy_port}, timeout=10)
+        proxy.request("GET", url)
+        answer = proxy.getresponse()
+        print("proxied:", answer.status, answer.read().decode().strip()[:200])
+        proxy.close()
+    for address in [("10.1.2.3", 80), ("1.1.1.1", 443)]:
         try:
             socket.create_connection(address, timeout=5)
             print("reached", address)
@@ -149,14 +154,15 @@ async def test_a_sandboxed_client_reaches_its_model_and_nothing_else(
     status, out, err = await run_inside(gate, code)
     assert status == 0, err
     assert "models: ['" in out
-    assert "direct: 200" in out
-    assert f"proxied other: 403 polypilot sandbox: 127.0.0.1:{other_port} is not in this session's network rule" in out
-    assert f"(it allows only {model_at})" in out
+    assert "direct other: [Errno 111] Connection refused" in out  # nothing listens there inside
+    assert "proxied: 200 {" in out
+    told = "is not in this session's network rule (it allows only " + model_at + ")"
+    assert f"proxied: 403 polypilot sandbox: 127.0.0.1:{other_port} {told}" in out
+    assert f"proxied: 403 polypilot sandbox: example.com:80 {told}" in out
     assert "reached" not in out
-    assert f"direct 127.0.0.1 {111}" in out  # ECONNREFUSED: nothing listens there inside
     assert "direct 10.1.2.3 101" in out and "direct 1.1.1.1 101" in out  # ENETUNREACH
     assert "no dns" in out
-    assert [r.target for r in refused] == [f"127.0.0.1:{other_port}"]
+    assert [r.target for r in refused] == [f"127.0.0.1:{other_port}", "example.com:80"]
     assert gate.refusals() == tuple(refused)
     assert len(model.requests) == 2
 
@@ -322,7 +328,7 @@ async def test_the_gate_closes_itself_when_its_sandbox_ends(tmp_path: Path) -> N
     gate = open_gate((), tmp_path / "gates")
     try:
         status, out, _ = await run_inside(gate, "import os; print(os.environ['HTTPS_PROXY'], os.environ['NO_PROXY'])")
-        assert (status, out.strip()) == (0, f"http://127.0.0.1:{gate.proxy_port}")
+        assert (status, out.strip()) == (0, f"http://127.0.0.1:{gate.proxy_port} localhost,127.0.0.1,::1")
         await until(lambda: gate.closed, 5, "the gate closed with its sandbox")
         await asyncio.wait_for(gate.wait_closed(), 5)
         assert not gate.path.exists()
@@ -385,8 +391,8 @@ async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
     {textwrap.indent(textwrap.dedent(MODELS_CALL.format(url=model.base_url)), "    ").strip()}
     try:
         urllib.request.urlopen("http://127.0.0.1:{other_port}/", timeout=10)
-    except urllib.error.HTTPError as exc:
-        print("other:", exc.code)
+    except urllib.error.URLError as exc:
+        print("other:", exc.reason)
     print("gates seen:", os.listdir({str(state / "net")!r}))
     print("own socket:", os.path.exists("/tmp/.polypilot-net.sock"))
     """
@@ -395,7 +401,7 @@ async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
     out, err = await asyncio.wait_for(process.communicate(), WAIT)
     assert process.returncode == 0, err.decode()
     said = out.decode()
-    assert "models: ['" in said and "other: 403" in said
+    assert "models: ['" in said and "other: [Errno 111] Connection refused" in said
     assert "gates seen: []" in said and "own socket: True" in said
     await until(lambda: list((state / "net").iterdir()) == [], 5, "the gate closed with its sandbox")
 
@@ -419,3 +425,31 @@ async def test_the_proxy_takes_a_port_no_allowed_endpoint_takes(tmp_path: Path) 
         assert wrapped[wrapped.index("--proxy") + 1] == "3130" and wrapped[-2:] == ["--", "agent"]
     finally:
         gate.close()
+
+
+async def test_a_server_the_agent_runs_inside_is_reached_by_a_proxy_aware_client(
+    tmp_path: Path, gate_of: list[NetworkGate]
+) -> None:
+    """The sandbox's loopback is its own: a client that honours the proxy variables reaches
+    a server started inside directly (opencode's ACP side talks to its own server on
+    127.0.0.1:4096; through the proxy that address would be the machine's, and refused)."""
+    gate = open_gate((), tmp_path / "gates")
+    gate_of.append(gate)
+    code = """
+    import threading, urllib.request
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    class Inside(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.send_header("Content-Length", "6"); self.end_headers()
+            self.wfile.write(b"inside")
+        def log_message(self, *args): pass
+    for host in ["127.0.0.1", "localhost"]:
+        server = HTTPServer(("127.0.0.1", 0), Inside)
+        threading.Thread(target=server.handle_request, daemon=True).start()
+        with urllib.request.urlopen(f"http://{host}:{server.server_port}/", timeout=10) as answer:
+            print(host, answer.read().decode())
+    """
+    status, out, err = await run_inside(gate, code)
+    assert status == 0, err
+    assert out.split() == ["127.0.0.1", "inside", "localhost", "inside"]
+    assert gate.refusals() == ()

@@ -2,7 +2,8 @@
 
 The session's rule lists nothing: only its model endpoint (added from its provider) is
 reachable. It completes a turn against its model server, and its shell tool cannot reach a
-second local server — through the proxy it is told why, around it nothing listens.
+second local server: nothing listens there in the sandbox's own loopback, and the proxy
+refuses it, and a named host, with why.
 """
 
 from __future__ import annotations
@@ -77,16 +78,20 @@ async def test_a_session_with_a_network_rule_reaches_its_model_and_not_another_s
     backend = CopilotBackend(agent, sink, SystemClock(), settings, tmp_path / "session", sandbox=plan)
     await backend.connect(None)
     try:
-        # the proxied try is answered with why; the direct one finds nothing listening
+        # Loopback goes direct (NO_PROXY) and finds nothing listening; asked of the proxy, the
+        # machine's loopback and a named host are refused with why.
+        proxied = "curl -sS --noproxy '' -x $HTTP_PROXY"
         await backend.send(
-            f"TOOL CMD=<curl -sS http://127.0.0.1:{port}/ ; curl -sS --noproxy '*' http://127.0.0.1:{port}/>"
+            f"TOOL CMD=<curl -sS http://127.0.0.1:{port}/ ; {proxied} http://127.0.0.1:{port}/ ; "
+            "curl -sS http://example.com/>"
         )
         request = await sink.wait("permission.requested")
         await backend.answer_permission(request.text("requestId"), ALLOW_ONCE)
         await sink.idle()
         answer = sink.messages()
+        assert f"Failed to connect to 127.0.0.1 port {port}" in answer
         assert f"polypilot sandbox: 127.0.0.1:{port} is not in this session's network rule" in answer
-        assert "Connection refused" in answer or "Couldn't connect" in answer
+        assert "polypilot sandbox: example.com:80 is not in this session's network rule" in answer
         assert "secret" not in answer
         assert second_server.asked == 0  # type: ignore[attr-defined]
         assert len(model_server.model_requests()) >= 2  # the turn and its tool result reached the model
