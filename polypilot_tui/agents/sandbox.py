@@ -435,6 +435,13 @@ def find_bwrap(environ: Mapping[str, str] | None = None) -> str | None:
 
 def sandbox_problem(sandbox: Sandbox, environ: Mapping[str, str] | None = None) -> str | None:
     """Why ``sandbox`` cannot start on this machine (and how to fix it), or None."""
+    if sandbox.network is not None:  # the network rule (agents/sandbox_net.py) is kept by the sandbox
+        if not sandbox.on:
+            return "a network rule is kept by the sandbox: choose the workspace sandbox, or no network rule"
+        from polypilot_tui.agents.sandbox_net import rule_problem
+
+        if problem := rule_problem(sandbox.network):
+            return problem
     if not sandbox.on:
         return None
     if sys.platform != "linux":

@@ -136,6 +136,17 @@ def _label(label: str) -> bool:
     return 0 < len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii() and label[0] != "-"
 
 
+def rule_problem(network: tuple[str, ...]) -> str | None:
+    """Why a network rule cannot be kept as written (its first bad entry, and what to write
+    instead), or None."""
+    for entry in network:
+        try:
+            parse_endpoint(entry)
+        except EndpointError as exc:
+            return f"the network rule's entry {exc}"
+    return None
+
+
 def endpoint_text(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 

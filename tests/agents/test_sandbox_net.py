@@ -453,3 +453,16 @@ async def test_a_server_the_agent_runs_inside_is_reached_by_a_proxy_aware_client
     assert status == 0, err
     assert out.split() == ["127.0.0.1", "inside", "localhost", "inside"]
     assert gate.refusals() == ()
+
+
+def test_a_rule_that_cannot_be_kept_is_refused_before_the_session_is_made() -> None:
+    """A bad entry, or a rule without the sandbox that keeps it, is said at the new session
+    (sandbox_problem), not found at the agent's start — and never run as no rule."""
+    from polypilot_tui.agents.sandbox import sandbox_problem
+
+    off = sandbox_problem(Sandbox(SandboxMode.OFF, network=("example.com:443",)))
+    assert off is not None and "choose the workspace sandbox" in off
+    bad = sandbox_problem(Sandbox(SandboxMode.WORKSPACE, network=("example.com:443", "https://x.example/v1")))
+    assert bad == "the network rule's entry 'https://x.example/v1' is a URL: write its host:port (x.example:443)"
+    good = Sandbox(SandboxMode.WORKSPACE, network=("example.com:443",))
+    assert sandbox_problem(good) == sandbox_problem(Sandbox(SandboxMode.WORKSPACE))  # as without a rule
