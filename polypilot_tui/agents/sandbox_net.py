@@ -473,6 +473,12 @@ class NetworkGate:
             except ValueError:
                 await _answer(writer, 400, "Bad Request", "the URL's port is not a number")
                 return
+            if any(host != url.hostname for host in _host_headers(lines[1:])):
+                # A server shared by many sites (a CDN) answers for the Host named, not the
+                # address connected to: another Host would reach a site the rule does not allow.
+                self._refuse(authority, "its Host header names another host")
+                await _answer(writer, 400, "Bad Request", "polypilot sandbox: the Host header names another host")
+                return
             first = _origin_request(method, url.path, url.query, version, lines[1:])
         if over:
             self._refuse(authority, f"more than {self.limits.connections} connections at once")
@@ -572,6 +578,17 @@ class NetworkGate:
             log.warning("sandbox network rule refused %s: %s", refusal.target, why)
         if self._on_refusal is not None:
             self._on_refusal(refusal)
+
+
+def _host_headers(headers: list[bytes]) -> list[str]:
+    """The host names of a request's Host headers (lower-case, without the port)."""
+    found = []
+    for header in headers:
+        name, _, value = header.partition(b":")
+        if name.strip().lower() == b"host":
+            text = value.strip().decode("latin-1").lower()
+            found.append(urlsplit(f"//{text}").hostname or text)
+    return found
 
 
 def _origin_request(method: str, path: str, query: str, version: str, headers: list[bytes]) -> bytes:

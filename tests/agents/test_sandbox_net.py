@@ -466,3 +466,23 @@ def test_a_rule_that_cannot_be_kept_is_refused_before_the_session_is_made() -> N
     assert bad == "the network rule's entry 'https://x.example/v1' is a URL: write its host:port (x.example:443)"
     good = Sandbox(SandboxMode.WORKSPACE, network=("example.com:443",))
     assert sandbox_problem(good) == sandbox_problem(Sandbox(SandboxMode.WORKSPACE))  # as without a rule
+
+
+async def test_a_plain_request_for_another_host_than_its_url_is_refused(
+    tmp_path: Path, other_server: ThreadingHTTPServer, gate_of: list[NetworkGate]
+) -> None:
+    """An allowed address shared by many sites (a CDN) answers for the Host header: one that
+    names another host is refused; the URL's own (any case, with its port) passes."""
+    port = other_server.server_address[1]
+    gate = open_gate((f"localhost:{port}",), tmp_path / "gates")
+    gate_of.append(gate)
+    reader, writer = await asyncio.open_unix_connection(str(gate.path))
+    writer.write(f"PROXY\nGET http://localhost:{port}/a HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n".encode())
+    assert (await asyncio.wait_for(reader.readline(), 5)).startswith(b"HTTP/1.1 400")
+    writer.close()
+    reader, writer = await asyncio.open_unix_connection(str(gate.path))
+    writer.write(f"PROXY\nGET http://localhost:{port}/b HTTP/1.1\r\nHost: LocalHost:{port}\r\n\r\n".encode())
+    answer = await asyncio.wait_for(reader.read(), 5)
+    assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"other server: /b")
+    writer.close()
+    assert [(r.target, r.why) for r in gate.refusals()] == [(f"localhost:{port}", "its Host header names another host")]
