@@ -16,6 +16,7 @@ proxy request with a 403 that says why, so a tool's output shows it; each refusa
 Everything inside the sandbox is untrusted: the agent may kill the forwarder and talk to the
 gate's socket itself, which gets it nothing the rule does not allow. Only TCP goes through;
 UDP, ICMP and DNS lookups inside fail (a proxy-aware client sends the name to the proxy).
+Loopback names bypass the proxy (``NO_PROXY``): the sandbox's loopback is its own.
 Unix sockets are files: the network rule does not cover them (the workspace rule hides the
 folders that hold ours, this gate's folder included; only this session's socket is bound in).
 """
