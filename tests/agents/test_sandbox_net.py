@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.sandbox import launch_argv, plan_for
+from polypilot_tui.agents.sandbox import launch_argv, plan_for, sandbox_problem
 from polypilot_tui.agents.sandbox_net import Limits, NetworkGate, Refusal, open_gate
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
@@ -31,7 +31,8 @@ from tests.support.model_server import ModelServer
 from tests.support.waiting import until
 
 BWRAP = shutil.which("bwrap")
-pytestmark = pytest.mark.skipif(BWRAP is None, reason="bubblewrap is not installed")
+NO_SANDBOX_HERE = sandbox_problem(Sandbox(SandboxMode.WORKSPACE))
+pytestmark = pytest.mark.skipif(NO_SANDBOX_HERE is not None, reason=f"no sandbox here: {NO_SANDBOX_HERE}")
 
 WAIT = 20.0
 
@@ -458,8 +459,6 @@ async def test_a_server_the_agent_runs_inside_is_reached_by_a_proxy_aware_client
 def test_a_rule_that_cannot_be_kept_is_refused_before_the_session_is_made() -> None:
     """A bad entry, or a rule without the sandbox that keeps it, is said at the new session
     (sandbox_problem), not found at the agent's start — and never run as no rule."""
-    from polypilot_tui.agents.sandbox import sandbox_problem
-
     off = sandbox_problem(Sandbox(SandboxMode.OFF, network=("example.com:443",)))
     assert off is not None and "choose the workspace sandbox" in off
     bad = sandbox_problem(Sandbox(SandboxMode.WORKSPACE, network=("example.com:443", "https://x.example/v1")))
