@@ -183,7 +183,13 @@ class PermissionPolicy(StrEnum):
     """Allow once, every time, without asking."""
     DENY = "deny"
     """Reject every request."""
+    ALLOW_IN_SANDBOX = "allow-in-sandbox"
+    """Allow once a request of a sandboxed session that names only places inside its workspace
+    (domain/sandbox_policy.py); ask everything else, and everything of a session not sandboxed."""
 
+
+ASKS_NOBODY = frozenset({PermissionPolicy.ALLOW, PermissionPolicy.DENY})
+"""Policies that answer every request themselves: under the others a request may wait for the user."""
 
 _TIERS = WatchdogConfig()
 
@@ -233,7 +239,7 @@ class Settings(BaseModel):
     heartbeat_seconds: float = Field(5.0, ge=0.1, le=3600.0)
     """UI heartbeat: refresh "ago" labels and catch missed redraws."""
     permission_policy: PermissionPolicy = PermissionPolicy.ASK
-    """ask (default), allow or deny."""
+    """ask (default), allow, deny or allow-in-sandbox."""
     state_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)))
     """Registry, history database, recordings and logs."""
     agents_file: Path | None = None

@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -59,16 +60,31 @@ SECRETS = (
     "~/.npmrc",
     "~/.pypirc",
     "~/.vault-token",
+    "~/.s3cfg",
+    "~/.config/rclone",
+    "~/.bash_history",
+    "~/.zsh_history",
 )
-"""Hidden from every sandboxed agent: credentials that reach other machines."""
+"""Hidden from every sandboxed agent: credentials that reach other machines, and the shell
+histories that hold them typed on a command line."""
 SYSTEM_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman", "/run/containerd")
 """Hidden too: a container daemon's socket is root on the machine."""
 
 _LIMITER = (
-    "import os,resource,sys;n=int(sys.argv[1]);resource.setrlimit(resource.RLIMIT_NPROC,(n,n));"
-    "os.execvp(sys.argv[2],sys.argv[2:])"
+    "import os,resource as r,sys;n=int(sys.argv[1]);h=r.getrlimit(r.RLIMIT_NPROC)[1];"
+    "n=n if h==r.RLIM_INFINITY else min(n,h);r.setrlimit(r.RLIMIT_NPROC,(n,n));os.execvp(sys.argv[2],sys.argv[2:])"
 )
-"""Run inside the sandbox (bwrap has no rlimit option): set the process limit, exec the agent."""
+"""Run inside the sandbox (bwrap has no rlimit option): set the process limit (never above the
+hard limit the user already has: raising it is refused), exec the agent."""
+_JOINER = (
+    "import os,sys;f=open(sys.argv[1],'w');f.write(str(os.getpid()));f.close();os.execvp(sys.argv[2],sys.argv[2:])"
+)
+"""Run before bwrap, outside the sandbox: join a cgroup (its ``cgroup.procs``), exec bwrap;
+everything the sandbox starts is born in that cgroup."""
+CGROUP_PREFIX = "polypilot-sandbox-"
+CGROUP_SWEEP_AGE = 60.0
+"""Seconds before an empty sandbox cgroup is removed: one made a moment ago (by another
+engine, or a start still on its way) is empty until its sandbox joins it."""
 
 
 class SandboxUnavailable(BackendError):
@@ -94,6 +110,8 @@ class GitNeeds:
     made: tuple[str, ...] = ()
     """Folders to make before the start (a mount point must exist; a missing hooks folder would
     otherwise be the agent's to create)."""
+    made_files: tuple[str, ...] = ()
+    """Empty files to make before the start, for the same reasons (``config.worktree``)."""
 
 
 def _read_line(path: Path) -> str:
@@ -144,31 +162,31 @@ def git_needs(folder: Path) -> GitNeeds:
     writable: list[str] = []
     protected: list[str] = []
     made: list[str] = []
-    if entry.is_file():  # a linked worktree: "gitdir: <common>/worktrees/<name>"
+    own = Path(_real(entry))
+    if entry.is_file():  # "gitdir: <path>": a linked worktree, a submodule, a separate git dir
         line = _read_line(entry)
         if not line.startswith("gitdir:"):
             return GitNeeds()
         own = Path(_real(entry.parent / line.removeprefix("gitdir:").strip()))
-        common = Path(_real(own / (_read_line(own / "commondir") or "..")))
-        writable += [str(own), str(common / "objects")]
+        protected.append(str(entry))  # bound onto itself: it cannot be rewritten, renamed or removed
+    pointer = _read_line(own / "commondir")  # only a linked worktree's git folder has one
+    common_dir = Path(_real(own / pointer)) if pointer else own
+    git_dir = own
+    made_files = [str(own / "config.worktree")]  # an empty one: the agent cannot make one of its own
+    if pointer:  # a linked worktree: its own folder, the objects, its branch's ref and reflog folders
+        writable += [str(own), str(common_dir / "objects")]
         head = _read_line(own / "HEAD")
         if head.startswith("ref: refs/"):
-            ref = head.removeprefix("ref: ").strip()
-            ref_folder = os.path.dirname(ref)
-            for base in (common, common / "logs"):
+            ref_folder = os.path.dirname(head.removeprefix("ref: ").strip())
+            for base in (common_dir, common_dir / "logs"):
                 place = base / ref_folder
                 if not place.is_dir():
                     made.append(str(place))
                 writable.append(str(place))
-        protected += [str(entry), *(str(own / name) for name in ("commondir", "gitdir", "config.worktree"))]
-        made_files = [str(own / "config.worktree")]  # an empty one: the agent cannot make one of its own
-        git_dir = own
-        common_dir = common
-    else:
-        git_dir = common_dir = Path(_real(entry))
-        writable.append(str(git_dir))  # bound onto itself: a mount point cannot be renamed or replaced
-        made_files = [str(git_dir / "config.worktree")]
-        for name in ("worktrees", "modules"):
+        protected += [str(own / name) for name in ("commondir", "gitdir")]
+    else:  # a git folder of its own: all of it, bound onto itself (it cannot be replaced)
+        writable.append(str(git_dir))
+        for name in ("worktrees", "modules"):  # other checkouts' pointers, submodules' hooks
             if (git_dir / name).is_dir():
                 protected.append(str(git_dir / name))
     hooks = common_dir / "hooks"
@@ -186,7 +204,8 @@ def git_needs(folder: Path) -> GitNeeds:
         tuple(dict.fromkeys(writable)),
         tuple(dict.fromkeys(protected)),
         (str(common_dir),),
-        tuple(dict.fromkeys([*made, *(f"file:{f}" for f in made_files)])),
+        tuple(dict.fromkeys(made)),
+        tuple(dict.fromkeys(made_files)),
     )
 
 
@@ -229,12 +248,8 @@ def _rules(
     git: GitNeeds,
 ) -> SandboxRules:
     env = dict(os.environ if environ is None else environ)
-    work = _real(folder)
-    home = env.get("HOME") or str(Path.home())
-    secrets = [_real(expand(path, {**env, "HOME": home})) for path in SECRETS]
-    writable = [work, *git.writable, *agent_state_folders(agent, env)]
-    roots = [*secrets, *polypilot_folders(settings, env), *runtime_folder(env), *SYSTEM_SOCKETS]
-    hidden = [path for root in roots for path in hide_except(root, writable)]
+    writable = [_real(folder), *git.writable, *agent_state_folders(agent, env)]
+    hidden = [path for root in hidden_roots(settings, env) for path in hide_except(root, writable)]
     model: tuple[str, ...] = ()
     if sandbox.network is not None:  # imported only then: `polypilot run` starts its agent before the rest loads
         from polypilot_tui.agents.sandbox_net import model_endpoints
@@ -249,12 +264,19 @@ def _rules(
     )
 
 
+def hidden_roots(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """Every path hidden from a sandboxed agent, before the writable ones are taken out."""
+    home = environ.get("HOME") or str(Path.home())
+    secrets = [_real(expand(path, {**environ, "HOME": home})) for path in SECRETS]
+    return [*secrets, *polypilot_folders(settings, environ), *runtime_folder(environ), *SYSTEM_SOCKETS]
+
+
 def hide_except(root: str, keep: Sequence[str]) -> list[str]:
-    """What hides ``root`` but the ``keep`` paths inside it (a session's worktree in the state
-    folder, where polypilot makes worktrees): ``root`` itself when it holds none of them, else
-    each of its entries that is not on the way to one. An entry made later in such a folder is
-    not hidden (it is read-only like the rest): the engine's socket, registry and history are
-    there from its start."""
+    """The paths that hide ``root`` but the ``keep`` paths inside it (a session's worktree in the
+    state folder, where polypilot makes worktrees), as the rules name them: ``root`` itself when
+    it holds none of them, else each of its entries that is not on the way to one. The mounts
+    hide such a folder whole and bind the kept paths back (:attr:`SandboxPlan.masked`), so an
+    entry made there later is hidden too."""
     inside = [path for path in keep if within(path, root) and path != root]
     if not inside:
         return [root]
@@ -281,35 +303,42 @@ def _depth(path: str) -> int:
     return path.rstrip("/").count("/")
 
 
-def prepare(rules: SandboxRules, made: Sequence[str] = ()) -> None:
+def prepare(rules: SandboxRules, made: Sequence[str] = (), made_files: Sequence[str] = ()) -> None:
     """Make what must exist before the start: the agent's state folders (its home is read-only
-    in the sandbox), a missing hooks folder, the mount points of the read-only files. A hidden
-    path that does not exist inside a writable folder would be the agent's to create: refused."""
+    in the sandbox), a missing hooks folder, the read-only files' mount points (``made`` and
+    ``made_files``; never the session's own folder: one that is gone stays gone). A hidden path
+    that does not exist inside a writable folder would be the agent's to create: refused."""
     for path in rules.hidden:
         if not os.path.lexists(path) and any(within(path, w) for w in rules.writable):
             raise BackendError(
                 f"the sandbox cannot hide {path}: it lies in a folder the agent may write "
                 "(a sandboxed session cannot work in your home folder itself; pick a project folder)"
             )
-    for path in rules.writable:
+    for path in made:
         if not os.path.isdir(path):
             os.makedirs(path, mode=0o700, exist_ok=True)
-    for path in made:
-        if path.startswith("file:"):
-            name = path.removeprefix("file:")
-            if not os.path.lexists(name):
-                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
-        elif not os.path.isdir(path):
-            os.makedirs(path, mode=0o755, exist_ok=True)
+    for name in made_files:
+        if not os.path.lexists(name):
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
 
 
-def _mounts(rules: SandboxRules, readable: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+def _mounts(
+    rules: SandboxRules, readable: Sequence[str] = (), masked: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
     """The bind and hide options, ancestors before what lies in them (a later mount covers an
     earlier one); then the remounts that make the hiding folders read-only (after the binds
-    that may lie in them, as a worktree in the hidden state folder)."""
+    that may lie in them, as a worktree in the hidden state folder). A ``masked`` folder is
+    hidden whole by an empty file system, what it holds of the rules bound back into it: the
+    hidden entries the rules name in it need no mount of their own, and one made after the
+    start (the session list, written a moment after a new session starts) is hidden too."""
     ops: list[tuple[int, int, list[str]]] = []
     remounts: list[str] = []
+    for path in masked:
+        ops.append((_depth(path), 0, ["--perms", "0755", "--tmpfs", path]))
+        remounts += ["--remount-ro", path]
     for path in rules.hidden:
+        if any(within(path, root) for root in masked):
+            continue
         if os.path.isdir(path) and not os.path.islink(path):
             ops.append((_depth(path), 0, ["--perms", "0755", "--tmpfs", path]))
             remounts += ["--remount-ro", path]
@@ -337,6 +366,7 @@ def sandboxed(
     process_limit: int = PROCESS_LIMIT,
     network_args: Sequence[str] = (),
     readable: Sequence[str] = (),
+    masked: Sequence[str] = (),
 ) -> list[str]:
     """``argv`` run in bubblewrap with ``rules``: new namespaces (user, pid, ipc, uts, cgroup,
     and the network when the rules have a network rule: ``network_args`` then bring its
@@ -344,7 +374,7 @@ def sandboxed(
     PR_SET_NO_NEW_PRIVS: a setuid program cannot raise it), a new session (no TIOCSTI into
     the user's terminal), the rest of the file system read-only, a private /tmp, /proc and
     /dev of its own, and ``process_limit`` processes at most."""
-    binds, remounts = _mounts(rules, readable)
+    binds, remounts = _mounts(rules, readable, masked)
     return [
         bwrap,
         "--unshare-all",
@@ -378,10 +408,64 @@ def sandboxed(
     ]
 
 
+# ---------------------------------------------------------------------------- root's process limit
+
+
+def pids_cgroup_base() -> Path | None:
+    """Where this process may make a ``pids`` cgroup of its own: as root, in its own cgroup of
+    the v1 ``pids`` hierarchy, or of the v2 one when ``pids`` is enabled for its children; None
+    otherwise (a user's cgroup needs delegation, which is not asked for: RLIMIT_NPROC does it)."""
+    if os.getuid() != 0:
+        return None
+    try:
+        lines = Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
+            return base if os.access(base, os.W_OK) else None
+    for line in lines:
+        if line.startswith("0::"):
+            base = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+            enabled = read_sysctl(str(base / "cgroup.subtree_control")).split()
+            return base if "pids" in enabled and os.access(base, os.W_OK) else None
+    return None
+
+
+def pids_cgroup(limit: int) -> str | None:
+    """A new cgroup that allows ``limit`` processes, for one sandbox (its ``cgroup.procs``), or
+    None where none can be made. The empty ones of sandboxes that ended are removed first (a
+    cgroup with a process in it cannot be removed: the kernel refuses; one younger than
+    :data:`CGROUP_SWEEP_AGE` is left, as it may not be joined yet)."""
+    base = pids_cgroup_base()
+    if base is None:
+        return None
+    for old in base.glob(f"{CGROUP_PREFIX}*"):
+        try:
+            if time.time() - old.stat().st_mtime > CGROUP_SWEEP_AGE:  # a young one may not be joined yet
+                old.rmdir()
+        except OSError:
+            pass  # still in use, or gone already
+    group = base / f"{CGROUP_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        group.mkdir(mode=0o700)
+        (group / "pids.max").write_text(str(limit), encoding="ascii")
+    except OSError:
+        try:
+            group.rmdir()
+        except OSError:
+            pass
+        return None
+    return str(group / "cgroup.procs")
+
+
 # ---------------------------------------------------------------------------- can it start
 
 
-def _sysctl(path: str) -> str:
+def read_sysctl(path: str) -> str:
+    """A kernel setting from /proc/sys ("" when it is not there)."""
     try:
         with open(path, encoding="ascii") as file:
             return file.read().strip()
@@ -391,17 +475,17 @@ def _sysctl(path: str) -> str:
 
 def userns_problem() -> str | None:
     """Why this kernel does not let a user make a user namespace (bwrap needs one), or None."""
-    if _sysctl("/proc/sys/user/max_user_namespaces") == "0":
+    if read_sysctl("/proc/sys/user/max_user_namespaces") == "0":
         return (
             "user namespaces are off (user.max_user_namespaces is 0): "
             "turn them on with `sudo sysctl -w user.max_user_namespaces=15000`"
         )
-    if _sysctl("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+    if read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == "0":
         return (
             "unprivileged user namespaces are off (kernel.unprivileged_userns_clone is 0): "
             "turn them on with `sudo sysctl -w kernel.unprivileged_userns_clone=1`"
         )
-    if os.getuid() != 0 and _sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+    if os.getuid() != 0 and read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
         return (
             "AppArmor keeps programs from making user namespaces "
             "(kernel.apparmor_restrict_unprivileged_userns is 1, as on Ubuntu 24.04): allow it with "
@@ -478,11 +562,16 @@ class SandboxPlan:
     sandbox: Sandbox
     rules: SandboxRules
     made: tuple[str, ...] = ()
-    """What :func:`prepare` makes before the start (GitNeeds.made)."""
+    """Folders :func:`prepare` makes before the start: the agent's state folders, GitNeeds.made."""
+    made_files: tuple[str, ...] = ()
+    """Empty files :func:`prepare` makes before the start (GitNeeds.made_files)."""
     readable: tuple[str, ...] = ()
-    """Bound read-only before the rules' binds: the repository's git folder (GitNeeds.readable),
-    the home folder, and a polypilot folder hidden but for a worktree in it: the private /tmp
-    would hide them where they lie in /tmp (and leave the folder writable there)."""
+    """Bound read-only before the rules' binds: the repository's git folder (GitNeeds.readable)
+    and the home folder, which the private /tmp would hide where they lie in /tmp."""
+    masked: tuple[str, ...] = ()
+    """Hidden folders that hold a writable one (the state folder and a worktree in it): hidden
+    whole by the mounts, the writable one bound back (the rules name their other entries, as
+    the policy reads them)."""
     gates: str = ""
     """Where a network rule's gate makes its socket (in polypilot's state folder; the
     sandbox sees only its own, bound in)."""
@@ -502,37 +591,53 @@ def plan_for(
     env = os.environ if environ is None else environ
     home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
     rules = _rules(sandbox, folder, agent, settings, environ, git)
-    split = [root for root in polypilot_folders(settings, env) if root not in rules.hidden]  # hidden but a worktree
+    split = [root for root in hidden_roots(settings, env) if root not in rules.hidden and os.path.isdir(root)]
+    made = (*agent_state_folders(agent, env), *git.made)
     gates = str(Path(_real(settings.state_dir)) / "net")
-    return SandboxPlan(sandbox, rules, git.made, (*git.readable, home, *split), gates=gates)
+    return SandboxPlan(sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split), gates=gates)
 
 
 def launch_argv(
-    plan: SandboxPlan | None, argv: Sequence[str], cwd: Path | str, environ: Mapping[str, str]
+    plan: SandboxPlan | None,
+    argv: Sequence[str],
+    cwd: Path | str,
+    environ: Mapping[str, str],
+    *,
+    process_limit: int = PROCESS_LIMIT,
 ) -> list[str]:
     """``argv`` as the backend starts it: in its sandbox when there is one, else as it is.
     BackendError (never a start without the sandbox) when the sandbox cannot start."""
     if plan is None:
         return list(argv)
     bwrap = require(plan.sandbox, environ)
-    prepare(plan.rules, plan.made)
-    if plan.rules.network is None:
-        return sandboxed(argv, plan.rules, cwd, bwrap=bwrap, readable=plan.readable)
-    # The network rule (agents/sandbox_net.py): a gate in the engine's loop, which closes
-    # itself when the sandbox ends; its forwarder starts the agent inside. Its folder is
-    # hidden like the rest of polypilot's: the sandbox sees only its own socket.
-    from polypilot_tui.agents.sandbox_net import open_gate
+    prepare(plan.rules, plan.made, plan.made_files)
+    # The programs themselves, where the private /tmp would hide them (an agent unpacked there).
+    programs = [os.path.dirname(_real(path)) for path in (argv[0], sys.executable) if os.sep in path]
+    readable = (*plan.readable, *(folder for folder in programs if within(folder, "/tmp")))
+    rules, network_args = plan.rules, []
+    if rules.network is not None:
+        # The network rule (agents/sandbox_net.py): a gate in the engine's loop, which closes
+        # itself when the sandbox ends; its forwarder starts the agent inside and sets the
+        # agent's proxy variables. Its folder is hidden like the rest of polypilot's: the
+        # sandbox sees only its own socket, bound in.
+        from polypilot_tui.agents.sandbox_net import open_gate
 
-    try:
-        gate = open_gate(plan.rules.network, Path(plan.gates))
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise SandboxUnavailable(f"the session's network rule cannot be kept: {exc}") from None
-    rules = replace(plan.rules, hidden=(*plan.rules.hidden, plan.gates))
-    return sandboxed(
-        gate.wrap(list(argv)),
+        try:
+            gate = open_gate(rules.network, Path(plan.gates))
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise SandboxUnavailable(f"the session's network rule cannot be kept: {exc}") from None
+        argv, network_args = gate.wrap(list(argv)), gate.bwrap_args()
+        rules = replace(rules, hidden=(*rules.hidden, plan.gates))
+    command = sandboxed(
+        argv,
         rules,
         cwd,
         bwrap=bwrap,
-        readable=plan.readable,
-        network_args=gate.bwrap_args(),
+        readable=readable,
+        masked=plan.masked,
+        process_limit=process_limit,
+        network_args=network_args,
     )
+    # RLIMIT_NPROC does nothing for root: a pids cgroup does, where root may make one.
+    procs = pids_cgroup(process_limit)
+    return command if procs is None else [sys.executable, "-I", "-S", "-c", _JOINER, procs, *command]

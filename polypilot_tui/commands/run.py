@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from polypilot_tui.agents.head_start import head_start
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.output import say
-from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, PermissionPolicy, Settings
 
 if TYPE_CHECKING:
     from polypilot_tui.commands.output import Output
@@ -71,12 +71,23 @@ async def run_headless(
     # only what the checks above need is imported before this line (a test holds the list).
     config = catalog.agents[agent]
     sandboxed = sandbox.on if sandbox is not None else config.sandbox != "off"
+    if sandboxed and (unsandboxable := _sandbox_problem()):  # said now, as a missing agent is
+        say(f"polypilot run: agent {agent!r} cannot start sandboxed: {unsandboxable}", err=True)
+        return EXIT_USAGE
     # A sandboxed agent starts in its sandbox, in the session: no head start outside it.
     release_head_start = _no_head_start if sandboxed else head_start(config)
     try:
         return await _run(settings, catalog, agent, prompt, json_mode=json_mode, sandbox=sandbox)
     finally:
         await release_head_start()  # the session holds the agent by now, or no one needs it
+
+
+def _sandbox_problem() -> str | None:
+    """Why no sandbox can start here (imported only for a sandboxed run)."""
+    from polypilot_tui.agents.sandbox import sandbox_problem
+    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+
+    return sandbox_problem(Sandbox(SandboxMode.WORKSPACE))
 
 
 async def _no_head_start() -> None:
@@ -145,8 +156,9 @@ async def _run(
     asked: set[str] = set()
 
     def ask_when_asked(change: Record) -> None:
-        """The policy is ask: a permission request is put to the user, as the dashboard does."""
-        if not sid or change.session_id != sid or settings.permission_policy is not PermissionPolicy.ASK:
+        """A request the policy left to the user (ask; allow-in-sandbox, for one it cannot
+        place inside the sandbox) is put to the user, as the dashboard does."""
+        if not sid or change.session_id != sid or settings.permission_policy in ASKS_NOBODY:
             return
         prompt = engine.view(sid).pending_permission
         if prompt is not None and prompt.request_id not in asked:
@@ -248,7 +260,7 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
 
 
 async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, out: Output) -> None:
-    """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
+    """Ask on the terminal when there is one; otherwise refuse (the policy left it to the user)."""
     from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
     from polypilot_tui.domain.text import strip_control
     from polypilot_tui.engine import verbs
@@ -261,8 +273,8 @@ async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, o
         choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
     else:
         say(
-            ("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}) but the policy is "
-            "'ask' and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
+            ("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}), the policy leaves "
+            "it to you and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
             err=True,
         )
         choice = REJECT_ONCE

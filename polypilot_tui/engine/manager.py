@@ -39,7 +39,7 @@ from polypilot_tui.engine.connector import BackendFactory, Connector
 from polypilot_tui.engine.context import EngineContext
 from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.tool_handoff import ToolHandoff
-from polypilot_tui.engine.turns import TurnRunner, checked_prompt, refuse_without_folder
+from polypilot_tui.engine.turns import TurnRunner, checked_prompt, policy_of, refuse_without_folder
 from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ class SessionManager:
             stderr_tail=tuple(strip_control(line) for line in diagnostics.stderr_tail),
             plan=session.plan,
             sandbox_rules=self._sandbox_lines(session),
+            permission_policy=policy_of(session, self._ctx.settings.permission_policy).value,
         )
 
     def _sandbox_lines(self, session: Session) -> tuple[str, ...]:

@@ -35,6 +35,8 @@ from polypilot_tui.domain.limits import (
     RECORD_BYTES,
     REF_CHARS,
     REGISTRY_BYTES,
+    SANDBOX_HOST_CHARS,
+    SANDBOX_HOSTS,
     SESSIONS,
     TITLE_CHARS,
     bounded,
@@ -170,8 +172,6 @@ def _queue(value: Any) -> Any:
 
 UNREADABLE_SANDBOX = "unreadable"
 """A sandbox field that does not fit: kept as such, so the session never restores unsandboxed."""
-SANDBOX_HOSTS = 64
-"""Hosts of a network rule at most (a longer rule is not ours: read as the strictest, none)."""
 
 
 def _sandbox(value: Any) -> Any:
@@ -186,10 +186,10 @@ def _hosts(value: Any) -> Any:
     if (
         isinstance(value, list)
         and len(value) <= SANDBOX_HOSTS
-        and all(isinstance(h, str) and 0 < len(h) <= REF_CHARS for h in value)
+        and all(isinstance(h, str) and 0 < len(h) <= SANDBOX_HOST_CHARS for h in value)
     ):
         return tuple(value)
-    return ()  # a rule that cannot be read allows no host: stricter, never looser
+    return ()  # a rule that cannot be read (or longer than any engine writes) allows no host: never looser
 
 
 _FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {

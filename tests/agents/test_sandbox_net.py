@@ -394,7 +394,8 @@ async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
         urllib.request.urlopen("http://127.0.0.1:{other_port}/", timeout=10)
     except urllib.error.URLError as exc:
         print("other:", exc.reason)
-    print("gates seen:", os.listdir({str(state / "net")!r}))
+    gates = {str(state / "net")!r}
+    print("gates seen:", os.listdir(gates) if os.path.isdir(gates) else [])
     print("own socket:", os.path.exists("/tmp/.polypilot-net.sock"))
     """
     argv = launch_argv(plan, [sys.executable, "-I", "-c", textwrap.dedent(code)], work, env)

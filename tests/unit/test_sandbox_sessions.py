@@ -5,6 +5,7 @@ and the ACP agent (the fake one, a real process) really running in bubblewrap.""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -59,6 +60,20 @@ def bwrapped(folder: Path) -> list[int]:
     return found
 
 
+def running(script: Path, cwd: Path) -> list[int]:
+    """Processes whose argv names ``script``, working in ``cwd`` (this test's, not another's)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if os.fsencode(script) in argv and os.path.realpath(f"/proc/{name}/cwd") == str(cwd):
+                found.append(int(name))
+    return found
+
+
 @needs_bwrap
 async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(tmp_path: Path) -> None:
     work = tmp_path / "work"
@@ -106,6 +121,7 @@ async def test_without_bwrap_no_sandboxed_session_is_made_or_restored_and_no_age
         with pytest.raises(Exception, match="bubblewrap"):
             await engine.manager.connect("s1")  # a reconnect does not start it either
         assert not (tmp_path / "agent-state").exists() and not bwrapped(work)
+        assert not running(FAKE_AGENT, work), "the agent started without its sandbox"
         assert engine.view("s1").sandbox == ON
     finally:
         await engine.close()
@@ -158,3 +174,19 @@ def test_sandbox_on_the_command_line_of_new_run_and_fan_out() -> None:
         assert sandbox_choice(parser.parse_args([*argv[:1], "--sandbox", "off", *argv[1:]])) == NO_SANDBOX
         with pytest.raises(SystemExit):
             parser.parse_args([*argv[:1], "--sandbox", "none", *argv[1:]])
+
+
+def test_a_sandboxed_run_without_bwrap_says_how_to_fix_it_and_starts_nothing(tmp_path: Path) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f'[fake]\nkind = "acp"\ncommand = "{sys.executable}"\nargs = ["{FAKE_AGENT}"]\nsandbox = "workspace"\n'
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env |= {"PATH": str(tmp_path / "bin"), "POLYPILOT_STATE_DIR": str(tmp_path / "state")}
+    env["POLYPILOT_AGENTS_FILE"] = str(agents)
+    cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", "hello"]
+    done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "apt install bubblewrap" in done.stderr, done.stderr
+    assert "Hello" not in done.stdout and not running(FAKE_AGENT, work)
