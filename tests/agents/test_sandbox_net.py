@@ -486,3 +486,50 @@ async def test_a_plain_request_for_another_host_than_its_url_is_refused(
     assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"other server: /b")
     writer.close()
     assert [(r.target, r.why) for r in gate.refusals()] == [(f"localhost:{port}", "its Host header names another host")]
+
+
+def test_the_rule_on_the_command_line() -> None:
+    from polypilot_tui.cli import build_parser, sandbox_choice
+
+    parser = build_parser()
+    for argv in (["new"], ["run", "p"], ["fan-out", "copilot:2", "p"]):
+        cmd, rest = argv[:1], argv[1:]
+        rule = sandbox_choice(parser.parse_args([*cmd, "--network", "a.example:443, 127.0.0.1:8000", *rest]))
+        assert rule == Sandbox(SandboxMode.WORKSPACE, ("a.example:443", "127.0.0.1:8000"))
+        assert sandbox_choice(parser.parse_args([*cmd, "--network", "", *rest])) == Sandbox(SandboxMode.WORKSPACE, ())
+        off = sandbox_choice(parser.parse_args([*cmd, "--sandbox", "off", "--network", "x:1", *rest]))
+        assert off == Sandbox(SandboxMode.OFF, ("x:1",))  # refused when the session is made (below)
+
+
+async def test_an_agents_rule_is_its_sessions_and_its_agent_runs_behind_the_gate(tmp_path: Path) -> None:
+    """``network = []`` in the agents file: the session's sandbox has the rule, F2 says the
+    agent's model endpoint is not known, and the agent (a real ACP process) runs through the
+    forwarder; a rule without the sandbox is refused when the session is made."""
+    from polypilot_tui.config import AgentCatalog
+    from polypilot_tui.engine import verbs
+    from polypilot_tui.engine.api import EngineError
+    from polypilot_tui.engine.builder import build_engine
+    from tests.unit.test_sandbox_sessions import fake, settings_of
+
+    work = tmp_path / "work"
+    work.mkdir()
+    ruled = fake(tmp_path).model_copy(update={"network": []})
+    unkept = fake(tmp_path, sandbox="off").model_copy(update={"name": "unkept", "network": ["a.example:443"]})
+    engine = build_engine(settings_of(tmp_path), AgentCatalog({"fake": ruled, "unkept": unkept}), persist=False)
+    await engine.start()
+    try:
+        sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work)))
+        assert engine.view(sid).sandbox == Sandbox(SandboxMode.WORKSPACE, ())
+        details = await engine.call(verbs.DETAILS, verbs.SessionRef(sid))
+        assert "network: only none" in details.sandbox_rules
+        assert (
+            "network: the agent's model endpoint is not known; list its host:port in the rule" in details.sandbox_rules
+        )
+        await engine.call(verbs.SEND, verbs.Send(sid, "hello"))
+        await until(lambda: engine.view(sid).turns >= 1, 30, "the agent's reply from behind the gate")
+        assert list((tmp_path / "state" / "net").glob("net-*.sock")), "no gate was opened"
+        with pytest.raises(EngineError, match="choose the workspace sandbox"):
+            await engine.call(verbs.NEW_SESSION, verbs.NewSession("unkept", folder=str(work)))
+    finally:
+        await engine.close()
+    await until(lambda: not list((tmp_path / "state" / "net").glob("net-*.sock")), 10, "the gate closed")
