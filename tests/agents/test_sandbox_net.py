@@ -533,3 +533,22 @@ async def test_an_agents_rule_is_its_sessions_and_its_agent_runs_behind_the_gate
     finally:
         await engine.close()
     await until(lambda: not list((tmp_path / "state" / "net").glob("net-*.sock")), 10, "the gate closed")
+
+
+@pytest.mark.parametrize("rule", [["--sandbox", "off", "--network", "a.example:443"], ["--network", "bad"]])
+def test_a_run_whose_rule_cannot_be_kept_says_so_before_anything_starts(tmp_path: Path, rule: list[str]) -> None:
+    """Exit 2 and why, as for a missing agent: no head start of the agent outside its
+    sandbox, no session."""
+    from tests.unit.test_sandbox_sessions import FAKE_AGENT, running
+
+    agents = tmp_path / "agents.toml"
+    agents.write_text(f'[fake]\nkind = "acp"\ncommand = "{sys.executable}"\nargs = ["{FAKE_AGENT}"]\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env |= {"POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_AGENTS_FILE": str(agents)}
+    cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", *rule, "hello"]
+    done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "cannot start sandboxed" in done.stderr and ("network rule" in done.stderr)
+    assert not running(FAKE_AGENT, work)
