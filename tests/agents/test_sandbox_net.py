@@ -509,7 +509,7 @@ async def test_an_agents_rule_is_its_sessions_and_its_agent_runs_behind_the_gate
     from polypilot_tui.engine import verbs
     from polypilot_tui.engine.api import EngineError
     from polypilot_tui.engine.builder import build_engine
-    from tests.unit.test_sandbox_sessions import fake, settings_of
+    from tests.unit.test_sandbox_sessions import ON, fake, settings_of
 
     work = tmp_path / "work"
     work.mkdir()
@@ -528,6 +528,12 @@ async def test_an_agents_rule_is_its_sessions_and_its_agent_runs_behind_the_gate
         await engine.call(verbs.SEND, verbs.Send(sid, "hello"))
         await until(lambda: engine.view(sid).turns >= 1, 30, "the agent's reply from behind the gate")
         assert list((tmp_path / "state" / "net").glob("net-*.sock")), "no gate was opened"
+        # the sandbox chosen (the dialog, --sandbox workspace) keeps the agent's rule: never widened
+        chosen = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work), sandbox=ON))
+        assert engine.view(chosen).sandbox == Sandbox(SandboxMode.WORKSPACE, ())
+        wider = Sandbox(SandboxMode.WORKSPACE, ("a.example:443",))  # a rule asked for is the session's
+        asked = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work), sandbox=wider))
+        assert engine.view(asked).sandbox == wider
         with pytest.raises(EngineError, match="choose the workspace sandbox"):
             await engine.call(verbs.NEW_SESSION, verbs.NewSession("unkept", folder=str(work)))
     finally:
