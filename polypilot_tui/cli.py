@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import subprocess
 
     from polypilot_tui.domain.hosts import HostEntry
+    from polypilot_tui.domain.sandbox import Sandbox
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", default=None, help="agent name (default: the configured default agent)")
     run.add_argument("--json", action="store_true", help="print JSONL events instead of text")
     run.add_argument("--allow-tools", action="store_true", help="allow every permission request")
+    add_sandbox_option(run)
     run.add_argument("prompt", help=PROMPT_HELP)
     fan = run.add_argument_group("fan-out: the task to several agents, each in a new worktree; a JSON summary")
     fan.add_argument("--fan-out", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
@@ -97,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--worktree", action="store_true", help="work in a new worktree on a new branch")
     new.add_argument("--branch", default=None, help="the new branch (default: polypilot/<name>)")
     new.add_argument("--base", default="", help="where the branch starts (default: the checked-out branch)")
+    add_sandbox_option(new)
     diff = sub.add_parser("diff", help="a session's changes against its base (committed, uncommitted, new)")
     diff.add_argument("session", help="id or name")
     diff.add_argument("--stat", action="store_true", help="a line per file and the totals")
@@ -219,6 +222,36 @@ def add_worktree_options(fan: argparse._ActionsContainer) -> None:
     )
 
 
+def add_sandbox_option(parser: argparse._ActionsContainer) -> None:
+    """``--sandbox off|workspace`` (docs/sandbox.md); unset: the agent's own (its ``sandbox``)."""
+    parser.add_argument(
+        "--sandbox",
+        choices=("off", "workspace"),
+        default=None,
+        help="run the agent in a sandbox: it writes only its folder or worktree (default: the agent's setting)",
+    )
+    parser.add_argument(
+        "--network",
+        default=None,
+        metavar="HOST:PORT,…",
+        help="a sandbox whose agent reaches only these endpoints and its model's ('' for the model's alone)",
+    )
+
+
+def sandbox_choice(args: argparse.Namespace) -> Sandbox | None:
+    """The sandbox ``--sandbox`` and ``--network`` ask for, None when neither is given (the
+    agent's own). ``--network`` alone means the workspace sandbox, which keeps the rule; with
+    ``--sandbox off`` it is refused when the session is made, never run as no rule."""
+    if args.sandbox is None and args.network is None:
+        return None
+    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode  # only then: a plain run loads less
+
+    mode = SandboxMode(args.sandbox) if args.sandbox is not None else SandboxMode.WORKSPACE
+    if args.network is None:
+        return Sandbox(mode)
+    return Sandbox(mode, tuple(entry.strip() for entry in args.network.split(",") if entry.strip()))
+
+
 def check_timeout(args: argparse.Namespace) -> float:
     """--check-timeout, or the default (imported only by the commands that check)."""
     from polypilot_tui.domain.fan_out import CHECK_TIMEOUT
@@ -235,6 +268,7 @@ def add_fan_out_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     fan.add_argument("agents", metavar="AGENT:N,…", help="the attempts, e.g. copilot:2,opencode:1")
     fan.add_argument("prompt", help=PROMPT_HELP)
     add_worktree_options(fan)
+    add_sandbox_option(fan)
     compare = sub.add_parser("compare", help="a fan-out's attempts side by side: status, time, usage, changes, check")
     compare.add_argument("group", help="the fan-out's id")
     compare.add_argument("--check", action="store_true", help="run its check command in each attempt first")
@@ -273,6 +307,7 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
             base=args.base,
             check=args.check,
             check_timeout=check_timeout(args),
+            sandbox=sandbox_choice(args),
         )
         return asyncio.run(made)
     if args.command == "compare":
@@ -482,6 +517,7 @@ def _command(argv: Sequence[str] | None) -> int:
                     args.prompt,
                     json_mode=args.json,
                     allow_tools=args.allow_tools,
+                    sandbox=sandbox_choice(args),
                 )
             )
         )
@@ -602,6 +638,7 @@ def cmd_fan_out(args: argparse.Namespace, settings: Settings, catalog: AgentCata
         check=args.check,
         check_timeout=check_timeout(args),
         allow_tools=args.allow_tools,
+        sandbox=sandbox_choice(args),
     )
     return asyncio.run(fan_out)
 
@@ -621,6 +658,7 @@ def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
                 worktree=args.worktree,
                 branch=args.branch,
                 base=args.base,
+                sandbox=sandbox_choice(args),
             )
         )
     if args.command == "diff":

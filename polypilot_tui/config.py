@@ -183,7 +183,13 @@ class PermissionPolicy(StrEnum):
     """Allow once, every time, without asking."""
     DENY = "deny"
     """Reject every request."""
+    ALLOW_IN_SANDBOX = "allow-in-sandbox"
+    """Allow once a request of a sandboxed session that names only places inside its workspace
+    (domain/sandbox_policy.py); ask everything else, and everything of a session not sandboxed."""
 
+
+ASKS_NOBODY = frozenset({PermissionPolicy.ALLOW, PermissionPolicy.DENY})
+"""Policies that answer every request themselves: under the others a request may wait for the user."""
 
 _TIERS = WatchdogConfig()
 
@@ -233,7 +239,7 @@ class Settings(BaseModel):
     heartbeat_seconds: float = Field(5.0, ge=0.1, le=3600.0)
     """UI heartbeat: refresh "ago" labels and catch missed redraws."""
     permission_policy: PermissionPolicy = PermissionPolicy.ASK
-    """ask (default), allow or deny."""
+    """ask (default), allow, deny or allow-in-sandbox."""
     state_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)))
     """Registry, history database, recordings and logs."""
     agents_file: Path | None = None
@@ -377,6 +383,15 @@ class AgentConfig(BaseModel):
     provider: ProviderConfig | None = None
     script: str | None = None
     """Demo agent only: the default script name."""
+    sandbox: Literal["off", "workspace"] = "off"
+    """The sandbox its sessions get unless one is chosen: off, or workspace (docs/sandbox.md;
+    domain/sandbox.py's SandboxMode, named here in words: a headless run loads no more)."""
+    network: list[str] | None = None
+    """The network rule of its sandboxed sessions: only these ``host:port`` endpoints and its
+    model's are reachable ([] for its model's alone); None: the machine's network."""
+    sandbox_writable: list[str] = Field(default_factory=list)
+    """Its own state folders, writable in its sandbox (``~`` and ``${VAR:-default}`` expanded
+    in its environment): its sessions, logs and caches."""
 
     def missing_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """Why this agent has no provider key — the variable its ``api_key_env`` names is unset

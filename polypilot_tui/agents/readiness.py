@@ -11,6 +11,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from polypilot_tui.agents.locate import argv_of, expand, find_command, missing_command, not_runnable
 from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, SignInEvidence
@@ -28,7 +29,7 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
     usual install folders and the npm cache), the provider key variable it names set, and
     some sign of a sign-in when it lists any."""
     env = dict(os.environ if environ is None else environ) | agent.env
-    base = {"name": agent.name, "kind": agent.kind, "title": agent.title}
+    base: dict[str, Any] = {"name": agent.name, "kind": agent.kind, "title": agent.title}
     if agent.kind == "demo":
         return AgentOffer(**base, availability=Availability.READY, where="built in")
     found = find_command(agent, env)

@@ -21,6 +21,7 @@ from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.fan_out import Attempt, BroadcastResult, Comparison, FanOutSpecError, parse_fan_out
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.sandbox import Sandbox
 from polypilot_tui.domain.text import compact_duration, one_line
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.codec import encode
@@ -68,7 +69,15 @@ async def cmd_broadcast(settings: Settings, to: str, prompt: str, *, json_mode: 
 
 
 async def cmd_fan_out(
-    settings: Settings, spec: str, task: str, *, folder: str, base: str, check: str, check_timeout: float
+    settings: Settings,
+    spec: str,
+    task: str,
+    *,
+    folder: str,
+    base: str,
+    check: str,
+    check_timeout: float,
+    sandbox: Sandbox | None = None,
 ) -> int:
     """Fan ``task`` out in the state folder's engine (started when none runs); print the group's id."""
 
@@ -77,7 +86,7 @@ async def cmd_fan_out(
             agents = parse_fan_out(spec)
         except FanOutSpecError as exc:
             raise CommandFailed(f"fan-out {exc}", EXIT_USAGE) from None
-        request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout)
+        request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout, sandbox)
         group = await client.call(verbs.FAN_OUT, request)
         say(group)
         say(f"follow it with `polypilot compare {group}`", err=True)

@@ -27,10 +27,11 @@ from polypilot_tui.agents.base import REJECT_ONCE
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.interrupts import on_interrupt
 from polypilot_tui.commands.output import say
-from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, PermissionPolicy, Settings
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, Comparison, FanOutSpecError, parse_fan_out
 from polypilot_tui.domain.records import Record, TurnEnded, ViewChanged
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.sandbox import Sandbox
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine import verbs
@@ -76,6 +77,7 @@ async def run_fan_out(
     check: str = "",
     check_timeout: float = CHECK_TIMEOUT,
     allow_tools: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> int:
     """Fan the task out, wait for every attempt, print the summary; the exit code."""
     agents, problem = usage_problem(catalog, spec)
@@ -93,7 +95,7 @@ async def run_fan_out(
 
     def on_change(change: Record) -> None:
         changed.set()
-        if isinstance(change, ViewChanged) and settings.permission_policy is PermissionPolicy.ASK:
+        if isinstance(change, ViewChanged) and settings.permission_policy not in ASKS_NOBODY:
             refuse_permission(engine, change.session_id, refused, loop)
 
     def cancel(signame: str) -> None:
@@ -110,7 +112,7 @@ async def run_fan_out(
     comparison: Comparison | None = None
     try:
         with on_interrupt(cancel):  # not during the close below: it is not cut short
-            request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout)
+            request = verbs.FanOut(task, agents, os.path.abspath(folder), base, check, check_timeout, sandbox)
             try:
                 group = await engine.call(verbs.FAN_OUT, request)
             except EngineError as exc:
@@ -140,7 +142,9 @@ async def run_fan_out(
 
 
 def refuse_permission(engine: LocalEngine, session_id: str, refused: set[str], loop: asyncio.AbstractEventLoop) -> None:
-    """The policy is ask and nobody can be asked here: refuse, and say so once per request."""
+    """The policy left a request to the user (ask; allow-in-sandbox, for one outside the
+    sandbox) and nobody can be asked here: refuse, and say so once per request. One the policy
+    answers is never pending (engine/turns.py notes its answer at once)."""
     if session_id not in engine.ids():
         return
     prompt = engine.view(session_id).pending_permission
@@ -148,7 +152,7 @@ def refuse_permission(engine: LocalEngine, session_id: str, refused: set[str], l
         return
     refused.add(prompt.request_id)
     tell(
-        f"{session_id}: permission requested ({one_line(prompt.title, 200)}) but the policy is 'ask' and a "
+        f"{session_id}: permission requested ({one_line(prompt.title, 200)}) but the policy leaves it to you and a "
         "fan-out asks nobody; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow."
     )
     answer = verbs.AnswerPermission(session_id, prompt.request_id, REJECT_ONCE)

@@ -31,12 +31,13 @@ from polypilot_tui.commands.live import (
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output, say
 from polypilot_tui.commands.run import EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, exit_code
 from polypilot_tui.config import Settings
-from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
+from polypilot_tui.domain.chat import TOOL_STATUS_WORDS, ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.prompt_queue import prompt_key
 from polypilot_tui.domain.records import ItemAdded, ItemReplaced, TurnEnded
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.sandbox_refusal import REFUSED
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.domain.view import SessionView
@@ -97,13 +98,17 @@ class Render:
                 self.reply_row(item)
             else:
                 self.out.line(item.text)
+        elif live and replaced and item.kind is ItemKind.TOOL and item.tool_status == REFUSED:
+            # Its completion printed "[tool ok]" (a shell that ran and exited 1): say what it was.
+            self.out.line(f"[tool {strip_control(item.tool_name)}] {TOOL_STATUS_WORDS[REFUSED]}")
         elif replaced or item.kind is ItemKind.REASONING or (live and item.kind is ItemKind.TOOL):
             return
         elif item.kind is ItemKind.USER:
             self.out.line("\n".join(f"> {line}" for line in item.text.split("\n")))
         elif item.kind is ItemKind.TOOL:
             detail = f" {one_line(item.tool_detail, 100)}" if item.tool_detail else ""
-            self.out.line(f"[tool {strip_control(item.tool_name)}] {item.tool_status}{detail}")
+            status = TOOL_STATUS_WORDS.get(item.tool_status, item.tool_status)
+            self.out.line(f"[tool {strip_control(item.tool_name)}] {status}{detail}")
         else:
             self.out.line(f"[{item.kind.value}] {strip_control(item.text)}")
 

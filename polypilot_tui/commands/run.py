@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING
 from polypilot_tui.agents.head_start import head_start
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.output import say
-from polypilot_tui.config import AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, AgentConfig, PermissionPolicy, Settings
 
 if TYPE_CHECKING:
     from polypilot_tui.commands.output import Output
     from polypilot_tui.domain.chat import TurnRecord
     from polypilot_tui.domain.failures import Failure
     from polypilot_tui.domain.records import Record
+    from polypilot_tui.domain.sandbox import Sandbox
     from polypilot_tui.domain.turn import Outcome, PermissionPrompt
     from polypilot_tui.engine.local import LocalEngine
 
@@ -54,8 +55,10 @@ async def run_headless(
     *,
     json_mode: bool = False,
     allow_tools: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> int:
-    """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not."""
+    """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not. ``sandbox``
+    None: the agent's own (its ``sandbox`` in the agents file)."""
     if agent not in catalog.agents:
         say(f"polypilot run: {catalog.missing(agent)}", err=True)
         return EXIT_USAGE
@@ -66,14 +69,39 @@ async def run_headless(
         settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
     # The agent boots (and the Copilot SDK connects to it) while the rest of the run loads:
     # only what the checks above need is imported before this line (a test holds the list).
-    release_head_start = head_start(catalog.agents[agent])
+    config = catalog.agents[agent]
+    if sandbox is not None:  # a network rule counts: refused below without the sandbox, never run as none
+        sandboxed = sandbox.on or sandbox.network is not None
+    else:
+        sandboxed = config.sandbox != "off" or config.network is not None
+    if sandboxed and (unsandboxable := _sandbox_problem(sandbox, config)):  # said now, as a missing agent is
+        say(f"polypilot run: agent {agent!r} cannot start sandboxed: {unsandboxable}", err=True)
+        return EXIT_USAGE
+    # A sandboxed agent starts in its sandbox, in the session: no head start outside it.
+    release_head_start = _no_head_start if sandboxed else head_start(config)
     try:
-        return await _run(settings, catalog, agent, prompt, json_mode=json_mode)
+        return await _run(settings, catalog, agent, prompt, json_mode=json_mode, sandbox=sandbox)
     finally:
         await release_head_start()  # the session holds the agent by now, or no one needs it
 
 
-async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *, json_mode: bool) -> int:
+def _sandbox_problem(asked: Sandbox | None, config: AgentConfig) -> str | None:
+    """Why the run's sandbox (``asked``, else the agent's) cannot start here (imported only
+    for a sandboxed run)."""
+    from polypilot_tui.agents.sandbox import sandbox_problem
+    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+
+    network = tuple(config.network) if config.network is not None else None
+    return sandbox_problem(asked if asked is not None else Sandbox(SandboxMode(config.sandbox), network))
+
+
+async def _no_head_start() -> None:
+    """Nothing to release: no agent was started ahead."""
+
+
+async def _run(
+    settings: Settings, catalog: AgentCatalog, agent: str, prompt: str, *, json_mode: bool, sandbox: Sandbox | None
+) -> int:
     """The run itself, once its agent has been started."""
     from polypilot_tui.commands.interrupts import on_interrupt
     from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
@@ -133,8 +161,9 @@ async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: st
     asked: set[str] = set()
 
     def ask_when_asked(change: Record) -> None:
-        """The policy is ask: a permission request is put to the user, as the dashboard does."""
-        if not sid or change.session_id != sid or settings.permission_policy is not PermissionPolicy.ASK:
+        """A request the policy left to the user (ask; allow-in-sandbox, for one it cannot
+        place inside the sandbox) is put to the user, as the dashboard does."""
+        if not sid or change.session_id != sid or settings.permission_policy in ASKS_NOBODY:
             return
         prompt = engine.view(sid).pending_permission
         if prompt is not None and prompt.request_id not in asked:
@@ -167,7 +196,7 @@ async def _run(settings: Settings, catalog: AgentCatalog, agent: str, prompt: st
 
     try:
         with on_interrupt(cancel):  # not during the close below: it is not cut short
-            sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent))
+            sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, sandbox=sandbox))
             await engine.call(verbs.SEND, verbs.Send(sid, prompt))
             await done.wait()
             record = ended[0]
@@ -236,7 +265,7 @@ def exit_code(outcome: Outcome, reason: str, refused: tuple[str, ...], interrupt
 
 
 async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, out: Output) -> None:
-    """Ask on the terminal when there is one; otherwise refuse (the policy is ask)."""
+    """Ask on the terminal when there is one; otherwise refuse (the policy left it to the user)."""
     from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
     from polypilot_tui.domain.text import strip_control
     from polypilot_tui.engine import verbs
@@ -249,8 +278,8 @@ async def _ask(engine: LocalEngine, session_id: str, prompt: PermissionPrompt, o
         choice = ALLOW_ONCE if answer.strip().lower() in ("y", "yes") else REJECT_ONCE
     else:
         say(
-            ("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}) but the policy is "
-            "'ask' and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
+            ("\n" if out.line_open else "") + f"polypilot run: permission requested ({title}), the policy leaves "
+            "it to you and there is no terminal; rejected. Use --allow-tools or POLYPILOT_PERMISSION_POLICY=allow.",
             err=True,
         )
         choice = REJECT_ONCE

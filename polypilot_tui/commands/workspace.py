@@ -16,6 +16,7 @@ from pathlib import Path
 from polypilot_tui.commands.live import HOST, CommandFailed, find_view, run_command
 from polypilot_tui.commands.output import say
 from polypilot_tui.config import AgentCatalog, Settings
+from polypilot_tui.domain.sandbox import Sandbox
 from polypilot_tui.domain.workspace import Isolation
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.diff_pages import read_diff
@@ -57,6 +58,7 @@ async def cmd_new(
     worktree: bool,
     branch: str | None,
     base: str,
+    sandbox: Sandbox | None = None,
 ) -> int:
     """Add a session in ``cwd`` (or a new worktree of it, made by the engine) to the state
     folder's engine (started when none runs); prints its id, folder and branch once the engine
@@ -72,7 +74,7 @@ async def cmd_new(
     if remote:
         folder = "~" if cwd == "." else cwd
     isolation = Isolation.WORKTREE if worktree else Isolation.FOLDER
-    request = NewSession(agent, name, folder, isolation, branch or "", base)
+    request = NewSession(agent, name, folder, isolation, branch or "", base, sandbox)
 
     async def body(client: EngineClient) -> int:
         sid = await client.call(NEW_SESSION, request)

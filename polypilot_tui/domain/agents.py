@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from polypilot_tui.domain.names import close_names, either
+from polypilot_tui.domain.sandbox import SandboxMode
 
 
 class Availability(StrEnum):
@@ -44,6 +45,8 @@ class AgentOffer:
     """Why it is not ready, in words (None when ready)."""
     hint: str = ""
     """The command that fixes it: the install command, or how to sign in."""
+    sandbox: SandboxMode = SandboxMode.OFF
+    """The sandbox its sessions get unless one is chosen (its agents-file entry's)."""
 
     @property
     def ready(self) -> bool:

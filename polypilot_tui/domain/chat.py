@@ -19,6 +19,19 @@ class ItemKind(StrEnum):
     ERROR = "error"
 
 
+TOOL_STATUS_WORDS: dict[str, str] = {
+    "running": "running",
+    "waiting": "waiting for permission",
+    "completed": "completed",
+    "failed": "failed",
+    "rejected": "rejected",
+    "refused": "refused by the sandbox",
+    "interrupted": "interrupted",
+    "cancelled": "cancelled",
+}
+"""A tool row's status in words, as every surface says it (the dashboard, ``follow``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ChatItem:
     """One row of chat history. Tool rows are replaced in place as their status changes."""
@@ -31,7 +44,7 @@ class ChatItem:
     tool_name: str = ""
     tool_status: str = ""
     """running / waiting (its permission prompt is open) / completed / failed / rejected /
-    interrupted / cancelled."""
+    refused (by the sandbox) / interrupted / cancelled: :data:`TOOL_STATUS_WORDS`."""
     tool_detail: str = ""
     interrupted: bool = False
     """An assistant reply cut short (stop, watchdog, crash); the text is kept."""

@@ -66,6 +66,10 @@ PATH_CHARS = 4096
 """A folder (Linux's PATH_MAX)."""
 REF_CHARS = 255
 """A git branch or base name."""
+SANDBOX_HOSTS = 16
+"""Hosts of one sandbox's network rule."""
+SANDBOX_HOST_CHARS = 128
+"""One host of a network rule (``host:port``)."""
 PERMISSION_OPTIONS = 8
 """Options of one permission request (agents offer four)."""
 PERMISSION_TEXT_CHARS = 2000
@@ -88,7 +92,15 @@ REDACTION_GROWTH = 3
 STRUCTURE_BYTES = 4 * KIB
 """Keys, numbers and punctuation of one record or view around its texts."""
 
-_RECORD_TEXT_CHARS = NAME_CHARS + TITLE_CHARS + REASON_CHARS + 2 * PATH_CHARS + 6 * ID_CHARS + 2 * REF_CHARS
+_RECORD_TEXT_CHARS = (
+    NAME_CHARS
+    + TITLE_CHARS
+    + REASON_CHARS
+    + 2 * PATH_CHARS
+    + 7 * ID_CHARS
+    + 2 * REF_CHARS
+    + SANDBOX_HOSTS * SANDBOX_HOST_CHARS
+)
 RECORD_FIELDS_BYTES = CHAR_BYTES * _RECORD_TEXT_CHARS + STRUCTURE_BYTES
 """One registry record without its prompts."""
 SESSION_PROMPT_BYTES = QUEUE_BYTES + 2 * PROMPT_BYTES

@@ -19,6 +19,8 @@ from polypilot_tui.domain.limits import (
     PERMISSION_TEXT_CHARS,
     bounded,
 )
+from polypilot_tui.domain.sandbox import SandboxRules
+from polypilot_tui.domain.sandbox_refusal import REFUSED, refused_by_sandbox
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import PermissionPrompt, Phase, ToolCall, Turn
@@ -192,12 +194,16 @@ def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, clock: Wal
     t.tool_call_count += 1
     if success:
         t.successful_tools += 1
-    s.set_tool_row(call, "completed" if success else "rejected" if _was_rejected(t, call, e) else "failed", text)
+    status = "completed" if success else "rejected" if _was_rejected(t, call, e) else "failed"
+    refused = status != "rejected" and (not success or _exit_code(e) != 0) and _sandbox_refused(s, text)
+    s.set_tool_row(call, REFUSED if refused else status, text)
     if not t.active_tools:
         t.phase = Phase.THINKING
         if t.turn_end_at is not None:
             t.fallback_anchor = now  # the TurnEnd fallback waits while tools run; its window starts now
-    tripped = s.window.record(success, text)
+    # The sandbox's "Permission denied" is its rule at work, not a lost permission binding:
+    # it must not trip the permission recovery (which would reconnect and resend).
+    tripped = s.window.record(success or refused, text)
     if s.window.tripped:
         s.permission_warning = True
     return Signal.PERMISSION_TRIPPED if tripped else Signal.NONE
@@ -240,6 +246,26 @@ def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, clo
         e.text("requestId"), kind if isinstance(kind, str) else "", now, clock.wall(), e.text("toolCallId") or None
     )
     return Signal.NONE
+
+
+def _sandbox_refused(s: Session, text: str) -> bool:
+    """The tool of a sandboxed session failed because its sandbox refused a write."""
+    if not s.sandbox.on or not s.cwd or not text:
+        return False
+    rules = s.sandbox_rules if s.sandbox_rules is not None else SandboxRules(writable=(s.cwd,))
+    return refused_by_sandbox(text, rules, s.cwd)
+
+
+def _exit_code(e: AgentEvent) -> int:
+    """The exit code a shell tool's result reports (0 when it reports none): Copilot's
+    ``shellExecution.exitCode``, an ACP agent's ``exit_code`` / ``exitCode``."""
+    for holder in (e.get("shellExecution"), e.get("rawOutput"), e.data):
+        if isinstance(holder, Mapping):
+            for key in ("exitCode", "exit_code"):
+                code = holder.get(key)
+                if isinstance(code, int) and not isinstance(code, bool):
+                    return code
+    return 0
 
 
 def _was_rejected(t: Turn, call: ToolCall, e: AgentEvent) -> bool:

@@ -16,7 +16,7 @@ from polypilot_tui.domain.history import UNREADABLE, History
 from polypilot_tui.domain.limits import CUT_NOTE_CHARS, ROW_CHARS, TOOL_TEXT_CHARS, bounded, saved_bytes
 from polypilot_tui.domain.permissions import DenialWindow
 from polypilot_tui.domain.prompt_queue import QueuedPrompt
-from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox
+from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxRules
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import EndCause, Outcome, ToolCall, Turn
 from polypilot_tui.domain.usage import Usage
@@ -83,6 +83,9 @@ class Session:
     """What the session changed in its workspace, as last counted."""
     sandbox: Sandbox = NO_SANDBOX
     """The sandbox its agent runs in, as chosen when it was made (saved; never widened by recovery)."""
+    sandbox_rules: SandboxRules | None = None
+    """The rules its agent was started with (the launcher's; not saved): a failed tool's text
+    is read against them (domain/sandbox_refusal.py). None: only its folder is known writable."""
     sign_in: str = ""
     """How its agent is signed in, in words (its catalog entry's): the fix a refused sign-in names."""
     workspace_problem: str = ""

@@ -296,3 +296,5 @@ class SessionDetails:
     """The agent's latest plan (ACP plan entries): (what, status)."""
     sandbox_rules: tuple[str, ...] = ()
     """What its sandbox allows, one rule per line (``SandboxRules.lines``; empty: no sandbox)."""
+    permission_policy: str = ""
+    """The permission policy its requests are answered by (engine/turns.py ``policy_of``)."""

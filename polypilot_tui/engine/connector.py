@@ -15,12 +15,14 @@ from pathlib import Path
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, EventSink
 from polypilot_tui.agents.readiness import readiness
+from polypilot_tui.agents.sandbox import SandboxPlan
 from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.limits import ID_CHARS
 from polypilot_tui.domain.records import EventReceived
+from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.tool_servers import ToolServerSource
 from polypilot_tui.domain.turn import EndCause, Outcome
@@ -260,7 +262,16 @@ class Connector:
         if managed is not None and managed.session.cwd:
             config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
         tools = self._tool_source(workdir.name) if self._tool_source is not None else None
-        return create_backend(config, sink, ctx.clock, ctx.settings, workdir, tools)
+        sandbox = self.sandbox_plan(managed.session) if managed is not None else None
+        return create_backend(config, sink, ctx.clock, ctx.settings, workdir, tools, sandbox)
+
+    def sandbox_plan(self, session: Session) -> SandboxPlan | None:
+        """The session's sandbox as its backend starts it (None when it has none)."""
+        from polypilot_tui.agents.sandbox import plan_for
+
+        config = self._ctx.catalog.get(session.agent)
+        folder = session.cwd or str(config.cwd or Path.cwd())
+        return plan_for(session.sandbox, folder, config, self._ctx.settings)
 
 
 def _lost_in_restart(result: ConnectResult) -> str:

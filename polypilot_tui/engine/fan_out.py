@@ -198,7 +198,14 @@ class FanOutDesk:
             raise EngineError(f"{info.folder} is not in a git repository: a fan-out makes a worktree per attempt there")
         group_id = uuid.uuid4().hex[:8]
         asks = [
-            NewSession(agent, f"{agent}-{group_id}-{n}", request.folder, Isolation.WORKTREE, base=request.base)
+            NewSession(
+                agent,
+                f"{agent}-{group_id}-{n}",
+                request.folder,
+                Isolation.WORKTREE,
+                base=request.base,
+                sandbox=request.sandbox,
+            )
             for n, agent in enumerate(request.agents, 1)
         ]
         for ask in asks:

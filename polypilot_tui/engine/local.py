@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from polypilot_tui.agents.sandbox import sandbox_problem
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.chat import ChatItem, ItemKind
@@ -24,6 +25,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.fan_out import BroadcastResult, Comparison
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.records import Record
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, MergeResult, Workspace
@@ -288,20 +290,33 @@ class LocalEngine(OneMachine):
     async def new_session(self, request: NewSession) -> str:
         """The session, in the folder asked for (its worktree made here, now) or its agent's."""
         config = self._agent(request.agent)
+        sandbox = self._sandbox(request, config)
         name = request.name or f"{request.agent}-{len(self.ids()) + 1}"  # as the manager names it
         workspace = await self._workspaces.prepare(
             request, name, self.settings.worktree_root, str(config.cwd) if config.cwd else ""
         )
         try:
-            return self.manager.add_session(request.agent, name, workspace=workspace)
+            return self.manager.add_session(request.agent, name, workspace=workspace, sandbox=sandbox)
         except ValueError as exc:  # made for a session that does not exist: removed again
             undone = await self._workspaces.unmake(workspace)
             raise EngineError(f"the session was not added: {exc}" + (f" ({undone})" if undone else "")) from None
 
     async def check_new_session(self, request: NewSession) -> None:
-        self._agent(request.agent)
+        self._sandbox(request, self._agent(request.agent))
         name = request.name or f"{request.agent}-{len(self.ids()) + 1}"
         await self._workspaces.check(request, name, self.settings.worktree_root)
+
+    def _sandbox(self, request: NewSession, config: AgentConfig) -> Sandbox:
+        """The sandbox asked for, else the agent's (the agents file's ``sandbox``); an EngineError
+        that says why and how to fix it when it cannot start here (nothing is made then)."""
+        network = tuple(config.network) if config.network is not None else None
+        sandbox = request.sandbox if request.sandbox is not None else Sandbox(SandboxMode(config.sandbox), network)
+        if sandbox.on and sandbox.network is None and network is not None:
+            sandbox = Sandbox(sandbox.mode, network)  # a sandbox chosen keeps the agent's network rule
+        problem = sandbox_problem(sandbox)
+        if problem is not None:
+            raise EngineError(f"the session cannot run sandboxed here: {problem}")
+        return sandbox
 
     def _agent(self, agent: str) -> AgentConfig:
         catalog = self.manager.catalog

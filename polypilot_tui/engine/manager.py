@@ -27,6 +27,7 @@ from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.prompt_queue import QueuedPrompt, take_back
 from polypilot_tui.domain.records import EngineAction, Record, SessionAdded, SessionRemoved
 from polypilot_tui.domain.recovery import RecoveryGate
+from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.tool_servers import ToolServer
@@ -38,7 +39,7 @@ from polypilot_tui.engine.connector import BackendFactory, Connector
 from polypilot_tui.engine.context import EngineContext
 from polypilot_tui.engine.stream import Listener, Unsubscribe
 from polypilot_tui.engine.tool_handoff import ToolHandoff
-from polypilot_tui.engine.turns import TurnRunner, checked_prompt, refuse_without_folder
+from polypilot_tui.engine.turns import TurnRunner, checked_prompt, policy_of, refuse_without_folder
 from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,21 @@ class SessionManager:
             log_paths=diagnostics.log_paths,
             stderr_tail=tuple(strip_control(line) for line in diagnostics.stderr_tail),
             plan=session.plan,
+            sandbox_rules=self._sandbox_lines(session),
+            permission_policy=policy_of(session, self._ctx.settings.permission_policy).value,
         )
+
+    def _sandbox_lines(self, session: Session) -> tuple[str, ...]:
+        """What the session's sandbox allows, in words (empty without one)."""
+        if not session.sandbox.on:
+            return ()
+        if session.agent not in self._ctx.catalog.agents:
+            return ("its agent is not configured any more: it does not start",)
+        try:
+            plan = self._connector.sandbox_plan(session)
+        except OSError as exc:
+            return (f"its rules cannot be read now: {exc.strerror or exc}",)
+        return plan.rules.lines() if plan is not None else ()
 
     def diagnostics(self, session_id: str) -> Diagnostics:
         """The live backend's diagnostics, else those its predecessor left behind."""
@@ -188,6 +203,7 @@ class SessionManager:
         session_id: str | None = None,
         connect: bool = True,
         workspace: Workspace | None = None,
+        sandbox: Sandbox = NO_SANDBOX,
     ) -> str:
         """Register a new session; it connects in the background unless ``connect`` is False.
         With a ``workspace`` the agent runs in its folder (``cwd`` is then ignored)."""
@@ -205,6 +221,7 @@ class SessionManager:
             cwd=workspace.folder if workspace else cwd or str(config.cwd or ""),
             model=config.model or "",
             workspace=workspace,
+            sandbox=sandbox,
         )
         self._ctx.register(session)
         self._ctx.stream.publish(SessionAdded(sid))

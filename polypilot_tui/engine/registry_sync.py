@@ -9,6 +9,7 @@ from concurrent.futures import Executor
 from typing import Any, TypedDict
 
 from polypilot_tui.domain.limits import ID_CHARS, NAME_CHARS, REASON_CHARS, TITLE_CHARS, bounded
+from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxMode
 from polypilot_tui.domain.view import derive_status
 from polypilot_tui.domain.workspace import Isolation, Workspace
 from polypilot_tui.engine.debounced import DebouncedWriter
@@ -54,6 +55,8 @@ def session_records(manager: SessionManager) -> tuple[SessionRecord, ...]:
                 usage=s.usage,
                 model_choice=bounded(s.model_choice, ID_CHARS),
                 **workspace_fields(s.workspace),
+                sandbox="" if not s.sandbox.on else s.sandbox.mode.value,
+                sandbox_network=s.sandbox.network,
             )
         )
     return tuple(records)
@@ -80,6 +83,18 @@ def workspace_fields(workspace: Workspace | None) -> WorkspaceFields:
         base=workspace.base,
         base_commit=workspace.base_commit,
     )
+
+
+def sandbox_of(record: SessionRecord) -> Sandbox:
+    """The sandbox a registry record describes. A mode this version does not know restores as
+    the strictest sandbox (no network but through a rule with no host), never as none."""
+    if record.sandbox in ("", SandboxMode.OFF.value):
+        return NO_SANDBOX
+    try:
+        mode = SandboxMode(record.sandbox)
+    except ValueError:
+        return Sandbox(SandboxMode.WORKSPACE, network=())
+    return Sandbox(mode, record.sandbox_network)
 
 
 def workspace_of(record: SessionRecord) -> Workspace | None:

@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from polypilot_tui.agents.sandbox import sandbox_problem
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.prompt_queue import QueuedPrompt
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
-from polypilot_tui.engine.registry_sync import workspace_of
+from polypilot_tui.engine.registry_sync import sandbox_of, workspace_of
 from polypilot_tui.storage.registry import SessionRecord
 from polypilot_tui.storage.store import Store
 
@@ -77,6 +78,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
             history=history if history is not None else History(),
         )
         session.workspace = workspace_of(record)
+        session.sandbox = sandbox_of(record)  # never dropped: restored sandboxed, or not started
         session.last_prompt = record.last_prompt
         session.earlier_turns = record.turns
         session.queue = [QueuedPrompt.of(text) for text in record.queue]
@@ -88,7 +90,7 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
         mid_turn = record.turn_in_flight
         if record.agent not in cannot:
             cannot[record.agent] = manager.cannot_start(record.agent)
-        cannot_start = cannot[record.agent]
+        cannot_start = cannot[record.agent] or sandbox_problem(session.sandbox)
         if cannot_start:  # said now, not by the first prompt failing; Reconnect tries again
             session.lost = f"agent {record.agent!r} cannot start here: {cannot_start}"
             mid_turn = False

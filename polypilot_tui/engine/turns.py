@@ -19,6 +19,7 @@ from polypilot_tui.domain.clock import within
 from polypilot_tui.domain.events import AgentEvent, EventType, kept
 from polypilot_tui.domain.records import EngineAction, EventReceived, Record, TurnEnded
 from polypilot_tui.domain.reducer import Signal, apply_event
+from polypilot_tui.domain.sandbox_policy import reason_to_ask
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import EndCause, Outcome
@@ -30,6 +31,17 @@ from polypilot_tui.engine.watchdog_timer import WatchdogTimer
 from polypilot_tui.infra.logs import log_failure
 
 log = logging.getLogger(__name__)
+
+
+def policy_of(session: Session, policy: PermissionPolicy) -> PermissionPolicy:
+    """The permission policy of ``session`` under the user's ``policy``: that one, except that
+    an attempt of a fan-out the user made sandboxed approves inside its worktree
+    (``allow-in-sandbox``) where the user's policy would ask. Derived from what is saved with
+    the session (its sandbox, its group), so nothing — a restart, a recovery, an orchestrator
+    — can widen it: only ``ask`` ever becomes ``allow-in-sandbox``, and only sandboxed."""
+    if policy is PermissionPolicy.ASK and session.attempt_of and session.sandbox.on:
+        return PermissionPolicy.ALLOW_IN_SANDBOX
+    return policy
 
 
 def checked_prompt(session: Session, prompt: str) -> str:
@@ -138,12 +150,19 @@ class TurnRunner:
 
     async def answer_permission(self, session_id: str, request_id: str, option_id: str) -> None:
         """Answer a pending permission request with one of its options."""
-        managed = self._ctx.get(session_id)
-        turn = managed.session.turn
+        self._note_answer(self._ctx.get(session_id).session, request_id, option_id)
+        await self._deliver_answer(session_id, request_id, option_id)
+
+    def _note_answer(self, session: Session, request_id: str, option_id: str) -> None:
+        """The request is answered from now on: no surface offers it to anyone any more."""
+        turn = session.turn
         prompt = turn.pending_permissions.get(request_id) if turn is not None else None
         kind = next((k for oid, _, k in prompt.options if oid == option_id), "") if prompt else ""
         clock = self._ctx.clock
-        managed.session.permission_answered(request_id, kind or option_id, clock.now(), clock.wall())
+        session.permission_answered(request_id, kind or option_id, clock.now(), clock.wall())
+
+    async def _deliver_answer(self, session_id: str, request_id: str, option_id: str) -> None:
+        managed = self._ctx.get(session_id)
         if managed.backend is not None:
             await managed.backend.answer_permission(request_id, option_id)
         self._watchdog.schedule(session_id)
@@ -258,18 +277,29 @@ class TurnRunner:
                 ctx.release(session_id, backend)
         elif signal is Signal.PERMISSION_REQUESTED:
             self._watchdog.schedule(session_id)  # pauses the watchdog while the user decides
-            self._apply_policy(session_id, event)
+            self._apply_policy(managed.session, event)
         elif signal is Signal.PERMISSION_TRIPPED:
             ctx.spawn(session_id, self._recovery.recover(session_id))
         elif signal is Signal.REARMED:
             self._watchdog.schedule(session_id)
 
-    def _apply_policy(self, session_id: str, event: AgentEvent) -> None:
-        policy = self._ctx.settings.permission_policy
+    def _apply_policy(self, session: Session, event: AgentEvent) -> None:
+        """Answer a permission request as the session's policy says (ask: leave it to the user).
+        The answer is noted at once, so the request is never offered to anyone meanwhile (a
+        headless run would put it to its user, or refuse it, while the policy approves it)."""
+        session_id = session.id
+        policy = policy_of(session, self._ctx.settings.permission_policy)
         if policy is PermissionPolicy.ASK:
             return
-        wanted = ALLOW_ONCE if policy is PermissionPolicy.ALLOW else REJECT_ONCE
+        if policy is PermissionPolicy.ALLOW_IN_SANDBOX and (
+            why := reason_to_ask(event.data, session.cwd, session.sandbox)
+        ):
+            log.info("%s: permission asked under allow-in-sandbox: %s", session_id, one_line(why, 200))
+            return
+        wanted = REJECT_ONCE if policy is PermissionPolicy.DENY else ALLOW_ONCE
         options = [o for o in (event.get("options") or []) if isinstance(o, dict)]
         choice = next((o["optionId"] for o in options if o.get("kind") == wanted), None)
         choice = choice or next((o["optionId"] for o in options if o.get("optionId") == wanted), wanted)
-        self._ctx.spawn(session_id, self.answer_permission(session_id, event.text("requestId"), choice))
+        request_id = event.text("requestId")
+        self._note_answer(session, request_id, choice)
+        self._ctx.spawn(session_id, self._deliver_answer(session_id, request_id, choice))

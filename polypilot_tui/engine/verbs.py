@@ -793,6 +793,8 @@ class FanOut:
     """A command run (by the user's shell) in each attempt's worktree when its turn ends ("": none)."""
     check_timeout: float = CHECK_TIMEOUT
     """Seconds the check may run before it is killed."""
+    sandbox: Sandbox | None = None
+    """The sandbox of every attempt (None: each attempt's agent's own)."""
 
 
 @dataclass(frozen=True)

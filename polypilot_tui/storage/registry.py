@@ -35,6 +35,8 @@ from polypilot_tui.domain.limits import (
     RECORD_BYTES,
     REF_CHARS,
     REGISTRY_BYTES,
+    SANDBOX_HOST_CHARS,
+    SANDBOX_HOSTS,
     SESSIONS,
     TITLE_CHARS,
     bounded,
@@ -94,6 +96,11 @@ class SessionRecord:
     """What the agent reported it used (tokens, context, cost), all runs of the app together."""
     model_choice: str = ""
     """The model the user switched the session to: a restart does not revert it."""
+    sandbox: str = ""
+    """Its sandbox's mode ("" or "off": none). One this version cannot read is kept as
+    :data:`UNREADABLE_SANDBOX`, which restores as the strictest sandbox, never as none."""
+    sandbox_network: tuple[str, ...] | None = None
+    """Its sandbox's network rule (None: the machine's network)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -163,6 +170,28 @@ def _queue(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) and all(isinstance(p, str) for p in value) else _DROP
 
 
+UNREADABLE_SANDBOX = "unreadable"
+"""A sandbox field that does not fit: kept as such, so the session never restores unsandboxed."""
+
+
+def _sandbox(value: Any) -> Any:
+    if isinstance(value, str) and len(value) <= ID_CHARS:
+        return value
+    return UNREADABLE_SANDBOX
+
+
+def _hosts(value: Any) -> Any:
+    if value is None:
+        return None
+    if (
+        isinstance(value, list)
+        and len(value) <= SANDBOX_HOSTS
+        and all(isinstance(h, str) and 0 < len(h) <= SANDBOX_HOST_CHARS for h in value)
+    ):
+        return tuple(value)
+    return ()  # a rule that cannot be read (or longer than any engine writes) allows no host: never looser
+
+
 _FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     **{f.name: _text for f in fields(SessionRecord)},
     "created_at": _time,
@@ -171,6 +200,8 @@ _FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "turns": _count,
     "usage": usage_from_plain,  # an older file has none; a bad one reads as none
     "queue": _queue,
+    "sandbox": _sandbox,
+    "sandbox_network": _hosts,
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from polypilot_tui.domain.sandbox import Sandbox
 from polypilot_tui.domain.text import bound_lines, compact_duration, one_line, strip_control
 from polypilot_tui.domain.view import SessionStatus, SessionView
 
@@ -57,6 +58,18 @@ QUEUED_WORKER = "Queued: waits for a slot"
 """A worker's status line while its team holds its start (the bound of workers at once)."""
 MARKED_MARK = "✓"
 """Before the name of a session marked for a broadcast (ctrl+t)."""
+SANDBOX_MARK = "⊡"
+"""After the name of a session whose agent runs in a sandbox (issue 27)."""
+NET_RULE_MARK = "⊡⇄"
+"""The same, when its sandbox lets it reach only the hosts it lists (a network rule)."""
+
+
+def sandbox_mark(sandbox: Sandbox) -> str:
+    """The sidebar's mark of a session's sandbox ("" when it runs unsandboxed)."""
+    if not sandbox.on:
+        return ""
+    return SANDBOX_MARK if sandbox.network is None else NET_RULE_MARK
+
 
 ELAPSED_FROM = 5.0
 """Elapsed turn time is shown from this many seconds (PolyPilot)."""
@@ -202,6 +215,8 @@ class SessionEntry:
     """An orchestrator's bound reached or stall, in words (drawn in the warning colour)."""
     stale: bool = False
     """Its host stopped answering: the row shows the session as last seen, dimmed."""
+    sandbox: str = ""
+    """Its sandbox's mark (:func:`sandbox_mark`; "" when it runs unsandboxed)."""
 
     @classmethod
     def of(
@@ -231,7 +246,8 @@ class SessionEntry:
             + (f" · {view.branch}" if view.branch else "")
             + (f" · {view.changes.short()}" if view.changes else "")
             + (f" · {view.workspace_problem}" if view.workspace_problem else "")
-            + (f" · {view.team_note}" if view.team_note else ""),
+            + (f" · {view.team_note}" if view.team_note else "")
+            + (f" · {view.sandbox.label()}" if view.sandbox.on else ""),
             view.changes.added,
             view.changes.removed,
             bool(view.changes),
@@ -240,4 +256,5 @@ class SessionEntry:
             depth,
             one_line(view.team_note, 160),
             stale,
+            sandbox_mark(view.sandbox),
         )

@@ -100,7 +100,7 @@ async def test_a_permission_nobody_can_answer_is_refused_and_said(tmp_path: Path
     assert done.code == 3, done  # completed, but the tool it asked for did not run
     attempts = json.loads(done.out)["attempts"]
     assert all(a["turn_end"] == "completed" and a["refused_permissions"] for a in attempts)
-    assert done.err.count("but the policy is 'ask' and a fan-out asks nobody; rejected") == 2
+    assert done.err.count("but the policy leaves it to you and a fan-out asks nobody; rejected") == 2
     allowed = await finish(await start(state, *args, "--allow-tools", env=env))
     assert allowed.code == 0 and not any(a["refused_permissions"] for a in json.loads(allowed.out)["attempts"])
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from textual.widgets import Input, TextArea
+from textual.widgets import Input, RadioButton, TextArea
 
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode, SandboxRules
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.workspace import Isolation, Workspace
 from polypilot_tui.ui.screens.details import SessionDetailsScreen
@@ -354,4 +356,66 @@ async def worktree_sessions(d: Driver) -> None:
     for name, workspace, changes, problem in sessions:
         sid = d.manager.add_session("demo", name, workspace=workspace)
         d.manager.set_changes(sid, changes, problem)
+    await d.settle()
+
+
+SANDBOX_RULES = SandboxRules(
+    writable=("/home/dev/proj", "/home/dev/.copilot"),
+    protected=("/home/dev/proj/.git/hooks", "/home/dev/proj/.git/config"),
+    hidden=("/home/dev/.ssh", "/home/dev/.aws", "/home/dev/.config/gh", "/home/dev/.local/state/polypilot"),
+)
+
+
+async def sandboxed_sessions(d: Driver) -> str:
+    """Issue 27: a sandboxed session (a write it refused, in its tool rows), one whose sandbox
+    has a network rule, one without (restored with them)."""
+    await d.restored("netbox", lambda s: _sandboxed(s, Sandbox(SandboxMode.WORKSPACE, ("api.example.com:443",))))
+    await d.restored("plain", lambda s: None)
+    return await d.restored("boxed", lambda s: _sandboxed(s, Sandbox(SandboxMode.WORKSPACE), refused_rows))
+
+
+def _sandboxed(session: Session, sandbox: Sandbox, rows: Callable[[Session], None] | None = None) -> None:
+    session.sandbox, session.cwd = sandbox, "/home/dev/proj"
+    if rows is not None:
+        rows(session)
+
+
+def refused_rows(session: Session) -> None:
+    wall = session.created_wall
+    session.add_item(ItemKind.USER, "add the key to my ssh config", wall)
+    session.add_item(
+        ItemKind.TOOL, "hi\n", wall, tool_call_id="c1", tool_name="bash", tool_status="completed", tool_detail="ls"
+    )
+    session.add_item(
+        ItemKind.TOOL,
+        "bash: line 1: /home/dev/.ssh/config: Read-only file system\n<shellId: 0 completed with exit code 1>",
+        wall,
+        tool_call_id="c2",
+        tool_name="bash",
+        tool_status="refused",
+        tool_detail="echo 'Host *' >> ~/.ssh/config",
+    )
+    session.add_item(ItemKind.ASSISTANT, "The sandbox keeps `~/.ssh` out of reach: I could not change it.", wall)
+
+
+async def sandbox_details(d: Driver) -> None:
+    """F2 on a sandboxed fan-out's attempt: its sandbox, the rules it runs under, its policy."""
+    sid = await sandboxed_sessions(d)
+    d.manager.set_attempt_of(sid, "g1")
+    d.app.select(sid)
+    await d.settle()
+    details = replace(
+        d.manager.details(sid),
+        folder="/home/dev/proj",
+        state_folder="/home/dev/.local/state/polypilot/sessions/boxed",
+        sandbox_rules=SANDBOX_RULES.lines(),
+    )
+    d.app.push_screen(SessionDetailsScreen(details))
+    await d.settle()
+
+
+async def new_session_sandboxed(d: Driver) -> None:
+    """The new-session dialog with the workspace sandbox chosen."""
+    screen = await new_session_dialog(d)
+    screen.query_one("#sandbox-workspace", RadioButton).value = True
     await d.settle()

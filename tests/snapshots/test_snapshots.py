@@ -84,7 +84,7 @@ CASES: dict[str, Case] = {
     "stuck_after_watchdog": Case(_stuck, select="s2"),
     "interrupted_restore": Case(scenarios.interrupted_session, size=(100, 30), select="s9"),
     "new_session_modal": Case(scenarios.new_session_dialog, size=(100, 36)),
-    "new_session_worktree": Case(scenarios.new_session_in_git, size=(100, 44)),
+    "new_session_worktree": Case(scenarios.new_session_in_git, size=(100, 46)),
     "new_session_catalog": Case(agent_scenarios.new_session_catalog, size=(100, 40)),
     "finish_dialog": Case(scenarios.finish_dialog, size=(100, 40)),
     "worktree_sessions": Case(scenarios.worktree_sessions, size=(120, 30), select="s3"),
@@ -109,6 +109,11 @@ CASES: dict[str, Case] = {
     "team_bound_reached": Case(team_scenarios.team_with_a_bound_reached, size=(120, 30), select="s2"),
     "compare_view": Case(team_scenarios.compare_view, size=(130, 36)),
     "fan_out_dialog": Case(team_scenarios.fan_out_dialog, size=(100, 44)),
+    # Issue 27: the sandbox's marks (with and without a network rule), a write it refused, F2.
+    "sandbox_marks": Case(scenarios.sandboxed_sessions, size=(110, 24), select="boxed"),
+    "sandbox_marks_day": Case(scenarios.sandboxed_sessions, size=(110, 24), theme="polypilot-day", select="boxed"),
+    "sandbox_details": Case(scenarios.sandbox_details, size=(110, 40)),
+    "new_session_sandboxed": Case(scenarios.new_session_sandboxed, size=(100, 36), theme="polypilot-day"),
 }
 
 

@@ -287,3 +287,48 @@ async def test_enter_on_the_choice_takes_the_highlighted_one(tmp_path: Path) -> 
     did = await enter_on(tmp_path, repo, highlight_worktree, lambda s: s.query_one("#isolation"))
     assert did.closed and did.request is not None and did.request.isolation is Isolation.WORKTREE
     assert did.request.branch == "polypilot/demo" and did.request.base == "main"
+
+
+async def test_the_sandbox_follows_the_agent_until_chosen_and_enter_on_it_creates(tmp_path: Path) -> None:
+    """The choice shows the highlighted agent's own sandbox and sends none (the agent's default
+    applies) until the user picks another; Enter on the choice takes the highlighted one."""
+    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    results: list[NewSession | None] = []
+
+    async def no_problem(request: NewSession) -> str:
+        return ""
+
+    offers = [
+        AgentOffer("boxed", "acp", Availability.READY, where="/bin/boxed", sandbox=SandboxMode.WORKSPACE),
+        AgentOffer("demo", "demo", Availability.READY, where="built in"),
+    ]
+    screen = NewSessionScreen(offers, "boxed", folder=str(folder), inspect=inspect_folder, check=no_problem)
+    app: App[None] = App()
+    async with app.run_test(size=(100, 50)) as pilot:
+        await app.push_screen(screen, results.append)
+        await wait_for(pilot, lambda: screen.inspected == str(folder), what="the folder looked at")
+        assert screen.sandbox_mode is SandboxMode.WORKSPACE  # boxed's own
+        request = screen.request()
+        assert request is not None and request.sandbox is None
+        screen.query_one("#agent-list", OptionList).highlighted = 1  # demo: off by default
+        await wait_for(pilot, lambda: screen.sandbox_mode is SandboxMode.OFF, what="demo's own sandbox")
+        screen.query_one("#sandbox-workspace", RadioButton).value = True  # the user's choice
+        await pilot.pause()
+        request = screen.request()
+        assert request is not None and request.sandbox == Sandbox(SandboxMode.WORKSPACE)
+        screen.query_one("#agent-list", OptionList).highlighted = 0
+        await pilot.pause()
+        screen.query_one("#agent-list", OptionList).highlighted = 1
+        await pilot.pause()
+        assert screen.sandbox_mode is SandboxMode.WORKSPACE  # kept: chosen, not followed
+        choice = screen.query_one("#sandbox")
+        choice.focus()
+        await pilot.pause()
+        await pilot.press("left")  # highlight "off", then Enter takes it and creates
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(results), what="the request")
+    assert results[0] is not None and results[0].agent == "demo"
+    assert results[0].sandbox == Sandbox(SandboxMode.OFF)

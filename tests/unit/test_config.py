@@ -163,7 +163,7 @@ def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, name: 
 
 def test_the_policy_error_lists_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLYPILOT_PERMISSION_POLICY", "yolo")
-    with pytest.raises(ValidationError, match="'ask', 'allow' or 'deny'"):
+    with pytest.raises(ValidationError, match="'ask', 'allow', 'deny' or 'allow-in-sandbox'"):
         fresh()
 
 

@@ -28,6 +28,8 @@ from polypilot_tui.domain.limits import (
     REF_CHARS,
     REGISTRY_BYTES,
     ROW_CHARS,
+    SANDBOX_HOST_CHARS,
+    SANDBOX_HOSTS,
     SESSIONS,
     VIEW_BYTES,
     bounded,
@@ -36,6 +38,7 @@ from polypilot_tui.domain.limits import (
 from polypilot_tui.domain.prompt_queue import QueuedPrompt
 from polypilot_tui.domain.reducer import apply_event
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.turn import EndCause, Outcome
 from polypilot_tui.domain.view import make_view
@@ -82,6 +85,7 @@ def full_session(sid: str, clock: FakeClock) -> Session:
         COSTLY * PATH_CHARS, Isolation.WORKTREE, COSTLY * PATH_CHARS, COSTLY * REF_CHARS, COSTLY * REF_CHARS, "c" * 40
     )
     session.workspace_problem = session.sign_in = session.model_choice = BIG
+    session.sandbox = Sandbox(SandboxMode.WORKSPACE, tuple(COSTLY * SANDBOX_HOST_CHARS for _ in range(SANDBOX_HOSTS)))
     session.interrupted_prompt = prompt_of(PROMPT_BYTES)
     each = QUEUE_BYTES // QUEUE_PROMPTS
     session.queue = [QueuedPrompt.of(prompt_of(each)) for _ in range(QUEUE_PROMPTS)]

@@ -6,6 +6,7 @@ import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.demo.scripts import SCRIPTS
+from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxMode
 from polypilot_tui.domain.view import SessionStatus
 from tests.support.engine import Harness
 
@@ -387,3 +388,77 @@ async def test_a_bug_in_a_demo_script_is_logged_in_full_and_ends_the_turn_visibl
     await harness.until_rest(sid)
     [(outcome, reason)] = harness.outcomes(sid)
     assert outcome == "failed" and "a script's bug" in harness.texts(sid)
+
+
+@pytest.mark.parametrize(
+    "sandbox,folder,written",
+    [
+        (Sandbox(SandboxMode.WORKSPACE), "inside", True),  # approved: it writes notes.txt in its folder
+        (NO_SANDBOX, "inside", False),  # not sandboxed: asked
+        (Sandbox(SandboxMode.WORKSPACE), "", False),  # no folder to place it in: asked
+    ],
+)
+async def test_allow_in_sandbox_answers_only_a_sandboxed_session_inside_its_folder(
+    make_harness, tmp_path, sandbox: Sandbox, folder: str, written: bool
+) -> None:
+    harness = make_harness(permission_policy="allow-in-sandbox")
+    sid = await harness.new()
+    session = harness.manager.session(sid)
+    session.sandbox, session.cwd = sandbox, str(tmp_path) if folder else ""
+    await harness.manager.send(sid, "please write notes")
+    if written:
+        await harness.until_rest(sid)
+        assert "notes.txt` written" in harness.texts(sid)
+    else:
+        await harness.until(lambda: harness.manager.view(sid).pending_permission is not None)
+        await harness.clock.advance(60)
+        assert harness.manager.view(sid).status is SessionStatus.AWAITING_PERMISSION
+
+
+@pytest.mark.parametrize(
+    "policy,sandboxed,attempt,outcome",
+    [
+        ("ask", True, "g1", "written"),  # a sandboxed fan-out's attempt: allow-in-sandbox
+        ("ask", False, "g1", "asked"),  # an attempt not sandboxed: as the user's policy
+        ("ask", True, "", "asked"),  # sandboxed, not an attempt: as the user's policy
+        ("deny", True, "g1", "did not write"),  # never widened: deny stays deny
+    ],
+)
+async def test_a_sandboxed_fan_out_attempt_approves_inside_its_worktree_by_default(
+    make_harness, tmp_path, policy: str, sandboxed: bool, attempt: str, outcome: str
+) -> None:
+    harness = make_harness(permission_policy=policy)
+    sid = await harness.new()
+    session = harness.manager.session(sid)
+    session.cwd, session.attempt_of = str(tmp_path), attempt
+    session.sandbox = Sandbox(SandboxMode.WORKSPACE) if sandboxed else NO_SANDBOX
+    await harness.manager.send(sid, "please write notes")
+    if outcome == "asked":
+        await harness.until(lambda: harness.manager.view(sid).pending_permission is not None)
+    else:
+        await harness.until_rest(sid)
+        assert outcome in harness.texts(sid)
+
+
+@pytest.mark.parametrize("policy", ["allow", "deny", "allow-in-sandbox"])
+async def test_a_request_the_policy_answers_is_never_shown_as_waiting(make_harness, tmp_path, policy: str) -> None:
+    """A headless run puts a waiting request to its user (or refuses it): one the policy is
+    answering must never look like it waits, not even between the event and the answer."""
+    from polypilot_tui.domain.records import ViewChanged
+
+    harness = make_harness(permission_policy=policy)
+    sid = await harness.new()
+    session = harness.manager.session(sid)
+    session.cwd, session.sandbox = str(tmp_path), Sandbox(SandboxMode.WORKSPACE)
+    seen: list[str] = []
+    harness.manager.subscribe(
+        lambda change: (
+            seen.append(change.session_id)
+            if harness.manager.view(change.session_id).pending_permission is not None
+            else None
+        ),
+        ViewChanged,
+    )
+    await harness.manager.send(sid, "please write notes")
+    await harness.until_rest(sid)
+    assert harness.outcomes(sid) == [("completed", "session.idle")] and seen == []

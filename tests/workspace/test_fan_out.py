@@ -349,3 +349,22 @@ def test_the_groups_file_is_kept_private_and_never_under_a_folder_others_write(t
     with pytest.raises(NotPrivate):
         GroupsFile(shared / "state").save([])
     assert not (shared / "state").exists()
+
+
+async def test_every_attempt_of_a_sandboxed_fan_out_is_sandboxed(tmp_path: Path) -> None:
+    """The demo agent runs no process: its sessions are marked sandboxed (docs/sandbox.md)."""
+    from polypilot_tui.agents.sandbox import sandbox_problem
+    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+
+    boxed = Sandbox(SandboxMode.WORKSPACE)
+    if sandbox_problem(boxed) is not None:
+        pytest.skip("no sandbox here: a sandboxed fan-out is refused (tests/unit/test_sandbox_sessions.py)")
+    repo = make_repo(tmp_path / "repo")
+    local = engine(tmp_path)
+    try:
+        await local.call(verbs.FAN_OUT, verbs.FanOut("hi", ("demo", "demo"), str(repo), sandbox=boxed))
+        assert [local.view(sid).sandbox for sid in local.ids()] == [boxed, boxed]
+        await local.call(verbs.FAN_OUT, verbs.FanOut("hi", ("demo",), str(repo)))  # none asked: the agent's (off)
+        assert not local.view(local.ids()[-1]).sandbox.on
+    finally:
+        await local.close()

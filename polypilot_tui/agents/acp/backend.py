@@ -24,6 +24,7 @@ from polypilot_tui.agents.acp.model_switch import SessionModels
 from polypilot_tui.agents.acp.opening import SessionOpener
 from polypilot_tui.agents.acp.turns import TurnControl
 from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
+from polypilot_tui.agents.sandbox import SandboxPlan
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -53,6 +54,7 @@ class AcpBackend:
         cwd: Path | None = None,
         prefer_load: bool = False,
         tool_servers: ToolServerSource = no_servers,
+        sandbox: SandboxPlan | None = None,
     ) -> None:
         REDACTOR.learn_agents([agent])  # what the agent echoes of its key is redacted wherever it lands
         self._clock = clock
@@ -63,12 +65,13 @@ class AcpBackend:
         self._desk = PermissionDesk(self._intake.emit, self._intake.permission_tool)
         self._link = AgentLink(
             agent,
-            AcpClient(root, self._desk),
+            AcpClient(root, self._desk, sandbox.rules.may_write if sandbox is not None else None),
             clock,
             Path(workdir),
             root,
             on_message=self._intake.on_message,
             on_lost=self._on_lost,
+            sandbox=sandbox,
         )
         self._opener = SessionOpener(self._link, self._intake, root, prefer_load, tool_servers)
         self._models = SessionModels(self._link)

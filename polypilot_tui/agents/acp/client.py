@@ -42,6 +42,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.limits import AGENT_READ_BYTES, ROW_CHARS, bounded_texts, has_longer_text
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.sandbox_policy import ACP_INPUT_KEYS
 from polypilot_tui.infra.private import open_private
 from polypilot_tui.infra.redact import REDACTOR, StreamTails
 
@@ -68,6 +69,28 @@ class _Pending:
     future: asyncio.Future[str]
     tool_call_id: str
     options: list[dict[str, str]]
+
+
+PLACED_INPUT_CHARS = 16_000
+"""The longest command or path list a permission request carries for the policy to place."""
+
+
+def placed_input(tool_call: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``allow-in-sandbox`` reads of a tool call: its locations' paths and the parts of its
+    ``rawInput`` that name places (domain/sandbox_policy.py); nothing when they are too long to
+    carry whole (a cut command could hide what it names: the policy then asks)."""
+    raw = tool_call.get("rawInput")
+    raw = raw if isinstance(raw, Mapping) else {}
+    locations = tool_call.get("locations")
+    placed = {
+        "locations": [
+            {"path": loc["path"]}
+            for loc in (locations if isinstance(locations, list) else [])
+            if isinstance(loc, Mapping) and isinstance(loc.get("path"), str)
+        ],
+        "rawInput": {key: raw[key] for key in ACP_INPUT_KEYS if key in raw},
+    }
+    return {"inputTooLong": True} if len(dump_json(placed)) > PLACED_INPUT_CHARS else placed
 
 
 class PermissionDesk:
@@ -101,6 +124,7 @@ class PermissionDesk:
                     "title": state.get("title") or state.get("kind") or "tool",
                     "detail": detail,
                     "options": options,
+                    **placed_input(state),
                 },
             )
         )
@@ -225,9 +249,12 @@ class AcpClient:
     are refused: initialize advertises ``terminal=False`` and the unstable protocol is off.
     """
 
-    def __init__(self, root: Path, desk: PermissionDesk) -> None:
+    def __init__(self, root: Path, desk: PermissionDesk, may_write: Callable[[str], bool] | None = None) -> None:
         self._root = root.resolve()
         self._desk = desk
+        self._may_write = may_write
+        """A sandboxed session's rules (SandboxRules.may_write): we write outside its sandbox,
+        so a file its sandbox keeps read-only (a git hook, ``.git``) is refused here too."""
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
@@ -251,6 +278,8 @@ class AcpClient:
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         target = self._inside(path)
+        if self._may_write is not None and not self._may_write(str(target)):
+            raise RequestError(-32602, f"refused by the sandbox: {path} is read-only for this session")
         await asyncio.to_thread(_write_text, target, content)
         return WriteTextFileResponse()
 

@@ -27,6 +27,7 @@ from polypilot_tui.agents.acp.client import Transcript
 from polypilot_tui.agents.acp.process import agent_command, agent_environment, start_agent, stop_agent, terminate
 from polypilot_tui.agents.acp.transport import StdioTransport
 from polypilot_tui.agents.base import BackendError, Diagnostics, tail_lines
+from polypilot_tui.agents.sandbox import SandboxPlan
 from polypilot_tui.agents.stderr_log import AgentStderr
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
@@ -79,6 +80,7 @@ class AgentLink:
         *,
         on_message: MessageObserver,
         on_lost: Callable[[str], None],
+        sandbox: SandboxPlan | None = None,
     ) -> None:
         self._agent = agent
         self._client = client
@@ -87,6 +89,7 @@ class AgentLink:
         self._cwd = cwd
         self._on_message = on_message
         self._on_lost = on_lost
+        self._sandbox = sandbox
         self.session_id: str | None = None
         """The session on this connection; set before the request that opens it, so its
         updates are taken already while the request runs."""
@@ -175,7 +178,10 @@ class AgentLink:
         transcript = Transcript(self._workdir / TRANSCRIPT, self._clock)
         stack.callback(transcript.close)
         try:
-            proc = await start_agent(argv, agent_environment(self._agent), self._cwd, stderr.write_fd)
+            proc = await start_agent(argv, agent_environment(self._agent), self._cwd, stderr.write_fd, self._sandbox)
+        except BackendError:  # its sandbox cannot start: it says why
+            await stack.aclose()
+            raise
         except OSError as exc:
             await stack.aclose()
             raise BackendError(f"cannot start ACP agent {argv[0]!r}: {exc}") from None

@@ -14,6 +14,7 @@ from pathlib import Path
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.locate import argv_of, find_command, missing_command, not_runnable
+from polypilot_tui.agents.sandbox import SandboxPlan, launch_argv
 from polypilot_tui.config import AgentConfig
 
 #: How long to wait after SIGTERM before SIGKILL.
@@ -73,13 +74,18 @@ def agent_environment(agent: AgentConfig, environ: Mapping[str, str] | None = No
     return env
 
 
-async def start_agent(argv: list[str], env: Mapping[str, str], cwd: Path, stderr_fd: int) -> asyncio.subprocess.Process:
-    """Start the agent on a leash (its own process group, dies with the app)."""
+async def start_agent(
+    argv: list[str], env: Mapping[str, str], cwd: Path, stderr_fd: int, sandbox: SandboxPlan | None = None
+) -> asyncio.subprocess.Process:
+    """Start the agent on a leash (its own process group, dies with the app), in its
+    ``sandbox`` when it has one (the leash outside, bwrap inside: agents/sandbox.py); a
+    sandbox that cannot start is a BackendError and nothing is started."""
     found = shutil.which(argv[0], path=env.get("PATH")) if os.sep not in argv[0] else argv[0]
     if found is None or not os.access(found, os.X_OK):
         raise FileNotFoundError(not_runnable(argv[0], env.get("PATH"), env) or f"{argv[0]} is not found")
+    command = launch_argv(sandbox, [found, *argv[1:]], cwd, env)
     return await asyncio.create_subprocess_exec(
-        *leashed([found, *argv[1:]]),
+        *leashed(command),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=stderr_fd,

@@ -27,6 +27,7 @@ from polypilot_tui.agents.copilot.intake import EventIntake
 from polypilot_tui.agents.copilot.model_switch import session_models, switch_model
 from polypilot_tui.agents.copilot.turns import TurnControl
 from polypilot_tui.agents.reachability import down_because
+from polypilot_tui.agents.sandbox import SandboxPlan
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -51,6 +52,8 @@ class CopilotBackend:
         settings: Settings,
         workdir: Path,
         tool_servers: ToolServerSource = no_servers,
+        *,
+        sandbox: SandboxPlan | None = None,
     ) -> None:
         # workdir is unused: the CLI keeps its own session state under $COPILOT_HOME.
         REDACTOR.learn_agents([agent])  # what the CLI prints of its key is redacted in our logs
@@ -58,7 +61,7 @@ class CopilotBackend:
         busy = BusyFlag()
         self.events = EventIntake(sink, busy)
         """The SDK's callbacks (public so tests can feed SDK events without a CLI)."""
-        self.connection = CopilotConnection(agent, clock, self.events, busy, self.abort, tool_servers)
+        self.connection = CopilotConnection(agent, clock, self.events, busy, self.abort, tool_servers, sandbox)
         """The CLI and the attached session (public so tests can attach a fake session)."""
         self._turns = TurnControl(self.connection, self.events, busy, settings)
         self._agent = agent

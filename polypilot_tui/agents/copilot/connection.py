@@ -32,6 +32,7 @@ from polypilot_tui.agents.copilot.runtime import (
 from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
 from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, cli_environment, join, spec_of
 from polypilot_tui.agents.locate import find_command, missing_command
+from polypilot_tui.agents.sandbox import SandboxPlan
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -56,8 +57,11 @@ class CopilotConnection:
         busy: BusyFlag,
         abort: Callable[[], Awaitable[None]],
         tool_servers: ToolServerSource = no_servers,
+        sandbox: SandboxPlan | None = None,
     ) -> None:
         self._agent = agent
+        self._sandbox = sandbox
+        """Its sandbox: part of the CLI's argv, so a sandboxed session gets a CLI of its own."""
         self._tool_servers = tool_servers
         """Asked at each connect: the stdio MCP servers the session's agent is handed."""
         self._mcp_servers: dict[str, Any] = {}
@@ -189,7 +193,7 @@ class CopilotConnection:
 
     async def _join(self, cli: str) -> None:
         """Join (or start) the shared CLI of this agent configuration."""
-        spec = spec_of(self._agent, cli, self._env, logged_in=self._provider is None)
+        spec = spec_of(self._agent, cli, self._env, logged_in=self._provider is None, sandbox=self._sandbox)
         self._server = join(spec, self._intake)
         await self._server.ready()
         log.info("copilot: on the CLI %s (pid %s, %d session(s))", cli, self.pid, len(self._server.members))

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.copilot.runtime import build_env, install_hooks, kill_tree, provider_dict, watch_process
@@ -37,6 +37,9 @@ from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.locate import not_runnable
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.exit_status import exit_text
+
+if TYPE_CHECKING:
+    from polypilot_tui.agents.sandbox import SandboxPlan
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +71,24 @@ def cli_environment(agent: AgentConfig, environ: Mapping[str, str]) -> tuple[dic
     return env, provider
 
 
-def spec_of(agent: AgentConfig, cli: str, env: Mapping[str, str], *, logged_in: bool) -> ServerSpec:
-    """How ``agent``'s CLI ``cli`` is started in ``env``; BackendError when it cannot be."""
+def spec_of(
+    agent: AgentConfig, cli: str, env: Mapping[str, str], *, logged_in: bool, sandbox: SandboxPlan | None = None
+) -> ServerSpec:
+    """How ``agent``'s CLI ``cli`` is started in ``env``, in its ``sandbox`` when it has one
+    (whose binds are in the argv: a sandboxed session shares its CLI with no other session);
+    BackendError when it cannot be."""
     found = shutil.which(cli, path=env.get("PATH")) if os.sep not in cli else cli
     if found is None or not os.access(found, os.X_OK):
         why = not_runnable(cli, env.get("PATH"), env) or f"{cli} is not found"
         raise BackendError(f"Copilot CLI cannot be started: {why}")
     # On a leash (agents/leash.py): the CLI and its tools form one process group that
     # dies with the app, however the app ends. The SDK appends its own flags after these.
-    argv = leashed(["node", found] if found.endswith(".js") else [found])
+    command = ["node", found] if found.endswith(".js") else [found]
+    if sandbox is not None:  # imported only then: a headless run starts its CLI sooner
+        from polypilot_tui.agents.sandbox import launch_argv
+
+        command = launch_argv(sandbox, command, server_cwd(), env)
+    argv = leashed(command)
     # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
     # works. With a provider of one's own, nothing may reach GitHub.
     return ServerSpec((*argv, *agent.args), tuple(sorted(env.items())), logged_in=logged_in)

@@ -226,6 +226,7 @@ class DemoBackend:
                 "kind": "shell",
                 "title": title,
                 "detail": detail,
+                "rawInput": {"command": detail},  # what allow-in-sandbox places, as an ACP agent says it
                 "options": [
                     {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
                     {"optionId": ALLOW_ALWAYS, "name": "Allow always", "kind": "allow_always"},

@@ -33,6 +33,21 @@ def _workspace_rows(view: SessionView) -> list[tuple[str, str]]:
     return rows
 
 
+def _sandbox_words(view: SessionView) -> str:
+    if not view.sandbox.on:
+        return "off: the agent runs with your rights"
+    rule = " · with a network rule" if view.sandbox.network is not None else ""
+    return f"{view.sandbox.mode.value}: it writes only its folder and its own state{rule}"
+
+
+def _policy_words(details: SessionDetails) -> str:
+    policy = details.permission_policy
+    if policy == "allow-in-sandbox":
+        why = " (a sandboxed fan-out's attempt)" if details.view.attempt_of else ""
+        return f"{policy}{why}: approves inside its folder, asks the rest"
+    return policy
+
+
 def details_text(details: SessionDetails) -> str:
     """The details as plain text (what the screen shows; also easy to test)."""
     view = details.view
@@ -46,6 +61,8 @@ def details_text(details: SessionDetails) -> str:
         ("Command", details.command or "—"),
         ("Folder", details.folder or "—"),
         *_workspace_rows(view),
+        ("Sandbox", _sandbox_words(view)),
+        *([("Permissions", _policy_words(details))] if details.permission_policy else []),
         ("State folder", details.state_folder),
         (
             "Agent session",
@@ -61,6 +78,9 @@ def details_text(details: SessionDetails) -> str:
             f"  {i + 1}. {prompt.preview or f'a prompt of {size_words(prompt.size)}'}"
             for i, prompt in enumerate(view.queue)
         ]
+    if details.sandbox_rules:
+        lines += ["", "What its sandbox allows:"]
+        lines += [f"  {safe_text(rule)}" for rule in details.sandbox_rules]
     if details.plan:
         lines += ["", "The agent's plan:"]
         lines += [f"  {PLAN_MARKS.get(status, '·')} {safe_text(step)}" for step, status in details.plan]

@@ -1,4 +1,5 @@
-"""The new-session dialog: agent, folder, name and, in a git repository, a worktree of its own.
+"""The new-session dialog: agent, folder, name, in a git repository a worktree of its own, and
+its sandbox (off, or its folder alone writable: the agent's own choice until another is made).
 
 The folder is looked at as it is typed (folder_dialog.py). Create asks the app's ``check`` first:
 a problem (the folder is gone, the branch exists, the base is unknown) is shown in words and
@@ -24,6 +25,7 @@ from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.agents import AgentOffer, Availability
 from polypilot_tui.domain.limits import NAME_CHARS
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, branch_name_for
 from polypilot_tui.engine.verbs import NewSession
 from polypilot_tui.ui.action_failures import Failed, attempt
@@ -82,6 +84,29 @@ class IsolationChoice(RadioSet):
         self.post_message(self.Taken(Isolation.WORKTREE if worktree else Isolation.FOLDER))
 
 
+class SandboxChoice(RadioSet):
+    """Off or workspace. Enter takes the highlighted choice and creates the session, as on the
+    checkout/worktree choice."""
+
+    BINDINGS = [Binding("enter", "take_and_create", "Create", show=False)]
+
+    @dataclass
+    class Taken(Message):
+        """Enter on the choice: create the session with ``mode``."""
+
+        mode: SandboxMode
+
+    def action_take_and_create(self) -> None:
+        self.action_toggle_button()
+        highlighted = self._nodes[self._selected].id if self._selected is not None else None
+        on = (
+            highlighted == "sandbox-workspace"
+            if highlighted
+            else self.query_one("#sandbox-workspace", RadioButton).value
+        )
+        self.post_message(self.Taken(SandboxMode.WORKSPACE if on else SandboxMode.OFF))
+
+
 class NewSessionScreen(FolderDialog[NewSession | None]):
     """Enter creates the session from every field (in a list or on a button it does what that
     control does: picks the agent and creates, takes a recent folder, presses the button);
@@ -127,6 +152,12 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
         """A Create is being checked (a second Enter waits for it)."""
         self._refused: NewSession | None = None
         """What the shown error was about (edited away, the error goes)."""
+        self._sandbox_default = SandboxMode.OFF
+        """The highlighted agent's own sandbox: the choice follows it until the user changes it."""
+        self._sandbox_shown = SandboxMode.OFF
+        self._sandbox_chosen = bool(initial and initial.sandbox)
+        """The user chose a sandbox (sent as chosen; otherwise none is: the agent's own applies)."""
+        self._initial_sandbox = initial.sandbox if initial else None
 
     # ---- layout --------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -160,6 +191,13 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
                         yield Label("Base", classes="field-label")
                         yield Input(initial.base if initial else "", id="base")
                 yield Static("", id="worktree-note", markup=False)
+            with Horizontal(id="sandbox-row"):
+                yield Label("Sandbox", id="sandbox-label")
+                with SandboxChoice(id="sandbox"):
+                    yield RadioButton(Content("off"), id="sandbox-off")
+                    yield RadioButton(
+                        Content("workspace: writes only its folder, secrets hidden"), id="sandbox-workspace"
+                    )
             yield Static(self._problem, id="new-session-error", markup=False)
             with Horizontal(id="new-session-buttons"):
                 yield Button(Content("Cancel"), id="new-session-cancel", compact=True)
@@ -177,6 +215,9 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
             pick = self._default if self._default in startable else (ready or startable)[0]
             options.highlighted = [agent.name for agent in self._agents].index(pick)
         self.query_one("#git-box").display = False
+        if self._initial_sandbox is not None:  # a request sent back with a problem: as it was chosen
+            self._show_sandbox(self._initial_sandbox.mode)
+        self._follow_agent_sandbox()
         self._error(self._problem)
         self._sync_branch()
         self._start_inspect()
@@ -194,6 +235,31 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
         """A worktree only when the folder is in git and the user picked one."""
         worktree = self.query_one("#worktree", RadioButton).value
         return Isolation.WORKTREE if self.query_one("#git-box").display and worktree else Isolation.FOLDER
+
+    @property
+    def sandbox_mode(self) -> SandboxMode:
+        """The sandbox chosen (or the highlighted agent's own, shown until changed)."""
+        on = self.query_one("#sandbox-workspace", RadioButton).value
+        return SandboxMode.WORKSPACE if on else SandboxMode.OFF
+
+    @on(OptionList.OptionHighlighted, "#agent-list")
+    def _follow_agent_sandbox(self) -> None:
+        """Another agent highlighted: its own sandbox is shown, unless the user chose one."""
+        offer = next((a for a in self._agents if a.name == self.agent), None)
+        self._sandbox_default = offer.sandbox if offer is not None else SandboxMode.OFF
+        if not self._sandbox_chosen:
+            self._show_sandbox(self._sandbox_default)
+
+    def _show_sandbox(self, mode: SandboxMode) -> None:
+        self._sandbox_shown = mode
+        button = "#sandbox-workspace" if mode is SandboxMode.WORKSPACE else "#sandbox-off"
+        self.query_one(button, RadioButton).value = True
+
+    @on(RadioSet.Changed, "#sandbox")
+    def _sandbox_changed(self) -> None:
+        """A change that is not the one shown for the agent is the user's: kept from now on."""
+        if self.sandbox_mode is not self._sandbox_shown:
+            self._sandbox_chosen = True
 
     @on(Input.Changed, "#name")
     @on(OptionList.OptionHighlighted, "#agent-list")
@@ -270,15 +336,17 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
         note.update("\n".join(lines))
 
     # ---- create and cancel ---------------------------------------------------------
-    def request(self, isolation: Isolation | None = None) -> NewSession | None:
-        """What the dialog would create now (None when no agent can start); ``isolation``: the
-        checkout/worktree choice just taken by Enter, before the radio buttons say so."""
+    def request(self, isolation: Isolation | None = None, sandbox: SandboxMode | None = None) -> NewSession | None:
+        """What the dialog would create now (None when no agent can start); ``isolation``,
+        ``sandbox``: a choice just taken by Enter, before the radio buttons say so."""
         agent = self.agent
         if agent is None:
             return None
         if isolation is None or not self.query_one("#git-box").display:
             isolation = self.isolation
         worktree = isolation is Isolation.WORKTREE
+        chosen = sandbox is not None or self._sandbox_chosen
+        mode = sandbox or self.sandbox_mode
         return NewSession(
             agent=agent,
             name=self._value("name").strip() or None,
@@ -286,6 +354,7 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
             isolation=isolation,
             branch=self._value("branch").strip() if worktree else "",
             base=self._value("base").strip() if worktree else "",
+            sandbox=Sandbox(mode) if chosen else None,
         )
 
     def _error(self, problem: str) -> None:
@@ -305,10 +374,14 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
     def _choice_taken(self, event: IsolationChoice.Taken) -> None:
         self._create(event.isolation)
 
-    def _create(self, isolation: Isolation | None) -> None:
+    @on(SandboxChoice.Taken)
+    def _sandbox_taken(self, event: SandboxChoice.Taken) -> None:
+        self._create(None, event.mode)
+
+    def _create(self, isolation: Isolation | None, sandbox: SandboxMode | None = None) -> None:
         if self.checking:
             return
-        request = self.request(isolation)
+        request = self.request(isolation, sandbox)
         if request is None:
             self._error("No agent can start here: `polypilot agents` says what each needs.")
             return

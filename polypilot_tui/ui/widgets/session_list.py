@@ -82,6 +82,7 @@ class SessionList(ScrollView, can_focus=True):
         "session-list--name-unread",
         "session-list--unread",
         "session-list--warning",
+        "session-list--sandbox",
         "session-list--added",
         "session-list--removed",
         "session-list--status",
@@ -304,6 +305,8 @@ class SessionList(ScrollView, can_focus=True):
         left, right = " " * padding.left, " " * padding.right
         room = max(0, width - padding.left - padding.right)
         marks: list[Segment] = []
+        if entry.sandbox:  # first: it says what the agent may do, not what it did
+            marks.append(Segment(f" {entry.sandbox}", self._style(*rows, "session-list--sandbox")))
         if entry.unread:
             marks.append(Segment(f" {UNREAD_MARK}", self._style(*rows, "session-list--unread")))
         if entry.warning:

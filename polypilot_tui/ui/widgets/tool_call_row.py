@@ -12,18 +12,22 @@ from textual.content import Content
 from textual.style import Style
 from textual.widgets import Static
 
-from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.chat import TOOL_STATUS_WORDS, ChatItem
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.ui.formatting import safe_text
 
+_GLYPHS = {
+    "running": "◐",
+    "waiting": "?",
+    "completed": "✓",
+    "failed": "✕",
+    "rejected": "⊗",
+    "refused": "⊠",
+    "interrupted": "⊘",
+    "cancelled": "■",
+}
 TOOL_STATES: dict[str, tuple[str, str]] = {
-    "running": ("◐", "running"),
-    "waiting": ("?", "waiting for permission"),
-    "completed": ("✓", "completed"),
-    "failed": ("✕", "failed"),
-    "rejected": ("⊗", "rejected"),
-    "interrupted": ("⊘", "interrupted"),
-    "cancelled": ("■", "cancelled"),
+    status: (_GLYPHS[status], word) for status, word in TOOL_STATUS_WORDS.items()
 }
 """Status -> (single-cell glyph, word). "waiting" (its permission prompt is open) must not look like running."""
 TOOL_ICONS = {status: icon for status, (icon, _word) in TOOL_STATES.items()}
