@@ -22,6 +22,7 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.limits import ID_CHARS
 from polypilot_tui.domain.records import EventReceived
+from polypilot_tui.domain.sandbox import SandboxMode
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.tool_servers import ToolServerSource
@@ -62,7 +63,9 @@ class Connector:
         starts what it is given: only the real backends' commands, keys and sign-ins are checked."""
         config = self._ctx.catalog.agents[agent]
         if not self._real_backends:
-            return AgentOffer(agent, config.kind, Availability.READY, config.title, "injected")
+            return AgentOffer(
+                agent, config.kind, Availability.READY, config.title, "injected", sandbox=SandboxMode(config.sandbox)
+            )
         return readiness(config)
 
     def cannot_start(self, agent: str) -> str | None:
