@@ -223,3 +223,25 @@ def test_a_sandboxed_run_without_bwrap_says_how_to_fix_it_and_starts_nothing(tmp
     done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "apt install bubblewrap" in done.stderr, done.stderr
     assert "Hello" not in done.stdout and not running(FAKE_AGENT, work)
+
+
+@needs_bwrap
+def test_polypilot_run_says_a_tool_was_refused_by_the_sandbox(tmp_path: Path) -> None:
+    """Live, the refused shell's completion reads "[tool failed]" before its row is read; the
+    row's line then says what it was, as ``polypilot follow`` does."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("the user's key\n")
+    work.mkdir()
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f'[fake]\nkind = "acp"\ncommand = "{sys.executable}"\nargs = ["{FAKE_AGENT}"]\nsandbox = "workspace"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env |= {"HOME": str(home), "POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_AGENTS_FILE": str(agents)}
+    for command, line in ((f"cat {home}/.ssh/id_ed25519", True), (f"cat {work}/missing", False)):
+        cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", f"SHCMD {command}"]
+        done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert ("refused by the sandbox" in done.stdout) is line, done.stdout
+        assert "the user's key" not in done.stdout
