@@ -65,7 +65,7 @@ class CopilotBackend:
         self.connection = CopilotConnection(agent, clock, self.events, busy, self.abort, tool_servers, sandbox)
         """The CLI and the attached session (public so tests can attach a fake session)."""
         self._turns = TurnControl(self.connection, self.events, busy, settings)
-        self._leftovers = TurnLeftovers(lambda: self.connection.pid) if sandbox is not None else None
+        self._leftovers = TurnLeftovers(lambda: self.connection.own_pid) if sandbox is not None else None
         """What a stopped turn's tools left in the sandbox (agents/sandbox_leftovers.py)."""
         self._agent = agent
         self._sink = sink
