@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from polypilot_tui.agents.head_start import head_start
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.output import say
-from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, AgentConfig, PermissionPolicy, Settings
 
 if TYPE_CHECKING:
     from polypilot_tui.commands.output import Output
@@ -70,8 +70,11 @@ async def run_headless(
     # The agent boots (and the Copilot SDK connects to it) while the rest of the run loads:
     # only what the checks above need is imported before this line (a test holds the list).
     config = catalog.agents[agent]
-    sandboxed = sandbox.on if sandbox is not None else config.sandbox != "off"
-    if sandboxed and (unsandboxable := _sandbox_problem()):  # said now, as a missing agent is
+    if sandbox is not None:  # a network rule counts: refused below without the sandbox, never run as none
+        sandboxed = sandbox.on or sandbox.network is not None
+    else:
+        sandboxed = config.sandbox != "off" or config.network is not None
+    if sandboxed and (unsandboxable := _sandbox_problem(sandbox, config)):  # said now, as a missing agent is
         say(f"polypilot run: agent {agent!r} cannot start sandboxed: {unsandboxable}", err=True)
         return EXIT_USAGE
     # A sandboxed agent starts in its sandbox, in the session: no head start outside it.
@@ -95,12 +98,14 @@ def refusal_line(item: ChatItem) -> str | None:
     return None
 
 
-def _sandbox_problem() -> str | None:
-    """Why no sandbox can start here (imported only for a sandboxed run)."""
+def _sandbox_problem(asked: Sandbox | None, config: AgentConfig) -> str | None:
+    """Why the run's sandbox (``asked``, else the agent's) cannot start here (imported only
+    for a sandboxed run)."""
     from polypilot_tui.agents.sandbox import sandbox_problem
     from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 
-    return sandbox_problem(Sandbox(SandboxMode.WORKSPACE))
+    network = tuple(config.network) if config.network is not None else None
+    return sandbox_problem(asked if asked is not None else Sandbox(SandboxMode(config.sandbox), network))
 
 
 async def _no_head_start() -> None:
