@@ -226,22 +226,22 @@ def test_a_sandboxed_run_without_bwrap_says_how_to_fix_it_and_starts_nothing(tmp
 
 
 @needs_bwrap
-def test_polypilot_run_says_a_tool_was_refused_by_the_sandbox(tmp_path: Path) -> None:
+async def test_polypilot_run_says_a_tool_was_refused_by_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Live, the refused shell's completion reads "[tool failed]" before its row is read; the
-    row's line then says what it was, as ``polypilot follow`` does."""
+    row's line then says what it was, as ``polypilot follow`` does. (A missing file of its own
+    folder is a plain failure: the test above.)"""
+    from polypilot_tui.commands.run import run_headless
+
     home, work = tmp_path / "home", tmp_path / "work"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("the user's key\n")
     work.mkdir()
-    agents = tmp_path / "agents.toml"
-    agents.write_text(
-        f'[fake]\nkind = "acp"\ncommand = "{sys.executable}"\nargs = ["{FAKE_AGENT}"]\nsandbox = "workspace"\n'
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
-    env |= {"HOME": str(home), "POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_AGENTS_FILE": str(agents)}
-    for command, line in ((f"cat {home}/.ssh/id_ed25519", True), (f"cat {work}/missing", False)):
-        cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", f"SHCMD {command}"]
-        done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        assert ("refused by the sandbox" in done.stdout) is line, done.stdout
-        assert "the user's key" not in done.stdout
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    catalog = AgentCatalog({"fake": fake(tmp_path)})
+    assert await run_headless(settings_of(tmp_path), catalog, "fake", f"SHCMD cat {home}/.ssh/id_ed25519") == 0
+    printed = capsys.readouterr().out
+    assert "[tool failed]\n[tool cat " in printed and "] refused by the sandbox\n" in printed, printed
+    assert "the user's key" not in printed
