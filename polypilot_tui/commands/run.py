@@ -33,7 +33,7 @@ from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, AgentConfig, Permiss
 
 if TYPE_CHECKING:
     from polypilot_tui.commands.output import Output
-    from polypilot_tui.domain.chat import TurnRecord
+    from polypilot_tui.domain.chat import ChatItem, TurnRecord
     from polypilot_tui.domain.failures import Failure
     from polypilot_tui.domain.records import Record
     from polypilot_tui.domain.sandbox import Sandbox
@@ -85,6 +85,19 @@ async def run_headless(
         await release_head_start()  # the session holds the agent by now, or no one needs it
 
 
+def refusal_line(item: ChatItem) -> str | None:
+    """What a live tool row replaced as refused by the sandbox adds to ``run``'s and
+    ``follow``'s output (its completion, read before the row, printed "[tool ok]": a shell
+    that ran and exited 1); None for any other row."""
+    from polypilot_tui.domain.chat import TOOL_STATUS_WORDS, ItemKind
+    from polypilot_tui.domain.sandbox_refusal import REFUSED
+    from polypilot_tui.domain.text import strip_control
+
+    if item.kind is ItemKind.TOOL and item.tool_status == REFUSED:
+        return f"[tool {strip_control(item.tool_name)}] {TOOL_STATUS_WORDS[REFUSED]}"
+    return None
+
+
 def _sandbox_problem(asked: Sandbox | None, config: AgentConfig) -> str | None:
     """Why the run's sandbox (``asked``, else the agent's) cannot start here (imported only
     for a sandboxed run)."""
@@ -106,7 +119,7 @@ async def _run(
     from polypilot_tui.commands.interrupts import on_interrupt
     from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
     from polypilot_tui.domain.events import EventType
-    from polypilot_tui.domain.records import EventReceived, TurnEnded, ViewChanged
+    from polypilot_tui.domain.records import EventReceived, ItemReplaced, TurnEnded, ViewChanged
     from polypilot_tui.domain.safe_json import dump_json
     from polypilot_tui.domain.text import strip_control
     from polypilot_tui.domain.turn import Outcome
@@ -176,7 +189,13 @@ async def _run(
             ended.append(change.record)
             done.set()
 
+    def refused(change: Record) -> None:
+        assert isinstance(change, ItemReplaced)
+        if change.session_id == sid and not json_mode and (line := refusal_line(change.item)) is not None:
+            out.line(line)
+
     engine.subscribe(show, EventReceived)
+    engine.subscribe(refused, ItemReplaced)
     engine.subscribe(ask_when_asked, ViewChanged)
     engine.subscribe(turn_ended, TurnEnded)
     interrupted: list[str] = []

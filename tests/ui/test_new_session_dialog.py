@@ -332,3 +332,21 @@ async def test_the_sandbox_follows_the_agent_until_chosen_and_enter_on_it_create
         await wait_for(pilot, lambda: bool(results), what="the request")
     assert results[0] is not None and results[0].agent == "demo"
     assert results[0].sandbox == Sandbox(SandboxMode.OFF)
+
+
+async def test_the_dialog_starts_on_the_sandbox_of_the_agents_file_entry(tmp_path: Path) -> None:
+    """An agent whose entry says ``sandbox = "workspace"`` is offered with it (agents/readiness.py),
+    so the dialog shows it chosen; creating without touching it makes a sandboxed session."""
+    from polypilot_tui.domain.sandbox import SandboxMode
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    app = demo_app(tmp_path / "state")
+    agents = engine_of(app).manager.catalog.agents
+    agents["demo"] = agents["demo"].model_copy(update={"sandbox": "workspace"})
+    async with app.run_test(size=(120, 44)) as pilot:
+        screen = await open_dialog(pilot, app, plain)
+        assert screen.sandbox_mode is SandboxMode.WORKSPACE
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "s2" in engine_of(app).manager.ids(), what="the session")
+        assert engine_of(app).manager.session("s2").sandbox.on

@@ -97,6 +97,39 @@ async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(t
     await until(lambda: not bwrapped(work), 10, "the sandbox to end with its session")
 
 
+@needs_bwrap
+async def test_a_tool_refused_a_hidden_folder_reads_refused_by_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session reads its tools' failures against the rules its agent was started with: a
+    file in a hidden folder (a secret in ``~/.ssh``, polypilot's state folder) is missing in
+    the sandbox, and that "No such file or directory" is the sandbox's refusal; a file missing
+    in the agent's own folder is a plain failure. The agent runs ``cat`` for real in bwrap."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("the user's key\n")
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    settings = settings_of(tmp_path)
+    engine = build_engine(settings, AgentCatalog({"fake": fake(tmp_path)}), persist=False)
+    await engine.start()
+    try:
+        sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work)))
+        commands = {
+            f"cat {home}/.ssh/id_ed25519": "refused",
+            f"ls {settings.state_dir}/sessions": "refused",
+            f"cat {work}/missing.txt": "failed",
+        }
+        for turn, command in enumerate(commands, 1):
+            await engine.call(verbs.SEND, verbs.Send(sid, f"SHCMD {command}"))
+            await until(lambda n=turn: engine.view(sid).turns >= n, 30, f"the turn running {command}")  # type: ignore[misc]
+        rows = [item.tool_status for item in engine.history(sid) if item.tool_call_id]
+        assert rows == list(commands.values()), [i for i in engine.history(sid) if i.tool_call_id]
+        assert not any("the user's key" in item.text for item in engine.history(sid))
+    finally:
+        await engine.close()
+
+
 async def test_without_bwrap_no_sandboxed_session_is_made_or_restored_and_no_agent_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,3 +223,25 @@ def test_a_sandboxed_run_without_bwrap_says_how_to_fix_it_and_starts_nothing(tmp
     done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "apt install bubblewrap" in done.stderr, done.stderr
     assert "Hello" not in done.stdout and not running(FAKE_AGENT, work)
+
+
+@needs_bwrap
+async def test_polypilot_run_says_a_tool_was_refused_by_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Live, the refused shell's completion reads "[tool failed]" before its row is read; the
+    row's line then says what it was, as ``polypilot follow`` does. (A missing file of its own
+    folder is a plain failure: the test above.)"""
+    from polypilot_tui.commands.run import run_headless
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("the user's key\n")
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    catalog = AgentCatalog({"fake": fake(tmp_path)})
+    assert await run_headless(settings_of(tmp_path), catalog, "fake", f"SHCMD cat {home}/.ssh/id_ed25519") == 0
+    printed = capsys.readouterr().out
+    assert "[tool failed]\n[tool cat " in printed and "] refused by the sandbox\n" in printed, printed
+    assert "the user's key" not in printed

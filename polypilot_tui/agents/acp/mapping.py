@@ -91,6 +91,25 @@ def raw_output_text(raw: Any) -> str:
         return str(raw)
 
 
+def raw_exit_code(raw: Any) -> int | None:
+    """The exit code a shell tool's ``rawOutput`` reports, or None: ``exit_code`` / ``exitCode``
+    (codex, opencode), or the Copilot CLI's ``shell_exit`` part in ``contents``."""
+    if not isinstance(raw, Mapping):
+        return None
+    parts = raw.get("contents")
+    exits = (
+        [p for p in parts if isinstance(p, Mapping) and p.get("type") == "shell_exit"]
+        if isinstance(parts, list)
+        else []
+    )
+    for holder in (raw, *exits):
+        for key in ("exitCode", "exit_code"):
+            code = holder.get(key)
+            if isinstance(code, int) and not isinstance(code, bool):
+                return code
+    return None
+
+
 def summarize_input(raw: Any, limit: int = 300) -> str:
     """One line that says what a tool call will do (its command, path, pattern…)."""
     if raw is None:
@@ -350,6 +369,9 @@ class UpdateMapper:
         }
         if not success:
             data["error"] = {"message": error}
+        code = raw_exit_code(self.tools.get(call_id, {}).get("rawOutput"))
+        if code is not None:  # a shell that "completed" with a non-zero exit failed (a refusal is read then)
+            data["exitCode"] = code
         self._emit(AgentEvent(EventType.TOOL_COMPLETE, data))
 
     @staticmethod
