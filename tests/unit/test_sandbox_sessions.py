@@ -16,6 +16,7 @@ from acp import RequestError
 from polypilot_tui.agents.acp.client import AcpClient
 from polypilot_tui.agents.sandbox import plan_for, sandbox_problem
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.domain.failures import FailureKind
 from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxMode
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
@@ -118,8 +119,15 @@ async def test_without_bwrap_no_sandboxed_session_is_made_or_restored_and_no_age
         assert engine.ids() == ["s1"]
         view = engine.view("s1")
         assert view.sandbox == ON and "bubblewrap" in view.reason  # restored sandboxed, and not started
+        # named for what is missing — bubblewrap, not the agent — with bubblewrap's fix
+        assert view.failure is not None and view.failure.kind is FailureKind.SANDBOX_UNAVAILABLE, view.failure
+        assert "apt install bubblewrap" in view.failure.fix and "agent" not in view.reason.split(":")[0]
         with pytest.raises(Exception, match="bubblewrap"):
             await engine.manager.connect("s1")  # a reconnect does not start it either
+        await engine.call(verbs.SEND, verbs.Send("s1", "hello"))  # nor a prompt: its row says why
+        await until(lambda: engine.view("s1").turns >= 1, 10, "the refused turn")
+        row = engine.history("s1")[-1].text
+        assert row.startswith("Sandbox cannot start — ") and "Fix: " in row and "install the agent" not in row, row
         assert not (tmp_path / "agent-state").exists() and not bwrapped(work)
         assert not running(FAKE_AGENT, work), "the agent started without its sandbox"
         assert engine.view("s1").sandbox == ON
