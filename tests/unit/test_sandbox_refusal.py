@@ -169,3 +169,80 @@ def test_polypilot_follow_says_a_tool_was_refused_by_the_sandbox() -> None:
     assert printed("refused", live=True, replaced=True) == "[tool bash] refused by the sandbox\n"
     assert printed("failed", live=True, replaced=True) == ""  # its completion said "[tool failed]"
     assert printed("refused", live=False, replaced=False) == "[tool bash] refused by the sandbox touch /etc/x\n"
+
+
+# opencode 1.18's bash tool in a sandboxed worktree, as it sent it (ACP transcript of the trial
+# in tmux): the tool "completed" — its metadata says the command exited 1.
+OPENCODE_REFUSED = [
+    {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "call_17_tool",
+        "title": "bash",
+        "kind": "execute",
+        "status": "pending",
+        "locations": [{"path": WS}],
+        "rawInput": {"cwd": WS},
+    },
+    {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "call_17_tool",
+        "status": "in_progress",
+        "kind": "execute",
+        "title": "echo oc > oc.txt; echo evil > /etc/evil",
+        "rawInput": {"command": "echo oc > oc.txt; echo evil > /etc/evil", "description": "Run", "cwd": WS},
+    },
+    {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "call_17_tool",
+        "status": "completed",
+        "title": "echo oc > oc.txt; echo evil > /etc/evil",
+        "content": [
+            {
+                "type": "content",
+                "content": {"type": "text", "text": "/bin/bash: line 1: /etc/evil: Read-only file system\n"},
+            }
+        ],
+        "rawOutput": {
+            "output": "/bin/bash: line 1: /etc/evil: Read-only file system\n",
+            "metadata": {
+                "output": "/bin/bash: line 1: /etc/evil: Read-only file system\n",
+                "exit": 1,
+                "truncated": False,
+            },
+        },
+    },
+]
+
+
+def acp_row(session, updates: list[dict]) -> str:
+    from polypilot_tui.agents.acp.mapping import UpdateMapper
+    from polypilot_tui.domain.clock import FakeClock
+    from polypilot_tui.domain.events import AgentEvent
+    from polypilot_tui.domain.reducer import apply_event
+
+    events: list[AgentEvent] = []
+    mapper = UpdateMapper(events.append)
+    for update in updates:
+        mapper.handle(update)
+    for n, event in enumerate(events):
+        apply_event(session, event, float(n), FakeClock())
+    [row] = [i for i in session.history if i.tool_call_id == "call_17_tool"]
+    return row.tool_status
+
+
+@pytest.mark.parametrize(
+    "raw_output",
+    [
+        OPENCODE_REFUSED[2]["rawOutput"],  # opencode: metadata.exit
+        {"output": "/bin/bash: line 1: /etc/evil: Read-only file system\n", "exit_code": 1},
+        {"output": "/bin/bash: line 1: /etc/evil: Read-only file system\n", "exitCode": 1},
+    ],
+)
+def test_an_acp_shell_that_completed_with_a_non_zero_exit_after_a_refused_write_is_refused(raw_output: dict) -> None:
+    """An ACP agent's shell "completes" whatever its command's exit: the exit code in its raw
+    output is what says it failed (opencode's row read ✓ for a write the sandbox refused)."""
+    updates = [*OPENCODE_REFUSED[:2], {**OPENCODE_REFUSED[2], "rawOutput": raw_output}]
+    assert acp_row(sandboxed(), updates) == "refused"
+    assert acp_row(sandboxed(on=False), updates) == "completed"  # no sandbox: not its doing
+    exited_0 = {**OPENCODE_REFUSED[2], "rawOutput": {"output": "x: Read-only file system", "metadata": {"exit": 0}}}
+    assert acp_row(sandboxed(), [*OPENCODE_REFUSED[:2], exited_0]) == "completed"  # it succeeded
