@@ -78,6 +78,33 @@ def test_other_failures_are_not_blamed_on_the_sandbox(text: str) -> None:
     assert not refused_by_sandbox(text, RULES, WS)
 
 
+# A path kept read-only inside the workspace is a mount point: removing or renaming it is
+# "busy" (collected with ``--ro-bind WS/.git/hooks WS/.git/hooks --ro-bind WS/.git/config …``).
+PROTECTED = SandboxRules(writable=(WS,), protected=(f"{WS}/.git/hooks", f"{WS}/.git/config", f"{WS}/.git"))
+BUSY_REFUSED = [
+    "mv: cannot move '.git/config' to '.git/c2': Device or resource busy",
+    "rm: cannot remove '.git/config': Device or resource busy",
+    "rm: cannot remove '.git/hooks': Device or resource busy",
+    "rmdir: failed to remove '.git/hooks': Device or resource busy",
+    "mv: cannot move '.git' to 'gitfile': Device or resource busy",  # a worktree's .git file
+    "OSError: [Errno 16] Device or resource busy: '.git/config' -> 'c'",
+    f"OSError: [Errno 16] Device or resource busy: '{WS}/.git/hooks'",
+    "Error: EBUSY: resource busy or locked, rename '.git/config' -> 'c'",
+    "Error: EBUSY: resource busy or locked, rmdir '.git/hooks'",
+]
+
+
+@pytest.mark.parametrize("text", BUSY_REFUSED)
+def test_removing_or_renaming_what_the_sandbox_keeps_read_only_is_its_refusal(text: str) -> None:
+    assert refused_by_sandbox(text, PROTECTED, WS)
+    assert not refused_by_sandbox(text, SandboxRules(writable=(WS,)), WS)  # not kept: busy for its own reasons
+
+
+def test_a_busy_path_the_sandbox_lets_it_write_is_not_blamed_on_it() -> None:
+    assert not refused_by_sandbox("rm: cannot remove 'mnt': Device or resource busy", PROTECTED, WS)
+    assert not refused_by_sandbox("Error: EBUSY: resource busy or locked, unlink 'out.log'", PROTECTED, WS)
+
+
 def test_a_relative_path_is_placed_from_the_session_folder() -> None:
     assert not refused_by_sandbox("touch: cannot touch 'out/x': Permission denied", RULES, WS)
     assert refused_by_sandbox("touch: cannot touch '../x': Permission denied", RULES, WS)
