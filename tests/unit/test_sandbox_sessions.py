@@ -18,6 +18,7 @@ from polypilot_tui.agents.sandbox import plan_for, sandbox_problem
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.failures import FailureKind
 from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxMode
+from polypilot_tui.domain.sandbox_refusal import refused_by_sandbox
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.builder import build_engine
@@ -90,6 +91,12 @@ async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(t
         await engine.call(verbs.SEND, verbs.Send(sid, "hello"))
         await until(lambda: engine.view(sid).turns >= 1, 30, "the sandboxed agent's reply")
         assert bwrapped(work), "the agent did not run in bubblewrap"
+        # its tools' failures are read against the rules it was started with: a read in the
+        # hidden state folder ("No such file") is the sandbox's refusal, not a plain failure
+        rules = engine.manager.session(sid).sandbox_rules
+        assert rules is not None and rules.may_write(str(work.resolve())), rules
+        hidden = f"cat: {tmp_path / 'state' / 'sessions.json'}: No such file or directory"
+        assert refused_by_sandbox(hidden, rules, str(work))
         off = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work), sandbox=NO_SANDBOX))
         assert not engine.view(off).sandbox.on
         assert (await engine.call(verbs.DETAILS, verbs.SessionRef(off))).sandbox_rules == ()
