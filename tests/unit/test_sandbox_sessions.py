@@ -16,7 +16,9 @@ from acp import RequestError
 from polypilot_tui.agents.acp.client import AcpClient
 from polypilot_tui.agents.sandbox import plan_for, sandbox_problem
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.domain.failures import FailureKind
 from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxMode
+from polypilot_tui.domain.sandbox_refusal import refused_by_sandbox
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.builder import build_engine
@@ -89,6 +91,12 @@ async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(t
         await engine.call(verbs.SEND, verbs.Send(sid, "hello"))
         await until(lambda: engine.view(sid).turns >= 1, 30, "the sandboxed agent's reply")
         assert bwrapped(work), "the agent did not run in bubblewrap"
+        # its tools' failures are read against the rules it was started with: a read in the
+        # hidden state folder ("No such file") is the sandbox's refusal, not a plain failure
+        rules = engine.manager.session(sid).sandbox_rules
+        assert rules is not None and rules.may_write(str(work.resolve())), rules
+        hidden = f"cat: {tmp_path / 'state' / 'sessions.json'}: No such file or directory"
+        assert refused_by_sandbox(hidden, rules, str(work))
         off = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work), sandbox=NO_SANDBOX))
         assert not engine.view(off).sandbox.on
         assert (await engine.call(verbs.DETAILS, verbs.SessionRef(off))).sandbox_rules == ()
@@ -151,8 +159,15 @@ async def test_without_bwrap_no_sandboxed_session_is_made_or_restored_and_no_age
         assert engine.ids() == ["s1"]
         view = engine.view("s1")
         assert view.sandbox == ON and "bubblewrap" in view.reason  # restored sandboxed, and not started
+        # named for what is missing — bubblewrap, not the agent — with bubblewrap's fix
+        assert view.failure is not None and view.failure.kind is FailureKind.SANDBOX_UNAVAILABLE, view.failure
+        assert "apt install bubblewrap" in view.failure.fix and "agent" not in view.reason.split(":")[0]
         with pytest.raises(Exception, match="bubblewrap"):
             await engine.manager.connect("s1")  # a reconnect does not start it either
+        await engine.call(verbs.SEND, verbs.Send("s1", "hello"))  # nor a prompt: its row says why
+        await until(lambda: engine.view("s1").turns >= 1, 10, "the refused turn")
+        row = engine.history("s1")[-1].text
+        assert row.startswith("Sandbox cannot start — ") and "Fix: " in row and "install the agent" not in row, row
         assert not (tmp_path / "agent-state").exists() and not bwrapped(work)
         assert not running(FAKE_AGENT, work), "the agent started without its sandbox"
         assert engine.view("s1").sandbox == ON
