@@ -263,6 +263,8 @@ class Connector:
             config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
         tools = self._tool_source(workdir.name) if self._tool_source is not None else None
         sandbox = self.sandbox_plan(managed.session) if managed is not None else None
+        if managed is not None:  # what a failed tool's text is read against (domain/sandbox_refusal.py)
+            managed.session.sandbox_rules = sandbox.rules if sandbox is not None else None
         return create_backend(config, sink, ctx.clock, ctx.settings, workdir, tools, sandbox)
 
     def sandbox_plan(self, session: Session) -> SandboxPlan | None:

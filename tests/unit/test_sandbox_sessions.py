@@ -17,6 +17,7 @@ from polypilot_tui.agents.acp.client import AcpClient
 from polypilot_tui.agents.sandbox import plan_for, sandbox_problem
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxMode
+from polypilot_tui.domain.sandbox_refusal import refused_by_sandbox
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.builder import build_engine
@@ -78,7 +79,8 @@ def running(script: Path, cwd: Path) -> list[int]:
 async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    engine = build_engine(settings_of(tmp_path), AgentCatalog({"fake": fake(tmp_path)}), persist=False)
+    settings = settings_of(tmp_path)
+    engine = build_engine(settings, AgentCatalog({"fake": fake(tmp_path)}), persist=False)
     await engine.start()
     try:
         sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work)))
@@ -89,6 +91,12 @@ async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(t
         await engine.call(verbs.SEND, verbs.Send(sid, "hello"))
         await until(lambda: engine.view(sid).turns >= 1, 30, "the sandboxed agent's reply")
         assert bwrapped(work), "the agent did not run in bubblewrap"
+        # The rules it was started with are the session's: a failed tool's text is read
+        # against them (a file in a hidden folder reads as missing), and F2 shows them.
+        rules = engine.manager.session(sid).sandbox_rules
+        assert rules is not None and rules.lines() == details.sandbox_rules
+        hidden = Path(settings.state_dir) / "registry.json"
+        assert refused_by_sandbox(f"cat: {hidden}: No such file or directory", rules, str(work))
         off = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work), sandbox=NO_SANDBOX))
         assert not engine.view(off).sandbox.on
         assert (await engine.call(verbs.DETAILS, verbs.SessionRef(off))).sandbox_rules == ()
