@@ -89,10 +89,9 @@ def _sandbox_problem(asked: Sandbox | None, config: AgentConfig) -> str | None:
     """Why the run's sandbox (``asked``, else the agent's) cannot start here (imported only
     for a sandboxed run)."""
     from polypilot_tui.agents.sandbox import sandbox_problem
-    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+    from polypilot_tui.domain.sandbox import chosen
 
-    network = tuple(config.network) if config.network is not None else None
-    return sandbox_problem(asked if asked is not None else Sandbox(SandboxMode(config.sandbox), network))
+    return sandbox_problem(chosen(asked, config.sandbox, config.network))  # as the engine will choose it
 
 
 async def _no_head_start() -> None:

@@ -198,3 +198,31 @@ def test_a_sandboxed_run_without_bwrap_says_how_to_fix_it_and_starts_nothing(tmp
     done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "apt install bubblewrap" in done.stderr, done.stderr
     assert "Hello" not in done.stdout and not running(FAKE_AGENT, work)
+
+
+def test_a_run_that_asks_the_sandbox_checks_the_agents_network_rule_before_anything_starts(tmp_path: Path) -> None:
+    """``run --sandbox workspace`` keeps the agent's network rule, as the engine does: one that
+    cannot be kept is said before the run starts (exit 2), as for the agent's own sandbox."""
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f'[fake]\nkind = "acp"\ncommand = "{sys.executable}"\nargs = ["{FAKE_AGENT}"]\nnetwork = ["nohost"]\n'
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env |= {"POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_AGENTS_FILE": str(agents)}
+    cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", "--sandbox", "workspace", "hello"]
+    done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "cannot start sandboxed" in done.stderr and "nohost" in done.stderr, done.stderr
+    assert not running(FAKE_AGENT, work)
+
+
+def test_the_sandbox_chosen_for_a_session_is_the_asked_one_else_the_agents() -> None:
+    from polypilot_tui.domain.sandbox import chosen
+
+    rule = ("api.example.com:443",)
+    assert chosen(None, "off", None) == NO_SANDBOX
+    assert chosen(None, "workspace", list(rule)) == Sandbox(SandboxMode.WORKSPACE, rule)
+    assert chosen(ON, "off", list(rule)) == Sandbox(SandboxMode.WORKSPACE, rule)  # the rule is kept
+    assert chosen(Sandbox(SandboxMode.WORKSPACE, ()), "off", list(rule)) == Sandbox(SandboxMode.WORKSPACE, ())
+    assert chosen(NO_SANDBOX, "workspace", list(rule)) == NO_SANDBOX  # off, as asked
