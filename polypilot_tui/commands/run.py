@@ -89,12 +89,11 @@ def refusal_line(item: ChatItem) -> str | None:
     """What a live tool row replaced as refused by the sandbox adds to ``run``'s and
     ``follow``'s output (its completion, read before the row, printed "[tool ok]": a shell
     that ran and exited 1); None for any other row."""
-    from polypilot_tui.domain.chat import TOOL_STATUS_WORDS, ItemKind
-    from polypilot_tui.domain.sandbox_refusal import REFUSED
+    from polypilot_tui.domain.chat import TOOL_REFUSED, TOOL_STATUS_WORDS, ItemKind
     from polypilot_tui.domain.text import strip_control
 
-    if item.kind is ItemKind.TOOL and item.tool_status == REFUSED:
-        return f"[tool {strip_control(item.tool_name)}] {TOOL_STATUS_WORDS[REFUSED]}"
+    if item.kind is ItemKind.TOOL and item.tool_status == TOOL_REFUSED:
+        return f"[tool {strip_control(item.tool_name)}] {TOOL_STATUS_WORDS[TOOL_REFUSED]}"
     return None
 
 
@@ -102,10 +101,9 @@ def _sandbox_problem(asked: Sandbox | None, config: AgentConfig) -> str | None:
     """Why the run's sandbox (``asked``, else the agent's) cannot start here (imported only
     for a sandboxed run)."""
     from polypilot_tui.agents.sandbox import sandbox_problem
-    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+    from polypilot_tui.domain.sandbox import chosen
 
-    network = tuple(config.network) if config.network is not None else None
-    return sandbox_problem(asked if asked is not None else Sandbox(SandboxMode(config.sandbox), network))
+    return sandbox_problem(chosen(asked, config.sandbox, config.network))  # as the engine will choose it
 
 
 async def _no_head_start() -> None:

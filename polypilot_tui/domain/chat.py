@@ -19,13 +19,15 @@ class ItemKind(StrEnum):
     ERROR = "error"
 
 
+TOOL_REFUSED = "refused"
+"""The status of a tool whose write the sandbox refused (domain/sandbox_refusal.py tells)."""
 TOOL_STATUS_WORDS: dict[str, str] = {
     "running": "running",
     "waiting": "waiting for permission",
     "completed": "completed",
     "failed": "failed",
     "rejected": "rejected",
-    "refused": "refused by the sandbox",
+    TOOL_REFUSED: "refused by the sandbox",
     "interrupted": "interrupted",
     "cancelled": "cancelled",
 }

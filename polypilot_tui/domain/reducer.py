@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
-from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.chat import TOOL_REFUSED, ItemKind
 from polypilot_tui.domain.events import USAGE_EVENT_TYPES, AgentEvent, EventType, not_kept, tool_result_text
 from polypilot_tui.domain.limits import (
     ID_CHARS,
@@ -20,7 +20,7 @@ from polypilot_tui.domain.limits import (
     bounded,
 )
 from polypilot_tui.domain.sandbox import SandboxRules
-from polypilot_tui.domain.sandbox_refusal import REFUSED, refused_by_sandbox
+from polypilot_tui.domain.sandbox_refusal import refused_by_sandbox
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import PermissionPrompt, Phase, ToolCall, Turn
@@ -196,7 +196,7 @@ def _on_tool_complete(s: Session, t: Turn, e: AgentEvent, now: float, clock: Wal
         t.successful_tools += 1
     status = "completed" if success else "rejected" if _was_rejected(t, call, e) else "failed"
     refused = status != "rejected" and (not success or _exit_code(e) != 0) and _sandbox_refused(s, text)
-    s.set_tool_row(call, REFUSED if refused else status, text)
+    s.set_tool_row(call, TOOL_REFUSED if refused else status, text)
     if not t.active_tools:
         t.phase = Phase.THINKING
         if t.turn_end_at is not None:

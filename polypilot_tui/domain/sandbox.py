@@ -10,6 +10,7 @@ Paths here are plain absolute POSIX strings; nothing in this module touches the 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -45,6 +46,17 @@ class Sandbox:
 
 
 NO_SANDBOX = Sandbox()
+
+
+def chosen(asked: Sandbox | None, agent_mode: str, agent_network: Sequence[str] | None) -> Sandbox:
+    """The sandbox a new session gets: the one ``asked`` for, else its agent's own (the agents
+    file's ``sandbox`` and ``network``). A sandbox asked for without a network rule keeps the
+    agent's: choosing the sandbox never drops the rule."""
+    network = tuple(agent_network) if agent_network is not None else None
+    sandbox = asked if asked is not None else Sandbox(SandboxMode(agent_mode), network)
+    if sandbox.on and sandbox.network is None and network is not None:
+        return Sandbox(sandbox.mode, network)
+    return sandbox
 
 
 def normal(path: str) -> str:

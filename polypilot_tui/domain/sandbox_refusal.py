@@ -17,9 +17,6 @@ import re
 
 from polypilot_tui.domain.sandbox import SandboxRules, normal, within
 
-REFUSED = "refused"
-"""The tool row status of a tool the sandbox refused (its words: domain/chat.py)."""
-
 _READ_ONLY = re.compile(r"read-only file system|\bEROFS\b|\[Errno 30\]", re.IGNORECASE)
 _DENIED = re.compile(r"permission denied|\bEACCES\b|\[Errno 13\]|operation not permitted|\bEPERM\b", re.IGNORECASE)
 _BUSY = re.compile(r"device or resource busy|resource busy or locked|\bEBUSY\b|\[Errno 16\]", re.IGNORECASE)

@@ -25,7 +25,7 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.fan_out import BroadcastResult, Comparison
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.records import Record
-from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+from polypilot_tui.domain.sandbox import Sandbox, chosen
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, MergeResult, Workspace
@@ -309,10 +309,7 @@ class LocalEngine(OneMachine):
     def _sandbox(self, request: NewSession, config: AgentConfig) -> Sandbox:
         """The sandbox asked for, else the agent's (the agents file's ``sandbox``); an EngineError
         that says why and how to fix it when it cannot start here (nothing is made then)."""
-        network = tuple(config.network) if config.network is not None else None
-        sandbox = request.sandbox if request.sandbox is not None else Sandbox(SandboxMode(config.sandbox), network)
-        if sandbox.on and sandbox.network is None and network is not None:
-            sandbox = Sandbox(sandbox.mode, network)  # a sandbox chosen keeps the agent's network rule
+        sandbox = chosen(request.sandbox, config.sandbox, config.network)
         problem = sandbox_problem(sandbox)
         if problem is not None:
             raise EngineError(f"the session cannot run sandboxed here: {problem}")

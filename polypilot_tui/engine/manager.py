@@ -166,6 +166,8 @@ class SessionManager:
         """What the session's sandbox allows, in words (empty without one)."""
         if not session.sandbox.on:
             return ()
+        if session.sandbox_rules is not None:  # those its agent was started with
+            return session.sandbox_rules.lines()
         if session.agent not in self._ctx.catalog.agents:
             return ("its agent is not configured any more: it does not start",)
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -293,3 +294,32 @@ async def test_a_head_start_no_session_took_is_stopped_on_release(
     await held.release()
     assert client.stopped == ["stop"] and live_servers() == [other]
     await other.leave(next(iter(other.members)))
+
+
+async def test_a_sandboxed_session_never_shares_a_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sessions of one agent in one folder have the same sandbox argv where no cgroup can be
+    made (a user's, not root's) and no network rule opens a gate of its own: each still gets a
+    CLI of its own, and no sandboxed session joins an unsandboxed one's."""
+    from polypilot_tui.agents import sandbox
+    from polypilot_tui.agents.copilot.server import spec_of
+    from polypilot_tui.config import AgentConfig, Settings
+    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+
+    on = Sandbox(SandboxMode.WORKSPACE)
+    if sandbox.sandbox_problem(on) is not None:
+        pytest.skip(f"no sandbox here: {sandbox.sandbox_problem(on)}")
+    monkeypatch.setattr(sandbox, "pids_cgroup_base", lambda: None)  # as for a user: no cgroup in the argv
+    agent = AgentConfig(name="copilot", kind="copilot")
+    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    (tmp_path / "work").mkdir()
+    plan = sandbox.plan_for(on, tmp_path / "work", agent, settings)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    one, two = (spec_of(agent, "/bin/true", env, logged_in=False, sandbox=plan) for _ in range(2))
+    assert one.argv == two.argv  # the sandbox alone does not set them apart
+    bare = spec_of(agent, "/bin/true", env, logged_in=False)
+    members = [Member() for _ in range(4)]
+    servers = [join(spec, member) for spec, member in zip((one, two, bare, bare), members, strict=True)]
+    assert len({id(server) for server in servers}) == 3 and servers[2] is servers[3]
+    for server, member in zip(servers, members, strict=True):
+        await server.leave(member)
+    assert live_servers() == []

@@ -80,7 +80,8 @@ def running(script: Path, cwd: Path) -> list[int]:
 async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    engine = build_engine(settings_of(tmp_path), AgentCatalog({"fake": fake(tmp_path)}), persist=False)
+    settings = settings_of(tmp_path)
+    engine = build_engine(settings, AgentCatalog({"fake": fake(tmp_path)}), persist=False)
     await engine.start()
     try:
         sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work)))
@@ -91,12 +92,12 @@ async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(t
         await engine.call(verbs.SEND, verbs.Send(sid, "hello"))
         await until(lambda: engine.view(sid).turns >= 1, 30, "the sandboxed agent's reply")
         assert bwrapped(work), "the agent did not run in bubblewrap"
-        # its tools' failures are read against the rules it was started with: a read in the
-        # hidden state folder ("No such file") is the sandbox's refusal, not a plain failure
+        # The rules it was started with are the session's: a failed tool's text is read
+        # against them (a file in a hidden folder reads as missing), and F2 shows them.
         rules = engine.manager.session(sid).sandbox_rules
-        assert rules is not None and rules.may_write(str(work.resolve())), rules
-        hidden = f"cat: {tmp_path / 'state' / 'sessions.json'}: No such file or directory"
-        assert refused_by_sandbox(hidden, rules, str(work))
+        assert rules is not None and rules.lines() == details.sandbox_rules
+        hidden = Path(settings.state_dir) / "registry.json"
+        assert refused_by_sandbox(f"cat: {hidden}: No such file or directory", rules, str(work))
         off = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work), sandbox=NO_SANDBOX))
         assert not engine.view(off).sandbox.on
         assert (await engine.call(verbs.DETAILS, verbs.SessionRef(off))).sandbox_rules == ()
@@ -260,3 +261,31 @@ async def test_polypilot_run_says_a_tool_was_refused_by_the_sandbox(
     printed = capsys.readouterr().out
     assert "[tool failed]\n[tool cat " in printed and "] refused by the sandbox\n" in printed, printed
     assert "the user's key" not in printed
+
+
+def test_a_run_that_asks_the_sandbox_checks_the_agents_network_rule_before_anything_starts(tmp_path: Path) -> None:
+    """``run --sandbox workspace`` keeps the agent's network rule, as the engine does: one that
+    cannot be kept is said before the run starts (exit 2), as for the agent's own sandbox."""
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f'[fake]\nkind = "acp"\ncommand = "{sys.executable}"\nargs = ["{FAKE_AGENT}"]\nnetwork = ["nohost"]\n'
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env |= {"POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_AGENTS_FILE": str(agents)}
+    cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", "--sandbox", "workspace", "hello"]
+    done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "cannot start sandboxed" in done.stderr and "nohost" in done.stderr, done.stderr
+    assert not running(FAKE_AGENT, work)
+
+
+def test_the_sandbox_chosen_for_a_session_is_the_asked_one_else_the_agents() -> None:
+    from polypilot_tui.domain.sandbox import chosen
+
+    rule = ("api.example.com:443",)
+    assert chosen(None, "off", None) == NO_SANDBOX
+    assert chosen(None, "workspace", list(rule)) == Sandbox(SandboxMode.WORKSPACE, rule)
+    assert chosen(ON, "off", list(rule)) == Sandbox(SandboxMode.WORKSPACE, rule)  # the rule is kept
+    assert chosen(Sandbox(SandboxMode.WORKSPACE, ()), "off", list(rule)) == Sandbox(SandboxMode.WORKSPACE, ())
+    assert chosen(NO_SANDBOX, "workspace", list(rule)) == NO_SANDBOX  # off, as asked

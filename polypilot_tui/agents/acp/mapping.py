@@ -103,7 +103,9 @@ def raw_exit_code(raw: Any) -> int | None:
     ]
     parts = raw.get("contents")
     if isinstance(parts, list):
-        holders += [(p, ("exitCode", "exit_code")) for p in parts if isinstance(p, Mapping) and p.get("type") == "shell_exit"]
+        holders += [
+            (p, ("exitCode", "exit_code")) for p in parts if isinstance(p, Mapping) and p.get("type") == "shell_exit"
+        ]
     for holder, keys in holders:
         if isinstance(holder, Mapping):
             for key in keys:

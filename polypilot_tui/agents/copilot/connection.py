@@ -61,7 +61,7 @@ class CopilotConnection:
     ) -> None:
         self._agent = agent
         self._sandbox = sandbox
-        """Its sandbox: part of the CLI's argv, so a sandboxed session gets a CLI of its own."""
+        """Its sandbox: in the CLI's argv, and its spec is its own (ServerSpec.own): no CLI is shared."""
         self._tool_servers = tool_servers
         """Asked at each connect: the stdio MCP servers the session's agent is handed."""
         self._mcp_servers: dict[str, Any] = {}

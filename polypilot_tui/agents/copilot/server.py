@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import shutil
 import subprocess
 import weakref
@@ -60,6 +61,9 @@ class ServerSpec:
     """The CLI's whole environment, sorted (it may hold keys: never in a repr, log or traceback)."""
     logged_in: bool
     """Signed in with GitHub (no BYOK provider): the SDK then lets the CLI log in."""
+    own: str = ""
+    """A sandboxed session's token, which no other spec has: its CLI is its own, even where
+    two sessions' sandboxes have the same argv ("": equal specs share one CLI)."""
 
 
 def cli_environment(agent: AgentConfig, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any] | None]:
@@ -91,7 +95,8 @@ def spec_of(
     argv = leashed(command)
     # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
     # works. With a provider of one's own, nothing may reach GitHub.
-    return ServerSpec((*argv, *agent.args), tuple(sorted(env.items())), logged_in=logged_in)
+    own = secrets.token_hex(8) if sandbox is not None else ""
+    return ServerSpec((*argv, *agent.args), tuple(sorted(env.items())), logged_in=logged_in, own=own)
 
 
 def server_cwd() -> str:

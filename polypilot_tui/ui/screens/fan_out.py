@@ -28,7 +28,7 @@ from polypilot_tui.domain.workspace import FolderInfo
 from polypilot_tui.engine.verbs import FanOut
 from polypilot_tui.ui.folder_suggester import FolderSuggester, ListFolders
 from polypilot_tui.ui.screens.folder_dialog import FolderDialog, Inspect
-from polypilot_tui.ui.screens.new_session import SandboxChoice, agent_option, by_readiness
+from polypilot_tui.ui.screens.new_session import EnterChoice, agent_option, by_readiness
 
 
 class FanOutScreen(FolderDialog[FanOut | None]):
@@ -92,7 +92,7 @@ class FanOutScreen(FolderDialog[FanOut | None]):
                     yield Input(initial.check if initial else "", id="check", placeholder="e.g. pytest -q")
             with Horizontal(id="sandbox-row"):
                 yield Label("Sandbox", id="sandbox-label")
-                with SandboxChoice(id="sandbox"):
+                with EnterChoice(id="sandbox"):
                     yield RadioButton(Content("off"), id="sandbox-off")
                     yield RadioButton(Content("workspace: writes only its worktree"), id="sandbox-workspace")
             yield Static(self._problem, id="new-session-error", markup=False)
@@ -162,12 +162,12 @@ class FanOutScreen(FolderDialog[FanOut | None]):
         if self.sandbox_mode is not self._sandbox_shown:
             self._sandbox_chosen = True
 
-    @on(SandboxChoice.Taken)
-    def _sandbox_taken(self, event: SandboxChoice.Taken) -> None:
+    @on(EnterChoice.Taken, "#sandbox")
+    def _sandbox_taken(self, event: EnterChoice.Taken) -> None:
         """Enter on the choice: that one, and fan out."""
         event.stop()
         self._sandbox_chosen = True
-        self._show_sandbox(event.mode)
+        self._show_sandbox(SandboxMode.WORKSPACE if event.taken == "sandbox-workspace" else SandboxMode.OFF)
         self.action_fan_out()
 
     def _show_folder(self, info: FolderInfo | None, problem: str) -> None:

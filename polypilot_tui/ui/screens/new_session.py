@@ -63,48 +63,31 @@ def agent_option(agent: AgentOffer) -> Option:
     return Option(label, id=agent.name, disabled=agent.cannot_start is not None)
 
 
-class IsolationChoice(RadioSet):
-    """Work in the checkout or in a new worktree. Enter takes the highlighted choice and creates
-    the session (a RadioSet's own Enter only took it: Enter seemed to do nothing here); space and
-    the arrows choose as in any RadioSet."""
+class EnterChoice(RadioSet):
+    """A choice on one line (checkout or worktree; the sandbox). Enter takes the highlighted
+    button and creates the session (a RadioSet's own Enter only took it: Enter seemed to do
+    nothing here); space and the arrows choose as in any RadioSet."""
 
     BINDINGS = [Binding("enter", "take_and_create", "Create", show=False)]
 
     @dataclass
     class Taken(Message):
-        """Enter on the choice: create the session with ``isolation``."""
+        """Enter on the choice: create the session with the button ``taken`` (its id)."""
 
-        isolation: Isolation
+        choice: EnterChoice
+        taken: str
+
+        @property
+        def control(self) -> EnterChoice:
+            """The choice it came from (what ``@on``'s selector matches)."""
+            return self.choice
 
     def action_take_and_create(self) -> None:
         self.action_toggle_button()  # the highlighted one is the one taken (shown at once)
         # Its Changed messages are on their way: the choice goes with this message, as taken.
         highlighted = self._nodes[self._selected].id if self._selected is not None else None
-        worktree = highlighted == "worktree" if highlighted else bool(self.query_one("#worktree", RadioButton).value)
-        self.post_message(self.Taken(Isolation.WORKTREE if worktree else Isolation.FOLDER))
-
-
-class SandboxChoice(RadioSet):
-    """Off or workspace. Enter takes the highlighted choice and creates the session, as on the
-    checkout/worktree choice."""
-
-    BINDINGS = [Binding("enter", "take_and_create", "Create", show=False)]
-
-    @dataclass
-    class Taken(Message):
-        """Enter on the choice: create the session with ``mode``."""
-
-        mode: SandboxMode
-
-    def action_take_and_create(self) -> None:
-        self.action_toggle_button()
-        highlighted = self._nodes[self._selected].id if self._selected is not None else None
-        on = (
-            highlighted == "sandbox-workspace"
-            if highlighted
-            else self.query_one("#sandbox-workspace", RadioButton).value
-        )
-        self.post_message(self.Taken(SandboxMode.WORKSPACE if on else SandboxMode.OFF))
+        pressed = self.pressed_button
+        self.post_message(self.Taken(self, highlighted or (pressed.id if pressed is not None else None) or ""))
 
 
 class NewSessionScreen(FolderDialog[NewSession | None]):
@@ -179,7 +162,7 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
             )
             with Vertical(id="git-box"):
                 yield Static("", id="git-note", markup=False)
-                with IsolationChoice(id="isolation"):
+                with EnterChoice(id="isolation"):
                     worktree = bool(initial and initial.isolation is Isolation.WORKTREE)
                     yield RadioButton(Content("Work in the checkout"), value=not worktree, id="in-place")
                     yield RadioButton(Content("New worktree on a new branch"), value=worktree, id="worktree")
@@ -193,7 +176,7 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
                 yield Static("", id="worktree-note", markup=False)
             with Horizontal(id="sandbox-row"):
                 yield Label("Sandbox", id="sandbox-label")
-                with SandboxChoice(id="sandbox"):
+                with EnterChoice(id="sandbox"):
                     yield RadioButton(Content("off"), id="sandbox-off")
                     yield RadioButton(
                         Content("workspace: writes only its folder, secrets hidden"), id="sandbox-workspace"
@@ -372,13 +355,13 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
         """Check the request (in a worker) and close with it when nothing stands in the way."""
         self._create(None)
 
-    @on(IsolationChoice.Taken)
-    def _choice_taken(self, event: IsolationChoice.Taken) -> None:
-        self._create(event.isolation)
+    @on(EnterChoice.Taken, "#isolation")
+    def _choice_taken(self, event: EnterChoice.Taken) -> None:
+        self._create(Isolation.WORKTREE if event.taken == "worktree" else Isolation.FOLDER)
 
-    @on(SandboxChoice.Taken)
-    def _sandbox_taken(self, event: SandboxChoice.Taken) -> None:
-        self._create(None, event.mode)
+    @on(EnterChoice.Taken, "#sandbox")
+    def _sandbox_taken(self, event: EnterChoice.Taken) -> None:
+        self._create(None, SandboxMode.WORKSPACE if event.taken == "sandbox-workspace" else SandboxMode.OFF)
 
     def _create(self, isolation: Isolation | None, sandbox: SandboxMode | None = None) -> None:
         if self.checking:
