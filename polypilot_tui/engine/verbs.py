@@ -29,8 +29,10 @@ from polypilot_tui.domain.view import SessionDetails, SessionView
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, MergeResult, WorktreeState
 from polypilot_tui.engine.api import EngineError, ReadingGone, UnknownCapability, UnknownGroup, UnknownSession, Verb
 
-API_VERSION = 1
-"""The version of the engine API this code speaks (``/v1``); a fleet tells a host of another apart."""
+API_VERSION = 2
+"""The version of the engine API this code speaks (``/v1``); a fleet tells a host of another apart.
+2: sessions may be sandboxed (an engine of 1 would drop the request's ``sandbox`` unsaid), and
+an engine refuses a request field it does not know."""
 HISTORY_PAGE = 1000
 """Rows one history page holds at most."""
 DIFF_PAGE = 1 << 20

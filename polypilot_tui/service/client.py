@@ -28,9 +28,10 @@ from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.limits import EVENT_BYTES
 from polypilot_tui.domain.safe_json import dump_json, load_json
+from polypilot_tui.domain.sandbox import Sandbox
 from polypilot_tui.engine.api import EngineError, Verb
 from polypilot_tui.engine.codec import decode, encode
-from polypilot_tui.engine.verbs import HISTORY_PAGE, HISTORY_PAGE_OF, HistoryRange
+from polypilot_tui.engine.verbs import API_VERSION, ENGINE_INFO, HISTORY_PAGE, HISTORY_PAGE_OF, HistoryRange, NoArgs
 from polypilot_tui.infra.private import NotPrivate, check_private_socket
 from polypilot_tui.service.address import API
 from polypilot_tui.service.peer import foreign_peer
@@ -72,12 +73,17 @@ class EngineClient:
             base_url="http://engine",
             timeout=httpx.Timeout(timeout, connect=5.0),
         )
+        self._api: int | None = None
+        """The engine's API version, once a request needed it (see :meth:`_require_sandboxes`)."""
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
     async def call(self, verb: Verb[Q, R], request: Q) -> R:
         """Ask ``verb``; its reply, or the error the engine answered (UnknownSession for a 404…)."""
+        sandbox = getattr(request, "sandbox", None)
+        if isinstance(sandbox, Sandbox) and sandbox.on:
+            await self._require_sandboxes()
         plain = encode(request, verb.request)
         path = API + verb.path.format(**{name: quote(str(plain.pop(name)), safe="") for name in verb.path_fields})
         if verb.method == "GET":
@@ -95,6 +101,17 @@ class EngineClient:
         except ValueError as exc:
             raise EngineError(str(exc)) from None
         return reply
+
+    async def _require_sandboxes(self) -> None:
+        """An engine of API 1 (running since before an upgrade) would drop a request's sandbox
+        without a word and start the agent unsandboxed: refuse before anything is asked."""
+        if self._api is None:
+            self._api = (await self.call(ENGINE_INFO, NoArgs())).api
+        if self._api < API_VERSION:
+            raise EngineError(
+                f"the engine on {self.socket} is older than this polypilot (API {self._api}, not {API_VERSION}): "
+                "it cannot sandbox a session. Stop it (`polypilot engine stop`); the next start runs this one"
+            )
 
     async def history(
         self, session_id: str, upto: int | None = None, start: int = 0

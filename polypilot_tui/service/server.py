@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -141,6 +141,12 @@ async def _request_of(verb: Verb[Any, Any], request: Request) -> Any:
     body = await _body(request) if verb.method == "POST" else {}
     if verb.method == "GET":
         texts.update(request.query_params)
+    unknown = sorted(set(body) - {f.name for f in fields(verb.request)})
+    if unknown:  # a newer client's field: dropping it would do less than was asked (a sandbox!)
+        raise BadRequest(
+            f"{verb.name}: this engine does not know {', '.join(map(repr, unknown))}: it is older than its "
+            "client (stop it with `polypilot engine stop`; the next start runs the new one)"
+        )
     try:
         return decode(verb.request, {**body, **from_text(verb.request, texts)}, verb.name)
     except ValueError as exc:

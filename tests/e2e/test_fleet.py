@@ -190,7 +190,7 @@ async def test_a_refused_key_a_missing_polypilot_and_another_version_are_named_a
             assert host(fleet, "bare").state is HostState.UNREACHABLE
             assert f"polypilot is not installed there: `{INSTALL_COMMAND}`" in host(fleet, "bare").reason
             assert host(fleet, "old").state is HostState.OTHER_VERSION
-            assert "API v9, this dashboard v1" in host(fleet, "old").reason
+            assert f"API v9, this dashboard v{verbs.API_VERSION}" in host(fleet, "old").reason
             assert UPGRADE_COMMAND in host(fleet, "old").reason
     finally:
         pid = old / "engine.pid"
