@@ -262,12 +262,14 @@ class Connector:
         ctx = self._ctx
         config = ctx.catalog.get(agent)
         managed = ctx.sessions.get(workdir.name)  # the workdir is named after the session
-        if managed is not None and managed.session.cwd:
+        if managed is None:  # never an agent started without its session's sandbox
+            raise ValueError(f"its session {workdir.name} is gone")
+        if managed.session.cwd:
             config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
         tools = self._tool_source(workdir.name) if self._tool_source is not None else None
-        sandbox = self.sandbox_plan(managed.session) if managed is not None else None
-        if managed is not None:  # a tool's failure is read against the rules the agent runs under
-            managed.session.sandbox_rules = sandbox.rules if sandbox is not None else None
+        sandbox = self.sandbox_plan(managed.session)
+        # a tool's failure is read against the rules the agent runs under
+        managed.session.sandbox_rules = sandbox.rules if sandbox is not None else None
         return create_backend(config, sink, ctx.clock, ctx.settings, workdir, tools, sandbox)
 
     def sandbox_plan(self, session: Session) -> SandboxPlan | None:
