@@ -112,6 +112,10 @@ class GitNeeds:
     otherwise be the agent's to create)."""
     made_files: tuple[str, ...] = ()
     """Empty files to make before the start, for the same reasons (``config.worktree``)."""
+    refused: str = ""
+    """Why a sandbox does not start in this checkout ("" when it may): its ``.git`` is a link,
+    or it points at a folder that is not this checkout's git folder (a repository that could
+    name any folder of the user's there would get it made writable)."""
 
 
 def _read_line(path: Path) -> str:
@@ -146,6 +150,24 @@ def _hooks_path(folder: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
+_NOT_THIS_CHECKOUT = (
+    "a sandboxed session does not start in a checkout whose git folder is elsewhere through a "
+    "link or a pointer that does not point back (a repository could name any folder of yours "
+    "there and have it made writable); use a plain clone or `git worktree add`"
+)
+
+
+def _is_git_folder(path: Path) -> bool:
+    """``path`` holds a repository (HEAD, objects, refs), not just any folder of the user's."""
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
+
+
+def _points_back(own: Path, common_dir: Path, entry: Path) -> bool:
+    """A linked worktree's git folder is ``<common>/worktrees/<name>`` and its ``gitdir`` names
+    the ``.git`` that points at it (as ``git worktree add`` makes them)."""
+    return own.parent == common_dir / "worktrees" and _real(_read_line(own / "gitdir")) == _real(entry)
+
+
 def git_needs(folder: Path) -> GitNeeds:
     """What ``git add``, ``git commit`` and ``git status`` need to write for the checkout of
     ``folder`` (measured: docs/sandbox.md), and the files that must stay read-only.
@@ -159,6 +181,8 @@ def git_needs(folder: Path) -> GitNeeds:
     entry = _git_entry(folder)
     if entry is None:
         return GitNeeds()
+    if entry.is_symlink():
+        return GitNeeds(refused=f"{entry} is a link to {_real(entry)}: {_NOT_THIS_CHECKOUT}")
     writable: list[str] = []
     protected: list[str] = []
     made: list[str] = []
@@ -171,13 +195,15 @@ def git_needs(folder: Path) -> GitNeeds:
         protected.append(str(entry))  # bound onto itself: it cannot be rewritten, renamed or removed
     pointer = _read_line(own / "commondir")  # only a linked worktree's git folder has one
     common_dir = Path(_real(own / pointer)) if pointer else own
+    if not _is_git_folder(common_dir) or (pointer and not _points_back(own, common_dir, entry)):
+        return GitNeeds(refused=f"{entry} names {own}, which is not its git folder: {_NOT_THIS_CHECKOUT}")
     git_dir = own
     made_files = [str(own / "config.worktree")]  # an empty one: the agent cannot make one of its own
     if pointer:  # a linked worktree: its own folder, the objects, its branch's ref and reflog folders
         writable += [str(own), str(common_dir / "objects")]
         head = _read_line(own / "HEAD")
-        if head.startswith("ref: refs/"):
-            ref_folder = os.path.dirname(head.removeprefix("ref: ").strip())
+        ref_folder = os.path.dirname(head.removeprefix("ref: ").strip())
+        if head.startswith("ref: refs/") and ".." not in ref_folder.split("/"):  # git's own refs only
             for base in (common_dir, common_dir / "logs"):
                 place = base / ref_folder
                 if not place.is_dir():
@@ -197,7 +223,7 @@ def git_needs(folder: Path) -> GitNeeds:
     if hooks_path:
         top = entry.parent
         where = Path(_real(top / expand(hooks_path, os.environ)))
-        if not where.exists():
+        if not where.exists() and within(str(where), _real(top)):  # outside, the agent cannot make it
             made.append(str(where))
         protected.append(str(where))
     return GitNeeds(
@@ -559,6 +585,8 @@ class SandboxPlan:
     """Hidden folders that hold a writable one (the state folder and a worktree in it): hidden
     whole by the mounts, the writable one bound back (the rules name their other entries, as
     the policy reads them)."""
+    refused: str = ""
+    """Why this sandbox does not start ("" when it may): GitNeeds.refused."""
 
 
 def plan_for(
@@ -577,7 +605,7 @@ def plan_for(
     rules = _rules(sandbox, folder, agent, settings, environ, git)
     split = [root for root in hidden_roots(settings, env) if root not in rules.hidden and os.path.isdir(root)]
     made = (*agent_state_folders(agent, env), *git.made)
-    return SandboxPlan(sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split))
+    return SandboxPlan(sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split), refused=git.refused)
 
 
 def launch_argv(
@@ -592,6 +620,8 @@ def launch_argv(
     BackendError (never a start without the sandbox) when the sandbox cannot start."""
     if plan is None:
         return list(argv)
+    if plan.refused:
+        raise SandboxUnavailable(f"the session is sandboxed and its sandbox cannot start: {plan.refused}")
     bwrap = require(plan.sandbox, environ)
     if plan.rules.network is not None:
         # The seam of the network rule: agents/sandbox_net.py's open_gate(allow, folder) gives

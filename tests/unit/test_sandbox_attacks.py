@@ -1,0 +1,119 @@
+"""Attacks on the bubblewrap sandbox (agents/sandbox.py), as a malicious repository or a
+prompt-injected agent would try them: each case names the class it stands for, and is run
+against the real argv the launcher builds (real files, real git, real bwrap)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.agents.sandbox import SandboxUnavailable, launch_argv, plan_for, sandbox_problem
+from polypilot_tui.config import AgentConfig, Settings
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+from tests.support.git_repo import GitRepo
+
+ON = Sandbox(SandboxMode.WORKSPACE)
+bwrap_works = pytest.mark.skipif(sandbox_problem(ON) is not None, reason=f"no sandbox here: {sandbox_problem(ON)}")
+AGENT = AgentConfig(name="a", kind="acp", sandbox_writable=["${COPILOT_HOME:-~/.copilot}"])
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    (tmp_path / "state").mkdir()
+    return Settings(_env_file=None, state_dir=tmp_path / "state")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "home").mkdir()
+    return {**os.environ, "HOME": str(tmp_path / "home"), "XDG_RUNTIME_DIR": str(tmp_path / "no-runtime")}
+
+
+def _victim(tmp_path: Path, name: str) -> Path:
+    """A folder of the user's outside the repository (stands for ~/.config, ~/.local/bin…)."""
+    victim = tmp_path / "victims" / name
+    victim.mkdir(parents=True)
+    return victim
+
+
+def _linked_git(tmp_path: Path, victim: Path) -> Path:
+    repo = tmp_path / "linked"
+    repo.mkdir()
+    (repo / ".git").symlink_to(victim)
+    return repo
+
+
+def _gitdir_file(tmp_path: Path, victim: Path) -> Path:
+    repo = tmp_path / "gitdir-file"
+    repo.mkdir()
+    (repo / ".git").write_text(f"gitdir: {victim}\n")
+    return repo
+
+
+def _commondir_out(tmp_path: Path, victim: Path) -> Path:
+    repo = GitRepo(tmp_path / "commondir-out")
+    repo.commit()
+    (repo.root / ".git" / "commondir").write_text(os.path.relpath(victim, repo.root / ".git") + "\n")
+    return repo.root
+
+
+def _fake_worktree_of_another_repo(tmp_path: Path, victim: Path) -> Path:
+    """A ``.git`` file naming a worktree-shaped folder in the repository whose ``commondir``
+    is another repository of the user's, its ``gitdir`` pointing back as git's would."""
+    other = GitRepo(victim / "other")
+    other.commit()
+    repo = tmp_path / "fake-worktree"
+    own = repo / "meta" / "w"
+    own.mkdir(parents=True)
+    (repo / ".git").write_text(f"gitdir: {own}\n")
+    (own / "commondir").write_text(f"{other.root / '.git'}\n")
+    (own / "gitdir").write_text(f"{repo / '.git'}\n")
+    (own / "HEAD").write_text("ref: refs/heads/x\n")
+    return repo
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_linked_git, _gitdir_file, _commondir_out, _fake_worktree_of_another_repo],
+    ids=["dot-git-a-link", "gitdir-file-names-a-folder", "commondir-names-a-folder", "fake-worktree-of-another-repo"],
+)
+def test_a_repository_whose_git_pointers_name_a_folder_of_the_user_gets_no_sandbox(
+    tmp_path: Path, settings: Settings, env: dict[str, str], make: object
+) -> None:
+    """A malicious repository's ``.git`` (a link, a ``gitdir:`` file, a ``commondir``) names a
+    folder of the user's: the launcher made it writable as the repository's git folder."""
+    victim = _victim(tmp_path, "config")
+    folder = make(tmp_path, victim)  # type: ignore[operator]
+    plan = plan_for(ON, folder, AGENT, settings, env)
+    assert plan is not None
+    assert not plan.rules.may_write(str(victim / "autostart" / "evil.desktop")), plan.rules.writable
+    if sandbox_problem(ON, env) is None:
+        with pytest.raises(SandboxUnavailable, match="not start in a checkout"):
+            launch_argv(plan, ["true"], folder, env)
+
+
+@bwrap_works
+def test_a_worktree_head_rewritten_by_an_earlier_run_makes_no_folder_outside_writable(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """A sandboxed agent may write its worktree's git folder (HEAD among it): a ``ref:`` with
+    ``..`` written there would name the ref folder made writable at the session's next start.
+    A ``core.hooksPath`` outside the checkout is not made either."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit()
+    tree = tmp_path / "tree"
+    repo.git("worktree", "add", "-q", "-b", "polypilot/w1", str(tree))
+    victim = _victim(tmp_path, "bin")
+    own = repo.root / ".git" / "worktrees" / "tree"
+    (own / "HEAD").write_text("ref: refs/heads/" + os.path.relpath(victim / "x", repo.root / ".git" / "refs" / "heads"))
+    outside_hooks = tmp_path / "outside-hooks"
+    repo.git("config", "core.hooksPath", str(outside_hooks))
+    plan = plan_for(ON, tree, AGENT, settings, env)
+    assert plan is not None
+    argv = launch_argv(plan, ["sh", "-c", f"echo x > {victim}/planted; echo x > {victim}/../planted"], tree, env)
+    subprocess.run(argv, env=env, cwd=tree, capture_output=True, timeout=30, check=False)
+    assert list(victim.iterdir()) == [] and not (victim.parent / "planted").exists()
+    assert not outside_hooks.exists()
