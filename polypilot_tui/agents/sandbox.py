@@ -195,7 +195,8 @@ def git_needs(folder: Path) -> GitNeeds:
         protected.append(str(entry))  # bound onto itself: it cannot be rewritten, renamed or removed
     pointer = _read_line(own / "commondir")  # only a linked worktree's git folder has one
     common_dir = Path(_real(own / pointer)) if pointer else own
-    if not _is_git_folder(common_dir) or (pointer and not _points_back(own, common_dir, entry)):
+    pointed = entry.is_file() or bool(pointer)  # a .git folder of its own is the checkout's, whatever it holds
+    if pointed and (not _is_git_folder(common_dir) or (pointer and not _points_back(own, common_dir, entry))):
         return GitNeeds(refused=f"{entry} names {own}, which is not its git folder: {_NOT_THIS_CHECKOUT}")
     git_dir = own
     made_files = [str(own / "config.worktree")]  # an empty one: the agent cannot make one of its own

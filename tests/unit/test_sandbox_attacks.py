@@ -4,15 +4,22 @@ against the real argv the launcher builds (real files, real git, real bwrap)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from acp import RequestError
 
+from polypilot_tui.agents.acp.client import AcpClient
 from polypilot_tui.agents.sandbox import SandboxUnavailable, launch_argv, plan_for, sandbox_problem
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+from polypilot_tui.infra.beneath import LinkOnTheWay, open_beneath
 from tests.support.git_repo import GitRepo
 
 ON = Sandbox(SandboxMode.WORKSPACE)
@@ -117,3 +124,80 @@ def test_a_worktree_head_rewritten_by_an_earlier_run_makes_no_folder_outside_wri
     subprocess.run(argv, env=env, cwd=tree, capture_output=True, timeout=30, check=False)
     assert list(victim.iterdir()) == [] and not (victim.parent / "planted").exists()
     assert not outside_hooks.exists()
+
+
+SWAPPER = """
+import contextlib, os, sys
+folder, outside = sys.argv[1], sys.argv[2]
+real, link = folder + ".real", folder + ".link"
+os.symlink(outside, link)
+print("ready", flush=True)
+while True:
+    for old, new in ((folder, real), (link, folder), (folder, link), (real, folder)):
+        with contextlib.suppress(OSError):
+            os.rename(old, new)
+"""
+"""A sandboxed agent's loop, a process of its own: ``folder`` is now a folder, now a link."""
+
+
+async def test_the_acp_client_never_writes_through_a_link_swapped_in_after_its_check(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """fs/write_text_file is done by the engine, outside the sandbox: the agent swaps a folder
+    of the path for a link to a folder of the user's between the check and the write."""
+    work, outside = tmp_path / "work", _victim(tmp_path, "autostart")
+    (work / "dir").mkdir(parents=True)
+    plan = plan_for(ON, work, AGENT, settings, env)
+    assert plan is not None
+    client = AcpClient(work, cast(Any, None), plan.rules)
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(work / "dir"), str(outside)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+        for _ in range(3000):  # the race is won within a few hundred tries before the fix
+            with contextlib.suppress(RequestError, OSError):
+                await client.write_text_file("s", str(work / "dir" / "evil.desktop"), "[Desktop Entry]\n")
+            if list(outside.iterdir()):
+                break
+    finally:
+        swapper.kill()
+        swapper.wait(5)
+    assert list(outside.iterdir()) == []
+
+
+async def test_the_acp_client_reads_nothing_the_sandbox_hides_nor_a_fifo_or_link(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """A session working in ``~/.config`` (dotfiles) has ``~/.config/gh`` hidden by its
+    sandbox: fs/read_text_file, done by the engine, must not read it either. A FIFO the agent
+    made would hold the engine's thread for good; a link out is refused."""
+    config = Path(env["HOME"]) / ".config"
+    (config / "gh").mkdir(parents=True)
+    (config / "gh" / "hosts.yml").write_text("oauth_token: gho_secret\n")
+    (config / "app.toml").write_text("ok\n")
+    plan = plan_for(ON, config, AGENT, settings, env)
+    assert plan is not None
+    client = AcpClient(config, cast(Any, None), plan.rules)
+    assert (await client.read_text_file("s", str(config / "app.toml"))).content == "ok\n"
+    with pytest.raises(RequestError, match="hidden"):
+        await client.read_text_file("s", str(config / "gh" / "hosts.yml"))
+    os.mkfifo(config / "pipe")
+    try:
+        with pytest.raises(RequestError, match="not a regular file"):
+            await asyncio.wait_for(client.read_text_file("s", str(config / "pipe")), 5)
+    finally:  # before the fix the thread waits for a writer: give it one
+        with contextlib.suppress(OSError):
+            os.close(os.open(config / "pipe", os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_open_beneath_refuses_a_link_on_the_way_or_at_the_end(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", _victim(tmp_path, "home")
+    root.mkdir()
+    (root / "dir").symlink_to(outside)
+    (root / "file").symlink_to(outside / "bashrc")
+    for target in (root / "dir" / "x", root / "file"):
+        with pytest.raises(LinkOnTheWay):
+            open_beneath(root, target, os.O_WRONLY | os.O_CREAT, make_folders=True)
+    os.close(open_beneath(root, root / "new" / "x", os.O_WRONLY | os.O_CREAT, make_folders=True))
+    assert (root / "new" / "x").is_file() and list(outside.iterdir()) == []
