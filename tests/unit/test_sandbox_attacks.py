@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from polypilot_tui.agents.acp.client import AcpClient
 from polypilot_tui.agents.sandbox import SandboxUnavailable, launch_argv, plan_for, sandbox_problem
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+from polypilot_tui.domain.sandbox_policy import reason_to_ask
 from polypilot_tui.infra.beneath import LinkOnTheWay, open_beneath
 from tests.support.git_repo import GitRepo
 
@@ -201,3 +203,33 @@ def test_open_beneath_refuses_a_link_on_the_way_or_at_the_end(tmp_path: Path) ->
             open_beneath(root, target, os.O_WRONLY | os.O_CREAT, make_folders=True)
     os.close(open_beneath(root, root / "new" / "x", os.O_WRONLY | os.O_CREAT, make_folders=True))
     assert (root / "new" / "x").is_file() and list(outside.iterdir()) == []
+
+
+MISREAD = {
+    "cd; touch .copilot/home": ("bash", "home"),
+    "cd\ntouch .copilot/newline": ("bash", "newline"),
+    "cd .?/home/.copilot && touch glob": ("sh", "glob"),  # bash 5.2 skips .. in globs; sh does not
+    "touch {.,.}./home/.copilot/braces": ("bash", "braces"),
+    "cd -P && touch .copilot/option": ("bash", "option"),
+}
+"""Commands ``allow-in-sandbox`` read as inside the workspace that act outside it: in a
+folder the sandbox lets the agent write (its own state folder), so only the policy guards."""
+
+
+@bwrap_works
+def test_commands_the_policy_misread_as_inside_are_asked_and_do_act_outside(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    for command in [*MISREAD, "pushd; rm x", "popd; rm x", "cd -; rm x", "chmod -R 777 .*", "rm -rf .[.]/work"]:
+        data = {"kind": "execute", "rawInput": {"command": command}}
+        assert reason_to_ask(data, str(work), ON), command
+    for command in ("cd src && rm x", "ls *.py .github/*.yml", "git status\ngit diff", "rm -rf ./.[!.]*"):
+        assert reason_to_ask({"kind": "execute", "rawInput": {"command": command}}, str(work), ON) == "", command
+    script = "\n".join(f"(cd {work} && {shell} -c {shlex.quote(command)})" for command, (shell, _) in MISREAD.items())
+    argv = launch_argv(plan_for(ON, work, AGENT, settings, env), ["sh", "-c", script], work, env)
+    subprocess.run(argv, env=env, cwd=work, capture_output=True, timeout=30, check=False)
+    assert sorted(p.name for p in (Path(env["HOME"]) / ".copilot").iterdir()) == sorted(
+        name for _, name in MISREAD.values()
+    )
