@@ -242,6 +242,15 @@ def agent_state_folders(agent: AgentConfig, environ: Mapping[str, str] | None = 
     return tuple(_real(expand(path, env)) for path in agent.sandbox_writable if path.strip())
 
 
+def agent_read_only_folders(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The folders in the agent's state folders kept read-only (``sandbox_read_only``): the
+    state folders are shared with its runs outside any sandbox, so code the agent loads from
+    there (Copilot runs the newest CLI in its ``pkg`` folders) written in the sandbox would run
+    outside it."""
+    env = dict(os.environ if environ is None else environ) | agent.env
+    return tuple(_real(expand(path, env)) for path in agent.sandbox_read_only if path.strip())
+
+
 def polypilot_folders(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """polypilot's own folders: the state folder (registry, history, the engine socket: an agent
     that reached the socket could answer its own permission prompts) and the config folder."""
@@ -279,7 +288,7 @@ def _rules(
     hidden = [path for root in hidden_roots(settings, env) for path in hide_except(root, writable)]
     return SandboxRules(
         writable=tuple(dict.fromkeys(writable)),
-        protected=git.protected,
+        protected=(*git.protected, *agent_read_only_folders(agent, env)),
         hidden=tuple(dict.fromkeys(hidden)),
         network=sandbox.network,
     )
@@ -605,7 +614,7 @@ def plan_for(
     home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
     rules = _rules(sandbox, folder, agent, settings, environ, git)
     split = [root for root in hidden_roots(settings, env) if root not in rules.hidden and os.path.isdir(root)]
-    made = (*agent_state_folders(agent, env), *git.made)
+    made = (*agent_state_folders(agent, env), *agent_read_only_folders(agent, env), *git.made)
     return SandboxPlan(sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split), refused=git.refused)
 
 

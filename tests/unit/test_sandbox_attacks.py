@@ -17,6 +17,7 @@ import pytest
 from acp import RequestError
 
 from polypilot_tui.agents.acp.client import AcpClient
+from polypilot_tui.agents.catalog import builtin_tables
 from polypilot_tui.agents.sandbox import SandboxUnavailable, launch_argv, plan_for, sandbox_problem
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
@@ -233,3 +234,23 @@ def test_commands_the_policy_misread_as_inside_are_asked_and_do_act_outside(
     assert sorted(p.name for p in (Path(env["HOME"]) / ".copilot").iterdir()) == sorted(
         name for _, name in MISREAD.values()
     )
+
+
+@bwrap_works
+def test_copilot_in_its_sandbox_cannot_plant_the_cli_its_next_run_outside_would_load(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """Copilot's state folders are shared with its runs outside any sandbox, and the CLI runs
+    the newest ``pkg/<version>/app.js`` it finds in them (its auto-update): one written there
+    by a sandboxed Copilot would run outside the sandbox at the next start."""
+    copilot = AgentConfig.model_validate({"name": "copilot", **builtin_tables()["copilot"]})
+    env = {k: v for k, v in env.items() if k not in ("COPILOT_HOME", "XDG_CACHE_HOME")}
+    work, home = tmp_path / "work", Path(env["HOME"])
+    work.mkdir()
+    planted = [home / ".copilot" / "pkg" / "99.0.0", home / ".cache" / "copilot" / "pkg" / "99.0.0"]
+    script = "; ".join(f"mkdir -p {p} && echo 'evil()' > {p}/app.js" for p in planted)
+    script += f"; mkdir -p {home}/.copilot/session-state && echo ok > {home}/.copilot/session-state/s"
+    argv = launch_argv(plan_for(ON, work, copilot, settings, env), ["sh", "-c", script], work, env)
+    subprocess.run(argv, env=env, cwd=work, capture_output=True, timeout=30, check=False)
+    assert (home / ".copilot" / "session-state" / "s").read_text() == "ok\n"  # its own state: writable
+    assert [p for p in planted if p.exists()] == []
