@@ -67,6 +67,10 @@ SECRETS = (
 )
 """Hidden from every sandboxed agent: credentials that reach other machines, and the shell
 histories that hold them typed on a command line."""
+NPM_CACHE = "/tmp/npm-cache"
+"""npm's cache in the sandbox: in its private /tmp, gone with it. The user's ``~/.npm`` holds
+``_npx/``, packages ``npx`` runs again without a check: one written by a sandboxed agent would
+run outside the sandbox at the user's next ``npx``; so it stays read-only."""
 SYSTEM_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman", "/run/containerd")
 """Hidden too: a container daemon's socket is root on the machine."""
 
@@ -425,6 +429,9 @@ def sandboxed(
         "/tmp",
         *binds,
         *remounts,
+        "--setenv",
+        "npm_config_cache",
+        NPM_CACHE,
         "--chdir",
         _real(cwd),
         "--",

@@ -254,3 +254,24 @@ def test_copilot_in_its_sandbox_cannot_plant_the_cli_its_next_run_outside_would_
     subprocess.run(argv, env=env, cwd=work, capture_output=True, timeout=30, check=False)
     assert (home / ".copilot" / "session-state" / "s").read_text() == "ok\n"  # its own state: writable
     assert [p for p in planted if p.exists()] == []
+
+
+@bwrap_works
+def test_no_agent_can_plant_a_package_the_users_next_npx_runs(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """``npx foo`` runs ``~/.npm/_npx/<hash>/node_modules/foo`` again without a check: one
+    written by a sandboxed agent would run outside the sandbox. Each agent's sandbox has npm's
+    cache in its private /tmp, and ``~/.npm`` read-only."""
+    work, npx = tmp_path / "work", Path(env["HOME"]) / ".npm" / "_npx"
+    work.mkdir()
+    npx.mkdir(parents=True)
+    script = (
+        f"mkdir -p {npx}/abc/node_modules && echo 'evil()' > {npx}/abc/node_modules/x.js; echo cache=$npm_config_cache"
+    )
+    for name, table in builtin_tables().items():
+        agent = AgentConfig.model_validate({"name": name, **table})
+        argv = launch_argv(plan_for(ON, work, agent, settings, env), ["sh", "-c", script], work, env)
+        done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=30, check=False)
+        assert list(npx.iterdir()) == [], name
+        assert done.stdout.strip().endswith("cache=/tmp/npm-cache"), (name, done.stdout, done.stderr)
