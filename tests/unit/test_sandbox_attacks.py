@@ -275,3 +275,33 @@ def test_no_agent_can_plant_a_package_the_users_next_npx_runs(
         done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=30, check=False)
         assert list(npx.iterdir()) == [], name
         assert done.stdout.strip().endswith("cache=/tmp/npm-cache"), (name, done.stdout, done.stderr)
+
+
+@bwrap_works
+def test_a_sandboxed_copilot_cli_gets_no_more_of_the_environment_than_an_acp_agent(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """The Copilot CLI got the engine's whole environment but a few tokens: cloud keys, the
+    ssh agent's and the D-Bus session's addresses were the sandboxed agent's to use."""
+    from polypilot_tui.agents.copilot.server import cli_environment, spec_of
+
+    cli = tmp_path / "copilot"
+    cli.write_text("#!/bin/sh\nenv\n")
+    cli.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    copilot = AgentConfig.model_validate({"name": "copilot", **builtin_tables()["copilot"]})
+    secrets = {
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+        "DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/dbus-x",
+        "DATABASE_URL": "postgres://u:pw@db/x",
+    }
+    outer = {**env, **secrets, "GH_TOKEN": "gho_signin", "COPILOT_MODEL": "m"}
+    cli_env, _ = cli_environment(copilot, outer)
+    spec = spec_of(copilot, str(cli), cli_env, logged_in=True, sandbox=plan_for(ON, work, copilot, settings, outer))
+    done = subprocess.run(spec.argv, env=dict(spec.env), capture_output=True, text=True, timeout=30, check=False)
+    seen = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert seen.get("GH_TOKEN") == "gho_signin" and seen.get("COPILOT_MODEL") == "m", done.stderr
+    assert seen.get("HOME") == env["HOME"] and "PATH" in seen
+    assert [name for name in secrets if name in seen or name in dict(spec.env)] == []
