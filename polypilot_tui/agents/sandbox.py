@@ -62,11 +62,29 @@ SECRETS = (
     "~/.vault-token",
     "~/.s3cfg",
     "~/.config/rclone",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.config/containers/auth.json",
+    "~/.Xauthority",
+    "~/.ICEauthority",
     "~/.bash_history",
     "~/.zsh_history",
+    "~/.local/share/fish/fish_history",
+    "~/.python_history",
+    "~/.node_repl_history",
+    "~/.psql_history",
+    "~/.mysql_history",
+    "~/.codex/auth.json",
+    "~/.claude/.credentials.json",
+    "~/.local/share/opencode/auth.json",
+    "~/.gemini/oauth_creds.json",
+    "~/.qwen/oauth_creds.json",
 )
-"""Hidden from every sandboxed agent: credentials that reach other machines, and the shell
-histories that hold them typed on a command line."""
+"""Hidden from every sandboxed agent: credentials that reach other machines (the X server's
+cookie among them: with the network shared, its abstract socket is reachable, and a client
+may type into the user's terminal), the histories that hold them typed on a command line, and
+the other agents' sign-ins (an agent's own, in its state folder, stays: see
+:func:`hidden_roots`)."""
 NPM_CACHE = "/tmp/npm-cache"
 """npm's cache in the sandbox: in its private /tmp, gone with it. The user's ``~/.npm`` holds
 ``_npx/``, packages ``npx`` runs again without a check: one written by a sandboxed agent would
@@ -289,7 +307,7 @@ def _rules(
 ) -> SandboxRules:
     env = dict(os.environ if environ is None else environ)
     writable = [_real(folder), *git.writable, *agent_state_folders(agent, env)]
-    hidden = [path for root in hidden_roots(settings, env) for path in hide_except(root, writable)]
+    hidden = [path for root in hidden_roots(settings, env, agent) for path in hide_except(root, writable)]
     return SandboxRules(
         writable=tuple(dict.fromkeys(writable)),
         protected=(*git.protected, *agent_read_only_folders(agent, env)),
@@ -298,10 +316,13 @@ def _rules(
     )
 
 
-def hidden_roots(settings: Settings, environ: Mapping[str, str]) -> list[str]:
-    """Every path hidden from a sandboxed agent, before the writable ones are taken out."""
+def hidden_roots(settings: Settings, environ: Mapping[str, str], agent: AgentConfig | None = None) -> list[str]:
+    """Every path hidden from a sandboxed agent, before the writable ones are taken out: but
+    the secrets in ``agent``'s own state folders (its own sign-in)."""
     home = environ.get("HOME") or str(Path.home())
+    own = agent_state_folders(agent, environ) if agent is not None else ()
     secrets = [_real(expand(path, {**environ, "HOME": home})) for path in SECRETS]
+    secrets = [path for path in secrets if not any(within(path, folder) for folder in own)]
     return [*secrets, *polypilot_folders(settings, environ), *runtime_folder(environ), *SYSTEM_SOCKETS]
 
 
@@ -620,7 +641,7 @@ def plan_for(
     env = os.environ if environ is None else environ
     home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
     rules = _rules(sandbox, folder, agent, settings, environ, git)
-    split = [root for root in hidden_roots(settings, env) if root not in rules.hidden and os.path.isdir(root)]
+    split = [root for root in hidden_roots(settings, env, agent) if root not in rules.hidden and os.path.isdir(root)]
     made = (*agent_state_folders(agent, env), *agent_read_only_folders(agent, env), *git.made)
     return SandboxPlan(sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split), refused=git.refused)
 

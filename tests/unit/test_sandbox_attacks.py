@@ -305,3 +305,33 @@ def test_a_sandboxed_copilot_cli_gets_no_more_of_the_environment_than_an_acp_age
     assert seen.get("GH_TOKEN") == "gho_signin" and seen.get("COPILOT_MODEL") == "m", done.stderr
     assert seen.get("HOME") == env["HOME"] and "PATH" in seen
     assert [name for name in secrets if name in seen or name in dict(spec.env)] == []
+
+
+@bwrap_works
+def test_other_agents_sign_ins_and_the_x_cookie_are_hidden_an_agents_own_is_not(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """With the network shared the X server's abstract socket is reachable: its cookie would
+    let a sandboxed agent type into the user's terminal. Another agent's sign-in is a key to
+    the user's account; the agent's own (in its state folder) is how it works."""
+    home, work = Path(env["HOME"]), tmp_path / "work"
+    work.mkdir()
+    files = {
+        home / ".Xauthority": "cookie",
+        home / ".codex" / "auth.json": "codex-key",
+        home / ".claude" / ".credentials.json": "claude-key",
+        home / ".python_history": "secret typed",
+    }
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    tables = builtin_tables()
+    script = "cat " + " ".join(str(p) for p in files) + " 2>/dev/null"
+    for name, own in (("opencode", ""), ("codex", "codex-key")):
+        agent = AgentConfig.model_validate({"name": name, **tables[name]})
+        argv = launch_argv(plan_for(ON, work, agent, settings, env), ["sh", "-c", script], work, env)
+        done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=30, check=False)
+        assert done.stdout == own, (name, done.stdout, done.stderr)
+    (home / ".codex" / "auth.json").unlink()  # not signed in yet: its sandbox starts all the same
+    codex = AgentConfig.model_validate({"name": "codex", **tables["codex"]})
+    launch_argv(plan_for(ON, work, codex, settings, env), ["true"], work, env)
