@@ -40,6 +40,10 @@ ACP_INPUT_KEYS = (*_PATH_KEYS, "command", "cwd", "url")
 whole content): what the policy places."""
 _MOVES = frozenset({"cd", "pushd", "popd"})
 """Programs that change the shell's folder: the words after them are placed from there."""
+_PREFIXES = frozenset({"builtin", "command", "eval", "exec", "time", "nohup", "nice"})
+"""Words that run the word after them as the program."""
+_FROM_DATA = frozenset({"xargs", "parallel"})
+"""Programs that take their arguments from data (a file, stdin) the policy cannot read."""
 _SEPARATORS = frozenset(";&|()\n")
 _BRACES = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 """A brace expansion (``{a,b}``, ``{1..3}``): what it makes cannot be placed by reading it."""
@@ -201,11 +205,15 @@ def _command_outside(command: str, base: str, workspace: str, depth: int = 0) ->
             moving = ""
         if program and word in _MOVES:
             moving = word
+        if program and word in _FROM_DATA:
+            return f"its {word} takes its arguments from data it does not name"
         if program and _ASSIGNMENT.match(word):  # FOO=bar before the program
             if why := _word_outside(word.split("=", 1)[1], base, workspace):
                 return why
             continue
-        if program and "$" not in word and "`" not in word and not any(c.isspace() for c in word):
+        if program and word in _PREFIXES:  # `builtin cd`: the program is the next word
+            continue
+        if program and _PLAIN.fullmatch(word):  # a name or a path, not `/etc/x,w` after a `(`
             program = False
             continue
         program = False

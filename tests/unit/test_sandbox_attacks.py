@@ -212,6 +212,8 @@ MISREAD = {
     "cd .?/home/.copilot && touch glob": ("sh", "glob"),  # bash 5.2 skips .. in globs; sh does not
     "touch {.,.}./home/.copilot/braces": ("bash", "braces"),
     "cd -P && touch .copilot/option": ("bash", "option"),
+    "builtin cd; touch .copilot/builtin": ("bash", "builtin"),
+    "echo .copilot/xargs | (cd; xargs touch)": ("bash", "xargs"),
 }
 """Commands ``allow-in-sandbox`` read as inside the workspace that act outside it: in a
 folder the sandbox lets the agent write (its own state folder), so only the policy guards."""
@@ -223,7 +225,17 @@ def test_commands_the_policy_misread_as_inside_are_asked_and_do_act_outside(
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    for command in [*MISREAD, "pushd; rm x", "popd; rm x", "cd -; rm x", "chmod -R 777 .*", "rm -rf .[.]/work"]:
+    for command in [
+        *MISREAD,
+        "pushd; rm x",
+        "popd; rm x",
+        "cd -; rm x",
+        "chmod -R 777 .*",
+        "rm -rf .[.]/work",
+        "python3 - <<EOF\nopen('/home/u/.copilot/x','w')\nEOF",
+        "xargs -a list rm",
+        "time cd; rm x",
+    ]:
         data = {"kind": "execute", "rawInput": {"command": command}}
         assert reason_to_ask(data, str(work), ON), command
     for command in ("cd src && rm x", "ls *.py .github/*.yml", "git status\ngit diff", "rm -rf ./.[!.]*"):
