@@ -103,6 +103,9 @@ _JOINER = (
 )
 """Run before bwrap, outside the sandbox: join a cgroup (its ``cgroup.procs``), exec bwrap;
 everything the sandbox starts is born in that cgroup."""
+TMP_SIZE = 2 * 1024**3
+"""Bytes the sandbox's private /tmp and /dev/shm may hold each (where bwrap can bound them:
+``--size``, bubblewrap 0.8 or later): they live in memory, and one unbounded takes half of it."""
 CGROUP_PREFIX = "polypilot-sandbox-"
 CGROUP_SWEEP_AGE = 60.0
 """Seconds before an empty sandbox cgroup is removed: one made a moment ago (by another
@@ -422,6 +425,7 @@ def sandboxed(
     network_args: Sequence[str] = (),
     readable: Sequence[str] = (),
     masked: Sequence[str] = (),
+    tmp_size: int | None = None,
 ) -> list[str]:
     """``argv`` run in bubblewrap with ``rules``: new namespaces (user, pid, ipc, uts, cgroup,
     and the network when the rules have a network rule: ``network_args`` then bring its
@@ -431,6 +435,7 @@ def sandboxed(
     /dev of its own, and ``process_limit`` processes at most."""
     binds, remounts = _mounts(rules, readable, masked)
     network = ["--share-net"] if rules.network is None else list(network_args)
+    size = [] if tmp_size is None else ["--size", str(tmp_size)]
     return [
         bwrap,
         "--unshare-all",
@@ -444,8 +449,12 @@ def sandboxed(
         "/",
         "--dev",
         "/dev",
+        *size,
+        "--tmpfs",
+        "/dev/shm",
         "--proc",
         "/proc",
+        *size,
         "--tmpfs",
         "/tmp",
         *binds,
@@ -551,6 +560,16 @@ def userns_problem() -> str | None:
             "profile that allows userns"
         )
     return None
+
+
+@cache
+def bounds_tmpfs(bwrap: str) -> bool:
+    """This bwrap can bound a tmpfs's size (``--size``: bubblewrap 0.8 or later)."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in done.stdout
 
 
 @cache
@@ -676,7 +695,14 @@ def launch_argv(
     programs = [os.path.dirname(_real(path)) for path in (argv[0], sys.executable) if os.sep in path]
     readable = (*plan.readable, *(folder for folder in programs if within(folder, "/tmp")))
     command = sandboxed(
-        argv, plan.rules, cwd, bwrap=bwrap, readable=readable, masked=plan.masked, process_limit=process_limit
+        argv,
+        plan.rules,
+        cwd,
+        bwrap=bwrap,
+        readable=readable,
+        masked=plan.masked,
+        process_limit=process_limit,
+        tmp_size=TMP_SIZE if bounds_tmpfs(bwrap) else None,
     )
     # RLIMIT_NPROC does nothing for root: a pids cgroup does, where root may make one.
     procs = pids_cgroup(process_limit)

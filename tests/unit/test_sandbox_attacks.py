@@ -347,3 +347,19 @@ def test_other_agents_sign_ins_and_the_x_cookie_are_hidden_an_agents_own_is_not(
     (home / ".codex" / "auth.json").unlink()  # not signed in yet: its sandbox starts all the same
     codex = AgentConfig.model_validate({"name": "codex", **tables["codex"]})
     launch_argv(plan_for(ON, work, codex, settings, env), ["true"], work, env)
+
+
+@bwrap_works
+def test_the_private_tmp_and_shm_are_bounded_where_bwrap_can(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """/tmp and /dev/shm live in memory: unbounded, one sandbox may take half of it each."""
+    help_text = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10, check=False).stdout
+    if "--size" not in help_text:
+        pytest.skip("this bubblewrap cannot bound a tmpfs (older than 0.8): documented")
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = launch_argv(plan_for(ON, work, AGENT, settings, env), ["df", "-B1", "/tmp", "/dev/shm"], work, env)
+    done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=30, check=False)
+    sizes = [int(line.split()[1]) for line in done.stdout.splitlines()[1:]]
+    assert sizes == [2 * 1024**3] * 2, (done.stdout, done.stderr)  # agents/sandbox.py's TMP_SIZE
