@@ -230,15 +230,26 @@ def add_sandbox_option(parser: argparse._ActionsContainer) -> None:
         default=None,
         help="run the agent in a sandbox: it writes only its folder or worktree (default: the agent's setting)",
     )
+    parser.add_argument(
+        "--network",
+        default=None,
+        metavar="HOST:PORT,…",
+        help="a sandbox whose agent reaches only these endpoints and its model's ('' for the model's alone)",
+    )
 
 
 def sandbox_choice(args: argparse.Namespace) -> Sandbox | None:
-    """The sandbox ``--sandbox`` asks for, None when it is not given (the agent's own)."""
-    if args.sandbox is None:
+    """The sandbox ``--sandbox`` and ``--network`` ask for, None when neither is given (the
+    agent's own). ``--network`` alone means the workspace sandbox, which keeps the rule; with
+    ``--sandbox off`` it is refused when the session is made, never run as no rule."""
+    if args.sandbox is None and args.network is None:
         return None
     from polypilot_tui.domain.sandbox import Sandbox, SandboxMode  # only then: a plain run loads less
 
-    return Sandbox(SandboxMode(args.sandbox))
+    mode = SandboxMode(args.sandbox) if args.sandbox is not None else SandboxMode.WORKSPACE
+    if args.network is None:
+        return Sandbox(mode)
+    return Sandbox(mode, tuple(entry.strip() for entry in args.network.split(",") if entry.strip()))
 
 
 def check_timeout(args: argparse.Namespace) -> float:

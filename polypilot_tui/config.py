@@ -386,6 +386,9 @@ class AgentConfig(BaseModel):
     sandbox: Literal["off", "workspace"] = "off"
     """The sandbox its sessions get unless one is chosen: off, or workspace (docs/sandbox.md;
     domain/sandbox.py's SandboxMode, named here in words: a headless run loads no more)."""
+    network: list[str] | None = None
+    """The network rule of its sandboxed sessions: only these ``host:port`` endpoints and its
+    model's are reachable ([] for its model's alone); None: the machine's network."""
     sandbox_writable: list[str] = Field(default_factory=list)
     """Its own state folders, writable in its sandbox (``~`` and ``${VAR:-default}`` expanded
     in its environment): its sessions, logs and caches."""

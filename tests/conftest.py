@@ -42,6 +42,16 @@ from tests.support.logged_errors import WATCHED_LOGGERS, LoggedErrors, collectin
 pytest_plugins = ["tests.chaos.matrix"]
 
 _CALL_PASSED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its tests e2e
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long tests (real agents, ``slow``) first, the rest in collection order: xdist hands
+    tests out in this order, so a long one collected last would run while the other worker
+    has nothing left to do."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None)
+
+
 #: How many unexpected errors a failure shows in full (the rest are counted).
 _SHOWN = 5
 

@@ -16,6 +16,7 @@ from typing import Any
 from polypilot_tui.agents.locate import argv_of, expand, find_command, missing_command, not_runnable
 from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, SignInEvidence
 from polypilot_tui.domain.agents import AgentOffer, Availability
+from polypilot_tui.domain.sandbox import SandboxMode
 from polypilot_tui.domain.urls import url_problem
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,13 @@ def readiness(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> A
     usual install folders and the npm cache), the provider key variable it names set, and
     some sign of a sign-in when it lists any."""
     env = dict(os.environ if environ is None else environ) | agent.env
-    base: dict[str, Any] = {"name": agent.name, "kind": agent.kind, "title": agent.title}
+    # The sandbox its sessions get unless the user picks another: the new-session dialog shows it.
+    base: dict[str, Any] = {
+        "name": agent.name,
+        "kind": agent.kind,
+        "title": agent.title,
+        "sandbox": SandboxMode(agent.sandbox),
+    }
     if agent.kind == "demo":
         return AgentOffer(**base, availability=Availability.READY, where="built in")
     found = find_command(agent, env)

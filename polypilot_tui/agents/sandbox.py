@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -311,11 +311,17 @@ def _rules(
     env = dict(os.environ if environ is None else environ)
     writable = [_real(folder), *git.writable, *agent_state_folders(agent, env)]
     hidden = [path for root in hidden_roots(settings, env, agent) for path in hide_except(root, writable)]
+    model: tuple[str, ...] = ()
+    if sandbox.network is not None:  # imported only then: `polypilot run` starts its agent before the rest loads
+        from polypilot_tui.agents.sandbox_net import model_endpoints
+
+        model = model_endpoints(agent, env)
     return SandboxRules(
         writable=tuple(dict.fromkeys(writable)),
         protected=(*git.protected, *agent_read_only_folders(agent, env)),
         hidden=tuple(dict.fromkeys(hidden)),
-        network=sandbox.network,
+        network=None if sandbox.network is None else tuple(dict.fromkeys((*sandbox.network, *model))),
+        model_endpoints=model,
     )
 
 
@@ -434,12 +440,11 @@ def sandboxed(
     the user's terminal), the rest of the file system read-only, a private /tmp, /proc and
     /dev of its own, and ``process_limit`` processes at most."""
     binds, remounts = _mounts(rules, readable, masked)
-    network = ["--share-net"] if rules.network is None else list(network_args)
     size = [] if tmp_size is None else ["--size", str(tmp_size)]
     return [
         bwrap,
         "--unshare-all",
-        *network,
+        *(["--share-net"] if rules.network is None else []),
         "--die-with-parent",
         "--new-session",
         "--cap-drop",
@@ -459,6 +464,7 @@ def sandboxed(
         "/tmp",
         *binds,
         *remounts,
+        *network_args,  # after /tmp and the binds into it: the gate's socket is put in /tmp
         "--setenv",
         "npm_config_cache",
         NPM_CACHE,
@@ -596,6 +602,13 @@ def find_bwrap(environ: Mapping[str, str] | None = None) -> str | None:
 
 def sandbox_problem(sandbox: Sandbox, environ: Mapping[str, str] | None = None) -> str | None:
     """Why ``sandbox`` cannot start on this machine (and how to fix it), or None."""
+    if sandbox.network is not None:  # the network rule (agents/sandbox_net.py) is kept by the sandbox
+        if not sandbox.on:
+            return "a network rule is kept by the sandbox: choose the workspace sandbox, or no network rule"
+        from polypilot_tui.agents.sandbox_net import rule_problem
+
+        if problem := rule_problem(sandbox.network):
+            return problem
     if not sandbox.on:
         return None
     if sys.platform != "linux":
@@ -642,6 +655,9 @@ class SandboxPlan:
     """Hidden folders that hold a writable one (the state folder and a worktree in it): hidden
     whole by the mounts, the writable one bound back (the rules name their other entries, as
     the policy reads them)."""
+    gates: str = ""
+    """Where a network rule's gate makes its socket (in polypilot's state folder; the
+    sandbox sees only its own, bound in)."""
     refused: str = ""
     """Why this sandbox does not start ("" when it may): GitNeeds.refused."""
 
@@ -662,7 +678,10 @@ def plan_for(
     rules = _rules(sandbox, folder, agent, settings, environ, git)
     split = [root for root in hidden_roots(settings, env, agent) if root not in rules.hidden and os.path.isdir(root)]
     made = (*agent_state_folders(agent, env), *agent_read_only_folders(agent, env), *git.made)
-    return SandboxPlan(sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split), refused=git.refused)
+    gates = str(Path(_real(settings.state_dir)) / "net")
+    return SandboxPlan(
+        sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split), gates=gates, refused=git.refused
+    )
 
 
 def launch_argv(
@@ -680,28 +699,33 @@ def launch_argv(
     if plan.refused:
         raise SandboxUnavailable(f"the session is sandboxed and its sandbox cannot start: {plan.refused}")
     bwrap = require(plan.sandbox, environ)
-    if plan.rules.network is not None:
-        # The seam of the network rule: agents/sandbox_net.py's open_gate(allow, folder) gives
-        # bwrap_args() (to `sandboxed`'s network_args), wrap(argv) (the in-sandbox forwarder
-        # before the agent), env() (into the agent's environment) and close() (with the agent's
-        # process: the ACP link's exit stack, the Copilot server's stop). Until it is merged, a
-        # network rule is refused, never ignored.
-        raise SandboxUnavailable(
-            "the session's sandbox has a network rule, and network rules are not built here yet: "
-            "make the session without one"
-        )
     prepare(plan.rules, plan.made, plan.made_files)
     # The programs themselves, where the private /tmp would hide them (an agent unpacked there).
     programs = [os.path.dirname(_real(path)) for path in (argv[0], sys.executable) if os.sep in path]
     readable = (*plan.readable, *(folder for folder in programs if within(folder, "/tmp")))
+    rules, network_args = plan.rules, []
+    if rules.network is not None:
+        # The network rule (agents/sandbox_net.py): a gate in the engine's loop, which closes
+        # itself when the sandbox ends; its forwarder starts the agent inside and sets the
+        # agent's proxy variables. Its folder is hidden like the rest of polypilot's: the
+        # sandbox sees only its own socket, bound in.
+        from polypilot_tui.agents.sandbox_net import open_gate
+
+        try:
+            gate = open_gate(rules.network, Path(plan.gates))
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise SandboxUnavailable(f"the session's network rule cannot be kept: {exc}") from None
+        argv, network_args = gate.wrap(list(argv)), gate.bwrap_args()
+        rules = replace(rules, hidden=(*rules.hidden, plan.gates))
     command = sandboxed(
         argv,
-        plan.rules,
+        rules,
         cwd,
         bwrap=bwrap,
         readable=readable,
         masked=plan.masked,
         process_limit=process_limit,
+        network_args=network_args,
         tmp_size=TMP_SIZE if bounds_tmpfs(bwrap) else None,
     )
     # RLIMIT_NPROC does nothing for root: a pids cgroup does, where root may make one.

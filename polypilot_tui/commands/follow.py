@@ -29,7 +29,7 @@ from polypilot_tui.commands.live import (
     until_signal,
 )
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output, say
-from polypilot_tui.commands.run import EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, exit_code
+from polypilot_tui.commands.run import EXIT_CANCELLED, EXIT_NOT_COMPLETED, EXIT_OK, exit_code, refusal_line
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import TOOL_STATUS_WORDS, ChatItem, ItemKind, TurnRecord
 from polypilot_tui.domain.events import EventType
@@ -37,7 +37,6 @@ from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.prompt_queue import prompt_key
 from polypilot_tui.domain.records import ItemAdded, ItemReplaced, TurnEnded
 from polypilot_tui.domain.safe_json import dump_json
-from polypilot_tui.domain.sandbox_refusal import REFUSED
 from polypilot_tui.domain.text import one_line, strip_control
 from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.domain.view import SessionView
@@ -98,9 +97,8 @@ class Render:
                 self.reply_row(item)
             else:
                 self.out.line(item.text)
-        elif live and replaced and item.kind is ItemKind.TOOL and item.tool_status == REFUSED:
-            # Its completion printed "[tool ok]" (a shell that ran and exited 1): say what it was.
-            self.out.line(f"[tool {strip_control(item.tool_name)}] {TOOL_STATUS_WORDS[REFUSED]}")
+        elif live and replaced and (refused := refusal_line(item)) is not None:
+            self.out.line(refused)
         elif replaced or item.kind is ItemKind.REASONING or (live and item.kind is ItemKind.TOOL):
             return
         elif item.kind is ItemKind.USER:

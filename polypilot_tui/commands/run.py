@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 from polypilot_tui.agents.head_start import head_start
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.output import say
-from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, PermissionPolicy, Settings
+from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, AgentConfig, PermissionPolicy, Settings
 
 if TYPE_CHECKING:
     from polypilot_tui.commands.output import Output
-    from polypilot_tui.domain.chat import TurnRecord
+    from polypilot_tui.domain.chat import ChatItem, TurnRecord
     from polypilot_tui.domain.failures import Failure
     from polypilot_tui.domain.records import Record
     from polypilot_tui.domain.sandbox import Sandbox
@@ -70,8 +70,11 @@ async def run_headless(
     # The agent boots (and the Copilot SDK connects to it) while the rest of the run loads:
     # only what the checks above need is imported before this line (a test holds the list).
     config = catalog.agents[agent]
-    sandboxed = sandbox.on if sandbox is not None else config.sandbox != "off"
-    if sandboxed and (unsandboxable := _sandbox_problem()):  # said now, as a missing agent is
+    if sandbox is not None:  # a network rule counts: refused below without the sandbox, never run as none
+        sandboxed = sandbox.on or sandbox.network is not None
+    else:
+        sandboxed = config.sandbox != "off" or config.network is not None
+    if sandboxed and (unsandboxable := _sandbox_problem(sandbox, config)):  # said now, as a missing agent is
         say(f"polypilot run: agent {agent!r} cannot start sandboxed: {unsandboxable}", err=True)
         return EXIT_USAGE
     # A sandboxed agent starts in its sandbox, in the session: no head start outside it.
@@ -82,12 +85,27 @@ async def run_headless(
         await release_head_start()  # the session holds the agent by now, or no one needs it
 
 
-def _sandbox_problem() -> str | None:
-    """Why no sandbox can start here (imported only for a sandboxed run)."""
+def refusal_line(item: ChatItem) -> str | None:
+    """What a live tool row replaced as refused by the sandbox adds to ``run``'s and
+    ``follow``'s output (its completion, read before the row, printed "[tool ok]": a shell
+    that ran and exited 1); None for any other row."""
+    from polypilot_tui.domain.chat import TOOL_STATUS_WORDS, ItemKind
+    from polypilot_tui.domain.sandbox_refusal import REFUSED
+    from polypilot_tui.domain.text import strip_control
+
+    if item.kind is ItemKind.TOOL and item.tool_status == REFUSED:
+        return f"[tool {strip_control(item.tool_name)}] {TOOL_STATUS_WORDS[REFUSED]}"
+    return None
+
+
+def _sandbox_problem(asked: Sandbox | None, config: AgentConfig) -> str | None:
+    """Why the run's sandbox (``asked``, else the agent's) cannot start here (imported only
+    for a sandboxed run)."""
     from polypilot_tui.agents.sandbox import sandbox_problem
     from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 
-    return sandbox_problem(Sandbox(SandboxMode.WORKSPACE))
+    network = tuple(config.network) if config.network is not None else None
+    return sandbox_problem(asked if asked is not None else Sandbox(SandboxMode(config.sandbox), network))
 
 
 async def _no_head_start() -> None:
@@ -101,7 +119,7 @@ async def _run(
     from polypilot_tui.commands.interrupts import on_interrupt
     from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
     from polypilot_tui.domain.events import EventType
-    from polypilot_tui.domain.records import EventReceived, TurnEnded, ViewChanged
+    from polypilot_tui.domain.records import EventReceived, ItemReplaced, TurnEnded, ViewChanged
     from polypilot_tui.domain.safe_json import dump_json
     from polypilot_tui.domain.text import strip_control
     from polypilot_tui.domain.turn import Outcome
@@ -171,7 +189,13 @@ async def _run(
             ended.append(change.record)
             done.set()
 
+    def refused(change: Record) -> None:
+        assert isinstance(change, ItemReplaced)
+        if change.session_id == sid and not json_mode and (line := refusal_line(change.item)) is not None:
+            out.line(line)
+
     engine.subscribe(show, EventReceived)
+    engine.subscribe(refused, ItemReplaced)
     engine.subscribe(ask_when_asked, ViewChanged)
     engine.subscribe(turn_ended, TurnEnded)
     interrupted: list[str] = []

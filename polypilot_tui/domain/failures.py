@@ -24,6 +24,7 @@ class FailureKind(StrEnum):
     SERVER_UNREACHABLE = "server-unreachable"
     NOT_INSTALLED = "not-installed"
     EXITED_AT_START = "exited-at-start"
+    SANDBOX_UNAVAILABLE = "sandbox-unavailable"
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ TITLES: dict[FailureKind, str] = {
     FailureKind.SERVER_UNREACHABLE: "model server unreachable",
     FailureKind.NOT_INSTALLED: "agent not installed",
     FailureKind.EXITED_AT_START: "agent exited at start",
+    FailureKind.SANDBOX_UNAVAILABLE: "sandbox cannot start",
 }
 
 _GENERIC_SIGN_IN = "sign in with the agent's own login command"
@@ -71,12 +73,19 @@ FIXES: dict[FailureKind, str] = {
         "or set its `command` in agents.toml"
     ),
     FailureKind.EXITED_AT_START: "read its last stderr lines (F2 shows its logs), fix what they name, then send again",
+    FailureKind.SANDBOX_UNAVAILABLE: "make bubblewrap work here as docs/sandbox.md says, then ctrl+r",
 }
+
+#: The words polypilot puts before why a session's sandbox cannot start (the session refused,
+#: never run unsandboxed); what follows says why and how to fix it.
+_SANDBOX = re.compile(r"(?:sandbox cannot start|cannot run sandboxed here):\s*(?P<why>.*)", re.I | re.S)
 
 # Words agents use, in the order they are tried: the more specific classes first (a
 # "model not found" text also says "not found"; a text that names a missing command may
-# also say "could not start").
+# also say "could not start"; a sandbox that cannot start says "bwrap is not installed", and
+# the agent is installed).
 _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
+    (FailureKind.SANDBOX_UNAVAILABLE, _SANDBOX),
     (
         FailureKind.MODEL_UNAVAILABLE,
         re.compile(
@@ -144,8 +153,11 @@ _STATUS = re.compile(
 )
 #: Reasons polypilot writes when an agent does not start: only these can name a missing
 #: command or an agent that died at start (a turn's "file is not found" names neither).
-_STARTING = re.compile(r"could not start the agent|cannot start here|cannot start ACP agent", re.I)
-_START_KINDS = frozenset({FailureKind.NOT_INSTALLED, FailureKind.EXITED_AT_START})
+_STARTING = re.compile(
+    r"could not start the agent|cannot start here|cannot start ACP agent|sandbox cannot start|cannot run sandboxed",
+    re.I,
+)
+_START_KINDS = frozenset({FailureKind.NOT_INSTALLED, FailureKind.EXITED_AT_START, FailureKind.SANDBOX_UNAVAILABLE})
 _STATUS_KINDS = {
     401: FailureKind.NEEDS_SIGN_IN,
     403: FailureKind.NEEDS_SIGN_IN,
@@ -193,7 +205,12 @@ def classify(text: str, sign_in: str = "", status: int | None = None) -> Failure
     kind = kind_of(text, status)
     if kind is None:
         return None
-    fix = sign_in_fix(sign_in) if kind is FailureKind.NEEDS_SIGN_IN else FIXES[kind]
+    if kind is FailureKind.NEEDS_SIGN_IN:
+        fix = sign_in_fix(sign_in)
+    elif kind is FailureKind.SANDBOX_UNAVAILABLE and (said := _sandbox_fix(text)):
+        fix = said
+    else:
+        fix = FIXES[kind]
     return Failure(kind, TITLES[kind], fix, text)
 
 
@@ -204,3 +221,9 @@ def failure_text(reason: str, sign_in: str = "", detail: str = "") -> str:
     if failure is None:
         return reason
     return f"{failure.title.capitalize()} — {reason}\nFix: {failure.fix}"
+
+
+def _sandbox_fix(text: str) -> str:
+    """Why the sandbox cannot start and how to fix it, in the reason's own words."""
+    match = _SANDBOX.search(text)
+    return " ".join(match.group("why").split()) if match else ""

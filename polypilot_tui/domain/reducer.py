@@ -250,10 +250,11 @@ def _on_permission_completed(s: Session, t: Turn, e: AgentEvent, now: float, clo
 
 def _sandbox_refused(s: Session, text: str) -> bool:
     """The tool of a sandboxed session failed because its sandbox refused a write."""
-    if not s.sandbox.on or not s.cwd or not text:
+    if not s.sandbox.on or not text:
         return False
-    rules = s.sandbox_rules if s.sandbox_rules is not None else SandboxRules(writable=(s.cwd,))
-    return refused_by_sandbox(text, rules, s.cwd)
+    if s.sandbox_rules is not None:  # its folder comes first (a `polypilot run` has no cwd: the agent's own)
+        return refused_by_sandbox(text, s.sandbox_rules, s.cwd or next(iter(s.sandbox_rules.writable), ""))
+    return bool(s.cwd) and refused_by_sandbox(text, SandboxRules(writable=(s.cwd,)), s.cwd)
 
 
 def _exit_code(e: AgentEvent) -> int:

@@ -72,6 +72,9 @@ class SandboxRules:
     """Folders and files it may not see at all (secrets, polypilot's own folders)."""
     network: tuple[str, ...] | None = None
     """As :attr:`Sandbox.network`, the model endpoint included."""
+    model_endpoints: tuple[str, ...] = ()
+    """The agent's model endpoints among ``network``, as its configuration names them (none:
+    not known, and the rule must list them)."""
 
     def may_write(self, path: str) -> bool:
         """The sandbox lets the agent write ``path`` (an absolute path)."""
@@ -93,4 +96,6 @@ class SandboxRules:
             said.append("network: as the machine's")
         else:
             said.append("network: only " + (", ".join(self.network) or "none"))
+            if not self.model_endpoints:
+                said.append("network: the agent's model endpoint is not known; list its host:port in the rule")
         return tuple(said)

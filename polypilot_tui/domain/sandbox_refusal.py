@@ -4,7 +4,9 @@ In a sandboxed session the rest of the file system is read-only and the secrets 
 hidden, so a refused write reads, depending on the program, as "Read-only file system"
 (EROFS, bash, coreutils, git, Python, Node), as "Permission denied" (EACCES: a file the
 sandbox's user does not own, outside the folders it may write) or as "No such file or
-directory" (ENOENT: inside a hidden folder). The texts are the real programs' own, collected
+directory" (ENOENT: inside a hidden folder); a path kept read-only inside its folder (git's
+hooks and config, a worktree's ``.git``: each a mount point) cannot be removed or renamed,
+"Device or resource busy" (EBUSY). The texts are the real programs' own, collected
 inside ``bwrap --ro-bind / / …`` (tests/unit/test_sandbox_refusal.py).
 """
 
@@ -20,6 +22,7 @@ REFUSED = "refused"
 
 _READ_ONLY = re.compile(r"read-only file system|\bEROFS\b|\[Errno 30\]", re.IGNORECASE)
 _DENIED = re.compile(r"permission denied|\bEACCES\b|\[Errno 13\]|operation not permitted|\bEPERM\b", re.IGNORECASE)
+_BUSY = re.compile(r"device or resource busy|resource busy or locked|\bEBUSY\b|\[Errno 16\]", re.IGNORECASE)
 _MISSING = re.compile(r"no such file or directory|\bENOENT\b|\[Errno 2\]", re.IGNORECASE)
 _QUOTED = re.compile(r"""'([^'\n]+)'|‘([^’\n]+)’|"([^"\n]+)"|`([^`'\n]+)'""")
 _BARE = re.compile(r"(?<![\w.~/-])(/[^\s:'\"‘’`,;)]*|[\w.-]+(?:/[\w.-]+)+)")
@@ -29,12 +32,13 @@ _SCAN_CHARS = 64_000
 
 def refused_by_sandbox(text: str, rules: SandboxRules, cwd: str) -> bool:
     """``text`` (a failed tool's output, of a sandboxed session whose folder is ``cwd``) says
-    the sandbox refused it: a read-only file system; a permission denied on a path the
-    sandbox does not let it write; a missing file inside a hidden folder."""
+    the sandbox refused it: a read-only file system; a permission denied, or a busy mount
+    point, on a path the sandbox does not let it write; a missing file inside a hidden folder."""
     for line in text[-_SCAN_CHARS:].splitlines():
         if _READ_ONLY.search(line):
             return True
-        denied, missing = bool(_DENIED.search(line)), bool(_MISSING.search(line))
+        denied = bool(_DENIED.search(line) or _BUSY.search(line))
+        missing = bool(_MISSING.search(line))
         if not denied and not missing:
             continue
         for path in _paths(line, cwd):

@@ -22,6 +22,7 @@ from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.limits import ID_CHARS
 from polypilot_tui.domain.records import EventReceived
+from polypilot_tui.domain.sandbox import SandboxMode
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.tool_servers import ToolServerSource
@@ -62,7 +63,9 @@ class Connector:
         starts what it is given: only the real backends' commands, keys and sign-ins are checked."""
         config = self._ctx.catalog.agents[agent]
         if not self._real_backends:
-            return AgentOffer(agent, config.kind, Availability.READY, config.title, "injected")
+            return AgentOffer(
+                agent, config.kind, Availability.READY, config.title, "injected", sandbox=SandboxMode(config.sandbox)
+            )
         return readiness(config)
 
     def cannot_start(self, agent: str) -> str | None:
@@ -263,6 +266,8 @@ class Connector:
             config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
         tools = self._tool_source(workdir.name) if self._tool_source is not None else None
         sandbox = self.sandbox_plan(managed.session) if managed is not None else None
+        if managed is not None:  # a tool's failure is read against the rules the agent runs under
+            managed.session.sandbox_rules = sandbox.rules if sandbox is not None else None
         return create_backend(config, sink, ctx.clock, ctx.settings, workdir, tools, sandbox)
 
     def sandbox_plan(self, session: Session) -> SandboxPlan | None:

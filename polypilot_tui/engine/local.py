@@ -309,7 +309,10 @@ class LocalEngine(OneMachine):
     def _sandbox(self, request: NewSession, config: AgentConfig) -> Sandbox:
         """The sandbox asked for, else the agent's (the agents file's ``sandbox``); an EngineError
         that says why and how to fix it when it cannot start here (nothing is made then)."""
-        sandbox = request.sandbox if request.sandbox is not None else Sandbox(SandboxMode(config.sandbox))
+        network = tuple(config.network) if config.network is not None else None
+        sandbox = request.sandbox if request.sandbox is not None else Sandbox(SandboxMode(config.sandbox), network)
+        if sandbox.on and sandbox.network is None and network is not None:
+            sandbox = Sandbox(sandbox.mode, network)  # a sandbox chosen keeps the agent's network rule
         problem = sandbox_problem(sandbox)
         if problem is not None:
             raise EngineError(f"the session cannot run sandboxed here: {problem}")

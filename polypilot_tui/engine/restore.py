@@ -90,9 +90,12 @@ def restore_sessions(manager: SessionManager, store: Store, before_adopt: Before
         mid_turn = record.turn_in_flight
         if record.agent not in cannot:
             cannot[record.agent] = manager.cannot_start(record.agent)
-        cannot_start = cannot[record.agent] or sandbox_problem(session.sandbox)
-        if cannot_start:  # said now, not by the first prompt failing; Reconnect tries again
-            session.lost = f"agent {record.agent!r} cannot start here: {cannot_start}"
+        unsandboxable = None if cannot[record.agent] else sandbox_problem(session.sandbox)
+        if cannot[record.agent]:  # said now, not by the first prompt failing; Reconnect tries again
+            session.lost = f"agent {record.agent!r} cannot start here: {cannot[record.agent]}"
+        elif unsandboxable:  # the agent is there: its sandbox is not (the same words as its start's)
+            session.lost = f"the session is sandboxed and its sandbox cannot start: {unsandboxable}"
+        if session.lost:
             mid_turn = False
         if not mid_turn:
             session.interrupted_prompt = record.interrupted_prompt or (

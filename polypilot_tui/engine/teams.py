@@ -173,6 +173,12 @@ class TeamDesk:
             raise BadRequest(problem)
         if self.socket is None:  # its agent's tools would reach nothing: never a team without them
             raise EngineError(NOT_SERVED)
+        if self._manager.view(sid).sandbox.on:  # its relay runs in its sandbox, which hides the socket
+            raise EngineError(
+                f"{self._name(sid)} runs sandboxed, and an orchestrator cannot: its team tools talk to the "
+                "engine's socket, which the sandbox hides from its agent. Lead the team from a session "
+                "without a sandbox (its workers can be sandboxed)"
+            )
         lead = self._team_of.get(sid)
         if lead is not None and lead != sid:
             raise EngineError(f"{self._name(sid)} is a worker of {self._name(lead)}'s team: it cannot lead one")
@@ -301,8 +307,9 @@ class TeamDesk:
 
     def _worker_session(self, team: Team, grant: Grant, request: StartWorker, ahead: int) -> NewSession:
         """The new session of a worker: in its starter's folder, or a worktree of its repository
-        from its branch; named after the team and its place in it (parallel starts make
-        worktrees at once: their branches must differ), unless the starter named it."""
+        from its branch, in its starter's sandbox if it has one; named after the team and its
+        place in it (parallel starts make worktrees at once: their branches must differ), unless
+        the starter named it."""
         starter = self._manager.view(grant.session)
         workspace = starter.workspace
         folder = (workspace.folder if workspace else "") or starter.cwd or None
@@ -312,7 +319,10 @@ class TeamDesk:
         number = len(team.links) + team.reserved + ahead
         name = request.name or f"{request.agent} {number} of {self._name(team.orchestrator)}"
         isolation = Isolation.WORKTREE if request.worktree else Isolation.FOLDER
-        return NewSession(request.agent, name, folder, isolation, base=base)
+        # At least as sandboxed as its starter (never widened by an orchestrator); from a starter
+        # without one, the agent's own (its agents-file entry's).
+        sandbox = starter.sandbox if starter.sandbox.on else None
+        return NewSession(request.agent, name, folder, isolation, base=base, sandbox=sandbox)
 
     # ---- reads -------------------------------------------------------------------------
     def _worker_state(self, link: Link) -> WorkerState:

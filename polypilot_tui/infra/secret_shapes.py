@@ -121,15 +121,29 @@ class _Rule:
     keep: Callable[[re.Match[str], str], bool] | None = None
     """Says whether a matched secret (the match, the secret) really is one (None: always)."""
 
-    def spans(self, text: str) -> Iterator[Span]:
+    def spans(self, text: str) -> list[Span]:
+        # One pass of finditer while every match is a secret (each is non-empty, so the next
+        # search starts at its end, as finditer's does); a fresh one from inside a match that
+        # is not. Hostile text makes a million matches: this loop is the redactor's cost.
+        found: list[Span] = []
+        add, keep, finditer = found.append, self.keep, self.pattern.finditer
+        groups = [g if isinstance(g, int) else self.pattern.groupindex[g] for g in self.groups]
         pos = 0
-        while (match := self.pattern.search(text, pos)) is not None:
-            start, end = next((span for g in self.groups if (span := match.span(g))[0] >= 0), (-1, -1))
-            if end > start and (self.keep is None or self.keep(match, text[start:end])):
-                yield start, end
-                pos = max(match.end(), pos + 1)
-            else:  # not a secret ("note: …"): what it took for a value may hold one ("… password: x")
-                pos = max(start, match.start() + 1)
+        while True:
+            for match in finditer(text, pos):
+                regs = match.regs
+                for group in groups:
+                    start, end = regs[group]
+                    if start >= 0:
+                        break
+                if end > start and (keep is None or keep(match, text[start:end])):
+                    add((start, end))
+                    continue
+                # not a secret ("note: …"): what it took for a value may hold one ("… password: x")
+                pos = start if start > match.start() else match.start() + 1
+                break
+            else:
+                return found
 
 
 def _named(match: re.Match[str], secret: str) -> bool:

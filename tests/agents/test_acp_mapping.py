@@ -298,3 +298,33 @@ def test_a_bug_while_mapping_an_update_is_logged_in_full_and_the_next_update_is_
     m.handle(chunk("still here"))
     m.finish()
     assert "still here" in "".join(e.text("deltaContent") + e.text("content") for e in events)
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        # the Copilot CLI over ACP: its shell "completed", the exit code in a shell_exit part
+        (
+            {
+                "content": "x\n<shellId: 2 completed with exit code 1>",
+                "contents": [{"type": "shell_exit", "exitCode": 1}],
+            },
+            1,
+        ),
+        ({"output": "x", "exit_code": 2}, 2),  # codex
+        ({"output": "x", "exitCode": 127}, 127),
+        ({"contents": [{"type": "shell_exit", "exitCode": 0}]}, 0),
+        ({"output": "x", "exit": 3}, None),  # no key it is known by
+        ({"exitCode": True}, None),
+        ("plain text", None),
+    ],
+)
+def test_a_shell_tools_exit_code_reaches_the_engine(raw: Any, code: int | None) -> None:
+    """The reducer reads a non-zero exit of a tool that "completed" as a failure (and a
+    sandbox's refusal then); an ACP agent says it only in its ``rawOutput``."""
+    m, ev = mapper()
+    m.handle(
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "bash", "kind": "execute", "status": "pending"}
+    )
+    m.handle({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed", "rawOutput": raw})
+    assert ev[-1].type == "tool.execution_complete" and ev[-1].get("exitCode") == code

@@ -114,6 +114,35 @@ def test_slow_streams_spaced_chunks(server: ModelServer) -> None:
     assert time.monotonic() - started >= 0.2
 
 
+def test_a_held_slow_reply_waits_mid_way_until_released_then_finishes_at_once() -> None:
+    with ModelServer(slow_chunks=40, slow_interval=0.2) as srv:  # 8 s of pauses unless released
+        srv.hold()
+        words: list[str] = []
+
+        def call() -> None:
+            body = {"model": "m", "stream": True, "tools": BASH, "messages": [{"role": "user", "content": "SLOW"}]}
+            with httpx.stream("POST", f"{srv.base_url}/chat/completions", json=body, timeout=10) as resp:
+                for line in resp.iter_lines():
+                    if line.startswith("data: {"):
+                        chunk = json.loads(line[6:])
+                        words.extend(c["delta"].get("content") or "" for c in chunk["choices"])
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        until_blocking(lambda: "word4 " in words, 5, "the first five words")
+        time.sleep(0.6)  # three of its pauses: a reply that was not held would have gone on
+        assert "".join(words).split() == [f"word{i}" for i in range(5)]
+        released = time.monotonic()
+        srv.release()
+        thread.join(5)
+        assert not thread.is_alive() and time.monotonic() - released < 3
+        assert "".join(words).split() == [f"word{i}" for i in range(40)]
+        # A later reply streams without its pauses too.
+        started = time.monotonic()
+        assert len(streamed_text(chat(srv, [{"role": "user", "content": "SLOW"}], tools=BASH)).split()) == 40
+        assert time.monotonic() - started < 3
+
+
 def test_hang_sends_headers_then_stalls_until_stop() -> None:
     srv = ModelServer().start()
     got_headers = threading.Event()

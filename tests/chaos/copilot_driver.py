@@ -17,7 +17,6 @@ completion for an aborted tool), no shell is left running, and the session answe
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from polypilot_tui.agents.copilot.runtime import descendants
@@ -27,6 +26,7 @@ from polypilot_tui.domain.chat import ItemKind
 from tests.chaos.drivers import MODEL_PROMPTS, Driver, Expect, ModelServerDriver
 from tests.chaos.scenarios import Outcome, finish, settle_turns
 from tests.support.copilot_e2e import copilot_agent
+from tests.support.copilot_harness import running_under
 from tests.support.model_server import ModelServer
 
 STOP_DURING_TOOL = "stop-during-tool"
@@ -70,8 +70,9 @@ async def stop_during_tool(driver: Driver, scenario: str) -> Outcome:
     await rig.manager.send(sid, driver.prompt(scenario))
     await rig.until(lambda: bool(session.turn and session.turn.active_tools), 30.0, "the tool to run")
     pid = getattr(rig.backend(sid), "pid", None)
-    await asyncio.sleep(0.3)  # the shell is running now
-    shells = descendants(pid) if pid else []
+    assert pid is not None
+    await rig.until(lambda: running_under(pid, "sleep"), 10.0, "the tool's sleep to run")
+    shells = descendants(pid)
     start = rig.now()
     await rig.manager.stop(sid)
     await settle_turns(rig, sid, 0, 10.0, "Stop to end the turn")

@@ -14,7 +14,9 @@ from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from polypilot_tui.agents.copilot.backend import CopilotBackend
 from polypilot_tui.config import AgentConfig
 from tests.support.copilot_e2e import Collector, copilot_agent, make_backend, wait_on_disk
+from tests.support.copilot_harness import running_under
 from tests.support.model_server import ModelServer
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -95,7 +97,8 @@ async def test_abort_mid_tool_closes_the_open_tool(connected) -> None:
     await backend.send("SLEEPTOOL please")
     call_id = await approve_next(backend, sink, 0)
     await sink.wait("tool.execution_start")
-    await asyncio.sleep(0.5)  # the sleep is running now
+    assert backend.pid is not None
+    await until(lambda: running_under(backend.pid, "sleep"), 10, "the tool's sleep to run")
     await backend.abort()
     done = await sink.wait("tool.execution_complete", where=lambda e: e.text("toolCallId") == call_id)
     assert done.get("success") is False and done.get("error") == {"message": "aborted", "code": "aborted"}

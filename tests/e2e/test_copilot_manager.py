@@ -23,7 +23,16 @@ from polypilot_tui.domain.turn import Outcome
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import attach_persistence
 from tests.support.copilot_e2e import wait_on_disk
-from tests.support.copilot_harness import AGENT, StatusLog, alive, cli_pid, in_order, make_manager, texts
+from tests.support.copilot_harness import (
+    AGENT,
+    StatusLog,
+    alive,
+    cli_pid,
+    in_order,
+    make_manager,
+    running_under,
+    texts,
+)
 from tests.support.model_server import ModelServer
 from tests.support.waiting import until
 
@@ -135,8 +144,10 @@ async def test_stop_mid_tool_closes_the_tool_and_the_session_works(managers: Mak
     sid = await manager.create_session(AGENT)
     session = manager.session(sid)
     await manager.send(sid, "SLEEPTOOL please")
-    await until(lambda: session.turn is not None and bool(session.turn.active_tools), 30, "the sleep to run")
-    await asyncio.sleep(0.5)
+    await until(lambda: session.turn is not None and bool(session.turn.active_tools), 30, "the tool to start")
+    pid = cli_pid(manager, sid)
+    assert pid is not None
+    await until(lambda: running_under(pid, "sleep"), 10, "the tool's sleep to run")
     await manager.stop(sid)
     assert manager.view(sid).status.value == "stopped"
     [tool] = [i for i in manager.history(sid) if i.kind is ItemKind.TOOL]

@@ -93,16 +93,18 @@ async def test_sessions_share_one_cli_and_each_gets_its_own_reply(
 
 
 async def test_stop_aborts_one_session_while_the_other_finishes(
-    manager: SessionManager, copilot_cli: Path, tmp_path: Path
+    manager: SessionManager, model_server: ModelServer, copilot_cli: Path, tmp_path: Path
 ) -> None:
     a, b = [await manager.create_session(AGENT, name) for name in ("a", "b")]
     pid = cli_pid(manager, a)
+    model_server.hold()  # both replies stay mid-way until the Stop is done
     await manager.send(a, "something SLOW for a")
     await manager.send(b, "something SLOW for b")
     await streaming(manager, [a, b])
     await manager.stop(a)
     assert manager.session(a).last_outcome.outcome is Outcome.ABORTED
     assert manager.session(b).turn is not None, "Stop of one session must not end another's turn"
+    model_server.release()
     await settled(manager, b, 1)
     assert manager.session(b).last_outcome.outcome is Outcome.COMPLETED
     assert cli_pid(manager, a) == cli_pid(manager, b) == pid and alive(pid), "Stop must abort, not kill"
@@ -112,7 +114,9 @@ async def test_stop_aborts_one_session_while_the_other_finishes(
     assert clis(copilot_cli, tmp_path) == [pid]
 
 
-async def test_reconnect_of_one_session_keeps_the_others_turn(manager: SessionManager) -> None:
+async def test_reconnect_of_one_session_keeps_the_others_turn(
+    manager: SessionManager, model_server: ModelServer
+) -> None:
     a, b = [await manager.create_session(AGENT, name) for name in ("a", "b")]
     pid = cli_pid(manager, a)
     await manager.send(a, "remember the word PELICAN")
@@ -120,11 +124,13 @@ async def test_reconnect_of_one_session_keeps_the_others_turn(manager: SessionMa
     backend = manager.backend(a)
     assert backend is not None
     await wait_on_disk(getattr(backend, "log_path", None), "PELICAN")  # a session with no events cannot resume
+    model_server.hold()  # b's reply stays mid-way until a's reconnect is done
     await manager.send(b, "something SLOW for b")
     await streaming(manager, [b])
     result = await manager.reconnect(a)
     assert result.resumed and cli_pid(manager, a) == pid, "the session comes back on the same CLI"
     assert manager.session(b).turn is not None
+    model_server.release()
     await settled(manager, b, 1)
     assert manager.session(b).last_outcome.outcome is Outcome.COMPLETED
     await manager.send(a, "hello again")
@@ -133,7 +139,7 @@ async def test_reconnect_of_one_session_keeps_the_others_turn(manager: SessionMa
 
 
 async def test_one_sessions_connect_timing_out_leaves_the_others_turn(
-    manager: SessionManager, monkeypatch: pytest.MonkeyPatch
+    manager: SessionManager, model_server: ModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a = await manager.create_session(AGENT, "a")
     pid = cli_pid(manager, a)
@@ -147,11 +153,14 @@ async def test_one_sessions_connect_timing_out_leaves_the_others_turn(
     # The one fault injected: the next create on the shared CLI never answers (and is given 2 s).
     monkeypatch.setattr(client, "create_session", create_that_never_answers)
     monkeypatch.setattr("polypilot_tui.agents.copilot.connection.START_TIMEOUT", 2.0)
+    model_server.hold()  # a's reply stays mid-way for as long as b's create takes to time out
     await manager.send(a, "something SLOW for a")
     await streaming(manager, [a])
     with pytest.raises(BackendError, match="did not answer"):
         await manager.create_session(AGENT, "b")
     assert alive(pid) and cli_pid(manager, a) == pid, "the CLI still answers a ping: it is not killed"
+    assert manager.session(a).turn is not None, "a's turn must not end with b's create"
+    model_server.release()
     await settled(manager, a, 1)
     assert manager.session(a).last_outcome.outcome is Outcome.COMPLETED, "a's turn must not be disconnected"
 

@@ -51,12 +51,14 @@ async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_b
                 assert sid is not None
                 await send(pilot, "hello through the engine")
                 await see(pilot, "echo: hello through the engine")
-                # Quit mid-reply: the engine finishes the turn with nobody attached.
+                # Quit mid-reply (held there): the engine finishes the turn with nobody attached.
+                model_server.hold()
                 await send(pilot, "SLOW please")
                 await wait_for(pilot, lambda: "word3" in app.engine.streaming_text(sid), timeout=AGENT_WAIT)
                 await pilot.press("ctrl+q")
                 await see(pilot, "Quit while turns run?")
                 await pilot.press("y")
+            model_server.release()
             view = await poll(engine, sid, lambda v: v["turns"] == 2 and v["status"] == "idle")
             assert view["last_outcome"] == "completed"
 
@@ -67,11 +69,13 @@ async def test_a_copilot_turn_survives_the_dashboard_and_a_killed_engine_comes_b
                 await wait_for(pilot, lambda: len(again.engine.history(sid)) >= 4, what="the history fetched")
                 replies = [i for i in again.engine.history(sid) if i.kind is ItemKind.ASSISTANT]
                 assert "word59" in replies[-1].text and not replies[-1].interrupted
-                # Now the engine dies in the middle of a reply.
+                # Now the engine dies in the middle of a reply (held there).
+                model_server.hold()
                 await send(pilot, "SLOW once more")
                 await wait_for(pilot, lambda: "word3" in again.engine.streaming_text(sid), timeout=AGENT_WAIT)
                 seen = [(i.kind, i.text) for i in again.engine.history(sid)]
                 os.kill(engine.process.pid, signal.SIGKILL)
+                model_server.release()
                 await wait_for(pilot, lambda: any("The engine stopped" in n for n in notifications(again)), timeout=5)
                 await wait_for(
                     pilot,

@@ -4,8 +4,11 @@ each in a worktree made by the engine, on the scripted model server.
 One turn per agent runs a shell tool that writes in its worktree and commits there (works),
 writes into ``~/.ssh`` (a temp home) and into polypilot's state folder and reads the saved
 session list (all refused, nothing there), and leaves a ``setsid`` background process
-behind; closing the session (the kill of its agent) ends that process too. The app's
-SIGKILL (the leash) is tested on a sandboxed tree in tests/unit/test_sandbox_launch.py.
+behind. A second turn's tool leaves another and runs on: Stop ends both (not the first
+turn's), and the same agent runs the third turn's shell tool, whose read of the hidden
+``~/.ssh`` reads "refused by the sandbox". Closing the session (the kill of its agent) ends
+the first turn's process too. The app's SIGKILL (the leash) is tested on a sandboxed tree in
+tests/unit/test_sandbox_launch.py.
 """
 
 from __future__ import annotations
@@ -50,6 +53,20 @@ def sleeping(marker: str) -> list[int]:
     return found
 
 
+def sandboxes(folder: Path) -> set[int]:
+    """The bwrap processes of the sandbox of a session in ``folder`` (seen from outside)."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[0].endswith(b"bwrap") and os.fsencode(folder) in argv:
+                found.add(int(name))
+    return found
+
+
 def agent_for(name: str, copilot_cli: Path, server: ModelServer, home: Path) -> AgentConfig:
     """The agent on the scripted model, with its built-in catalog's state folders (their defaults
     tested). The ACP agent is the Copilot CLI in its ``--acp`` mode (opencode passes the same
@@ -85,7 +102,8 @@ async def test_a_sandboxed_agent_writes_and_commits_its_worktree_and_nothing_els
     settings = Settings(_env_file=None, state_dir=state, record=False, permission_policy=PermissionPolicy.ALLOW)  # type: ignore[call-arg]
     engine = build_engine(settings, AgentCatalog({name: agent_for(name, copilot_cli, model_server, home)}))
     await engine.start()
-    marker = f"47.{os.getpid() % 1000}{len(name)}"  # an argv no other test's process has
+    # Argvs no other test's process has, long enough to outlive the test unless ended.
+    marker, stopped, foreground = (f"{n}.{os.getpid() % 1000}{len(name)}" for n in (4700, 4800, 4900))
     try:
         request = verbs.NewSession(name, "boxed", str(repo), Isolation.WORKTREE, "polypilot/boxed", sandbox=ON)
         sid = await engine.call(verbs.NEW_SESSION, request)
@@ -107,9 +125,23 @@ async def test_a_sandboxed_agent_writes_and_commits_its_worktree_and_nothing_els
         assert run(repo, "log", "-1", "--format=%s", "polypilot/boxed") == "sandboxed"
         assert not (home / ".ssh" / "evil").exists() and not (state / "evil").exists()
         assert sleeping(marker), "the tool's background process should outlive its turn"
+        # Stop ends what the stopped turn's tools left, not the agent nor an earlier turn's.
+        agent = sandboxes(tree)
+        script = f"(setsid sleep {stopped} > /dev/null 2>&1 &); sleep {foreground}"
+        await engine.call(verbs.SEND, verbs.Send(sid, f"TOOL CMD=`{script}`"))
+        await until(lambda: sleeping(stopped) and sleeping(foreground), WAIT, "the tool of the turn to stop")
+        await engine.call(verbs.STOP, verbs.SessionRef(sid))
+        await until(lambda: not sleeping(stopped) and not sleeping(foreground), 15, "the stopped turn's processes")
+        assert sleeping(marker), "an earlier turn's background process is not the stopped turn's"
+        # The same agent runs the next turn's tool; a secret it cannot see reads as refused.
+        await engine.call(verbs.SEND, verbs.Send(sid, f"TOOL CMD=`echo AFTER; cat {home}/.ssh/id_ed25519`"))
+        await until(lambda: engine.view(sid).turns >= 3, WAIT, f"{name}'s turn after the Stop")
+        assert "AFTER" in engine.history(sid)[-1].text and sandboxes(tree) == agent
+        row = [item for item in engine.history(sid) if item.tool_call_id][-1]
+        assert row.tool_status == "refused", row
         await engine.call(verbs.CLOSE, verbs.SessionRef(sid))  # kills the agent's tree
         await until(lambda: not sleeping(marker), 15, "the background process to end with its agent")
     finally:
         await engine.close()
-        for pid in sleeping(marker):
+        for pid in sleeping(marker) + sleeping(stopped) + sleeping(foreground):
             os.kill(pid, 9)

@@ -88,7 +88,9 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
         term.keys("Enter")
         term.wait_for("echo: after the restart", "Idle")  # the turn over: the next prompt is sent, not queued
 
-        # Quit in the middle of a reply: the engine goes on with it, and the next start shows it whole.
+        # Quit in the middle of a reply (held there until the dashboard is gone): the engine goes
+        # on with it, and the next start shows it whole.
+        model_server.hold()
         term.type("SLOW again please")
         term.keys("Enter")
         term.wait_for("SLOW again please", "Writing")
@@ -98,6 +100,7 @@ async def test_polypilot_in_tmux_with_the_copilot_cli(
         term.wait_until_dead()
         status = engine_command(env, "status", "--json")
         assert status["running_turns"] == 1 and status["attached"] == 0, status
+        model_server.release()
         term.restart(command)
         screen = term.wait_for("word59", "Idle")
         assert "interrupted" not in screen.split("SLOW again please")[-1]

@@ -30,6 +30,8 @@ def test_a_view_with_each_failure_survives_the_wire(kind: FailureKind) -> None:
         FailureKind.SERVER_UNREACHABLE: "agent error: fetch failed",
         FailureKind.NOT_INSTALLED: "could not start the agent: Copilot CLI not found at /x",
         FailureKind.EXITED_AT_START: "could not start the agent: the agent exited during initialize (exit code 1)",
+        FailureKind.SANDBOX_UNAVAILABLE: "the session is sandboxed and its sandbox cannot start: bubblewrap (bwrap) "
+        "is not installed: install it with `sudo apt install bubblewrap` (Debian, Ubuntu)",
     }
     failure = classify(texts[kind], "copilot")
     assert failure is not None and failure.kind is kind

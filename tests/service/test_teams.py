@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE
+from polypilot_tui.agents.sandbox import sandbox_problem
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.limits import PROMPT_BYTES, QUEUE_PROMPTS
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from polypilot_tui.domain.team import TeamBounds
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV, RELAY_MODULE
 from polypilot_tui.domain.turn import EndCause
@@ -34,6 +36,9 @@ from tests.support.git_repo import GitRepo
 from tests.support.waiting import advance_until, until
 
 pytestmark = pytest.mark.timeout(60)
+needs_bwrap = pytest.mark.skipif(
+    sandbox_problem(Sandbox(SandboxMode.WORKSPACE)) is not None, reason="no sandbox here (bubblewrap)"
+)
 
 
 class Team:
@@ -702,3 +707,38 @@ async def test_a_bound_spent_with_no_worker_running_is_shown_at_once(served: tup
     assert team.note() == "turns: 1 of 1"
     with pytest.raises(EngineError, match=r"^refused: turns: 1 of 1$"):
         await team.start("hello worker")
+
+
+# ---- sandboxes ------------------------------------------------------------------------------
+def with_boxed_agent(harness: Harness) -> None:
+    """``boxed``: the demo agent, sandboxed by its agents-file entry."""
+    agents = harness.engine.manager.catalog.agents
+    agents["boxed"] = agents["demo"].model_copy(update={"name": "boxed", "sandbox": "workspace"})
+
+
+@needs_bwrap
+async def test_a_sandboxed_session_cannot_orchestrate_and_says_why(served: tuple[Harness, ServedEngine]) -> None:
+    harness, _ = served
+    with_boxed_agent(harness)
+    boxed = await harness.engine.new_session(verbs.NewSession("boxed"))
+    assert harness.engine.view(boxed).sandbox.on
+    with pytest.raises(EngineError, match="runs sandboxed, and an orchestrator cannot: its team tools talk to"):
+        await harness.engine.call(verbs.ORCHESTRATE, verbs.Orchestrate(boxed, TeamBounds()))
+    assert not harness.engine.view(boxed).orchestrator and not capability_of(harness.engine, boxed)
+    with pytest.raises(EngineError, match="leads no team"):
+        await harness.engine.call(verbs.TEAM_STATE, verbs.SessionRef(boxed))
+
+
+@needs_bwrap
+async def test_a_worker_is_at_least_as_sandboxed_as_its_starter(served: tuple[Harness, ServedEngine]) -> None:
+    """A worker of a starter without a sandbox gets its agent's own; of a sandboxed starter (a
+    worker that starts workers in turn), the starter's, whatever its agent's own."""
+    harness, _ = served
+    with_boxed_agent(harness)
+    team = await orchestrate(served, depth=2)
+    plain = await team.start("hello")
+    boxed = await team.start("hello", agent="boxed")
+    assert not team.engine.view(plain.worker).sandbox.on and team.engine.view(boxed.worker).sandbox.on
+    under = await team.start("hello", agent="demo", capability=capability_of(team.engine, boxed.worker))
+    assert team.engine.view(under.worker).parent == boxed.worker
+    assert team.engine.view(under.worker).sandbox == team.engine.view(boxed.worker).sandbox

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from polypilot_tui.agents.copilot.runtime import descendants
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
@@ -200,3 +201,16 @@ def _ancestors(pid: int) -> list[int]:
 
 def alive(pid: int) -> bool:
     return _stat(pid) is not None
+
+
+def running_under(pid: int, program: str) -> list[int]:
+    """The live processes below ``pid`` running ``program`` (a shell tool's command, started)."""
+    found = []
+    for child in descendants(pid):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == program.encode() and alive(child):
+            found.append(child)
+    return found

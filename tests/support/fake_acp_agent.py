@@ -12,6 +12,9 @@ Run as ``python fake_acp_agent.py``. Keywords in the prompt pick the behaviour:
 - GHOSTCALL  a tool_call_update for an id never announced, straight to completed
 - DANGLING   a tool call left in_progress when the turn ends
 - WRITE      fs write of out.txt;   OUTSIDE  fs read of a path outside the cwd
+- SHCMD …    (the prompt's start) runs the rest of the prompt with ``/bin/sh -c`` as an
+             ``execute`` tool, for real, in the agent's folder: ``failed`` with its output
+             when it exits non-zero, then the reply (no other keyword is read)
 - BADUPDATE  a usage_update with ``used: null`` (fails the SDK schema), then a reply
 - STDERR     2 MB on stderr before the reply (an unread PIPE would hang)
 - CRASH      one chunk, a line on stderr, then ``os._exit(3)`` mid-turn
@@ -188,6 +191,8 @@ class FakeAgent:
             return await self._chaos(session_id, text.split()[1:], cancelled)
         await self._send(session_id, update_user_message_text(text))
         sid = session_id
+        if text.startswith("SHCMD "):
+            return await self._shell(sid, text.removeprefix("SHCMD "))
         if "MODELDOWN" in text:  # what codex says when its model server cannot be reached
             print(
                 "fake agent: error sending request for url (http://127.0.0.1:9/v1/responses)",
@@ -304,6 +309,19 @@ class FakeAgent:
             return PromptResponse(stop_reason="refusal")
         if "MAXTOKENS" in text:
             return PromptResponse(stop_reason="max_tokens")
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _shell(self, sid: str, command: str) -> PromptResponse:
+        raw, call_id = {"command": command}, f"sh-{uuid.uuid4().hex[:8]}"
+        await self._send(sid, start_tool_call(call_id, command, kind="execute", status="in_progress", raw_input=raw))
+        proc = await asyncio.create_subprocess_shell(
+            command, cwd=self._cwd[sid], stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await proc.communicate()
+        status = "completed" if proc.returncode == 0 else "failed"
+        content = [tool_content(text_block(out.decode(errors="replace")))]
+        await self._send(sid, update_tool_call(call_id, status=status, content=content))
+        await self._say(sid, f"the command exited {proc.returncode}.")
         return PromptResponse(stop_reason="end_turn")
 
     async def _tool_turn(self, sid: str, early: bool) -> str | None:

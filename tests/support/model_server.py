@@ -11,6 +11,11 @@ test can check what the agent sent, and it stops by itself after ``max_seconds``
         provider_url = server.base_url          # http://127.0.0.1:PORT/v1
         ...
         assert "done: hi" in server.model_requests()[-1].text()
+
+A test that needs a reply to be in the middle while it acts (quit, stop, kill mid-reply)
+holds the ``SLOW`` replies instead of racing their pauses: after :meth:`ModelServer.hold` a
+``SLOW`` reply stops after its first :data:`HELD_WORDS` words until
+:meth:`ModelServer.release`, and then finishes without its pauses.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ log = logging.getLogger(__name__)
 CHAT_PATH = "/chat/completions"
 RESPONSES_PATH = "/responses"
 MODELS_PATH = "/models"
+HELD_WORDS = 5
+"""Words a held ``SLOW`` reply sends before it waits (a test waits for ``word3``)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,9 @@ class ModelServer:
         self._timer: threading.Timer | None = None
         self.fault: tuple[int, Any, dict[str, str]] | None = None
         """(status, JSON body, headers) every model call gets instead of its scripted reply (a failure test)."""
+        self._pace = threading.Condition()
+        self._held = False
+        self._hurried = False
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -168,6 +178,28 @@ class ModelServer:
             server.server_close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+
+    def hold(self) -> None:
+        """From now on a ``SLOW`` reply stops after :data:`HELD_WORDS` words until :meth:`release`."""
+        with self._pace:
+            self._held, self._hurried = True, False
+
+    def release(self) -> None:
+        """Held ``SLOW`` replies go on, and they and every later one stream without pauses."""
+        with self._pace:
+            self._held, self._hurried = False, True
+            self._pace.notify_all()
+
+    def pause_before(self, words: int, scripted: float) -> float | None:
+        """How long a ``SLOW`` reply that sent ``words`` words waits before its next one:
+        0 once released, None while it is held (ask again), else its ``scripted`` pause."""
+        with self._pace:
+            if self._hurried:
+                return 0.0
+            if self._held and words >= HELD_WORDS:
+                self._pace.wait(0.1)
+                return None
+        return scripted
 
     def _expire(self) -> None:
         log.warning("model server lifetime (%.0f s) is over; stopping", self.max_seconds)
@@ -367,6 +399,13 @@ class _Handler(BaseHTTPRequestHandler):
             if self.owner.wait_stopping(step) or self._client_left():
                 raise ClientGone()
 
+    def _pause(self, words: int, scripted: float) -> None:
+        """The pause of a ``SLOW`` reply before its next word (long while the server holds it)."""
+        while (seconds := self.owner.pause_before(words, scripted)) is None:
+            if self.owner.stopped or self._client_left():
+                raise ClientGone()
+        self._wait(seconds)
+
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
@@ -382,9 +421,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._wait(None)
         model = self.owner.settings.model
         steps = _responses_events(body, reply, model) if responses else _chat_chunks(body, reply, model)
+        words = 0
         for step in steps:
             if isinstance(step, float):
-                self._wait(step)
+                self._pause(words, step)
+                words += 1
             else:
                 self._chunk(step.encode())
         self.wfile.write(b"0\r\n\r\n")

@@ -229,3 +229,45 @@ async def test_a_fan_out_the_engine_refuses_comes_back_with_its_reason_and_every
         ]
         assert engine_of(app).ids() == ["s1"]  # nothing was made
         assert any("Not fanned out" in n for n in notifications(app))
+
+
+async def test_the_sandbox_of_the_attempts_is_the_agents_own_until_chosen(tmp_path: Path) -> None:
+    """The choice shows ``workspace`` when every attempt's agent is sandboxed by its entry and
+    sends none (each agent's own) until the user picks; a pick is sent, Enter on it fans out."""
+    from textual.app import App
+    from textual.widgets import RadioButton
+
+    from polypilot_tui.domain.agents import AgentOffer, Availability
+    from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+    from polypilot_tui.engine.verbs import FanOut
+    from polypilot_tui.workspace.worktrees import inspect_folder
+
+    repo = make_repo(tmp_path / "repo")
+    offers = [
+        AgentOffer("boxed", "acp", Availability.READY, where="/bin/boxed", sandbox=SandboxMode.WORKSPACE),
+        AgentOffer("demo", "demo", Availability.READY, where="built in"),
+    ]
+    results: list[FanOut | None] = []
+    screen = FanOutScreen(offers, folder=str(repo), inspect=inspect_folder)
+    app: App[None] = App()
+    async with app.run_test(size=(100, 50)) as pilot:
+        await app.push_screen(screen, results.append)
+        fill(screen, "fix the bug", "boxed:2", str(repo))
+        await wait_for(pilot, lambda: screen.sandbox_mode is SandboxMode.WORKSPACE, what="boxed's own sandbox")
+        assert screen.request().sandbox is None  # not chosen: each agent's own
+        fill(screen, "fix the bug", "boxed:1,demo:1", str(repo))
+        await wait_for(pilot, lambda: screen.sandbox_mode is SandboxMode.OFF, what="demo's own: off")
+        assert screen.request().sandbox is None  # boxed stays sandboxed, demo stays off
+        screen.query_one("#sandbox-workspace", RadioButton).value = True  # the user's choice
+        await pilot.pause()
+        assert screen.request().sandbox == Sandbox(SandboxMode.WORKSPACE)
+        fill(screen, "fix the bug", "demo:2", str(repo))
+        await pilot.pause()
+        assert screen.sandbox_mode is SandboxMode.WORKSPACE  # kept: chosen, not followed
+        screen.query_one("#sandbox").focus()
+        await pilot.pause()
+        await pilot.press("left")  # highlight "off"; Enter takes it and fans out
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(results), what="the request")
+    assert results[0] is not None and results[0].agents == ("demo", "demo")
+    assert results[0].sandbox == Sandbox(SandboxMode.OFF)

@@ -332,3 +332,51 @@ async def test_the_sandbox_follows_the_agent_until_chosen_and_enter_on_it_create
         await wait_for(pilot, lambda: bool(results), what="the request")
     assert results[0] is not None and results[0].agent == "demo"
     assert results[0].sandbox == Sandbox(SandboxMode.OFF)
+
+
+async def test_the_dialog_starts_on_the_sandbox_of_the_agents_file_entry(tmp_path: Path) -> None:
+    """An agent whose entry says ``sandbox = "workspace"`` is offered with it (agents/readiness.py),
+    so the dialog shows it chosen; creating without touching it makes a sandboxed session."""
+    from polypilot_tui.domain.sandbox import SandboxMode
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    app = demo_app(tmp_path / "state")
+    agents = engine_of(app).manager.catalog.agents
+    agents["demo"] = agents["demo"].model_copy(update={"sandbox": "workspace"})
+    async with app.run_test(size=(120, 44)) as pilot:
+        screen = await open_dialog(pilot, app, plain)
+        assert screen.sandbox_mode is SandboxMode.WORKSPACE
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "s2" in engine_of(app).manager.ids(), what="the session")
+        assert engine_of(app).manager.session("s2").sandbox.on
+
+
+async def test_a_refusal_is_scrolled_into_view_in_a_dialog_taller_than_the_terminal(tmp_path: Path) -> None:
+    """At 160×45 a dialog with a repository's choices is taller than the terminal: Enter on the
+    sandbox choice (or on the agent list) creates, and the refusal (bwrap missing, here) must be
+    seen, not lie below the fold."""
+    repo = make_repo(tmp_path / "repo")
+    said = "the session cannot run sandboxed here: bubblewrap (bwrap) is not installed"
+
+    async def refused(request: NewSession) -> str:
+        return said
+
+    offers = [AgentOffer(f"agent-{i}", "acp", Availability.READY, where="/bin/true") for i in range(8)]
+    screen = NewSessionScreen(offers, "agent-0", folder=str(repo), inspect=inspect_folder, check=refused)
+    app: App[None] = App()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await app.push_screen(screen)
+        await wait_for(pilot, lambda: screen.inspected == str(repo), what="the repository looked at")
+        await pilot.click("#worktree")  # the branch fields too: taller still
+        for start in ("#sandbox", "#agent-list"):
+            screen.query_one(start).focus()
+            await pilot.pause()
+            await pilot.press("enter")
+            error = screen.query_one("#new-session-error", Static)
+            await wait_for(pilot, lambda e=error: said in str(e.render()) and not screen.checking, what="the refusal")
+            await pilot.pause()
+            dialog = screen.query_one("#new-session-dialog")
+            seen = error.region.intersection(dialog.scrollable_content_region)
+            assert seen == error.region and seen.height > 0, (start, error.region, dialog.scrollable_content_region)
+            assert app.screen is screen

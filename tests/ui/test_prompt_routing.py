@@ -33,13 +33,13 @@ ROUNDS = 40
 
 
 class StreamingAgent(NullBackend):
-    """Streams a reply for every prompt (a delta every 10 ms for ``seconds``; the first one for
-    ``first_seconds``), then idles."""
+    """Streams a reply for every prompt (a delta every 10 ms): the first one until ``warm_up``
+    is set, the others for ``seconds``; then idles."""
 
-    def __init__(self, sink: Any, seconds: float, first_seconds: float) -> None:
+    def __init__(self, sink: Any, seconds: float, warm_up: asyncio.Event) -> None:
         super().__init__(sink)
         self.seconds = seconds
-        self.first_seconds = first_seconds
+        self.warm_up = warm_up
         self.prompts: list[str] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -53,9 +53,9 @@ class StreamingAgent(NullBackend):
     async def _stream(self) -> None:
         self.sink(AgentEvent(EventType.TURN_START, {}))
         loop = asyncio.get_running_loop()
-        end = loop.time() + (self.first_seconds if len(self.prompts) == 1 else self.seconds)
+        first, end = len(self.prompts) == 1, loop.time() + self.seconds
         n = 0
-        while loop.time() < end:
+        while not self.warm_up.is_set() if first else loop.time() < end:
             self.sink(AgentEvent(EventType.MESSAGE_DELTA, {"messageId": "m", "deltaContent": f"w{n} "}))
             n += 1
             await asyncio.sleep(0.01)
@@ -82,10 +82,12 @@ def keys_for(text: str) -> list[events.Key]:
 
 async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_path: Path) -> None:
     agents: dict[str, StreamingAgent] = {}
+    # Every session streams its warm-up until every key is typed (a condition: a warm-up of a
+    # few seconds ended too soon on a loaded machine), then its queue drains.
+    warm_up = asyncio.Event()
 
     def factory(agent: str, sink: Any, workdir: Path) -> StreamingAgent:
-        # The warm-up outlasts sending it to all 30 sessions on a loaded machine (1.5 s did not).
-        agents[workdir.name] = StreamingAgent(sink, seconds=1.5, first_seconds=6.0)
+        agents[workdir.name] = StreamingAgent(sink, seconds=0.3, warm_up=warm_up)
         return agents[workdir.name]
 
     ids = iter(f"s{i:02d}" for i in range(1, 100))
@@ -143,6 +145,7 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
             assert got == expected[sid], f"{sid}: typed {expected[sid]!r}, got {got!r}"
         assert app.pane.editor.text == ""  # nothing left behind in a draft
         assert app.selected == order[position]
+        warm_up.set()
         # ... and each agent is finally sent exactly its own prompts, in order.
         await wait_for(
             pilot,

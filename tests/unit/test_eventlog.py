@@ -523,6 +523,7 @@ def _reference_parse(lines: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lines=st.lists(any_line, max_size=40),

@@ -251,3 +251,37 @@ def test_any_text_is_named_or_left_alone_never_changed(text: str, agent: str) ->
 )
 def test_ordinary_failures_are_not_given_a_name_they_do_not_have(text: str) -> None:
     assert classify(text) is None, kind_of(text)
+
+
+SANDBOX_PROBLEMS = [  # agents/sandbox.py's words, each with how to fix it
+    "bubblewrap (bwrap) is not installed: install it with `sudo apt install bubblewrap` (Debian, Ubuntu)",
+    "user namespaces are off (user.max_user_namespaces is 0): "
+    "turn them on with `sudo sysctl -w user.max_user_namespaces=15000`",
+    "AppArmor keeps programs from making user namespaces (kernel.apparmor_restrict_unprivileged_userns is 1, "
+    "as on Ubuntu 24.04): allow it with `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, "
+    "or give bwrap an AppArmor profile that allows userns",
+    "bubblewrap cannot make a sandbox here: bwrap: setting up uid map: Permission denied",
+    "sandboxed sessions run on Linux with bubblewrap; this machine is not Linux (see docs/sandbox.md)",
+]
+SANDBOX_SAID = [  # where polypilot says it: a restore, the new-session check, a start (a send's connect)
+    "the session is sandboxed and its sandbox cannot start: {}",
+    "the session cannot run sandboxed here: {}",
+    "could not connect: could not start the agent: the session is sandboxed and its sandbox cannot start: {}",
+]
+
+
+@pytest.mark.parametrize("said", SANDBOX_SAID)
+@pytest.mark.parametrize("problem", SANDBOX_PROBLEMS)
+def test_a_sandbox_that_cannot_start_is_named_for_it_with_its_own_fix(said: str, problem: str) -> None:
+    """The agent is installed: "bwrap is not installed" must not read "agent not installed —
+    install the agent"; the fix is the sandbox's own (install bubblewrap, the sysctl)."""
+    failure = classify(said.format(problem), "copilot")
+    assert failure is not None and failure.kind is K.SANDBOX_UNAVAILABLE, failure
+    assert failure.title == "sandbox cannot start" and failure.fix == problem
+    assert failure_text(said.format(problem)).startswith("Sandbox cannot start — ")
+
+
+def test_an_agent_that_cannot_start_is_still_named_for_itself() -> None:
+    text = "agent 'opencode' cannot start here: its command opencode is not installed"
+    assert kind_of(text) is K.NOT_INSTALLED
+    assert kind_of("agent error: bash: line 1: sandbox: command not found") is None  # a turn's words

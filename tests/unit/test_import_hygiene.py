@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import polypilot_tui
 
 CORE = Path(polypilot_tui.__file__).parent / "domain"
@@ -69,6 +71,7 @@ def test_demo_agent_needs_no_sdk() -> None:
 FIRST_PARTY = ("polypilot_tui", "tests", "bench")
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_private_name_of_another() -> None:
     """``from x import _y`` couples to what x keeps the right to change (ruff's SLF001 sees only attributes)."""
     root = Path(polypilot_tui.__file__).parents[1]

@@ -133,6 +133,7 @@ def test_a_view_of_a_session_at_every_limit_fits_what_a_snapshot_carries_per_ses
     assert make_view(failed).reason.endswith("more characters not kept]")  # cut, and said
 
 
+@pytest.mark.slow
 async def test_a_registry_record_at_every_limit_fits_a_line_of_the_registry(harness: Harness) -> None:
     session = full_session("s1", harness.clock)
     harness.manager.adopt(session, restored=False)

@@ -146,14 +146,6 @@ def test_the_argv_mounts_ancestors_first_and_makes_hidden_folders_read_only_last
     assert str(PROCESS_LIMIT) in argv
 
 
-def test_a_network_rule_is_refused_until_it_is_built(tmp_path: Path, settings: Settings, env: dict[str, str]) -> None:
-    plan = plan_for(Sandbox(SandboxMode.WORKSPACE, network=("example.com:443",)), tmp_path, AGENT, settings, env)
-    if sandbox_problem(ON, env) is not None:
-        pytest.skip("no sandbox here")
-    with pytest.raises(SandboxUnavailable, match="not built here yet"):
-        launch_argv(plan, ["true"], tmp_path, env)
-
-
 def test_without_bwrap_the_session_does_not_start_and_is_told_how_to_fix_it(
     tmp_path: Path, settings: Settings, env: dict[str, str]
 ) -> None:

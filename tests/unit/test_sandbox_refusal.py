@@ -78,6 +78,33 @@ def test_other_failures_are_not_blamed_on_the_sandbox(text: str) -> None:
     assert not refused_by_sandbox(text, RULES, WS)
 
 
+# A path kept read-only inside the workspace is a mount point: removing or renaming it is
+# "busy" (collected with ``--ro-bind WS/.git/hooks WS/.git/hooks --ro-bind WS/.git/config …``).
+PROTECTED = SandboxRules(writable=(WS,), protected=(f"{WS}/.git/hooks", f"{WS}/.git/config", f"{WS}/.git"))
+BUSY_REFUSED = [
+    "mv: cannot move '.git/config' to '.git/c2': Device or resource busy",
+    "rm: cannot remove '.git/config': Device or resource busy",
+    "rm: cannot remove '.git/hooks': Device or resource busy",
+    "rmdir: failed to remove '.git/hooks': Device or resource busy",
+    "mv: cannot move '.git' to 'gitfile': Device or resource busy",  # a worktree's .git file
+    "OSError: [Errno 16] Device or resource busy: '.git/config' -> 'c'",
+    f"OSError: [Errno 16] Device or resource busy: '{WS}/.git/hooks'",
+    "Error: EBUSY: resource busy or locked, rename '.git/config' -> 'c'",
+    "Error: EBUSY: resource busy or locked, rmdir '.git/hooks'",
+]
+
+
+@pytest.mark.parametrize("text", BUSY_REFUSED)
+def test_removing_or_renaming_what_the_sandbox_keeps_read_only_is_its_refusal(text: str) -> None:
+    assert refused_by_sandbox(text, PROTECTED, WS)
+    assert not refused_by_sandbox(text, SandboxRules(writable=(WS,)), WS)  # not kept: busy for its own reasons
+
+
+def test_a_busy_path_the_sandbox_lets_it_write_is_not_blamed_on_it() -> None:
+    assert not refused_by_sandbox("rm: cannot remove 'mnt': Device or resource busy", PROTECTED, WS)
+    assert not refused_by_sandbox("Error: EBUSY: resource busy or locked, unlink 'out.log'", PROTECTED, WS)
+
+
 def test_a_relative_path_is_placed_from_the_session_folder() -> None:
     assert not refused_by_sandbox("touch: cannot touch 'out/x': Permission denied", RULES, WS)
     assert refused_by_sandbox("touch: cannot touch '../x': Permission denied", RULES, WS)
@@ -169,3 +196,80 @@ def test_polypilot_follow_says_a_tool_was_refused_by_the_sandbox() -> None:
     assert printed("refused", live=True, replaced=True) == "[tool bash] refused by the sandbox\n"
     assert printed("failed", live=True, replaced=True) == ""  # its completion said "[tool failed]"
     assert printed("refused", live=False, replaced=False) == "[tool bash] refused by the sandbox touch /etc/x\n"
+
+
+# opencode 1.18's bash tool in a sandboxed worktree, as it sent it (ACP transcript of the trial
+# in tmux): the tool "completed" — its metadata says the command exited 1.
+OPENCODE_REFUSED = [
+    {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "call_17_tool",
+        "title": "bash",
+        "kind": "execute",
+        "status": "pending",
+        "locations": [{"path": WS}],
+        "rawInput": {"cwd": WS},
+    },
+    {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "call_17_tool",
+        "status": "in_progress",
+        "kind": "execute",
+        "title": "echo oc > oc.txt; echo evil > /etc/evil",
+        "rawInput": {"command": "echo oc > oc.txt; echo evil > /etc/evil", "description": "Run", "cwd": WS},
+    },
+    {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "call_17_tool",
+        "status": "completed",
+        "title": "echo oc > oc.txt; echo evil > /etc/evil",
+        "content": [
+            {
+                "type": "content",
+                "content": {"type": "text", "text": "/bin/bash: line 1: /etc/evil: Read-only file system\n"},
+            }
+        ],
+        "rawOutput": {
+            "output": "/bin/bash: line 1: /etc/evil: Read-only file system\n",
+            "metadata": {
+                "output": "/bin/bash: line 1: /etc/evil: Read-only file system\n",
+                "exit": 1,
+                "truncated": False,
+            },
+        },
+    },
+]
+
+
+def acp_row(session, updates: list[dict]) -> str:
+    from polypilot_tui.agents.acp.mapping import UpdateMapper
+    from polypilot_tui.domain.clock import FakeClock
+    from polypilot_tui.domain.events import AgentEvent
+    from polypilot_tui.domain.reducer import apply_event
+
+    events: list[AgentEvent] = []
+    mapper = UpdateMapper(events.append)
+    for update in updates:
+        mapper.handle(update)
+    for n, event in enumerate(events):
+        apply_event(session, event, float(n), FakeClock())
+    [row] = [i for i in session.history if i.tool_call_id == "call_17_tool"]
+    return row.tool_status
+
+
+@pytest.mark.parametrize(
+    "raw_output",
+    [
+        OPENCODE_REFUSED[2]["rawOutput"],  # opencode: metadata.exit
+        {"output": "/bin/bash: line 1: /etc/evil: Read-only file system\n", "exit_code": 1},
+        {"output": "/bin/bash: line 1: /etc/evil: Read-only file system\n", "exitCode": 1},
+    ],
+)
+def test_an_acp_shell_that_completed_with_a_non_zero_exit_after_a_refused_write_is_refused(raw_output: dict) -> None:
+    """An ACP agent's shell "completes" whatever its command's exit: the exit code in its raw
+    output is what says it failed (opencode's row read ✓ for a write the sandbox refused)."""
+    updates = [*OPENCODE_REFUSED[:2], {**OPENCODE_REFUSED[2], "rawOutput": raw_output}]
+    assert acp_row(sandboxed(), updates) == "refused"
+    assert acp_row(sandboxed(on=False), updates) == "completed"  # no sandbox: not its doing
+    exited_0 = {**OPENCODE_REFUSED[2], "rawOutput": {"output": "x: Read-only file system", "metadata": {"exit": 0}}}
+    assert acp_row(sandboxed(), [*OPENCODE_REFUSED[:2], exited_0]) == "completed"  # it succeeded

@@ -16,7 +16,9 @@ from acp import RequestError
 from polypilot_tui.agents.acp.client import AcpClient
 from polypilot_tui.agents.sandbox import plan_for, sandbox_problem
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
+from polypilot_tui.domain.failures import FailureKind
 from polypilot_tui.domain.sandbox import NO_SANDBOX, Sandbox, SandboxMode
+from polypilot_tui.domain.sandbox_refusal import refused_by_sandbox
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.builder import build_engine
@@ -89,12 +91,51 @@ async def test_the_agents_default_sandbox_is_taken_and_the_agent_runs_in_bwrap(t
         await engine.call(verbs.SEND, verbs.Send(sid, "hello"))
         await until(lambda: engine.view(sid).turns >= 1, 30, "the sandboxed agent's reply")
         assert bwrapped(work), "the agent did not run in bubblewrap"
+        # its tools' failures are read against the rules it was started with: a read in the
+        # hidden state folder ("No such file") is the sandbox's refusal, not a plain failure
+        rules = engine.manager.session(sid).sandbox_rules
+        assert rules is not None and rules.may_write(str(work.resolve())), rules
+        hidden = f"cat: {tmp_path / 'state' / 'sessions.json'}: No such file or directory"
+        assert refused_by_sandbox(hidden, rules, str(work))
         off = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work), sandbox=NO_SANDBOX))
         assert not engine.view(off).sandbox.on
         assert (await engine.call(verbs.DETAILS, verbs.SessionRef(off))).sandbox_rules == ()
     finally:
         await engine.close()
     await until(lambda: not bwrapped(work), 10, "the sandbox to end with its session")
+
+
+@needs_bwrap
+async def test_a_tool_refused_a_hidden_folder_reads_refused_by_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session reads its tools' failures against the rules its agent was started with: a
+    file in a hidden folder (a secret in ``~/.ssh``, polypilot's state folder) is missing in
+    the sandbox, and that "No such file or directory" is the sandbox's refusal; a file missing
+    in the agent's own folder is a plain failure. The agent runs ``cat`` for real in bwrap."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("the user's key\n")
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    settings = settings_of(tmp_path)
+    engine = build_engine(settings, AgentCatalog({"fake": fake(tmp_path)}), persist=False)
+    await engine.start()
+    try:
+        sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession("fake", folder=str(work)))
+        commands = {
+            f"cat {home}/.ssh/id_ed25519": "refused",
+            f"ls {settings.state_dir}/sessions": "refused",
+            f"cat {work}/missing.txt": "failed",
+        }
+        for turn, command in enumerate(commands, 1):
+            await engine.call(verbs.SEND, verbs.Send(sid, f"SHCMD {command}"))
+            await until(lambda n=turn: engine.view(sid).turns >= n, 30, f"the turn running {command}")  # type: ignore[misc]
+        rows = [item.tool_status for item in engine.history(sid) if item.tool_call_id]
+        assert rows == list(commands.values()), [i for i in engine.history(sid) if i.tool_call_id]
+        assert not any("the user's key" in item.text for item in engine.history(sid))
+    finally:
+        await engine.close()
 
 
 async def test_without_bwrap_no_sandboxed_session_is_made_or_restored_and_no_agent_starts(
@@ -118,8 +159,15 @@ async def test_without_bwrap_no_sandboxed_session_is_made_or_restored_and_no_age
         assert engine.ids() == ["s1"]
         view = engine.view("s1")
         assert view.sandbox == ON and "bubblewrap" in view.reason  # restored sandboxed, and not started
+        # named for what is missing — bubblewrap, not the agent — with bubblewrap's fix
+        assert view.failure is not None and view.failure.kind is FailureKind.SANDBOX_UNAVAILABLE, view.failure
+        assert "apt install bubblewrap" in view.failure.fix and "agent" not in view.reason.split(":")[0]
         with pytest.raises(Exception, match="bubblewrap"):
             await engine.manager.connect("s1")  # a reconnect does not start it either
+        await engine.call(verbs.SEND, verbs.Send("s1", "hello"))  # nor a prompt: its row says why
+        await until(lambda: engine.view("s1").turns >= 1, 10, "the refused turn")
+        row = engine.history("s1")[-1].text
+        assert row.startswith("Sandbox cannot start — ") and "Fix: " in row and "install the agent" not in row, row
         assert not (tmp_path / "agent-state").exists() and not bwrapped(work)
         assert not running(FAKE_AGENT, work), "the agent started without its sandbox"
         assert engine.view("s1").sandbox == ON
@@ -190,3 +238,25 @@ def test_a_sandboxed_run_without_bwrap_says_how_to_fix_it_and_starts_nothing(tmp
     done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "apt install bubblewrap" in done.stderr, done.stderr
     assert "Hello" not in done.stdout and not running(FAKE_AGENT, work)
+
+
+@needs_bwrap
+async def test_polypilot_run_says_a_tool_was_refused_by_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Live, the refused shell's completion reads "[tool failed]" before its row is read; the
+    row's line then says what it was, as ``polypilot follow`` does. (A missing file of its own
+    folder is a plain failure: the test above.)"""
+    from polypilot_tui.commands.run import run_headless
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("the user's key\n")
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    catalog = AgentCatalog({"fake": fake(tmp_path)})
+    assert await run_headless(settings_of(tmp_path), catalog, "fake", f"SHCMD cat {home}/.ssh/id_ed25519") == 0
+    printed = capsys.readouterr().out
+    assert "[tool failed]\n[tool cat " in printed and "] refused by the sandbox\n" in printed, printed
+    assert "the user's key" not in printed

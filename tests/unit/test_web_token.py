@@ -16,7 +16,7 @@ import re
 import shlex
 import socket
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import aiohttp
@@ -48,6 +48,16 @@ pytestmark = [
 TOKEN = "the-right-token-" + "x" * 27
 NO_DASHBOARD = "exit 0"  # textual-serve runs it with the shell: gone at once, nothing started
 SIZE = "?width=80&height=24"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def young_heap() -> Iterator[None]:
+    """Each test's ``gc.collect()`` looks at what this module made, not at the whole heap the
+    worker built before it (late in a run a full collection took seconds, every test): that
+    heap is frozen for the module (``gc.freeze``) and given back to the collector after."""
+    gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture

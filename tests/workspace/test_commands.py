@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from polypilot_tui.domain.changeset import ReviewComment, Side, review_prompt
 from polypilot_tui.engine.verbs import SESSION_VIEW, SessionRef
 from polypilot_tui.service.address import socket_path
@@ -20,6 +22,8 @@ from tests.workspace.hostile import hostile_repo
 from tests.workspace.repos import IDENTITY, make_repo, run
 
 POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
+
+pytestmark = pytest.mark.slow  # each drives a real engine and git: 8-17 s a test on 2 busy cores
 
 
 def polypilot(state: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

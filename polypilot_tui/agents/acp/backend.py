@@ -12,6 +12,7 @@ schema). Permission requests for unknown tool ids are accepted (:class:`Permissi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from polypilot_tui.agents.acp.opening import SessionOpener
 from polypilot_tui.agents.acp.turns import TurnControl
 from polypilot_tui.agents.base import ConnectResult, Diagnostics, EventSink
 from polypilot_tui.agents.sandbox import SandboxPlan
+from polypilot_tui.agents.sandbox_leftovers import TurnLeftovers
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -78,6 +80,8 @@ class AcpBackend:
         self._turns = TurnControl(
             self._link, self._intake, self._desk, clock, settings, reconnect=self.connect, kill=self.kill
         )
+        self._leftovers = TurnLeftovers(lambda: self.pid) if sandbox is not None else None
+        """What a stopped turn's tools left in the sandbox (agents/sandbox_leftovers.py)."""
 
     @property
     def session_id(self) -> str | None:
@@ -117,11 +121,16 @@ class AcpBackend:
 
     async def send(self, prompt: str) -> None:
         """Start a turn; returns once the prompt is on the wire (events follow)."""
+        if self._leftovers is not None:
+            self._leftovers.turn_started()
         await self._turns.send(prompt)
 
     async def abort(self) -> None:
-        """Cancel the running turn (killing the agent if it does not stop in time)."""
+        """Cancel the running turn (killing the agent if it does not stop in time); in a
+        sandbox, end what the turn's tools left running there."""
         await self._turns.abort()
+        if self._leftovers is not None:
+            await asyncio.to_thread(self._leftovers.end)
 
     async def kill(self) -> None:
         """Kill the agent process; open permission prompts are cancelled, the loss reported."""

@@ -91,6 +91,30 @@ def raw_output_text(raw: Any) -> str:
         return str(raw)
 
 
+def raw_exit_code(raw: Any) -> int | None:
+    """The exit code a shell tool's ``rawOutput`` reports, or None: ``exitCode`` / ``exit_code``
+    (codex), opencode's ``metadata.exit`` (its bash tool "completes" whatever the command's exit),
+    or the Copilot CLI's ``shell_exit`` part in ``contents``."""
+    if not isinstance(raw, Mapping):
+        return None
+    holders: list[tuple[Any, tuple[str, ...]]] = [
+        (raw, ("exitCode", "exit_code")),
+        (raw.get("metadata"), ("exit", "exitCode", "exit_code")),
+    ]
+    parts = raw.get("contents")
+    if isinstance(parts, list):
+        holders += [
+            (p, ("exitCode", "exit_code")) for p in parts if isinstance(p, Mapping) and p.get("type") == "shell_exit"
+        ]
+    for holder, keys in holders:
+        if isinstance(holder, Mapping):
+            for key in keys:
+                code = holder.get(key)
+                if isinstance(code, int) and not isinstance(code, bool):
+                    return code
+    return None
+
+
 def summarize_input(raw: Any, limit: int = 300) -> str:
     """One line that says what a tool call will do (its command, path, pattern…)."""
     if raw is None:
@@ -291,7 +315,12 @@ class UpdateMapper:
         if status in _FINAL_STATUSES:
             text = _clip(tool_content_text(state.get("content")) or raw_output_text(state.get("rawOutput")))
             self._complete(
-                call_id, success=status == "completed", error=text or "tool failed", text=text, status=status
+                call_id,
+                success=status == "completed",
+                error=text or "tool failed",
+                text=text,
+                status=status,
+                exit_code=raw_exit_code(state.get("rawOutput")),
             )
             return
         if self.replay:
@@ -339,7 +368,9 @@ class UpdateMapper:
             )
         )
 
-    def _complete(self, call_id: str, *, success: bool, error: str, text: str = "", status: str = "") -> None:
+    def _complete(
+        self, call_id: str, *, success: bool, error: str, text: str = "", status: str = "", exit_code: int | None = None
+    ) -> None:
         self._done.add(call_id)
         data: dict[str, Any] = {
             "toolCallId": call_id,
@@ -350,6 +381,8 @@ class UpdateMapper:
         }
         if not success:
             data["error"] = {"message": error}
+        if exit_code is not None:  # a shell that "completed" with a non-zero exit (the reducer reads it)
+            data["exitCode"] = exit_code
         self._emit(AgentEvent(EventType.TOOL_COMPLETE, data))
 
     @staticmethod

@@ -28,6 +28,7 @@ from polypilot_tui.agents.copilot.model_switch import session_models, switch_mod
 from polypilot_tui.agents.copilot.turns import TurnControl
 from polypilot_tui.agents.reachability import down_because
 from polypilot_tui.agents.sandbox import SandboxPlan
+from polypilot_tui.agents.sandbox_leftovers import TurnLeftovers
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
@@ -64,6 +65,8 @@ class CopilotBackend:
         self.connection = CopilotConnection(agent, clock, self.events, busy, self.abort, tool_servers, sandbox)
         """The CLI and the attached session (public so tests can attach a fake session)."""
         self._turns = TurnControl(self.connection, self.events, busy, settings)
+        self._leftovers = TurnLeftovers(lambda: self.connection.own_pid) if sandbox is not None else None
+        """What a stopped turn's tools left in the sandbox (agents/sandbox_leftovers.py)."""
         self._agent = agent
         self._sink = sink
         self._checking: asyncio.Task[None] | None = None
@@ -98,11 +101,16 @@ class CopilotBackend:
 
     async def send(self, prompt: str) -> None:
         """Hand a prompt to the CLI (ending a leftover turn first); events follow."""
+        if self._leftovers is not None:
+            self._leftovers.turn_started()
         await self._turns.send(prompt)
 
     async def abort(self) -> None:
-        """Abort the turn and wait until the CLI has ended it (``session.idle``)."""
+        """Abort the turn and wait until the CLI has ended it (``session.idle``); in a sandbox,
+        end what the turn's tools left running there."""
         await self._turns.abort()
+        if self._leftovers is not None:
+            await asyncio.to_thread(self._leftovers.end)
 
     async def answer_permission(self, request_id: str, option_id: str) -> None:
         """Answer a pending request (also one that survived a restart) by option id."""

@@ -103,6 +103,13 @@ class CopilotConnection:
         return proc.pid if proc is not None else None
 
     @property
+    def own_pid(self) -> int | None:
+        """The CLI's process id while this session is the only one on it, else None (two
+        sandboxed sessions of one agent in one folder share a CLI, and its tools)."""
+        server = self._server
+        return self.pid if server is not None and server.members == {self._intake} else None
+
+    @property
     def log_path(self) -> Path | None:
         """``$COPILOT_HOME/session-state/<id>/events.jsonl`` of the attached session."""
         if not self._session_id:

@@ -2,7 +2,9 @@
 
 The task, the agents (typed as ``copilot:2,opencode:1``, or added one at a time from the
 catalog), the repository's folder, the base the worktrees start from and an optional check
-command run in each worktree when its attempt ends. The folder is looked at as it is typed
+command run in each worktree when its attempt ends, and the sandbox of every attempt (shown
+as the attempts' agents' own until the user picks one; only a choice the user made is sent,
+as in the new-session dialog). The folder is looked at as it is typed
 (folder_dialog.py); what stands in the way is said in the dialog, which stays open with
 everything typed. It returns the :class:`~polypilot_tui.engine.verbs.FanOut` request, its
 folder as typed.
@@ -17,15 +19,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
+from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static, TextArea
 
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.fan_out import FanOutSpecError, parse_fan_out, spec_of
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from polypilot_tui.domain.workspace import FolderInfo
 from polypilot_tui.engine.verbs import FanOut
 from polypilot_tui.ui.folder_suggester import FolderSuggester, ListFolders
 from polypilot_tui.ui.screens.folder_dialog import FolderDialog, Inspect
-from polypilot_tui.ui.screens.new_session import agent_option, by_readiness
+from polypilot_tui.ui.screens.new_session import SandboxChoice, agent_option, by_readiness
 
 
 class FanOutScreen(FolderDialog[FanOut | None]):
@@ -58,6 +61,9 @@ class FanOutScreen(FolderDialog[FanOut | None]):
         self._recent = list(recent)
         self._initial = initial
         self._problem = problem
+        self._sandbox_shown = SandboxMode.OFF
+        self._sandbox_chosen = bool(initial and initial.sandbox)
+        """The user chose a sandbox (sent as chosen; otherwise none is: each agent's own applies)."""
 
     def compose(self) -> ComposeResult:
         initial = self._initial
@@ -84,6 +90,11 @@ class FanOutScreen(FolderDialog[FanOut | None]):
                 with Vertical():
                     yield Label("Check command (optional)", classes="field-label")
                     yield Input(initial.check if initial else "", id="check", placeholder="e.g. pytest -q")
+            with Horizontal(id="sandbox-row"):
+                yield Label("Sandbox", id="sandbox-label")
+                with SandboxChoice(id="sandbox"):
+                    yield RadioButton(Content("off"), id="sandbox-off")
+                    yield RadioButton(Content("workspace: writes only its worktree"), id="sandbox-workspace")
             yield Static(self._problem, id="new-session-error", markup=False)
             with Horizontal(id="new-session-buttons"):
                 yield Button(Content("Cancel"), id="fan-out-cancel", compact=True)
@@ -96,6 +107,10 @@ class FanOutScreen(FolderDialog[FanOut | None]):
 
     def on_mount(self) -> None:
         self._error(self._problem)
+        initial = self._initial.sandbox if self._initial is not None else None
+        if initial is not None:  # a request sent back with a problem: as it was chosen
+            self._show_sandbox(initial.mode)
+        self._follow_agents_sandbox()
         self._start_inspect()
         self.query_one("#task", TextArea).focus()
 
@@ -113,6 +128,47 @@ class FanOutScreen(FolderDialog[FanOut | None]):
             self._error(f"Agents: {exc}")
             return
         self.query_one("#agents", Input).value = spec_of((*agents, agent))
+
+    @property
+    def sandbox_mode(self) -> SandboxMode:
+        """The sandbox shown: chosen, or the attempts' agents' own until then."""
+        on = self.query_one("#sandbox-workspace", RadioButton).value
+        return SandboxMode.WORKSPACE if on else SandboxMode.OFF
+
+    @on(Input.Changed, "#agents")
+    def _follow_agents_sandbox(self) -> None:
+        """Until the user picks one, the choice shows ``workspace`` when every attempt's agent
+        is sandboxed by its own entry (sending none keeps each agent's own: never widened)."""
+        if self._sandbox_chosen:
+            return
+        try:
+            agents = parse_fan_out(self._value("agents")) if self._value("agents").strip() else ()
+        except FanOutSpecError:
+            return
+        offers = {offer.name: offer for offer in self._agents}
+        boxed = bool(agents) and all(
+            (offer := offers.get(name)) is not None and offer.sandbox is SandboxMode.WORKSPACE for name in agents
+        )
+        self._show_sandbox(SandboxMode.WORKSPACE if boxed else SandboxMode.OFF)
+
+    def _show_sandbox(self, mode: SandboxMode) -> None:
+        self._sandbox_shown = mode
+        button = "#sandbox-workspace" if mode is SandboxMode.WORKSPACE else "#sandbox-off"
+        self.query_one(button, RadioButton).value = True
+
+    @on(RadioSet.Changed, "#sandbox")
+    def _sandbox_changed(self) -> None:
+        """A change that is not the one shown for the agents is the user's: kept from now on."""
+        if self.sandbox_mode is not self._sandbox_shown:
+            self._sandbox_chosen = True
+
+    @on(SandboxChoice.Taken)
+    def _sandbox_taken(self, event: SandboxChoice.Taken) -> None:
+        """Enter on the choice: that one, and fan out."""
+        event.stop()
+        self._sandbox_chosen = True
+        self._show_sandbox(event.mode)
+        self.action_fan_out()
 
     def _show_folder(self, info: FolderInfo | None, problem: str) -> None:
         note = self.query_one("#folder-note", Static)
@@ -148,6 +204,7 @@ class FanOutScreen(FolderDialog[FanOut | None]):
             folder=self._value("folder").strip(),
             base=self._value("base").strip(),
             check=self._value("check").strip(),
+            sandbox=Sandbox(self.sandbox_mode) if self._sandbox_chosen else None,
         )
 
     def _error(self, problem: str) -> None:

@@ -362,6 +362,8 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
         error = self.query_one("#new-session-error", Static)
         error.update(f"✗ {problem}" if problem else "")
         error.display = bool(problem)
+        if problem:  # the dialog can be taller than the terminal: a refusal below the fold is unseen
+            error.scroll_visible(animate=False)
 
     @on(OptionList.OptionSelected, "#agent-list")
     @on(Input.Submitted)
