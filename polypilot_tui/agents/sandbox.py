@@ -92,12 +92,19 @@ run outside the sandbox at the user's next ``npx``; so it stays read-only."""
 SYSTEM_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman", "/run/containerd")
 """Hidden too: a container daemon's socket is root on the machine."""
 
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311, "ppc64le": 355, "s390x": 280}
+"""keyctl(2)'s number per machine (Python has no keyctl, and glibc no wrapper for it)."""
 _LIMITER = (
     "import os,resource as r,sys;n=int(sys.argv[1]);h=r.getrlimit(r.RLIMIT_NPROC)[1];"
-    "n=n if h==r.RLIM_INFINITY else min(n,h);r.setrlimit(r.RLIMIT_NPROC,(n,n));os.execvp(sys.argv[2],sys.argv[2:])"
+    "n=n if h==r.RLIM_INFINITY else min(n,h);r.setrlimit(r.RLIMIT_NPROC,(n,n));k=int(sys.argv[2])\n"
+    "if k:import ctypes;ctypes.CDLL(None).syscall(k,1,None)\n"
+    "os.execvp(sys.argv[3],sys.argv[3:])"
 )
 """Run inside the sandbox (bwrap has no rlimit option): set the process limit (never above the
-hard limit the user already has: raising it is refused), exec the agent."""
+hard limit the user already has: raising it is refused), join a new, empty session keyring
+(KEYCTL_JOIN_SESSION_KEYRING: the user's, inherited, may hold a Kerberos ticket or other
+keys; without possessing it, a process of the user's may only see that it is there), exec
+the agent."""
 _JOINER = (
     "import os,sys;f=open(sys.argv[1],'w');f.write(str(os.getpid()));f.close();os.execvp(sys.argv[2],sys.argv[2:])"
 )
@@ -477,6 +484,7 @@ def sandboxed(
         "-c",
         _LIMITER,
         str(process_limit),
+        str(KEYCTL_SYSCALL.get(os.uname().machine, 0)),
         *argv,
     ]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shlex
 import subprocess
@@ -363,3 +364,36 @@ def test_the_private_tmp_and_shm_are_bounded_where_bwrap_can(
     done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=30, check=False)
     sizes = [int(line.split()[1]) for line in done.stdout.splitlines()[1:]]
     assert sizes == [2 * 1024**3] * 2, (done.stdout, done.stderr)  # agents/sandbox.py's TMP_SIZE
+
+
+KEYRING = """
+import ctypes, json, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+keyctl = {"x86_64": 250, "aarch64": 219}[__import__("os").uname().machine]
+libc.syscall(keyctl, 1, None)  # a session keyring of this process's own: the machine's is not touched
+add_key = {"x86_64": 248, "aarch64": 217}[__import__("os").uname().machine]
+assert libc.syscall(add_key, b"user", b"polypilot-test", b"kerberos-ticket", 15, -3) > 0
+subprocess.run(json.loads(sys.argv[1]), timeout=30)
+"""
+READ_KEY = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+keyctl = {"x86_64": 250, "aarch64": 219}[__import__("os").uname().machine]
+found = libc.syscall(keyctl, 10, -3, b"user", b"polypilot-test", 0)  # KEYCTL_SEARCH the session keyring
+print("FOUND" if found > 0 else "NOT FOUND")
+"""
+
+
+@bwrap_works
+def test_the_users_session_keyring_is_not_the_agents(tmp_path: Path, settings: Settings, env: dict[str, str]) -> None:
+    """The session keyring is inherited: a Kerberos ticket or another key in it was the
+    sandboxed agent's to read."""
+    if os.uname().machine not in ("x86_64", "aarch64"):
+        pytest.skip("the test knows keyctl's number on x86_64 and aarch64 only")
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = launch_argv(plan_for(ON, work, AGENT, settings, env), [sys.executable, "-c", READ_KEY], work, env)
+    done = subprocess.run(
+        [sys.executable, "-c", KEYRING, json.dumps(argv)], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert done.stdout.strip() == "NOT FOUND", (done.stdout, done.stderr)
