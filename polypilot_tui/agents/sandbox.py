@@ -200,6 +200,39 @@ def _points_back(own: Path, common_dir: Path, entry: Path) -> bool:
     return own.parent == common_dir / "worktrees" and _real(_read_line(own / "gitdir")) == _real(entry)
 
 
+def _config_includes(folder: Path) -> list[str]:
+    """The files git's config includes in ``folder`` (``include.path``, ``includeIf.*.path``,
+    as git reads them: relative to the including file, ``~`` its home), real paths."""
+    try:
+        done = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(folder),
+                "config",
+                "--show-origin",
+                "--null",
+                "--get-regexp",
+                r"^include(if\..*)?\.path$",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    items = done.stdout.split("\0") if done.returncode == 0 else []
+    found = []
+    for origin, entry in zip(items[0::2], items[1::2], strict=False):
+        value = entry.partition("\n")[2]
+        if not origin.startswith("file:") or not value:
+            continue
+        source = folder / origin.removeprefix("file:")
+        found.append(_real(value if value.startswith("~") else source.parent / value))
+    return found
+
+
 def git_needs(folder: Path) -> GitNeeds:
     """What ``git add``, ``git commit`` and ``git status`` need to write for the checkout of
     ``folder`` (measured: docs/sandbox.md), and the files that must stay read-only.
@@ -259,6 +292,10 @@ def git_needs(folder: Path) -> GitNeeds:
         if not where.exists() and within(str(where), _real(top)):  # outside, the agent cannot make it
             made.append(str(where))
         protected.append(str(where))
+    for included in _config_includes(folder):  # a config of the repository's own, read by every git
+        protected.append(included)
+        if not os.path.lexists(included) and (within(included, str(entry.parent)) or within(included, str(own))):
+            made_files.append(included)  # else the agent could make it
     return GitNeeds(
         tuple(dict.fromkeys(writable)),
         tuple(dict.fromkeys(protected)),

@@ -11,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -131,17 +132,17 @@ def test_a_worktree_head_rewritten_by_an_earlier_run_makes_no_folder_outside_wri
 
 
 SWAPPER = """
-import contextlib, os, sys
+import ctypes, os, sys
 folder, outside = sys.argv[1], sys.argv[2]
-real, link = folder + ".real", folder + ".link"
+link = folder + ".link"
 os.symlink(outside, link)
+exchange = ctypes.CDLL(None, use_errno=True).renameat2  # RENAME_EXCHANGE: one atomic swap
 print("ready", flush=True)
 while True:
-    for old, new in ((folder, real), (link, folder), (folder, link), (real, folder)):
-        with contextlib.suppress(OSError):
-            os.rename(old, new)
+    exchange(-100, folder.encode(), -100, link.encode(), 2)
 """
-"""A sandboxed agent's loop, a process of its own: ``folder`` is now a folder, now a link."""
+"""A sandboxed agent's loop, a process of its own: ``folder`` is now a folder, now a link
+(swapped atomically, as fast as it can)."""
 
 
 async def test_the_acp_client_never_writes_through_a_link_swapped_in_after_its_check(
@@ -159,7 +160,8 @@ async def test_the_acp_client_never_writes_through_a_link_swapped_in_after_its_c
     )
     try:
         assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
-        for _ in range(3000):  # the race is won within a few hundred tries before the fix
+        deadline = time.monotonic() + 0.5  # before the fix the race was won at once (5 runs in 5)
+        while time.monotonic() < deadline:
             with contextlib.suppress(RequestError, OSError):
                 await client.write_text_file("s", str(work / "dir" / "evil.desktop"), "[Desktop Entry]\n")
             if list(outside.iterdir()):
@@ -397,3 +399,24 @@ def test_the_users_session_keyring_is_not_the_agents(tmp_path: Path, settings: S
         [sys.executable, "-c", KEYRING, json.dumps(argv)], env=env, capture_output=True, text=True, timeout=30
     )
     assert done.stdout.strip() == "NOT FOUND", (done.stdout, done.stderr)
+
+
+@bwrap_works
+def test_a_config_file_the_repository_includes_from_its_folder_stays_read_only(
+    tmp_path: Path, settings: Settings, env: dict[str, str]
+) -> None:
+    """Some projects share settings with ``git config include.path ../.gitconfig``: a file in
+    the workspace that every git reads as config, where ``core.fsmonitor`` runs a command at
+    the user's next ``git status`` (a shell prompt runs one on ``cd``)."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit()
+    (repo.root / ".gitconfig").write_text("[user]\n\tname = T\n")
+    repo.git("config", "include.path", "../.gitconfig")
+    repo.git("config", "includeIf.onbranch:main.path", "../.gitconfig-main")  # missing: made empty
+    evil = "[core]\n\tfsmonitor = touch pwned\n"
+    script = f"printf '{evil}' >> .gitconfig; printf '{evil}' > .gitconfig-main; echo x > ok.txt"
+    argv = launch_argv(plan_for(ON, repo.root, AGENT, settings, env), ["sh", "-c", script], repo.root, env)
+    subprocess.run(argv, env=env, cwd=repo.root, capture_output=True, timeout=30, check=False)
+    assert (repo.root / "ok.txt").exists()  # the workspace itself: writable
+    assert (repo.root / ".gitconfig").read_text() == "[user]\n\tname = T\n"
+    assert (repo.root / ".gitconfig-main").read_text() == ""
