@@ -392,6 +392,9 @@ class AgentConfig(BaseModel):
     sandbox_writable: list[str] = Field(default_factory=list)
     """Its own state folders, writable in its sandbox (``~`` and ``${VAR:-default}`` expanded
     in its environment): its sessions, logs and caches."""
+    sandbox_read_only: list[str] = Field(default_factory=list)
+    """Folders inside those state folders kept read-only in its sandbox (made when missing):
+    what the agent, run outside a sandbox later, runs as code (Copilot's auto-update ``pkg``)."""
 
     def missing_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """Why this agent has no provider key — the variable its ``api_key_env`` names is unset

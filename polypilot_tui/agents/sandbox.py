@@ -62,25 +62,57 @@ SECRETS = (
     "~/.vault-token",
     "~/.s3cfg",
     "~/.config/rclone",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.config/containers/auth.json",
+    "~/.Xauthority",
+    "~/.ICEauthority",
     "~/.bash_history",
     "~/.zsh_history",
+    "~/.local/share/fish/fish_history",
+    "~/.python_history",
+    "~/.node_repl_history",
+    "~/.psql_history",
+    "~/.mysql_history",
+    "~/.codex/auth.json",
+    "~/.claude/.credentials.json",
+    "~/.local/share/opencode/auth.json",
+    "~/.gemini/oauth_creds.json",
+    "~/.qwen/oauth_creds.json",
 )
-"""Hidden from every sandboxed agent: credentials that reach other machines, and the shell
-histories that hold them typed on a command line."""
+"""Hidden from every sandboxed agent: credentials that reach other machines (the X server's
+cookie among them: with the network shared, its abstract socket is reachable, and a client
+may type into the user's terminal), the histories that hold them typed on a command line, and
+the other agents' sign-ins (an agent's own, in its state folder, stays: see
+:func:`hidden_roots`)."""
+NPM_CACHE = "/tmp/npm-cache"
+"""npm's cache in the sandbox: in its private /tmp, gone with it. The user's ``~/.npm`` holds
+``_npx/``, packages ``npx`` runs again without a check: one written by a sandboxed agent would
+run outside the sandbox at the user's next ``npx``; so it stays read-only."""
 SYSTEM_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman", "/run/containerd")
 """Hidden too: a container daemon's socket is root on the machine."""
 
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311, "ppc64le": 355, "s390x": 280}
+"""keyctl(2)'s number per machine (Python has no keyctl, and glibc no wrapper for it)."""
 _LIMITER = (
     "import os,resource as r,sys;n=int(sys.argv[1]);h=r.getrlimit(r.RLIMIT_NPROC)[1];"
-    "n=n if h==r.RLIM_INFINITY else min(n,h);r.setrlimit(r.RLIMIT_NPROC,(n,n));os.execvp(sys.argv[2],sys.argv[2:])"
+    "n=n if h==r.RLIM_INFINITY else min(n,h);r.setrlimit(r.RLIMIT_NPROC,(n,n));k=int(sys.argv[2])\n"
+    "if k:import ctypes;ctypes.CDLL(None).syscall(k,1,None)\n"
+    "os.execvp(sys.argv[3],sys.argv[3:])"
 )
 """Run inside the sandbox (bwrap has no rlimit option): set the process limit (never above the
-hard limit the user already has: raising it is refused), exec the agent."""
+hard limit the user already has: raising it is refused), join a new, empty session keyring
+(KEYCTL_JOIN_SESSION_KEYRING: the user's, inherited, may hold a Kerberos ticket or other
+keys; without possessing it, a process of the user's may only see that it is there), exec
+the agent."""
 _JOINER = (
     "import os,sys;f=open(sys.argv[1],'w');f.write(str(os.getpid()));f.close();os.execvp(sys.argv[2],sys.argv[2:])"
 )
 """Run before bwrap, outside the sandbox: join a cgroup (its ``cgroup.procs``), exec bwrap;
 everything the sandbox starts is born in that cgroup."""
+TMP_SIZE = 2 * 1024**3
+"""Bytes the sandbox's private /tmp and /dev/shm may hold each (where bwrap can bound them:
+``--size``, bubblewrap 0.8 or later): they live in memory, and one unbounded takes half of it."""
 CGROUP_PREFIX = "polypilot-sandbox-"
 CGROUP_SWEEP_AGE = 60.0
 """Seconds before an empty sandbox cgroup is removed: one made a moment ago (by another
@@ -112,6 +144,10 @@ class GitNeeds:
     otherwise be the agent's to create)."""
     made_files: tuple[str, ...] = ()
     """Empty files to make before the start, for the same reasons (``config.worktree``)."""
+    refused: str = ""
+    """Why a sandbox does not start in this checkout ("" when it may): its ``.git`` is a link,
+    or it points at a folder that is not this checkout's git folder (a repository that could
+    name any folder of the user's there would get it made writable)."""
 
 
 def _read_line(path: Path) -> str:
@@ -146,6 +182,57 @@ def _hooks_path(folder: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
+_NOT_THIS_CHECKOUT = (
+    "a sandboxed session does not start in a checkout whose git folder is elsewhere through a "
+    "link or a pointer that does not point back (a repository could name any folder of yours "
+    "there and have it made writable); use a plain clone or `git worktree add`"
+)
+
+
+def _is_git_folder(path: Path) -> bool:
+    """``path`` holds a repository (HEAD, objects, refs), not just any folder of the user's."""
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
+
+
+def _points_back(own: Path, common_dir: Path, entry: Path) -> bool:
+    """A linked worktree's git folder is ``<common>/worktrees/<name>`` and its ``gitdir`` names
+    the ``.git`` that points at it (as ``git worktree add`` makes them)."""
+    return own.parent == common_dir / "worktrees" and _real(_read_line(own / "gitdir")) == _real(entry)
+
+
+def _config_includes(folder: Path) -> list[str]:
+    """The files git's config includes in ``folder`` (``include.path``, ``includeIf.*.path``,
+    as git reads them: relative to the including file, ``~`` its home), real paths."""
+    try:
+        done = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(folder),
+                "config",
+                "--show-origin",
+                "--null",
+                "--get-regexp",
+                r"^include(if\..*)?\.path$",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    items = done.stdout.split("\0") if done.returncode == 0 else []
+    found = []
+    for origin, entry in zip(items[0::2], items[1::2], strict=False):
+        value = entry.partition("\n")[2]
+        if not origin.startswith("file:") or not value:
+            continue
+        source = folder / origin.removeprefix("file:")
+        found.append(_real(value if value.startswith("~") else source.parent / value))
+    return found
+
+
 def git_needs(folder: Path) -> GitNeeds:
     """What ``git add``, ``git commit`` and ``git status`` need to write for the checkout of
     ``folder`` (measured: docs/sandbox.md), and the files that must stay read-only.
@@ -159,6 +246,8 @@ def git_needs(folder: Path) -> GitNeeds:
     entry = _git_entry(folder)
     if entry is None:
         return GitNeeds()
+    if entry.is_symlink():
+        return GitNeeds(refused=f"{entry} is a link to {_real(entry)}: {_NOT_THIS_CHECKOUT}")
     writable: list[str] = []
     protected: list[str] = []
     made: list[str] = []
@@ -171,13 +260,16 @@ def git_needs(folder: Path) -> GitNeeds:
         protected.append(str(entry))  # bound onto itself: it cannot be rewritten, renamed or removed
     pointer = _read_line(own / "commondir")  # only a linked worktree's git folder has one
     common_dir = Path(_real(own / pointer)) if pointer else own
+    pointed = entry.is_file() or bool(pointer)  # a .git folder of its own is the checkout's, whatever it holds
+    if pointed and (not _is_git_folder(common_dir) or (pointer and not _points_back(own, common_dir, entry))):
+        return GitNeeds(refused=f"{entry} names {own}, which is not its git folder: {_NOT_THIS_CHECKOUT}")
     git_dir = own
     made_files = [str(own / "config.worktree")]  # an empty one: the agent cannot make one of its own
     if pointer:  # a linked worktree: its own folder, the objects, its branch's ref and reflog folders
         writable += [str(own), str(common_dir / "objects")]
         head = _read_line(own / "HEAD")
-        if head.startswith("ref: refs/"):
-            ref_folder = os.path.dirname(head.removeprefix("ref: ").strip())
+        ref_folder = os.path.dirname(head.removeprefix("ref: ").strip())
+        if head.startswith("ref: refs/") and ".." not in ref_folder.split("/"):  # git's own refs only
             for base in (common_dir, common_dir / "logs"):
                 place = base / ref_folder
                 if not place.is_dir():
@@ -197,9 +289,13 @@ def git_needs(folder: Path) -> GitNeeds:
     if hooks_path:
         top = entry.parent
         where = Path(_real(top / expand(hooks_path, os.environ)))
-        if not where.exists():
+        if not where.exists() and within(str(where), _real(top)):  # outside, the agent cannot make it
             made.append(str(where))
         protected.append(str(where))
+    for included in _config_includes(folder):  # a config of the repository's own, read by every git
+        protected.append(included)
+        if not os.path.lexists(included) and (within(included, str(entry.parent)) or within(included, str(own))):
+            made_files.append(included)  # else the agent could make it
     return GitNeeds(
         tuple(dict.fromkeys(writable)),
         tuple(dict.fromkeys(protected)),
@@ -213,6 +309,15 @@ def agent_state_folders(agent: AgentConfig, environ: Mapping[str, str] | None = 
     """The agent's own state folders (``sandbox_writable``), expanded in its environment."""
     env = dict(os.environ if environ is None else environ) | agent.env
     return tuple(_real(expand(path, env)) for path in agent.sandbox_writable if path.strip())
+
+
+def agent_read_only_folders(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The folders in the agent's state folders kept read-only (``sandbox_read_only``): the
+    state folders are shared with its runs outside any sandbox, so code the agent loads from
+    there (Copilot runs the newest CLI in its ``pkg`` folders) written in the sandbox would run
+    outside it."""
+    env = dict(os.environ if environ is None else environ) | agent.env
+    return tuple(_real(expand(path, env)) for path in agent.sandbox_read_only if path.strip())
 
 
 def polypilot_folders(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -249,7 +354,7 @@ def _rules(
 ) -> SandboxRules:
     env = dict(os.environ if environ is None else environ)
     writable = [_real(folder), *git.writable, *agent_state_folders(agent, env)]
-    hidden = [path for root in hidden_roots(settings, env) for path in hide_except(root, writable)]
+    hidden = [path for root in hidden_roots(settings, env, agent) for path in hide_except(root, writable)]
     model: tuple[str, ...] = ()
     if sandbox.network is not None:  # imported only then: `polypilot run` starts its agent before the rest loads
         from polypilot_tui.agents.sandbox_net import model_endpoints
@@ -257,17 +362,20 @@ def _rules(
         model = model_endpoints(agent, env)
     return SandboxRules(
         writable=tuple(dict.fromkeys(writable)),
-        protected=git.protected,
+        protected=(*git.protected, *agent_read_only_folders(agent, env)),
         hidden=tuple(dict.fromkeys(hidden)),
         network=None if sandbox.network is None else tuple(dict.fromkeys((*sandbox.network, *model))),
         model_endpoints=model,
     )
 
 
-def hidden_roots(settings: Settings, environ: Mapping[str, str]) -> list[str]:
-    """Every path hidden from a sandboxed agent, before the writable ones are taken out."""
+def hidden_roots(settings: Settings, environ: Mapping[str, str], agent: AgentConfig | None = None) -> list[str]:
+    """Every path hidden from a sandboxed agent, before the writable ones are taken out: but
+    the secrets in ``agent``'s own state folders (its own sign-in)."""
     home = environ.get("HOME") or str(Path.home())
+    own = agent_state_folders(agent, environ) if agent is not None else ()
     secrets = [_real(expand(path, {**environ, "HOME": home})) for path in SECRETS]
+    secrets = [path for path in secrets if not any(within(path, folder) for folder in own)]
     return [*secrets, *polypilot_folders(settings, environ), *runtime_folder(environ), *SYSTEM_SOCKETS]
 
 
@@ -367,6 +475,7 @@ def sandboxed(
     network_args: Sequence[str] = (),
     readable: Sequence[str] = (),
     masked: Sequence[str] = (),
+    tmp_size: int | None = None,
 ) -> list[str]:
     """``argv`` run in bubblewrap with ``rules``: new namespaces (user, pid, ipc, uts, cgroup,
     and the network when the rules have a network rule: ``network_args`` then bring its
@@ -375,6 +484,7 @@ def sandboxed(
     the user's terminal), the rest of the file system read-only, a private /tmp, /proc and
     /dev of its own, and ``process_limit`` processes at most."""
     binds, remounts = _mounts(rules, readable, masked)
+    size = [] if tmp_size is None else ["--size", str(tmp_size)]
     return [
         bwrap,
         "--unshare-all",
@@ -388,13 +498,20 @@ def sandboxed(
         "/",
         "--dev",
         "/dev",
+        *size,
+        "--tmpfs",
+        "/dev/shm",
         "--proc",
         "/proc",
+        *size,
         "--tmpfs",
         "/tmp",
         *binds,
         *remounts,
         *network_args,  # after /tmp and the binds into it: the gate's socket is put in /tmp
+        "--setenv",
+        "npm_config_cache",
+        NPM_CACHE,
         "--chdir",
         _real(cwd),
         "--",
@@ -404,6 +521,7 @@ def sandboxed(
         "-c",
         _LIMITER,
         str(process_limit),
+        str(KEYCTL_SYSCALL.get(os.uname().machine, 0)),
         *argv,
     ]
 
@@ -496,6 +614,16 @@ def userns_problem() -> str | None:
 
 
 @cache
+def bounds_tmpfs(bwrap: str) -> bool:
+    """This bwrap can bound a tmpfs's size (``--size``: bubblewrap 0.8 or later)."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in done.stdout
+
+
+@cache
 def _probe(bwrap: str) -> str:
     """What a trial sandbox said when it failed ("" when it ran): once per bwrap."""
     try:
@@ -575,6 +703,8 @@ class SandboxPlan:
     gates: str = ""
     """Where a network rule's gate makes its socket (in polypilot's state folder; the
     sandbox sees only its own, bound in)."""
+    refused: str = ""
+    """Why this sandbox does not start ("" when it may): GitNeeds.refused."""
 
 
 def plan_for(
@@ -591,10 +721,12 @@ def plan_for(
     env = os.environ if environ is None else environ
     home = _real(env.get("HOME") or Path.home())  # shown as it is (read-only) even in /tmp
     rules = _rules(sandbox, folder, agent, settings, environ, git)
-    split = [root for root in hidden_roots(settings, env) if root not in rules.hidden and os.path.isdir(root)]
-    made = (*agent_state_folders(agent, env), *git.made)
+    split = [root for root in hidden_roots(settings, env, agent) if root not in rules.hidden and os.path.isdir(root)]
+    made = (*agent_state_folders(agent, env), *agent_read_only_folders(agent, env), *git.made)
     gates = str(Path(_real(settings.state_dir)) / "net")
-    return SandboxPlan(sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split), gates=gates)
+    return SandboxPlan(
+        sandbox, rules, made, git.made_files, (*git.readable, home), tuple(split), gates=gates, refused=git.refused
+    )
 
 
 def launch_argv(
@@ -609,6 +741,8 @@ def launch_argv(
     BackendError (never a start without the sandbox) when the sandbox cannot start."""
     if plan is None:
         return list(argv)
+    if plan.refused:
+        raise SandboxUnavailable(f"the session is sandboxed and its sandbox cannot start: {plan.refused}")
     bwrap = require(plan.sandbox, environ)
     prepare(plan.rules, plan.made, plan.made_files)
     # The programs themselves, where the private /tmp would hide them (an agent unpacked there).
@@ -637,6 +771,7 @@ def launch_argv(
         masked=plan.masked,
         process_limit=process_limit,
         network_args=network_args,
+        tmp_size=TMP_SIZE if bounds_tmpfs(bwrap) else None,
     )
     # RLIMIT_NPROC does nothing for root: a pids cgroup does, where root may make one.
     procs = pids_cgroup(process_limit)

@@ -94,6 +94,10 @@ class SandboxRules:
             return False
         return any(within(path, w) for w in self.writable)
 
+    def may_read(self, path: str) -> bool:
+        """The sandbox lets the agent see ``path`` (an absolute path): it is not hidden."""
+        return not any(within(path, p) for p in self.hidden)
+
     def lines(self) -> tuple[str, ...]:
         """The rules in words, one per line (F2's details)."""
         said = [f"writes: {w}" for w in self.writable]

@@ -15,6 +15,7 @@ Both backends' ``permission.requested`` data are read: Copilot's carries the CLI
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -37,6 +38,16 @@ _PATH_KEYS = ("path", "filePath", "file_path", "abs_path", "notebook_path", "dir
 ACP_INPUT_KEYS = (*_PATH_KEYS, "command", "cwd", "url")
 """What of an ACP tool call's ``rawInput`` its permission request carries (not a write's
 whole content): what the policy places."""
+_MOVES = frozenset({"cd", "pushd", "popd"})
+"""Programs that change the shell's folder: the words after them are placed from there."""
+_PREFIXES = frozenset({"builtin", "command", "eval", "exec", "time", "nohup", "nice"})
+"""Words that run the word after them as the program."""
+_FROM_DATA = frozenset({"xargs", "parallel"})
+"""Programs that take their arguments from data (a file, stdin) the policy cannot read."""
+_SEPARATORS = frozenset(";&|()\n")
+_BRACES = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
+"""A brace expansion (``{a,b}``, ``{1..3}``): what it makes cannot be placed by reading it."""
+_GLOB = re.compile(r"[*?\[]")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _OPTION = re.compile(r"-{1,2}[A-Za-z][A-Za-z0-9-]*=?(.+)")
 """An option and its value in one word: ``-o/x``, ``--out=/x``."""
@@ -166,27 +177,43 @@ def _outside(path: str, base: str, workspace: str) -> str:
         return f"it names {path}, which cannot be placed"
     if _placed(path, base) in DEVICES:
         return ""
+    if any(_may_match_parent(part) for part in path.split("/")):
+        return f"it names {path}, whose pattern may match .."
     return "" if within(_placed(path, base), workspace) else f"it names {path}, outside the workspace"
 
 
 def _command_outside(command: str, base: str, workspace: str, depth: int = 0) -> str:
     """Why a shell command names a place outside ``workspace`` ("" when every word naming a
     place is inside). Its program word is not checked (running /usr/bin/git writes nothing);
-    a word that is itself a script (``bash -c "…"``) is read as one, twice deep at most."""
+    a word that is itself a script (``bash -c "…"``) is read as one, twice deep at most. A
+    ``cd`` that names no folder (home, the last one, the folder stack) is not placed."""
     try:
         words = _words(command)
     except ValueError:
         return "its command cannot be read"
     program = True
+    moving = ""  # the cd, pushd or popd whose folder is still to come
     for word in words:
-        if word in _OPERATORS:
+        if _is_operator(word):
+            if moving:
+                return f"its {moving} goes to a folder it does not name"
             program = True
             continue
+        if moving and (word == "-" or not word.startswith("-")):
+            if word == "-" or moving == "popd" or word.startswith("+"):
+                return f"its {moving} {word} goes to a folder it does not name"
+            moving = ""
+        if program and word in _MOVES:
+            moving = word
+        if program and word in _FROM_DATA:
+            return f"its {word} takes its arguments from data it does not name"
         if program and _ASSIGNMENT.match(word):  # FOO=bar before the program
             if why := _word_outside(word.split("=", 1)[1], base, workspace):
                 return why
             continue
-        if program and "$" not in word and "`" not in word and not any(c.isspace() for c in word):
+        if program and word in _PREFIXES:  # `builtin cd`: the program is the next word
+            continue
+        if program and _PLAIN.fullmatch(word):  # a name or a path, not `/etc/x,w` after a `(`
             program = False
             continue
         program = False
@@ -196,7 +223,13 @@ def _command_outside(command: str, base: str, workspace: str, depth: int = 0) ->
             continue
         if why := _word_outside(word, base, workspace):
             return why
-    return ""
+    return f"its {moving} goes to a folder it does not name" if moving else ""
+
+
+def _is_operator(word: str) -> bool:
+    """A word after which a command's program comes: ``;``, ``&&``, a new line (``;\n`` is
+    one word to the lexer)…"""
+    return word in _OPERATORS or (word != "" and set(word) <= _SEPARATORS)
 
 
 def _word_outside(word: str, base: str, workspace: str) -> str:
@@ -206,21 +239,32 @@ def _word_outside(word: str, base: str, workspace: str) -> str:
         return f"it names {word}"
     if "$" in word or "`" in word:
         return f"it uses {word}, which cannot be placed"
+    if _BRACES.search(word):  # {.,.}./x is ../x to the shell
+        return f"it uses {word}, whose braces cannot be placed"
     candidates = [word]
     if option := _OPTION.match(word):
         candidates.append(option.group(1))
     candidates += _EMBEDDED.findall(word)
     for candidate in candidates:
-        placeable = _PLAIN.fullmatch(candidate) and ("/" in candidate or candidate.startswith("~") or candidate == "..")
+        placeable = _PLAIN.fullmatch(candidate) and (
+            "/" in candidate or candidate.startswith("~") or candidate == ".." or _may_match_parent(candidate)
+        )
         if placeable and (why := _outside(candidate, base, workspace)):
             return why
     return ""
 
 
+def _may_match_parent(part: str) -> bool:
+    """A glob that the shell may expand to ``..`` (``.?``, ``.*``, ``.[.]``): ``*`` and ``?``
+    never match a leading dot, a bracket may."""
+    return bool(_GLOB.search(part)) and part[0] not in "*?" and fnmatch.fnmatchcase("..", part)
+
+
 def _words(command: str) -> Iterable[str]:
-    """The words of a shell command, redirections and operators apart (ValueError when it
-    cannot be split: an open quote)."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    """The words of a shell command, redirections and operators apart, a new line as one
+    (ValueError when it cannot be split: an open quote)."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars="();<>|&\n")
+    lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     return list(lexer)
 

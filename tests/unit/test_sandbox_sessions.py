@@ -204,7 +204,7 @@ async def test_the_acp_client_writes_for_a_sandboxed_agent_only_what_its_sandbox
     (work / ".git" / "config").write_text("")
     plan = plan_for(ON, work, fake(tmp_path), settings_of(tmp_path))
     assert plan is not None
-    client = AcpClient(work, cast(Any, None), plan.rules.may_write)
+    client = AcpClient(work, cast(Any, None), plan.rules)
     await client.write_text_file("s", str(work / "src" / "ok.py"), "ok")
     assert (work / "src" / "ok.py").read_text() == "ok"
     for target in (work / ".git" / "hooks" / "pre-commit", work / ".git" / "config"):

@@ -67,7 +67,7 @@ class AcpBackend:
         self._desk = PermissionDesk(self._intake.emit, self._intake.permission_tool)
         self._link = AgentLink(
             agent,
-            AcpClient(root, self._desk, sandbox.rules.may_write if sandbox is not None else None),
+            AcpClient(root, self._desk, sandbox.rules if sandbox is not None else None),
             clock,
             Path(workdir),
             root,

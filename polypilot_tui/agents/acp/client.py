@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import logging
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,9 @@ from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.limits import AGENT_READ_BYTES, ROW_CHARS, bounded_texts, has_longer_text
 from polypilot_tui.domain.safe_json import dump_json
+from polypilot_tui.domain.sandbox import SandboxRules
 from polypilot_tui.domain.sandbox_policy import ACP_INPUT_KEYS
+from polypilot_tui.infra.beneath import LinkOnTheWay, open_beneath
 from polypilot_tui.infra.private import open_private
 from polypilot_tui.infra.redact import REDACTOR, StreamTails
 
@@ -249,12 +252,13 @@ class AcpClient:
     are refused: initialize advertises ``terminal=False`` and the unstable protocol is off.
     """
 
-    def __init__(self, root: Path, desk: PermissionDesk, may_write: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, root: Path, desk: PermissionDesk, sandbox: SandboxRules | None = None) -> None:
         self._root = root.resolve()
         self._desk = desk
-        self._may_write = may_write
-        """A sandboxed session's rules (SandboxRules.may_write): we write outside its sandbox,
-        so a file its sandbox keeps read-only (a git hook, ``.git``) is refused here too."""
+        self._sandbox = sandbox
+        """A sandboxed session's rules: we read and write outside its sandbox, so a file its
+        sandbox keeps read-only (a git hook, ``.git``) is not written here either, nor one it
+        hides (``~/.config/gh`` of a session working in ``~/.config``) read."""
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
@@ -273,14 +277,16 @@ class AcpClient:
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
     ) -> ReadTextFileResponse:
         target = self._inside(path)
-        content = await asyncio.to_thread(_read_lines, target, line, limit)
+        if self._sandbox is not None and not self._sandbox.may_read(str(target)):
+            raise RequestError(-32602, f"refused by the sandbox: {path} is hidden from this session")
+        content = await asyncio.to_thread(_read_lines, self._root, target, line, limit)
         return ReadTextFileResponse(content=content)
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         target = self._inside(path)
-        if self._may_write is not None and not self._may_write(str(target)):
+        if self._sandbox is not None and not self._sandbox.may_write(str(target)):
             raise RequestError(-32602, f"refused by the sandbox: {path} is read-only for this session")
-        await asyncio.to_thread(_write_text, target, content)
+        await asyncio.to_thread(_write_text, self._root, target, content)
         return WriteTextFileResponse()
 
     async def create_terminal(
@@ -335,15 +341,22 @@ class AcpClient:
         return resolved
 
 
-def _read_lines(target: Path, line: int | None, limit: int | None) -> str:
+def _read_lines(root: Path, target: Path, line: int | None, limit: int | None) -> str:
     try:
-        if target.stat().st_size > MAX_READ_BYTES:
-            raise RequestError(-32602, f"{target} is larger than {MAX_READ_BYTES} bytes")
-        text = target.read_text(encoding="utf-8", errors="replace")
+        fd = open_beneath(root, target, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO would block us for good
+    except LinkOnTheWay:
+        raise RequestError(-32602, f"refused: a part of {target} is a link") from None
     except FileNotFoundError:
         raise RequestError.resource_not_found(str(target)) from None
     except IsADirectoryError:
         raise RequestError(-32602, f"{target} is a directory") from None
+    with os.fdopen(fd, "rb") as file:
+        found = os.fstat(file.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise RequestError(-32602, f"{target} is not a regular file")
+        if found.st_size > MAX_READ_BYTES:
+            raise RequestError(-32602, f"{target} is larger than {MAX_READ_BYTES} bytes")
+        text = file.read(MAX_READ_BYTES + 1).decode("utf-8", errors="replace")
     if line is None and limit is None:
         return text
     lines = text.splitlines(keepends=True)
@@ -352,6 +365,15 @@ def _read_lines(target: Path, line: int | None, limit: int | None) -> str:
     return "".join(lines[start:end])
 
 
-def _write_text(target: Path, content: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content, encoding="utf-8")
+def _write_text(root: Path, target: Path, content: str) -> None:
+    """Write ``content`` to ``target`` under ``root``, no link followed on the way: the agent
+    may swap a folder of the path for a link between our check and this write."""
+    try:
+        fd = open_beneath(root, target, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_folders=True)
+    except LinkOnTheWay:
+        raise RequestError(-32602, f"refused: a part of {target} is a link") from None
+    with os.fdopen(fd, "wb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise RequestError(-32602, f"{target} is not a regular file")
+        file.truncate(0)
+        file.write(content.encode("utf-8"))

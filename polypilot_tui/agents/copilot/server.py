@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polypilot_tui.agents.base import BackendError
-from polypilot_tui.agents.copilot.runtime import build_env, install_hooks, kill_tree, provider_dict, watch_process
+from polypilot_tui.agents.copilot.runtime import (
+    GITHUB_TOKENS,
+    build_env,
+    install_hooks,
+    kill_tree,
+    provider_dict,
+    watch_process,
+)
 from polypilot_tui.agents.copilot.sdk_errors import sdk_failures
 from polypilot_tui.agents.copilot.sdk_import import import_sdk
 from polypilot_tui.agents.copilot.sdk_import import install as install_sdk_import
@@ -66,6 +73,10 @@ class ServerSpec:
     two sessions' sandboxes have the same argv ("": equal specs share one CLI)."""
 
 
+GITHUB_SIGN_IN = GITHUB_TOKENS | {"GH_HOST", "GH_CONFIG_DIR"}
+"""How the CLI signs in with GitHub, when the environment has it."""
+
+
 def cli_environment(agent: AgentConfig, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any] | None]:
     """The CLI's environment and the sessions' provider (None: signed in with GitHub)."""
     env = build_env(agent, environ)
@@ -91,12 +102,23 @@ def spec_of(
     if sandbox is not None:  # imported only then: a headless run starts its CLI sooner
         from polypilot_tui.agents.sandbox import launch_argv
 
+        env = sandboxed_environment(agent, env)
         command = launch_argv(sandbox, command, server_cwd(), env)
     argv = leashed(command)
     # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
     # works. With a provider of one's own, nothing may reach GitHub.
     own = secrets.token_hex(8) if sandbox is not None else ""
     return ServerSpec((*argv, *agent.args), tuple(sorted(env.items())), logged_in=logged_in, own=own)
+
+
+def sandboxed_environment(agent: AgentConfig, env: Mapping[str, str]) -> dict[str, str]:
+    """What a sandboxed CLI gets of ``env``: what an ACP agent gets (PATH, HOME, locale,
+    proxies, XDG_*, its ``pass_env``), the CLI's own ``COPILOT_*`` and its GitHub sign-in; not
+    the rest of the user's environment (cloud keys, ``SSH_AUTH_SOCK``, the D-Bus address)."""
+    from polypilot_tui.agents.acp.process import agent_environment
+
+    kept = agent_environment(agent, env)
+    return {k: v for k, v in env.items() if k in kept or k.startswith("COPILOT_") or k in GITHUB_SIGN_IN}
 
 
 def server_cwd() -> str:
