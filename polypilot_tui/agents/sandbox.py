@@ -34,6 +34,7 @@ from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.locate import expand
 from polypilot_tui.config import AgentConfig, Settings, config_dir
 from polypilot_tui.domain.sandbox import Sandbox, SandboxRules, within
+from polypilot_tui.workspace.git import config_output
 
 BWRAP = "bwrap"
 PROCESS_LIMIT = 4096
@@ -169,17 +170,7 @@ def _git_entry(folder: Path) -> Path | None:
 
 def _hooks_path(folder: Path) -> str:
     """``core.hooksPath`` as git reads it in ``folder`` ("" when unset or git is missing)."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(folder), "config", "--get", "core.hooksPath"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+    return config_output(str(folder), ["--get", "core.hooksPath"]).strip()
 
 
 _NOT_THIS_CHECKOUT = (
@@ -203,26 +194,8 @@ def _points_back(own: Path, common_dir: Path, entry: Path) -> bool:
 def _config_includes(folder: Path) -> list[str]:
     """The files git's config includes in ``folder`` (``include.path``, ``includeIf.*.path``,
     as git reads them: relative to the including file, ``~`` its home), real paths."""
-    try:
-        done = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(folder),
-                "config",
-                "--show-origin",
-                "--null",
-                "--get-regexp",
-                r"^include(if\..*)?\.path$",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    items = done.stdout.split("\0") if done.returncode == 0 else []
+    listing = config_output(str(folder), ["--show-origin", "--null", "--get-regexp", r"^include(if\..*)?\.path$"])
+    items = listing.split("\0") if listing else []
     found = []
     for origin, entry in zip(items[0::2], items[1::2], strict=False):
         value = entry.partition("\n")[2]

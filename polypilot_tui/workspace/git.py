@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -265,6 +266,26 @@ async def git(
     if check and not result.ok:
         raise WorkspaceError(f"git {' '.join(args[:2])} failed in {cwd}: {describe(result)}")
     return result
+
+
+def config_output(folder: str, args: Sequence[str], timeout: float = 10.0) -> str:
+    """What ``git config args`` prints in ``folder``, run at once and blocking (the sandbox's
+    launcher reads hooks and includes as it plans a start): "" when git is missing, fails, or
+    finds nothing. Nothing the repository names runs (a config read runs no program)."""
+    try:
+        done = subprocess.run(
+            git_arguments(["config", *args]),
+            cwd=folder,
+            env=git_environment(),  # the repository's own values are what is read: none of the app's
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.TimeoutExpired, GitMissing):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
 
 
 async def _run(command: list[str], cwd: str, env: dict[str, str], stdin: bytes | None, timeout: float) -> GitResult:
