@@ -27,6 +27,7 @@ from polypilot_tui.engine import verbs
 from polypilot_tui.engine.builder import build_engine
 from tests.support.copilot_e2e import KEY, copilot_agent
 from tests.support.model_server import ModelServer
+from tests.support.processes import bwrapped, sleeping
 from tests.support.waiting import until
 from tests.workspace.repos import IDENTITY, make_repo, run
 
@@ -37,34 +38,6 @@ pytestmark = [
     pytest.mark.skipif(sandbox_problem(ON) is not None, reason=f"no sandbox here: {sandbox_problem(ON)}"),
 ]
 WAIT = 120.0
-
-
-def sleeping(marker: str) -> list[int]:
-    """Processes running ``sleep <marker>`` (seen from outside the sandbox's pid namespace)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv[:2] == [b"sleep", marker.encode()]:
-                found.append(int(name))
-    return found
-
-
-def sandboxes(folder: Path) -> set[int]:
-    """The bwrap processes of the sandbox of a session in ``folder`` (seen from outside)."""
-    found = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv[0].endswith(b"bwrap") and os.fsencode(folder) in argv:
-                found.add(int(name))
-    return found
 
 
 def agent_for(name: str, copilot_cli: Path, server: ModelServer, home: Path) -> AgentConfig:
@@ -126,7 +99,7 @@ async def test_a_sandboxed_agent_writes_and_commits_its_worktree_and_nothing_els
         assert not (home / ".ssh" / "evil").exists() and not (state / "evil").exists()
         assert sleeping(marker), "the tool's background process should outlive its turn"
         # Stop ends what the stopped turn's tools left, not the agent nor an earlier turn's.
-        agent = sandboxes(tree)
+        agent = set(bwrapped(tree))
         script = f"(setsid sleep {stopped} > /dev/null 2>&1 &); sleep {foreground}"
         await engine.call(verbs.SEND, verbs.Send(sid, f"TOOL CMD=`{script}`"))
         await until(lambda: sleeping(stopped) and sleeping(foreground), WAIT, "the tool of the turn to stop")
@@ -136,7 +109,7 @@ async def test_a_sandboxed_agent_writes_and_commits_its_worktree_and_nothing_els
         # The same agent runs the next turn's tool; a secret it cannot see reads as refused.
         await engine.call(verbs.SEND, verbs.Send(sid, f"TOOL CMD=`echo AFTER; cat {home}/.ssh/id_ed25519`"))
         await until(lambda: engine.view(sid).turns >= 3, WAIT, f"{name}'s turn after the Stop")
-        assert "AFTER" in engine.history(sid)[-1].text and sandboxes(tree) == agent
+        assert "AFTER" in engine.history(sid)[-1].text and set(bwrapped(tree)) == agent
         row = [item for item in engine.history(sid) if item.tool_call_id][-1]
         assert row.tool_status == "refused", row
         await engine.call(verbs.CLOSE, verbs.SessionRef(sid))  # kills the agent's tree

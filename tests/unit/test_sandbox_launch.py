@@ -31,6 +31,7 @@ from polypilot_tui.agents.sandbox import (
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from tests.support.git_repo import GitRepo
+from tests.support.processes import sleeping
 from tests.support.waiting import until_blocking
 
 ON = Sandbox(SandboxMode.WORKSPACE)
@@ -203,20 +204,6 @@ def test_in_real_bwrap_a_shell_commits_in_its_worktree_and_cannot_touch_the_rest
     assert not (home / ".ssh" / "evil").exists() and not (settings.state_dir / "evil").exists()
     assert (home / ".ssh" / "id_ed25519").read_text() == "secret" and (tree / ".git").read_text().startswith("gitdir:")
     assert not (git / "hooks" / "pre-commit").exists() and not (home / ".bashrc").exists()
-
-
-def sleeping(marker: str) -> list[int]:
-    """Processes running ``sleep <marker>``, seen from outside the sandbox's pid namespace."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv[:2] == [b"sleep", marker.encode()]:
-                found.append(int(name))
-    return found
 
 
 APP = """

@@ -15,6 +15,8 @@ import pytest
 from polypilot_tui.agents.sandbox import sandbox_problem, sandboxed
 from polypilot_tui.agents.sandbox_leftovers import TurnLeftovers
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode, SandboxRules
+from tests.support.processes import sleeping
+from tests.support.waiting import until_blocking
 
 ON = Sandbox(SandboxMode.WORKSPACE)
 pytestmark = pytest.mark.skipif(sandbox_problem(ON) is not None, reason=f"no sandbox here: {sandbox_problem(ON)}")
@@ -36,17 +38,6 @@ AGENT = textwrap.dedent(
         print("ok", flush=True)
     """
 )
-
-
-def sleeping(marker: str) -> bool:
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", marker.encode()]:
-                    return True
-            except OSError:
-                continue
-    return False
 
 
 @pytest.fixture
@@ -80,7 +71,8 @@ def test_a_stopped_turn_loses_what_its_tools_left_and_the_agent_keeps_its_own(
     tell(agent, "helper", mark["mine"])  # a helper the agent starts during the turn
     for kind in ("tool", "daemon", "orphan"):
         tell(agent, kind, mark[kind])
-    assert all(sleeping(marker) for marker in mark.values())
+    # a backgrounded sleep is a forked shell for a moment before it execs
+    until_blocking(lambda: all(sleeping(marker) for marker in mark.values()), 10, "every sleep running")
     assert turn.end() == 3
     assert [name for name, marker in mark.items() if sleeping(marker)] == ["helper", "earlier", "mine"]
     tell(agent, "helper", f"5100.{os.getpid() % 1000}7")  # the agent goes on

@@ -24,6 +24,7 @@ from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.builder import build_engine
 from polypilot_tui.engine.registry_sync import sandbox_of
 from polypilot_tui.storage.registry import Registry, SessionRecord
+from tests.support.processes import bwrapped, running
 from tests.support.waiting import until
 
 FAKE_AGENT = Path(__file__).parents[1] / "support" / "fake_acp_agent.py"
@@ -46,34 +47,6 @@ def fake(tmp_path: Path, sandbox: str = "workspace") -> AgentConfig:
 
 def settings_of(tmp_path: Path) -> Settings:
     return Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
-
-
-def bwrapped(folder: Path) -> list[int]:
-    """Processes of bwrap whose argv names ``folder`` (the sandbox of a session there)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv[0].endswith(b"bwrap") and os.fsencode(folder) in argv:
-                found.append(int(name))
-    return found
-
-
-def running(script: Path, cwd: Path) -> list[int]:
-    """Processes whose argv names ``script``, working in ``cwd`` (this test's, not another's)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if os.fsencode(script) in argv and os.path.realpath(f"/proc/{name}/cwd") == str(cwd):
-                found.append(int(name))
-    return found
 
 
 @needs_bwrap
