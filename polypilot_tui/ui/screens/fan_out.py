@@ -19,16 +19,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static, TextArea
+from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.fan_out import FanOutSpecError, parse_fan_out, spec_of
-from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+from polypilot_tui.domain.sandbox import SandboxMode
 from polypilot_tui.domain.workspace import FolderInfo
 from polypilot_tui.engine.verbs import FanOut
 from polypilot_tui.ui.folder_suggester import FolderSuggester, ListFolders
 from polypilot_tui.ui.screens.folder_dialog import FolderDialog, Inspect
-from polypilot_tui.ui.screens.new_session import EnterChoice, agent_option, by_readiness
+from polypilot_tui.ui.screens.new_session import EnterChoice, SandboxChoice, agent_option, by_readiness
 
 
 class FanOutScreen(FolderDialog[FanOut | None]):
@@ -61,9 +61,6 @@ class FanOutScreen(FolderDialog[FanOut | None]):
         self._recent = list(recent)
         self._initial = initial
         self._problem = problem
-        self._sandbox_shown = SandboxMode.OFF
-        self._sandbox_chosen = bool(initial and initial.sandbox)
-        """The user chose a sandbox (sent as chosen; otherwise none is: each agent's own applies)."""
 
     def compose(self) -> ComposeResult:
         initial = self._initial
@@ -92,9 +89,7 @@ class FanOutScreen(FolderDialog[FanOut | None]):
                     yield Input(initial.check if initial else "", id="check", placeholder="e.g. pytest -q")
             with Horizontal(id="sandbox-row"):
                 yield Label("Sandbox", id="sandbox-label")
-                with EnterChoice(id="sandbox"):
-                    yield RadioButton(Content("off"), id="sandbox-off")
-                    yield RadioButton(Content("workspace: writes only its worktree"), id="sandbox-workspace")
+                yield SandboxChoice("workspace: writes only its worktree", initial.sandbox if initial else None)
             yield Static(self._problem, id="new-session-error", markup=False)
             with Horizontal(id="new-session-buttons"):
                 yield Button(Content("Cancel"), id="fan-out-cancel", compact=True)
@@ -107,9 +102,6 @@ class FanOutScreen(FolderDialog[FanOut | None]):
 
     def on_mount(self) -> None:
         self._error(self._problem)
-        initial = self._initial.sandbox if self._initial is not None else None
-        if initial is not None:  # a request sent back with a problem: as it was chosen
-            self._show_sandbox(initial.mode)
         self._follow_agents_sandbox()
         self._start_inspect()
         self.query_one("#task", TextArea).focus()
@@ -132,15 +124,12 @@ class FanOutScreen(FolderDialog[FanOut | None]):
     @property
     def sandbox_mode(self) -> SandboxMode:
         """The sandbox shown: chosen, or the attempts' agents' own until then."""
-        on = self.query_one("#sandbox-workspace", RadioButton).value
-        return SandboxMode.WORKSPACE if on else SandboxMode.OFF
+        return self.query_one(SandboxChoice).mode
 
     @on(Input.Changed, "#agents")
     def _follow_agents_sandbox(self) -> None:
         """Until the user picks one, the choice shows ``workspace`` when every attempt's agent
         is sandboxed by its own entry (sending none keeps each agent's own: never widened)."""
-        if self._sandbox_chosen:
-            return
         try:
             agents = parse_fan_out(self._value("agents")) if self._value("agents").strip() else ()
         except FanOutSpecError:
@@ -149,25 +138,13 @@ class FanOutScreen(FolderDialog[FanOut | None]):
         boxed = bool(agents) and all(
             (offer := offers.get(name)) is not None and offer.sandbox is SandboxMode.WORKSPACE for name in agents
         )
-        self._show_sandbox(SandboxMode.WORKSPACE if boxed else SandboxMode.OFF)
-
-    def _show_sandbox(self, mode: SandboxMode) -> None:
-        self._sandbox_shown = mode
-        button = "#sandbox-workspace" if mode is SandboxMode.WORKSPACE else "#sandbox-off"
-        self.query_one(button, RadioButton).value = True
-
-    @on(RadioSet.Changed, "#sandbox")
-    def _sandbox_changed(self) -> None:
-        """A change that is not the one shown for the agents is the user's: kept from now on."""
-        if self.sandbox_mode is not self._sandbox_shown:
-            self._sandbox_chosen = True
+        self.query_one(SandboxChoice).follow(SandboxMode.WORKSPACE if boxed else SandboxMode.OFF)
 
     @on(EnterChoice.Taken, "#sandbox")
     def _sandbox_taken(self, event: EnterChoice.Taken) -> None:
         """Enter on the choice: that one, and fan out."""
         event.stop()
-        self._sandbox_chosen = True
-        self._show_sandbox(SandboxMode.WORKSPACE if event.taken == "sandbox-workspace" else SandboxMode.OFF)
+        self.query_one(SandboxChoice).take(event.taken)
         self.action_fan_out()
 
     def _show_folder(self, info: FolderInfo | None, problem: str) -> None:
@@ -204,7 +181,7 @@ class FanOutScreen(FolderDialog[FanOut | None]):
             folder=self._value("folder").strip(),
             base=self._value("base").strip(),
             check=self._value("check").strip(),
-            sandbox=Sandbox(self.sandbox_mode) if self._sandbox_chosen else None,
+            sandbox=self.query_one(SandboxChoice).asked(),
         )
 
     def _error(self, problem: str) -> None:

@@ -90,6 +90,57 @@ class EnterChoice(RadioSet):
         self.post_message(self.Taken(self, highlighted or (pressed.id if pressed is not None else None) or ""))
 
 
+class SandboxChoice(EnterChoice):
+    """Off or workspace, for a new session or a fan-out's attempts. It shows a default (the
+    agents' own) until the user picks one; only a pick is sent (none keeps each agent's own:
+    the dialog never widens an agent's sandbox)."""
+
+    def __init__(self, workspace_words: str, chosen: Sandbox | None = None) -> None:
+        super().__init__(id="sandbox")
+        self._words = workspace_words
+        self._shown = chosen.mode if chosen is not None else SandboxMode.OFF
+        self.chosen = chosen is not None
+        """The user picked (a request sent back with a problem: as it was picked)."""
+
+    def compose(self) -> ComposeResult:
+        workspace = self._shown is SandboxMode.WORKSPACE
+        yield RadioButton(Content("off"), value=not workspace, id="sandbox-off")
+        yield RadioButton(Content(self._words), value=workspace, id="sandbox-workspace")
+
+    @property
+    def mode(self) -> SandboxMode:
+        """The sandbox shown: picked, or the default."""
+        on = self.query_one("#sandbox-workspace", RadioButton).value
+        return SandboxMode.WORKSPACE if on else SandboxMode.OFF
+
+    def follow(self, default: SandboxMode) -> None:
+        """Show ``default`` (the agents' own), unless the user picked."""
+        if not self.chosen:
+            self._show(default)
+
+    def take(self, taken: str) -> SandboxMode:
+        """Enter took the button ``taken`` (its id): picked, before the buttons say so."""
+        self.chosen = True
+        mode = SandboxMode.WORKSPACE if taken == "sandbox-workspace" else SandboxMode.OFF
+        self._show(mode)
+        return mode
+
+    def asked(self) -> Sandbox | None:
+        """What a request asks: the pick, or None (each agent's own)."""
+        return Sandbox(self.mode) if self.chosen else None
+
+    def _show(self, mode: SandboxMode) -> None:
+        self._shown = mode
+        button = "#sandbox-workspace" if mode is SandboxMode.WORKSPACE else "#sandbox-off"
+        self.query_one(button, RadioButton).value = True
+
+    @on(RadioSet.Changed)
+    def _changed(self) -> None:
+        """A change that is not the default shown is the user's: kept from now on."""
+        if self.mode is not self._shown:
+            self.chosen = True
+
+
 class NewSessionScreen(FolderDialog[NewSession | None]):
     """Enter creates the session from every field (in a list or on a button it does what that
     control does: picks the agent and creates, takes a recent folder, presses the button);
@@ -135,12 +186,6 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
         """A Create is being checked (a second Enter waits for it)."""
         self._refused: NewSession | None = None
         """What the shown error was about (edited away, the error goes)."""
-        self._sandbox_default = SandboxMode.OFF
-        """The highlighted agent's own sandbox: the choice follows it until the user changes it."""
-        self._sandbox_shown = SandboxMode.OFF
-        self._sandbox_chosen = bool(initial and initial.sandbox)
-        """The user chose a sandbox (sent as chosen; otherwise none is: the agent's own applies)."""
-        self._initial_sandbox = initial.sandbox if initial else None
 
     # ---- layout --------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -176,11 +221,9 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
                 yield Static("", id="worktree-note", markup=False)
             with Horizontal(id="sandbox-row"):
                 yield Label("Sandbox", id="sandbox-label")
-                with EnterChoice(id="sandbox"):
-                    yield RadioButton(Content("off"), id="sandbox-off")
-                    yield RadioButton(
-                        Content("workspace: writes only its folder, secrets hidden"), id="sandbox-workspace"
-                    )
+                yield SandboxChoice(
+                    "workspace: writes only its folder, secrets hidden", initial.sandbox if initial else None
+                )
             yield Static(self._problem, id="new-session-error", markup=False)
             with Horizontal(id="new-session-buttons"):
                 yield Button(Content("Cancel"), id="new-session-cancel", compact=True)
@@ -198,8 +241,6 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
             pick = self._default if self._default in startable else (ready or startable)[0]
             options.highlighted = [agent.name for agent in self._agents].index(pick)
         self.query_one("#git-box").display = False
-        if self._initial_sandbox is not None:  # a request sent back with a problem: as it was chosen
-            self._show_sandbox(self._initial_sandbox.mode)
         self._follow_agent_sandbox()
         self._error(self._problem)
         self._sync_branch()
@@ -222,27 +263,13 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
     @property
     def sandbox_mode(self) -> SandboxMode:
         """The sandbox chosen (or the highlighted agent's own, shown until changed)."""
-        on = self.query_one("#sandbox-workspace", RadioButton).value
-        return SandboxMode.WORKSPACE if on else SandboxMode.OFF
+        return self.query_one(SandboxChoice).mode
 
     @on(OptionList.OptionHighlighted, "#agent-list")
     def _follow_agent_sandbox(self) -> None:
         """Another agent highlighted: its own sandbox is shown, unless the user chose one."""
         offer = next((a for a in self._agents if a.name == self.agent), None)
-        self._sandbox_default = offer.sandbox if offer is not None else SandboxMode.OFF
-        if not self._sandbox_chosen:
-            self._show_sandbox(self._sandbox_default)
-
-    def _show_sandbox(self, mode: SandboxMode) -> None:
-        self._sandbox_shown = mode
-        button = "#sandbox-workspace" if mode is SandboxMode.WORKSPACE else "#sandbox-off"
-        self.query_one(button, RadioButton).value = True
-
-    @on(RadioSet.Changed, "#sandbox")
-    def _sandbox_changed(self) -> None:
-        """A change that is not the one shown for the agent is the user's: kept from now on."""
-        if self.sandbox_mode is not self._sandbox_shown:
-            self._sandbox_chosen = True
+        self.query_one(SandboxChoice).follow(offer.sandbox if offer is not None else SandboxMode.OFF)
 
     @on(Input.Changed, "#name")
     @on(OptionList.OptionHighlighted, "#agent-list")
@@ -328,8 +355,6 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
         if isolation is None or not self.query_one("#git-box").display:
             isolation = self.isolation
         worktree = isolation is Isolation.WORKTREE
-        chosen = sandbox is not None or self._sandbox_chosen
-        mode = sandbox or self.sandbox_mode
         return NewSession(
             agent=agent,
             name=self._value("name").strip() or None,
@@ -337,7 +362,7 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
             isolation=isolation,
             branch=self._value("branch").strip() if worktree else "",
             base=self._value("base").strip() if worktree else "",
-            sandbox=Sandbox(mode) if chosen else None,
+            sandbox=Sandbox(sandbox) if sandbox is not None else self.query_one(SandboxChoice).asked(),
         )
 
     def _error(self, problem: str) -> None:
@@ -361,7 +386,7 @@ class NewSessionScreen(FolderDialog[NewSession | None]):
 
     @on(EnterChoice.Taken, "#sandbox")
     def _sandbox_taken(self, event: EnterChoice.Taken) -> None:
-        self._create(None, SandboxMode.WORKSPACE if event.taken == "sandbox-workspace" else SandboxMode.OFF)
+        self._create(None, self.query_one(SandboxChoice).take(event.taken))
 
     def _create(self, isolation: Isolation | None, sandbox: SandboxMode | None = None) -> None:
         if self.checking:
