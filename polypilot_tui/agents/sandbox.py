@@ -438,6 +438,26 @@ def _mounts(
     return binds, remounts
 
 
+def program_folders(command: Sequence[str]) -> list[str]:
+    """The folders in /tmp that hold the programs and scripts ``command`` names, as written and
+    where their links lead: the private /tmp would hide them, so they are shown read-only.
+    A program needs more than its own file (a venv's packages, a Node package's tree), so the
+    folder shown is the one right under /tmp that holds it (an agent unpacked in /tmp/agent;
+    polypilot itself installed in a clean clone at /tmp/tmp.XXXX: its interpreter starts every
+    sandbox, its forwarder script a network rule's). What the rules hide or make writable in
+    it is mounted over it (deeper mounts come later)."""
+    folders: list[str] = []
+    for path in command:
+        if not (os.path.isabs(path) and os.path.isfile(path)):
+            continue
+        for where in (os.path.abspath(path), _real(path)):
+            if where.startswith("/tmp/"):
+                folder = "/tmp/" + where.split("/")[2]
+                if folder not in folders:
+                    folders.append(folder)
+    return folders
+
+
 def sandboxed(
     argv: Sequence[str],
     rules: SandboxRules,
@@ -456,7 +476,7 @@ def sandboxed(
     PR_SET_NO_NEW_PRIVS: a setuid program cannot raise it), a new session (no TIOCSTI into
     the user's terminal), the rest of the file system read-only, a private /tmp, /proc and
     /dev of its own, and ``process_limit`` processes at most."""
-    binds, remounts = _mounts(rules, readable, masked)
+    binds, remounts = _mounts(rules, (*readable, *program_folders([sys.executable, *argv])), masked)
     size = [] if tmp_size is None else ["--size", str(tmp_size)]
     return [
         bwrap,
@@ -718,9 +738,6 @@ def launch_argv(
         raise SandboxUnavailable(f"the session is sandboxed and its sandbox cannot start: {plan.refused}")
     bwrap = require(plan.sandbox, environ)
     prepare(plan.rules, plan.made, plan.made_files)
-    # The programs themselves, where the private /tmp would hide them (an agent unpacked there).
-    programs = [os.path.dirname(_real(path)) for path in (argv[0], sys.executable) if os.sep in path]
-    readable = (*plan.readable, *(folder for folder in programs if within(folder, "/tmp")))
     rules, network_args = plan.rules, []
     if rules.network is not None:
         # The network rule (agents/sandbox_net.py): a gate in the engine's loop, which closes
@@ -740,7 +757,7 @@ def launch_argv(
         rules,
         cwd,
         bwrap=bwrap,
-        readable=readable,
+        readable=plan.readable,
         masked=plan.masked,
         process_limit=process_limit,
         network_args=network_args,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.agents.sandbox import launch_argv, plan_for, sandbox_problem
+from polypilot_tui.agents.sandbox import launch_argv, plan_for, program_folders, sandbox_problem
 from polypilot_tui.agents.sandbox_net import Limits, NetworkGate, Refusal, open_gate
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
@@ -41,7 +41,9 @@ def sandboxed(gate: NetworkGate, argv: list[str]) -> list[str]:
     """Plain bubblewrap around the forwarder, as agents/sandbox.py puts it together."""
     assert BWRAP is not None
     base = [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    return [*base, "--unshare-pid", "--die-with-parent", *gate.bwrap_args(), "--", *gate.wrap(argv)]
+    inner = gate.wrap(argv)
+    shown = [arg for folder in program_folders(inner) for arg in ("--ro-bind", folder, folder)]
+    return [*base, *shown, "--unshare-pid", "--die-with-parent", *gate.bwrap_args(), "--", *inner]
 
 
 async def run_inside(gate: NetworkGate, code: str, timeout: float = WAIT) -> tuple[int, str, str]:

@@ -29,7 +29,7 @@ from polypilot_tui.agents.sandbox import (
     sandboxed,
 )
 from polypilot_tui.config import AgentConfig, Settings
-from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+from polypilot_tui.domain.sandbox import Sandbox, SandboxMode, SandboxRules
 from tests.support.git_repo import GitRepo
 from tests.support.processes import sleeping
 from tests.support.waiting import until_blocking
@@ -268,15 +268,28 @@ def test_user_namespaces_turned_off_are_named_with_the_sysctl_that_turns_them_on
 def test_an_agent_that_lives_in_tmp_still_starts_in_the_private_tmp(
     tmp_path: Path, settings: Settings, env: dict[str, str]
 ) -> None:
-    program = tmp_path / "npx-cache" / "agent"  # where an npx-started agent may be unpacked
-    program.parent.mkdir()
-    program.write_text("#!/bin/sh\necho STARTED\n")
+    """A program in /tmp needs more than its own file (a venv's packages, a Node package's
+    tree; polypilot itself, from a clean clone in /tmp): its tree there is shown read-only."""
+    assert str(tmp_path).startswith("/tmp/")
+    program = tmp_path / "npx-cache" / "bin" / "agent"  # where an npx-started agent may be unpacked
+    library = tmp_path / "npx-cache" / "lib" / "words.sh"  # a file of its package beside its own
+    program.parent.mkdir(parents=True)
+    library.parent.mkdir()
+    library.write_text("echo STARTED\n")
+    program.write_text(f"#!/bin/sh\n. {library}\n")
     program.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
     argv = launch_argv(plan_for(ON, work, AGENT, settings, env), [str(program)], work, env)
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     assert done.stdout == "STARTED\n", done.stderr
+    # an interpreter of a venv in /tmp (a link out of it), as a clean clone's is
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    argv = sandboxed([str(venv / "python"), "-I", "-c", "print('IN')"], SandboxRules(writable=(str(work),)), work)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    assert done.stdout == "IN\n", done.stderr
 
 
 def test_a_separate_git_folder_is_writable_but_its_hooks_config_and_pointer(
