@@ -100,11 +100,21 @@ async def test_events_from_a_foreign_thread_keep_reaching_the_screen(tmp_path: P
         await wait_for(pilot, lambda: "Idle" in str(app.pane.status.render()), timeout=5, what="the turn's end drawn")
 
 
+def no_redraw_on_its_way(app: PolypilotApp) -> bool:
+    """No EngineChanged posted and no coalesced redraw armed on the dashboard."""
+    dashboard = app.dashboard
+    armed = [t for t in dashboard._timers if t.name == "coalesced redraw" and t._task and not t._task.done()]  # noqa: SLF001
+    return not dashboard._redraw_posted and not armed  # noqa: SLF001
+
+
 async def test_the_heartbeat_repairs_a_lost_redraw(tmp_path: Path) -> None:
     agent = ThreadedAgent()
     app = threaded_app(tmp_path, agent, heartbeat_seconds=3600)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.value == "idle", what="connected")
+        # The connect's own redraw (a message or a coalesced timer) must have run first, or it
+        # draws the send below before the heartbeat does.
+        await wait_for(pilot, lambda: no_redraw_on_its_way(app), what="the connect drawn")
         # A change whose redraw request is lost (the guard is set, no message is on its way).
         app.dashboard._redraw_posted = True  # noqa: SLF001 - the lost message this guard must survive
         await engine_of(app).manager.send("s1", "hello")
