@@ -1,5 +1,5 @@
 """``python -m polypilot_tui``: the same as the ``polypilot`` command."""
 
-from polypilot_tui.cli import main
+from polypilot_tui.entry import main
 
 raise SystemExit(main())

@@ -117,8 +117,9 @@ class PolypilotApp(App[int]):
         return self.dashboard
 
     def freeze_heap_after_first_frame(self) -> None:
-        """Once the first frame is drawn, freeze the heap (``gc.freeze()``): only a real launch
-        asks (ui/launch.py), never a test's app, whose process would keep every earlier test's
+        """Once the first frame is drawn, freeze the heap (``gc.freeze()``) and turn collections
+        back on (``polypilot`` starts with them off: entry.py): only a real launch asks
+        (ui/launch.py), never a test's app, whose process would keep every earlier test's
         garbage for good.
 
         What is alive then (the interpreter, Textual, its CSS and caches, the dashboard, the
@@ -131,6 +132,7 @@ class PolypilotApp(App[int]):
 
     def _heap_frozen(self) -> None:
         gc.freeze()
+        gc.enable()  # off since the command started (entry.py)
         self.heap_freezes += 1
 
     async def on_mount(self) -> None:

@@ -76,6 +76,7 @@ OURS = frozenset(
         "polypilot_tui.engine.codec",
         "polypilot_tui.engine.stream",
         "polypilot_tui.engine.verbs",
+        "polypilot_tui.entry",
         "polypilot_tui.infra",
         "polypilot_tui.infra.logs",
         "polypilot_tui.infra.notify_command",
@@ -170,28 +171,33 @@ THIRD_PARTY = frozenset(
 
 DASHBOARD = textwrap.dedent(
     """
+    import gc
     import sys
     from pathlib import Path
 
-    from polypilot_tui import cli
     from polypilot_tui.ui.app import PolypilotApp
 
     mounted = PolypilotApp.on_mount
+    report_to = Path(sys.argv.pop())
 
     async def on_mount(self):
+        collecting = gc.isenabled()  # before the first frame
         await mounted(self)  # the engine attached, its sessions shown, the prompt focused
 
         def report():
             names = sorted(m for m in sys.modules if m.startswith("polypilot_tui"))
             names += sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names))
             shown = " ".join(self.engine.ids()) + "|" + self.pane.editor.placeholder
-            Path(sys.argv[1]).write_text(shown + "\\n" + "\\n".join(names))
+            collections = f"collecting at mount: {collecting}, after the first frame: {gc.isenabled()}"
+            report_to.write_text(shown + "\\n" + collections + "\\n" + "\\n".join(names))
             self.exit()
 
         self.call_after_refresh(report)
 
     PolypilotApp.on_mount = on_mount
-    sys.exit(cli.main([]))
+    from polypilot_tui import entry  # as the `polypilot` script starts
+
+    sys.exit(entry.main())
     """
 )
 
@@ -221,8 +227,10 @@ async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harnes
                 dashboard.kill()
                 await dashboard.wait()
     assert report.exists(), f"the dashboard reported nothing: {said.decode(errors='replace')[-2000:]}"
-    shown, *names = report.read_text().splitlines()
+    shown, collections, *names = report.read_text().splitlines()
     assert shown.startswith("s1|Message first"), shown  # the first frame had the session and its prompt
+    # No collection walks start-up's objects before the first frame (entry.py); after it, they run.
+    assert collections == "collecting at mount: False, after the first frame: True"
     ours = [n for n in names if n.startswith("polypilot_tui")]
     third = [n for n in names if not n.startswith(("polypilot_tui", "_"))]  # "_": the interpreter's own
     sneaked = sorted(set(ours) - OURS) + sorted(set(third) - THIRD_PARTY)
@@ -257,3 +265,33 @@ def test_with_no_engine_the_dashboard_spawns_it_before_importing_its_ui(tmp_path
         [sys.executable, "-c", SPAWN_FIRST], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert "spawned with []" in done.stdout, done.stdout + done.stderr
+
+
+COMMAND_COLLECTS = textwrap.dedent(
+    """
+    import gc
+    import sys
+
+    from polypilot_tui.commands import status
+
+    def print_status(settings, json_mode):
+        print("collecting:", gc.isenabled())
+        return 0
+
+    status.print_status = print_status
+    from polypilot_tui import entry
+
+    sys.argv[1:] = ["status"]
+    sys.exit(entry.main())
+    """
+)
+
+
+def test_every_other_command_collects_garbage_as_it_runs(tmp_path: Path) -> None:
+    """Only the dashboard's start runs without collections: a command (``status`` here, as
+    every one but the dashboard) turns them back on once its arguments are read."""
+    env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND_COLLECTS], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert "collecting: True" in done.stdout, done.stdout + done.stderr
