@@ -1,4 +1,4 @@
-"""The one client of an engine service, over its Unix socket (httpx): for the dashboard's
+"""The one client of an engine service, over its Unix socket (httpcore): for the dashboard's
 RemoteEngine and for every command.
 
 :meth:`EngineClient.call` asks any verb of engine/verbs.py (its path, body and reply all come
@@ -9,20 +9,23 @@ Before a byte is sent on a new connection the socket must be this user's, in a p
 folder, and the process listening on it must run as this user (``SO_PEERCRED``): another
 user's listener put at the engine's path gets nothing (:class:`~polypilot_tui.infra.private.NotPrivate`,
 which no caller takes for "no engine runs").
+
+httpcore, not httpx over it: a client on one socket needs none of httpx's URL, cookie, auth
+or redirect handling, and importing httpx (with its command line's click, pygments and Rich
+progress bars, whenever click is installed) was ~45-110 ms of every dashboard's start and
+every command's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-import httpx
-from httpx_sse import ServerSentEvent, aconnect_sse
+import httpcore
 
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import ChatItem
@@ -35,6 +38,7 @@ from polypilot_tui.engine.verbs import API_VERSION, ENGINE_INFO, HISTORY_PAGE, H
 from polypilot_tui.infra.private import NotPrivate, check_private_socket
 from polypilot_tui.service.address import API
 from polypilot_tui.service.peer import foreign_peer
+from polypilot_tui.service.sse import StreamEvent, read_events
 
 REQUEST_TIMEOUT = 120.0
 """Seconds a request may take: a stop waits for its grace period, a connect for an agent."""
@@ -45,6 +49,12 @@ STREAM_KEEPALIVE: float = Settings.model_fields["stream_keepalive_seconds"].defa
 SILENCE_LIMIT = 2.5 * STREAM_KEEPALIVE
 """Seconds of a stream without a byte after which the engine is taken for gone: stopped, hung,
 or the link to it dead without a word (an SSH forward whose network went away)."""
+CONNECT_TIMEOUT = 5.0
+"""Seconds a connection to the socket may take."""
+ORIGIN = "http://engine"
+"""The URLs' scheme and host: the socket is the address, the host a name for the logs."""
+TRANSPORT_ERRORS = (httpcore.NetworkError, httpcore.TimeoutException, httpcore.ProtocolError, FileNotFoundError)
+"""What a request fails with when no engine answers, or the one that did went away."""
 
 
 Q = TypeVar("Q")
@@ -66,13 +76,12 @@ class EngineClient:
         self.socket = Path(socket)
         self.silence = silence
         """Seconds the stream may go without a byte (see :data:`SILENCE_LIMIT`)."""
-        self._http = httpx.AsyncClient(
-            # Plain HTTP on a Unix socket: a TLS context that trusts nothing, instead of httpx's
-            # default, which loads the CA bundle for every client (~20 ms each, at start too).
-            transport=httpx.AsyncHTTPTransport(uds=str(socket), verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)),
-            base_url="http://engine",
-            timeout=httpx.Timeout(timeout, connect=5.0),
+        # Plain HTTP: no TLS context is made (httpx's default loaded the CA bundle, ~20 ms each).
+        # As many connections as httpx allowed: a stream holds one for as long as it is followed.
+        self._http = httpcore.AsyncConnectionPool(
+            uds=str(socket), max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0
         )
+        self._timeout = timeout
         self._api: int | None = None
         """The engine's API version, once a request needed it (see :meth:`_require_sandboxes`)."""
 
@@ -88,10 +97,9 @@ class EngineClient:
         path = API + verb.path.format(**{name: quote(str(plain.pop(name)), safe="") for name in verb.path_fields})
         if verb.method == "GET":
             query = {name: str(value) for name, value in plain.items() if value is not None}
-            answer = await self._request(verb, "GET", path, params=query or None)
+            answer = await self._request(verb, "GET", path + (f"?{urlencode(query)}" if query else ""))
         else:
-            headers = {"Content-Type": "application/json"}
-            answer = await self._request(verb, "POST", path, content=dump_json(plain).encode(), headers=headers)
+            answer = await self._request(verb, "POST", path, dump_json(plain).encode())
         if verb.wrap is not None:
             if not isinstance(answer, dict) or verb.wrap not in answer:
                 raise EngineError(f"the engine's answer to {verb.name} has no {verb.wrap!r}")
@@ -129,7 +137,7 @@ class EngineClient:
                 return
 
     async def _check(self, event: str, info: dict[str, Any]) -> None:
-        """httpx's trace hook: a new connection is checked before anything is sent on it."""
+        """httpcore's trace hook: a new connection is checked before anything is sent on it."""
         if event == "connection.connect_unix_socket.started":
             with contextlib.suppress(FileNotFoundError):  # nothing there: the connect says no engine answers
                 check_private_socket(self.socket)
@@ -149,58 +157,74 @@ class EngineClient:
                     "have that socket removed (by that user or root)",
                 )
 
-    async def _request(self, verb: Verb[Any, Any], method: str, path: str, **kwargs: Any) -> Any:
+    def _extensions(self, read: float, rest: float | None) -> dict[str, Any]:
+        """A request's timeouts (``read``: the longest silence; ``rest``: writing it and waiting
+        for a connection) and the connection check."""
+        return {
+            "timeout": {"connect": CONNECT_TIMEOUT, "read": read, "write": rest, "pool": rest},
+            "trace": self._check,
+        }
+
+    async def _request(self, verb: Verb[Any, Any], method: str, path: str, body: bytes = b"") -> Any:
+        headers = [("Host", "engine")]
+        if method == "POST":
+            headers += [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         try:
-            response = await self._http.request(method, path, extensions={"trace": self._check}, **kwargs)
-        except (httpx.TransportError, FileNotFoundError) as exc:
-            raise EngineUnreachable(f"no engine answers on {self.socket} ({exc})") from None
+            response = await self._http.request(
+                method,
+                ORIGIN + path,
+                headers=headers,
+                content=body or None,
+                extensions=self._extensions(self._timeout, self._timeout),
+            )
+        except TRANSPORT_ERRORS as exc:
+            raise EngineUnreachable(f"no engine answers on {self.socket} ({_said(exc)})") from None
         try:
             data = load_json(response.content, f"the engine's answer to {verb.name}") if response.content else {}
         except ValueError as exc:
             raise EngineError(str(exc)) from None
-        if response.status_code >= 400:
+        if response.status >= 400:
             message = data.get("error") if isinstance(data, dict) else None
-            raise verb.refusal(response.status_code)(str(message or f"HTTP {response.status_code}"))
+            raise verb.refusal(response.status)(str(message or f"HTTP {response.status}"))
         return data
 
     @asynccontextmanager
-    async def stream(self, **params: str) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
+    async def stream(self, **params: str) -> AsyncIterator[AsyncIterator[StreamEvent]]:
         """The live stream: the snapshot first, then every change (see server.py); ``params``
         narrow it (``session=ID``, and ``events="1"`` for that session's agent events too). A
-        stream silent for :attr:`silence` seconds ends with :class:`EngineSilent`."""
+        stream silent for :attr:`silence` seconds ends with :class:`EngineSilent`; an event
+        over :data:`MAX_EVENT` bytes ends it with ValueError."""
+        url = ORIGIN + API + "/stream" + (f"?{urlencode(params)}" if params else "")
         try:
-            async with aconnect_sse(
-                self._http,
-                "GET",
-                API + "/stream",
-                params=params or None,
-                timeout=httpx.Timeout(None, connect=5.0, read=self.silence),
-                extensions={"trace": self._check},
-            ) as source:
-                if source.response.status_code != 200:
-                    await source.response.aread()
-                    raise EngineError(_refusal(source.response))
-                yield source.aiter_sse()
-        except httpx.ReadTimeout:
+            async with self._http.stream(
+                "GET", url, headers=[("Host", "engine")], extensions=self._extensions(self.silence, None)
+            ) as response:
+                if response.status != 200:
+                    raise EngineError(_refusal(response.status, await response.aread()))
+                yield read_events(response.aiter_stream(), MAX_EVENT)
+        except httpcore.ReadTimeout:
             raise EngineSilent(
                 f"the engine on {self.socket} said nothing for {self.silence:g} s (stopped or hung?)"
             ) from None
-        except (httpx.TransportError, FileNotFoundError) as exc:  # refused, or cut off (a killed engine)
+        except TRANSPORT_ERRORS as exc:  # refused, or cut off (a killed engine)
             raise EngineUnreachable(f"the engine on {self.socket} is gone ({type(exc).__name__})") from None
 
 
-def _refusal(response: httpx.Response) -> str:
+def _said(exc: Exception) -> str:
+    """What a transport error says (httpcore's often say nothing: then its kind)."""
+    return str(exc) or type(exc).__name__
+
+
+def _refusal(status: int, body: bytes) -> str:
     """What a refused stream said (its ``error``), or its status."""
     try:
-        data = load_json(response.content, "the engine's refusal") if response.content else {}
+        data = load_json(body, "the engine's refusal") if body else {}
     except ValueError:
         data = {}
     message = data.get("error") if isinstance(data, dict) else None
-    return str(message or f"the engine refused the stream (HTTP {response.status_code})")
+    return str(message or f"the engine refused the stream (HTTP {status})")
 
 
-def event_data(event: ServerSentEvent) -> Any:
-    """An event's JSON (bounded); ValueError on anything else."""
-    if len(event.data) > MAX_EVENT:
-        raise ValueError(f"a {event.event} event of {len(event.data)} bytes is too large")
+def event_data(event: StreamEvent) -> Any:
+    """An event's JSON; ValueError on anything else."""
     return load_json(event.data, f"the engine's {event.event} event")

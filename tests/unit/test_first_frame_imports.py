@@ -92,6 +92,7 @@ OURS = frozenset(
         "polypilot_tui.service.peer",
         "polypilot_tui.service.remote",
         "polypilot_tui.service.spawn",
+        "polypilot_tui.service.sse",
         "polypilot_tui.storage",
         "polypilot_tui.storage.lock",
         "polypilot_tui.storage.notices",
@@ -146,18 +147,14 @@ THIRD_PARTY = frozenset(
         "anyio",  # httpx's
         "attr",  # trio's
         "attrs",  # trio's
-        "certifi",  # httpx's
-        "click",  # httpx's command line (httpx/_main.py), imported by httpx itself
+        "certifi",  # httpcore's
         "h11",  # httpcore's
-        "httpcore",  # httpx's
-        "httpx",  # the engine's client (service/client.py)
-        "httpx_sse",  # the engine's live stream
-        "idna",  # httpx's
+        "httpcore",  # the engine's client (service/client.py)
+        "idna",  # httpcore's
         "outcome",  # trio's
         "platformdirs",  # the config and state folders
         "pydantic",  # the settings (config.py), the engine codec
         "pydantic_core",  # pydantic's
-        "pygments",  # Rich's syntax, through httpx's command line
         "rich",  # Textual's
         "sniffio",  # httpcore's and anyio's
         "sortedcontainers",  # trio's
