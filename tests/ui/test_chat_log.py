@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -345,3 +346,55 @@ async def test_rows_that_could_not_be_read_are_redrawn_as_what_they_are_once_rea
         await pilot.pause()
         assert not log.shows_unreadable
         assert [type(w) for w in log.query(".chat-item")] == [UserMessage, AssistantMessage] * 5
+
+
+def grows_during_the_next_await(history: list[ChatItem], item: ChatItem) -> list[bool]:
+    """The engine appends ``item`` to the live history while the log awaits its mounts (as a
+    reply flushed by the agent's next message does); the list says whether it did."""
+    appended: list[bool] = []
+
+    def append() -> None:
+        history.append(item)
+        appended.append(True)
+
+    asyncio.get_running_loop().call_soon(append)
+    return appended
+
+
+async def test_a_reply_flushed_while_the_log_mounts_rows_is_shown() -> None:
+    """A tool row and the reply after it arrived between two redraws; the reply was flushed into
+    the history while the log mounted the tool row. It was marked shown but never mounted, and
+    the next sync (turn over, nothing streaming) removed its streaming widget: lost from screen."""
+    history = [ChatItem(ItemKind.USER, "TOOL please", 0.0)]
+    app = LogHost()
+    async with app.run_test(size=(100, 40)) as pilot:
+        log = await app.show_log()
+        await pilot.pause()
+        await log.sync(history, "Running it.")
+        history.append(ChatItem(ItemKind.ASSISTANT, "Running it.", 0.0))
+        history.append(
+            ChatItem(ItemKind.TOOL, "readme text", 0.0, tool_call_id="c1", tool_name="bash", tool_status="completed")
+        )
+        appended = grows_during_the_next_await(history, ChatItem(ItemKind.ASSISTANT, "done: readme text", 0.0))
+        await log.sync(history, "done: readme text")  # the redraw read it still streaming
+        assert appended, "the reply was not flushed during the sync: this test shows nothing"
+        await log.sync(history, "")  # the next redraw: the turn is over
+        await pilot.pause()
+        assert [m.text for m in log.query(AssistantMessage)] == ["Running it.", "done: readme text"]
+        assert log.mounted_rows == 4 and log.streaming == ""
+
+
+async def test_a_row_added_while_the_log_opens_is_shown() -> None:
+    """The same race on the first look at a session: rows mounted from the history as it was,
+    and a row added meanwhile is the next sync's, not skipped."""
+    history = notes(3)
+    app = LogHost()
+    async with app.run_test(size=(100, 40)) as pilot:
+        log = await app.show_log()
+        await pilot.pause()
+        appended = grows_during_the_next_await(history, ChatItem(ItemKind.USER, "a prompt meanwhile", 0.0))
+        await log.sync(history, "")
+        assert appended, "the row was not added during the sync: this test shows nothing"
+        await log.sync(history, "")
+        await pilot.pause()
+        assert log.mounted_rows == 4 and isinstance(list(log.children)[-1], UserMessage)

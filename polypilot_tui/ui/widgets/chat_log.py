@@ -149,19 +149,27 @@ class ChatLog(VerticalScroll):
         self.anchor()
 
     async def sync(self, history: Sequence[ChatItem], streaming: str) -> None:
-        """Bring the log up to date with ``history`` and the ``streaming`` reply so far."""
+        """Bring the log up to date with ``history`` and the ``streaming`` reply so far.
+
+        The engine's history is live: it grows while this awaits its mounts. The log goes by
+        its length at the call, the moment ``streaming`` was read; a row added meanwhile is
+        the next sync's (its change asks for the next redraw). Taking the length after the
+        mounts marked such a row shown without mounting it, and the reply it flushed vanished
+        with its streaming widget.
+        """
+        length = len(history)
         following = False
-        if len(history) < self._length or (history and not self._length and self.children):
+        if length < self._length or (length and not self._length and self.children):
             following = self.scroll_back == 0  # the end was on screen: it stays there
             await self._reset()  # replaced, or arrived after an empty first look: paged in afresh
         if not self._length and not self.children:
-            await self._open(history)
+            await self._open(history, length)
             if following:
                 self.anchor()
         else:
-            await self._redraw_changed(history)
-            await self._append(history)
-        self._history, self._length = history, len(history)
+            await self._redraw_changed(history, length)
+            await self._append(history, length)
+        self._history, self._length = history, length
         await self._sync_stream(streaming)
         await self._sync_placeholders()
 
@@ -194,9 +202,9 @@ class ChatLog(VerticalScroll):
             self._empty_text = text
             self._empty.update(text)
 
-    async def _open(self, history: Sequence[ChatItem]) -> None:
+    async def _open(self, history: Sequence[ChatItem], length: int) -> None:
         async with self._loading:
-            self._history, self._length = history, len(history)
+            self._history, self._length = history, length
             self._first = max(0, self._length - FIRST)
             widgets = [
                 self._earlier,
@@ -217,9 +225,9 @@ class ChatLog(VerticalScroll):
         """Some row on screen is a saved row that could not be read (yet): sync again later."""
         return any(item is UNREADABLE for item in self._seen.values())
 
-    async def _redraw_changed(self, history: Sequence[ChatItem]) -> None:
+    async def _redraw_changed(self, history: Sequence[ChatItem], length: int) -> None:
         for index, shown in list(self._seen.items()):
-            if index >= len(history) or (item := history[index]) is shown:
+            if index >= length or (item := history[index]) is shown:
                 continue
             self._seen[index] = item
             old = self._rows[index]
@@ -231,9 +239,9 @@ class ChatLog(VerticalScroll):
                     await self.mount(new, before=old)
                     await old.remove()
 
-    async def _append(self, history: Sequence[ChatItem]) -> None:
+    async def _append(self, history: Sequence[ChatItem], length: int) -> None:
         new: list[Widget] = []
-        for index in range(self._length, len(history)):
+        for index in range(self._length, length):
             item = self._seen[index] = history[index]
             stream = self._stream
             if (
