@@ -481,8 +481,8 @@ def _ssh_options_joined(argv: Sequence[str]) -> list[str]:
 def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(_ssh_options_joined(sys.argv[1:] if argv is None else argv))
-    if args.command is not None:  # not the dashboard, whose first frame turns them on (entry.py)
-        gc.enable()
+    if args.command not in (None, "serve"):  # the dashboard's first frame and the engine's
+        gc.enable()  # start turn them on (entry.py)
     if args.command == "send":
         send_arguments(parser, args)
     if getattr(args, "prompt", None) == STDIN:

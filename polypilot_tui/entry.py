@@ -3,9 +3,9 @@
 Start-up makes hundreds of thousands of objects (the imports, Textual's CSS, the dashboard)
 and almost none of them are garbage, yet Python's collector walks them every 700
 allocations: ~10-20% of the dashboard's time to its first frame. Collections are off from
-here; every command but the dashboard turns them back on as soon as it knows what it runs
-(cli.py), and the dashboard when its first frame is drawn, where it freezes what start-up
-made (ui/app.py) — or when it ends without one.
+here; every command turns them back on as soon as it knows what it runs (cli.py), but the
+dashboard when its first frame is drawn and the engine (``serve``) once it listens, each
+freezing what its start made (ui/app.py, commands/engine.py) — or when it ends before.
 """
 
 from __future__ import annotations

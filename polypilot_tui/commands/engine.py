@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 
 from polypilot_tui.commands.output import EXIT_OK, say
@@ -25,10 +26,28 @@ STOP_WAIT = 30.0
 def cmd_serve(settings: Settings, catalog: AgentCatalog) -> int:
     """Run the engine in this process until it is stopped."""
     try:
-        return asyncio.run(serve(settings, catalog))
+        return asyncio.run(_serve_then_collect(settings, catalog))
     except EngineRefused as exc:
         say(f"polypilot: {exc}", err=True)
         return EXIT_REFUSED
+    finally:
+        gc.enable()
+
+
+async def _serve_then_collect(settings: Settings, catalog: AgentCatalog) -> int:
+    """Serve, with no garbage collection until the engine listens (``polypilot`` starts with
+    none: entry.py): a dashboard that started it waits for that. What start-up made (imports,
+    restored sessions) is then frozen, as the dashboard does at its first frame: it lives as
+    long as the engine, and collections need not walk it again."""
+    ready = asyncio.Event()
+    serving = asyncio.ensure_future(serve(settings, catalog, ready))
+    listening = asyncio.ensure_future(ready.wait())
+    await asyncio.wait({serving, listening}, return_when=asyncio.FIRST_COMPLETED)
+    listening.cancel()
+    if ready.is_set():
+        gc.freeze()
+    gc.enable()
+    return await serving
 
 
 def cmd_engine(settings: Settings, action: str, json_mode: bool = False) -> int:

@@ -292,3 +292,39 @@ def test_every_other_command_collects_garbage_as_it_runs(tmp_path: Path) -> None
         [sys.executable, "-c", COMMAND_COLLECTS], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert "collecting: True" in done.stdout, done.stdout + done.stderr
+
+
+ENGINE_COLLECTS = textwrap.dedent(
+    """
+    import asyncio
+    import gc
+    import sys
+
+    from polypilot_tui.commands import engine
+
+    async def serve(settings, catalog, ready):
+        print("collecting while it starts:", gc.isenabled())
+        ready.set()
+        while not gc.isenabled():
+            await asyncio.sleep(0.01)
+        print("frozen once it listens:", gc.get_freeze_count() > 0)
+        return 0
+
+    engine.serve = serve
+    from polypilot_tui import entry
+
+    sys.argv[1:] = ["serve"]
+    sys.exit(entry.main())
+    """
+)
+
+
+def test_the_engine_collects_garbage_once_it_listens(tmp_path: Path) -> None:
+    """``polypilot serve`` starts without collections (a dashboard waits for it to listen);
+    once it listens they run, and what its start made is frozen."""
+    env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+    done = subprocess.run(
+        [sys.executable, "-c", ENGINE_COLLECTS], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    said = done.stdout + done.stderr
+    assert "collecting while it starts: False" in said and "frozen once it listens: True" in said, said
