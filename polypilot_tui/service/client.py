@@ -82,11 +82,20 @@ class EngineClient:
             uds=str(socket), max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0
         )
         self._timeout = timeout
+        self._closed = False
+        """Closed by :meth:`aclose`: httpcore's pool would open a new connection for a later request."""
         self._api: int | None = None
         """The engine's API version, once a request needed it (see :meth:`_require_sandboxes`)."""
 
     async def aclose(self) -> None:
+        self._closed = True
         await self._http.aclose()
+
+    def _open(self) -> None:
+        """Refuse a request on a closed client (a verb asked while the dashboard detaches):
+        it must not reach the engine, nor leave a connection open."""
+        if self._closed:
+            raise EngineUnreachable(f"the client of {self.socket} is closed")
 
     async def call(self, verb: Verb[Q, R], request: Q) -> R:
         """Ask ``verb``; its reply, or the error the engine answered (UnknownSession for a 404…)."""
@@ -166,6 +175,7 @@ class EngineClient:
         }
 
     async def _request(self, verb: Verb[Any, Any], method: str, path: str, body: bytes = b"") -> Any:
+        self._open()
         headers = [("Host", "engine")]
         if method == "POST":
             headers += [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
@@ -194,6 +204,7 @@ class EngineClient:
         narrow it (``session=ID``, and ``events="1"`` for that session's agent events too). A
         stream silent for :attr:`silence` seconds ends with :class:`EngineSilent`; an event
         over :data:`MAX_EVENT` bytes ends it with ValueError."""
+        self._open()
         url = ORIGIN + API + "/stream" + (f"?{urlencode(params)}" if params else "")
         try:
             async with self._http.stream(

@@ -26,38 +26,48 @@ class EventTooLarge(ValueError):
 
 
 async def read_events(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[StreamEvent]:
-    """The events of ``chunks`` (UTF-8) in order; EventTooLarge when one passes ``limit`` bytes."""
-    pending = b""
-    kind, size = "", 0
+    """The events of ``chunks`` (UTF-8) in order; EventTooLarge when one's data passes ``limit``
+    bytes, or a line passes it before it ends. Linear in the bytes read, however they are cut:
+    a line is searched once, and only the bytes after what was searched already."""
+    pending = bytearray()
+    searched = 0  # pending[:searched] holds no line ending (but maybe a CR last: see _next_line)
+    kind = ""
     data: list[str] = []
+    size = 0
     async for chunk in chunks:
         pending += chunk
         start = 0
-        while (found := _next_line(pending, start)) is not None:
+        while (found := _next_line(pending, max(start, searched - 1))) is not None:
             line, start = pending[start : found[0]], found[1]
             if not line:  # a blank line dispatches the event read so far
                 if data:
                     yield StreamEvent(kind or "message", "\n".join(data))
                 kind, data, size = "", [], 0
                 continue
-            field, _, value = line.decode("utf-8", "replace").partition(":")
-            value = value.removeprefix(" ")
-            if field == "event":
-                kind = value
-            elif field == "data":
-                size += len(value) + 1
+            field, _, value = bytes(line).partition(b":")
+            value = value.removeprefix(b" ")
+            if field == b"event":
+                kind = value.decode("utf-8", "replace")
+            elif field == b"data":
+                size += len(value) + (1 if data else 0)  # the data lines joined by newlines
                 if size > limit:
                     raise EventTooLarge(f"a stream event of over {limit} bytes")
-                data.append(value)
+                data.append(value.decode("utf-8", "replace"))
             # "" (a comment: a keepalive), "id", "retry" and unknown fields: nothing to keep
-        pending = pending[start:]
-        if len(pending) > limit:
+        del pending[:start]
+        searched = len(pending)
+        if searched > limit + LINE_SLACK:
             raise EventTooLarge(f"a stream line of over {limit} bytes")
 
 
-def _next_line(buffer: bytes, start: int) -> tuple[int, int] | None:
-    """Where the line from ``start`` ends and the next begins (LF, CRLF or CR), or None when it
-    is not whole yet (a CR last may be half of a CRLF)."""
+LINE_SLACK = len("data: \r")
+"""What an unfinished line holds besides its value (its field, and a CR that may start a CRLF):
+the line of a data field at the limit is not refused."""
+
+
+def _next_line(buffer: bytearray, start: int) -> tuple[int, int] | None:
+    """Where the line searched from ``start`` ends and the next begins (LF, CRLF or CR), or None
+    when it is not whole yet (a CR last may be half of a CRLF)."""
     lf = buffer.find(b"\n", start)
     cr = buffer.find(b"\r", start, len(buffer) if lf == -1 else lf)
     if cr == -1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from polypilot_tui.service.client import EngineClient
+from polypilot_tui.engine.api import EngineError
+from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
+from polypilot_tui.service.client import EngineClient, EngineUnreachable
 
 
 async def test_a_client_loads_no_certificate_authorities(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,3 +31,35 @@ async def test_a_client_loads_no_certificate_authorities(tmp_path: Path, monkeyp
     assert loaded == []
     httpx.AsyncHTTPTransport(uds=str(tmp_path / "engine.sock"))  # the count can fail: httpx's default loads them
     assert len(loaded) == 1
+
+
+async def test_a_closed_client_sends_nothing(tmp_path: Path) -> None:
+    """httpcore's pool opens a new connection for a request after it is closed: a verb asked
+    while the dashboard detaches must not reach the engine (nor leave a connection open)."""
+    folder = tmp_path / "state"
+    folder.mkdir(mode=0o700)
+    socket = folder / "engine.sock"
+    connections: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_unix_server(answer, path=str(socket))
+    try:
+        client = EngineClient(socket)
+        with pytest.raises(EngineError):
+            await client.call(ENGINE_INFO, NoArgs())  # the server is reached while the client is open
+        assert len(connections) == 1
+        await client.aclose()
+        with pytest.raises(EngineUnreachable, match="closed"):
+            await client.call(ENGINE_INFO, NoArgs())
+        with pytest.raises(EngineUnreachable, match="closed"):
+            async with client.stream():
+                pass
+        assert len(connections) == 1
+    finally:
+        server.close()
+        await server.wait_closed()

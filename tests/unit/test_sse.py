@@ -26,13 +26,15 @@ STREAM = (
     b"event:change\r\ndata:  two spaces\r\n\r\n"
     b"data: first\rdata: second\r\r"
     b"id: 7\nretry: 10\nevent: view\ndata\nnonsense: x\n\n"
-    b"event: cut\ndata: never dispatched"
+    + "event: wide\ndata: ü€😀 a reply in any script\n\n".encode()
+    + b"event: cut\ndata: never dispatched"
 )
 EXPECTED = [
     StreamEvent("snapshot", '{"a": 1}'),
     StreamEvent("change", " two spaces"),  # only the one space after the colon is dropped
     StreamEvent("message", "first\nsecond"),  # no event named; data lines joined
     StreamEvent("view", ""),  # a field without a colon has an empty value
+    StreamEvent("wide", "ü€😀 a reply in any script"),  # a character cut between reads is whole
 ]
 
 
@@ -46,6 +48,18 @@ async def test_where_the_bytes_are_cut_changes_nothing(cuts: list[int]) -> None:
     at = sorted(set(cuts))
     parts = [STREAM[a:b] for a, b in zip([0, *at], [*at, len(STREAM)], strict=True)]
     assert await events(parts) == EXPECTED
+
+
+async def test_an_event_at_the_limit_is_read_whole_however_it_is_cut() -> None:
+    """The limit is the data's bytes (lines joined by newlines): the line of one at the limit,
+    its CR last in one read, is not refused for the field's name around it."""
+    one = b"data: " + b"z" * 1000 + b"\r\n\r\n"
+    cut_before_crlf = [one[:-4], one[-4:-3], one[-3:]]
+    assert await events(cut_before_crlf) == [StreamEvent("message", "z" * 1000)]
+    two = b"data: " + b"z" * 499 + b"\ndata: " + b"z" * 500 + b"\n\n"
+    assert await events([two]) == [StreamEvent("message", "z" * 499 + "\n" + "z" * 500)]
+    with pytest.raises(EventTooLarge):
+        await events([b"data: " + "é".encode() * 501 + b"\n\n"])  # 501 characters, 1,002 bytes
 
 
 async def test_an_event_over_the_limit_is_refused_before_it_is_kept_whole() -> None:
