@@ -102,11 +102,9 @@ RUN_BEFORE_SPAWN = {
     *("polypilot_tui.infra.redact", "polypilot_tui.infra.secret_shapes"),
     *("polypilot_tui.domain", "polypilot_tui.domain.agents"),
     *("polypilot_tui.domain.entry_errors", "polypilot_tui.domain.eventlog", "polypilot_tui.domain.events"),
-    *("polypilot_tui.domain.exit_status", "polypilot_tui.domain.gathered"),
-    *("polypilot_tui.domain.limits", "polypilot_tui.domain.model_choice", "polypilot_tui.domain.names"),
-    *("polypilot_tui.domain.probes", "polypilot_tui.domain.safe_json", "polypilot_tui.domain.sandbox"),
-    "polypilot_tui.domain.text",
-    *("polypilot_tui.domain.tool_servers", "polypilot_tui.domain.trace", "polypilot_tui.domain.turn"),
+    *("polypilot_tui.domain.exit_status", "polypilot_tui.domain.limits", "polypilot_tui.domain.names"),
+    *("polypilot_tui.domain.safe_json", "polypilot_tui.domain.sandbox", "polypilot_tui.domain.text"),
+    *("polypilot_tui.domain.tool_servers", "polypilot_tui.domain.trace"),
     *("polypilot_tui.domain.urls", "polypilot_tui.domain.watchdog"),
 }
 """What ``polypilot run`` has imported when it starts a Copilot CLI: the command line, the
