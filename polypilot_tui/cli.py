@@ -481,7 +481,8 @@ def _ssh_options_joined(argv: Sequence[str]) -> list[str]:
 def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(_ssh_options_joined(sys.argv[1:] if argv is None else argv))
-    if args.command is not None:  # not the dashboard, whose first frame turns them on (entry.py)
+    headless_run = args.command == "run" and args.fan_out is None
+    if args.command is not None and not headless_run:  # those two turn them on once started (entry.py)
         gc.enable()
     if args.command == "send":
         send_arguments(parser, args)
