@@ -3,7 +3,8 @@
 Both run the pinned Copilot CLI (from npm) on the scripted model server (127.0.0.1) with
 the same prompt (``please TOOL now``: a bash tool call, then a reply) and model:
 
-- polypilot: ``python -m polypilot_tui.cli run --allow-tools PROMPT`` with an agents file
+- polypilot: ``python -m polypilot_tui run --allow-tools PROMPT`` (the ``polypilot`` command's
+  entry point, with the bytecode an install has) with an agents file
   (kind ``copilot``, the model server as BYOK provider) and its own state folder;
 - bare:      ``COPILOT_OFFLINE=true COPILOT_PROVIDER_BASE_URL=… COPILOT_MODEL=gpt-4.1
   copilot -p PROMPT --allow-all-tools``.
@@ -179,7 +180,9 @@ def polypilot_argv_env(
     )
     home = homes / "home"
     env = run_env(tmp / "state", agents, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
-    return [sys.executable, "-m", "polypilot_tui.cli", "run", "--allow-tools", PROMPT], env
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an install has its bytecode: never compile ours every run
+    # The installed command's entry point (``polypilot`` is polypilot_tui.entry:main), not cli.py's.
+    return [sys.executable, "-m", "polypilot_tui", "run", "--allow-tools", PROMPT], env
 
 
 def bare_argv_env(cli: Path, server_url: str, tmp: Path, homes: Path | None = None) -> tuple[list[str], dict[str, str]]:

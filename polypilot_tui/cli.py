@@ -481,8 +481,9 @@ def _ssh_options_joined(argv: Sequence[str]) -> list[str]:
 def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(_ssh_options_joined(sys.argv[1:] if argv is None else argv))
-    if args.command not in (None, "serve"):  # the dashboard's first frame and the engine's
-        gc.enable()  # start turn them on (entry.py)
+    headless_run = args.command == "run" and args.fan_out is None
+    if args.command not in (None, "serve") and not headless_run:  # they turn them on once started
+        gc.enable()  # (entry.py)
     if args.command == "send":
         send_arguments(parser, args)
     if getattr(args, "prompt", None) == STDIN:

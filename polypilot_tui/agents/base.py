@@ -13,12 +13,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.model_choice import ModelChoices
-from polypilot_tui.domain.probes import Probes
 from polypilot_tui.infra.private import open_private
+
+if TYPE_CHECKING:  # a headless run imports this module before it starts its agent: only what that needs
+    from polypilot_tui.domain.model_choice import ModelChoices
+    from polypilot_tui.domain.probes import Probes
 
 EventSink = Callable[[AgentEvent], None]
 """Called by a backend, on the loop, for every agent event (including ``connection.lost``).
@@ -174,6 +176,8 @@ class NullBackend:
         return None
 
     async def models(self) -> ModelChoices:
+        from polypilot_tui.domain.model_choice import ModelChoices
+
         return ModelChoices(note="this agent offers no model choice")
 
     async def set_model(self, model_id: str) -> None:

@@ -12,6 +12,7 @@ from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.verbs import ENGINE_STOP, EngineInfo, NoArgs
+from polypilot_tui.infra.collector import started
 from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.serve import EngineRefused, serve
 from polypilot_tui.service.spawn import engine_info, ensure_engine
@@ -45,8 +46,8 @@ async def _serve_then_collect(settings: Settings, catalog: AgentCatalog) -> int:
     await asyncio.wait({serving, listening}, return_when=asyncio.FIRST_COMPLETED)
     listening.cancel()
     if ready.is_set():
-        gc.freeze()
-    gc.enable()
+        started()
+    gc.enable()  # serve ended before it listened: nothing to freeze
     return await serving
 
 

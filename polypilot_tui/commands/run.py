@@ -123,6 +123,7 @@ async def _run(
     from polypilot_tui.domain.turn import Outcome
     from polypilot_tui.engine import verbs
     from polypilot_tui.engine.builder import build_engine
+    from polypilot_tui.infra.collector import started
     from polypilot_tui.storage.retention import prune_state_dir
 
     for stream in (sys.stdout, sys.stderr):  # text that is not valid Unicode is shown replaced, never a crash
@@ -215,6 +216,7 @@ async def _run(
         with on_interrupt(cancel):  # not during the close below: it is not cut short
             sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, sandbox=sandbox))
             await engine.call(verbs.SEND, verbs.Send(sid, prompt))
+            started()  # everything is imported and the agent connected: collections from here on
             await done.wait()
             record = ended[0]
             failure = engine.view(sid).failure

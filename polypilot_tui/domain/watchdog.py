@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from polypilot_tui.domain.events import EventType
-from polypilot_tui.domain.probes import Probes
-from polypilot_tui.domain.turn import Turn
+
+if TYPE_CHECKING:  # annotations only: the settings import this module for its defaults, before a run's spawn
+    from polypilot_tui.domain.probes import Probes
+    from polypilot_tui.domain.turn import Turn
 
 
 @dataclass(frozen=True)

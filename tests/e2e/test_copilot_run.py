@@ -22,7 +22,7 @@ from tests.support.model_server import ModelServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
-POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
+POLYPILOT = [sys.executable, "-m", "polypilot_tui"]  # the polypilot command's entry point (entry.py)
 ROOT = Path(__file__).parents[2]
 
 

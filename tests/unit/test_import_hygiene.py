@@ -102,11 +102,9 @@ RUN_BEFORE_SPAWN = {
     *("polypilot_tui.infra.redact", "polypilot_tui.infra.secret_shapes"),
     *("polypilot_tui.domain", "polypilot_tui.domain.agents"),
     *("polypilot_tui.domain.entry_errors", "polypilot_tui.domain.eventlog", "polypilot_tui.domain.events"),
-    *("polypilot_tui.domain.exit_status", "polypilot_tui.domain.gathered"),
-    *("polypilot_tui.domain.limits", "polypilot_tui.domain.model_choice", "polypilot_tui.domain.names"),
-    *("polypilot_tui.domain.probes", "polypilot_tui.domain.safe_json", "polypilot_tui.domain.sandbox"),
-    "polypilot_tui.domain.text",
-    *("polypilot_tui.domain.tool_servers", "polypilot_tui.domain.trace", "polypilot_tui.domain.turn"),
+    *("polypilot_tui.domain.exit_status", "polypilot_tui.domain.limits", "polypilot_tui.domain.names"),
+    *("polypilot_tui.domain.safe_json", "polypilot_tui.domain.sandbox", "polypilot_tui.domain.text"),
+    *("polypilot_tui.domain.tool_servers", "polypilot_tui.domain.trace"),
     *("polypilot_tui.domain.urls", "polypilot_tui.domain.watchdog"),
 }
 """What ``polypilot run`` has imported when it starts a Copilot CLI: the command line, the
@@ -114,16 +112,21 @@ settings, the catalog, the checks and the spawn — no engine, storage, UI or SD
 load while the CLI boots). A module that joins this list delays every headless run."""
 
 SPAWN_PROBE = """
-import subprocess, sys
+import gc, subprocess, sys
 seen = []
 popen = subprocess.Popen.__init__
 def spawning(self, args, *rest, **kw):
     if not seen and any(str(arg).endswith("fake-copilot") for arg in args):
         seen.append(sorted(sys.modules))
+        print("collecting at the spawn:", gc.isenabled())
     popen(self, args, *rest, **kw)
 subprocess.Popen.__init__ = spawning
-from polypilot_tui.cli import main
-code = main(["run", "--agent", "fake", "--allow-tools", "hi"])  # returns (2) or raises SystemExit
+from polypilot_tui.entry import main  # the polypilot command's own
+sys.argv[1:] = ["run", "--agent", "fake", "--allow-tools", "hi"]
+try:
+    code = main()  # returns (2) or raises SystemExit
+except SystemExit as exc:
+    code = exc.code
 print(code)
 print(",".join(seen[0] if seen else ["NOT SPAWNED"]))
 print(",".join(sorted(sys.modules)))
@@ -153,11 +156,12 @@ def test_polypilot_run_starts_the_copilot_cli_before_the_engine_and_never_loads_
     code, at_spawn, at_end = done.stdout.splitlines()[-3:]
     assert code == "1", done.stderr  # the CLI exited at once: not completed, said on stderr
     assert "could not start the agent" in done.stderr
-    ours = {name for name in at_spawn.split(",") if name.startswith("polypilot_tui")}
+    ours = {name for name in at_spawn.split(",") if name.startswith("polypilot_tui")} - {"polypilot_tui.entry"}
     assert ours == RUN_BEFORE_SPAWN, f"imported before the spawn: +{ours - RUN_BEFORE_SPAWN} -{RUN_BEFORE_SPAWN - ours}"
     assert not {name.split(".")[0] for name in at_spawn.split(",")} & {"copilot", "acp", "textual", "rich"}
     assert not {name.split(".")[0] for name in at_end.split(",")} & {"textual", "rich", "acp", "starlette", "uvicorn"}
     assert "polypilot_tui.engine.builder" in at_end.split(",")  # the probe saw the whole run
+    assert "collecting at the spawn: False" in done.stdout  # no collector walking the imports (entry.py)
 
 
 def test_a_run_its_checks_refuse_starts_no_agent(tmp_path: Path) -> None:
@@ -171,3 +175,40 @@ def test_a_run_its_checks_refuse_starts_no_agent(tmp_path: Path) -> None:
     code, at_spawn, _ = done.stdout.splitlines()[-3:]
     assert code == "2" and "PP_TEST_UNSET_KEY" in done.stderr, done.stderr
     assert at_spawn == "NOT SPAWNED"
+
+
+RUN_COLLECTS = """
+import gc, sys
+from polypilot_tui.commands import run
+from polypilot_tui.engine import builder
+seen = []
+build_engine, exit_code = builder.build_engine, run.exit_code
+def building(*args, **kw):
+    seen.append(f"engine built collecting: {gc.isenabled()}")
+    return build_engine(*args, **kw)
+def ending(*args, **kw):
+    seen.append(f"turn over collecting: {gc.isenabled()}, frozen: {gc.get_freeze_count() > 0}")
+    return exit_code(*args, **kw)
+builder.build_engine, run.exit_code = building, ending
+from polypilot_tui.entry import main
+sys.argv[1:] = ["run", "--agent", "demo", "hi"]
+code = main()
+print(code, *seen, sep="\\n")
+"""
+
+
+def test_a_headless_run_starts_without_collections_and_collects_once_its_turn_runs(tmp_path: Path) -> None:
+    """``polypilot run`` imports the engine (and the SDK) with the collector off, as the
+    dashboard starts (entry.py), and turns it on, the start-up's heap frozen, once its turn is
+    under way: a turn of hours collects its garbage."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env |= {"POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}
+    env |= {"POLYPILOT_DEMO_SPEED": "100", "POLYPILOT_RECORD": "false"}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_COLLECTS], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.stdout.splitlines()[-3:] == [  # after the demo's reply
+        "0",
+        "engine built collecting: False",
+        "turn over collecting: True, frozen: True",
+    ], done.stdout + done.stderr
