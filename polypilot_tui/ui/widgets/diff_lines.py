@@ -31,7 +31,7 @@ from textual.strip import Strip
 from textual.style import Style
 
 from polypilot_tui.domain.changeset import Changeset, DiffLine, FileStatus, LineKind, ReviewComment, Side
-from polypilot_tui.ui.widgets.diff_highlight import clean, highlight_line, lexer_for
+from polypilot_tui.ui.widgets.diff_highlight import Highlighted, clean, highlight_runs, lexer_for
 from polypilot_tui.ui.widgets.diff_rows import Row, RowKind, Rows, layout
 
 COMMENT_MARK = "●"
@@ -128,7 +128,7 @@ class DiffLines(ScrollView, can_focus=True):
         self.comments: tuple[ReviewComment, ...] = ()
         self._layout = layout(self.changes, (), split=False)
         self._strips: LRUCache[tuple[int, int, bool], Strip] = LRUCache(STRIPS_KEPT)
-        self._texts: LRUCache[tuple[int, str], Content] = LRUCache(TEXTS_KEPT)
+        self._texts: LRUCache[tuple[int, str], Highlighted] = LRUCache(TEXTS_KEPT)
         self._styles: dict[tuple[bool, tuple[str, ...]], Style] = {}
         self._rich: dict[tuple[Style, str | None], RichStyle] = {}
         self.warming = False
@@ -363,12 +363,10 @@ class DiffLines(ScrollView, can_focus=True):
         if not self.split or row.kind is RowKind.NOTE:
             return self._unified(row, width, extra, colour)
         left = (width - 1) // 2
-        halves = [
-            self._half(row, False, left, extra, colour),
-            self._half(row, True, width - 1 - left, extra, colour),
-        ]
-        bar = Segment("│", self._style("diff-lines--gutter", *extra).rich_style)
-        return Strip([*halves[0], bar, *halves[1]]).adjust_cell_length(width)
+        segments = self._half(row, False, left, extra, colour)
+        segments.append(Segment("│", self._style("diff-lines--gutter", *extra).rich_style))
+        segments += self._half(row, True, width - 1 - left, extra, colour)
+        return Strip(segments).adjust_cell_length(width)
 
     def _file_header(self, row: Row, width: int, extra: tuple[str, ...]) -> Strip:
         diff = self.changes.files[row.file]
@@ -393,36 +391,37 @@ class DiffLines(ScrollView, can_focus=True):
             strip = Strip([*strip.crop(0, max(0, width - 1)), Segment("…", base.rich_style)])
         return strip.adjust_cell_length(width, base.rich_style)
 
-    def _line_content(self, row: Row, line: DiffLine, colour: bool) -> Content:
-        if not colour:
-            return highlight_line(clean(line.text), None)
-        key = (row.file, line.text)
-        content = self._texts.get(key)
-        if content is None:
-            lexer = lexer_for(self.changes.files[row.file].path) if line.kind is not LineKind.NOTE else None
-            content = self._texts[key] = highlight_line(clean(line.text), lexer)
-        return content
+    def _fitted(self, segments: list[Segment], width: int, base: Style) -> list[Segment]:
+        """``segments`` exactly ``width`` cells wide, as :meth:`_crop` makes them; the usual
+        case (they fit) padded in place: a Strip made and thrown away costs 8 objects."""
+        length = Segment.get_line_length(segments)
+        if length > width:
+            return list(self._crop(Strip(segments, length), width, base))
+        if length < width:
+            segments.append(Segment(" " * (width - length), base.rich_style))
+        return segments
 
-    def _segments(self, content: Content, base: Style) -> list[Segment]:
-        """``content`` in ``base`` as segments: what ``content.render(base)`` gives, read from its
-        spans directly (a highlighted line's spans follow one another, never overlap)."""
-        text, spans = content.plain, content.spans
+    def _line_body(self, row: Row, line: DiffLine, colour: bool) -> Highlighted:
+        if not colour:
+            return highlight_runs(clean(line.text), None)
+        key = (row.file, line.text)
+        body = self._texts.get(key)
+        if body is None:
+            lexer = lexer_for(self.changes.files[row.file].path) if line.kind is not LineKind.NOTE else None
+            body = self._texts[key] = highlight_runs(clean(line.text), lexer)
+        return body
+
+    def _segments(self, body: Highlighted, base: Style) -> list[Segment]:
+        """``body`` in ``base`` as segments: what ``Content.render(base)`` gives, made from its
+        pieces directly."""
+        if isinstance(body, Content):
+            return self._rendered(body, base)
+        text, ends, styles = body
         segments = []
-        position = 0
-        for span in spans:
-            if span.start >= span.end:
-                continue
-            if span.start < position:  # overlapping spans: Textual's general renderer
-                return self._rendered(content, base)
-            if span.start > position:
-                segments.append(Segment(text[position : span.start], self._rich_style(base, None)))
-            style = span.style if isinstance(span.style, str) else None
-            if style is None:
-                return self._rendered(content, base)
-            segments.append(Segment(text[span.start : span.end], self._rich_style(base, style)))
-            position = span.end
-        if position < len(text) or not segments:
-            segments.append(Segment(text[position:], self._rich_style(base, None)))
+        start = 0
+        for end, style in zip(ends, styles, strict=True):
+            segments.append(Segment(text[start:end], self._rich_style(base, style or None)))
+            start = end
         return segments
 
     def _rich_style(self, base: Style, span: str | None) -> RichStyle:
@@ -456,15 +455,15 @@ class DiffLines(ScrollView, can_focus=True):
             Segment(f"{old:>{number}} {new:>{number}} ", gutter.rich_style),
             Segment(f"{_SIGNS[line.kind]} ", base.rich_style),
         ]
-        body = self._segments(self._line_content(row, line, colour), base)
-        return self._crop(Strip([*head, *body]), width, base)
+        head += self._segments(self._line_body(row, line, colour), base)
+        return Strip(self._fitted(head, width, base))
 
     def _half(self, row: Row, new_side: bool, width: int, extra: tuple[str, ...], colour: bool) -> list[Segment]:
         number = self._layout.number_width
         line = row.right if new_side else row.left
         if line is None:
             filler = self._style("diff-lines--filler", *extra)
-            return list(Strip.blank(width, filler.rich_style))
+            return [Segment(" " * width, filler.rich_style)]  # as Strip.blank, without a Strip
         kind = _KIND_CLASS[line.kind]
         base = self._style(kind, *extra)
         gutter = self._style("diff-lines--gutter", kind, *extra)
@@ -476,8 +475,8 @@ class DiffLines(ScrollView, can_focus=True):
             Segment(f"{'' if no is None else no:>{number}} ", gutter.rich_style),
             Segment(f"{_SIGNS[line.kind]} ", base.rich_style),
         ]
-        body = self._segments(self._line_content(row, line, colour), base)
-        return list(self._crop(Strip([*head, *body]), width, base))
+        head += self._segments(self._line_body(row, line, colour), base)
+        return self._fitted(head, width, base)
 
     def _commented(self, index: int, line: DiffLine, new_side: bool) -> bool:
         """Whether comment ``index`` is on this half of a split row (context lines show it right)."""
