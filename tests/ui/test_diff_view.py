@@ -15,7 +15,7 @@ from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, Revi
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen, diff_title
 from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
 from polypilot_tui.ui.widgets.diff_highlight import clean, highlight_line, highlight_runs, lexer_for
-from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, WARM_PAGES, DiffLines
+from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, SCREENFULS_KEPT, WARM_PAGES, DiffLines
 from polypilot_tui.ui.widgets.diff_rows import RowKind, layout
 from polypilot_tui.workspace.diff_parse import parse_diff
 from tests.support.diff_app import DiffHostApp, sample_repo
@@ -368,3 +368,25 @@ def test_a_line_kept_highlighted_is_what_the_highlighter_made_and_the_collector_
         assert styled == [(span.start, span.end, span.style) for span in content.spans]
         assert body[1][-1] == len(content.plain)  # every character in a piece
     assert len(kept[0][2]) > 5  # coloured: names, numbers, strings, the comment
+
+
+async def test_the_rows_kept_drawn_follow_the_height_so_a_tall_view_keeps_what_it_draws_ahead() -> None:
+    """Rows are kept drawn for SCREENFULS_KEPT screenfuls of the view's height, set again at
+    each resize: few on a small terminal (each kept row is objects the garbage collector
+    walks), and on a tall one still every row drawn ahead (a fixed 400 dropped the first
+    rows drawn ahead while it drew the last, and the warm drew them again and again)."""
+    app = DiffHostApp(big_changeset(lines=700))
+    async with app.run_test(size=(100, 30)) as pilot:
+        lines = diff_lines(app)
+        for size in ((100, 30), (100, 210)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            lines.cursor = 50  # a move: the screenfuls ahead are drawn at this size
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+            assert lines.strips_kept == SCREENFULS_KEPT * height
+            before = lines.drawn
+            ahead = [lines.row_text(i) for i in range(top + height, top + (1 + WARM_PAGES) * height)]
+            assert len(ahead) == WARM_PAGES * height and lines.drawn == before
+        assert len(ahead) > 400

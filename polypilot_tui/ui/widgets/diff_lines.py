@@ -55,10 +55,11 @@ WARM_STEP = 0.004
 """Seconds of drawing ahead per idle step: a key press waits at most about this long."""
 WARM_PAGES = 2
 """Screenfuls drawn ahead the way the cursor last went (and one the other way) while the user reads."""
-STRIPS_KEPT = 400
-"""Rows kept drawn: the screenfuls drawn ahead, the one on screen and a margin. Few on
-purpose: each kept strip is dozens of objects the garbage collector walks on every full
-pass, and a full pass over a bloated heap is a frame of a third of a second."""
+SCREENFULS_KEPT = WARM_PAGES + 3
+"""Screenfuls of rows kept drawn: those drawn ahead (WARM_PAGES, and one the other way), the
+one on screen and one of margin. Few on purpose: each kept strip is dozens of objects the
+garbage collector walks on every full pass, and a full pass over a bloated heap is a frame
+of a third of a second; as many as the warm needs, or it draws rows again and again."""
 TEXTS_KEPT = 1000
 """Lines kept highlighted (a split row and a cursor's redraw reuse them)."""
 WARM_PAUSE = 0.001
@@ -127,7 +128,7 @@ class DiffLines(ScrollView, can_focus=True):
         self.changes = Changeset("")
         self.comments: tuple[ReviewComment, ...] = ()
         self._layout = layout(self.changes, (), split=False)
-        self._strips: LRUCache[tuple[int, int, bool], Strip] = LRUCache(STRIPS_KEPT)
+        self._strips: LRUCache[tuple[int, int, bool], Strip] = LRUCache(SCREENFULS_KEPT * 24)
         self._texts: LRUCache[tuple[int, str], Highlighted] = LRUCache(TEXTS_KEPT)
         self._styles: dict[tuple[bool, tuple[str, ...]], Style] = {}
         self._rich: dict[tuple[Style, str | None], RichStyle] = {}
@@ -150,6 +151,11 @@ class DiffLines(ScrollView, can_focus=True):
     @property
     def rows(self) -> Rows:
         return self._layout.rows
+
+    @property
+    def strips_kept(self) -> int:
+        """How many rows are kept drawn at most (SCREENFULS_KEPT screenfuls of this height)."""
+        return self._strips.maxsize
 
     @property
     def file_rows(self) -> tuple[int, ...]:
@@ -254,6 +260,7 @@ class DiffLines(ScrollView, can_focus=True):
     def _on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
         self._strips.clear()
+        self._strips.maxsize = SCREENFULS_KEPT * max(1, self.scrollable_content_region.height)
         self._plain.clear()
         self._whole = True
 
