@@ -390,3 +390,21 @@ async def test_the_rows_kept_drawn_follow_the_height_so_a_tall_view_keeps_what_i
             ahead = [lines.row_text(i) for i in range(top + height, top + (1 + WARM_PAGES) * height)]
             assert len(ahead) == WARM_PAGES * height and lines.drawn == before
         assert len(ahead) > 400
+
+
+async def test_a_row_is_drawn_on_screen_as_kept_but_textual_gets_a_strip_of_its_own() -> None:
+    """What Textual derives from a strip it draws stays inside that strip: a kept row hands it
+    a copy, so the kept one does not carry it for screenfuls into the collector's old generation."""
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        for split in (False, True):
+            lines.split = split
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+            width = lines.scrollable_content_region.width
+            for y in range(height):
+                shown, kept = lines.render_line(y), lines.row_strip(top + y, width)
+                assert shown == kept and shown.cell_length == kept.cell_length == width
+                assert shown is not kept

@@ -72,6 +72,15 @@ reached faster than its rows could be drawn ahead (a held key, a jump) is drawn 
 at once and coloured in the next idle steps, so no frame blocks the event loop for long."""
 
 
+def _shown(kept: Strip) -> Strip:
+    """A kept row as handed to Textual: a strip of its own over the same segments. Textual
+    keeps what it derives from a strip it draws inside it (crops, cuts: a dozen objects, one
+    of them a cycle), and a kept strip lives several screenfuls, long enough to reach the
+    garbage collector's old generation with all that; the strip handed over dies with the
+    frame that showed it, young (scroll lag p99, alternated: 18.8 -> 16.6 ms unified)."""
+    return Strip(list(kept), kept.cell_length)
+
+
 class DiffLines(ScrollView, can_focus=True):
     """The rows of a changeset with a cursor row; ``split`` shows old and new side by side."""
 
@@ -289,10 +298,10 @@ class DiffLines(ScrollView, can_focus=True):
             self._ask_warm(after_frame=True)
         strip = self._strips.get((index, width, index == self.cursor))
         if strip is not None:
-            return strip
+            return _shown(strip)
         if self._whole or self._fresh < FRESH_ROWS:
             self._fresh += 1
-            return self.row_strip(index, width)
+            return _shown(self.row_strip(index, width))
         self._plain.add(index)
         return self._draw(self.rows[index], width, index == self.cursor, colour=False)
 
