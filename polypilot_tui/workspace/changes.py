@@ -15,7 +15,7 @@ from pathlib import Path
 from polypilot_tui.domain.changeset import Changeset, ChangeStats, FileCount
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.workspace.diff_parse import parse_diff
-from polypilot_tui.workspace.git import MAX_OUTPUT, AppConfig, WorkspaceError, app_config, git
+from polypilot_tui.workspace.git import MAX_OUTPUT, AppConfig, GitResult, WorkspaceError, app_config, git
 
 MAX_UNTRACKED_FILES = 2000
 """Untracked files beyond this are counted as files, not read for their lines."""
@@ -39,7 +39,7 @@ async def diff_base(workspace: Workspace) -> str:
     the checkout are its branch's history, as a worktree's are once merged; the commit it
     started at would count another session's merge as this one's work.
     """
-    if workspace.owned and workspace.base:
+    if _meets_base(workspace):
         meet = await git(["merge-base", f"refs/heads/{workspace.base}", "HEAD"], workspace.folder, check=False)
         if meet.ok and meet.text.strip():
             return meet.text.strip()
@@ -47,6 +47,26 @@ async def diff_base(workspace: Workspace) -> str:
         return workspace.base_commit
     head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], workspace.folder, check=False)
     return "HEAD" if head.ok else EMPTY_TREE  # a repository without commits: everything is new
+
+
+def _meets_base(workspace: Workspace) -> bool:
+    """Whether :func:`diff_base` is where the worktree's branch meets its base branch."""
+    return workspace.owned and bool(workspace.base)
+
+
+async def diff_against_base(args: list[str], workspace: Workspace, settings: AppConfig) -> GitResult:
+    """``git diff args`` of the working tree against :func:`diff_base`. Where the base is
+    where the branch meets its base branch, git finds it itself (``--merge-base``): no
+    ``merge-base`` process for the diff to wait for (the sidebar counts after every turn).
+    When that diff fails (the base branch gone, no history in common, a git before 2.30),
+    :func:`diff_base` says what the base is."""
+    if _meets_base(workspace):
+        meets = [*args, "--merge-base", f"refs/heads/{workspace.base}", "--"]
+        found = await git(["diff", *meets], workspace.folder, check=False, settings=settings)
+        if found.ok:
+            return found
+    base = await diff_base(workspace)
+    return await git(["diff", *args, base, "--"], workspace.folder, settings=settings)
 
 
 def top_level(workspace: Workspace) -> str:
@@ -83,15 +103,15 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
     if not os.path.isdir(workspace.folder):
         raise WorkspaceError(f"the folder {workspace.folder} is gone")
 
-    # Nothing waits that need not, so the count costs little more than git's diff: the base and
-    # the settings lookups start first (the diff waits for them), then the untracked listing (it
-    # reads no file, so needs no settings) beside them and the diff.
-    lookups = asyncio.gather(diff_base(workspace), app_config(workspace.folder))
+    # Nothing waits that need not, so the count costs little more than git's diff: the settings
+    # lookup starts first (the diff waits for it; git finds the base itself), then the untracked
+    # listing (it reads no file, so needs no settings) beside it and the diff.
+    lookup = asyncio.ensure_future(app_config(workspace.folder))
     listing = asyncio.ensure_future(untracked(workspace))
     try:
-        base, settings = await lookups
-        numstat = await git(["diff", "--numstat", "-z", "-M", base, "--"], workspace.folder, settings=settings)
+        numstat = await diff_against_base(["--numstat", "-z", "-M"], workspace, await lookup)
     except BaseException:
+        lookup.cancel()
         listing.cancel()  # the count failed: its listing is not waited for (git is killed)
         raise
     extra = await listing

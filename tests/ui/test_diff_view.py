@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from textual.widgets import OptionList, TextArea
 from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, ReviewComment, Side, review_prompt
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen, diff_title
 from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
-from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, WARM_PAGES, DiffLines
+from polypilot_tui.ui.widgets.diff_highlight import clean, highlight_line, highlight_runs, lexer_for
+from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, SCREENFULS_KEPT, WARM_PAGES, DiffLines
 from polypilot_tui.ui.widgets.diff_rows import RowKind, layout
 from polypilot_tui.workspace.diff_parse import parse_diff
 from tests.support.diff_app import DiffHostApp, sample_repo
@@ -343,3 +345,66 @@ async def test_the_screenfuls_drawn_ahead_follow_the_way_the_cursor_goes() -> No
         before = lines.drawn
         assert [lines.row_text(i) for i in range(max(0, top - WARM_PAGES * height), top)]
         assert lines.drawn == before
+
+
+def test_a_line_kept_highlighted_is_what_the_highlighter_made_and_the_collector_skips_it() -> None:
+    """The view keeps a thousand highlighted lines: kept as Content and Spans they were ~9
+    objects a line that every full garbage collection walked (most of a scroll's pauses);
+    kept as plain tuples, the young collections (two: a line lives longer) stop tracking them.
+    Nothing is lost on the way: the same text (tabs expanded, wide characters, hostile text)
+    cut in the same styled pieces."""
+    lexer = lexer_for("src/app.py")
+    texts = ["value = compute(1, 'new', cache=True)  # a note", "\tif x:\treturn [y]", "漢字 = '🎉'", "[b]x[/b]", ""]
+    kept = [highlight_runs(clean(text), lexer) for text in texts]
+    gc.collect(0)
+    gc.collect(1)
+    assert not [body for body in kept if gc.is_tracked(body)]
+    for text, body in zip(texts, kept, strict=True):
+        content = highlight_line(clean(text), lexer)
+        assert isinstance(body, tuple) and body[0] == content.plain
+        styled = [
+            (start, end, style) for start, end, style in zip((0, *body[1][:-1]), body[1], body[2], strict=True) if style
+        ]
+        assert styled == [(span.start, span.end, span.style) for span in content.spans]
+        assert body[1][-1] == len(content.plain)  # every character in a piece
+    assert len(kept[0][2]) > 5  # coloured: names, numbers, strings, the comment
+
+
+async def test_the_rows_kept_drawn_follow_the_height_so_a_tall_view_keeps_what_it_draws_ahead() -> None:
+    """Rows are kept drawn for SCREENFULS_KEPT screenfuls of the view's height, set again at
+    each resize: few on a small terminal (each kept row is objects the garbage collector
+    walks), and on a tall one still every row drawn ahead (a fixed 400 dropped the first
+    rows drawn ahead while it drew the last, and the warm drew them again and again)."""
+    app = DiffHostApp(big_changeset(lines=700))
+    async with app.run_test(size=(100, 30)) as pilot:
+        lines = diff_lines(app)
+        for size in ((100, 30), (100, 210)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            lines.cursor = 50  # a move: the screenfuls ahead are drawn at this size
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+            assert lines.strips_kept == SCREENFULS_KEPT * height
+            before = lines.drawn
+            ahead = [lines.row_text(i) for i in range(top + height, top + (1 + WARM_PAGES) * height)]
+            assert len(ahead) == WARM_PAGES * height and lines.drawn == before
+        assert len(ahead) > 400
+
+
+async def test_a_row_is_drawn_on_screen_as_kept_but_textual_gets_a_strip_of_its_own() -> None:
+    """What Textual derives from a strip it draws stays inside that strip: a kept row hands it
+    a copy, so the kept one does not carry it for screenfuls into the collector's old generation."""
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        for split in (False, True):
+            lines.split = split
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+            width = lines.scrollable_content_region.width
+            for y in range(height):
+                shown, kept = lines.render_line(y), lines.row_strip(top + y, width)
+                assert shown == kept and shown.cell_length == kept.cell_length == width
+                assert shown is not kept

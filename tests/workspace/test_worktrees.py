@@ -249,6 +249,27 @@ async def test_changes_are_the_branchs_own_against_where_it_meets_the_base_now(t
     assert "-Free over 50." in (await diff_text(tree)).text
 
 
+async def test_counts_are_against_the_start_when_the_base_branch_is_gone_or_unrelated(tmp_path: Path) -> None:
+    """The diff finds the merge base itself; when it cannot (the base branch deleted, or
+    rewritten with no history in common), the counts are against the commit the worktree
+    started from, as the whole diff is."""
+    repo = make_repo(tmp_path / "repo", files={"a.py": "A = 1\n"})
+    run(repo, "branch", "develop")
+    tree = await create_worktree(await inspect_folder(str(repo)), "gone", "develop", tmp_path / "wt")
+    assert tree.base == "develop" and tree.base_commit
+    folder = Path(tree.folder)
+    (folder / "a.py").write_text("A = 2\n")
+    commit(folder, "a two")
+    (folder / "b.py").write_text("B = 1\nC = 2\n")
+    assert await change_stats(tree) == ChangeStats(2, 3, 1)
+    run(repo, "branch", "-D", "develop")
+    assert await change_stats(tree) == ChangeStats(2, 3, 1)
+    assert "+A = 2" in (await diff_text(tree)).text
+    run(repo, "checkout", "--quiet", "--orphan", "develop")  # the name back, no history in common
+    run(repo, "commit", "--quiet", "-m", "unrelated")
+    assert await change_stats(tree) == ChangeStats(2, 3, 1)
+
+
 async def test_discard_refuses_for_a_branch_with_work_even_when_its_folder_is_gone(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     tree = await create_worktree(await inspect_folder(str(repo)), "precious", "", tmp_path / "wt")
@@ -385,12 +406,13 @@ async def test_the_start_up_prune_keeps_worktrees_holding_ignored_or_untracked_f
     assert run(repo, "branch", "--list", "secret") != ""
 
 
-async def test_counting_changes_runs_four_git_processes_and_the_listing_waits_for_none(
+async def test_counting_changes_runs_three_git_processes_and_the_listing_waits_for_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The sidebar counts after every turn: the untracked listing starts at once (it reads no
-    file, so it needs no filter settings), beside the base and one settings lookup for the
-    diff (a lookup per call put two processes before each walk)."""
+    file, so it needs no filter settings), beside the one settings lookup the diff waits for
+    (a lookup per call put two processes before each walk); the diff finds where the branch
+    meets its base itself (a ``merge-base`` process was a fourth, waited for)."""
     repo = make_repo(tmp_path / "repo", files={"a.py": "A = 1\n", "b.py": "B = 1\n"})
     tree = await create_worktree(await inspect_folder(str(repo)), "count", "", tmp_path / "wt")
     folder = Path(tree.folder)
@@ -404,7 +426,7 @@ async def test_counting_changes_runs_four_git_processes_and_the_listing_waits_fo
     monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
     assert await change_stats(tree) == ChangeStats(2, 3, 1)
     calls = [line.split()[1] for line in log.read_text().splitlines()]  # after --no-pager
-    assert sorted(calls) == ["config", "diff", "ls-files", "merge-base"], calls
+    assert sorted(calls) == ["config", "diff", "ls-files"], calls
     log.unlink()
     assert await untracked(tree) == ["new.py"]  # it reads no file: no settings lookup to wait for
     assert [line.split()[1] for line in log.read_text().splitlines()] == ["ls-files"]
