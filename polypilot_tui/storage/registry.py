@@ -192,8 +192,20 @@ def _hosts(value: Any) -> Any:
     return ()  # a rule that cannot be read (or longer than any engine writes) allows no host: never looser
 
 
+COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+"""A commit's full id (SHA-1 or SHA-256), as the engine saves a worktree's start."""
+
+
+def _commit(value: Any) -> Any:
+    """A commit id, or dropped: the value is handed to ``git diff``, where anything else (a
+    ``--output=FILE`` planted in the file) would be read as an option. Without it a worktree's
+    changes are counted from its branch's base, or from HEAD."""
+    return value if isinstance(value, str) and COMMIT_ID.fullmatch(value) else _DROP
+
+
 _FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     **{f.name: _text for f in fields(SessionRecord)},
+    "base_commit": _commit,
     "created_at": _time,
     "last_activity_at": lambda value: None if value is None else _time(value),
     "turn_in_flight": _flag,

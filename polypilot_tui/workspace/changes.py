@@ -66,7 +66,7 @@ async def diff_against_base(args: list[str], workspace: Workspace, settings: App
         if found.ok:
             return found
     base = await diff_base(workspace)
-    return await git(["diff", *args, base, "--"], workspace.folder, settings=settings)
+    return await git(["diff", *args, "--end-of-options", base, "--"], workspace.folder, settings=settings)
 
 
 def top_level(workspace: Workspace) -> str:
@@ -174,7 +174,8 @@ async def diff_text(workspace: Workspace, limit: int = MAX_DIFF_CHARS) -> DiffTe
     # One settings lookup for the burst of calls below (the folder is in the top's repository).
     base, settings = await asyncio.gather(diff_base(workspace), app_config(top))
     tracked, listed = await asyncio.gather(
-        git(["diff", "-M", base, "--"], workspace.folder, settings=settings), untracked(workspace, settings)
+        git(["diff", "-M", "--end-of-options", base, "--"], workspace.folder, settings=settings),
+        untracked(workspace, settings),
     )
     text = tracked.out.decode("utf-8", "replace")
     parts, size = [text], len(text)

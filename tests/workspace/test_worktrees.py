@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from polypilot_tui.domain.changeset import ChangeStats, FileStatus
 from polypilot_tui.domain.workspace import MAX_LISTED, Isolation, WorktreeState, branch_name_for
+from polypilot_tui.engine.registry_sync import workspace_fields, workspace_of
+from polypilot_tui.storage.registry import SessionRecord
+from polypilot_tui.storage.store import Store
 from polypilot_tui.workspace.changes import change_stats, changeset, diff_text, untracked
 from polypilot_tui.workspace.finish import (
     commit_all,
@@ -435,3 +439,32 @@ async def test_counting_changes_runs_three_git_processes_and_the_listing_waits_f
     assert text.untracked == ("new.py",)
     calls = [line.split()[1] for line in log.read_text().splitlines()]
     assert sorted(calls) == ["config", "diff", "diff", "ls-files", "merge-base"], calls  # one diff per new file
+
+
+async def test_a_base_commit_planted_in_the_saved_file_never_reaches_git_as_an_option(tmp_path: Path) -> None:
+    """The registry hands a worktree's start commit to ``git diff`` when its base branch is
+    gone: one that is not a commit id (``--output=FILE`` written into sessions.json) is dropped
+    as the file is read, and the counts go on from HEAD; nothing is written by git."""
+    repo = make_repo(tmp_path / "repo", files={"a.py": "A = 1\n"})
+    run(repo, "branch", "develop")
+    tree = await create_worktree(await inspect_folder(str(repo)), "planted", "develop", tmp_path / "wt")
+    (Path(tree.folder) / "b.py").write_text("B = 1\n")
+    run(repo, "branch", "-D", "develop")
+    planted = tmp_path / "written-by-git"
+    store = Store(tmp_path / "state")
+    try:
+        record = SessionRecord(id="s1", name="one", agent="demo", cwd=tree.folder, created_at=0.0, status="idle")
+        fields = workspace_fields(replace(tree, base_commit=f"--output={planted}"))
+        store.registry.save([replace(record, **fields)], 0.0)
+        (loaded,) = store.registry.load().sessions
+    finally:
+        store.close()
+    assert loaded.base_commit == ""  # dropped as the file was read: not a commit id
+    restored = workspace_of(loaded)
+    assert restored is not None
+    assert await change_stats(restored) == ChangeStats(1, 1, 0)
+    assert not planted.exists()
+    # And were one to get through, git reads it as a revision, never as an option.
+    with pytest.raises(WorkspaceError):
+        await change_stats(replace(restored, base_commit=f"--output={planted}"))
+    assert not planted.exists()
