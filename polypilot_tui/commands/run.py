@@ -45,6 +45,9 @@ EXIT_NOT_COMPLETED = 1
 EXIT_USAGE = 2
 EXIT_PERMISSION_REFUSED = 3
 EXIT_CANCELLED = 4
+COLLECT_AFTER_SECONDS = 10.0
+"""Seconds after which a run collects garbage again even if its agent has not connected (a
+start without collections is for a start: entry.py)."""
 
 
 async def run_headless(
@@ -212,6 +215,9 @@ async def _run(
         elif main is not None:
             main.cancel()  # the finally below still closes the agent
 
+    # An agent that never answers holds the connect until its backend's own timeouts (minutes):
+    # collections come back on after a start's length whatever the agent does.
+    loop.call_later(COLLECT_AFTER_SECONDS, started)
     try:
         with on_interrupt(cancel):  # not during the close below: it is not cut short
             sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent, sandbox=sandbox))

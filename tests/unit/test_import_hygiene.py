@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import polypilot_tui
+from tests.agents.acp_support import FAKE_AGENT
 
 CORE = Path(polypilot_tui.__file__).parent / "domain"
 FORBIDDEN = (
@@ -212,3 +213,46 @@ def test_a_headless_run_starts_without_collections_and_collects_once_its_turn_ru
         "engine built collecting: False",
         "turn over collecting: True, frozen: True",
     ], done.stdout + done.stderr
+
+
+RUN_HUNG_COLLECTS = """
+import gc, os, sys, threading, time
+from polypilot_tui.commands import run
+run.COLLECT_AFTER_SECONDS = 0.2
+
+def report():
+    deadline = time.monotonic() + 20  # the agent's connect would time out after 90 s
+    while gc.isenabled() and time.monotonic() < deadline:  # until entry.py turns them off
+        time.sleep(0.01)
+    while not gc.isenabled() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print("collecting while the agent never answers:", gc.isenabled(), flush=True)
+    os._exit(0)
+
+threading.Thread(target=report, daemon=True).start()
+from polypilot_tui.entry import main
+sys.argv[1:] = ["--agents-file", sys.argv.pop(1), "run", "--agent", "wedged", "hi"]
+main()
+"""
+
+
+def test_a_run_whose_agent_never_answers_collects_after_a_start_s_length(tmp_path: Path) -> None:
+    """A wedged agent holds the connect until its backend's own timeout (minutes): the run
+    collects garbage again after COLLECT_AFTER_SECONDS whatever the agent does."""
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f'[wedged]\nkind = "acp"\ncommand = "{sys.executable}"\nargs = ["{FAKE_AGENT}"]\n'
+        f'env = {{ FAKE_ACP_HANG_INIT = "1", FAKE_ACP_STATE = "{tmp_path / "agent"}" }}\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    env |= {"POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}
+    env["POLYPILOT_RECORD"] = "false"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_HUNG_COLLECTS, str(agents)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert "collecting while the agent never answers: True" in done.stdout, done.stdout + done.stderr
