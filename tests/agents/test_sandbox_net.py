@@ -15,9 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from polypilot_tui.agents.sandbox_net import Limits, NetworkGate, Refusal, open_
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
+from tests.support.http_server import LocalServer, local_server
 from tests.support.model_server import ModelServer
 from tests.support.waiting import until
 
@@ -65,33 +64,11 @@ async def run_inside(gate: NetworkGate, code: str, timeout: float = WAIT) -> tup
     return process.returncode, out.decode(), err.decode()
 
 
-class _Hello(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = f"other server: {self.path}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @pytest.fixture
-def other_server() -> Iterator[ThreadingHTTPServer]:
+def other_server() -> Iterator[LocalServer]:
     """A second local server the rule does not allow (60 s at most)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    timer = threading.Timer(60, server.shutdown)
-    timer.start()
-    try:
+    with local_server(lambda path: f"other server: {path}".encode()) as server:
         yield server
-    finally:
-        timer.cancel()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 @pytest.fixture
@@ -119,10 +96,10 @@ MODELS_CALL = """
 
 
 async def test_a_sandboxed_client_reaches_its_model_and_nothing_else(
-    tmp_path: Path, model: ModelServer, other_server: ThreadingHTTPServer, gate_of: list[NetworkGate]
+    tmp_path: Path, model: ModelServer, other_server: LocalServer, gate_of: list[NetworkGate]
 ) -> None:
     model_at = f"127.0.0.1:{model.port}"
-    other_port = other_server.server_address[1]
+    other_port = other_server.port
     refused: list[Refusal] = []
     gate = open_gate((model_at,), tmp_path / "gates", on_refusal=refused.append)
     gate_of.append(gate)
@@ -180,11 +157,11 @@ async def test_the_agents_exit_status_and_pid_are_its_own(tmp_path: Path, gate_o
 
 
 async def test_a_named_host_is_reached_through_connect_and_no_other(
-    tmp_path: Path, other_server: ThreadingHTTPServer, gate_of: list[NetworkGate]
+    tmp_path: Path, other_server: LocalServer, gate_of: list[NetworkGate]
 ) -> None:
     """``localhost:PORT`` allowed by name: CONNECT to it works (the gate resolves it
     outside); CONNECT to the same server by address, or to another name, is refused."""
-    port = other_server.server_address[1]
+    port = other_server.port
     gate = open_gate((f"localhost:{port}",), tmp_path / "gates")
     gate_of.append(gate)
     code = f"""
@@ -372,7 +349,7 @@ async def test_a_long_folder_and_a_stale_socket(tmp_path: Path) -> None:
 
 
 async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
-    tmp_path: Path, model: ModelServer, other_server: ThreadingHTTPServer
+    tmp_path: Path, model: ModelServer, other_server: LocalServer
 ) -> None:
     """agents/sandbox.py's argv for a session with a network rule: the agent's model endpoint
     is added from its configuration, the gate is in the (hidden) state folder, and only the
@@ -388,7 +365,7 @@ async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
     plan = plan_for(Sandbox(SandboxMode.WORKSPACE, network=("example.com:443",)), work, agent, settings, env)
     assert plan is not None and plan.rules.network == ("example.com:443", f"127.0.0.1:{model.port}")
     assert "model endpoint is not known" not in "\n".join(plan.rules.lines())
-    other_port = other_server.server_address[1]
+    other_port = other_server.port
     code = f"""
     import os, urllib.request, urllib.error
     {textwrap.indent(textwrap.dedent(MODELS_CALL.format(url=model.base_url)), "    ").strip()}
@@ -471,11 +448,11 @@ def test_a_rule_that_cannot_be_kept_is_refused_before_the_session_is_made() -> N
 
 
 async def test_a_plain_request_for_another_host_than_its_url_is_refused(
-    tmp_path: Path, other_server: ThreadingHTTPServer, gate_of: list[NetworkGate]
+    tmp_path: Path, other_server: LocalServer, gate_of: list[NetworkGate]
 ) -> None:
     """An allowed address shared by many sites (a CDN) answers for the Host header: one that
     names another host is refused; the URL's own (any case, with its port) passes."""
-    port = other_server.server_address[1]
+    port = other_server.port
     gate = open_gate((f"localhost:{port}",), tmp_path / "gates")
     gate_of.append(gate)
     reader, writer = await asyncio.open_unix_connection(str(gate.path))

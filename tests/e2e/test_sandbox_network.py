@@ -8,9 +8,7 @@ refuses it, and a named host, with why.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from polypilot_tui.config import Settings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from tests.support.copilot_e2e import Collector, copilot_agent
+from tests.support.http_server import LocalServer, local_server
 from tests.support.model_server import ModelServer
 
 RULE = Sandbox(SandboxMode.WORKSPACE, network=())
@@ -32,39 +31,15 @@ pytestmark = [
 ]
 
 
-class _Secret(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.server.asked += 1  # type: ignore[attr-defined]
-        body = b"the second server's secret"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @pytest.fixture
-def second_server() -> Iterator[ThreadingHTTPServer]:
+def second_server() -> Iterator[LocalServer]:
     """A local server the session was not allowed (60 s at most)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Secret)
-    server.asked = 0  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    timer = threading.Timer(60, server.shutdown)
-    timer.start()
-    try:
+    with local_server(lambda _path: b"the second server's secret") as server:
         yield server
-    finally:
-        timer.cancel()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 async def test_a_session_with_a_network_rule_reaches_its_model_and_not_another_server(
-    copilot_cli: Path, model_server: ModelServer, second_server: ThreadingHTTPServer, tmp_path: Path
+    copilot_cli: Path, model_server: ModelServer, second_server: LocalServer, tmp_path: Path
 ) -> None:
     home, work = tmp_path / "copilot-home", tmp_path / "work"
     home.mkdir()
@@ -73,7 +48,7 @@ async def test_a_session_with_a_network_rule_reaches_its_model_and_not_another_s
     settings = Settings(_env_file=None, state_dir=tmp_path / "state")
     plan = plan_for(RULE, work, agent, settings)
     assert plan is not None and plan.rules.network == (f"127.0.0.1:{model_server.port}",)
-    port = second_server.server_address[1]
+    port = second_server.port
     sink = Collector()
     backend = CopilotBackend(agent, sink, SystemClock(), settings, tmp_path / "session", sandbox=plan)
     await backend.connect(None)
@@ -93,7 +68,7 @@ async def test_a_session_with_a_network_rule_reaches_its_model_and_not_another_s
         assert f"polypilot sandbox: 127.0.0.1:{port} is not in this session's network rule" in answer
         assert "polypilot sandbox: example.com:80 is not in this session's network rule" in answer
         assert "secret" not in answer
-        assert second_server.asked == 0  # type: ignore[attr-defined]
+        assert second_server.asked == 0
         assert len(model_server.model_requests()) >= 2  # the turn and its tool result reached the model
     finally:
         await backend.close()
