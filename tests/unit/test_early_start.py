@@ -111,7 +111,6 @@ def test_an_early_cli_the_validated_settings_agree_with_is_the_one_the_run_uses(
     ("change", "why"),
     [
         ('args = ["--changed"]\n', "an agents file that changed: other args"),
-        ('env = { COPILOT_HOME = "/elsewhere" }\n', "an agents file that changed: another environment"),
         ('sandbox = "workspace"\n', "a sandboxed agent: never run outside its sandbox"),
         ("network = []\n", "a network rule: a sandbox"),
     ],
@@ -134,9 +133,21 @@ def test_an_early_cli_the_validated_settings_disagree_with_is_killed_before_it_i
         assert all(event.endswith(" in bwrap") for event in events[3:]), why
 
 
+@pytest.fixture
+def raw_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process's settings: an agents file in ``tmp_path`` and nothing else; its path."""
+    for name in list(os.environ):
+        if name.startswith("POLYPILOT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("POLYPILOT_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("POLYPILOT_AGENTS_FILE", str(tmp_path / "agents.toml"))
+    return tmp_path / "agents.toml"
+
+
 @pytest.mark.parametrize(
     "extra",
     [
+        "",  # the control: a plain agent starts early
         'sandbox = "workspace"\n',
         "network = []\n",
         'script = "x"\n',
@@ -144,11 +155,23 @@ def test_an_early_cli_the_validated_settings_disagree_with_is_killed_before_it_i
         'args = "--not-a-list"\n',
         'signed_in = [{ env = "A", typo = "B" }]\n',
         'pass_env = "A"\n',
+        'provider = { base_url = "http://127.0.0.1:9/v1", api_key_env = "PP_TEST_UNSET_KEY" }\n',
     ],
 )
-def test_nothing_unusual_starts_early(tmp_path: Path, extra: str) -> None:
-    _, events, _ = run_probe(tmp_path, agents_text(fake_cli(tmp_path), extra))
-    assert events[0] == "early None", extra
+def test_nothing_unusual_starts_early(tmp_path: Path, raw_environment: Path, extra: str) -> None:
+    text = agents_text(fake_cli(tmp_path), extra)
+    raw_environment.write_text(text if "provider" not in extra else text.rsplit("provider", 1)[0] + extra)
+    early = start_early(["run", "--agent", "fake", "hi"])
+    try:
+        assert (early is not None) is (extra == ""), extra
+    finally:
+        if early is not None:
+            early.discard()
+            assert early.process.returncode is not None
+
+
+def test_nothing_starts_early_for_a_default_agent_of_no_process(raw_environment: Path) -> None:
+    assert start_early(["run", "hi"]) is None  # the default agent is the demo
 
 
 def test_settings_names_are_the_models_fields() -> None:
@@ -250,13 +273,3 @@ def test_a_claim_with_another_spec_kills_and_reaps_and_the_same_spec_takes_it(tm
             for pipe in (process.stdin, process.stdout):
                 assert pipe is not None
                 pipe.close()
-
-
-def test_a_run_start_early_refuses_in_process_when_nothing_is_configured(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name in list(os.environ):
-        if name.startswith("POLYPILOT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("POLYPILOT_CONFIG_DIR", str(tmp_path))
-    assert start_early(["run", "hi"]) is None  # the default agent is the demo: no process of its own
