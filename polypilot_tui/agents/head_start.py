@@ -182,7 +182,8 @@ def _head_start(agent: AgentConfig, early: EarlyCli | None) -> Callable[[], Awai
     if agent.kind != "copilot":  # an ACP agent's process is its session's own (its folder, its env)
         return _nothing
     from polypilot_tui.agents.base import BackendError
-    from polypilot_tui.agents.copilot.server import HeadStart, cli_environment, server_cwd, spec_of
+    from polypilot_tui.agents.copilot.cli_spec import cli_environment, server_cwd, spec_of
+    from polypilot_tui.agents.copilot.server import HeadStart
     from polypilot_tui.agents.locate import find_command
 
     cli = find_command(agent)

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from polypilot_tui.agents.copilot.busy import BusyFlag
+from polypilot_tui.agents.copilot.cli_spec import ServerSpec
 from polypilot_tui.agents.copilot.intake import EventIntake
-from polypilot_tui.agents.copilot.server import CopilotServer, HeadStart, ServerSpec, join, live_servers
+from polypilot_tui.agents.copilot.server import CopilotServer, HeadStart, join, live_servers
 from polypilot_tui.domain.events import AgentEvent
 
 SPEC = ServerSpec(("copilot",), (("COPILOT_HOME", "/h"), ("KEY", "sk-secret")), logged_in=False)
@@ -334,7 +335,7 @@ async def test_a_sandboxed_session_never_shares_a_cli(tmp_path: Path, monkeypatc
     made (a user's, not root's) and no network rule opens a gate of its own: each still gets a
     CLI of its own, and no sandboxed session joins an unsandboxed one's."""
     from polypilot_tui.agents import sandbox
-    from polypilot_tui.agents.copilot.server import spec_of
+    from polypilot_tui.agents.copilot.cli_spec import spec_of
     from polypilot_tui.config import AgentConfig, Settings
     from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 

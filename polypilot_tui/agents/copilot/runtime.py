@@ -1,7 +1,8 @@
-"""Process-level helpers of the Copilot backend: env, provider, hooks into the SDK client.
+"""Process-level helpers of the Copilot backend: hooks into the SDK client, the CLI process.
 
 Kept apart from :mod:`polypilot_tui.agents.copilot.connection` so the connection reads as a
-sequence of steps and these small, testable pieces can be checked without a CLI.
+sequence of steps and these small, testable pieces can be checked without a CLI. The CLI's
+environment and provider are cli_spec.py's.
 """
 
 from __future__ import annotations
@@ -17,11 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.agents.copilot.cli_spec import DROPPED_ENV as DROPPED_ENV
-from polypilot_tui.agents.copilot.cli_spec import GITHUB_TOKENS as GITHUB_TOKENS
-from polypilot_tui.agents.copilot.cli_spec import build_env as build_env
-from polypilot_tui.agents.copilot.cli_spec import byok_provider as byok_provider
-from polypilot_tui.agents.copilot.cli_spec import provider_dict as provider_dict
 from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.events import EventType

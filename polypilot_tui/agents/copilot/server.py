@@ -22,12 +22,7 @@ import subprocess
 import weakref
 from typing import Any, Protocol
 
-from polypilot_tui.agents.copilot.cli_spec import GITHUB_SIGN_IN as GITHUB_SIGN_IN
-from polypilot_tui.agents.copilot.cli_spec import ServerSpec as ServerSpec
-from polypilot_tui.agents.copilot.cli_spec import cli_environment as cli_environment
-from polypilot_tui.agents.copilot.cli_spec import sandboxed_environment as sandboxed_environment
-from polypilot_tui.agents.copilot.cli_spec import server_cwd as server_cwd
-from polypilot_tui.agents.copilot.cli_spec import spec_of as spec_of
+from polypilot_tui.agents.copilot.cli_spec import ServerSpec, server_cwd
 from polypilot_tui.agents.copilot.runtime import install_hooks, kill_tree, watch_process
 from polypilot_tui.agents.copilot.sdk_errors import sdk_failures
 from polypilot_tui.agents.copilot.sdk_import import import_sdk
