@@ -58,6 +58,8 @@ class SessionRef:
 
 @dataclass(frozen=True)
 class NewSession:
+    """A new session of ``agent``."""
+
     agent: str
     name: str | None = None
     """None: the agent's name and a number."""
@@ -76,12 +78,16 @@ class NewSession:
 
 @dataclass(frozen=True)
 class FolderRef:
+    """A folder on the engine's machine."""
+
     path: str
     """Absolute, or under ``~``, on the engine's machine."""
 
 
 @dataclass(frozen=True)
 class FolderQuery:
+    """The sub-folders of a folder on the engine's machine."""
+
     path: str
     """Absolute, or under ``~``, on the engine's machine."""
     prefix: str = ""
@@ -90,12 +96,16 @@ class FolderQuery:
 
 @dataclass(frozen=True)
 class Send:
+    """A prompt for a session (queued while it works)."""
+
     session_id: str
     prompt: str
 
 
 @dataclass(frozen=True)
 class Unqueue:
+    """A queued prompt taken back."""
+
     session_id: str
     index: int
     expected: str | None = None
@@ -105,6 +115,8 @@ class Unqueue:
 
 @dataclass(frozen=True)
 class AnswerPermission:
+    """The user's option for a permission request."""
+
     session_id: str
     request_id: str
     option_id: str
@@ -112,12 +124,16 @@ class AnswerPermission:
 
 @dataclass(frozen=True)
 class Rename:
+    """A session's new name."""
+
     session_id: str
     name: str
 
 
 @dataclass(frozen=True)
 class Reopen:
+    """A closed session opened again."""
+
     session_id: str
     position: int | None = None
     """Where it goes in the list (None: where it was)."""
@@ -125,12 +141,16 @@ class Reopen:
 
 @dataclass(frozen=True)
 class SetModel:
+    """The model a session's next turns use."""
+
     session_id: str
     model: str
 
 
 @dataclass(frozen=True)
 class HistoryRange:
+    """A page of a session's rows."""
+
     session_id: str
     start: int = 0
     limit: int = 200
@@ -139,6 +159,8 @@ class HistoryRange:
 
 @dataclass(frozen=True)
 class DiffRange:
+    """A page of a session's diff."""
+
     session_id: str
     start: int = 0
     """The first character of the page, in the whole diff."""
@@ -148,24 +170,32 @@ class DiffRange:
 
 @dataclass(frozen=True)
 class Commit:
+    """A session's worktree changes committed."""
+
     session_id: str
     message: str
 
 
 @dataclass(frozen=True)
 class Merge:
+    """A session's worktree branch merged into its base."""
+
     session_id: str
     fast_forward_only: bool = False
 
 
 @dataclass(frozen=True)
 class Push:
+    """A session's worktree branch pushed."""
+
     session_id: str
     remote: str = "origin"
 
 
 @dataclass(frozen=True)
 class PullRequest:
+    """A pull request opened for a session's worktree branch."""
+
     session_id: str
     title: str = ""
     """"" for the drafted commit message's subject (and its body, when ``body`` is "")."""
@@ -174,6 +204,8 @@ class PullRequest:
 
 @dataclass(frozen=True)
 class Discard:
+    """A session's worktree and branch removed."""
+
     session_id: str
     force: bool = False
     """Even with work at risk (uncommitted, untracked or ignored files, commits not merged
@@ -182,6 +214,8 @@ class Discard:
 
 @dataclass(frozen=True)
 class Focus:
+    """Which client's terminal has the focus."""
+
     client: int
     """The stream client whose terminal has the focus (its snapshot said its number)."""
 
@@ -212,12 +246,16 @@ class EngineInfo:
 
 @dataclass(frozen=True)
 class SessionList:
+    """Every session's view, at the engine's time ``now``."""
+
     now: float
     sessions: tuple[SessionView, ...]
 
 
 @dataclass(frozen=True)
 class HistoryPage:
+    """Rows ``start`` onwards of a session's ``total``."""
+
     total: int
     start: int
     items: tuple[ChatItem, ...]
@@ -586,6 +624,8 @@ MAX_WAIT_SECONDS = 3600.0
 
 @dataclass(frozen=True)
 class Orchestrate:
+    """A session made an orchestrator of workers."""
+
     session_id: str
     bounds: TeamBounds = TeamBounds()
     """The budget of the whole tree (asked again of an orchestrator: its new bounds, the stop lifted)."""
@@ -601,6 +641,8 @@ class TeamCall:
 
 @dataclass(frozen=True)
 class StartWorker:
+    """An orchestrator's new worker."""
+
     capability: str
     agent: str
     prompt: str
@@ -612,6 +654,8 @@ class StartWorker:
 
 @dataclass(frozen=True)
 class WorkerPrompt:
+    """An orchestrator's prompt to one of its workers."""
+
     capability: str
     worker: str
     """The worker's session id."""
@@ -620,6 +664,8 @@ class WorkerPrompt:
 
 @dataclass(frozen=True)
 class WaitWorkers:
+    """An orchestrator waits for its workers."""
+
     capability: str
     workers: tuple[str, ...] = ()
     """The workers' session ids (none: every worker of the caller)."""
@@ -632,6 +678,8 @@ class WaitWorkers:
 
 @dataclass(frozen=True)
 class WorkerRef:
+    """One worker of an orchestrator."""
+
     capability: str
     worker: str
 
@@ -777,6 +825,8 @@ TEAM_HELLO: Verb[TeamCall, None] = Verb(
 # ---- many sessions at once: broadcast, fan-out, compare, pick (domain/fan_out.py) ------------
 @dataclass(frozen=True)
 class Broadcast:
+    """One prompt to several sessions."""
+
     session_ids: tuple[str, ...] = ()
     """Each gets the prompt (named twice: once); at most ``fan_out.MAX_BROADCAST``."""
     prompt: str = ""
@@ -784,6 +834,8 @@ class Broadcast:
 
 @dataclass(frozen=True)
 class FanOut:
+    """One task to several agents, each in a new worktree."""
+
     task: str
     agents: tuple[str, ...] = ()
     """One entry per attempt: ``("copilot", "copilot", "opencode")``."""
@@ -801,11 +853,15 @@ class FanOut:
 
 @dataclass(frozen=True)
 class GroupRef:
+    """A fan-out's group."""
+
     group: str
 
 
 @dataclass(frozen=True)
 class Pick:
+    """A fan-out's attempt chosen."""
+
     group: str
     session_id: str
     """The attempt merged into the base (its uncommitted work committed first)."""
@@ -819,6 +875,8 @@ class Pick:
 
 @dataclass(frozen=True)
 class PickResult:
+    """What picking an attempt did."""
+
     group: str
     session_id: str
     merge: MergeResult

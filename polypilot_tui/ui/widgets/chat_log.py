@@ -79,7 +79,8 @@ class ChatLog(VerticalScroll):
         """Index of the oldest mounted history row."""
         self._rows: dict[int, Widget] = {}
         self._stream: AssistantMessage | None = None
-        self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
+        self._earlier: Button | None = None
+        """"Show earlier", mounted once there are earlier rows (most logs never have them)."""
         self._empty = Static(empty_text, classes="chat-empty", markup=False)
         self._loading = asyncio.Lock()
         """Held while rows are mounted or removed as a whole (open, reset, an earlier page): a
@@ -193,7 +194,7 @@ class ChatLog(VerticalScroll):
         async with self._loading:
             self._history, self._length, self._first, self._rows, self._seen, self._stream = (), 0, 0, {}, {}, None
             await self.remove_children()
-        self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
+        self._earlier = None
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
 
     def set_empty_text(self, text: str) -> None:
@@ -206,11 +207,7 @@ class ChatLog(VerticalScroll):
         async with self._loading:
             self._history, self._length = history, length
             self._first = max(0, self._length - FIRST)
-            widgets = [
-                self._earlier,
-                self._empty,
-                *(self._widget(history, i) for i in range(self._first, self._length)),
-            ]
+            widgets = [self._empty, *(self._widget(history, i) for i in range(self._first, self._length))]
             await self.mount_all(widgets)
         self._fill_later()
 
@@ -280,9 +277,13 @@ class ChatLog(VerticalScroll):
 
     async def _sync_placeholders(self) -> None:
         hidden = self._first
-        self._earlier.display = hidden > 0
-        if hidden:
-            self._earlier.label = f"▲ Show {min(PAGE, hidden)} earlier ({hidden:,} not shown)"
+        if hidden and self._earlier is None:
+            self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
+            await self.mount(self._earlier, before=0)
+        if self._earlier is not None:
+            self._earlier.display = hidden > 0
+            if hidden:
+                self._earlier.label = f"▲ Show {min(PAGE, hidden)} earlier ({hidden:,} not shown)"
         self._empty.display = not self._rows and self._stream is None
 
     async def on_button_pressed(self, event: Button.Pressed) -> None:

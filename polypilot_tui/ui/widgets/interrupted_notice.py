@@ -31,10 +31,14 @@ class InterruptedNotice(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield self._text
-        yield Button("Resend (ctrl+y)", id="resend-interrupted", action="screen.resend_interrupted", compact=True)
 
-    def show(self, prompt: str) -> None:
-        """Visible while there is an interrupted prompt to resend."""
+    async def show(self, prompt: str) -> None:
+        """Visible while there is an interrupted prompt to resend (its button is mounted with
+        the first one, as the permission banner's)."""
+        if prompt and not self.query(Button):
+            await self.mount(
+                Button("Resend (ctrl+y)", id="resend-interrupted", action="screen.resend_interrupted", compact=True)
+            )
         self.display = bool(prompt)
         if prompt:
             self._text.update(f"⚠ Interrupted: “{one_line(prompt, 80)}”")

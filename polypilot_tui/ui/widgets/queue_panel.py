@@ -97,15 +97,13 @@ class QueuePanel(Vertical):
         self.display = False
         self._shown: tuple[str | None, tuple[QueueEntry, ...], bool] = (None, (), False)
         self._title = Static("", classes="queue-title", markup=False)
+        self._header = Horizontal(self._title, classes="queue-header")
         self._rows = Vertical(classes="queue-rows")
         self._send = Button("Send in order", classes="queue-send", compact=True, variant="primary")
         self._clear = Button("Clear", classes="queue-clear", compact=True, tooltip="Drop every queued prompt")
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="queue-header"):
-            yield self._title
-            yield self._send
-            yield self._clear
+        yield self._header  # its buttons come with the first queue: hidden, they still cost the first frame
         yield self._rows
 
     async def show(self, view: SessionView | None) -> None:
@@ -125,6 +123,8 @@ class QueuePanel(Vertical):
             self._title.update(f"{count}: sent in order when this turn ends.")
         else:
             self._title.update(f"{count}: sent in order.")
+        if not self._send.is_attached:
+            await self._header.mount_all((self._send, self._clear))
         self._send.display = view.queue_held and not view.status.busy
         await self._rows.remove_children()
         rows = view.queue[:QUEUE_PREVIEWS]  # a queue of a hundred is not a hundred rows on every change
