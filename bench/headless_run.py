@@ -303,8 +303,9 @@ def import_breakdown(cli: Path, server: ModelServer) -> None:
 
 async def sdk_steps(cli: Path, server: ModelServer) -> dict[str, float]:
     """The SDK's steps on a CLI it starts (the run's path: HeadStart, then a session)."""
+    from polypilot_tui.agents.copilot.cli_spec import cli_environment, spec_of
     from polypilot_tui.agents.copilot.runtime import kill_tree
-    from polypilot_tui.agents.copilot.server import CopilotServer, cli_environment, spec_of
+    from polypilot_tui.agents.copilot.server import CopilotServer
     from tests.support.copilot_e2e import copilot_agent
 
     with tempfile.TemporaryDirectory(prefix="polypilot-bench-sdk-") as name:

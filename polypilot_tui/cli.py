@@ -32,6 +32,7 @@ from polypilot_tui.infra.private import NotPrivate, check_private_dir, check_pri
 if TYPE_CHECKING:
     import subprocess
 
+    from polypilot_tui.agents.head_start import EarlyCli
     from polypilot_tui.domain.hosts import HostEntry
     from polypilot_tui.domain.sandbox import Sandbox
 
@@ -401,12 +402,13 @@ def load_catalog(settings: Settings) -> AgentCatalog:
         raise SystemExit(EXIT_USAGE) from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; a stdout closed under it (``polypilot status | head -1``) ends it quietly."""
+def main(argv: Sequence[str] | None = None, early: EarlyCli | None = None) -> int:
+    """Run the command; a stdout closed under it (``polypilot status | head -1``) ends it quietly.
+    ``early``: a ``run``'s CLI started before the settings were read (entry.py)."""
     from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, stdout_to_devnull
 
     try:
-        code = _command(argv)
+        code = _command(argv, early)
         sys.stdout.flush()  # a reader that left shows here, not in the interpreter's last flush
     except BrokenPipeError:
         stdout_to_devnull()
@@ -478,7 +480,7 @@ def _ssh_options_joined(argv: Sequence[str]) -> list[str]:
     return joined
 
 
-def _command(argv: Sequence[str] | None) -> int:
+def _command(argv: Sequence[str] | None, early: EarlyCli | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_ssh_options_joined(sys.argv[1:] if argv is None else argv))
     headless_run = args.command == "run" and args.fan_out is None
@@ -521,6 +523,7 @@ def _command(argv: Sequence[str] | None) -> int:
                     json_mode=args.json,
                     allow_tools=args.allow_tools,
                     sandbox=sandbox_choice(args),
+                    early=early,
                 )
             )
         )

@@ -11,7 +11,6 @@ read only when the agent is started.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,154 +23,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from polypilot_tui.domain.agents import why_missing
 from polypilot_tui.domain.entry_errors import entry_problem
-from polypilot_tui.domain.safe_json import ParseError, line_of, load_toml, toml_key_lines
+from polypilot_tui.domain.safe_json import line_of, toml_key_lines
 from polypilot_tui.domain.urls import url_problem
 from polypilot_tui.domain.watchdog import WatchdogConfig
-from polypilot_tui.infra.private import NotPrivate, check_trusted_file
+from polypilot_tui.infra.settings_sources import AGENTS_FILE as AGENTS_FILE
+from polypilot_tui.infra.settings_sources import APP_NAME as APP_NAME
+from polypilot_tui.infra.settings_sources import CONFIG_FILE as CONFIG_FILE
+from polypilot_tui.infra.settings_sources import DEMO_AGENT as DEMO_AGENT
+from polypilot_tui.infra.settings_sources import DOTENV_FILE as DOTENV_FILE
+from polypilot_tui.infra.settings_sources import MAX_AGENTS_FILE_BYTES as MAX_AGENTS_FILE_BYTES
+from polypilot_tui.infra.settings_sources import PROVIDER_URL_VARIABLE as PROVIDER_URL_VARIABLE
+from polypilot_tui.infra.settings_sources import AgentsFileError as AgentsFileError
+from polypilot_tui.infra.settings_sources import ConfigFileError as ConfigFileError
+from polypilot_tui.infra.settings_sources import SettingsError as SettingsError
+from polypilot_tui.infra.settings_sources import config_dir as config_dir
+from polypilot_tui.infra.settings_sources import gathered_settings as gathered_settings
+from polypilot_tui.infra.settings_sources import read_toml_text as read_toml_text
 
-APP_NAME = "polypilot"
-DEMO_AGENT = "demo"
 WEEK = 7 * 86400.0
 """The longest any timeout may be: longer is a typo, and an absurd value must not pass."""
-MAX_AGENTS_FILE_BYTES = 1_000_000
-MAX_CONFIG_FILE_BYTES = 1_000_000
-CONFIG_FILE = "config.toml"
-AGENTS_FILE = "agents.toml"
-DOTENV_FILE = ".env"
-ENV_PREFIX = "polypilot_"
-NESTED_DELIMITER = "__"
-TABLE_SETTINGS = frozenset({"watchdog"})
-"""Settings that are tables: given as JSON or key by key (``POLYPILOT_WATCHDOG__TOOL``)."""
-PROVIDER_URL_VARIABLE = "COPILOT_PROVIDER_BASE_URL"  # the Copilot CLI's own: a model server of one's own
-
-
-def config_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The user's config folder: ``POLYPILOT_CONFIG_DIR``, else the platform's (XDG on Linux)."""
-    env = os.environ if environ is None else environ
-    chosen = env.get("POLYPILOT_CONFIG_DIR", "").strip()
-    return Path(chosen).expanduser() if chosen else Path(platformdirs.user_config_dir(APP_NAME))
-
-
-class ConfigFileError(ValueError):
-    """``config.toml`` cannot be used; the message names the file and why."""
-
-
-def read_toml_text(path: Path, what: str, max_bytes: int, error: type[Exception]) -> tuple[dict[str, Any], str]:
-    """The tables of the TOML file ``path`` (``what`` names it in messages), read within
-    ``max_bytes``, and its text; FileNotFoundError when it is missing, ``error`` when it cannot
-    be used (another user could have written it, too: it names the commands polypilot runs)."""
-    try:
-        check_trusted_file(path)
-        if path.stat().st_size > max_bytes:
-            raise error(f"{what} {path} is larger than {max_bytes:,} bytes")
-        text = path.read_text(encoding="utf-8")
-        return load_toml(text, f"{what} {path}"), text
-    except FileNotFoundError:
-        raise
-    except NotPrivate as exc:
-        raise error(f"{what} {exc}" if exc.path == path.absolute() else f"{what} {path} is not safe: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{what} {path} cannot be read: {exc}") from None
-    except ParseError as exc:
-        raise error(str(exc)) from None
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """The settings table of ``config.toml`` ({} when there is none); ConfigFileError otherwise."""
-    try:
-        return read_toml_text(path, "config file", MAX_CONFIG_FILE_BYTES, ConfigFileError)[0]
-    except FileNotFoundError:
-        return {}
-
-
-def dotenv_file() -> Path:
-    """The user's ``.env``: the config folder's (never the working folder's)."""
-    return config_dir() / DOTENV_FILE
-
-
-def trusted_dotenv() -> Path | None:
-    """The config folder's ``.env`` when it is there (None otherwise); ConfigFileError when
-    another user could have written it (checked like ``config.toml``)."""
-    path = dotenv_file()
-    try:
-        check_trusted_file(path)
-    except FileNotFoundError:
-        return None
-    except NotPrivate as exc:
-        raise ConfigFileError(
-            f".env file {exc}" if exc.path == path.absolute() else f".env file {path} is not safe: {exc}"
-        ) from None
-    return path
-
-
-class SettingsError(ValueError):
-    """A setting that is not even readable (a table that is not JSON): its field and where it was."""
-
-    def __init__(self, field: str, source: str) -> None:
-        super().__init__(f"the {field} setting (POLYPILOT_{field.upper()}) in {source} is not JSON")
-        self.field = field
-        self.source = source
-
-
-def config_file_settings() -> dict[str, Any]:
-    """``config.toml``'s settings; ConfigFileError for one that is no setting (a typo must not
-    be a setting that silently does nothing)."""
-    data = read_config_file(config_dir() / CONFIG_FILE)
-    known = Settings.model_fields
-    unknown = sorted(name for name in data if name not in known)
-    if unknown:
-        raise ConfigFileError(
-            f"config file {config_dir() / CONFIG_FILE}: unknown setting {unknown[0]!r} "
-            f"(settings: {', '.join(sorted(known))})"
-        )
-    return data
-
-
-def prefixed_settings(variables: Mapping[str, str | None], source: str) -> dict[str, Any]:
-    """The settings among ``variables`` (``POLYPILOT_NAME``, any case; empty ones unset): a
-    table setting as JSON (``POLYPILOT_WATCHDOG={…}``) and by key (``POLYPILOT_WATCHDOG__TOOL``),
-    the keys winning. Unknown names are not settings of ours and are left alone."""
-    found: dict[str, Any] = {}
-    nested: dict[str, dict[str, str]] = {}
-    for name, value in variables.items():
-        key = name.lower()
-        if not key.startswith(ENV_PREFIX) or not value:
-            continue
-        field_name, _, inner = key.removeprefix(ENV_PREFIX).partition(NESTED_DELIMITER)
-        if field_name not in Settings.model_fields:
-            continue
-        if field_name not in TABLE_SETTINGS:
-            if not inner:
-                found[field_name] = value
-        elif inner:
-            nested.setdefault(field_name, {})[inner] = value
-        else:
-            try:
-                found[field_name] = json.loads(value)
-            except ValueError as exc:
-                raise SettingsError(field_name, source) from exc
-    for field_name, keys in nested.items():
-        table = found.get(field_name)
-        found[field_name] = (table if isinstance(table, dict) else {}) | keys
-    return found
-
-
-def gathered_settings(given: Mapping[str, Any], env_file: Path | str | None) -> dict[str, Any]:
-    """Every source of the settings, merged: ``given`` (arguments) over the environment over
-    ``.env`` over ``config.toml``; a table setting (the watchdog) merged key by key."""
-    if env_file == DOTENV_FILE:
-        env_file = trusted_dotenv()  # the config folder's, never the working folder's
-    from_dotenv: dict[str, Any] = {}
-    if env_file is not None and Path(env_file).is_file():
-        from dotenv import dotenv_values
-
-        from_dotenv = prefixed_settings(dotenv_values(env_file), str(env_file))
-    merged = config_file_settings()
-    for layer in (from_dotenv, prefixed_settings(os.environ, "the environment"), dict(given)):
-        for name, value in layer.items():
-            below = merged.get(name)
-            merged[name] = below | value if isinstance(below, dict) and isinstance(value, dict) else value
-    return merged
 
 
 class PermissionPolicy(StrEnum):
@@ -416,10 +286,6 @@ def file_stamp(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_mtime_ns, st.st_size
-
-
-class AgentsFileError(Exception):
-    """The agents file cannot be used; the message says where and why."""
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,30 @@ imports, ~200 collections and 0.1-0.3 s of CPU, overlap its agent's boot) — or
 before that. The price: the cycles start-up left as garbage are frozen too and kept for good
 (~10,000 objects, ~1.2 MiB, in a dashboard measured; a collection before the freeze would pay
 them back with a pause where the user starts typing, or the engine first answers).
+
+A plain ``polypilot run`` starts its Copilot CLI here, before anything else is imported
+(agents/head_start.py): the CLI boots while the settings, the engine and the SDK load, and the
+run takes it only if it is exactly the one the validated settings ask for.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 
 
 def main() -> int:
     gc.disable()
-    from polypilot_tui.cli import main as run_command
+    early = None
+    if "run" in sys.argv[1:4]:  # `polypilot run`: its agent boots while the rest loads
+        from polypilot_tui.agents.head_start import start_early
 
+        early = start_early(sys.argv[1:])
     try:
-        return run_command()
+        from polypilot_tui.cli import main as run_command
+
+        return run_command(early=early)
     finally:
+        if early is not None:
+            early.discard()  # never left running unclaimed, however the command ended
         gc.enable()

@@ -14,9 +14,13 @@ import shlex
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, NpmAgent
-from polypilot_tui.config import AgentConfig
+
+if TYPE_CHECKING:
+    from polypilot_tui.agents.raw_agent import CliAgent
+    from polypilot_tui.config import AgentConfig
 
 #: Where installers put commands that a non-login PATH may lack.
 USER_BIN_DIRS = (
@@ -34,7 +38,7 @@ PINNED: dict[str, NpmAgent] = {Path(a.binary).name: a for a in (COPILOT_CLI, OPE
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def argv_of(agent: AgentConfig) -> list[str]:
+def argv_of(agent: CliAgent) -> list[str]:
     """The command line an agent's config names: ``command`` (split like a shell when it holds
     arguments and ``args`` is empty; ``copilot`` for a Copilot agent without one), then ``args``.
     Empty when an ACP agent names no command."""
@@ -45,12 +49,12 @@ def argv_of(agent: AgentConfig) -> list[str]:
     return [*words, *agent.args]
 
 
-def find_command(agent: AgentConfig, environ: Mapping[str, str] | None = None) -> str | None:
+def find_command(agent: CliAgent, environ: Mapping[str, str] | None = None) -> str | None:
     """Where the agent's executable is, looked for with its own variables over ``environ``."""
     argv = argv_of(agent)
     if not argv:
         return None
-    env = dict(os.environ if environ is None else environ) | agent.env
+    env = {**(os.environ if environ is None else environ), **agent.env}
     return locate(argv[0], env.get("PATH"), env)
 
 

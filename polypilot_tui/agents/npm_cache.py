@@ -12,8 +12,8 @@ import fcntl
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import platformdirs
 
@@ -23,9 +23,9 @@ from polypilot_tui.infra.private import open_private, private_dir
 CACHE_ROOT = Path(os.environ.get("POLYPILOT_NPM_CACHE") or Path(platformdirs.user_cache_dir("polypilot")) / "npm")
 
 
-@dataclass(frozen=True)
-class NpmAgent:
-    """A pinned npm package and the native binary inside it."""
+class NpmAgent(NamedTuple):
+    """A pinned npm package and the native binary inside it (a tuple: a headless run's head
+    start finds its CLI here before ``dataclasses`` is imported)."""
 
     package: str
     version: str

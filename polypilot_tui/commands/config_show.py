@@ -10,17 +10,10 @@ from typing import Any
 from dotenv import dotenv_values
 
 from polypilot_tui.commands.output import EXIT_OK, say
-from polypilot_tui.config import (
-    AGENTS_FILE,
-    CONFIG_FILE,
-    Settings,
-    config_dir,
-    dotenv_file,
-    read_config_file,
-    trusted_dotenv,
-)
+from polypilot_tui.config import AGENTS_FILE, CONFIG_FILE, Settings, config_dir
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.infra.settings_sources import dotenv_file, read_config_file, trusted_dotenv
 
 PREFIX = "POLYPILOT_"
 

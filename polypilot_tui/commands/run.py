@@ -32,6 +32,7 @@ from polypilot_tui.commands.output import say
 from polypilot_tui.config import ASKS_NOBODY, AgentCatalog, AgentConfig, PermissionPolicy, Settings
 
 if TYPE_CHECKING:
+    from polypilot_tui.agents.head_start import EarlyCli
     from polypilot_tui.commands.output import Output
     from polypilot_tui.domain.chat import ChatItem, TurnRecord
     from polypilot_tui.domain.failures import Failure
@@ -59,9 +60,32 @@ async def run_headless(
     json_mode: bool = False,
     allow_tools: bool = False,
     sandbox: Sandbox | None = None,
+    early: EarlyCli | None = None,
 ) -> int:
     """Run one turn; exit 0 when it completed, 1 (reason on stderr) when it did not. ``sandbox``
-    None: the agent's own (its ``sandbox`` in the agents file)."""
+    None: the agent's own (its ``sandbox`` in the agents file). ``early``: the CLI entry.py
+    started from the raw settings, taken only if it is exactly this run's (killed otherwise)."""
+    try:
+        return await _checked(
+            settings, catalog, agent, prompt, json_mode=json_mode, allow_tools=allow_tools, sandbox=sandbox, early=early
+        )
+    finally:
+        if early is not None:
+            early.discard()  # refused, or sandboxed: it was never sent anything (a no-op once taken)
+
+
+async def _checked(
+    settings: Settings,
+    catalog: AgentCatalog,
+    agent: str,
+    prompt: str,
+    *,
+    json_mode: bool,
+    allow_tools: bool,
+    sandbox: Sandbox | None,
+    early: EarlyCli | None,
+) -> int:
+    """The run's checks, its head start, then the run."""
     if agent not in catalog.agents:
         say(f"polypilot run: {catalog.missing(agent)}", err=True)
         return EXIT_USAGE
@@ -80,8 +104,11 @@ async def run_headless(
     if sandboxed and (unsandboxable := _sandbox_problem(sandbox, config)):  # said now, as a missing agent is
         say(f"polypilot run: agent {agent!r} cannot start sandboxed: {unsandboxable}", err=True)
         return EXIT_USAGE
-    # A sandboxed agent starts in its sandbox, in the session: no head start outside it.
-    release_head_start = _no_head_start if sandboxed else head_start(config)
+    # A sandboxed agent starts in its sandbox, in the session: no head start outside it, and
+    # an early CLI (started outside it: the files changed since) is killed before the session starts.
+    if sandboxed and early is not None:
+        early.discard()
+    release_head_start = _no_head_start if sandboxed else head_start(config, early)
     try:
         return await _run(settings, catalog, agent, prompt, json_mode=json_mode, sandbox=sandbox)
     finally:

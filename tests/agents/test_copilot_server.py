@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from polypilot_tui.agents.copilot.busy import BusyFlag
+from polypilot_tui.agents.copilot.cli_spec import ServerSpec
 from polypilot_tui.agents.copilot.intake import EventIntake
-from polypilot_tui.agents.copilot.server import CopilotServer, HeadStart, ServerSpec, join, live_servers
+from polypilot_tui.agents.copilot.server import CopilotServer, HeadStart, join, live_servers
 from polypilot_tui.domain.events import AgentEvent
 
 SPEC = ServerSpec(("copilot",), (("COPILOT_HOME", "/h"), ("KEY", "sk-secret")), logged_in=False)
@@ -296,12 +297,45 @@ async def test_a_head_start_no_session_took_is_stopped_on_release(
     await other.leave(next(iter(other.members)))
 
 
+async def test_a_head_start_handed_its_cli_boots_no_other_and_a_late_one_is_killed(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's early CLI (agents/head_start.py) is the server's process: no second spawn. One
+    handed to a server already started is not needed and is killed and reaped at once."""
+    from polypilot_tui.agents.copilot import server as server_module
+
+    def no_spawn(*_: object, **__: object) -> subprocess.Popen[bytes]:
+        raise AssertionError("spawned a second CLI")
+
+    async def launch(self: CopilotServer, imported: object) -> None:
+        self.client = FakeClient()
+
+    monkeypatch.setattr(server_module, "spawn_cli", no_spawn)
+    monkeypatch.setattr(server_module, "install_sdk_import", lambda: None)
+    monkeypatch.setattr(server_module, "import_sdk", lambda: None)
+    monkeypatch.setattr(CopilotServer, "launch", launch)
+    held = HeadStart(SPEC, sleeper)
+    await held.server.ready()
+    assert held.server.proc is sleeper and held.server.alive
+    late = subprocess.Popen(["sleep", "30"])
+    try:
+        second = HeadStart(SPEC, late)
+        assert second.server is held.server
+        assert late.returncode == -9 and sleeper.poll() is None
+    finally:
+        late.kill()
+        late.wait()
+    await second.release()
+    await held.release()
+    assert live_servers() == [] and sleeper.wait(5) == -9  # the last one out stopped the CLI
+
+
 async def test_a_sandboxed_session_never_shares_a_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two sessions of one agent in one folder have the same sandbox argv where no cgroup can be
     made (a user's, not root's) and no network rule opens a gate of its own: each still gets a
     CLI of its own, and no sandboxed session joins an unsandboxed one's."""
     from polypilot_tui.agents import sandbox
-    from polypilot_tui.agents.copilot.server import spec_of
+    from polypilot_tui.agents.copilot.cli_spec import spec_of
     from polypilot_tui.config import AgentConfig, Settings
     from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 

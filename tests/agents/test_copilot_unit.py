@@ -18,12 +18,11 @@ from copilot.generated.session_events import SessionEvent
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.copilot.backend import CopilotBackend
+from polypilot_tui.agents.copilot.cli_spec import build_env, provider_dict
 from polypilot_tui.agents.copilot.runtime import (
-    build_env,
     descendants,
     install_hooks,
     open_tool_ids,
-    provider_dict,
     resume_hints,
     session_home,
 )

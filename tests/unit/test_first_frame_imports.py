@@ -84,6 +84,7 @@ OURS = frozenset(
         "polypilot_tui.infra.private",
         "polypilot_tui.infra.redact",
         "polypilot_tui.infra.secret_shapes",
+        "polypilot_tui.infra.settings_sources",
         "polypilot_tui.service",
         "polypilot_tui.service.address",
         "polypilot_tui.service.client",

@@ -298,7 +298,7 @@ def test_a_sandboxed_copilot_cli_gets_no_more_of_the_environment_than_an_acp_age
 ) -> None:
     """The Copilot CLI got the engine's whole environment but a few tokens: cloud keys, the
     ssh agent's and the D-Bus session's addresses were the sandboxed agent's to use."""
-    from polypilot_tui.agents.copilot.server import cli_environment, spec_of
+    from polypilot_tui.agents.copilot.cli_spec import cli_environment, spec_of
 
     cli = tmp_path / "copilot"
     cli.write_text("#!/bin/sh\nenv\n")

@@ -23,6 +23,7 @@ from typing import Any
 from polypilot_tui.agents import agent_log
 from polypilot_tui.agents.base import BackendError, ConnectResult, Diagnostics
 from polypilot_tui.agents.copilot.busy import BusyFlag
+from polypilot_tui.agents.copilot.cli_spec import cli_environment, spec_of
 from polypilot_tui.agents.copilot.intake import EventIntake
 from polypilot_tui.agents.copilot.runtime import (
     is_processing,
@@ -30,7 +31,7 @@ from polypilot_tui.agents.copilot.runtime import (
     session_home,
 )
 from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
-from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, cli_environment, join, spec_of
+from polypilot_tui.agents.copilot.server import CLOSE_TIMEOUT, CopilotServer, join
 from polypilot_tui.agents.locate import find_command, missing_command
 from polypilot_tui.agents.sandbox import SandboxPlan
 from polypilot_tui.config import AgentConfig

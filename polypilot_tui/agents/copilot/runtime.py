@@ -1,7 +1,8 @@
-"""Process-level helpers of the Copilot backend: env, provider, hooks into the SDK client.
+"""Process-level helpers of the Copilot backend: hooks into the SDK client, the CLI process.
 
 Kept apart from :mod:`polypilot_tui.agents.copilot.connection` so the connection reads as a
-sequence of steps and these small, testable pieces can be checked without a CLI.
+sequence of steps and these small, testable pieces can be checked without a CLI. The CLI's
+environment and provider are cli_spec.py's.
 """
 
 from __future__ import annotations
@@ -17,88 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
-from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig, ProviderConfig
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.events import EventType
-from polypilot_tui.domain.urls import url_problem
 
 log = logging.getLogger(__name__)
-
-#: Credentials the CLI would pick up on its own. Offline/BYOK sessions must not send them
-#: anywhere, so they are dropped unless the agent config sets them explicitly. A session
-#: signed in with GitHub keeps the GitHub tokens: they are how it signs in.
-DROPPED_ENV: frozenset[str] = frozenset(
-    {
-        "GH_TOKEN",
-        "GITHUB_TOKEN",
-        "COPILOT_GITHUB_TOKEN",
-        "GH_ENTERPRISE_TOKEN",
-        "GITHUB_ENTERPRISE_TOKEN",
-        "COPILOT_SDK_AUTH_TOKEN",
-        "COPILOT_PROVIDER_API_KEY",
-        "COPILOT_PROVIDER_BEARER_TOKEN",
-        "COPILOT_CONNECTION_TOKEN",
-    }
-)
-
-
-GITHUB_TOKENS: frozenset[str] = frozenset({"GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN"})
-
-
-def byok_provider(agent: AgentConfig, environ: Mapping[str, str]) -> ProviderConfig | None:
-    """The model provider a session uses instead of GitHub's: the agent's ``provider``, else the
-    one the CLI's own ``COPILOT_PROVIDER_*`` variables describe (the headless CLI ignores them
-    for SDK sessions, so they are handed over as a provider), else None (GitHub sign-in)."""
-    if agent.provider is not None:
-        return agent.provider
-    env = dict(environ) | agent.env
-    base_url = env.get(PROVIDER_URL_VARIABLE, "").strip()
-    if not base_url:
-        return None
-    if problem := url_problem(base_url):  # readiness says it first; this is the start's own guard
-        raise BackendError(f"{PROVIDER_URL_VARIABLE}: {problem}")
-    kind = env.get("COPILOT_PROVIDER_TYPE", "openai").strip() or "openai"
-    return ProviderConfig(
-        type=kind if kind in ("openai", "azure", "anthropic") else "openai",
-        base_url=base_url,
-        api_key_env="COPILOT_PROVIDER_API_KEY",
-        wire_api=env.get("COPILOT_PROVIDER_WIRE_API") or None,
-    )
-
-
-def build_env(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    """The CLI's full environment: ours minus credentials, plus the agent's, plus BYOK."""
-    provider = byok_provider(agent, environ)
-    dropped = DROPPED_ENV if provider is not None else DROPPED_ENV - GITHUB_TOKENS
-    env = {k: v for k, v in environ.items() if k not in dropped}
-    env.update(agent.env)
-    if provider is not None:
-        # The headless CLI refuses BYOK sessions unless offline mode and the base URL are
-        # in its env as well as in the per-session provider (verified, see reference).
-        env["COPILOT_OFFLINE"] = "true"
-        env["COPILOT_PROVIDER_BASE_URL"] = provider.base_url
-        env["COPILOT_PROVIDER_TYPE"] = provider.type
-        if provider.wire_api:
-            env["COPILOT_PROVIDER_WIRE_API"] = provider.wire_api
-        if agent.model:
-            env["COPILOT_MODEL"] = agent.model
-    return env
-
-
-def provider_dict(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, Any] | None:
-    """The SDK ``provider=`` dict; the key comes from the env var the config names."""
-    provider = byok_provider(agent, environ)
-    if provider is None:
-        return None
-    out: dict[str, Any] = {"type": provider.type, "base_url": provider.base_url}
-    key = provider.api_key(dict(environ) | agent.env)
-    if key:
-        out["api_key"] = key
-    if provider.wire_api:
-        out["wire_api"] = provider.wire_api
-    return out
 
 
 def session_home(env: Mapping[str, str]) -> Path:

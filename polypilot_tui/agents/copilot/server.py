@@ -18,36 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
-import shutil
 import subprocess
 import weakref
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from polypilot_tui.agents.base import BackendError
-from polypilot_tui.agents.copilot.runtime import (
-    GITHUB_TOKENS,
-    build_env,
-    install_hooks,
-    kill_tree,
-    provider_dict,
-    watch_process,
-)
+from polypilot_tui.agents.copilot.cli_spec import ServerSpec, server_cwd
+from polypilot_tui.agents.copilot.runtime import install_hooks, kill_tree, watch_process
 from polypilot_tui.agents.copilot.sdk_errors import sdk_failures
 from polypilot_tui.agents.copilot.sdk_import import import_sdk
 from polypilot_tui.agents.copilot.sdk_import import install as install_sdk_import
 from polypilot_tui.agents.copilot.spawn import adopt, spawn_cli
-from polypilot_tui.agents.leash import leashed
-from polypilot_tui.agents.locate import not_runnable
-from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.exit_status import exit_text
-
-if TYPE_CHECKING:
-    from polypilot_tui.agents.sandbox import SandboxPlan
 
 log = logging.getLogger(__name__)
 
@@ -55,77 +36,6 @@ CLOSE_TIMEOUT = 10.0
 """How long a graceful stop (or a session's detach, half of it) may take before it is forced."""
 PING_TIMEOUT = 5.0
 """How long a CLI may take to answer a ping before a session that timed out has it killed."""
-DEFAULT_BYOK_MODEL = "gpt-4.1"
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    """How a CLI is started: two sessions with equal specs share one process."""
-
-    argv: tuple[str, ...]
-    """The full argv before the SDK's own flags (the leash, the CLI, the agent's args)."""
-    env: tuple[tuple[str, str], ...] = field(repr=False)
-    """The CLI's whole environment, sorted (it may hold keys: never in a repr, log or traceback)."""
-    logged_in: bool
-    """Signed in with GitHub (no BYOK provider): the SDK then lets the CLI log in."""
-    own: str = ""
-    """A sandboxed session's token, which no other spec has: its CLI is its own, even where
-    two sessions' sandboxes have the same argv ("": equal specs share one CLI)."""
-
-
-GITHUB_SIGN_IN = GITHUB_TOKENS | {"GH_HOST", "GH_CONFIG_DIR"}
-"""How the CLI signs in with GitHub, when the environment has it."""
-
-
-def cli_environment(agent: AgentConfig, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """The CLI's environment and the sessions' provider (None: signed in with GitHub)."""
-    env = build_env(agent, environ)
-    provider = provider_dict(agent, environ)
-    if provider is not None:
-        env.setdefault("COPILOT_MODEL", agent.model or DEFAULT_BYOK_MODEL)
-    return env, provider
-
-
-def spec_of(
-    agent: AgentConfig, cli: str, env: Mapping[str, str], *, logged_in: bool, sandbox: SandboxPlan | None = None
-) -> ServerSpec:
-    """How ``agent``'s CLI ``cli`` is started in ``env``, in its ``sandbox`` when it has one
-    (whose binds are in the argv: a sandboxed session shares its CLI with no other session);
-    BackendError when it cannot be."""
-    found = shutil.which(cli, path=env.get("PATH")) if os.sep not in cli else cli
-    if found is None or not os.access(found, os.X_OK):
-        why = not_runnable(cli, env.get("PATH"), env) or f"{cli} is not found"
-        raise BackendError(f"Copilot CLI cannot be started: {why}")
-    # On a leash (agents/leash.py): the CLI and its tools form one process group that
-    # dies with the app, however the app ends. The SDK appends its own flags after these.
-    command = ["node", found] if found.endswith(".js") else [found]
-    if sandbox is not None:  # imported only then: a headless run starts its CLI sooner
-        from polypilot_tui.agents.sandbox import launch_argv
-
-        env = sandboxed_environment(agent, env)
-        command = launch_argv(sandbox, command, server_cwd(), env)
-    argv = leashed(command)
-    # Signed in with GitHub (the user's /login or gh): the CLI's own sign-in is how it
-    # works. With a provider of one's own, nothing may reach GitHub.
-    own = secrets.token_hex(8) if sandbox is not None else ""
-    return ServerSpec((*argv, *agent.args), tuple(sorted(env.items())), logged_in=logged_in, own=own)
-
-
-def sandboxed_environment(agent: AgentConfig, env: Mapping[str, str]) -> dict[str, str]:
-    """What a sandboxed CLI gets of ``env``: what an ACP agent gets (PATH, HOME, locale,
-    proxies, XDG_*, its ``pass_env``), the CLI's own ``COPILOT_*`` and its GitHub sign-in; not
-    the rest of the user's environment (cloud keys, ``SSH_AUTH_SOCK``, the D-Bus address)."""
-    from polypilot_tui.agents.acp.process import agent_environment
-
-    kept = agent_environment(agent, env)
-    return {k: v for k, v in env.items() if k in kept or k.startswith("COPILOT_") or k in GITHUB_SIGN_IN}
-
-
-def server_cwd() -> str:
-    """The CLI's own working directory: the user's home, not any session's folder (a
-    session's worktree may be removed while the CLI serves others; tools use the session's)."""
-    home = Path.home()
-    return str(home) if home.is_dir() else "/"
 
 
 class ServerMember(Protocol):
@@ -161,14 +71,19 @@ class CopilotServer:
         """The process runs and the server has not been given up."""
         return not self.dead and self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> asyncio.Task[None]:
-        """Boot the CLI now (:meth:`boot`) and connect the SDK to it in a task (:meth:`launch`):
+    def start(self, spawned: subprocess.Popen[bytes] | None = None) -> asyncio.Task[None]:
+        """Boot the CLI now (:meth:`boot`; ``spawned``: the CLI already started with this
+        spec, agents/head_start.py) and connect the SDK to it in a task (:meth:`launch`):
         once, by the first caller; the task ends when the SDK client is connected.
 
         The start is a task of its own: one session's connect being cancelled (Stop) must
         not cancel the start others wait for; the last one leaving cancels it.
         """
+        if self._starting is not None and spawned is not None:  # started already: that one is not needed
+            kill_tree(spawned)
+            spawned.wait()
         if self._starting is None:
+            self.proc = spawned
             try:
                 imported = self.boot()
             except BaseException:
@@ -179,12 +94,14 @@ class CopilotServer:
         return self._starting
 
     def boot(self) -> asyncio.Future[Any]:
-        """Spawn the CLI, and start importing the SDK in a thread, at once; the import's future.
-        The CLI boots while the SDK imports (~0.25 s, sdk_import.py), off the loop: the first
-        Copilot session does not freeze the dashboard, and a run goes on loading meanwhile."""
-        self.proc = spawn_cli(
-            list(self.spec.argv), dict(self.spec.env), server_cwd(), use_logged_in_user=self.spec.logged_in
-        )
+        """Spawn the CLI (unless :meth:`start` was handed it), and start importing the SDK in a
+        thread, at once; the import's future. The CLI boots while the SDK imports (~0.25 s,
+        sdk_import.py), off the loop: the first Copilot session does not freeze the dashboard,
+        and a run goes on loading meanwhile."""
+        if self.proc is None:
+            self.proc = spawn_cli(
+                list(self.spec.argv), dict(self.spec.env), server_cwd(), use_logged_in_user=self.spec.logged_in
+            )
         install_sdk_import()  # here, on the loop's thread, before any thread imports
         return self.loop.run_in_executor(None, import_sdk)
 
@@ -372,11 +289,11 @@ class HeadStart:
     engine is even imported), so that its CLI boots and the SDK connects meanwhile. The
     session that then joins the same spec takes the place over (from then on the server is
     the sessions' alone, as if they had started it); :meth:`release` gives up a place no
-    session took (the server stops)."""
+    session took (the server stops). ``spawned``: its CLI, started already with ``spec``."""
 
-    def __init__(self, spec: ServerSpec) -> None:
+    def __init__(self, spec: ServerSpec, spawned: subprocess.Popen[bytes] | None = None) -> None:
         self.server = join(spec, self)
-        self.server.start()
+        self.server.start(spawned)
 
     def on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
         """Events are for the sessions on the server, not for this place."""
