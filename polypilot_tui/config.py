@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from polypilot_tui.domain.agents import why_missing
 from polypilot_tui.domain.entry_errors import entry_problem
+from polypilot_tui.domain.pass_env import pass_env_problem
 from polypilot_tui.domain.safe_json import line_of, toml_key_lines
 from polypilot_tui.domain.urls import url_problem
 from polypilot_tui.domain.watchdog import WatchdogConfig
@@ -237,10 +238,8 @@ class AgentConfig(BaseModel):
     @classmethod
     def _named_variables(cls, names: list[str]) -> list[str]:
         for name in names:
-            stem = name.removesuffix("*")
-            if not stem.replace("_", "").isalnum() or len(stem) < 3:
-                # "*" or "A*" would hand the agent every secret of the environment.
-                raise ValueError(f"pass_env: {name!r} is not a variable name or a prefix of 3 or more characters")
+            if problem := pass_env_problem(name):
+                raise ValueError(problem)
         return names
 
     command: str | None = None

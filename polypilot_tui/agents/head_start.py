@@ -95,11 +95,14 @@ def run_words(argv: Sequence[str]) -> tuple[str | None, str | None] | None:
     if not words:
         return None
     prompts = 0
-    for word in words[1:]:  # an --agent value is taken below before it is looked at
-        if agent == "":
-            agent = word
+    wants_value = False
+    for word in words[1:]:
+        if wants_value:  # the word after --agent is its value ("": the default agent), as argparse reads it
+            if word.startswith("-"):
+                return None
+            agent, wants_value = word or None, False
         elif word == "--agent":
-            agent = ""
+            wants_value = True
         elif word.startswith("--agent="):
             agent = word.partition("=")[2] or None
         elif word.startswith("-"):
@@ -107,7 +110,7 @@ def run_words(argv: Sequence[str]) -> tuple[str | None, str | None] | None:
                 return None
         else:
             prompts += 1
-    if prompts != 1 or agent == "":
+    if prompts != 1 or wants_value:
         return None
     return agents_file, agent
 

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from polypilot_tui.domain.pass_env import pass_env_problem
 from polypilot_tui.domain.urls import url_problem
 
 if TYPE_CHECKING:  # types only: a head start imports this module before anything else
@@ -148,7 +149,7 @@ PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
     "model": _optional_text,
     "cwd": lambda value: isinstance(value, str) and value != "",
     "args": _texts,
-    "pass_env": _texts,
+    "pass_env": lambda value: _texts(value) and not any(pass_env_problem(name) for name in value),
     "sandbox_writable": _texts,
     "sandbox_read_only": _texts,
     "env": _text_table,

@@ -4,17 +4,22 @@ before it was sent anything — real processes, real files."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polypilot_tui.agents.copilot.cli_spec import cli_environment, server_cwd, spec_of
 from polypilot_tui.agents.head_start import EarlyCli, run_words, start_early
 from polypilot_tui.agents.locate import find_command
 from polypilot_tui.agents.raw_agent import plain_copilot
+from polypilot_tui.cli import build_parser
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.infra.settings_sources import SETTING_NAMES
 
@@ -272,3 +277,69 @@ def test_a_claim_with_another_spec_kills_and_reaps_and_the_same_spec_takes_it(tm
             for pipe in (process.stdin, process.stdout):
                 assert pipe is not None
                 pipe.close()
+
+
+RUN_WORDS = st.sampled_from(
+    ["run", "--agent", "--agent=", "--agent=c", "c", "", "hi", "--json", "--allow-tools", "-", "-x"]
+    + ["--agents-file", "--agents-file=f", "f", "--sandbox", "workspace", "--fan-out", "c:2", "--log-file"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(RUN_WORDS, max_size=7))
+def test_a_command_line_read_for_an_early_start_is_read_so_by_the_command_itself(argv: list[str]) -> None:
+    """Generated command lines: whenever the early reading takes one as a plain run, argparse
+    reads the same run of the same agent and agents file (else the early CLI is one nobody
+    asked for)."""
+    words = run_words(argv)
+    if words is None:
+        return
+    with contextlib.redirect_stderr(io.StringIO()):
+        args = build_parser().parse_args(argv)
+    assert args.command == "run" and args.fan_out is None and args.sandbox is None
+    agents_file = None if args.agents_file is None else str(args.agents_file)
+    assert (agents_file, args.agent or None) == words
+
+
+TEXTS = st.lists(st.sampled_from(["-v", "", "a b", "*", "A*", "ABC*", "HOME", "x\x00y", "é"]), max_size=3)
+TABLE_VALUES = {
+    "command": st.sampled_from([None, "sh", "", "no-such-cli"]),
+    "model": st.sampled_from([None, "gpt-5", " "]),
+    "cwd": st.sampled_from(["/tmp", "", "~", "rel"]),
+    "args": TEXTS,
+    "pass_env": TEXTS,
+    "sandbox_writable": TEXTS,
+    "sandbox_read_only": TEXTS,
+    "env": st.dictionaries(
+        st.sampled_from(["A", "", "B C", "GH_TOKEN"]), st.sampled_from(["1", "", "x\ny"]), max_size=2
+    ),
+    "sandbox": st.sampled_from(["off", "workspace", "OFF"]),
+    "provider": st.fixed_dictionaries(
+        {"base_url": st.sampled_from(["http://127.0.0.1:9/v1", "127.0.0.1:9", " http://h/v1 "])},
+        optional={"type": st.sampled_from(["openai", "azure", "anthropic", "x"]), "api_key_env": st.just("K")},
+    ),
+    "title": st.just("t"),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({"kind": st.just("copilot")}, optional=TABLE_VALUES))
+def test_a_table_read_for_an_early_start_is_an_agent_the_model_accepts_with_the_same_cli(
+    table: dict[str, object],
+) -> None:
+    """Generated agents-file tables: one the raw reading takes, the model validates, and both
+    compute the same command line and environment for the CLI."""
+    raw = plain_copilot("a", table)
+    if raw is None:
+        return
+    agent = AgentConfig(name="a", **table)  # type: ignore[arg-type]  # raises if the model refuses it
+    environ = dict(os.environ) | {"GH_TOKEN": "gh-secret", "K": "k"}
+    specs = []
+    for reading in (raw, agent):
+        cli = find_command(reading, environ)
+        if cli is None:
+            specs.append(None)
+            continue
+        env, provider = cli_environment(reading, environ)
+        specs.append(spec_of(reading, cli, env, logged_in=provider is None))
+    assert specs[0] == specs[1]

@@ -54,6 +54,7 @@ OURS = frozenset(
         "polypilot_tui.domain.limits",
         "polypilot_tui.domain.model_choice",
         "polypilot_tui.domain.names",
+        "polypilot_tui.domain.pass_env",
         "polypilot_tui.domain.permissions",
         "polypilot_tui.domain.probes",
         "polypilot_tui.domain.prompt_queue",

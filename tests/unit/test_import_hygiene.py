@@ -94,8 +94,9 @@ RUN_BEFORE_SPAWN = {
     *("polypilot_tui.agents.copilot.cli_spec", "polypilot_tui.agents.copilot.spawn"),
     *("polypilot_tui.agents.head_start", "polypilot_tui.agents.leash", "polypilot_tui.agents.locate"),
     *("polypilot_tui.agents.npm_cache", "polypilot_tui.agents.raw_agent"),
-    *("polypilot_tui.domain", "polypilot_tui.domain.exit_status", "polypilot_tui.domain.safe_json"),
-    *("polypilot_tui.domain.urls", "polypilot_tui.infra", "polypilot_tui.infra.private"),
+    *("polypilot_tui.domain", "polypilot_tui.domain.exit_status", "polypilot_tui.domain.pass_env"),
+    *("polypilot_tui.domain.safe_json", "polypilot_tui.domain.urls", "polypilot_tui.infra"),
+    "polypilot_tui.infra.private",
     "polypilot_tui.infra.settings_sources",
 }
 """What ``polypilot run`` has imported when it starts a Copilot CLI (agents/head_start.py's early
