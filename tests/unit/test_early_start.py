@@ -76,9 +76,12 @@ def agents_text(cli: Path, extra: str = "") -> str:
     return f'[fake]\nkind = "copilot"\ncommand = "{cli}"\nmodel = "gpt-4.1"\n{extra}{provider}'
 
 
-def run_probe(tmp_path: Path, agents: str, after: str | None = None) -> tuple[str, list[str], dict[int, str]]:
+def run_probe(
+    tmp_path: Path, agents: str, after: str | None = None, environ: dict[str, str] | None = None
+) -> tuple[str, list[str], dict[int, str]]:
     """``polypilot run --agent fake`` with ``agents`` as its agents file (``after``: its text
-    once the early CLI started); its exit code, the probe's events, what each CLI was sent."""
+    once the early CLI started; ``environ``: more variables); its exit code, the probe's
+    events, what each CLI was sent."""
     path = tmp_path / "agents.toml"
     path.write_text(agents)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("POLYPILOT_", "PROBE_"))}
@@ -90,6 +93,7 @@ def run_probe(tmp_path: Path, agents: str, after: str | None = None) -> tuple[st
     }
     if after is not None:
         env["PROBE_AGENTS_AFTER"] = after
+    env |= environ or {}
     done = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=60, check=False
     )
@@ -135,6 +139,26 @@ def test_an_early_cli_the_validated_settings_disagree_with_is_killed_before_it_i
         assert len(events) == 4 and events[3].endswith(" --changed") and events[3].split()[1] != str(early), why
     else:  # the sandboxed session starts its own CLI in its sandbox, never outside it
         assert all(event.endswith(" in bwrap") for event in events[3:]), why
+
+
+@pytest.mark.parametrize(
+    ("refusal", "code"),
+    [("a setting the models refuse", "2"), ("a state folder another user owns", "7")],
+)
+def test_a_run_refused_after_its_early_start_kills_the_early_cli(tmp_path: Path, refusal: str, code: str) -> None:
+    """The early reading does not check what the spawn does not need: the run refuses later,
+    and the CLI started meanwhile is killed and reaped, sent nothing."""
+    environ = {}
+    if "setting" in refusal:
+        environ["POLYPILOT_PERMISSION_POLICY"] = "allow-everything-please"
+    else:
+        (tmp_path / "state").mkdir()
+        os.chown(tmp_path / "state", 65534, 65534)  # nobody's
+    said, events, sent = run_probe(tmp_path, agents_text(fake_cli(tmp_path)), environ=environ)
+    assert said == code, refusal
+    early = int(events[0].split()[1])
+    assert events == [f"spawned {early}", f"early {early}", f"killed {early} reaped=True sdk=False"], refusal
+    assert sent.get(early, "") == "" and not alive(early), refusal
 
 
 @pytest.fixture
