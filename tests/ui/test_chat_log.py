@@ -21,6 +21,7 @@ from polypilot_tui.domain.session import Session
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog
+from polypilot_tui.ui.widgets.notice_message import NoticeMessage
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.snapshots.fakes import Driver, build_app
@@ -398,3 +399,25 @@ async def test_a_row_added_while_the_log_opens_is_shown() -> None:
         await log.sync(history, "")
         await pilot.pause()
         assert log.mounted_rows == 4 and isinstance(list(log.children)[-1], UserMessage)
+
+
+async def test_a_history_arriving_after_an_empty_first_look_keeps_the_placeholders() -> None:
+    """Attached, a session is first shown before its history is fetched (an empty look), then
+    its rows arrive: they are mounted under the note already there, which is neither removed
+    nor mounted again (that cost the frame listing the sessions more widgets), and the log
+    follows its end as an opened one does."""
+    app = LogHost()
+    async with app.run_test(size=(100, 12)) as pilot:
+        log = await app.show_log()
+        await log.sync((), "")  # the empty first look
+        await pilot.pause()
+        (empty,) = log.children  # "no messages yet"
+        assert log.mounted_rows == 0
+        await log.sync(notes(FIRST + 30), "")
+        await wait_for(pilot, lambda: log.mounted_rows >= FIRST, what="the first page")
+        earlier, kept, *rows = log.children
+        assert kept is empty and len(rows) == log.mounted_rows  # the very note, kept
+        assert earlier.id == "show-earlier" and not empty.display  # rows: no "no messages yet"
+        await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows laid out")
+        assert log.scroll_back == 0  # at the end, where the newest row is
+        assert str(log.query(NoticeMessage).last().content) == f"note {FIRST + 29}"

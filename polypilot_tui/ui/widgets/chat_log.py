@@ -160,10 +160,10 @@ class ChatLog(VerticalScroll):
         """
         length = len(history)
         following = False
-        if length < self._length or (length and not self._length and self.children):
+        if length < self._length or (length and not self._length and (self._rows or self._stream is not None)):
             following = self.scroll_back == 0  # the end was on screen: it stays there
-            await self._reset()  # replaced, or arrived after an empty first look: paged in afresh
-        if not self._length and not self.children:
+            await self._reset()  # replaced, or rows that arrived after a stream: paged in afresh
+        if not self._length:  # nothing shown yet (or only what an empty first look said)
             await self._open(history, length)
             if following:
                 self.anchor()
@@ -204,11 +204,16 @@ class ChatLog(VerticalScroll):
             self._empty.update(text)
 
     async def _open(self, history: Sequence[ChatItem], length: int) -> None:
+        """The last page of ``history`` under the placeholders (mounted by an empty first look
+        already, else now: a history that arrives after it costs its rows, no more)."""
         async with self._loading:
             self._history, self._length = history, length
             self._first = max(0, self._length - FIRST)
-            widgets = [self._empty, *(self._widget(history, i) for i in range(self._first, self._length))]
-            await self.mount_all(widgets)
+            rows = [self._widget(history, i) for i in range(self._first, self._length)]
+            placeholders = [self._empty] if self._empty.parent is not self else []
+            if not (placeholders or rows):
+                return
+            await self.mount_all([*placeholders, *rows])
         self._fill_later()
 
     def _widget(self, history: Sequence[ChatItem], index: int) -> Widget:
