@@ -19,13 +19,14 @@ from polypilot_tui.domain.history import PAGE as HISTORY_PAGE
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.session import Session
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.widgets import chat_log
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
-from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog
+from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog, least_height
 from polypilot_tui.ui.widgets.notice_message import NoticeMessage
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.snapshots.fakes import Driver, build_app
-from tests.ui.helpers import engine_of, wait_for
+from tests.ui.helpers import engine_of, screen_lines, wait_for
 
 
 def fill(session, count: int) -> None:
@@ -421,3 +422,76 @@ async def test_a_history_arriving_after_an_empty_first_look_keeps_the_placeholde
         await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows laid out")
         assert log.scroll_back == 0  # at the end, where the newest row is
         assert str(log.query(NoticeMessage).last().content) == f"note {FIRST + 29}"
+
+
+LONG = "lorem ipsum dolor sit amet " * 12
+KINDS_OF_ROWS = [
+    ChatItem(ItemKind.USER, LONG, 0.0),
+    ChatItem(ItemKind.USER, "one\n\ntwo\nthree " + "x" * 150, 0.0),
+    ChatItem(ItemKind.SYSTEM, LONG, 0.0),
+    ChatItem(ItemKind.ERROR, "it failed: " + LONG, 0.0),
+    ChatItem(ItemKind.ASSISTANT, LONG, 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"# Title\n\n**{LONG}**\n\n- a {LONG}\n- b\n\n> quoted {LONG}", 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"See [the docs](https://example.com/{'a' * 120}) &amp; &lt;tags&gt; {LONG}", 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"Setext\n{'=' * 150}\n\n[ref]: https://example.com/{'b' * 150}\n\n{LONG}", 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"code:\n\n```python\n{'y = 1  ' * 60}\n```\n", 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"| a | b |\n|---|---|\n| {LONG} | c |", 0.0),
+    ChatItem(ItemKind.ASSISTANT, "    indented code " + "z" * 200, 0.0),
+    ChatItem(ItemKind.TOOL, "out\n" * 30, 0.0, tool_call_id="c1", tool_name="bash", tool_status="completed"),
+    ChatItem(ItemKind.REASONING, LONG, 0.0),
+]
+
+
+@pytest.mark.parametrize("width", [30, 70, 120])
+async def test_the_least_height_of_a_row_is_never_more_than_it_takes(width: int) -> None:
+    """Opening a chat mounts first the rows whose least heights fill the pane: a row drawn in
+    fewer lines than its least height would leave the pane short for a frame. Bare rows (no
+    theme: no padding, no margin) are the fewest lines a row can take."""
+    app = LogHost()
+    async with app.run_test(size=(width, 40)) as pilot:
+        log = await app.show_log()
+        await log.sync(KINDS_OF_ROWS, "")
+        await wait_for(pilot, lambda: log.mounted_rows == len(KINDS_OF_ROWS), what="every row")
+        await pilot.pause()
+        rows = [child for child in log.children if child.has_class("chat-item")]
+        for item, row in zip(KINDS_OF_ROWS, rows, strict=True):
+            assert least_height(item, log.size.width) <= row.outer_size.height, item.text[:40]
+        assert least_height(KINDS_OF_ROWS[0], width) > 1  # long prose counts its lines, not one
+
+
+async def first_frame_of_an_opened_chat(history: list[ChatItem]) -> tuple[list[str], int]:
+    """The first frame drawn once ``history`` is synced into a new log (and the rows mounted
+    then), once the rest of the first page is there too."""
+    app = LogHost()
+    async with app.run_test(size=(100, 30)) as pilot:
+        log = await app.show_log()
+        await pilot.pause()
+        frames: list[list[str]] = []
+        display = app._display  # noqa: SLF001 - every frame drawn, as the terminal gets it
+
+        def drawn(screen: Any, renderable: Any) -> None:
+            if renderable is not None and not frames:
+                frames.append(screen_lines(app))
+            display(screen, renderable)
+
+        app._display = drawn  # type: ignore[method-assign]  # noqa: SLF001
+        await log.sync(history, "")
+        mounted = log.mounted_rows
+        await wait_for(pilot, lambda: log.mounted_rows == FIRST, what="the rest of the first page")
+        await wait_for(pilot, lambda: bool(frames), what="a frame")
+        assert log.scroll_back == 0  # at the end all along
+        return frames[0], mounted
+
+
+async def test_opening_a_chat_draws_the_rows_that_fill_the_pane_then_the_rest_of_the_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first frame of an opened chat is drawn from the rows it shows (what is not on
+    screen loads after it) and is the frame the whole first page drew."""
+    history = [ChatItem(ItemKind.USER if i % 2 else ItemKind.ASSISTANT, f"row {i}: {LONG}", 0.0) for i in range(50)]
+    frame, mounted = await first_frame_of_an_opened_chat(history)
+    assert 0 < mounted < FIRST  # a screenful: each row takes 4 lines of the 30
+    assert "row 49" in "".join(frame)
+    monkeypatch.setattr(chat_log, "least_height", lambda item, width: 0)  # as before: the page at once
+    whole_page, mounted = await first_frame_of_an_opened_chat(history)
+    assert mounted == FIRST and frame == whole_page

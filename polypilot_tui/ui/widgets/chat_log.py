@@ -1,7 +1,9 @@
 """The scrolling history of one session, kept in sync incrementally.
 
 Opening a session mounts only its last :data:`FIRST` items (more pages while they do not fill
-the pane); older ones load a page at a time from a button at the top. After that each
+the pane): first the rows that surely fill the pane (by :func:`least_height`), the others of
+the :data:`FIRST` once that frame is drawn (what is not on screen loads after it); older ones
+load a page at a time from a button at the top. After that each
 :meth:`ChatLog.sync` touches only what changed: rows replaced in history (a tool that
 completed) are redrawn in place, new rows are mounted at the end, and the streaming reply is
 one Markdown widget that grows by appends and becomes the history row once the engine flushes
@@ -11,9 +13,11 @@ it. Nothing is ever recomposed wholesale.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from rich.cells import cell_len
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Static
@@ -37,6 +41,38 @@ PAGE = 60
 """History rows mounted per "show earlier" press (and per page while filling the pane)."""
 
 EMPTY_TEXT = "No messages yet. Type a prompt below."
+
+_NOT_DRAWN = re.compile(r"&#?\w+;|[*_`#>~\\\[\]()<=+-]")
+"""Markdown source a reply may draw as less than itself: emphasis, heading and list marks,
+link brackets, entities (``&amp;`` is one cell)."""
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]*\]:.*$", re.MULTILINE)
+"""A link reference definition: not drawn at all."""
+_VERBATIM = re.compile(r"```|~~~|\t|\||^ {4}", re.MULTILINE)
+"""Markdown whose lines need not wrap (code scrolls sideways) or wrap in columns (tables)."""
+
+
+def least_height(item: ChatItem, width: int) -> int:
+    """The fewest lines a history row takes in a log ``width`` cells wide: a lower bound (a
+    wider log, fewer lines; its border, padding and margin not counted: they are the theme's),
+    never a guess that could fall short.
+
+    Plain text (prompts, notes) wraps: each line takes at least its cells over the width
+    (a word wrap drops at most one space a line). A reply's prose paragraphs likewise, counted
+    without the markdown marks that may not be drawn; a reply with code or a table, a tool row
+    and a reasoning block (both folded): one line."""
+    width = max(1, width) + 1  # + the space a wrap may drop
+    if item.kind in (ItemKind.TOOL, ItemKind.REASONING):
+        return 1
+    text = safe_text(item.text)
+    if item.kind is ItemKind.ASSISTANT:
+        if _VERBATIM.search(text):
+            return 1
+        text = _LINK_DEFINITION.sub("", text)
+        paragraphs = (" ".join(line.strip() for line in part.split("\n")) for part in re.split(r"\n\s*\n", text))
+        lines = sum(-(-len(_NOT_DRAWN.sub("", paragraph)) // width) for paragraph in paragraphs)
+    else:
+        lines = sum(max(1, -(-cell_len(line) // width)) for line in text.strip().split("\n"))
+    return max(1, lines)
 
 
 class ItemWidget(Protocol):
@@ -86,6 +122,8 @@ class ChatLog(VerticalScroll):
         """Held while rows are mounted or removed as a whole (open, reset, an earlier page): a
         page is mounted above rows that are all there, never above rows being removed."""
         self._fill_due = False
+        self._opened = 0
+        """Times the log was paged in afresh (a page due from before is not mounted after)."""
 
     @property
     def mounted_rows(self) -> int:
@@ -176,10 +214,15 @@ class ChatLog(VerticalScroll):
 
     async def load_earlier(self) -> None:
         """Mount the previous page of history above what is shown."""
+        await self._load_down_to(self._first - PAGE, self._opened)
+
+    async def _load_down_to(self, start: int, opened: int) -> None:
+        """Mount the rows from ``start`` above what is shown (nothing if the log was paged in
+        afresh since ``opened`` was read)."""
         async with self._loading:
-            if not 0 < self._first <= self._length:
+            if opened != self._opened or not 0 < self._first <= self._length or start >= self._first:
                 return
-            start = max(0, self._first - PAGE)
+            start = max(0, start)
             widgets = [self._widget(self._history, i) for i in range(start, self._first)]
             anchor = self._rows.get(self._first)
             self._first = start
@@ -193,6 +236,7 @@ class ChatLog(VerticalScroll):
         """History shrank (it was replaced): start over with fresh widgets."""
         async with self._loading:
             self._history, self._length, self._first, self._rows, self._seen, self._stream = (), 0, 0, {}, {}, None
+            self._opened += 1
             await self.remove_children()
         self._earlier = None
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
@@ -205,16 +249,30 @@ class ChatLog(VerticalScroll):
 
     async def _open(self, history: Sequence[ChatItem], length: int) -> None:
         """The last page of ``history`` under the placeholders (mounted by an empty first look
-        already, else now: a history that arrives after it costs its rows, no more)."""
+        already, else now: a history that arrives after it costs its rows, no more): the rows
+        that surely fill the pane now, the rest of the page once they are drawn."""
         async with self._loading:
             self._history, self._length = history, length
-            self._first = max(0, self._length - FIRST)
+            page = max(0, self._length - FIRST)
+            self._first = self._filling(history, page, length)
             rows = [self._widget(history, i) for i in range(self._first, self._length)]
             placeholders = [self._empty] if self._empty.parent is not self else []
             if not (placeholders or rows):
                 return
             await self.mount_all([*placeholders, *rows])
+        if page < self._first:
+            self.call_after_refresh(self._load_down_to, page, self._opened)
         self._fill_later()
+
+    def _filling(self, history: Sequence[ChatItem], start: int, end: int) -> int:
+        """The index from which rows ``start .. end-1`` surely fill the pane (``start`` if none do)."""
+        pane = self.parent if isinstance(self.parent, Widget) and self.parent.size.area else self.screen
+        width, height = pane.size
+        index, lines = end, 0
+        while index > start and lines < height:
+            index -= 1
+            lines += least_height(history[index], width)
+        return index
 
     def _widget(self, history: Sequence[ChatItem], index: int) -> Widget:
         """The widget of row ``index`` (kept by index, with the row it shows)."""
