@@ -19,6 +19,7 @@ from polypilot_tui.domain.history import PAGE as HISTORY_PAGE
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.session import Session
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.theming import APP_VARIABLES
 from polypilot_tui.ui.widgets import chat_log
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
 from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog, least_height
@@ -57,8 +58,9 @@ async def test_opening_a_session_with_2000_messages_mounts_a_screenful(tmp_path:
         await pilot.pause()
         elapsed = time.perf_counter() - started
         log = app.pane.log_for(sid)
-        assert log is not None and log.mounted_rows == FIRST
+        assert log is not None and log.mounted_rows <= FIRST
         assert log.max_scroll_y > 0, "the first rows do not fill the pane"
+        await wait_for(pilot, lambda: log.mounted_rows == FIRST, what="the rest of the first page")
         assert elapsed < 10.0, f"opening took {elapsed:.2f} s"  # hang guard; bench/chat_open.py measures
         earlier = log.query_one("#show-earlier")
         assert earlier.display and "1,980 not shown" in str(earlier.label)
@@ -438,24 +440,40 @@ KINDS_OF_ROWS = [
     ChatItem(ItemKind.ASSISTANT, f"| a | b |\n|---|---|\n| {LONG} | c |", 0.0),
     ChatItem(ItemKind.ASSISTANT, "    indented code " + "z" * 200, 0.0),
     ChatItem(ItemKind.TOOL, "out\n" * 30, 0.0, tool_call_id="c1", tool_name="bash", tool_status="completed"),
+    ChatItem(ItemKind.TOOL, "", 0.0, tool_call_id="c2", tool_name="bash", tool_status="completed"),  # after a tool
     ChatItem(ItemKind.REASONING, LONG, 0.0),
 ]
 
 
+class ThemedLogHost(LogHost):
+    """A log styled as the dashboard styles it (rows' margins, borders, padding)."""
+
+    CSS_PATH = str(Path(chat_log.__file__).parent / "chat_pane.tcss")
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_VARIABLES)  # the colours the dashboard's stylesheet names
+
+
+@pytest.mark.parametrize("themed", [False, True], ids=["bare", "themed"])
 @pytest.mark.parametrize("width", [30, 70, 120])
-async def test_the_least_height_of_a_row_is_never_more_than_it_takes(width: int) -> None:
+async def test_the_least_height_of_a_row_is_never_more_than_it_takes(width: int, themed: bool) -> None:
     """Opening a chat mounts first the rows whose least heights fill the pane: a row drawn in
     fewer lines than its least height would leave the pane short for a frame. Bare rows (no
-    theme: no padding, no margin) are the fewest lines a row can take."""
-    app = LogHost()
+    padding, no margin) are the fewest lines a row can take; themed ones have a gap above
+    (none for a tool row after a tool row)."""
+    app = ThemedLogHost() if themed else LogHost()
     async with app.run_test(size=(width, 40)) as pilot:
         log = await app.show_log()
         await log.sync(KINDS_OF_ROWS, "")
         await wait_for(pilot, lambda: log.mounted_rows == len(KINDS_OF_ROWS), what="every row")
         await pilot.pause()
+        gap = log._row_gap()  # noqa: SLF001 - the margin the stylesheet gives a row
+        assert gap == (1 if themed else 0)
         rows = [child for child in log.children if child.has_class("chat-item")]
+        above = rows[0].region.y - gap
         for item, row in zip(KINDS_OF_ROWS, rows, strict=True):
-            assert least_height(item, log.size.width) <= row.outer_size.height, item.text[:40]
+            taken, above = row.region.bottom - above, row.region.bottom  # its lines and the gap above it
+            assert least_height(item, log.size.width, gap) <= taken, item.text[:40]
         assert least_height(KINDS_OF_ROWS[0], width) > 1  # long prose counts its lines, not one
 
 
@@ -492,6 +510,6 @@ async def test_opening_a_chat_draws_the_rows_that_fill_the_pane_then_the_rest_of
     frame, mounted = await first_frame_of_an_opened_chat(history)
     assert 0 < mounted < FIRST  # a screenful: each row takes 4 lines of the 30
     assert "row 49" in "".join(frame)
-    monkeypatch.setattr(chat_log, "least_height", lambda item, width: 0)  # as before: the page at once
+    monkeypatch.setattr(chat_log, "least_height", lambda item, width, gap: 0)  # as before: the page at once
     whole_page, mounted = await first_frame_of_an_opened_chat(history)
     assert mounted == FIRST and frame == whole_page

@@ -51,28 +51,31 @@ _VERBATIM = re.compile(r"```|~~~|\t|\||^ {4}", re.MULTILINE)
 """Markdown whose lines need not wrap (code scrolls sideways) or wrap in columns (tables)."""
 
 
-def least_height(item: ChatItem, width: int) -> int:
-    """The fewest lines a history row takes in a log ``width`` cells wide: a lower bound (a
-    wider log, fewer lines; its border, padding and margin not counted: they are the theme's),
-    never a guess that could fall short.
+def least_height(item: ChatItem, width: int, gap: int = 0) -> int:
+    """The fewest lines a history row takes in a log ``width`` cells wide, with ``gap`` blank
+    lines above it (the rows' top margin; a tool row's not counted: after a tool row it has
+    none): a lower bound (a wider log, fewer lines; borders and padding not counted), never a
+    guess that could fall short.
 
     Plain text (prompts, notes) wraps: each line takes at least its cells over the width
     (a word wrap drops at most one space a line). A reply's prose paragraphs likewise, counted
     without the markdown marks that may not be drawn; a reply with code or a table, a tool row
     and a reasoning block (both folded): one line."""
     width = max(1, width) + 1  # + the space a wrap may drop
-    if item.kind in (ItemKind.TOOL, ItemKind.REASONING):
+    if item.kind is ItemKind.TOOL:
         return 1
+    if item.kind is ItemKind.REASONING:
+        return 1 + gap
     text = safe_text(item.text)
     if item.kind is ItemKind.ASSISTANT:
         if _VERBATIM.search(text):
-            return 1
+            return 1 + gap
         text = _LINK_DEFINITION.sub("", text)
         paragraphs = (" ".join(line.strip() for line in part.split("\n")) for part in re.split(r"\n\s*\n", text))
         lines = sum(-(-len(_NOT_DRAWN.sub("", paragraph)) // width) for paragraph in paragraphs)
     else:
         lines = sum(max(1, -(-cell_len(line) // width)) for line in text.strip().split("\n"))
-    return max(1, lines)
+    return max(1, lines) + gap
 
 
 class ItemWidget(Protocol):
@@ -268,11 +271,18 @@ class ChatLog(VerticalScroll):
         """The index from which rows ``start .. end-1`` surely fill the pane (``start`` if none do)."""
         pane = self.parent if isinstance(self.parent, Widget) and self.parent.size.area else self.screen
         width, height = pane.size
+        gap = self._row_gap()
         index, lines = end, 0
         while index > start and lines < height:
             index -= 1
-            lines += least_height(history[index], width)
+            lines += least_height(history[index], width, gap)
         return index
+
+    def _row_gap(self) -> int:
+        """The rows' top margin as the stylesheet sets it for a ``chat-item`` (0 without a theme)."""
+        probe = Widget(classes="chat-item")  # never mounted: only styled
+        self.app.stylesheet.apply(probe)
+        return max(0, probe.styles.margin.top)
 
     def _widget(self, history: Sequence[ChatItem], index: int) -> Widget:
         """The widget of row ``index`` (kept by index, with the row it shows)."""
