@@ -478,27 +478,28 @@ async def test_the_least_height_of_a_row_is_never_more_than_it_takes(width: int,
 
 
 async def first_frame_of_an_opened_chat(history: list[ChatItem]) -> tuple[list[str], int]:
-    """The first frame drawn once ``history`` is synced into a new log (and the rows mounted
-    then), once the rest of the first page is there too."""
+    """The first frame drawn once ``history`` is synced into a new log, and the rows mounted
+    then (the rest of the first page is there after)."""
     app = LogHost()
     async with app.run_test(size=(100, 30)) as pilot:
         log = await app.show_log()
         await pilot.pause()
         frames: list[list[str]] = []
+        mounted: list[int] = []
         display = app._display  # noqa: SLF001 - every frame drawn, as the terminal gets it
 
         def drawn(screen: Any, renderable: Any) -> None:
             if renderable is not None and not frames:
                 frames.append(screen_lines(app))
+                mounted.append(log.mounted_rows)
             display(screen, renderable)
 
         app._display = drawn  # type: ignore[method-assign]  # noqa: SLF001
         await log.sync(history, "")
-        mounted = log.mounted_rows
-        await wait_for(pilot, lambda: log.mounted_rows == FIRST, what="the rest of the first page")
+        await wait_for(pilot, lambda: log.mounted_rows >= FIRST, what="the rest of the first page")
         await wait_for(pilot, lambda: bool(frames), what="a frame")
         assert log.scroll_back == 0  # at the end all along
-        return frames[0], mounted
+        return frames[0], mounted[0]
 
 
 async def test_opening_a_chat_draws_the_rows_that_fill_the_pane_then_the_rest_of_the_page(
@@ -512,4 +513,4 @@ async def test_opening_a_chat_draws_the_rows_that_fill_the_pane_then_the_rest_of
     assert "row 49" in "".join(frame)
     monkeypatch.setattr(chat_log, "least_height", lambda item, width, gap: 0)  # as before: the page at once
     whole_page, mounted = await first_frame_of_an_opened_chat(history)
-    assert mounted == FIRST and frame == whole_page
+    assert mounted >= FIRST and frame == whole_page

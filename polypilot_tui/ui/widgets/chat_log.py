@@ -126,6 +126,9 @@ class ChatLog(VerticalScroll):
         page is mounted above rows that are all there, never above rows being removed."""
         self._fill_due = False
         self._opened = 0
+        self._due: int | None = None
+        """Where the rows of the first page not mounted yet start (None: none are due)."""
+        self._due_asked = False
         """Times the log was paged in afresh (a page due from before is not mounted after)."""
 
     @property
@@ -180,8 +183,8 @@ class ChatLog(VerticalScroll):
     async def _fill(self) -> None:
         """Earlier pages while the mounted rows do not fill the pane (nothing to scroll yet)."""
         self._fill_due = False
-        if not (self._first and self._laid_out() and self.max_scroll_y == 0):
-            return
+        if self._due is not None or not (self._first and self._laid_out() and self.max_scroll_y == 0):
+            return  # the rest of the first page is coming: looked at again once it is there
         if not self._loading.locked():  # else rows are coming or going: look again after
             await self.load_earlier()
         self._fill_later()
@@ -214,6 +217,9 @@ class ChatLog(VerticalScroll):
         self._history, self._length = history, length
         await self._sync_stream(streaming)
         await self._sync_placeholders()
+        if self._due is not None and not self._due_asked:  # the rest of the first page, after this frame
+            self._due_asked = True
+            self.call_after_refresh(self._load_down_to, self._due, self._opened)
 
     async def load_earlier(self) -> None:
         """Mount the previous page of history above what is shown."""
@@ -229,17 +235,21 @@ class ChatLog(VerticalScroll):
             widgets = [self._widget(self._history, i) for i in range(start, self._first)]
             anchor = self._rows.get(self._first)
             self._first = start
+            if self._due is not None and start <= self._due:
+                self._due = None
             if anchor is not None:
                 await self.mount_all(widgets, before=anchor)
             else:
                 await self.mount_all(widgets)
             await self._sync_placeholders()
+        self._fill_later()
 
     async def _reset(self) -> None:
         """History shrank (it was replaced): start over with fresh widgets."""
         async with self._loading:
             self._history, self._length, self._first, self._rows, self._seen, self._stream = (), 0, 0, {}, {}, None
             self._opened += 1
+            self._due = None
             await self.remove_children()
         self._earlier = None
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
@@ -258,13 +268,12 @@ class ChatLog(VerticalScroll):
             self._history, self._length = history, length
             page = max(0, self._length - FIRST)
             self._first = self._filling(history, page, length)
+            self._due, self._due_asked = (page if page < self._first else None), False
             rows = [self._widget(history, i) for i in range(self._first, self._length)]
             placeholders = [self._empty] if self._empty.parent is not self else []
             if not (placeholders or rows):
                 return
             await self.mount_all([*placeholders, *rows])
-        if page < self._first:
-            self.call_after_refresh(self._load_down_to, page, self._opened)
         self._fill_later()
 
     def _filling(self, history: Sequence[ChatItem], start: int, end: int) -> int:
@@ -349,7 +358,7 @@ class ChatLog(VerticalScroll):
             await stream.remove()
 
     async def _sync_placeholders(self) -> None:
-        hidden = self._first
+        hidden = self._first if self._due is None else self._due  # rows coming are not "earlier"
         if hidden and self._earlier is None:
             self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
             await self.mount(self._earlier, before=0)
