@@ -233,12 +233,11 @@ class SessionEntry:
         """The row for ``view`` at ``now`` (``depth``: under its orchestrator; ``workers``: listed
         under it; ``queued``: a worker its team holds until a slot frees; ``stale``: its host
         stopped answering)."""
-        status = QUEUED_WORKER if queued and not view.status.busy else sidebar_status(view, now)
         return cls(
             view.id,
             view.status,
             one_line(view.name, 60),
-            status + (f" · {plural(workers, 'worker')}" if workers else ""),
+            cls.status_line(view, now, workers, queued),
             unread,
             view.permission_warning or bool(view.workspace_problem),
             f"{view.name} · {view.agent}"
@@ -258,3 +257,9 @@ class SessionEntry:
             stale,
             sandbox_mark(view.sandbox),
         )
+
+    @staticmethod
+    def status_line(view: SessionView, now: float, workers: int = 0, queued: bool = False) -> str:
+        """The row's second line at ``now`` (the only part of a row that moves with the time)."""
+        status = QUEUED_WORKER if queued and not view.status.busy else sidebar_status(view, now)
+        return status + (f" · {plural(workers, 'worker')}" if workers else "")

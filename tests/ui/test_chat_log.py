@@ -19,12 +19,15 @@ from polypilot_tui.domain.history import PAGE as HISTORY_PAGE
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.session import Session
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.theming import APP_VARIABLES
+from polypilot_tui.ui.widgets import chat_log
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
-from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog
+from polypilot_tui.ui.widgets.chat_log import FIRST, PAGE, ChatLog, least_height
+from polypilot_tui.ui.widgets.notice_message import NoticeMessage
 from polypilot_tui.ui.widgets.tool_call_row import ToolCallRow
 from polypilot_tui.ui.widgets.user_message import UserMessage
 from tests.snapshots.fakes import Driver, build_app
-from tests.ui.helpers import engine_of, wait_for
+from tests.ui.helpers import engine_of, screen_lines, wait_for
 
 
 def fill(session, count: int) -> None:
@@ -55,8 +58,9 @@ async def test_opening_a_session_with_2000_messages_mounts_a_screenful(tmp_path:
         await pilot.pause()
         elapsed = time.perf_counter() - started
         log = app.pane.log_for(sid)
-        assert log is not None and log.mounted_rows == FIRST
+        assert log is not None and log.mounted_rows <= FIRST
         assert log.max_scroll_y > 0, "the first rows do not fill the pane"
+        await wait_for(pilot, lambda: log.mounted_rows == FIRST, what="the rest of the first page")
         assert elapsed < 10.0, f"opening took {elapsed:.2f} s"  # hang guard; bench/chat_open.py measures
         earlier = log.query_one("#show-earlier")
         assert earlier.display and "1,980 not shown" in str(earlier.label)
@@ -398,3 +402,115 @@ async def test_a_row_added_while_the_log_opens_is_shown() -> None:
         await log.sync(history, "")
         await pilot.pause()
         assert log.mounted_rows == 4 and isinstance(list(log.children)[-1], UserMessage)
+
+
+async def test_a_history_arriving_after_an_empty_first_look_keeps_the_placeholders() -> None:
+    """Attached, a session is first shown before its history is fetched (an empty look), then
+    its rows arrive: they are mounted under the note already there, which is neither removed
+    nor mounted again (that cost the frame listing the sessions more widgets), and the log
+    follows its end as an opened one does."""
+    app = LogHost()
+    async with app.run_test(size=(100, 12)) as pilot:
+        log = await app.show_log()
+        await log.sync((), "")  # the empty first look
+        await pilot.pause()
+        (empty,) = log.children  # "no messages yet"
+        assert log.mounted_rows == 0
+        await log.sync(notes(FIRST + 30), "")
+        await wait_for(pilot, lambda: log.mounted_rows >= FIRST, what="the first page")
+        earlier, kept, *rows = log.children
+        assert kept is empty and len(rows) == log.mounted_rows  # the very note, kept
+        assert earlier.id == "show-earlier" and not empty.display  # rows: no "no messages yet"
+        await wait_for(pilot, lambda: log.max_scroll_y > 0, what="the rows laid out")
+        assert log.scroll_back == 0  # at the end, where the newest row is
+        assert str(log.query(NoticeMessage).last().content) == f"note {FIRST + 29}"
+
+
+LONG = "lorem ipsum dolor sit amet " * 12
+KINDS_OF_ROWS = [
+    ChatItem(ItemKind.USER, LONG, 0.0),
+    ChatItem(ItemKind.USER, "one\n\ntwo\nthree " + "x" * 150, 0.0),
+    ChatItem(ItemKind.SYSTEM, LONG, 0.0),
+    ChatItem(ItemKind.ERROR, "it failed: " + LONG, 0.0),
+    ChatItem(ItemKind.ASSISTANT, LONG, 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"# Title\n\n**{LONG}**\n\n- a {LONG}\n- b\n\n> quoted {LONG}", 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"See [the docs](https://example.com/{'a' * 120}) &amp; &lt;tags&gt; {LONG}", 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"Setext\n{'=' * 150}\n\n[ref]: https://example.com/{'b' * 150}\n\n{LONG}", 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"code:\n\n```python\n{'y = 1  ' * 60}\n```\n", 0.0),
+    ChatItem(ItemKind.ASSISTANT, f"| a | b |\n|---|---|\n| {LONG} | c |", 0.0),
+    ChatItem(ItemKind.ASSISTANT, "    indented code " + "z" * 200, 0.0),
+    ChatItem(ItemKind.TOOL, "out\n" * 30, 0.0, tool_call_id="c1", tool_name="bash", tool_status="completed"),
+    ChatItem(ItemKind.TOOL, "", 0.0, tool_call_id="c2", tool_name="bash", tool_status="completed"),  # after a tool
+    ChatItem(ItemKind.REASONING, LONG, 0.0),
+]
+
+
+class ThemedLogHost(LogHost):
+    """A log styled as the dashboard styles it (rows' margins, borders, padding)."""
+
+    CSS_PATH = str(Path(chat_log.__file__).parent / "chat_pane.tcss")
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_VARIABLES)  # the colours the dashboard's stylesheet names
+
+
+@pytest.mark.parametrize("themed", [False, True], ids=["bare", "themed"])
+@pytest.mark.parametrize("width", [30, 70, 120])
+async def test_the_least_height_of_a_row_is_never_more_than_it_takes(width: int, themed: bool) -> None:
+    """Opening a chat mounts first the rows whose least heights fill the pane: a row drawn in
+    fewer lines than its least height would leave the pane short for a frame. Bare rows (no
+    padding, no margin) are the fewest lines a row can take; themed ones have a gap above
+    (none for a tool row after a tool row)."""
+    app = ThemedLogHost() if themed else LogHost()
+    async with app.run_test(size=(width, 40)) as pilot:
+        log = await app.show_log()
+        await log.sync(KINDS_OF_ROWS, "")
+        await wait_for(pilot, lambda: log.mounted_rows == len(KINDS_OF_ROWS), what="every row")
+        await pilot.pause()
+        gap = log._row_gap()  # noqa: SLF001 - the margin the stylesheet gives a row
+        assert gap == (1 if themed else 0)
+        rows = [child for child in log.children if child.has_class("chat-item")]
+        above = rows[0].region.y - gap
+        for item, row in zip(KINDS_OF_ROWS, rows, strict=True):
+            taken, above = row.region.bottom - above, row.region.bottom  # its lines and the gap above it
+            assert least_height(item, log.size.width, gap) <= taken, item.text[:40]
+        assert least_height(KINDS_OF_ROWS[0], width) > 1  # long prose counts its lines, not one
+
+
+async def first_frame_of_an_opened_chat(history: list[ChatItem]) -> tuple[list[str], int]:
+    """The first frame drawn once ``history`` is synced into a new log, and the rows mounted
+    then (the rest of the first page is there after)."""
+    app = LogHost()
+    async with app.run_test(size=(100, 30)) as pilot:
+        log = await app.show_log()
+        await pilot.pause()
+        frames: list[list[str]] = []
+        mounted: list[int] = []
+        display = app._display  # noqa: SLF001 - every frame drawn, as the terminal gets it
+
+        def drawn(screen: Any, renderable: Any) -> None:
+            if renderable is not None and not frames:
+                frames.append(screen_lines(app))
+                mounted.append(log.mounted_rows)
+            display(screen, renderable)
+
+        app._display = drawn  # type: ignore[method-assign]  # noqa: SLF001
+        await log.sync(history, "")
+        await wait_for(pilot, lambda: log.mounted_rows >= FIRST, what="the rest of the first page")
+        await wait_for(pilot, lambda: bool(frames), what="a frame")
+        assert log.scroll_back == 0  # at the end all along
+        return frames[0], mounted[0]
+
+
+async def test_opening_a_chat_draws_the_rows_that_fill_the_pane_then_the_rest_of_the_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first frame of an opened chat is drawn from the rows it shows (what is not on
+    screen loads after it) and is the frame the whole first page drew."""
+    history = [ChatItem(ItemKind.USER if i % 2 else ItemKind.ASSISTANT, f"row {i}: {LONG}", 0.0) for i in range(50)]
+    frame, mounted = await first_frame_of_an_opened_chat(history)
+    assert 0 < mounted < FIRST  # a screenful: each row takes 4 lines of the 30
+    assert "row 49" in "".join(frame)
+    monkeypatch.setattr(chat_log, "least_height", lambda item, width, gap: 0)  # as before: the page at once
+    whole_page, mounted = await first_frame_of_an_opened_chat(history)
+    assert mounted >= FIRST and frame == whole_page

@@ -70,6 +70,8 @@ INTENDED = {
     "get_selection",
     "auto_links",  # Widget's selection and link API, meant to be overridden / set
     "recompose",  # the footer skips a recompose that would draw the same keys (key_footer.py)
+    "get_content_width",  # a widget's size from what it draws (the footer's keys)
+    "get_content_height",
 }
 
 

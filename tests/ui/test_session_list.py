@@ -122,3 +122,30 @@ async def test_closing_the_highlighted_session_moves_the_highlight(tmp_path: Pat
         await d.settle()
         assert app.sidebar.session_list.session_ids == ["s1", "s2"]
         assert app.selected == app.sidebar.highlighted == "s2"  # its neighbour takes its place
+
+
+async def test_a_redraw_keeps_the_rows_of_unchanged_sessions_and_moves_their_ages(tmp_path: Path) -> None:
+    """A redraw remade every row of every session (three times while an attach lists 200): a
+    session whose view and marks did not change keeps its row, its age still moving with the
+    clock; a session that changed gets a new one."""
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.add("two")
+        await d.add("three")
+        for sid in ("s1", "s2", "s3"):  # each active once: an idle row says its age from a minute
+            await d.finished_turn(sid, "hello", "hi")
+        await d.settle()
+        rows = app.sidebar.session_list
+        before = {sid: rows.entry(sid) for sid in ("s1", "s2", "s3")}
+        app.select("s2")  # a redraw in which no session changed
+        await d.settle()
+        assert all(rows.entry(sid) is before[sid] for sid in ("s1", "s3"))
+        await d.advance(150)  # the heartbeat's redraw: every idle row says its age now
+        assert all(rows.rendered(sid)[1].strip().endswith("2m ago") for sid in ("s1", "s2", "s3"))
+        aged = {sid: rows.entry(sid) for sid in ("s1", "s2", "s3")}
+        engine_of(app).manager.rename("s3", "renamed")
+        await d.settle()
+        assert rows.entry("s1") is aged["s1"] and rows.entry("s2") is aged["s2"]
+        assert "renamed" in rows.rendered("s3")[0]

@@ -1,7 +1,9 @@
 """The scrolling history of one session, kept in sync incrementally.
 
 Opening a session mounts only its last :data:`FIRST` items (more pages while they do not fill
-the pane); older ones load a page at a time from a button at the top. After that each
+the pane): first the rows that surely fill the pane (by :func:`least_height`), the others of
+the :data:`FIRST` once that frame is drawn (what is not on screen loads after it); older ones
+load a page at a time from a button at the top. After that each
 :meth:`ChatLog.sync` touches only what changed: rows replaced in history (a tool that
 completed) are redrawn in place, new rows are mounted at the end, and the streaming reply is
 one Markdown widget that grows by appends and becomes the history row once the engine flushes
@@ -11,9 +13,11 @@ it. Nothing is ever recomposed wholesale.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from rich.cells import cell_len
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Static
@@ -37,6 +41,41 @@ PAGE = 60
 """History rows mounted per "show earlier" press (and per page while filling the pane)."""
 
 EMPTY_TEXT = "No messages yet. Type a prompt below."
+
+_NOT_DRAWN = re.compile(r"&#?\w+;|[*_`#>~\\\[\]()<=+-]")
+"""Markdown source a reply may draw as less than itself: emphasis, heading and list marks,
+link brackets, entities (``&amp;`` is one cell)."""
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]*\]:.*$", re.MULTILINE)
+"""A link reference definition: not drawn at all."""
+_VERBATIM = re.compile(r"```|~~~|\t|\||^ {4}", re.MULTILINE)
+"""Markdown whose lines need not wrap (code scrolls sideways) or wrap in columns (tables)."""
+
+
+def least_height(item: ChatItem, width: int, gap: int = 0) -> int:
+    """The fewest lines a history row takes in a log ``width`` cells wide, with ``gap`` blank
+    lines above it (the rows' top margin; a tool row's not counted: after a tool row it has
+    none): a lower bound (a wider log, fewer lines; borders and padding not counted), never a
+    guess that could fall short.
+
+    Plain text (prompts, notes) wraps: each line takes at least its cells over the width
+    (a word wrap drops at most one space a line). A reply's prose paragraphs likewise, counted
+    without the markdown marks that may not be drawn; a reply with code or a table, a tool row
+    and a reasoning block (both folded): one line."""
+    width = max(1, width) + 1  # + the space a wrap may drop
+    if item.kind is ItemKind.TOOL:
+        return 1
+    if item.kind is ItemKind.REASONING:
+        return 1 + gap
+    text = safe_text(item.text)
+    if item.kind is ItemKind.ASSISTANT:
+        if _VERBATIM.search(text):
+            return 1 + gap
+        text = _LINK_DEFINITION.sub("", text)
+        paragraphs = (" ".join(line.strip() for line in part.split("\n")) for part in re.split(r"\n\s*\n", text))
+        lines = sum(-(-len(_NOT_DRAWN.sub("", paragraph)) // width) for paragraph in paragraphs)
+    else:
+        lines = sum(max(1, -(-cell_len(line) // width)) for line in text.strip().split("\n"))
+    return max(1, lines) + gap
 
 
 class ItemWidget(Protocol):
@@ -86,6 +125,11 @@ class ChatLog(VerticalScroll):
         """Held while rows are mounted or removed as a whole (open, reset, an earlier page): a
         page is mounted above rows that are all there, never above rows being removed."""
         self._fill_due = False
+        self._opened = 0
+        self._due: int | None = None
+        """Where the rows of the first page not mounted yet start (None: none are due)."""
+        self._due_asked = False
+        """Times the log was paged in afresh (a page due from before is not mounted after)."""
 
     @property
     def mounted_rows(self) -> int:
@@ -139,8 +183,8 @@ class ChatLog(VerticalScroll):
     async def _fill(self) -> None:
         """Earlier pages while the mounted rows do not fill the pane (nothing to scroll yet)."""
         self._fill_due = False
-        if not (self._first and self._laid_out() and self.max_scroll_y == 0):
-            return
+        if self._due is not None or not (self._first and self._laid_out() and self.max_scroll_y == 0):
+            return  # the rest of the first page is coming: looked at again once it is there
         if not self._loading.locked():  # else rows are coming or going: look again after
             await self.load_earlier()
         self._fill_later()
@@ -160,10 +204,10 @@ class ChatLog(VerticalScroll):
         """
         length = len(history)
         following = False
-        if length < self._length or (length and not self._length and self.children):
+        if length < self._length or (length and not self._length and (self._rows or self._stream is not None)):
             following = self.scroll_back == 0  # the end was on screen: it stays there
-            await self._reset()  # replaced, or arrived after an empty first look: paged in afresh
-        if not self._length and not self.children:
+            await self._reset()  # replaced, or rows that arrived after a stream: paged in afresh
+        if not self._length:  # nothing shown yet (or only what an empty first look said)
             await self._open(history, length)
             if following:
                 self.anchor()
@@ -173,26 +217,39 @@ class ChatLog(VerticalScroll):
         self._history, self._length = history, length
         await self._sync_stream(streaming)
         await self._sync_placeholders()
+        if self._due is not None and not self._due_asked:  # the rest of the first page, after this frame
+            self._due_asked = True
+            self.call_after_refresh(self._load_down_to, self._due, self._opened)
 
     async def load_earlier(self) -> None:
         """Mount the previous page of history above what is shown."""
+        await self._load_down_to(self._first - PAGE, self._opened)
+
+    async def _load_down_to(self, start: int, opened: int) -> None:
+        """Mount the rows from ``start`` above what is shown (nothing if the log was paged in
+        afresh since ``opened`` was read)."""
         async with self._loading:
-            if not 0 < self._first <= self._length:
+            if opened != self._opened or not 0 < self._first <= self._length or start >= self._first:
                 return
-            start = max(0, self._first - PAGE)
+            start = max(0, start)
             widgets = [self._widget(self._history, i) for i in range(start, self._first)]
             anchor = self._rows.get(self._first)
             self._first = start
+            if self._due is not None and start <= self._due:
+                self._due = None
             if anchor is not None:
                 await self.mount_all(widgets, before=anchor)
             else:
                 await self.mount_all(widgets)
             await self._sync_placeholders()
+        self._fill_later()
 
     async def _reset(self) -> None:
         """History shrank (it was replaced): start over with fresh widgets."""
         async with self._loading:
             self._history, self._length, self._first, self._rows, self._seen, self._stream = (), 0, 0, {}, {}, None
+            self._opened += 1
+            self._due = None
             await self.remove_children()
         self._earlier = None
         self._empty = Static(self._empty_text, classes="chat-empty", markup=False)
@@ -204,12 +261,37 @@ class ChatLog(VerticalScroll):
             self._empty.update(text)
 
     async def _open(self, history: Sequence[ChatItem], length: int) -> None:
+        """The last page of ``history`` under the placeholders (mounted by an empty first look
+        already, else now: a history that arrives after it costs its rows, no more): the rows
+        that surely fill the pane now, the rest of the page once they are drawn."""
         async with self._loading:
             self._history, self._length = history, length
-            self._first = max(0, self._length - FIRST)
-            widgets = [self._empty, *(self._widget(history, i) for i in range(self._first, self._length))]
-            await self.mount_all(widgets)
+            page = max(0, self._length - FIRST)
+            self._first = self._filling(history, page, length)
+            self._due, self._due_asked = (page if page < self._first else None), False
+            rows = [self._widget(history, i) for i in range(self._first, self._length)]
+            placeholders = [self._empty] if self._empty.parent is not self else []
+            if not (placeholders or rows):
+                return
+            await self.mount_all([*placeholders, *rows])
         self._fill_later()
+
+    def _filling(self, history: Sequence[ChatItem], start: int, end: int) -> int:
+        """The index from which rows ``start .. end-1`` surely fill the pane (``start`` if none do)."""
+        pane = self.parent if isinstance(self.parent, Widget) and self.parent.size.area else self.screen
+        width, height = pane.size
+        gap = self._row_gap()
+        index, lines = end, 0
+        while index > start and lines < height:
+            index -= 1
+            lines += least_height(history[index], width, gap)
+        return index
+
+    def _row_gap(self) -> int:
+        """The rows' top margin as the stylesheet sets it for a ``chat-item`` (0 without a theme)."""
+        probe = Widget(classes="chat-item")  # never mounted: only styled
+        self.app.stylesheet.apply(probe)
+        return max(0, probe.styles.margin.top)
 
     def _widget(self, history: Sequence[ChatItem], index: int) -> Widget:
         """The widget of row ``index`` (kept by index, with the row it shows)."""
@@ -276,7 +358,7 @@ class ChatLog(VerticalScroll):
             await stream.remove()
 
     async def _sync_placeholders(self) -> None:
-        hidden = self._first
+        hidden = self._first if self._due is None else self._due  # rows coming are not "earlier"
         if hidden and self._earlier is None:
             self._earlier = Button("", id="show-earlier", classes="show-earlier", compact=True)
             await self.mount(self._earlier, before=0)

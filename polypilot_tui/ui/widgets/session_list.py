@@ -170,7 +170,7 @@ class SessionList(ScrollView, can_focus=True):
             self.refresh()
         else:
             for i, (before, after) in enumerate(zip(old, self._entries, strict=True)):
-                if before != after:
+                if before is not after and before != after:  # a row kept by the sidebar is the same object
                     self.refresh_lines(i * ROW_HEIGHT, ROW_HEIGHT)
         if old_highlight in self._index_of:
             index: int | None = self._index_of[old_highlight]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -17,6 +17,10 @@ from polypilot_tui.ui.formatting import SessionEntry
 from polypilot_tui.ui.host_text import HostHeader
 from polypilot_tui.ui.team_tree import sidebar_order
 from polypilot_tui.ui.widgets.session_list import SessionList
+
+_RowInputs = tuple[SessionView, bool, bool, int, int, bool, bool]
+"""What a row is made from besides the time: the view; unread, marked; depth, workers under
+it; queued, stale."""
 
 
 class SessionSidebar(Vertical):
@@ -39,6 +43,8 @@ class SessionSidebar(Vertical):
         super().__init__(id=id)
         self._title = Static("Sessions", classes="sidebar-title", markup=False)
         self._list = SessionList(classes="session-list")
+        self._made: dict[str, tuple[_RowInputs, SessionEntry]] = {}
+        """Each session's row as last made, with what it was made from."""
 
     def compose(self) -> ComposeResult:
         yield self._title
@@ -60,7 +66,6 @@ class SessionSidebar(Vertical):
         now: float,
         unread: set[str],
         selected: str | None,
-        changed: set[str] | None = None,
         marked: Set[str] = frozenset(),
         queued: Set[str] = frozenset(),
         hosts: Sequence[HostView] = (),
@@ -68,15 +73,16 @@ class SessionSidebar(Vertical):
         needy: Set[str] = frozenset(),
         wall_now: float = 0.0,
     ) -> None:
-        """Bring rows in line with ``views`` (``changed``: only these need a redraw; None = all;
-        ``marked``: the sessions a prompt is broadcast to; ``queued``: workers waiting for a slot).
+        """Bring rows in line with ``views`` (``marked``: the sessions a prompt is broadcast to;
+        ``queued``: workers waiting for a slot).
 
         With ``hosts`` (a fleet), the rows are grouped under each host's header in that order,
         ``host_of`` saying where each session runs, ``needy`` which need the user (counted in
         the headers), ``wall_now`` the time of day of ``now`` (a stale host's "since HH:MM")."""
         entries: list[SessionEntry | HostHeader] = []
+        made: dict[str, tuple[_RowInputs, SessionEntry]] = {}
         if not hosts:
-            self._add_rows(entries, views, now, unread, changed, marked, queued, stale=False)
+            self._add_rows(entries, made, views, now, unread, marked, queued, stale=False)
         else:
             where = host_of or {}
             groups: dict[str, list[SessionView]] = {host.name: [] for host in hosts}
@@ -87,7 +93,8 @@ class SessionSidebar(Vertical):
                 group = groups[host.name]
                 needing = sum(1 for view in group if view.id in needy)
                 entries.append(HostHeader.of(host, group, needing, now, wall_now))
-                self._add_rows(entries, group, now, unread, changed, marked, queued, stale=not host.live)
+                self._add_rows(entries, made, group, now, unread, marked, queued, stale=not host.live)
+        self._made = made  # the sessions gone are forgotten
         self._list.set_entries(entries)
         busy = sum(1 for v in views if v.status.busy)
         marks = sum(1 for v in views if v.id in marked)
@@ -102,31 +109,32 @@ class SessionSidebar(Vertical):
     def _add_rows(
         self,
         entries: list[SessionEntry | HostHeader],
+        made: dict[str, tuple[_RowInputs, SessionEntry]],
         views: Sequence[SessionView],
         now: float,
         unread: set[str],
-        changed: set[str] | None,
         marked: Set[str],
         queued: Set[str],
         *,
         stale: bool,
     ) -> None:
-        """The rows of ``views``, workers under their orchestrator (a row unchanged is kept)."""
+        """The rows of ``views``, workers under their orchestrator. A row made from the same
+        view and marks as last time is kept (its status line redone: the only part the time
+        moves): every redraw of 200 sessions remade every row, three times on an attach."""
         ordered = sidebar_order(views)
         workers = Counter(view.parent for view, depth in ordered if depth)
         for view, depth in ordered:
-            entry = self._list.entry(view.id) if changed is not None and view.id not in changed else None
-            if entry is None or (entry.marked, entry.depth, entry.stale) != (view.id in marked, depth, stale):
-                entry = SessionEntry.of(
-                    view,
-                    now,
-                    view.id in unread,
-                    view.id in marked,
-                    depth,
-                    workers[view.id],
-                    view.id in queued,
-                    stale,
-                )
+            sid = view.id
+            inputs = (view, sid in unread, sid in marked, depth, workers[sid], sid in queued, stale)
+            last = self._made.get(sid)
+            if last is not None and last[0] == inputs:
+                entry = last[1]
+                status = SessionEntry.status_line(view, now, inputs[4], inputs[5])
+                if status != entry.status_text:
+                    entry = replace(entry, status_text=status)
+            else:
+                entry = SessionEntry.of(view, now, *inputs[1:])
+            made[sid] = (inputs, entry)
             entries.append(entry)
 
     def on_session_list_highlighted(self, event: SessionList.Highlighted) -> None:
