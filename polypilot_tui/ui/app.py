@@ -145,6 +145,7 @@ class PolypilotApp(App[int]):
         for message, title, severity in self._notes:
             self.notify(message, title=title, severity=severity, timeout=15, markup=False)
         self.dashboard.follow_engine()
+        self.dashboard.recall_where_the_user_was()
         started = await attempt(log, "the engine's start", self.engine.start())
         if isinstance(started, Failed):  # said on screen; the dashboard stays to read it
             self.notify(f"The engine did not start: {started.said}", severity="error", timeout=30, markup=False)

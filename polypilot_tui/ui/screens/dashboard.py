@@ -170,6 +170,8 @@ class DashboardScreen(Screen[None]):
         self._unsubscribe: Unsubscribe = lambda: None
         self._ui_state = UiState()
         """Where the user was when the last run ended (restored as sessions are first shown)."""
+        self._saved_selection: str | None = None
+        """The session the user was on when the dashboard last quit, until first put on screen."""
         self._ui_saved: UiState | None = None
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
@@ -238,13 +240,19 @@ class DashboardScreen(Screen[None]):
             self._on_engine_change, ViewChanged, ItemAdded, ItemReplaced, SessionAdded, SessionRemoved, HostChanged
         )
 
-    async def show_sessions(self) -> None:
-        """Once the engine has started: where the user was, or a first session, then the
-        heartbeat and the first redraw."""
+    def recall_where_the_user_was(self) -> None:
+        """Read back where the user was, before the engine starts: the first redraw, which
+        its snapshot may bring before :meth:`show_sessions`, opens that session, not the first
+        one (whose history was fetched and drawn for nothing, on some starts)."""
         if self.engine.persistent:
             self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
             if problem:
                 self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
+            self._saved_selection = self._ui_state.selected
+
+    async def show_sessions(self) -> None:
+        """Once the engine has started: where the user was, or a first session, then the
+        heartbeat and the first redraw."""
         self.look_for_agents()
         if not self.engine.ids():
             await self.start_first_session()
@@ -420,7 +428,8 @@ class DashboardScreen(Screen[None]):
             self.pane.restore_drafts({sid: self._drafts_waiting.pop(sid) for sid in arrived})
         self.team.changed(views, previous)
         if self.selected not in current:
-            self.selected = views[0].id if views else None
+            saved, self._saved_selection = self._saved_selection, None  # where the user was: once
+            self.selected = saved if saved in current else views[0].id if views else None
             self.pane.bind(self.selected)
         if self.selected is not None:
             self.attention.seen(self.selected)
