@@ -19,6 +19,7 @@ from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, SCREENFULS_KEPT, WAR
 from polypilot_tui.ui.widgets.diff_rows import RowKind, layout
 from polypilot_tui.workspace.diff_parse import parse_diff
 from tests.support.diff_app import DiffHostApp, sample_repo
+from tests.support.heap import tracked_in
 
 SIZE = (120, 40)
 
@@ -408,3 +409,13 @@ async def test_a_row_is_drawn_on_screen_as_kept_but_textual_gets_a_strip_of_its_
                 shown, kept = lines.render_line(y), lines.row_strip(top + y, width)
                 assert shown == kept and shown.cell_length == kept.cell_length == width
                 assert shown is not kept
+
+
+def test_a_laid_out_diff_is_nothing_the_collector_walks() -> None:
+    """A layout lives as long as the view: its rows are made when read, and the pairs of a
+    split view are kept as line numbers, so it tracks as many objects for 2,000 lines as for 20."""
+    for split in (False, True):
+        small, big = (layout(big_changeset(lines), (), split=split) for lines in (10, 1000))
+        assert [row.left for row in big.rows if row.kind is RowKind.LINE][-1] is not None  # every row read
+        assert len(list(small.rows)) > 10
+        assert tracked_in(big) == tracked_in(small)
