@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 from textual.pilot import Pilot
+from textual.strip import Strip
 from textual.widgets import OptionList, TextArea
 
 from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, ReviewComment, Side, review_prompt
@@ -393,22 +394,33 @@ async def test_the_rows_kept_drawn_follow_the_height_so_a_tall_view_keeps_what_i
         assert len(ahead) > 400
 
 
-async def test_a_row_is_drawn_on_screen_as_kept_but_textual_gets_a_strip_of_its_own() -> None:
-    """What Textual derives from a strip it draws stays inside that strip: a kept row hands it
-    a copy, so the kept one does not carry it for screenfuls into the collector's old generation."""
+async def test_rows_kept_drawn_are_nothing_the_collector_walks_and_textual_gets_strips_of_its_own() -> None:
+    """The view keeps SCREENFULS_KEPT screenfuls of rows drawn: kept as strips they were ~30
+    objects a row that every full garbage collection walked while the user scrolled; kept as
+    plain strings and numbers, only the strips on screen are left. Each frame gets a strip of
+    its own, as kept (what Textual derives from a strip stays inside it and dies with it)."""
     app = DiffHostApp(big_changeset())
     async with app.run_test(size=SIZE) as pilot:
         lines = diff_lines(app)
         for split in (False, True):
             lines.split = split
             await pilot.pause()
+            lines.cursor = 3 * lines.scrollable_content_region.height  # screenfuls drawn above and below
+            await pilot.pause()
             await drawn_ahead(pilot, lines)
             top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
             width = lines.scrollable_content_region.width
+            kept = [*range(max(0, top - height), top), *range(top + height, top + (1 + WARM_PAGES) * height)]
+            before = lines.drawn
+            off_screen = {lines.row_text(i) for i in kept}  # drawn ahead, not on screen
+            assert len(off_screen) == len(kept) > 2 * height and lines.drawn == before  # all kept
             for y in range(height):
-                shown, kept = lines.render_line(y), lines.row_strip(top + y, width)
-                assert shown == kept and shown.cell_length == kept.cell_length == width
-                assert shown is not kept
+                shown, again = lines.render_line(y), lines.row_strip(top + y, width)
+                assert shown == again and shown.cell_length == again.cell_length == width
+                assert shown is not again
+            del shown, again
+            gc.collect()
+            assert not [o for o in gc.get_objects() if isinstance(o, Strip) and o.text in off_screen]
 
 
 def test_a_laid_out_diff_is_nothing_the_collector_walks() -> None:
