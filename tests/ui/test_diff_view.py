@@ -423,6 +423,37 @@ async def test_rows_kept_drawn_are_nothing_the_collector_walks_and_textual_gets_
             assert not [o for o in gc.get_objects() if isinstance(o, Strip) and o.text in off_screen]
 
 
+async def test_what_falls_due_during_a_frame_runs_before_the_drawing_ahead_it_asked_for() -> None:
+    """A frame asks for rows to be drawn ahead; that drawing (a step of ~4 ms) starts only after
+    what fell due meanwhile (a key, a timer, the loop's other work) has run, never back to back
+    with the frame: the two together were a held key's longest pauses."""
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        for split in (False, True):
+            lines.split = split
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            seen: list[tuple[int, int]] = []
+            done = asyncio.get_running_loop().create_future()
+
+            def due(at_frame: int, seen: list[tuple[int, int]] = seen, done: asyncio.Future[None] = done) -> None:
+                seen.append((at_frame, lines.drawn))
+                done.set_result(None)
+
+            def frame_drawn() -> None:
+                asyncio.get_running_loop().call_later(0, due, lines.drawn)  # due now
+
+            before = lines.drawn
+            lines.cursor = len(lines.rows) // 2  # far from what was drawn ahead: the frame asks for more
+            lines.call_after_refresh(frame_drawn)
+            await asyncio.wait_for(done, 10)
+            await drawn_ahead(pilot, lines)
+            [(at_frame, when_due)] = seen
+            assert at_frame - before == FRESH_ROWS  # the frame that jumped drew its rows
+            assert when_due == at_frame < lines.drawn  # nothing drawn ahead before it; drawn after
+
+
 def test_a_laid_out_diff_is_nothing_the_collector_walks() -> None:
     """A layout lives as long as the view: its rows are made when read, and the pairs of a
     split view are kept as line numbers, so it tracks as many objects for 2,000 lines as for 20."""

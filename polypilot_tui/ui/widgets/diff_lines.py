@@ -369,11 +369,14 @@ class DiffLines(ScrollView, can_focus=True):
             self.warming = False
 
     def _ask_warm(self, *, after_frame: bool) -> None:
-        """A drawing step: after the frame being drawn, or (the next step) WARM_PAUSE from now,
-        in this widget's turn. Not Textual's ``set_timer``: it skips a one-shot timer that
-        starts late, a busy loop starts it late, and then the drawing ahead stopped for good."""
+        """A drawing step WARM_PAUSE from now, in this widget's turn; ``after_frame``: WARM_PAUSE
+        after the frame being drawn. Not right after that frame (``call_after_refresh`` alone):
+        then what fell due during the frame (a key, a timer, the loop's other work) waited for
+        the frame and a step back to back: most of a held key's longest pauses. Not Textual's
+        ``set_timer``: it skips a one-shot timer that starts late, a busy loop starts it late,
+        and then the drawing ahead stopped for good."""
         if after_frame:
-            self.warming = self.call_after_refresh(self._warm)
+            self.warming = self.call_after_refresh(self._ask_warm, after_frame=False)
         else:
             asyncio.get_running_loop().call_later(WARM_PAUSE, self.call_later, self._warm)
             self.warming = True
