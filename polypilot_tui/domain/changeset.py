@@ -6,9 +6,10 @@ comments on them into one prompt for the session's agent. Nothing here runs git.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import overload
 
 
 class FileStatus(StrEnum):
@@ -43,6 +44,90 @@ class DiffLine:
     new_no: int | None = None
 
 
+_KINDS = {kind.value: kind for kind in LineKind}
+
+
+class HunkLines(Sequence[DiffLine]):
+    """A hunk's lines, kept as columns: each line's kind (a character of ``kinds``: the
+    :class:`LineKind`'s value), text and numbers; a :class:`DiffLine` is made when a line is read.
+
+    Why columns: a string and tuples of strings and numbers are nothing the garbage collector
+    walks (it stops tracking such a tuple the first time it sees it), while a DiffLine object
+    is walked by every full collection for as long as the diff is shown: a 20,000-line diff
+    was 20,000 of them, walked again and again while the user scrolled it."""
+
+    __slots__ = ("kinds", "texts", "old_nos", "new_nos")
+
+    kinds: str
+    texts: tuple[str, ...]
+    old_nos: tuple[int | None, ...]
+    new_nos: tuple[int | None, ...]
+
+    def __init__(
+        self,
+        kinds: str = "",
+        texts: Sequence[str] = (),
+        old_nos: Sequence[int | None] = (),
+        new_nos: Sequence[int | None] = (),
+    ) -> None:
+        """The lines whose kinds, texts and numbers these are, line by line (a parser's way;
+        :meth:`of` makes them of DiffLines)."""
+        if not len(kinds) == len(texts) == len(old_nos) == len(new_nos):
+            raise ValueError("a hunk's columns must be as long as each other")
+        if not set(kinds) <= _KINDS.keys():
+            raise ValueError(f"a line's kind is one of {''.join(_KINDS)!r}")
+        self.kinds, self.texts, self.old_nos, self.new_nos = kinds, tuple(texts), tuple(old_nos), tuple(new_nos)
+
+    @classmethod
+    def of(cls, lines: Iterable[DiffLine]) -> HunkLines:
+        """These lines, kept as columns."""
+        lines = tuple(lines)
+        return cls(
+            "".join(line.kind.value for line in lines),
+            tuple(line.text for line in lines),
+            tuple(line.old_no for line in lines),
+            tuple(line.new_no for line in lines),
+        )
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def line(self, index: int) -> DiffLine:
+        """Line ``index`` (negative counts from the end)."""
+        return DiffLine(_KINDS[self.kinds[index]], self.texts[index], self.old_nos[index], self.new_nos[index])
+
+    @overload
+    def __getitem__(self, index: int) -> DiffLine: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> HunkLines: ...
+
+    def __getitem__(self, index: int | slice) -> DiffLine | HunkLines:
+        if isinstance(index, slice):
+            return HunkLines(self.kinds[index], self.texts[index], self.old_nos[index], self.new_nos[index])
+        return self.line(index)
+
+    def __iter__(self) -> Iterator[DiffLine]:
+        for kind, text, old_no, new_no in zip(self.kinds, self.texts, self.old_nos, self.new_nos, strict=True):
+            yield DiffLine(_KINDS[kind], text, old_no, new_no)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HunkLines):
+            return NotImplemented
+        return (self.kinds, self.texts, self.old_nos, self.new_nos) == (
+            other.kinds,
+            other.texts,
+            other.old_nos,
+            other.new_nos,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.kinds, self.texts, self.old_nos, self.new_nos))
+
+    def __repr__(self) -> str:
+        return f"HunkLines({tuple(self)!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class Hunk:
     """One ``@@ -a,b +c,d @@`` block."""
@@ -53,7 +138,7 @@ class Hunk:
     new_count: int
     section: str = ""
     """What git names after the second ``@@`` (the enclosing function, often)."""
-    lines: tuple[DiffLine, ...] = ()
+    lines: HunkLines = HunkLines()
 
     @property
     def header(self) -> str:

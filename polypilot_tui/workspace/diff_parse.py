@@ -12,9 +12,10 @@ from collections.abc import Collection, Iterator
 
 from unidiff.constants import LINE_TYPE_ADDED, LINE_TYPE_EMPTY, LINE_TYPE_NO_NEWLINE, LINE_TYPE_REMOVED
 from unidiff.errors import UnidiffParseError
-from unidiff.patch import Line, PatchedFile, PatchSet
+from unidiff.patch import Hunk as UnidiffHunk
+from unidiff.patch import PatchedFile, PatchSet
 
-from polypilot_tui.domain.changeset import Changeset, DiffLine, FileDiff, FileStatus, Hunk, LineKind
+from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, Hunk, HunkLines, LineKind
 
 DEV_NULL = "/dev/null"
 _FILE_START = "diff --git "
@@ -120,11 +121,26 @@ def _kind(line_type: str) -> LineKind:
     return LineKind.CONTEXT
 
 
-def _diff_line(line: Line) -> DiffLine:
-    kind = _kind(line.line_type)
-    if kind is LineKind.NOTE:
-        return DiffLine(kind, line.value.strip())
-    return DiffLine(kind, _line_text(line.value), line.source_line_no, line.target_line_no)
+def _hunk_lines(hunk: UnidiffHunk) -> HunkLines:
+    """A hunk's lines as the changeset keeps them (columns: no object per line)."""
+    kinds: list[str] = []
+    texts: list[str] = []
+    old_nos: list[int | None] = []
+    new_nos: list[int | None] = []
+    for line in hunk:
+        if line.line_type == LINE_TYPE_EMPTY:  # a blank line after the hunk, not part of it
+            continue
+        kind = _kind(line.line_type)
+        kinds.append(kind.value)
+        if kind is LineKind.NOTE:
+            texts.append(line.value.strip())
+            old_nos.append(None)
+            new_nos.append(None)
+        else:
+            texts.append(_line_text(line.value))
+            old_nos.append(line.source_line_no)
+            new_nos.append(line.target_line_no)
+    return HunkLines("".join(kinds), texts, old_nos, new_nos)
 
 
 def _file(patched: PatchedFile, chunk: str, untracked: Collection[str], max_lines: int) -> FileDiff:
@@ -152,11 +168,7 @@ def _file(patched: PatchedFile, chunk: str, untracked: Collection[str], max_line
             hunk.target_start,
             hunk.target_length,
             _line_text(hunk.section_header),
-            tuple(
-                _diff_line(line)
-                for line in hunk
-                if line.line_type != LINE_TYPE_EMPTY  # a blank line after the hunk, not part of it
-            ),
+            _hunk_lines(hunk),
         )
         for hunk in patched
     )

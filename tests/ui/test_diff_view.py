@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 from textual.pilot import Pilot
+from textual.strip import Strip
 from textual.widgets import OptionList, TextArea
 
 from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, ReviewComment, Side, review_prompt
@@ -19,6 +20,7 @@ from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, SCREENFULS_KEPT, WAR
 from polypilot_tui.ui.widgets.diff_rows import RowKind, layout
 from polypilot_tui.workspace.diff_parse import parse_diff
 from tests.support.diff_app import DiffHostApp, sample_repo
+from tests.support.heap import tracked_in
 
 SIZE = (120, 40)
 
@@ -392,9 +394,39 @@ async def test_the_rows_kept_drawn_follow_the_height_so_a_tall_view_keeps_what_i
         assert len(ahead) > 400
 
 
-async def test_a_row_is_drawn_on_screen_as_kept_but_textual_gets_a_strip_of_its_own() -> None:
-    """What Textual derives from a strip it draws stays inside that strip: a kept row hands it
-    a copy, so the kept one does not carry it for screenfuls into the collector's old generation."""
+async def test_rows_kept_drawn_are_nothing_the_collector_walks_and_textual_gets_strips_of_its_own() -> None:
+    """The view keeps SCREENFULS_KEPT screenfuls of rows drawn: kept as strips they were ~30
+    objects a row that every full garbage collection walked while the user scrolled; kept as
+    plain strings and numbers, only the strips on screen are left. Each frame gets a strip of
+    its own, as kept (what Textual derives from a strip stays inside it and dies with it)."""
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        for split in (False, True):
+            lines.split = split
+            await pilot.pause()
+            lines.cursor = 3 * lines.scrollable_content_region.height  # screenfuls drawn above and below
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+            width = lines.scrollable_content_region.width
+            kept = [*range(max(0, top - height), top), *range(top + height, top + (1 + WARM_PAGES) * height)]
+            before = lines.drawn
+            off_screen = {lines.row_text(i) for i in kept}  # drawn ahead, not on screen
+            assert len(off_screen) == len(kept) > 2 * height and lines.drawn == before  # all kept
+            for y in range(height):
+                shown, again = lines.render_line(y), lines.row_strip(top + y, width)
+                assert shown == again and shown.cell_length == again.cell_length == width
+                assert shown is not again
+            del shown, again
+            gc.collect()
+            assert not [o for o in gc.get_objects() if isinstance(o, Strip) and o.text in off_screen]
+
+
+async def test_what_falls_due_during_a_frame_runs_before_the_drawing_ahead_it_asked_for() -> None:
+    """A frame asks for rows to be drawn ahead; that drawing (a step of ~4 ms) starts only after
+    what fell due meanwhile (a key, a timer, the loop's other work) has run, never back to back
+    with the frame: the two together were a held key's longest pauses."""
     app = DiffHostApp(big_changeset())
     async with app.run_test(size=SIZE) as pilot:
         lines = diff_lines(app)
@@ -402,9 +434,31 @@ async def test_a_row_is_drawn_on_screen_as_kept_but_textual_gets_a_strip_of_its_
             lines.split = split
             await pilot.pause()
             await drawn_ahead(pilot, lines)
-            top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
-            width = lines.scrollable_content_region.width
-            for y in range(height):
-                shown, kept = lines.render_line(y), lines.row_strip(top + y, width)
-                assert shown == kept and shown.cell_length == kept.cell_length == width
-                assert shown is not kept
+            seen: list[tuple[int, int]] = []
+            done = asyncio.get_running_loop().create_future()
+
+            def due(at_frame: int, seen: list[tuple[int, int]] = seen, done: asyncio.Future[None] = done) -> None:
+                seen.append((at_frame, lines.drawn))
+                done.set_result(None)
+
+            def frame_drawn() -> None:
+                asyncio.get_running_loop().call_later(0, due, lines.drawn)  # due now
+
+            before = lines.drawn
+            lines.cursor = len(lines.rows) // 2  # far from what was drawn ahead: the frame asks for more
+            lines.call_after_refresh(frame_drawn)
+            await asyncio.wait_for(done, 10)
+            await drawn_ahead(pilot, lines)
+            [(at_frame, when_due)] = seen
+            assert at_frame - before == FRESH_ROWS  # the frame that jumped drew its rows
+            assert when_due == at_frame < lines.drawn  # nothing drawn ahead before it; drawn after
+
+
+def test_a_laid_out_diff_is_nothing_the_collector_walks() -> None:
+    """A layout lives as long as the view: its rows are made when read, and the pairs of a
+    split view are kept as line numbers, so it tracks as many objects for 2,000 lines as for 20."""
+    for split in (False, True):
+        small, big = (layout(big_changeset(lines), (), split=split) for lines in (10, 1000))
+        assert [row.left for row in big.rows if row.kind is RowKind.LINE][-1] is not None  # every row read
+        assert len(list(small.rows)) > 10
+        assert tracked_in(big) == tracked_in(small)

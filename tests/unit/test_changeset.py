@@ -11,6 +11,7 @@ from polypilot_tui.domain.changeset import (
     FileDiff,
     FileStatus,
     Hunk,
+    HunkLines,
     LineKind,
     ReviewComment,
     Side,
@@ -29,8 +30,31 @@ def test_stats_add_up_every_file() -> None:
 
 
 def test_a_hunk_header_reads_as_git_writes_it() -> None:
-    hunk = Hunk(10, 2, 10, 3, "def main():", (DiffLine(LineKind.CONTEXT, "x", 10, 10),))
+    hunk = Hunk(10, 2, 10, 3, "def main():", HunkLines.of([DiffLine(LineKind.CONTEXT, "x", 10, 10)]))
     assert hunk.header == "@@ -10,2 +10,3 @@ def main():"
+
+
+def test_a_hunks_lines_read_back_as_they_were_given() -> None:
+    """A hunk keeps its lines as columns and makes a DiffLine when one is read: the same lines,
+    in order, by index from either end, by slice; columns that do not make lines are refused."""
+    given = [
+        DiffLine(LineKind.CONTEXT, "a = 1", 1, 1),
+        DiffLine(LineKind.REMOVED, "b = 2", 2, None),
+        DiffLine(LineKind.ADDED, "b = 20", None, 2),
+        DiffLine(LineKind.NOTE, "\\ No newline at end of file"),
+    ]
+    lines = HunkLines.of(given)
+    assert list(lines) == given and len(lines) == 4 and DiffLine(LineKind.ADDED, "b = 20", None, 2) in lines
+    assert (lines[0], lines[-1], lines[1:3]) == (given[0], given[-1], HunkLines.of(given[1:3]))
+    assert lines == HunkLines.of(given) and hash(lines) == hash(HunkLines.of(given))
+    assert lines != HunkLines.of(given[:3]) and HunkLines() == HunkLines.of([]) and not HunkLines()
+    assert repr(HunkLines.of(given[:1])) == f"HunkLines(({given[0]!r},))"
+    with pytest.raises(IndexError):
+        lines[4]
+    with pytest.raises(ValueError, match="as long as each other"):
+        HunkLines("+-", ("a",), (None,), (1,))
+    with pytest.raises(ValueError, match="a line's kind"):
+        HunkLines("?", ("a",), (1,), (1,))
 
 
 def test_the_review_prompt_orders_comments_and_names_every_place() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from polypilot_tui.domain.changeset import DiffLine, FileDiff, FileStatus, LineKind
 from polypilot_tui.workspace.diff_parse import decode_git_path, parse_diff
 from tests.support.git_repo import GitRepo
+from tests.support.heap import tracked_in
 
 
 @pytest.fixture
@@ -150,6 +151,21 @@ def test_a_file_past_the_limit_keeps_its_stats_only(repo: GitRepo) -> None:
     big = only(changes.files, "big.txt")
     assert (big.omitted, big.added, big.hunks) == ("too large to show (50 lines)", 50, ())
     assert only(changes.files, "small.txt").hunks  # the limit is per file
+
+
+def test_the_lines_of_a_parsed_diff_are_nothing_the_garbage_collector_walks(repo: GitRepo) -> None:
+    """A diff is shown for long, and every full collection meanwhile walks what it tracks: the
+    lines are kept as plain strings and numbers, so a changeset tracks as many objects for
+    2,000 changed lines as for 2 (a DiffLine object a line was 20,000 for a 20,000-line diff)."""
+    changesets = []
+    for size in (2, 2000):
+        repo.write("big.py", "".join(f"value_{i} = {i}\n" for i in range(size)))
+        base = repo.commit()
+        repo.write("big.py", "".join(f"value_{i} = {i} * 2\n" for i in range(size)))
+        changesets.append(parse_diff(repo.diff_text(base), base))
+    small, big = changesets
+    assert len(big.files[0].hunks[0].lines) == 4000 and len(small.files[0].hunks[0].lines) == 4
+    assert tracked_in(big) == tracked_in(small)
 
 
 def test_empty_input_has_no_files() -> None:

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.cache import LRUCache
 from textual.content import Content
 from textual.geometry import Region, Size
 from textual.message import Message
@@ -57,9 +57,7 @@ WARM_PAGES = 2
 """Screenfuls drawn ahead the way the cursor last went (and one the other way) while the user reads."""
 SCREENFULS_KEPT = WARM_PAGES + 3
 """Screenfuls of rows kept drawn: those drawn ahead (WARM_PAGES, and one the other way), the
-one on screen and one of margin. Few on purpose: each kept strip is dozens of objects the
-garbage collector walks on every full pass, and a full pass over a bloated heap is a frame
-of a third of a second; as many as the warm needs, or it draws rows again and again."""
+one on screen and one of margin: as many as the warm needs, or it draws rows again and again."""
 TEXTS_KEPT = 1000
 """Lines kept highlighted (a split row and a cursor's redraw reuse them)."""
 WARM_PAUSE = 0.001
@@ -72,13 +70,42 @@ reached faster than its rows could be drawn ahead (a held key, a jump) is drawn 
 at once and coloured in the next idle steps, so no frame blocks the event loop for long."""
 
 
-def _shown(kept: Strip) -> Strip:
-    """A kept row as handed to Textual: a strip of its own over the same segments. Textual
-    keeps what it derives from a strip it draws inside it (crops, cuts: a dozen objects, one
-    of them a cycle), and a kept strip lives several screenfuls, long enough to reach the
-    garbage collector's old generation with all that; the strip handed over dies with the
-    frame that showed it, young (scroll lag p99, alternated: 18.8 -> 16.6 ms unified)."""
-    return Strip(list(kept), kept.cell_length)
+Packed = tuple[tuple[str, ...], tuple[int, ...], int]
+"""A row kept drawn: its pieces' texts, each one's style (an index into the view's palette)
+and its width in cells. Plain strings and numbers: the garbage collector stops tracking them
+the first time it sees them, where a kept Strip was ~30 objects (the strip, its seven caches,
+its segments) walked by every full collection while the user scrolled. Each frame makes a
+strip of its own from it, which dies with the frame, young, with all that Textual derives from it."""
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Kept(Generic[K, V]):
+    """The ``maxsize`` values last set or read: one ordered dict, where Textual's LRUCache links
+    each entry in a list of its own that every full garbage collection walks."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.maxsize:
+            self._items.popitem(last=False)
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._items
+
+    def clear(self) -> None:
+        self._items.clear()
 
 
 class DiffLines(ScrollView, can_focus=True):
@@ -137,8 +164,12 @@ class DiffLines(ScrollView, can_focus=True):
         self.changes = Changeset("")
         self.comments: tuple[ReviewComment, ...] = ()
         self._layout = layout(self.changes, (), split=False)
-        self._strips: LRUCache[tuple[int, int, bool], Strip] = LRUCache(SCREENFULS_KEPT * 24)
-        self._texts: LRUCache[tuple[int, str], Highlighted] = LRUCache(TEXTS_KEPT)
+        self._kept: _Kept[tuple[int, int, bool], Packed] = _Kept(SCREENFULS_KEPT * 24)
+        """Rows drawn, by row, width and cursor (on the row or not)."""
+        self._palette: list[RichStyle | None] = []
+        """The styles of the kept rows' pieces (a row keeps their indices)."""
+        self._palette_index: dict[RichStyle | None, int] = {}
+        self._texts: _Kept[tuple[int, str], Highlighted] = _Kept(TEXTS_KEPT)
         self._styles: dict[tuple[bool, tuple[str, ...]], Style] = {}
         self._rich: dict[tuple[Style, str | None], RichStyle] = {}
         self.warming = False
@@ -164,7 +195,7 @@ class DiffLines(ScrollView, can_focus=True):
     @property
     def strips_kept(self) -> int:
         """How many rows are kept drawn at most (SCREENFULS_KEPT screenfuls of this height)."""
-        return self._strips.maxsize
+        return self._kept.maxsize
 
     @property
     def file_rows(self) -> tuple[int, ...]:
@@ -189,7 +220,7 @@ class DiffLines(ScrollView, can_focus=True):
     def _relayout(self) -> None:
         here = self.row_at_cursor()
         self._layout = layout(self.changes, self.comments, split=self.split)
-        self._strips.clear()
+        self._kept.clear()
         self._plain.clear()
         self._whole = True
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
@@ -268,14 +299,16 @@ class DiffLines(ScrollView, can_focus=True):
 
     def _on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
-        self._strips.clear()
-        self._strips.maxsize = SCREENFULS_KEPT * max(1, self.scrollable_content_region.height)
+        self._kept.clear()
+        self._kept.maxsize = SCREENFULS_KEPT * max(1, self.scrollable_content_region.height)
         self._plain.clear()
         self._whole = True
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._strips.clear()
+        self._kept.clear()
+        self._palette.clear()
+        self._palette_index.clear()
         self._styles.clear()
         self._rich.clear()
         self._whole = True
@@ -296,12 +329,12 @@ class DiffLines(ScrollView, can_focus=True):
             return Strip.blank(width, self._style("diff-lines--context").rich_style)
         if not self.warming or time.monotonic() - self._warm_asked > WARM_LOST:
             self._ask_warm(after_frame=True)
-        strip = self._strips.get((index, width, index == self.cursor))
-        if strip is not None:
-            return _shown(strip)
+        kept = self._kept.get((index, width, index == self.cursor))
+        if kept is not None:
+            return self._unpacked(kept)
         if self._whole or self._fresh < FRESH_ROWS:
             self._fresh += 1
-            return _shown(self.row_strip(index, width))
+            return self.row_strip(index, width)
         self._plain.add(index)
         return self._draw(self.rows[index], width, index == self.cursor, colour=False)
 
@@ -320,7 +353,7 @@ class DiffLines(ScrollView, can_focus=True):
         deadline = time.perf_counter() + WARM_STEP
         todo = iter([*visible, *ahead])
         for index in todo:
-            if index < len(self.rows) and (index, width, index == self.cursor) not in self._strips:
+            if index < len(self.rows) and (index, width, index == self.cursor) not in self._kept:
                 self.row_strip(index, width)
                 if index in self._plain:
                     self._plain.discard(index)
@@ -330,31 +363,54 @@ class DiffLines(ScrollView, can_focus=True):
         else:
             self.warming = False
             return
-        if any(i < len(self.rows) and (i, width, i == self.cursor) not in self._strips for i in todo):
+        if any(i < len(self.rows) and (i, width, i == self.cursor) not in self._kept for i in todo):
             self._ask_warm(after_frame=False)
         else:
             self.warming = False
 
     def _ask_warm(self, *, after_frame: bool) -> None:
-        """A drawing step: after the frame being drawn, or (the next step) WARM_PAUSE from now,
-        in this widget's turn. Not Textual's ``set_timer``: it skips a one-shot timer that
-        starts late, a busy loop starts it late, and then the drawing ahead stopped for good."""
+        """A drawing step WARM_PAUSE from now, in this widget's turn; ``after_frame``: WARM_PAUSE
+        after the frame being drawn. Not right after that frame (``call_after_refresh`` alone):
+        then what fell due during the frame (a key, a timer, the loop's other work) waited for
+        the frame and a step back to back: most of a held key's longest pauses. Not Textual's
+        ``set_timer``: it skips a one-shot timer that starts late, a busy loop starts it late,
+        and then the drawing ahead stopped for good."""
         if after_frame:
-            self.warming = self.call_after_refresh(self._warm)
+            self.warming = self.call_after_refresh(self._ask_warm, after_frame=False)
         else:
             asyncio.get_running_loop().call_later(WARM_PAUSE, self.call_later, self._warm)
             self.warming = True
         self._warm_asked = time.monotonic()
 
     def row_strip(self, index: int, width: int) -> Strip:
-        """Row ``index`` drawn ``width`` cells wide."""
+        """Row ``index`` drawn ``width`` cells wide: a strip of its own each time, the row kept
+        drawn (as :data:`Packed`)."""
         cursor = index == self.cursor
         key = (index, width, cursor)
-        strip = self._strips.get(key)
-        if strip is None:
-            self.drawn += 1
-            strip = self._strips[key] = self._draw(self.rows[index], width, cursor)
+        kept = self._kept.get(key)
+        if kept is not None:
+            return self._unpacked(kept)
+        self.drawn += 1
+        strip = self._draw(self.rows[index], width, cursor)
+        self._kept[key] = self._packed(strip)
         return strip
+
+    def _packed(self, strip: Strip) -> Packed:
+        texts: list[str] = []
+        styles: list[int] = []
+        for segment in strip:
+            index = self._palette_index.get(segment.style)
+            if index is None:
+                index = self._palette_index[segment.style] = len(self._palette)
+                self._palette.append(segment.style)
+            texts.append(segment.text)
+            styles.append(index)
+        return tuple(texts), tuple(styles), strip.cell_length
+
+    def _unpacked(self, kept: Packed) -> Strip:
+        texts, styles, cells = kept
+        palette = self._palette
+        return Strip([Segment(text, palette[index]) for text, index in zip(texts, styles, strict=True)], cells)
 
     def row_text(self, index: int, width: int | None = None) -> str:
         """Row ``index`` as plain text, as drawn (for tests and copy)."""

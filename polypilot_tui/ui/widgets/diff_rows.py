@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple, overload
 
-from polypilot_tui.domain.changeset import Changeset, DiffLine, FileDiff, Hunk, LineKind, ReviewComment, Side
+from polypilot_tui.domain.changeset import Changeset, DiffLine, FileDiff, Hunk, HunkLines, LineKind, ReviewComment, Side
 
 
 class RowKind(Enum):
@@ -58,18 +58,20 @@ class _Run:
 
     __slots__ = ("file", "hunk", "lines", "split", "length", "_paired")
 
-    def __init__(self, file: int, hunk: int, lines: Sequence[DiffLine], *, split: bool) -> None:
+    def __init__(self, file: int, hunk: int, lines: HunkLines, *, split: bool) -> None:
         self.file, self.hunk, self.lines, self.split = file, hunk, lines, split
-        self.length = _pair_count(lines) if split else len(lines)
-        self._paired: list[tuple[DiffLine | None, DiffLine | None]] | None = None
+        self.length = _pair_count(lines.kinds) if split else len(lines)
+        self._paired: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        """Split: each row's left and right line, as indices (plain numbers: nothing the
+        garbage collector walks, where pairs of line objects were a tracked tuple a row)."""
 
     def row(self, index: int) -> Row:
         if not self.split:
-            line = self.lines[index]
+            line = self.lines.line(index)
             return Row(RowKind.NOTE if line.kind is LineKind.NOTE else RowKind.LINE, self.file, self.hunk, line)
         if self._paired is None:
-            self._paired = _pairs(self.lines)
-        left, right = self._paired[index]
+            self._paired = _pair_indices(self.lines.kinds)
+        left, right = _pair_at(self.lines, self._paired[0][index], self._paired[1][index])
         if left is not None and left.kind is LineKind.NOTE:
             return Row(RowKind.NOTE, self.file, self.hunk, left)
         return Row(RowKind.LINE, self.file, self.hunk, left, right)
@@ -137,45 +139,64 @@ def hunk_anchor(path: str, hunk: Hunk) -> tuple[Side, int, int]:
     return Side.OLD, hunk.old_start, hunk.old_start + max(hunk.old_count, 1) - 1
 
 
-def _pair_count(lines: Sequence[DiffLine]) -> int:
-    """How many rows :func:`_pairs` makes of ``lines`` (without making them)."""
+_REMOVED, _ADDED, _CONTEXT = LineKind.REMOVED.value, LineKind.ADDED.value, LineKind.CONTEXT.value
+
+
+def _pair_count(kinds: str) -> int:
+    """How many rows :func:`_pair_indices` makes of lines of these kinds (without making them)."""
     count = removed = added = 0
-    for line in lines:
-        if line.kind is LineKind.REMOVED:
+    for kind in kinds:
+        if kind == _REMOVED:
             if added:
                 count, removed, added = count + max(removed, added), 0, 0
             removed += 1
-        elif line.kind is LineKind.ADDED:
+        elif kind == _ADDED:
             added += 1
         else:
             count, removed, added = count + max(removed, added) + 1, 0, 0
     return count + max(removed, added)
 
 
-def _pairs(lines: Sequence[DiffLine]) -> list[tuple[DiffLine | None, DiffLine | None]]:
-    """Lines side by side: context on both sides; in a change block, removed i next to added i."""
-    out: list[tuple[DiffLine | None, DiffLine | None]] = []
-    removed: list[DiffLine] = []
-    added: list[DiffLine] = []
+def _pair_indices(kinds: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Lines side by side, as each row's left and right line index (-1: none): context on both
+    sides; in a change block, removed i next to added i; a note on its own on the left."""
+    lefts: list[int] = []
+    rights: list[int] = []
+    removed: list[int] = []
+    added: list[int] = []
 
     def flush() -> None:
         for i in range(max(len(removed), len(added))):
-            out.append((removed[i] if i < len(removed) else None, added[i] if i < len(added) else None))
+            lefts.append(removed[i] if i < len(removed) else -1)
+            rights.append(added[i] if i < len(added) else -1)
         removed.clear()
         added.clear()
 
-    for line in lines:
-        if line.kind is LineKind.REMOVED:
+    for index, kind in enumerate(kinds):
+        if kind == _REMOVED:
             if added:  # a removal after additions starts a new block
                 flush()
-            removed.append(line)
-        elif line.kind is LineKind.ADDED:
-            added.append(line)
+            removed.append(index)
+        elif kind == _ADDED:
+            added.append(index)
         else:
             flush()
-            out.append((line, line if line.kind is LineKind.CONTEXT else None))
+            lefts.append(index)
+            rights.append(index if kind == _CONTEXT else -1)
     flush()
-    return out
+    return tuple(lefts), tuple(rights)
+
+
+def _pair_at(lines: HunkLines, left: int, right: int) -> tuple[DiffLine | None, DiffLine | None]:
+    """The lines at these indices (-1: none); a context line is the same object on both sides."""
+    old = lines.line(left) if left >= 0 else None
+    new = old if right == left else lines.line(right) if right >= 0 else None
+    return old, new
+
+
+def _pairs(lines: HunkLines) -> list[tuple[DiffLine | None, DiffLine | None]]:
+    """Every row's lines side by side (see :func:`_pair_indices`)."""
+    return [_pair_at(lines, left, right) for left, right in zip(*_pair_indices(lines.kinds), strict=True)]
 
 
 class _Placer:
