@@ -111,6 +111,20 @@ async def test_a_scroll_position_saved_far_back_is_restored(tmp_path: Path) -> N
         assert log.mounted_rows > FIRST
 
 
+@pytest.mark.parametrize("lines", [1, 3])
+async def test_a_scroll_position_saved_a_few_lines_back_is_restored_there(tmp_path: Path, lines: int) -> None:
+    """The rows of a first page past those that fill the pane are mounted after its first frame,
+    above: a position restored before they were laid out came back 10-40 lines higher."""
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        sid, log = await opened(app, pilot, lambda session: fill(session, 200))
+        app.pane.scroll_back(sid, lines)
+        await wait_for(pilot, lambda: log.mounted_rows >= FIRST, what="the whole first page")
+        for _ in range(5):  # laid out, restored, and laid out again
+            await pilot.pause()
+        assert log.scroll_back == lines
+
+
 async def test_a_chat_at_its_end_reads_as_not_scrolled_back_however_short(tmp_path: Path) -> None:
     """What is saved at quit and restored at the next start: a chat following its end must
     read 0, or the next start hides the end of a reply finished meanwhile. Textual sets an

@@ -428,8 +428,10 @@ class DashboardScreen(Screen[None]):
             self.pane.restore_drafts({sid: self._drafts_waiting.pop(sid) for sid in arrived})
         self.team.changed(views, previous)
         if self.selected not in current:
-            saved, self._saved_selection = self._saved_selection, None  # where the user was: once
-            self.selected = saved if saved in current else views[0].id if views else None
+            # Where the user was, once it is here (a redraw before it came, a fleet host's, keeps it).
+            saved = self._saved_selection if self._saved_selection in current else None
+            self.selected = saved or (views[0].id if views else None)
+            self._saved_selection = None if saved else self._saved_selection
             self.pane.bind(self.selected)
         if self.selected is not None:
             self.attention.seen(self.selected)
@@ -546,6 +548,7 @@ class DashboardScreen(Screen[None]):
         """Put a session on screen; the prompt editor follows at once (this keystroke)."""
         if session_id not in self.engine.ids():
             return
+        self._saved_selection = None  # a session chosen: where the user was last time is no more
         self.pane.bind(session_id)
         if session_id == self.selected:
             return

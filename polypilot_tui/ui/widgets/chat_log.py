@@ -126,10 +126,13 @@ class ChatLog(VerticalScroll):
         page is mounted above rows that are all there, never above rows being removed."""
         self._fill_due = False
         self._opened = 0
+        """Times the log was paged in afresh (a page due from before is not mounted after)."""
         self._due: int | None = None
         """Where the rows of the first page not mounted yet start (None: none are due)."""
         self._due_asked = False
-        """Times the log was paged in afresh (a page due from before is not mounted after)."""
+        """The rest of the first page is asked for (after the frame of the rows that fill the pane)."""
+        self._unlaid = False
+        """Rows were mounted above since the last layout: ``max_scroll_y`` does not count them yet."""
 
     @property
     def mounted_rows(self) -> int:
@@ -156,6 +159,13 @@ class ChatLog(VerticalScroll):
         """Scroll back to ``lines`` above the end (as saved at the last quit)."""
         if lines <= 0 or not self._laid_out():
             return  # hidden meanwhile: its layout says nothing, and paging in blind costs rows
+        if self._due is not None or self._unlaid:
+            # The rest of the first page goes above first, and is laid out, or the end it is
+            # measured from moves after the scroll (a position saved 3 lines back came back 14).
+            if self._due is not None:
+                await self._load_down_to(self._due, self._opened)
+            self.call_after_refresh(self.restore_scroll_back, lines)
+            return
         if self.max_scroll_y < lines and self._first:
             # Not that far back mounted yet: a page more, and again once it is laid out.
             if not self._loading.locked():
@@ -241,8 +251,14 @@ class ChatLog(VerticalScroll):
                 await self.mount_all(widgets, before=anchor)
             else:
                 await self.mount_all(widgets)
+            if not self._unlaid:
+                self._unlaid = True
+                self.call_after_refresh(self._laid_out_again)
             await self._sync_placeholders()
         self._fill_later()
+
+    def _laid_out_again(self) -> None:
+        self._unlaid = False
 
     async def _reset(self) -> None:
         """History shrank (it was replaced): start over with fresh widgets."""
