@@ -89,6 +89,11 @@ class HunkLines(Sequence[DiffLine]):
             tuple(line.new_no for line in lines),
         )
 
+    def __setattr__(self, name: str, value: object) -> None:
+        if hasattr(self, name):  # a frozen Hunk is hashed by them: set once, by __init__
+            raise AttributeError(f"a hunk's lines are read-only: {name}")
+        object.__setattr__(self, name, value)
+
     def __len__(self) -> int:
         return len(self.kinds)
 

@@ -55,6 +55,9 @@ def test_a_hunks_lines_read_back_as_they_were_given() -> None:
         HunkLines("+-", ("a",), (None,), (1,))
     with pytest.raises(ValueError, match="a line's kind"):
         HunkLines("?", ("a",), (1,), (1,))
+    with pytest.raises(AttributeError, match="read-only"):  # a frozen Hunk is hashed by them
+        lines.texts = ("x",) * 4
+    assert lines == HunkLines.of(given)
 
 
 def test_the_review_prompt_orders_comments_and_names_every_place() -> None:
