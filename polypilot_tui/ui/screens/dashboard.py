@@ -172,6 +172,7 @@ class DashboardScreen(Screen[None]):
         """Where the user was when the last run ended (restored as sessions are first shown)."""
         self._saved_selection: str | None = None
         """The session the user was on when the dashboard last quit, until first put on screen."""
+        self._recalled = False
         self._ui_saved: UiState | None = None
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False
@@ -243,8 +244,10 @@ class DashboardScreen(Screen[None]):
     def recall_where_the_user_was(self) -> None:
         """Read back where the user was, before the engine starts: the first redraw, which
         its snapshot may bring before :meth:`show_sessions`, opens that session, not the first
-        one (whose history was fetched and drawn for nothing, on some starts)."""
-        if self.engine.persistent:
+        one (whose history was fetched and drawn for nothing, on some starts). An engine in
+        this process keeps its state only once started: read at :meth:`show_sessions` then."""
+        if self.engine.persistent and not self._recalled:
+            self._recalled = True
             self._ui_state, problem = load_ui_state(Path(self.settings.state_dir))
             if problem:
                 self.notify(problem, title="Restore", severity="warning", timeout=10, markup=False)
@@ -253,6 +256,7 @@ class DashboardScreen(Screen[None]):
     async def show_sessions(self) -> None:
         """Once the engine has started: where the user was, or a first session, then the
         heartbeat and the first redraw."""
+        self.recall_where_the_user_was()  # if not read before the engine started
         self.look_for_agents()
         if not self.engine.ids():
             await self.start_first_session()
