@@ -344,6 +344,33 @@ def test_descendants_finds_grandchildren() -> None:
         proc.wait()
 
 
+def test_descendants_of_a_process_that_ends_during_the_walk_are_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI reaped by its watcher while a kill walked /proc (seen in CI): its task folder
+    went between being found and being read, the walk raised FileNotFoundError in the loop's
+    callback, and its sessions were never told it was gone. The race, made certain: the
+    folder is there for every look but reading it (the OS calls a walk reads it with)."""
+    proc = subprocess.Popen(["sleep", "30"])
+    gone = f"/proc/{proc.pid}/task"
+    real_scandir, real_listdir = os.scandir, os.listdir
+
+    def vanished(real: Any) -> Any:
+        def read(path: Any = ".") -> Any:
+            if os.fspath(path) == gone:
+                raise FileNotFoundError(2, "No such file or directory", gone)
+            return real(path)
+
+        return read
+
+    try:
+        monkeypatch.setattr(os, "scandir", vanished(real_scandir))
+        monkeypatch.setattr(os, "listdir", vanished(real_listdir))
+        assert descendants(proc.pid) == []
+    finally:
+        monkeypatch.undo()
+        proc.kill()
+        proc.wait()
+
+
 class FakeRpc:
     def __init__(self, handler: Any) -> None:
         self.notification_handler = handler

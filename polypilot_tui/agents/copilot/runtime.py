@@ -126,7 +126,11 @@ def descendants(pid: int) -> list[int]:
     stack = [pid]
     while stack:
         parent = stack.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except OSError:  # it ended (and was reaped) while we looked: it has no children now
+            continue
+        for task in tasks:
             try:
                 children = (task / "children").read_text().split()
             except OSError:
