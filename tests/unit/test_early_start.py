@@ -136,7 +136,9 @@ def test_an_early_cli_the_validated_settings_disagree_with_is_killed_before_it_i
     assert sent.get(early, "") == "", f"{why}: the early CLI was sent something"
     assert not alive(early)
     if "sandbox" not in change and "network" not in change:  # the right one was started, as the file says now
-        assert len(events) == 4 and events[3].endswith(" --changed") and events[3].split()[1] != str(early), why
+        # (the fake CLI speaks no JSON-RPC: a loaded run may start it again; each is the right one)
+        later = events[3:]
+        assert later and all(e.endswith(" --changed") and e.split()[1] != str(early) for e in later), why
     else:  # the sandboxed session starts its own CLI in its sandbox, never outside it
         assert all(event.endswith(" in bwrap") for event in events[3:]), why
 
