@@ -15,9 +15,7 @@ with ctrl+q:
 The dashboard's markers are every saved session's name (the session list) and the prompt's
 hint ("Enter sends"). Bytecode is cached as after ``pip install`` (PYTHONDONTWRITEBYTECODE is
 dropped, and each start runs once untimed first): compiling our modules from source at every
-start is no cost a user pays. Nor is trio: httpcore imports it whenever it is installed
-(~90 ms of CPU), and only the test extras install it (selenium's), so every start here runs with
-it hidden, as a user's install has none. Medians and ratios to the floor are printed.
+start is no cost a user pays. Medians and ratios to the floor are printed.
 
     python -m bench.process_start [--repeat 7]
 """
@@ -77,18 +75,9 @@ def polypilot_argv() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "polypilot_tui"]
 
 
-HIDE_TRIO = 'raise ModuleNotFoundError("hidden by the bench: a user\'s install has no trio", name="trio")\n'
-"""A ``trio`` module first on the path that says it is not installed (httpcore then goes without)."""
-
-
 def environment(state: Path) -> dict[str, str]:
-    """This state folder and an empty config folder; none of the developer's POLYPILOT_* settings;
-    trio hidden (see :data:`HIDE_TRIO`; the folder is made in ``state``)."""
-    hidden = state / "hidden"
-    hidden.mkdir(exist_ok=True)
-    (hidden / "trio.py").write_text(HIDE_TRIO)
+    """This state folder and an empty config folder; none of the developer's POLYPILOT_* settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hidden), env.get("PYTHONPATH", "")]))
     env |= {"POLYPILOT_STATE_DIR": str(state / "state"), "POLYPILOT_CONFIG_DIR": str(state / "config")}
     env |= {"TERM": "xterm-256color", "POLYPILOT_RECORD": "false", "POLYPILOT_DEFAULT_AGENT": "demo"}
     for name in ("COLUMNS", "LINES", "PYTHONDONTWRITEBYTECODE"):

@@ -1,4 +1,4 @@
-"""The one client of an engine service, over its Unix socket (httpcore): for the dashboard's
+"""The one client of an engine service, over its Unix socket: for the dashboard's
 RemoteEngine and for every command.
 
 :meth:`EngineClient.call` asks any verb of engine/verbs.py (its path, body and reply all come
@@ -10,22 +10,21 @@ folder, and the process listening on it must run as this user (``SO_PEERCRED``):
 user's listener put at the engine's path gets nothing (:class:`~polypilot_tui.infra.private.NotPrivate`,
 which no caller takes for "no engine runs").
 
-httpcore, not httpx over it: a client on one socket needs none of httpx's URL, cookie, auth
-or redirect handling, and importing httpx (with its command line's click, pygments and Rich
-progress bars, whenever click is installed) was ~45-110 ms of every dashboard's start and
-every command's.
+HTTP is spoken by service/unix_http.py (h11, a connection per request): a client on one socket
+needs none of httpx's URL, cookie, auth or redirect handling (importing httpx, with its command
+line's click, pygments and Rich progress bars, was ~45-110 ms of every start), nor httpcore's pool
+(its anyio locks were ~15 ms of every dashboard's first frame).
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket as sockets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
-
-import httpcore
 
 from polypilot_tui.config import Settings
 from polypilot_tui.domain.chat import ChatItem
@@ -39,6 +38,7 @@ from polypilot_tui.infra.private import NotPrivate, check_private_socket
 from polypilot_tui.service.address import API
 from polypilot_tui.service.peer import foreign_peer
 from polypilot_tui.service.sse import StreamEvent, read_events
+from polypilot_tui.service.unix_http import Answer, LinkError, LinkSilent, Timeouts, exchange
 
 REQUEST_TIMEOUT = 120.0
 """Seconds a request may take: a stop waits for its grace period, a connect for an agent."""
@@ -51,10 +51,6 @@ SILENCE_LIMIT = 2.5 * STREAM_KEEPALIVE
 or the link to it dead without a word (an SSH forward whose network went away)."""
 CONNECT_TIMEOUT = 5.0
 """Seconds a connection to the socket may take."""
-ORIGIN = "http://engine"
-"""The URLs' scheme and host: the socket is the address, the host a name for the logs."""
-TRANSPORT_ERRORS = (httpcore.NetworkError, httpcore.TimeoutException, httpcore.ProtocolError, FileNotFoundError)
-"""What a request fails with when no engine answers, or the one that did went away."""
 
 
 Q = TypeVar("Q")
@@ -76,26 +72,18 @@ class EngineClient:
         self.socket = Path(socket)
         self.silence = silence
         """Seconds the stream may go without a byte (see :data:`SILENCE_LIMIT`)."""
-        # Plain HTTP: no TLS context is made (httpx's default loaded the CA bundle, ~20 ms each).
-        # As many connections as httpx allowed: a stream holds one for as long as it is followed.
-        self._http = httpcore.AsyncConnectionPool(
-            uds=str(socket), max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0
-        )
         self._timeout = timeout
         self._closed = False
-        """Closed by :meth:`aclose`: httpcore's pool would open a new connection for a later request."""
+        """Closed by :meth:`aclose`: nothing is sent after, and the answers being read are cut."""
+        self._answers: set[Answer] = set()
+        """The answers being read (a stream's for as long as it is followed)."""
         self._api: int | None = None
         """The engine's API version, once a request needed it (see :meth:`_require_sandboxes`)."""
 
     async def aclose(self) -> None:
         self._closed = True
-        await self._http.aclose()
-
-    def _open(self) -> None:
-        """Refuse a request on a closed client (a verb asked while the dashboard detaches):
-        it must not reach the engine, nor leave a connection open."""
-        if self._closed:
-            raise EngineUnreachable(f"the client of {self.socket} is closed")
+        for answer in list(self._answers):
+            answer.cut()
 
     async def call(self, verb: Verb[Q, R], request: Q) -> R:
         """Ask ``verb``; its reply, or the error the engine answered (UnknownSession for a 404…)."""
@@ -145,57 +133,51 @@ class EngineClient:
             if start >= page.total:
                 return
 
-    async def _check(self, event: str, info: dict[str, Any]) -> None:
-        """httpcore's trace hook: a new connection is checked before anything is sent on it."""
-        if event == "connection.connect_unix_socket.started":
-            with contextlib.suppress(FileNotFoundError):  # nothing there: the connect says no engine answers
-                check_private_socket(self.socket)
-        elif event == "connection.connect_unix_socket.complete":
-            stream = info["return_value"]
-            try:
-                other = foreign_peer(stream.get_extra_info("socket"))
-                who = other.describe() if other is not None else ""
-            except OSError as exc:
-                who = f"who cannot be told: {exc}"
-            if who:
-                await stream.aclose()
-                raise NotPrivate(
-                    self.socket,
-                    f"is listened on by a process of another user ({who}): it is not your engine, and "
-                    "nothing was sent to it",
-                    "have that socket removed (by that user or root)",
-                )
+    def _check(self, connected: sockets.socket) -> None:
+        """A new connection, before anything is sent on it: it must be to this user's engine."""
+        try:
+            other = foreign_peer(connected)
+            who = other.describe() if other is not None else ""
+        except OSError as exc:
+            who = f"who cannot be told: {exc}"
+        if who:
+            raise NotPrivate(
+                self.socket,
+                f"is listened on by a process of another user ({who}): it is not your engine, and "
+                "nothing was sent to it",
+                "have that socket removed (by that user or root)",
+            )
 
-    def _extensions(self, read: float, rest: float | None) -> dict[str, Any]:
-        """A request's timeouts (``read``: the longest silence; ``rest``: writing it and waiting
-        for a connection) and the connection check."""
-        return {
-            "timeout": {"connect": CONNECT_TIMEOUT, "read": read, "write": rest, "pool": rest},
-            "trace": self._check,
-        }
+    @asynccontextmanager
+    async def _exchange(self, method: str, target: str, body: bytes, timeouts: Timeouts) -> AsyncIterator[Answer]:
+        """One request on a new, checked connection; its answer until the block ends."""
+        if self._closed:  # a verb asked while the dashboard detaches: it must not reach the engine
+            raise EngineUnreachable(f"the client of {self.socket} is closed")
+        with contextlib.suppress(FileNotFoundError):  # nothing there: the connect says no engine answers
+            check_private_socket(self.socket)
+        headers = [("Content-Type", "application/json")] if method == "POST" else []
+        async with exchange(self.socket, method, target, headers, body, timeouts, self._check) as answer:
+            self._answers.add(answer)
+            try:
+                yield answer
+            finally:
+                self._answers.discard(answer)
 
     async def _request(self, verb: Verb[Any, Any], method: str, path: str, body: bytes = b"") -> Any:
-        self._open()
-        headers = [("Host", "engine")]
-        if method == "POST":
-            headers += [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         try:
-            response = await self._http.request(
-                method,
-                ORIGIN + path,
-                headers=headers,
-                content=body or None,
-                extensions=self._extensions(self._timeout, self._timeout),
-            )
-        except TRANSPORT_ERRORS as exc:
-            raise EngineUnreachable(f"no engine answers on {self.socket} ({_said(exc)})") from None
+            async with self._exchange(
+                method, path, body, Timeouts(CONNECT_TIMEOUT, self._timeout, self._timeout)
+            ) as answer:
+                status, content = answer.status, await answer.read()
+        except LinkError as exc:
+            raise EngineUnreachable(f"no engine answers on {self.socket} ({exc})") from None
         try:
-            data = load_json(response.content, f"the engine's answer to {verb.name}") if response.content else {}
+            data = load_json(content, f"the engine's answer to {verb.name}") if content else {}
         except ValueError as exc:
             raise EngineError(str(exc)) from None
-        if response.status >= 400:
+        if status >= 400:
             message = data.get("error") if isinstance(data, dict) else None
-            raise verb.refusal(response.status)(str(message or f"HTTP {response.status}"))
+            raise verb.refusal(status)(str(message or f"HTTP {status}"))
         return data
 
     @asynccontextmanager
@@ -204,26 +186,18 @@ class EngineClient:
         narrow it (``session=ID``, and ``events="1"`` for that session's agent events too). A
         stream silent for :attr:`silence` seconds ends with :class:`EngineSilent`; an event
         over :data:`MAX_EVENT` bytes ends it with ValueError."""
-        self._open()
-        url = ORIGIN + API + "/stream" + (f"?{urlencode(params)}" if params else "")
+        target = API + "/stream" + (f"?{urlencode(params)}" if params else "")
         try:
-            async with self._http.stream(
-                "GET", url, headers=[("Host", "engine")], extensions=self._extensions(self.silence, None)
-            ) as response:
-                if response.status != 200:
-                    raise EngineError(_refusal(response.status, await response.aread()))
-                yield read_events(response.aiter_stream(), MAX_EVENT)
-        except httpcore.ReadTimeout:
+            async with self._exchange("GET", target, b"", Timeouts(CONNECT_TIMEOUT, self.silence, None)) as answer:
+                if answer.status != 200:
+                    raise EngineError(_refusal(answer.status, await answer.read()))
+                yield read_events(answer.chunks(), MAX_EVENT)
+        except LinkSilent:
             raise EngineSilent(
                 f"the engine on {self.socket} said nothing for {self.silence:g} s (stopped or hung?)"
             ) from None
-        except TRANSPORT_ERRORS as exc:  # refused, or cut off (a killed engine)
-            raise EngineUnreachable(f"the engine on {self.socket} is gone ({type(exc).__name__})") from None
-
-
-def _said(exc: Exception) -> str:
-    """What a transport error says (httpcore's often say nothing: then its kind)."""
-    return str(exc) or type(exc).__name__
+        except LinkError as exc:  # refused, or cut off (a killed engine)
+            raise EngineUnreachable(f"the engine on {self.socket} is gone ({exc})") from None
 
 
 def _refusal(status: int, body: bytes) -> str:

@@ -95,6 +95,7 @@ OURS = frozenset(
         "polypilot_tui.service.remote",
         "polypilot_tui.service.spawn",
         "polypilot_tui.service.sse",
+        "polypilot_tui.service.unix_http",
         "polypilot_tui.storage",
         "polypilot_tui.storage.lock",
         "polypilot_tui.storage.notices",
@@ -146,22 +147,12 @@ OURS = frozenset(
 THIRD_PARTY = frozenset(
     {
         "annotated_types",  # pydantic's
-        "anyio",  # httpx's
-        "attr",  # trio's
-        "attrs",  # trio's
-        "certifi",  # httpcore's
-        "h11",  # httpcore's
-        "httpcore",  # the engine's client (service/client.py)
-        "idna",  # httpcore's
-        "outcome",  # trio's
+        "h11",  # HTTP/1.1 of the engine's client (service/unix_http.py)
         "platformdirs",  # the config and state folders
         "pydantic",  # the settings (config.py), the engine codec
         "pydantic_core",  # pydantic's
         "rich",  # Textual's
-        "sniffio",  # httpcore's and anyio's
-        "sortedcontainers",  # trio's
         "textual",  # the UI
-        "trio",  # httpcore tries it when installed (selenium, a test dependency, installs it)
         "typing_extensions",  # pydantic's, Textual's
         "typing_inspection",  # pydantic's
     }

@@ -1,0 +1,168 @@
+"""HTTP/1.1 to a server on a Unix socket: one connection per request, spoken with h11.
+
+The engine's client used httpcore's connection pool, whose locks on asyncio are anyio's:
+importing anyio's asyncio back end at the first request was ~15 ms of every dashboard's first
+frame (with httpcore's own import, ~20 ms of ~490). A connection to a Unix socket costs tens of
+microseconds, so keeping connections alive saves nothing a pool is worth: each request opens
+one, says ``Connection: close``, and reads its answer to the end.
+
+A connection is handed to ``check`` before a byte is sent on it (the client refuses a listener
+of another user there). Every wait is bounded: connecting, writing, and each read (the longest
+silence allowed, which is what a stream that may go quiet needs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import h11
+
+READ_SIZE = 64 * 1024
+"""Bytes asked of the socket at a time."""
+
+
+class LinkError(Exception):
+    """No answer can be had: the socket refused or is gone, or the server broke HTTP."""
+
+
+class LinkTimeout(LinkError):
+    """The server took longer than allowed to accept the connection or to take the request."""
+
+
+class LinkSilent(LinkTimeout):
+    """The server said nothing for longer than allowed while its answer was read."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds each wait may take (None: as long as it takes)."""
+
+    connect: float
+    read: float | None
+    """The longest silence while the answer is read."""
+    write: float | None
+
+
+class Answer:
+    """The server's answer: its status, then its body as it comes."""
+
+    def __init__(self, status: int, link: _Link) -> None:
+        self.status = status
+        self._link = link
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body, a piece at a time, to its end (LinkError if the connection is cut first)."""
+        while True:
+            event = await self._link.next_event()
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    def cut(self) -> None:
+        """End the connection now: a read under way ends with LinkError."""
+        with contextlib.suppress(OSError):
+            self._link.socket.shutdown(socket.SHUT_RDWR)
+
+
+class _Link:
+    """One connection (a non-blocking socket on the running loop) and h11's state of it."""
+
+    def __init__(self, connection: socket.socket, timeouts: Timeouts) -> None:
+        self.socket = connection
+        self.timeouts = timeouts
+        self.http = h11.Connection(h11.CLIENT)
+        self.loop = asyncio.get_running_loop()
+
+    async def send(self, *events: h11.Event) -> None:
+        data = b"".join(self.http.send(event) or b"" for event in events)
+        try:
+            async with asyncio.timeout(self.timeouts.write):
+                await self.loop.sock_sendall(self.socket, data)
+        except TimeoutError:
+            raise LinkTimeout(f"the request was not taken in {self.timeouts.write:g} s") from None
+        except OSError as exc:
+            raise LinkError(_said(exc)) from None
+
+    async def next_event(self) -> h11.Event:
+        while True:
+            try:
+                event = self.http.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise LinkError(f"the answer is not HTTP ({exc})") from None
+            if isinstance(event, h11.ConnectionClosed):
+                raise LinkError("the connection was closed before the answer ended")
+            if isinstance(event, h11.Event):
+                return event
+            if event is h11.PAUSED:  # only after a whole answer, which nothing reads past
+                raise LinkError("the server said more than one answer")
+            try:
+                async with asyncio.timeout(self.timeouts.read):
+                    data = await self.loop.sock_recv(self.socket, READ_SIZE)
+            except TimeoutError:
+                raise LinkSilent(f"nothing was said for {self.timeouts.read:g} s") from None
+            except OSError as exc:
+                raise LinkError(_said(exc)) from None
+            self.http.receive_data(data)  # b"": the server closed its end
+
+
+@contextlib.asynccontextmanager
+async def exchange(
+    path: Path,
+    method: str,
+    target: str,
+    headers: Sequence[tuple[str, str]],
+    body: bytes,
+    timeouts: Timeouts,
+    check: Callable[[socket.socket], None],
+) -> AsyncIterator[Answer]:
+    """Send one request on a new connection to ``path``; its answer, until the block ends (the
+    connection is closed then). ``check`` sees the connected socket before anything is sent
+    (what it raises is raised here)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.setblocking(False)
+        try:
+            async with asyncio.timeout(timeouts.connect):
+                await asyncio.get_running_loop().sock_connect(connection, str(path))
+        except TimeoutError:
+            raise LinkTimeout(f"no connection in {timeouts.connect:g} s") from None
+        except OSError as exc:
+            raise LinkError(_said(exc)) from None
+        check(connection)
+        link = _Link(connection, timeouts)
+        framing = [("Content-Length", str(len(body)))] if body or method == "POST" else []
+        request = h11.Request(
+            method=method, target=target, headers=[("Host", "engine"), ("Connection", "close"), *framing, *headers]
+        )
+        try:
+            await link.send(request, *([h11.Data(data=body)] if body else []), h11.EndOfMessage())
+        except LinkTimeout:
+            raise
+        except LinkError as unsent:
+            # The server may have answered before it stopped reading (a 413 for a body over its
+            # limit): that answer is the one to tell.
+            try:
+                event = await link.next_event()
+            except LinkError:
+                raise unsent from None
+        else:
+            event = await link.next_event()
+        while isinstance(event, h11.InformationalResponse):  # a 100 Continue: the answer follows
+            event = await link.next_event()
+        if not isinstance(event, h11.Response):
+            raise LinkError("the server answered no HTTP response")
+        yield Answer(event.status_code, link)
+
+
+def _said(exc: OSError) -> str:
+    """What a socket error says (often nothing but its kind)."""
+    return str(exc) or type(exc).__name__
