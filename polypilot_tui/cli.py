@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from polypilot_tui.agents.head_start import EarlyCli
     from polypilot_tui.domain.hosts import HostEntry
     from polypilot_tui.domain.sandbox import Sandbox
+    from polypilot_tui.service.spawn import EarlyEngine
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -402,13 +403,14 @@ def load_catalog(settings: Settings) -> AgentCatalog:
         raise SystemExit(EXIT_USAGE) from None
 
 
-def main(argv: Sequence[str] | None = None, early: EarlyCli | None = None) -> int:
+def main(argv: Sequence[str] | None = None, early: EarlyCli | None = None, engine: EarlyEngine | None = None) -> int:
     """Run the command; a stdout closed under it (``polypilot status | head -1``) ends it quietly.
-    ``early``: a ``run``'s CLI started before the settings were read (entry.py)."""
+    ``early``: a ``run``'s CLI, ``engine``: a plain start's engine, started before the settings
+    were read (entry.py)."""
     from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, stdout_to_devnull
 
     try:
-        code = _command(argv, early)
+        code = _command(argv, early, engine)
         sys.stdout.flush()  # a reader that left shows here, not in the interpreter's last flush
     except BrokenPipeError:
         stdout_to_devnull()
@@ -480,7 +482,7 @@ def _ssh_options_joined(argv: Sequence[str]) -> list[str]:
     return joined
 
 
-def _command(argv: Sequence[str] | None, early: EarlyCli | None = None) -> int:
+def _command(argv: Sequence[str] | None, early: EarlyCli | None = None, engine: EarlyEngine | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_ssh_options_joined(sys.argv[1:] if argv is None else argv))
     headless_run = args.command == "run" and args.fan_out is None
@@ -575,11 +577,11 @@ def _command(argv: Sequence[str] | None, early: EarlyCli | None = None) -> int:
     entries = hosts_or_exit()
     if entries:
         setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=args.log_file)
-        spawned = spawn_early(settings)
+        spawned = spawn_early(settings, engine)
         from polypilot_tui.ui.launch import run_fleet
 
         return run_fleet(settings, entries, args.ssh_option, spawned)
-    return cmd_attach(settings, args.log_file)
+    return cmd_attach(settings, args.log_file, engine)
 
 
 def hosts_or_exit() -> list[HostEntry]:
@@ -742,20 +744,24 @@ def cmd_tui(settings: Settings, log_file: Path | None = None) -> int:
         QUIT_NOTES.clear()
 
 
-def cmd_attach(settings: Settings, log_file: Path | None = None) -> int:
+def cmd_attach(settings: Settings, log_file: Path | None = None, engine: EarlyEngine | None = None) -> int:
     """The dashboard, attached to the state folder's engine (started detached when none runs)."""
     setup_file_logging(Path(settings.state_dir), "dashboard.log", extra_file=log_file)
-    spawned = spawn_early(settings)
+    spawned = spawn_early(settings, engine)
     from polypilot_tui.ui.launch import run_attached
 
     return run_attached(settings, spawned)
 
 
-def spawn_early(settings: Settings) -> subprocess.Popen[bytes] | None:
+def spawn_early(settings: Settings, early: EarlyEngine | None = None) -> subprocess.Popen[bytes] | None:
     """The state folder's engine, started now when none runs, so that it loads while the
-    dashboard's UI is imported (a plain start and a fleet's alike); None when one runs."""
+    dashboard's UI is imported (a plain start and a fleet's alike); None when one runs.
+    ``early``: the one entry.py started already, taken when it is this folder's."""
     from polypilot_tui.service.spawn import engine_listening, spawn_engine
 
+    claimed = early.claim(settings) if early is not None else None
+    if claimed is not None:
+        return claimed
     try:
         return None if engine_listening(settings) else spawn_engine(settings)
     except OSError:  # the folder cannot even be made: the dashboard's connect says so on screen

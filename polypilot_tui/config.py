@@ -18,7 +18,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from polypilot_tui.domain.agents import why_missing
@@ -38,6 +37,7 @@ from polypilot_tui.infra.settings_sources import AgentsFileError as AgentsFileEr
 from polypilot_tui.infra.settings_sources import ConfigFileError as ConfigFileError
 from polypilot_tui.infra.settings_sources import SettingsError as SettingsError
 from polypilot_tui.infra.settings_sources import config_dir as config_dir
+from polypilot_tui.infra.settings_sources import default_state_dir
 from polypilot_tui.infra.settings_sources import gathered_settings as gathered_settings
 from polypilot_tui.infra.settings_sources import read_toml_text as read_toml_text
 
@@ -111,7 +111,7 @@ class Settings(BaseModel):
     """UI heartbeat: refresh "ago" labels and catch missed redraws."""
     permission_policy: PermissionPolicy = PermissionPolicy.ASK
     """ask (default), allow, deny or allow-in-sandbox."""
-    state_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)))
+    state_dir: Path = Field(default_factory=default_state_dir)
     """Registry, history database, recordings and logs."""
     agents_file: Path | None = None
     """TOML file of agents (POLYPILOT_AGENTS_FILE or --agents-file; default ``agents.toml`` in

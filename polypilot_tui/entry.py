@@ -14,7 +14,9 @@ them back with a pause where the user starts typing, or the engine first answers
 
 A plain ``polypilot run`` starts its Copilot CLI here, before anything else is imported
 (agents/head_start.py): the CLI boots while the settings, the engine and the SDK load, and the
-run takes it only if it is exactly the one the validated settings ask for.
+run takes it only if it is exactly the one the validated settings ask for. A plain ``polypilot``
+starts its engine here when none runs (service/spawn.py), for the state folder the raw settings
+name: the dashboard takes it only for exactly the folder its validated settings name.
 """
 
 from __future__ import annotations
@@ -26,15 +28,21 @@ import sys
 def main() -> int:
     gc.disable()
     early = None
+    engine = None
     if "run" in sys.argv[1:4]:  # `polypilot run`: its agent boots while the rest loads
         from polypilot_tui.agents.head_start import start_early
 
         early = start_early(sys.argv[1:])
+    elif not sys.argv[1:]:  # a plain `polypilot`: its engine, when none runs, loads while the dashboard does
+        from polypilot_tui.service.spawn import start_engine_early
+
+        engine = start_engine_early()
     try:
         from polypilot_tui.cli import main as run_command
 
-        return run_command(early=early)
+        return run_command(early=early, engine=engine)
     finally:
-        if early is not None:
-            early.discard()  # never left running unclaimed, however the command ended
+        for started in (early, engine):
+            if started is not None:
+                started.discard()  # never left running unclaimed, however the command ended
         gc.enable()

@@ -50,6 +50,11 @@ def config_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(chosen).expanduser() if chosen else Path(platformdirs.user_config_dir(APP_NAME))
 
 
+def default_state_dir() -> Path:
+    """The state folder when no setting names one: the platform's (XDG on Linux)."""
+    return Path(platformdirs.user_state_dir(APP_NAME))
+
+
 class ConfigFileError(ValueError):
     """``config.toml`` cannot be used; the message names the file and why."""
 

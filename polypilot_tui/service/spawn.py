@@ -1,7 +1,9 @@
 """Finding the engine of a state folder, and starting one (detached) when none runs.
 
-Light to import (the engine's client and verbs are imported when first asked): the dashboard
-starts its engine with :func:`spawn_engine` before its UI is imported, so the two load at once.
+Light to import (the engine's client and verbs are imported when first asked; the settings'
+models are not needed): a plain ``polypilot`` starts its engine before anything else is loaded
+(:func:`start_engine_early`, from entry.py, on the raw settings), else the dashboard does with
+:func:`spawn_engine` before its UI is imported, so the two load at once.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from polypilot_tui.config import Settings
 from polypilot_tui.infra.private import open_private, private_dir
 from polypilot_tui.service.address import socket_path
 from polypilot_tui.storage.lock import lock_holder
 
 if TYPE_CHECKING:
+    from polypilot_tui.config import Settings
     from polypilot_tui.engine.verbs import EngineInfo
 
 START_TIMEOUT = 30.0
@@ -31,6 +33,18 @@ POLL = 0.01
 one request once the socket is there)."""
 LAST_WORDS_BYTES = 16384
 """Bytes of the end of ``engine.err`` read for the engine's last words."""
+EARLY_STOP_WAIT = 5.0
+"""Seconds an early engine nobody claimed has to end on SIGTERM before it is killed."""
+
+
+class EngineHome(Protocol):
+    """Which engine: its state folder and agents file (the settings', or the raw sources')."""
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def agents_file(self) -> Path | None: ...
 
 
 async def engine_info(settings: Settings) -> EngineInfo | None:
@@ -50,7 +64,7 @@ async def engine_info(settings: Settings) -> EngineInfo | None:
         await client.aclose()
 
 
-def engine_command(settings: Settings) -> tuple[list[str], dict[str, str]]:
+def engine_command(settings: EngineHome) -> tuple[list[str], dict[str, str]]:
     """How to start this state folder's engine: argv and environment (settings pass as POLYPILOT_*)."""
     env = dict(os.environ)
     env["POLYPILOT_STATE_DIR"] = str(Path(settings.state_dir).resolve())
@@ -60,7 +74,7 @@ def engine_command(settings: Settings) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-P", "-m", "polypilot_tui", "serve"], env
 
 
-def engine_listening(settings: Settings) -> bool:
+def engine_listening(settings: EngineHome) -> bool:
     """Whether something accepts a connection on the state folder's engine socket: a quick
     look without HTTP, for before the dashboard's UI (and the engine's client) is imported."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
@@ -72,7 +86,7 @@ def engine_listening(settings: Settings) -> bool:
     return True
 
 
-def spawn_engine(settings: Settings) -> subprocess.Popen[bytes] | None:
+def spawn_engine(settings: EngineHome) -> subprocess.Popen[bytes] | None:
     """Start the state folder's engine detached, without waiting for it; None when a process
     holds the folder already (an engine starting, or an old dashboard): that one is waited for."""
     state = private_dir(Path(settings.state_dir))
@@ -112,6 +126,72 @@ async def ensure_engine(
         await asyncio.sleep(POLL)
     who = holder.describe() if holder is not None else f"pid {process.pid if process else '?'}"
     raise EngineError(f"no engine answered on {path} within {timeout:.0f} s ({who} holds the state folder)")
+
+
+class EarlyEngine:
+    """The engine a plain ``polypilot`` started before its settings were validated, for the
+    state folder and agents file the raw sources name (infra/settings_sources.py, which the
+    models read too). The dashboard takes it only for exactly the folder and file the validated
+    settings name; any other ending stops it."""
+
+    def __init__(self, state_dir: Path, agents_file: Path | None) -> None:
+        self.state_dir = state_dir
+        self.agents_file = agents_file
+        self.process: subprocess.Popen[bytes] | None = None
+        self._claimed = False
+
+    def claim(self, settings: EngineHome) -> subprocess.Popen[bytes] | None:
+        """The engine's process when it was started for ``settings``' engine; else it is
+        stopped, and None (the dashboard then finds or starts the right one)."""
+        if (Path(settings.state_dir), settings.agents_file) == (self.state_dir, self.agents_file):
+            self._claimed = True
+            return self.process
+        self.discard()
+        return None
+
+    def discard(self) -> None:
+        """Stop the engine unless the dashboard claimed it (a start that ended before it did)."""
+        process = self.process
+        if self._claimed or process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(EARLY_STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def start_engine_early() -> EarlyEngine | None:
+    """Start the engine of a plain ``polypilot`` now, when none listens, for the state folder
+    and agents file the raw settings name: it loads while the dashboard's settings and UI do.
+    None when one listens, or anything is uncertain (the validated path meets it and says it)."""
+    try:
+        home = raw_engine_home()
+        if home is None:
+            return None
+        early = EarlyEngine(*home)
+        if engine_listening(early):
+            return None
+        early.process = spawn_engine(early)
+    except Exception:  # noqa: BLE001 - whatever it is, the validated path meets it and says it
+        return None
+    return early if early.process is not None else None
+
+
+def raw_engine_home() -> tuple[Path, Path | None] | None:
+    """The state folder and agents file the settings' sources name, read as the models read
+    them (config.py) but without them; None for what only the models can tell."""
+    from polypilot_tui.infra import settings_sources as sources
+
+    raw = sources.gathered_settings({}, sources.DOTENV_FILE)  # as Settings() gathers them
+    state, agents = raw.get("state_dir"), raw.get("agents_file")
+    if not isinstance(state, str | None) or not isinstance(agents, str | None) or "" in (state, agents):
+        return None
+    return (
+        Path(state).expanduser() if state is not None else sources.default_state_dir(),
+        Path(agents).expanduser() if agents is not None else None,
+    )
 
 
 def _last_words(path: Path) -> str:

@@ -1,0 +1,163 @@
+"""A plain ``polypilot``'s early engine (service/spawn.py, from entry.py): started from the raw
+settings before pydantic is imported, taken by the dashboard only for exactly the state folder
+and agents file its validated settings name, stopped otherwise — real processes, real files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polypilot_tui.config import Settings
+from polypilot_tui.service.spawn import EarlyEngine, raw_engine_home, start_engine_early
+from tests.support.engine_service import engine_env
+from tests.support.waiting import until_blocking
+
+PROBE = """
+import sys
+from polypilot_tui.service import spawn
+
+real_spawn, real_claim = spawn.spawn_engine, spawn.EarlyEngine.claim
+
+def spawning(home):
+    process = real_spawn(home)
+    print("spawned", process.pid if process else None, "pydantic" in sys.modules, "textual" in sys.modules, flush=True)
+    return process
+
+def claiming(self, settings):
+    got = real_claim(self, settings)
+    print("claimed", got.pid if got else None, flush=True)
+    raise SystemExit(0)  # the dashboard would start here, on the engine it was given
+
+spawn.spawn_engine = spawning
+spawn.EarlyEngine.claim = claiming
+sys.argv = ["polypilot"]
+from polypilot_tui.entry import main
+sys.exit(main())
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def probe(tmp_path: Path, extra: dict[str, str] | None = None) -> tuple[int, list[list[str]]]:
+    """A plain ``polypilot`` in ``tmp_path``'s state and config folders; its exit code and what it printed."""
+    env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config"), **(extra or {})})
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
+    return done.returncode, [line.split() for line in done.stdout.splitlines()]
+
+
+@contextmanager
+def stopped_after(pids: list[int]) -> Iterator[None]:
+    """Whatever engine a test started is ended when it is over."""
+    try:
+        yield
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_plain_start_spawns_its_engine_before_pydantic_and_the_dashboard_takes_it(tmp_path: Path) -> None:
+    code, said = probe(tmp_path)
+    spawned = [line for line in said if line[0] == "spawned"]
+    pids = [int(line[1]) for line in spawned if line[1] != "None"]
+    with stopped_after(pids):
+        assert code == 0, said
+        # Spawned once, before the settings' models and the UI were imported; the same process taken.
+        assert spawned == [["spawned", str(pids[0]), "False", "False"]], said
+        assert ["claimed", str(pids[0])] in said
+        assert alive(pids[0])  # taken: it outlives the command, as a dashboard's engine does
+
+
+def test_a_start_refused_after_its_engine_was_spawned_stops_that_engine(tmp_path: Path) -> None:
+    """A setting the models refuse (the raw reading does not check it): the command ends with
+    its usage error, and the engine it started early is stopped and reaped, never claimed."""
+    code, said = probe(tmp_path, {"POLYPILOT_HEARTBEAT_SECONDS": "0"})
+    pids = [int(line[1]) for line in said if line[0] == "spawned" and line[1] != "None"]
+    with stopped_after(pids):
+        assert code != 0 and len(pids) == 1 and not any(line[0] == "claimed" for line in said), said
+        assert not alive(pids[0])
+
+
+def test_an_engine_running_already_is_not_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}).items():
+        monkeypatch.setenv(name, value)
+    first = start_engine_early()
+    assert first is not None and first.process is not None
+    try:
+        socket = tmp_path / "state" / "engine.sock"
+        until_blocking(lambda: socket.exists() and start_engine_early() is None, 30.0, "the engine listens")
+    finally:
+        first.discard()
+    assert first.process.returncode is not None  # never claimed: stopped
+
+
+def test_a_claim_for_another_folder_stops_the_early_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in engine_env(tmp_path / "a", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}).items():
+        monkeypatch.setenv(name, value)
+    early = start_engine_early()
+    assert early is not None and early.process is not None and early.state_dir == tmp_path / "a"
+    elsewhere = Settings(_env_file=None, state_dir=tmp_path / "b")
+    assert early.claim(elsewhere) is None
+    assert early.process.returncode is not None  # stopped and reaped
+    same = EarlyEngine(tmp_path / "a", None)
+    same.process = early.process
+    assert same.claim(Settings(_env_file=None, state_dir=tmp_path / "a")) is early.process
+
+
+PATHS = st.sampled_from(["", "~/pp-state", "rel/state", "/tmp/pp state", "~", ".", "a\\b", "~user/x"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    env_state=st.none() | PATHS,
+    env_agents=st.none() | PATHS,
+    file_state=st.none() | PATHS | st.integers(0, 3),
+    file_agents=st.none() | PATHS,
+)
+def test_the_raw_reading_names_the_folder_and_file_the_validated_settings_do(
+    tmp_path_factory: pytest.TempPathFactory,
+    env_state: str | None,
+    env_agents: str | None,
+    file_state: str | int | None,
+    file_agents: str | None,
+) -> None:
+    """Whatever the environment and config.toml say of the state folder and agents file: when the
+    raw reading names an engine, the validated settings name the same one."""
+    config = tmp_path_factory.mktemp("config")
+    lines = [
+        f"{key} = {value!r}" if isinstance(value, int) else f'{key} = "{value}"'
+        for key, value in (("state_dir", file_state), ("agents_file", file_agents))
+        if value is not None
+    ]
+    (config / "config.toml").write_text("\n".join(lines).replace("\\", "\\\\") + "\n")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
+    environ["POLYPILOT_CONFIG_DIR"] = str(config)
+    for name, value in (("POLYPILOT_STATE_DIR", env_state), ("POLYPILOT_AGENTS_FILE", env_agents)):
+        if value is not None:
+            environ[name] = value
+    with mock.patch.dict(os.environ, environ, clear=True):
+        try:
+            raw = raw_engine_home()
+        except Exception:  # noqa: BLE001 - the early start takes any error for "uncertain"
+            raw = None
+        try:
+            validated = Settings()
+        except Exception:  # noqa: BLE001 - refused: the early engine is stopped (the test above)
+            return
+    if raw is not None:
+        assert raw == (validated.state_dir, validated.agents_file)
