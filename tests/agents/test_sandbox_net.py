@@ -532,7 +532,7 @@ def test_a_run_whose_rule_cannot_be_kept_says_so_before_anything_starts(tmp_path
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
     env |= {"POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_AGENTS_FILE": str(agents)}
-    cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", *rule, "hello"]
+    cli = [sys.executable, "-m", "polypilot_tui", "run", "--agent", "fake", *rule, "hello"]
     done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "cannot start sandboxed" in done.stderr and ("network rule" in done.stderr)

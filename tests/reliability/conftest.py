@@ -34,7 +34,7 @@ from tests.support.waiting import until, until_blocking
 
 ROOT = Path(__file__).resolve().parents[2]
 _CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
+POLYPILOT = [sys.executable, "-m", "polypilot_tui"]  # as the `polypilot` script starts (entry.py)
 FAKE_AGENT = ROOT / "tests" / "support" / "fake_acp_agent.py"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from polypilot_tui.config import ConfigFileError, Settings
 
-POLYPILOT = [sys.executable, "-m", "polypilot_tui.cli"]
+POLYPILOT = [sys.executable, "-m", "polypilot_tui"]  # as the `polypilot` script starts (entry.py)
 ROOT = Path(__file__).parents[2]
 
 

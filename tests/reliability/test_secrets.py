@@ -162,7 +162,7 @@ def test_no_planted_secret_reaches_any_file_or_status_after_echoes_failures_and_
     )
     assert "RESTORED" in restored.stdout, restored.stderr[-3000:]
     run = subprocess.run(
-        [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "leaky", "LEAK " + " ".join(secrets.values())],
+        [sys.executable, "-m", "polypilot_tui", "run", "--agent", "leaky", "LEAK " + " ".join(secrets.values())],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -210,7 +210,7 @@ def test_no_planted_secret_reaches_any_file_or_status_after_echoes_failures_and_
 def test_run_creates_the_state_folder_and_its_parents_private(tmp_path: Path) -> None:
     state = tmp_path / "fresh" / "deeper" / "state"  # nothing of it exists yet
     done = subprocess.run(
-        [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "demo", "FAIL?"],
+        [sys.executable, "-m", "polypilot_tui", "run", "--agent", "demo", "FAIL?"],
         cwd=ROOT,
         env=clean_env(state),
         capture_output=True,

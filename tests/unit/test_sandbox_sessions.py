@@ -208,7 +208,7 @@ def test_a_sandboxed_run_without_bwrap_says_how_to_fix_it_and_starts_nothing(tmp
     env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
     env |= {"PATH": str(tmp_path / "bin"), "POLYPILOT_STATE_DIR": str(tmp_path / "state")}
     env["POLYPILOT_AGENTS_FILE"] = str(agents)
-    cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", "hello"]
+    cli = [sys.executable, "-m", "polypilot_tui", "run", "--agent", "fake", "hello"]
     done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "apt install bubblewrap" in done.stderr, done.stderr
     assert "Hello" not in done.stdout and not running(FAKE_AGENT, work)
@@ -247,7 +247,7 @@ def test_a_run_that_asks_the_sandbox_checks_the_agents_network_rule_before_anyth
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("POLYPILOT_")}
     env |= {"POLYPILOT_STATE_DIR": str(tmp_path / "state"), "POLYPILOT_AGENTS_FILE": str(agents)}
-    cli = [sys.executable, "-m", "polypilot_tui.cli", "run", "--agent", "fake", "--sandbox", "workspace", "hello"]
+    cli = [sys.executable, "-m", "polypilot_tui", "run", "--agent", "fake", "--sandbox", "workspace", "hello"]
     done = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "cannot start sandboxed" in done.stderr and "nohost" in done.stderr, done.stderr
     assert not running(FAKE_AGENT, work)
