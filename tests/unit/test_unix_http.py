@@ -32,6 +32,18 @@ async def request_head(reader: asyncio.StreamReader) -> bytes:
     return await reader.readuntil(b"\r\n\r\n")
 
 
+def answering(raw: bytes) -> Handler:
+    """A server that reads a request's head, says ``raw`` and closes."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_head(reader)
+        writer.write(raw)
+        await writer.drain()
+        writer.close()
+
+    return handle
+
+
 def nothing(_connected: socket.socket) -> None:
     """A check that lets every connection through."""
 
@@ -67,23 +79,12 @@ async def test_a_broken_server_is_a_link_error_never_a_hang(tmp_path: Path) -> N
         async with exchange(tmp_path / "none.sock", "GET", "/", [], b"", QUICK, nothing):
             pass
 
-    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_head(reader)
-        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    async with server(tmp_path, garbage) as path:
+    async with server(tmp_path, answering(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")) as path:
         with pytest.raises(LinkError, match="not HTTP"):
             async with exchange(path, "GET", "/", [], b"", QUICK, nothing):
                 pass
 
-    async def cut_short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_head(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
-        await writer.drain()
-        writer.close()
-
+    cut_short = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
     async with server(tmp_path, cut_short) as path, exchange(path, "GET", "/", [], b"", QUICK, nothing) as answer:
         assert answer.status == 200
         with pytest.raises(LinkError):
