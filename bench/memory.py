@@ -1,14 +1,20 @@
 """Memory: resident set size of 50 sessions x 2,000 messages held by the manager.
 
-Measured as the RSS growth over a baseline taken in the same process, plus the absolute RSS
-(target: under 250 MB), and the ratio of the per-message cost to the raw text size.
+Measured in a fresh process (``python -m bench.memory --here``), as the other process rows
+are, so the figure does not depend on which benches ran before it in ``make bench``'s: the RSS
+growth over a baseline taken at that process's start, plus its absolute RSS (target: under
+250 MB), and the ratio of the per-message cost to the raw text size.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
+import json
 import resource
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -52,9 +58,27 @@ async def run() -> list[Row]:
     return [(f"engine memory, {SESSIONS} sessions x {MESSAGES} messages", figure, "< 250 MB")]
 
 
-def main() -> list[Row]:
-    return asyncio.run(run())
+def main(argv: list[str] | None = None) -> list[Row]:
+    """The rows, measured in a fresh process (``--here``: in this one, the rows printed as JSON
+    on the last line for the process that started it)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.memory")
+    parser.add_argument("--here", action="store_true", help="measure in this process")
+    args = parser.parse_args([] if argv is None else argv)  # `python -m bench` calls main()
+    if args.here:
+        rows = asyncio.run(run())
+        print(json.dumps(rows))
+        return rows
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.memory", "--here"],
+        cwd=Path(__file__).parent.parent,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    *details, last = done.stdout.splitlines()
+    print("\n".join(details))
+    return [(path, figure, target) for path, figure, target in json.loads(last)]
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -20,12 +20,12 @@ init). An agent killed instead (it did not honour the abort) takes its whole san
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 from collections.abc import Callable
 
 from polypilot_tui.agents.leash import KILL_ROUNDS, Proc, read_proc, signal_if_same
+from polypilot_tui.infra.process_tree import descendants
 
 log = logging.getLogger(__name__)
 
@@ -33,48 +33,11 @@ Seen = frozenset[tuple[int, int]]
 """Processes as (pid, start time): a reused pid is another process."""
 
 
-def _children(pid: int) -> list[int]:
-    """The children of ``pid`` (of each of its threads); none once it has ended."""
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/children", "rb") as file:
-                found += [int(word) for word in file.read().split()]
-        except (OSError, ValueError):
-            continue  # the thread ended meanwhile
-    return found
-
-
 def sandbox_processes(outer: int) -> dict[int, Proc]:
     """``outer`` (the sandbox's bwrap, as the backend started it) and every live process below
     it. Every process of a pid namespace descends from its init (orphans are reparented to
     it), so this is the whole sandbox."""
-    found: dict[int, Proc] = {}
-    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):  # a kernel without them: by parents
-        everyone = {pid: proc for pid in _all_pids() if (proc := read_proc(pid)) is not None}
-        if outer in everyone:
-            found[outer] = everyone[outer]
-        while grown := {pid: proc for pid, proc in everyone.items() if pid not in found and proc.ppid in found}:
-            found |= grown
-        return found
-    todo = [outer]
-    while todo:
-        pid = todo.pop()
-        if pid not in found and (proc := read_proc(pid)) is not None:
-            found[pid] = proc
-            todo += _children(pid)
-    return found
-
-
-def _all_pids() -> list[int]:
-    try:
-        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
+    return {pid: proc for pid in (outer, *descendants(outer)) if (proc := read_proc(pid)) is not None}
 
 
 def leftovers(outer: int, before: Seen) -> dict[int, Proc]:

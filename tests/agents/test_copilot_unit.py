@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +16,6 @@ from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.copilot.backend import CopilotBackend
 from polypilot_tui.agents.copilot.cli_spec import build_env, provider_dict
 from polypilot_tui.agents.copilot.runtime import (
-    descendants,
     install_hooks,
     open_tool_ids,
     resume_hints,
@@ -29,7 +24,6 @@ from polypilot_tui.agents.copilot.runtime import (
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
-from tests.support.waiting import until_blocking
 
 
 def sdk_event(kind: str, data: dict[str, Any]) -> SessionEvent:
@@ -328,47 +322,6 @@ def test_resume_hints_pending_permission_versus_dropped_turn() -> None:
     assert (hints.still_processing, hints.lost_turn) == (True, True)
     # A pending permission for the open tool means it was never interrupted.
     assert resume_hints(running, 5.0, {"t1"}, processing=True).interrupted_tool is False
-
-
-def test_descendants_finds_grandchildren() -> None:
-    script = "import subprocess, time; subprocess.Popen(['sleep', '5']); time.sleep(5)"
-    proc = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        until_blocking(lambda: descendants(proc.pid), 5, "the child's own children")
-    finally:
-        for pid in [*descendants(proc.pid), proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        proc.wait()
-
-
-def test_descendants_of_a_process_that_ends_during_the_walk_are_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI reaped by its watcher while a kill walked /proc (seen in CI): its task folder
-    went between being found and being read, the walk raised FileNotFoundError in the loop's
-    callback, and its sessions were never told it was gone. The race, made certain: the
-    folder is there for every look but reading it (the OS calls a walk reads it with)."""
-    proc = subprocess.Popen(["sleep", "30"])
-    gone = f"/proc/{proc.pid}/task"
-    real_scandir, real_listdir = os.scandir, os.listdir
-
-    def vanished(real: Any) -> Any:
-        def read(path: Any = ".") -> Any:
-            if os.fspath(path) == gone:
-                raise FileNotFoundError(2, "No such file or directory", gone)
-            return real(path)
-
-        return read
-
-    try:
-        monkeypatch.setattr(os, "scandir", vanished(real_scandir))
-        monkeypatch.setattr(os, "listdir", vanished(real_listdir))
-        assert descendants(proc.pid) == []
-    finally:
-        monkeypatch.undo()
-        proc.kill()
-        proc.wait()
 
 
 class FakeRpc:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polypilot_tui.agents.copilot.runtime import descendants
 from polypilot_tui.agents.npm_cache import COPILOT_CLI
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.infra.process_tree import descendants
 from tests.chaos.drivers import MODEL_PROMPTS, Driver, Expect, ModelServerDriver
 from tests.chaos.scenarios import Outcome, finish, settle_turns
 from tests.support.copilot_e2e import copilot_agent

@@ -26,13 +26,13 @@ from typing import Any, ClassVar
 import pytest
 
 from polypilot_tui.agents import create_backend
-from polypilot_tui.agents.acp.process import descendants
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, load_agents
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import Clock, FakeClock, SystemClock
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.infra.process_tree import descendants
 from tests.chaos.rig import BackendWrapper, Rig, scaled
 from tests.support.acp_agents import codex_agent, opencode_agent, require_binary
 from tests.support.model_server import ModelServer

@@ -29,6 +29,7 @@ from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
+from polypilot_tui.infra import process_tree
 from polypilot_tui.storage.lock import lock_holder
 from tests.support.waiting import until, until_blocking
 
@@ -100,19 +101,8 @@ def alive(pid: int) -> bool:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (children first found through /proc)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        kids = [c for c, p in parents.items() if p == current]
-        found += kids
-        frontier += kids
-    return [p for p in found if alive(p)]
+    """Every live descendant of ``pid``, each before its own children."""
+    return [p for p in process_tree.descendants(pid) if alive(p)]
 
 
 class Dashboard:

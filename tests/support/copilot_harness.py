@@ -15,12 +15,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from polypilot_tui.agents.copilot.runtime import descendants
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.records import Record, ViewChanged
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.infra.process_tree import descendants
 from tests.support.copilot_e2e import KEY, KEY_ENV, copilot_agent
 from tests.support.model_server import ModelServer
 

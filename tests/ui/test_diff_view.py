@@ -372,6 +372,17 @@ def test_a_line_kept_highlighted_is_what_the_highlighter_made_and_the_collector_
     assert len(kept[0][2]) > 5  # coloured: names, numbers, strings, the comment
 
 
+async def moved_and_drawn_ahead(pilot: Pilot[None], lines: DiffLines, cursor: int) -> tuple[int, int, range]:
+    """Move the cursor to ``cursor`` and wait until the rows ahead are drawn: the view's top
+    row, its height, and the rows drawn ahead below it."""
+    await pilot.pause()
+    lines.cursor = cursor
+    await pilot.pause()
+    await drawn_ahead(pilot, lines)
+    top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+    return top, height, range(top + height, top + (1 + WARM_PAGES) * height)
+
+
 async def test_the_rows_kept_drawn_follow_the_height_so_a_tall_view_keeps_what_it_draws_ahead() -> None:
     """Rows are kept drawn for SCREENFULS_KEPT screenfuls of the view's height, set again at
     each resize: few on a small terminal (each kept row is objects the garbage collector
@@ -382,14 +393,10 @@ async def test_the_rows_kept_drawn_follow_the_height_so_a_tall_view_keeps_what_i
         lines = diff_lines(app)
         for size in ((100, 30), (100, 210)):
             await pilot.resize_terminal(*size)
-            await pilot.pause()
-            lines.cursor = 50  # a move: the screenfuls ahead are drawn at this size
-            await pilot.pause()
-            await drawn_ahead(pilot, lines)
-            top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+            top, height, below = await moved_and_drawn_ahead(pilot, lines, 50)  # drawn ahead at this size
             assert lines.strips_kept == SCREENFULS_KEPT * height
             before = lines.drawn
-            ahead = [lines.row_text(i) for i in range(top + height, top + (1 + WARM_PAGES) * height)]
+            ahead = [lines.row_text(i) for i in below]
             assert len(ahead) == WARM_PAGES * height and lines.drawn == before
         assert len(ahead) > 400
 
@@ -404,13 +411,10 @@ async def test_rows_kept_drawn_are_nothing_the_collector_walks_and_textual_gets_
         lines = diff_lines(app)
         for split in (False, True):
             lines.split = split
-            await pilot.pause()
-            lines.cursor = 3 * lines.scrollable_content_region.height  # screenfuls drawn above and below
-            await pilot.pause()
-            await drawn_ahead(pilot, lines)
-            top, height = lines.scroll_offset.y, lines.scrollable_content_region.height
+            cursor = 3 * lines.scrollable_content_region.height  # screenfuls drawn above and below
+            top, height, below = await moved_and_drawn_ahead(pilot, lines, cursor)
             width = lines.scrollable_content_region.width
-            kept = [*range(max(0, top - height), top), *range(top + height, top + (1 + WARM_PAGES) * height)]
+            kept = [*range(max(0, top - height), top), *below]
             before = lines.drawn
             off_screen = {lines.row_text(i) for i in kept}  # drawn ahead, not on screen
             assert len(off_screen) == len(kept) > 2 * height and lines.drawn == before  # all kept

@@ -2,15 +2,19 @@
 mounts two widgets (the keys, the palette key); moving between two idle sessions redraws
 nothing; a key that becomes usable (Esc once a session is marked) is drawn. Each key still
 works as Textual's own footer key did: under the mouse it is highlighted and says its tooltip,
-a click presses it, a click on a key that does not apply now rings the bell."""
+a click presses it, a click on a key that does not apply now rings the bell; and each key is
+drawn cell for cell as Textual's footer draws it, in a dark and a light theme."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pytest
+from rich.style import Style as RichStyle
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 from polypilot_tui.ui.app import PolypilotApp
@@ -118,3 +122,45 @@ async def test_a_key_is_highlighted_under_the_mouse_says_its_tooltip_and_a_click
         await pilot.click(FooterKeys, offset=(column_of(app, " f1 "), 0))  # on the key itself
         await wait_for(pilot, lambda: app.ran == ["three", "one"], what="f1 pressed by a click")
         assert app.bells == 1
+
+
+class Either(Keys):
+    """The bare app's keys under Textual's own footer or ours."""
+
+    def __init__(self, footer: type[Footer]) -> None:
+        super().__init__()
+        self.footer = footer
+
+    def compose(self) -> ComposeResult:
+        yield self.footer()
+
+
+def footer_cells(app: App[Any]) -> list[tuple[str, object, object, bool, bool]]:
+    """The footer line as drawn, cell by cell: its character, colours, bold and dim."""
+    strip = app.screen._compositor.render_strips()[-1]  # noqa: SLF001 - the cells drawn
+    cells = []
+    for segment in strip:  # the footer's characters are one cell each
+        style = segment.style or RichStyle()
+        cells += [(char, style.color, style.bgcolor, bool(style.bold), bool(style.dim)) for char in segment.text]
+    return cells
+
+
+async def drawn(footer: type[Footer], theme: str, hover: str | None) -> list[tuple[str, object, object, bool, bool]]:
+    app = Either(footer)
+    async with app.run_test(size=(80, 3)) as pilot:
+        await wait_for(pilot, lambda: "Three" in screen_lines(app)[-1], what="the keys drawn")
+        app.theme = theme  # once drawn: a new theme redraws them in its colours
+        if hover is not None:
+            await pilot.hover(Footer, offset=(column_of(app, hover), 0))
+        await pilot.pause()
+        return footer_cells(app)
+
+
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "nord"])
+async def test_the_keys_are_drawn_cell_for_cell_as_textuals_footer_draws_them(theme: str) -> None:
+    """Each key in the colours, weight and spacing of Textual's FooterKey: a plain key, one that
+    does not apply now (dimmed), one under the mouse, in a dark and a light theme."""
+    plain, hovered = await drawn(KeyFooter, theme, None), await drawn(KeyFooter, theme, "Three")
+    assert "f2 Two" in "".join(cell[0] for cell in plain) and hovered != plain
+    assert plain == await drawn(Footer, theme, None)
+    assert hovered == await drawn(Footer, theme, "Three")

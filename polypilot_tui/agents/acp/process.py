@@ -16,6 +16,7 @@ from polypilot_tui.agents.leash import leashed
 from polypilot_tui.agents.locate import argv_of, find_command, missing_command, not_runnable
 from polypilot_tui.agents.sandbox import SandboxPlan, launch_argv
 from polypilot_tui.config import AgentConfig
+from polypilot_tui.infra.process_tree import descendants
 
 #: How long to wait after SIGTERM before SIGKILL.
 TERM_GRACE = 2.0
@@ -128,30 +129,3 @@ async def terminate(proc: asyncio.subprocess.Process) -> None:
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-
-
-def descendants(pid: int) -> list[int]:
-    """Child processes of ``pid`` (Linux /proc; empty elsewhere). A tool's shell holding the
-    agent's stdout open would otherwise keep the pipe, and the turn, alive."""
-    parents: dict[int, int] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read().decode("ascii", "replace")
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        current = frontier.pop()
-        kids = [child for child, parent in parents.items() if parent == current]
-        found.extend(kids)
-        frontier.extend(kids)
-    return found

@@ -21,6 +21,7 @@ from typing import Any
 from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
 from polypilot_tui.domain import eventlog
 from polypilot_tui.domain.events import EventType
+from polypilot_tui.infra.process_tree import descendants
 
 log = logging.getLogger(__name__)
 
@@ -118,28 +119,6 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
-
-
-def descendants(pid: int) -> list[int]:
-    """Every descendant of ``pid`` (Linux /proc; [] elsewhere), children first."""
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        parent = stack.pop()
-        try:
-            tasks = list(Path(f"/proc/{parent}/task").iterdir())
-        except OSError:  # it ended (and was reaped) while we looked: it has no children now
-            continue
-        for task in tasks:
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for child in children:
-                if child.isdigit() and int(child) not in found:
-                    found.append(int(child))
-                    stack.append(int(child))
-    return found
 
 
 def open_tool_ids(entries: Sequence[Mapping[str, Any]]) -> set[str]:

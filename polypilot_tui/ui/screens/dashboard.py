@@ -173,6 +173,7 @@ class DashboardScreen(Screen[None]):
         self._saved_selection: str | None = None
         """The session the user was on when the dashboard last quit, until first put on screen."""
         self._recalled = False
+        """Where the user was has been read back (once: before the engine starts, or at its start)."""
         self._ui_saved: UiState | None = None
         self._ui_save_timer: Timer | None = None
         self._ui_save_failed = False

@@ -101,7 +101,6 @@ class FooterKeys(Widget):
         self._spans: list[tuple[int, int]] = []
         """Each entry's columns (start, end), as last laid out."""
         self._strip: Strip | None = None
-        self._styles: dict[tuple[str, ...], RichStyle] = {}
 
     @property
     def entries(self) -> tuple[FooterEntry, ...]:
@@ -154,8 +153,7 @@ class FooterKeys(Widget):
 
     # ---- drawing -------------------------------------------------------------------
     def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()  # a new theme draws in new colours, a new padding moves the keys
+        super().notify_style_update()  # a new theme draws in new colours, a new padding moves the keys
         self._strip = None
         if self.is_mounted:
             self._lay_out()
@@ -165,10 +163,7 @@ class FooterKeys(Widget):
         self._lay_out()
 
     def _style(self, *names: str) -> RichStyle:
-        style = self._styles.get(names)
-        if style is None:
-            style = self._styles[names] = self.get_visual_style(*names).rich_style
-        return style
+        return self.get_visual_style(*names).rich_style  # both cached by Textual
 
     def _segments(self, index: int, entry: FooterEntry) -> Iterator[Segment]:
         item: tuple[str, ...] = ("footer-keys--item-hover",) if index == self._hover else ("footer-keys--item",)
