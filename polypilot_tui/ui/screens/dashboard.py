@@ -264,7 +264,11 @@ class DashboardScreen(Screen[None]):
         elif self._ui_state.selected in self.engine.ids():
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
-        await self.flush()
+        if not self._redraw_posted and not self.redraws:
+            # The first redraw, unless one is on its way or done: an engine's start (its
+            # snapshot, its restore) asks for one, and drawing 200 sessions twice delayed the
+            # frame that lists them.
+            await self.flush()
         ids = set(self.engine.ids())
         self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in ids})
         if self.engine.hosts():  # the hosts' sessions come as each host attaches: their drafts wait
