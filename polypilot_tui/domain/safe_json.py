@@ -109,15 +109,40 @@ def load_json(text: str | bytes, source: str, *, max_depth: int = MAX_DEPTH, fir
         except UnicodeDecodeError as exc:
             raise ParseError(source, None, f"not UTF-8 text (byte {exc.start})") from None
     offset = first_line - 1
+    # Parsed first, the nesting measured on the value (a look at each container: ~0.6 ms of a
+    # 216 KiB snapshot, where scanning the text for brackets outside strings took ~3 ms); the
+    # text is scanned only when it is too deep or does not parse, to name the line, and so that
+    # too deep is what a text both too deep and broken is refused as.
+    try:
+        value = json.loads(text, parse_constant=lambda name: None, parse_float=_number_or_null, parse_int=_int_or_null)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        _refuse_if_too_deep(text, source, max_depth, offset)
+        if isinstance(exc, json.JSONDecodeError):
+            raise ParseError(source, exc.lineno + offset, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+        raise ParseError(source, None, f"not valid JSON ({type(exc).__name__})") from None
+    if _nesting(value, max_depth) > max_depth:
+        _refuse_if_too_deep(text, source, max_depth, offset)
+        raise ParseError(source, None, f"nested deeper than {max_depth} levels")  # the scan agrees: never here
+    return value
+
+
+def _refuse_if_too_deep(text: str, source: str, max_depth: int, offset: int) -> None:
     deep = _too_deep(text, _JSON_TOKENS, max_depth)
     if deep is not None:
         raise ParseError(source, _line_of(text, deep) + offset, f"nested deeper than {max_depth} levels")
-    try:
-        return json.loads(text, parse_constant=lambda name: None, parse_float=_number_or_null, parse_int=_int_or_null)
-    except json.JSONDecodeError as exc:
-        raise ParseError(source, exc.lineno + offset, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except (ValueError, RecursionError) as exc:  # belt and braces: the scan should have caught it
-        raise ParseError(source, None, f"not valid JSON ({type(exc).__name__})") from None
+
+
+def _nesting(value: Any, limit: int) -> int:
+    """How deep arrays and objects nest in a parsed JSON value, counted up to ``limit`` + 1
+    (one level at a time: each value is looked at once, and no recursion)."""
+    depth, level = 0, [value]
+    while depth <= limit:
+        containers = [item for item in level if type(item) is dict or type(item) is list]
+        if not containers:
+            return depth
+        depth += 1
+        level = [item for c in containers for item in (c.values() if type(c) is dict else c)]
+    return depth
 
 
 def load_toml(text: str, source: str, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:

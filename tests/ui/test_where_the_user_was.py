@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from polypilot_tui.ui.app import PolypilotApp
+from polypilot_tui.ui.screens.dashboard import RENDER_INTERVAL
 from polypilot_tui.ui.ui_state import UiState, save_ui_state
 from tests.ui.helpers import demo_app, engine_of, wait_for
 
@@ -54,3 +58,25 @@ async def test_a_redraw_before_the_saved_session_is_there_keeps_it_for_when_it_i
         await app.dashboard.flush()
 
     await opens_only_the_saved_one(tmp_path, redrawn_empty_first)
+
+
+@pytest.mark.in_process(
+    "the engine here publishes as the call returns: the direct flush comes before the screen's queue"
+)
+async def test_a_redraw_asked_for_and_drawn_at_once_is_not_drawn_again(tmp_path: Path) -> None:
+    """Showing the sessions draws what the engine's start asked for at once (sooner than the
+    screen's queue would); the redraw then posted drew the same sessions again (200 of them: ~12
+    ms of CPU before the frame that lists them)."""
+    app = demo_app(tmp_path)
+    manager = engine_of(app).manager
+    sid = manager.add_session("demo", "first")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.sidebar.session_list.session_ids == [sid], what="the session listed")
+        before = app.dashboard.redraws
+        manager.rename(sid, "renamed")  # its change asks for a redraw
+        await app.dashboard.flush()  # drawn at once, as a start's show does
+        entry = app.sidebar.session_list.entry(sid)
+        assert entry is not None and entry.name == "renamed"
+        settled = time.monotonic() + 3 * RENDER_INTERVAL  # a coalesced redraw would have come by then
+        await wait_for(pilot, lambda: time.monotonic() > settled, what="the redraw interval passed")
+        assert app.dashboard.redraws - before == 1

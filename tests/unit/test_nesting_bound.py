@@ -59,6 +59,17 @@ def test_json_brackets_in_strings_do_not_count_and_the_line_is_named() -> None:
     assert caught.value.line == 2 and "nested deeper than 4" in caught.value.reason
 
 
+def test_valid_json_one_level_too_deep_is_refused_with_its_line() -> None:
+    """Valid JSON that Python parses (its nesting measured on the value, then the line found)."""
+    fits = "[" * 64 + '{"a": 1}' + "]" * 63 + "]"
+    assert load_json(fits[:-1] + "\n" + fits[-1:], "t.json", max_depth=65) is not None
+    too_deep = '{"x": [1, 2],\n "y":\n' + "[" * 64 + "1" + "]" * 64 + "}"
+    with pytest.raises(ParseError) as caught:
+        load_json(too_deep, "t.json")
+    assert caught.value.line == 3 and "nested deeper than 64" in caught.value.reason
+    assert load_json(too_deep, "t.json", max_depth=65)["y"][0][0] is not None
+
+
 def test_toml_brackets_in_strings_and_comments_do_not_count() -> None:
     text = 'a = "[[[[[["\nb = \'{{{{{{\'\n# [[[[[[[[\nc = """\n[[[[[[\n"""\nd = [[1]]\n'
     assert load_toml(text, "t.toml", max_depth=DEPTH)["d"] == [[1]]

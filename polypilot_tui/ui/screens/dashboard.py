@@ -264,7 +264,11 @@ class DashboardScreen(Screen[None]):
         elif self._ui_state.selected in self.engine.ids():
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
-        await self.flush()
+        if self._redraw_posted or not self.redraws:
+            # Now, unless the engine's start (its snapshot, its restore) was drawn already: what
+            # it asked for is drawn here, before the screen's queue gets to it (the posted
+            # redraw then finds it done); drawing 200 sessions twice delayed the listed frame.
+            await self.flush()
         ids = set(self.engine.ids())
         self.pane.restore_drafts({k: v for k, v in self._ui_state.drafts.items() if k in ids})
         if self.engine.hosts():  # the hosts' sessions come as each host attaches: their drafts wait
@@ -380,8 +384,8 @@ class DashboardScreen(Screen[None]):
 
     def on_engine_changed(self, message: EngineChanged) -> None:
         """In the screen's context: arm the coalesced redraw."""
-        if not self.app.is_running:
-            return
+        if not self.app.is_running or not self._redraw_posted:
+            return  # not running, or a flush since it was posted drew what it asked for
         # At most one redraw per RENDER_INTERVAL: a stream of deltas from 20 sessions costs
         # ~20 redraws a second, not one per event (the screen cannot show more anyway).
         wait = self._last_flush + RENDER_INTERVAL - self.clock.now()
