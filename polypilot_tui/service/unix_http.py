@@ -24,6 +24,8 @@ import h11
 
 READ_SIZE = 64 * 1024
 """Bytes asked of the socket at a time."""
+CONNECT_RETRY = 0.01
+"""Seconds between tries to connect while the server's queue of connections is full."""
 
 
 class LinkError(Exception):
@@ -130,13 +132,7 @@ async def exchange(
     (what it raises is raised here)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.setblocking(False)
-        try:
-            async with asyncio.timeout(timeouts.connect):
-                await asyncio.get_running_loop().sock_connect(connection, str(path))
-        except TimeoutError:
-            raise LinkTimeout(f"no connection in {timeouts.connect:g} s") from None
-        except OSError as exc:
-            raise LinkError(_said(exc)) from None
+        await _connect(connection, path, timeouts.connect)
         check(connection)
         link = _Link(connection, timeouts)
         framing = [("Content-Length", str(len(body)))] if body or method == "POST" else []
@@ -161,6 +157,26 @@ async def exchange(
         if not isinstance(event, h11.Response):
             raise LinkError("the server answered no HTTP response")
         yield Answer(event.status_code, link)
+
+
+async def _connect(connection: socket.socket, path: Path, seconds: float) -> None:
+    """Connect ``connection`` to ``path`` within ``seconds``. A Unix socket connects at once or
+    fails, but for a server whose queue of connections is full (a busy or stuck server): EAGAIN,
+    and the socket is left unconnected. asyncio's sock_connect took that socket for connected (an
+    unconnected one is writable), so the check saw no peer (uid -1: "another user") and a
+    request was written to nowhere; tried again here, as anyio did, until there is room."""
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                try:
+                    connection.connect(str(path))
+                    return
+                except BlockingIOError:
+                    await asyncio.sleep(CONNECT_RETRY)
+    except TimeoutError:
+        raise LinkTimeout(f"no connection in {seconds:g} s (the server takes none)") from None
+    except OSError as exc:
+        raise LinkError(_said(exc)) from None
 
 
 def _said(exc: OSError) -> str:

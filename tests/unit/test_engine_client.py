@@ -12,7 +12,9 @@ import pytest
 
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import ENGINE_INFO, NoArgs
+from polypilot_tui.service import client as client_module
 from polypilot_tui.service.client import EngineClient, EngineUnreachable
+from tests.support.full_queue import full_queue
 
 
 async def test_a_client_loads_no_certificate_authorities(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,3 +65,24 @@ async def test_a_closed_client_sends_nothing(tmp_path: Path) -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_an_engine_too_busy_to_accept_is_unreachable_not_another_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine whose queue of connections is full (its loop blocked, thousands of clients) is
+    one that does not answer: never told as "listened on by another user" (whose fix, removing
+    the socket, would cut every client of a live engine)."""
+    monkeypatch.setattr(client_module, "CONNECT_TIMEOUT", 0.3)
+    folder = tmp_path / "state"
+    folder.mkdir(mode=0o700)
+    with full_queue(folder / "engine.sock"):
+        client = EngineClient(folder / "engine.sock")
+        try:
+            with pytest.raises(EngineUnreachable, match="no connection"):
+                await client.call(ENGINE_INFO, NoArgs())
+            with pytest.raises(EngineUnreachable, match="no connection"):
+                async with client.stream():
+                    pass
+        finally:
+            await client.aclose()
