@@ -72,8 +72,14 @@ class Answer:
 
     def cut(self) -> None:
         """End the connection now: a read under way ends with LinkError."""
-        with contextlib.suppress(OSError):
-            self._link.socket.shutdown(socket.SHUT_RDWR)
+        cut(self._link.socket)
+
+
+def cut(connection: socket.socket) -> None:
+    """End ``connection`` now, whatever its request is doing: a write or a read under way (or
+    to come) ends with LinkError."""
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 class _Link:
