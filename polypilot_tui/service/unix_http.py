@@ -90,6 +90,8 @@ class _Link:
         self.timeouts = timeouts
         self.http = h11.Connection(h11.CLIENT)
         self.loop = asyncio.get_running_loop()
+        self.ended = False
+        """Whether the server closed its end (what an answer cut short is, not broken HTTP)."""
 
     async def send(self, *events: h11.Event) -> None:
         data = b"".join(self.http.send(event) or b"" for event in events)
@@ -106,6 +108,8 @@ class _Link:
             try:
                 event = self.http.next_event()
             except h11.RemoteProtocolError as exc:
+                if self.http.their_state is h11.ERROR and self.ended:  # h11 says so of an end mid-answer
+                    raise LinkError("the connection was closed before the answer ended") from None
                 raise LinkError(f"the answer is not HTTP ({exc})") from None
             if isinstance(event, h11.ConnectionClosed):
                 raise LinkError("the connection was closed before the answer ended")
@@ -120,7 +124,8 @@ class _Link:
                 raise LinkSilent(f"nothing was said for {self.timeouts.read:g} s") from None
             except OSError as exc:
                 raise LinkError(_said(exc)) from None
-            self.http.receive_data(data)  # b"": the server closed its end
+            self.ended = not data  # b"": the server closed its end
+            self.http.receive_data(data)
 
 
 @contextlib.asynccontextmanager

@@ -189,3 +189,23 @@ async def test_a_server_whose_queue_is_full_is_waited_for_and_never_taken_for_co
         head = await asyncio.to_thread(make_room_and_answer)
         assert await asyncio.wait_for(asking, 5.0) == 204
     assert head.startswith(b"GET /late ") and checked == [os.geteuid()]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [b"", b"HTTP/1.1 20", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this", b"HTTP/1.1 200 OK\r\n"],
+)
+async def test_a_server_that_ends_mid_answer_is_told_as_gone_not_as_broken_http(tmp_path: Path, said: bytes) -> None:
+    """An engine killed mid-request closes its end: that is what the error says (h11 calls it a
+    protocol error, which read as "the answer is not HTTP", as if something else listened)."""
+
+    async def ends(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_head(reader)
+        writer.write(said)
+        await writer.drain()
+        writer.close()
+
+    async with server(tmp_path, ends) as path:
+        with pytest.raises(LinkError, match="closed before the answer ended"):
+            async with exchange(path, "GET", "/", [], b"", QUICK, nothing) as answer:
+                await answer.read()
