@@ -16,28 +16,70 @@ A plain ``polypilot run`` starts its Copilot CLI here, before anything else is i
 (agents/head_start.py): the CLI boots while the settings, the engine and the SDK load, and the
 run takes it only if it is exactly the one the validated settings ask for. A plain ``polypilot``
 starts its engine here when none runs (service/spawn.py), for the state folder the raw settings
-name: the dashboard takes it only for exactly the folder its validated settings name.
+name: the dashboard takes it only for exactly the folder its validated settings name. Until the
+dashboard handles them, SIGTERM and SIGHUP end the command through the ``finally`` that stops
+an engine nobody claimed (they would end it past that, the engine left running).
 """
 
 from __future__ import annotations
 
 import gc
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+QUITS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that would end the process where it stands, past the ``finally`` that stops an
+early engine nobody claimed: until the dashboard handles them (ui/quit_signals.py), they end
+it as SystemExit(128 + the signal), as the dashboard's quit does."""
+
+
+def _quit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold :data:`QUITS` and ctrl+c over the block (an early engine's spawn: one arriving
+    between the spawn and its handing back would leave it running unowned), then raise the
+    first that came; from then on, QUITS end the process by :func:`_quit`. A signal ignored
+    (nohup, a background job) is left ignored."""
+    held: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        held.append(signum)
+
+    kept = {signo: signal.getsignal(signo) for signo in (*QUITS, signal.SIGINT)}
+    mine = [signo for signo, handler in kept.items() if handler not in (signal.SIG_IGN, None)]
+    for signo in mine:
+        signal.signal(signo, hold)
+    try:
+        yield
+    finally:
+        for signo in mine:
+            signal.signal(signo, _quit if signo in QUITS else kept[signo])
+        if held and held[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        if held:
+            raise SystemExit(128 + held[0])
 
 
 def main() -> int:
     gc.disable()
     early = None
     engine = None
-    if "run" in sys.argv[1:4]:  # `polypilot run`: its agent boots while the rest loads
-        from polypilot_tui.agents.head_start import start_early
-
-        early = start_early(sys.argv[1:])
-    elif not sys.argv[1:]:  # a plain `polypilot`: its engine, when none runs, loads while the dashboard does
-        from polypilot_tui.service.spawn import start_engine_early
-
-        engine = start_engine_early()
     try:
+        if "run" in sys.argv[1:4]:  # `polypilot run`: its agent boots while the rest loads
+            from polypilot_tui.agents.head_start import start_early
+
+            early = start_early(sys.argv[1:])
+        elif not sys.argv[1:]:  # a plain `polypilot`: its engine, when none runs, loads while the dashboard does
+            from polypilot_tui.service.spawn import start_engine_early
+
+            with _signals_held():
+                engine = start_engine_early()
         from polypilot_tui.cli import main as run_command
 
         return run_command(early=early, engine=engine)

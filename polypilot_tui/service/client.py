@@ -38,7 +38,7 @@ from polypilot_tui.infra.private import NotPrivate, check_private_socket
 from polypilot_tui.service.address import API
 from polypilot_tui.service.peer import foreign_peer
 from polypilot_tui.service.sse import StreamEvent, read_events
-from polypilot_tui.service.unix_http import Answer, LinkError, LinkSilent, Timeouts, exchange
+from polypilot_tui.service.unix_http import Answer, LinkError, LinkSilent, Timeouts, cut, exchange
 
 REQUEST_TIMEOUT = 120.0
 """Seconds a request may take: a stop waits for its grace period, a connect for an agent."""
@@ -74,16 +74,16 @@ class EngineClient:
         """Seconds the stream may go without a byte (see :data:`SILENCE_LIMIT`)."""
         self._timeout = timeout
         self._closed = False
-        """Closed by :meth:`aclose`: nothing is sent after, and the answers being read are cut."""
-        self._answers: set[Answer] = set()
-        """The answers being read (a stream's for as long as it is followed)."""
+        """Closed by :meth:`aclose`: nothing is sent after, and the requests under way are cut."""
+        self._connections: set[sockets.socket] = set()
+        """The connections open: a request's until its answer is read, a stream's while it is followed."""
         self._api: int | None = None
         """The engine's API version, once a request needed it (see :meth:`_require_sandboxes`)."""
 
     async def aclose(self) -> None:
         self._closed = True
-        for answer in list(self._answers):
-            answer.cut()
+        for connection in list(self._connections):
+            cut(connection)  # one still waiting for its answer too, as httpcore's pool cut it
 
     async def call(self, verb: Verb[Q, R], request: Q) -> R:
         """Ask ``verb``; its reply, or the error the engine answered (UnknownSession for a 404…)."""
@@ -152,16 +152,31 @@ class EngineClient:
     async def _exchange(self, method: str, target: str, body: bytes, timeouts: Timeouts) -> AsyncIterator[Answer]:
         """One request on a new, checked connection; its answer until the block ends."""
         if self._closed:  # a verb asked while the dashboard detaches: it must not reach the engine
-            raise EngineUnreachable(f"the client of {self.socket} is closed")
+            raise self._closed_error()
         with contextlib.suppress(FileNotFoundError):  # nothing there: the connect says no engine answers
             check_private_socket(self.socket)
         headers = [("Content-Type", "application/json")] if method == "POST" else []
-        async with exchange(self.socket, method, target, headers, body, timeouts, self._check) as answer:
-            self._answers.add(answer)
-            try:
+        mine: list[sockets.socket] = []
+
+        def checked(connected: sockets.socket) -> None:
+            if self._closed:  # closed while this one was connecting: not a byte is sent on it
+                raise self._closed_error()
+            self._check(connected)
+            mine.append(connected)
+            self._connections.add(connected)
+
+        try:
+            async with exchange(self.socket, method, target, headers, body, timeouts, checked) as answer:
                 yield answer
-            finally:
-                self._answers.discard(answer)
+        except LinkError:
+            if self._closed:  # cut by aclose: what ended it is the close, not the engine
+                raise self._closed_error() from None
+            raise
+        finally:
+            self._connections.difference_update(mine)
+
+    def _closed_error(self) -> EngineUnreachable:
+        return EngineUnreachable(f"the client of {self.socket} is closed")
 
     async def _request(self, verb: Verb[Any, Any], method: str, path: str, body: bytes = b"") -> Any:
         try:

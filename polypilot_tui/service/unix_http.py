@@ -24,6 +24,8 @@ import h11
 
 READ_SIZE = 64 * 1024
 """Bytes asked of the socket at a time."""
+CONNECT_RETRY = 0.01
+"""Seconds between tries to connect while the server's queue of connections is full."""
 
 
 class LinkError(Exception):
@@ -70,8 +72,14 @@ class Answer:
 
     def cut(self) -> None:
         """End the connection now: a read under way ends with LinkError."""
-        with contextlib.suppress(OSError):
-            self._link.socket.shutdown(socket.SHUT_RDWR)
+        cut(self._link.socket)
+
+
+def cut(connection: socket.socket) -> None:
+    """End ``connection`` now, whatever its request is doing: a write or a read under way (or
+    to come) ends with LinkError."""
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 class _Link:
@@ -82,6 +90,8 @@ class _Link:
         self.timeouts = timeouts
         self.http = h11.Connection(h11.CLIENT)
         self.loop = asyncio.get_running_loop()
+        self.ended = False
+        """Whether the server closed its end (what an answer cut short is, not broken HTTP)."""
 
     async def send(self, *events: h11.Event) -> None:
         data = b"".join(self.http.send(event) or b"" for event in events)
@@ -98,6 +108,8 @@ class _Link:
             try:
                 event = self.http.next_event()
             except h11.RemoteProtocolError as exc:
+                if self.http.their_state is h11.ERROR and self.ended:  # h11 says so of an end mid-answer
+                    raise LinkError("the connection was closed before the answer ended") from None
                 raise LinkError(f"the answer is not HTTP ({exc})") from None
             if isinstance(event, h11.ConnectionClosed):
                 raise LinkError("the connection was closed before the answer ended")
@@ -112,7 +124,8 @@ class _Link:
                 raise LinkSilent(f"nothing was said for {self.timeouts.read:g} s") from None
             except OSError as exc:
                 raise LinkError(_said(exc)) from None
-            self.http.receive_data(data)  # b"": the server closed its end
+            self.ended = not data  # b"": the server closed its end
+            self.http.receive_data(data)
 
 
 @contextlib.asynccontextmanager
@@ -130,13 +143,7 @@ async def exchange(
     (what it raises is raised here)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.setblocking(False)
-        try:
-            async with asyncio.timeout(timeouts.connect):
-                await asyncio.get_running_loop().sock_connect(connection, str(path))
-        except TimeoutError:
-            raise LinkTimeout(f"no connection in {timeouts.connect:g} s") from None
-        except OSError as exc:
-            raise LinkError(_said(exc)) from None
+        await _connect(connection, path, timeouts.connect)
         check(connection)
         link = _Link(connection, timeouts)
         framing = [("Content-Length", str(len(body)))] if body or method == "POST" else []
@@ -161,6 +168,26 @@ async def exchange(
         if not isinstance(event, h11.Response):
             raise LinkError("the server answered no HTTP response")
         yield Answer(event.status_code, link)
+
+
+async def _connect(connection: socket.socket, path: Path, seconds: float) -> None:
+    """Connect ``connection`` to ``path`` within ``seconds``. A Unix socket connects at once or
+    fails, but for a server whose queue of connections is full (a busy or stuck server): EAGAIN,
+    and the socket is left unconnected. asyncio's sock_connect took that socket for connected (an
+    unconnected one is writable), so the check saw no peer (uid -1: "another user") and a
+    request was written to nowhere; tried again here, as anyio did, until there is room."""
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                try:
+                    connection.connect(str(path))
+                    return
+                except BlockingIOError:
+                    await asyncio.sleep(CONNECT_RETRY)
+    except TimeoutError:
+        raise LinkTimeout(f"no connection in {seconds:g} s (the server takes none)") from None
+    except OSError as exc:
+        raise LinkError(_said(exc)) from None
 
 
 def _said(exc: OSError) -> str:

@@ -161,3 +161,75 @@ def test_the_raw_reading_names_the_folder_and_file_the_validated_settings_do(
             return
     if raw is not None:
         assert raw == (validated.state_dir, validated.agents_file)
+
+
+SIGNALLED = """
+import os, signal, sys
+from polypilot_tui.service import spawn
+
+real_spawn, real_claim = spawn.spawn_engine, spawn.EarlyEngine.claim
+WHEN, SIGNAL = sys.argv[1], getattr(signal, sys.argv[2])
+
+def spawning(home):
+    process = real_spawn(home)
+    print("spawned", process.pid if process else None, flush=True)
+    if WHEN == "spawn":  # between the spawn and its handing back to entry.py
+        os.kill(os.getpid(), SIGNAL)
+    return process
+
+def claiming(self, settings):
+    print("claiming", flush=True)
+    sys.stdin.readline()  # the test signals here, before the dashboard takes the engine
+    got = real_claim(self, settings)
+    print("claimed", got.pid if got else None, flush=True)
+    raise SystemExit(0)
+
+spawn.spawn_engine = spawning
+spawn.EarlyEngine.claim = claiming
+sys.argv = ["polypilot"]
+from polypilot_tui.entry import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("when", "name", "ignored"),
+    [("claim", "SIGTERM", False), ("claim", "SIGHUP", False), ("spawn", "SIGTERM", False), ("claim", "SIGHUP", True)],
+)
+def test_a_start_ended_by_a_signal_before_the_claim_stops_its_engine(
+    tmp_path: Path, when: str, name: str, ignored: bool
+) -> None:
+    """SIGTERM or SIGHUP (the terminal closed) before the dashboard took its early engine ended
+    the process past entry.py's ``finally``: the engine went on, unowned. Now the command ends
+    with 128 + the signal and the engine is stopped; an ignored SIGHUP (nohup) stays ignored."""
+    signo = getattr(signal, name)
+    env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+
+    def ignoring() -> None:
+        signal.signal(signo, signal.SIG_IGN)
+
+    started = subprocess.Popen(
+        [sys.executable, "-c", SIGNALLED, when, name],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignoring if ignored else None,  # as nohup starts it
+    )
+    assert started.stdin is not None and started.stdout is not None
+    spawned = started.stdout.readline().split()
+    pids = [int(spawned[1])] if spawned[:1] == ["spawned"] and spawned[1] != "None" else []
+    with stopped_after(pids):
+        assert len(pids) == 1, spawned
+        if when == "claim":
+            assert started.stdout.readline().split() == ["claiming"]
+            started.send_signal(signo)
+            started.stdin.write("\n")
+            started.stdin.flush()
+        said, _ = started.communicate(timeout=30)
+        if ignored:
+            assert started.returncode == 0 and f"claimed {pids[0]}" in said
+            assert alive(pids[0])
+        else:
+            assert started.returncode == 128 + signo, said
+            assert not alive(pids[0])  # stopped and reaped by the command, never left running

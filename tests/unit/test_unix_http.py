@@ -4,6 +4,7 @@ each broken or slow server makes of a request, and that every wait ends."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from polypilot_tui.service.peer import peer_of
 from polypilot_tui.service.unix_http import LinkError, LinkSilent, LinkTimeout, Timeouts, exchange
+from tests.support.full_queue import full_queue
 
 QUICK = Timeouts(connect=2.0, read=0.3, write=2.0)
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -150,3 +153,59 @@ async def test_a_write_the_server_does_not_take_times_out(tmp_path: Path) -> Non
             async with exchange(path, "POST", "/", [], b"x" * (32 << 20), stuck, nothing):
                 pass
         assert not isinstance(raised.value, LinkSilent)
+
+
+async def test_a_server_whose_queue_is_full_is_waited_for_and_never_taken_for_connected(tmp_path: Path) -> None:
+    """A full queue refuses a connect with EAGAIN and leaves the socket unconnected: the check
+    must never see that socket (its peer reads as uid -1, "another user"), nothing is written to
+    it, and the wait is the connect timeout; once the server makes room, the request goes through."""
+    checked: list[int] = []
+
+    def check(connected: socket.socket) -> None:
+        checked.append(peer_of(connected).uid)
+
+    path = tmp_path / "busy.sock"
+    with full_queue(path) as listener:
+        with pytest.raises(LinkTimeout):
+            async with exchange(path, "GET", "/", [], b"", Timeouts(connect=0.3, read=2.0, write=2.0), check):
+                pass
+        assert checked == []
+
+        def make_room_and_answer() -> bytes:
+            listener.settimeout(5.0)
+            listener.accept()[0].close()  # the one waiting: room for the client trying meanwhile
+            served, _ = listener.accept()
+            with served:
+                head = served.recv(4096)
+                served.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+            return head
+
+        async def ask() -> int:
+            async with exchange(path, "GET", "/late", [], b"", QUICK, check) as answer:
+                return answer.status
+
+        asking = asyncio.ensure_future(ask())
+        await asyncio.sleep(0)  # it has tried once: the queue is full
+        head = await asyncio.to_thread(make_room_and_answer)
+        assert await asyncio.wait_for(asking, 5.0) == 204
+    assert head.startswith(b"GET /late ") and checked == [os.geteuid()]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [b"", b"HTTP/1.1 20", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this", b"HTTP/1.1 200 OK\r\n"],
+)
+async def test_a_server_that_ends_mid_answer_is_told_as_gone_not_as_broken_http(tmp_path: Path, said: bytes) -> None:
+    """An engine killed mid-request closes its end: that is what the error says (h11 calls it a
+    protocol error, which read as "the answer is not HTTP", as if something else listened)."""
+
+    async def ends(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_head(reader)
+        writer.write(said)
+        await writer.drain()
+        writer.close()
+
+    async with server(tmp_path, ends) as path:
+        with pytest.raises(LinkError, match="closed before the answer ended"):
+            async with exchange(path, "GET", "/", [], b"", QUICK, nothing) as answer:
+                await answer.read()
