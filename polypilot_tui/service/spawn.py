@@ -171,7 +171,9 @@ def start_engine_early() -> EarlyEngine | None:
         if home is None:
             return None
         early = EarlyEngine(*home)
-        if engine_listening(early):
+        # A first start makes no folder before its settings are validated (a refused one would
+        # leave it behind); a start that finds an engine listening has nothing to do.
+        if not early.state_dir.is_dir() or engine_listening(early):
             return None
         early.process = spawn_engine(early)
     except Exception:  # noqa: BLE001 - whatever it is, the validated path meets it and says it

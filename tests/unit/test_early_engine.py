@@ -31,6 +31,8 @@ real_spawn, real_claim = spawn.spawn_engine, spawn.EarlyEngine.claim
 def spawning(home):
     process = real_spawn(home)
     print("spawned", process.pid if process else None, "pydantic" in sys.modules, "textual" in sys.modules, flush=True)
+    if "pydantic" in sys.modules:
+        raise SystemExit(0)  # the dashboard's own spawn, not an early one: its UI would start next
     return process
 
 def claiming(self, settings):
@@ -53,9 +55,17 @@ def alive(pid: int) -> bool:
         return False
 
 
-def probe(tmp_path: Path, extra: dict[str, str] | None = None) -> tuple[int, list[list[str]]]:
-    """A plain ``polypilot`` in ``tmp_path``'s state and config folders; its exit code and what it printed."""
-    env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config"), **(extra or {})})
+def made(state: Path) -> Path:
+    """A state folder as a returning user has it (a first start spawns nothing early)."""
+    state.mkdir(mode=0o700)
+    return state
+
+
+def probe(tmp_path: Path, extra: dict[str, str] | None = None, made_state: bool = True) -> tuple[int, list[list[str]]]:
+    """A plain ``polypilot`` in ``tmp_path``'s state and config folders (the state folder made
+    first unless ``made_state`` is false); its exit code and what it printed."""
+    state = made(tmp_path / "state") if made_state else tmp_path / "state"
+    env = engine_env(state, {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config"), **(extra or {})})
     done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
     return done.returncode, [line.split() for line in done.stdout.splitlines()]
 
@@ -93,8 +103,26 @@ def test_a_start_refused_after_its_engine_was_spawned_stops_that_engine(tmp_path
         assert not alive(pids[0])
 
 
+def test_a_first_start_spawns_nothing_before_its_settings_are_validated(tmp_path: Path) -> None:
+    """No state folder yet: none is made before the settings are validated (a refused first
+    start leaves nothing behind); the dashboard's own spawn starts the engine."""
+    code, said = probe(tmp_path, made_state=False)
+    pids = [int(line[1]) for line in said if line[0] == "spawned" and line[1] != "None"]
+    with stopped_after(pids):
+        assert code == 0 and len(pids) == 1, said
+        assert said == [["spawned", str(pids[0]), "True", "False"]], said  # by the dashboard, once validated
+    refused = engine_env(tmp_path / "fresh", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        env=refused | {"POLYPILOT_HEARTBEAT_SECONDS": "0"},
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and not (tmp_path / "fresh").exists()
+
+
 def test_an_engine_running_already_is_not_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}).items():
+    for name, value in engine_env(made(tmp_path / "state"), {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}).items():
         monkeypatch.setenv(name, value)
     first = start_engine_early()
     assert first is not None and first.process is not None
@@ -107,7 +135,7 @@ def test_an_engine_running_already_is_not_started_again(tmp_path: Path, monkeypa
 
 
 def test_a_claim_for_another_folder_stops_the_early_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in engine_env(tmp_path / "a", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}).items():
+    for name, value in engine_env(made(tmp_path / "a"), {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")}).items():
         monkeypatch.setenv(name, value)
     early = start_engine_early()
     assert early is not None and early.process is not None and early.state_dir == tmp_path / "a"
@@ -203,7 +231,7 @@ def test_a_start_ended_by_a_signal_before_the_claim_stops_its_engine(
     the process past entry.py's ``finally``: the engine went on, unowned. Now the command ends
     with 128 + the signal and the engine is stopped; an ignored SIGHUP (nohup) stays ignored."""
     signo = getattr(signal, name)
-    env = engine_env(tmp_path / "state", {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
+    env = engine_env(made(tmp_path / "state"), {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
 
     def ignoring() -> None:
         signal.signal(signo, signal.SIG_IGN)
