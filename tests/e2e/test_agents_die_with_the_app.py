@@ -23,10 +23,11 @@ import pytest
 
 from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.agents.leash import SCAN
-from tests.reliability.conftest import Dashboard, alive
+from tests.reliability.conftest import Dashboard
 from tests.support.copilot_e2e import copilot_agent, make_backend
 from tests.support.copilot_harness import agents_toml, copilot_processes, home_processes, run_env
 from tests.support.model_server import ModelServer
+from tests.support.processes import alive
 from tests.support.waiting import until_blocking
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]

@@ -31,6 +31,7 @@ from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
 from polypilot_tui.infra import process_tree
 from polypilot_tui.storage.lock import lock_holder
+from tests.support.processes import alive
 from tests.support.waiting import until, until_blocking
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,14 +91,6 @@ def fake_agents_file(
         lines.append(f'provider = {{ base_url = "http://127.0.0.1:9/v1", api_key_env = "{api_key_env}" }}')
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def descendants(pid: int) -> list[int]:

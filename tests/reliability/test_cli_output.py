@@ -22,7 +22,8 @@ import pytest
 
 from polypilot_tui.commands.output import EXIT_STDOUT_CLOSED, Output
 from polypilot_tui.config import Settings
-from tests.reliability.conftest import POLYPILOT, ROOT, alive, clean_env, descendants, fake_agents_file, polypilot
+from tests.reliability.conftest import POLYPILOT, ROOT, clean_env, descendants, fake_agents_file, polypilot
+from tests.support.processes import alive
 from tests.support.waiting import until_blocking
 
 KEY_ENV = "POLYPILOT_QA_PROVIDER_KEY"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.agents.leash import SCAN, Proc, leashed, read_proc, signal_if_same
-from tests.reliability.conftest import alive
+from tests.support.processes import alive
 from tests.support.waiting import until_blocking
 
 AGENT = textwrap.dedent("""

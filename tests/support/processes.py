@@ -38,3 +38,11 @@ def running(script: Path, cwd: Path) -> list[int]:
         return os.fsencode(script) in argv and os.path.realpath(f"/proc/{pid}/cwd") == str(cwd)
 
     return processes(matches)
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from polypilot_tui.config import Settings
 from polypilot_tui.service.spawn import EarlyEngine, raw_engine_home, start_engine_early
 from tests.support.engine_service import engine_env
+from tests.support.processes import alive
 from tests.support.waiting import until_blocking
 
 PROBE = """
@@ -46,13 +47,6 @@ sys.argv = ["polypilot"]
 from polypilot_tui.entry import main
 sys.exit(main())
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def made(state: Path) -> Path:

@@ -22,6 +22,7 @@ from polypilot_tui.agents.raw_agent import plain_copilot
 from polypilot_tui.cli import build_parser
 from polypilot_tui.config import AgentConfig, Settings
 from polypilot_tui.infra.settings_sources import SETTING_NAMES
+from tests.support.processes import alive
 
 PROBE = """
 import os, sys
@@ -101,13 +102,6 @@ def run_probe(
     code = next((line.split()[1] for line in lines if line.startswith("CODE ")), f"none: {done.stderr[-500:]}")
     sent = {int(p.name.split(".")[1]): p.read_text(errors="replace") for p in tmp_path.glob("stdin.*")}
     return code, [line for line in lines if line.split()[:1] in (["early"], ["killed"], ["spawned"])], sent
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_an_early_cli_the_validated_settings_agree_with_is_the_one_the_run_uses(tmp_path: Path) -> None:

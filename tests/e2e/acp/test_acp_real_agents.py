@@ -19,6 +19,7 @@ from polypilot_tui.agents.acp.process import descendants
 from polypilot_tui.agents.base import ALLOW_ONCE, REJECT_ONCE
 from tests.agents.acp_support import Recorder
 from tests.support.model_server import ModelServer
+from tests.support.processes import alive
 from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
@@ -184,14 +185,6 @@ async def test_restart_then_load_replays_history(make_backend: Make) -> None:
         await again.close()
 
 
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 async def until_gone(pids: list[int], timeout: float = 5.0) -> None:
     """Every pid dead within ``timeout`` (a SIGKILL is delivered at once, the reaping may lag)."""
-    await until(lambda: not any(_alive(pid) for pid in pids), timeout, lambda: f"{[p for p in pids if _alive(p)]} gone")
+    await until(lambda: not any(alive(pid) for pid in pids), timeout, lambda: f"{[p for p in pids if alive(p)]} gone")
