@@ -1,8 +1,8 @@
 """HTTP/1.1 to a server on a Unix socket: one connection per request, spoken with h11.
 
 The engine's client used httpcore's connection pool, whose locks on asyncio are anyio's:
-importing anyio's asyncio back end at the first request was ~15 ms of every dashboard's first
-frame (with httpcore's own import, ~20 ms of ~490). A connection to a Unix socket costs tens of
+importing anyio's asyncio back end at the first request, with httpcore itself, was ~45 ms of an
+attached dashboard's first frame (556 -> 510 ms, alternated starts). A connection to a Unix socket costs tens of
 microseconds, so keeping connections alive saves nothing a pool is worth: each request opens
 one, says ``Connection: close``, and reads its answer to the end.
 
