@@ -70,10 +70,6 @@ class Answer:
         """The whole body."""
         return b"".join([chunk async for chunk in self.chunks()])
 
-    def cut(self) -> None:
-        """End the connection now: a read under way ends with LinkError."""
-        cut(self._link.socket)
-
 
 def cut(connection: socket.socket) -> None:
     """End ``connection`` now, whatever its request is doing: a write or a read under way (or

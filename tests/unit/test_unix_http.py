@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from polypilot_tui.service.peer import peer_of
-from polypilot_tui.service.unix_http import LinkError, LinkSilent, LinkTimeout, Timeouts, exchange
+from polypilot_tui.service.unix_http import LinkError, LinkSilent, LinkTimeout, Timeouts, cut, exchange
 from tests.support.full_queue import full_queue
 
 QUICK = Timeouts(connect=2.0, read=0.3, write=2.0)
@@ -127,15 +127,16 @@ async def test_a_cut_ends_a_stream_being_read(tmp_path: Path) -> None:
         writer.close()
 
     patient = Timeouts(connect=2.0, read=None, write=2.0)
+    connections: list[socket.socket] = []
     async with (
         server(tmp_path, streaming) as path,
-        exchange(path, "GET", "/stream", [], b"", patient, nothing) as answer,
+        exchange(path, "GET", "/stream", [], b"", patient, connections.append) as answer,
     ):
         chunks = answer.chunks()
         assert await anext(chunks) == b"first"
         waiting = asyncio.ensure_future(anext(chunks))
         await asyncio.sleep(0.05)
-        answer.cut()
+        cut(connections[0])  # as the client's close cuts it
         with pytest.raises(LinkError):
             await asyncio.wait_for(waiting, 2.0)
 
