@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from polypilot_tui.domain.agents import why_missing
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.entry_errors import entry_problem
 from polypilot_tui.domain.pass_env import pass_env_problem
 from polypilot_tui.domain.safe_json import line_of, toml_key_lines

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.eventlog import last_event_type, parse_window
 
 

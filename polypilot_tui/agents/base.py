@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.infra.private import open_private
 

@@ -26,13 +26,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.agents.locate import expand
 from polypilot_tui.config import AgentConfig, Settings, config_dir
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.sandbox import Sandbox, SandboxRules, within
 from polypilot_tui.workspace.git import config_output
 

@@ -35,13 +35,13 @@ import socket
 import sys
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from polypilot_tui.config import PROVIDER_URL_VARIABLE, AgentConfig
 from polypilot_tui.domain.clock import Clock, SystemClock, within
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.urls import url_problem
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.infra.redact import REDACTOR

@@ -12,13 +12,13 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from polypilot_tui.commands.interrupts import on_interrupt
 from polypilot_tui.commands.output import say
 from polypilot_tui.commands.resolve import NoSuchSession, pick_session
 from polypilot_tui.config import Settings
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.hosts import HostEntry, other_version_reason
 from polypilot_tui.domain.records import ItemAdded, Record
 from polypilot_tui.domain.view import SessionView

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from polypilot_tui.agents.base import ConnectResult, EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.records import ActionTaken, EngineAction, Record, TurnEnded, ViewChanged
 from polypilot_tui.domain.session import Session
 from polypilot_tui.domain.trace import TraceEntry, parse_trace

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.names import close_names, either
 from polypilot_tui.domain.sandbox import SandboxMode
 

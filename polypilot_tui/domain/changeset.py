@@ -7,9 +7,11 @@ comments on them into one prompt for the session's agent. Nothing here runs git.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import overload
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 class FileStatus(StrEnum):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.turn import EndCause, Outcome
 
 

@@ -11,8 +11,9 @@ status reads "error" with the text as it was.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 class FailureKind(StrEnum):

@@ -8,10 +8,10 @@ Pure data and parsing: the engine (engine/fan_out.py) does the work.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.usage import Usage
 
 MAX_ATTEMPTS = 8

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import StrEnum
 
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 LOCAL = ""
 """The name of the local engine (the dashboard's own machine)."""

@@ -7,7 +7,7 @@ sends it as it is (:mod:`polypilot_tui.engine.codec`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 MAX_OPTIONS = 500
 """More models than anyone picks from; the rest of a longer list is left out."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 @dataclass(frozen=True)

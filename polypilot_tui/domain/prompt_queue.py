@@ -9,8 +9,8 @@ takes the prompt back (``unqueue``, which names it by its key).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.limits import PREVIEW_CHARS, saved_bytes
 from polypilot_tui.domain.text import one_line
 

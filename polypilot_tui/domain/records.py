@@ -11,10 +11,10 @@ view, not one per token).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from polypilot_tui.domain.chat import ChatItem, TurnRecord
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import AgentEvent
 
 

@@ -8,7 +8,9 @@ not run twice.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 @dataclass

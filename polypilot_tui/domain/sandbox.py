@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 class SandboxMode(StrEnum):

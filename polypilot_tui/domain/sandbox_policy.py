@@ -20,9 +20,9 @@ import posixpath
 import re
 import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.sandbox import Sandbox, normal, within
 
 PLACED_KINDS = frozenset({"shell", "write", "read", "execute", "edit", "delete", "move", "search", "other"})

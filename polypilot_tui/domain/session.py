@@ -7,11 +7,12 @@ How agent events change a session lives in :mod:`polypilot_tui.domain.reducer`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.chat import ChatItem, ItemKind, TurnRecord
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.history import UNREADABLE, History
 from polypilot_tui.domain.limits import CUT_NOTE_CHARS, ROW_CHARS, TOOL_TEXT_CHARS, bounded, saved_bytes
 from polypilot_tui.domain.permissions import DenialWindow

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any, Literal, Protocol, get_args
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.usage import Usage, usage_from_plain
 
 LinkState = Literal["queued", "starting", "working", "blocked", "done", "stopped", "failed"]

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 MAX_SERVERS = 8
 """Tool servers one session is handed at most (agents start each as a process)."""

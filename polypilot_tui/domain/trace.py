@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 

@@ -8,9 +8,10 @@ once ``session.turn is not that_turn`` — the generation counter, for free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.gathered import Gathered
 from polypilot_tui.domain.probes import Probes
 

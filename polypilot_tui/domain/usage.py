@@ -23,8 +23,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 MAX_TOKENS = 10**12
 """Beyond any real count (a trillion tokens): a bigger figure is garbage, not usage."""

@@ -8,11 +8,12 @@ heartbeat compares tuples of views and formats "ago" labels at render time.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from enum import StrEnum
 from typing import Any
 
 from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.failures import Failure, classify, status_code
 from polypilot_tui.domain.limits import (
     ID_CHARS,

@@ -8,10 +8,10 @@ one polling period (PolyPilot: 15 s) later.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import EventType
 
 if TYPE_CHECKING:  # annotations only: the settings import this module for its defaults, before a run's spawn

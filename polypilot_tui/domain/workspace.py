@@ -4,8 +4,9 @@ what a folder is and what finishing a worktree has to care about, as the engine 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 class Isolation(StrEnum):

@@ -12,11 +12,12 @@ records of :mod:`polypilot_tui.domain.records`, problems worth telling as notice
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.hosts import LOCAL, HostView
 from polypilot_tui.domain.records import Record
 from polypilot_tui.domain.view import SessionView

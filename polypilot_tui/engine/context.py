@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, Diagnostics
 from polypilot_tui.config import AgentCatalog, Settings
 from polypilot_tui.domain.chat import ChatItem, TurnRecord
 from polypilot_tui.domain.clock import Clock, TimerHandle
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.failures import failure_text
 from polypilot_tui.domain.probes import Probes
 from polypilot_tui.domain.records import ActionTaken, EngineAction, ItemAdded, ItemReplaced, TurnEnded, ViewChanged

@@ -12,10 +12,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
 from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.records import ItemAdded, ItemReplaced, Record, SessionAdded, SessionRemoved
 from polypilot_tui.domain.session import Session
 from polypilot_tui.engine.debounced import DebouncedWriter

@@ -16,10 +16,11 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.records import (
     ActionTaken,

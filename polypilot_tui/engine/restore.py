@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 
 from polypilot_tui.agents.sandbox import sandbox_problem
 from polypilot_tui.domain.chat import ItemKind
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.history import History
 from polypilot_tui.domain.prompt_queue import QueuedPrompt
 from polypilot_tui.domain.session import Session

@@ -29,12 +29,12 @@ import secrets
 import sys
 import uuid
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import TimerHandle, within
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.limits import (
     QUEUE_BYTES,
     QUEUE_PROMPTS,

@@ -19,10 +19,10 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from polypilot_tui.agents.base import BackendError
 from polypilot_tui.domain.clock import TimerHandle
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.records import ActionTaken, EngineAction, Record
 from polypilot_tui.domain.tool_servers import ToolServer, ToolServerSource, capability_of, checked, no_tool_servers
 from polypilot_tui.engine.api import UnknownCapability

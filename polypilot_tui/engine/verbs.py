@@ -15,12 +15,12 @@ histories, the reply streaming now, the record stream) are not verbs: they are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from polypilot_tui.domain.agents import AgentOffer
 from polypilot_tui.domain.changeset import ChangeStats, FileCount
 from polypilot_tui.domain.chat import ChatItem
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.fan_out import CHECK_TIMEOUT, BroadcastResult, Comparison, Discarded
 from polypilot_tui.domain.model_choice import ModelChoices
 from polypilot_tui.domain.sandbox import Sandbox

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 Span = tuple[int, int]
 """Where a secret is in a text: [start, end)."""

@@ -19,8 +19,10 @@ and :data:`MAX_RECORDS`: past either it drops everything and says so once
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 MAX_RECORDS = 20_000
 """How many records one client may have waiting."""

@@ -10,7 +10,8 @@ as it is read: an event over ``limit`` bytes is an error before it is kept whole
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 @dataclass(frozen=True, slots=True)

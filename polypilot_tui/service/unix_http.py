@@ -17,10 +17,11 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import h11
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 READ_SIZE = 64 * 1024
 """Bytes asked of the socket at a time."""

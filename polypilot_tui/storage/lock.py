@@ -18,10 +18,10 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.infra.private import open_private, private_dir
 

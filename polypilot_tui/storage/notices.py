@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 log = logging.getLogger(__name__)
 

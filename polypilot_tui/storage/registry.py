@@ -23,10 +23,11 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.limits import (
     ID_CHARS,
     NAME_CHARS,

@@ -17,11 +17,12 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from polypilot_tui.domain.chat import ChatItem, ItemKind
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.limits import SPILL_BYTES
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.infra.private import atomic_write, private_dir, read_private

@@ -11,9 +11,9 @@ terminal. Rules (from what users of peer tools ask for):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.view import SessionStatus, SessionView
 

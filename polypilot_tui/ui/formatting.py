@@ -7,8 +7,8 @@ the same view and the same ``now`` always give the same words (snapshots, heartb
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.sandbox import Sandbox
 from polypilot_tui.domain.text import bound_lines, compact_duration, one_line, strip_control
 from polypilot_tui.domain.view import SessionStatus, SessionView

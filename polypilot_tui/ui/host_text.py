@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.hosts import LOCAL, HostState, HostView
 from polypilot_tui.domain.text import compact_duration, one_line
 from polypilot_tui.domain.view import SessionView

@@ -8,7 +8,7 @@ themes in ``<user config dir>/polypilot/themes`` override bundled ones of the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from textual.notifications import SeverityLevel
 from textual.theme import Theme
 
 from polypilot_tui.config import APP_NAME
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.safe_json import ParseError, load_toml
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "themes"

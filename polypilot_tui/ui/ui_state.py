@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.limits import DRAFT_FILE_BYTES
 from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.infra.private import atomic_write, move_aside, private_dir, read_private

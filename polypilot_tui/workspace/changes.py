@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from polypilot_tui.domain.changeset import Changeset, ChangeStats, FileCount
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.workspace.diff_parse import parse_diff
 from polypilot_tui.workspace.git import MAX_OUTPUT, AppConfig, GitResult, WorkspaceError, app_config, git

@@ -64,8 +64,8 @@ import os
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.exit_status import exit_text
 
 DEFAULT_TIMEOUT = 60.0

@@ -11,9 +11,9 @@ import contextlib
 import hashlib
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, Workspace
 from polypilot_tui.infra.private import private_dir
 from polypilot_tui.workspace.git import WorkspaceError, describe, git

@@ -21,7 +21,8 @@ ROOT = Path(__file__).parents[2]
 DESCRIBE = r"""
 import dataclasses, inspect, json, sys
 if sys.argv[1] == "deferred":
-    from polypilot_tui.agents.copilot.sdk_import import import_sdk, pending_count
+    from polypilot_tui.agents.copilot.sdk_import import import_sdk
+    from polypilot_tui.domain.dataclass_on_use import pending_count
     import_sdk()
     pending = pending_count()
 else:
@@ -87,35 +88,3 @@ def test_every_generated_class_is_made_as_the_sdk_makes_it_and_none_before_its_u
     assert ours["pending"] > 1500  # what makes the import fast: no class made at import
     assert len(sdk["classes"]) > 1500
     assert ours["classes"] == sdk["classes"]
-
-
-def test_a_subclass_a_repr_and_an_equality_before_any_instance() -> None:
-    from polypilot_tui.agents.copilot.sdk_import import deferred_dataclass, make_pending
-
-    @deferred_dataclass(frozen=True)
-    class Base:
-        a: int
-        b: str = "b"
-
-    @deferred_dataclass(frozen=True)
-    class Child(Base):
-        c: int = 3
-
-    class Plain(Base):  # not a dataclass: its own __init__ reaches the base's
-        def __init__(self) -> None:
-            super().__init__(1)
-
-    assert "__dataclass_fields__" not in vars(Base)  # nothing made yet
-    child = Child(1)
-    assert (child.a, child.b, child.c) == (1, "b", 3) and hash(child) == hash(Child(1))
-    assert repr(child).endswith("Child(a=1, b='b', c=3)") and child == Child(1) and child != Child(2)
-    assert Plain().a == 1 and Base(5) == Base(5)
-
-    @deferred_dataclass
-    class Lonely:
-        x: int = 0
-
-    instance = object.__new__(Lonely)  # made without __init__ (copy, unpickling): repr and == still make it
-    instance.x = 4
-    assert repr(instance).endswith("Lonely(x=4)") and instance == Lonely(4)
-    make_pending(Lonely)  # again: nothing left to make

@@ -43,6 +43,7 @@ OURS = frozenset(
         "polypilot_tui.domain.changeset",
         "polypilot_tui.domain.chat",
         "polypilot_tui.domain.clock",
+        "polypilot_tui.domain.dataclass_on_use",  # our records, made on first use
         "polypilot_tui.domain.entry_errors",
         "polypilot_tui.domain.events",
         "polypilot_tui.domain.exit_status",
@@ -179,8 +180,11 @@ DASHBOARD = textwrap.dedent(
             names += sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names))
             shown = " ".join(self.engine.ids()) + "|" + self.pane.editor.placeholder
             collections = f"collecting at mount: {collecting}, after the first frame: {gc.isenabled()}"
+            from polypilot_tui.domain.dataclass_on_use import pending_count
+            from polypilot_tui.engine import verbs
+            waiting = f"waiting: {pending_count()} {'__match_args__' in vars(verbs.Send)}"
             buttons = f"buttons: {len(self.screen.query('Button'))}"
-            report_to.write_text("\\n".join([shown, collections, buttons, *names]))
+            report_to.write_text("\\n".join([shown, collections, buttons, waiting, *names]))
             self.exit()
 
         self.call_after_refresh(report)
@@ -218,13 +222,17 @@ async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harnes
                 dashboard.kill()
                 await dashboard.wait()
     assert report.exists(), f"the dashboard reported nothing: {said.decode(errors='replace')[-2000:]}"
-    shown, collections, buttons, *names = report.read_text().splitlines()
+    shown, collections, buttons, waiting, *names = report.read_text().splitlines()
     assert shown.startswith("s1|Message first"), shown  # the first frame had the session and its prompt
     # No collection walks start-up's objects before the first frame (entry.py); after it, they run.
     assert collections == "collecting at mount: False, after the first frame: True"
     # A hidden button (reconnect, resend, the queue's, "show earlier") cost the frame ~2 ms of
     # styling each: each is mounted when first shown.
     assert buttons == "buttons: 0"
+    # Most of our record classes wait for their first use (~0.5 ms each made: domain/dataclass_on_use.py),
+    # the verbs' requests among them: nothing was sent yet.
+    pending, send_made = waiting.split()[1:]
+    assert int(pending) > 50 and send_made == "False", waiting
     ours = [n for n in names if n.startswith("polypilot_tui")]
     third = [n for n in names if not n.startswith(("polypilot_tui", "_"))]  # "_": the interpreter's own
     sneaked = sorted(set(ours) - OURS) + sorted(set(third) - THIRD_PARTY)

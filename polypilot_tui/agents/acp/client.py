@@ -13,7 +13,6 @@ import logging
 import os
 import stat
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from acp.schema import (
 from polypilot_tui.agents.acp.mapping import Emit, summarize_input, tool_content_text
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE, BackendError
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import AgentEvent, EventType
 from polypilot_tui.domain.limits import AGENT_READ_BYTES, ROW_CHARS, bounded_texts, has_longer_text
 from polypilot_tui.domain.safe_json import dump_json

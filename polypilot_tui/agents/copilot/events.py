@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE, CANCELLED, REJECT_ONCE
 from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.domain.text import clip
 

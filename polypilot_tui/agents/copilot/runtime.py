@@ -14,12 +14,12 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from polypilot_tui.agents.copilot.sdk_errors import SHAPE_ERRORS, sdk_failures
 from polypilot_tui.domain import eventlog
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import EventType
 from polypilot_tui.infra.process_tree import descendants
 

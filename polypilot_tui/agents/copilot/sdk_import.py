@@ -4,13 +4,11 @@
 source, ``session_events``), and ``@dataclass`` on their ~1,870 classes is ~75% of the SDK's
 ~0.9 s import: each class has its ``__init__``, ``__repr__`` and ``__eq__`` written as source
 and compiled. A run uses a few dozen of them. :func:`import_sdk` imports the SDK with those
-two modules' ``@dataclass`` deferred: a class is made exactly as ``@dataclass`` makes it (the
-same function, the same options) the first time an instance is made, printed or compared,
-bases first. Nothing else changes: the modules' code, names and classes are the SDK's own,
-and every other module (ours included, the SDK's hand-written ones too) gets the real
-decorator. ``dataclasses.fields()`` on a class no instance of which was made yet would find
-none; neither the SDK nor polypilot asks that of a generated class (a test holds the SDK's
-source to it).
+two modules' ``@dataclass`` made on first use, as ours are
+(:mod:`polypilot_tui.domain.dataclass_on_use`: the same function, the same options, when an
+instance is first made, printed or compared, or the class's fields first read). Nothing else
+changes: the modules' code, names and classes are the SDK's own, and its other modules get
+the real decorator.
 """
 
 from __future__ import annotations
@@ -22,72 +20,22 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
+
 DEFERRED_MODULES = frozenset({"copilot.generated.rpc", "copilot.generated.session_events"})
 """The SDK's generated modules, whose dataclasses are made when first used."""
-STUBS = ("__init__", "__repr__", "__eq__")
-"""What ``@dataclass`` writes that the first use of a class goes through."""
-
-_pending: dict[type, dict[str, Any]] = {}
-"""Classes not made yet, with the options their ``@dataclass`` was given."""
-_lock = threading.RLock()
-
-
-def make_pending(cls: type) -> None:
-    """Run the real ``@dataclass`` on ``cls`` and on its bases not made yet (bases first)."""
-    with _lock:
-        for klass in reversed(cls.__mro__):
-            options = _pending.pop(klass, None)
-            if options is None:
-                continue
-            for name in STUBS:  # @dataclass leaves a method the class defines alone
-                delattr(klass, name)
-            dataclasses.dataclass(klass, **options)
-
-
-def _first_uses(klass: Any) -> dict[str, Callable[..., Any]]:
-    """Stand-ins for ``klass``'s dataclass methods that make it, then call the real one
-    (``klass``'s own: a subclass calling ``super().__init__`` gets its base's)."""
-
-    def first_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        make_pending(klass)
-        klass.__init__(self, *args, **kwargs)
-
-    def first_repr(self: Any) -> str:
-        make_pending(klass)
-        text: str = klass.__repr__(self)
-        return text
-
-    def first_eq(self: Any, other: Any) -> Any:
-        make_pending(klass)
-        return klass.__eq__(self, other)
-
-    return {"__init__": first_init, "__repr__": first_repr, "__eq__": first_eq}
-
-
-def deferred_dataclass(cls: type | None = None, /, **options: Any) -> Any:
-    """``@dataclass`` and ``@dataclass(…)``, made when the class is first used."""
-
-    def defer(klass: type) -> type:
-        if any(name in klass.__dict__ for name in STUBS):  # its own method: nothing to gain, do it now
-            return dataclasses.dataclass(klass, **options)
-        with _lock:
-            _pending[klass] = options
-            for name, stub in _first_uses(klass).items():
-                setattr(klass, name, stub)
-        return klass
-
-    return defer if cls is None else defer(cls)
+_lock = threading.Lock()
 
 
 class _DeferredDataclasses(ModuleType):
     """``dataclasses`` as the generated modules see it: the same, but ``dataclass`` deferred."""
 
     def __getattr__(self, name: str) -> Any:
-        return deferred_dataclass if name == "dataclass" else getattr(dataclasses, name)
+        return dataclass if name == "dataclass" else getattr(dataclasses, name)
 
 
 _SHIM = _DeferredDataclasses("dataclasses")
@@ -154,8 +102,3 @@ def import_sdk() -> ModuleType:
     was imported before :func:`install`)."""
     install()
     return importlib.import_module("copilot")
-
-
-def pending_count() -> int:
-    """How many generated dataclasses are not made yet (for the bench and the tests)."""
-    return len(_pending)

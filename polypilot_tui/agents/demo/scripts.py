@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from polypilot_tui.agents.base import ALLOW_ALWAYS, ALLOW_ONCE
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.events import EventType
 
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from rich.cells import cell_len
 from textual.content import Content
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.ui.markdown.inline import inline_content
 from polypilot_tui.ui.markdown.styles import BULLET_STYLE, HEADING_STYLE, HEADING_STYLES, QUOTE_STYLE
 from polypilot_tui.ui.markdown.verbatim import kept

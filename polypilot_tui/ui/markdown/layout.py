@@ -10,11 +10,11 @@ CJK and emoji take two, so tables stay aligned.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from rich.cells import cell_len
 from textual.content import Content
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.ui.markdown.blocks import Prose, ProseItem, Rule, Table
 from polypilot_tui.ui.markdown.styles import TABLE_BORDER, TABLE_HEADER
 

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from textual.widgets import Header, TextArea
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, Settings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import Clock
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.hosts import HostView
 from polypilot_tui.domain.records import (
     HostChanged,

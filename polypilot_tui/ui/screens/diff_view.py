@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from textual import on
 from textual.app import ComposeResult
@@ -22,6 +22,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.changeset import Changeset, ReviewComment
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.ui.formatting import plural
 from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
 from polypilot_tui.ui.widgets.diff_highlight import clean

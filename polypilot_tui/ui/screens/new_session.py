@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
@@ -24,6 +23,7 @@ from textual.widgets import Button, Input, Label, OptionList, RadioButton, Radio
 from textual.widgets.option_list import Option
 
 from polypilot_tui.domain.agents import AgentOffer, Availability
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.limits import NAME_CHARS
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, branch_name_for

@@ -15,7 +15,6 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
 from rich.segment import Segment
@@ -31,6 +30,7 @@ from textual.strip import Strip
 from textual.style import Style
 
 from polypilot_tui.domain.changeset import Changeset, DiffLine, FileStatus, LineKind, ReviewComment, Side
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.ui.widgets.diff_highlight import Highlighted, clean, highlight_runs, lexer_for
 from polypilot_tui.ui.widgets.diff_rows import Row, RowKind, Rows, layout
 

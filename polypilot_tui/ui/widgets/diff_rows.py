@@ -10,11 +10,11 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple, overload
 
 from polypilot_tui.domain.changeset import Changeset, DiffLine, FileDiff, Hunk, HunkLines, LineKind, ReviewComment, Side
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 class RowKind(Enum):

@@ -14,7 +14,6 @@ right, it is composed once).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -28,6 +27,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
+
+from polypilot_tui.domain.dataclass_on_use import dataclass
 
 
 @dataclass(frozen=True)

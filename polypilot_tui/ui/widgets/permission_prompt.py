@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -12,6 +10,7 @@ from textual.message import Message
 from textual.widgets import Button, Static
 from textual.widgets.button import ButtonVariant
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.text import one_line
 from polypilot_tui.domain.turn import PermissionPrompt as Prompt
 from polypilot_tui.ui.formatting import safe_text

@@ -19,12 +19,11 @@ load many arrive before any is handled. So:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.limits import DRAFT_CHARS, LimitExceeded, check_prompt
 
 HISTORY_LIMIT = 500

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Static
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.limits import QUEUE_PREVIEWS, size_words
 from polypilot_tui.domain.prompt_queue import QueueEntry
 from polypilot_tui.domain.view import SessionView

@@ -12,7 +12,6 @@ start). Colours still come from the theme, through component classes styled in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.cells import cell_len, set_cell_size
@@ -28,6 +27,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.hosts import HostState
 from polypilot_tui.domain.view import SessionStatus
 from polypilot_tui.ui.formatting import (

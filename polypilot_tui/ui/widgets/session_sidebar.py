@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.hosts import LOCAL, HostView
 from polypilot_tui.domain.view import SessionView
 from polypilot_tui.ui.formatting import SessionEntry

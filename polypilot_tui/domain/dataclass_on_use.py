@@ -1,0 +1,143 @@
+"""``@dataclass``, made the first time its class is used: the one way our records are declared.
+
+Python 3.11's ``@dataclass`` writes each class's ``__init__``, ``__repr__``, ``__eq__``,
+``__hash__`` and (frozen) ``__setattr__``/``__delattr__`` as source and compiles them:
+~0.5 ms a frozen class on this machine, ~60 ms for the ~130 our dashboard's first frame
+imports, of which it uses ~25 (the engine's verbs declare forty requests and replies; a start
+sends two). :func:`dataclass` takes the same options and, where it can, leaves the class as
+written until its first use, then runs the real ``@dataclass`` on it (the same function, the
+same options, bases first): the class is exactly the one ``@dataclass`` would have made.
+
+First use is any of: an instance made, printed or compared, or the class's dataclass fields read
+(``dataclasses.fields``, ``is_dataclass``, ``replace``, ``asdict``, pydantic — all read
+``__dataclass_fields__``, which makes the class). Made now instead: a class with
+``slots=True`` (``@dataclass`` then returns a new class, which cannot be swapped in later), one
+that defines a method ``@dataclass`` would write, and one with no docstring
+(``@dataclass`` writes one from the signature, which the hook would change). Before its first
+use, ``inspect.signature`` of the class reads its stub's.
+
+The Copilot SDK's generated protocol modules (~1,870 classes) are made the same way
+(agents/copilot/sdk_import.py). A lock makes each class once when two threads first use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast, dataclass_transform, overload
+
+T = TypeVar("T", bound=type)
+
+STUBS = ("__init__", "__repr__", "__eq__")
+"""What ``@dataclass`` writes that the first use of an instance goes through."""
+MARKS = ("__dataclass_fields__", "__dataclass_params__")
+"""What ``@dataclass`` sets that a reader of the class (not of an instance) goes through."""
+
+_pending: dict[type, dict[str, Any]] = {}
+"""Classes not made yet, with the options their ``@dataclass`` was given."""
+_lock = threading.RLock()
+
+
+def make_now(cls: type) -> None:
+    """Run the real ``@dataclass`` on ``cls`` and on its bases not made yet (bases first).
+
+    Another thread using the class meanwhile waits for it: its ``__init__`` stub and its marks
+    (which ``@dataclass`` overwrites) stay until it is made. ``@dataclass`` writes no method
+    a class has, so the ``__repr__`` and ``__eq__`` stubs go first (only an instance made
+    without ``__init__`` reaches them), and the ``__init__`` is written on a bare subclass of
+    the made class (the same fields, options and module: the same function) and then put in
+    place of its stub in one step."""
+    with _lock:
+        for klass in reversed(cls.__mro__):
+            options = _pending.pop(klass, None)
+            if options is None:
+                continue
+            delattr(klass, "__repr__")
+            delattr(klass, "__eq__")
+            dataclasses.dataclass(klass, **options)
+            if not options.get("init", True):
+                delattr(klass, "__init__")
+                continue
+            bare = type(klass.__name__, (klass,), {"__module__": klass.__module__, "__qualname__": klass.__qualname__})
+            frozen = options.get("frozen", False)
+            writer: type = dataclasses.dataclass(bare, repr=False, eq=False, frozen=frozen, match_args=False)
+            klass.__init__ = writer.__dict__["__init__"]  # type: ignore[misc]
+
+
+def pending_count() -> int:
+    """How many classes are not made yet (for the bench and the tests)."""
+    return len(_pending)
+
+
+class _MadeOnRead:
+    """A class's ``__dataclass_fields__`` (or params) before it is made: reading it makes it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type) -> Any:
+        make_now(owner)
+        for klass in owner.__mro__:  # now the real one, set by @dataclass (no descriptor lookup again)
+            value = klass.__dict__.get(self.name)
+            if value is not None and not isinstance(value, _MadeOnRead):
+                return value
+        raise AttributeError(self.name)
+
+
+def _stubs(klass: Any) -> dict[str, Callable[..., Any]]:
+    """Stand-ins for ``klass``'s dataclass methods that make it, then call the real one
+    (``klass``'s own: a subclass calling ``super().__init__`` gets its base's)."""
+
+    def first_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        make_now(klass)
+        klass.__init__(self, *args, **kwargs)
+
+    def first_repr(self: Any) -> str:
+        make_now(klass)
+        text: str = klass.__repr__(self)
+        return text
+
+    def first_eq(self: Any, other: Any) -> Any:
+        make_now(klass)
+        return klass.__eq__(self, other)
+
+    return {"__init__": first_init, "__repr__": first_repr, "__eq__": first_eq}
+
+
+def _defer(klass: T, options: dict[str, Any]) -> T:
+    if options.get("slots") or klass.__doc__ is None or any(name in klass.__dict__ for name in STUBS):
+        # slots: @dataclass returns a new class, which cannot be swapped in later; no
+        # docstring: @dataclass writes one from the signature, which the hook would change
+        return cast(T, dataclasses.dataclass(klass, **options))
+    with _lock:
+        _pending[klass] = options
+        for name, stub in _stubs(klass).items():
+            setattr(klass, name, stub)
+        for name in MARKS:
+            setattr(klass, name, _MadeOnRead(name))
+    return klass
+
+
+@overload
+def dataclass(cls: T, /) -> T: ...
+@overload
+def dataclass(
+    *,
+    init: bool = True,
+    repr: bool = True,
+    eq: bool = True,
+    order: bool = False,
+    unsafe_hash: bool = False,
+    frozen: bool = False,
+    match_args: bool = True,
+    kw_only: bool = False,
+    slots: bool = False,
+    weakref_slot: bool = False,
+) -> Callable[[T], T]: ...
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def dataclass(cls: Any = None, /, **options: Any) -> Any:
+    """``@dataclass`` and ``@dataclass(…)``, the class made on its first use."""
+    if cls is None:
+        return lambda klass: _defer(klass, options)
+    return _defer(cls, options)

@@ -1,0 +1,214 @@
+"""Our records' ``@dataclass``, made on first use (domain/dataclass_on_use.py).
+
+Each record class of polypilot_tui is described in two fresh interpreters, one where every
+module gets the real ``@dataclass``, one as shipped: fields, defaults, ``__init__``, hashing,
+match arguments, params, repr and equality of an instance must agree. The rest are the uses
+that make a class: an instance, a repr, ``==``, reading its fields (``fields``, ``replace``,
+``asdict``, pydantic), and two threads at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+import threading
+from dataclasses import asdict, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polypilot_tui.domain.dataclass_on_use import dataclass, make_now, pending_count
+from polypilot_tui.engine.codec import decode, encode
+
+ROOT = Path(__file__).parents[2]
+
+DESCRIBE = r"""
+import dataclasses, importlib, inspect, json, pkgutil, sys
+import polypilot_tui
+from polypilot_tui.domain import dataclass_on_use
+if sys.argv[1] == "eager":
+    dataclass_on_use.dataclass = dataclasses.dataclass  # before any module takes the name
+names = [m.name for m in pkgutil.walk_packages(polypilot_tui.__path__, "polypilot_tui.")]
+modules = [importlib.import_module(n) for n in names if not n.endswith("__main__")]
+pending = dataclass_on_use.pending_count()
+
+def shown(value):
+    return "MISSING" if value is dataclasses.MISSING else repr(value)
+
+def sample(cls):
+    args = {f.name: None for f in dataclasses.fields(cls) if f.init}
+    try:
+        return cls(**args)
+    except Exception as exc:
+        return exc
+
+out = {"pending": pending, "classes": {}}
+for module in modules:
+    for name, cls in sorted(vars(module).items()):
+        if not isinstance(cls, type) or cls.__module__ != module.__name__ or not dataclasses.is_dataclass(cls):
+            continue
+        made = sample(cls)
+        out["classes"][f"{module.__name__}.{name}"] = {
+            "fields": [
+                [f.name, str(f.type), shown(f.default), shown(f.default_factory), f.init, f.repr, f.kw_only, f.compare]
+                for f in dataclasses.fields(cls)
+            ],
+            "init": str(inspect.signature(cls.__init__)),
+            "doc": cls.__doc__,
+            "hash": cls.__hash__ is None,
+            "match": list(getattr(cls, "__match_args__", ())),
+            "params": repr(cls.__dataclass_params__),
+            "slots": "__slots__" in vars(cls),
+            "repr": repr(made),
+            "eq": made == sample(cls) if not isinstance(made, Exception) else None,
+        }
+print(json.dumps(out))
+"""
+
+
+def describe(how: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", DESCRIBE, how], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.timeout(120)
+def test_every_record_class_is_made_as_the_real_decorator_makes_it() -> None:
+    eager, deferred = describe("eager"), describe("deferred")  # side by side: two cores
+    results = []
+    for proc in (eager, deferred):
+        out, err = proc.communicate(timeout=110)
+        assert proc.returncode == 0, err[-2000:]
+        results.append(json.loads(re.sub(r" at 0x[0-9a-f]+", "", out)))  # an address differs
+    real, ours = results
+    assert real["pending"] == 0 and ours["pending"] > 50  # most wait for their first use
+    assert len(real["classes"]) > 150
+    assert ours["classes"] == real["classes"]
+
+
+def test_a_subclass_a_repr_and_an_equality_before_any_instance() -> None:
+    @dataclass(frozen=True)
+    class Base:
+        """A base."""
+
+        a: int
+        b: str = "b"
+
+    @dataclass(frozen=True)
+    class Child(Base):
+        """A child."""
+
+        c: int = 3
+
+    class Plain(Base):  # not a dataclass: its own __init__ reaches the base's
+        def __init__(self) -> None:
+            super().__init__(1)
+
+    assert "__match_args__" not in vars(Base)  # nothing made yet
+    child = Child(1)
+    assert (child.a, child.b, child.c) == (1, "b", 3) and hash(child) == hash(Child(1))
+    assert repr(child).endswith("Child(a=1, b='b', c=3)") and child == Child(1) and child != Child(2)
+    assert Plain().a == 1 and Base(5) == Base(5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        child.a = 2  # type: ignore[misc]
+
+    @dataclass
+    class Lonely:
+        """Alone."""
+
+        x: int = 0
+
+    instance = object.__new__(Lonely)  # made without __init__ (copy, unpickling): repr and == still make it
+    instance.x = 4
+    assert repr(instance).endswith("Lonely(x=4)") and instance == Lonely(4)
+    make_now(Lonely)  # again: nothing left to make
+
+
+@dataclass(frozen=True)
+class Inner:
+    """Inside (module-level: pydantic resolves the annotations by the module's names)."""
+
+    n: int
+
+
+@dataclass(frozen=True)
+class Outer:
+    """Outside."""
+
+    inner: Inner
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def test_reading_a_class_fields_makes_it_before_any_instance() -> None:
+    waiting = pending_count()
+    assert "__match_args__" not in vars(Outer) and "__match_args__" not in vars(Inner)
+    assert is_dataclass(Outer) and [f.name for f in fields(Outer)] == ["inner", "tags"]
+    assert pending_count() == waiting - 1 and "__match_args__" not in vars(Inner)  # Outer only
+    # pydantic (the engine's codec) reads the nested class's fields the same way
+    decoded = decode(Outer, {"inner": {"n": 2}, "tags": ["a"]})
+    assert decoded == Outer(Inner(2), ("a",)) and encode(decoded) == {"inner": {"n": 2}, "tags": ["a"]}
+    assert replace(decoded, tags=()) == Outer(Inner(2)) and asdict(decoded) == {"inner": {"n": 2}, "tags": ("a",)}
+
+
+def test_what_cannot_wait_is_made_at_once() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Slotted:  # @dataclass(slots=True) returns a new class: it cannot be swapped in later
+        a: int
+
+    @dataclass(frozen=True)
+    class OwnRepr:  # its own method: nothing to gain
+        """With its own repr."""
+
+        a: int
+
+        def __repr__(self) -> str:
+            return "mine"
+
+    @dataclass(frozen=True)
+    class Undocumented:  # @dataclass writes its docstring from its signature
+        a: int
+
+    assert all("__match_args__" in vars(cls) for cls in (Slotted, OwnRepr, Undocumented))
+    assert Undocumented.__doc__ == "Undocumented(a: 'int')"
+    assert Slotted.__slots__ == ("a",) and repr(OwnRepr(1)) == "mine"
+
+
+class _HeldDefault:
+    """A field's default that holds the thread making its class until released: ``@dataclass``
+    reads a class attribute through its ``__get__`` while it makes the class."""
+
+    def __init__(self) -> None:
+        self.inside, self.release = threading.Event(), threading.Event()
+
+    def __get__(self, instance: object, owner: type) -> int:
+        if instance is None and not self.inside.is_set():
+            self.inside.set()
+            assert self.release.wait(10)
+        return 7
+
+
+def test_two_threads_first_using_a_class_at_once_make_it_once() -> None:
+    held = _HeldDefault()
+
+    @dataclass
+    class Contended:
+        """Wanted by two threads."""
+
+        a: int = held  # type: ignore[assignment]
+
+    made: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: made.setdefault("first", Contended()))
+    second = threading.Thread(target=lambda: made.setdefault("second", Contended(1)))
+    first.start()
+    assert held.inside.wait(10)  # the first thread is making the class
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waits for it to be made, rather than reaching a stub again
+    held.release.set()
+    first.join(10)
+    second.join(10)
+    assert made == {"first": Contended(7), "second": Contended(1)}
