@@ -24,19 +24,23 @@ Two turns, each run in alternating pairs:
 
 - slow: every run in fresh homes (the CLI's first start on a machine, ~2-3 s): the ratio
   and the memory above;
-- fast: each side's homes made once and kept (warmed before the pairs, as a user's are), so
+- fast: each side's homes made once and kept (warmed before the rounds, as a user's are), so
   the CLI boots in well under a second and what we add on top shows: the fixed cost, the
-  median of polypilot's wall minus the bare CLI's per pair (target ≤ 0.15 s), beside the
-  floor that no Python program avoids (``python -c pass`` in this venv, its ``site``
-  included, alternated with the pairs).
+  median of polypilot's wall minus the bare CLI's per round (target ≤ 0.15 s), beside two
+  floors: the one no Python program avoids (``python -c pass`` in this venv, its ``site``
+  included, alternated with the rounds), and the CLI's SDK mode itself — a third side, the
+  same CLI, homes and model server driven over its stdio by bench/_raw_copilot.py (the SDK's
+  requests, standard library only, no ``site``): its wall minus bare's per round is what
+  serving a turn to an SDK costs the CLI over ``-p``, which no SDK-driven run gets below.
+  Each round runs the three sides, the order turned by one each round.
 
 Where the time goes (fast turn, medians), from outside: our start to the CLI's spawn (the
 start times /proc gives the two processes), to the first model request (the model server's
-clock; the bare CLI's own boot and session to compare), the last model request to the
-exit. From inside, once each (not timed with the pairs): the imports by group
-(``-X importtime``: before the spawn, the engine, the SDK), and the SDK's steps on a CLI it
-started: spawn to the SDK imported, to the handshake done, to the session created, to the
-client stopped.
+clock; the bare CLI's own boot and session to compare), the first to the last model request
+(the turn: the tool, its permission), the last model request to the exit. From inside, once
+each (not timed with the pairs): the imports by group (``-X importtime``: before the spawn,
+the engine, the SDK), and the SDK's steps on a CLI it started: spawn to the SDK imported, to
+the handshake done, to the session created, to the client stopped.
 """
 
 from __future__ import annotations
@@ -202,20 +206,49 @@ def bare_argv_env(cli: Path, server_url: str, tmp: Path, homes: Path | None = No
     return [str(cli), "-p", PROMPT, "--allow-all-tools"], env
 
 
+def raw_argv_env(cli: Path, server_url: str, tmp: Path, homes: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """The CLI in SDK mode driven by bench/_raw_copilot.py (stdlib, no ``site``), with the
+    environment a ``polypilot run`` in these homes gives its CLI: the floor of the SDK mode."""
+    from polypilot_tui.agents.copilot.cli_spec import cli_environment
+    from polypilot_tui.config import AgentConfig, ProviderConfig
+    from tests.support.copilot_e2e import KEY, KEY_ENV
+
+    homes = homes or tmp
+    work = homes / "work"
+    work.mkdir(exist_ok=True)
+    agent = AgentConfig(
+        name="raw",
+        kind="copilot",
+        command=str(cli),
+        model="gpt-4.1",
+        cwd=work,
+        env={"COPILOT_HOME": str(homes / "copilot-home")},
+        provider=ProviderConfig(base_url=server_url, api_key_env=KEY_ENV),
+    )
+    _argv, base = polypilot_argv_env(cli, server_url, tmp, homes)
+    env, _provider = cli_environment(agent, base)
+    env[KEY_ENV] = KEY
+    script = str(Path(__file__).with_name("_raw_copilot.py"))
+    return [sys.executable, "-I", "-S", script, str(work), "gpt-4.1", server_url, KEY_ENV, PROMPT, "--", str(cli)], env
+
+
 def one(kind: str, cli: Path, server_url: str, homes: Path | None = None) -> Timed:
     """One fresh run of ``kind``, in its own temporary homes unless ``homes`` are given (kept
     across runs); fails loudly if the turn did."""
     with tempfile.TemporaryDirectory(prefix=f"polypilot-bench-run-{kind}-") as name:
         tmp = Path(name)
         (homes or tmp).joinpath("home").mkdir(exist_ok=True)
-        make = polypilot_argv_env if kind == "polypilot" else bare_argv_env
-        argv, env = make(cli, server_url, tmp, homes)
+        argv, env = MAKERS[kind](cli, server_url, tmp, homes)
         run = timed(argv, env)
     if run.done.returncode != 0 or "done:" not in run.done.stdout:
         raise RuntimeError(
             f"{kind} run failed ({run.done.returncode}): {run.done.stdout[-500:]} {run.done.stderr[-1500:]}"
         )
     return run
+
+
+MAKERS = {"polypilot": polypilot_argv_env, "bare": bare_argv_env, "sdk floor": raw_argv_env}
+"""Each side's command line: ours, the bare ``copilot -p``, and the CLI's SDK mode on its own."""
 
 
 def python_start() -> float:
@@ -226,9 +259,13 @@ def python_start() -> float:
 
 
 def fast_turn(cli: Path, server: ModelServer, pairs: int) -> Row:
-    """The fast turn (warm homes), its fixed cost and where the time goes."""
-    walls: dict[str, list[float]] = {"polypilot": [], "bare": []}
+    """The fast turn (warm homes), its fixed cost, the floors it is measured against and
+    where the time goes. Each round runs the three sides (polypilot, bare, the SDK mode on its
+    own), the order turned by one each round."""
+    kinds = ("polypilot", "bare", "sdk floor")
+    walls: dict[str, list[float]] = {kind: [] for kind in kinds}
     costs: list[float] = []
+    sdk_costs: list[float] = []
     floors: list[float] = []
     phases: dict[str, list[float]] = {}
 
@@ -236,12 +273,12 @@ def fast_turn(cli: Path, server: ModelServer, pairs: int) -> Row:
         phases.setdefault(name, []).append(seconds)
 
     with tempfile.TemporaryDirectory(prefix="polypilot-bench-homes-") as name:
-        homes = {kind: Path(name) / kind for kind in walls}
+        homes = {kind: Path(name) / kind.replace(" ", "-") for kind in kinds}
         for kind, where in homes.items():
             where.mkdir()
             one(kind, cli, server.base_url, where)  # warm: the CLI's first start in these homes
         for i in range(pairs):
-            order = ("polypilot", "bare") if i % 2 == 0 else ("bare", "polypilot")
+            order = kinds[i % 3 :] + kinds[: i % 3]
             got: dict[str, Timed] = {}
             for kind in order:
                 seen = len(server.model_requests())
@@ -251,23 +288,29 @@ def fast_turn(cli: Path, server: ModelServer, pairs: int) -> Row:
                 if kind == "polypilot" and run.spawned_after is not None:  # the bare CLI is its own root
                     note(f"{kind}: start to the CLI's spawn", run.spawned_after)
                 note(f"{kind}: start to the first model request", asked[0] - run.started)
+                note(f"{kind}: first to last model request", asked[-1] - asked[0])
                 note(f"{kind}: last model request to the exit", run.ended - asked[-1])
             floors.append(python_start())
             costs.append(got["polypilot"].wall - got["bare"].wall)
+            sdk_costs.append(got["sdk floor"].wall - got["bare"].wall)
             print(
-                f"fast pair {i + 1}: polypilot {got['polypilot'].wall:.2f} s, bare {got['bare'].wall:.2f} s, "
-                f"fixed cost {costs[-1]:+.2f} s",
+                f"fast round {i + 1}: polypilot {got['polypilot'].wall:.2f} s, bare {got['bare'].wall:.2f} s, "
+                f"SDK mode alone {got['sdk floor'].wall:.2f} s; fixed cost {costs[-1]:+.2f} s",
                 flush=True,
             )
     for label, values in phases.items():
         print(f"  {label}: median {statistics.median(values):.3f} s")
-    cost, floor = statistics.median(costs), statistics.median(floors)
+    cost, floor, sdk_cost = statistics.median(costs), statistics.median(floors), statistics.median(sdk_costs)
     ours, bare = statistics.median(walls["polypilot"]), statistics.median(walls["bare"])
     print(
-        f"fast turn (warm homes), {pairs} pairs: polypilot {ours:.2f} s, bare {bare:.2f} s; fixed cost "
-        f"{cost:.2f} s (target ≤ 0.15 s); floor: python -c pass {floor:.3f} s"
+        f"fast turn (warm homes), {pairs} rounds: polypilot {ours:.2f} s, bare {bare:.2f} s; fixed cost "
+        f"{cost:.2f} s (target ≤ 0.15 s); floors: python -c pass {floor:.3f} s, the CLI's SDK mode "
+        f"(bench/_raw_copilot.py) over bare {sdk_cost:+.3f} s"
     )
-    figure = f"{cost:.2f} s ({ours:.2f} s vs {bare:.2f} s); floor: Python's start {floor:.2f} s"
+    figure = (
+        f"{cost:.2f} s ({ours:.2f} s vs {bare:.2f} s); floors: Python's start {floor:.2f} s, "
+        f"the CLI's SDK mode {sdk_cost:+.2f} s"
+    )
     return ("`polypilot run` fixed cost over bare `copilot -p`, fast tool turn (warm homes)", figure, "≤ 0.15 s")
 
 
