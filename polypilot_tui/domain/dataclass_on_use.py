@@ -55,7 +55,11 @@ def make_now(cls: type) -> None:
                 continue
             delattr(klass, "__repr__")
             delattr(klass, "__eq__")
-            dataclasses.dataclass(klass, **options)
+            try:
+                dataclasses.dataclass(klass, **options)
+            except BaseException:  # a mistake the real decorator refuses: each use says it again
+                _pend(klass, options)
+                raise
             if not options.get("init", True):
                 delattr(klass, "__init__")
                 continue
@@ -111,12 +115,16 @@ def _defer(klass: T, options: dict[str, Any]) -> T:
         # docstring: @dataclass writes one from the signature, which the hook would change
         return cast(T, dataclasses.dataclass(klass, **options))
     with _lock:
-        _pending[klass] = options
-        for name, stub in _stubs(klass).items():
-            setattr(klass, name, stub)
-        for name in MARKS:
-            setattr(klass, name, _MadeOnRead(name))
+        _pend(klass, options)
     return klass
+
+
+def _pend(klass: type, options: dict[str, Any]) -> None:
+    _pending[klass] = options
+    for name, stub in _stubs(klass).items():
+        setattr(klass, name, stub)
+    for name in MARKS:
+        setattr(klass, name, _MadeOnRead(name))
 
 
 @overload

@@ -212,3 +212,18 @@ def test_two_threads_first_using_a_class_at_once_make_it_once() -> None:
     first.join(10)
     second.join(10)
     assert made == {"first": Contended(7), "second": Contended(1)}
+
+
+def test_a_class_the_real_decorator_refuses_says_so_at_each_use() -> None:
+    @dataclass
+    class Misordered:
+        """A field without a default after one with."""
+
+        a: int = 0
+        b: int  # type: ignore[misc]
+
+    for _ in range(2):  # the same clear error each time, never a stub calling itself
+        with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+            Misordered(1, 2)
+    with pytest.raises(TypeError, match="non-default argument"):
+        fields(Misordered)
