@@ -14,6 +14,7 @@ import re
 from enum import StrEnum
 
 from polypilot_tui.domain.dataclass_on_use import dataclass
+from polypilot_tui.domain.patterns import CompiledLater, compile_later
 
 
 class FailureKind(StrEnum):
@@ -79,17 +80,18 @@ FIXES: dict[FailureKind, str] = {
 
 #: The words polypilot puts before why a session's sandbox cannot start (the session refused,
 #: never run unsandboxed); what follows says why and how to fix it.
-_SANDBOX = re.compile(r"(?:sandbox cannot start|cannot run sandboxed here):\s*(?P<why>.*)", re.I | re.S)
+_SANDBOX = compile_later(r"(?:sandbox cannot start|cannot run sandboxed here):\s*(?P<why>.*)", re.I | re.S)
 
 # Words agents use, in the order they are tried: the more specific classes first (a
 # "model not found" text also says "not found"; a text that names a missing command may
 # also say "could not start"; a sandbox that cannot start says "bwrap is not installed", and
-# the agent is installed).
-_WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
+# the agent is installed). Each is compiled when it is first tried: compiled at import, they
+# were ~5 ms of every start.
+_WORDS: tuple[tuple[FailureKind, CompiledLater], ...] = (
     (FailureKind.SANDBOX_UNAVAILABLE, _SANDBOX),
     (
         FailureKind.MODEL_UNAVAILABLE,
-        re.compile(
+        compile_later(
             r"model[_ ]not[_ ]found|unknown model|model .{0,80}(does not exist|not supported|is not available|"
             r"not available|unavailable)|(unsupported|invalid) model|model_not_supported|no such model|"
             r"check the base url and model name",
@@ -98,7 +100,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     ),
     (
         FailureKind.NOT_INSTALLED,
-        re.compile(
+        compile_later(
             r"command not found|is not found|cli not found|not found at |not found \(or not executable\)|"
             r"is not executable|is a folder, not a program|"
             r"\[errno 2\] no such file or directory|not installed|spawn \S+ enoent|"
@@ -108,7 +110,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     ),
     (
         FailureKind.RATE_LIMITED,
-        re.compile(
+        compile_later(
             r"rate[ _-]?limit|too many requests|quota (exceeded|reached)|exceeded .{0,30}quota|out of quota|"
             r"insufficient_quota|resource[_ ]exhausted|usage limit|exceeded your",
             re.I,
@@ -116,7 +118,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     ),
     (
         FailureKind.NEEDS_SIGN_IN,
-        re.compile(
+        compile_later(
             r"unauthori[sz]ed|authentication (failed|error|required)|not authenticated|invalid[_ ]api[_ ]key|"
             r"incorrect api key|"
             r"api key .{0,40}(missing|invalid|not set)|missing api key|no api key|not logged in|"
@@ -128,7 +130,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     ),
     (
         FailureKind.SERVER_UNREACHABLE,
-        re.compile(
+        compile_later(
             r"econnrefused|connection refused|econnreset|connection reset|enotfound|eai_again|"
             r"getaddrinfo|name or service not known|fetch failed|failed to fetch|unable to connect|"
             r"could not connect to|couldn't connect|connect error|error sending request|etimedout|"
@@ -139,7 +141,7 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     ),
     (
         FailureKind.EXITED_AT_START,
-        re.compile(
+        compile_later(
             r"exited (before|during) (initiali[sz]e|start|session)|process exited|\bexited\b.{0,40}(code|signal)|"
             r"died|crashed",
             re.I,
@@ -147,14 +149,14 @@ _WORDS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     ),
 )
 
-_STATUS = re.compile(
+_STATUS = compile_later(
     r"(?:\bHTTP[ /]?(?:\d(?:\.\d)?\s+)?|\bstatus(?:[ _]?code)?\s*[:=]?\s*|\bstatusCode\W{0,3}|\berror:?\s+)"
     r"(401|403|404|429)\b",
     re.I,
 )
 #: Reasons polypilot writes when an agent does not start: only these can name a missing
 #: command or an agent that died at start (a turn's "file is not found" names neither).
-_STARTING = re.compile(
+_STARTING = compile_later(
     r"could not start the agent|cannot start here|cannot start ACP agent|sandbox cannot start|cannot run sandboxed",
     re.I,
 )
@@ -169,15 +171,15 @@ _STATUS_KINDS = {
 
 def status_code(text: str) -> int | None:
     """The HTTP status code a failure text names (``(HTTP 401)``, ``Last error: 429 …``), if any."""
-    match = _STATUS.search(text)
+    match = _STATUS().search(text)
     return int(match.group(1)) if match else None
 
 
 def kind_of(text: str, status: int | None = None) -> FailureKind | None:
     """The class of a failure text (and of the status code the agent gave), or None."""
-    starting = _STARTING.search(text) is not None
+    starting = _STARTING().search(text) is not None
     words = next(
-        (kind for kind, pattern in _WORDS if (starting or kind not in _START_KINDS) and pattern.search(text)), None
+        (kind for kind, pattern in _WORDS if (starting or kind not in _START_KINDS) and pattern().search(text)), None
     )
     # Words that name the class outrank a bare code: a 404 whose text says "rate limit"
     # is a rate limit, and a 403 that says "quota" is a quota.
@@ -226,5 +228,5 @@ def failure_text(reason: str, sign_in: str = "", detail: str = "") -> str:
 
 def _sandbox_fix(text: str) -> str:
     """Why the sandbox cannot start and how to fix it, in the reason's own words."""
-    match = _SANDBOX.search(text)
+    match = _SANDBOX().search(text)
     return " ".join(match.group("why").split()) if match else ""

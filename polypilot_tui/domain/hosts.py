@@ -11,12 +11,12 @@ a host name or address and a port, so nothing in it can read as an ssh option.
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import replace
 from enum import StrEnum
 
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.dataclass_on_use import dataclass
+from polypilot_tui.domain.patterns import compile_later
 
 LOCAL = ""
 """The name of the local engine (the dashboard's own machine)."""
@@ -27,12 +27,13 @@ INSTALL_COMMAND = "pipx install polypilot_tui"
 UPGRADE_COMMAND = "pipx upgrade polypilot_tui"
 """How a host's polypilot is brought to this one's version."""
 
-_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
-_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,31}")
+# Compiled on first use: a start that checks no host need not compile them.
+_NAME = compile_later(r"[a-z0-9][a-z0-9_-]{0,31}")
+_USER = compile_later(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,31}")
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 """A DNS label, with ``_`` too: an ssh config alias (``Host my_box``) is a target as well."""
-_HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
-_TARGET = re.compile(r"(?:(?P<user>[^@]*)@)?(?P<host>\[[^\]]*\]|[^:@\[\]]*)(?::(?P<port>[0-9]{1,5}))?")
+_HOSTNAME = compile_later(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_TARGET = compile_later(r"(?:(?P<user>[^@]*)@)?(?P<host>\[[^\]]*\]|[^:@\[\]]*)(?::(?P<port>[0-9]{1,5}))?")
 _RESERVED = frozenset({"local", "localhost-engine", "all"})
 
 
@@ -78,7 +79,7 @@ class HostTarget:
 def check_name(name: str) -> str:
     """``name`` when it may name a host: 1-32 of a-z, 0-9, ``-``, ``_``, starting with a letter or
     digit (it is typed on command lines and shown in the sidebar); HostError otherwise."""
-    if not _NAME.fullmatch(name):
+    if not _NAME().fullmatch(name):
         raise HostError(
             f"{name!r} cannot name a host: use 1-32 lower-case letters, digits, '-' or '_', starting with a "
             "letter or digit"
@@ -99,11 +100,11 @@ def parse_target(text: str) -> HostTarget:
     fits = "expected [user@]host[:port], e.g. dev@build.example.com:2222 or [::1]:22"
     if text.startswith("-"):
         raise HostError(f"{text!r} would read as an ssh option, not a host: {fits}")
-    match = _TARGET.fullmatch(text)
+    match = _TARGET().fullmatch(text)
     if not text or len(text) > 300 or match is None:
         raise HostError(f"{text!r} is not a host target: {fits}")
     user, host, port_text = match["user"], match["host"], match["port"]
-    if user is not None and not _USER.fullmatch(user):
+    if user is not None and not _USER().fullmatch(user):
         raise HostError(f"{text!r}: the user {user!r} is not a user name (letters, digits, '.', '_', '-')")
     if host.startswith("["):
         try:
@@ -111,7 +112,7 @@ def parse_target(text: str) -> HostTarget:
         except ValueError:
             raise HostError(f"{text!r}: {host} is not an IPv6 address") from None
         host = str(address)
-    elif not _HOSTNAME.fullmatch(host) or host.replace(".", "").isdigit() and not _ipv4(host):
+    elif not _HOSTNAME().fullmatch(host) or host.replace(".", "").isdigit() and not _ipv4(host):
         raise HostError(f"{text!r}: {host!r} is not a host name or address; {fits}")
     port = int(port_text) if port_text else None
     if port is not None and not 0 < port < 65536:
@@ -263,7 +264,7 @@ def other_version_reason(theirs: int | None, ours: int) -> str:
 
 
 DEFAULT_REMOTE_COMMAND = "polypilot"
-_BAD_TEXT = re.compile(r"[\x00-\x1f\x7f]")
+_BAD_TEXT = compile_later(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -282,11 +283,11 @@ class HostEntry:
     ) -> HostEntry:
         """An entry whose every part was checked (HostError naming the part otherwise); the
         target is kept as :func:`parse_target` reads it."""
-        if not remote_command.strip() or len(remote_command) > 1000 or _BAD_TEXT.search(remote_command):
+        if not remote_command.strip() or len(remote_command) > 1000 or _BAD_TEXT().search(remote_command):
             raise HostError(f"the remote command {remote_command!r} must be one line of at most 1,000 characters")
         for i, word in enumerate(ssh_options):
             argument = i > 0 and len(ssh_options[i - 1]) == 2 and ssh_options[i - 1].startswith("-")
-            if not (word.startswith("-") or argument) or len(word) > 1000 or _BAD_TEXT.search(word):
+            if not (word.startswith("-") or argument) or len(word) > 1000 or _BAD_TEXT().search(word):
                 raise HostError(
                     f"the ssh option {word!r} must start with '-' (or be the argument of one like -F) and be one line"
                 )

@@ -24,6 +24,8 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from polypilot_tui.domain.patterns import CompiledLater, compile_later
+
 MAX_DEPTH = 64
 """Deepest nesting accepted; real files of ours stay under 10."""
 MAX_INT_DIGITS = 40
@@ -35,11 +37,12 @@ _TOML_SKIP = (
     r'"""(?:[^\\]|\\.)*?(?:"""|$)|\'\'\'.*?(?:\'\'\'|$)|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?'
     r"|#[^\n]*"
 )
-# (what to skip, what to skip or one bracket) per format.
-_JSON_TOKENS = (re.compile(_JSON_SKIP, re.DOTALL), re.compile(_JSON_SKIP + r"|[\[\]{}]", re.DOTALL))
-_TOML_TOKENS = (re.compile(_TOML_SKIP, re.DOTALL), re.compile(_TOML_SKIP + r"|[\[\]{}]", re.DOTALL))
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_TOML_WHERE = re.compile(r"\s*\(at line (\d+), column \d+\)")
+# (what to skip, what to skip or one bracket) per format. Every pattern here is compiled on its
+# first use: a start reads a few TOML files, most too shallow to scan (compiled at import: ~2 ms).
+_JSON_TOKENS = (compile_later(_JSON_SKIP, re.DOTALL), compile_later(_JSON_SKIP + r"|[\[\]{}]", re.DOTALL))
+_TOML_TOKENS = (compile_later(_TOML_SKIP, re.DOTALL), compile_later(_TOML_SKIP + r"|[\[\]{}]", re.DOTALL))
+_NOT_BRACKETS = compile_later(r"[^\[\]{}]+")
+_TOML_WHERE = compile_later(r"\s*\(at line (\d+), column \d+\)")
 
 
 class ParseError(ValueError):
@@ -68,17 +71,17 @@ def _deepest(brackets: str) -> int:
     return deepest
 
 
-def _too_deep(text: str, tokens: tuple[re.Pattern[str], re.Pattern[str]], max_depth: int) -> int | None:
+def _too_deep(text: str, tokens: tuple[CompiledLater, CompiledLater], max_depth: int) -> int | None:
     """Position where nesting first exceeds ``max_depth`` (None when it never does)."""
     if text.count("[") + text.count("{") <= max_depth:
         return None  # cannot be deeper than the number of openers: no scan needed
     skip, tokens_or_brackets = tokens
     # The brackets alone, found by the regex engine: a look at each token from Python took
     # 14 ms of a 200-session start. Only a file that is too deep is scanned again for where.
-    if _deepest(_NOT_BRACKETS.sub("", skip.sub("", text))) <= max_depth:
+    if _deepest(_NOT_BRACKETS().sub("", skip().sub("", text))) <= max_depth:
         return None
     depth = 0
-    for match in tokens_or_brackets.finditer(text):
+    for match in tokens_or_brackets().finditer(text):
         char = match.group()
         if char in "[{":
             depth += 1
@@ -153,8 +156,8 @@ def load_toml(text: str, source: str, *, max_depth: int = MAX_DEPTH) -> dict[str
     try:
         return tomllib.loads(text, parse_float=_number_or_null)
     except tomllib.TOMLDecodeError as exc:
-        where = _TOML_WHERE.search(str(exc))  # "(at line 3, column 5)": no attribute before 3.14
-        reason = _TOML_WHERE.sub("", str(exc)).strip()
+        where = _TOML_WHERE().search(str(exc))  # "(at line 3, column 5)": no attribute before 3.14
+        reason = _TOML_WHERE().sub("", str(exc)).strip()
         raise ParseError(source, int(where.group(1)) if where else None, f"not valid TOML ({reason})") from None
     except (ValueError, RecursionError) as exc:  # e.g. an integer of 5000 digits
         raise ParseError(source, None, f"not valid TOML ({type(exc).__name__}: {str(exc)[:80]})") from None
@@ -162,9 +165,9 @@ def load_toml(text: str, source: str, *, max_depth: int = MAX_DEPTH) -> dict[str
 
 _TOML_KEY = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
 _TOML_DOTTED = rf"{_TOML_KEY}(?:[ \t]*\.[ \t]*{_TOML_KEY})*"
-_TOML_HEADER = re.compile(rf"[ \t]*\[\[?[ \t]*({_TOML_DOTTED})[ \t]*\]")
-_TOML_ASSIGN = re.compile(rf"[ \t]*({_TOML_DOTTED})[ \t]*=")
-_TOML_MULTILINE = re.compile(r'"""|\'\'\'')
+_TOML_HEADER = compile_later(rf"[ \t]*\[\[?[ \t]*({_TOML_DOTTED})[ \t]*\]")
+_TOML_ASSIGN = compile_later(rf"[ \t]*({_TOML_DOTTED})[ \t]*=")
+_TOML_MULTILINE = compile_later(r'"""|\'\'\'')
 
 
 def _dotted_path(dotted: str) -> tuple[str, ...]:
@@ -193,8 +196,8 @@ def toml_key_lines(text: str) -> dict[tuple[str, ...], int]:
             if line.count(in_string) % 2 == 1:
                 in_string = None
             continue
-        header = _TOML_HEADER.match(line)
-        assign = None if header else _TOML_ASSIGN.match(line)
+        header = _TOML_HEADER().match(line)
+        assign = None if header else _TOML_ASSIGN().match(line)
         try:
             if header:
                 table = _dotted_path(header.group(1))
@@ -204,7 +207,7 @@ def toml_key_lines(text: str) -> dict[tuple[str, ...], int]:
         except tomllib.TOMLDecodeError:
             pass  # not a key after all (a line of an array, say)
         rest = line[assign.end() :] if assign else ""
-        opened = _TOML_MULTILINE.findall(rest)
+        opened = _TOML_MULTILINE().findall(rest)
         if len(opened) % 2 == 1:
             in_string = opened[0]
     return lines

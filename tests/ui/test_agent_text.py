@@ -7,6 +7,9 @@ terminal would show), not the widget's source text.
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -19,7 +22,7 @@ from textual.widget import Widget
 from polypilot_tui.domain.chat import ChatItem, ItemKind
 from polypilot_tui.ui.formatting import safe_text
 from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
-from polypilot_tui.ui.widgets.code_block import CodeBlock
+from polypilot_tui.ui.widgets.code_block import CodeBlock, highlight
 from polypilot_tui.ui.widgets.prompt_editor import PromptEditor
 from polypilot_tui.ui.widgets.prose_view import ProseRun, ProseView
 from polypilot_tui.ui.widgets.reasoning_block import ReasoningBlock
@@ -162,6 +165,48 @@ async def test_text_nested_deeper_than_the_parser_goes_is_still_shown() -> None:
 def test_code_blocks_lists_every_code_block_in_order() -> None:
     text = "```py\nfirst()\n```\n\ntext\n\n    indented()\n\n- item\n\n  ```\n  nested()\n  ```\n"
     assert AssistantMessage(text).code_blocks == ["first()", "indented()", "nested()"]
+
+
+def test_a_code_block_is_coloured_for_its_language_and_keeps_its_text() -> None:
+    code = "def f(x):\n    return x  # [bold]not markup[/bold]\n"
+    coloured = highlight(code, "python")
+    assert coloured.plain == code
+    assert coloured.spans  # the keyword, the name, the comment…
+    assert highlight(code, "no-such-language").spans == []
+
+
+PROSE_ONLY = textwrap.dedent(
+    """
+    import asyncio, sys
+    from textual.app import App
+    from polypilot_tui.ui.widgets.assistant_message import AssistantMessage
+
+    REPLY = "Some **prose**, a list:\\n\\n- one\\n- `two`\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n"
+
+    class One(App):
+        def compose(self):
+            yield AssistantMessage(REPLY)
+
+    async def draw():
+        async with One().run_test() as pilot:
+            await pilot.pause()
+            strips = pilot.app.screen._compositor.render_strips()  # as tests/ui/helpers.py reads the screen
+            print(" ".join(" ".join(strip.text for strip in strips).split()))
+
+    asyncio.run(draw())
+    print(sorted({m.split(".")[0] for m in sys.modules} & {"pygments"}))
+    """
+)
+
+
+def test_a_reply_without_code_is_drawn_without_pygments() -> None:
+    """pygments (its lexer tables, ~14 ms) is imported when a first code block is coloured:
+    most replies have none, and the dashboard's start draws replies."""
+    done = subprocess.run([sys.executable, "-c", PROSE_ONLY], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    drawn, imported = done.stdout.strip().splitlines()[-2:]
+    assert "prose" in drawn and "two" in drawn
+    assert imported == "[]"
 
 
 async def test_the_copy_button_copies_the_code_block_and_says_so() -> None:

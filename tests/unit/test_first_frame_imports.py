@@ -55,6 +55,7 @@ OURS = frozenset(
         "polypilot_tui.domain.limits",
         "polypilot_tui.domain.model_choice",
         "polypilot_tui.domain.names",
+        "polypilot_tui.domain.patterns",  # compile_later: the patterns of the modules above, compiled on first use
         "polypilot_tui.domain.pass_env",
         "polypilot_tui.domain.permissions",
         "polypilot_tui.domain.probes",

@@ -95,6 +95,7 @@ RUN_BEFORE_SPAWN = {
     *("polypilot_tui.agents.head_start", "polypilot_tui.agents.leash", "polypilot_tui.agents.locate"),
     *("polypilot_tui.agents.npm_cache", "polypilot_tui.agents.raw_agent"),
     *("polypilot_tui.domain", "polypilot_tui.domain.exit_status", "polypilot_tui.domain.pass_env"),
+    "polypilot_tui.domain.patterns",  # safe_json's patterns, compiled on first use (re and functools only)
     *("polypilot_tui.domain.safe_json", "polypilot_tui.domain.urls", "polypilot_tui.infra"),
     "polypilot_tui.infra.private",
     "polypilot_tui.infra.settings_sources",

@@ -10,14 +10,11 @@ selected with the mouse, like the rest of the chat.
 
 from __future__ import annotations
 
-from pygments.lexers import get_lexer_by_name
-from pygments.util import ClassNotFound
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual.content import Content, Span
 from textual.geometry import Size
-from textual.highlight import HighlightTheme
 from textual.scroll_view import ScrollView
 from textual.selection import Selection
 from textual.strip import Strip
@@ -35,6 +32,12 @@ def highlight(code: str, lang: str) -> Content:
     """``code`` coloured by pygments for ``lang``; exactly the same text, or plain if unsure."""
     if not lang or not code:
         return Content(code)
+    # Imported here, when a first block is coloured: pygments' lexer tables (with Textual's
+    # highlight module, which imports pygments too) took ~14 ms of every reply's first drawing.
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+    from textual.highlight import HighlightTheme
+
     try:
         lexer = get_lexer_by_name(lang, stripnl=False, ensurenl=False, tabsize=0)
     except ClassNotFound:
