@@ -12,9 +12,16 @@ First use is any of: an instance made, printed or compared, or the class's datac
 (``dataclasses.fields``, ``is_dataclass``, ``replace``, ``asdict``, pydantic — all read
 ``__dataclass_fields__``, which makes the class). Made now instead: a class with
 ``slots=True`` (``@dataclass`` then returns a new class, which cannot be swapped in later), one
-that defines a method ``@dataclass`` would write, and one with no docstring
-(``@dataclass`` writes one from the signature, which the hook would change). Before its first
-use, ``inspect.signature`` of the class reads its stub's.
+that defines a method ``@dataclass`` would write, one with no docstring (``@dataclass`` writes
+one from the signature, which the stub would change), and one with a metaclass or a base's
+``__init_subclass__`` (they would run for the bare subclass that writes its ``__init__``).
+
+Before its first use, the class itself reads as written: ``inspect.signature`` reads its
+stub's, a field's class attribute is its ``field(…)``, ``__match_args__`` is missing and
+``__hash__`` is object's; an instance made without ``__init__`` (``object.__new__``, an
+unpickling in a fresh process) hashes by identity until its class is made. A class first used
+after its module has left ``sys.modules`` cannot resolve ``ClassVar`` annotations. None of
+ours does any of these (the test that compares every class with the real decorator's).
 
 The Copilot SDK's generated protocol modules (~1,870 classes) are made the same way
 (agents/copilot/sdk_import.py). A lock makes each class once when two threads first use it.
@@ -53,12 +60,14 @@ def make_now(cls: type) -> None:
             options = _pending.pop(klass, None)
             if options is None:
                 continue
+            written = dict(vars(klass))  # the decorator rewrites the class before it may refuse it
             delattr(klass, "__repr__")
             delattr(klass, "__eq__")
             try:
                 dataclasses.dataclass(klass, **options)
             except BaseException:  # a mistake the real decorator refuses: each use says it again
-                _pend(klass, options)
+                _restore(klass, written)
+                _pending[klass] = options
                 raise
             if not options.get("init", True):
                 delattr(klass, "__init__")
@@ -67,6 +76,15 @@ def make_now(cls: type) -> None:
             frozen = options.get("frozen", False)
             writer: type = dataclasses.dataclass(bare, repr=False, eq=False, frozen=frozen, match_args=False)
             klass.__init__ = writer.__dict__["__init__"]  # type: ignore[misc]
+
+
+def _restore(klass: type, written: dict[str, Any]) -> None:
+    """Put ``klass``'s attributes back as they were written (its stubs and marks with them)."""
+    for name in set(vars(klass)) - set(written):
+        delattr(klass, name)
+    for name, value in written.items():
+        if vars(klass).get(name) is not value:
+            setattr(klass, name, value)
 
 
 def pending_count() -> int:
@@ -110,21 +128,25 @@ def _stubs(klass: Any) -> dict[str, Callable[..., Any]]:
 
 
 def _defer(klass: T, options: dict[str, Any]) -> T:
-    if options.get("slots") or klass.__doc__ is None or any(name in klass.__dict__ for name in STUBS):
+    if (
+        options.get("slots")
+        or not klass.__doc__
+        or any(name in klass.__dict__ for name in STUBS)
+        or type(klass) is not type
+        or any("__init_subclass__" in vars(base) for base in klass.__mro__[1:-1])
+    ):
         # slots: @dataclass returns a new class, which cannot be swapped in later; no
-        # docstring: @dataclass writes one from the signature, which the hook would change
+        # docstring: @dataclass writes one from the signature, which the stub would change; a
+        # metaclass or an __init_subclass__ would also run for the bare subclass that writes
+        # the __init__ (a registry by name would keep it)
         return cast(T, dataclasses.dataclass(klass, **options))
     with _lock:
-        _pend(klass, options)
+        _pending[klass] = options
+        for name, stub in _stubs(klass).items():
+            setattr(klass, name, stub)
+        for name in MARKS:
+            setattr(klass, name, _MadeOnRead(name))
     return klass
-
-
-def _pend(klass: type, options: dict[str, Any]) -> None:
-    _pending[klass] = options
-    for name, stub in _stubs(klass).items():
-        setattr(klass, name, stub)
-    for name in MARKS:
-        setattr(klass, name, _MadeOnRead(name))
 
 
 @overload

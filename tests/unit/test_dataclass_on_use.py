@@ -227,3 +227,47 @@ def test_a_class_the_real_decorator_refuses_says_so_at_each_use() -> None:
             Misordered(1, 2)
     with pytest.raises(TypeError, match="non-default argument"):
         fields(Misordered)
+
+
+def test_a_refused_class_is_left_as_it_was_written() -> None:
+    """The decorator rewrites a field's default before it refuses the class: a second use must
+    not find a class it would accept."""
+
+    @dataclass
+    class Rewritten:
+        """A factory field, then one without a default."""
+
+        a: list[int] = field(default_factory=list)
+        b: int  # type: ignore[misc]
+
+    for _ in range(2):
+        with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+            Rewritten(5, 6)
+
+
+class _Registered:
+    """A base that registers each subclass by name."""
+
+    registry: dict[str, type] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _Registered.registry[cls.__name__] = cls
+
+
+def test_a_class_with_a_metaclass_or_a_subclass_hook_is_made_at_once() -> None:
+    @dataclass
+    class Listed(_Registered):
+        """Registered by name."""
+
+        a: int
+
+    @dataclass
+    class Empty:
+        """"""
+
+        a: int
+
+    assert _Registered.registry["Listed"] is Listed and Listed(1).a == 1
+    assert _Registered.registry["Listed"] is Listed  # no second class of its name was made
+    assert "__match_args__" in vars(Listed) and Empty.__doc__ == "Empty(a: 'int')"
