@@ -10,81 +10,32 @@ that make a class: an instance, a repr, ``==``, reading its fields (``fields``, 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
-import subprocess
-import sys
 import threading
 from dataclasses import asdict, field, fields, is_dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from polypilot_tui.domain.dataclass_on_use import dataclass, make_now, pending_count
 from polypilot_tui.engine.codec import decode, encode
-
-ROOT = Path(__file__).parents[2]
+from tests.support.dataclass_description import described_both_ways
 
 DESCRIBE = r"""
-import dataclasses, importlib, inspect, json, pkgutil, sys
+import dataclasses, importlib, pkgutil, sys
 import polypilot_tui
 from polypilot_tui.domain import dataclass_on_use
-if sys.argv[1] == "eager":
+from tests.support.dataclass_description import report
+if sys.argv[1] == "real":
     dataclass_on_use.dataclass = dataclasses.dataclass  # before any module takes the name
 names = [m.name for m in pkgutil.walk_packages(polypilot_tui.__path__, "polypilot_tui.")]
 modules = [importlib.import_module(n) for n in names if not n.endswith("__main__")]
-pending = dataclass_on_use.pending_count()
-
-def shown(value):
-    return "MISSING" if value is dataclasses.MISSING else repr(value)
-
-def sample(cls):
-    args = {f.name: None for f in dataclasses.fields(cls) if f.init}
-    try:
-        return cls(**args)
-    except Exception as exc:
-        return exc
-
-out = {"pending": pending, "classes": {}}
-for module in modules:
-    for name, cls in sorted(vars(module).items()):
-        if not isinstance(cls, type) or cls.__module__ != module.__name__ or not dataclasses.is_dataclass(cls):
-            continue
-        made = sample(cls)
-        out["classes"][f"{module.__name__}.{name}"] = {
-            "fields": [
-                [f.name, str(f.type), shown(f.default), shown(f.default_factory), f.init, f.repr, f.kw_only, f.compare]
-                for f in dataclasses.fields(cls)
-            ],
-            "init": str(inspect.signature(cls.__init__)),
-            "doc": cls.__doc__,
-            "hash": cls.__hash__ is None,
-            "match": list(getattr(cls, "__match_args__", ())),
-            "params": repr(cls.__dataclass_params__),
-            "slots": "__slots__" in vars(cls),
-            "repr": repr(made),
-            "eq": made == sample(cls) if not isinstance(made, Exception) else None,
-        }
-print(json.dumps(out))
+report(dataclass_on_use.pending_count(), modules)
 """
-
-
-def describe(how: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", DESCRIBE, how], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
 
 
 @pytest.mark.timeout(120)
 def test_every_record_class_is_made_as_the_real_decorator_makes_it() -> None:
-    eager, deferred = describe("eager"), describe("deferred")  # side by side: two cores
-    results = []
-    for proc in (eager, deferred):
-        out, err = proc.communicate(timeout=110)
-        assert proc.returncode == 0, err[-2000:]
-        results.append(json.loads(re.sub(r" at 0x[0-9a-f]+", "", out)))  # an address differs
-    real, ours = results
+    real, ours = described_both_ways(DESCRIBE, 110)
     assert real["pending"] == 0 and ours["pending"] > 50  # most wait for their first use
     assert len(real["classes"]) > 150
     assert ours["classes"] == real["classes"]
