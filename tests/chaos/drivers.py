@@ -223,7 +223,9 @@ SHORT_TIERS = {
     "tool": 7.0,
     "tool_escalation": 1.0,
     "used_tools_idle": 3.0,
-    "resume_quiescence": 2.0,
+    # A restored turn waits this long for its new agent process: its start alone took over 2 s
+    # once on a loaded 2-core runner, which read as "stuck" before the connect said "lost".
+    "resume_quiescence": 4.0,
     "reconnect": 3.0,
     "max_turn": 60.0,
     "turn_end_fallback": 0.5,

@@ -21,7 +21,7 @@ from polypilot_tui.agents import create_backend
 from polypilot_tui.agents.base import AgentBackend, EventSink
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.chat import ItemKind
-from polypilot_tui.domain.clock import SystemClock
+from polypilot_tui.domain.clock import Clock, FakeClock, SystemClock
 from polypilot_tui.domain.events import AgentEvent
 from polypilot_tui.engine.manager import SessionManager
 from polypilot_tui.engine.persistence import Persistence
@@ -36,12 +36,12 @@ POLYPILOT = Path(sys.executable).with_name("polypilot")
 class App:
     """A manager + persistence on a state dir, counting the agents it starts."""
 
-    def __init__(self, state: Path, delay: float = 0.05, **settings: Any) -> None:
+    def __init__(self, state: Path, delay: float = 0.05, clock: Clock | None = None, **settings: Any) -> None:
         options = {"demo_speed": 20.0, **settings}
         self.settings = Settings(_env_file=None, state_dir=state, **options)  # type: ignore[call-arg]
         self.catalog = load_agents(None)
         self.started: list[str] = []
-        clock = SystemClock()
+        clock = clock or SystemClock()
 
         def factory(agent: str, sink: EventSink, workdir: Path) -> AgentBackend:
             self.started.append(agent)
@@ -103,21 +103,23 @@ async def test_a_new_session_is_on_disk_within_half_a_second(tmp_path: Path) -> 
 
 
 async def test_registry_writes_are_debounced(tmp_path: Path) -> None:
-    app = App(tmp_path)
+    clock = FakeClock()  # the debounce runs on the engine's clock: virtual time, the same on any machine
+    app = App(tmp_path, clock=clock)
     sid = await app.manager.create_session("demo")
     await app.manager.send(sid, "!hang")  # turn_start, then silence
-    await until(lambda: (entry(tmp_path, sid) or {}).get("status") == "thinking")
-    await app.persistence.flush()  # nothing in flight nor due: a write landing late is not counted as the deltas'
+    await app.persistence.flush()
+    assert (entry(tmp_path, sid) or {}).get("status") == "thinking"
     writes = app.persistence.store.registry.writes
-    for i in range(500):
+    for i in range(500):  # 500 deltas over 1.2 virtual seconds: a write starts only 0.5 s after it is armed
         app.manager.apply(sid, AgentEvent("assistant.message_delta", {"deltaContent": f"w{i} "}))
-    await asyncio.sleep(1.2)
-    assert app.persistence.store.registry.writes - writes <= 2
+        await clock.advance(1.2 / 500)
+    await app.persistence.flush()  # and one more, now
+    assert app.persistence.store.registry.writes - writes <= 3
     saved = entry(tmp_path, sid)
     assert saved and saved["status"] == "writing" and saved["last_prompt"] == "!hang"
     await app.manager.stop(sid)
-    await until(lambda: entry(tmp_path, sid)["status"] == "stopped")
-    assert entry(tmp_path, sid)["last_prompt"] == ""  # only while a turn is in flight
+    await app.persistence.flush()
+    assert (entry(tmp_path, sid) or {})["last_prompt"] == ""  # only while a turn is in flight
     await app.close()
 
 
@@ -258,7 +260,10 @@ async def test_database_corrupted_while_running_is_rewritten_from_memory(tmp_pat
     (tmp_path / HISTORY_FILE).write_bytes(b"\0broken" * 1000)
     await app.manager.send(sid, "second question")
     await until(lambda: len(app.manager.session(sid).turns) == 2, 10)
-    await until(lambda: db_rows(tmp_path, sid) == texts(app, sid), 3.0)  # all of it, not just the new rows
+    # Written now, then read once: a reader polling while the new file is made would hold the
+    # lock its switch to WAL needs, and the writer (which never waits on a lock) would say so.
+    await app.persistence.flush()
+    assert db_rows(tmp_path, sid) == texts(app, sid)  # all of it, not just the new rows
     await app.close()
 
 
