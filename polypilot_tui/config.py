@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from dataclasses import field
 from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from types import UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import msgspec
 from msgspec import Meta, Struct, structs
@@ -345,8 +346,10 @@ def _plain(hint: Any) -> Any:
     """``hint`` without its bounds (Annotated) and without None."""
     while get_origin(hint) is Annotated:
         hint = get_args(hint)[0]
+    if get_origin(hint) not in (Union, UnionType):
+        return hint
     args = [a for a in get_args(hint) if a is not type(None)]
-    return _plain(args[0]) if len(args) == 1 and get_origin(hint) is not list else hint
+    return _plain(args[0]) if len(args) == 1 else hint
 
 
 def _choices(hint: Any) -> str:
