@@ -28,7 +28,7 @@ QuietBackend = NullBackend
 
 def bench_settings(state_dir: Path, **overrides: Any) -> Settings:
     """Settings that ignore the developer's environment and record nothing."""
-    return Settings(
+    return Settings.read(
         _env_file=None,
         state_dir=state_dir,
         record=False,

@@ -37,6 +37,8 @@ def tree_memory(home: Path) -> tuple[int, float, float]:
 
 async def measure(cli: Path, sessions: int, *, one_cli_each: bool = False) -> tuple[int, float, float, float]:
     """(CLI processes, RSS MiB, PSS MiB, seconds to open and run) for ``sessions`` idle sessions."""
+    from msgspec import structs
+
     from polypilot_tui.config import AgentCatalog, Settings
     from polypilot_tui.domain.clock import SystemClock
     from polypilot_tui.engine.manager import SessionManager
@@ -53,9 +55,9 @@ async def measure(cli: Path, sessions: int, *, one_cli_each: bool = False) -> tu
         # Entries that differ in one env var make different CLIs: the one-CLI-per-session design.
         names = [f"{AGENT}{i}" if one_cli_each else AGENT for i in range(sessions)]
         catalog = AgentCatalog(
-            {name: entry.model_copy(update={"name": name, "env": {**entry.env, "BENCH_SLOT": name}}) for name in names}
+            {name: structs.replace(entry, name=name, env={**entry.env, "BENCH_SLOT": name}) for name in names}
         )
-        settings = Settings(_env_file=None, state_dir=root / "state", record=False, permission_policy="allow")  # type: ignore[call-arg]
+        settings = Settings.read(None, state_dir=root / "state", record=False, permission_policy="allow")
         manager = SessionManager(settings, catalog, SystemClock())
         try:
             began = time.perf_counter()

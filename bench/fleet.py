@@ -79,7 +79,7 @@ def remote_on(state: Path) -> Any:
     from polypilot_tui.service.remote import RemoteEngine
     from polypilot_tui.service.spawn import ensure_engine
 
-    settings = Settings(_env_file=None, state_dir=state, record=False)
+    settings = Settings.read(None, state_dir=state, record=False)
 
     async def connect() -> Path:
         path, _ = await ensure_engine(settings)
@@ -204,7 +204,7 @@ async def seed(hosts: list[Host], local_state: Path, scratch: Path, speed: float
                 await engine.member(h.name).call(verbs.NEW_SESSION, verbs.NewSession("demo", f"{h.name}-{i}"))
     finally:
         await engine.detach(stop_engine=False)
-    settings = Settings(_env_file=None, state_dir=local_state, demo_speed=speed, record=False)
+    settings = Settings.read(None, state_dir=local_state, demo_speed=speed, record=False)
     path, _ = await ensure_engine(settings)
     client = EngineClient(path)
     try:

@@ -74,7 +74,7 @@ def seed(state: Path, sessions: int, items: int) -> None:
 
 
 def settings_for(state: Path) -> Settings:
-    return Settings(_env_file=None, state_dir=state, record=False)  # type: ignore[call-arg]
+    return Settings.read(None, state_dir=state, record=False)
 
 
 async def first_frame_ui(state: Path) -> tuple[float, float, int]:

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+from msgspec import structs
 
 from polypilot_tui.config import (
     CONFIG_FILE,
     AgentCatalog,
     AgentsFileError,
     ConfigFileError,
+    InvalidSettings,
     Settings,
     SettingsError,
     config_dir,
@@ -374,9 +375,9 @@ HOST_COMMANDS = (*SESSION_COMMANDS, "new", "diff", "finish")
 def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
     """Settings from the environment (and ``.env``), or a clear error naming the field."""
     try:
-        settings = Settings() if env_file else Settings(_env_file=None)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        settings = Settings.read() if env_file else Settings.read(None)
+    except InvalidSettings as exc:
+        problems = str(exc)
         where = f"POLYPILOT_* variables, .env or {config_dir() / CONFIG_FILE}"
         print(f"polypilot: invalid setting ({problems}) in {where}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
@@ -388,7 +389,7 @@ def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
         print(f"polypilot: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     if args.agents_file is not None:
-        settings = settings.model_copy(update={"agents_file": args.agents_file})
+        settings = structs.replace(settings, agents_file=args.agents_file)
     return settings
 
 

@@ -7,22 +7,31 @@ The files live in the platform config folder (``~/.config/polypilot/`` on Linux,
 could widen the permission policy or name the agents that run. Secrets never live here: a
 provider names the environment variable that holds its key (``api_key_env``) and the key is
 read only when the agent is started.
+
+The models are msgspec structs, read and checked by :func:`checked` (``Settings.read`` for the
+settings). A struct made directly (``AgentConfig(name=…)``) is not checked: code that makes one
+from anything read goes through :func:`checked`. msgspec stops at the first problem; the
+agents file's unknown keys are found all at once beforehand (:func:`key_problems`). Why not
+pydantic: its import and these models cost the dashboard's start ~150 ms (issue 25).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import field
-from enum import StrEnum
+from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+import msgspec
+from msgspec import Meta, Struct, structs
 
 from polypilot_tui.domain.agents import why_missing
 from polypilot_tui.domain.dataclass_on_use import dataclass
-from polypilot_tui.domain.entry_errors import entry_problem
+from polypilot_tui.domain.entry_errors import UNKNOWN_KEY, entry_problem
 from polypilot_tui.domain.pass_env import pass_env_problem
 from polypilot_tui.domain.safe_json import line_of, toml_key_lines
 from polypilot_tui.domain.urls import url_problem
@@ -41,6 +50,11 @@ from polypilot_tui.infra.settings_sources import config_dir as config_dir
 from polypilot_tui.infra.settings_sources import default_state_dir
 from polypilot_tui.infra.settings_sources import gathered_settings as gathered_settings
 from polypilot_tui.infra.settings_sources import read_toml_text as read_toml_text
+
+T = TypeVar("T")
+
+STREAM_KEEPALIVE_SECONDS = 15.0
+"""The longest a silent engine stream stays silent (the default too): clients count on it."""
 
 WEEK = 7 * 86400.0
 """The longest any timeout may be: longer is a typo, and an absurd value must not pass."""
@@ -65,54 +79,49 @@ ASKS_NOBODY = frozenset({PermissionPolicy.ALLOW, PermissionPolicy.DENY})
 
 _TIERS = WatchdogConfig()
 
+Tier = Annotated[float, Meta(ge=0.5, le=WEEK)]
+"""A tier that decides when a turn is stuck: a smaller one would call every turn stuck at its first breath."""
+Span = Annotated[float, Meta(ge=0, le=WEEK)]
+"""Any other wait: finite (NaN fails every bound) and at most a week."""
 
-class WatchdogSettings(BaseModel):
+
+class WatchdogSettings(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Every watchdog tier, in seconds (``POLYPILOT_WATCHDOG__INACTIVITY=120`` …); the
     defaults and what each tier means are :class:`~polypilot_tui.domain.watchdog.WatchdogConfig`'s.
 
     Finite and at most a week; the tiers that decide when a turn is stuck are at least
-    half a second (a smaller one would call every turn stuck at its first breath).
+    half a second. A misspelt tier is an error, never silently the default.
     """
 
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")  # a misspelt tier must not silently be the default
-
-    inactivity: float = Field(_TIERS.inactivity, ge=0.5, le=WEEK)
-    tool: float = Field(_TIERS.tool, ge=0.5, le=WEEK)
-    tool_escalation: float = Field(_TIERS.tool_escalation, ge=0.5, le=WEEK)
-    used_tools_idle: float = Field(_TIERS.used_tools_idle, ge=0.5, le=WEEK)
-    resume_quiescence: float = Field(_TIERS.resume_quiescence, ge=0.5, le=WEEK)
-    reconnect: float = Field(_TIERS.reconnect, ge=0.5, le=WEEK)
-    max_turn: float = Field(_TIERS.max_turn, ge=0, le=WEEK)
-    turn_end_fallback: float = Field(_TIERS.turn_end_fallback, ge=0, le=WEEK)
-    turn_end_tool_extra: float = Field(_TIERS.turn_end_tool_extra, ge=0, le=WEEK)
-    post_completion_idle: float = Field(_TIERS.post_completion_idle, ge=0, le=WEEK)
-    dead_send: float = Field(_TIERS.dead_send, ge=0, le=WEEK)
+    inactivity: Tier = _TIERS.inactivity
+    tool: Tier = _TIERS.tool
+    tool_escalation: Tier = _TIERS.tool_escalation
+    used_tools_idle: Tier = _TIERS.used_tools_idle
+    resume_quiescence: Tier = _TIERS.resume_quiescence
+    reconnect: Tier = _TIERS.reconnect
+    max_turn: Span = _TIERS.max_turn
+    turn_end_fallback: Span = _TIERS.turn_end_fallback
+    turn_end_tool_extra: Span = _TIERS.turn_end_tool_extra
+    post_completion_idle: Span = _TIERS.post_completion_idle
+    dead_send: Span = _TIERS.dead_send
 
     def to_config(self) -> WatchdogConfig:
         """The pure watchdog's view of these settings."""
-        return WatchdogConfig(**self.model_dump())
+        return WatchdogConfig(**structs.asdict(self))
 
 
-class Settings(BaseModel):
+class Settings(Struct, frozen=True, kw_only=True):
     """Application settings from arguments, POLYPILOT_* variables, ``.env`` and ``config.toml``
-    (:func:`gathered_settings`). ``_env_file`` names another ``.env`` (None: none at all)."""
-
-    model_config = ConfigDict(
-        extra="ignore",
-        validate_default=True,
-        allow_inf_nan=False,  # NaN passes every comparison-free check and then hangs a timer
-    )
-
-    def __init__(self, _env_file: Path | str | None = DOTENV_FILE, **values: Any) -> None:
-        super().__init__(**gathered_settings(values, _env_file))
+    (:func:`gathered_settings`), read and checked by :meth:`read`. Unknown names are left alone
+    (the sources refuse a misspelt one themselves)."""
 
     watchdog: WatchdogSettings = WatchdogSettings()
     """Timeout tiers."""
-    heartbeat_seconds: float = Field(5.0, ge=0.1, le=3600.0)
+    heartbeat_seconds: Annotated[float, Meta(ge=0.1, le=3600.0)] = 5.0
     """UI heartbeat: refresh "ago" labels and catch missed redraws."""
     permission_policy: PermissionPolicy = PermissionPolicy.ASK
     """ask (default), allow, deny or allow-in-sandbox."""
-    state_dir: Path = Field(default_factory=default_state_dir)
+    state_dir: Path = msgspec.field(default_factory=default_state_dir)
     """Registry, history database, recordings and logs."""
     agents_file: Path | None = None
     """TOML file of agents (POLYPILOT_AGENTS_FILE or --agents-file; default ``agents.toml`` in
@@ -121,23 +130,23 @@ class Settings(BaseModel):
     """Agent used by `make run` and new sessions unless another is chosen."""
     record: bool = True
     """Record every session's raw event stream as a replayable trace."""
-    record_max_bytes: int = Field(5_000_000, ge=0, le=1_000_000_000)
+    record_max_bytes: Annotated[int, Meta(ge=0, le=1_000_000_000)] = 5_000_000
     """Size cap per recording; later events are dropped with a marker line."""
     theme: str = "polypilot-night"
     """Theme name (themes/*.toml or a built-in Textual theme)."""
-    stop_grace_seconds: float = Field(5.0, gt=0, le=600.0)
+    stop_grace_seconds: Annotated[float, Meta(gt=0, le=600.0)] = 5.0
     """Stop: how long to wait after abort before killing the agent."""
-    recovery_max_attempts: int = Field(2, ge=0, le=100)
+    recovery_max_attempts: Annotated[int, Meta(ge=0, le=100)] = 2
     """Permission-denial recoveries per session before giving up."""
-    recovery_breaker_limit: int = Field(5, ge=1, le=10_000)
+    recovery_breaker_limit: Annotated[int, Meta(ge=1, le=10_000)] = 5
     """Recoveries across all sessions within the breaker window before the breaker opens."""
-    recovery_breaker_window: float = Field(300.0, gt=0, le=WEEK)
+    recovery_breaker_window: Annotated[float, Meta(gt=0, le=WEEK)] = 300.0
     """Circuit-breaker window in seconds."""
-    demo_speed: float = Field(1.0, ge=0.01, le=100_000.0)
+    demo_speed: Annotated[float, Meta(ge=0.01, le=100_000.0)] = 1.0
     """Speed factor of the demo agent's scripted replies (2 = twice as fast)."""
-    stream_keepalive_seconds: float = Field(15.0, ge=0.1, le=15.0)
+    stream_keepalive_seconds: Annotated[float, Meta(ge=0.1, le=STREAM_KEEPALIVE_SECONDS)] = STREAM_KEEPALIVE_SECONDS
     """How often a silent engine stream says something (15 s at most: clients count on it)."""
-    stream_client_backlog_bytes: int = Field(8 << 20, ge=64 << 10, le=1 << 30)
+    stream_client_backlog_bytes: Annotated[int, Meta(ge=64 << 10, le=1 << 30)] = 8 << 20
     """What may wait for a client that does not read before it is sent a fresh snapshot instead."""
     worktrees_dir: Path | None = None
     """Where sessions' worktrees are made (default: ``worktrees/`` in the state folder)."""
@@ -145,21 +154,27 @@ class Settings(BaseModel):
     """Desktop notifications while the terminal is not focused (permission asked, turn over):
     auto = the system notifier (notify-send, osascript) when found and not over SSH, else a
     terminal escape (OSC 9 / OSC 777); terminal; system; off."""
-    team_tools_seconds: float = Field(45.0, gt=0, le=3600.0)
+    team_tools_seconds: Annotated[float, Meta(gt=0, le=3600.0)] = 45.0
     """How long an agent handed the team tools (the polypilot MCP relay) may take to list them
     before its session says they did not arrive."""
 
-    @field_validator("state_dir", "agents_file", "worktrees_dir", mode="after")
     @classmethod
-    def _expand_home(cls, path: Path | None) -> Path | None:
-        # "~/state" in config.toml or a quoted variable is the home folder, never a "~" folder here.
-        return path.expanduser() if path is not None else None
+    def read(cls, env_file: Path | str | None = DOTENV_FILE, **given: Any) -> Settings:
+        """The settings ``given`` over every source (``env_file`` names another ``.env``; None:
+        none at all); :class:`InvalidSettings` naming the field when one is wrong. Values given
+        as text (variables, ``.env``) are read as their field's type."""
+        return checked(cls, gathered_settings(given, env_file), text=True)
+
+    def json_values(self) -> dict[str, Any]:
+        """Every setting as JSON values (a path as its text, a table as an object)."""
+        values: dict[str, Any] = msgspec.to_builtins(self, enc_hook=str)
+        return values
 
     @property
     def agents_path(self) -> Path | None:
         """The agents file in use: the one named, else the config folder's when it exists."""
         if self.agents_file is not None:
-            return self.agents_file.expanduser()  # --agents-file is set by model_copy, past the validator
+            return self.agents_file.expanduser()  # --agents-file is set by structs.replace, past the reading
         default = config_dir() / AGENTS_FILE
         return default if default.is_file() else None
 
@@ -170,10 +185,8 @@ class Settings(BaseModel):
         return root.resolve()  # git runs in the repository: a relative folder would land inside it
 
 
-class ProviderConfig(BaseModel):
+class ProviderConfig(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """A bring-your-own-key model provider (OpenAI-compatible by default)."""
-
-    model_config = ConfigDict(extra="forbid")  # a misspelt key must not silently be the default
 
     type: Literal["openai", "azure", "anthropic"] = "openai"
     base_url: str
@@ -181,24 +194,12 @@ class ProviderConfig(BaseModel):
     """Name of the environment variable that holds the key; the key itself never is config."""
     wire_api: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_literal_key(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "api_key" in data:
-            raise ValueError(
-                "keys never go in the agents file: put it in an environment variable "
-                "and name that variable with api_key_env"
-            )
-        return data
-
-    @field_validator("base_url")
-    @classmethod
-    def _a_url(cls, url: str) -> str:
+    def __post_init__(self) -> None:
         # "127.0.0.1:8000/v1" reported ready and then failed every turn far from the typo.
-        problem = url_problem(url)
+        problem = url_problem(self.base_url)
         if problem is not None:
-            raise ValueError(problem)
-        return url.strip()
+            raise ValueError(f"base_url: {problem}")
+        structs.force_setattr(self, "base_url", self.base_url.strip())
 
     def api_key(self, environ: dict[str, str] | None = None) -> str:
         """Read the key from the named variable ("" when unset)."""
@@ -206,10 +207,8 @@ class ProviderConfig(BaseModel):
         return env.get(self.api_key_env, "") if self.api_key_env else ""
 
 
-class SignInEvidence(BaseModel):
+class SignInEvidence(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """One sign that an agent is signed in: a variable set, or a file (holding ``contains``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     env: str | None = None
     file: str | None = None
@@ -217,10 +216,9 @@ class SignInEvidence(BaseModel):
     contains: str | None = None
 
 
-class AgentConfig(BaseModel):
-    """One agent: a built-in catalog entry, or a table of the user's agents file."""
-
-    model_config = ConfigDict(extra="forbid")  # `comand = …` must not be an agent without a command
+class AgentConfig(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One agent: a built-in catalog entry, or a table of the user's agents file
+    (`comand = …` is an error: it must not be an agent without a command)."""
 
     name: str
     kind: Literal["demo", "copilot", "acp"]
@@ -230,23 +228,14 @@ class AgentConfig(BaseModel):
     """How to install it (a command), said when it is not found."""
     sign_in: str = ""
     """How to sign in or set a key, said when it is not signed in."""
-    signed_in: list[SignInEvidence] = Field(default_factory=list)
+    signed_in: list[SignInEvidence] = msgspec.field(default_factory=list)
     """Any one of these says it is signed in; none listed: nothing to check."""
-    pass_env: list[str] = Field(default_factory=list)
+    pass_env: list[str] = msgspec.field(default_factory=list)
     """Variables of ours an ACP agent gets as they are (``NAME``, or ``PREFIX_*``)."""
-
-    @field_validator("pass_env")
-    @classmethod
-    def _named_variables(cls, names: list[str]) -> list[str]:
-        for name in names:
-            if problem := pass_env_problem(name):
-                raise ValueError(problem)
-        return names
-
     command: str | None = None
     """Executable: the Copilot CLI path, or the ACP agent command. None = the default."""
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
     """Extra environment for the agent process."""
     cwd: Path | None = None
     model: str | None = None
@@ -259,12 +248,17 @@ class AgentConfig(BaseModel):
     network: list[str] | None = None
     """The network rule of its sandboxed sessions: only these ``host:port`` endpoints and its
     model's are reachable ([] for its model's alone); None: the machine's network."""
-    sandbox_writable: list[str] = Field(default_factory=list)
+    sandbox_writable: list[str] = msgspec.field(default_factory=list)
     """Its own state folders, writable in its sandbox (``~`` and ``${VAR:-default}`` expanded
     in its environment): its sessions, logs and caches."""
-    sandbox_read_only: list[str] = Field(default_factory=list)
+    sandbox_read_only: list[str] = msgspec.field(default_factory=list)
     """Folders inside those state folders kept read-only in its sandbox (made when missing):
     what the agent, run outside a sandbox later, runs as code (Copilot's auto-update ``pkg``)."""
+
+    def __post_init__(self) -> None:
+        for name in self.pass_env:
+            if problem := pass_env_problem(name):
+                raise ValueError(f"pass_env: {problem}")
 
     def missing_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """Why this agent has no provider key — the variable its ``api_key_env`` names is unset
@@ -277,6 +271,96 @@ class AgentConfig(BaseModel):
         if provider.api_key(env):
             return None
         return f"the provider key variable {provider.api_key_env} is not set (api_key_env)"
+
+
+_AT = re.compile(r"(?P<said>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
+_PART = re.compile(r"\.(\w+)|\[(\d+)\]|\[\.\.\.\]")
+_FIELD = re.compile(r"Object (?P<what>contains unknown|missing required) field `(?P<name>[^`]*)`")
+_ENUM = re.compile(r"Invalid enum value (?P<value>.*)")
+_OWN = re.compile(r"(?P<field>\w+): (?P<why>.*)", re.DOTALL)
+"""A record's own check (``__post_init__``) says the field first: ``base_url: not a URL``."""
+
+
+class InvalidSettings(ValueError):
+    """Values that do not make a record of ours: where (``loc``, the key path), which kind of
+    problem (:data:`UNKNOWN_KEY`, ``missing`` or ``invalid``) and why, in words."""
+
+    def __init__(self, loc: tuple[str, ...], kind: str, why: str) -> None:
+        self.loc, self.kind, self.why = loc, kind, why
+        super().__init__(f"{'.'.join(loc)}: {why}" if loc else why)
+
+    def errors(self) -> list[dict[str, Any]]:
+        """The problem as domain/entry_errors.py reads it (one: the first found)."""
+        return [{"loc": self.loc, "type": self.kind, "msg": self.why}]
+
+
+def checked(cls: type[T], values: Any, *, text: bool = False) -> T:
+    """``values`` (a mapping of the fields, nested tables as mappings) as a ``cls``; text
+    read as numbers and booleans when ``text`` (variables and ``.env`` hold only text).
+    :class:`InvalidSettings` names the first wrong field. ``~`` in a path is the home folder."""
+    try:
+        return msgspec.convert(values, cls, strict=not text, dec_hook=_path)
+    except msgspec.ValidationError as exc:
+        raise _invalid(cls, str(exc)) from None
+
+
+def _path(kind: type, value: Any) -> Any:
+    if kind is Path and isinstance(value, str | os.PathLike):
+        # "~/state" in config.toml or a quoted variable is the home folder, never a "~" folder here.
+        return Path(value).expanduser()
+    raise TypeError(f"expected a path, got {type(value).__name__}")
+
+
+def _invalid(cls: type, message: str) -> InvalidSettings:
+    """msgspec's message (``Expected `int`, got `str` - at `$.watchdog.tool```) in our words."""
+    found = _AT.fullmatch(message)
+    said, path = (found["said"], found["path"] or "") if found else (message, "")
+    loc = tuple(name or index for name, index in _PART.findall(path) if name or index)
+    if field_error := _FIELD.fullmatch(said):
+        if field_error["what"] == "missing required":
+            return InvalidSettings((*loc, field_error["name"]), "missing", "Field required")
+        return InvalidSettings((*loc, field_error["name"]), UNKNOWN_KEY, "unknown key")
+    if (own := _OWN.fullmatch(said)) and own["field"] in getattr(_type_at(cls, loc), "__struct_fields__", ()):
+        return InvalidSettings((*loc, own["field"]), "invalid", own["why"])
+    if enum_error := _ENUM.fullmatch(said):
+        choices = _choices(_type_at(cls, loc))
+        if choices:
+            return InvalidSettings(loc, "invalid", f"{enum_error['value']} is not one of {choices}")
+    return InvalidSettings(loc, "invalid", said.replace("`", "").replace("Expected", "expected", 1))
+
+
+def _type_at(cls: Any, loc: tuple[str, ...]) -> Any:
+    """The type of the field at ``loc`` inside ``cls``, bounds and None left out (Any where it
+    cannot be told)."""
+    hint = cls
+    for part in loc:
+        if isinstance(hint, type) and issubclass(hint, Struct) and not part.isdigit():
+            hint = _plain(get_type_hints(hint).get(part, Any))
+        else:  # an item of a list or of a table
+            args = get_args(hint)
+            hint = _plain(args[-1]) if args else Any
+    return hint
+
+
+def _plain(hint: Any) -> Any:
+    """``hint`` without its bounds (Annotated) and without None."""
+    while get_origin(hint) is Annotated:
+        hint = get_args(hint)[0]
+    if get_origin(hint) not in (Union, UnionType):
+        return hint
+    args = [a for a in get_args(hint) if a is not type(None)]
+    return _plain(args[0]) if len(args) == 1 else hint
+
+
+def _choices(hint: Any) -> str:
+    """``'a', 'b' or 'c'``: the values an enum or a Literal takes; "" for any other type."""
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        values = [repr(member.value) for member in hint]
+    elif get_origin(hint) is Literal:
+        values = [repr(value) for value in get_args(hint)]
+    else:
+        return ""
+    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else values[0]
 
 
 def file_stamp(path: Path) -> tuple[int, int] | None:
@@ -320,15 +404,20 @@ class AgentCatalog:
         return why_missing(name, list(self.agents), self.skipped)
 
 
+NO_KEYS_HERE = (
+    "keys never go in the agents file: put it in an environment variable and name that variable with api_key_env"
+)
+
+
 def demo_agent() -> AgentConfig:
     """The built-in offline agent."""
     return AgentConfig(name=DEMO_AGENT, kind="demo")
 
 
 _ENTRY_KEYS = {  # what an agents-file entry and its tables may hold (for "did you mean")
-    "": [n for n in AgentConfig.model_fields if n != "name"],
-    "provider": list(ProviderConfig.model_fields),
-    "signed_in": list(SignInEvidence.model_fields),
+    "": [n for n in AgentConfig.__struct_fields__ if n != "name"],
+    "provider": list(ProviderConfig.__struct_fields__),
+    "signed_in": list(SignInEvidence.__struct_fields__),
 }
 
 
@@ -358,11 +447,31 @@ def load_agents(path: Path | None, builtin: Mapping[str, Mapping[str, Any]] | No
     for name, table in tables.items():
         if name in skipped:
             continue
-        try:
-            agents[name] = AgentConfig(name=name, **table)
-        except ValidationError as exc:
-            skip(name, *entry_problem(exc.errors(), _ENTRY_KEYS, lines, name))
+        errors = key_problems(table)  # every one at once: the model's check stops at its first
+        if not errors:
+            try:
+                agents[name] = checked(AgentConfig, {**table, "name": name})
+                continue
+            except InvalidSettings as exc:
+                errors = exc.errors()
+        skip(name, *entry_problem(errors, _ENTRY_KEYS, lines, name))
     return AgentCatalog(agents, tuple(skipped.values()), skipped)
+
+
+def key_problems(table: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every key of an agents-file entry, and of its provider and sign-in tables, that is no
+    field, as problems (domain/entry_errors.py); a provider's literal key first of all."""
+    provider = table.get("provider")
+    if isinstance(provider, Mapping) and "api_key" in provider:
+        return [{"loc": ("provider", "api_key"), "type": "invalid", "msg": NO_KEYS_HERE}]
+    found: list[tuple[str, ...]] = [(key,) for key in table if key not in _ENTRY_KEYS[""]]
+    if isinstance(provider, Mapping):
+        found += [("provider", key) for key in provider if key not in _ENTRY_KEYS["provider"]]
+    signs = table.get("signed_in")
+    for index, sign in enumerate(signs if isinstance(signs, list) else []):
+        if isinstance(sign, Mapping):
+            found += [("signed_in", str(index), key) for key in sign if key not in _ENTRY_KEYS["signed_in"]]
+    return [{"loc": loc, "type": UNKNOWN_KEY, "msg": "unknown key"} for loc in found]
 
 
 def read_agents_file(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:

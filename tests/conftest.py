@@ -118,7 +118,7 @@ def no_polypilot_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.T
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Defaults, no ``.env``, state under the test's tmp_path."""
-    return Settings(_env_file=None, state_dir=tmp_path)  # type: ignore[call-arg]
+    return Settings.read(None, state_dir=tmp_path)
 
 
 @pytest.fixture

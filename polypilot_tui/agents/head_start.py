@@ -5,8 +5,8 @@ while the engine imports, and (the Copilot CLI) the SDK imports and connects mea
 session the run then opens joins what was started here, exactly as a second session joins
 a running CLI (agents/copilot/server.py). Two steps:
 
-1. :func:`start_early`, the command's first step (entry.py), before pydantic, the settings'
-   models or the engine are imported: for a plain ``run`` only (its words read strictly),
+1. :func:`start_early`, the command's first step (entry.py), before the settings'
+   models, pydantic or the engine are imported: for a plain ``run`` only (its words read strictly),
    the settings' sources (infra/settings_sources.py, the same functions the models read them
    with) and the agent's raw table (agents/raw_agent.py: a Copilot agent with no
    sandbox, no network rule, nothing unusual) decide the CLI's command line, environment and

@@ -3,7 +3,7 @@
 An agent's command line and environment (locate.py ``find_command``, copilot/cli_spec.py)
 need only its command, args, env, model and provider: :class:`CliAgent` says so, and the
 validated ``AgentConfig`` meets it. :func:`plain_copilot` reads the same from the agents
-file's raw table, without pydantic, for a headless run's head start (head_start.py) — and
+file's raw table, without the models, for a headless run's head start (head_start.py) — and
 only when the table is plain: a Copilot agent with no sandbox and no network rule, every key
 it sets of the type the model takes unchanged. Anything else is None (no head start);
 whatever it reads is checked against the validated configuration before the CLI is used.

@@ -65,7 +65,7 @@ def in_effect(settings: Settings) -> dict[str, Any]:
 def show_config(settings: Settings, json_mode: bool = False, given: frozenset[str] = frozenset()) -> int:
     """Print the files in use and the effective settings (``given``: those set by an option)."""
     REDACTOR.learn_environment()
-    values = REDACTOR.scrub(settings.model_dump(mode="json") | in_effect(settings))  # a secret-named one goes whole
+    values = REDACTOR.scrub(settings.json_values() | in_effect(settings))  # a secret-named one goes whole
     origin = origins()
     effective = {
         name: {"value": value, "from": "command line" if name in given else origin(name)}

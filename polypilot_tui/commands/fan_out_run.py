@@ -23,6 +23,8 @@ import asyncio
 import os
 from typing import Any
 
+from msgspec import structs
+
 from polypilot_tui.agents.base import REJECT_ONCE
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.interrupts import on_interrupt
@@ -85,7 +87,7 @@ async def run_fan_out(
         tell(problem)
         return EXIT_USAGE
     if allow_tools:
-        settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
+        settings = structs.replace(settings, permission_policy=PermissionPolicy.ALLOW)
     engine = build_engine(settings, catalog, persist=False)
     changed = asyncio.Event()
     refused: set[str] = set()

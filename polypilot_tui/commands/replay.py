@@ -13,6 +13,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from msgspec import structs
+
 from polypilot_tui.agents.base import ConnectResult, EventSink, NullBackend
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.chat import ItemKind
@@ -56,8 +58,8 @@ async def run_trace(
     """Replay ``lines``; raises TraceError (with the line number) on an invalid trace."""
     entries = parse_trace(lines)
     with tempfile.TemporaryDirectory(prefix="polypilot-replay-") as tmp:
-        base = settings or Settings(_env_file=None)
-        settings = base.model_copy(update={"state_dir": Path(tmp), "record": False})
+        base = settings or Settings.read(None)
+        settings = structs.replace(base, state_dir=Path(tmp), record=False)
         return await _run(entries, settings, horizon)
 
 

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from msgspec import structs
+
 from polypilot_tui.agents.head_start import head_start
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.commands.output import say
@@ -93,7 +95,7 @@ async def _checked(
         say(f"polypilot run: agent {agent!r} cannot start: {cannot}", err=True)
         return EXIT_USAGE
     if allow_tools:
-        settings = settings.model_copy(update={"permission_policy": PermissionPolicy.ALLOW})
+        settings = structs.replace(settings, permission_policy=PermissionPolicy.ALLOW)
     # The agent boots (and the Copilot SDK connects to it) while the rest of the run loads:
     # only what the checks above need is imported before this line (a test holds the list).
     config = catalog.agents[agent]

@@ -9,8 +9,8 @@ from typing import Any
 from polypilot_tui.domain.names import close_names, either
 from polypilot_tui.domain.safe_json import line_of
 
-UNKNOWN_KEY = "extra_forbidden"
-"""The type of error a key that is not a field is (pydantic's name for it)."""
+UNKNOWN_KEY = "unknown_key"
+"""The type of error a key that is not a field is (config.py's InvalidSettings)."""
 
 
 def unknown_key(key: str, keys: Sequence[str]) -> str:
@@ -28,7 +28,7 @@ def entry_problem(
 ) -> tuple[tuple[str, ...], str]:
     """Where the first error is (its key path in the entry) and every error in words, each after
     the first with its own line when it is on another. ``errors``: each one's ``loc`` (the key
-    path), ``type`` and ``msg`` (pydantic's error dicts); ``keys``: the keys of the entry ("")
+    path), ``type`` and ``msg`` (config.py's InvalidSettings.errors); ``keys``: the keys of the entry ("")
     and of its nested tables (by key); ``lines``: where the file's keys are (toml_key_lines)."""
     said: list[str] = []
     paths = [tuple(str(part) for part in error.get("loc", ())) for error in errors]

@@ -1,7 +1,7 @@
 """Which variables of the environment an agent's ``pass_env`` may name.
 
 Standard library only: the raw reading a headless run starts its CLI on (agents/raw_agent.py)
-applies the same rule as the agents file's model, before either pydantic or dataclasses load.
+applies the same rule as the agents file's model, before the models or dataclasses load.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from msgspec import structs
+
 from polypilot_tui.agents.base import AgentBackend, BackendError, ConnectResult, EventSink
 from polypilot_tui.agents.readiness import readiness
 from polypilot_tui.agents.sandbox import SandboxPlan
@@ -265,7 +267,7 @@ class Connector:
         if managed is None:  # never an agent started without its session's sandbox
             raise ValueError(f"its session {workdir.name} is gone")
         if managed.session.cwd:
-            config = config.model_copy(update={"cwd": Path(managed.session.cwd)})
+            config = structs.replace(config, cwd=Path(managed.session.cwd))
         tools = self._tool_source(workdir.name) if self._tool_source is not None else None
         sandbox = self.sandbox_plan(managed.session)
         # a tool's failure is read against the rules the agent runs under

@@ -1,7 +1,7 @@
 """Where the settings come from, read without validating them: POLYPILOT_* variables, the
 config folder's ``.env`` and ``config.toml`` (the models that validate them are config.py's).
 
-Kept free of pydantic so a headless run can read what its agent's start needs before the
+Kept free of the models (and of msgspec) so a headless run can read what its agent's start needs before the
 models are imported (agents/head_start.py): both read the same sources with these functions.
 The environment wins over ``.env``, which wins over ``config.toml``; the working folder's
 ``.env`` is never read (config.py says why).

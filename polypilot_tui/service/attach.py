@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from polypilot_tui.config import AgentCatalog, AgentConfig
+from polypilot_tui.config import AgentCatalog, AgentConfig, checked
 from polypilot_tui.engine.verbs import AGENTS, NoArgs
 from polypilot_tui.service.client import EngineClient
 from polypilot_tui.service.ssh import Tunnel, open_tunnel
@@ -59,4 +59,5 @@ async def engine_agents(socket: Path) -> AgentCatalog:
         offers = await client.call(AGENTS, NoArgs())
     finally:
         await client.aclose()
-    return AgentCatalog({o.name: AgentConfig(name=o.name, kind=o.kind) for o in offers if o.kind in KINDS})
+    agents = {o.name: checked(AgentConfig, {"name": o.name, "kind": o.kind}) for o in offers if o.kind in KINDS}
+    return AgentCatalog(agents)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
-from polypilot_tui.config import Settings
+from polypilot_tui.config import STREAM_KEEPALIVE_SECONDS
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.limits import EVENT_BYTES
 from polypilot_tui.domain.safe_json import dump_json, load_json
@@ -44,7 +44,7 @@ REQUEST_TIMEOUT = 120.0
 """Seconds a request may take: a stop waits for its grace period, a connect for an agent."""
 MAX_EVENT = EVENT_BYTES
 """Bytes one stream event may have: whatever the engine accepts fits (domain/limits.py)."""
-STREAM_KEEPALIVE: float = Settings.model_fields["stream_keepalive_seconds"].default
+STREAM_KEEPALIVE: float = STREAM_KEEPALIVE_SECONDS
 """The longest an engine's stream stays silent (its setting may be shorter, never longer)."""
 SILENCE_LIMIT = 2.5 * STREAM_KEEPALIVE
 """Seconds of a stream without a byte after which the engine is taken for gone: stopped, hung,

@@ -70,5 +70,5 @@ def fake_backend(
         env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": caps, **(env or {})},
         provider=provider,
     )
-    settings = Settings(stop_grace_seconds=grace, state_dir=tmp_path / "state")
+    settings = Settings.read(stop_grace_seconds=grace, state_dir=tmp_path / "state")
     return AcpBackend(agent, recorder, SystemClock(), settings, tmp_path / name, cwd=workspace)

@@ -38,7 +38,7 @@ async def manager(tmp_path: Path):
         args=[str(FAKE_AGENT)],
         env={"FAKE_ACP_STATE": str(tmp_path / "agent-state")},
     )
-    settings = Settings(state_dir=tmp_path / "state", stop_grace_seconds=3.0)
+    settings = Settings.read(state_dir=tmp_path / "state", stop_grace_seconds=3.0)
     clock = SystemClock()
 
     def factory(name: str, sink: EventSink, workdir: Path) -> AcpBackend:
@@ -133,7 +133,7 @@ async def test_a_resume_that_falls_back_to_a_new_agent_session_says_the_context_
         args=[str(FAKE_AGENT)],
         env={"FAKE_ACP_STATE": str(tmp_path / "agent-state"), "FAKE_ACP_CAPS": ""},
     )
-    settings = Settings(state_dir=tmp_path / "state", stop_grace_seconds=3.0)
+    settings = Settings.read(state_dir=tmp_path / "state", stop_grace_seconds=3.0)
     mgr = SessionManager(settings, AgentCatalog({"fake": agent}), SystemClock())
     try:
         sid = await mgr.create_session("fake")

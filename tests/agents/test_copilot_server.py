@@ -344,7 +344,7 @@ async def test_a_sandboxed_session_never_shares_a_cli(tmp_path: Path, monkeypatc
         pytest.skip(f"no sandbox here: {sandbox.sandbox_problem(on)}")
     monkeypatch.setattr(sandbox, "pids_cgroup_base", lambda: None)  # as for a user: no cgroup in the argv
     agent = AgentConfig(name="copilot", kind="copilot")
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     (tmp_path / "work").mkdir()
     plan = sandbox.plan_for(on, tmp_path / "work", agent, settings)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}

@@ -68,7 +68,7 @@ AGENT = AgentConfig(name="c", kind="copilot", command="/nonexistent/copilot")
 @pytest.fixture
 def wired(tmp_path: Path) -> tuple[CopilotBackend, list[AgentEvent], FakeSession]:
     events: list[AgentEvent] = []
-    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(), tmp_path)
+    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings.read(), tmp_path)
     session = FakeSession()
     backend.connection.adopt(session)
     return backend, events, session
@@ -157,7 +157,7 @@ def echoing(
     tmp_path: Path, delay: float | None, grace: float = 1.0, processing: bool = True
 ) -> tuple[CopilotBackend, list[AgentEvent], EchoingSession]:
     events: list[AgentEvent] = []
-    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(stop_grace_seconds=grace), tmp_path)
+    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings.read(stop_grace_seconds=grace), tmp_path)
     session = EchoingSession(backend, delay, processing)
     backend.connection.adopt(session)
     return backend, events, session
@@ -247,7 +247,7 @@ async def test_a_bug_under_an_sdk_callback_is_logged_in_full_and_never_raised_in
         seen.append(event.type)
         raise RuntimeError("a bug under the callback")
 
-    backend = CopilotBackend(AGENT, broken, SystemClock(), Settings(), tmp_path)
+    backend = CopilotBackend(AGENT, broken, SystemClock(), Settings.read(), tmp_path)
     backend.events.attach("sid")
     backend.events.on_sdk_event(sdk_event("session.idle", {}))
     backend.events.on_sdk_event(object())  # not even an event: its type is kept as "unknown"
@@ -257,7 +257,7 @@ async def test_a_bug_under_an_sdk_callback_is_logged_in_full_and_never_raised_in
 
 async def test_connect_without_cli_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr("polypilot_tui.agents.copilot.connection.find_command", lambda *_: None)
-    backend = CopilotBackend(AGENT, lambda e: None, SystemClock(), Settings(), tmp_path)
+    backend = CopilotBackend(AGENT, lambda e: None, SystemClock(), Settings.read(), tmp_path)
     with pytest.raises(BackendError, match="Copilot CLI cannot be started: its command .* is not found"):
         await backend.connect(None)
     assert backend.probe() is None
@@ -265,7 +265,7 @@ async def test_connect_without_cli_is_a_clear_error(tmp_path: Path, monkeypatch)
 
 async def test_kill_and_close_before_connect_are_quiet(tmp_path: Path) -> None:
     events: list[AgentEvent] = []
-    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings(), tmp_path)
+    backend = CopilotBackend(AGENT, events.append, SystemClock(), Settings.read(), tmp_path)
     await backend.kill()
     await backend.close()
     assert events == []

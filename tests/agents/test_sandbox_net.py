@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents.sandbox import launch_argv, plan_for, program_folders, sandbox_problem
 from polypilot_tui.agents.sandbox_net import Limits, NetworkGate, Refusal, open_gate
@@ -359,7 +360,7 @@ async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
     state, home, work = tmp_path / "state", tmp_path / "home", tmp_path / "state" / "worktrees" / "w1"
     for folder in (state, home, work):
         folder.mkdir(parents=True, exist_ok=True)
-    settings = Settings(_env_file=None, state_dir=state)
+    settings = Settings.read(None, state_dir=state)
     env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path / "no-runtime")}
     agent = AgentConfig(name="c", kind="copilot", provider=ProviderConfig(base_url=model.base_url))
     plan = plan_for(Sandbox(SandboxMode.WORKSPACE, network=("example.com:443",)), work, agent, settings, env)
@@ -388,7 +389,7 @@ async def test_the_launcher_keeps_the_rule_with_the_model_endpoint_added(
 
 
 def test_an_agent_whose_model_endpoint_is_not_known_is_said_so(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state")
+    settings = Settings.read(None, state_dir=tmp_path / "state")
     env = {"HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")}
     signed_in = AgentConfig(name="copilot", kind="copilot")  # GitHub's hosts: its own business
     plan = plan_for(Sandbox(SandboxMode.WORKSPACE, network=()), tmp_path, signed_in, settings, env)
@@ -492,8 +493,8 @@ async def test_an_agents_rule_is_its_sessions_and_its_agent_runs_behind_the_gate
 
     work = tmp_path / "work"
     work.mkdir()
-    ruled = fake(tmp_path).model_copy(update={"network": []})
-    unkept = fake(tmp_path, sandbox="off").model_copy(update={"name": "unkept", "network": ["a.example:443"]})
+    ruled = structs.replace(fake(tmp_path), **{"network": []})
+    unkept = structs.replace(fake(tmp_path, sandbox="off"), **{"name": "unkept", "network": ["a.example:443"]})
     engine = build_engine(settings_of(tmp_path), AgentCatalog({"fake": ruled, "unkept": unkept}), persist=False)
     await engine.start()
     try:

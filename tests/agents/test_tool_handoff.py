@@ -52,7 +52,7 @@ async def test_an_acp_agent_is_handed_its_tool_servers_at_new_resume_and_load(tm
         "resumer": fake_agent("resumer", tmp_path / "resumer-state", workspace, "load,resume"),
         "loader": fake_agent("loader", tmp_path / "loader-state", workspace, "load"),
     }
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     manager = SessionManager(settings, AgentCatalog(agents), SystemClock())
     asked: list[str] = []
     relay = relay_server(sys.executable, str(tmp_path / "engine.sock"), CAPABILITY, str(tmp_path / "relay.log"))
@@ -97,7 +97,7 @@ async def test_a_tool_server_that_cannot_be_handed_fails_the_connect_saying_why(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     agents = {"fake": fake_agent("fake", tmp_path / "agent-state", workspace, "load,resume")}
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     manager = SessionManager(settings, AgentCatalog(agents), SystemClock())
     manager.tool_servers = lambda sid: (ToolServer("polypilot", "python3", ("-m", "x")),)
     try:
@@ -128,7 +128,7 @@ async def test_a_reconnect_before_any_turn_forgets_nothing_and_says_no_loss(tmp_
     workspace = tmp_path / "ws"
     workspace.mkdir()
     agents = {"fake": fake_agent("fake", tmp_path / "agent-state", workspace, "")}  # resumes nothing
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     manager = SessionManager(settings, AgentCatalog(agents), SystemClock())
     try:
         fresh = await manager.create_session("fake")

@@ -176,7 +176,7 @@ def variants(base: dict[str, Any], fixed: tuple[str, ...]) -> Iterator[dict[str,
 
 @pytest.fixture
 def manager(tmp_path: Path) -> SessionManager:
-    settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, record=False)
     return SessionManager(settings, load_agents(None), FakeClock())
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from msgspec import structs
+
 from polypilot_tui.agents.npm_cache import COPILOT_CLI
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.chat import ItemKind
@@ -34,7 +36,7 @@ STOP_DURING_TOOL = "stop-during-tool"
 
 def _copilot_builder(binary: Path, server: ModelServer, home: Path) -> AgentConfig:
     config = copilot_agent(binary, server, home / "copilot-home", home / "work")
-    return config.model_copy(update={"name": "copilot"})
+    return structs.replace(config, **{"name": "copilot"})
 
 
 class CopilotDriver(ModelServerDriver):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents import create_backend
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent
@@ -97,7 +98,7 @@ class Driver:
         raise NotImplementedError
 
     def settings(self) -> Settings:
-        return Settings(
+        return Settings.read(
             _env_file=None,
             state_dir=self.tmp_path / "state",  # type: ignore[call-arg]
             permission_policy=self.permission_policy,
@@ -250,12 +251,8 @@ class RealDriver(Driver):
 
     def settings(self) -> Settings:
         base = super().settings()
-        return base.model_copy(
-            update={
-                "watchdog": base.watchdog.model_copy(update=dict(self.tiers)),
-                "stop_grace_seconds": self.stop_grace,
-            }
-        )
+        watchdog = structs.replace(base.watchdog, **self.tiers)
+        return structs.replace(base, watchdog=watchdog, stop_grace_seconds=self.stop_grace)
 
     def tune(self, manager: SessionManager) -> None:
         manager.cfg = scaled(manager.cfg, **self.probes)
@@ -387,7 +384,7 @@ class ModelServerDriver(RealDriver):
         binary = require_binary(self.package)
         self.server = self._stack.enter_context(ModelServer(slow_chunks=80, slow_interval=0.1))
         config = type(self).builder(binary, self.server, self.tmp_path / "home")
-        self._config = config.model_copy(update={"cwd": self.workspace()})
+        self._config = structs.replace(config, **{"cwd": self.workspace()})
 
     def agent_config(self) -> AgentConfig:
         assert self._config is not None, "start() first"

@@ -71,7 +71,7 @@ def _manager(
     tmp_path: Path, log: list[str], release: asyncio.Event | None, made: list[SlowAbortBackend] | None = None
 ) -> tuple[SessionManager, FakeClock]:
     clock = FakeClock()
-    settings = Settings(_env_file=None, state_dir=tmp_path, stop_grace_seconds=0.2)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, stop_grace_seconds=0.2)
     catalog = AgentCatalog({"fake": AgentConfig(name="fake", kind="demo")})
 
     def factory(agent, sink, workdir) -> SlowAbortBackend:

@@ -25,7 +25,7 @@ AGENT_WAIT = 90.0
 def dashboard(state: Path, agents: dict[str, AgentConfig], default: str, **settings: Any) -> PolypilotApp:
     """The dashboard on ``agents`` (plus the demo agent), saving to ``state``."""
     options: dict[str, Any] = {"state_dir": state, "default_agent": default, "record": True, **settings}
-    config = Settings(_env_file=None, **options)  # type: ignore[call-arg]
+    config = Settings.read(None, **options)
     catalog = AgentCatalog({"demo": demo_agent(), **agents})
     with shaped("local"):  # in process until the real-agent suites are run attached (issue 23)
         return on_engine(

@@ -60,7 +60,7 @@ def on_disk(state_dir: Path, sid: str, recording: Path | None) -> dict[str, Any]
 
 
 async def open_app(state_dir: Path, speed: float) -> tuple[SessionManager, Persistence]:
-    settings = Settings(_env_file=None, state_dir=state_dir, demo_speed=speed)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state_dir, demo_speed=speed)
     manager = SessionManager(settings, load_agents(None), SystemClock())
     return manager, attach_persistence(manager, settings)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents.catalog import builtin_tables
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent
@@ -74,7 +75,7 @@ KINDS = {
 
 
 def manager_for(config: AgentConfig, root: Path) -> SessionManager:
-    settings = Settings(_env_file=None, state_dir=root / "state", record=False)
+    settings = Settings.read(None, state_dir=root / "state", record=False)
     return SessionManager(settings, AgentCatalog({config.name: config}), SystemClock())
 
 
@@ -112,7 +113,7 @@ async def test_copilot_failures_are_named(
 ) -> None:
     sign_in = str(builtin_tables()["copilot"]["sign_in"])  # as the catalog's copilot has it
     manager = manager_for(
-        catalog_entry(copilot_cli, model_server, tmp_path).model_copy(update={"sign_in": sign_in}), tmp_path
+        structs.replace(catalog_entry(copilot_cli, model_server, tmp_path), **{"sign_in": sign_in}), tmp_path
     )
     break_server(model_server, fault)
     try:
@@ -130,7 +131,7 @@ async def test_codex_failures_are_named(
     fault: str, npm_agent: Callable[[NpmAgent], Path], model_server: ModelServer, tmp_path: Path
 ) -> None:
     config = codex_agent(npm_agent(CODEX_ACP), model_server, tmp_path / "home", retries=False)
-    config = config.model_copy(update={"sign_in": builtin_tables()["codex"]["sign_in"]})
+    config = structs.replace(config, **{"sign_in": builtin_tables()["codex"]["sign_in"]})
     manager = manager_for(config, tmp_path)
     break_server(model_server, fault)
     try:

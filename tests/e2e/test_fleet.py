@@ -87,7 +87,7 @@ def member(entry: HostEntry) -> SshMember:
 @asynccontextmanager
 async def fleet_of(*members: Member) -> AsyncIterator[FleetEngine]:
     state = short_state_dir()
-    settings = Settings(_env_file=None, state_dir=state, demo_speed=20)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, demo_speed=20)
     local = build_engine(settings, load_agents(None), SystemClock(), persist=False)
     fleet = FleetEngine(local, list(members))
     try:
@@ -209,7 +209,7 @@ DASHBOARD = textwrap.dedent(
 
     async def main():
         state, config, command = sys.argv[1:4]
-        local = build_engine(Settings(_env_file=None, state_dir=state), load_agents(None), SystemClock(), persist=False)
+        local = build_engine(Settings.read(None, state_dir=state), load_agents(None), SystemClock(), persist=False)
         entry = HostEntry.checked("one", "testhost", command, ("-F", config))
         fleet = FleetEngine(local, [SshMember(entry, SystemClock())])
         await fleet.start()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.agents.npm_cache import OPENCODE, NpmAgent
@@ -68,11 +69,11 @@ async def team(
     work = tmp_path / "work"
     agents = {
         "demo": AgentConfig(name="demo", kind="demo", cwd=work),
-        "copilot": copilot_agent(copilot_cli, model_server, tmp_path / "copilot-home", work).model_copy(
-            update={"name": "copilot"}
+        "copilot": structs.replace(
+            copilot_agent(copilot_cli, model_server, tmp_path / "copilot-home", work), name="copilot"
         ),
-        "opencode": opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "opencode-home").model_copy(
-            update={"cwd": work}
+        "opencode": structs.replace(
+            opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "opencode-home"), cwd=work
         ),
         "copilot-acp": AgentConfig(
             name="copilot-acp",
@@ -91,7 +92,7 @@ async def team(
         ),
     }
     overrides = dict(getattr(request, "param", {}))
-    settings = Settings(
+    settings = Settings.read(
         _env_file=None,
         state_dir=tmp_path / "state",
         record=True,  # as by default: no recording may hold the capability either

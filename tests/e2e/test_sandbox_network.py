@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.agents.copilot.backend import CopilotBackend
@@ -44,8 +45,8 @@ async def test_a_session_with_a_network_rule_reaches_its_model_and_not_another_s
     home, work = tmp_path / "copilot-home", tmp_path / "work"
     home.mkdir()
     agent = copilot_agent(copilot_cli, model_server, home, work)
-    agent = agent.model_copy(update={"sandbox_writable": [str(home)]})
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state")
+    agent = structs.replace(agent, **{"sandbox_writable": [str(home)]})
+    settings = Settings.read(None, state_dir=tmp_path / "state")
     plan = plan_for(RULE, work, agent, settings)
     assert plan is not None and plan.rules.network == (f"127.0.0.1:{model_server.port}",)
     port = second_server.port

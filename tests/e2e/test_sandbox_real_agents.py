@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents.catalog import builtin_tables
 from polypilot_tui.agents.sandbox import sandbox_problem
@@ -55,7 +56,7 @@ def agent_for(name: str, copilot_cli: Path, server: ModelServer, home: Path) -> 
             "COPILOT_PROVIDER_API_KEY": KEY,
         }
         agent = AgentConfig(name=name, kind="acp", command=str(copilot_cli), args=["--acp"], env=env)
-    return agent.model_copy(update={"sandbox_writable": builtin_tables()[name]["sandbox_writable"]})
+    return structs.replace(agent, **{"sandbox_writable": builtin_tables()[name]["sandbox_writable"]})
 
 
 @pytest.mark.parametrize("name", ["copilot", "copilot-acp"])
@@ -72,7 +73,7 @@ async def test_a_sandboxed_agent_writes_and_commits_its_worktree_and_nothing_els
         monkeypatch.setenv(key, value)
     repo = make_repo(tmp_path / "repo")
     state = tmp_path / "state"
-    settings = Settings(_env_file=None, state_dir=state, record=False, permission_policy=PermissionPolicy.ALLOW)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, record=False, permission_policy=PermissionPolicy.ALLOW)
     engine = build_engine(settings, AgentCatalog({name: agent_for(name, copilot_cli, model_server, home)}))
     await engine.start()
     # Argvs no other test's process has, long enough to outlive the test unless ended.

@@ -55,7 +55,7 @@ def remote_polypilot(state: Path, extra: dict[str, str] | None = None) -> str:
 
 def attached_over_ssh(attach: SshAttach, catalog: AgentCatalog, local_state: Path) -> PolypilotApp:
     """The dashboard as ``polypilot --ssh`` builds it, on the tunnel ``attach`` opened."""
-    settings = Settings(_env_file=None, state_dir=local_state)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=local_state)
     return dashboard_on(
         settings,
         catalog,

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.agents.npm_cache import NpmAgent
@@ -90,8 +91,8 @@ async def test_acp_usage_is_what_the_agent_reported(
     work = tmp_path / "work"
     work.mkdir()
     config = BUILDERS[agent](npm_agent(PACKAGES[agent]), model_server, tmp_path / "home")
-    config = config.model_copy(update={"cwd": work})
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    config = structs.replace(config, **{"cwd": work})
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     manager = SessionManager(settings, AgentCatalog({agent: config}), SystemClock())
     try:
         sid = await manager.create_session(agent)

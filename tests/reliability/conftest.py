@@ -233,7 +233,7 @@ class App:
 
     def __init__(self, state: Path) -> None:
         self.state = state
-        self.settings = Settings(_env_file=None, state_dir=state, demo_speed=50.0, record=False)  # type: ignore[call-arg]
+        self.settings = Settings.read(None, state_dir=state, demo_speed=50.0, record=False)
         self.manager = SessionManager(self.settings, load_agents(None), SystemClock())
         self.persistence = Persistence(self.manager, self.settings, registry_delay=0.05, history_delay=0.02)
         self.told: list[str] = []

@@ -61,7 +61,7 @@ def fake_agent(tmp_path: Path, **env: str) -> AgentConfig:
 # ---- 3: a chatty agent's stderr --------------------------------------------------------------
 async def test_a_chatty_agent_cannot_fill_the_disk_with_its_stderr(tmp_path: Path) -> None:
     events: list[str] = []
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", stop_grace_seconds=2.0)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", stop_grace_seconds=2.0)
     backend = AcpBackend(fake_agent(tmp_path), lambda e: events.append(e.type), SystemClock(), settings, tmp_path / "w")
     try:
         await asyncio.wait_for(backend.connect(None), 30)
@@ -109,7 +109,7 @@ def test_run_shows_invalid_utf8_replaced_never_dropped_and_never_a_traceback(tmp
 
 
 async def test_the_dashboard_engine_shows_an_update_with_invalid_utf8(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     manager = SessionManager(settings, AgentCatalog({"fake": fake_agent(tmp_path)}), SystemClock())
     try:
         sid = await asyncio.wait_for(manager.create_session("fake"), 30)
@@ -123,7 +123,7 @@ async def test_the_dashboard_engine_shows_an_update_with_invalid_utf8(tmp_path: 
 
 # ---- 8: Stop during a hung initialize --------------------------------------------------------
 async def test_stop_during_a_hung_initialize_cancels_the_connect_and_starts_no_second_agent(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False, stop_grace_seconds=1.0)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False, stop_grace_seconds=1.0)
     catalog = AgentCatalog({"fake": fake_agent(tmp_path, FAKE_ACP_HANG_INIT="1")})
     started: list[AgentBackend] = []
 

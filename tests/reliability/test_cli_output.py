@@ -218,7 +218,7 @@ def test_a_key_in_the_agents_env_table_counts_and_the_dashboard_says_when_it_is_
     without = fake_agents_file(tmp_path / "without.toml", api_key_env=KEY_ENV)
     with_env = fake_agents_file(tmp_path / "with.toml", api_key_env=KEY_ENV, env={KEY_ENV: "from-the-table"})
     os.environ.pop(KEY_ENV, None)
-    catalog, notes = build_catalog(Settings(_env_file=None, state_dir=tmp_path, agents_file=without))  # type: ignore[call-arg]
+    catalog, notes = build_catalog(Settings.read(None, state_dir=tmp_path, agents_file=without))
     assert notes == [f"Agent 'fake' is not ready: the provider key variable {KEY_ENV} is not set (api_key_env)"]
-    catalog, notes = build_catalog(Settings(_env_file=None, state_dir=tmp_path, agents_file=with_env))  # type: ignore[call-arg]
+    catalog, notes = build_catalog(Settings.read(None, state_dir=tmp_path, agents_file=with_env))
     assert notes == [] and catalog.agents["fake"].missing_key() is None

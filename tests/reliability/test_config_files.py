@@ -32,7 +32,7 @@ def polypilot(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[
 def test_config_toml_sets_what_the_environment_does_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config_file().write_text('heartbeat_seconds = 2.5\ntheme = "textual-dark"\n[watchdog]\ninactivity = 90\n')
     monkeypatch.setenv("POLYPILOT_THEME", "polypilot-day")
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings.read(None)
     assert settings.heartbeat_seconds == 2.5 and settings.watchdog.inactivity == 90
     assert settings.theme == "polypilot-day"  # the environment wins
 
@@ -59,7 +59,7 @@ def test_a_bad_config_file_stops_the_start_and_names_the_field(text: str, named:
 def test_unknown_names_are_refused_in_process_too(tmp_path: Path) -> None:
     config_file().write_text("permision_policy = 'allow'\n")  # a typo must not silently do nothing
     with pytest.raises(ConfigFileError, match="unknown setting 'permision_policy'"):
-        Settings(_env_file=None)  # type: ignore[call-arg]
+        Settings.read(None)
 
 
 def test_polypilot_config_says_where_each_setting_came_from(tmp_path: Path) -> None:
@@ -85,7 +85,7 @@ def test_paths_in_config_toml_expand_the_home_folder_and_nested_typos_are_refuse
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     config_file().write_text('state_dir = "~/pp-state"\nworktrees_dir = "~/trees"\n')
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings.read(None)
     assert settings.state_dir == tmp_path / "pp-state" and settings.worktree_root == tmp_path / "trees"
     config_file().write_text("[watchdog]\ninactivty = 5\n")
     done = polypilot("config", cwd=tmp_path)

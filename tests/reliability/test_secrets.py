@@ -321,7 +321,7 @@ def test_status_shows_no_secret_whatever_field_of_the_registry_holds_one(tmp_pat
     REDACTOR.learn([KNOWN_SECRET])
     doc = {"version": 1, "saved_at": 1.0, "sessions": [planted(SessionRecord).to_json()]}
     (tmp_path / "sessions.json").write_text(json.dumps(doc))  # not through the registry: unredacted
-    settings = Settings(_env_file=None, state_dir=tmp_path)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path)
     for json_mode in (True, False):
         out = io.StringIO()
         assert print_status(settings, json_mode=json_mode, out=out) == 0

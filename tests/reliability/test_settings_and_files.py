@@ -77,7 +77,7 @@ def test_status_reads_nan_and_infinity_and_prints_strict_json(tmp_path: Path) ->
 async def test_nan_and_infinity_are_never_written_back(tmp_path: Path) -> None:
     state = tmp_path / "state"
     nan_registry(state)
-    settings = Settings(_env_file=None, state_dir=state, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, record=False)
     manager = SessionManager(settings, load_agents(None), SystemClock())
     persistence = Persistence(manager, settings, registry_delay=0.05)
     assert persistence.start().ids == ["a", "b"]  # the sessions survive; only the bad numbers go

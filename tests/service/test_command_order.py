@@ -25,7 +25,7 @@ PROMPTS = 40
 @pytest.fixture
 async def attached(tmp_path: Path) -> AsyncIterator[tuple[RemoteEngine, LocalEngine]]:
     """A dashboard's engine attached to a demo engine served in this loop, and that engine."""
-    settings = Settings(_env_file=None, state_dir=tmp_path, demo_speed=20, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, demo_speed=20, record=False)
     engine = build_engine(settings, load_agents(None), SystemClock(), persist=False)
     remote = ServedEngine(engine, start=True).attach()
     await remote.start()

@@ -103,7 +103,7 @@ async def test_requests_drive_a_session_and_the_stream_mirrors_it_whole() -> Non
 )
 async def test_a_stop_asked_for_is_not_undone_by_an_attached_client_until_it_acts(demo_speed: None) -> None:
     async with running_engine() as engine:
-        settings = Settings(_env_file=None, state_dir=engine.state)  # type: ignore[call-arg]
+        settings = Settings.read(None, state_dir=engine.state)
 
         async def connect() -> Path:
             return (await ensure_engine(settings))[0]
@@ -179,7 +179,7 @@ async def test_an_engine_started_from_a_repository_runs_none_of_its_modules(
     (repo / "pydantic.py").write_text(f"open({str(marker)!r}, 'a').write('pydantic')\n")
     monkeypatch.chdir(repo)
     state = short_state_dir()
-    settings = Settings(_env_file=None, state_dir=state)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state)
     try:
         path, started = await ensure_engine(settings)
         assert started and path.exists()

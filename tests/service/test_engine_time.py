@@ -26,7 +26,7 @@ class ElsewhereClock(SystemClock):
 
 
 async def test_an_attached_dashboard_reads_times_on_the_engines_clock(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, state_dir=tmp_path, demo_speed=20, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, demo_speed=20, record=False)
     catalog = load_agents(None)
     engine = build_engine(settings, catalog, ElsewhereClock(), persist=False)
     served = ServedEngine(engine)

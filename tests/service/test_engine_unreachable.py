@@ -23,7 +23,7 @@ LOOK = 0.05
 
 
 async def started(state_dir: object) -> asyncio.Task[int]:
-    settings = Settings(_env_file=None, state_dir=state_dir, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state_dir, record=False)
     ready = asyncio.Event()
     task = asyncio.create_task(serve(settings, load_agents(None), ready, socket_check=LOOK))
     await asyncio.wait_for(ready.wait(), 30)

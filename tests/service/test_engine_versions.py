@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(30)
 
 
 async def test_an_engine_refuses_a_request_field_it_does_not_know_and_makes_nothing(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, record=False)
     harness = demo_harness(settings)
     served = ServedEngine(harness.engine)
     socket = await served.open()

@@ -43,7 +43,7 @@ class Served:
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
     """An engine (demo agents, fast) served on its socket, with ``lead`` an orchestrator of depth 2."""
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", demo_speed=50, record=False)
+    settings = Settings.read(None, state_dir=tmp_path / "state", demo_speed=50, record=False)
     engine = build_engine(settings, load_agents(None), persist=False)
     async with serving_in_process(engine) as socket:
         lead = await engine.manager.create_session("demo", "lead")

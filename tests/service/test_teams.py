@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents.base import ALLOW_ONCE
 from polypilot_tui.agents.sandbox import sandbox_problem
@@ -81,7 +82,7 @@ def capability_of(engine: LocalEngine, session_id: str) -> str:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[Harness, ServedEngine]]:
-    settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, record=False)
     harness = demo_harness(settings)
     served = ServedEngine(harness.engine)
     await served.open()
@@ -371,7 +372,7 @@ async def test_a_workers_capability_cannot_act_for_its_orchestrator(served: tupl
 async def test_an_engine_not_served_makes_no_team_whose_tools_reach_nothing(tmp_path: Path) -> None:
     """In the dashboard's own process (--in-process) or `run` no relay can reach the engine:
     making an orchestrator there is refused saying why, and nothing is made."""
-    settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, record=False)
     harness = demo_harness(settings)
     try:
         lead = await harness.new()
@@ -420,7 +421,7 @@ async def test_bad_bounds_are_refused_naming_the_bound(served: tuple[Harness, Se
 
 # ---- durable: a restart keeps the links, the budget and the pending wait -----------------------------
 def persistent_engine(state: Path, clock: FakeClock) -> LocalEngine:
-    settings = Settings(_env_file=None, state_dir=state, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, record=False)
     return build_engine(settings, load_agents(None), clock, persist=True)
 
 
@@ -713,7 +714,7 @@ async def test_a_bound_spent_with_no_worker_running_is_shown_at_once(served: tup
 def with_boxed_agent(harness: Harness) -> None:
     """``boxed``: the demo agent, sandboxed by its agents-file entry."""
     agents = harness.engine.manager.catalog.agents
-    agents["boxed"] = agents["demo"].model_copy(update={"name": "boxed", "sandbox": "workspace"})
+    agents["boxed"] = structs.replace(agents["demo"], **{"name": "boxed", "sandbox": "workspace"})
 
 
 @needs_bwrap

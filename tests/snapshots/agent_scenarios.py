@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from msgspec import structs
 from textual.widgets import OptionList
 
 from polypilot_tui.domain.agents import AgentOffer, Availability
@@ -62,7 +63,7 @@ async def new_session_catalog(d: Driver) -> None:
         return CATALOG_OFFERS
 
     engine_of(d.app).agents = offers  # type: ignore[method-assign]  # what the engine's machine answered
-    d.app.settings = d.app.settings.model_copy(update={"default_agent": "codex"})  # not installed: not picked
+    d.app.settings = structs.replace(d.app.settings, **{"default_agent": "codex"})  # not installed: not picked
     await new_session_dialog(d)
 
 

@@ -206,7 +206,7 @@ def build_app(
     # The heartbeat is Textual's real-time interval: a test runs it when it means to
     # (Driver.advance, the heartbeat), never when the machine's load lets 5 s pass.
     overrides.setdefault("heartbeat_seconds", 3600)
-    settings = Settings(
+    settings = Settings.read(
         _env_file=None,
         state_dir=tmp_path,
         theme=theme,

@@ -127,7 +127,7 @@ class Fleet:
 def _engine(tmp_path: Path, name: str, prefix: str, clock: FakeClock, agents: tuple[str, ...]) -> HostEngine:
     state = tmp_path / (name or "local")
     state.mkdir()
-    settings = Settings(_env_file=None, state_dir=state, record=False, heartbeat_seconds=3600)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, record=False, heartbeat_seconds=3600)
     catalog = AgentCatalog({agent: AgentConfig(name=agent, kind="demo") for agent in agents})
     ids = itertools.count(1)
     manager = SessionManager(
@@ -172,7 +172,7 @@ def fleet_app(
         nobody = _engine(tmp_path, unreachable, unreachable[0], clock, ("demo",))  # never asked: no sessions
         listed.append(UnreachableMember(unreachable, f"dev@{unreachable}.example", nobody, REFUSED))
     fleet = FleetEngine(front(""), listed)
-    settings = Settings(
+    settings = Settings.read(
         _env_file=None,
         state_dir=tmp_path / "local",
         theme=theme,

@@ -68,7 +68,7 @@ def copilot_agent(cli: Path, server: ModelServer, home: Path, cwd: Path) -> Agen
 def make_backend(agent: AgentConfig, workdir: Path) -> tuple[CopilotBackend, Collector]:
     workdir.mkdir(parents=True, exist_ok=True)
     sink = Collector()
-    return CopilotBackend(agent, sink, SystemClock(), Settings(), workdir), sink
+    return CopilotBackend(agent, sink, SystemClock(), Settings.read(), workdir), sink
 
 
 async def wait_on_disk(path: Path | None, needle: str, timeout: float = 10.0) -> None:

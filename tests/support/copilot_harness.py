@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from msgspec import structs
+
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings, WatchdogSettings
 from polypilot_tui.domain.chat import ItemKind
 from polypilot_tui.domain.clock import SystemClock
@@ -30,7 +32,7 @@ AGENT = "copilot"
 def catalog_entry(cli: Path, server: ModelServer, root: Path) -> AgentConfig:
     """The agents-file entry of a Copilot session on the scripted model (own COPILOT_HOME)."""
     config = copilot_agent(cli, server, root / "copilot-home", root / "work")
-    return config.model_copy(update={"name": AGENT})
+    return structs.replace(config, **{"name": AGENT})
 
 
 def agents_toml(cli: Path, server: ModelServer, root: Path) -> str:
@@ -67,7 +69,7 @@ def make_manager(
     options: dict[str, Any] = {"state_dir": root / "state", "record": False, **settings}
     if watchdog is not None:
         options["watchdog"] = watchdog
-    config = Settings(_env_file=None, **options)  # type: ignore[call-arg]
+    config = Settings.read(None, **options)
     return SessionManager(config, AgentCatalog({AGENT: catalog_entry(cli, server, root)}), SystemClock())
 
 

@@ -179,7 +179,7 @@ def attached_dashboard(state: Path, agents_file: Path | None = None, **options: 
     from polypilot_tui.ui.launch import dashboard_on
     from polypilot_tui.ui.theming import BUNDLED_DIR
 
-    settings = Settings(_env_file=None, state_dir=state, agents_file=agents_file, **options)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, agents_file=agents_file, **options)
 
     async def connect() -> Path:
         path, _started = await ensure_engine(settings)

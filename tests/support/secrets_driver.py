@@ -52,7 +52,7 @@ async def wait(check: Callable[[], Any], seconds: float = 30.0) -> None:
 async def main(state: Path, agents_file: Path, mode: str) -> None:
     lock = StateLock.acquire(state)
     setup_file_logging(state, "polypilot.log")
-    settings = Settings(
+    settings = Settings.read(
         _env_file=None,
         state_dir=state,
         agents_file=agents_file,

@@ -116,7 +116,7 @@ def demo_app(
     **overrides: Any,
 ) -> PolypilotApp:
     """The app on the embedded demo agent and the real clock, with ids s1, s2, …"""
-    settings = Settings(
+    settings = Settings.read(
         _env_file=None,
         state_dir=tmp_path,
         demo_speed=speed,

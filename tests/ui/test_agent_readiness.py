@@ -51,7 +51,7 @@ command = "{tmp_path / "never-installed"}"
 kind = "copilot"
 provider = {{ type = "openai", base_url = "http://127.0.0.1:9/v1", api_key_env = "{UNSET_KEY}" }}
 """)
-    settings = Settings(
+    settings = Settings.read(
         _env_file=None,
         state_dir=tmp_path / "state",
         record=False,  # type: ignore[call-arg]

@@ -183,7 +183,7 @@ async def test_broken_agents_file_falls_back_to_demo_with_one_notice(tmp_path: P
 
     agents = tmp_path / "agents.toml"
     agents.write_text("[broken\n", encoding="utf-8")
-    catalog, notes = build_catalog(Settings(_env_file=None, state_dir=tmp_path, agents_file=agents))
+    catalog, notes = build_catalog(Settings.read(None, state_dir=tmp_path, agents_file=agents))
     assert catalog.names() == ["demo"] and len(notes) == 1 and "not valid TOML" in notes[0]
     app = build_app(tmp_path, notes=notes)
     async with app.run_test(size=(100, 30), notifications=True) as pilot:

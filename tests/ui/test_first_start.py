@@ -50,7 +50,7 @@ def install(bin_dir: Path, command: str) -> None:
 
 def first_start_app(tmp_path: Path, agents: Path | None = None) -> PolypilotApp:
     """The dashboard as on a first start: nothing saved, the built-in catalog, the demo first."""
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     catalog = load_agents(agents, builtin_tables())
     ids = itertools.count(1)
     manager = SessionManager(settings, catalog, SystemClock(), id_factory=lambda: f"s{next(ids)}")

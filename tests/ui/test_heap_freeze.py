@@ -46,7 +46,7 @@ class FramesCounted(PolypilotApp):
 
 async def test_the_launch_freezes_the_heap_once_after_its_first_frame(tmp_path: Path) -> None:
     assert gc.get_freeze_count() == 0  # no earlier test left it frozen
-    settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, record=False)
     catalog = load_agents(None)
     engine = LocalEngine(SessionManager(settings, catalog, SystemClock()))
     app = FramesCounted(

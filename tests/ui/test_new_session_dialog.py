@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import structs
 from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, RadioButton, Static
@@ -343,7 +344,7 @@ async def test_the_dialog_starts_on_the_sandbox_of_the_agents_file_entry(tmp_pat
     plain.mkdir()
     app = demo_app(tmp_path / "state")
     agents = engine_of(app).manager.catalog.agents
-    agents["demo"] = agents["demo"].model_copy(update={"sandbox": "workspace"})
+    agents["demo"] = structs.replace(agents["demo"], **{"sandbox": "workspace"})
     async with app.run_test(size=(120, 44)) as pilot:
         screen = await open_dialog(pilot, app, plain)
         assert screen.sandbox_mode is SandboxMode.WORKSPACE

@@ -6,9 +6,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
-from polypilot_tui.config import Settings
+from polypilot_tui.config import InvalidSettings, Settings
 from polypilot_tui.infra.notify_command import system_command
 from polypilot_tui.ui.notifier import DesktopNotifier, desktop_notifier
 from tests.support.fake_notifier import fake_notifier, runs
@@ -82,7 +81,7 @@ async def test_macos_passes_the_text_as_arguments_not_script(tmp_path: Path) -> 
 
 def test_the_setting_is_one_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLYPILOT_NOTIFICATIONS", "off")
-    assert Settings(_env_file=None).notifications == "off"  # type: ignore[call-arg]
-    assert Settings(_env_file=None, notifications="auto").notifications == "auto"  # type: ignore[call-arg]
-    with pytest.raises(ValidationError, match="notifications"):
-        Settings(_env_file=None, notifications="loud")  # type: ignore[call-arg]
+    assert Settings.read(None).notifications == "off"
+    assert Settings.read(None, notifications="auto").notifications == "auto"
+    with pytest.raises(InvalidSettings, match="notifications"):
+        Settings.read(None, notifications="loud")

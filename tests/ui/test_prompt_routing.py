@@ -91,7 +91,7 @@ async def test_prompts_typed_in_bursts_reach_exactly_their_sessions_whole(tmp_pa
         return agents[workdir.name]
 
     ids = iter(f"s{i:02d}" for i in range(1, 100))
-    settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, record=False)
     catalog = load_agents(None)
     manager = SessionManager(settings, catalog, SystemClock(), backend_factory=factory, id_factory=lambda: next(ids))
     app = on_engine(

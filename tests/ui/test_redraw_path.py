@@ -50,7 +50,7 @@ class ThreadedAgent:
 
 
 def threaded_app(tmp_path: Path, agent: ThreadedAgent, **overrides: Any) -> PolypilotApp:
-    settings = Settings(_env_file=None, state_dir=tmp_path, record=False, **overrides)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, record=False, **overrides)
     catalog = load_agents(None)
     clock = SystemClock()
     manager = SessionManager(settings, catalog, clock, backend_factory=agent.factory, id_factory=lambda: "s1")

@@ -15,7 +15,7 @@ from tests.support.engine import Harness, demo_harness
 @pytest.fixture
 def make_harness(tmp_path: Path) -> Callable[..., Harness]:
     def build(**overrides: Any) -> Harness:
-        return demo_harness(Settings(_env_file=None, state_dir=tmp_path, **overrides))  # type: ignore[call-arg]
+        return demo_harness(Settings.read(None, state_dir=tmp_path, **overrides))
 
     return build
 

@@ -7,12 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.agents import locate as locate_module
 from polypilot_tui.agents.catalog import builtin_tables, load_catalog
 from polypilot_tui.agents.locate import expand, locate, not_runnable
 from polypilot_tui.agents.readiness import readiness
-from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
+from polypilot_tui.config import AgentConfig, ProviderConfig, Settings, checked
 from polypilot_tui.domain.agents import Availability
 from tests.support.local_users import local_user, shared_folder
 
@@ -30,7 +31,9 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     homes = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "COPILOT_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "NPM_CONFIG_PREFIX")
     for name in homes:
         monkeypatch.delenv(name, raising=False)
-    for sign in {s.env for t in builtin_tables().values() for s in AgentConfig(name="x", **t).signed_in if s.env}:
+    for sign in {
+        s.env for t in builtin_tables().values() for s in checked(AgentConfig, {"name": "x", **t}).signed_in if s.env
+    }:
         monkeypatch.delenv(sign, raising=False)
     monkeypatch.setattr(locate_module, "PINNED", {})
     return tmp_path
@@ -104,8 +107,8 @@ def test_a_provider_of_ones_own_needs_its_key_and_no_sign_in(
     install(machine / "bin", "copilot")
     table = builtin_tables()["copilot"]
     provider = ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_MODEL_KEY")
-    byok = AgentConfig(name="copilot", **table, provider=provider)
-    assert readiness(AgentConfig(name="copilot", **table)).availability is Availability.NEEDS_SIGN_IN
+    byok = structs.replace(checked(AgentConfig, {"name": "copilot", **table}), provider=provider)
+    assert readiness(checked(AgentConfig, {"name": "copilot", **table})).availability is Availability.NEEDS_SIGN_IN
     assert readiness(byok).availability is Availability.NO_KEY
     monkeypatch.setenv("MY_MODEL_KEY", "sk-test")
     assert readiness(byok).availability is Availability.READY
@@ -146,7 +149,7 @@ install = "pipx install my-agent"
 [broken]
 kind = "nope"
 """)
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", agents_file=agents)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", agents_file=agents)
     catalog = load_catalog(settings)
     codex = catalog.agents["codex"]
     assert (codex.command, codex.args, codex.env) == ("codex-acp", ["--verbose"], {"CODEX_HOME": "/somewhere"})
@@ -161,7 +164,7 @@ def test_the_config_folders_agents_file_is_read_without_being_named(
     machine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = Path(os.environ["POLYPILOT_CONFIG_DIR"])
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state")  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state")
     assert settings.agents_path is None
     (folder / "agents.toml").write_text('[extra]\nkind = "acp"\ncommand = "extra-agent"\n')
     assert settings.agents_path == folder / "agents.toml"
@@ -173,7 +176,7 @@ def test_a_no_key_agent_is_refused_not_guessed(machine: Path, tmp_path: Path) ->
     agent = AgentConfig(
         name="byok",
         kind="copilot",
-        provider={"base_url": "http://127.0.0.1:9/v1", "api_key_env": "POLYPILOT_TEST_UNSET_KEY"},  # type: ignore[arg-type]
+        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", api_key_env="POLYPILOT_TEST_UNSET_KEY"),
     )
     offer = readiness(agent, {"PATH": str(machine / "bin")})
     assert offer.availability is Availability.NO_KEY
@@ -185,7 +188,7 @@ def test_the_readmes_agents_file_example_is_valid(machine: Path, tmp_path: Path)
     example = readme.split("a new name adds an agent:\n\n```toml\n", 1)[1].split("```", 1)[0]
     agents = tmp_path / "agents.toml"
     agents.write_text(example)
-    catalog = load_catalog(Settings(_env_file=None, agents_file=agents))  # type: ignore[call-arg]
+    catalog = load_catalog(Settings.read(None, agents_file=agents))
     assert catalog.problems == ()
     assert catalog.agents["codex"].command == "codex-acp" and catalog.agents["codex"].env
     assert readiness(catalog.agents["my-agent"]).hint == "pipx install my-agent"

@@ -196,7 +196,7 @@ async def test_starting_a_command_that_is_not_executable_names_it_as_the_failure
     from polypilot_tui.engine.manager import SessionManager
 
     plain = program(machine / "bin" / "my-agent", 0o644)
-    settings = Settings(_env_file=None, state_dir=machine / "state", record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=machine / "state", record=False)
     manager = SessionManager(
         settings, AgentCatalog({"my": AgentConfig(name="my", kind="acp", command="my-agent")}), SystemClock()
     )

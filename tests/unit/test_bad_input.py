@@ -216,7 +216,7 @@ class Pushed:
     def __init__(self, tmp_path: Path) -> None:
         self.clock = FakeClock()
         self.backends: list[PushBackend] = []
-        settings = Settings(_env_file=None, state_dir=tmp_path)  # type: ignore[call-arg]
+        settings = Settings.read(None, state_dir=tmp_path)
         catalog = AgentCatalog({"push": AgentConfig(name="push", kind="demo")})
 
         def factory(agent: str, sink: Any, workdir: Path) -> PushBackend:
@@ -521,7 +521,7 @@ env = { A = 1 }
         "no_kind: kind: Field required",
         "bad_args: args:",
         "bad_provider: provider.base_url: Field required",
-        "bad_env: env.A:",
+        "bad_env: env: expected str, got int",  # msgspec names the table, not its key
     ):
         assert fragment in problems, problems
 

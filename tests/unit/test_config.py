@@ -6,12 +6,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from polypilot_tui.config import (
     DEMO_AGENT,
     AgentCatalog,
     AgentConfig,
+    InvalidSettings,
     PermissionPolicy,
     ProviderConfig,
     Settings,
@@ -25,7 +25,7 @@ from polypilot_tui.domain.watchdog import WatchdogConfig
 
 def fresh(**kwargs: object) -> Settings:
     """Settings from the environment only (never a developer's .env)."""
-    return Settings(_env_file=None, **kwargs)  # type: ignore[arg-type]
+    return Settings.read(None, **kwargs)  # type: ignore[arg-type]
 
 
 # ---- defaults and the environment -----------------------------------------------------------
@@ -39,8 +39,8 @@ def test_defaults_are_polypilots_tiers_and_safe_choices() -> None:
 
 def test_every_watchdog_setting_reaches_the_watchdog() -> None:
     config_fields = {f.name for f in dataclasses.fields(WatchdogConfig)}
-    assert set(WatchdogSettings.model_fields) <= config_fields
-    values = {name: float(i + 1) for i, name in enumerate(WatchdogSettings.model_fields)}
+    assert set(WatchdogSettings.__struct_fields__) <= config_fields
+    values = {name: float(i + 1) for i, name in enumerate(WatchdogSettings.__struct_fields__)}
     assert dataclasses.asdict(WatchdogSettings(**values).to_config()).items() >= values.items()
 
 
@@ -89,11 +89,11 @@ def test_dotenv_is_read_from_the_config_folder_not_the_working_directory_and_env
     (config_dir() / ".env").write_text(
         "POLYPILOT_PERMISSION_POLICY=deny\nPOLYPILOT_WATCHDOG__INACTIVITY=77\nOTHER_TOOL_SETTING=whatever\n"
     )
-    settings = Settings()
+    settings = Settings.read()
     assert settings.permission_policy is PermissionPolicy.DENY and settings.watchdog.inactivity == 77
     assert settings.demo_speed == 1
     monkeypatch.setenv("POLYPILOT_WATCHDOG__INACTIVITY", "12")
-    assert Settings().watchdog.inactivity == 12  # the environment beats .env
+    assert Settings.read().watchdog.inactivity == 12  # the environment beats .env
 
 
 def test_env_file_none_isolates_from_a_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -106,8 +106,8 @@ def test_env_file_none_isolates_from_a_dotenv(monkeypatch: pytest.MonkeyPatch, t
 def test_a_dotenv_elsewhere_is_used_only_when_named(tmp_path: Path) -> None:
     env = tmp_path / "custom.env"
     env.write_text("POLYPILOT_DEMO_SPEED=4\n")
-    assert Settings(_env_file=env).demo_speed == 4  # type: ignore[call-arg]
-    assert Settings(_env_file=tmp_path / "missing.env").demo_speed == 1  # type: ignore[call-arg]
+    assert Settings.read(env).demo_speed == 4
+    assert Settings.read(tmp_path / "missing.env").demo_speed == 1
 
 
 def test_variable_names_are_any_case_and_tables_merge_key_by_key_across_sources(
@@ -118,7 +118,7 @@ def test_variable_names_are_any_case_and_tables_merge_key_by_key_across_sources(
     monkeypatch.setenv("Polypilot_Watchdog", '{"inactivity": 70}')
     monkeypatch.setenv("POLYPILOT_WATCHDOG__MAX_TURN", "80")
     monkeypatch.setenv("polypilot_default_agent", "mine")
-    settings = Settings()
+    settings = Settings.read()
     watchdog = settings.watchdog
     # config.toml < .env < the environment (its keys over its JSON), each key on its own
     assert (watchdog.tool, watchdog.reconnect, watchdog.inactivity, watchdog.max_turn) == (300, 50, 70, 80)
@@ -130,12 +130,12 @@ def test_a_table_setting_that_is_not_json_in_dotenv_names_the_field(tmp_path: Pa
     env = tmp_path / "custom.env"
     env.write_text("POLYPILOT_WATCHDOG={oops\n")
     with pytest.raises(SettingsError, match=r"POLYPILOT_WATCHDOG\) in .*custom\.env is not JSON"):
-        Settings(_env_file=env)  # type: ignore[call-arg]
+        Settings.read(env)
 
 
 def test_a_misspelt_nested_key_and_an_unknown_argument(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLYPILOT_WATCHDOG__INACTIVTY", "5")
-    with pytest.raises(ValidationError, match="watchdog.inactivty"):
+    with pytest.raises(InvalidSettings, match="watchdog.inactivty"):
         fresh()
     monkeypatch.delenv("POLYPILOT_WATCHDOG__INACTIVTY")
     monkeypatch.setenv("POLYPILOT_STATE_DIR__X", "/nowhere")  # not a table: not a setting at all
@@ -156,14 +156,14 @@ def test_a_misspelt_nested_key_and_an_unknown_argument(monkeypatch: pytest.Monke
 )
 def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, name: str, value: str, where: str) -> None:
     monkeypatch.setenv(name, value)
-    with pytest.raises((ValidationError, SettingsError)) as info:  # SettingsError: not even JSON
+    with pytest.raises((InvalidSettings, SettingsError)) as info:  # SettingsError: not even JSON
         fresh()
     assert where in str(info.value)
 
 
 def test_the_policy_error_lists_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLYPILOT_PERMISSION_POLICY", "yolo")
-    with pytest.raises(ValidationError, match="'ask', 'allow', 'deny' or 'allow-in-sandbox'"):
+    with pytest.raises(InvalidSettings, match="'ask', 'allow', 'deny' or 'allow-in-sandbox'"):
         fresh()
 
 

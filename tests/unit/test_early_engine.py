@@ -1,5 +1,5 @@
 """A plain ``polypilot``'s early engine (service/spawn.py, from entry.py): started from the raw
-settings before pydantic is imported, taken by the dashboard only for exactly the state folder
+settings before their models are imported, taken by the dashboard only for exactly the state folder
 and agents file its validated settings name, stopped otherwise — real processes, real files."""
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ real_spawn, real_claim = spawn.spawn_engine, spawn.EarlyEngine.claim
 
 def spawning(home):
     process = real_spawn(home)
-    print("spawned", process.pid if process else None, "pydantic" in sys.modules, "textual" in sys.modules, flush=True)
-    if "pydantic" in sys.modules:
+    models = "polypilot_tui.config" in sys.modules
+    print("spawned", process.pid if process else None, models, "textual" in sys.modules, flush=True)
+    if models:
         raise SystemExit(0)  # the dashboard's own spawn, not an early one: its UI would start next
     return process
 
@@ -75,7 +76,7 @@ def stopped_after(pids: list[int]) -> Iterator[None]:
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_a_plain_start_spawns_its_engine_before_pydantic_and_the_dashboard_takes_it(tmp_path: Path) -> None:
+def test_a_plain_start_spawns_its_engine_before_the_models_and_the_dashboard_takes_it(tmp_path: Path) -> None:
     code, said = probe(tmp_path)
     spawned = [line for line in said if line[0] == "spawned"]
     pids = [int(line[1]) for line in spawned if line[1] != "None"]
@@ -133,12 +134,12 @@ def test_a_claim_for_another_folder_stops_the_early_engine(tmp_path: Path, monke
         monkeypatch.setenv(name, value)
     early = start_engine_early()
     assert early is not None and early.process is not None and early.state_dir == tmp_path / "a"
-    elsewhere = Settings(_env_file=None, state_dir=tmp_path / "b")
+    elsewhere = Settings.read(None, state_dir=tmp_path / "b")
     assert early.claim(elsewhere) is None
     assert early.process.returncode is not None  # stopped and reaped
     same = EarlyEngine(tmp_path / "a", None)
     same.process = early.process
-    assert same.claim(Settings(_env_file=None, state_dir=tmp_path / "a")) is early.process
+    assert same.claim(Settings.read(None, state_dir=tmp_path / "a")) is early.process
 
 
 PATHS = st.sampled_from(["", "~/pp-state", "rel/state", "/tmp/pp state", "~", ".", "a\\b", "~user/x"])
@@ -178,7 +179,7 @@ def test_the_raw_reading_names_the_folder_and_file_the_validated_settings_do(
         except Exception:  # noqa: BLE001 - the early start takes any error for "uncertain"
             raw = None
         try:
-            validated = Settings()
+            validated = Settings.read()
         except Exception:  # noqa: BLE001 - refused: the early engine is stopped (the test above)
             return
     if raw is not None:

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from polypilot_tui.agents.copilot.cli_spec import cli_environment, server_cwd, spec_of
 from polypilot_tui.agents.head_start import EarlyCli, run_words, start_early
 from polypilot_tui.agents.locate import find_command
 from polypilot_tui.agents.raw_agent import plain_copilot
 from polypilot_tui.cli import build_parser
-from polypilot_tui.config import AgentConfig, Settings
+from polypilot_tui.config import AgentConfig, Settings, checked
 from polypilot_tui.infra.settings_sources import SETTING_NAMES
 from tests.support.processes import alive
 
@@ -199,7 +200,7 @@ def test_nothing_starts_early_for_a_default_agent_of_no_process(raw_environment:
 
 
 def test_settings_names_are_the_models_fields() -> None:
-    assert set(Settings.model_fields) == SETTING_NAMES
+    assert set(Settings.__struct_fields__) == SETTING_NAMES
 
 
 TABLES = [
@@ -223,7 +224,7 @@ def test_the_raw_reading_computes_the_spec_the_validated_agent_does(table: dict[
     assert raw is not None
     environ = dict(os.environ) | {"GH_TOKEN": "gh-secret", "COPILOT_PROVIDER_API_KEY": "k"}
     specs = []
-    for agent in (raw, AgentConfig(name="a", **table)):  # type: ignore[arg-type]
+    for agent in (raw, checked(AgentConfig, {"name": "a", **table})):
         cli = find_command(agent, environ)
         assert cli is not None
         env, provider = cli_environment(agent, environ)
@@ -280,7 +281,7 @@ def test_a_claim_with_another_spec_kills_and_reaps_and_the_same_spec_takes_it(tm
     assert cli is not None
     env, _ = cli_environment(agent, os.environ)
     spec = spec_of(agent, cli, env, logged_in=True)
-    other = spec_of(agent.model_copy(update={"args": ["31"]}), cli, env, logged_in=True)
+    other = spec_of(structs.replace(agent, **{"args": ["31"]}), cli, env, logged_in=True)
     for claimed_with, taken in ((spec, True), (other, False)):
         process = subprocess.Popen(["sleep", "30"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         early = EarlyCli(spec, server_cwd(), process)
@@ -352,7 +353,7 @@ def test_a_table_read_for_an_early_start_is_an_agent_the_model_accepts_with_the_
     raw = plain_copilot("a", table)
     if raw is None:
         return
-    agent = AgentConfig(name="a", **table)  # type: ignore[arg-type]  # raises if the model refuses it
+    agent = checked(AgentConfig, {"name": "a", **table})  # raises if the model refuses it
     environ = dict(os.environ) | {"GH_TOKEN": "gh-secret", "K": "k"}
     specs = []
     for reading in (raw, agent):

@@ -70,7 +70,7 @@ def test_no_turn_outlives_its_tier_and_no_text_is_lost(script) -> None:
 async def _check(script) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clock = FakeClock()
-        settings_ = Settings(_env_file=None, state_dir=Path(tmp))  # type: ignore[call-arg]
+        settings_ = Settings.read(None, state_dir=Path(tmp))
         catalog = AgentCatalog({"fake": AgentConfig(name="fake", kind="demo")})
         backends: list[ScriptedBackend] = []
 

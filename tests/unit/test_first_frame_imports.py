@@ -150,8 +150,9 @@ THIRD_PARTY = frozenset(
     {
         "annotated_types",  # pydantic's
         "h11",  # HTTP/1.1 of the engine's client (service/unix_http.py)
+        "msgspec",  # the settings (config.py), read and checked
         "platformdirs",  # the config and state folders
-        "pydantic",  # the settings (config.py), the engine codec
+        "pydantic",  # the engine codec
         "pydantic_core",  # pydantic's
         "rich",  # Textual's
         "textual",  # the UI

@@ -31,7 +31,7 @@ from tests.support.fleet import FixedMember, fleet_of, started
 
 def engine(tmp_path: Path, prefix: str, clock: FakeClock | None = None) -> LocalEngine:
     ids = itertools.count(1)
-    settings = Settings(_env_file=None, state_dir=tmp_path / prefix)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / prefix)
     return build_engine(
         settings, load_agents(None), clock or FakeClock(), persist=False, id_factory=lambda: f"{prefix}{next(ids)}"
     )

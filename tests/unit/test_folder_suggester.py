@@ -24,7 +24,7 @@ from polypilot_tui.ui.ui_state import UiState, load_ui_state, remember_folder, s
 
 @pytest.fixture
 async def engine(tmp_path: Path) -> AsyncIterator[LocalEngine]:
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     local = LocalEngine(SessionManager(settings, AgentCatalog({}), FakeClock()))
     yield local
     await local.close()

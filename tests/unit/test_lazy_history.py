@@ -157,7 +157,7 @@ async def test_read_ahead_reads_a_page_per_loop_turn_after_its_delay_and_retries
     """Virtual time: nothing before START_AFTER, then page by page (newest first) until every
     session is in memory. A failed read ends the round (one try per RETRY_AFTER, not one per
     session) and sends that session to the back, so the next round reads the others."""
-    settings = Settings(_env_file=None, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, record=False)
     manager = SessionManager(settings, load_agents(None), fake_clock)
     disks = {"bad": Disk(rows(10)), "a": Disk(rows(3 * PAGE)), "b": Disk(rows(10))}
     for sid, disk in disks.items():
@@ -182,7 +182,7 @@ async def test_read_ahead_reads_a_page_per_loop_turn_after_its_delay_and_retries
 async def test_a_session_brought_back_with_unread_rows_is_read_again(fake_clock: FakeClock) -> None:
     """An undo brings back a session whose rows could not be read at its close: the read-ahead,
     done by then, takes it up again."""
-    settings = Settings(_env_file=None, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, record=False)
     manager = SessionManager(settings, load_agents(None), fake_clock)
     ahead = ReadAhead(manager)
     ahead.start([])

@@ -279,7 +279,7 @@ async def test_rows_kept_for_an_undo_go_when_the_session_leaves_the_engines_clos
 ) -> None:
     saved = await saved_sessions(tmp_path, 1)
     sid = next(iter(saved))
-    settings = Settings(_env_file=None, state_dir=tmp_path, demo_speed=20.0)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, demo_speed=20.0)
     engine = LocalEngine(SessionManager(settings, load_agents(None), SystemClock()), attach_persistence)
     await engine.start()
     assert engine.persistence is not None

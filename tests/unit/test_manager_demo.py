@@ -296,7 +296,7 @@ async def test_tool_rows_left_running_by_a_killed_app_are_settled_on_restore(fak
         backends[workdir.name] = NullBackend(sink)
         return backends[workdir.name]
 
-    settings = Settings(_env_file=None, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, record=False)
     manager = SessionManager(settings, load_agents(None), fake_clock, backend_factory=factory)
 
     def restored(sid: str) -> Session:
@@ -360,7 +360,7 @@ async def test_stop_is_stopped_even_when_the_agent_finishes_the_turn_as_its_prom
         return backends[-1]
 
     manager = SessionManager(
-        Settings(_env_file=None, record=False),
+        Settings.read(None, record=False),
         load_agents(None),
         fake_clock,  # type: ignore[call-arg]
         backend_factory=factory,

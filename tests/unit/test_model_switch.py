@@ -68,7 +68,7 @@ async def test_an_unknown_session_is_said(harness: Harness) -> None:
 
 
 def _engine(state: Path) -> LocalEngine:
-    settings = Settings(_env_file=None, state_dir=state, demo_speed=50.0)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, demo_speed=50.0)
     return LocalEngine(SessionManager(settings, load_agents(None), SystemClock()), attach_persistence)
 
 
@@ -121,7 +121,7 @@ async def test_a_choice_the_agent_refuses_after_a_restart_is_told_and_the_sessio
 
 
 async def test_a_demo_agent_configured_with_another_model_offers_it_too(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, state_dir=tmp_path)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path)
     agent = AgentConfig(name="demo2", kind="demo", model="demo-custom")
     backend = DemoBackend(agent, lambda event: None, SystemClock(), settings, tmp_path / "s")
     await backend.connect(None)

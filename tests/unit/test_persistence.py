@@ -38,7 +38,7 @@ class App:
 
     def __init__(self, state: Path, delay: float = 0.05, clock: Clock | None = None, **settings: Any) -> None:
         options = {"demo_speed": 20.0, **settings}
-        self.settings = Settings(_env_file=None, state_dir=state, **options)  # type: ignore[call-arg]
+        self.settings = Settings.read(None, state_dir=state, **options)
         self.catalog = load_agents(None)
         self.started: list[str] = []
         clock = clock or SystemClock()

@@ -187,7 +187,7 @@ def replay_statuses(path: Path) -> tuple[list[tuple[str, str]], list[dict[str, A
 
 
 async def live_run(tmp_path: Path, script: Callable[[SessionManager, str], Any]) -> tuple[Path, list[tuple[str, str]]]:
-    settings = Settings(_env_file=None, state_dir=tmp_path, demo_speed=5.0)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path, demo_speed=5.0)
     manager = SessionManager(settings, load_agents(None), SystemClock())
     rec = Recorder(tmp_path / "recordings", manager.clock, 1_000_000)
     rec.attach(manager)

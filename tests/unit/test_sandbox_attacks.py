@@ -21,7 +21,7 @@ from acp import RequestError
 from polypilot_tui.agents.acp.client import AcpClient
 from polypilot_tui.agents.catalog import builtin_tables
 from polypilot_tui.agents.sandbox import SandboxUnavailable, launch_argv, plan_for, sandbox_problem
-from polypilot_tui.config import AgentConfig, Settings
+from polypilot_tui.config import AgentConfig, Settings, checked
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from polypilot_tui.domain.sandbox_policy import reason_to_ask
 from polypilot_tui.infra.beneath import LinkOnTheWay, open_beneath
@@ -35,7 +35,7 @@ AGENT = AgentConfig(name="a", kind="acp", sandbox_writable=["${COPILOT_HOME:-~/.
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     (tmp_path / "state").mkdir()
-    return Settings(_env_file=None, state_dir=tmp_path / "state")
+    return Settings.read(None, state_dir=tmp_path / "state")
 
 
 @pytest.fixture
@@ -258,7 +258,7 @@ def test_copilot_in_its_sandbox_cannot_plant_the_cli_its_next_run_outside_would_
     """Copilot's state folders are shared with its runs outside any sandbox, and the CLI runs
     the newest ``pkg/<version>/app.js`` it finds in them (its auto-update): one written there
     by a sandboxed Copilot would run outside the sandbox at the next start."""
-    copilot = AgentConfig.model_validate({"name": "copilot", **builtin_tables()["copilot"]})
+    copilot = checked(AgentConfig, {"name": "copilot", **builtin_tables()["copilot"]})
     env = {k: v for k, v in env.items() if k not in ("COPILOT_HOME", "XDG_CACHE_HOME")}
     work, home = tmp_path / "work", Path(env["HOME"])
     work.mkdir()
@@ -285,7 +285,7 @@ def test_no_agent_can_plant_a_package_the_users_next_npx_runs(
         f"mkdir -p {npx}/abc/node_modules && echo 'evil()' > {npx}/abc/node_modules/x.js; echo cache=$npm_config_cache"
     )
     for name, table in builtin_tables().items():
-        agent = AgentConfig.model_validate({"name": name, **table})
+        agent = checked(AgentConfig, {"name": name, **table})
         argv = launch_argv(plan_for(ON, work, agent, settings, env), ["sh", "-c", script], work, env)
         done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=30, check=False)
         assert list(npx.iterdir()) == [], name
@@ -305,7 +305,7 @@ def test_a_sandboxed_copilot_cli_gets_no_more_of_the_environment_than_an_acp_age
     cli.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
-    copilot = AgentConfig.model_validate({"name": "copilot", **builtin_tables()["copilot"]})
+    copilot = checked(AgentConfig, {"name": "copilot", **builtin_tables()["copilot"]})
     secrets = {
         "AWS_SECRET_ACCESS_KEY": "aws-secret",
         "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
@@ -343,12 +343,12 @@ def test_other_agents_sign_ins_and_the_x_cookie_are_hidden_an_agents_own_is_not(
     tables = builtin_tables()
     script = "cat " + " ".join(str(p) for p in files) + " 2>/dev/null"
     for name, own in (("opencode", ""), ("codex", "codex-key")):
-        agent = AgentConfig.model_validate({"name": name, **tables[name]})
+        agent = checked(AgentConfig, {"name": name, **tables[name]})
         argv = launch_argv(plan_for(ON, work, agent, settings, env), ["sh", "-c", script], work, env)
         done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=30, check=False)
         assert done.stdout == own, (name, done.stdout, done.stderr)
     (home / ".codex" / "auth.json").unlink()  # not signed in yet: its sandbox starts all the same
-    codex = AgentConfig.model_validate({"name": "codex", **tables["codex"]})
+    codex = checked(AgentConfig, {"name": "codex", **tables["codex"]})
     launch_argv(plan_for(ON, work, codex, settings, env), ["true"], work, env)
 
 

@@ -62,7 +62,7 @@ def settings(tmp_path: Path) -> Iterator[Settings]:
     (state / "sessions" / "s1").mkdir(parents=True)
     (state / "sessions" / "s1" / "agent-stderr.log").write_text("secret")
     with listening:
-        yield Settings(_env_file=None, state_dir=state)
+        yield Settings.read(None, state_dir=state)
 
 
 AGENT = AgentConfig(name="a", kind="acp", sandbox_writable=["${COPILOT_HOME:-~/.copilot}"])

@@ -46,7 +46,7 @@ def fake(tmp_path: Path, sandbox: str = "workspace") -> AgentConfig:
 
 
 def settings_of(tmp_path: Path) -> Settings:
-    return Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    return Settings.read(None, state_dir=tmp_path / "state", record=False)
 
 
 @needs_bwrap

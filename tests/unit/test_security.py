@@ -14,7 +14,6 @@ we write, and state files are private.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import stat
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from polypilot_tui.agents import create_backend
@@ -84,13 +84,13 @@ def spied_manager(settings: Settings, catalog: AgentCatalog, clock: Clock, spy: 
 
 def demo_settings(tmp_path: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {"record": False, **overrides}
-    return Settings(_env_file=None, state_dir=tmp_path / "state", **values)  # type: ignore[call-arg]
+    return Settings.read(None, state_dir=tmp_path / "state", **values)
 
 
 # ---- permissions ------------------------------------------------------------------------
 def test_the_permission_policy_defaults_to_ask() -> None:
-    assert Settings.model_fields["permission_policy"].default is PermissionPolicy.ASK
-    assert Settings(_env_file=None).permission_policy is PermissionPolicy.ASK  # type: ignore[call-arg]
+    assert Settings.read(None).permission_policy is PermissionPolicy.ASK
+    assert Settings.read(None).permission_policy is PermissionPolicy.ASK
 
 
 async def test_under_ask_nothing_but_the_user_answers_a_permission(tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ def test_a_provider_key_is_read_from_the_variable_it_names_and_never_held_in_con
         '[x]\nkind = "acp"\ncommand = "agent"\nprovider = { base_url = "http://h/v1", api_key_env = "LLM_ACCESS" }\n'
     )
     config = load_agents(path).get("x")
-    assert KEY not in repr(config) and KEY not in json.dumps(config.model_dump(mode="json"))
+    assert KEY not in repr(config) and KEY not in msgspec.json.encode(config).decode()
     assert agent_environment(config, {"LLM_ACCESS": KEY, "OTHER": "x"})["LLM_ACCESS"] == KEY  # passed to the agent only
 
 

@@ -200,7 +200,7 @@ async def test_first_views_go_at_once_whatever_number_the_engines_clock_reads(tm
     """A monotonic clock's origin is arbitrary (another machine's can read below zero): a view
     never sent, and a follower's first batch, wait for no frame, and nothing is lost."""
     for start in (-1_000.0, -FRAME / 2, 0.0, 1e9):
-        settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+        settings = Settings.read(None, state_dir=tmp_path, record=False)
         harness = Harness(build_engine(settings, load_agents(None), FakeClock(start), persist=False))
         engine = harness.engine
         try:

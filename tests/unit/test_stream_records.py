@@ -34,7 +34,7 @@ class Rig:
             self.backends.append(NullBackend(sink))
             return self.backends[-1]
 
-        settings = Settings(_env_file=None, state_dir=tmp_path)  # type: ignore[call-arg]
+        settings = Settings.read(None, state_dir=tmp_path)
         catalog = AgentCatalog({"quiet": AgentConfig(name="quiet", kind="demo")})
         self.manager = SessionManager(settings, catalog, FakeClock(), backend_factory=factory)
         self.views: list[tuple[str, int]] = []

@@ -19,7 +19,7 @@ NOT_ARRIVED = "The team tools did not reach demo within 20 s"
 
 def harness(capabilities: dict[str, str]) -> Harness:
     """Sessions s1, s2… on the demo agent; each handed a relay with its capability in ``capabilities``."""
-    h = demo_harness(Settings(_env_file=None, team_tools_seconds=BOUND, record=False))
+    h = demo_harness(Settings.read(None, team_tools_seconds=BOUND, record=False))
 
     def tool_servers(session_id: str) -> tuple[ToolServer, ...]:
         capability = capabilities.get(session_id)

@@ -39,7 +39,7 @@ REPORTS = [
 
 
 def open_app(state: Path) -> tuple[SessionManager, Persistence, Settings]:
-    settings = Settings(_env_file=None, state_dir=state, demo_speed=20.0)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, demo_speed=20.0)
     manager = SessionManager(settings, load_agents(None), SystemClock())
     persistence = Persistence(manager, settings, registry_delay=0.05)
     persistence.start()

@@ -112,7 +112,7 @@ def test_each_verb_is_declared_once_with_its_own_route() -> None:
 
 
 def test_the_service_routes_every_verb_and_nothing_else() -> None:
-    engine = LocalEngine(SessionManager(Settings(_env_file=None), AgentCatalog({}), SystemClock()))
+    engine = LocalEngine(SessionManager(Settings.read(None), AgentCatalog({}), SystemClock()))
     app = build_app(engine, lambda: None)
     served = {(method, route.path) for route in app.routes for method in route.methods or () if method != "HEAD"}  # type: ignore[attr-defined]
     expected = {(verb.method, API + verb.path) for verb in verbs.VERBS} | {("GET", f"{API}/stream")}
@@ -146,12 +146,12 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[LocalEngine, EngineClien
     process beside it (its own state folder) to compare with."""
     catalog = AgentCatalog({"demo": AgentConfig(name="demo", kind="demo")})
     state = short_state_dir()
-    settings = Settings(_env_file=None, state_dir=state, record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=state, record=False)
     ready = asyncio.Event()
     task = asyncio.create_task(serve(settings, catalog, ready))
     await asyncio.wait_for(ready.wait(), 30)
     client = EngineClient(socket_path(state))
-    local_settings = Settings(_env_file=None, state_dir=tmp_path, record=False)  # type: ignore[call-arg]
+    local_settings = Settings.read(None, state_dir=tmp_path, record=False)
     local = LocalEngine(SessionManager(local_settings, catalog, SystemClock()))
     try:
         yield local, client

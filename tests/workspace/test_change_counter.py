@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.config import Settings, load_agents
 from polypilot_tui.domain.changeset import ChangeStats
@@ -19,7 +20,7 @@ from tests.workspace.repos import make_repo
 
 
 def harness(tmp_path: Path) -> Harness:
-    return demo_harness(Settings(_env_file=None, state_dir=tmp_path / "state", record=False))  # type: ignore[call-arg]
+    return demo_harness(Settings.read(None, state_dir=tmp_path / "state", record=False))
 
 
 async def test_counts_follow_the_turns_and_a_vanished_folder_is_said(tmp_path: Path) -> None:
@@ -128,12 +129,12 @@ async def test_a_session_works_in_the_folder_asked_for_else_in_its_agents_folder
     repo = make_repo(tmp_path / "repo")
     plain = tmp_path / "plain"
     plain.mkdir()
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     monkeypatch.chdir(repo)
     assert first_folder(settings, load_agents(None)) == str(repo)
-    elsewhere = AgentCatalog({"demo": demo_agent().model_copy(update={"cwd": plain})})
+    elsewhere = AgentCatalog({"demo": structs.replace(demo_agent(), **{"cwd": plain})})
     assert first_folder(settings, elsewhere) is None  # the engine starts it in its agent's folder
-    gone = AgentCatalog({"demo": demo_agent().model_copy(update={"cwd": tmp_path / "nowhere"})})
+    gone = AgentCatalog({"demo": structs.replace(demo_agent(), **{"cwd": tmp_path / "nowhere"})})
     for catalog, folder, expected in (
         (load_agents(None), str(repo), (str(repo), "main", str(repo))),
         (elsewhere, None, (str(plain), "", "")),

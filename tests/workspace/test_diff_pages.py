@@ -28,7 +28,7 @@ LINE = "x" * 99 + "\n"
 
 def engine(tmp_path: Path) -> LocalEngine:
     ids = itertools.count(1)
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     manager = SessionManager(settings, load_agents(None), SystemClock(), id_factory=lambda: f"s{next(ids)}")
     return LocalEngine(manager)
 

@@ -32,7 +32,7 @@ CATALOG = AgentCatalog({"demo": demo_agent(), "hanging": AgentConfig(name="hangi
 
 
 def settings(tmp_path: Path) -> Settings:
-    return Settings(  # type: ignore[call-arg]
+    return Settings.read(
         _env_file=None,
         state_dir=tmp_path / "state",
         record=False,

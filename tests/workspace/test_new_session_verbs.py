@@ -27,7 +27,7 @@ WORKTREE = Isolation.WORKTREE
 @pytest.fixture
 async def engine(tmp_path: Path) -> AsyncIterator[LocalEngine]:
     ids = itertools.count(1)
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     local = LocalEngine(SessionManager(settings, load_agents(None), SystemClock(), id_factory=lambda: f"s{next(ids)}"))
     yield local
     await local.changes.idle()  # counts end as they would, not cancelled when the loop closes

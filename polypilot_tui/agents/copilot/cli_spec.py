@@ -1,7 +1,7 @@
 """How a Copilot CLI is started: its command line and environment (:class:`ServerSpec`).
 
 One place computes them, for a session (connection.py) and for a headless run's head start
-(agents/head_start.py), which computes them before pydantic, the SDK or asyncio are imported
+(agents/head_start.py), which computes them before the models, the SDK or asyncio are imported
 and then again from the validated settings, and takes its early CLI only if the two agree: so
 this module imports only what that start needs (the models, the sandbox and the errors are
 imported where they are used, never on a head start's way).
@@ -58,7 +58,7 @@ def byok_provider(agent: CliAgent, environ: Mapping[str, str]) -> CliProvider | 
     base_url = env.get(PROVIDER_URL_VARIABLE, "").strip()
     if not base_url:
         return None
-    from polypilot_tui.config import ProviderConfig  # the models: a head start never comes here
+    from polypilot_tui.config import ProviderConfig, checked  # the models: a head start never comes here
 
     if problem := url_problem(base_url):
         from polypilot_tui.agents.base import BackendError
@@ -66,12 +66,13 @@ def byok_provider(agent: CliAgent, environ: Mapping[str, str]) -> CliProvider | 
         # readiness says it first; this is the start's own guard
         raise BackendError(f"{PROVIDER_URL_VARIABLE}: {problem}")
     kind = env.get("COPILOT_PROVIDER_TYPE", "openai").strip() or "openai"
-    return ProviderConfig(
-        type=kind if kind in ("openai", "azure", "anthropic") else "openai",
-        base_url=base_url,
-        api_key_env="COPILOT_PROVIDER_API_KEY",
-        wire_api=env.get("COPILOT_PROVIDER_WIRE_API") or None,
-    )
+    given = {
+        "type": kind if kind in ("openai", "azure", "anthropic") else "openai",
+        "base_url": base_url,
+        "api_key_env": "COPILOT_PROVIDER_API_KEY",
+        "wire_api": env.get("COPILOT_PROVIDER_WIRE_API") or None,
+    }
+    return checked(ProviderConfig, given)
 
 
 def build_env(agent: CliAgent, environ: Mapping[str, str]) -> dict[str, str]:

@@ -51,7 +51,7 @@ def make_backend(acp_agent: AgentConfig, workspace: Path, tmp_path: Path) -> Cal
 
     def make(name: str = "s1", *, prefer_load: bool = False, grace: float = 10.0) -> tuple[AcpBackend, Recorder]:
         recorder = Recorder()
-        settings = Settings(stop_grace_seconds=grace, state_dir=tmp_path / "state")
+        settings = Settings.read(stop_grace_seconds=grace, state_dir=tmp_path / "state")
         backend = AcpBackend(
             acp_agent, recorder, SystemClock(), settings, tmp_path / name, cwd=workspace, prefer_load=prefer_load
         )

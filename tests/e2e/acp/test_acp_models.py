@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.config import AgentCatalog, AgentConfig, Settings
 from polypilot_tui.domain.clock import SystemClock
@@ -37,15 +38,15 @@ def with_second_model(agent: AgentConfig, name: str) -> AgentConfig:
     config = json.loads(agent.env["OPENCODE_CONFIG_CONTENT"])
     models = config["provider"]["mock"]["models"]
     models["mock-other"] = {**models["mock-model"], "name": "Mock Other"}
-    return agent.model_copy(update={"env": {**agent.env, "OPENCODE_CONFIG_CONTENT": json.dumps(config)}})
+    return structs.replace(agent, env={**agent.env, "OPENCODE_CONFIG_CONTENT": json.dumps(config)})
 
 
 async def test_the_switched_model_is_the_one_the_next_request_names(
     acp_agent: AgentConfig, agent_name: str, workspace: Path, model_server: ModelServer, tmp_path: Path
 ) -> None:
     first, second, wire = SWITCH[agent_name]
-    config = with_second_model(acp_agent, agent_name).model_copy(update={"cwd": workspace})
-    settings = Settings(_env_file=None, state_dir=tmp_path / "state", record=False)  # type: ignore[call-arg]
+    config = structs.replace(with_second_model(acp_agent, agent_name), **{"cwd": workspace})
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False)
     engine = LocalEngine(SessionManager(settings, AgentCatalog({agent_name: config}), SystemClock()))
     try:
         sid = await engine.call(verbs.NEW_SESSION, verbs.NewSession(agent_name))

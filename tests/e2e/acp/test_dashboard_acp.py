@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from polypilot_tui.config import AgentConfig
 from polypilot_tui.domain.chat import ItemKind
@@ -55,7 +56,7 @@ def codex_setup(
     work = tmp_path / "work"
     work.mkdir()
     (work / "README.md").write_text("readme text\n")
-    agent = codex_agent(npm_agent(CODEX_ACP), model_server, tmp_path / "home").model_copy(update={"cwd": work})
+    agent = structs.replace(codex_agent(npm_agent(CODEX_ACP), model_server, tmp_path / "home"), cwd=work)
     # codex runs read-only commands without asking: a write forces the permission prompt.
     return agent, Script(
         "hello there",
@@ -71,7 +72,7 @@ def opencode_setup(
 ) -> tuple[AgentConfig, Script]:
     work = tmp_path / "work"
     work.mkdir()
-    agent = opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "home").model_copy(update={"cwd": work})
+    agent = structs.replace(opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "home"), cwd=work)
     return agent, Script("hello there", "echo: hello there", "TOOL now", "done: hi", "SLOW please")
 
 
