@@ -151,11 +151,12 @@ THIRD_PARTY = frozenset(
         "annotated_types",  # pydantic's
         "h11",  # HTTP/1.1 of the engine's client (service/unix_http.py)
         "platformdirs",  # the config and state folders
-        "pydantic",  # the settings (config.py), the engine codec
+        "msgspec",  # the engine codec: the engine's views and rows read before the first frame (engine/codec.py)
+        "pydantic",  # the settings (config.py)
         "pydantic_core",  # pydantic's
         "rich",  # Textual's
         "textual",  # the UI
-        "typing_extensions",  # pydantic's, Textual's
+        "typing_extensions",  # pydantic's, Textual's, msgspec's
         "typing_inspection",  # pydantic's
     }
 )
