@@ -25,7 +25,11 @@ could not afford it (issue 25: its import ~100 ms, the view's validator 16-30 ms
   where msgspec's encoder does not look for it: :func:`decode` stores those defaults, so a
   record decoded from a shorter object (an older engine's) encodes whole again.
 
-Measured on 200 views and 20,000 history rows (bench/codec.py): see bench/results.md.
+Measured on 200 views and 20,000 history rows (bench/codec.py, medians of 7 runs alternated
+with pydantic's): views encode in 1.7 ms and decode in 2.4 ms (pydantic: 3.2, 4.2), rows in
+22 ms and 16 ms (22, 35); a view event's four fields apply in 3.4 µs (4.9). The attached
+dashboard's first view costs the codec ~10 ms (msgspec's import ~6, the view ~3) where
+pydantic's validator took ~12 on top of pydantic's import (medians of 10 fresh processes).
 """
 
 from __future__ import annotations
