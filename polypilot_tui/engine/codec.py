@@ -28,8 +28,9 @@ could not afford it (issue 25: its import ~100 ms, the view's validator 16-30 ms
 Measured on 200 views and 20,000 history rows (bench/codec.py, medians of 7 runs alternated
 with pydantic's): views encode in 1.7 ms and decode in 2.4 ms (pydantic: 3.2, 4.2), rows in
 22 ms and 16 ms (22, 35); a view event's four fields apply in 3.4 µs (4.9). The attached
-dashboard's first view costs the codec ~10 ms (msgspec's import ~6, the view ~3) where
-pydantic's validator took ~12 on top of pydantic's import (medians of 10 fresh processes).
+dashboard's first view costs the codec ~10 ms (msgspec's import ~6, the view ~3), pydantic's
+~14 with pydantic already imported for the settings (medians of 10 fresh processes; making the
+view's record classes, ~15 ms, is the same for both).
 """
 
 from __future__ import annotations
