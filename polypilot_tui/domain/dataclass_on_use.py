@@ -9,7 +9,7 @@ written until its first use, then runs the real ``@dataclass`` on it (the same f
 same options, bases first): the class is exactly the one ``@dataclass`` would have made.
 
 First use is any of: an instance made, printed or compared, or the class's dataclass fields read
-(``dataclasses.fields``, ``is_dataclass``, ``replace``, ``asdict``, pydantic — all read
+(``dataclasses.fields``, ``is_dataclass``, ``replace``, ``asdict``, msgspec — all read
 ``__dataclass_fields__``, which makes the class). Made now instead: a class with
 ``slots=True`` (``@dataclass`` then returns a new class, which cannot be swapped in later), one
 that defines a method ``@dataclass`` would write, one with no docstring (``@dataclass`` writes

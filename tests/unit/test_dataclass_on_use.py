@@ -4,7 +4,7 @@ Each record class of polypilot_tui is described in two fresh interpreters, one w
 module gets the real ``@dataclass``, one as shipped: fields, defaults, ``__init__``, hashing,
 match arguments, params, repr and equality of an instance must agree. The rest are the uses
 that make a class: an instance, a repr, ``==``, reading its fields (``fields``, ``replace``,
-``asdict``, pydantic), and two threads at once.
+``asdict``, the engine's codec), and two threads at once.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_a_subclass_a_repr_and_an_equality_before_any_instance() -> None:
 
 @dataclass(frozen=True)
 class Inner:
-    """Inside (module-level: pydantic resolves the annotations by the module's names)."""
+    """Inside (module-level: the codec resolves the annotations by the module's names)."""
 
     n: int
 
@@ -99,10 +99,35 @@ def test_reading_a_class_fields_makes_it_before_any_instance() -> None:
     assert "__match_args__" not in vars(Outer) and "__match_args__" not in vars(Inner)
     assert is_dataclass(Outer) and [f.name for f in fields(Outer)] == ["inner", "tags"]
     assert pending_count() == waiting - 1 and "__match_args__" not in vars(Inner)  # Outer only
-    # pydantic (the engine's codec) reads the nested class's fields the same way
+    # msgspec (the engine's codec) reads the nested class's fields the same way
     decoded = decode(Outer, {"inner": {"n": 2}, "tags": ["a"]})
-    assert decoded == Outer(Inner(2), ("a",)) and encode(decoded) == {"inner": {"n": 2}, "tags": ["a"]}
+    assert "__match_args__" in vars(Inner) and pending_count() == waiting - 2
+    assert decoded == Outer(Inner(2), ("a",)) and encode(decoded) == {"inner": {"n": 2}, "tags": ("a",)}
     assert replace(decoded, tags=()) == Outer(Inner(2)) and asdict(decoded) == {"inner": {"n": 2}, "tags": ("a",)}
+    assert decode(Outer, {"inner": {"n": 2}}) == Outer(Inner(2))  # the default factory's value
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A plain default and a check of its own."""
+
+    low: int
+    high: int = 10
+
+    def __post_init__(self) -> None:
+        if self.high < self.low:
+            raise ValueError("high is below low")
+
+
+def test_the_codec_builds_a_class_not_made_yet_with_its_defaults_and_its_check() -> None:
+    """msgspec builds a record without its ``__init__``: the class is made when msgspec reads its
+    fields, a missing field gets its default (and encodes again), and ``__post_init__`` runs."""
+    assert "__match_args__" not in vars(Checked)
+    decoded = decode(Checked, {"low": 1})
+    assert "__match_args__" in vars(Checked)
+    assert decoded == Checked(1) and hash(decoded) == hash(Checked(1)) and encode(decoded) == {"low": 1, "high": 10}
+    with pytest.raises(ValueError, match=r"^Checked: high is below low$"):
+        decode(Checked, {"low": 20})
 
 
 def test_what_cannot_wait_is_made_at_once() -> None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from typing import get_type_hints
 
 import pytest
 
 from polypilot_tui.domain.prompt_queue import QueueEntry
 from polypilot_tui.domain.view import SessionStatus, SessionView
-from polypilot_tui.engine.codec import decode_fields, encode
+from polypilot_tui.engine.codec import decode, decode_fields, encode
 
 
 def a_view() -> SessionView:
@@ -37,6 +38,10 @@ def test_the_changed_fields_give_the_record_replace_gives_and_leave_the_rest() -
     ("changed", "said"),
     [
         ({"revision": "6"}, "view.revision: expected int, got str"),
+        ({"revision": True}, "view.revision: expected int, got bool"),  # a bool is no int
+        ({"streaming_chars": 1.5}, "view.streaming_chars: expected int, got float"),
+        ({"last_activity_at": "2"}, "view.last_activity_at: expected float or null, got str"),
+        ({"status": 3}, "view.status: expected str, got int"),
         ({"status": "bogus"}, "view.status: 'bogus' is not a SessionStatus"),
         ({"no_such_field": 1}, "view: no field 'no_such_field'"),
         ({"queue": [{"key": 1}]}, "view.queue[0]"),
@@ -45,6 +50,27 @@ def test_the_changed_fields_give_the_record_replace_gives_and_leave_the_rest() -
 def test_a_bad_changed_field_is_refused_naming_it(changed: dict[str, object], said: str) -> None:
     with pytest.raises(ValueError, match=r"^" + re.escape(said)):
         decode_fields(a_view(), changed, "view")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("revision", 6),
+        ("last_activity_at", 2),  # an int for a float reads as a float
+        ("last_activity_at", None),
+        ("status", "idle"),
+        ("model", "gpt"),
+        ("pending_permission", None),
+        ("pending_permission", {"request_id": "r", "title": "t"}),
+        ("queue", []),
+    ],
+)
+def test_each_changed_field_reads_as_decode_reads_it(name: str, value: object) -> None:
+    """Values already of their field's type and enums' strings are taken without msgspec: the
+    same values, of the same types."""
+    got = getattr(decode_fields(a_view(), {name: value}, "view"), name)
+    want = decode(get_type_hints(SessionView)[name], value)
+    assert got == want and type(got) is type(want)
 
 
 @dataclass(frozen=True)

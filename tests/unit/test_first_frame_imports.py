@@ -148,16 +148,12 @@ OURS = frozenset(
 
 THIRD_PARTY = frozenset(
     {
-        "annotated_types",  # pydantic's
         "h11",  # HTTP/1.1 of the engine's client (service/unix_http.py)
-        "msgspec",  # the settings (config.py), read and checked
+        "msgspec",  # the settings (config.py) and the engine's codec (engine/codec.py)
         "platformdirs",  # the config and state folders
-        "pydantic",  # the engine codec
-        "pydantic_core",  # pydantic's
         "rich",  # Textual's
         "textual",  # the UI
-        "typing_extensions",  # pydantic's, Textual's
-        "typing_inspection",  # pydantic's
+        "typing_extensions",  # Textual's, msgspec's
     }
 )
 """Third-party packages (top-level names) the first frame needs."""
