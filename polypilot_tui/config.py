@@ -18,13 +18,11 @@ pydantic: its import and these models cost the dashboard's start ~150 ms (issue 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import field
-from enum import Enum, StrEnum
+from enum import StrEnum
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from msgspec import Meta, Struct, structs
@@ -36,6 +34,7 @@ from polypilot_tui.domain.pass_env import pass_env_problem
 from polypilot_tui.domain.safe_json import line_of, toml_key_lines
 from polypilot_tui.domain.urls import url_problem
 from polypilot_tui.domain.watchdog import WatchdogConfig
+from polypilot_tui.infra.conversion_errors import read_problem, type_at
 from polypilot_tui.infra.settings_sources import AGENTS_FILE as AGENTS_FILE
 from polypilot_tui.infra.settings_sources import APP_NAME as APP_NAME
 from polypilot_tui.infra.settings_sources import CONFIG_FILE as CONFIG_FILE
@@ -273,14 +272,6 @@ class AgentConfig(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
         return f"the provider key variable {provider.api_key_env} is not set (api_key_env)"
 
 
-_AT = re.compile(r"(?P<said>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
-_PART = re.compile(r"\.(\w+)|\[(\d+)\]|\[\.\.\.\]")
-_FIELD = re.compile(r"Object (?P<what>contains unknown|missing required) field `(?P<name>[^`]*)`")
-_ENUM = re.compile(r"Invalid enum value (?P<value>.*)")
-_OWN = re.compile(r"(?P<field>\w+): (?P<why>.*)", re.DOTALL)
-"""A record's own check (``__post_init__``) says the field first: ``base_url: not a URL``."""
-
-
 class InvalidSettings(ValueError):
     """Values that do not make a record of ours: where (``loc``, the key path), which kind of
     problem (:data:`UNKNOWN_KEY`, ``missing`` or ``invalid``) and why, in words."""
@@ -312,55 +303,19 @@ def _path(kind: type, value: Any) -> Any:
 
 
 def _invalid(cls: type, message: str) -> InvalidSettings:
-    """msgspec's message (``Expected `int`, got `str` - at `$.watchdog.tool```) in our words."""
-    found = _AT.fullmatch(message)
-    said, path = (found["said"], found["path"] or "") if found else (message, "")
-    loc = tuple(name or index for name, index in _PART.findall(path) if name or index)
-    if field_error := _FIELD.fullmatch(said):
-        if field_error["what"] == "missing required":
-            return InvalidSettings((*loc, field_error["name"]), "missing", "Field required")
-        return InvalidSettings((*loc, field_error["name"]), UNKNOWN_KEY, "unknown key")
-    if (own := _OWN.fullmatch(said)) and own["field"] in getattr(_type_at(cls, loc), "__struct_fields__", ()):
-        return InvalidSettings((*loc, own["field"]), "invalid", own["why"])
-    if enum_error := _ENUM.fullmatch(said):
-        choices = _choices(_type_at(cls, loc))
-        if choices:
-            return InvalidSettings(loc, "invalid", f"{enum_error['value']} is not one of {choices}")
-    return InvalidSettings(loc, "invalid", said.replace("`", "").replace("Expected", "expected", 1))
-
-
-def _type_at(cls: Any, loc: tuple[str, ...]) -> Any:
-    """The type of the field at ``loc`` inside ``cls``, bounds and None left out (Any where it
-    cannot be told)."""
-    hint = cls
-    for part in loc:
-        if isinstance(hint, type) and issubclass(hint, Struct) and not part.isdigit():
-            hint = _plain(get_type_hints(hint).get(part, Any))
-        else:  # an item of a list or of a table
-            args = get_args(hint)
-            hint = _plain(args[-1]) if args else Any
-    return hint
-
-
-def _plain(hint: Any) -> Any:
-    """``hint`` without its bounds (Annotated) and without None."""
-    while get_origin(hint) is Annotated:
-        hint = get_args(hint)[0]
-    if get_origin(hint) not in (Union, UnionType):
-        return hint
-    args = [a for a in get_args(hint) if a is not type(None)]
-    return _plain(args[0]) if len(args) == 1 else hint
-
-
-def _choices(hint: Any) -> str:
-    """``'a', 'b' or 'c'``: the values an enum or a Literal takes; "" for any other type."""
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        values = [repr(member.value) for member in hint]
-    elif get_origin(hint) is Literal:
-        values = [repr(value) for value in get_args(hint)]
-    else:
-        return ""
-    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else values[0]
+    """msgspec's message in our words, with the field's path."""
+    problem = read_problem(cls, message)
+    loc = tuple(str(step) for step in problem.path if step != "...")  # msgspec names no table's key
+    if problem.kind == "missing":
+        return InvalidSettings((*loc, problem.said), "missing", "Field required")
+    if problem.kind == "unknown":
+        return InvalidSettings((*loc, problem.said), UNKNOWN_KEY, "unknown key")
+    if problem.kind == "choice" and problem.choices():
+        return InvalidSettings(loc, "invalid", f"{problem.said} is not one of {problem.choices()}")
+    field, _, why = problem.said.partition(": ")  # a record's own check names its field first
+    if problem.kind == "own" and why and field in getattr(type_at(cls, problem.path), "__struct_fields__", ()):
+        return InvalidSettings((*loc, field), "invalid", why)
+    return InvalidSettings(loc, "invalid", problem.said)
 
 
 def file_stamp(path: Path) -> tuple[int, int] | None:

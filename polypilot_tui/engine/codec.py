@@ -40,15 +40,15 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import MISSING, fields, is_dataclass, replace
 from enum import Enum
 from functools import cache
-from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get_type_hints, overload
+from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints, overload
 
 import msgspec
 
 from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.events import AgentEvent
-from polypilot_tui.domain.patterns import compile_later
 from polypilot_tui.domain.records import RECORD_TYPES, EventReceived, Record
 from polypilot_tui.domain.view import SessionView
+from polypilot_tui.infra.conversion_errors import read_problem
 
 T = TypeVar("T")
 
@@ -314,63 +314,17 @@ def items_from_json(obj: Any) -> list[ChatItem]:
 
 
 # ---- errors in our words ---------------------------------------------------------------------
-# msgspec says one error, as "Expected `int`, got `str` - at `$.turns[0]`".
-_JSON_WORDS = {"object": "an object", "array": "a list"}
-"""msgspec's names of JSON's types that read better in our words (the rest read as they are)."""
-_QUOTED = compile_later(r"`([^`]*)`")
-_STEP = compile_later(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
-_MISSING_FIELD = "Object missing required field "
-_NOT_A_VALUE = "Invalid enum value "
-
-
 def _say(form: Any, said: str, where: str) -> str:
     """msgspec's message ``said`` about a ``form`` value, in our words: the path of the bad field
     (``where`` for the value itself), then what is wrong with it."""
-    what, at, path = said.rpartition(" - at `$")
-    if not at:
-        what, path = said, "`"
-    path = path.removesuffix("`")
-    here = where + path
-    if what.startswith(_MISSING_FIELD):
-        return f"{here}: {what.removeprefix(_MISSING_FIELD).strip('`')!r} is missing"
-    if what.startswith(_NOT_A_VALUE):
-        given = what.removeprefix(_NOT_A_VALUE)  # msgspec writes it as a repr
-        steps = _STEP().findall(path)  # (a field's name, "") or ("", an index or "...")
-        hint = _hint_at(form, [name or (int(index) if index.isdigit() else index) for name, index in steps])
-        if get_origin(hint) is Literal:
-            return f"{here}: {given} is not one of {', '.join(map(repr, get_args(hint)))}"
-        return f"{here}: {given} is not a {getattr(hint, '__name__', 'known value')}"
-    if what.startswith("Expected `"):  # "Expected `int | null`, got `str`", "Expected `array` of length 3, got 2"
-        return f"{here}: e" + _QUOTED().sub(lambda m: _words(m.group(1)), what)[1:]
-    return f"{here}: {what}"  # a record's own check (its __post_init__) said it
-
-
-def _words(types_: str) -> str:
-    return " or ".join(_JSON_WORDS.get(name, name) for name in types_.split(" | "))
-
-
-def _hint_at(form: Any, loc: list[str | int]) -> Any:
-    """The type at ``loc`` inside ``form`` (for naming an enum); ``"..."`` is a dict's value."""
-    hint = form
-    for part in loc:
-        hint = _non_null(hint)
-        args = get_args(hint)
-        if part == "...":
-            hint = args[1] if len(args) == 2 else Any
-        elif isinstance(part, int):
-            hint = args[0] if len(args) == 2 and args[1] is Ellipsis else args[part] if part < len(args) else Any
-        elif isinstance(hint, type) and is_dataclass(hint):
-            hint = _hints(hint).get(part, Any)
-        else:
-            return Any
-    return _non_null(hint)
-
-
-def _non_null(hint: Any) -> Any:
-    if get_origin(hint) in (Union, types.UnionType):
-        options = [h for h in get_args(hint) if h is not type(None)]
-        return options[0] if len(options) == 1 else hint
-    return hint
+    problem = read_problem(form, said)
+    if problem.kind == "missing":
+        return f"{problem.where(where)}: {problem.said!r} is missing"
+    if problem.kind == "choice":
+        if problem.choices() and not isinstance(problem.hint, type):  # a Literal: its values
+            return f"{problem.where(where)}: {problem.said} is not one of {problem.choices()}"
+        return f"{problem.where(where)}: {problem.said} is not a {getattr(problem.hint, '__name__', 'known value')}"
+    return f"{problem.where(where)}: {problem.said}"  # expected …, or a record's own check said it
 
 
 def _name(form: Any) -> str:

@@ -104,7 +104,7 @@ def test_defaults_missing_from_what_was_read_are_written_again() -> None:
         (bool, 1, "n: expected bool, got int"),
         (int | None, "7", "n: expected int or null, got str"),
         (SessionStatus, "bogus", "n: 'bogus' is not a SessionStatus"),
-        (Shapes, {"word": "x"}, "n.word: 'x' is not one of 'sent', 'queued'"),
+        (Shapes, {"word": "x"}, "n.word: 'x' is not one of 'sent' or 'queued'"),
         (Shapes, {}, "n: 'word' is missing"),
         (Shapes, {"word": "sent", "count": "3"}, "n.count: expected int or null, got str"),
         (Shapes, {"word": "sent", "triple": ["a", 1]}, "n.triple: expected a list of length 3, got 2"),
