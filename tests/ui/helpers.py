@@ -37,7 +37,7 @@ from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.launch import dashboard_on
 from polypilot_tui.ui.theming import BUNDLED_DIR
 from tests.support.engine_service import ServedEngine, caught_up
-from tests.support.waiting import until
+from tests.support.waiting import What, until
 
 EngineShape = Literal["served", "local"]
 ENGINE_SHAPES: tuple[EngineShape, ...] = ("served", "local")
@@ -138,7 +138,7 @@ def demo_app(
 
 
 async def wait_for(
-    pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition"
+    pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10.0, what: What = "condition"
 ) -> None:
     """Poll app state (letting the app run between polls) until ``predicate()`` holds.
 

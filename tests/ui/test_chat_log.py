@@ -119,8 +119,14 @@ async def test_a_scroll_position_saved_a_few_lines_back_is_restored_there(tmp_pa
     async with app.run_test(size=(120, 40)) as pilot:
         sid, log = await opened(app, pilot, lambda session: fill(session, 200))
         app.pane.scroll_back(sid, lines)
-        await wait_for(pilot, lambda: log.mounted_rows >= FIRST, what="the whole first page")
-        for _ in range(5):  # laid out, restored, and laid out again
+        # Waited for, not a count of pauses: on a busy machine five did not always see the page
+        # mounted, laid out and the position restored.
+        await wait_for(
+            pilot,
+            lambda: log.mounted_rows >= FIRST and log.scroll_back == lines,
+            what=lambda: f"the whole first page, {lines} lines back ({log.mounted_rows} rows, {log.scroll_back} back)",
+        )
+        for _ in range(5):  # and laid out again: a position restored too early moves up now
             await pilot.pause()
         assert log.scroll_back == lines
 

@@ -47,6 +47,9 @@ async def test_blurred_terminal_notifies_permission_and_finish_once_and_focus_st
     app = demo_app(tmp_path)
     fake = Recorder()
     app.notifier = fake
+    # A toast goes after 5 s of real time, and this test counts them: on a busy machine the
+    # first "finished" one went before the second came, and the count never reached two.
+    app.NOTIFICATION_TIMEOUT = 3600  # type: ignore[misc]
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1", what="the default session")
         await blur(pilot, app)

@@ -159,7 +159,10 @@ class ChatLog(VerticalScroll):
         """Scroll back to ``lines`` above the end (as saved at the last quit)."""
         if lines <= 0 or not self._laid_out():
             return  # hidden meanwhile: its layout says nothing, and paging in blind costs rows
-        if self._due is not None or self._unlaid:
+        # A log still following its end past max_scroll_y: rows mounted above are laid out
+        # (the anchor followed them) but the scrollable size is not updated yet; measured from
+        # it the position came back 11 lines too far on a busy machine.
+        if self._due is not None or self._unlaid or self.scroll_y > self.max_scroll_y:
             # The rest of the first page goes above first, and is laid out, or the end it is
             # measured from moves after the scroll (a position saved 3 lines back came back 14).
             if self._due is not None:
