@@ -161,6 +161,25 @@ def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, name: 
     assert where in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "field", "expected"),
+    [
+        ("POLYPILOT_RECORD", "off", "record", False),
+        ("POLYPILOT_RECORD", "No", "record", False),
+        ("POLYPILOT_RECORD", "yes", "record", True),
+        ("POLYPILOT_RECORD", "on", "record", True),
+        ("POLYPILOT_HEARTBEAT_SECONDS", " 7 ", "heartbeat_seconds", 7.0),
+        ("POLYPILOT_RECORD_MAX_BYTES", "1000 ", "record_max_bytes", 1000),
+    ],
+)
+def test_settings_as_text_read_as_they_did_under_pydantic(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, field: str, expected: object
+) -> None:
+    # POLYPILOT_RECORD=off worked for every release before msgspec: refusing it now stops the start.
+    monkeypatch.setenv(name, value)
+    assert getattr(fresh(), field) == expected
+
+
 def test_the_policy_error_lists_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLYPILOT_PERMISSION_POLICY", "yolo")
     with pytest.raises(InvalidSettings, match="'ask', 'allow', 'deny' or 'allow-in-sandbox'"):
