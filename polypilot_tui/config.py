@@ -338,7 +338,11 @@ def _invalid(cls: type, message: str) -> InvalidSettings:
     if problem.kind == "unknown":
         return InvalidSettings((*loc, problem.said), UNKNOWN_KEY, "unknown key")
     if problem.kind == "choice" and problem.choices():
-        return InvalidSettings(loc, "invalid", f"{problem.said} is not one of {problem.choices()}")
+        from polypilot_tui.infra.redact import REDACTOR  # only for a refused choice: the start never pays it
+
+        # msgspec repeats the refused value (pydantic did not): a key pasted into the wrong
+        # line must not be shown in the dashboard, by `polypilot agents` or in a log.
+        return InvalidSettings(loc, "invalid", f"{REDACTOR.text(problem.said)} is not one of {problem.choices()}")
     field, _, why = problem.said.partition(": ")  # a record's own check names its field first
     if problem.kind == "own" and why and field in getattr(type_at(cls, problem.path), "__struct_fields__", ()):
         return InvalidSettings((*loc, field), "invalid", why)

@@ -256,6 +256,19 @@ def test_the_demo_agent_survives_bad_entries(tmp_path: Path) -> None:
     assert catalog.problems[0].startswith(f"{path}:2: broken: kind:")
 
 
+def test_a_refused_choice_in_the_agents_file_never_repeats_a_key(tmp_path: Path) -> None:
+    # msgspec's message repeats the refused value (pydantic's did not); the problems are shown
+    # in the dashboard and by `polypilot agents`, so a key pasted into the wrong line goes.
+    key = "sk-proj-ABCDEF1234567890abcdef"
+    path = tmp_path / "agents.toml"
+    provider = f'{{ base_url = "https://h", type = "{key}" }}'
+    path.write_text(f'[a]\nkind = "{key}"\n[b]\nkind = "acp"\nprovider = {provider}\n')
+    problems = load_agents(path).problems
+    assert len(problems) == 2 and all(key not in problem for problem in problems), problems
+    assert "a: kind:" in problems[0] and "is not one of 'demo', 'copilot' or 'acp'" in problems[0]
+    assert "b: provider.type:" in problems[1]
+
+
 def test_a_missing_agents_file_is_an_error(tmp_path: Path) -> None:
     from polypilot_tui.config import AgentsFileError
 
