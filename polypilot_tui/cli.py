@@ -377,7 +377,12 @@ def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
     try:
         settings = Settings.read() if env_file else Settings.read(None)
     except InvalidSettings as exc:
-        problems = str(exc)
+        from polypilot_tui.infra.redact import REDACTOR  # only on this way out: the start never pays it
+
+        # msgspec's message repeats a refused choice: a key pasted into the wrong variable
+        # (or a secret-named variable's value) must not reach the terminal or a CI log.
+        REDACTOR.learn_environment()
+        problems = REDACTOR.text(str(exc))
         where = f"POLYPILOT_* variables, .env or {config_dir() / CONFIG_FILE}"
         print(f"polypilot: invalid setting ({problems}) in {where}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None

@@ -290,9 +290,36 @@ def checked(cls: type[T], values: Any, *, text: bool = False) -> T:
     read as numbers and booleans when ``text`` (variables and ``.env`` hold only text).
     :class:`InvalidSettings` names the first wrong field. ``~`` in a path is the home folder."""
     try:
-        return msgspec.convert(values, cls, strict=not text, dec_hook=_path)
+        return msgspec.convert(_as_read(cls, values) if text else values, cls, strict=not text, dec_hook=_path)
     except msgspec.ValidationError as exc:
         raise _invalid(cls, str(exc)) from None
+
+
+_BOOL_WORDS = {
+    **dict.fromkeys(("1", "true", "t", "yes", "y", "on"), True),
+    **dict.fromkeys(("0", "false", "f", "no", "n", "off"), False),
+}
+"""The words a yes/no setting takes as text: pydantic's, which POLYPILOT_RECORD=off relied on
+(msgspec's lax reading knows only true/false/1/0)."""
+
+
+def _as_read(cls: Any, values: Any) -> Any:
+    """``values`` with each text meant for a yes/no or a number as pydantic read it: a yes/no
+    word as its bool and a number's blanks left out (`` 5`` in a ``.env``); the rest as it is."""
+    if not (isinstance(values, Mapping) and isinstance(cls, type) and issubclass(cls, Struct)):
+        return values
+    read = dict(values)
+    for name, value in values.items():
+        hint = type_at(cls, (name,)) if isinstance(name, str) else Any
+        if isinstance(value, Mapping):
+            read[name] = _as_read(hint, value)
+        elif not isinstance(value, str):
+            continue
+        elif hint is bool:
+            read[name] = _BOOL_WORDS.get(value.strip().lower(), value)
+        elif hint in (int, float):
+            read[name] = value.strip()
+    return read
 
 
 def _path(kind: type, value: Any) -> Any:
@@ -311,7 +338,11 @@ def _invalid(cls: type, message: str) -> InvalidSettings:
     if problem.kind == "unknown":
         return InvalidSettings((*loc, problem.said), UNKNOWN_KEY, "unknown key")
     if problem.kind == "choice" and problem.choices():
-        return InvalidSettings(loc, "invalid", f"{problem.said} is not one of {problem.choices()}")
+        from polypilot_tui.infra.redact import REDACTOR  # only for a refused choice: the start never pays it
+
+        # msgspec repeats the refused value (pydantic did not): a key pasted into the wrong
+        # line must not be shown in the dashboard, by `polypilot agents` or in a log.
+        return InvalidSettings(loc, "invalid", f"{REDACTOR.text(problem.said)} is not one of {problem.choices()}")
     field, _, why = problem.said.partition(": ")  # a record's own check names its field first
     if problem.kind == "own" and why and field in getattr(type_at(cls, problem.path), "__struct_fields__", ()):
         return InvalidSettings((*loc, field), "invalid", why)

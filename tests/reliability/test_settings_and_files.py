@@ -53,6 +53,21 @@ def test_the_dashboard_refuses_a_setting_that_would_hang_or_break_it_and_names_i
     assert time.monotonic() - began < 30  # a hang guard, not a performance target
 
 
+def test_a_refused_setting_never_prints_a_secret_it_was_given(tmp_path: Path) -> None:
+    # msgspec's message repeats a refused choice (pydantic's did not): a key pasted into the
+    # wrong variable, or the value of a secret-named one, must not reach the terminal or a CI log.
+    key = "sk-proj-ABCDEF1234567890abcdef"
+    env = clean_env(tmp_path / "state", POLYPILOT_PERMISSION_POLICY=key)
+    done = polypilot(env, "status", timeout=60)
+    assert done.returncode == 2 and "permission_policy" in done.stderr, done.stderr
+    assert key not in done.stderr, done.stderr
+    secret = "not-shaped-like-a-key-42"
+    env = clean_env(tmp_path / "state", POLYPILOT_NOTIFICATIONS=secret, MY_MODEL_API_KEY=secret)
+    done = polypilot(env, "status", timeout=60)
+    assert done.returncode == 2 and "notifications" in done.stderr, done.stderr
+    assert secret not in done.stderr, done.stderr
+
+
 def nan_registry(state: Path) -> None:
     state.mkdir(mode=0o700, parents=True)
     (state / "sessions.json").write_text(

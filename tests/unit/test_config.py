@@ -161,6 +161,25 @@ def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, name: 
     assert where in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "field", "expected"),
+    [
+        ("POLYPILOT_RECORD", "off", "record", False),
+        ("POLYPILOT_RECORD", "No", "record", False),
+        ("POLYPILOT_RECORD", "yes", "record", True),
+        ("POLYPILOT_RECORD", "on", "record", True),
+        ("POLYPILOT_HEARTBEAT_SECONDS", " 7 ", "heartbeat_seconds", 7.0),
+        ("POLYPILOT_RECORD_MAX_BYTES", "1000 ", "record_max_bytes", 1000),
+    ],
+)
+def test_settings_as_text_read_as_they_did_under_pydantic(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, field: str, expected: object
+) -> None:
+    # POLYPILOT_RECORD=off worked for every release before msgspec: refusing it now stops the start.
+    monkeypatch.setenv(name, value)
+    assert getattr(fresh(), field) == expected
+
+
 def test_the_policy_error_lists_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLYPILOT_PERMISSION_POLICY", "yolo")
     with pytest.raises(InvalidSettings, match="'ask', 'allow', 'deny' or 'allow-in-sandbox'"):
@@ -235,6 +254,19 @@ def test_the_demo_agent_survives_bad_entries(tmp_path: Path) -> None:
     catalog = load_agents(path)
     assert catalog.names() == [DEMO_AGENT] and catalog.problems
     assert catalog.problems[0].startswith(f"{path}:2: broken: kind:")
+
+
+def test_a_refused_choice_in_the_agents_file_never_repeats_a_key(tmp_path: Path) -> None:
+    # msgspec's message repeats the refused value (pydantic's did not); the problems are shown
+    # in the dashboard and by `polypilot agents`, so a key pasted into the wrong line goes.
+    key = "sk-proj-ABCDEF1234567890abcdef"
+    path = tmp_path / "agents.toml"
+    provider = f'{{ base_url = "https://h", type = "{key}" }}'
+    path.write_text(f'[a]\nkind = "{key}"\n[b]\nkind = "acp"\nprovider = {provider}\n')
+    problems = load_agents(path).problems
+    assert len(problems) == 2 and all(key not in problem for problem in problems), problems
+    assert "a: kind:" in problems[0] and "is not one of 'demo', 'copilot' or 'acp'" in problems[0]
+    assert "b: provider.type:" in problems[1]
 
 
 def test_a_missing_agents_file_is_an_error(tmp_path: Path) -> None:
