@@ -84,10 +84,9 @@ class ChatPane(Vertical):
             self.status.show(None, now)
             return
         self._label_editor()  # before the history is drawn: the first frame shows the prompt at once
-        log = self.log_for(view.id)
-        if log is None:
-            log = self._logs[view.id] = ChatLog(id=log_id(view.id), empty_text=empty_text)
-            await self.logs.add_content(log)
+        log = await self._mounted_log(view.id, empty_text)
+        if log is None:  # the pane is being taken down (the app quits): nothing is left to show
+            return
         log.set_empty_text(empty_text)
         await self._switch(view.id)
         self.header.show(view, host)
@@ -168,13 +167,31 @@ class ChatPane(Vertical):
 
     async def forget(self, session_id: str) -> None:
         """A session was closed: drop its log (its draft is kept for an undo)."""
+        if self.session_id == session_id:
+            # Before the removal: a log mounted later under the same id (its host back) is then a
+            # change of ``current`` the switcher shows, not the same value it ignores. The editor
+            # is left alone: it may already be bound to the session selected next.
+            self.session_id = None
+            self.logs.current = None
         log = self._logs.pop(session_id, None)
         if log is not None:
             await log.remove()
-        if self.session_id == session_id:
-            self.session_id = None
+
+    async def _mounted_log(self, session_id: str, empty_text: str) -> ChatLog | None:
+        """The session's log, mounted first if need be; None if it cannot be (the pane is pruned)."""
+        log = self._logs.get(session_id)
+        if log is None or log.parent is None:  # never shown, or its mount never ran (cancelled)
+            log = self._logs[session_id] = ChatLog(id=log_id(session_id), empty_text=empty_text)
+            await self.logs.add_content(log)
+        if log.parent is not self.logs:  # a switcher being removed mounts nothing, silently
+            self._logs.pop(session_id, None)
+            return None
+        return log
 
     async def _switch(self, session_id: str | None) -> None:
+        """Put a session's log on screen; only ever one :meth:`_mounted_log` gave (or none)."""
+        if session_id is not None and session_id not in self._logs:
+            raise LookupError(f"the chat pane has no log mounted for {session_id!r}")
         if session_id == self.session_id:
             return
         self.bind(session_id)  # normally done already, at the keystroke that selected it
