@@ -29,7 +29,7 @@ QuietBackend = NullBackend
 def bench_settings(state_dir: Path, **overrides: Any) -> Settings:
     """Settings that ignore the developer's environment and record nothing."""
     return Settings.read(
-        _env_file=None,
+        None,
         state_dir=state_dir,
         record=False,
         default_agent=AGENT,  # type: ignore[call-arg]

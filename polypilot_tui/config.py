@@ -162,6 +162,9 @@ class Settings(Struct, frozen=True, kw_only=True):
         """The settings ``given`` over every source (``env_file`` names another ``.env``; None:
         none at all); :class:`InvalidSettings` naming the field when one is wrong. Values given
         as text (variables, ``.env``) are read as their field's type."""
+        unknown = sorted(set(given) - set(cls.__struct_fields__))
+        if unknown:  # a misspelt argument must not be a setting that silently does nothing
+            raise TypeError(f"no setting named {unknown[0]!r}")
         return checked(cls, gathered_settings(given, env_file), text=True)
 
     def json_values(self) -> dict[str, Any]:

@@ -99,8 +99,8 @@ class Driver:
 
     def settings(self) -> Settings:
         return Settings.read(
-            _env_file=None,
-            state_dir=self.tmp_path / "state",  # type: ignore[call-arg]
+            None,
+            state_dir=self.tmp_path / "state",
             permission_policy=self.permission_policy,
             record=False,
         )

@@ -49,9 +49,7 @@ async def test_fan_out_to_copilot_and_opencode_compare_pick_and_discard(
             "opencode": opencode_agent(npm_agent(OPENCODE), model_server, tmp_path / "opencode-home"),
         }
     )
-    settings = Settings.read(
-        _env_file=None, state_dir=tmp_path / "state", record=False, permission_policy=PermissionPolicy.ALLOW
-    )
+    settings = Settings.read(None, state_dir=tmp_path / "state", record=False, permission_policy=PermissionPolicy.ALLOW)
     local = LocalEngine(SessionManager(settings, catalog, SystemClock()))
     try:
         request = verbs.FanOut(TASK, ("copilot", "opencode"), str(repo), check=CHECK, check_timeout=60)

@@ -93,7 +93,7 @@ async def team(
     }
     overrides = dict(getattr(request, "param", {}))
     settings = Settings.read(
-        _env_file=None,
+        None,
         state_dir=tmp_path / "state",
         record=True,  # as by default: no recording may hold the capability either
         demo_speed=50,

@@ -207,10 +207,10 @@ def build_app(
     # (Driver.advance, the heartbeat), never when the machine's load lets 5 s pass.
     overrides.setdefault("heartbeat_seconds", 3600)
     settings = Settings.read(
-        _env_file=None,
+        None,
         state_dir=tmp_path,
         theme=theme,
-        record=False,  # type: ignore[call-arg]
+        record=False,
         **overrides,
     )
     catalog = AgentCatalog({name: AgentConfig(name=name, kind="demo") for name in AGENT_MODES})

@@ -173,10 +173,10 @@ def fleet_app(
         listed.append(UnreachableMember(unreachable, f"dev@{unreachable}.example", nobody, REFUSED))
     fleet = FleetEngine(front(""), listed)
     settings = Settings.read(
-        _env_file=None,
+        None,
         state_dir=tmp_path / "local",
         theme=theme,
-        record=False,  # type: ignore[call-arg]
+        record=False,
         heartbeat_seconds=3600,
     )
     catalog = AgentCatalog({"demo": AgentConfig(name="demo", kind="demo")})

@@ -49,7 +49,7 @@ def cli_pid(manager: SessionManager, sid: str) -> int | None:
 
 async def open_app(state_dir: Path) -> tuple[SessionManager, Persistence]:
     settings = Settings.read(
-        _env_file=None,
+        None,
         state_dir=state_dir,  # type: ignore[call-arg]
         agents_file=Path(os.environ["POLYPILOT_AGENTS_FILE"]),
     )

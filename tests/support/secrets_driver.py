@@ -53,7 +53,7 @@ async def main(state: Path, agents_file: Path, mode: str) -> None:
     lock = StateLock.acquire(state)
     setup_file_logging(state, "polypilot.log")
     settings = Settings.read(
-        _env_file=None,
+        None,
         state_dir=state,
         agents_file=agents_file,
         demo_speed=50.0,  # type: ignore[call-arg]

@@ -117,10 +117,10 @@ def demo_app(
 ) -> PolypilotApp:
     """The app on the embedded demo agent and the real clock, with ids s1, s2, …"""
     settings = Settings.read(
-        _env_file=None,
+        None,
         state_dir=tmp_path,
         demo_speed=speed,
-        record=False,  # type: ignore[call-arg]
+        record=False,
         **overrides,
     )
     catalog = load_agents(None)

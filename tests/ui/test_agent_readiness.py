@@ -52,9 +52,9 @@ kind = "copilot"
 provider = {{ type = "openai", base_url = "http://127.0.0.1:9/v1", api_key_env = "{UNSET_KEY}" }}
 """)
     settings = Settings.read(
-        _env_file=None,
+        None,
         state_dir=tmp_path / "state",
-        record=False,  # type: ignore[call-arg]
+        record=False,
         agents_file=agents,
     )
     catalog = load_agents(agents)

@@ -139,7 +139,9 @@ def test_a_misspelt_nested_key_and_an_unknown_argument(monkeypatch: pytest.Monke
         fresh()
     monkeypatch.delenv("POLYPILOT_WATCHDOG__INACTIVTY")
     monkeypatch.setenv("POLYPILOT_STATE_DIR__X", "/nowhere")  # not a table: not a setting at all
-    assert fresh(no_such_setting=1).state_dir != Path("/nowhere")
+    assert fresh().state_dir != Path("/nowhere")
+    with pytest.raises(TypeError, match="no setting named 'no_such_setting'"):  # an argument is code's: a typo
+        fresh(no_such_setting=1)
 
 
 # ---- validation -----------------------------------------------------------------------------
@@ -282,3 +284,11 @@ def test_an_unknown_agent_names_the_configured_ones() -> None:
     )
     with pytest.raises(KeyError, match=r"no agent named 'gemini' \(agents: demo, codex\)"):
         catalog.get("gemini")
+
+
+def test_a_misspelt_argument_is_refused_not_ignored() -> None:
+    """An argument that names no setting (``_env_file=`` for the ``.env`` to read) would be
+    dropped silently and the default ``.env`` read instead: it is a TypeError."""
+    with pytest.raises(TypeError, match="no setting named '_env_file'"):
+        Settings.read(None, _env_file=None)
+    assert Settings.read(None, demo_speed=3).demo_speed == 3

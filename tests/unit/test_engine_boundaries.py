@@ -67,7 +67,7 @@ def engine(
     tmp_path: Path, policy: str = "ask", **faults: BaseException
 ) -> tuple[SessionManager, FakeClock, list[Faulty]]:
     clock = FakeClock()
-    settings = Settings.read(_env_file=None, state_dir=tmp_path, stop_grace_seconds=0.2, permission_policy=policy)
+    settings = Settings.read(None, state_dir=tmp_path, stop_grace_seconds=0.2, permission_policy=policy)
     made: list[Faulty] = []
 
     def factory(agent: str, sink: Any, workdir: Path) -> Faulty:

@@ -33,7 +33,7 @@ CATALOG = AgentCatalog({"demo": demo_agent(), "hanging": AgentConfig(name="hangi
 
 def settings(tmp_path: Path) -> Settings:
     return Settings.read(
-        _env_file=None,
+        None,
         state_dir=tmp_path / "state",
         record=False,
         demo_speed=50,
