@@ -29,6 +29,7 @@ from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.trace import MAX_BYTES, TraceError
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
 from polypilot_tui.infra.private import NotPrivate, check_private_dir, check_private_socket
+from polypilot_tui.infra.redact import REDACTOR
 
 if TYPE_CHECKING:
     import subprocess
@@ -377,8 +378,6 @@ def load_settings(args: argparse.Namespace, env_file: bool = True) -> Settings:
     try:
         settings = Settings.read() if env_file else Settings.read(None)
     except InvalidSettings as exc:
-        from polypilot_tui.infra.redact import REDACTOR  # only on this way out: the start never pays it
-
         # msgspec's message repeats a refused choice: a key pasted into the wrong variable
         # (or a secret-named variable's value) must not reach the terminal or a CI log.
         REDACTOR.learn_environment()

@@ -35,6 +35,7 @@ from polypilot_tui.domain.safe_json import line_of, toml_key_lines
 from polypilot_tui.domain.urls import url_problem
 from polypilot_tui.domain.watchdog import WatchdogConfig
 from polypilot_tui.infra.conversion_errors import read_problem, type_at
+from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.infra.settings_sources import AGENTS_FILE as AGENTS_FILE
 from polypilot_tui.infra.settings_sources import APP_NAME as APP_NAME
 from polypilot_tui.infra.settings_sources import CONFIG_FILE as CONFIG_FILE
@@ -111,8 +112,8 @@ class WatchdogSettings(Struct, frozen=True, forbid_unknown_fields=True, kw_only=
 
 class Settings(Struct, frozen=True, kw_only=True):
     """Application settings from arguments, POLYPILOT_* variables, ``.env`` and ``config.toml``
-    (:func:`gathered_settings`), read and checked by :meth:`read`. Unknown names are left alone
-    (the sources refuse a misspelt one themselves)."""
+    (:func:`gathered_settings`), read and checked by :meth:`read`. The sources refuse or leave alone
+    a name that is no setting themselves; an argument that is none is a TypeError."""
 
     watchdog: WatchdogSettings = WatchdogSettings()
     """Timeout tiers."""
@@ -341,8 +342,6 @@ def _invalid(cls: type, message: str) -> InvalidSettings:
     if problem.kind == "unknown":
         return InvalidSettings((*loc, problem.said), UNKNOWN_KEY, "unknown key")
     if problem.kind == "choice" and problem.choices():
-        from polypilot_tui.infra.redact import REDACTOR  # only for a refused choice: the start never pays it
-
         # msgspec repeats the refused value (pydantic did not): a key pasted into the wrong
         # line must not be shown in the dashboard, by `polypilot agents` or in a log.
         return InvalidSettings(loc, "invalid", f"{REDACTOR.text(problem.said)} is not one of {problem.choices()}")

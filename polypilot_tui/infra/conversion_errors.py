@@ -9,6 +9,7 @@ callers hold each kind to a message of ours.
 from __future__ import annotations
 
 from enum import Enum
+from functools import cache
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -98,11 +99,17 @@ def type_at(form: Any, path: tuple[Step, ...]) -> Any:
             else:
                 hint = args[step] if step < len(args) else Any
         elif isinstance(hint, type) and (hasattr(hint, "__dataclass_fields__") or hasattr(hint, "__struct_fields__")):
-            hint = get_type_hints(hint, include_extras=True).get(step, Any)
+            hint = _hints(hint).get(step, Any)
         else:
             return Any
         hint = plain(hint)
     return hint
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A record's fields' types, bounds kept (read once: the settings ask per given name)."""
+    return get_type_hints(cls, include_extras=True)
 
 
 def plain(hint: Any) -> Any:
