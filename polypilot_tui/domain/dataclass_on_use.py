@@ -12,9 +12,10 @@ First use is any of: an instance made, printed or compared, or the class's datac
 (``dataclasses.fields``, ``is_dataclass``, ``replace``, ``asdict``, msgspec — all read
 ``__dataclass_fields__``, which makes the class). Made now instead: a class with
 ``slots=True`` (``@dataclass`` then returns a new class, which cannot be swapped in later), one
-that defines a method ``@dataclass`` would write, one with no docstring (``@dataclass`` writes
-one from the signature, which the stub would change), and one with a metaclass or a base's
-``__init_subclass__`` (they would run for the bare subclass that writes its ``__init__``).
+that defines a method ``@dataclass`` would write, and one with a metaclass or a base's
+``__init_subclass__`` (they would run for the bare subclass that writes its ``__init__``). A
+class with no docstring gets the one ``@dataclass`` writes from its signature when it is made
+(until then its ``__doc__`` is None, as written).
 
 Before its first use, the class itself reads as written: ``inspect.signature`` reads its
 stub's, a field's class attribute is its ``field(…)``, ``__match_args__`` is missing and
@@ -30,6 +31,7 @@ The Copilot SDK's generated protocol modules (~1,870 classes) are made the same 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, dataclass_transform, overload
@@ -71,11 +73,22 @@ def make_now(cls: type) -> None:
                 raise
             if not options.get("init", True):
                 delattr(klass, "__init__")
-                continue
-            bare = type(klass.__name__, (klass,), {"__module__": klass.__module__, "__qualname__": klass.__qualname__})
-            frozen = options.get("frozen", False)
-            writer: type = dataclasses.dataclass(bare, repr=False, eq=False, frozen=frozen, match_args=False)
-            klass.__init__ = writer.__dict__["__init__"]  # type: ignore[misc]
+            else:
+                names = {"__module__": klass.__module__, "__qualname__": klass.__qualname__}
+                bare = type(klass.__name__, (klass,), names)
+                frozen = options.get("frozen", False)
+                writer: type = dataclasses.dataclass(bare, repr=False, eq=False, frozen=frozen, match_args=False)
+                klass.__init__ = writer.__dict__["__init__"]  # type: ignore[misc]
+            if not written.get("__doc__"):  # @dataclass wrote it from the stub's signature: again, from the real one
+                klass.__doc__ = klass.__name__ + _signature_text(klass)
+
+
+def _signature_text(klass: type) -> str:
+    """The signature ``@dataclass`` writes into a class's missing docstring (its own words)."""
+    try:
+        return str(inspect.signature(klass)).replace(" -> None", "")
+    except (TypeError, ValueError):
+        return ""
 
 
 def _restore(klass: type, written: dict[str, Any]) -> None:
@@ -130,13 +143,11 @@ def _stubs(klass: Any) -> dict[str, Callable[..., Any]]:
 def _defer(klass: T, options: dict[str, Any]) -> T:
     if (
         options.get("slots")
-        or not klass.__doc__
         or any(name in klass.__dict__ for name in STUBS)
         or type(klass) is not type
         or any("__init_subclass__" in vars(base) for base in klass.__mro__[1:-1])
     ):
-        # slots: @dataclass returns a new class, which cannot be swapped in later; no
-        # docstring: @dataclass writes one from the signature, which the stub would change; a
+        # slots: @dataclass returns a new class, which cannot be swapped in later; a
         # metaclass or an __init_subclass__ would also run for the bare subclass that writes
         # the __init__ (a registry by name would keep it)
         return cast(T, dataclasses.dataclass(klass, **options))

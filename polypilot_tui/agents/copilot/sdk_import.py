@@ -3,7 +3,8 @@
 ``copilot`` imports its generated protocol modules (``copilot.generated.rpc``: 3.8 MB of
 source, ``session_events``), and ``@dataclass`` on their ~1,870 classes is ~75% of the SDK's
 ~0.9 s import: each class has its ``__init__``, ``__repr__`` and ``__eq__`` written as source
-and compiled. A run uses a few dozen of them. :func:`import_sdk` imports the SDK with those
+and compiled (the root class ``RPC`` alone, 1,865 fields and no docstring: ~0.25 s). A run
+uses a few dozen of them. :func:`import_sdk` imports the SDK with those
 two modules' ``@dataclass`` made on first use, as ours are
 (:mod:`polypilot_tui.domain.dataclass_on_use`: the same function, the same options, when an
 instance is first made, printed or compared, or the class's fields first read). Nothing else
