@@ -141,7 +141,7 @@ class HunkLines(Sequence[DiffLine]):
         return f"HunkLines({tuple(self)!r})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Hunk:
     """One ``@@ -a,b +c,d @@`` block."""
 
@@ -159,7 +159,7 @@ class Hunk:
         return f"@@ -{self.old_start},{self.old_count} +{self.new_start},{self.new_count} @@{tail}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FileDiff:
     """One changed file. ``path`` is the new path (the old one for a deletion)."""
 
@@ -204,7 +204,7 @@ class FileCount:
     untracked: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Changeset:
     """A session's changes against its base: committed, uncommitted and untracked together."""
 
@@ -224,7 +224,7 @@ class Side(StrEnum):
     OLD = "old"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ReviewComment:
     """A remark on a line (or a range of lines) of a diff, for the session's agent."""
 

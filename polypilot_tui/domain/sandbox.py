@@ -72,7 +72,7 @@ def within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SandboxRules:
     """What one sandboxed agent process may see and change."""
 

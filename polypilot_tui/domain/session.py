@@ -27,7 +27,7 @@ from polypilot_tui.domain.workspace import Workspace
 REARM_AFTER = 5.0
 
 
-@dataclass(slots=True)
+@dataclass
 class Session:
     """One agent session: what was said, and the turn in flight (if any)."""
 

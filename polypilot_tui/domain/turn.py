@@ -87,7 +87,7 @@ class PermissionPrompt:
     """(option_id, label, kind) in the agent's order."""
 
 
-@dataclass(slots=True)
+@dataclass
 class Turn:
     """One prompt's worth of work, from send to its single end."""
 

@@ -18,7 +18,7 @@ class Isolation(StrEnum):
     """Works in a worktree of its own, on a branch of its own, made for it."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Workspace:
     """A session's folder; for a worktree also the repository, its branch and its base."""
 
@@ -45,7 +45,7 @@ class Workspace:
         return self.isolation is Isolation.WORKTREE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FolderInfo:
     """A folder as the new-session dialog needs to know it."""
 
@@ -96,7 +96,7 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WorktreeState:
     """What finishing a worktree has to care about. Names are listed up to :data:`MAX_LISTED`
     per kind; ``more_*`` counts the rest."""
@@ -151,7 +151,7 @@ class WorktreeState:
         return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MergeResult:
     """How a merge went: ``conflicts`` lists the files when it could not be made."""
 
