@@ -356,9 +356,18 @@ def test_a_line_kept_highlighted_is_what_the_highlighter_made_and_the_collector_
     objects a line that every full garbage collection walked (most of a scroll's pauses);
     kept as plain tuples, the young collections (two: a line lives longer) stop tracking them.
     Nothing is lost on the way: the same text (tabs expanded, wide characters, hostile text)
-    cut in the same styled pieces."""
+    cut in the same styled pieces (a line without tabs is cut from the lexer's tokens directly)."""
     lexer = lexer_for("src/app.py")
-    texts = ["value = compute(1, 'new', cache=True)  # a note", "\tif x:\treturn [y]", "漢字 = '🎉'", "[b]x[/b]", ""]
+    texts = [
+        "value = compute(1, 'new', cache=True)  # a note",
+        "\tif x:\treturn [y]",
+        "漢字 = '🎉'",
+        "[b]x[/b]",
+        "",
+        "@decorator(r'\\d+', b'\\x00')  # escapes, bytes, a decorator",
+        '    return f"{a!r:>{width}}" if a else None',
+        '"""a docstring that goes on',
+    ]
     kept = [highlight_runs(clean(text), lexer) for text in texts]
     gc.collect(0)
     gc.collect(1)
