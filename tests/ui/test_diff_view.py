@@ -16,7 +16,7 @@ from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, Revi
 from polypilot_tui.ui.screens.diff_view import DiffViewScreen, diff_title
 from polypilot_tui.ui.screens.review_comment import ReviewCommentScreen
 from polypilot_tui.ui.widgets.diff_highlight import clean, highlight_line, highlight_runs, lexer_for
-from polypilot_tui.ui.widgets.diff_lines import FRESH_ROWS, SCREENFULS_KEPT, WARM_PAGES, DiffLines
+from polypilot_tui.ui.widgets.diff_lines import FRESH_LINES, SCREENFULS_KEPT, WARM_PAGES, DiffLines
 from polypilot_tui.ui.widgets.diff_rows import RowKind, layout
 from polypilot_tui.workspace.diff_parse import parse_diff
 from tests.support.diff_app import DiffHostApp, sample_repo
@@ -285,9 +285,10 @@ async def drawn_ahead(pilot: Pilot[None], lines: DiffLines) -> None:
 
 
 async def test_a_frame_draws_few_fresh_rows_in_full_and_the_rest_are_coloured_next() -> None:
-    """A jump (or a held key) reaches rows not drawn ahead: the frame highlights at most
-    FRESH_ROWS of them and shows the rest uncoloured (the same characters), coloured in the
-    next idle steps; the screenfuls below the view are drawn ahead meanwhile."""
+    """A jump (or a held key) reaches rows not drawn ahead: the frame highlights FRESH_LINES
+    lines of them (a split row of this diff has two: half as many rows) and shows the rest
+    uncoloured (the same characters), coloured in the next idle steps; the screenfuls below
+    the view are drawn ahead meanwhile."""
     app = DiffHostApp(big_changeset())
     async with app.run_test(size=SIZE) as pilot:
         for split in (False, True):
@@ -302,7 +303,8 @@ async def test_a_frame_draws_few_fresh_rows_in_full_and_the_rest_are_coloured_ne
             top = lines.scroll_offset.y
             before = lines.drawn
             shown = [lines.render_line(y) for y in range(height)]  # one frame, no idle step between
-            assert lines.drawn - before == FRESH_ROWS
+            fresh = FRESH_LINES // 2 if split else FRESH_LINES  # every split row here has both sides
+            assert lines.drawn - before == fresh
             await drawn_ahead(pilot, lines)
             # The idle steps drew every row on screen in full, and the screenfuls below the view.
             before = lines.drawn
@@ -310,7 +312,7 @@ async def test_a_frame_draws_few_fresh_rows_in_full_and_the_rest_are_coloured_ne
             ahead = range(top + height, min(len(lines.rows), top + (1 + WARM_PAGES) * height))
             assert [lines.row_text(i) for i in ahead] and lines.drawn == before
             assert [strip.text for strip in shown] == [strip.text for strip in final]  # the same characters
-            assert shown[:FRESH_ROWS] == final[:FRESH_ROWS] and shown[-1] != final[-1]  # now coloured
+            assert shown[:fresh] == final[:fresh] and shown[fresh] != final[fresh]  # now coloured
 
 
 def test_rows_made_when_read_are_the_rows_a_commented_file_gets() -> None:
@@ -354,9 +356,18 @@ def test_a_line_kept_highlighted_is_what_the_highlighter_made_and_the_collector_
     objects a line that every full garbage collection walked (most of a scroll's pauses);
     kept as plain tuples, the young collections (two: a line lives longer) stop tracking them.
     Nothing is lost on the way: the same text (tabs expanded, wide characters, hostile text)
-    cut in the same styled pieces."""
+    cut in the same styled pieces (a line without tabs is cut from the lexer's tokens directly)."""
     lexer = lexer_for("src/app.py")
-    texts = ["value = compute(1, 'new', cache=True)  # a note", "\tif x:\treturn [y]", "漢字 = '🎉'", "[b]x[/b]", ""]
+    texts = [
+        "value = compute(1, 'new', cache=True)  # a note",
+        "\tif x:\treturn [y]",
+        "漢字 = '🎉'",
+        "[b]x[/b]",
+        "",
+        "@decorator(r'\\d+', b'\\x00')  # escapes, bytes, a decorator",
+        '    return f"{a!r:>{width}}" if a else None',
+        '"""a docstring that goes on',
+    ]
     kept = [highlight_runs(clean(text), lexer) for text in texts]
     gc.collect(0)
     gc.collect(1)
@@ -454,7 +465,8 @@ async def test_what_falls_due_during_a_frame_runs_before_the_drawing_ahead_it_as
             await asyncio.wait_for(done, 10)
             await drawn_ahead(pilot, lines)
             [(at_frame, when_due)] = seen
-            assert at_frame - before == FRESH_ROWS  # the frame that jumped drew its rows
+            # the frame that jumped drew its rows (every split row here has two lines)
+            assert at_frame - before == (FRESH_LINES // 2 if split else FRESH_LINES)
             assert when_due == at_frame < lines.drawn  # nothing drawn ahead before it; drawn after
 
 

@@ -64,10 +64,13 @@ WARM_PAUSE = 0.001
 """Seconds between drawing steps: the loop serves keys, frames and everything else between."""
 WARM_LOST = 0.5
 """Seconds after which a drawing step asked for and not run is taken as lost and asked again."""
-FRESH_ROWS = 12
-"""Rows a frame draws in full (syntax colours) that were not drawn ahead; the rest of a page
-reached faster than its rows could be drawn ahead (a held key, a jump) is drawn uncoloured
-at once and coloured in the next idle steps, so no frame blocks the event loop for long."""
+FRESH_LINES = 12
+"""Lines a frame highlights for rows that were not drawn ahead (a split row has two); the rest
+of a page reached faster than its rows could be drawn ahead (a held key, a jump) is drawn
+uncoloured at once and coloured in the next idle steps, so no frame blocks the event loop
+for long. Counted in lines, not rows: highlighting is most of a row's cost, so a split frame
+that counted rows paid twice a unified one's (and split pages outrun the drawing ahead most:
+twice the lines a page)."""
 
 
 Packed = tuple[tuple[str, ...], tuple[int, ...], int]
@@ -178,7 +181,7 @@ class DiffLines(ScrollView, can_focus=True):
         self._upward = False
         """The cursor last moved up: the screenfuls above are drawn ahead, not those below."""
         self._fresh = 0
-        """Rows drawn in full by frames since the last idle step (at most FRESH_ROWS)."""
+        """Lines highlighted by frames since the last idle step (about FRESH_LINES)."""
         self._plain: set[int] = set()
         """Rows on screen drawn uncoloured, to draw in full in the next idle step."""
         self._whole = True
@@ -332,8 +335,9 @@ class DiffLines(ScrollView, can_focus=True):
         kept = self._kept.get((index, width, index == self.cursor))
         if kept is not None:
             return self._unpacked(kept)
-        if self._whole or self._fresh < FRESH_ROWS:
-            self._fresh += 1
+        if self._whole or self._fresh < FRESH_LINES:
+            row = self.rows[index]
+            self._fresh += 2 if self.split and row.left is not None and row.right is not None else 1
             return self.row_strip(index, width)
         self._plain.add(index)
         return self._draw(self.rows[index], width, index == self.cursor, colour=False)
