@@ -75,8 +75,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, run_agent
-from acp.helpers import (
+import pydantic
+from pydantic._internal import _fields as _pydantic_fields
+
+# Every test that starts this agent waits for its start-up, and most of that is the SDK
+# building its ~280 pydantic models at import (1-2 s a process on a busy CI core). Two
+# things make it cheap without changing a byte on the wire: ``defer_build`` builds a
+# model's validator when it is first used (this agent uses a few dozen), and the schema's
+# ``use_attribute_docstrings`` reads each class's source with ``inspect`` to fill field
+# descriptions nothing here reads. The second is pydantic's private hook: when a new
+# pydantic moves it, the agent only starts slower again.
+pydantic.BaseModel.model_config["defer_build"] = True
+if hasattr(_pydantic_fields, "extract_docstrings_from_cls"):
+    _pydantic_fields.extract_docstrings_from_cls = lambda cls, use_inspect=False: {}
+
+# After the two switches above, which only apply to models built after them.
+
+from acp import PROTOCOL_VERSION, RequestError, run_agent  # noqa: E402
+from acp.helpers import (  # noqa: E402
     plan_entry,
     start_tool_call,
     text_block,
@@ -87,7 +103,7 @@ from acp.helpers import (
     update_tool_call,
     update_user_message_text,
 )
-from acp.schema import (
+from acp.schema import (  # noqa: E402
     AgentCapabilities,
     AllowedOutcome,
     Implementation,
