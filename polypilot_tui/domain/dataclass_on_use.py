@@ -66,21 +66,28 @@ def make_now(cls: type) -> None:
             delattr(klass, "__repr__")
             delattr(klass, "__eq__")
             try:
-                dataclasses.dataclass(klass, **options)
+                _make(klass, options, written)
             except BaseException:  # a mistake the real decorator refuses: each use says it again
                 _restore(klass, written)
                 _pending[klass] = options
                 raise
-            if not options.get("init", True):
-                delattr(klass, "__init__")
-            else:
-                names = {"__module__": klass.__module__, "__qualname__": klass.__qualname__}
-                bare = type(klass.__name__, (klass,), names)
-                frozen = options.get("frozen", False)
-                writer: type = dataclasses.dataclass(bare, repr=False, eq=False, frozen=frozen, match_args=False)
-                klass.__init__ = writer.__dict__["__init__"]  # type: ignore[misc]
-            if not written.get("__doc__"):  # @dataclass wrote it from the stub's signature: again, from the real one
-                klass.__doc__ = klass.__name__ + _signature_text(klass)
+
+
+def _make(klass: type, options: dict[str, Any], written: dict[str, Any]) -> None:
+    """Run ``@dataclass`` on ``klass`` (its ``__repr__``/``__eq__`` stubs gone) and put its
+    ``__init__`` and docstring in place; anything raised leaves ``klass`` to be restored."""
+    dataclasses.dataclass(klass, **options)
+    if not options.get("init", True):
+        delattr(klass, "__init__")
+    else:
+        # a docstring, so that @dataclass does not write the bare class one (a signature)
+        names = {"__module__": klass.__module__, "__qualname__": klass.__qualname__, "__doc__": "-"}
+        bare = type(klass.__name__, (klass,), names)
+        frozen = options.get("frozen", False)
+        writer: type = dataclasses.dataclass(bare, repr=False, eq=False, frozen=frozen, match_args=False)
+        klass.__init__ = writer.__dict__["__init__"]  # type: ignore[misc]
+    if not written.get("__doc__"):  # @dataclass wrote it from the stub's signature: again, from the real one
+        klass.__doc__ = klass.__name__ + _signature_text(klass)
 
 
 def _signature_text(klass: type) -> str:

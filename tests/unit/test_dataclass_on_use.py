@@ -261,3 +261,33 @@ def test_a_class_with_a_metaclass_or_a_subclass_hook_is_made_at_once() -> None:
     assert _Registered.registry["Listed"] is Listed and Listed(1).a == 1
     assert _Registered.registry["Listed"] is Listed  # no second class of its name was made
     assert "__match_args__" in vars(Listed)
+
+
+class _Unprintable:
+    """A field's default whose repr fails: the real decorator fails writing the docstring."""
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_class_that_fails_after_the_decorator_ran_is_left_as_it_was_written() -> None:
+    """The real decorator refuses it at definition (its docstring shows the default); ours each
+    use, never a class left made with its ``__init__`` stub, which would call itself."""
+    unprintable = _Unprintable()
+
+    with pytest.raises(RuntimeError, match="no repr"):
+
+        @dataclasses.dataclass
+        class Real:
+            a: object = unprintable
+
+    @dataclass
+    class Undocumented:
+        a: object = unprintable
+
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="no repr"):
+            Undocumented()
+    assert Undocumented.__doc__ is None and "__match_args__" not in vars(Undocumented)
