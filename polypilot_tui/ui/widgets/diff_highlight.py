@@ -6,6 +6,7 @@ that keeps the cost of a frame to the lines on screen, whatever the file's size.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import PurePath
 from typing import Any
 
@@ -53,24 +54,29 @@ def _token_style(token_type: Any) -> str:
     return style
 
 
-def highlight_line(text: str, lexer: Lexer | None) -> Content:
-    """One line coloured by ``lexer`` (the same characters, or plain when the lexer disagrees)."""
-    if lexer is None or not text:
-        return Content(text).expand_tabs(TAB_SIZE)
-    spans: list[Span] = []
+def _styled_spans(text: str, lexer: Lexer) -> list[tuple[int, int, str]] | None:
+    """The styled runs of ``text`` as ``lexer`` reads it (start, end, style), a run of tokens of
+    one style as one (fewer segments); None when the lexer's tokens are not the text."""
+    spans: list[tuple[int, int, str]] = []
     position = 0
     for _, token_type, value in lexer.get_tokens_unprocessed(text):
         end = position + len(value)
         style = _token_style(token_type)
         if style:
-            if spans and spans[-1].end == position and spans[-1].style == style:
-                spans[-1] = Span(spans[-1].start, end, style)  # one span per run: fewer segments
+            if spans and spans[-1][1] == position and spans[-1][2] == style:
+                spans[-1] = (spans[-1][0], end, style)
             else:
-                spans.append(Span(position, end, style))
+                spans.append((position, end, style))
         position = end
-    if position != len(text):
+    return spans if position == len(text) else None
+
+
+def highlight_line(text: str, lexer: Lexer | None) -> Content:
+    """One line coloured by ``lexer`` (the same characters, or plain when the lexer disagrees)."""
+    spans = _styled_spans(text, lexer) if lexer is not None and text else None
+    if spans is None:
         return Content(text).expand_tabs(TAB_SIZE)
-    return Content(text, spans=spans).expand_tabs(TAB_SIZE)
+    return Content(text, spans=[Span(*span) for span in spans]).expand_tabs(TAB_SIZE)
 
 
 Highlighted = tuple[str, tuple[int, ...], tuple[str, ...]] | Content
@@ -84,62 +90,36 @@ walked by every full pass: most of a scrolled diff view's pauses)."""
 def highlight_runs(text: str, lexer: Lexer | None) -> Highlighted:
     """:func:`highlight_line`, kept compact (see :data:`Highlighted`).
 
-    A line without tabs is cut straight from the lexer's tokens, in the pieces the Content
-    would give: no Content, Spans and tab expansion made to be taken apart at once (about a
-    third of a line's highlighting, on the rows drawn ahead while the user pages through)."""
+    A line without tabs is cut straight from the lexer's runs: no Content, Spans and tab
+    expansion made to be taken apart at once (about a third of a line's highlighting, on the
+    rows drawn ahead while the user pages through)."""
     if lexer is None or not text or "\t" in text:
-        return _runs(highlight_line(text, lexer))
-    spans: list[list[Any]] = []  # [start, end, style], merged as highlight_line merges them
-    position = 0
-    for _, token_type, value in lexer.get_tokens_unprocessed(text):
-        end = position + len(value)
-        style = _token_style(token_type)
-        if style:
-            if spans and spans[-1][1] == position and spans[-1][2] == style:
-                spans[-1][1] = end
-            else:
-                spans.append([position, end, style])
-        position = end
-    if position != len(text):  # the lexer disagrees: plain, as highlight_line has it
-        return text, (len(text),), ("",)
+        content = highlight_line(text, lexer)
+        pieces = _pieces(len(content.plain), ((span.start, span.end, span.style) for span in content.spans))
+        return content if pieces is None else (content.plain, *pieces)
+    spans = _styled_spans(text, lexer)
+    pieces = _pieces(len(text), spans or ())
+    return (text, (len(text),), ("",)) if pieces is None else (text, *pieces)
+
+
+def _pieces(length: int, spans: Iterable[tuple[int, int, object]]) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
+    """Where each piece of a line of ``length`` ends and its style ("" for none), from ``spans``
+    in order; None when they are not such pieces (they overlap, or a style is not a name)."""
     ends: list[int] = []
     styles: list[str] = []
     position = 0
     for start, end, style in spans:
         if start >= end:
             continue
-        if start < position:
-            return _runs(highlight_line(text, lexer))
+        if start < position or not isinstance(style, str) or not style:
+            return None
         if start > position:
             ends.append(start)
             styles.append("")
         ends.append(end)
         styles.append(style)
         position = end
-    if position < len(text) or not ends:
-        ends.append(len(text))
+    if position < length or not ends:
+        ends.append(length)
         styles.append("")
-    return text, tuple(ends), tuple(styles)
-
-
-def _runs(content: Content) -> Highlighted:
-    """``content`` as pieces (see :data:`Highlighted`), or itself when its spans are not pieces."""
-    plain = content.plain
-    ends: list[int] = []
-    styles: list[str] = []
-    position = 0
-    for span in content.spans:
-        if span.start >= span.end:
-            continue
-        if span.start < position or not isinstance(span.style, str) or not span.style:
-            return content
-        if span.start > position:
-            ends.append(span.start)
-            styles.append("")
-        ends.append(span.end)
-        styles.append(span.style)
-        position = span.end
-    if position < len(plain) or not ends:
-        ends.append(len(plain))
-        styles.append("")
-    return plain, tuple(ends), tuple(styles)
+    return tuple(ends), tuple(styles)
