@@ -349,10 +349,54 @@ async def test_hooks_deliver_unparseable_events_and_close() -> None:
         on_raw_event=lambda s, e: raw.append((s, e)),
         on_closed=lambda: closed.append(True),
     )
-    event = {"type": "tool.execution_complete", "data": {"toolCallId": "a", "success": True}}
+    event = {"type": "permission.requested", "data": {"requestId": "r", "permissionRequest": {"kind": "odd"}}}
     rpc.notification_handler("session.event", {"sessionId": "s", "event": event})
     rpc.notification_handler("session.lifecycle", {})  # not an event: just logged
     assert raw == [("s", event)]
     rpc.on_close()
     await asyncio.sleep(0)
     assert closed == [True]
+
+
+async def test_events_the_sdk_does_not_act_on_skip_its_parser() -> None:
+    sdk_saw: list[str] = []
+
+    def sdk_handler(method: str, params: dict[str, Any]) -> None:
+        event = params.get("event")
+        sdk_saw.append(event["type"] if isinstance(event, dict) else method)
+
+    rpc = FakeRpc(sdk_handler)
+    raw: list[str] = []
+    install_hooks(
+        type("Client", (), {"_client": rpc})(),
+        asyncio.get_running_loop(),
+        on_raw_event=lambda s, e: raw.append(f"{s}:{e['type']}"),
+        on_closed=lambda: None,
+    )
+    for kind in ("assistant.message_delta", "permission.requested", "tool.execution_complete", "a.new_kind"):
+        rpc.notification_handler("session.event", {"sessionId": "s", "event": {"type": kind, "data": {}}})
+    rpc.notification_handler("session.lifecycle", {"type": "session.created"})
+    rpc.notification_handler("session.event", {"sessionId": "s", "event": "not an object"})
+    assert raw == ["s:assistant.message_delta", "s:tool.execution_complete", "s:a.new_kind"]
+    assert sdk_saw == ["permission.requested", "session.lifecycle", "session.event"]
+
+
+def test_the_events_the_sdk_acts_on_are_the_pinned_sdks() -> None:
+    """SDK_OWN_EVENTS is what this SDK's session handles itself: an SDK that acts on one more
+    event (a new broadcast request) fails here, not by a tool call or prompt never answered."""
+    import inspect
+    import re
+
+    from copilot.generated import session_events
+    from copilot.session import CopilotSession
+
+    from polypilot_tui.agents.copilot.runtime import SDK_OWN_EVENTS
+
+    acting = CopilotSession._handle_broadcast_event  # noqa: SLF001 - what the SDK does itself is its private
+    handled = re.findall(r"case (\w+Data)\(\)", inspect.getsource(acting))
+    parsed = inspect.getsource(session_events.SessionEvent.from_dict)
+    member_of = {
+        cls: name for name, cls in re.findall(r"case SessionEventType\.(\w+): data = (\w+)\.from_dict", parsed)
+    }
+    assert len(handled) >= 5 and len(member_of) > 100  # the SDK's source still reads as this test expects
+    assert {session_events.SessionEventType[member_of[cls]].value for cls in handled} == SDK_OWN_EVENTS

@@ -90,7 +90,8 @@ class EventIntake:
             log.exception("copilot: event handling failed")
 
     def on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
-        """An event the SDK could not parse (seen on resume): deliver it from the raw dict."""
+        """An event as the CLI sent it: one the SDK does not act on (runtime.install_hooks),
+        or one its parser failed on (seen on resume)."""
         if session_id != self._session_id:
             return  # another session's, on the CLI this one shares (or none attached yet)
         try:

@@ -32,6 +32,25 @@ def session_home(env: Mapping[str, str]) -> Path:
     return Path(home) if home else Path.home() / ".copilot"
 
 
+SDK_OWN_EVENTS = frozenset(
+    {
+        "external_tool.requested",
+        "external_tool.completed",
+        "permission.requested",
+        "mcp.oauth_required",
+        "command.execute",
+        "elicitation.requested",
+        "capabilities.changed",
+        "session.canvas.opened",
+        "session.canvas.closed",
+    }
+)
+"""Session events the SDK's session acts on itself (``CopilotSession._handle_broadcast_event``:
+it runs a tool, answers a prompt, keeps a capability): they go through its parser and
+dispatch. Every other event reaches us as the CLI sent it (a test holds this list to the
+pinned SDK's)."""
+
+
 def install_hooks(
     client: Any,
     loop: asyncio.AbstractEventLoop,
@@ -41,6 +60,11 @@ def install_hooks(
 ) -> None:
     """Wrap the SDK's JSON-RPC notification handler and close hook (private API, guarded).
 
+    - An event the SDK does not act on (all but :data:`SDK_OWN_EVENTS`) is handed to
+      ``on_raw_event`` as the CLI sent it, without the SDK's parse: that parse, and our
+      ``to_dict`` of what it built, cost ~250 µs an event (its generated classes, its date
+      parser) where the raw form (events.py, the form of the CLI's own log) costs ~2 µs, and
+      streaming sessions send hundreds a second. Both paths run on the loop, in order.
     - Some CLI events fail the SDK's generated parser (e.g. ``tool.execution_complete`` of
       a tool re-run after resume): the SDK then drops them with a traceback. The wrapper
       delivers those from the raw dict instead, so no completion is ever lost.
@@ -55,16 +79,18 @@ def install_hooks(
     if callable(original):
 
         def notification(method: str, params: dict[str, Any]) -> None:
+            event = params.get("event") if method == "session.event" and isinstance(params, dict) else None
+            if isinstance(event, dict) and event.get("type") not in SDK_OWN_EVENTS:
+                on_raw_event(str(params.get("sessionId") or ""), event)
+                return
             try:
                 original(method, params)
             except SHAPE_ERRORS:  # its parser failed: the SDK would only log it and drop the event
-                if method != "session.event" or not isinstance(params, dict):
+                if not isinstance(event, dict):
                     log.debug("copilot: notification %s failed", method, exc_info=True)
                     return
-                event = params.get("event")
-                if isinstance(event, dict):
-                    log.info("copilot: SDK could not parse a %s event; using the raw form", event.get("type"))
-                    on_raw_event(str(params.get("sessionId") or ""), event)
+                log.info("copilot: SDK could not parse a %s event; using the raw form", event.get("type"))
+                on_raw_event(str(params.get("sessionId") or ""), event)
 
         rpc.set_notification_handler(notification)
     previous_close = getattr(rpc, "on_close", None)

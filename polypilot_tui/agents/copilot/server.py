@@ -135,7 +135,7 @@ class CopilotServer:
         log.info("copilot: CLI started (pid %s)", self.proc.pid)
 
     def on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
-        """An event the SDK could not parse (the JSON-RPC hook): to every member, each keeps its own."""
+        """An event as the CLI sent it (the JSON-RPC hook): to every member, each keeps its own."""
         for member in list(self.members):
             member.on_raw_event(session_id, raw)
 
