@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
+from textual.filter import DimFilter, Monochrome
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import OptionList, TextArea
 
 from polypilot_tui.domain.changeset import Changeset, FileDiff, FileStatus, ReviewComment, Side, review_prompt
@@ -478,3 +481,65 @@ def test_a_laid_out_diff_is_nothing_the_collector_walks() -> None:
         assert [row.left for row in big.rows if row.kind is RowKind.LINE][-1] is not None  # every row read
         assert len(list(small.rows)) > 10
         assert tracked_in(big) == tracked_in(small)
+
+
+def textual_lines(lines: DiffLines, crop: Region) -> list[Strip]:
+    """The view's lines as Textual's own line rendering makes them from ``render_line``."""
+    lines.refresh()  # what Textual kept of its own rendering is drawn again
+    return Widget.render_lines(lines, crop)
+
+
+def assert_same_lines(lines: DiffLines, crop: Region) -> None:
+    ours, textual = lines.render_lines(crop), textual_lines(lines, crop)
+    assert [list(strip) for strip in ours] == [list(strip) for strip in textual]
+    assert [strip.cell_length for strip in ours] == [strip.cell_length for strip in textual]
+
+
+async def test_the_lines_handed_to_textual_are_what_its_own_line_rendering_makes(
+    changes: Changeset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view finishes the rows on screen itself (padded to the content's width, each style
+    through Textual's line filters once): the same segments as Textual's own rendering of the
+    view's ``render_line``, in both modes, on the cursor and off it, focused or not, cropped,
+    past the last row, with the rows a jump leaves uncoloured, and through more filters."""
+    comments = (ReviewComment("src/app.py", 5, "why?", Side.NEW), ReviewComment("old.txt", 1, "gone", Side.OLD))
+    app = DiffHostApp(changes, comments=comments)
+    async with app.run_test(size=(120, 60)) as pilot:
+        lines = diff_lines(app)
+        for split in (False, True):
+            lines.split = split
+            await pilot.pause()
+            whole = lines.region.reset_offset
+            assert lines.virtual_size.height < whole.height  # rows past the last one, blank
+            lines.cursor = row_of(lines, "import sys")
+            await pilot.pause()
+            assert_same_lines(lines, whole)
+            before = lines.render_lines(whole)
+            lines.cursor += 1  # a frame remakes the two rows the cursor left and reached, no other
+            after = lines.render_lines(whole)
+            top = lines.scroll_offset.y
+            remade = [top + y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old is not new]
+            assert remade == [lines.cursor - 1, lines.cursor]
+            assert_same_lines(lines, whole)
+            assert_same_lines(lines, Region(3, 2, 40, 5))
+            monkeypatch.setattr(lines, "get_line_filters", lambda: [*app.get_line_filters(), Monochrome(), DimFilter()])
+            assert_same_lines(lines, whole)
+            monkeypatch.undo()
+            app.diff_screen.query_one("#diff-files", OptionList).focus()
+            await pilot.pause()
+            assert_same_lines(lines, whole)
+            lines.focus()
+    app = DiffHostApp(big_changeset())
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        for split in (False, True):
+            lines.split = split
+            await pilot.pause()
+            await drawn_ahead(pilot, lines)
+            lines.cursor = len(lines.rows) // 2  # far from anything drawn ahead
+            whole = lines.region.reset_offset
+            shown = lines.render_lines(whole)
+            assert_same_lines(lines, whole)  # rows drawn uncoloured, the same way
+            await drawn_ahead(pilot, lines)
+            assert [list(strip) for strip in lines.render_lines(whole)] != [list(strip) for strip in shown]
+            assert_same_lines(lines, whole)  # now coloured

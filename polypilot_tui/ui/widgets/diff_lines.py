@@ -21,8 +21,10 @@ from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual import events
 from textual.binding import Binding, BindingType
+from textual.color import Color
 from textual.content import Content
-from textual.geometry import Region, Size
+from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
+from textual.geometry import Region, Size, Spacing
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -79,6 +81,15 @@ and its width in cells. Plain strings and numbers: the garbage collector stops t
 the first time it sees them, where a kept Strip was ~30 objects (the strip, its seven caches,
 its segments) walked by every full collection while the user scrolled. Each frame makes a
 strip of its own from it, which dies with the frame, young, with all that Textual derives from it."""
+
+SEGMENT_FILTERS = (ANSIToTruecolor, DimFilter, Monochrome, NoColor)
+"""Textual's line filters that change each segment's style by the style alone (not its text nor
+its neighbours): the view applies them once per style, not once per segment of every frame."""
+NO_GUTTER = Spacing(0, 0, 0, 0)
+
+ScreenFor = tuple[tuple[LineFilter, ...], Color, RichStyle, int]
+Shown = tuple[bool, bool, Strip]
+"""A row on screen as Textual was last given it: with the cursor on it, uncoloured, the strip."""
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -172,6 +183,15 @@ class DiffLines(ScrollView, can_focus=True):
         self._palette: list[RichStyle | None] = []
         """The styles of the kept rows' pieces (a row keeps their indices)."""
         self._palette_index: dict[RichStyle | None, int] = {}
+        self._screen_palette: list[RichStyle | None] = []
+        """The palette as the screen shows it (Textual's line filters applied), for ``_screen_for``."""
+        self._screen_styles: dict[RichStyle | None, RichStyle | None] = {}
+        self._screen_for: ScreenFor | None = None
+        """The line filters, background, pad style and width the rows on screen were finished for."""
+        self._shown: dict[int, Shown] = {}
+        self._past_end: Strip | None = None
+        """The rows on screen, finished as Textual shows them, by row: a frame remakes only those
+        that changed (scrolled in, the cursor's, coloured since)."""
         self._texts: _Kept[tuple[int, str], Highlighted] = _Kept(TEXTS_KEPT)
         self._styles: dict[tuple[bool, tuple[str, ...]], Style] = {}
         self._rich: dict[tuple[Style, str | None], RichStyle] = {}
@@ -224,6 +244,7 @@ class DiffLines(ScrollView, can_focus=True):
         here = self.row_at_cursor()
         self._layout = layout(self.changes, self.comments, split=self.split)
         self._kept.clear()
+        self._shown.clear()
         self._plain.clear()
         self._whole = True
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
@@ -304,6 +325,7 @@ class DiffLines(ScrollView, can_focus=True):
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
         self._kept.clear()
         self._kept.maxsize = SCREENFULS_KEPT * max(1, self.scrollable_content_region.height)
+        self._shown.clear()
         self._plain.clear()
         self._whole = True
 
@@ -312,6 +334,8 @@ class DiffLines(ScrollView, can_focus=True):
         self._kept.clear()
         self._palette.clear()
         self._palette_index.clear()
+        self._screen_for = None
+        self._shown.clear()
         self._styles.clear()
         self._rich.clear()
         self._whole = True
@@ -330,17 +354,107 @@ class DiffLines(ScrollView, can_focus=True):
         index = self.scroll_offset.y + y
         if not 0 <= index < len(self.rows):
             return Strip.blank(width, self._style("diff-lines--context").rich_style)
+        return self._unpacked(self._visible_row(index, width))
+
+    def _visible_row(self, index: int, width: int) -> Packed:
+        """Row ``index`` as a frame draws it: kept, else drawn in full while the frame's budget
+        of fresh lines lasts, else uncoloured (and coloured by the next idle steps)."""
         if not self.warming or time.monotonic() - self._warm_asked > WARM_LOST:
             self._ask_warm(after_frame=True)
         kept = self._kept.get((index, width, index == self.cursor))
         if kept is not None:
-            return self._unpacked(kept)
+            return kept
         if self._whole or self._fresh < FRESH_LINES:
             row = self.rows[index]
             self._fresh += 2 if self.split and row.left is not None and row.right is not None else 1
-            return self.row_strip(index, width)
+            return self._row_packed(index, width)
         self._plain.add(index)
-        return self._draw(self.rows[index], width, index == self.cursor, colour=False)
+        return self._packed(self._draw(self.rows[index], width, index == self.cursor, colour=False))
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The rows in ``crop`` as Textual's own line rendering finishes them (padded to the
+        content's width in the background, its line filters applied), made here in one pass
+        from the kept rows: per row Textual's way made three strips and twice the segments
+        every frame, most of a scroll frame. A row that did not change since the last frame
+        (a cursor move, a repaint) is handed over as it was. A widget with a border, padding,
+        an outline, a tint, a hatch, opacity or a filter of another kind is left to Textual."""
+        filters = self.get_line_filters()
+        styles = self.styles
+        if (
+            styles.gutter != NO_GUTTER
+            or any(edge for edge, _ in styles.outline)
+            or styles.tint.a
+            or styles.text_opacity != 1.0
+            or (styles.has_rule("hatch") and styles.hatch != "none")
+            or self.opacity != 1.0
+            or not all(isinstance(line_filter, SEGMENT_FILTERS) for line_filter in filters)
+        ):
+            self._shown.clear()
+            return super().render_lines(crop)
+        base_background, background = self.background_colors
+        pad_style = Style(background=base_background + background).rich_style
+        content_width, content_height = self.content_region.size
+        screen_for = (tuple(filters), background, pad_style, content_width)
+        if screen_for != self._screen_for:
+            self._screen_for = screen_for
+            self._screen_palette.clear()
+            self._screen_styles.clear()
+            self._shown.clear()
+            self._past_end = None
+        width = self.scrollable_content_region.width
+        top, cursor, plain, shown, rows = self.scroll_offset.y, self.cursor, self._plain, self._shown, len(self.rows)
+        strips: list[Strip] = []
+        for y in crop.line_range:
+            index = top + y
+            if y >= content_height:  # under a horizontal scrollbar (none while overflow-x is hidden)
+                strips.append(
+                    self._on_screen(self._packed(Strip.blank(content_width, pad_style)), content_width, pad_style)
+                )
+                continue
+            if not 0 <= index < rows:  # past the last row: one blank line for all
+                if self._past_end is None:
+                    line = self._packed(self.render_line(y))
+                    self._past_end = self._on_screen(line, content_width, pad_style)
+                strips.append(self._past_end)
+                continue
+            was = shown.get(index)
+            if was is not None and was[0] == (index == cursor) and (not was[1] or index in plain):
+                strips.append(was[2])
+                continue
+            strip = self._on_screen(self._visible_row(index, width), content_width, pad_style)
+            shown[index] = (index == cursor, index in plain, strip)
+            strips.append(strip)
+        if len(shown) > content_height:
+            self._shown = {index: was for index, was in shown.items() if top <= index < top + content_height}
+        if crop.column_span != (0, self.region.width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _on_screen(self, kept: Packed, width: int, pad_style: RichStyle) -> Strip:
+        """A kept row as Textual finishes a line: ``width`` cells (padded in ``pad_style``), each
+        style through the line filters; the filtered styles kept by palette index."""
+        texts, styles, cells = kept
+        palette = self._screen_palette
+        if len(palette) < len(self._palette):
+            palette += [self._on_screen_style(style) for style in self._palette[len(palette) :]]
+        segments = [Segment(text, palette[index]) for text, index in zip(texts, styles, strict=True)]
+        if cells == width:
+            return Strip(segments, cells)
+        return Strip(segments, cells).adjust_cell_length(width, self._on_screen_style(pad_style))
+
+    def _on_screen_style(self, style: RichStyle | None) -> RichStyle | None:
+        """``style`` through the line filters of ``_screen_for`` (each maps a segment's style alone)."""
+        screen = self._screen_styles
+        if style in screen:
+            return screen[style]
+        assert self._screen_for is not None
+        filters, background, _, _ = self._screen_for
+        shown = style
+        for line_filter in filters:
+            shown = line_filter.apply([Segment(" ", shown)], background)[0].style
+        screen[style] = shown
+        return shown
 
     def _warm(self) -> None:
         """Draw, a few milliseconds per idle step: the rows on screen drawn uncoloured, then
@@ -358,7 +472,7 @@ class DiffLines(ScrollView, can_focus=True):
         todo = iter([*visible, *ahead])
         for index in todo:
             if index < len(self.rows) and (index, width, index == self.cursor) not in self._kept:
-                self.row_strip(index, width)
+                self._row_packed(index, width)
                 if index in self._plain:
                     self._plain.discard(index)
                     self.refresh_line(index)  # its uncoloured drawing on screen is replaced
@@ -389,15 +503,16 @@ class DiffLines(ScrollView, can_focus=True):
     def row_strip(self, index: int, width: int) -> Strip:
         """Row ``index`` drawn ``width`` cells wide: a strip of its own each time, the row kept
         drawn (as :data:`Packed`)."""
+        return self._unpacked(self._row_packed(index, width))
+
+    def _row_packed(self, index: int, width: int) -> Packed:
         cursor = index == self.cursor
         key = (index, width, cursor)
         kept = self._kept.get(key)
-        if kept is not None:
-            return self._unpacked(kept)
-        self.drawn += 1
-        strip = self._draw(self.rows[index], width, cursor)
-        self._kept[key] = self._packed(strip)
-        return strip
+        if kept is None:
+            self.drawn += 1
+            kept = self._kept[key] = self._packed(self._draw(self.rows[index], width, cursor))
+        return kept
 
     def _packed(self, strip: Strip) -> Packed:
         texts: list[str] = []
