@@ -80,7 +80,9 @@ def install_hooks(
 
         def notification(method: str, params: dict[str, Any]) -> None:
             event = params.get("event") if method == "session.event" and isinstance(params, dict) else None
-            if isinstance(event, dict) and event.get("type") not in SDK_OWN_EVENTS:
+            # Any type but one of SDK_OWN_EVENTS' strings (a list or an object too: not hashable,
+            # so not looked up) is ours raw, as the SDK's parser would have failed on it.
+            if isinstance(event, dict) and not (type(kind := event.get("type")) is str and kind in SDK_OWN_EVENTS):
                 on_raw_event(str(params.get("sessionId") or ""), event)
                 return
             try:
