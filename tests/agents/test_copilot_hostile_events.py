@@ -163,3 +163,24 @@ async def test_an_event_naming_no_session_reaches_no_intake_not_yet_attached(ses
     rpc.notification_handler("session.event", {"sessionId": session_id, "event": {"type": "session.error", "data": {}}})
     rpc.notification_handler("session.event", {"event": {"type": "session.idle", "data": {}}})
     assert emitted == []
+
+
+async def test_an_event_the_sdk_acts_on_with_a_timestamp_its_date_parser_overflows_on_reaches_us_raw(
+    tmp_path: Path,
+) -> None:
+    """The SDK still parses its own events (a permission prompt here); dateutil raises
+    OverflowError, not a ValueError, on a year past 9999: without the fallback the prompt
+    would be lost and the turn would wait for an answer no one is asked for."""
+    wired = Wired(tmp_path)
+    await wired.start()
+    request = {"kind": "shell", "fullCommandText": "rm x", "intention": "Remove x", "commands": []}
+    await wired.notify(
+        {
+            "type": "permission.requested",
+            "id": "00000000-0000-0000-0000-000000000001",
+            "timestamp": "99999999999999999999-01-01",
+            "data": {"requestId": "r1", "permissionRequest": request},
+        }
+    )
+    view = make_view(wired.manager.session("s"))
+    assert view.pending_permission is not None and view.pending_permission.request_id == "r1"

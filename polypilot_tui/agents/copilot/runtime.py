@@ -32,6 +32,10 @@ def session_home(env: Mapping[str, str]) -> Path:
     return Path(home) if home else Path.home() / ".copilot"
 
 
+_PARSE_ERRORS: tuple[type[Exception], ...] = (*SHAPE_ERRORS, OverflowError)
+"""What the SDK's event parser raises on an odd event (OverflowError: its date parser on a
+year past 9999)."""
+
 SDK_OWN_EVENTS = frozenset(
     {
         "external_tool.requested",
@@ -87,7 +91,7 @@ def install_hooks(
                 return
             try:
                 original(method, params)
-            except SHAPE_ERRORS:  # its parser failed: the SDK would only log it and drop the event
+            except _PARSE_ERRORS:  # its parser failed: the SDK would only log it and drop the event
                 if not isinstance(event, dict):
                     log.debug("copilot: notification %s failed", method, exc_info=True)
                     return
