@@ -92,8 +92,10 @@ class EventIntake:
     def on_raw_event(self, session_id: str, raw: dict[str, Any]) -> None:
         """An event as the CLI sent it: one the SDK does not act on (runtime.install_hooks),
         or one its parser failed on (seen on resume)."""
-        if session_id != self._session_id:
-            return  # another session's, on the CLI this one shares (or none attached yet)
+        if session_id != self._session_id or not session_id:
+            # another session's, on the CLI this one shares; or one that names no session (the
+            # hook makes a missing or null id ""), which must not reach an intake not attached yet
+            return
         try:
             self.handle(event_from_dict(raw))
         except Exception:  # the SDK's callback (its JSON-RPC hook): a bug of ours is logged in full

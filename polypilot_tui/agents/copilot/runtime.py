@@ -32,6 +32,10 @@ def session_home(env: Mapping[str, str]) -> Path:
     return Path(home) if home else Path.home() / ".copilot"
 
 
+_PARSE_ERRORS: tuple[type[Exception], ...] = (*SHAPE_ERRORS, OverflowError)
+"""What the SDK's event parser raises on an odd event (OverflowError: its date parser on a
+year past 9999)."""
+
 SDK_OWN_EVENTS = frozenset(
     {
         "external_tool.requested",
@@ -80,12 +84,14 @@ def install_hooks(
 
         def notification(method: str, params: dict[str, Any]) -> None:
             event = params.get("event") if method == "session.event" and isinstance(params, dict) else None
-            if isinstance(event, dict) and event.get("type") not in SDK_OWN_EVENTS:
+            # Any type but one of SDK_OWN_EVENTS' strings (a list or an object too: not hashable,
+            # so not looked up) is ours raw, as the SDK's parser would have failed on it.
+            if isinstance(event, dict) and not (type(kind := event.get("type")) is str and kind in SDK_OWN_EVENTS):
                 on_raw_event(str(params.get("sessionId") or ""), event)
                 return
             try:
                 original(method, params)
-            except SHAPE_ERRORS:  # its parser failed: the SDK would only log it and drop the event
+            except _PARSE_ERRORS:  # its parser failed: the SDK would only log it and drop the event
                 if not isinstance(event, dict):
                     log.debug("copilot: notification %s failed", method, exc_info=True)
                     return
