@@ -23,15 +23,7 @@ from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.limits import ROW_CHARS
 from polypilot_tui.domain.view import make_view
 from polypilot_tui.engine.manager import SessionManager
-
-
-class FakeRpc:
-    def __init__(self, handler: Any) -> None:
-        self.notification_handler = handler
-        self.on_close = None
-
-    def set_notification_handler(self, handler: Any) -> None:
-        self.notification_handler = handler
+from tests.agents.copilot_support import FakeRpc
 
 
 class Wired:

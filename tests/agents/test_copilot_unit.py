@@ -24,6 +24,7 @@ from polypilot_tui.agents.copilot.runtime import (
 from polypilot_tui.config import AgentConfig, ProviderConfig, Settings
 from polypilot_tui.domain.clock import SystemClock
 from polypilot_tui.domain.events import AgentEvent
+from tests.agents.copilot_support import FakeRpc
 
 
 def sdk_event(kind: str, data: dict[str, Any]) -> SessionEvent:
@@ -322,15 +323,6 @@ def test_resume_hints_pending_permission_versus_dropped_turn() -> None:
     assert (hints.still_processing, hints.lost_turn) == (True, True)
     # A pending permission for the open tool means it was never interrupted.
     assert resume_hints(running, 5.0, {"t1"}, processing=True).interrupted_tool is False
-
-
-class FakeRpc:
-    def __init__(self, handler: Any) -> None:
-        self.notification_handler = handler
-        self.on_close = None
-
-    def set_notification_handler(self, handler: Any) -> None:
-        self.notification_handler = handler
 
 
 async def test_hooks_deliver_unparseable_events_and_close() -> None:
