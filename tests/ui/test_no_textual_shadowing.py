@@ -33,6 +33,7 @@ INTENDED = {
     "on_show",
     "render",
     "render_line",
+    "render_lines",  # the diff view finishes its rows on screen itself (diff_lines.py; a test compares Textual's)
     "get_theme_variable_defaults",
     "check_action",
     "get_system_commands",
