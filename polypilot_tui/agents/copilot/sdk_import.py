@@ -77,7 +77,7 @@ class _DeferringFinder(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if not (fullname == "copilot" or fullname.startswith("copilot.")):
+        if fullname != SDK_PACKAGE and not fullname.startswith(SDK_PACKAGE + "."):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
