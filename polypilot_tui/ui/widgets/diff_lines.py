@@ -407,9 +407,7 @@ class DiffLines(ScrollView, can_focus=True):
         for y in crop.line_range:
             index = top + y
             if y >= content_height:  # under a horizontal scrollbar (none while overflow-x is hidden)
-                strips.append(
-                    self._on_screen(self._packed(Strip.blank(content_width, pad_style)), content_width, pad_style)
-                )
+                strips.append(Strip.blank(content_width, self._on_screen_style(pad_style)))
                 continue
             if not 0 <= index < rows:  # past the last row: one blank line for all
                 if self._past_end is None:
