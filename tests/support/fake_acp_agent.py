@@ -566,7 +566,11 @@ class FakeAgent:
         path = self._file(sid)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"sessionId": sid, "cwd": self._cwd.get(sid), "updates": updates}))
+            # Whole or not at all, as a real agent keeps its sessions: a test SIGKILLs this agent
+            # mid-turn, and a file cut mid-write made its next session/load fail.
+            partial = path.with_name(path.name + ".part")
+            partial.write_text(json.dumps({"sessionId": sid, "cwd": self._cwd.get(sid), "updates": updates}))
+            os.replace(partial, path)
 
 
 def _flood_update(kind: str, seq: int, size: int) -> dict[str, Any]:
