@@ -228,8 +228,8 @@ def test_a_start_ended_by_a_signal_before_the_claim_stops_its_engine(
     signo = getattr(signal, name)
     env = engine_env(made(tmp_path / "state"), {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
 
-    def ignoring() -> None:
-        signal.signal(signo, signal.SIG_IGN)
+    def disposed() -> None:  # as nohup starts it, or as a terminal does (whatever ran this test)
+        signal.signal(signo, signal.SIG_IGN if ignored else signal.SIG_DFL)
 
     started = subprocess.Popen(
         [sys.executable, "-c", SIGNALLED, when, name],
@@ -237,7 +237,7 @@ def test_a_start_ended_by_a_signal_before_the_claim_stops_its_engine(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        preexec_fn=ignoring if ignored else None,  # as nohup starts it
+        preexec_fn=disposed,
     )
     assert started.stdin is not None and started.stdout is not None
     spawned = started.stdout.readline().split()
