@@ -9,7 +9,10 @@ here, not as a subtly different CLI in production.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +55,8 @@ def test_the_early_spawn_matches_the_sdks_own(logged_in: bool, tmp_path: Path, m
     cli.chmod(0o755)
     argv = [str(cli), "--some-agent-arg"]
     env = {"PATH": "/usr/bin", "COPILOT_HOME": str(tmp_path / "home"), "COPILOT_OFFLINE": "true"}
-    monkeypatch.setattr(subprocess, "Popen", Recorded)  # both call subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", Recorded)  # the SDK's call
+    monkeypatch.setattr(spawn, "CliProcess", Recorded)  # ours: a Popen, with its own wait
     Recorded.calls = []
     asyncio.run(getattr(sdk_client(argv, env, str(tmp_path), logged_in), SPAWN)())
     spawn.spawn_cli(argv, env, str(tmp_path), use_logged_in_user=logged_in)
@@ -79,3 +83,40 @@ def test_an_adopted_process_is_the_clients_and_no_other_is_started(
     finally:
         proc.kill()
         proc.wait()
+
+
+def late_by(process: type[subprocess.Popen[bytes]]) -> float:
+    """Seconds a timed wait for a CLI's exit ends after the exit, with another thread waiting
+    for it untimed (runtime.watch_process does, for the CLI's whole life): the SDK's stop."""
+    proc = process(["sleep", "0.07"])
+    watched: list[float] = []
+    watcher = threading.Thread(target=lambda: (proc.wait(), watched.append(time.monotonic())))
+    watcher.start()
+    try:
+        assert proc.wait(timeout=30) == 0
+        ended = time.monotonic()
+    finally:
+        watcher.join(30)
+    return ended - watched[0]
+
+
+def test_a_timed_wait_ends_when_the_cli_does() -> None:
+    """Popen's timed wait polls, its sleeps doubling to 50 ms, and cannot poll while the
+    watcher's untimed wait holds its lock: the SDK's stop saw every CLI's exit ~30 ms late."""
+    ours = statistics.median(late_by(spawn.CliProcess) for _ in range(3))
+    popen = statistics.median(late_by(subprocess.Popen) for _ in range(3))
+    assert ours < 0.01, (ours, popen)
+    assert popen > ours, (ours, popen)  # what the bound is against: the plain wait is late
+
+
+def test_a_timed_wait_on_a_cli_that_goes_on_times_out() -> None:
+    proc = spawn.CliProcess(["sleep", "30"])
+    try:
+        started = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.05)
+        assert 0.04 <= time.monotonic() - started < 5
+        assert proc.returncode is None
+    finally:
+        proc.kill()
+        assert proc.wait(timeout=30) == -9

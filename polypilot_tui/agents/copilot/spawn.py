@@ -10,6 +10,8 @@ so everything after it (the JSON-RPC handshake, stop, force stop) is the SDK's o
 
 from __future__ import annotations
 
+import os
+import select
 import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -31,11 +33,47 @@ def sdk_env(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, "COPILOT_RUNTIME_PROCESS_FILE_LOGGING": "1"}
 
 
+class CliProcess(subprocess.Popen[bytes]):
+    """The CLI's process, whose timed wait ends as the process does.
+
+    ``Popen.wait(timeout)`` polls, sleeping twice as long each time up to 50 ms, and cannot
+    even poll while another thread waits without a timeout (runtime.watch_process does, for
+    the CLI's whole life). The SDK's stop closes the CLI's stdin and then waits so for its
+    exit: every stop, and so every headless run's end, saw the exit ~30 ms late. Here a timed
+    wait watches the process's pidfd, readable the moment it ends (Linux; elsewhere, and
+    should the pidfd fail, Popen's own wait)."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None or self.returncode is not None:
+            return super().wait(timeout)
+        ended = _ends_within(self.pid, timeout)
+        if ended is None:
+            return super().wait(timeout)
+        if not ended:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return super().wait()  # it has ended: reaped here, or at once by the thread waiting for it
+
+
+def _ends_within(pid: int, timeout: float) -> bool | None:
+    """Whether process ``pid`` (a child not reaped yet) ends within ``timeout`` seconds; None
+    when its pidfd cannot tell."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux, an old kernel, or reaped meanwhile
+        return None
+    try:
+        watch = select.poll()
+        watch.register(fd, select.POLLIN)
+        return bool(watch.poll(max(0, int(timeout * 1000))))
+    finally:
+        os.close(fd)
+
+
 def spawn_cli(
     argv: Sequence[str], env: Mapping[str, str], cwd: str, *, use_logged_in_user: bool
 ) -> subprocess.Popen[bytes]:
     """Start the CLI on stdio pipes, unbuffered, as ``CopilotClient.start()`` would."""
-    return subprocess.Popen(
+    return CliProcess(
         sdk_argv(argv, use_logged_in_user=use_logged_in_user),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
