@@ -90,6 +90,25 @@ async def test_split_pairs_removed_and_added_lines_and_keeps_the_cursor(changes:
         assert not lines.split and "+ It does many things." in lines.row_text(lines.cursor)
 
 
+async def test_every_row_is_as_wide_as_it_says_at_any_width(changes: Changeset) -> None:
+    """Line rows are packed from their segments without a Strip measuring them: the width each
+    row claims is the width its pieces make, in both modes, down to a split row too narrow
+    for its two halves and the bar between them."""
+    app = DiffHostApp(changes)
+    async with app.run_test(size=SIZE) as pilot:
+        lines = diff_lines(app)
+        for split in (False, True):
+            lines.split = split
+            await pilot.pause()
+            kinds = {row.kind for row in lines.rows}
+            assert {RowKind.FILE, RowKind.HUNK, RowKind.LINE} <= kinds
+            for width in (*range(1, 30), lines.scrollable_content_region.width):
+                for index in range(len(lines.rows)):
+                    strip = lines.row_strip(index, width)
+                    assert strip.cell_length == width
+                    assert sum(cell_len(segment.text) for segment in strip) == width, (split, width, index)
+
+
 async def test_split_cuts_long_lines_with_an_ellipsis(changes: Changeset) -> None:
     app = DiffHostApp(changes)
     async with app.run_test(size=(90, 30)) as pilot:
