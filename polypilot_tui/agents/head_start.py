@@ -86,7 +86,7 @@ def run_words(argv: Sequence[str]) -> tuple[str | None, str | None] | None:
     agent: str | None = None
     while words and words[0] != "run":
         word = words.pop(0)
-        if word == "--agents-file" and words:
+        if word == "--agents-file" and words and not words[0].startswith("-"):  # argparse takes no option as its value
             agents_file = words.pop(0)
         elif word.startswith("--agents-file="):
             agents_file = word.partition("=")[2]

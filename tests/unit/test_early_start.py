@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from msgspec import structs
 
@@ -308,6 +308,7 @@ RUN_WORDS = st.sampled_from(
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(RUN_WORDS, max_size=7))
+@example(["--agents-file", "--agent", "run", "run"])  # found by it: argparse takes no option for a value
 def test_a_command_line_read_for_an_early_start_is_read_so_by_the_command_itself(argv: list[str]) -> None:
     """Generated command lines: whenever the early reading takes one as a plain run, argparse
     reads the same run of the same agent and agents file (else the early CLI is one nobody
