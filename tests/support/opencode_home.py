@@ -58,6 +58,9 @@ def _template(binary: Path, env: dict[str, str]) -> Path | None:
             _make(binary, env)
         except (OSError, AssertionError, subprocess.SubprocessError) as exc:
             _failed = f"{type(exc).__name__}: {exc}"
+    if _failed is None and not _installed(TEMPLATE):
+        # Someone changed it since (it is kept between runs): opencode would install again.
+        _failed = f"{TEMPLATE} is not a finished install: delete it to make it again"
     if _failed is not None:
         warnings.warn(f"opencode starts with a cold config folder ({_failed})", stacklevel=3)
         return None
