@@ -19,6 +19,7 @@ import pytest
 
 from polypilot_tui.agents.npm_cache import CODEX_ACP, COPILOT_CLI, OPENCODE, NpmAgent
 from tests.support.model_server import ModelServer
+from tests.support.opencode_home import warm_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -29,7 +30,7 @@ PACKAGES = {"copilot": COPILOT_CLI, "opencode": OPENCODE, "codex": CODEX_ACP}
 FOREIGN = ("GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CODEX_HOME")
 
 
-def agent_setup(name: str, server: ModelServer, home: Path) -> dict[str, str]:
+def agent_setup(name: str, binary: Path, server: ModelServer, home: Path) -> dict[str, str]:
     """The variables (and files under ``home``) a user would have set up for the agent itself."""
     if name == "copilot":
         return {
@@ -48,13 +49,16 @@ def agent_setup(name: str, server: ModelServer, home: Path) -> dict[str, str]:
         }
         config = {"model": "mock/mock-model", "small_model": "mock/mock-model", "autoupdate": False}
         config |= {"share": "disabled", "provider": {"mock": provider}}
-        return {
+        env = {
             "OPENCODE_CONFIG_CONTENT": json.dumps(config),
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1",
         }
+        # A user who has run opencode before has its plugin SDK installed (opencode_home.py).
+        warm_config(binary, home / ".config", env)
+        return env
     codex_home = home / ".codex"  # codex's default place: no CODEX_HOME needed
     codex_home.mkdir(parents=True)
     (codex_home / "config.toml").write_text(
@@ -111,7 +115,7 @@ def test_an_installed_agent_runs_from_the_catalog_alone(
 ) -> None:
     binary = npm_agent(PACKAGES[name])
     (tmp_path / "home").mkdir()
-    env = user_env(Path(PACKAGES[name].binary).name, binary, agent_setup(name, model_server, tmp_path / "home"))
+    env = user_env(Path(PACKAGES[name].binary).name, binary, agent_setup(name, binary, model_server, tmp_path / "home"))
     work = tmp_path / "work"
     work.mkdir()
     (work / "README.md").write_text("catalog readme\n")

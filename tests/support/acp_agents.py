@@ -3,8 +3,9 @@
 Recipes from reference/acp.md §4: every agent gets its own temporary HOME / XDG / CODEX_HOME,
 so nothing of the machine's own configuration leaks in and nothing is written outside the
 given home. opencode speaks Chat Completions and is configured through
-OPENCODE_CONFIG_CONTENT with ``bash: ask``; codex-acp speaks only the Responses API and
-reads ``$CODEX_HOME/config.toml`` (``approval_policy = "untrusted"``).
+OPENCODE_CONFIG_CONTENT with ``bash: ask``; its home starts with its plugin SDK installed, as
+after a first start (tests/support/opencode_home.py). codex-acp speaks only the Responses API
+and reads ``$CODEX_HOME/config.toml`` (``approval_policy = "untrusted"``).
 
 Shared by tests/e2e/acp and tests/chaos.
 """
@@ -21,6 +22,7 @@ import pytest
 from polypilot_tui.agents.npm_cache import CODEX_ACP, OPENCODE, NpmAgent, NpmUnavailable, ensure_installed
 from polypilot_tui.config import AgentConfig
 from tests.support.model_server import ModelServer
+from tests.support.opencode_home import warm_config
 
 
 def opencode_agent(binary: Path, server: ModelServer, home: Path) -> AgentConfig:
@@ -56,6 +58,8 @@ def opencode_agent(binary: Path, server: ModelServer, home: Path) -> AgentConfig
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
         "OPENCODE_DISABLE_SHARE": "1",
     }
+    # Its plugin SDK already installed, as after a first start (tests/support/opencode_home.py).
+    warm_config(binary, dirs["XDG_CONFIG_HOME"], env)
     return AgentConfig(name="opencode", kind="acp", command=str(binary), args=["acp"], env=env)
 
 
