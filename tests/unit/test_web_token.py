@@ -297,14 +297,16 @@ async def test_localhost_is_sent_to_the_canonical_address_the_page_keys_want(ser
 
 
 def listening_on(port: int) -> list[str]:
-    """The addresses (hex, as /proc shows them) with a TCP socket listening on ``port``."""
-    found = []
+    """The addresses (hex, as /proc shows them) with a TCP socket listening on ``port``, one per
+    socket: a table longer than a page is read in several reads, and a socket opened or closed
+    meanwhile (another test's) can show a row twice, so rows are told apart by their inode."""
+    found: dict[str, str] = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for row in [line.split() for line in Path(table).read_text().splitlines()[1:]]:
             address, hex_port = row[1].split(":")
             if row[3] == "0A" and int(hex_port, 16) == port:
-                found.append(address)
-    return found
+                found.setdefault(row[9], address)
+    return list(found.values())
 
 
 def has_ipv6_loopback() -> bool:
