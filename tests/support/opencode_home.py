@@ -141,6 +141,9 @@ def _copy(template: Path, folder: Path) -> None:
     hard-linked (copied when the test's tmp is on another file system)."""
 
     def link(source: str, target: str) -> None:
+        if os.path.basename(source).startswith("."):  # npm's own bookkeeping (.package-lock.json): it rewrites
+            shutil.copy2(source, target)  # those in place, and as root a read-only link would not stop it
+            return
         try:
             os.link(source, target)
         except OSError:

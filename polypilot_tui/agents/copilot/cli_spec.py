@@ -176,30 +176,49 @@ NODE_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm6
 def platform_binary(found: str) -> str | None:
     """The CLI's own binary when ``found`` is the npm package's loader (``copilot`` on PATH
     after ``npm install -g @github/copilot``): a Node script whose only work is to run the
-    binary of the platform package installed beside it. Started directly, a session's CLI
-    skips a Node process (~0.1 s of CPU and start on every CLI start, ~40 MiB while it runs)
-    and is itself the process the SDK and the leash hold. None when ``found`` is anything
-    else, or the binary the loader would pick is not there as it picks it (musl, another
-    layout): the loader then starts it, as before."""
-    try:
-        loader = Path(os.path.realpath(found))
-    except (OSError, ValueError):
-        return None
-    if loader.name != "npm-loader.js" or loader.parent.name != "copilot" or loader.parent.parent.name != "@github":
-        return None
-    arch = NODE_ARCH.get(os.uname().machine.lower())
+    binary of the platform package it depends on. Started directly, a session's CLI skips a
+    Node process (~0.1 s of CPU and start on every CLI start, ~40 MiB while it runs) and is
+    itself the process the SDK and the leash hold. The package is found as Node resolves it
+    from the loader (its own ``node_modules`` first, then each folder above), and taken only
+    at the loader's own version. None when ``found`` is anything else, or that binary is not
+    there (musl, where the loader picks another package; another layout): the loader then
+    starts it, as before."""
     if sys.platform == "linux":
         try:
-            glibc = bool(os.confstr("CS_GNU_LIBC_VERSION"))
+            system = "linux" if os.confstr("CS_GNU_LIBC_VERSION") else None  # musl: linuxmusl, the loader's pick
         except (ValueError, OSError):
-            glibc = False
-        system = "linux" if glibc else None  # on musl the loader picks linuxmusl: let it
+            system = None
     else:
         system = "darwin" if sys.platform == "darwin" else None
-    if arch is None or system is None:
+    arch = NODE_ARCH.get(os.uname().machine.lower()) if system is not None else None
+    if arch is None:
         return None
-    binary = loader.parent.parent / f"copilot-{system}-{arch}" / "copilot"
-    return str(binary) if binary.is_file() and os.access(binary, os.X_OK) else None
+    try:
+        loader = Path(os.path.realpath(found))
+        if loader.name != "npm-loader.js" or loader.parent.name != "copilot" or loader.parent.parent.name != "@github":
+            return None
+        version = _package_version(loader.parent)
+        package = f"copilot-{system}-{arch}"
+        for folder in (loader.parent, *loader.parent.parents):
+            candidate = folder / "node_modules" / "@github" / package
+            if (candidate / "package.json").is_file():  # the first one Node finds is the loader's
+                binary = candidate / "copilot"
+                same = version is not None and _package_version(candidate) == version
+                return str(binary) if same and binary.is_file() and os.access(binary, os.X_OK) else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _package_version(folder: Path) -> str | None:
+    """The ``version`` of the npm package in ``folder`` (None when it says none)."""
+    import json
+
+    try:
+        version = json.loads((folder / "package.json").read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) and version else None
 
 
 def sandboxed_environment(agent: AgentConfig, env: Mapping[str, str]) -> dict[str, str]:

@@ -33,18 +33,22 @@ def sdk_env(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, "COPILOT_RUNTIME_PROCESS_FILE_LOGGING": "1"}
 
 
+LONG_WAIT = 3600.0
+"""Seconds past which a timed wait is Popen's own (a poll takes whole milliseconds, up to ~24 days)."""
+
+
 class CliProcess(subprocess.Popen[bytes]):
     """The CLI's process, whose timed wait ends as the process does.
 
     ``Popen.wait(timeout)`` polls, sleeping twice as long each time up to 50 ms, and cannot
     even poll while another thread waits without a timeout (runtime.watch_process does, for
     the CLI's whole life). The SDK's stop closes the CLI's stdin and then waits so for its
-    exit: every stop, and so every headless run's end, saw the exit ~30 ms late. Here a timed
+    exit: every stop, and so every headless run's end, saw the exit ~43 ms late. Here a timed
     wait watches the process's pidfd, readable the moment it ends (Linux; elsewhere, and
     should the pidfd fail, Popen's own wait)."""
 
     def wait(self, timeout: float | None = None) -> int:
-        if timeout is None or self.returncode is not None:
+        if timeout is None or self.returncode is not None or not 0 <= timeout <= LONG_WAIT:
             return super().wait(timeout)
         ended = _ends_within(self.pid, timeout)
         if ended is None:
