@@ -73,7 +73,8 @@ def leashed(argv: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", LEASH_FILE, str(os.getpid()), "--", *argv]
 
 
-def _pidfd(pid: int) -> int | None:
+def pidfd(pid: int) -> int | None:
+    """A pidfd of ``pid``, or None where there is none (the caller then polls)."""
     # Only Linux has pidfds (the platform check also tells mypy so on every OS); an old
     # kernel, or a Python built without the syscall, leaves the watcher polling.
     if sys.platform != "linux":
@@ -226,7 +227,7 @@ class Tree:
 
 def signal_if_same(pid: int, proc: Proc, signum: int) -> None:
     """Signal ``pid`` if it is still the process that was seen (never one that reused its pid)."""
-    fd = _pidfd(pid)
+    fd = pidfd(pid)
     try:
         now = read_proc(pid)
         if now is None or now.start != proc.start:
@@ -245,7 +246,7 @@ def signal_if_same(pid: int, proc: Proc, signum: int) -> None:
 def _wait_either(app_pid: int, agent_pid: int, tree: Tree) -> str:
     """Block until the app or the agent ends, following the agent's tree meanwhile; returns
     which ended ("app" or "agent")."""
-    app_fd, agent_fd = _pidfd(app_pid), _pidfd(agent_pid)
+    app_fd, agent_fd = pidfd(app_pid), pidfd(agent_pid)
     if app_fd is not None and agent_fd is not None:
         poller = select.poll()
         poller.register(app_fd, select.POLLIN)

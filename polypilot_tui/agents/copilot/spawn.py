@@ -16,6 +16,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from polypilot_tui.agents.leash import pidfd
+
 LOG_LEVEL = "info"
 """The SDK's default ``log_level`` (``CopilotClient(log_level=…)``), which it passes to the CLI."""
 
@@ -61,9 +63,8 @@ class CliProcess(subprocess.Popen[bytes]):
 def _ends_within(pid: int, timeout: float) -> bool | None:
     """Whether process ``pid`` (a child not reaped yet) ends within ``timeout`` seconds; None
     when its pidfd cannot tell."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # not Linux, an old kernel, or reaped meanwhile
+    fd = pidfd(pid)  # None: not Linux, an old kernel, or reaped meanwhile
+    if fd is None:
         return None
     try:
         watch = select.poll()
