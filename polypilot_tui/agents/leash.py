@@ -1,8 +1,9 @@
 """Agent processes die with the app: a tiny launcher between the app and every agent.
 
-The app starts ``python -I -S leash.py <app pid> -- <agent argv…>`` instead of the agent:
+The app starts the agent through :func:`leashed`'s launcher, a ``/bin/sh`` script, with
+``start_new_session=True``:
 
-1. ``setsid()``: the agent gets a session (and process group) of its own, so a ctrl+c on the
+1. the agent gets a session (and process group) of its own, so a ctrl+c on the
    app's terminal reaches the app (which stops its agents properly), not the agents directly;
 2. a *watcher* is started in that session (forked twice, so it is no process of the agent's
    tree, and run with no environment), in a process group of its own: the app stops an agent
@@ -14,6 +15,18 @@ The app starts ``python -I -S leash.py <app pid> -- <agent argv…>`` instead of
    :data:`TERM_GRACE` seconds later; when the agent ends, it kills at once what the agent left
    behind. The watcher ignores SIGTERM, SIGINT and SIGHUP;
 3. the launcher execs the agent: same pid, so the SDK's process handle is the agent's own.
+
+Why a shell: the launcher is on the path of every agent's start, and a Python launcher cost
+~30 ms there (its start, its imports); ``sh`` execs the agent ~2 ms after the spawn, and the
+watcher, a Python program, starts beside the booting agent instead of before it. Starting
+later loses nothing: the watcher is forked inside the agent's session, and a session lives as
+long as one member does (the shell, then the subshell that forks the watcher, then the
+watcher), so neither its id nor the agent's pid can be handed to another process meanwhile,
+and the last pid handed out is read before the agent execs. The watcher takes a process group
+of its own once it runs (a group kill of the agent in its first milliseconds would end it
+too, when nothing of the agent's can have left the group yet). Where the launcher cannot
+tell it leads its own session (no ``/proc``: macOS; a caller that did not ask for a new
+session), it execs this file as the launcher instead, which does each step itself.
 
 What "every process of the agent's" means: a process group or session is not enough, because
 tools leave them — Node starts a ``detached`` child with ``setsid()``, and the Copilot CLI runs
@@ -68,9 +81,26 @@ the process for good."""
 LEASH_FILE = os.path.abspath(__file__)
 
 
+LAUNCHER = """\
+app=$1 py=$2 leash=$3; shift 3
+sid= last=-
+{ read -r _ _ _ _ _ sid _ </proc/$$/stat; read -r _ _ _ _ last </proc/loadavg; } 2>/dev/null
+[ "$sid" = "$$" ] || exec "$py" -I -S "$leash" "$app" -- "$@"
+kill -0 "$app" 2>/dev/null || exit 1
+("$py" -I -S "$leash" --watch-from-shell "$app" "$$" "$last" </dev/null >/dev/null 2>&1 &)
+exec "$@"
+"""
+"""The shell launcher: ``sh -c LAUNCHER NAME APP_PID PYTHON LEASH_FILE AGENT_ARGV…``. When it
+leads a session of its own (its session id in /proc is its pid) it starts the watcher in the
+background, in a subshell that exits at once, and execs the agent; otherwise it execs this
+file as the launcher. ``last`` is the last pid handed out (``/proc/loadavg``'s last field);
+the agent's pid is the shell's (``$$``)."""
+
+
 def leashed(argv: list[str]) -> list[str]:
-    """The argv that starts ``argv`` on a leash held by this process."""
-    return [sys.executable, "-I", "-S", LEASH_FILE, str(os.getpid()), "--", *argv]
+    """The argv that starts ``argv`` on a leash held by this process. Start it with
+    ``start_new_session=True``: without, it still works, through the slower Python launcher."""
+    return ["/bin/sh", "-c", LAUNCHER, "polypilot-leash", str(os.getpid()), sys.executable, LEASH_FILE, *argv]
 
 
 def pidfd(pid: int) -> int | None:
@@ -342,6 +372,11 @@ def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> None:
 
 
 def main(args: list[str]) -> int:
+    if len(args) == 4 and args[0] == "--watch-from-shell":
+        # Started by the shell launcher, which could do neither: a group of its own (out of
+        # the agent's, still in its session), and none of the agent's environment.
+        _own_group(0)
+        os.execve(sys.executable, [sys.executable, "-I", "-S", LEASH_FILE, "--watch", *args[1:]], {})
     if len(args) == 4 and args[0] == "--watch":
         watch(int(args[1]), int(args[2]), None if args[3] == "-" else int(args[3]))
         return 0
@@ -349,7 +384,8 @@ def main(args: list[str]) -> int:
         sys.stderr.write("usage: leash.py APP_PID -- COMMAND [ARG...]\n")
         return 2
     app_pid, argv = int(args[0]), args[2:]
-    os.setsid()
+    if os.getsid(0) != os.getpid():  # the shell launcher's fallback may lead its session already
+        os.setsid()
     if not _alive(app_pid):
         return 1
     # Taken before anything of the agent's can start: the watcher looks at every pid after it.

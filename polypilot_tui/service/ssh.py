@@ -137,6 +137,7 @@ async def _spawn(argv: Sequence[str], *, stdout: int) -> asyncio.subprocess.Proc
         stdin=asyncio.subprocess.DEVNULL,
         stdout=stdout,
         stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # the leash's launcher then takes its fast path
     )
 
 

@@ -62,6 +62,8 @@ def test_the_early_spawn_matches_the_sdks_own(logged_in: bool, tmp_path: Path, m
     spawn.spawn_cli(argv, env, str(tmp_path), use_logged_in_user=logged_in)
     (sdk_args, sdk_kwargs), (our_args, our_kwargs) = Recorded.calls
     sdk_kwargs.pop("creationflags", None)  # 0 off Windows
+    # Ours leads a session of its own: the leash's launcher (its argv) takes its fast path then.
+    assert our_kwargs.pop("start_new_session") is True and "start_new_session" not in sdk_kwargs
     assert our_args == sdk_args
     assert our_kwargs == sdk_kwargs
     assert ("--no-auto-login" in our_args) is not logged_in

@@ -52,9 +52,13 @@ APP = textwrap.dedent("""
     import subprocess, sys, time
     sys.path.insert(0, sys.argv[1])
     from polypilot_tui.agents.leash import leashed
-    subprocess.Popen(leashed(sys.argv[2:]))
+    subprocess.Popen(leashed(sys.argv[3:]), start_new_session=sys.argv[2] == "new session")
     time.sleep(300)
 """)
+
+LAUNCHERS = pytest.mark.parametrize("launcher", ["new session", "fallback"])
+"""The shell launcher's two paths: started in a session of its own (as every caller starts
+it), or not (it then execs the Python launcher, which makes the session itself)."""
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,15 +96,18 @@ def gone_within(pids: list[int], seconds: float) -> float:
     return took
 
 
+@LAUNCHERS
 @pytest.mark.parametrize("kill", ["the agent", "its process group"])
 def test_what_a_killed_agent_started_dies_with_it_however_it_regrouped(
-    tmp_path: Path, reaper: list[int], kill: str
+    tmp_path: Path, reaper: list[int], kill: str, launcher: str
 ) -> None:
     """Killing the group is what the app itself does to stop an agent (the Copilot runtime's
     kill_tree, the ACP agent's last resort); it once took the watcher with it, and the tools
     that had left the group lived on (seen in CI after a SIGKILLed Copilot CLI)."""
     pids_file = tmp_path / "pids"
-    agent = subprocess.Popen(leashed([sys.executable, "-c", AGENT, str(pids_file)]))
+    agent = subprocess.Popen(
+        leashed([sys.executable, "-c", AGENT, str(pids_file)]), start_new_session=launcher == "new session"
+    )
     bystander = subprocess.Popen(["sleep", "300"])  # born amid the agent's children; not the agent's
     reaper.append(bystander.pid)
     pids = started(pids_file, reaper)
@@ -116,9 +123,12 @@ def test_what_a_killed_agent_started_dies_with_it_however_it_regrouped(
     bystander.wait(10)
 
 
-def test_what_the_agent_started_dies_with_a_sigkilled_app(tmp_path: Path, reaper: list[int]) -> None:
+@LAUNCHERS
+def test_what_the_agent_started_dies_with_a_sigkilled_app(tmp_path: Path, reaper: list[int], launcher: str) -> None:
     pids_file = tmp_path / "pids"
-    app = subprocess.Popen([sys.executable, "-c", APP, str(ROOT), sys.executable, "-c", AGENT, str(pids_file)])
+    app = subprocess.Popen(
+        [sys.executable, "-c", APP, str(ROOT), launcher, sys.executable, "-c", AGENT, str(pids_file)]
+    )
     reaper.append(app.pid)
     pids = started(pids_file, reaper)
     app.send_signal(signal.SIGKILL)

@@ -93,6 +93,7 @@ async def start_agent(
         env=dict(env),
         cwd=str(cwd),
         limit=STDOUT_LIMIT,
+        start_new_session=True,  # the leash's launcher then takes its fast path
     )
 
 

@@ -86,6 +86,7 @@ def spawn_cli(
         bufsize=0,
         cwd=cwd,
         env=sdk_env(env),
+        start_new_session=True,  # its leash's launcher (agents/leash.py) takes the fast path
     )
 
 
