@@ -185,7 +185,7 @@ def polypilot_argv_env(
     home = homes / "home"
     env = run_env(tmp / "state", agents, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an install has its bytecode: never compile ours every run
-    # The installed command's entry point (``polypilot`` is polypilot_tui.entry:main), not cli.py's.
+    # The installed command's entry point (``polypilot`` is polypilot_tui.entry:command), not cli.py's.
     return [sys.executable, "-m", "polypilot_tui", "run", "--allow-tools", PROMPT], env
 
 

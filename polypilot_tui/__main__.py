@@ -1,5 +1,5 @@
 """``python -m polypilot_tui``: the same as the ``polypilot`` command."""
 
-from polypilot_tui.entry import main
+from polypilot_tui.entry import command
 
-raise SystemExit(main())
+raise SystemExit(command())
