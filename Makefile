@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Tests run in parallel; real-agent tests are bounded and CI has 2 cores.
-PYTEST_ARGS ?= -n auto --dist loadgroup -q
+PYTEST_ARGS ?= -n auto --dist loadgroup -q --durations=25
 # Real agents from npm are installed into the checkout (ignored by git), not the user cache.
 export POLYPILOT_NPM_CACHE ?= $(CURDIR)/.cache/npm
 
