@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -95,11 +96,16 @@ def spawn_engine(settings: EngineHome) -> subprocess.Popen[bytes] | None:
     argv, env = engine_command(settings)
     err = open_private(state / ENGINE_ERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # may quote a setting
     try:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True
         )
     finally:
         os.close(err)
+    # The engine is this process's child for as long as this process lives: one that ends
+    # first (a crash, a kill) is reaped here at once, not left a zombie for the dashboard's
+    # life (each restart after a crash left one). Its Popen sees the end too (returncode).
+    threading.Thread(target=process.wait, name=f"engine-reaper-{process.pid}", daemon=True).start()
+    return process
 
 
 async def ensure_engine(

@@ -256,3 +256,21 @@ def test_a_start_ended_by_a_signal_before_the_claim_stops_its_engine(
         else:
             assert started.returncode == 128 + signo, said
             assert not alive(pids[0])  # stopped and reaped by the command, never left running
+
+
+def test_an_engine_that_ends_is_reaped_at_once_and_its_end_seen(tmp_path: Path) -> None:
+    """A dashboard's engine that crashes (here: SIGKILLed) leaves no zombie behind while the
+    dashboard lives on to start another; its process handle says it ended."""
+    from types import SimpleNamespace
+
+    from polypilot_tui.service.spawn import spawn_engine
+
+    process = spawn_engine(SimpleNamespace(state_dir=tmp_path / "state", agents_file=None))
+    assert process is not None
+    try:
+        process.send_signal(signal.SIGKILL)
+        until_blocking(lambda: not Path(f"/proc/{process.pid}").exists(), 10, "the killed engine to be reaped")
+        assert process.poll() == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
