@@ -89,6 +89,9 @@ class Redactor:
         self._values: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
         self._remembered: dict[str, str] = {}
+        self.generation = 0
+        """Counts what it has learnt: a text redacted at one generation is redacted the same
+        at that generation (a cache of redacted texts is good while it is unchanged)."""
         self.learn(secrets)
 
     # ---- what it knows ------------------------------------------------------------
@@ -108,6 +111,7 @@ class Redactor:
             self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
             self._values = frozenset(values)
             self._remembered = {}  # a new secret may be in a text already redacted
+            self.generation += 1
 
     def learn_environment(self, environ: Mapping[str, str] | None = None) -> None:
         """Every secret-named variable of the environment (``*_TOKEN``, ``*_API_KEY`` …)."""
@@ -166,28 +170,41 @@ class Redactor:
         values are kept as they are."""
         return cast(T, self._scrub(value, pieces, before, None))
 
-    def _scrub(self, value: Any, pieces: Collection[str], before: str, seen: list[str] | None) -> Any:
+    def _scrub(
+        self, value: Any, pieces: Collection[str], before: str, seen: list[str] | None, texts: _Texts | None = None
+    ) -> Any:
         if isinstance(value, Enum):  # before str: a StrEnum is a str
             return value
         if isinstance(value, str):
-            return self._short(value) if len(value) <= MAX_REMEMBERED_CHARS else self.text(value)
+            if len(value) <= MAX_REMEMBERED_CHARS:
+                return self._short(value)
+            if texts is None:
+                return self.text(value)
+            last, now = texts
+            clean = now.get(value)
+            if clean is None:
+                clean = last.get(value)
+                now[value] = self.text(value) if clean is None else clean
+            return now[value]
         if isinstance(value, Mapping):
             named = _secret_entry(value)
             return {
-                self._short(k): REDACTED if k == "value" and named else self._field(k, v, pieces, before, seen, True)
+                self._short(k): REDACTED
+                if k == "value" and named
+                else self._field(k, v, pieces, before, seen, True, texts)
                 for k, v in value.items()
             }
         if is_dataclass(value) and not isinstance(value, type):
             clone = copy.copy(value)
             for f in fields(value):  # every field, init or not; frozen ones too
                 old = getattr(value, f.name)
-                object.__setattr__(clone, f.name, self._field(f.name, old, pieces, before, seen, whole=False))
+                object.__setattr__(clone, f.name, self._field(f.name, old, pieces, before, seen, False, texts))
             return clone
         if isinstance(value, tuple):
-            items = [self._scrub(v, pieces, before, seen) for v in value]
+            items = [self._scrub(v, pieces, before, seen, texts) for v in value]
             return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
         if isinstance(value, list):
-            return [self._scrub(v, pieces, before, seen) for v in value]
+            return [self._scrub(v, pieces, before, seen, texts) for v in value]
         return value
 
     def _short(self, text: Any) -> Any:
@@ -206,7 +223,14 @@ class Redactor:
         return clean
 
     def _field(
-        self, key: Any, value: Any, pieces: Collection[str], before: str, seen: list[str] | None, whole: bool
+        self,
+        key: Any,
+        value: Any,
+        pieces: Collection[str],
+        before: str,
+        seen: list[str] | None,
+        whole: bool,
+        texts: _Texts | None,
     ) -> Any:
         if (
             isinstance(key, str)
@@ -219,7 +243,7 @@ class Redactor:
             if seen is not None:
                 seen.append(value)
             return self.fragment(value, before)
-        return self._scrub(value, pieces, before, seen)
+        return self._scrub(value, pieces, before, seen, texts)
 
     # ---- where the secrets are ----------------------------------------------------
     def _spans(self, text: str, cuts: list[int], at_start: bool) -> list[Span]:
@@ -297,6 +321,34 @@ def _ellipses(text: str) -> list[int]:
             end -= 1
         cuts.append(end)
     return cuts
+
+
+_Texts = tuple[dict[str, str], dict[str, str]]
+"""A pass of :class:`RepeatedTexts`: the long texts its last pass redacted, and this pass's."""
+
+
+class RepeatedTexts:
+    """Long texts one writer saves again and again (the registry's queued prompts, at every
+    save), each redacted once while the redactor learns nothing new: redacting a queue of
+    1 MB prompts takes seconds, and each send to it saved them all again. Remembers only the
+    texts of its last :meth:`scrub`: no more than that writer wrote last. Not thread-safe:
+    one writer's state."""
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        self._redactor = redactor or REDACTOR
+        self._last: dict[str, str] = {}
+        self._generation = -1
+
+    def scrub(self, value: T) -> T:
+        """:meth:`Redactor.scrub` of ``value``, its long texts taken from the last pass when
+        they were there and the redactor has learnt nothing since."""
+        redactor = self._redactor
+        generation = redactor.generation
+        last = self._last if generation == self._generation else {}
+        now: dict[str, str] = {}
+        clean = redactor._scrub(value, STREAMED_FIELDS, "", None, (last, now))  # noqa: SLF001 - the redactor's own helper
+        self._last, self._generation = now, generation
+        return cast(T, clean)
 
 
 class StreamTails:

@@ -46,7 +46,7 @@ from polypilot_tui.domain.safe_json import ParseError, dump_json, load_json
 from polypilot_tui.domain.usage import Usage, usage_from_plain
 from polypilot_tui.infra.lines import bounded_lines
 from polypilot_tui.infra.private import atomic_write, move_aside, open_private
-from polypilot_tui.infra.redact import REDACTOR
+from polypilot_tui.infra.redact import RepeatedTexts
 
 log = logging.getLogger(__name__)
 
@@ -333,6 +333,8 @@ class Registry:
         self.writes = 0
         self._written: tuple[int, int] | None = None
         """(device, inode) of the file this registry last wrote: anything else is another writer's."""
+        self._redacted = RepeatedTexts()
+        """Every save writes every session: its prompts, queued for long, are redacted once."""
 
     def load(self, repair: bool = True) -> RegistrySnapshot:
         """Read the registry (never raises). A session that cannot be read is lost alone: the
@@ -409,7 +411,7 @@ class Registry:
                 if (st.st_dev, st.st_ino) != self._written:
                     raise RegistryFenced(f"{self.path} was replaced by another process; not overwriting it")
         head = dump_json({"version": REGISTRY_VERSION, "saved_at": saved_at})[:-1]
-        lines = ",\n".join(dump_json(r.to_json()) for r in REDACTOR.scrub(list(records)))
+        lines = ",\n".join(dump_json(r.to_json()) for r in self._redacted.scrub(list(records)))
         atomic_write(self.path, f'{head}, "sessions": [\n{lines}\n]}}\n'.encode())
         st = os.stat(self.path)
         self._written = (st.st_dev, st.st_ino)

@@ -17,6 +17,7 @@ from polypilot_tui.infra.redact import (
     REDACTED,
     REDACTOR,
     Redactor,
+    RepeatedTexts,
     StreamTails,
     is_secret_key,
     looks_like_key,
@@ -420,3 +421,37 @@ def test_every_streamed_field_is_read_after_its_stream(name: str) -> None:
     tails, stream = StreamTails(Redactor()), ("assistant.tool_call_delta", "call-1")
     out = "".join(tails.scrub(stream, {name: p})[name] for p in (said[:cut], said[cut:]))
     assert not pieces_in(PW, out), out
+
+
+class CountingRedactor(Redactor):
+    """Counts the long texts it redacts (the work :class:`RepeatedTexts` saves)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.redacted: list[str] = []
+
+    def text(self, text: str) -> str:
+        self.redacted.append(text)
+        return super().text(text)
+
+
+def test_repeated_long_texts_are_redacted_once_while_nothing_new_is_learnt() -> None:
+    redactor = CountingRedactor()
+    writer = RepeatedTexts(redactor)
+    secret = "hunter2-" + "q" * 30
+    queue = ["prompt one " * 20 + f"password={secret}", "prompt two " * 20, "prompt three " * 20]
+    record = {"queue": queue, "name": "short"}
+    first = writer.scrub(record)
+    assert first == redactor.scrub(record) and secret not in str(first)
+    redactor.redacted.clear()
+    assert writer.scrub({"queue": [*queue, "prompt four " * 20], "name": "short"})["queue"][:3] == first["queue"]
+    assert redactor.redacted == ["prompt four " * 20]  # only the new one
+    # A text the last pass did not see is forgotten: the writer holds no more than it wrote last.
+    writer.scrub({"queue": queue[1:]})
+    redactor.redacted.clear()
+    writer.scrub({"queue": queue})
+    assert redactor.redacted == [queue[0]]
+    # What the redactor learns reaches a text it redacted before.
+    known = "prompt two " * 5
+    redactor.learn([known])
+    assert known not in "".join(writer.scrub({"queue": queue})["queue"])
