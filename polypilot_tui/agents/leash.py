@@ -17,16 +17,16 @@ The app starts the agent through :func:`leashed`'s launcher, a ``/bin/sh`` scrip
 3. the launcher execs the agent: same pid, so the SDK's process handle is the agent's own.
 
 Why a shell: the launcher is on the path of every agent's start, and a Python launcher cost
-~30 ms there (its start, its imports); ``sh`` execs the agent ~2 ms after the spawn, and the
-watcher, a Python program, starts beside the booting agent instead of before it. Starting
-later loses nothing: the watcher is forked inside the agent's session, and a session lives as
-long as one member does (the shell, then the subshell that forks the watcher, then the
-watcher), so neither its id nor the agent's pid can be handed to another process meanwhile,
-and the last pid handed out is read before the agent execs. The watcher takes a process group
-of its own once it runs (a group kill of the agent in its first milliseconds would end it
-too, when nothing of the agent's can have left the group yet). Where the launcher cannot
-tell it leads its own session (no ``/proc``: macOS; a caller that did not ask for a new
-session), it execs this file as the launcher instead, which does each step itself.
+~30 ms there (the interpreter, this file compiled, its imports). The shell reads what it needs
+from /proc and forks the watcher through ``python -I -S -c`` with a few lines and no imports
+(:data:`START_WATCHER`), which returns once the watcher is in a group of its own; then it execs
+the agent: ~13 ms after the spawn. The watcher itself, this file, starts beside the booting
+agent. Starting later loses nothing: the watcher is forked inside the agent's session, and a
+session lives as long as one member does (the shell, then the watcher), so neither its id nor
+the agent's pid can be handed to another process meanwhile, and the last pid handed out is
+read before the agent execs. Where the launcher cannot tell it leads its own session (no
+``/proc``: macOS; a caller that did not ask for a new session), it execs this file as the
+launcher instead, which does each step itself.
 
 What "every process of the agent's" means: a process group or session is not enough, because
 tools leave them — Node starts a ``detached`` child with ``setsid()``, and the Copilot CLI runs
@@ -82,25 +82,61 @@ LEASH_FILE = os.path.abspath(__file__)
 
 
 LAUNCHER = """\
-app=$1 py=$2 leash=$3; shift 3
+app=$1 py=$2 leash=$3 start=$4; shift 4
 sid= last=-
 { read -r _ _ _ _ _ sid _ </proc/$$/stat; read -r _ _ _ _ last </proc/loadavg; } 2>/dev/null
 [ "$sid" = "$$" ] || exec "$py" -I -S "$leash" "$app" -- "$@"
 kill -0 "$app" 2>/dev/null || exit 1
-("$py" -I -S "$leash" --watch-from-shell "$app" "$$" "$last" </dev/null >/dev/null 2>&1 &)
+"$py" -I -S -c "$start" "$leash" "$app" "$$" "$last" </dev/null >/dev/null || {
+    echo "polypilot-leash: the watcher could not start ($py); not starting $1" >&2
+    exit 126
+}
 exec "$@"
 """
-"""The shell launcher: ``sh -c LAUNCHER NAME APP_PID PYTHON LEASH_FILE AGENT_ARGV…``. When it
-leads a session of its own (its session id in /proc is its pid) it starts the watcher in the
-background, in a subshell that exits at once, and execs the agent; otherwise it execs this
-file as the launcher. ``last`` is the last pid handed out (``/proc/loadavg``'s last field);
-the agent's pid is the shell's (``$$``)."""
+"""The shell launcher: ``sh -c LAUNCHER NAME APP_PID PYTHON LEASH_FILE START_WATCHER
+AGENT_ARGV…``. When it leads a session of its own (its session id in /proc is its pid) it runs
+:data:`START_WATCHER`, then execs the agent; otherwise it execs this file as the launcher.
+``last`` is the last pid handed out (``/proc/loadavg``'s last field); the agent's pid is the
+shell's (``$$``). A watcher that cannot start fails the launch: no agent runs unwatched."""
+
+START_WATCHER = """\
+import os, sys
+child = os.fork()
+if child:
+    try:
+        os.setpgid(child, child)
+    except OSError:
+        pass  # it did so itself and exec'd already
+    os._exit(0)
+try:
+    os.setpgid(0, 0)
+except OSError:
+    pass
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+os.execve(sys.executable, [sys.executable, "-I", "-S", sys.argv[1], "--watch", *sys.argv[2:]], {})
+"""
+"""Run by the shell launcher (``python -I -S -c``, ~10 ms: no script to compile, nothing to
+import): forks the watcher, which is in a process group of its own before this returns (both
+sides of the fork set it), so a group kill of the agent, which the shell execs next, never
+reaches it; the watcher then runs this file with no environment and /dev/null for stdio."""
 
 
 def leashed(argv: list[str]) -> list[str]:
     """The argv that starts ``argv`` on a leash held by this process. Start it with
     ``start_new_session=True``: without, it still works, through the slower Python launcher."""
-    return ["/bin/sh", "-c", LAUNCHER, "polypilot-leash", str(os.getpid()), sys.executable, LEASH_FILE, *argv]
+    return [
+        "/bin/sh",
+        "-c",
+        LAUNCHER,
+        "polypilot-leash",
+        str(os.getpid()),
+        sys.executable,
+        LEASH_FILE,
+        START_WATCHER,
+        *argv,
+    ]
 
 
 def pidfd(pid: int) -> int | None:
@@ -372,11 +408,6 @@ def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> None:
 
 
 def main(args: list[str]) -> int:
-    if len(args) == 4 and args[0] == "--watch-from-shell":
-        # Started by the shell launcher, which could do neither: a group of its own (out of
-        # the agent's, still in its session), and none of the agent's environment.
-        _own_group(0)
-        os.execve(sys.executable, [sys.executable, "-I", "-S", LEASH_FILE, "--watch", *args[1:]], {})
     if len(args) == 4 and args[0] == "--watch":
         watch(int(args[1]), int(args[2]), None if args[3] == "-" else int(args[3]))
         return 0

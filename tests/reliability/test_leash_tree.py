@@ -150,3 +150,14 @@ def test_a_pid_is_signalled_only_while_it_is_the_process_that_was_seen() -> None
         if sleeper.poll() is None:
             sleeper.kill()
             sleeper.wait(10)
+
+
+def test_an_agent_whose_watcher_cannot_start_is_not_started(tmp_path: Path) -> None:
+    """The interpreter the watcher runs on is gone (a venv rebuilt under a running dashboard):
+    the launch fails, saying why, and the agent never runs unwatched."""
+    marker = tmp_path / "ran"
+    argv = leashed(["sh", "-c", f"touch {marker}"])
+    argv[argv.index(sys.executable)] = str(tmp_path / "no-python")
+    done = subprocess.run(argv, start_new_session=True, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 126 and "the watcher could not start" in done.stderr
+    assert not marker.exists()
