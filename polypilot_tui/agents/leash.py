@@ -19,12 +19,12 @@ The app starts the agent through :func:`leashed`'s launcher, a ``/bin/sh`` scrip
 Why a shell: the launcher is on the path of every agent's start, and a Python launcher cost
 ~30 ms there (the interpreter, this file compiled, its imports). The shell reads what it needs
 from /proc and forks the watcher through ``python -I -S -c`` with a few lines and no imports
-(:data:`START_WATCHER`), which returns once the watcher is in a group of its own; then it execs
-the agent: ~13 ms after the spawn. The watcher itself, this file, starts beside the booting
-agent. Starting later loses nothing: the watcher is forked inside the agent's session, and a
-session lives as long as one member does (the shell, then the watcher), so neither its id nor
-the agent's pid can be handed to another process meanwhile, and the last pid handed out is
-read before the agent execs. Where the launcher cannot tell it leads its own session (no
+(:data:`START_WATCHER`), which returns once the watcher is in a group of its own; then it
+execs the agent, ~20 ms after the spawn (~30 ms before). The watcher itself, this file, starts
+beside the booting agent. Starting later loses nothing: the watcher is forked inside the
+agent's session, and a session lives as long as one member does (the shell, then the
+watcher), so neither its id nor the agent's pid can be handed to another process meanwhile,
+and the last pid handed out is read before the agent execs. Where the launcher cannot tell it leads its own session (no
 ``/proc``: macOS; a caller that did not ask for a new session), it execs this file as the
 launcher instead, which does each step itself.
 
