@@ -24,9 +24,10 @@ execs the agent, ~20 ms after the spawn (~30 ms before). The watcher itself, thi
 beside the booting agent. Starting later loses nothing: the watcher is forked inside the
 agent's session, and a session lives as long as one member does (the shell, then the
 watcher), so neither its id nor the agent's pid can be handed to another process meanwhile,
-and the last pid handed out is read before the agent execs. Where the launcher cannot tell it leads its own session (no
-``/proc``: macOS; a caller that did not ask for a new session), it execs this file as the
-launcher instead, which does each step itself.
+and the last pid handed out is read before the agent execs. Where the launcher cannot tell it
+leads its own session (no ``/proc``: macOS; a caller that did not ask for a new session), it
+execs this file as the launcher instead, which does each step itself (the watcher started the
+same way).
 
 What "every process of the agent's" means: a process group or session is not enough, because
 tools leave them — Node starts a ``detached`` child with ``setsid()``, and the Copilot CLI runs
@@ -364,47 +365,17 @@ def watch(app_pid: int, agent_pid: int, since: int | None = None) -> None:
         pass  # the group is empty
 
 
-def _own_group(pid: int) -> None:
-    """Give the watcher ``pid`` (0: this process) a process group of its own."""
+def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> bool:
+    """Start the watcher as the shell launcher does (:data:`START_WATCHER`, waited for: the
+    watcher has its own group when it returns); whether it started."""
+    last = "-" if since is None else str(since)
+    argv = [sys.executable, "-I", "-S", "-c", START_WATCHER, LEASH_FILE, str(app_pid), str(agent_pid), last]
+    null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1)]
     try:
-        os.setpgid(pid, pid)
+        child = os.posix_spawn(sys.executable, argv, os.environ, file_actions=null)
     except OSError:
-        pass  # done already by the other side of the fork (EACCES once it has exec'd)
-
-
-def _start_watcher(app_pid: int, agent_pid: int, since: int | None) -> None:
-    """Fork twice, so the watcher is nobody's child (not a process of the agent's tree) but
-    stays in the agent's session (in a group of its own); it runs as its own small program
-    with an empty environment and /dev/null for stdio (it must hold none of the agent's pipes)."""
-    child = os.fork()
-    if child:
-        os.waitpid(child, 0)
-        return
-    try:
-        watcher = os.fork()
-        if watcher:
-            _own_group(watcher)  # here too: the agent may be killed by group before it runs
-        else:
-            _own_group(0)  # out of the agent's group, still in its session
-            null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            os.execve(
-                sys.executable,
-                [
-                    sys.executable,
-                    "-I",
-                    "-S",
-                    LEASH_FILE,
-                    "--watch",
-                    str(app_pid),
-                    str(agent_pid),
-                    "-" if since is None else str(since),
-                ],
-                {},
-            )
-    finally:
-        os._exit(0)
+        return False
+    return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
 
 
 def main(args: list[str]) -> int:
@@ -420,7 +391,9 @@ def main(args: list[str]) -> int:
     if not _alive(app_pid):
         return 1
     # Taken before anything of the agent's can start: the watcher looks at every pid after it.
-    _start_watcher(app_pid, os.getpid(), _last_pid())
+    if not _start_watcher(app_pid, os.getpid(), _last_pid()):
+        sys.stderr.write(f"the watcher could not start ({sys.executable}); not starting {argv[0]}\n")
+        return 126
     # Python ignores SIGPIPE and SIGXFSZ for itself; the agent and its tools must not inherit that.
     for name in ("SIGPIPE", "SIGXFSZ"):
         if hasattr(signal, name):
