@@ -12,6 +12,7 @@ start — a bystander born at the same time — must be untouched.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -161,3 +162,35 @@ def test_an_agent_whose_watcher_cannot_start_is_not_started(tmp_path: Path) -> N
     done = subprocess.run(argv, start_new_session=True, capture_output=True, text=True, timeout=30)
     assert done.returncode == 126 and "the watcher could not start" in done.stderr
     assert not marker.exists()
+
+
+GROUP_KILL_APP = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    sys.path.insert(0, sys.argv[1])
+    from polypilot_tui.agents.leash import leashed
+    agent = subprocess.Popen(leashed(sys.argv[3:]), start_new_session=sys.argv[2] == "new session")
+    started = time.monotonic()
+    while not os.path.exists(sys.argv[-1]) and time.monotonic() - started < 20:
+        time.sleep(0.001)
+    os.killpg(agent.pid, signal.SIGKILL)  # at once: the agent's watcher may not run yet
+    agent.wait()
+    time.sleep(0.5)
+""")
+LEAVING_AGENT = 'if (!fork) { setpgrp(0, 0); open(F, ">", $ARGV[0]); print F $$; close F; sleep 300 } sleep 300'
+"""A child in a group of its own, in the agent's session, made at once (perl starts in ~2 ms)."""
+
+
+@pytest.mark.skipif(shutil.which("perl") is None, reason="needs perl")
+@LAUNCHERS
+def test_a_child_that_left_the_group_dies_with_an_agent_group_killed_at_once(
+    tmp_path: Path, reaper: list[int], launcher: str
+) -> None:
+    """Found in review: the shell launcher's watcher was still in the agent's group until its
+    Python had started (~30 ms), so a group kill then took it too, and the agent's child
+    outlived the agent and the app."""
+    pid_file = tmp_path / "child"
+    argv = [sys.executable, "-c", GROUP_KILL_APP, str(ROOT), launcher, "perl", "-e", LEAVING_AGENT, str(pid_file)]
+    subprocess.run(argv, timeout=30, check=True)
+    child = int(pid_file.read_text())
+    reaper.append(child)
+    until_blocking(lambda: not alive(child), 5, "the agent's child to end with the agent and the app")
