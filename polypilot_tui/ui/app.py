@@ -29,6 +29,7 @@ from polypilot_tui.ui.formatting import plural, session_names
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.notifier import Notifier, desktop_notifier
 from polypilot_tui.ui.screens.dashboard import DashboardScreen
+from polypilot_tui.ui.stylesheet import AppStylesheet
 from polypilot_tui.ui.theming import APP_VARIABLES, BUNDLED_DIR, install_themes, user_themes_dir
 from polypilot_tui.ui.widgets.chat_pane import ChatPane
 from polypilot_tui.ui.widgets.session_sidebar import SessionSidebar
@@ -57,6 +58,7 @@ class PolypilotApp(App[int]):
         launch_folder: str | None = None,
     ) -> None:
         super().__init__()
+        self.stylesheet = AppStylesheet(variables=self.get_css_variables())
         self.settings = settings
         self.catalog = catalog
         self.engine = engine

@@ -120,6 +120,7 @@ OURS = frozenset(
         "polypilot_tui.ui.screens.new_session_flow",
         "polypilot_tui.ui.screens.review_flow",
         "polypilot_tui.ui.screens.team_flow",
+        "polypilot_tui.ui.stylesheet",  # the app's stylesheet, each source parsed once
         "polypilot_tui.ui.team_tree",
         "polypilot_tui.ui.terminal",
         "polypilot_tui.ui.theming",

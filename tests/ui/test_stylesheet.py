@@ -1,0 +1,57 @@
+"""Each style sheet is parsed once (ui/stylesheet.py): at the dashboard's start, whose theme
+is set before anything mounts, and when a screen with style sheets of its own opens. Counted,
+not timed: the first frame's time is the bench's (bench/process_start.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.css import stylesheet as textual_stylesheet
+
+from polypilot_tui.ui.screens.new_session import NewSessionScreen
+from polypilot_tui.ui.stylesheet import AppStylesheet
+from tests.ui.helpers import demo_app, wait_for
+
+Source = tuple[object, str, bool, int]
+"""What Textual parses a style sheet for: where it was read from, its scope, whether it is a
+widget's default CSS, and its tie breaker (the same CSS read for another class is another)."""
+
+
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[Source]]:
+    """How many times each style sheet was parsed."""
+    counts: Counter[Source] = Counter()
+    real = textual_stylesheet.parse
+
+    def parse(scope: str, css: str, read_from: object, **options: Any) -> Any:
+        counts[(read_from, scope, options["is_default_rules"], options["tie_breaker"])] += 1
+        return real(scope, css, read_from, **options)
+
+    monkeypatch.setattr(textual_stylesheet, "parse", parse)
+    yield counts
+
+
+def twice(counts: Counter[Source]) -> list[Source]:
+    return [source for source, n in counts.items() if n > 1]
+
+
+async def test_the_start_and_a_screen_opened_parse_each_style_sheet_once(
+    tmp_path: Path, parsed: Counter[Source]
+) -> None:
+    app = demo_app(tmp_path)
+    assert isinstance(app.stylesheet, AppStylesheet)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected is not None, what="the first session")
+        app_sheets = [s for s in parsed if str(s[0][0]).endswith(".tcss")]  # type: ignore[index]
+        assert len(app_sheets) == len(type(app).CSS_PATH)  # the app's own were parsed, with its theme's variables
+        assert twice(parsed) == []
+        assert app.theme != "textual-dark"  # a theme of ours: the change of theme at start happened
+
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the dialog")
+        assert any(str(s[0][0]).endswith("new_session.tcss") for s in parsed)  # type: ignore[index]
+        assert twice(parsed) == []
