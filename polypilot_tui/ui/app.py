@@ -58,7 +58,7 @@ class PolypilotApp(App[int]):
         launch_folder: str | None = None,
     ) -> None:
         super().__init__()
-        self.stylesheet = AppStylesheet(variables=self.get_css_variables())
+        self.stylesheet = AppStylesheet(variables=self.theme_variables)  # what Textual's was made with
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
