@@ -73,6 +73,7 @@ INTENDED = {
     "recompose",  # the footer skips a recompose that would draw the same keys (key_footer.py)
     "get_content_width",  # a widget's size from what it draws (the footer's keys)
     "get_content_height",
+    "stylesheet",  # the app's, whose reparse keeps what it parsed (ui/stylesheet.py)
 }
 
 
