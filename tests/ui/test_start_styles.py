@@ -1,6 +1,8 @@
-"""Each style sheet is parsed once (ui/stylesheet.py): at the dashboard's start, whose theme
-is set before anything mounts, and when a screen with style sheets of its own opens. Counted,
-not timed: the first frame's time is the bench's (bench/process_start.py)."""
+"""The dashboard's start styles once: each style sheet is parsed once (ui/stylesheet.py), at
+the start, whose theme is set before anything mounts, and when a screen with style sheets of
+its own opens; the main screen is not restyled whole when first shown (its widgets were styled
+as they mounted), but is on a later resume that asks for it. Counted, not timed: the first frame's
+time is the bench's (bench/process_start.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual import events
 from textual.css import stylesheet as textual_stylesheet
+from textual.dom import DOMNode
 
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.stylesheet import AppStylesheet
@@ -55,3 +59,23 @@ async def test_the_start_and_a_screen_opened_parse_each_style_sheet_once(
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the dialog")
         assert any(str(s[0][0]).endswith("new_session.tcss") for s in parsed)  # type: ignore[index]
         assert twice(parsed) == []
+
+
+async def test_the_main_screen_is_not_restyled_whole_when_first_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    restyled: list[DOMNode] = []
+    real = DOMNode.update_node_styles
+
+    def update_node_styles(node: DOMNode, animate: bool = True) -> None:
+        restyled.append(node)
+        real(node, animate)
+
+    monkeypatch.setattr(DOMNode, "update_node_styles", update_node_styles)
+    app = demo_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.selected is not None, what="the first session")
+        assert app.dashboard not in restyled  # its widgets were styled as they mounted
+
+        app.dashboard.post_message(events.ScreenResume())  # as Textual resumes a screen that asks for it
+        await wait_for(pilot, lambda: app.dashboard in restyled, what="the restyle")
