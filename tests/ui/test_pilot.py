@@ -457,11 +457,14 @@ async def test_ctrl_g_then_y_in_one_burst_answers_the_permission(tmp_path: Path)
 
 
 async def test_the_queue_panels_clear_drops_every_queued_prompt_and_the_turn_goes_on(tmp_path: Path) -> None:
-    app = demo_app(tmp_path, speed=4)
+    # The turn is held open by its permission prompt, not by a slow stream: it stays running
+    # for as long as the test needs however loaded the machine, and ends as soon as it is answered.
+    app = demo_app(tmp_path)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.selected == "s1")
-        await send(pilot, "!slow")
-        await wait_for(pilot, lambda: engine_of(app).manager.view("s1").status.busy)
+        await send(pilot, "write a file")
+        await wait_for(pilot, lambda: len(app.pane.permission.buttons) == 3, what="the permission asked")
+        assert engine_of(app).manager.view("s1").status.busy
         await send(pilot, "next one")
         await send(pilot, "and another")
         panel = app.pane.queue
@@ -470,5 +473,7 @@ async def test_the_queue_panels_clear_drops_every_queued_prompt_and_the_turn_goe
         await wait_for(pilot, lambda: not engine_of(app).manager.view("s1").queue, what="the queue cleared")
         assert engine_of(app).manager.view("s1").status.busy  # the running turn goes on
         await wait_for(pilot, lambda: not panel.display, what="the panel gone")
-        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", timeout=15)
-        assert [t.prompt for t in engine_of(app).manager.session("s1").turns] == ["!slow"]  # nothing queued went out
+        keys_at_once(app, "ctrl+g", "y")
+        await wait_for(pilot, lambda: last_outcome(app, "s1") == "completed", timeout=15, what="the turn allowed on")
+        assert [t.prompt for t in engine_of(app).manager.session("s1").turns] == ["write a file"]  # none queued went
+        await wait_for(pilot, lambda: any("written" in r for r in replies(app, "s1")), what="the turn's reply drawn")
