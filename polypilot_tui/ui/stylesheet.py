@@ -9,7 +9,8 @@ each screen opened with style sheets of its own.
 
 ``parse`` alone does what ``reparse`` is for: it parses each source with the current
 variables (from the cache when it has it) and replaces the rules only when all parsed, so a
-source with an error leaves the stylesheet as it was.
+source with an error leaves the stylesheet as it was. A copy (Textual's live CSS editing
+swaps one in) is one of these too.
 """
 
 from __future__ import annotations
@@ -22,3 +23,8 @@ class AppStylesheet(Stylesheet):
 
     def reparse(self) -> None:
         self.parse()
+
+    def copy(self) -> Stylesheet:
+        copied = super().copy()  # Textual's copies its sources and variables into a plain one
+        copied.__class__ = AppStylesheet  # the same state: only reparse differs
+        return copied

@@ -59,6 +59,7 @@ async def test_the_start_and_a_screen_opened_parse_each_style_sheet_once(
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the dialog")
         assert any(str(s[0][0]).endswith("new_session.tcss") for s in parsed)  # type: ignore[index]
         assert twice(parsed) == []
+        assert isinstance(app.stylesheet.copy(), AppStylesheet)  # what Textual's live CSS editing swaps in
 
 
 async def test_the_main_screen_is_not_restyled_whole_when_first_shown(
