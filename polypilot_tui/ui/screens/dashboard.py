@@ -186,8 +186,6 @@ class DashboardScreen(Screen[None]):
         kept in the saved state meanwhile (a host that is down must not cost a draft)."""
         self._recently_closed: list[ClosedSession] = []
         """Most recent last; each leaves after UNDO_SECONDS."""
-        self._resumed = False
-        """Shown already (see :meth:`on_screen_resume`)."""
         self.agents_found = AgentsFound(clock)  # for the demo's welcome
         self.first_folder: str | None = None
         """Where a first session works when none was saved: the folder polypilot started in
@@ -243,8 +241,7 @@ class DashboardScreen(Screen[None]):
         mounted, and one whose classes changed since was restyled then. Textual restyled the
         whole screen again (~10 ms of the first frame). A later resume is left as Textual asks
         (a theme changed under a dialog restyles every screen at once, not at its resume)."""
-        if not self._resumed:
-            self._resumed = True
+        if not self.stack_updates:  # Textual counts resumes after this handler (and suspends)
             event.refresh_styles = False  # read by Screen's own handler, which runs after this one
 
     def follow_engine(self) -> None:
