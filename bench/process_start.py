@@ -17,7 +17,7 @@ hint ("Enter sends"). Bytecode is cached as after ``pip install`` (PYTHONDONTWRI
 dropped, and each start runs once untimed first): compiling our modules from source at every
 start is no cost a user pays. Medians and ratios to the floor are printed.
 
-    python -m bench.process_start [--repeat 7]
+    python -m bench.process_start [--repeat 11]
 """
 
 from __future__ import annotations
@@ -164,9 +164,17 @@ def first_frame(argv: Sequence[str], markers: Sequence[str], env: dict[str, str]
         os.close(master)
 
 
+def spread(ours: Sequence[float], floors: Sequence[float]) -> str:
+    """The ratio of each round (a start of ours over the floor's start just before it), as a
+    range: how far one run's median may be from another's."""
+    ratios = sorted(o / f for o, f in zip(ours, floors, strict=True))
+    return f" (rounds {ratios[0]:.2f}-{ratios[-1]:.2f}x)"
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(prog="bench.process_start", description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
+    # 11 rounds: with 7, the median of a run on a quiet machine moved by ~0.1x from run to run.
+    parser.add_argument("--repeat", type=int, default=11)
     args = parser.parse_args([] if argv is None else argv)  # `python -m bench` calls main()
     # Short /tmp paths: the engine's Unix socket path must fit in 107 bytes.
     attached_dir, cold_dir = (Path(tempfile.mkdtemp(prefix="ppfs-", dir="/tmp")) for _ in range(2))
@@ -195,8 +203,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     floor, warm, fresh = (statistics.median(x) * 1000 for x in (minimal, attached, cold))
     print(f"process start to the first frame on a pty, median of {args.repeat} alternating runs (fresh process each)")
     print(f"  minimal Textual app (the floor): {floor:6.0f} ms (min {min(minimal) * 1000:.0f})")
-    print(f"  polypilot, engine running:       {warm:6.0f} ms (min {min(attached) * 1000:.0f}): {warm / floor:.2f}x")
-    print(f"  polypilot, no engine running:    {fresh:6.0f} ms (min {min(cold) * 1000:.0f}): {fresh / floor:.2f}x")
+    for label, times, median in (("engine running:    ", attached, warm), ("no engine running: ", cold, fresh)):
+        least = min(times) * 1000
+        print(
+            f"  polypilot, {label}   {median:6.0f} ms (min {least:.0f}): {median / floor:.2f}x{spread(times, minimal)}"
+        )
     return [
         (
             "first frame of `polypilot` attached to a running engine vs a minimal Textual app",
