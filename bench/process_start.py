@@ -15,7 +15,8 @@ with ctrl+q:
 The dashboard's markers are every saved session's name (the session list) and the prompt's
 hint ("Enter sends"). Bytecode is cached as after ``pip install`` (PYTHONDONTWRITEBYTECODE is
 dropped, and each start runs once untimed first): compiling our modules from source at every
-start is no cost a user pays. Medians and ratios to the floor are printed.
+start is no cost a user pays. Medians and ratios to the floor are printed, and the range of
+the rounds' own ratios.
 
     python -m bench.process_start [--repeat 11]
 """
@@ -165,7 +166,7 @@ def first_frame(argv: Sequence[str], markers: Sequence[str], env: dict[str, str]
 
 
 def spread(ours: Sequence[float], floors: Sequence[float]) -> str:
-    """The ratio of each round (a start of ours over the floor's start just before it), as a
+    """The ratio of each round (a start of ours over the floor's start of the same round), as a
     range: how far one run's median may be from another's."""
     ratios = sorted(o / f for o, f in zip(ours, floors, strict=True))
     return f" (rounds {ratios[0]:.2f}-{ratios[-1]:.2f}x)"
