@@ -8,9 +8,11 @@ agents."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,17 @@ def saved_sessions(state: Path) -> set[str]:
         return set()
 
 
+def saved_reply(state: Path, sid: str, words: str) -> bool:
+    """Whether history.db holds a row of session ``sid`` with ``words`` (the history is written a
+    moment after the registry: a kill in between loses the reply, not the turn's end)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{state / 'history.db'}?mode=ro", uri=True)) as db:
+            texts = [text for (text,) in db.execute("SELECT text FROM items WHERE session_id = ?", (sid,))]
+    except sqlite3.Error:
+        return False
+    return any(words in text for text in texts)
+
+
 async def team_of(engine: EngineProcess, lead: str) -> verbs.TeamState:
     return await engine.client.call(verbs.TEAM_STATE, verbs.SessionRef(lead))
 
@@ -86,6 +99,7 @@ async def test_a_restart_mid_orchestration_keeps_the_links_and_delivers_the_pend
         await until(settled, 30, "one worker done, one working, the wait pending")
         await until(lambda: saved_wait(state), 10, "the wait saved")
         await until(lambda: saved_sessions(state) >= {lead, quick.worker, hung.worker}, 10, "the sessions saved")
+        await until(lambda: saved_reply(state, quick.worker, "You said: **hello quick worker**"), 10, "the reply saved")
         os.kill(engine.process.pid, stop)
         await asyncio.to_thread(engine.process.wait, 30)
         with pytest.raises(Exception) as ended:
