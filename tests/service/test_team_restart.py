@@ -59,8 +59,9 @@ def saved_sessions(state: Path) -> set[str]:
 
 
 def saved_reply(state: Path, sid: str, words: str) -> bool:
-    """Whether history.db holds a row of session ``sid`` with ``words`` (the history is written a
-    moment after the registry: a kill in between loses the reply, not the turn's end)."""
+    """Whether history.db holds a row of session ``sid`` with ``words``. The team's file says a
+    worker is done at once; the history writes its reply 0.2 s after it arrives, so a kill in
+    between loses the reply, not the worker's end."""
     try:
         with contextlib.closing(sqlite3.connect(f"file:{state / 'history.db'}?mode=ro", uri=True)) as db:
             texts = [text for (text,) in db.execute("SELECT text FROM items WHERE session_id = ?", (sid,))]
