@@ -8,11 +8,9 @@ agents."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ import pytest
 from polypilot_tui.domain.tool_servers import CAPABILITY_ENV
 from polypilot_tui.engine import verbs
 from polypilot_tui.engine.api import EngineError, UnknownCapability
-from tests.reliability.conftest import fake_agents_file
+from tests.reliability.conftest import db_texts, fake_agents_file
 from tests.support.engine_service import EngineProcess, running_engine, short_state_dir
 from tests.support.waiting import until, until_answer
 
@@ -58,18 +56,6 @@ def saved_sessions(state: Path) -> set[str]:
         return set()
 
 
-def saved_reply(state: Path, sid: str, words: str) -> bool:
-    """Whether history.db holds a row of session ``sid`` with ``words``. The team's file says a
-    worker is done at once; the history writes its reply 0.2 s after it arrives, so a kill in
-    between loses the reply, not the worker's end."""
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{state / 'history.db'}?mode=ro", uri=True)) as db:
-            texts = [text for (text,) in db.execute("SELECT text FROM items WHERE session_id = ?", (sid,))]
-    except sqlite3.Error:
-        return False
-    return any(words in text for text in texts)
-
-
 async def team_of(engine: EngineProcess, lead: str) -> verbs.TeamState:
     return await engine.client.call(verbs.TEAM_STATE, verbs.SessionRef(lead))
 
@@ -100,7 +86,10 @@ async def test_a_restart_mid_orchestration_keeps_the_links_and_delivers_the_pend
         await until(settled, 30, "one worker done, one working, the wait pending")
         await until(lambda: saved_wait(state), 10, "the wait saved")
         await until(lambda: saved_sessions(state) >= {lead, quick.worker, hung.worker}, 10, "the sessions saved")
-        await until(lambda: saved_reply(state, quick.worker, "You said: **hello quick worker**"), 10, "the reply saved")
+        # The team's file says a worker is done at once; the history writes its reply 0.2 s after
+        # it arrives: a kill in between would lose the reply, not the worker's end.
+        reply = "You said: **hello quick worker**"
+        await until(lambda: any(reply in text for text in db_texts(state, quick.worker) or ()), 10, "the reply saved")
         os.kill(engine.process.pid, stop)
         await asyncio.to_thread(engine.process.wait, 30)
         with pytest.raises(Exception) as ended:
