@@ -37,9 +37,9 @@ class ChangeCounter:
 
     def _on_change(self, change: Record) -> None:
         if isinstance(change, SessionRemoved):
-            task = self._running.pop(change.session_id, None)
+            task = self._running.get(change.session_id)
             if task is not None:
-                task.cancel()
+                task.cancel()  # it leaves _running as it ends: close() waits for that end
             return
         self.refresh(change.session_id)
 
@@ -105,9 +105,13 @@ class ChangeCounter:
         while self._running:
             await asyncio.gather(*self._running.values(), return_exceptions=True)
 
-    def close(self) -> None:
-        """Stop listening and cancel the counts in progress."""
+    async def close(self) -> None:
+        """Stop listening; cancel the counts in progress and wait until they have ended. A count
+        left to the event loop's own end could hang it for good: asyncio (3.11) cancels every
+        task left there at once, and a git process being started when its pipes' task is
+        cancelled too never reports its end."""
         self._unsubscribe()
-        for task in self._running.values():
+        counts = list(self._running.values())
+        for task in counts:
             task.cancel()
-        self._running.clear()
+        await asyncio.gather(*counts, return_exceptions=True)

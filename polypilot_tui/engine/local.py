@@ -227,9 +227,11 @@ class LocalEngine(OneMachine):
         """End the engine: with ``quitting``, turns in flight end as interrupted (else they stay on record)."""
         self.watch_folders(False)
         self.teams.closing()  # first: the waits pending now are delivered after the next start
-        for task in list(self._background):
+        background = list(self._background)
+        for task in background:
             task.cancel()
-        self.changes.close()
+        await asyncio.gather(*background, return_exceptions=True)  # ended in the loop (ChangeCounter.close)
+        await self.changes.close()
         await self.fan_outs.close()
         try:
             if quitting:

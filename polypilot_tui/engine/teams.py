@@ -689,8 +689,10 @@ class TeamDesk:
             self._writer.changed()  # the spent time is the close's
             await self._writer.flush()
             self._writer.stop()
-        for task in list(self._background):
+        background = list(self._background)
+        for task in background:
             task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)  # ended in the loop (ChangeCounter.close)
 
 
 def _team_lines(path: Path) -> list[tuple[str, bool]]:

@@ -306,7 +306,7 @@ async def new_session_in_git(d: Driver) -> None:
 
 async def finish_dialog(d: Driver) -> None:
     """The Finish dialog of a session in its own worktree (fixed state: see fakes.FixedEngine)."""
-    engine_of(d.app).changes.close()  # fixed paths that do not exist: a real count would mark them gone
+    await engine_of(d.app).changes.close()  # fixed paths that do not exist: a real count would mark them gone
     workspace = Workspace(
         "/home/dev/.local/state/polypilot/worktrees/polypilot-1a2b3c4d/polypilot-fix-login",
         Isolation.WORKTREE,
@@ -335,7 +335,7 @@ async def worktree_sessions(d: Driver) -> None:
     The counts are set as the engine's counter sets them (it is stopped first: the paths are
     fixed ones that do not exist here, so a real count would only find them gone).
     """
-    engine_of(d.app).changes.close()
+    await engine_of(d.app).changes.close()
     repo = "/home/dev/shop"
     root = "/home/dev/.local/state/polypilot/worktrees/shop-1a2b3c4d"
     sessions = [

@@ -4,6 +4,8 @@ on request — and says so when its folder is gone. Real git, the demo agent, vi
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,7 +57,7 @@ async def test_counts_follow_the_turns_and_a_vanished_folder_is_said(tmp_path: P
     await counter.idle()
     view = h.manager.view(sid)
     assert "is gone" in view.workspace_problem and view.changes == ChangeStats()
-    counter.close()
+    await counter.close()
     await h.manager.quit()
 
 
@@ -68,7 +70,7 @@ async def test_a_session_in_the_checkout_counts_against_its_head(tmp_path: Path)
     await counter.idle()
     view = h.manager.view(sid)
     assert (view.branch, view.worktree, view.changes, view.cwd) == ("main", False, ChangeStats(1, 1, 1), str(repo))
-    counter.close()
+    await counter.close()
     await h.manager.quit()
 
 
@@ -181,6 +183,48 @@ async def test_a_session_in_the_checkout_counts_only_its_own_changes_after_a_mer
     assert workspace is not None
     text = (await diff_text(workspace)).text
     assert "app.py" in text and "feature.py" not in text and "merged" not in text
-    counter.close()
+    await counter.close()
     await restored.close()
     await again.manager.quit()
+
+
+CLOSE_DURING_A_COUNT = """
+import asyncio, sys
+from polypilot_tui.config import Settings, load_agents
+from polypilot_tui.domain.clock import FakeClock
+from polypilot_tui.engine.builder import build_engine
+from polypilot_tui.workspace.worktrees import in_place, inspect_folder
+
+async def scenario(repo: str, steps: int, state: str) -> None:
+    settings = Settings.read(None, state_dir=state, record=False)
+    engine = build_engine(settings, load_agents(None), FakeClock(), persist=False)
+    workspace = in_place(await inspect_folder(repo))
+    sid = engine.manager.add_session("demo", workspace=workspace, connect=False)  # its count starts
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    await engine.manager.close(sid)  # the count is cancelled wherever it stands…
+    await engine.close(quitting=True)  # …and the engine closes: the loop ends right after
+
+for steps in range(int(sys.argv[3])):
+    asyncio.run(scenario(sys.argv[1], steps, sys.argv[2]))
+print("every loop ended")
+"""
+
+
+def test_a_count_cut_short_by_a_close_never_hangs_the_loops_end(tmp_path: Path) -> None:
+    """A session closed while its count starts git, then the engine closed and its loop ended
+    (a headless run's end; the engine service's stop): asyncio cancels every task left at a
+    loop's end at once, and a git process being started whose pipes' task is cancelled with
+    it never reports its end: the process hung there for good. Each count cut short is now
+    waited for inside the loop. Real git; each close lands at another step of the count."""
+    repo = make_repo(tmp_path / "repo", files={"a.py": "A = 1\n"})
+    (repo / "a.py").write_text("A = 2\n")
+    (repo / "new.py").write_text("N = 1\n")
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_DURING_A_COUNT, str(repo), str(tmp_path / "state"), "24"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "every loop ended"
