@@ -162,7 +162,7 @@ async def _run(
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     prune_state_dir(Path(settings.state_dir))
-    engine = build_engine(settings, catalog, persist=False)
+    engine = build_engine(settings, catalog, persist=False, counts=False)  # the run shows no change count
     done = asyncio.Event()
     sid = ""
     ended: list[TurnRecord] = []

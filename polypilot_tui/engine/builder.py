@@ -19,6 +19,7 @@ def build_engine(
     *,
     persist: bool = True,
     must_persist: bool = False,
+    counts: bool = True,
     backend_factory: BackendFactory | None = None,
     id_factory: Callable[[], str] | None = None,
 ) -> LocalEngine:
@@ -26,8 +27,10 @@ def build_engine(
 
     ``persist``: its start restores the state folder's sessions and keeps them saved (else
     nothing is read or written there); ``must_persist``: a restore that fails stops the start
-    (the engine service) instead of running unsaved. ``backend_factory`` and ``id_factory``
-    replace the agents' backends and the session ids (replay, tests).
+    (the engine service) instead of running unsaved; ``counts``: each session's changes are
+    counted as it appears and after each turn (else only when asked: ``run`` shows none).
+    ``backend_factory`` and ``id_factory`` replace the agents' backends and the session ids
+    (replay, tests).
     """
     attach = None
     if persist:  # imported here: an attached dashboard or ``run`` saves nothing and need not load it
@@ -37,4 +40,4 @@ def build_engine(
     manager = SessionManager(
         settings, catalog, clock or SystemClock(), backend_factory=backend_factory, id_factory=id_factory
     )
-    return LocalEngine(manager, attach, must_persist=must_persist)
+    return LocalEngine(manager, attach, must_persist=must_persist, counts=counts)

@@ -1,7 +1,8 @@
 """Each session's change counts (files, +adds −dels), kept fresh without polling.
 
 A count runs when a session appears (created or restored), when one of its turns ends (the
-agent is done touching files) and when asked (a key in the dashboard). One count per session
+agent is done touching files) and when asked (a key in the dashboard); in an engine nobody
+watches (``polypilot run``, which shows no count), only when asked. One count per session
 at a time; a request during a count runs one more after it. git does the counting
 (workspace/changes.py), so a big tree costs what ``git diff --numstat`` costs, only then.
 """
@@ -26,14 +27,17 @@ PARALLEL_COUNTS = 3
 
 
 class ChangeCounter:
-    """Subscribes to the engine; writes counts back with :meth:`SessionManager.set_changes`."""
+    """Subscribes to the engine; writes counts back with :meth:`SessionManager.set_changes`.
+    ``automatic`` False: counts only when asked (a headless run in a big checkout would pay
+    two full diffs of it, one while its agent boots and one as it exits, that it never shows)."""
 
-    def __init__(self, manager: SessionManager) -> None:
+    def __init__(self, manager: SessionManager, *, automatic: bool = True) -> None:
         self._manager = manager
         self._running: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self._slots: asyncio.Semaphore | None = None  # made on the loop, at the first count
-        self._unsubscribe = manager.subscribe(self._on_change, SessionAdded, TurnEnded, SessionRemoved)
+        watched = (SessionAdded, TurnEnded, SessionRemoved) if automatic else (SessionRemoved,)
+        self._unsubscribe = manager.subscribe(self._on_change, *watched)
 
     def _on_change(self, change: Record) -> None:
         if isinstance(change, SessionRemoved):

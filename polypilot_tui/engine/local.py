@@ -103,7 +103,9 @@ R = TypeVar("R")
 class LocalEngine(OneMachine):
     """A SessionManager, its persistence, change counts and worktree pruning, in this process."""
 
-    def __init__(self, manager: SessionManager, attach: Attach | None = None, *, must_persist: bool = False) -> None:
+    def __init__(
+        self, manager: SessionManager, attach: Attach | None = None, *, must_persist: bool = False, counts: bool = True
+    ) -> None:
         self.manager = manager
         self._must_persist = must_persist
         """A restore that fails stops the start (the engine service) instead of running unsaved."""
@@ -111,8 +113,8 @@ class LocalEngine(OneMachine):
         self._attach = attach
         self.persistence: Persistence | None = None
         """Saves sessions (None when nothing is saved: tests, ``attach`` not given)."""
-        self.changes = ChangeCounter(manager)
-        """Counts what each session changed in its folder."""
+        self.changes = ChangeCounter(manager, automatic=counts)
+        """Counts what each session changed in its folder (``counts`` False: only when asked)."""
         self.notices = NoticeBoard()
         self._closed: OrderedDict[str, tuple[Session, int]] = OrderedDict()
         self._folder_watch: asyncio.Task[None] | None = None

@@ -36,7 +36,14 @@ from polypilot_tui.engine.verbs import (
 from polypilot_tui.workspace import finish
 from polypilot_tui.workspace.changes import diff_text, file_counts, totals
 from polypilot_tui.workspace.git import GitMissing, WorkspaceError
-from polypilot_tui.workspace.worktrees import create_worktree, in_place, inspect_folder, plan_worktree, workspace_here
+from polypilot_tui.workspace.worktrees import (
+    checkout_of,
+    create_worktree,
+    in_place,
+    inspect_folder,
+    plan_worktree,
+    workspace_here,
+)
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +257,7 @@ async def _git_facts(request: NewSession, path: str) -> FolderInfo | None:
     """What git says of the request's folder; None when git is missing there and no worktree is
     asked (a plain folder, then). GitMissing for a worktree; WorkspaceError when unusable."""
     try:
-        return await inspect_folder(path)
+        return await checkout_of(path)
     except GitMissing:
         if request.isolation is Isolation.WORKTREE:
             raise

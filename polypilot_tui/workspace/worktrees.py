@@ -7,6 +7,7 @@ on a new branch that starts at the base the user chose. Everything goes through
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
@@ -19,8 +20,10 @@ from polypilot_tui.infra.private import private_dir
 from polypilot_tui.workspace.git import WorkspaceError, describe, git
 
 
-async def inspect_folder(path: str) -> FolderInfo:
-    """What ``path`` is; :class:`WorkspaceError` when it is no folder."""
+async def checkout_of(path: str) -> FolderInfo:
+    """What ``path`` is: the checkout, branch and commit holding it when it is in git, with
+    ``dirty`` left unread (``git status`` reads the whole tree, and a session's start needs
+    only the rest); :class:`WorkspaceError` when it is no folder."""
     folder = Path(os.path.expanduser(path)).resolve()
     if not folder.exists():
         raise WorkspaceError(f"the folder {folder} does not exist")
@@ -30,10 +33,21 @@ async def inspect_folder(path: str) -> FolderInfo:
     if not top.ok:
         return FolderInfo(str(folder))
     repo = top.text.strip()
-    branch = await git(["symbolic-ref", "--quiet", "--short", "HEAD"], repo, check=False)
-    head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], repo, check=False)
-    status = await git(["status", "--porcelain", "-z", "--untracked-files=normal"], repo)
-    return FolderInfo(str(folder), repo, branch.text.strip() if branch.ok else "", head.text.strip(), bool(status.out))
+    branch, head = await asyncio.gather(
+        git(["symbolic-ref", "--quiet", "--short", "HEAD"], repo, check=False),
+        git(["rev-parse", "--verify", "--quiet", "HEAD"], repo, check=False),
+    )
+    return FolderInfo(str(folder), repo, branch.text.strip() if branch.ok else "", head.text.strip())
+
+
+async def inspect_folder(path: str) -> FolderInfo:
+    """:func:`checkout_of`, and whether the checkout has uncommitted changes (the new-session
+    and fan-out dialogs say so: they stay there, a worktree starts from a commit)."""
+    info = await checkout_of(path)
+    if not info.is_git:
+        return info
+    status = await git(["status", "--porcelain", "-z", "--untracked-files=normal"], info.repo)
+    return FolderInfo(info.folder, info.repo, info.branch, info.head, dirty=bool(status.out))
 
 
 def in_place(info: FolderInfo) -> Workspace:
@@ -43,7 +57,7 @@ def in_place(info: FolderInfo) -> Workspace:
 
 async def workspace_here(path: str) -> Workspace:
     """A session working in ``path`` as it is: in the checkout when it is in git."""
-    info = await inspect_folder(path)
+    info = await checkout_of(path)
     return in_place(info) if info.is_git else Workspace(info.folder)
 
 
