@@ -42,12 +42,13 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def make_repo(root: Path) -> Path:
+def make_repo(root: Path, files: int = FILES, folders: int = FOLDERS) -> Path:
+    """A repository of ``files`` small Python files in ``folders`` folders, one commit."""
     repo = root / "big"
     repo.mkdir()
     git(repo, "init", "--quiet", "-b", "main")
-    per = FILES // FOLDERS
-    for folder in range(FOLDERS):
+    per = files // folders
+    for folder in range(folders):
         sub = repo / f"pkg{folder:03d}"
         sub.mkdir()
         for index in range(per):

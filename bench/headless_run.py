@@ -1,7 +1,9 @@
 """``polypilot run`` against the bare Copilot CLI: one tool turn, wall time, fixed cost, memory.
 
 Both run the pinned Copilot CLI (from npm) on the scripted model server (127.0.0.1) with
-the same prompt (``please TOOL now``: a bash tool call, then a reply) and model:
+the same prompt (``please TOOL now``: a bash tool call, then a reply) and model, in the same
+git checkout (a repository of 5,000 files, made once: a run works in a checkout, and what each
+side asks git there is part of its cost):
 
 - polypilot: ``python -m polypilot_tui run --allow-tools PROMPT`` (the ``polypilot`` command's
   entry point, with the bytecode an install has) with an agents file
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
 
 PAIRS = 7
 FAST_PAIRS = 9
+CHECKOUT_FILES = 5_000
 PROMPT = "please TOOL now"
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = resource.getpagesize() // 1024
@@ -134,14 +137,14 @@ class Timed:
     done: subprocess.CompletedProcess[str]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> Timed:
-    """Run ``argv``; its wall seconds, the peak (PSS, RSS) KiB of its process tree, when its
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> Timed:
+    """Run ``argv`` in ``cwd``; its wall seconds, the peak (PSS, RSS) KiB of its process tree, when its
     first child started and its result. RSS is polled every 10 ms, PSS every 100 ms."""
     peak_pss = peak_rss = 0
     child_tick: int | None = None
     started = time.perf_counter()
     proc = subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
     root_tick = start_tick(proc.pid)
@@ -168,15 +171,13 @@ def timed(argv: list[str], env: dict[str, str]) -> Timed:
 
 
 def polypilot_argv_env(
-    cli: Path, server_url: str, tmp: Path, homes: Path | None = None
+    cli: Path, server_url: str, tmp: Path, work: Path, homes: Path | None = None
 ) -> tuple[list[str], dict[str, str]]:
-    """``polypilot run`` with its state in ``tmp`` and its homes in ``homes`` (default ``tmp``)."""
+    """``polypilot run`` in ``work`` with its state in ``tmp`` and its homes in ``homes`` (default ``tmp``)."""
     from tests.support.copilot_harness import AGENT, run_env
 
     homes = homes or tmp
     agents = tmp / "agents.toml"
-    work = homes / "work"
-    work.mkdir(exist_ok=True)
     agents.write_text(
         f'[{AGENT}]\nkind = "copilot"\ncommand = "{cli}"\nmodel = "gpt-4.1"\ncwd = "{work}"\n'
         f'env = {{ COPILOT_HOME = "{homes / "copilot-home"}" }}\n'
@@ -189,8 +190,11 @@ def polypilot_argv_env(
     return [sys.executable, "-m", "polypilot_tui", "run", "--allow-tools", PROMPT], env
 
 
-def bare_argv_env(cli: Path, server_url: str, tmp: Path, homes: Path | None = None) -> tuple[list[str], dict[str, str]]:
-    """The bare ``copilot -p`` with its homes in ``homes`` (default ``tmp``)."""
+def bare_argv_env(
+    cli: Path, server_url: str, tmp: Path, work: Path, homes: Path | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """The bare ``copilot -p`` with its homes in ``homes`` (default ``tmp``); it works in its
+    own folder, ``work``, where it is run."""
     from tests.support.copilot_e2e import KEY
 
     homes = homes or tmp
@@ -206,16 +210,16 @@ def bare_argv_env(cli: Path, server_url: str, tmp: Path, homes: Path | None = No
     return [str(cli), "-p", PROMPT, "--allow-all-tools"], env
 
 
-def raw_argv_env(cli: Path, server_url: str, tmp: Path, homes: Path | None = None) -> tuple[list[str], dict[str, str]]:
-    """The CLI in SDK mode driven by bench/_raw_copilot.py (stdlib, no ``site``), with the
-    environment a ``polypilot run`` in these homes gives its CLI: the floor of the SDK mode."""
+def raw_argv_env(
+    cli: Path, server_url: str, tmp: Path, work: Path, homes: Path | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """The CLI in SDK mode driven by bench/_raw_copilot.py (stdlib, no ``site``) in ``work``, with
+    the environment a ``polypilot run`` in these homes gives its CLI: the floor of the SDK mode."""
     from polypilot_tui.agents.copilot.cli_spec import cli_environment
     from polypilot_tui.config import AgentConfig, ProviderConfig
     from tests.support.copilot_e2e import KEY, KEY_ENV
 
     homes = homes or tmp
-    work = homes / "work"
-    work.mkdir(exist_ok=True)
     agent = AgentConfig(
         name="raw",
         kind="copilot",
@@ -225,21 +229,21 @@ def raw_argv_env(cli: Path, server_url: str, tmp: Path, homes: Path | None = Non
         env={"COPILOT_HOME": str(homes / "copilot-home")},
         provider=ProviderConfig(base_url=server_url, api_key_env=KEY_ENV),
     )
-    _argv, base = polypilot_argv_env(cli, server_url, tmp, homes)
+    _argv, base = polypilot_argv_env(cli, server_url, tmp, work, homes)
     env, _provider = cli_environment(agent, base)
     env[KEY_ENV] = KEY
     script = str(Path(__file__).with_name("_raw_copilot.py"))
     return [sys.executable, "-I", "-S", script, str(work), "gpt-4.1", server_url, KEY_ENV, PROMPT, "--", str(cli)], env
 
 
-def one(kind: str, cli: Path, server_url: str, homes: Path | None = None) -> Timed:
-    """One fresh run of ``kind``, in its own temporary homes unless ``homes`` are given (kept
-    across runs); fails loudly if the turn did."""
+def one(kind: str, cli: Path, server_url: str, work: Path, homes: Path | None = None) -> Timed:
+    """One fresh run of ``kind`` in the checkout ``work``, in its own temporary homes unless
+    ``homes`` are given (kept across runs); fails loudly if the turn did."""
     with tempfile.TemporaryDirectory(prefix=f"polypilot-bench-run-{kind}-") as name:
         tmp = Path(name)
         (homes or tmp).joinpath("home").mkdir(exist_ok=True)
-        argv, env = MAKERS[kind](cli, server_url, tmp, homes)
-        run = timed(argv, env)
+        argv, env = MAKERS[kind](cli, server_url, tmp, work, homes)
+        run = timed(argv, env, work)
     if run.done.returncode != 0 or "done:" not in run.done.stdout:
         raise RuntimeError(
             f"{kind} run failed ({run.done.returncode}): {run.done.stdout[-500:]} {run.done.stderr[-1500:]}"
@@ -258,7 +262,7 @@ def python_start() -> float:
     return time.perf_counter() - started
 
 
-def fast_turn(cli: Path, server: ModelServer, pairs: int) -> Row:
+def fast_turn(cli: Path, server: ModelServer, work: Path, pairs: int) -> Row:
     """The fast turn (warm homes), its fixed cost, the floors it is measured against and
     where the time goes. Each round runs the three sides (polypilot, bare, the SDK mode on its
     own), the order turned by one each round."""
@@ -276,13 +280,13 @@ def fast_turn(cli: Path, server: ModelServer, pairs: int) -> Row:
         homes = {kind: Path(name) / kind.replace(" ", "-") for kind in kinds}
         for kind, where in homes.items():
             where.mkdir()
-            one(kind, cli, server.base_url, where)  # warm: the CLI's first start in these homes
+            one(kind, cli, server.base_url, work, where)  # warm: the CLI's first start in these homes
         for i in range(pairs):
             order = kinds[i % 3 :] + kinds[: i % 3]
             got: dict[str, Timed] = {}
             for kind in order:
                 seen = len(server.model_requests())
-                run = got[kind] = one(kind, cli, server.base_url, homes[kind])
+                run = got[kind] = one(kind, cli, server.base_url, work, homes[kind])
                 asked = [r.at for r in server.model_requests()[seen:]]
                 walls[kind].append(run.wall)
                 if kind == "polypilot" and run.spawned_after is not None:  # the bare CLI is its own root
@@ -322,15 +326,15 @@ IMPORT_GROUPS = (
 )
 
 
-def import_breakdown(cli: Path, server: ModelServer) -> None:
+def import_breakdown(cli: Path, server: ModelServer, work: Path) -> None:
     """One run under ``-X importtime``: each module's own import time, summed by group (the
     SDK imports in a thread, so the nesting, and each cumulative figure, mixes both threads)."""
     with tempfile.TemporaryDirectory(prefix="polypilot-bench-imports-") as name:
         tmp = Path(name)
         (tmp / "home").mkdir()
-        argv, env = polypilot_argv_env(cli, server.base_url, tmp)
+        argv, env = polypilot_argv_env(cli, server.base_url, tmp, work)
         done = subprocess.run(
-            [argv[0], "-X", "importtime", *argv[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+            [argv[0], "-X", "importtime", *argv[1:]], cwd=work, env=env, capture_output=True, text=True, timeout=120
         )
     totals: dict[str, float] = {}
     for line in done.stderr.splitlines():
@@ -388,22 +392,24 @@ async def sdk_steps(cli: Path, server: ModelServer) -> dict[str, float]:
 def main(pairs: int = PAIRS, fast_pairs: int = FAST_PAIRS) -> list[Row]:
     if str(ROOT) not in sys.path:  # tests.support (model server) lives beside bench/
         sys.path.insert(0, str(ROOT))
+    from bench.change_stats import make_repo
     from tests.support.model_server import ModelServer
 
     cli = find_cli()
     if cli is None:
         return []
-    with ModelServer(max_seconds=1800) as server:
-        one("bare", cli, server.base_url)  # warm the page cache for both; not counted
-        one("polypilot", cli, server.base_url)
-        rows = [slow_turn(cli, server, pairs), fast_turn(cli, server, fast_pairs)]
-        import_breakdown(cli, server)
+    with ModelServer(max_seconds=1800) as server, tempfile.TemporaryDirectory(prefix="polypilot-bench-co-") as name:
+        work = make_repo(Path(name), CHECKOUT_FILES, CHECKOUT_FILES // 50)
+        one("bare", cli, server.base_url, work)  # warm the page cache for both; not counted
+        one("polypilot", cli, server.base_url, work)
+        rows = [slow_turn(cli, server, work, pairs), fast_turn(cli, server, work, fast_pairs)]
+        import_breakdown(cli, server, work)
         steps = asyncio.run(sdk_steps(cli, server))
     print("  the SDK on a CLI it starts: " + ", ".join(f"{step} {seconds:.3f} s" for step, seconds in steps.items()))
     return rows
 
 
-def slow_turn(cli: Path, server: ModelServer, pairs: int) -> Row:
+def slow_turn(cli: Path, server: ModelServer, work: Path, pairs: int) -> Row:
     """The slow turn (fresh homes every run): the ratio and the peak memory."""
     walls: dict[str, list[float]] = {"polypilot": [], "bare": []}
     peaks: dict[str, list[tuple[int, int]]] = {"polypilot": [], "bare": []}
@@ -412,7 +418,7 @@ def slow_turn(cli: Path, server: ModelServer, pairs: int) -> Row:
         order = ("polypilot", "bare") if i % 2 == 0 else ("bare", "polypilot")
         got: dict[str, Timed] = {}
         for kind in order:
-            got[kind] = one(kind, cli, server.base_url)
+            got[kind] = one(kind, cli, server.base_url, work)
             walls[kind].append(got[kind].wall)
             peaks[kind].append(got[kind].peak)
         ratios.append(got["polypilot"].wall / got["bare"].wall)

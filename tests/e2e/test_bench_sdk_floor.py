@@ -26,8 +26,10 @@ def test_the_sdk_floor_driver_serves_the_whole_tool_turn_and_saves_the_session(
     copilot_cli: Path, model_server: ModelServer, tmp_path: Path
 ) -> None:
     (tmp_path / "home").mkdir()
-    argv, env = raw_argv_env(copilot_cli, model_server.base_url, tmp_path)
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+    work = tmp_path / "work"
+    work.mkdir()
+    argv, env = raw_argv_env(copilot_cli, model_server.base_url, tmp_path, work)
+    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "done: hi" in done.stdout  # the tool ran (its output is in the reply): the permission was answered
     assert len(model_server.model_requests()) == 2  # the tool call, then the reply
