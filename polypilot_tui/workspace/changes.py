@@ -112,9 +112,9 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
         numstat = await diff_against_base(["--numstat", "-z", "-M"], workspace, await lookup)
     except BaseException:
         lookup.cancel()
-        listing.cancel()  # the count failed: its listing is not waited for (git is killed)…
-        # …but its end is: a git process still being started when the event loop ends leaves
-        # it hanging (ChangeCounter.close).
+        listing.cancel()  # the count failed: its git processes are killed, and their end is
+        # waited for here, in the loop (a git process still being started when the event loop
+        # ends can hang it: ChangeCounter.close)
         await asyncio.gather(lookup, listing, return_exceptions=True)
         raise
     extra = await listing

@@ -7,7 +7,6 @@ on a new branch that starts at the base the user chose. Everything goes through
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -33,10 +32,8 @@ async def checkout_of(path: str) -> FolderInfo:
     if not top.ok:
         return FolderInfo(str(folder))
     repo = top.text.strip()
-    branch, head = await asyncio.gather(
-        git(["symbolic-ref", "--quiet", "--short", "HEAD"], repo, check=False),
-        git(["rev-parse", "--verify", "--quiet", "HEAD"], repo, check=False),
-    )
+    branch = await git(["symbolic-ref", "--quiet", "--short", "HEAD"], repo, check=False)
+    head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], repo, check=False)
     return FolderInfo(str(folder), repo, branch.text.strip() if branch.ok else "", head.text.strip())
 
 
