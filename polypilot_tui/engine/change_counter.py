@@ -36,19 +36,29 @@ class ChangeCounter:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self._slots: asyncio.Semaphore | None = None  # made on the loop, at the first count
+        self._cancelled: set[asyncio.Task[None]] = set()
+        """Counts cut short (their session removed), until they have ended: close() waits for them."""
+        self._closed = False
         watched = (SessionAdded, TurnEnded, SessionRemoved) if automatic else (SessionRemoved,)
         self._unsubscribe = manager.subscribe(self._on_change, *watched)
 
     def _on_change(self, change: Record) -> None:
         if isinstance(change, SessionRemoved):
-            task = self._running.get(change.session_id)
+            self._again.discard(change.session_id)
+            task = self._running.pop(change.session_id, None)
             if task is not None:
-                task.cancel()  # it leaves _running as it ends: close() waits for that end
+                task.cancel()
+                self._cancelled.add(task)  # out when it ends: a done callback runs even for a task
+                task.add_done_callback(self._cancelled.discard)  # cancelled before its first step
             return
         self.refresh(change.session_id)
 
     def refresh(self, session_id: str) -> None:
-        """Count the session's changes now (or right after the count in progress)."""
+        """Count the session's changes now (or right after the count in progress); nothing once
+        closed (a commit's or a request's answer may come after: a count nobody waits for
+        could hang the loop's end, see :meth:`close`)."""
+        if self._closed:
+            return
         try:
             workspace = self._manager.session(session_id).workspace
         except KeyError:
@@ -106,16 +116,18 @@ class ChangeCounter:
 
     async def idle(self) -> None:
         """Wait for the counts in progress (tests, and a clean quit)."""
-        while self._running:
-            await asyncio.gather(*self._running.values(), return_exceptions=True)
+        while self._running or self._cancelled:
+            await asyncio.gather(*self._running.values(), *self._cancelled, return_exceptions=True)
 
     async def close(self) -> None:
         """Stop listening; cancel the counts in progress and wait until they have ended. A count
         left to the event loop's own end could hang it for good: asyncio (3.11) cancels every
         task left there at once, and a git process being started when its pipes' task is
         cancelled too never reports its end."""
+        self._closed = True
         self._unsubscribe()
-        counts = list(self._running.values())
+        counts = [*self._running.values(), *self._cancelled]
         for task in counts:
             task.cancel()
         await asyncio.gather(*counts, return_exceptions=True)
+        self._running.clear()

@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import TypeVar
 
 from polypilot_tui.domain.changeset import Changeset, ChangeStats, FileCount
 from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.workspace import Workspace
 from polypilot_tui.workspace.diff_parse import parse_diff
 from polypilot_tui.workspace.git import MAX_OUTPUT, AppConfig, GitResult, WorkspaceError, app_config, git
+
+T = TypeVar("T")
 
 MAX_UNTRACKED_FILES = 2000
 """Untracked files beyond this are counted as files, not read for their lines."""
@@ -175,11 +178,16 @@ async def diff_text(workspace: Workspace, limit: int = MAX_DIFF_CHARS) -> DiffTe
         return DiffText("")
     top = top_level(workspace)
     # One settings lookup for the burst of calls below (the folder is in the top's repository).
-    base, settings = await asyncio.gather(diff_base(workspace), app_config(top))
-    tracked, listed = await asyncio.gather(
+    # Each pair is waited for whole, a failure of one included: a git process left running
+    # unawaited can hang the loop's end (file_counts).
+    based, looked = await asyncio.gather(diff_base(workspace), app_config(top), return_exceptions=True)
+    base, settings = _succeeded(based), _succeeded(looked)
+    diffed, found = await asyncio.gather(
         git(["diff", "-M", "--end-of-options", base, "--"], workspace.folder, settings=settings),
         untracked(workspace, settings),
+        return_exceptions=True,
     )
+    tracked, listed = _succeeded(diffed), _succeeded(found)
     text = tracked.out.decode("utf-8", "replace")
     parts, size = [text], len(text)
     truncated = tracked.truncated or size > limit
@@ -205,6 +213,13 @@ async def diff_text(workspace: Workspace, limit: int = MAX_DIFF_CHARS) -> DiffTe
     whole = "".join(parts)[:limit]
     named = workspace.base if workspace.base and workspace.base_commit else base  # people read branch names
     return DiffText(whole, truncated, tuple(shown), named, tuple(starts))
+
+
+def _succeeded(outcome: T | BaseException) -> T:
+    """What a call gathered with ``return_exceptions`` returned, or its failure raised."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def parse_changes(diff: DiffText) -> Changeset:

@@ -69,6 +69,8 @@ from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.exit_status import exit_text
 
 DEFAULT_TIMEOUT = 60.0
+REAP_SECONDS = 1.0
+"""Seconds a git cancelled (and killed) is waited for to end, at most."""
 MAX_OUTPUT = 64 * 1024 * 1024
 """A diff larger than this is cut (the view says so) rather than held whole in memory."""
 
@@ -313,6 +315,12 @@ async def _run(command: list[str], cwd: str, env: dict[str, str], stdin: bytes |
     except asyncio.CancelledError:
         if proc.returncode is None:
             proc.kill()
+        # Reaped in the loop, not left to its end (changes.file_counts); bounded, as a hook of a
+        # git the user asked for may hold its pipes open after git is killed.
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), REAP_SECONDS)
+        except TimeoutError:
+            pass
         raise
     truncated = len(out) > MAX_OUTPUT
     return GitResult(proc.returncode or 0, out[:MAX_OUTPUT], err.decode("utf-8", "replace"), truncated)
