@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import logging
 import os
@@ -27,6 +26,7 @@ from polypilot_tui.config import (
 from polypilot_tui.domain.limits import PROMPT_BYTES, size_words
 from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.domain.trace import MAX_BYTES, TraceError
+from polypilot_tui.infra import event_loop
 from polypilot_tui.infra.logs import setup_file_logging, setup_stderr_logging
 from polypilot_tui.infra.private import NotPrivate, check_private_dir, check_private_socket
 from polypilot_tui.infra.redact import REDACTOR
@@ -293,13 +293,13 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
         from polypilot_tui.commands.hosts import cmd_ls_all_hosts
         from polypilot_tui.service.hosts_file import hosts_path, read_hosts
 
-        return asyncio.run(cmd_ls_all_hosts(settings, read_hosts(hosts_path()), args.json))
+        return event_loop.run(cmd_ls_all_hosts(settings, read_hosts(hosts_path()), args.json))
     if args.command == "ls":
-        return asyncio.run(sessions.cmd_ls(settings, args.json))
+        return event_loop.run(sessions.cmd_ls(settings, args.json))
     if args.command == "send" and args.to is not None:
         from polypilot_tui.commands.fan_out import cmd_broadcast
 
-        return asyncio.run(cmd_broadcast(settings, args.to, args.prompt, json_mode=args.json))
+        return event_loop.run(cmd_broadcast(settings, args.to, args.prompt, json_mode=args.json))
     if args.command == "fan-out":
         from polypilot_tui.commands.fan_out import cmd_fan_out
 
@@ -313,11 +313,11 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
             check_timeout=check_timeout(args),
             sandbox=sandbox_choice(args),
         )
-        return asyncio.run(made)
+        return event_loop.run(made)
     if args.command == "compare":
         from polypilot_tui.commands.fan_out import cmd_compare
 
-        return asyncio.run(cmd_compare(settings, args.group, check=args.check, json_mode=args.json))
+        return event_loop.run(cmd_compare(settings, args.group, check=args.check, json_mode=args.json))
     if args.command == "pick":
         from polypilot_tui.commands.fan_out import cmd_pick
 
@@ -329,28 +329,28 @@ def cmd_session(args: argparse.Namespace, settings: Settings) -> int:
             force=args.force,
             message=args.message,
         )
-        return asyncio.run(pick)
+        return event_loop.run(pick)
     if args.command == "send":
         send = follow.cmd_send(
             settings, args.session, args.prompt, wait=args.wait, json_mode=args.json, timeout=args.timeout
         )
-        return asyncio.run(send)
+        return event_loop.run(send)
     if args.command == "answer":
-        return asyncio.run(sessions.cmd_answer(settings, args.session, args.option))
+        return event_loop.run(sessions.cmd_answer(settings, args.session, args.option))
     if args.command == "follow":
-        return asyncio.run(follow.cmd_follow(settings, args.session, args.json))
+        return event_loop.run(follow.cmd_follow(settings, args.session, args.json))
     if args.command == "model":
-        return asyncio.run(model_switch.cmd_model(settings, args.session, args.model))
+        return event_loop.run(model_switch.cmd_model(settings, args.session, args.model))
     if args.command == "clear-queue":
-        return asyncio.run(sessions.cmd_clear_queue(settings, args.session))
+        return event_loop.run(sessions.cmd_clear_queue(settings, args.session))
     if args.command == "team":
         from polypilot_tui.commands import team
 
         given = team.bounds_given(
             args.workers_at_once, args.total, args.depth, args.turns, args.minutes, args.tokens, args.cost
         )
-        return asyncio.run(team.cmd_team(settings, args.session, given, args.show, args.stop_workers))
-    return asyncio.run(sessions.cmd_act(settings, args.session, args.command))
+        return event_loop.run(team.cmd_team(settings, args.session, given, args.show, args.stop_workers))
+    return event_loop.run(sessions.cmd_act(settings, args.session, args.command))
 
 
 SESSION_COMMANDS = (
@@ -521,7 +521,7 @@ def _command(argv: Sequence[str] | None, early: EarlyCli | None = None, engine: 
         code = (
             cmd_fan_out(args, settings, catalog)
             if args.fan_out is not None
-            else asyncio.run(
+            else event_loop.run(
                 run_headless(
                     settings,
                     catalog,
@@ -653,7 +653,7 @@ def cmd_fan_out(args: argparse.Namespace, settings: Settings, catalog: AgentCata
         allow_tools=args.allow_tools,
         sandbox=sandbox_choice(args),
     )
-    return asyncio.run(fan_out)
+    return event_loop.run(fan_out)
 
 
 def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
@@ -661,7 +661,7 @@ def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
     from polypilot_tui.commands import workspace
 
     if args.command == "new":
-        return asyncio.run(
+        return event_loop.run(
             workspace.cmd_new(
                 settings,
                 load_catalog(settings),
@@ -675,8 +675,8 @@ def cmd_workspace(args: argparse.Namespace, settings: Settings) -> int:
             )
         )
     if args.command == "diff":
-        return asyncio.run(workspace.cmd_diff(settings, args.session, stat=args.stat))
-    return asyncio.run(
+        return event_loop.run(workspace.cmd_diff(settings, args.session, stat=args.stat))
+    return event_loop.run(
         workspace.cmd_finish(
             settings,
             args.session,
@@ -707,7 +707,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"polypilot replay: cannot read {args.trace}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = asyncio.run(run_trace(lines, settings, horizon=args.horizon))
+        result = event_loop.run(run_trace(lines, settings, horizon=args.horizon))
     except TraceError as exc:
         print(f"polypilot replay: {args.trace}: {exc}", file=sys.stderr)
         return EXIT_USAGE

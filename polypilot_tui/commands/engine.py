@@ -12,6 +12,7 @@ from polypilot_tui.domain.safe_json import dump_json
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.codec import encode
 from polypilot_tui.engine.verbs import ENGINE_STOP, EngineInfo, NoArgs
+from polypilot_tui.infra import event_loop
 from polypilot_tui.infra.collector import started
 from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.serve import EngineRefused, serve
@@ -27,7 +28,7 @@ STOP_WAIT = 30.0
 def cmd_serve(settings: Settings, catalog: AgentCatalog) -> int:
     """Run the engine in this process until it is stopped."""
     try:
-        return asyncio.run(_serve_then_collect(settings, catalog))
+        return event_loop.run(_serve_then_collect(settings, catalog))
     except EngineRefused as exc:
         say(f"polypilot: {exc}", err=True)
         return EXIT_REFUSED
@@ -53,7 +54,7 @@ async def _serve_then_collect(settings: Settings, catalog: AgentCatalog) -> int:
 
 def cmd_engine(settings: Settings, action: str, json_mode: bool = False) -> int:
     """``start`` (detached, when none runs; prints where it listens), ``status``, ``stop``."""
-    return asyncio.run(_engine(settings, action, json_mode))
+    return event_loop.run(_engine(settings, action, json_mode))
 
 
 async def _engine(settings: Settings, action: str, json_mode: bool) -> int:

@@ -14,7 +14,6 @@ the environment's and the agents' secrets.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from polypilot_tui.domain.text import compact_duration, one_line
 from polypilot_tui.domain.view import SessionStatus, SessionView, derive_failure
 from polypilot_tui.engine.api import EngineError
 from polypilot_tui.engine.verbs import SESSIONS, NoArgs
+from polypilot_tui.infra import event_loop
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.client import EngineClient
@@ -202,7 +202,7 @@ def print_status(settings: Settings, json_mode: bool = False, out: TextIO | None
     """Print the status model (the running engine's, else the registry's); exit 0 (an empty or
     missing registry is not an error)."""
     out = out or sys.stdout
-    live = asyncio.run(live_document(settings)) if socket_path(settings.state_dir).exists() else None
+    live = event_loop.run(live_document(settings)) if socket_path(settings.state_dir).exists() else None
     doc = REDACTOR.scrub(live or status_document(settings))  # every text of every row
     if json_mode:
         out.write(dump_json(doc, indent=2) + "\n")

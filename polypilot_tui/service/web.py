@@ -45,6 +45,7 @@ from aiohttp import web
 from textual_serve.server import Server
 
 from polypilot_tui.domain.clock import Clock, SystemClock
+from polypilot_tui.infra import event_loop
 from polypilot_tui.infra.private import atomic_write, private_dir
 from polypilot_tui.service.web_access import PageKeys, new_secret, shows_token
 
@@ -340,5 +341,5 @@ def run_web(host: str, port: int, state_dir: Path, agents_file: Path | None = No
         print(f"polypilot web: cannot listen on {host} port {port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
     server = TokenServer(dashboard_command(agents_file, in_process), socks, new_secret())
-    asyncio.run(serve_until_signalled(server, state_dir))
+    event_loop.run(serve_until_signalled(server, state_dir))
     return EXIT_OK

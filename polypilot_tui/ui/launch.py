@@ -22,6 +22,7 @@ from polypilot_tui.agents.catalog import load_catalog
 from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Settings, demo_agent
 from polypilot_tui.domain.hosts import HostEntry
 from polypilot_tui.engine.api import Engine, EngineError
+from polypilot_tui.infra import event_loop
 from polypilot_tui.service.remote import RemoteEngine
 from polypilot_tui.service.spawn import ensure_engine
 from polypilot_tui.ui.app import PolypilotApp
@@ -142,7 +143,7 @@ def _start(make: Callable[[], PolypilotApp] | Callable[[], Awaitable[PolypilotAp
     if "TEXTUAL_DRIVER" not in os.environ:
         for name in ("COLUMNS", "LINES"):
             os.environ.pop(name, None)
-    return asyncio.run(_run(make))
+    return event_loop.run(_run(make))
 
 
 async def _run(make: Callable[[], PolypilotApp] | Callable[[], Awaitable[PolypilotApp | None]]) -> int:

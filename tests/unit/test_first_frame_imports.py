@@ -82,6 +82,7 @@ OURS = frozenset(
         "polypilot_tui.entry",
         "polypilot_tui.infra",
         "polypilot_tui.infra.conversion_errors",  # msgspec's errors read, for the settings and the codec
+        "polypilot_tui.infra.event_loop",  # the loop the dashboard runs on
         "polypilot_tui.infra.logs",
         "polypilot_tui.infra.notify_command",
         "polypilot_tui.infra.notify_escapes",

@@ -1,0 +1,43 @@
+"""Our one way to run an event loop: ``asyncio.run``, after which the tasks already cancelled
+end inside the loop before it closes.
+
+``asyncio.run`` cancels every task left at its end at once. A task cancelled while it starts a
+process (``asyncio.create_subprocess_exec``: git, an agent, a notifier) waits there for the
+process's end, which its pipes' task reports; cancelled at the same moment, that task never
+does, and the loop's end waits forever (Python 3.11; CPython issue 125502). Whoever cancels a
+task should wait for it (the engine does: ``ChangeCounter.close``); what is left cancelled and
+not waited for (a Textual worker at the app's end, a request the web server gave up) is given
+:data:`SETTLE_SECONDS` here to end on its own, nothing else cancelled meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+SETTLE_SECONDS = 1.0
+"""Seconds the tasks already cancelled have to end before the loop closes, at most."""
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)``, the cancelled tasks left behind settled first (:func:`settle`)."""
+
+    async def settled() -> T:
+        try:
+            return await main
+        finally:
+            await settle()
+
+    return asyncio.run(settled())
+
+
+async def settle(timeout: float = SETTLE_SECONDS) -> None:
+    """Wait up to ``timeout`` seconds for the tasks already cancelled to end (none is
+    cancelled here, and a task still at work is left to the loop's end as before)."""
+    current = asyncio.current_task()
+    ending = [task for task in asyncio.all_tasks() if task is not current and task.cancelling()]
+    if ending:
+        await asyncio.wait(ending, timeout=timeout)

@@ -1,0 +1,63 @@
+"""Our loops end even when a task was cancelled while starting a process and left behind
+(infra/event_loop.py): ``asyncio.run`` (3.11) cancels every task left at its end at once, and
+such a task's pipes' task, cancelled with it, never reports the process's end. The cases run in
+a process of their own: a hang fails the test by its timeout instead of hanging the suite."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LEFT_BEHIND = """
+import asyncio, sys
+from polypilot_tui.infra import event_loop
+
+async def main(steps: int) -> None:
+    async def start() -> None:  # as a notifier or a git call starts its process
+        proc = await asyncio.create_subprocess_exec(
+            "true", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        await proc.communicate()
+
+    async def owner() -> None:  # cancels what it started, and does not wait for it
+        started = asyncio.ensure_future(start())
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            started.cancel()
+            raise
+
+    task = asyncio.get_running_loop().create_task(owner())
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    task.cancel()  # wherever its process's start stands; the loop ends right after
+
+for steps in range(int(sys.argv[1])):
+    event_loop.run(main(steps))
+print("every loop ended")
+"""
+
+
+def test_a_task_cancelled_while_starting_a_process_and_left_behind_never_hangs_the_loops_end() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LEFT_BEHIND, "24"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "every loop ended"
+
+
+def test_every_loop_of_ours_is_run_the_one_way() -> None:
+    """``asyncio.run`` is called in infra/event_loop.py alone: a loop run another way skips
+    the settling of what was left cancelled."""
+    others = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "polypilot_tui").rglob("*.py"))
+        if path.name != "event_loop.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\basyncio\.run\(", line)
+    ]
+    assert others == []
