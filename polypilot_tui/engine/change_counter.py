@@ -16,6 +16,7 @@ import os
 from polypilot_tui.domain.changeset import ChangeStats
 from polypilot_tui.domain.records import Record, SessionAdded, SessionRemoved, TurnEnded
 from polypilot_tui.engine.manager import SessionManager
+from polypilot_tui.infra.event_loop import cancel_and_wait
 from polypilot_tui.workspace.changes import change_stats
 from polypilot_tui.workspace.git import WorkspaceError
 from polypilot_tui.workspace.worktrees import folder_problem
@@ -126,8 +127,5 @@ class ChangeCounter:
         cancelled too never reports its end."""
         self._closed = True
         self._unsubscribe()
-        counts = [*self._running.values(), *self._cancelled]
-        for task in counts:
-            task.cancel()
-        await asyncio.gather(*counts, return_exceptions=True)
+        await cancel_and_wait([*self._running.values(), *self._cancelled])
         self._running.clear()

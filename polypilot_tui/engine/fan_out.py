@@ -55,6 +55,7 @@ from polypilot_tui.engine.verbs import (
     Send,
     SessionRef,
 )
+from polypilot_tui.infra.event_loop import cancel_and_wait
 from polypilot_tui.infra.redact import REDACTOR
 from polypilot_tui.storage.notices import NoticeBoard
 from polypilot_tui.workspace.check_command import run_check
@@ -398,8 +399,5 @@ class FanOutDesk:
     async def close(self) -> None:
         """Stop the checks running (a turn the close interrupts starts none); the groups saved."""
         self._closing = True
-        for task in list(self._checks.values()):
-            task.cancel()
-        if self._checks:
-            await asyncio.wait(list(self._checks.values()))
+        await cancel_and_wait(self._checks.values())
         await self.saved()

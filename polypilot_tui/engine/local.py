@@ -84,6 +84,7 @@ from polypilot_tui.engine.verbs import (
 )
 from polypilot_tui.engine.workspaces import WorkspaceDesk, in_git, own_worktree
 from polypilot_tui.engine.worktree_cleanup import prune_orphaned_worktrees
+from polypilot_tui.infra.event_loop import cancel_and_wait
 from polypilot_tui.storage.notices import NoticeBoard, NoticeListener
 
 if TYPE_CHECKING:
@@ -229,10 +230,7 @@ class LocalEngine(OneMachine):
         """End the engine: with ``quitting``, turns in flight end as interrupted (else they stay on record)."""
         self.watch_folders(False)
         self.teams.closing()  # first: the waits pending now are delivered after the next start
-        background = list(self._background)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)  # ended in the loop (ChangeCounter.close)
+        await cancel_and_wait(self._background)
         await self.changes.close()
         await self.fan_outs.close()
         try:

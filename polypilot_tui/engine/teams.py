@@ -67,6 +67,7 @@ from polypilot_tui.engine.verbs import (
     WorkerReply,
     WorkerState,
 )
+from polypilot_tui.infra.event_loop import cancel_and_wait
 from polypilot_tui.infra.lines import bounded_lines
 from polypilot_tui.infra.private import atomic_write, move_aside, open_private
 from polypilot_tui.infra.redact import REDACTOR
@@ -689,10 +690,7 @@ class TeamDesk:
             self._writer.changed()  # the spent time is the close's
             await self._writer.flush()
             self._writer.stop()
-        background = list(self._background)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)  # ended in the loop (ChangeCounter.close)
+        await cancel_and_wait(self._background)
 
 
 def _team_lines(path: Path) -> list[tuple[str, bool]]:

@@ -5,7 +5,7 @@ end inside the loop before it closes.
 process (``asyncio.create_subprocess_exec``: git, an agent, a notifier) waits there for the
 process's end, which its pipes' task reports; cancelled at the same moment, that task never
 does, and the loop's end waits forever (Python 3.11; CPython issue 125502). Whoever cancels a
-task should wait for it (the engine does: ``ChangeCounter.close``); what is left cancelled and
+task should wait for it (:func:`cancel_and_wait`, as the engine does); what is left cancelled and
 not waited for (a Textual worker at the app's end, a request the web server gave up) is given
 :data:`SETTLE_SECONDS` here to end on its own, nothing else cancelled meanwhile.
 """
@@ -13,7 +13,7 @@ not waited for (a Textual worker at the app's end, a request the web server gave
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -32,6 +32,15 @@ def run(main: Coroutine[Any, Any, T]) -> T:
             await settle()
 
     return asyncio.run(settled())
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended, however it ends: what its owner cancels
+    ends inside the loop, never left to the loop's end."""
+    ending = list(tasks)
+    for task in ending:
+        task.cancel()
+    await asyncio.gather(*ending, return_exceptions=True)
 
 
 async def settle(timeout: float = SETTLE_SECONDS) -> None:

@@ -15,6 +15,7 @@ from typing import TypeVar
 from polypilot_tui.domain.changeset import Changeset, ChangeStats, FileCount
 from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.workspace import Workspace
+from polypilot_tui.infra.event_loop import cancel_and_wait
 from polypilot_tui.workspace.diff_parse import parse_diff
 from polypilot_tui.workspace.git import MAX_OUTPUT, AppConfig, GitResult, WorkspaceError, app_config, git
 
@@ -114,11 +115,9 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
     try:
         numstat = await diff_against_base(["--numstat", "-z", "-M"], workspace, await lookup)
     except BaseException:
-        lookup.cancel()
-        listing.cancel()  # the count failed: its git processes are killed, and their end is
-        # waited for here, in the loop (a git process still being started when the event loop
-        # ends can hang it: ChangeCounter.close)
-        await asyncio.gather(lookup, listing, return_exceptions=True)
+        # The count failed: its git processes are killed, and their end waited for here, in the
+        # loop (a git process still being started when the loop ends can hang it: infra/event_loop.py).
+        await cancel_and_wait([lookup, listing])
         raise
     extra = await listing
     counts: list[FileCount] = []
@@ -179,7 +178,7 @@ async def diff_text(workspace: Workspace, limit: int = MAX_DIFF_CHARS) -> DiffTe
     top = top_level(workspace)
     # One settings lookup for the burst of calls below (the folder is in the top's repository).
     # Each pair is waited for whole, a failure of one included: a git process left running
-    # unawaited can hang the loop's end (file_counts).
+    # unawaited can hang the loop's end (infra/event_loop.py).
     based, looked = await asyncio.gather(diff_base(workspace), app_config(top), return_exceptions=True)
     base, settings = _succeeded(based), _succeeded(looked)
     diffed, found = await asyncio.gather(

@@ -315,7 +315,7 @@ async def _run(command: list[str], cwd: str, env: dict[str, str], stdin: bytes |
     except asyncio.CancelledError:
         if proc.returncode is None:
             proc.kill()
-        # Reaped in the loop, not left to its end (changes.file_counts); bounded, as a hook of a
+        # Reaped in the loop, not left to its end (infra/event_loop.py); bounded, as a hook of a
         # git the user asked for may hold its pipes open after git is killed.
         try:
             await asyncio.wait_for(asyncio.shield(proc.wait()), REAP_SECONDS)
