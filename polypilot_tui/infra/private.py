@@ -17,17 +17,26 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import pwd
 import stat
-import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polypilot_tui.domain.safe_json import ParseError
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    import logging
+
+
+def _log() -> logging.Logger:
+    """This module's logger: ``logging`` is imported when something is to be said (a headless
+    run reads its settings through here before it spawns its agent, ~3 ms earlier without it)."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -207,7 +216,7 @@ def private_dir(path: Path | str) -> Path:
         if (os.stat(path).st_mode & 0o777) != DIR_MODE:
             os.chmod(path, DIR_MODE)
     except OSError as exc:  # ours and nobody else can write it: a read-only mount, say
-        log.warning("cannot make %s private: %s", path, exc)
+        _log().warning("cannot make %s private: %s", path, exc)
     return path
 
 
@@ -300,6 +309,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     The temporary file is made new (``O_EXCL``: never a link's target) and renamed over
     ``path``, which replaces whatever entry was there (a link itself, not what it points to).
     """
+    import tempfile  # writing only: not on a headless run's way to its agent's spawn
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, FILE_MODE)
@@ -333,7 +344,7 @@ def move_aside(path: Path, why: str) -> Path | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        log.error("cannot move the broken %s aside (%s): %s", path, why, exc)
+        _log().error("cannot move the broken %s aside (%s): %s", path, why, exc)
         return None
-    log.error("%s was unusable (%s); moved it to %s", path.name, why, target.name)
+    _log().error("%s was unusable (%s); moved it to %s", path.name, why, target.name)
     return target

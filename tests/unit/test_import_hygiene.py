@@ -104,8 +104,8 @@ RUN_BEFORE_SPAWN = {
 start): the settings' sources, the agent's raw table, its command line and the spawn — no
 pydantic, settings models, asyncio, engine, storage, UI or SDK yet (they load while the CLI
 boots). A module that joins this list delays every headless run."""
-NOT_BEFORE_SPAWN = {"pydantic", "asyncio", "dataclasses", "copilot", "acp", "textual", "rich", "dotenv"}
-"""Third-party and standard modules the early start stays clear of (each costs 10-100 ms)."""
+NOT_BEFORE_SPAWN = {"pydantic", "asyncio", "dataclasses", "copilot", "acp", "textual", "rich", "dotenv", "logging"}
+"""Third-party and standard modules the early start stays clear of (each costs 3-100 ms)."""
 
 SPAWN_PROBE = """
 import gc, subprocess, sys
