@@ -158,10 +158,19 @@ class RemoteEngine(OneMachine):
 
     # ---- life --------------------------------------------------------------------------
     async def start(self) -> None:
-        """Attach: the snapshot is in the mirror when this returns; changes follow."""
+        """Attach: the snapshot is in the mirror when this returns; changes follow. EngineError
+        when none came (EngineSilent: none within :data:`SNAPSHOT_TIMEOUT`; the stream is still
+        read, and a snapshot that comes later is taken)."""
         snapshot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read(snapshot), name="engine stream")
-        await asyncio.wait_for(asyncio.shield(snapshot), SNAPSHOT_TIMEOUT)
+        try:
+            await asyncio.wait_for(asyncio.shield(snapshot), SNAPSHOT_TIMEOUT)
+        except TimeoutError:
+            # told now: what may end the stream later is read here, not logged as never retrieved
+            snapshot.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise EngineSilent(
+                f"the engine sent no snapshot within {SNAPSHOT_TIMEOUT:g} s (hung, or overloaded?)"
+            ) from None
 
     async def _read(self, first: asyncio.Future[None]) -> None:
         attempt = 0

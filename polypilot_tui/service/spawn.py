@@ -77,7 +77,8 @@ def engine_command(settings: EngineHome) -> tuple[list[str], dict[str, str]]:
 
 def engine_listening(settings: EngineHome) -> bool:
     """Whether something accepts a connection on the state folder's engine socket: a quick
-    look without HTTP, for before the dashboard's UI (and the engine's client) is imported."""
+    look without HTTP (before the dashboard's UI and the engine's client are imported, and at
+    its first connect). A Unix socket connects at once, or within 1 s when its queue is full."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)
         try:

@@ -157,7 +157,9 @@ class PolypilotApp(App[int]):
                 notice.message, title=notice.title, severity=notice.severity, timeout=20, markup=False
             )
         )
-        self.on_app_focus()  # started by a person at this terminal: alerts come here
+        # Started by a person at this terminal: alerts come here (told after the first frame,
+        # which needs no more of the engine than its snapshot).
+        self.call_after_refresh(self.on_app_focus)
         await self.dashboard.show_sessions()
 
     async def on_unmount(self) -> None:

@@ -23,8 +23,9 @@ from polypilot_tui.config import DEMO_AGENT, AgentCatalog, AgentsFileError, Sett
 from polypilot_tui.domain.hosts import HostEntry
 from polypilot_tui.engine.api import Engine, EngineError
 from polypilot_tui.infra import event_loop
+from polypilot_tui.service.address import socket_path
 from polypilot_tui.service.remote import RemoteEngine
-from polypilot_tui.service.spawn import ensure_engine
+from polypilot_tui.service.spawn import engine_listening, ensure_engine
 from polypilot_tui.ui.app import PolypilotApp
 from polypilot_tui.ui.quit_signals import QuitOnSignal
 from polypilot_tui.ui.terminal import HangupSafeDriver
@@ -78,10 +79,20 @@ def run_attached(settings: Settings, spawned: subprocess.Popen[bytes] | None = N
 
 def local_connect(settings: Settings, spawned: subprocess.Popen[bytes] | None) -> Callable[[], Awaitable[Path]]:
     """How the dashboard reaches this machine's engine: the one ``spawned`` early is waited
-    for once; a reconnect later looks afresh (and starts one when none runs)."""
+    for once, else one that listens is taken at once; a reconnect later looks afresh (and
+    starts one when none runs)."""
     starting = [spawned] if spawned is not None else []
+    looked = spawned is not None
 
     async def connect() -> Path:
+        nonlocal looked
+        if not looked:
+            # An engine that listens is taken as it is: the stream's snapshot proves it answers
+            # (asking it first cost the first frame a request and ~3 ms); one that does not
+            # listen is started as ever.
+            looked = True
+            if engine_listening(settings):
+                return socket_path(settings.state_dir)
         path, _started = await ensure_engine(settings, spawned=starting.pop() if starting else None)
         return path
 

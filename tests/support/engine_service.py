@@ -175,20 +175,14 @@ def attached_dashboard(state: Path, agents_file: Path | None = None, **options: 
     """The dashboard as ``polypilot`` builds it: attached to the engine of ``state`` (started
     detached when none runs, with this process's POLYPILOT_* environment)."""
     from polypilot_tui.config import Settings, load_agents
-    from polypilot_tui.service.spawn import ensure_engine
-    from polypilot_tui.ui.launch import dashboard_on
+    from polypilot_tui.ui.launch import dashboard_on, local_connect
     from polypilot_tui.ui.theming import BUNDLED_DIR
 
     settings = Settings.read(None, state_dir=state, agents_file=agents_file, **options)
-
-    async def connect() -> Path:
-        path, _started = await ensure_engine(settings)
-        return path
-
     return dashboard_on(
         settings,
         load_agents(agents_file),
-        RemoteEngine(connect),
+        RemoteEngine(local_connect(settings, None)),
         theme_dirs=[BUNDLED_DIR],
         keymap_file=state / "no-keymap.toml",
         launch_folder=str(state),

@@ -267,7 +267,7 @@ class DashboardScreen(Screen[None]):
         """Once the engine has started: where the user was, or a first session, then the
         heartbeat and the first redraw."""
         self.recall_where_the_user_was()  # if not read before the engine started
-        self.look_for_agents()
+        self.call_after_refresh(self.look_for_agents)  # for the welcome text: not the first frame's
         if not self.engine.ids():
             await self.start_first_session()
         elif self._ui_state.selected in self.engine.ids():
