@@ -76,10 +76,13 @@ def make_now(cls: type) -> None:
 def _make(klass: type, options: dict[str, Any], written: dict[str, Any]) -> None:
     """Run ``@dataclass`` on ``klass`` (its ``__repr__``/``__eq__`` stubs gone) and put its
     ``__init__`` and docstring in place; anything raised leaves ``klass`` to be restored."""
-    dataclasses.dataclass(klass, **options)
+    # Without an __init__ (the stub's place): @dataclass compiles one even where it keeps the
+    # class's own, and the bare subclass below writes the one to keep.
+    dataclasses.dataclass(klass, **(options | {"init": False}))
     if not options.get("init", True):
         delattr(klass, "__init__")
     else:
+        klass.__dataclass_params__.init = True  # type: ignore[attr-defined]  # as given
         # a docstring, so that @dataclass does not write the bare class one (a signature)
         names = {"__module__": klass.__module__, "__qualname__": klass.__qualname__, "__doc__": "-"}
         bare = type(klass.__name__, (klass,), names)
