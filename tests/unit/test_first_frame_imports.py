@@ -184,8 +184,11 @@ DASHBOARD = textwrap.dedent(
             from polypilot_tui.domain.dataclass_on_use import pending_count
             from polypilot_tui.engine import verbs
             waiting = f"waiting: {pending_count()} {'__match_args__' in vars(verbs.Send)}"
+            # a request or reply of these made: the dashboard asked the engine more than its stream
+            kinds = ("EngineInfo", "HistoryRange", "HistoryPage", "Focus", "AgentOffer")
+            asked = "asked: " + " ".join(k for k in kinds if "__match_args__" in vars(getattr(verbs, k)))
             buttons = f"buttons: {len(self.screen.query('Button'))}"
-            report_to.write_text("\\n".join([shown, collections, buttons, waiting, *names]))
+            report_to.write_text("\\n".join([shown, collections, buttons, waiting, asked, *names]))
             self.exit()
 
         self.call_after_refresh(report)
@@ -223,7 +226,7 @@ async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harnes
                 dashboard.kill()
                 await dashboard.wait()
     assert report.exists(), f"the dashboard reported nothing: {said.decode(errors='replace')[-2000:]}"
-    shown, collections, buttons, waiting, *names = report.read_text().splitlines()
+    shown, collections, buttons, waiting, asked, *names = report.read_text().splitlines()
     assert shown.startswith("s1|Message first"), shown  # the first frame had the session and its prompt
     # No collection walks start-up's objects before the first frame (entry.py); after it, they run.
     assert collections == "collecting at mount: False, after the first frame: True"
@@ -234,6 +237,9 @@ async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harnes
     # the verbs' requests among them: nothing was sent yet.
     pending, send_made = waiting.split()[1:]
     assert int(pending) > 50 and send_made == "False", waiting
+    # Before it, the engine was asked for its stream alone (its snapshot shows the sessions): not
+    # who it is, nor the shown chat's rows, the agents it can start or where the focus is.
+    assert asked == "asked: ", asked
     ours = [n for n in names if n.startswith("polypilot_tui")]
     third = [n for n in names if not n.startswith(("polypilot_tui", "_"))]  # "_": the interpreter's own
     sneaked = sorted(set(ours) - OURS) + sorted(set(third) - THIRD_PARTY)
