@@ -153,3 +153,59 @@ def saved_mid_turn(state: Path, sid: str, reply_has: str) -> bool:
         return False
     in_flight = any(s.get("id") == sid and s.get("turn_in_flight") for s in saved.get("sessions", []))
     return in_flight and rows >= 1 and any(reply_has in text for text in drafts)
+
+
+def a_long_saved_chat(state: Path) -> str:
+    """A state folder whose one saved session (demo agent) holds 12 prompts and replies of 40
+    lines each (more than the first page the chat mounts); its id."""
+    import time
+
+    from polypilot_tui.domain.chat import ChatItem
+    from polypilot_tui.storage.registry import SessionRecord
+    from polypilot_tui.storage.store import Store
+
+    store = Store(state)
+    now = time.time()
+    record = SessionRecord(
+        id="long",
+        name="long chat",
+        agent="demo",
+        cwd=str(state),
+        agent_session_id="demo-000000000001",
+        created_at=now - 3600,
+        status="idle",
+        last_activity_at=now - 60,
+    )
+    store.registry.save([record], now)
+    kinds = (ItemKind.USER, ItemKind.ASSISTANT)
+    texts = [
+        f"prompt {i // 2}" if i % 2 == 0 else "\n\n".join(f"- line {j} of reply {i // 2}" for j in range(40))
+        for i in range(24)
+    ]
+    store.history.write([(record.id, i, ChatItem(kinds[i % 2], text, now - 3000 + i)) for i, text in enumerate(texts)])
+    store.close()
+    return record.id
+
+
+async def test_a_chat_scrolled_back_comes_back_where_it_was(demo_env: None) -> None:
+    """Where the user had scrolled the shown chat back to is kept at quit and found again at the
+    next start, measured in the rows the engine sends after the first frame."""
+    state = short_state_dir()
+    sid = a_long_saved_chat(state)
+    async with running_engine(state) as engine:
+        app = attached_dashboard(engine.state)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: "line 39 of reply 11" in screen_text(app), what="the chat's last row")
+            await pilot.press("pageup", "pageup")
+            log = app.pane.log_for(sid)
+            assert log is not None
+            await wait_for(pilot, lambda: log.scroll_back > 0, what="the chat scrolled back")
+            await pilot.pause(0.3)
+            back = log.scroll_back
+            await pilot.press("ctrl+q")
+        again = attached_dashboard(engine.state)
+        async with again.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: (log := again.pane.log_for(sid)) is not None and log.scroll_back == back)
+            shown = screen_text(again)
+            await pilot.pause(0.5)  # and it stays there
+            assert again.pane.log_for(sid).scroll_back == back and screen_text(again) == shown  # type: ignore[union-attr]

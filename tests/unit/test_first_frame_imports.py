@@ -185,7 +185,7 @@ DASHBOARD = textwrap.dedent(
             from polypilot_tui.engine import verbs
             waiting = f"waiting: {pending_count()} {'__match_args__' in vars(verbs.Send)}"
             # a request or reply of these made: the dashboard asked the engine more than its stream
-            kinds = ("EngineInfo", "Focus", "AgentOffer")
+            kinds = ("EngineInfo", "HistoryRange", "HistoryPage", "Focus", "AgentOffer")
             asked = "asked: " + " ".join(k for k in kinds if "__match_args__" in vars(getattr(verbs, k)))
             buttons = f"buttons: {len(self.screen.query('Button'))}"
             report_to.write_text("\\n".join([shown, collections, buttons, waiting, asked, *names]))
@@ -237,8 +237,8 @@ async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harnes
     # the verbs' requests among them: nothing was sent yet.
     pending, send_made = waiting.split()[1:]
     assert int(pending) > 50 and send_made == "False", waiting
-    # Before it, the engine was asked for its stream (its snapshot shows the sessions) and the
-    # shown chat's rows: not who it is, nor the agents it can start or where the focus is.
+    # Before it, the engine was asked for its stream alone (its snapshot shows the sessions): not
+    # who it is, nor the shown chat's rows, the agents it can start or where the focus is.
     assert asked == "asked: ", asked
     ours = [n for n in names if n.startswith("polypilot_tui")]
     third = [n for n in names if not n.startswith(("polypilot_tui", "_"))]  # "_": the interpreter's own

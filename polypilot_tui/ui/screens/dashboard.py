@@ -173,6 +173,9 @@ class DashboardScreen(Screen[None]):
         """Where the user was when the last run ended (restored as sessions are first shown)."""
         self._saved_selection: str | None = None
         """The session the user was on when the dashboard last quit, until first put on screen."""
+        self._histories = False
+        """Chats are shown with their rows: not before the first frame, which shows none (a row
+        is drawn a frame later anyway), so that fetching them does not delay it."""
         self._recalled = False
         """Where the user was has been read back (once: before the engine starts, or at its start)."""
         self._ui_saved: UiState | None = None
@@ -273,6 +276,7 @@ class DashboardScreen(Screen[None]):
         elif self._ui_state.selected in self.engine.ids():
             self.select(self._ui_state.selected)
         self.set_interval(self.settings.heartbeat_seconds, self.heartbeat, name="heartbeat")
+        self.call_after_refresh(self._show_histories)
         if self._redraw_posted or not self.redraws:
             # Now, unless the engine's start (its snapshot, its restore) was drawn already: what
             # it asked for is drawn here, before the screen's queue gets to it (the posted
@@ -283,6 +287,13 @@ class DashboardScreen(Screen[None]):
         if self.engine.hosts():  # the hosts' sessions come as each host attaches: their drafts wait
             self._drafts_waiting = {k: v for k, v in self._ui_state.drafts.items() if k not in ids}
         self.pane.editor.focus()
+
+    def _show_histories(self) -> None:
+        """The first frame is drawn: the shown chat's rows now (fetched when not here yet)."""
+        self._histories = True
+        if self.selected is not None:
+            self._dirty.add(self.selected)
+            self._request_redraw()
 
     def quitting(self) -> None:
         """The app is about to end: keep how far each chat is scrolled back now, while the chats
@@ -483,17 +494,17 @@ class DashboardScreen(Screen[None]):
             or ((log := self.pane.log_for(shown.id)) is not None and log.shows_unreadable)  # until read
             or where != self._shown_where  # its host went down or came back
         ):
-            first_time = self.pane.log_for(shown.id) is None
+            history = self.engine.history(shown.id) if self._histories else ()
             await self.pane.show(
                 shown,
-                self.engine.history(shown.id),
+                history,
                 self.engine.streaming_text(shown.id),
                 now,
                 self.agents_found.empty_text(shown, self.catalog, machine),
                 where,
             )
             self._shown_where = where
-            if first_time and shown.id in self._ui_state.scroll_back:
+            if history and shown.id in self._ui_state.scroll_back:  # once its rows are there to scroll
                 self.pane.scroll_back(shown.id, self._ui_state.scroll_back.pop(shown.id))
         else:
             self.pane.tick(shown, now)
