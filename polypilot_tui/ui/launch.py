@@ -81,19 +81,16 @@ def local_connect(settings: Settings, spawned: subprocess.Popen[bytes] | None) -
     """How the dashboard reaches this machine's engine: the one ``spawned`` early is waited
     for once, else one that listens is taken at once; a reconnect later looks afresh (and
     starts one when none runs)."""
-    starting = [spawned] if spawned is not None else []
-    looked = spawned is not None
+    first = True
 
     async def connect() -> Path:
-        nonlocal looked
-        if not looked:
-            # An engine that listens is taken as it is: the stream's snapshot proves it answers
-            # (asking it first cost the first frame a request and ~3 ms); one that does not
-            # listen is started as ever.
-            looked = True
-            if engine_listening(settings):
-                return socket_path(settings.state_dir)
-        path, _started = await ensure_engine(settings, spawned=starting.pop() if starting else None)
+        nonlocal first
+        at_start, first = first, False
+        # An engine that listens at the first connect is taken as it is: the stream's snapshot
+        # proves it answers (asking it first cost the first frame a request and ~3 ms).
+        if at_start and spawned is None and engine_listening(settings):
+            return socket_path(settings.state_dir)
+        path, _started = await ensure_engine(settings, spawned=spawned if at_start else None)
         return path
 
     return connect

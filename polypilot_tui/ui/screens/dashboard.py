@@ -292,8 +292,7 @@ class DashboardScreen(Screen[None]):
         """The first frame is drawn: the shown chat's rows now (fetched when not here yet)."""
         self._histories = True
         if self.selected is not None:
-            self._dirty.add(self.selected)
-            self._request_redraw()
+            self._redraw_rows({self.selected})
 
     def quitting(self) -> None:
         """The app is about to end: keep how far each chat is scrolled back now, while the chats
