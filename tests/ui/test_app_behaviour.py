@@ -55,6 +55,27 @@ async def test_a_burst_of_deltas_is_one_redraw(tmp_path: Path) -> None:
         assert app.pane.log_for("s1").streaming.rstrip().endswith("w199")
 
 
+async def test_a_redraw_made_directly_leaves_no_coalesced_one_behind(tmp_path: Path) -> None:
+    """A change arms the coalesced redraw (a real-time timer); a flush made before it fires
+    (the heartbeat's, a test's) draws the change, and the timer then draws nothing again: it
+    redrew every row at whatever time it fired (a CI run saw a row's "0s" turn "15s")."""
+    app = build_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        d = Driver(pilot)
+        await d.settle()
+        await d.send("s1", "run tests")
+        d.turn_start("s1")
+        d.tool("s1", "bash", "pytest", output=None)
+        await d.settle()
+        before = app.dashboard.redraws
+        await pilot.pause(0.3)  # six coalescing intervals of real time
+        assert app.dashboard.redraws == before
+        d.stream("s1", "more")
+        await pilot.pause(0.3)
+        assert app.dashboard.redraws == before + 1  # a change still comes by itself
+        assert app.pane.log_for("s1").streaming.rstrip().endswith("more")
+
+
 async def test_bell_and_toast_only_for_sessions_off_screen_and_only_once(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     bells: list[int] = []

@@ -409,9 +409,15 @@ class DashboardScreen(Screen[None]):
         # ~20 redraws a second, not one per event (the screen cannot show more anyway).
         wait = self._last_flush + RENDER_INTERVAL - self.clock.now()
         if wait > 0:
-            self.set_timer(wait, self.flush, name="coalesced redraw")
+            self.set_timer(wait, self._flush_posted, name="coalesced redraw")
         else:
-            self.call_later(self.flush)
+            self.call_later(self._flush_posted)
+
+    async def _flush_posted(self) -> None:
+        """The coalesced redraw: none when a flush since drew what it was armed for (a flush
+        made directly, the heartbeat's, left the timer to redraw every row again for nothing)."""
+        if self._redraw_posted:
+            await self.flush()
 
     async def heartbeat(self) -> None:
         """Refresh "ago" labels, repair a lost redraw (flushes directly, never via the guard),
