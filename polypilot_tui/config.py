@@ -77,7 +77,8 @@ class PermissionPolicy(StrEnum):
 ASKS_NOBODY = frozenset({PermissionPolicy.ALLOW, PermissionPolicy.DENY})
 """Policies that answer every request themselves: under the others a request may wait for the user."""
 
-_TIERS = WatchdogConfig()
+_TIERS = WatchdogConfig
+"""The tiers' defaults, read from the class (an instance would make it at import: domain/dataclass_on_use.py)."""
 
 Tier = Annotated[float, Meta(ge=0.5, le=WEEK)]
 """A tier that decides when a turn is stuck: a smaller one would call every turn stuck at its first breath."""

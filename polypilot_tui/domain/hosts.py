@@ -175,17 +175,18 @@ class Backoff:
         return float(min(self.cap, self.first * self.factor ** min(failures - 1, 32)))
 
 
-DEFAULT_BACKOFF = Backoff()
-OTHER_VERSION_BACKOFF = Backoff(first=30.0, factor=2.0, cap=300.0)
-"""Another API version does not fix itself in seconds: tried again rarely (an upgrade is seen)."""
+def other_version_backoff() -> Backoff:
+    """Another API version does not fix itself in seconds: tried again rarely (an upgrade is seen).
+    (Made when needed: a module-level instance would make its class at import, for every start.)"""
+    return Backoff(first=30.0, factor=2.0, cap=300.0)
 
 
 class HostHealth:
     """One host's state on ``clock``: what each try and each loss makes of it, and when to try again."""
 
-    def __init__(self, name: str, target: str, clock: Clock, backoff: Backoff = DEFAULT_BACKOFF) -> None:
+    def __init__(self, name: str, target: str, clock: Clock, backoff: Backoff | None = None) -> None:
         self._clock = clock
-        self._backoff = backoff
+        self._backoff = backoff or Backoff()
         self.failures = 0
         """Failed tries since it was last live."""
         self.view = HostView(name=name, target=target, state=HostState.CONNECTING, since=clock.now())
@@ -220,7 +221,7 @@ class HostHealth:
     def failed(self, reason: str, state: HostState = HostState.UNREACHABLE) -> HostView:
         """A try failed: ``state`` (a host seen before stays stale), retried after the backoff."""
         self.failures += 1
-        backoff = OTHER_VERSION_BACKOFF if state is HostState.OTHER_VERSION else self._backoff
+        backoff = other_version_backoff() if state is HostState.OTHER_VERSION else self._backoff
         if state is HostState.UNREACHABLE and self.view.last_seen is not None:
             state = HostState.STALE
         return self._enter(state, reason, self._clock.now() + backoff.delay(self.failures))

@@ -9,6 +9,7 @@ one polling period (PolyPilot: 15 s) later.
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cache
 from typing import TYPE_CHECKING
 
 from polypilot_tui.domain.dataclass_on_use import dataclass
@@ -91,7 +92,12 @@ class Decision:
     detail: str = ""
 
 
-CONTINUE = Decision(Action.CONTINUE, "")
+@cache
+def continuing() -> Decision:
+    """Nothing is due: one decision, made at the first (an instance made at import would make
+    its class for every start, the dashboard's included: domain/dataclass_on_use.py)."""
+    return Decision(Action.CONTINUE, "")
+
 
 #: Deadlines are sums of floats; a timer set for ``anchor + tier`` must see the tier as
 #: elapsed when it fires, whatever the rounding.
@@ -184,7 +190,7 @@ def next_deadline(turn: Turn, cfg: WatchdogConfig, probes: Probes | None = None)
 def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = None) -> Decision:
     """What to do with ``turn`` at ``now``; every decision but CONTINUE carries a reason."""
     if turn.pending_permissions:
-        return CONTINUE
+        return continuing()
     last = turn.last_event_type or "none"
     busy_for = now - turn.started_at - turn.waited_for_user
     if cfg.max_turn > 0 and busy_for + EPSILON >= cfg.max_turn:
@@ -224,7 +230,7 @@ def decide(turn: Turn, now: float, cfg: WatchdogConfig, probes: Probes | None = 
         )
     tier = select_tier(turn, cfg, probes, now)
     if now + EPSILON < turn.watchdog_anchor + tier.seconds:
-        return CONTINUE
+        return continuing()
     silent = now - turn.last_event_at
     return _timed_out(turn, now, cfg, probes, tier, silent, last)
 

@@ -27,7 +27,6 @@ from polypilot_tui.domain.chat import ChatItem
 from polypilot_tui.domain.clock import Clock
 from polypilot_tui.domain.fan_out import BroadcastResult
 from polypilot_tui.domain.hosts import (
-    DEFAULT_BACKOFF,
     LOCAL,
     Backoff,
     HostEntry,
@@ -109,7 +108,7 @@ class SshMember:
         connect_timeout: float = CONNECT_TIMEOUT,
         ping_every: float = PING_EVERY,
         ping_timeout: float = PING_TIMEOUT,
-        backoff: Backoff = DEFAULT_BACKOFF,
+        backoff: Backoff | None = None,
     ) -> None:
         self.name = entry.name
         self.entry = entry
