@@ -25,6 +25,7 @@ from polypilot_tui.domain.view import SessionView
 from polypilot_tui.engine.api import Engine
 from polypilot_tui.ui.action_failures import Failed, attempt
 from polypilot_tui.ui.attention import Alert
+from polypilot_tui.ui.css_tokens import KeptTokens
 from polypilot_tui.ui.formatting import plural, session_names
 from polypilot_tui.ui.keymap import keymap_path, load_keymap
 from polypilot_tui.ui.notifier import Notifier, desktop_notifier
@@ -58,7 +59,9 @@ class PolypilotApp(App[int]):
         launch_folder: str | None = None,
     ) -> None:
         super().__init__()
-        self.stylesheet = AppStylesheet(variables=self.theme_variables)  # what Textual's was made with
+        self.style_tokens = KeptTokens()
+        """The style sources' tokens: kept from the last start once :meth:`keep_style_tokens` is asked."""
+        self.stylesheet = AppStylesheet(variables=self.theme_variables, tokens=self.style_tokens)  # Textual's args
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
@@ -132,6 +135,12 @@ class PolypilotApp(App[int]):
         before. After the first frame, so that frame pays nothing for it."""
         self._freeze_heap = True
 
+    def keep_style_tokens(self) -> None:
+        """Parse the style sources from the tokens the last start kept in the state folder, and
+        keep this start's (ui/css_tokens.py: ~10 ms of the first frame). Only a real launch
+        asks (ui/launch.py): a test's app tokenizes, as the first start does."""
+        self.style_tokens.keep_in(Path(self.settings.state_dir))
+
     def _heap_frozen(self) -> None:
         gc.freeze()
         gc.enable()  # off since the command started (entry.py)
@@ -140,6 +149,7 @@ class PolypilotApp(App[int]):
     async def on_mount(self) -> None:
         if self._freeze_heap:
             self.call_after_refresh(self._heap_frozen)
+        self.call_after_refresh(self.style_tokens.save)  # those the first frame tokenized (its first start)
         keymap, problem = load_keymap(self._keymap_file)
         self.set_keymap(keymap)
         if problem:
@@ -163,6 +173,7 @@ class PolypilotApp(App[int]):
         await self.dashboard.show_sessions()
 
     async def on_unmount(self) -> None:
+        self.style_tokens.save()  # a dialog's, first opened in this run
         # The main screen is gone by now (it saved where the user was); the engine goes last.
         await self.engine.detach(stop_engine=self.stop_engine_on_quit)
 

@@ -164,6 +164,7 @@ async def _run(make: Callable[[], PolypilotApp] | Callable[[], Awaitable[Polypil
         app.driver_class = HangupSafeDriver
     QuitOnSignal(app).install(asyncio.get_running_loop())
     app.freeze_heap_after_first_frame()  # what start-up made stays: collections skip it
+    app.keep_style_tokens()
     if app.remote is None:  # a session on another machine starts in its agent's folder there
         app.dashboard.first_folder = first_folder(app.settings, app.catalog)
     result = await app.run_async()

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from textual import events
-from textual.css import stylesheet as textual_stylesheet
+from textual.css.tokenizer import Token
 from textual.dom import DOMNode
 
+from polypilot_tui.ui import stylesheet as app_stylesheet
 from polypilot_tui.ui.screens.new_session import NewSessionScreen
 from polypilot_tui.ui.stylesheet import AppStylesheet
 from tests.ui.helpers import demo_app, wait_for
@@ -27,15 +28,15 @@ widget's default CSS, and its tie breaker (the same CSS read for another class i
 
 @pytest.fixture
 def parsed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[Source]]:
-    """How many times each style sheet was parsed."""
+    """How many times each style sheet was parsed (its rule sets made, from its tokens)."""
     counts: Counter[Source] = Counter()
-    real = textual_stylesheet.parse
+    real = app_stylesheet.rule_sets
 
-    def parse(scope: str, css: str, read_from: object, **options: Any) -> Any:
-        counts[(read_from, scope, options["is_default_rules"], options["tie_breaker"])] += 1
-        return real(scope, css, read_from, **options)
+    def rule_sets(tokens: list[Token], variables: Any, scope: str, is_default_rules: bool, tie_breaker: int) -> Any:
+        counts[(tokens[0].read_from, scope, is_default_rules, tie_breaker)] += 1
+        return real(tokens, variables, scope, is_default_rules, tie_breaker)
 
-    monkeypatch.setattr(textual_stylesheet, "parse", parse)
+    monkeypatch.setattr(app_stylesheet, "rule_sets", rule_sets)
     yield counts
 
 

@@ -108,6 +108,7 @@ OURS = frozenset(
         "polypilot_tui.ui.app",
         "polypilot_tui.ui.attention",
         "polypilot_tui.ui.broadcast",
+        "polypilot_tui.ui.css_tokens",  # the style sources' tokens, kept from the last start
         "polypilot_tui.ui.formatting",
         "polypilot_tui.ui.host_text",  # the sidebar's host headers
         "polypilot_tui.ui.keymap",
@@ -193,7 +194,8 @@ DASHBOARD = textwrap.dedent(
             kinds = ("EngineInfo", "HistoryRange", "HistoryPage", "Focus", "AgentOffer")
             asked = "asked: " + " ".join(k for k in kinds if "__match_args__" in vars(getattr(verbs, k)))
             buttons = f"buttons: {len(self.screen.query('Button'))}"
-            report_to.write_text("\\n".join([shown, collections, buttons, waiting, asked, *names]))
+            styles = f"tokenized: {self.style_tokens.tokenized}"
+            report_to.write_text("\\n".join([shown, collections, buttons, waiting, asked, styles, *names]))
             self.exit()
 
         self.call_after_refresh(report)
@@ -206,32 +208,39 @@ DASHBOARD = textwrap.dedent(
 )
 
 
+async def first_frame(env: dict[str, str], cwd: Path) -> list[str]:
+    """What a dashboard started by ``entry.main`` reported at its first frame (see DASHBOARD)."""
+    report = cwd / "imported.txt"
+    report.unlink(missing_ok=True)
+    dashboard = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        DASHBOARD,
+        str(report),
+        env=env,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        said, _ = await asyncio.wait_for(dashboard.communicate(), REPORT_WAIT)
+    finally:
+        if dashboard.returncode is None:
+            dashboard.kill()
+            await dashboard.wait()
+    assert report.exists(), f"the dashboard reported nothing: {said.decode(errors='replace')[-2000:]}"
+    return report.read_text().splitlines()
+
+
 async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harness, tmp_path: Path) -> None:
     engine = LocalEngine(harness.manager)
     await engine.call(NEW_SESSION, NewSession("demo", "first"))
-    report = tmp_path / "imported.txt"
     async with serving_in_process(engine) as socket:
         env = engine_env(socket.parent, {"POLYPILOT_CONFIG_DIR": str(tmp_path / "config")})
         env["TEXTUAL_DRIVER"] = "textual.drivers.headless_driver:HeadlessDriver"
-        dashboard = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            DASHBOARD,
-            str(report),
-            env=env,
-            cwd=tmp_path,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        try:
-            said, _ = await asyncio.wait_for(dashboard.communicate(), REPORT_WAIT)
-        finally:
-            if dashboard.returncode is None:
-                dashboard.kill()
-                await dashboard.wait()
-    assert report.exists(), f"the dashboard reported nothing: {said.decode(errors='replace')[-2000:]}"
-    shown, collections, buttons, waiting, asked, *names = report.read_text().splitlines()
+        shown, collections, buttons, waiting, asked, styles, *names = await first_frame(env, tmp_path)
+        again = await first_frame(env, tmp_path)  # the next start, with the style tokens kept by this one
     assert shown.startswith("s1|Message first"), shown  # the first frame had the session and its prompt
     # No collection walks start-up's objects before the first frame (entry.py); after it, they run.
     assert collections == "collecting at mount: False, after the first frame: True"
@@ -246,6 +255,10 @@ async def test_the_first_frame_imports_only_the_reviewed_modules(harness: Harnes
     # Before it, the engine was asked for its stream alone (its snapshot shows the sessions): not
     # who it is, nor the shown chat's rows, the agents it can start or where the focus is.
     assert asked == "asked: ", asked
+    # The style sources were tokenized at the first start, and kept: the next parsed them from
+    # their tokens (ui/css_tokens.py), and showed the same.
+    assert int(styles.split()[1]) > 20 and again[5] == "tokenized: 0", (styles, again[5])
+    assert again[0] == shown
     ours = [n for n in names if n.startswith("polypilot_tui")]
     third = [n for n in names if not n.startswith(("polypilot_tui", "_"))]  # "_": the interpreter's own
     sneaked = sorted(set(ours) - OURS) + sorted(set(third) - THIRD_PARTY)
