@@ -10,12 +10,18 @@ same options, bases first): the class is exactly the one ``@dataclass`` would ha
 
 First use is any of: an instance made, printed or compared, or the class's dataclass fields read
 (``dataclasses.fields``, ``is_dataclass``, ``replace``, ``asdict``, msgspec — all read
-``__dataclass_fields__``, which makes the class). Made now instead: a class with
-``slots=True`` (``@dataclass`` then returns a new class, which cannot be swapped in later), one
-that defines a method ``@dataclass`` would write, and one with a metaclass or a base's
-``__init_subclass__`` (they would run for the bare subclass that writes its ``__init__``). A
-class with no docstring gets the one ``@dataclass`` writes from its signature when it is made
-(until then its ``__doc__`` is None, as written).
+``__dataclass_fields__``, which makes the class). Made now instead: a class that defines a method
+``@dataclass`` would write, one with a metaclass or a base's ``__init_subclass__`` (they would
+run for the bare subclass that writes its ``__init__``), and a ``slots=True`` one with a base,
+``weakref_slot``, or an annotation that may not be a field (``ClassVar``, ``InitVar``,
+``KW_ONLY``: the decorator decides). A class with no docstring gets the one ``@dataclass``
+writes from its signature when it is made (until then its ``__doc__`` is None, as written).
+
+``slots=True`` makes ``@dataclass`` return a new class: the one the module binds cannot be
+swapped later. That new class is made at once instead (its ``__slots__`` its fields, its body
+without their defaults, as ``@dataclass`` makes it), and the rest waits: when it is made, the
+defaults stand in for the slots while ``@dataclass`` reads them, and frozen, it gets the
+``__getstate__``/``__setstate__`` pair ``@dataclass`` gives a frozen class with slots.
 
 Before its first use, the class itself reads as written: ``inspect.signature`` reads its
 stub's, a field's class attribute is its ``field(…)``, ``__match_args__`` is missing and
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, dataclass_transform, overload
@@ -45,6 +52,9 @@ MARKS = ("__dataclass_fields__", "__dataclass_params__")
 
 _pending: dict[type, dict[str, Any]] = {}
 """Classes not made yet, with the options their ``@dataclass`` was given."""
+_slot_defaults: dict[type, dict[str, Any]] = {}
+"""The fields' defaults (or ``field(…)``) of slotted classes not made yet, as written."""
+_MAYBE_NO_FIELD = re.compile(r"ClassVar|InitVar|KW_ONLY")
 _lock = threading.RLock()
 
 
@@ -75,10 +85,38 @@ def make_now(cls: type) -> None:
 
 def _make(klass: type, options: dict[str, Any], written: dict[str, Any]) -> None:
     """Run ``@dataclass`` on ``klass`` (its ``__repr__``/``__eq__`` stubs gone) and put its
-    ``__init__`` and docstring in place; anything raised leaves ``klass`` to be restored."""
+    ``__init__`` and docstring in place, its slots' too; anything raised leaves ``klass`` to be
+    restored."""
+    slots = {name: written[name] for name in _slot_defaults.get(klass, ())}
+    for name, default in _slot_defaults.get(klass, {}).items():
+        setattr(klass, name, default)  # read by @dataclass in place of the slot, as it was written
+    try:
+        _decorate(klass, options, written)
+    finally:
+        for name, slot in slots.items():
+            setattr(klass, name, slot)
+    if klass in _slot_defaults:
+        del _slot_defaults[klass]
+        if options.get("frozen"):  # as @dataclass gives a frozen class with slots, for pickle
+            for name, method in (("__getstate__", _slots_state), ("__setstate__", _set_slots_state)):
+                if name not in written:
+                    setattr(klass, name, method)
+
+
+def _slots_state(self: Any) -> list[Any]:
+    return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+
+def _set_slots_state(self: Any, state: list[Any]) -> None:
+    for f, value in zip(dataclasses.fields(self), state, strict=True):
+        object.__setattr__(self, f.name, value)  # frozen: as @dataclass's own does
+
+
+def _decorate(klass: type, options: dict[str, Any], written: dict[str, Any]) -> None:
+    """``@dataclass`` on ``klass`` as given (its slots aside), its ``__init__`` and docstring."""
     # Without an __init__ (the stub's place): @dataclass compiles one even where it keeps the
     # class's own, and the bare subclass below writes the one to keep.
-    dataclasses.dataclass(klass, **(options | {"init": False}))
+    dataclasses.dataclass(klass, **(options | {"init": False, "slots": False}))
     if not options.get("init", True):
         delattr(klass, "__init__")
     else:
@@ -150,17 +188,36 @@ def _stubs(klass: Any) -> dict[str, Callable[..., Any]]:
     return {"__init__": first_init, "__repr__": first_repr, "__eq__": first_eq}
 
 
-def _defer(klass: T, options: dict[str, Any]) -> T:
+def _slotted(klass: type, options: dict[str, Any]) -> type | None:
+    """The class ``@dataclass(slots=True)`` will make of ``klass``, made now and not yet a
+    dataclass; None when it cannot wait (see the module's docstring)."""
+    annotations = klass.__dict__.get("__annotations__", {})
     if (
-        options.get("slots")
-        or any(name in klass.__dict__ for name in STUBS)
+        options.get("weakref_slot")
+        or klass.__bases__ != (object,)
+        or "__slots__" in klass.__dict__
+        or any(not isinstance(hint, str) or _MAYBE_NO_FIELD.search(hint) for hint in annotations.values())
+    ):
+        return None
+    names = tuple(annotations)
+    body = {key: value for key, value in klass.__dict__.items() if key not in {*names, "__dict__", "__weakref__"}}
+    slotted = type(klass.__name__, klass.__bases__, body | {"__slots__": names})
+    _slot_defaults[slotted] = {name: klass.__dict__[name] for name in names if name in klass.__dict__}
+    return slotted
+
+
+def _defer(klass: T, options: dict[str, Any]) -> T:
+    slotted: type | None = klass
+    if (
+        any(name in klass.__dict__ for name in STUBS)
         or type(klass) is not type
         or any("__init_subclass__" in vars(base) for base in klass.__mro__[1:-1])
+        or (options.get("slots") and (slotted := _slotted(klass, options)) is None)
     ):
-        # slots: @dataclass returns a new class, which cannot be swapped in later; a
-        # metaclass or an __init_subclass__ would also run for the bare subclass that writes
+        # a metaclass or an __init_subclass__ would also run for the bare subclass that writes
         # the __init__ (a registry by name would keep it)
         return cast(T, dataclasses.dataclass(klass, **options))
+    klass = cast(T, slotted)
     with _lock:
         _pending[klass] = options
         for name, stub in _stubs(klass).items():

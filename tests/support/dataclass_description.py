@@ -34,8 +34,8 @@ def _sample(cls: Any) -> Any:
 
 
 def describe(cls: Any) -> dict[str, Any]:
-    """Fields, defaults, ``__init__``, docstring, hashing, match arguments, params, slots, and
-    an instance's repr and equality (reading the fields makes a class waiting for its use)."""
+    """Fields, defaults, ``__init__``, docstring, hashing, match arguments, params, slots (and
+    their pickling), and an instance's repr and equality (reading the fields makes a class waiting for its use)."""
     made = _sample(cls)
     return {
         "fields": [
@@ -47,7 +47,8 @@ def describe(cls: Any) -> dict[str, Any]:
         "hash": cls.__hash__ is None,
         "match": list(getattr(cls, "__match_args__", ())),
         "params": repr(cls.__dataclass_params__),
-        "slots": "__slots__" in vars(cls),
+        "slots": vars(cls).get("__slots__"),
+        "state": [name for name in ("__getstate__", "__setstate__") if name in vars(cls)],  # pickle of slots
         "repr": repr(made),
         "eq": made == _sample(cls) if not isinstance(made, Exception) else None,
     }

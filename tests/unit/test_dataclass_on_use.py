@@ -10,9 +10,11 @@ that make a class: an instance, a repr, ``==``, reading its fields (``fields``, 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import pickle
 import threading
 from dataclasses import asdict, field, fields, is_dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -131,10 +133,6 @@ def test_the_codec_builds_a_class_not_made_yet_with_its_defaults_and_its_check()
 
 
 def test_what_cannot_wait_is_made_at_once() -> None:
-    @dataclass(frozen=True, slots=True)
-    class Slotted:  # @dataclass(slots=True) returns a new class: it cannot be swapped in later
-        a: int
-
     @dataclass(frozen=True)
     class OwnRepr:  # its own method: nothing to gain
         """With its own repr."""
@@ -144,8 +142,61 @@ def test_what_cannot_wait_is_made_at_once() -> None:
         def __repr__(self) -> str:
             return "mine"
 
-    assert all("__match_args__" in vars(cls) for cls in (Slotted, OwnRepr))
-    assert Slotted.__slots__ == ("a",) and repr(OwnRepr(1)) == "mine"
+    @dataclass(frozen=True)
+    class Base:
+        a: int
+
+    @dataclass(frozen=True, slots=True)
+    class SlottedChild(Base):  # slots after a base's fields: the decorator's to lay out
+        b: int = 2
+
+    @dataclass(frozen=True, slots=True)
+    class SlottedClassVar:  # a ClassVar is no field, and no slot: the decorator decides
+        a: int
+        LIMIT: ClassVar[int] = 3
+
+    @dataclass(frozen=True, slots=True, weakref_slot=True)
+    class Weak:
+        a: int
+
+    made = (OwnRepr, SlottedChild, SlottedClassVar, Weak)
+    assert all("__match_args__" in vars(cls) for cls in made)
+    assert repr(OwnRepr(1)) == "mine" and SlottedChild.__slots__ == ("a", "b") and SlottedClassVar.__slots__ == ("a",)
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """A slotted record of this module (pickle finds it by name)."""
+
+    x: int
+    y: int = 0
+    tags: list[str] = field(default_factory=list)
+
+
+def test_a_slotted_class_waits_and_is_then_what_the_decorator_makes() -> None:
+    """``@dataclass(slots=True)`` returns a new class: that one is made at import (its slots,
+    its body without the defaults), the rest when first used."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Real:
+        x: int
+        y: int = 0
+        tags: list[str] = field(default_factory=list)
+
+    assert "__match_args__" not in vars(Point) and Point.__slots__ == Real.__slots__ == ("x", "y", "tags")
+    point = Point(1)
+    assert "__match_args__" in vars(Point)
+    assert (point.x, point.y, point.tags) == (1, 0, []) and point == Point(1, 0, [])
+    assert repr(point) == "Point(x=1, y=0, tags=[])" and hash(Point(1, 2, ())) == hash(Point(1, 2, ()))  # type: ignore[arg-type]
+    assert not hasattr(point, "__dict__") and isinstance(vars(Point)["x"], type(vars(Real)["x"]))  # slots, no dict
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point.x = 2  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(Point(3, 4, ["a"]))) == Point(3, 4, ["a"])
+    assert [f.name for f in fields(Point)] == [f.name for f in fields(Real)]
+    assert [(f.default, f.default_factory) for f in fields(Point)] == [
+        (f.default, f.default_factory) for f in fields(Real)
+    ]
+    assert Point.__match_args__ == Real.__match_args__ and str(inspect.signature(Point)) == str(inspect.signature(Real))
 
 
 def test_a_class_with_no_docstring_waits_and_gets_the_one_dataclass_writes() -> None:
