@@ -91,16 +91,13 @@ def _make(klass: type, options: dict[str, Any], written: dict[str, Any]) -> None
     for name, default in _slot_defaults.get(klass, {}).items():
         setattr(klass, name, default)  # read by @dataclass in place of the slot, as it was written
     try:
-        _decorate(klass, options, written)
+        init = _decorate(klass, options, written)
     finally:
         for name, slot in slots.items():
             setattr(klass, name, slot)
-    if klass in _slot_defaults:
-        del _slot_defaults[klass]
-        if options.get("frozen"):  # as @dataclass gives a frozen class with slots, for pickle
-            for name, method in (("__getstate__", _slots_state), ("__setstate__", _set_slots_state)):
-                if name not in written:
-                    setattr(klass, name, method)
+    _slot_defaults.pop(klass, None)
+    if init is not None:  # last: a thread that takes it (without the lock) finds the class whole
+        klass.__init__ = init  # type: ignore[misc]
 
 
 def _slots_state(self: Any) -> list[Any]:
@@ -112,11 +109,13 @@ def _set_slots_state(self: Any, state: list[Any]) -> None:
         object.__setattr__(self, f.name, value)  # frozen: as @dataclass's own does
 
 
-def _decorate(klass: type, options: dict[str, Any], written: dict[str, Any]) -> None:
-    """``@dataclass`` on ``klass`` as given (its slots aside), its ``__init__`` and docstring."""
+def _decorate(klass: type, options: dict[str, Any], written: dict[str, Any]) -> Callable[..., None] | None:
+    """``@dataclass`` on ``klass`` as given (its slots aside) and its docstring; the ``__init__``
+    to put in place of its stub (None: none is written, and the stub is gone)."""
     # Without an __init__ (the stub's place): @dataclass compiles one even where it keeps the
     # class's own, and the bare subclass below writes the one to keep.
     dataclasses.dataclass(klass, **(options | {"init": False, "slots": False}))
+    init: Callable[..., None] | None = None
     if not options.get("init", True):
         delattr(klass, "__init__")
     else:
@@ -126,17 +125,22 @@ def _decorate(klass: type, options: dict[str, Any], written: dict[str, Any]) -> 
         bare = type(klass.__name__, (klass,), names)
         frozen = options.get("frozen", False)
         writer: type = dataclasses.dataclass(bare, repr=False, eq=False, frozen=frozen, match_args=False)
-        klass.__init__ = writer.__dict__["__init__"]  # type: ignore[misc]
+        init = writer.__dict__["__init__"]
     if not written.get("__doc__"):  # @dataclass wrote it from the stub's signature: again, from the real one
-        klass.__doc__ = klass.__name__ + _signature_text(klass)
+        klass.__doc__ = klass.__name__ + _signature_text(klass, init)
+    return init
 
 
-def _signature_text(klass: type) -> str:
-    """The signature ``@dataclass`` writes into a class's missing docstring (its own words)."""
+def _signature_text(klass: type, init: Callable[..., None] | None) -> str:
+    """The signature ``@dataclass`` writes into a class's missing docstring (its own words), of
+    ``init`` when it is the ``__init__`` to be (the stub's is ``*args, **kwargs``)."""
     try:
-        return str(inspect.signature(klass)).replace(" -> None", "")
+        signature = inspect.signature(klass) if init is None else inspect.signature(init)
     except (TypeError, ValueError):
         return ""
+    if init is not None:  # as a class's signature reads: without self
+        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+    return str(signature).replace(" -> None", "")
 
 
 def _restore(klass: type, written: dict[str, Any]) -> None:
@@ -201,7 +205,11 @@ def _slotted(klass: type, options: dict[str, Any]) -> type | None:
         return None
     names = tuple(annotations)
     body = {key: value for key, value in klass.__dict__.items() if key not in {*names, "__dict__", "__weakref__"}}
-    slotted = type(klass.__name__, klass.__bases__, body | {"__slots__": names})
+    body |= {"__slots__": names, "__qualname__": klass.__qualname__}
+    if options.get("frozen"):  # as @dataclass gives a frozen class with slots, for pickle (an
+        # instance pickled elsewhere may be read back before this process first uses the class)
+        body = {"__getstate__": _slots_state, "__setstate__": _set_slots_state} | body
+    slotted = type(klass.__name__, klass.__bases__, body)
     _slot_defaults[slotted] = {name: klass.__dict__[name] for name in names if name in klass.__dict__}
     return slotted
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ class PolypilotApp(App[int]):
         super().__init__()
         self.style_tokens = KeptTokens()
         """The style sources' tokens: kept from the last start once :meth:`keep_style_tokens` is asked."""
+        self._writing_tokens: threading.Thread | None = None
         self.stylesheet = AppStylesheet(variables=self.theme_variables, tokens=self.style_tokens)  # Textual's args
         self.settings = settings
         self.catalog = catalog
@@ -141,6 +143,14 @@ class PolypilotApp(App[int]):
         asks (ui/launch.py): a test's app tokenizes, as the first start does."""
         self.style_tokens.keep_in(Path(self.settings.state_dir))
 
+    def _keep_tokens(self) -> None:
+        """After the first frame: the tokens it made (at a first start) are written, off this
+        thread (a write is synced to disk); the dashboard's end waits for it."""
+        data = self.style_tokens.pending()
+        if data is not None:
+            self._writing_tokens = threading.Thread(target=self.style_tokens.write, args=(data,), name="css-tokens")
+            self._writing_tokens.start()
+
     def _heap_frozen(self) -> None:
         gc.freeze()
         gc.enable()  # off since the command started (entry.py)
@@ -149,7 +159,7 @@ class PolypilotApp(App[int]):
     async def on_mount(self) -> None:
         if self._freeze_heap:
             self.call_after_refresh(self._heap_frozen)
-        self.call_after_refresh(self.style_tokens.save)  # those the first frame tokenized (its first start)
+        self.call_after_refresh(self._keep_tokens)
         keymap, problem = load_keymap(self._keymap_file)
         self.set_keymap(keymap)
         if problem:
@@ -173,7 +183,11 @@ class PolypilotApp(App[int]):
         await self.dashboard.show_sessions()
 
     async def on_unmount(self) -> None:
-        self.style_tokens.save()  # a dialog's, first opened in this run
+        if self._writing_tokens is not None:
+            self._writing_tokens.join()
+        data = self.style_tokens.pending()  # a dialog's, first opened in this run
+        if data is not None:
+            self.style_tokens.write(data)
         # The main screen is gone by now (it saved where the user was); the engine goes last.
         await self.engine.detach(stop_engine=self.stop_engine_on_quit)
 

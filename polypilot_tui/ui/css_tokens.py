@@ -8,10 +8,14 @@ the next start: a source is parsed from its kept tokens (ui/stylesheet.py), and 
 when new (a changed style file, a dialog opened for the first time) or when Textual's tokenizer
 may have changed (another Textual: everything kept is dropped).
 
-The file is data only (JSON of names, texts and positions, read against a schema): a damaged
-or foreign file is as if there were none, never code run nor an error shown. It is a private
-file of the state folder, never read or written through a link, written whole when a start
-tokenized something (after its first frame, and as it quits).
+The file is data only (JSON of names, texts and positions, read against a schema), and kept
+tokens are used only when they spell their source exactly (its text without comments, as
+Textual's tokens do) with names Textual's tokenizer gives: a damaged or foreign file is as if
+there were none, never code run nor an error shown, and is replaced. (Someone who can write the
+private state folder can still restyle the dashboard from pieces of its own CSS, token names
+swapped; they can do worse there.) It is never read or written through a link, and is written
+whole when a start tokenized something: after its first frame (off the dashboard's thread),
+and as it quits.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from pathlib import Path
 
 import msgspec
 from textual.css import tokenize as textual_tokenize
-from textual.css.tokenizer import Token
+from textual.css import tokenizer as textual_tokenizer
+from textual.css.tokenizer import Expect, Token
 from textual.css.types import CSSLocation
 
 from polypilot_tui.infra.private import NotPrivate, atomic_write, read_private
@@ -46,10 +52,27 @@ class _KeptFile(msgspec.Struct, forbid_unknown_fields=True):
     """Each source's tokens, by :func:`_key`."""
 
 
+COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+"""A comment: the text Textual's tokens leave out."""
+NAMES = frozenset(name for kind in vars(textual_tokenize).values() if isinstance(kind, Expect) for name in kind.names)
+"""The names of the tokens Textual's tokenizer gives."""
+
+
 def _tokenizer_stamp() -> str:
-    """What changes when Textual's tokenizer may: an install rewrites its module."""
-    st = os.stat(textual_tokenize.__file__ or "")
-    return f"1:{st.st_size}:{st.st_mtime_ns}"
+    """What changes when Textual's tokenizer may: an install rewrites its modules (a new path,
+    file or size; where every file's time is the same, as in a Nix store, a new path)."""
+    parts = ["2"]
+    for module in (textual_tokenize, textual_tokenizer):
+        path = module.__file__ or ""
+        st = os.stat(path)
+        parts += [path, str(st.st_ino), str(st.st_size), str(st.st_mtime_ns)]
+    return "\0".join(parts)
+
+
+def _spells(rows: list[Row], css: str) -> bool:
+    """Kept tokens that could be Textual's for ``css``: its text without comments, token by
+    token, and names its tokenizer gives."""
+    return NAMES.issuperset(row[0] for row in rows) and "".join(row[1] for row in rows) == COMMENT.sub("", css)
 
 
 def _key(css: str, read_from: CSSLocation) -> str:
@@ -102,7 +125,7 @@ class KeptTokens:
         (``fresh``: tokenized now, whatever is kept). TokenError when the CSS is not valid."""
         key = _key(css, read_from)
         rows = None if fresh else self._loaded().get(key)
-        if rows is not None:
+        if rows is not None and _spells(rows, css):
             self._used[key] = rows
             return [Token(name, value, read_from, css, (line, column)) for name, value, line, column in rows]
         made = list(textual_tokenize.tokenize(css, read_from))
@@ -111,16 +134,23 @@ class KeptTokens:
         self._unwritten = True
         return made
 
-    def save(self) -> None:
-        """Write the file's tokens and this start's, when it tokenized anything since the last
-        write (else the file stays as it was). A failure is logged: the next start tokenizes again."""
+    def pending(self) -> bytes | None:
+        """What to write (:meth:`write`) when this start tokenized something since the last
+        write: the file's tokens and this start's; else None (the file stays as it was)."""
         if self.path is None or not self._unwritten:
-            return
+            return None
         self._unwritten = False
         stamp = _tokenizer_stamp()
         data = msgspec.json.encode(_KeptFile(stamp, {**self._loaded(), **self._used}))
         if len(data) > MAX_BYTES // 2:  # sources that changed often (a theme's author at work): this start's
             data = msgspec.json.encode(_KeptFile(stamp, self._used))
+        return data
+
+    def write(self, data: bytes) -> None:
+        """Replace the file with ``data`` (from :meth:`pending`; in any thread). A failure is
+        logged: the next start tokenizes again."""
+        if self.path is None:
+            return
         try:
             atomic_write(self.path, data)
         except OSError as exc:

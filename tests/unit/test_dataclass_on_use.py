@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import pickle
+import subprocess
+import sys
 import threading
 from dataclasses import asdict, field, fields, is_dataclass, replace
 from typing import Any, ClassVar
@@ -20,7 +22,7 @@ import pytest
 
 from polypilot_tui.domain.dataclass_on_use import dataclass, make_now, pending_count
 from polypilot_tui.engine.codec import decode, encode
-from tests.support.dataclass_description import described_both_ways
+from tests.support.dataclass_description import ROOT, described_both_ways
 
 DESCRIBE = r"""
 import dataclasses, importlib, pkgutil, sys
@@ -259,6 +261,81 @@ def test_two_threads_first_using_a_class_at_once_make_it_once() -> None:
     first.join(10)
     second.join(10)
     assert made == {"first": Contended(7), "second": Contended(1)}
+
+
+def test_threads_first_using_slotted_classes_at_once_find_them_whole() -> None:
+    """The ``__init__`` a class gets is put in place last: a thread that takes it without the
+    lock finds the slots back (their defaults stood in while the class was made)."""
+    failures: list[BaseException] = []
+    for _ in range(300):
+
+        @dataclass(slots=True)
+        class Open:
+            x: int
+            y: int = 2
+
+        @dataclass(frozen=True, slots=True)
+        class Frozen:
+            x: int
+            y: int = 2
+
+        start = threading.Barrier(6)
+
+        def use(cls: Any, start: threading.Barrier = start) -> None:
+            start.wait(5)
+            try:
+                assert cls(1).y == 2
+            except BaseException as exc:  # noqa: BLE001 - counted below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=use, args=(cls,)) for cls in (Open, Frozen) * 3]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    assert failures == []
+
+
+class Holder:
+    @dataclass(frozen=True, slots=True)
+    class Nested:
+        """A slotted record nested in a class: named by its qualified name."""
+
+        x: int
+
+
+def test_a_nested_slotted_class_keeps_its_qualified_name() -> None:
+    assert Holder.Nested.__qualname__ == "Holder.Nested"
+    assert repr(Holder.Nested(1)) == "Holder.Nested(x=1)"
+    assert pickle.loads(pickle.dumps(Holder.Nested(2))) == Holder.Nested(2)
+
+
+def test_a_frozen_slotted_instance_pickled_elsewhere_reads_back_before_its_class_is_used() -> None:
+    pickled = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import pickle, sys; from tests.unit.test_dataclass_on_use import Point; "
+            "sys.stdout.buffer.write(pickle.dumps(Point(3, 4, ['a'])))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    read_back = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import pickle, sys; from tests.unit.test_dataclass_on_use import Point; "
+            "made = '__match_args__' in vars(Point); "
+            "print('made' if made else 'waiting', repr(pickle.loads(sys.stdin.buffer.read())))",
+        ],
+        cwd=ROOT,
+        input=pickled,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    assert read_back.split(" ", 1) == ["waiting", "Point(x=3, y=4, tags=['a'])\n"]
 
 
 def test_a_class_the_real_decorator_refuses_says_so_at_each_use() -> None:
