@@ -10,12 +10,13 @@ may have changed (another Textual: everything kept is dropped).
 
 The file is data only (JSON of names, texts and positions, read against a schema), and kept
 tokens are used only when they spell their source exactly (its text without comments, as
-Textual's tokens do) with names Textual's tokenizer gives: a damaged or foreign file is as if
-there were none, never code run nor an error shown, and is replaced. (Someone who can write the
-private state folder can still restyle the dashboard from pieces of its own CSS, token names
-swapped; they can do worse there.) It is never read or written through a link, and is written
-whole when a start tokenized something: after its first frame (off the dashboard's thread),
-and as it quits.
+Textual's tokens do) with names Textual's tokenizer gives. A file that cannot be read is as if
+there were none; a source whose kept tokens are damaged or foreign is tokenized as if none were
+kept, and its tokens are replaced at the next write; never is code run nor an error shown.
+(Someone who can write the private state folder can still restyle the dashboard from pieces of
+its own CSS, token names swapped; they can do worse there.) It is never read or written
+through a link, and is written whole when a start tokenized something: after its first frame
+(off the dashboard's thread), and as it quits.
 """
 
 from __future__ import annotations
