@@ -10,13 +10,12 @@ as it is read: an event over ``limit`` bytes is an error before it is kept whole
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import NamedTuple
 
-from polypilot_tui.domain.dataclass_on_use import dataclass
 
-
-@dataclass(frozen=True, slots=True)
-class StreamEvent:
-    """One event of the stream: its kind (``message`` when none is named) and its data."""
+class StreamEvent(NamedTuple):
+    """One event of the stream: its kind (``message`` when none is named) and its data. (A
+    tuple: one is made per event read, and none of our records' class-making at the first.)"""
 
     event: str
     data: str
