@@ -21,15 +21,21 @@ def row_status(app: Any, sid: str) -> str:
     return entry.status_text
 
 
+async def running_a_tool(pilot: Any) -> Driver:
+    """s1 in a turn running bash, drawn."""
+    d = Driver(pilot)
+    await d.settle()
+    await d.send("s1", "run tests")
+    d.turn_start("s1")
+    d.tool("s1", "bash", "pytest", output=None)
+    await d.settle()
+    return d
+
+
 async def test_heartbeat_refreshes_ago_labels_from_the_injected_clock(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
-        d = Driver(pilot)
-        await d.settle()
-        await d.send("s1", "run tests")
-        d.turn_start("s1")
-        d.tool("s1", "bash", "pytest", output=None)
-        await d.settle()
+        d = await running_a_tool(pilot)
         assert row_status(app, "s1") == "0s · 1 tool"
         await d.clock.advance(45)
         assert row_status(app, "s1") == "0s · 1 tool"  # nothing redraws by itself
@@ -61,12 +67,7 @@ async def test_a_redraw_made_directly_leaves_no_coalesced_one_behind(tmp_path: P
     redrew every row at whatever time it fired (a CI run saw a row's "0s" turn "15s")."""
     app = build_app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
-        d = Driver(pilot)
-        await d.settle()
-        await d.send("s1", "run tests")
-        d.turn_start("s1")
-        d.tool("s1", "bash", "pytest", output=None)
-        await d.settle()
+        d = await running_a_tool(pilot)
         before = app.dashboard.redraws
         await pilot.pause(0.3)  # six coalescing intervals of real time
         assert app.dashboard.redraws == before
