@@ -18,7 +18,7 @@ from textual.css.tokenize import tokenize
 from textual.widgets import Footer, TextArea
 
 import polypilot_tui.ui as ui_package
-from polypilot_tui.ui.css_tokens import FILE_NAME, KeptTokens
+from polypilot_tui.ui.css_tokens import FILE_NAME, MAX_BYTES, KeptTokens
 from polypilot_tui.ui.stylesheet import AppStylesheet
 from polypilot_tui.ui.theming import APP_VARIABLES
 
@@ -99,8 +99,9 @@ def test_a_changed_source_is_tokenized_again_and_both_are_kept(tmp_path: Path) -
         b'{"stamp": 3, "tokens": []}',
         b'{"stamp": "x", "tokens": {"k": [["a", "b", "c", 1]]}, "more": 1}',
         b"\xff\xfe" * 100,
+        b" " * (MAX_BYTES + 1),  # not read
     ],
-    ids=["garbage", "stale", "wrong-types", "unknown-field", "binary"],
+    ids=["garbage", "stale", "wrong-types", "unknown-field", "binary", "too-large"],
 )
 def test_a_damaged_or_stale_file_is_as_if_there_were_none_and_is_replaced(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / FILE_NAME
