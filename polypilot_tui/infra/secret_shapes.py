@@ -180,7 +180,8 @@ def _in_prose(match: re.Match[str], secret: str) -> bool:
 
 
 def _not_a_port(match: re.Match[str], secret: str) -> bool:
-    return not secret.isdigit()
+    # A port has at most five digits: a longer run of digits is a password's start.
+    return not (secret.isdigit() and len(secret) <= 5 and int(secret) <= 65535)
 
 
 def _not_a_scheme(match: re.Match[str], secret: str) -> bool:
@@ -284,6 +285,9 @@ def _cut_rules() -> tuple[_Rule, ...]:
         _rule(r"://[^\s/?#@:'\"<>]*+:(?P<v>[^\s/?#@'\"<>]++)\Z", needs=("://",), keep=_not_a_port),
         # a secret's name, then an opening quote: password: "hunt…
         _rule(_NAME + r"[\"']?[ \t]*+[=:][ \t]*+[\"'](?P<v>[^\"'\n]++)\Z", needs=_NAME_NEEDS, keep=_named),
+        # a secret's name, then a value unquoted: password: hunter… (a plain word whole is prose,
+        # "the token: its own", but its start at a cut may be a longer password's)
+        _rule(_NAME + r"[*_]{0,2}[ \t]*+:[*_]{0,2}[ \t]++" + _UNQUOTED + r"\Z", needs=_NAME_NEEDS, keep=_is_value),
         # Authorization: Bearer ab…
         _rule(
             r"\b(?:authorization\s*[:=]\s*|bearer\s+)(?:(?:bearer|basic|token)\s+)?(?P<v>[^\s\"',}]+)\Z",
