@@ -36,10 +36,13 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
     """Cancel ``tasks`` and wait until each has ended, however it ends: what its owner cancels
-    ends inside the loop, never left to the loop's end."""
+    ends inside the loop, never left to the loop's end. A task already cancelled is only
+    waited for: cancelled again, it would cut short its own clean-up (a git it kills and
+    reaps, in workspace/git.py, would be left to the loop's end)."""
     ending = list(tasks)
     for task in ending:
-        task.cancel()
+        if not task.cancelling():
+            task.cancel()
     await asyncio.gather(*ending, return_exceptions=True)
 
 

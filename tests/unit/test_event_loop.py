@@ -5,10 +5,13 @@ a process of their own: a hang fails the test by its timeout instead of hanging 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from polypilot_tui.infra import event_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,3 +64,28 @@ def test_every_loop_of_ours_is_run_the_one_way() -> None:
         if re.search(r"\basyncio\.run\(", line)
     ]
     assert others == []
+
+
+async def test_cancel_and_wait_leaves_a_task_already_cancelled_to_finish_its_clean_up() -> None:
+    """A count cancelled when its session closed, then again when the engine closes: the second
+    cancel would cut short the first's clean-up (a git killed, not yet reaped)."""
+    cleaned: list[str] = []
+
+    async def work() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)  # as a git killed is reaped
+            cleaned.append("reaped")
+            raise
+
+    task = asyncio.ensure_future(work())
+    await asyncio.sleep(0)
+    task.cancel()  # the session closed
+    await asyncio.sleep(0.01)  # its clean-up has begun
+    await event_loop.cancel_and_wait([task])  # the engine closes
+    assert task.cancelled() and cleaned == ["reaped"]
+    running = asyncio.ensure_future(work())
+    await asyncio.sleep(0)
+    await event_loop.cancel_and_wait([running])  # one not yet cancelled is
+    assert running.cancelled() and cleaned == ["reaped", "reaped"]
