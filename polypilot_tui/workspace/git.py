@@ -30,7 +30,9 @@ repository's own (``.git/config``, ``config.worktree`` and what they include) is
 - ``filter.<x>.clean`` / ``smudge`` / ``process`` / ``required``: a driver the repository's
   config defines or redefines is blanked (set back to the user's own value if they have
   one); the user's own drivers (git-lfs in ``~/.gitconfig``) run, or new worktrees of an
-  LFS repository would hold pointer files. Read with ``git config --show-scope`` per call.
+  LFS repository would hold pointer files. Read with ``git config --show-scope`` per call,
+  unless the repository's own config files, read as git reads them, plainly cannot define
+  a filter (no word "filter" or "include" in them: no process for a diff to wait for).
 - ``diff.external``, ``diff.<x>.command``: ``--no-ext-diff`` on every ``diff`` (also a
   user-level difftastic prints nothing we can read); ``GIT_EXTERNAL_DIFF`` is dropped.
 - ``diff.<x>.textconv``: ``--no-textconv`` on every ``diff``.
@@ -61,7 +63,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Sequence
 
@@ -234,6 +238,8 @@ async def app_config(cwd: str, args: Sequence[str] = ()) -> AppConfig:
     config = (*_EVERY_CALL_CONFIG, *_APP_CONFIG)
     if args and (args[0] in _NO_CONTENT or tuple(args) in _NO_CONTENT_CALLS):
         return AppConfig(config)
+    if _plain_repository_config(cwd):
+        return AppConfig(config)  # what the lookup below would find, without a process to wait for
     listed = await _run(
         git_arguments(["config", "--null", "--show-scope", "--get-regexp", r"^filter\."]),
         cwd,
@@ -268,6 +274,81 @@ async def git(
     if check and not result.ok:
         raise WorkspaceError(f"git {' '.join(args[:2])} failed in {cwd}: {describe(result)}")
     return result
+
+
+_PLAIN_CONFIG_BYTES = 1024 * 1024
+_LOOKUP_WORDS = (b"filter", b"include")
+_HEAD = re.compile(rb"ref: refs/[^\0\n]*\n?|[0-9a-f]{40}(?:[0-9a-f]{24})?\n?")
+
+
+def _plain_repository_config(cwd: str) -> bool:
+    """Whether the repository's own config files, read here as git reads them in ``cwd``,
+    can neither define a filter nor include a file that could: none of them holds the words
+    "filter" or "include", in any case (a section's name is plain ASCII: ``[filter "x"]``,
+    ``[Filter.x]``, ``[includeIf …]`` all spell them). Then the lookup process would find no
+    filter to undo. Only for the top of a working tree (its ``.git`` there); False whenever
+    unsure: another layout, a file that is not a plain one or is too big."""
+    try:
+        git_dir, common = _git_dirs(cwd)
+        texts = [_small_file(os.path.join(common, "config"))]
+        try:
+            texts.append(_small_file(os.path.join(git_dir, "config.worktree")))
+        except FileNotFoundError:
+            pass
+    except (OSError, ValueError):
+        return False
+    return not any(word in text.lower() for text in texts for word in _LOOKUP_WORDS)
+
+
+def _git_dirs(cwd: str) -> tuple[str, str]:
+    """(the git dir, the common dir) git uses in ``cwd`` when its ``.git`` is there (a folder,
+    or a file naming one); ValueError where git could look further up or die instead."""
+    dot = os.path.join(cwd, ".git")
+    kind = os.stat(dot).st_mode
+    if stat.S_ISDIR(kind):
+        git_dir = dot
+    elif stat.S_ISREG(kind):
+        git_dir = _named_path(cwd, _small_file(dot), b"gitdir: ")
+    else:
+        raise ValueError(dot)
+    try:
+        common = _named_path(git_dir, _small_file(os.path.join(git_dir, "commondir")))
+    except FileNotFoundError:
+        common = git_dir
+    # A folder git does not take for a repository (git's is_git_directory) sends it further up.
+    head = os.path.join(git_dir, "HEAD")
+    if os.path.islink(head) or not _HEAD.fullmatch(_small_file(head)):
+        raise ValueError(head)
+    if not all(os.access(os.path.join(common, name), os.X_OK) for name in ("objects", "refs")):
+        raise ValueError(common)
+    return git_dir, common
+
+
+def _named_path(base: str, text: bytes, prefix: bytes = b"") -> str:
+    """The path a ``.git`` file or a ``commondir`` file names, as git reads it: its line
+    endings dropped, relative to ``base`` unless absolute."""
+    if not text.startswith(prefix):
+        raise ValueError(base)
+    named = text[len(prefix) :].rstrip(b"\r\n")
+    if not named or b"\n" in named or b"\0" in named:
+        raise ValueError(base)
+    return os.path.join(base, os.fsdecode(named))
+
+
+def _small_file(path: str) -> bytes:
+    """A plain file's bytes, links followed as git follows them; ValueError for anything else
+    (a FIFO is never waited on) or a file too big to be a plain config."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_size > _PLAIN_CONFIG_BYTES:
+            raise ValueError(path)
+        data = os.read(fd, _PLAIN_CONFIG_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > _PLAIN_CONFIG_BYTES:
+        raise ValueError(path)
+    return data
 
 
 def config_output(folder: str, args: Sequence[str], timeout: float = 10.0) -> str:

@@ -410,13 +410,14 @@ async def test_the_start_up_prune_keeps_worktrees_holding_ignored_or_untracked_f
     assert run(repo, "branch", "--list", "secret") != ""
 
 
-async def test_counting_changes_runs_three_git_processes_and_the_listing_waits_for_none(
+async def test_counting_changes_runs_two_git_processes_and_the_listing_waits_for_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The sidebar counts after every turn: the untracked listing starts at once (it reads no
-    file, so it needs no filter settings), beside the one settings lookup the diff waits for
-    (a lookup per call put two processes before each walk); the diff finds where the branch
-    meets its base itself (a ``merge-base`` process was a fourth, waited for)."""
+    """The sidebar counts after every turn: the diff and the untracked listing start at once
+    (the listing reads no file, so it needs no filter settings; a plain repository config needs
+    no settings lookup); the diff finds where the branch meets its base itself (a
+    ``merge-base`` process was one more, waited for). Where the repository's config could set
+    a filter, the one lookup comes back, before the diff."""
     repo = make_repo(tmp_path / "repo", files={"a.py": "A = 1\n", "b.py": "B = 1\n"})
     tree = await create_worktree(await inspect_folder(str(repo)), "count", "", tmp_path / "wt")
     folder = Path(tree.folder)
@@ -428,17 +429,24 @@ async def test_counting_changes_runs_three_git_processes_and_the_listing_waits_f
     (shim / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec {real} "$@"\n')
     (shim / "git").chmod(0o700)
     monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+
+    def calls() -> list[str]:
+        found = [line.split()[1] for line in log.read_text().splitlines()]  # after --no-pager
+        log.unlink()
+        return found
+
     assert await change_stats(tree) == ChangeStats(2, 3, 1)
-    calls = [line.split()[1] for line in log.read_text().splitlines()]  # after --no-pager
-    assert sorted(calls) == ["config", "diff", "ls-files"], calls
-    log.unlink()
-    assert await untracked(tree) == ["new.py"]  # it reads no file: no settings lookup to wait for
-    assert [line.split()[1] for line in log.read_text().splitlines()] == ["ls-files"]
-    log.unlink()
+    assert sorted(calls()) == ["diff", "ls-files"]
+    assert await untracked(tree) == ["new.py"]
+    assert calls() == ["ls-files"]
     text = await diff_text(tree)
     assert text.untracked == ("new.py",)
-    calls = [line.split()[1] for line in log.read_text().splitlines()]
-    assert sorted(calls) == ["config", "diff", "diff", "ls-files", "merge-base"], calls  # one diff per new file
+    assert sorted(calls()) == ["diff", "diff", "ls-files", "merge-base"]  # one diff per new file
+    run(repo, "config", "filter.lfs.required", "true")
+    log.unlink()
+    assert await change_stats(tree) == ChangeStats(2, 3, 1)
+    looked = calls()
+    assert sorted(looked) == ["config", "diff", "ls-files"] and looked.index("config") < looked.index("diff")
 
 
 async def test_a_base_commit_planted_in_the_saved_file_never_reaches_git_as_an_option(tmp_path: Path) -> None:

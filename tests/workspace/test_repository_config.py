@@ -1,0 +1,201 @@
+"""The app's git calls skip the settings lookup only where the repository's own config files,
+read as git reads them, plainly define no filter (workspace/git.py, ``app_config``).
+
+Every layout below defines a filter in a file git reads, in a way the files' words must give
+away, or is one where git could read other files than the ones we would: the lookup runs,
+and a real change count runs no program of the repository. Where the config is plain, no
+lookup runs at all: with git out of ``PATH``, the settings are still found.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from polypilot_tui.domain.changeset import ChangeStats
+from polypilot_tui.workspace.changes import change_stats
+from polypilot_tui.workspace.git import GitMissing, app_config
+from polypilot_tui.workspace.worktrees import in_place, inspect_folder
+from tests.workspace.hostile import Marks
+from tests.workspace.repos import make_repo, run
+
+
+def filtered_repo(root: Path) -> Path:
+    """A repository whose attributes send every file through filter ``x`` (defined nowhere yet)."""
+    return make_repo(root / "repo", {"a.txt": "one\n", ".gitattributes": "* filter=x\n"})
+
+
+def clean_program(marks: Marks) -> str:
+    return marks.program("repo-clean", filter_=True)
+
+
+def define_in_config(repo: Path, marks: Marks) -> Path:
+    run(repo, "config", "filter.x.clean", clean_program(marks))
+    return repo
+
+
+def by_hand(text: str) -> Callable[[Path, Marks], Path]:
+    """A layout: ``text`` (with ``{clean}`` for the program) added to ``.git/config`` by hand."""
+
+    def write(repo: Path, marks: Marks) -> Path:
+        with open(repo / ".git" / "config", "a") as config:
+            config.write(text.format(clean=clean_program(marks)))
+        return repo
+
+    return write
+
+
+def included(section: str) -> Callable[[Path, Marks], Path]:
+    """A layout: the filter defined in a file the repository's config includes."""
+
+    def write(repo: Path, marks: Marks) -> Path:
+        (repo / ".git" / "more.config").write_text(f'[filter "x"]\n\tclean = {clean_program(marks)}\n')
+        with open(repo / ".git" / "config", "a") as config:
+            config.write(f"[{section}]\n\tpath = more.config\n")  # relative: no word of the test's own path
+        return repo
+
+    return write
+
+
+def linked_worktree(repo: Path) -> Path:
+    tree = repo.parent / "linked"
+    run(repo, "worktree", "add", "--quiet", "-b", "linked", str(tree))
+    return tree
+
+
+def worktree_config(repo: Path, marks: Marks) -> Path:
+    run(repo, "config", "extensions.worktreeConfig", "true")
+    tree = linked_worktree(repo)
+    run(tree, "config", "--worktree", "filter.x.clean", clean_program(marks))
+    return tree
+
+
+def common_config_of_a_linked_worktree(repo: Path, marks: Marks) -> Path:
+    tree = linked_worktree(repo)
+    define_in_config(repo, marks)
+    return tree
+
+
+def separate_git_dir(repo: Path, marks: Marks) -> Path:
+    """``.git`` a file naming, by a relative path, a git dir elsewhere that defines the filter."""
+    (repo / ".git").rename(repo.parent / "elsewhere.git")
+    (repo / ".git").write_text("gitdir: ../elsewhere.git\n")
+    run(repo, "config", "filter.x.clean", clean_program(marks))
+    return repo
+
+
+def linked_config(repo: Path, marks: Marks) -> Path:
+    """``.git/config`` a link to a file that defines the filter (git follows it)."""
+    config = repo / ".git" / "config"
+    target = repo.parent / "linked.config"
+    target.write_text(config.read_text() + f'[filter "x"]\n\tclean = {clean_program(marks)}\n')
+    config.unlink()
+    config.symlink_to(target)
+    return repo
+
+
+def not_a_repository_below_one(repo: Path, marks: Marks) -> Path:
+    """A plain-looking ``.git`` folder that git does not take for a repository (no ``HEAD``):
+    git goes on up, to the repository above it, which defines the filter."""
+    define_in_config(repo, marks)
+    below = repo / "sub"
+    (below / ".git" / "objects").mkdir(parents=True)
+    (below / ".git" / "refs").mkdir()
+    (below / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (below / "b.txt").write_text("b\n")
+    run(repo, "add", "sub/b.txt")
+    run(repo, "commit", "--quiet", "-m", "sub")
+    return below
+
+
+HOSTILE = {
+    "config": define_in_config,
+    "upper case": by_hand('[FILTER "x"]\n\tclean = {clean}\n'),
+    "old section form": by_hand("[filter.x]\n\tclean = {clean}\n"),
+    "include": included("include"),
+    "includeIf": included('includeIf "gitdir:/"'),
+    "config.worktree": worktree_config,
+    "linked worktree": common_config_of_a_linked_worktree,
+    "separate git dir": separate_git_dir,
+    "config a link": linked_config,
+    "no HEAD below a repository": not_a_repository_below_one,
+}
+
+
+@pytest.mark.parametrize("layout", HOSTILE.values(), ids=HOSTILE.keys())
+async def test_a_program_set_anywhere_git_reads_is_looked_up_and_never_runs(
+    tmp_path: Path, layout: Callable[[Path, Marks], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "filter" not in str(tmp_path).lower()  # the words looked for come from the layout alone
+    marks = Marks(tmp_path)
+    folder = layout(filtered_repo(tmp_path), marks)
+    changed = next(p for p in (folder / "a.txt", folder / "b.txt") if p.exists())
+    changed.write_text(changed.read_text() + "two\n")
+    marks.clear()
+    assert await change_stats(in_place(await inspect_folder(str(folder)))) == ChangeStats(1, 1, 0)
+    assert marks.ran() == []
+    run(folder, "diff", "--stat")  # armed: plain git runs the repository's filter there
+    assert marks.ran() == ["repo-clean"]
+    with monkeypatch.context() as patch:
+        patch.setenv("PATH", str(tmp_path / "no-git"))
+        with pytest.raises(GitMissing):  # the lookup was needed, not skipped
+            await app_config(str(folder))
+
+
+def fifo_config(repo: Path) -> Path:
+    os.unlink(repo / ".git" / "config")
+    os.mkfifo(repo / ".git" / "config")
+    return repo
+
+
+def huge_config(repo: Path) -> Path:
+    with open(repo / ".git" / "config", "a") as config:
+        config.write("# padding\n" * 120_000)
+    return repo
+
+
+def linked_head(repo: Path) -> Path:
+    head = repo / ".git" / "HEAD"
+    head.unlink()
+    head.symlink_to("refs/heads/main")
+    return repo
+
+
+UNSURE = {"config a FIFO": fifo_config, "config of 1.2 MB": huge_config, "HEAD a link": linked_head}
+
+
+@pytest.mark.parametrize("layout", UNSURE.values(), ids=UNSURE.keys())
+async def test_a_config_that_cannot_be_read_plainly_is_looked_up(
+    tmp_path: Path, layout: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = layout(make_repo(tmp_path / "repo"))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git"))
+    with pytest.raises(GitMissing):
+        await app_config(str(folder))
+
+
+def plain_separate_git_dir(repo: Path) -> Path:
+    (repo / ".git").rename(repo.parent / "elsewhere.git")
+    (repo / ".git").write_text(f"gitdir: {repo.parent / 'elsewhere.git'}\r\n")
+    return repo
+
+
+PLAIN = {
+    "checkout": lambda repo: repo,
+    "linked worktree": linked_worktree,
+    "separate git dir": plain_separate_git_dir,
+}
+
+
+@pytest.mark.parametrize("layout", PLAIN.values(), ids=PLAIN.keys())
+async def test_a_plain_config_needs_no_lookup(
+    tmp_path: Path, layout: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = layout(make_repo(tmp_path / "repo"))
+    with_git = await app_config(str(folder))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git"))
+    assert await app_config(str(folder)) == with_git
+    assert not any(key.startswith("filter.") for key, _ in with_git.config)
