@@ -107,21 +107,44 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
     if not os.path.isdir(workspace.folder):
         raise WorkspaceError(f"the folder {workspace.folder} is gone")
 
-    # Nothing waits that need not, so the count costs little more than git's diff: the settings
-    # lookup starts first (the diff waits for it; git finds the base itself), then the untracked
-    # listing (it reads no file, so needs no settings) beside it and the diff.
-    lookup = asyncio.ensure_future(app_config(workspace.folder))
-    listing = asyncio.ensure_future(untracked(workspace))
+    # Nothing waits that need not, so the count costs little more than git's diff: the diff
+    # starts first (after the settings lookup, when there must be one: git finds the base
+    # itself), then the untracked listing beside it (it reads no file, so needs no settings),
+    # whose new files are counted while the diff still runs.
+    folder = Path(top_level(workspace))
+
+    async def tracked() -> list[FileCount]:
+        settings = await app_config(workspace.folder)
+        numstat = await diff_against_base(["--numstat", "-z", "-M"], workspace, settings)
+        return _numstat_counts(numstat.out.decode("utf-8", "replace"))
+
+    async def new_files() -> list[FileCount]:
+        names = await untracked(workspace)
+        readable = set(names[:MAX_UNTRACKED_FILES])
+
+        def count() -> list[FileCount]:
+            return [
+                FileCount(name, _count_lines(folder / name) if name in readable else 0, 0, untracked=True)
+                for name in names
+            ]
+
+        return await asyncio.to_thread(count)
+
+    counting = [asyncio.ensure_future(tracked()), asyncio.ensure_future(new_files())]
     try:
-        numstat = await diff_against_base(["--numstat", "-z", "-M"], workspace, await lookup)
+        counts, fresh = await asyncio.gather(*counting)
     except BaseException:
         # The count failed: its git processes are killed, and their end waited for here, in the
         # loop (a git process still being started when the loop ends can hang it: infra/event_loop.py).
-        await cancel_and_wait([lookup, listing])
+        await cancel_and_wait(counting)
         raise
-    extra = await listing
+    return counts + fresh
+
+
+def _numstat_counts(output: str) -> list[FileCount]:
+    """The files of ``git diff --numstat -z`` output, with their counts."""
     counts: list[FileCount] = []
-    fields = numstat.out.decode("utf-8", "replace").split("\0")
+    fields = output.split("\0")
     index = 0
     while index < len(fields):
         entry = fields[index]
@@ -135,15 +158,7 @@ async def file_counts(workspace: Workspace) -> list[FileCount]:
             index += 2
         binary = parts[0] == "-"  # git prints "-" for the counts of a binary file
         counts.append(FileCount(path, 0 if binary else int(parts[0]), 0 if binary else int(parts[1]), binary))
-    folder = Path(top_level(workspace))
-    readable = set(extra[:MAX_UNTRACKED_FILES])
-
-    def count_new() -> list[FileCount]:
-        return [
-            FileCount(name, _count_lines(folder / name) if name in readable else 0, 0, untracked=True) for name in extra
-        ]
-
-    return counts + await asyncio.to_thread(count_new)
+    return counts
 
 
 def totals(counts: list[FileCount]) -> ChangeStats:
