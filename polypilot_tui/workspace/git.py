@@ -286,41 +286,42 @@ def _plain_repository_config(cwd: str) -> bool:
     can neither define a filter nor include a file that could: none of them holds the words
     "filter" or "include", in any case (a section's name is plain ASCII: ``[filter "x"]``,
     ``[Filter.x]``, ``[includeIf …]`` all spell them). Then the lookup process would find no
-    filter to undo. Only for the top of a working tree (its ``.git`` there); False whenever
-    unsure: another layout, a file that is not a plain one or is too big."""
+    filter to undo. Only for the top of a working tree (its ``.git`` there), with no link
+    anywhere on the way to those files; False whenever unsure: another layout, a link, a file
+    that is not a plain one or is too big."""
     try:
-        git_dir, common = _git_dirs(cwd)
+        git_dir, common = _git_dirs(os.path.realpath(cwd))
         texts = [_small_file(os.path.join(common, "config"))]
-        try:
-            texts.append(_small_file(os.path.join(git_dir, "config.worktree")))
-        except FileNotFoundError:
-            pass
+        worktree_config = os.path.join(git_dir, "config.worktree")
+        if os.path.lexists(worktree_config):
+            texts.append(_small_file(worktree_config))
     except (OSError, ValueError):
         return False
     return not any(word in text.lower() for text in texts for word in _LOOKUP_WORDS)
 
 
-def _git_dirs(cwd: str) -> tuple[str, str]:
-    """(the git dir, the common dir) git uses in ``cwd`` when its ``.git`` is there (a folder,
-    or a file naming one); ValueError where git could look further up or die instead."""
-    dot = os.path.join(cwd, ".git")
-    kind = os.stat(dot).st_mode
+def _git_dirs(top: str) -> tuple[str, str]:
+    """(the git dir, the common dir) git uses in ``top`` (a real path) when its ``.git`` is
+    there (a folder, or a file naming one); ValueError where git could look further up, die,
+    or read other files than we would. A link is refused on the whole way: one into
+    ``/proc/self`` or ``/dev/fd`` names another file to git, in its own process, than to us."""
+    dot = os.path.join(top, ".git")
+    kind = os.lstat(dot).st_mode
     if stat.S_ISDIR(kind):
         git_dir = dot
     elif stat.S_ISREG(kind):
-        git_dir = _named_path(cwd, _small_file(dot), b"gitdir: ")
+        git_dir = _unlinked(_named_path(top, _small_file(dot), b"gitdir: "))
     else:
         raise ValueError(dot)
-    try:
-        common = _named_path(git_dir, _small_file(os.path.join(git_dir, "commondir")))
-    except FileNotFoundError:
-        common = git_dir
+    named = os.path.join(git_dir, "commondir")
+    common = _unlinked(_named_path(git_dir, _small_file(named))) if os.path.lexists(named) else git_dir
     # A folder git does not take for a repository (git's is_git_directory) sends it further up.
-    head = os.path.join(git_dir, "HEAD")
-    if os.path.islink(head) or not _HEAD.fullmatch(_small_file(head)):
-        raise ValueError(head)
-    if not all(os.access(os.path.join(common, name), os.X_OK) for name in ("objects", "refs")):
-        raise ValueError(common)
+    if not _HEAD.fullmatch(_small_file(os.path.join(git_dir, "HEAD"))):
+        raise ValueError(git_dir)
+    for name in ("objects", "refs"):
+        path = os.path.join(common, name)
+        if not (stat.S_ISDIR(os.lstat(path).st_mode) and os.access(path, os.X_OK)):
+            raise ValueError(path)
     return git_dir, common
 
 
@@ -335,10 +336,19 @@ def _named_path(base: str, text: bytes, prefix: bytes = b"") -> str:
     return os.path.join(base, os.fsdecode(named))
 
 
+def _unlinked(path: str) -> str:
+    """``path`` (absolute) made plain, when no part of it is a link (``a/link/..`` included,
+    which the kernel reads from the link's target); else ValueError."""
+    plain = os.path.normpath(path)
+    if os.path.realpath(path) != plain:
+        raise ValueError(path)
+    return plain
+
+
 def _small_file(path: str) -> bytes:
-    """A plain file's bytes, links followed as git follows them; ValueError for anything else
-    (a FIFO is never waited on) or a file too big to be a plain config."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    """A plain file's bytes, never through a link; ValueError for anything else (a FIFO is
+    never waited on) or a file too big to be a plain config."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode) or found.st_size > _PLAIN_CONFIG_BYTES:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from polypilot_tui.domain.changeset import ChangeStats
-from polypilot_tui.workspace.changes import change_stats
+from polypilot_tui.domain.changeset import FileCount
+from polypilot_tui.workspace.changes import file_counts
 from polypilot_tui.workspace.git import GitMissing, app_config
 from polypilot_tui.workspace.worktrees import in_place, inspect_folder
 from tests.workspace.hostile import Marks
@@ -111,7 +111,56 @@ def not_a_repository_below_one(repo: Path, marks: Marks) -> Path:
     return below
 
 
+def worktree_config_through_proc(repo: Path, marks: Marks) -> Path:
+    """``config.worktree`` a link into ``/proc/self/cwd``: to git, run in the working tree, a
+    file the agent wrote there; to the app, in its own folder, none (the reviewer's attack)."""
+    run(repo, "config", "core.repositoryformatversion", "1")
+    run(repo, "config", "extensions.worktreeConfig", "true")
+    (repo / "wtcfg").write_text(f'[filter "x"]\n\tclean = {clean_program(marks)}\n')
+    (repo / ".git" / "config.worktree").symlink_to("/proc/self/cwd/wtcfg")
+    return repo
+
+
+def commondir_through_proc(repo: Path, marks: Marks) -> Path:
+    """``commondir`` a link into ``/proc/self/cwd``, naming a common dir whose config sets the
+    filter (its objects and refs are the real ones)."""
+    fake = repo / ".evil"
+    fake.mkdir()
+    (fake / "config").write_text(
+        (repo / ".git" / "config").read_text() + f'[filter "x"]\n\tclean = {clean_program(marks)}\n'
+    )
+    for name in ("objects", "refs"):
+        (fake / name).symlink_to(repo / ".git" / name)
+    (repo / ".cdpath").write_text("../.evil\n")
+    (repo / ".git" / "commondir").symlink_to("/proc/self/cwd/.cdpath")
+    return repo
+
+
+def gitdir_through_proc(repo: Path, marks: Marks) -> Path:
+    """``.git`` a file naming a git dir by a path through ``/proc/self/cwd``."""
+    (repo / ".git").rename(repo / ".real")
+    (repo / ".git").write_text("gitdir: /proc/self/cwd/.real\n")
+    run(repo, "config", "filter.x.clean", clean_program(marks))
+    return repo
+
+
+def gitdir_through_a_link_and_back(repo: Path, marks: Marks) -> Path:
+    """``gitdir: hop/../.real`` where ``hop`` is a link: the kernel reads ``..`` from the link's
+    target, not from ``hop``'s own folder."""
+    (repo / ".git").rename(repo / ".real")
+    (repo / "elsewhere" / "inner").mkdir(parents=True)
+    (repo / "hop").symlink_to(repo / "elsewhere" / "inner")
+    (repo / "elsewhere" / ".real").symlink_to(repo / ".real")
+    (repo / ".git").write_text("gitdir: hop/../.real\n")
+    run(repo, "config", "filter.x.clean", clean_program(marks))
+    return repo
+
+
 HOSTILE = {
+    "config.worktree through /proc": worktree_config_through_proc,
+    "commondir through /proc": commondir_through_proc,
+    "gitdir through /proc": gitdir_through_proc,
+    "gitdir through a link and back": gitdir_through_a_link_and_back,
     "config": define_in_config,
     "upper case": by_hand('[FILTER "x"]\n\tclean = {clean}\n'),
     "old section form": by_hand("[filter.x]\n\tclean = {clean}\n"),
@@ -135,7 +184,9 @@ async def test_a_program_set_anywhere_git_reads_is_looked_up_and_never_runs(
     changed = next(p for p in (folder / "a.txt", folder / "b.txt") if p.exists())
     changed.write_text(changed.read_text() + "two\n")
     marks.clear()
-    assert await change_stats(in_place(await inspect_folder(str(folder)))) == ChangeStats(1, 1, 0)
+    counts = await file_counts(in_place(await inspect_folder(str(folder))))
+    top = Path(run(folder, "rev-parse", "--show-toplevel"))
+    assert FileCount(changed.relative_to(top).as_posix(), 1, 0) in counts  # beside the layout's own new files
     assert marks.ran() == []
     run(folder, "diff", "--stat")  # armed: plain git runs the repository's filter there
     assert marks.ran() == ["repo-clean"]
