@@ -32,7 +32,8 @@ repository's own (``.git/config``, ``config.worktree`` and what they include) is
   one); the user's own drivers (git-lfs in ``~/.gitconfig``) run, or new worktrees of an
   LFS repository would hold pointer files. Read with ``git config --show-scope`` per call,
   unless the repository's own config files, read as git reads them, plainly cannot define
-  a filter (no word "filter" or "include" in them: no process for a diff to wait for).
+  a filter (none of the words "filter", "include", "lfs", "credential" in them: no process
+  for a diff to wait for).
 - ``diff.external``, ``diff.<x>.command``: ``--no-ext-diff`` on every ``diff`` (also a
   user-level difftastic prints nothing we can read); ``GIT_EXTERNAL_DIFF`` is dropped.
 - ``diff.<x>.textconv``: ``--no-textconv`` on every ``diff``.
@@ -43,6 +44,13 @@ repository's own (``.git/config``, ``config.worktree`` and what they include) is
   ``receivepack`` / ``vcs`` / ``proxy``, ``url.<x>.insteadOf``, ``core.alternateRefsCommand``:
   only a transport runs them, and the app's calls never reach one: ``protocol.allow=never``
   (a partial clone's lazy fetch fails in words instead of running them).
+- **What the user's own filter reads from the repository**: git-lfs, run as the user's
+  filter, reads the repository's config too and runs programs it names
+  (``lfs.extension.<x>.clean`` / ``smudge``, ``lfs.customtransfer.<x>.path``) and, as it
+  downloads, ``git credential`` (the repository's ``credential.helper``, ``core.askPass``).
+  Looked up with the filters: the ``lfs`` driver is blanked for a repository that names a
+  program of its own, the credential helpers are the user's alone, and ``core.askPass`` is
+  blank (nothing prompts).
 - ``gpg.program``, ``gpg.<format>.program``, ``gpg.ssh.defaultKeyCommand``: the app makes
   no commit; ``log.showSignature=false`` so no listing verifies one.
 - ``merge.<x>.driver``: only a merge runs it, and only the user merges.
@@ -97,6 +105,7 @@ TRUSTED_SCOPES = frozenset({"system", "global"})
 """Config files of the user and the admin; ``local``, ``worktree`` (and ``command``) are not."""
 
 _APP_CONFIG = (
+    ("core.askPass", ""),
     ("core.fsmonitor", "false"),
     ("core.hooksPath", os.devnull),
     ("protocol.allow", "never"),
@@ -123,6 +132,10 @@ _SUBCOMMAND_OPTIONS = {
     "status": ("--ignore-submodules=dirty",),
 }
 _FILTER_KEYS = ("clean", "smudge", "process", "required")
+_LOOKED_UP = r"^(filter|lfs|credential)\."
+"""The keys looked up for :func:`untrusted_settings`."""
+_LFS_PROGRAM = re.compile(r"lfs\.(?:extension|customtransfer)\..+|lfs\.standalonetransferagent", re.IGNORECASE)
+_CREDENTIAL_HELPER = re.compile(r"credential\.(?:.+\.)?helper", re.IGNORECASE)
 _NO_CONTENT = frozenset({"rev-parse", "symbolic-ref", "check-ref-format", "merge-base", "rev-list", "config"})
 """Commands that read refs and objects only: no file goes through a filter, no lookup needed."""
 _NO_CONTENT_CALLS = frozenset({("ls-files", "--others", "--exclude-standard", "-z")})
@@ -195,32 +208,44 @@ def git_arguments(args: Sequence[str]) -> list[str]:
     return [*head, args[0], *_SUBCOMMAND_OPTIONS.get(args[0], ()), *args[1:]]
 
 
-def untrusted_filters(listing: str) -> list[tuple[str, str]]:
-    """Settings that undo every filter setting the repository's own config makes.
+def untrusted_settings(listing: str) -> list[tuple[str, str]]:
+    """Settings that undo what the repository's own config sets for a program to run from
+    the app's calls (``listing`` is ``git config --null --show-scope --get-regexp`` output of
+    :data:`_LOOKED_UP` keys):
 
-    ``listing`` is ``git config --null --show-scope --get-regexp ^filter\\.`` output. Each key
-    an untrusted scope sets goes back to the value the user's own config gives it, or blank
-    (no filter, not required). A ``process`` the user does not set cannot be taken back (set
-    at all, even blank, git stops using clean and smudge), so that driver is blanked whole.
+    - **filters**: each key an untrusted scope sets goes back to the value the user's own
+      config gives it, or blank (no filter, not required). A ``process`` the user does not set
+      cannot be taken back (set at all, even blank, git stops using clean and smudge), so
+      that driver is blanked whole.
+    - **what the user's git-lfs would run**: it reads the repository's config too. An
+      ``lfs.extension``, ``lfs.customtransfer`` or standalone transfer agent there: the
+      ``lfs`` driver is blanked whole for the call (pointer files, not the repository's
+      program). A credential helper there (git-lfs asks ``git credential`` when it
+      downloads): the helper list is emptied, then the user's own helpers set again, in order.
     """
-    trusted: dict[str, str] = {}
-    untrusted: dict[str, set[str]] = {}
+    entries = []
     fields = listing.split("\0")
     for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
         key, _, value = entry.partition("\n")
+        entries.append((scope in TRUSTED_SCOPES, key, value))
+    trusted = {key: value for mine, key, value in entries if mine}
+    untrusted: dict[str, set[str]] = {}
+    for mine, key, _ in entries:
         name, _, item = key.removeprefix("filter.").rpartition(".")
-        if not name or item not in _FILTER_KEYS:
-            continue
-        if scope in TRUSTED_SCOPES:
-            trusted[key] = value
-        else:
+        if not mine and key.startswith("filter.") and name and item in _FILTER_KEYS:
             untrusted.setdefault(name, set()).add(item)
-    settings = []
+    undone: dict[str, str] = {}
     for name, items in sorted(untrusted.items()):
         if "process" in items and f"filter.{name}.process" not in trusted:
-            settings += [(f"filter.{name}.{item}", "") for item in _FILTER_KEYS]
+            undone.update((f"filter.{name}.{item}", "") for item in _FILTER_KEYS)
         else:
-            settings += [(key, trusted.get(key, "")) for key in (f"filter.{name}.{item}" for item in sorted(items))]
+            undone.update((key, trusted.get(key, "")) for key in (f"filter.{name}.{item}" for item in sorted(items)))
+    if any(not mine and _LFS_PROGRAM.fullmatch(key) for mine, key, _ in entries):
+        undone.update((f"filter.lfs.{item}", "") for item in _FILTER_KEYS)
+    settings = list(undone.items())
+    if any(not mine and _CREDENTIAL_HELPER.fullmatch(key) for mine, key, _ in entries):
+        settings.append(("credential.helper", ""))  # empties the list, whatever URL it was for
+        settings += [(key, value) for mine, key, value in entries if mine and _CREDENTIAL_HELPER.fullmatch(key)]
     return settings
 
 
@@ -241,14 +266,14 @@ async def app_config(cwd: str, args: Sequence[str] = ()) -> AppConfig:
     if _plain_repository_config(cwd):
         return AppConfig(config)  # what the lookup below would find, without a process to wait for
     listed = await _run(
-        git_arguments(["config", "--null", "--show-scope", "--get-regexp", r"^filter\."]),
+        git_arguments(["config", "--null", "--show-scope", "--get-regexp", _LOOKED_UP]),
         cwd,
         git_environment(),
         None,
         DEFAULT_TIMEOUT,
     )
     # 1: no filter configured. Anything else: the command itself fails on the same config.
-    return AppConfig(config + tuple(untrusted_filters(listed.text)) if listed.ok else config)
+    return AppConfig(config + tuple(untrusted_settings(listed.text)) if listed.ok else config)
 
 
 async def git(
@@ -277,7 +302,7 @@ async def git(
 
 
 _PLAIN_CONFIG_BYTES = 1024 * 1024
-_LOOKUP_WORDS = (b"filter", b"include")
+_LOOKUP_WORDS = (b"filter", b"include", b"lfs", b"credential")
 _HEAD = re.compile(rb"ref: refs/[^\0\n]*\n?|[0-9a-f]{40}(?:[0-9a-f]{24})?\n?")
 
 

@@ -8,6 +8,7 @@ Real repositories, real scripts: each program a repository names leaves a mark w
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from polypilot_tui.workspace.finish import (
     push_branch,
     worktree_state,
 )
-from polypilot_tui.workspace.git import WorkspaceError, git, untrusted_filters
+from polypilot_tui.workspace.git import WorkspaceError, git, untrusted_settings
 from polypilot_tui.workspace.worktrees import create_worktree, folder_problem, in_place, inspect_folder
 from tests.workspace.hostile import Marks, hostile_repo
 from tests.workspace.repos import make_repo, run
@@ -148,6 +149,7 @@ async def test_the_users_own_filter_runs_and_a_repository_cannot_redefine_it(
     smudge.chmod(0o755)
     (home / ".gitconfig").write_text(f'[filter "lfs"]\n\tsmudge = {smudge}\n\tclean = cat\n\trequired = true\n')
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")  # a machine's git-lfs sets its process filter there
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     repo = make_repo(tmp_path / "repo", {"big.bin": "pointer\n", ".gitattributes": "*.bin filter=lfs\n"})
     run(repo, "config", "filter.lfs.smudge", marks.program("repo-smudge", filter_=True))
@@ -158,7 +160,7 @@ async def test_the_users_own_filter_runs_and_a_repository_cannot_redefine_it(
     assert marks.ran() == ["user-smudge"]
 
 
-def test_untrusted_filters_keeps_the_users_values_and_blanks_the_rest() -> None:
+def test_untrusted_settings_keeps_the_users_values_and_blanks_the_rest() -> None:
     listing = (
         "global\0filter.lfs.smudge\ngit-lfs smudge\0"
         "global\0filter.lfs.process\ngit-lfs process\0"
@@ -168,7 +170,7 @@ def test_untrusted_filters_keeps_the_users_values_and_blanks_the_rest() -> None:
         "system\0filter.sys.clean\nfine\0"
         "worktree\0filter.wt.required\ntrue\0"
     )
-    settings = dict(untrusted_filters(listing))
+    settings = dict(untrusted_settings(listing))
     assert settings == {
         "filter.lfs.smudge": "git-lfs smudge",  # the user's, back
         "filter.a.b=c.clean": "",
@@ -177,7 +179,92 @@ def test_untrusted_filters_keeps_the_users_values_and_blanks_the_rest() -> None:
     # A process filter the user does not have: set at all, git would skip the user's clean
     # and smudge, so the whole driver goes, and is not required.
     mine = "global\0filter.x.clean\nmine\0global\0filter.x.required\ntrue\0local\0filter.x.process\nevil\0"
-    assert dict(untrusted_filters(mine)) == {f"filter.x.{k}": "" for k in ("clean", "smudge", "process", "required")}
+    assert dict(untrusted_settings(mine)) == {f"filter.x.{k}": "" for k in ("clean", "smudge", "process", "required")}
+
+
+def test_untrusted_settings_take_back_what_the_users_git_lfs_would_run() -> None:
+    """git-lfs, the user's filter, reads the repository's config too: an extension or a
+    transfer agent there blanks the lfs driver; a credential helper there leaves the user's
+    own helpers, in their order, after an empty one that drops every other."""
+    users = "global\0filter.lfs.process\ngit-lfs filter-process\0global\0filter.lfs.required\ntrue\0"
+    for key in ("lfs.extension.evil.clean", "lfs.customtransfer.x.path", "lfs.standalonetransferagent"):
+        settings = dict(untrusted_settings(users + f"local\0{key}\nevil\0"))
+        assert settings == {f"filter.lfs.{k}": "" for k in ("clean", "smudge", "process", "required")}, key
+    assert untrusted_settings(users + "local\0lfs.url\nhttps://lfs.example.com\0") == []  # names no program
+    helpers = (
+        "system\0credential.helper\ncache\0"
+        "global\0credential.https://example.com.helper\nmine\0"
+        "local\0credential.helper\nevil\0"
+        "worktree\0credential.https://example.com.helper\nevil\0"
+    )
+    assert untrusted_settings(helpers) == [
+        ("credential.helper", ""),
+        ("credential.helper", "cache"),
+        ("credential.https://example.com.helper", "mine"),
+    ]
+
+
+def users_git_lfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home of the test's own where git-lfs is set up as ``git lfs install`` does (skip
+    without git-lfs; on CI it must be there); the machine's config is left out."""
+    if shutil.which("git-lfs") is None:
+        message = "git-lfs is missing (apt-get install git-lfs)"
+        if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
+            pytest.fail(f"{message} (CI=true: the test must run)")
+        pytest.skip(message)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    subprocess.run(["git", "lfs", "install", "--skip-repo"], check=True, capture_output=True)
+    return home
+
+
+LFS_ATTRIBUTES = "*.bin filter=lfs diff=lfs merge=lfs -text\n"
+
+
+async def test_the_users_git_lfs_runs_no_extension_the_repository_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    users_git_lfs(tmp_path, monkeypatch)
+    marks = Marks(tmp_path)
+    repo = make_repo(tmp_path / "repo", {"big.bin": "payload\n", ".gitattributes": LFS_ATTRIBUTES})
+    for item in ("clean", "smudge"):
+        run(repo, "config", f"lfs.extension.evil.{item}", marks.program("lfs-extension", filter_=True))
+    run(repo, "config", "lfs.extension.evil.priority", "0")
+    (repo / "big.bin").write_text("payload\nmore\n")
+    here = in_place(await inspect_folder(str(repo)))
+    assert (await change_stats(here)).files == 1  # the file against its pointer: lfs is left out
+    assert marks.ran() == []
+    run(repo, "diff", "--stat")  # armed: git as the user runs it runs the extension
+    assert marks.ran() == ["lfs-extension"]
+
+
+async def test_the_users_git_lfs_asks_only_the_users_credential_helpers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new worktree of an LFS repository downloads what is not here: git-lfs asks ``git
+    credential``, which would run the repository's helper and askpass. Nothing listens at
+    the server's address, so the download fails after the credentials, in words."""
+    home = users_git_lfs(tmp_path, monkeypatch)
+    marks = Marks(tmp_path)
+    with open(home / ".gitconfig", "a") as config:
+        config.write(f"[credential]\n\thelper = {marks.program('user-credential-helper')}\n")
+    repo = make_repo(tmp_path / "repo", {"big.bin": "payload\n", ".gitattributes": LFS_ATTRIBUTES})
+    shutil.rmtree(repo / ".git" / "lfs" / "objects")  # to be downloaded…
+    (repo / "big.bin").unlink()  # …and not cleaned back into the store from the checkout
+    server = "http://127.0.0.1:9/info/lfs"
+    run(repo, "config", "lfs.url", server)
+    run(repo, "config", f"lfs.{server}.access", "basic")  # credentials before the first request
+    run(repo, "config", "credential.helper", marks.program("credential-helper"))
+    run(repo, "config", "core.askPass", marks.program("askpass"))
+    with pytest.raises(WorkspaceError, match="big.bin"):
+        await create_worktree(await inspect_folder(str(repo)), "lfs", "", tmp_path / "wt")
+    assert marks.ran() == ["user-credential-helper"]
+    marks.clear()
+    armed = subprocess.run(["git", "worktree", "add", str(tmp_path / "plain")], cwd=repo, capture_output=True)
+    assert armed.returncode != 0 and {"askpass", "credential-helper"} <= set(marks.ran())
 
 
 async def test_what_the_user_asks_for_runs_the_repositorys_hooks_as_git_would(tmp_path: Path) -> None:

@@ -215,7 +215,24 @@ def linked_head(repo: Path) -> Path:
     return repo
 
 
-UNSURE = {"config a FIFO": fifo_config, "config of 1.2 MB": huge_config, "HEAD a link": linked_head}
+def set_in_config(key: str) -> Callable[[Path], Path]:
+    """A layout: ``key`` set to a program in the repository's config (no filter in it)."""
+
+    def write(repo: Path) -> Path:
+        run(repo, "config", key, "/bin/true")
+        return repo
+
+    return write
+
+
+UNSURE = {
+    "config a FIFO": fifo_config,
+    "config of 1.2 MB": huge_config,
+    "HEAD a link": linked_head,
+    # what the user's git-lfs would run (tests/workspace/test_hostile_repo.py)
+    "an lfs extension": set_in_config("lfs.extension.evil.clean"),
+    "a credential helper": set_in_config("credential.helper"),
+}
 
 
 @pytest.mark.parametrize("layout", UNSURE.values(), ids=UNSURE.keys())
