@@ -28,7 +28,7 @@ from bench._support import Row, ms_ratio
 
 FILES = 50_000
 FOLDERS = 500
-RUNS = 9
+RUNS = 25
 IDENTITY = {
     "GIT_AUTHOR_NAME": "bench",
     "GIT_AUTHOR_EMAIL": "b@x.invalid",
