@@ -32,8 +32,8 @@ repository's own (``.git/config``, ``config.worktree`` and what they include) is
   one); the user's own drivers (git-lfs in ``~/.gitconfig``) run, or new worktrees of an
   LFS repository would hold pointer files. Read with ``git config --show-scope`` per call,
   unless the repository's own config files, read as git reads them, plainly cannot define
-  a filter (none of the words "filter", "include", "lfs", "credential" in them: no process
-  for a diff to wait for).
+  a filter (none of the words "filter", "include", "lfs" in them: no process for a diff to
+  wait for).
 - ``diff.external``, ``diff.<x>.command``: ``--no-ext-diff`` on every ``diff`` (also a
   user-level difftastic prints nothing we can read); ``GIT_EXTERNAL_DIFF`` is dropped.
 - ``diff.<x>.textconv``: ``--no-textconv`` on every ``diff``.
@@ -44,13 +44,15 @@ repository's own (``.git/config``, ``config.worktree`` and what they include) is
   ``receivepack`` / ``vcs`` / ``proxy``, ``url.<x>.insteadOf``, ``core.alternateRefsCommand``:
   only a transport runs them, and the app's calls never reach one: ``protocol.allow=never``
   (a partial clone's lazy fetch fails in words instead of running them).
-- **What the user's own filter reads from the repository**: git-lfs, run as the user's
-  filter, reads the repository's config too and runs programs it names
-  (``lfs.extension.<x>.clean`` / ``smudge``, ``lfs.customtransfer.<x>.path``) and, as it
-  downloads, ``git credential`` (the repository's ``credential.helper``, ``core.askPass``).
-  Looked up with the filters: the ``lfs`` driver is blanked for a repository that names a
-  program of its own, the credential helpers are the user's alone, and ``core.askPass`` is
-  blank (nothing prompts).
+- **What the user's own git-lfs reads from the repository**: its config (programs:
+  ``lfs.extension.<x>.clean`` / ``smudge``, ``lfs.customtransfer.<x>.path``) and its
+  ``.lfsconfig``, which is content: the server to download from (``lfs.url``), whose answer
+  picks the transfer program. So the app's calls never download: git-lfs's smudge is
+  skipped (``GIT_LFS_SKIP_SMUDGE``), and a new worktree's LFS files are filled from the
+  objects stored here (:func:`fill_lfs_files`; what is missing stays a pointer file). The
+  ``lfs`` driver is blanked for a repository whose config names a program of its own
+  (looked up with the filters), and ``core.askPass`` is blank (nothing prompts, nothing asks
+  ``git credential``).
 - ``gpg.program``, ``gpg.<format>.program``, ``gpg.ssh.defaultKeyCommand``: the app makes
   no commit; ``log.showSignature=false`` so no listing verifies one.
 - ``merge.<x>.driver``: only a merge runs it, and only the user merges.
@@ -70,6 +72,7 @@ dropped as above, nothing prompts (ssh in ``BatchMode`` unless the user set thei
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import shutil
@@ -79,6 +82,8 @@ from collections.abc import Sequence
 
 from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.exit_status import exit_text
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 60.0
 REAP_SECONDS = 1.0
@@ -132,10 +137,10 @@ _SUBCOMMAND_OPTIONS = {
     "status": ("--ignore-submodules=dirty",),
 }
 _FILTER_KEYS = ("clean", "smudge", "process", "required")
-_LOOKED_UP = r"^(filter|lfs|credential)\."
-"""The keys looked up for :func:`untrusted_settings`."""
-_LFS_PROGRAM = re.compile(r"lfs\.(?:extension|customtransfer)\..+|lfs\.standalonetransferagent", re.IGNORECASE)
-_CREDENTIAL_HELPER = re.compile(r"credential\.(?:.+\.)?helper", re.IGNORECASE)
+_LOOKED_UP = r"^filter\.|lfs\."
+"""The keys looked up for :func:`untrusted_settings` (git-lfs finds its programs' keys
+anywhere in a key's name: ``remote.lfs.customtransfer.x.path`` defines one)."""
+_LFS_PROGRAM = re.compile(r"lfs\.(?:extension|customtransfer)\.|standalonetransferagent\Z", re.IGNORECASE)
 _NO_CONTENT = frozenset({"rev-parse", "symbolic-ref", "check-ref-format", "merge-base", "rev-list", "config"})
 """Commands that read refs and objects only: no file goes through a filter, no lookup needed."""
 _NO_CONTENT_CALLS = frozenset({("ls-files", "--others", "--exclude-standard", "-z")})
@@ -218,10 +223,9 @@ def untrusted_settings(listing: str) -> list[tuple[str, str]]:
       cannot be taken back (set at all, even blank, git stops using clean and smudge), so
       that driver is blanked whole.
     - **what the user's git-lfs would run**: it reads the repository's config too. An
-      ``lfs.extension``, ``lfs.customtransfer`` or standalone transfer agent there: the
-      ``lfs`` driver is blanked whole for the call (pointer files, not the repository's
-      program). A credential helper there (git-lfs asks ``git credential`` when it
-      downloads): the helper list is emptied, then the user's own helpers set again, in order.
+      extension, a custom transfer or a standalone transfer agent there: the ``lfs`` driver
+      is blanked whole for the call (the file against its pointer, not the repository's
+      program), and no new worktree's files are filled from the store (:func:`fill_lfs_files`).
     """
     entries = []
     fields = listing.split("\0")
@@ -240,13 +244,9 @@ def untrusted_settings(listing: str) -> list[tuple[str, str]]:
             undone.update((f"filter.{name}.{item}", "") for item in _FILTER_KEYS)
         else:
             undone.update((key, trusted.get(key, "")) for key in (f"filter.{name}.{item}" for item in sorted(items)))
-    if any(not mine and _LFS_PROGRAM.fullmatch(key) for mine, key, _ in entries):
+    if any(not mine and _LFS_PROGRAM.search(key) for mine, key, _ in entries):
         undone.update((f"filter.lfs.{item}", "") for item in _FILTER_KEYS)
-    settings = list(undone.items())
-    if any(not mine and _CREDENTIAL_HELPER.fullmatch(key) for mine, key, _ in entries):
-        settings.append(("credential.helper", ""))  # empties the list, whatever URL it was for
-        settings += [(key, value) for mine, key, value in entries if mine and _CREDENTIAL_HELPER.fullmatch(key)]
-    return settings
+    return list(undone.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +272,7 @@ async def app_config(cwd: str, args: Sequence[str] = ()) -> AppConfig:
         None,
         DEFAULT_TIMEOUT,
     )
-    # 1: no filter configured. Anything else: the command itself fails on the same config.
+    # 1: no such key. Anything else: the command itself fails on the same config.
     return AppConfig(config + tuple(untrusted_settings(listed.text)) if listed.ok else config)
 
 
@@ -295,25 +295,28 @@ async def git(
     :func:`app_config` for the same folder), else looked up now.
     """
     config = _EVERY_CALL_CONFIG if user_asked else (settings or await app_config(cwd, args)).config
-    result = await _run(git_arguments(args), cwd, git_environment(config), stdin, timeout)
+    env = git_environment(config)
+    if not user_asked:
+        env["GIT_LFS_SKIP_SMUDGE"] = "1"  # no download from where the repository says (its .lfsconfig)
+    result = await _run(git_arguments(args), cwd, env, stdin, timeout)
     if check and not result.ok:
         raise WorkspaceError(f"git {' '.join(args[:2])} failed in {cwd}: {describe(result)}")
     return result
 
 
 _PLAIN_CONFIG_BYTES = 1024 * 1024
-_LOOKUP_WORDS = (b"filter", b"include", b"lfs", b"credential")
+_LOOKUP_WORDS = (b"filter", b"include", b"lfs")
 _HEAD = re.compile(rb"ref: refs/[^\0\n]*\n?|[0-9a-f]{40}(?:[0-9a-f]{24})?\n?")
 
 
 def _plain_repository_config(cwd: str) -> bool:
     """Whether the repository's own config files, read here as git reads them in ``cwd``,
-    can neither define a filter nor include a file that could: none of them holds the words
-    "filter" or "include", in any case (a section's name is plain ASCII: ``[filter "x"]``,
-    ``[Filter.x]``, ``[includeIf …]`` all spell them). Then the lookup process would find no
-    filter to undo. Only for the top of a working tree (its ``.git`` there), with no link
-    anywhere on the way to those files; False whenever unsure: another layout, a link, a file
-    that is not a plain one or is too big."""
+    set none of the keys :func:`untrusted_settings` undoes, nor include a file that could:
+    none of them holds the words of :data:`_LOOKUP_WORDS`, in any case (a section's name is
+    plain ASCII: ``[filter "x"]``, ``[Filter.x]``, ``[includeIf …]`` all spell them). Then
+    the lookup process would find nothing to undo. Only for the top of a working tree (its
+    ``.git`` there), with no link anywhere on the way to those files; False whenever unsure:
+    another layout, a link, a file that is not a plain one or is too big."""
     try:
         git_dir, common = _git_dirs(os.path.realpath(cwd))
         texts = [_small_file(os.path.join(common, "config"))]
@@ -386,6 +389,36 @@ def _small_file(path: str) -> bytes:
     return data
 
 
+async def fill_lfs_files(folder: str) -> None:
+    """Fill a new worktree's LFS files from the objects its repository stores, as the user's
+    git-lfs would have on checkout but never downloading (the app's calls skip its smudge:
+    see the module's docstring); a missing object stays a pointer file. Only where the
+    user's own config runs git-lfs as the ``lfs`` filter, and the repository's names no lfs
+    program (the driver is blanked then), in a worktree whose top ``.gitattributes`` sends
+    files to it. Nothing is raised: the files stay pointer files and the log says why."""
+    lfs = shutil.which("git-lfs")
+    if lfs is None or not _uses_lfs(folder):
+        return  # git-lfs would mark the repository's config as its own even so
+    settings = await app_config(folder)
+    listed = await git(
+        ["config", "--get-regexp", r"^filter\.lfs\.(process|smudge)$"], folder, check=False, settings=settings
+    )
+    driver = dict(line.partition(" ")[::2] for line in listed.text.splitlines())  # the last of each key wins, as in git
+    if not any("git-lfs" in command for command in driver.values()):
+        return
+    filled = await _run([lfs, "checkout"], folder, git_environment(settings.config), None, DEFAULT_TIMEOUT)
+    if not filled.ok:
+        log.warning("LFS files of %s left as pointers: git-lfs checkout: %s", folder, describe(filled))
+
+
+def _uses_lfs(folder: str) -> bool:
+    """Whether ``folder``'s own ``.gitattributes`` sends files to the ``lfs`` filter."""
+    try:
+        return b"filter=lfs" in _small_file(os.path.join(folder, ".gitattributes"))
+    except (OSError, ValueError):
+        return False
+
+
 def config_output(folder: str, args: Sequence[str], timeout: float = 10.0) -> str:
     """What ``git config args`` prints in ``folder``, run at once and blocking (the sandbox's
     launcher reads hooks and includes as it plans a start): "" when git is missing, fails, or
@@ -407,7 +440,7 @@ def config_output(folder: str, args: Sequence[str], timeout: float = 10.0) -> st
 
 
 async def _run(command: list[str], cwd: str, env: dict[str, str], stdin: bytes | None, timeout: float) -> GitResult:
-    what = " ".join(command[2:3])  # after "git --no-pager": the subcommand
+    what = " ".join(["git", *command[2:3]]) if command[1:2] == ["--no-pager"] else os.path.basename(command[0])
     try:
         proc = await asyncio.create_subprocess_exec(
             *command,
@@ -427,7 +460,7 @@ async def _run(command: list[str], cwd: str, env: dict[str, str], stdin: bytes |
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        raise WorkspaceError(f"git {what} did not finish within {timeout:.0f} s in {cwd}") from None
+        raise WorkspaceError(f"{what} did not finish within {timeout:.0f} s in {cwd}") from None
     except asyncio.CancelledError:
         if proc.returncode is None:
             proc.kill()

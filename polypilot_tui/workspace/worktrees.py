@@ -16,7 +16,7 @@ from pathlib import Path
 from polypilot_tui.domain.dataclass_on_use import dataclass
 from polypilot_tui.domain.workspace import FolderInfo, Isolation, Workspace
 from polypilot_tui.infra.private import private_dir
-from polypilot_tui.workspace.git import WorkspaceError, describe, git
+from polypilot_tui.workspace.git import WorkspaceError, describe, fill_lfs_files, git
 
 
 async def checkout_of(path: str) -> FolderInfo:
@@ -148,6 +148,7 @@ async def create_worktree(info: FolderInfo, branch: str, base: str, root: Path) 
         if isinstance(exc, OSError):
             raise WorkspaceError(f"the worktree could not be made: {exc.strerror or exc}") from None
         raise
+    await fill_lfs_files(str(plan.folder))
     return Workspace(str(plan.folder), Isolation.WORKTREE, info.repo, branch, plan.base, plan.base_commit)
 
 

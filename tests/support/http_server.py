@@ -1,4 +1,4 @@
-"""A plain local HTTP server for tests: answers every GET, counts what it was asked."""
+"""A plain local HTTP server for tests: answers every GET and POST, counts what it was asked."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class LocalServer(ThreadingHTTPServer):
-    """On 127.0.0.1; ``asked`` counts the GETs it answered with ``reply(path)``."""
+    """On 127.0.0.1; ``asked`` counts the GETs and POSTs it answered with ``reply(path)``."""
 
     def __init__(self, reply: Callable[[str], bytes]) -> None:
         super().__init__(("127.0.0.1", 0), _Answer)
@@ -31,6 +31,10 @@ class _Answer(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
         pass

@@ -27,8 +27,9 @@ from polypilot_tui.workspace.finish import (
 )
 from polypilot_tui.workspace.git import WorkspaceError, git, untrusted_settings
 from polypilot_tui.workspace.worktrees import create_worktree, folder_problem, in_place, inspect_folder
+from tests.support.http_server import local_server
 from tests.workspace.hostile import Marks, hostile_repo
-from tests.workspace.repos import make_repo, run
+from tests.workspace.repos import commit, make_repo, run
 
 
 def edit(folder: Path) -> None:
@@ -182,26 +183,21 @@ def test_untrusted_settings_keeps_the_users_values_and_blanks_the_rest() -> None
     assert dict(untrusted_settings(mine)) == {f"filter.x.{k}": "" for k in ("clean", "smudge", "process", "required")}
 
 
-def test_untrusted_settings_take_back_what_the_users_git_lfs_would_run() -> None:
-    """git-lfs, the user's filter, reads the repository's config too: an extension or a
-    transfer agent there blanks the lfs driver; a credential helper there leaves the user's
-    own helpers, in their order, after an empty one that drops every other."""
+def test_untrusted_settings_blank_lfs_where_the_repository_names_an_lfs_program() -> None:
+    """git-lfs, the user's filter, reads the repository's config too, and finds its programs'
+    keys anywhere in a name (``remote.lfs.customtransfer.x.path`` defines a transfer)."""
     users = "global\0filter.lfs.process\ngit-lfs filter-process\0global\0filter.lfs.required\ntrue\0"
-    for key in ("lfs.extension.evil.clean", "lfs.customtransfer.x.path", "lfs.standalonetransferagent"):
+    for key in (
+        "lfs.extension.evil.clean",
+        "lfs.customtransfer.x.path",
+        "remote.lfs.customtransfer.x.path",
+        "lfs.standalonetransferagent",
+        "lfs.https://lfs.example.com.standalonetransferagent",
+    ):
         settings = dict(untrusted_settings(users + f"local\0{key}\nevil\0"))
         assert settings == {f"filter.lfs.{k}": "" for k in ("clean", "smudge", "process", "required")}, key
     assert untrusted_settings(users + "local\0lfs.url\nhttps://lfs.example.com\0") == []  # names no program
-    helpers = (
-        "system\0credential.helper\ncache\0"
-        "global\0credential.https://example.com.helper\nmine\0"
-        "local\0credential.helper\nevil\0"
-        "worktree\0credential.https://example.com.helper\nevil\0"
-    )
-    assert untrusted_settings(helpers) == [
-        ("credential.helper", ""),
-        ("credential.helper", "cache"),
-        ("credential.https://example.com.helper", "mine"),
-    ]
+    assert untrusted_settings("global\0lfs.customtransfer.mine.path\nmine\0" + users) == []  # the user's own
 
 
 def users_git_lfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -241,30 +237,40 @@ async def test_the_users_git_lfs_runs_no_extension_the_repository_names(
     assert marks.ran() == ["lfs-extension"]
 
 
-async def test_the_users_git_lfs_asks_only_the_users_credential_helpers(
+async def test_a_new_worktree_of_an_lfs_repository_has_its_stored_files_and_downloads_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A new worktree of an LFS repository downloads what is not here: git-lfs asks ``git
-    credential``, which would run the repository's helper and askpass. Nothing listens at
-    the server's address, so the download fails after the credentials, in words."""
-    home = users_git_lfs(tmp_path, monkeypatch)
+    """A new worktree's LFS files come from the objects stored here. What is missing stays a
+    pointer file: the server is the repository's choice (its ``.lfsconfig``, content), and
+    so would be the transfer program its answer names; nothing asks for credentials."""
+    users_git_lfs(tmp_path, monkeypatch)
     marks = Marks(tmp_path)
-    with open(home / ".gitconfig", "a") as config:
-        config.write(f"[credential]\n\thelper = {marks.program('user-credential-helper')}\n")
     repo = make_repo(tmp_path / "repo", {"big.bin": "payload\n", ".gitattributes": LFS_ATTRIBUTES})
-    shutil.rmtree(repo / ".git" / "lfs" / "objects")  # to be downloaded…
-    (repo / "big.bin").unlink()  # …and not cleaned back into the store from the checkout
-    server = "http://127.0.0.1:9/info/lfs"
-    run(repo, "config", "lfs.url", server)
-    run(repo, "config", f"lfs.{server}.access", "basic")  # credentials before the first request
-    run(repo, "config", "credential.helper", marks.program("credential-helper"))
-    run(repo, "config", "core.askPass", marks.program("askpass"))
-    with pytest.raises(WorkspaceError, match="big.bin"):
-        await create_worktree(await inspect_folder(str(repo)), "lfs", "", tmp_path / "wt")
-    assert marks.ran() == ["user-credential-helper"]
-    marks.clear()
-    armed = subprocess.run(["git", "worktree", "add", str(tmp_path / "plain")], cwd=repo, capture_output=True)
-    assert armed.returncode != 0 and {"askpass", "credential-helper"} <= set(marks.ran())
+    tree = await create_worktree(await inspect_folder(str(repo)), "stored", "", tmp_path / "wt")
+    assert Path(tree.folder, "big.bin").read_text() == "payload\n"  # filled from the store
+    assert await change_stats(tree) == ChangeStats(0, 0, 0)
+
+    with local_server(lambda path: b"{}") as server:
+        (repo / ".lfsconfig").write_text(f"[lfs]\n\turl = http://127.0.0.1:{server.port}/info/lfs\n")
+        (repo / "more.bin").write_text("not stored\n")
+        commit(repo, "more")
+        oid = lfs_oid(repo, "more.bin")
+        (repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid).unlink()  # to be downloaded…
+        (repo / "more.bin").unlink()  # …and not cleaned back into the store from the checkout
+        run(repo, "config", "credential.helper", marks.program("credential-helper"))
+        run(repo, "config", "core.askPass", marks.program("askpass"))
+        tree = await create_worktree(await inspect_folder(str(repo)), "missing", "", tmp_path / "wt")
+        assert Path(tree.folder, "more.bin").read_text().startswith("version https://git-lfs.github.com/spec/v1")
+        assert Path(tree.folder, "big.bin").read_text() == "payload\n"
+        assert server.asked == 0 and marks.ran() == []
+        armed = subprocess.run(["git", "worktree", "add", str(tmp_path / "plain")], cwd=repo, capture_output=True)
+        assert armed.returncode != 0 and server.asked > 0  # git as the user runs it asks the server
+
+
+def lfs_oid(repo: Path, name: str) -> str:
+    """The LFS object id a committed pointer file names."""
+    pointer = run(repo, "show", f"HEAD:{name}")
+    return next(line.split(":", 1)[1] for line in pointer.splitlines() if line.startswith("oid sha256:"))
 
 
 async def test_what_the_user_asks_for_runs_the_repositorys_hooks_as_git_would(tmp_path: Path) -> None:

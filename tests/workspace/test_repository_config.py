@@ -231,7 +231,7 @@ UNSURE = {
     "HEAD a link": linked_head,
     # what the user's git-lfs would run (tests/workspace/test_hostile_repo.py)
     "an lfs extension": set_in_config("lfs.extension.evil.clean"),
-    "a credential helper": set_in_config("credential.helper"),
+    "an lfs transfer under another name": set_in_config("remote.lfs.customtransfer.evil.path"),
 }
 
 
