@@ -223,17 +223,31 @@ LFS_ATTRIBUTES = "*.bin filter=lfs diff=lfs merge=lfs -text\n"
 async def test_the_users_git_lfs_runs_no_extension_the_repository_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An extension runs on clean (a diff) and on smudge (a checkout: its pointer names it).
+    The app's count and its new worktree (left as pointer files) run it neither time."""
     users_git_lfs(tmp_path, monkeypatch)
     marks = Marks(tmp_path)
-    repo = make_repo(tmp_path / "repo", {"big.bin": "payload\n", ".gitattributes": LFS_ATTRIBUTES})
-    for item in ("clean", "smudge"):
-        run(repo, "config", f"lfs.extension.evil.{item}", marks.program("lfs-extension", filter_=True))
+    repo = make_repo(tmp_path / "repo", {".gitattributes": LFS_ATTRIBUTES})
+    for item, change in (("clean", "a-z A-Z"), ("smudge", "A-Z a-z")):  # git-lfs notes a change only
+        script = marks.bin / f"lfs-extension-{item}"
+        script.write_text(f"#!/bin/sh\ntouch '{marks.folder / 'lfs-extension'}'\nexec tr {change}\n")
+        script.chmod(0o755)
+        run(repo, "config", f"lfs.extension.evil.{item}", str(script))
     run(repo, "config", "lfs.extension.evil.priority", "0")
+    (repo / "big.bin").write_text("payload\n")
+    commit(repo, "stored through the extension")
+    assert "ext-0-evil" in run(repo, "show", "HEAD:big.bin")
+    marks.clear()
     (repo / "big.bin").write_text("payload\nmore\n")
     here = in_place(await inspect_folder(str(repo)))
     assert (await change_stats(here)).files == 1  # the file against its pointer: lfs is left out
+    tree = await create_worktree(await inspect_folder(str(repo)), "ext", "", tmp_path / "wt")
+    assert Path(tree.folder, "big.bin").read_text().startswith("version https://git-lfs")  # not filled
     assert marks.ran() == []
     run(repo, "diff", "--stat")  # armed: git as the user runs it runs the extension
+    assert marks.ran() == ["lfs-extension"]
+    marks.clear()
+    run(Path(tree.folder), "lfs", "checkout")  # …and so does the fill, were it left to run
     assert marks.ran() == ["lfs-extension"]
 
 
