@@ -6,15 +6,14 @@ new files. Timed alternately, one run of each side after the other, medians of b
 
 - git:   ``git diff --stat <base>`` alone — the floor (git must look at every file);
 - ours:  :func:`change_stats` — what the sidebar calls after each turn (``diff --numstat``,
-  untracked files listed and their lines counted), awaited in one running event loop as the
-  dashboard's is.
+  untracked files listed and their lines counted), awaited in one running event loop run as
+  the engine runs its own (``infra/event_loop.run``).
 
 The ratio ours/git is printed (target ≤ 1.3x), and the CPU time of each side's processes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import resource
 import statistics
@@ -25,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench._support import Row, ms_ratio
+from polypilot_tui.infra import event_loop
 
 FILES = 50_000
 FOLDERS = 500
@@ -73,7 +73,7 @@ def alternate(floor: Callable[[], object], ours: Callable[[], Awaitable[object]]
             ourses.append(time.perf_counter() - started)
         return floors, ourses
 
-    floors, ourses = asyncio.run(timed())
+    floors, ourses = event_loop.run(timed())
     return statistics.median(floors), statistics.median(ourses)
 
 
@@ -98,7 +98,7 @@ def main() -> list[Row]:
         async def worktree() -> object:
             return await create_worktree(await inspect_folder(str(repo)), "bench", "", root / "wt")
 
-        tree = asyncio.run(worktree())
+        tree = event_loop.run(worktree())
         folder = Path(tree.folder)  # type: ignore[attr-defined]
         for index in range(200):
             path = folder / f"pkg{index:03d}" / "mod000.py"
@@ -113,10 +113,10 @@ def main() -> list[Row]:
         def floor_run() -> None:
             git(folder, "diff", "--stat", tree.base_commit)  # type: ignore[attr-defined]
 
-        stats = asyncio.run(change_stats(tree))  # type: ignore[arg-type]
+        stats = event_loop.run(change_stats(tree))  # type: ignore[arg-type]
         floor, ours = alternate(floor_run, lambda: change_stats(tree))  # type: ignore[arg-type]
         floor_cpu = children_cpu_ms(floor_run)
-        ours_cpu = children_cpu_ms(lambda: asyncio.run(change_stats(tree)))  # type: ignore[arg-type]
+        ours_cpu = children_cpu_ms(lambda: event_loop.run(change_stats(tree)))  # type: ignore[arg-type]
         print(f"changes found: {stats.short()}")
         print(f"git diff --stat alone: {floor * 1000:.0f} ms (median of {RUNS}), its CPU {floor_cpu:.0f} ms")
         print(f"change_stats:          {ours * 1000:.0f} ms (median of {RUNS}), its processes' CPU {ours_cpu:.0f} ms")

@@ -89,3 +89,24 @@ async def test_cancel_and_wait_leaves_a_task_already_cancelled_to_finish_its_cle
     await asyncio.sleep(0)
     await event_loop.cancel_and_wait([running])  # one not yet cancelled is
     assert running.cancelled() and cleaned == ["reaped", "reaped"]
+
+
+WATCHED = """
+import asyncio, warnings
+from polypilot_tui.infra import event_loop
+
+async def main() -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec("sh", "-c", "exit 3", stdout=asyncio.subprocess.PIPE)
+    await proc.communicate()
+    return proc.returncode, type(asyncio.get_child_watcher()).__name__
+
+warnings.simplefilter("error")
+print(*event_loop.run(main()))
+"""
+
+
+def test_our_loops_see_a_process_end_through_its_pidfd() -> None:
+    """Not through 3.11's thread per process in ``waitpid``, slow to wake on a busy machine."""
+    done = subprocess.run([sys.executable, "-c", WATCHED], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "PidfdChildWatcher"]
