@@ -1,5 +1,5 @@
 """The app's git calls skip the settings lookup only where the repository's own config files,
-read as git reads them, plainly define no filter (workspace/git.py, ``app_config``).
+read as git reads them, plainly set nothing it would undo (workspace/git.py, ``app_config``).
 
 Every layout below defines a filter in a file git reads, in a way the files' words must give
 away, or is one where git could read other files than the ones we would: the lookup runs,
