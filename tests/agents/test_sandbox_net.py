@@ -28,6 +28,7 @@ from polypilot_tui.domain.clock import FakeClock
 from polypilot_tui.domain.sandbox import Sandbox, SandboxMode
 from tests.support.http_server import LocalServer, local_server
 from tests.support.model_server import ModelServer
+from tests.support.processes import communicated
 from tests.support.waiting import until
 
 BWRAP = shutil.which("bwrap")
@@ -55,12 +56,7 @@ async def run_inside(gate: NetworkGate, code: str, timeout: float = WAIT) -> tup
         stderr=subprocess.PIPE,
         env=env,
     )
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    out, err = await communicated(process, timeout)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 

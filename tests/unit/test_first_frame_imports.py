@@ -24,6 +24,7 @@ from polypilot_tui.engine.verbs import NEW_SESSION, NewSession
 from polypilot_tui.service.hosts_file import add_host, hosts_path
 from tests.support.engine import Harness
 from tests.support.engine_service import engine_env, serving_in_process
+from tests.support.processes import communicated
 
 REPORT_WAIT = 60.0
 """Real seconds the dashboard has to reach its first frame (a hang guard, not a target)."""
@@ -223,12 +224,7 @@ async def first_frame(env: dict[str, str], cwd: Path) -> list[str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    try:
-        said, _ = await asyncio.wait_for(dashboard.communicate(), REPORT_WAIT)
-    finally:
-        if dashboard.returncode is None:
-            dashboard.kill()
-            await dashboard.wait()
+    said, _ = await communicated(dashboard, REPORT_WAIT)
     assert report.exists(), f"the dashboard reported nothing: {said.decode(errors='replace')[-2000:]}"
     return report.read_text().splitlines()
 
